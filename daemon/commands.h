@@ -1,0 +1,12 @@
+/* exld's subcommands.  Each takes argc/argv with argv[0] the subcommand name
+ * and returns the process exit status. */
+#ifndef EXL_COMMANDS_H
+#define EXL_COMMANDS_H
+
+int cmd_inspect(int argc, char **argv);
+int cmd_tokenize(int argc, char **argv);
+int cmd_detokenize(int argc, char **argv);
+int cmd_run(int argc, char **argv);
+int cmd_serve(int argc, char **argv); /* the daemon itself */
+
+#endif

@@ -1,0 +1,66 @@
+/* Paged KV cache: one pool of fixed-size pages shared by every sequence of
+ * a model, a page table per sequence, and prefix sharing between sequences.
+ *
+ * Pages are reference counted.  A full page whose tokens (and every token
+ * before them) are known is registered under a hash of that whole prefix,
+ * so a new sequence with the same prompt prefix maps the same pages instead
+ * of recomputing them.  Shared pages are never written: a sequence that must
+ * write into a shared page gets its own copy first (copy on write).
+ *
+ * Owned by one engine thread; not thread-safe.
+ */
+#ifndef EXL_KVCACHE_H
+#define EXL_KVCACHE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kernels/backend.h"
+
+struct exl_kvcache;
+
+struct exl_kv_seq {
+	int32_t *pages;  /* page ids, one per page_size positions */
+	int n_pages;
+	int cap_pages;
+	int n_pos;       /* positions that hold valid K/V */
+	int32_t *tokens; /* the token at each position (for prefix hashing) */
+	int cap_tokens;
+};
+
+struct exl_kvcache *exl_kvcache_create(struct exl_backend *be, int n_layers, int n_kv_heads,
+				       int head_dim, int n_tokens, int page_size,
+				       char *err, size_t errlen);
+void exl_kvcache_free(struct exl_kvcache *kv);
+
+int exl_kvcache_page_size(const struct exl_kvcache *kv);
+int exl_kvcache_n_pages(const struct exl_kvcache *kv);
+int exl_kvcache_free_pages(const struct exl_kvcache *kv);
+const struct exl_kv_layer *exl_kvcache_layer(const struct exl_kvcache *kv, int layer);
+
+void exl_kv_seq_init(struct exl_kv_seq *s);
+/* Drops every page reference of s and frees its arrays. */
+void exl_kv_seq_release(struct exl_kvcache *kv, struct exl_kv_seq *s);
+
+/* Maps into an empty s the longest run of whole cached pages that matches
+ * tokens[0..n).  Returns the number of positions reused (a multiple of
+ * page_size, and always < n so at least one token is left to compute). */
+int exl_kv_seq_share_prefix(struct exl_kvcache *kv, struct exl_kv_seq *s,
+			    const int32_t *tokens, int n);
+
+/* Makes positions [s->n_pos, s->n_pos + n) writable in s: allocates pages
+ * and un-shares the last page when needed.  Returns 0, or -1 when the pool
+ * has too few free pages (s is unchanged then). */
+int exl_kv_seq_reserve(struct exl_kvcache *kv, struct exl_kv_seq *s, int n);
+/* Pages a reserve of n more positions would take from the pool. */
+int exl_kv_seq_pages_needed(const struct exl_kvcache *kv, const struct exl_kv_seq *s, int n);
+
+/* Records that positions [s->n_pos, s->n_pos + n) now hold the K/V of
+ * tokens[0..n) and registers pages that became full for sharing. */
+int exl_kv_seq_commit(struct exl_kvcache *kv, struct exl_kv_seq *s, const int32_t *tokens, int n);
+
+/* Forgets positions >= n_pos (rewind for banned strings, token healing). */
+void exl_kv_seq_truncate(struct exl_kvcache *kv, struct exl_kv_seq *s, int n_pos);
+
+#endif

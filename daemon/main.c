@@ -1,0 +1,37 @@
+/* exld: the daemon, and its offline subcommands. */
+#include <stdio.h>
+#include <string.h>
+
+#include "daemon/commands.h"
+
+struct subcommand {
+	const char *name;
+	int (*fn)(int argc, char **argv);
+	const char *help;
+};
+
+static const struct subcommand subcommands[] = {
+	{ "inspect", cmd_inspect, "inspect FILE              print a GGUF model's metadata and tensors" },
+};
+
+static void usage(FILE *out)
+{
+	fprintf(out, "usage: exld [daemon options]      run the daemon (see exld --help)\n");
+	for (size_t i = 0; i < sizeof(subcommands) / sizeof(subcommands[0]); i++)
+		fprintf(out, "       exld %s\n", subcommands[i].help);
+}
+
+int main(int argc, char **argv)
+{
+	if (argc >= 2) {
+		for (size_t i = 0; i < sizeof(subcommands) / sizeof(subcommands[0]); i++)
+			if (!strcmp(argv[1], subcommands[i].name))
+				return subcommands[i].fn(argc - 1, argv + 1);
+		if (!strcmp(argv[1], "help") || !strcmp(argv[1], "-h")) {
+			usage(stdout);
+			return 0;
+		}
+	}
+	usage(stderr);
+	return 2;
+}

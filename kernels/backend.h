@@ -1,0 +1,134 @@
+/* The compute backend: one table of ops that the CPU and the CUDA backends
+ * both provide.  The model code calls only these, so a forward pass is
+ * written once.
+ *
+ * Memory: every float / weight / KV pointer passed to an op is "backend
+ * memory": host memory for the CPU backend, device memory for CUDA.  Buffers
+ * come from ops->alloc, weights from ops->upload (the CPU backend returns the
+ * host pointer itself, so mmapped GGUF weights are used in place).
+ *
+ * Ops run in order on the backend's queue (the CPU backend runs each op to
+ * completion on its worker pool before returning; CUDA enqueues on its
+ * stream).  Only ops->download and ops->sync wait for the queue.
+ *
+ * Matrix convention, as GGUF stores weights: a weight W has `rows` rows of
+ * `cols` elements each (ne[1] = rows, ne[0] = cols); matmul computes, for each
+ * of the n input vectors x[i] (cols floats), y[i][r] = dot(W[r], x[i]).
+ */
+#ifndef EXL_BACKEND_H
+#define EXL_BACKEND_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct exl_backend;
+
+struct exl_weight {
+	uint32_t type;     /* enum exl_dtype */
+	int64_t rows;      /* output features */
+	int64_t cols;      /* input features, elements per row */
+	size_t row_bytes;  /* bytes per row, exl_dtype_row_bytes(type, cols) */
+	const void *data;  /* backend memory */
+};
+
+/* The paged KV cache of one layer, as the backend sees it.  K and V are F16.
+ * Page p holds page_size consecutive positions of one sequence, laid out
+ * [n_kv_heads][page_size][head_dim]. */
+struct exl_kv_layer {
+	void *k;
+	void *v;
+	int page_size;
+	int n_kv_heads;
+	int head_dim;
+	int n_pages; /* pages in the pool */
+};
+
+/* What a batched forward pass runs: n_tokens tokens from n_seqs sequences.
+ * Token t belongs to sequence seq[t] and sits at position pos[t] of it; its
+ * K/V go to page page_table[seq[t] * max_pages + pos[t] / page_size], and it
+ * attends to positions 0..pos[t] of its own sequence (causal).  Arrays are
+ * host memory; ops->set_batch copies what the backend needs before the ops
+ * that use it. */
+struct exl_batch_desc {
+	int n_tokens;
+	const int32_t *pos;        /* [n_tokens] */
+	const int32_t *seq;        /* [n_tokens] */
+	int n_seqs;
+	int max_pages;             /* row length of page_table */
+	const int32_t *page_table; /* [n_seqs][max_pages] */
+};
+
+struct exl_rope_params {
+	int n_rot;          /* rotated dims per head (<= head_dim) */
+	float freq_base;
+	float freq_scale;   /* linear scaling: angle uses pos * freq_scale */
+	bool neox;          /* halves layout (x[i], x[i + n_rot/2]); else adjacent pairs */
+};
+
+struct exl_backend_ops {
+	const char *name;
+	void (*destroy)(struct exl_backend *be);
+
+	/* Memory.  alloc returns zeroed backend memory or NULL. */
+	void *(*alloc)(struct exl_backend *be, size_t bytes);
+	void (*free)(struct exl_backend *be, void *p);
+	/* Makes host bytes usable as backend memory.  CPU: returns src itself
+	 * (no copy); CUDA: allocates and copies.  NULL on failure. */
+	const void *(*upload)(struct exl_backend *be, const void *src, size_t bytes);
+	void (*unload)(struct exl_backend *be, const void *p);
+	int (*download)(struct exl_backend *be, void *dst_host, const void *src, size_t bytes);
+	int (*copy_in)(struct exl_backend *be, void *dst, const void *src_host, size_t bytes);
+	int (*sync)(struct exl_backend *be);
+
+	/* Per forward pass: the token layout for kv_store and attention. */
+	int (*set_batch)(struct exl_backend *be, const struct exl_batch_desc *b);
+
+	/* y[n][w->rows] = x[n][w->cols] . W^T */
+	void (*matmul)(struct exl_backend *be, const struct exl_weight *w,
+		       const float *x, float *y, int n);
+	/* y[n][dim] = embedding rows of w for tokens[n] (tokens in host memory) */
+	void (*embed)(struct exl_backend *be, const struct exl_weight *w,
+		      const int32_t *tokens, float *y, int n);
+	/* y[i] = x[i] / rms(x[i]) * w, rows of dim */
+	void (*rmsnorm)(struct exl_backend *be, float *y, const float *x,
+			const float *w, int n, int dim, float eps);
+	/* y[i][j] += b[j] */
+	void (*add_bias)(struct exl_backend *be, float *y, const float *b, int n, int dim);
+	/* y[k] += x[k], k < count */
+	void (*add)(struct exl_backend *be, float *y, const float *x, size_t count);
+	/* g[k] = silu(g[k]) * u[k], k < count */
+	void (*swiglu)(struct exl_backend *be, float *g, const float *u, size_t count);
+	/* In place on x[n][n_heads][head_dim], position of row i = batch pos[i]. */
+	void (*rope)(struct exl_backend *be, float *x, int n, int n_heads, int head_dim,
+		     const struct exl_rope_params *p);
+	/* Writes k, v ([n][n_kv_heads][head_dim]) of every batch token into its page. */
+	void (*kv_store)(struct exl_backend *be, const struct exl_kv_layer *kv,
+			 const float *k, const float *v);
+	/* out[n][n_heads][head_dim] = softmax(q . K^T * scale) . V over each token's
+	 * causal window in its sequence's pages; head h reads KV head
+	 * h / (n_heads / n_kv_heads) (GQA). */
+	void (*attention)(struct exl_backend *be, const struct exl_kv_layer *kv,
+			  const float *q, float *out, int n_heads, float scale);
+	/* dst[i][:] = src[rows[i]][:] for i < n, dim floats per row (rows host memory) */
+	void (*gather_rows)(struct exl_backend *be, float *dst, const float *src,
+			    const int32_t *rows, int n, int dim);
+	/* In place softmax over each row of dim floats */
+	void (*softmax)(struct exl_backend *be, float *x, int n, int dim);
+};
+
+struct exl_backend {
+	const struct exl_backend_ops *ops;
+	/* backend-specific state follows in the implementation's struct */
+};
+
+/* The CPU backend with a persistent pool of n_threads workers (0: one per
+ * online core).  NULL with a message on failure. */
+struct exl_backend *exl_backend_cpu_create(int n_threads, char *err, size_t errlen);
+int exl_backend_cpu_threads(const struct exl_backend *be);
+
+/* The CUDA backend on device `device`.  Always declared: without a CUDA
+ * build, or without a device, it returns NULL with a message saying why. */
+struct exl_backend *exl_backend_cuda_create(int device, char *err, size_t errlen);
+
+#endif
