@@ -42,7 +42,8 @@ struct gguf_array {
 	enum gguf_vtype elem_type;
 	uint64_t count;
 	/* Exactly one of these is used, by elem_type:
-	 * scalars: data points at count packed little-endian elements;
+	 * scalars: data points at count packed little-endian elements
+	 * (possibly unaligned: read with memcpy or gguf_arr_get_*);
 	 * STRING: strs[count]; ARRAY: arrs[count] (nested arrays). */
 	const void *data;
 	struct gguf_str *strs;
@@ -117,5 +118,16 @@ const struct gguf_array *gguf_get_arr(const struct gguf_file *f, const char *key
 bool gguf_str_eq(struct gguf_str s, const char *c);
 
 const char *gguf_vtype_name(enum gguf_vtype t);
+
+/* Encoded bytes of one element of a scalar type; 0 for STRING, ARRAY and
+ * unknown types. */
+size_t gguf_vtype_size(enum gguf_vtype t);
+
+/* Element i of a scalar array (the data may be unaligned; these read it
+ * safely).  gguf_arr_get_i64 takes any integer element type whose value
+ * fits; gguf_arr_get_f64 also takes FLOAT32/FLOAT64.  False when i is out of
+ * range or the element type does not convert. */
+bool gguf_arr_get_i64(const struct gguf_array *a, uint64_t i, int64_t *out);
+bool gguf_arr_get_f64(const struct gguf_array *a, uint64_t i, double *out);
 
 #endif
