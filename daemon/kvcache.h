@@ -36,7 +36,12 @@ void exl_kvcache_free(struct exl_kvcache *kv);
 
 int exl_kvcache_page_size(const struct exl_kvcache *kv);
 int exl_kvcache_n_pages(const struct exl_kvcache *kv);
+/* Pages a reserve can take: unused ones plus cached ones (refcount 0 but
+ * still registered for prefix sharing; evicted least recently used first). */
 int exl_kvcache_free_pages(const struct exl_kvcache *kv);
+int exl_kvcache_cached_pages(const struct exl_kvcache *kv);
+/* References to page (tests, statistics); -1 when out of range. */
+int exl_kvcache_page_refcount(const struct exl_kvcache *kv, int32_t page);
 const struct exl_kv_layer *exl_kvcache_layer(const struct exl_kvcache *kv, int layer);
 
 void exl_kv_seq_init(struct exl_kv_seq *s);
@@ -55,6 +60,10 @@ int exl_kv_seq_share_prefix(struct exl_kvcache *kv, struct exl_kv_seq *s,
 int exl_kv_seq_reserve(struct exl_kvcache *kv, struct exl_kv_seq *s, int n);
 /* Pages a reserve of n more positions would take from the pool. */
 int exl_kv_seq_pages_needed(const struct exl_kvcache *kv, const struct exl_kv_seq *s, int n);
+
+/* 1 when positions [s->n_pos, s->n_pos + n) are reserved and s alone may
+ * write them, else 0. */
+int exl_kv_seq_writable(const struct exl_kvcache *kv, const struct exl_kv_seq *s, int n);
 
 /* Records that positions [s->n_pos, s->n_pos + n) now hold the K/V of
  * tokens[0..n) and registers pages that became full for sharing. */

@@ -1,0 +1,212 @@
+/* Binding a llama-family model's tensors by name, with shape and type
+ * checks, and handing them to the backend. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "daemon/gguf.h"
+#include "daemon/model_internal.h"
+#include "kernels/dtype.h"
+
+/* Weight types the backends' matmul and embed take. */
+static bool matmul_type_ok(uint32_t t)
+{
+	switch (t) {
+	case EXL_F32:
+	case EXL_F16:
+	case EXL_BF16:
+	case EXL_Q8_0:
+	case EXL_Q4_0:
+	case EXL_Q4_K:
+	case EXL_Q6_K:
+		return true;
+	default:
+		return false;
+	}
+}
+
+static const char *type_name(uint32_t t)
+{
+	const struct exl_dtype_info *info = exl_dtype_info(t);
+
+	return info ? info->name : "unknown";
+}
+
+static void shape_str(char *buf, size_t len, const uint64_t *ne, uint32_t n_dims)
+{
+	size_t off = 0;
+
+	off += (size_t)snprintf(buf, len, "[");
+	for (uint32_t d = 0; d < n_dims && off < len; d++)
+		off += (size_t)snprintf(buf + off, len - off, "%s%llu", d ? ", " : "",
+					(unsigned long long)ne[d]);
+	if (off < len)
+		snprintf(buf + off, len - off, "]");
+}
+
+static int track_upload(struct exl_model *m, const void *p)
+{
+	const void **u = realloc(m->uploads, ((size_t)m->n_uploads + 1) * sizeof(*u));
+
+	if (!u)
+		return -1;
+	m->uploads = u;
+	m->uploads[m->n_uploads++] = p;
+	return 0;
+}
+
+/* Finds name with shape [ne0] (ne1 == 0) or [ne0, ne1], checks its type and
+ * uploads it.  A tensor that is absent gives *data = NULL and 0 when
+ * optional. */
+static int bind(struct exl_model *m, const char *name, uint64_t ne0, uint64_t ne1, bool matmul,
+		bool optional, const struct gguf_tensor **out, const void **data, char *err,
+		size_t errlen)
+{
+	const struct gguf_tensor *t = gguf_find_tensor(m->gguf, name);
+	uint64_t want[2] = { ne0, ne1 };
+	uint32_t want_dims = ne1 ? 2 : 1;
+	char ws[64], fs[96];
+
+	*data = NULL;
+	if (!t) {
+		if (optional)
+			return 0;
+		snprintf(err, errlen, "missing tensor '%s'", name);
+		return -1;
+	}
+	bool ok = t->ne[0] == want[0] && t->ne[1] == (ne1 ? ne1 : 1);
+	for (uint32_t d = 2; d < GGUF_MAX_DIMS; d++)
+		ok = ok && t->ne[d] == 1;
+	if (!ok) {
+		shape_str(ws, sizeof(ws), want, want_dims);
+		shape_str(fs, sizeof(fs), t->ne, t->n_dims ? t->n_dims : 1);
+		snprintf(err, errlen, "tensor '%s' has shape %s, expected %s", name, fs, ws);
+		return -1;
+	}
+	if (matmul ? !matmul_type_ok(t->type) : t->type != EXL_F32) {
+		snprintf(err, errlen, "tensor '%s' has unsupported type %s (type %u)%s", name,
+			 type_name(t->type), t->type, matmul ? "" : ", expected f32");
+		return -1;
+	}
+	size_t row_bytes = exl_dtype_row_bytes(t->type, t->ne[0]);
+	if (!row_bytes || t->nbytes / row_bytes != t->ne[1] || t->nbytes % row_bytes) {
+		snprintf(err, errlen, "tensor '%s': %llu bytes do not hold %llu rows of %llu %s",
+			 name, (unsigned long long)t->nbytes, (unsigned long long)t->ne[1],
+			 (unsigned long long)t->ne[0], type_name(t->type));
+		return -1;
+	}
+	*data = m->be->ops->upload(m->be, t->data, t->nbytes);
+	if (!*data) {
+		snprintf(err, errlen, "tensor '%s': cannot upload %llu bytes to backend %s", name,
+			 (unsigned long long)t->nbytes, m->be->ops->name);
+		return -1;
+	}
+	if (track_upload(m, *data)) {
+		m->be->ops->unload(m->be, *data);
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	m->weight_bytes += t->nbytes;
+	*out = t;
+	return 0;
+}
+
+static int bind_vec(struct exl_model *m, const char *name, int n, bool optional,
+		    const float **out, char *err, size_t errlen)
+{
+	const struct gguf_tensor *t;
+	const void *d;
+
+	if (bind(m, name, (uint64_t)n, 0, false, optional, &t, &d, err, errlen))
+		return -1;
+	*out = d;
+	return 0;
+}
+
+/* A matmul weight of rows x cols (GGUF shape [cols, rows]). */
+static int bind_mat(struct exl_model *m, const char *name, int rows, int cols,
+		    struct exl_weight *w, char *err, size_t errlen)
+{
+	const struct gguf_tensor *t;
+	const void *d;
+
+	if (bind(m, name, (uint64_t)cols, (uint64_t)rows, true, false, &t, &d, err, errlen))
+		return -1;
+	w->type = t->type;
+	w->rows = rows;
+	w->cols = cols;
+	w->row_bytes = exl_dtype_row_bytes(t->type, (uint64_t)cols);
+	w->data = d;
+	return 0;
+}
+
+static int bind_layer(struct exl_model *m, int il, char *err, size_t errlen)
+{
+	const struct exl_hparams *hp = &m->hp;
+	struct exl_layer_weights *lw = &m->layers[il];
+	int q_dim = hp->n_head * hp->head_dim, kv_dim = hp->n_head_kv * hp->head_dim;
+	bool bias = hp->arch == EXL_ARCH_QWEN2;
+	char name[96];
+
+#define NAME(suffix) (snprintf(name, sizeof(name), "blk.%d.%s", il, suffix), name)
+	if (bind_vec(m, NAME("attn_norm.weight"), hp->n_embd, false, &lw->attn_norm, err, errlen) ||
+	    bind_mat(m, NAME("attn_q.weight"), q_dim, hp->n_embd, &lw->wq, err, errlen) ||
+	    bind_mat(m, NAME("attn_k.weight"), kv_dim, hp->n_embd, &lw->wk, err, errlen) ||
+	    bind_mat(m, NAME("attn_v.weight"), kv_dim, hp->n_embd, &lw->wv, err, errlen) ||
+	    bind_mat(m, NAME("attn_output.weight"), hp->n_embd, q_dim, &lw->wo, err, errlen) ||
+	    bind_vec(m, NAME("ffn_norm.weight"), hp->n_embd, false, &lw->ffn_norm, err, errlen) ||
+	    bind_mat(m, NAME("ffn_gate.weight"), hp->n_ff, hp->n_embd, &lw->w_gate, err, errlen) ||
+	    bind_mat(m, NAME("ffn_up.weight"), hp->n_ff, hp->n_embd, &lw->w_up, err, errlen) ||
+	    bind_mat(m, NAME("ffn_down.weight"), hp->n_embd, hp->n_ff, &lw->w_down, err, errlen))
+		return -1;
+	if (bias &&
+	    (bind_vec(m, NAME("attn_q.bias"), q_dim, false, &lw->bq, err, errlen) ||
+	     bind_vec(m, NAME("attn_k.bias"), kv_dim, false, &lw->bk, err, errlen) ||
+	     bind_vec(m, NAME("attn_v.bias"), kv_dim, false, &lw->bv, err, errlen)))
+		return -1;
+#undef NAME
+	return 0;
+}
+
+int exl_model_bind_tensors(struct exl_model *m, char *err, size_t errlen)
+{
+	const struct exl_hparams *hp = &m->hp;
+	const void *d;
+	const struct gguf_tensor *t;
+
+	/* Llama 3.1 style frequency factors change every rotation; the rope
+	 * op has no input for them, so running without them would be wrong. */
+	if (gguf_find_tensor(m->gguf, "rope_freqs.weight")) {
+		snprintf(err, errlen, "tensor 'rope_freqs.weight' (llama3 rope frequency "
+			 "scaling) is not supported");
+		return -1;
+	}
+	if (bind_mat(m, "token_embd.weight", hp->n_vocab, hp->n_embd, &m->tok_embd, err,
+		     errlen) ||
+	    bind_vec(m, "output_norm.weight", hp->n_embd, false, &m->output_norm, err, errlen))
+		return -1;
+	if (bind(m, "output.weight", (uint64_t)hp->n_embd, (uint64_t)hp->n_vocab, true, true,
+		 &t, &d, err, errlen))
+		return -1;
+	if (d) {
+		m->output.type = t->type;
+		m->output.rows = hp->n_vocab;
+		m->output.cols = hp->n_embd;
+		m->output.row_bytes = exl_dtype_row_bytes(t->type, (uint64_t)hp->n_embd);
+		m->output.data = d;
+		m->hp.tied_embeddings = false;
+	} else {
+		m->output = m->tok_embd;
+		m->hp.tied_embeddings = true;
+	}
+
+	m->layers = calloc((size_t)hp->n_layer, sizeof(*m->layers));
+	if (!m->layers) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	for (int il = 0; il < hp->n_layer; il++)
+		if (bind_layer(m, il, err, errlen))
+			return -1;
+	return 0;
+}
