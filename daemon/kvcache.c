@@ -568,8 +568,8 @@ void exl_kv_seq_truncate(struct exl_kvcache *kv, struct exl_kv_seq *s, int n_pos
 
 	if (n_pos < 0)
 		n_pos = 0;
-	if (n_pos >= s->n_pos)
-		return;
+	if (n_pos > s->n_pos)
+		n_pos = s->n_pos;
 	s->n_pos = n_pos;
 	int keep = n_pos / ps + (n_pos % ps != 0);
 	for (int i = s->n_pages - 1; i >= keep; i--)

@@ -69,7 +69,8 @@ int exl_kv_seq_writable(const struct exl_kvcache *kv, const struct exl_kv_seq *s
  * tokens[0..n) and registers pages that became full for sharing. */
 int exl_kv_seq_commit(struct exl_kvcache *kv, struct exl_kv_seq *s, const int32_t *tokens, int n);
 
-/* Forgets positions >= n_pos (rewind for banned strings, token healing). */
+/* Forgets positions >= n_pos (rewind for banned strings, token healing) and
+ * gives back pages reserved past them; n_pos above s->n_pos means s->n_pos. */
 void exl_kv_seq_truncate(struct exl_kvcache *kv, struct exl_kv_seq *s, int n_pos);
 
 #endif

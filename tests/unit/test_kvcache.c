@@ -1,0 +1,405 @@
+/* The paged KV cache over the CPU backend: reserve / commit / truncate /
+ * release, prefix sharing, copy on write, the page cache and pool
+ * exhaustion. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "daemon/kvcache.h"
+#include "kernels/backend.h"
+
+#define PS 4      /* page size */
+#define LAYERS 2
+#define HEADS 2
+#define HDIM 8
+#define PAGE_HALFS (HEADS * PS * HDIM)
+
+struct fixture {
+	struct exl_backend *be;
+	struct exl_kvcache *kv;
+};
+
+static struct exl_kvcache *make_cache(struct exl_backend *be, int n_tokens)
+{
+	char err[256];
+	struct exl_kvcache *kv = exl_kvcache_create(be, LAYERS, HEADS, HDIM, n_tokens, PS, err,
+						    sizeof(err));
+	if (!kv)
+		fail_msg("exl_kvcache_create: %s", err);
+	return kv;
+}
+
+static struct fixture fx;
+
+static int group_setup(void **state)
+{
+	char err[256];
+
+	(void)state;
+	fx.be = exl_backend_cpu_create(1, err, sizeof(err));
+	if (!fx.be) {
+		print_error("exl_backend_cpu_create: %s\n", err);
+		return -1;
+	}
+	return 0;
+}
+
+static int group_teardown(void **state)
+{
+	(void)state;
+	fx.be->ops->destroy(fx.be);
+	return 0;
+}
+
+/* Every test starts from a fresh pool of 8 pages. */
+static int setup(void **state)
+{
+	fx.kv = make_cache(fx.be, 8 * PS);
+	*state = &fx;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct fixture *f = *state;
+
+	exl_kvcache_free(f->kv);
+	f->kv = NULL;
+	return 0;
+}
+
+static void check_all_free(struct exl_kvcache *kv)
+{
+	for (int p = 0; p < exl_kvcache_n_pages(kv); p++)
+		assert_int_equal(exl_kvcache_page_refcount(kv, p), 0);
+	assert_int_equal(exl_kvcache_free_pages(kv), exl_kvcache_n_pages(kv));
+}
+
+static void seq_fill(struct exl_kvcache *kv, struct exl_kv_seq *s, const int32_t *tokens, int n)
+{
+	assert_int_equal(exl_kv_seq_reserve(kv, s, n), 0);
+	assert_true(exl_kv_seq_writable(kv, s, n));
+	assert_int_equal(exl_kv_seq_commit(kv, s, tokens, n), 0);
+}
+
+/* Host view of K of page p, layer l (CPU backend memory is host memory). */
+static uint16_t *k_page(struct exl_kvcache *kv, int l, int32_t p)
+{
+	const struct exl_kv_layer *kl = exl_kvcache_layer(kv, l);
+
+	return (uint16_t *)kl->k + (size_t)p * PAGE_HALFS;
+}
+
+static uint16_t *v_page(struct exl_kvcache *kv, int l, int32_t p)
+{
+	const struct exl_kv_layer *kl = exl_kvcache_layer(kv, l);
+
+	return (uint16_t *)kl->v + (size_t)p * PAGE_HALFS;
+}
+
+static void test_shape(void **state)
+{
+	struct fixture *f = *state;
+	const struct exl_kv_layer *kl = exl_kvcache_layer(f->kv, 1);
+
+	assert_int_equal(exl_kvcache_page_size(f->kv), PS);
+	assert_int_equal(exl_kvcache_n_pages(f->kv), 8);
+	assert_non_null(kl);
+	assert_int_equal(kl->page_size, PS);
+	assert_int_equal(kl->n_kv_heads, HEADS);
+	assert_int_equal(kl->head_dim, HDIM);
+	assert_int_equal(kl->n_pages, 8);
+	assert_null(exl_kvcache_layer(f->kv, LAYERS));
+	assert_null(exl_kvcache_layer(f->kv, -1));
+	check_all_free(f->kv);
+
+	/* A pool that is not a whole number of pages rounds up. */
+	struct exl_kvcache *kv = make_cache(f->be, 9);
+	assert_int_equal(exl_kvcache_n_pages(kv), 3);
+	exl_kvcache_free(kv);
+}
+
+static void test_bad_create(void **state)
+{
+	struct fixture *f = *state;
+	char err[256] = "";
+
+	assert_null(exl_kvcache_create(f->be, 0, HEADS, HDIM, 16, PS, err, sizeof(err)));
+	assert_true(strstr(err, "bad shape") != NULL);
+	assert_null(exl_kvcache_create(f->be, 1, HEADS, HDIM, 16, 0, err, sizeof(err)));
+	assert_null(exl_kvcache_create(f->be, 1, HEADS, HDIM, -5, PS, err, sizeof(err)));
+}
+
+static void test_reserve_commit_truncate(void **state)
+{
+	struct fixture *f = *state;
+	struct exl_kvcache *kv = f->kv;
+	struct exl_kv_seq s;
+	int32_t toks[10] = { 1, 2, 3, 4, 5, 6, 7, 8, 9, 10 };
+
+	exl_kv_seq_init(&s);
+	assert_int_equal(exl_kv_seq_pages_needed(kv, &s, 6), 2);
+	assert_int_equal(exl_kv_seq_reserve(kv, &s, 6), 0);
+	assert_int_equal(s.n_pages, 2);
+	assert_int_equal(s.n_pos, 0);
+	assert_int_equal(exl_kvcache_free_pages(kv), 6);
+	/* Reserved but not committed: a second reserve takes nothing more. */
+	assert_int_equal(exl_kv_seq_pages_needed(kv, &s, 6), 0);
+	assert_int_equal(exl_kv_seq_reserve(kv, &s, 6), 0);
+	assert_int_equal(exl_kvcache_free_pages(kv), 6);
+	assert_false(exl_kv_seq_writable(kv, &s, 9));
+	assert_true(exl_kv_seq_writable(kv, &s, 8));
+
+	assert_int_equal(exl_kv_seq_commit(kv, &s, toks, 6), 0);
+	assert_int_equal(s.n_pos, 6);
+	assert_memory_equal(s.tokens, toks, 6 * sizeof(int32_t));
+	/* Committing past the reservation is refused. */
+	assert_int_equal(exl_kv_seq_commit(kv, &s, toks + 6, 3), -1);
+	assert_int_equal(s.n_pos, 6);
+
+	seq_fill(kv, &s, toks + 6, 4);
+	assert_int_equal(s.n_pos, 10);
+	assert_int_equal(s.n_pages, 3);
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(exl_kvcache_page_refcount(kv, s.pages[i]), 1);
+
+	/* Truncate inside page 1 keeps pages 0 and 1. */
+	int32_t p2 = s.pages[2];
+	exl_kv_seq_truncate(kv, &s, 5);
+	assert_int_equal(s.n_pos, 5);
+	assert_int_equal(s.n_pages, 2);
+	assert_int_equal(exl_kvcache_page_refcount(kv, p2), 0);
+	assert_int_equal(exl_kvcache_free_pages(kv), 6);
+	/* Truncating forward does nothing. */
+	exl_kv_seq_truncate(kv, &s, 9);
+	assert_int_equal(s.n_pos, 5);
+	/* To a page boundary drops the page after it. */
+	exl_kv_seq_truncate(kv, &s, 4);
+	assert_int_equal(s.n_pages, 1);
+	/* Rewriting page 0's tail after the rewind. */
+	seq_fill(kv, &s, toks, 3);
+	assert_int_equal(s.n_pos, 7);
+	assert_memory_equal(s.tokens + 4, toks, 3 * sizeof(int32_t));
+
+	exl_kv_seq_release(kv, &s);
+	assert_int_equal(s.n_pages, 0);
+	assert_null(s.pages);
+	check_all_free(kv);
+}
+
+static void test_share_prefix(void **state)
+{
+	struct fixture *f = *state;
+	struct exl_kvcache *kv = f->kv;
+	struct exl_kv_seq a, b, c, d;
+	int32_t ta[10] = { 1, 2, 3, 4, 5, 6, 7, 8, 9, 10 };
+	int32_t tb[12] = { 1, 2, 3, 4, 5, 6, 7, 8, 11, 12, 13, 14 };
+	int32_t tc[9] = { 1, 2, 3, 4, 5, 6, 7, 99, 0 };
+
+	exl_kv_seq_init(&a);
+	exl_kv_seq_init(&b);
+	exl_kv_seq_init(&c);
+	exl_kv_seq_init(&d);
+	seq_fill(kv, &a, ta, 10); /* pages 0, 1 full and registered, page 2 partial */
+
+	/* Same first 8 tokens: both full pages are mapped. */
+	assert_int_equal(exl_kv_seq_share_prefix(kv, &b, tb, 12), 8);
+	assert_int_equal(b.n_pos, 8);
+	assert_int_equal(b.n_pages, 2);
+	assert_int_equal(b.pages[0], a.pages[0]);
+	assert_int_equal(b.pages[1], a.pages[1]);
+	assert_int_equal(exl_kvcache_page_refcount(kv, a.pages[0]), 2);
+	assert_int_equal(exl_kvcache_page_refcount(kv, a.pages[1]), 2);
+	assert_memory_equal(b.tokens, tb, 8 * sizeof(int32_t));
+	seq_fill(kv, &b, tb + 8, 4);
+	assert_int_equal(exl_kvcache_page_refcount(kv, b.pages[2]), 1);
+	assert_int_not_equal(b.pages[2], a.pages[2]);
+
+	/* Differs in the second page: only the first is shared. */
+	assert_int_equal(exl_kv_seq_share_prefix(kv, &c, tc, 9), 4);
+	assert_int_equal(exl_kvcache_page_refcount(kv, a.pages[0]), 3);
+
+	/* At least one token is always left to compute: 8 identical tokens
+	 * share only the first page. */
+	assert_int_equal(exl_kv_seq_share_prefix(kv, &d, ta, 8), 4);
+	exl_kv_seq_release(kv, &d);
+	/* An exact second page without the first does not match. */
+	int32_t te[8] = { 9, 9, 9, 9, 5, 6, 7, 8 };
+	assert_int_equal(exl_kv_seq_share_prefix(kv, &d, te, 8), 0);
+	assert_int_equal(d.n_pages, 0);
+	/* Not into a sequence that already holds positions. */
+	assert_int_equal(exl_kv_seq_share_prefix(kv, &a, ta, 10), 0);
+
+	exl_kv_seq_release(kv, &a);
+	exl_kv_seq_release(kv, &b);
+	exl_kv_seq_release(kv, &c);
+	exl_kv_seq_release(kv, &d);
+	check_all_free(kv);
+}
+
+static void test_copy_on_write(void **state)
+{
+	struct fixture *f = *state;
+	struct exl_kvcache *kv = f->kv;
+	struct exl_kv_seq a, b;
+	int32_t t[9] = { 5, 6, 7, 8, 1, 2, 3, 4, 0 };
+
+	exl_kv_seq_init(&a);
+	exl_kv_seq_init(&b);
+	seq_fill(kv, &a, t, 8);
+	int32_t shared = a.pages[1];
+	/* Mark page 1's K and V in every layer so the copy can be checked. */
+	for (int l = 0; l < LAYERS; l++) {
+		for (int i = 0; i < PAGE_HALFS; i++) {
+			k_page(kv, l, shared)[i] = (uint16_t)(1000 * l + i);
+			v_page(kv, l, shared)[i] = (uint16_t)(2000 * l + i + 7);
+		}
+	}
+	assert_int_equal(exl_kv_seq_share_prefix(kv, &b, t, 9), 8);
+	assert_int_equal(exl_kvcache_page_refcount(kv, shared), 2);
+	assert_false(exl_kv_seq_writable(kv, &b, 1));
+
+	/* b rewinds into the shared page: writing there needs its own copy. */
+	exl_kv_seq_truncate(kv, &b, 6);
+	assert_int_equal(b.n_pages, 2);
+	assert_int_equal(exl_kv_seq_pages_needed(kv, &b, 1), 1);
+	int free_before = exl_kvcache_free_pages(kv);
+	assert_int_equal(exl_kv_seq_reserve(kv, &b, 1), 0);
+	assert_int_equal(exl_kvcache_free_pages(kv), free_before - 1);
+	assert_int_not_equal(b.pages[1], shared);
+	assert_int_equal(b.pages[0], a.pages[0]);
+	assert_int_equal(exl_kvcache_page_refcount(kv, shared), 1);
+	assert_int_equal(exl_kvcache_page_refcount(kv, b.pages[1]), 1);
+	assert_true(exl_kv_seq_writable(kv, &b, 1));
+	for (int l = 0; l < LAYERS; l++) {
+		assert_memory_equal(k_page(kv, l, b.pages[1]), k_page(kv, l, shared),
+				    PAGE_HALFS * sizeof(uint16_t));
+		assert_memory_equal(v_page(kv, l, b.pages[1]), v_page(kv, l, shared),
+				    PAGE_HALFS * sizeof(uint16_t));
+	}
+	int32_t x = 42;
+	assert_int_equal(exl_kv_seq_commit(kv, &b, &x, 1), 0);
+	assert_int_equal(b.n_pos, 7);
+
+	/* a alone owns its registered page; rewinding into it and writing
+	 * unregisters it instead of copying. */
+	exl_kv_seq_truncate(kv, &a, 5);
+	assert_int_equal(exl_kv_seq_pages_needed(kv, &a, 1), 0);
+	assert_int_equal(exl_kv_seq_reserve(kv, &a, 1), 0);
+	assert_int_equal(a.pages[1], shared);
+	assert_int_equal(exl_kv_seq_commit(kv, &a, &x, 1), 0);
+	/* Its old content is no longer offered for sharing. */
+	struct exl_kv_seq c;
+	exl_kv_seq_init(&c);
+	assert_int_equal(exl_kv_seq_share_prefix(kv, &c, t, 9), 4);
+
+	exl_kv_seq_release(kv, &a);
+	exl_kv_seq_release(kv, &b);
+	exl_kv_seq_release(kv, &c);
+	check_all_free(kv);
+}
+
+static void test_cache_reuse_and_eviction(void **state)
+{
+	struct fixture *f = *state;
+	struct exl_kvcache *kv = f->kv;
+	struct exl_kv_seq a, b, big;
+	int32_t t[13] = { 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13 };
+	int32_t junk[32];
+
+	exl_kv_seq_init(&a);
+	exl_kv_seq_init(&b);
+	exl_kv_seq_init(&big);
+	seq_fill(kv, &a, t, 13);
+	int32_t p0 = a.pages[0], p1 = a.pages[1], p2 = a.pages[2];
+	exl_kv_seq_release(kv, &a);
+	/* Released full pages stay cached and count as free. */
+	assert_int_equal(exl_kvcache_cached_pages(kv), 3);
+	check_all_free(kv);
+
+	/* A later sequence with the same prompt revives them. */
+	assert_int_equal(exl_kv_seq_share_prefix(kv, &b, t, 13), 12);
+	assert_int_equal(b.pages[0], p0);
+	assert_int_equal(b.pages[1], p1);
+	assert_int_equal(b.pages[2], p2);
+	assert_int_equal(exl_kvcache_cached_pages(kv), 0);
+	exl_kv_seq_release(kv, &b);
+	assert_int_equal(exl_kvcache_cached_pages(kv), 3);
+
+	/* Filling the pool evicts them: the last page of the prefix first. */
+	for (int i = 0; i < 32; i++)
+		junk[i] = 100 + i;
+	assert_int_equal(exl_kv_seq_reserve(kv, &big, 6 * PS), 0);
+	assert_int_equal(exl_kvcache_cached_pages(kv), 2);
+	assert_int_equal(exl_kv_seq_share_prefix(kv, &b, t, 13), 8);
+	exl_kv_seq_release(kv, &b);
+	assert_int_equal(exl_kv_seq_reserve(kv, &big, 8 * PS), 0);
+	assert_int_equal(exl_kvcache_cached_pages(kv), 0);
+	assert_int_equal(exl_kv_seq_commit(kv, &big, junk, 8 * PS), 0);
+	assert_int_equal(exl_kv_seq_share_prefix(kv, &b, t, 13), 0);
+	exl_kv_seq_release(kv, &b);
+	exl_kv_seq_release(kv, &big);
+	check_all_free(kv);
+}
+
+static void test_exhaustion(void **state)
+{
+	struct fixture *f = *state;
+	struct exl_kvcache *kv = f->kv;
+	struct exl_kv_seq a, b;
+	int32_t t[8] = { 1, 2, 3, 4, 5, 6, 7, 8 };
+
+	exl_kv_seq_init(&a);
+	exl_kv_seq_init(&b);
+	/* More than the pool: refused, nothing taken. */
+	assert_int_equal(exl_kv_seq_pages_needed(kv, &a, 8 * PS + 1), 9);
+	assert_int_equal(exl_kv_seq_reserve(kv, &a, 8 * PS + 1), -1);
+	assert_int_equal(a.n_pages, 0);
+	assert_int_equal(a.n_pos, 0);
+	check_all_free(kv);
+
+	seq_fill(kv, &a, t, 8);
+	assert_int_equal(exl_kv_seq_reserve(kv, &a, 6 * PS), 0);
+	assert_int_equal(exl_kvcache_free_pages(kv), 0);
+	assert_int_equal(exl_kv_seq_reserve(kv, &b, 1), -1);
+	assert_int_equal(b.n_pages, 0);
+
+	/* A shared page that needs a copy with no page left: b is unchanged. */
+	assert_int_equal(exl_kv_seq_share_prefix(kv, &b, t, 8), 4);
+	exl_kv_seq_truncate(kv, &b, 2);
+	int32_t before = b.pages[0];
+	assert_int_equal(exl_kv_seq_reserve(kv, &b, 1), -1);
+	assert_int_equal(b.n_pages, 1);
+	assert_int_equal(b.pages[0], before);
+	assert_int_equal(b.n_pos, 2);
+	assert_int_equal(exl_kvcache_page_refcount(kv, before), 2);
+
+	/* Truncating a to where it is gives back its reserved tail. */
+	exl_kv_seq_truncate(kv, &a, 8);
+	assert_int_equal(a.n_pages, 2);
+	assert_int_equal(exl_kvcache_free_pages(kv), 6);
+	assert_int_equal(exl_kv_seq_reserve(kv, &b, 1), 0);
+	assert_int_not_equal(b.pages[0], before);
+	exl_kv_seq_release(kv, &a);
+	exl_kv_seq_release(kv, &b);
+	check_all_free(kv);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_shape, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_bad_create, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_reserve_commit_truncate, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_share_prefix, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_copy_on_write, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_cache_reuse_and_eviction, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_exhaustion, setup, teardown),
+	};
+
+	return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
