@@ -205,7 +205,8 @@ static int step(struct exl_model *m, struct exl_kvcache *kv, struct exl_kv_seq *
 	};
 
 	if (exl_kv_seq_reserve(kv, seq, n)) {
-		snprintf(err, errlen, "KV cache full at %d tokens (raise --kv-tokens)", seq->n_pos);
+		snprintf(err, errlen, "the prompt does not fit in the KV cache (%d tokens "
+			 "stored; raise --kv-tokens)", seq->n_pos);
 		return -1;
 	}
 	for (int i = 0; i < n; i++) {
@@ -268,7 +269,9 @@ int cmd_run(int argc, char **argv)
 	long kv_tokens = o.kv_tokens ? o.kv_tokens : n_prompt + o.n_predict;
 	if (kv_tokens > (1 << 24))
 		kv_tokens = 1 << 24;
-	kv = exl_model_kvcache_create(m, (int)kv_tokens, RUN_PAGE_SIZE, err, sizeof(err));
+	kv = exl_model_kvcache_create(m, (int)kv_tokens,
+				      kv_tokens < RUN_PAGE_SIZE ? (int)kv_tokens : RUN_PAGE_SIZE,
+				      err, sizeof(err));
 	if (!kv)
 		goto fail;
 
@@ -306,6 +309,11 @@ int cmd_run(int argc, char **argv)
 		}
 		if (n_gen == o.n_predict)
 			break;
+		if (exl_kv_seq_reserve(kv, &seq, 1)) {
+			fprintf(stderr, "\nexld run: KV cache full at %d tokens, stopping "
+				"(raise --kv-tokens)\n", seq.n_pos);
+			break;
+		}
 		if (step(m, kv, &seq, &id, 1, true, logits, want, seq_idx, err, sizeof(err)))
 			goto fail_nl;
 		n_decoded++;
