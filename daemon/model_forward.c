@@ -284,11 +284,12 @@ int exl_model_forward(struct exl_model *m, struct exl_kvcache *kv, const struct 
 		ops->matmul(be, &lw->wq, s->xn, s->q, n);
 		ops->matmul(be, &lw->wk, s->xn, s->k, n);
 		ops->matmul(be, &lw->wv, s->xn, s->v, n);
-		if (lw->bq) {
+		if (lw->bq)
 			ops->add_bias(be, s->q, lw->bq, n, (int)lw->wq.rows);
+		if (lw->bk)
 			ops->add_bias(be, s->k, lw->bk, n, (int)lw->wk.rows);
+		if (lw->bv)
 			ops->add_bias(be, s->v, lw->bv, n, (int)lw->wv.rows);
-		}
 		ops->rope(be, s->q, n, hp->n_head, hp->head_dim, &rp);
 		ops->rope(be, s->k, n, hp->n_head_kv, hp->head_dim, &rp);
 		ops->kv_store(be, kl, s->k, s->v);

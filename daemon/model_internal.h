@@ -12,7 +12,7 @@ struct exl_layer_weights {
 	struct exl_weight wq;   /* [n_head * head_dim][n_embd] */
 	struct exl_weight wk;   /* [n_head_kv * head_dim][n_embd] */
 	struct exl_weight wv;
-	const float *bq;        /* qwen2 biases, NULL for llama */
+	const float *bq;        /* biases (qwen2), NULL when absent */
 	const float *bk;
 	const float *bv;
 	struct exl_weight wo;   /* [n_embd][n_head * head_dim] */

@@ -159,10 +159,10 @@ static int bind_layer(struct exl_model *m, int il, char *err, size_t errlen)
 	    bind_mat(m, NAME("ffn_up.weight"), hp->n_ff, hp->n_embd, &lw->w_up, err, errlen) ||
 	    bind_mat(m, NAME("ffn_down.weight"), hp->n_embd, hp->n_ff, &lw->w_down, err, errlen))
 		return -1;
-	if (bias &&
-	    (bind_vec(m, NAME("attn_q.bias"), q_dim, false, &lw->bq, err, errlen) ||
-	     bind_vec(m, NAME("attn_k.bias"), kv_dim, false, &lw->bk, err, errlen) ||
-	     bind_vec(m, NAME("attn_v.bias"), kv_dim, false, &lw->bv, err, errlen)))
+	/* qwen2 always has q/k/v biases; some llama conversions do too. */
+	if (bind_vec(m, NAME("attn_q.bias"), q_dim, !bias, &lw->bq, err, errlen) ||
+	    bind_vec(m, NAME("attn_k.bias"), kv_dim, !bias, &lw->bk, err, errlen) ||
+	    bind_vec(m, NAME("attn_v.bias"), kv_dim, !bias, &lw->bv, err, errlen))
 		return -1;
 #undef NAME
 	return 0;
