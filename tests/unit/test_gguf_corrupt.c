@@ -459,7 +459,7 @@ static int synthetic(void)
 	static const uint32_t ids[] = { 1, 2, 3 };
 	static const bool flags[] = { true, false };
 	static const char *const toks[] = { "<unk>", "<s>", "</s>", "a", "bb" };
-	static uint8_t q8[3 * 34], f16[32];
+	static uint8_t q8[3 * 2 * 34], f16[32];
 	char err[512];
 	void *buf = NULL;
 	size_t size = 0;
