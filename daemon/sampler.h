@@ -22,8 +22,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-struct exl_tokenizer;
-
 /* xoshiro256**, seeded through splitmix64. */
 struct exl_rng {
 	uint64_t s[4];
@@ -98,9 +96,11 @@ struct exl_cand {
 };
 
 /* Candidates: c[0..n) live, sorted by p descending (ties: lower id first)
- * after exl_cands_softmax. */
+ * after exl_cands_softmax.  tmp: scratch with room for as many candidates
+ * (typical sampling ranks in it). */
 struct exl_cands {
 	struct exl_cand *c;
+	struct exl_cand *tmp;
 	int n;
 };
 
@@ -110,13 +110,18 @@ void exl_sample_bias(float *logits, int n_vocab, const struct exl_token_bias *b,
 /* Sets to -inf every token that would complete an n-gram (size n) already
  * present in hist. */
 void exl_sample_no_repeat_ngram(float *logits, int n_vocab, const int32_t *hist, int n_hist, int n);
-/* Repetition, frequency and presence penalty over the window of hist. */
+/* Repetition, frequency and presence penalty over the window of hist.
+ * scratch: 2 * n_vocab floats, all zero on entry and left zero. */
 void exl_sample_penalties(float *logits, int n_vocab, const int32_t *hist, int n_hist,
-			  float rep_pen, int range, int decay, float freq, float pres);
+			  float rep_pen, int range, int decay, float freq, float pres,
+			  float *scratch);
 /* DRY.  breaker: bitmap over the vocabulary (may be NULL), set for
- * sequence-breaking tokens. */
+ * sequence-breaking tokens.  scratch: n_vocab ints, all zero on entry and
+ * left zero.  Matches are measured up to EXL_DRY_MAX_MATCH tokens. */
+#define EXL_DRY_MAX_MATCH 512
 void exl_sample_dry(float *logits, int n_vocab, const int32_t *hist, int n_hist,
-		    const uint32_t *breaker, float mult, float base, int allowed_len, int range);
+		    const uint32_t *breaker, float mult, float base, int allowed_len, int range,
+		    int32_t *scratch);
 
 /* Fills cs from logits, skipping -inf entries; cs->c has room for n_vocab. */
 void exl_cands_from_logits(struct exl_cands *cs, const float *logits, int n_vocab);
@@ -144,10 +149,11 @@ int32_t exl_cands_mirostat_v2(struct exl_cands *cs, float tau, float eta, float 
 
 struct exl_sampler;
 
-/* tok (may be NULL when there are no DRY breakers) gives the token bytes the
- * breaker strings are looked up in.  NULL with a message on bad params. */
+/* breaker (may be NULL): bitmap of DRY sequence-breaking tokens, copied
+ * (exl_dry_breaker_mask() in daemon/generator builds it from the
+ * dry_breakers strings).  NULL with a message on bad params. */
 struct exl_sampler *exl_sampler_create(const struct exl_sampler_params *p, int n_vocab,
-				       const struct exl_tokenizer *tok, char *err, size_t errlen);
+				       const uint32_t *breaker, char *err, size_t errlen);
 void exl_sampler_free(struct exl_sampler *s);
 
 /* Samples from logits (n_vocab floats, modified in place) given the token
