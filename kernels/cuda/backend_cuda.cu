@@ -1,0 +1,724 @@
+/* The CUDA backend: device selection, memory, the staging of host arrays,
+ * the batch layout, error reporting and the op table.  The ops themselves
+ * are in ops_*.cu. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/cuda/backend_cuda.h"
+#include "kernels/cuda/cuda_internal.h"
+
+#define MIB (1024.0 * 1024.0)
+
+/* copy_in of more than this goes straight from the caller's memory and
+ * waits for the copy, instead of growing the pinned arena. */
+#define ARENA_COPY_MAX ((size_t)4 << 20)
+
+static void set_err(struct cuda_backend *cb, const char *fmt, va_list ap)
+{
+	vsnprintf(cb->err, sizeof(cb->err), fmt, ap);
+}
+
+void cu_fail(struct cuda_backend *cb, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (cb->failed)
+		return;
+	cb->failed = true;
+	va_start(ap, fmt);
+	set_err(cb, fmt, ap);
+	va_end(ap);
+}
+
+/* A failure of a call that queues nothing (upload, alloc, set_batch): the
+ * caller sees it at once, so the queue is not poisoned. */
+static void cu_note(struct cuda_backend *cb, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+static void cu_note(struct cuda_backend *cb, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (cb->failed)
+		return;
+	va_start(ap, fmt);
+	set_err(cb, fmt, ap);
+	va_end(ap);
+}
+
+bool cu_ok(struct cuda_backend *cb, cudaError_t e, const char *what)
+{
+	if (e == cudaSuccess)
+		return true;
+	cu_fail(cb, "%s: %s", what, cudaGetErrorString(e));
+	return false;
+}
+
+static const char *blas_status_name(cublasStatus_t s)
+{
+	switch (s) {
+	case CUBLAS_STATUS_NOT_INITIALIZED: return "not initialized";
+	case CUBLAS_STATUS_ALLOC_FAILED: return "allocation failed";
+	case CUBLAS_STATUS_INVALID_VALUE: return "invalid value";
+	case CUBLAS_STATUS_ARCH_MISMATCH: return "architecture mismatch";
+	case CUBLAS_STATUS_MAPPING_ERROR: return "mapping error";
+	case CUBLAS_STATUS_EXECUTION_FAILED: return "execution failed";
+	case CUBLAS_STATUS_INTERNAL_ERROR: return "internal error";
+	case CUBLAS_STATUS_NOT_SUPPORTED: return "not supported";
+	default: return "unknown status";
+	}
+}
+
+bool cu_blas_ok(struct cuda_backend *cb, cublasStatus_t s, const char *what)
+{
+	if (s == CUBLAS_STATUS_SUCCESS)
+		return true;
+	cu_fail(cb, "%s: cuBLAS %s (%d)", what, blas_status_name(s), (int)s);
+	return false;
+}
+
+bool cu_launched(struct cuda_backend *cb, const char *what)
+{
+	return cu_ok(cb, cudaGetLastError(), what);
+}
+
+bool cu_enter(struct cuda_backend *cb)
+{
+	if (cb->failed)
+		return false;
+	return cu_ok(cb, cudaSetDevice(cb->device), "cudaSetDevice");
+}
+
+/* ---- staging ---------------------------------------------------------- */
+
+static void stage_free(struct cuda_stage *st)
+{
+	if (st->ev_live)
+		cudaEventDestroy(st->ev);
+	if (st->host)
+		cudaFreeHost(st->host);
+	if (st->dev)
+		cudaFree(st->dev);
+	memset(st, 0, sizeof(*st));
+}
+
+static bool stage_init(struct cuda_backend *cb, struct cuda_stage *st)
+{
+	memset(st, 0, sizeof(*st));
+	if (!cu_ok(cb, cudaEventCreateWithFlags(&st->ev, cudaEventDisableTiming),
+		   "cudaEventCreate"))
+		return false;
+	st->ev_live = true;
+	return true;
+}
+
+/* Waits until the device has read the stage's pinned buffer, then makes it
+ * (and, with dev, the device buffer) hold at least bytes. */
+static bool stage_reserve(struct cuda_backend *cb, struct cuda_stage *st, size_t bytes,
+			  bool dev, const char *what)
+{
+	size_t cap;
+
+	if (!cu_ok(cb, cudaEventSynchronize(st->ev), what))
+		return false;
+	if (bytes <= st->cap && (!dev || st->dev))
+		return true;
+	cap = st->cap ? st->cap : 4096;
+	while (cap < bytes)
+		cap *= 2;
+	/* Device work queued earlier may still read the old device buffer. */
+	if (st->dev && !cu_ok(cb, cudaStreamSynchronize(cb->stream), what))
+		return false;
+	if (st->host)
+		cudaFreeHost(st->host);
+	if (st->dev)
+		cudaFree(st->dev);
+	st->host = NULL;
+	st->dev = NULL;
+	st->cap = 0;
+	if (!cu_ok(cb, cudaMallocHost(&st->host, cap), what))
+		return false;
+	if (dev && !cu_ok(cb, cudaMalloc(&st->dev, cap), what))
+		return false;
+	st->cap = cap;
+	return true;
+}
+
+void *cu_stage_put(struct cuda_backend *cb, struct cuda_stage *st, const void *src,
+		   size_t bytes, const char *what)
+{
+	if (!stage_reserve(cb, st, bytes ? bytes : 1, true, what))
+		return NULL;
+	if (!bytes)
+		return st->dev;
+	memcpy(st->host, src, bytes);
+	if (!cu_ok(cb, cudaMemcpyAsync(st->dev, st->host, bytes, cudaMemcpyHostToDevice,
+				       cb->stream), what) ||
+	    !cu_ok(cb, cudaEventRecord(st->ev, cb->stream), what))
+		return NULL;
+	return st->dev;
+}
+
+/* ---- arena ------------------------------------------------------------ */
+
+static void arena_free(struct cuda_arena *a)
+{
+	if (a->host)
+		cudaFreeHost(a->host);
+	if (a->dev)
+		cudaFree(a->dev);
+	memset(a, 0, sizeof(*a));
+}
+
+/* Takes room for bytes at *off in both halves of the arena. */
+static bool arena_take(struct cuda_backend *cb, size_t bytes, size_t *off, const char *what)
+{
+	struct cuda_arena *a = &cb->arena;
+	size_t need = (bytes + 255) & ~(size_t)255;
+	size_t cap;
+
+	if (need < bytes) {
+		cu_fail(cb, "%s: %zu bytes is too large", what, bytes);
+		return false;
+	}
+	if (need > a->cap - a->off) {
+		/* Out of room: wait until the device has read everything put so
+		 * far, then start over (and grow when one put is larger). */
+		if (a->off && !cu_ok(cb, cudaStreamSynchronize(cb->stream), what))
+			return false;
+		a->off = 0;
+		if (need > a->cap) {
+			cap = a->cap ? a->cap : ((size_t)1 << 20);
+			while (cap < need)
+				cap *= 2;
+			arena_free(a);
+			if (!cu_ok(cb, cudaMallocHost(&a->host, cap), what) ||
+			    !cu_ok(cb, cudaMalloc(&a->dev, cap), what)) {
+				arena_free(a);
+				return false;
+			}
+			a->cap = cap;
+		}
+	}
+	*off = a->off;
+	a->off += need;
+	return true;
+}
+
+void *cu_arena_put(struct cuda_backend *cb, const void *src, size_t bytes, const char *what)
+{
+	size_t off;
+	char *h, *d;
+
+	if (!arena_take(cb, bytes ? bytes : 1, &off, what))
+		return NULL;
+	h = (char *)cb->arena.host + off;
+	d = (char *)cb->arena.dev + off;
+	if (!bytes)
+		return d;
+	memcpy(h, src, bytes);
+	if (!cu_ok(cb, cudaMemcpyAsync(d, h, bytes, cudaMemcpyHostToDevice, cb->stream), what))
+		return NULL;
+	return d;
+}
+
+void *cu_arena_host(struct cuda_backend *cb, size_t bytes, const char *what)
+{
+	size_t off;
+
+	if (!arena_take(cb, bytes ? bytes : 1, &off, what))
+		return NULL;
+	return (char *)cb->arena.host + off;
+}
+
+bool cu_scratch(struct cuda_backend *cb, void **buf, size_t *cap, size_t bytes,
+		const char *what)
+{
+	size_t want;
+
+	if (bytes <= *cap && *buf)
+		return true;
+	want = *cap ? *cap : ((size_t)1 << 20);
+	while (want < bytes)
+		want *= 2;
+	if (*buf) {
+		/* Queued kernels may still use the old buffer. */
+		if (!cu_ok(cb, cudaStreamSynchronize(cb->stream), what))
+			return false;
+		cudaFree(*buf);
+		*buf = NULL;
+		*cap = 0;
+	}
+	if (cudaMalloc(buf, want) != cudaSuccess) {
+		size_t fr = 0, tot = 0;
+
+		cudaGetLastError();
+		*buf = NULL;
+		cudaMemGetInfo(&fr, &tot);
+		cu_fail(cb, "%s: cannot allocate %.1f MiB of scratch on CUDA device %d "
+			"(%.1f MiB free of %.1f MiB)", what, want / MIB, cb->device,
+			fr / MIB, tot / MIB);
+		return false;
+	}
+	*cap = want;
+	return true;
+}
+
+/* ---- queries ---------------------------------------------------------- */
+
+extern "C" int exl_cuda_device_count(char *err, size_t errlen)
+{
+	int n = 0;
+	cudaError_t e = cudaGetDeviceCount(&n);
+
+	if (e != cudaSuccess) {
+		cudaGetLastError();
+		snprintf(err, errlen, "no CUDA device: %s", cudaGetErrorString(e));
+		return -1;
+	}
+	if (n <= 0) {
+		snprintf(err, errlen, "no CUDA device: %s",
+			 cudaGetErrorString(cudaErrorNoDevice));
+		return -1;
+	}
+	return n;
+}
+
+static int check_device(int device, char *err, size_t errlen)
+{
+	int n = exl_cuda_device_count(err, errlen);
+
+	if (n < 0)
+		return -1;
+	if (device < 0 || device >= n) {
+		snprintf(err, errlen, "no CUDA device %d (this machine has %d: 0..%d)", device, n,
+			 n - 1);
+		return -1;
+	}
+	return 0;
+}
+
+extern "C" int exl_cuda_mem_info(int device, size_t *free_bytes, size_t *total_bytes,
+				 char *err, size_t errlen)
+{
+	int old = 0;
+	cudaError_t e;
+
+	*free_bytes = 0;
+	*total_bytes = 0;
+	if (check_device(device, err, errlen))
+		return -1;
+	if (cudaGetDevice(&old) != cudaSuccess)
+		old = device;
+	e = cudaSetDevice(device);
+	if (e == cudaSuccess)
+		e = cudaMemGetInfo(free_bytes, total_bytes);
+	cudaSetDevice(old);
+	if (e != cudaSuccess) {
+		cudaGetLastError();
+		snprintf(err, errlen, "CUDA device %d: cannot read its memory: %s", device,
+			 cudaGetErrorString(e));
+		return -1;
+	}
+	return 0;
+}
+
+extern "C" int exl_cuda_device_name(int device, char *name, size_t namelen, int *major,
+				    int *minor, char *err, size_t errlen)
+{
+	cudaDeviceProp prop;
+	cudaError_t e;
+
+	if (namelen)
+		name[0] = '\0';
+	*major = 0;
+	*minor = 0;
+	if (check_device(device, err, errlen))
+		return -1;
+	e = cudaGetDeviceProperties(&prop, device);
+	if (e != cudaSuccess) {
+		cudaGetLastError();
+		snprintf(err, errlen, "CUDA device %d: %s", device, cudaGetErrorString(e));
+		return -1;
+	}
+	snprintf(name, namelen, "%s", prop.name);
+	*major = prop.major;
+	*minor = prop.minor;
+	return 0;
+}
+
+extern "C" int exl_backend_cuda_device(const struct exl_backend *be)
+{
+	return ((const struct cuda_backend *)be)->device;
+}
+
+extern "C" const char *exl_backend_cuda_error(const struct exl_backend *be)
+{
+	const struct cuda_backend *cb = (const struct cuda_backend *)be;
+
+	return cb->err[0] ? cb->err : NULL;
+}
+
+/* ---- memory ----------------------------------------------------------- */
+
+/* cudaMalloc of bytes, or NULL with a note giving what was needed and what
+ * the device has. */
+static void *device_alloc(struct cuda_backend *cb, size_t bytes, const char *what)
+{
+	size_t fr = 0, tot = 0;
+	void *p = NULL;
+	cudaError_t e;
+
+	if (cudaMemGetInfo(&fr, &tot) != cudaSuccess) {
+		cudaGetLastError();
+		fr = tot = 0;
+	}
+	if (tot && bytes > fr) {
+		cu_note(cb, "%s: %zu bytes (%.1f MiB) do not fit on CUDA device %d: "
+			"%.1f MiB free of %.1f MiB", what, bytes, bytes / MIB, cb->device,
+			fr / MIB, tot / MIB);
+		return NULL;
+	}
+	e = cudaMalloc(&p, bytes ? bytes : 1);
+	if (e != cudaSuccess) {
+		cudaGetLastError();
+		cu_note(cb, "%s: cannot allocate %zu bytes (%.1f MiB) on CUDA device %d "
+			"(%.1f MiB free of %.1f MiB): %s", what, bytes, bytes / MIB, cb->device,
+			fr / MIB, tot / MIB, cudaGetErrorString(e));
+		return NULL;
+	}
+	return p;
+}
+
+static void *op_alloc(struct exl_backend *be, size_t bytes)
+{
+	struct cuda_backend *cb = cuda_of(be);
+	void *p;
+
+	if (!cu_enter(cb))
+		return NULL;
+	p = device_alloc(cb, bytes, "alloc");
+	if (!p)
+		return NULL;
+	if (!cu_ok(cb, cudaMemsetAsync(p, 0, bytes ? bytes : 1, cb->stream), "alloc: memset")) {
+		cudaFree(p);
+		return NULL;
+	}
+	return p;
+}
+
+static void op_free(struct exl_backend *be, void *p)
+{
+	struct cuda_backend *cb = cuda_of(be);
+
+	if (!p)
+		return;
+	cudaSetDevice(cb->device);
+	cudaFree(p); /* waits for work that may still use p */
+}
+
+static const void *op_upload(struct exl_backend *be, const void *src, size_t bytes)
+{
+	struct cuda_backend *cb = cuda_of(be);
+	void *p;
+
+	if (!cu_enter(cb))
+		return NULL;
+	p = device_alloc(cb, bytes, "upload");
+	if (!p)
+		return NULL;
+	/* Once, at load: queue the copy on the stream (so every later op sees
+	 * it) and wait, so src may go away afterwards. */
+	if (bytes && (!cu_ok(cb, cudaMemcpyAsync(p, src, bytes, cudaMemcpyHostToDevice,
+						 cb->stream), "upload") ||
+		      !cu_ok(cb, cudaStreamSynchronize(cb->stream), "upload"))) {
+		cudaFree(p);
+		return NULL;
+	}
+	return p;
+}
+
+static void op_unload(struct exl_backend *be, const void *p)
+{
+	op_free(be, (void *)p);
+}
+
+/* After waiting for the queue: reports a failure once, and lets the next
+ * pass start clean (a CUDA error that broke the context fails it again). */
+static int finish(struct cuda_backend *cb, cudaError_t e, const char *what)
+{
+	cb->arena.off = 0;
+	if (e != cudaSuccess) {
+		cudaGetLastError();
+		cu_fail(cb, "%s: %s", what, cudaGetErrorString(e));
+	}
+	if (cb->failed) {
+		cb->failed = false;
+		return -1;
+	}
+	return 0;
+}
+
+static int op_download(struct exl_backend *be, void *dst_host, const void *src, size_t bytes)
+{
+	struct cuda_backend *cb = cuda_of(be);
+	cudaError_t e = cudaSetDevice(cb->device);
+
+	/* After a failure the copy is skipped but the stream still drained, so
+	 * the next pass starts from an idle stream. */
+	if (e == cudaSuccess && !cb->failed && bytes)
+		e = cudaMemcpyAsync(dst_host, src, bytes, cudaMemcpyDeviceToHost, cb->stream);
+	if (e == cudaSuccess)
+		e = cudaStreamSynchronize(cb->stream);
+	return finish(cb, e, "download");
+}
+
+static int op_sync(struct exl_backend *be)
+{
+	struct cuda_backend *cb = cuda_of(be);
+	cudaError_t e = cudaSetDevice(cb->device);
+
+	if (e == cudaSuccess)
+		e = cudaStreamSynchronize(cb->stream);
+	return finish(cb, e, "sync");
+}
+
+static int op_copy_in(struct exl_backend *be, void *dst, const void *src_host, size_t bytes)
+{
+	struct cuda_backend *cb = cuda_of(be);
+	void *h;
+
+	if (!cu_enter(cb))
+		return -1;
+	if (!bytes)
+		return 0;
+	if (bytes > ARENA_COPY_MAX) {
+		if (!cu_ok(cb, cudaMemcpyAsync(dst, src_host, bytes, cudaMemcpyHostToDevice,
+					       cb->stream), "copy_in") ||
+		    !cu_ok(cb, cudaStreamSynchronize(cb->stream), "copy_in"))
+			return -1;
+		return 0;
+	}
+	h = cu_arena_host(cb, bytes, "copy_in");
+	if (!h)
+		return -1;
+	memcpy(h, src_host, bytes);
+	if (!cu_ok(cb, cudaMemcpyAsync(dst, h, bytes, cudaMemcpyHostToDevice, cb->stream),
+		   "copy_in"))
+		return -1;
+	return 0;
+}
+
+/* ---- batch layout ----------------------------------------------------- */
+
+static bool grow_i32(int32_t **a, size_t *cap, size_t n)
+{
+	int32_t *p;
+
+	if (n <= *cap)
+		return true;
+	p = (int32_t *)realloc(*a, n * sizeof(int32_t));
+	if (!p)
+		return false;
+	*a = p;
+	*cap = n;
+	return true;
+}
+
+static int op_set_batch(struct exl_backend *be, const struct exl_batch_desc *b)
+{
+	struct cuda_backend *cb = cuda_of(be);
+	struct cuda_batch *bt = &cb->batch;
+	size_t n, table;
+	int max_pos = 0;
+
+	if (!cu_enter(cb))
+		return -1;
+	bt->n_tokens = 0;
+	if (!b || b->n_tokens <= 0 || b->n_seqs <= 0 || b->max_pages <= 0 || !b->pos ||
+	    !b->seq || !b->page_table) {
+		cu_note(cb, "set_batch: empty or incomplete batch layout");
+		return -1;
+	}
+	n = (size_t)b->n_tokens;
+	if ((size_t)b->n_seqs > SIZE_MAX / sizeof(int32_t) / (size_t)b->max_pages) {
+		cu_note(cb, "set_batch: page table of %d x %d entries is too large", b->n_seqs,
+			b->max_pages);
+		return -1;
+	}
+	table = (size_t)b->n_seqs * (size_t)b->max_pages;
+	for (size_t t = 0; t < n; t++) {
+		if (b->seq[t] < 0 || b->seq[t] >= b->n_seqs || b->pos[t] < 0) {
+			cu_note(cb, "set_batch: token %zu has sequence %d (of %d) at position %d",
+				t, b->seq[t], b->n_seqs, b->pos[t]);
+			return -1;
+		}
+		if (b->pos[t] > max_pos)
+			max_pos = b->pos[t];
+	}
+	if (!grow_i32(&bt->pos, &bt->cap_tokens, n) ||
+	    !grow_i32(&bt->seq, &bt->cap_tokens, n) ||
+	    !grow_i32(&bt->page_table, &bt->cap_table, table)) {
+		cu_note(cb, "set_batch: out of host memory");
+		return -1;
+	}
+	memcpy(bt->pos, b->pos, n * sizeof(int32_t));
+	memcpy(bt->seq, b->seq, n * sizeof(int32_t));
+	memcpy(bt->page_table, b->page_table, table * sizeof(int32_t));
+	bt->d_pos = (const int32_t *)cu_stage_put(cb, &cb->st_pos, b->pos, n * sizeof(int32_t),
+						  "set_batch");
+	bt->d_seq = (const int32_t *)cu_stage_put(cb, &cb->st_seq, b->seq, n * sizeof(int32_t),
+						  "set_batch");
+	bt->d_page_table = (const int32_t *)cu_stage_put(cb, &cb->st_table, b->page_table,
+							 table * sizeof(int32_t), "set_batch");
+	if (!bt->d_pos || !bt->d_seq || !bt->d_page_table)
+		return -1;
+	bt->n_tokens = b->n_tokens;
+	bt->n_seqs = b->n_seqs;
+	bt->max_pages = b->max_pages;
+	bt->max_pos = max_pos;
+	bt->checked_page_size = 0;
+	bt->checked_n_pages = 0;
+	return 0;
+}
+
+bool cu_check_kv(struct cuda_backend *cb, const struct exl_kv_layer *kv, const char *op)
+{
+	struct cuda_batch *bt = &cb->batch;
+
+	if (bt->n_tokens <= 0) {
+		cu_fail(cb, "%s: no batch layout (set_batch first)", op);
+		return false;
+	}
+	if (!kv || !kv->k || !kv->v || kv->page_size <= 0 || kv->n_kv_heads <= 0 ||
+	    kv->head_dim <= 0 || kv->n_pages <= 0) {
+		cu_fail(cb, "%s: malformed KV layer", op);
+		return false;
+	}
+	if (bt->checked_page_size == kv->page_size && bt->checked_n_pages == kv->n_pages)
+		return true;
+	/* Every token reads pages 0 .. pos / page_size of its sequence. */
+	for (int t = 0; t < bt->n_tokens; t++) {
+		int last = bt->pos[t] / kv->page_size;
+		const int32_t *row;
+
+		if (last >= bt->max_pages) {
+			cu_fail(cb, "%s: token %d at position %d needs page %d of its sequence, "
+				"the page table has %d", op, t, bt->pos[t], last, bt->max_pages);
+			return false;
+		}
+		row = bt->page_table + (size_t)bt->seq[t] * (size_t)bt->max_pages;
+		/* A sequence's tokens are in order, so checking from the previous
+		 * token's last page on covers each page once. */
+		int first = 0;
+		if (t > 0 && bt->seq[t - 1] == bt->seq[t] && bt->pos[t - 1] <= bt->pos[t])
+			first = bt->pos[t - 1] / kv->page_size;
+		for (int j = first; j <= last; j++) {
+			if (row[j] < 0 || row[j] >= kv->n_pages) {
+				cu_fail(cb, "%s: sequence %d maps its page %d to %d, outside the "
+					"pool of %d pages", op, bt->seq[t], j, row[j], kv->n_pages);
+				return false;
+			}
+		}
+	}
+	bt->checked_page_size = kv->page_size;
+	bt->checked_n_pages = kv->n_pages;
+	return true;
+}
+
+/* ---- lifetime --------------------------------------------------------- */
+
+static void op_destroy(struct exl_backend *be)
+{
+	struct cuda_backend *cb = cuda_of(be);
+	struct cuda_stage *stages[] = { &cb->st_pos, &cb->st_seq, &cb->st_table };
+
+	if (!cb)
+		return;
+	cudaSetDevice(cb->device);
+	if (cb->stream)
+		cudaStreamSynchronize(cb->stream);
+	for (size_t i = 0; i < sizeof(stages) / sizeof(stages[0]); i++)
+		stage_free(stages[i]);
+	arena_free(&cb->arena);
+	if (cb->w16)
+		cudaFree(cb->w16);
+	if (cb->x16)
+		cudaFree(cb->x16);
+	if (cb->cublas)
+		cublasDestroy(cb->cublas);
+	if (cb->stream)
+		cudaStreamDestroy(cb->stream);
+	cudaGetLastError();
+	free(cb->batch.pos);
+	free(cb->batch.seq);
+	free(cb->batch.page_table);
+	free(cb);
+}
+
+static const struct exl_backend_ops cuda_ops = {
+	.name = "cuda",
+	.destroy = op_destroy,
+	.alloc = op_alloc,
+	.free = op_free,
+	.upload = op_upload,
+	.unload = op_unload,
+	.download = op_download,
+	.copy_in = op_copy_in,
+	.sync = op_sync,
+	.set_batch = op_set_batch,
+	.matmul = cu_op_matmul,
+	.embed = cu_op_embed,
+	.rmsnorm = cu_op_rmsnorm,
+	.add_bias = cu_op_add_bias,
+	.add = cu_op_add,
+	.swiglu = cu_op_swiglu,
+	.rope = cu_op_rope,
+	.kv_store = cu_op_kv_store,
+	.attention = cu_op_attention,
+	.gather_rows = cu_op_gather_rows,
+	.softmax = cu_op_softmax,
+};
+
+extern "C" struct exl_backend *exl_backend_cuda_create(int device, char *err, size_t errlen)
+{
+	struct cuda_backend *cb;
+	struct cuda_stage *stages[3];
+	cublasStatus_t bs;
+
+	if (check_device(device, err, errlen))
+		return NULL;
+	cb = (struct cuda_backend *)calloc(1, sizeof(*cb));
+	if (!cb) {
+		snprintf(err, errlen, "CUDA backend: out of memory");
+		return NULL;
+	}
+	cb->base.ops = &cuda_ops;
+	cb->device = device;
+	stages[0] = &cb->st_pos;
+	stages[1] = &cb->st_seq;
+	stages[2] = &cb->st_table;
+	if (!cu_ok(cb, cudaSetDevice(device), "cudaSetDevice") ||
+	    !cu_ok(cb, cudaDeviceGetAttribute(&cb->sm_count, cudaDevAttrMultiProcessorCount,
+					      device), "cudaDeviceGetAttribute") ||
+	    !cu_ok(cb, cudaStreamCreateWithFlags(&cb->stream, cudaStreamNonBlocking),
+		   "cudaStreamCreate"))
+		goto fail;
+	bs = cublasCreate(&cb->cublas);
+	if (bs != CUBLAS_STATUS_SUCCESS) {
+		cb->cublas = NULL;
+		cu_blas_ok(cb, bs, "cublasCreate");
+		goto fail;
+	}
+	if (!cu_blas_ok(cb, cublasSetStream(cb->cublas, cb->stream), "cublasSetStream"))
+		goto fail;
+	for (int i = 0; i < 3; i++)
+		if (!stage_init(cb, stages[i]))
+			goto fail;
+	return &cb->base;
+fail:
+	snprintf(err, errlen, "CUDA device %d: %s", device, cb->err);
+	op_destroy(&cb->base);
+	return NULL;
+}

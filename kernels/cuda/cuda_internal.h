@@ -1,0 +1,152 @@
+/* Inside the CUDA backend: its state and the helpers its .cu files share.
+ * C++ (nvcc) only. */
+#ifndef EXL_CUDA_INTERNAL_H
+#define EXL_CUDA_INTERNAL_H
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* The headers under kernels/ are C: their functions have C linkage. */
+extern "C" {
+#include "kernels/backend.h"
+}
+
+/* Host arrays the op table passes (the batch layout, token ids, row lists,
+ * copy_in's bytes) may be reused by the caller as soon as the op returns, so
+ * they are copied into pinned memory and from there, queued on the stream,
+ * to the device.  Nothing waits for those copies inside a forward pass.
+ *
+ * A stage holds one array that later ops keep reading (the batch layout):
+ * valid until the next put to it, which first waits on `ev` for the device to
+ * have read the previous contents (already done when a sync came between). */
+struct cuda_stage {
+	void *host; /* pinned */
+	void *dev;
+	size_t cap;
+	cudaEvent_t ev;
+	bool ev_live;
+};
+
+/* The batch layout of the last set_batch, on both sides. */
+/* The arena holds the arrays that only their own op reads (embed's tokens,
+ * gather_rows' rows, copy_in): each put takes fresh room, and the arena
+ * starts over once the stream is known to be idle (download/sync).  When it
+ * runs out within a pass it waits for the stream, the one place an op may. */
+struct cuda_arena {
+	void *host; /* pinned */
+	void *dev;
+	size_t cap;
+	size_t off;
+};
+
+struct cuda_batch {
+	int n_tokens;
+	int n_seqs;
+	int max_pages;
+	int max_pos;           /* largest position in the batch */
+	int32_t *pos;          /* host copies, for validation */
+	int32_t *seq;
+	int32_t *page_table;
+	size_t cap_tokens;
+	size_t cap_table;
+	const int32_t *d_pos;  /* device copies (inside the stages below) */
+	const int32_t *d_seq;
+	const int32_t *d_page_table;
+	/* The last KV geometry the page table was checked against. */
+	int checked_page_size;
+	int checked_n_pages;
+};
+
+struct cuda_backend {
+	struct exl_backend base;
+	int device;
+	int sm_count;
+	cudaStream_t stream;
+	cublasHandle_t cublas;
+
+	bool failed;
+	char err[512];
+
+	struct cuda_batch batch;
+	struct cuda_stage st_pos, st_seq, st_table;
+	struct cuda_arena arena;
+
+	/* matmul scratch: a dequantized weight tile and the activations, both
+	 * as 16-bit floats for cublasGemmEx. */
+	void *w16;
+	size_t w16_cap;
+	void *x16;
+	size_t x16_cap;
+};
+
+static inline struct cuda_backend *cuda_of(struct exl_backend *be)
+{
+	return (struct cuda_backend *)be;
+}
+
+/* Records the first failure (printf-style); later ones are dropped so the
+ * message names the cause, not its consequences. */
+void cu_fail(struct cuda_backend *cb, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+/* false (and the backend failed) when e is an error. */
+bool cu_ok(struct cuda_backend *cb, cudaError_t e, const char *what);
+bool cu_blas_ok(struct cuda_backend *cb, cublasStatus_t s, const char *what);
+/* After a kernel launch: false when the launch failed. */
+bool cu_launched(struct cuda_backend *cb, const char *what);
+/* Start of every op: false when the backend has failed already; makes the
+ * backend's device current on the calling thread. */
+bool cu_enter(struct cuda_backend *cb);
+
+/* Copies bytes of host memory to the stage's device buffer (queued on the
+ * stream).  The device pointer, or NULL with the backend failed. */
+void *cu_stage_put(struct cuda_backend *cb, struct cuda_stage *st, const void *src,
+		   size_t bytes, const char *what);
+
+/* Copies bytes of host memory into fresh arena room on the device (queued on
+ * the stream): the device pointer, or NULL with the backend failed. */
+void *cu_arena_put(struct cuda_backend *cb, const void *src, size_t bytes, const char *what);
+/* Fresh pinned arena room for bytes (the caller queues the copy out of it). */
+void *cu_arena_host(struct cuda_backend *cb, size_t bytes, const char *what);
+
+/* Makes *buf at least bytes long (device memory, contents not kept).  May
+ * synchronize the stream when it has to grow a buffer in use. */
+bool cu_scratch(struct cuda_backend *cb, void **buf, size_t *cap, size_t bytes,
+		const char *what);
+
+/* Checks the page table of the current batch against a KV layer: every page
+ * any token reads or writes is inside the pool. */
+bool cu_check_kv(struct cuda_backend *cb, const struct exl_kv_layer *kv, const char *op);
+
+/* Grid size for a grid-stride loop over count items, block threads each. */
+static inline unsigned cu_grid(size_t count, unsigned block)
+{
+	size_t g = (count + block - 1) / block;
+
+	if (g > 65535u * 16u)
+		g = 65535u * 16u;
+	return g ? (unsigned)g : 1u;
+}
+
+/* The ops (ops_*.cu). */
+void cu_op_matmul(struct exl_backend *be, const struct exl_weight *w, const float *x, float *y,
+		  int n);
+void cu_op_embed(struct exl_backend *be, const struct exl_weight *w, const int32_t *tokens,
+		 float *y, int n);
+void cu_op_rmsnorm(struct exl_backend *be, float *y, const float *x, const float *w, int n,
+		   int dim, float eps);
+void cu_op_add_bias(struct exl_backend *be, float *y, const float *b, int n, int dim);
+void cu_op_add(struct exl_backend *be, float *y, const float *x, size_t count);
+void cu_op_swiglu(struct exl_backend *be, float *g, const float *u, size_t count);
+void cu_op_rope(struct exl_backend *be, float *x, int n, int n_heads, int head_dim,
+		const struct exl_rope_params *p);
+void cu_op_kv_store(struct exl_backend *be, const struct exl_kv_layer *kv, const float *k,
+		    const float *v);
+void cu_op_attention(struct exl_backend *be, const struct exl_kv_layer *kv, const float *q,
+		     float *out, int n_heads, float scale);
+void cu_op_gather_rows(struct exl_backend *be, float *dst, const float *src,
+		       const int32_t *rows, int n, int dim);
+void cu_op_softmax(struct exl_backend *be, float *x, int n, int dim);
+
+#endif

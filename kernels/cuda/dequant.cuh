@@ -1,0 +1,64 @@
+/* Weight access for the CUDA matmul and embed kernels, by weight type
+ * (template parameter, so each kernel is compiled per type).
+ *
+ * Quantized types are read 32 weights at a time ("parts": part c of a row is
+ * weights 32c .. 32c + 31) with the shared code of kernels/elem.h and
+ * kernels/elem_math.h; plain types one element at a time. */
+#ifndef EXL_CUDA_DEQUANT_CUH
+#define EXL_CUDA_DEQUANT_CUH
+
+#include <stdint.h>
+
+#include "kernels/elem_math.h"
+
+extern "C" {
+#include "kernels/dtype.h"
+}
+
+#define PART 32
+
+template <int T> struct wtype;
+
+template <> struct wtype<EXL_Q8_0> { static const bool quant = true; };
+template <> struct wtype<EXL_Q4_0> { static const bool quant = true; };
+template <> struct wtype<EXL_Q4_K> { static const bool quant = true; };
+template <> struct wtype<EXL_Q6_K> { static const bool quant = true; };
+template <> struct wtype<EXL_F32> { static const bool quant = false; };
+template <> struct wtype<EXL_F16> { static const bool quant = false; };
+template <> struct wtype<EXL_BF16> { static const bool quant = false; };
+
+/* Part c of a quantized row into y[32]. */
+template <int T>
+static __device__ __forceinline__ void load_part(const uint8_t *row, int c, float *y)
+{
+	if constexpr (T == EXL_Q8_0) {
+		exl_dequant_q8_0((const block_q8_0 *)row + c, y);
+	} else if constexpr (T == EXL_Q4_0) {
+		exl_dequant_q4_0((const block_q4_0 *)row + c, y);
+	} else if constexpr (T == EXL_Q4_K) {
+		exl_dequant_q4_K_part((const block_q4_K *)row + c / 8, c % 8, y);
+	} else if constexpr (T == EXL_Q6_K) {
+		exl_dequant_q6_K_part((const block_q6_K *)row + c / 8, c % 8, y);
+	}
+}
+
+/* Element k of a plain row. */
+template <int T>
+static __device__ __forceinline__ float load_elem(const uint8_t *row, int k)
+{
+	if constexpr (T == EXL_F32)
+		return ((const float *)row)[k];
+	else if constexpr (T == EXL_F16)
+		return exl_fp16_to_fp32(((const uint16_t *)row)[k]);
+	else
+		return exl_bf16_to_fp32(((const uint16_t *)row)[k]);
+}
+
+/* The weight types the CUDA backend computes. */
+static inline bool cuda_wtype_ok(uint32_t t)
+{
+	return t == EXL_F32 || t == EXL_F16 || t == EXL_BF16 || t == EXL_Q8_0 ||
+	       t == EXL_Q4_0 || t == EXL_Q4_K || t == EXL_Q6_K;
+}
+
+#endif

@@ -1,0 +1,246 @@
+/* Element-wise and row-wise ops: rmsnorm, add_bias, add, swiglu, rope,
+ * softmax, gather_rows.  The per-element arithmetic comes from
+ * kernels/elem_math.h, shared with (and tested through) the CPU side. */
+#include "kernels/cuda/cuda_internal.h"
+#include "kernels/cuda/reduce.cuh"
+#include "kernels/elem_math.h"
+
+#define ROW_THREADS 256
+#define EW_THREADS 256
+
+/* ---- rmsnorm ---------------------------------------------------------- */
+
+static __global__ void rmsnorm_kernel(float *y, const float *x, const float *w, int dim,
+				      float eps)
+{
+	__shared__ float sh[32];
+	const size_t row = (size_t)blockIdx.x * (size_t)dim;
+	float ss = 0.0f;
+
+	for (int i = threadIdx.x; i < dim; i += blockDim.x) {
+		float v = x[row + i];
+
+		ss += v * v;
+	}
+	ss = block_sum(ss, sh);
+	const float inv = exl_rms_inv(ss, dim, eps);
+	/* Each thread rewrites only what it read: y may be x. */
+	for (int i = threadIdx.x; i < dim; i += blockDim.x)
+		y[row + i] = x[row + i] * inv * w[i];
+}
+
+void cu_op_rmsnorm(struct exl_backend *be, float *y, const float *x, const float *w, int n,
+		   int dim, float eps)
+{
+	struct cuda_backend *cb = cuda_of(be);
+
+	if (!cu_enter(cb))
+		return;
+	if (n < 0 || dim <= 0) {
+		cu_fail(cb, "rmsnorm: bad shape %d x %d", n, dim);
+		return;
+	}
+	if (!n)
+		return;
+	rmsnorm_kernel<<<n, ROW_THREADS, 0, cb->stream>>>(y, x, w, dim, eps);
+	cu_launched(cb, "rmsnorm");
+}
+
+/* ---- add_bias, add, swiglu -------------------------------------------- */
+
+static __global__ void add_bias_kernel(float *y, const float *b, size_t count, int dim)
+{
+	for (size_t k = (size_t)blockIdx.x * blockDim.x + threadIdx.x; k < count;
+	     k += (size_t)gridDim.x * blockDim.x)
+		y[k] += b[k % (size_t)dim];
+}
+
+void cu_op_add_bias(struct exl_backend *be, float *y, const float *b, int n, int dim)
+{
+	struct cuda_backend *cb = cuda_of(be);
+	size_t count;
+
+	if (!cu_enter(cb))
+		return;
+	if (n < 0 || dim <= 0) {
+		cu_fail(cb, "add_bias: bad shape %d x %d", n, dim);
+		return;
+	}
+	count = (size_t)n * (size_t)dim;
+	if (!count)
+		return;
+	add_bias_kernel<<<cu_grid(count, EW_THREADS), EW_THREADS, 0, cb->stream>>>(y, b, count,
+										  dim);
+	cu_launched(cb, "add_bias");
+}
+
+static __global__ void add_kernel(float *y, const float *x, size_t count)
+{
+	for (size_t k = (size_t)blockIdx.x * blockDim.x + threadIdx.x; k < count;
+	     k += (size_t)gridDim.x * blockDim.x)
+		y[k] += x[k];
+}
+
+void cu_op_add(struct exl_backend *be, float *y, const float *x, size_t count)
+{
+	struct cuda_backend *cb = cuda_of(be);
+
+	if (!cu_enter(cb) || !count)
+		return;
+	add_kernel<<<cu_grid(count, EW_THREADS), EW_THREADS, 0, cb->stream>>>(y, x, count);
+	cu_launched(cb, "add");
+}
+
+static __global__ void swiglu_kernel(float *g, const float *u, size_t count)
+{
+	for (size_t k = (size_t)blockIdx.x * blockDim.x + threadIdx.x; k < count;
+	     k += (size_t)gridDim.x * blockDim.x)
+		g[k] = exl_silu(g[k]) * u[k];
+}
+
+void cu_op_swiglu(struct exl_backend *be, float *g, const float *u, size_t count)
+{
+	struct cuda_backend *cb = cuda_of(be);
+
+	if (!cu_enter(cb) || !count)
+		return;
+	swiglu_kernel<<<cu_grid(count, EW_THREADS), EW_THREADS, 0, cb->stream>>>(g, u, count);
+	cu_launched(cb, "swiglu");
+}
+
+/* ---- rope ------------------------------------------------------------- */
+
+/* One thread per rotated pair: (token t, head h, pair i). */
+static __global__ void rope_kernel(float *x, const int32_t *pos, size_t n_pairs, int n_heads,
+				   int head_dim, int n_rot, float freq_base, float freq_scale,
+				   bool neox)
+{
+	const int half = n_rot / 2;
+
+	for (size_t k = (size_t)blockIdx.x * blockDim.x + threadIdx.x; k < n_pairs;
+	     k += (size_t)gridDim.x * blockDim.x) {
+		const int i = (int)(k % (size_t)half);
+		const size_t th = k / (size_t)half; /* t * n_heads + h */
+		const size_t t = th / (size_t)n_heads;
+		float *head = x + th * (size_t)head_dim;
+		int a, b;
+
+		exl_rope_pair(i, n_rot, neox, &a, &b);
+		exl_rope_rotate(head, a, b,
+				exl_rope_theta(pos[t], i, n_rot, freq_base, freq_scale));
+	}
+}
+
+void cu_op_rope(struct exl_backend *be, float *x, int n, int n_heads, int head_dim,
+		const struct exl_rope_params *p)
+{
+	struct cuda_backend *cb = cuda_of(be);
+	size_t n_pairs;
+
+	if (!cu_enter(cb))
+		return;
+	if (n < 0 || n_heads <= 0 || head_dim <= 0 || !p || p->n_rot <= 0 || p->n_rot % 2 ||
+	    p->n_rot > head_dim) {
+		cu_fail(cb, "rope: bad shape (%d tokens, %d heads of %d, n_rot %d)", n, n_heads,
+			head_dim, p ? p->n_rot : -1);
+		return;
+	}
+	if (!n)
+		return;
+	if (n != cb->batch.n_tokens) {
+		cu_fail(cb, "rope: %d rows but the batch (set_batch) has %d tokens", n,
+			cb->batch.n_tokens);
+		return;
+	}
+	n_pairs = (size_t)n * (size_t)n_heads * (size_t)(p->n_rot / 2);
+	rope_kernel<<<cu_grid(n_pairs, EW_THREADS), EW_THREADS, 0, cb->stream>>>(
+		x, cb->batch.d_pos, n_pairs, n_heads, head_dim, p->n_rot, p->freq_base,
+		p->freq_scale, p->neox);
+	cu_launched(cb, "rope");
+}
+
+/* ---- softmax ---------------------------------------------------------- */
+
+static __global__ void softmax_kernel(float *x, int dim)
+{
+	__shared__ float sh[32];
+	float *row = x + (size_t)blockIdx.x * (size_t)dim;
+	float m = -INFINITY;
+	float sum = 0.0f;
+
+	for (int i = threadIdx.x; i < dim; i += blockDim.x)
+		m = fmaxf(m, row[i]);
+	m = block_max(m, sh);
+	for (int i = threadIdx.x; i < dim; i += blockDim.x) {
+		float e = exl_softmax_weight(row[i], m);
+
+		row[i] = e;
+		sum += e;
+	}
+	sum = block_sum(sum, sh);
+	/* A row of nothing but -inf has no distribution: it stays all zero. */
+	const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
+	for (int i = threadIdx.x; i < dim; i += blockDim.x)
+		row[i] *= inv;
+}
+
+void cu_op_softmax(struct exl_backend *be, float *x, int n, int dim)
+{
+	struct cuda_backend *cb = cuda_of(be);
+
+	if (!cu_enter(cb))
+		return;
+	if (n < 0 || dim <= 0) {
+		cu_fail(cb, "softmax: bad shape %d x %d", n, dim);
+		return;
+	}
+	if (!n)
+		return;
+	softmax_kernel<<<n, ROW_THREADS, 0, cb->stream>>>(x, dim);
+	cu_launched(cb, "softmax");
+}
+
+/* ---- gather_rows ------------------------------------------------------ */
+
+static __global__ void gather_rows_kernel(float *dst, const float *src, const int32_t *rows,
+					  size_t count, int dim)
+{
+	for (size_t k = (size_t)blockIdx.x * blockDim.x + threadIdx.x; k < count;
+	     k += (size_t)gridDim.x * blockDim.x) {
+		const size_t i = k / (size_t)dim;
+		const size_t j = k % (size_t)dim;
+
+		dst[k] = src[(size_t)rows[i] * (size_t)dim + j];
+	}
+}
+
+void cu_op_gather_rows(struct exl_backend *be, float *dst, const float *src,
+		       const int32_t *rows, int n, int dim)
+{
+	struct cuda_backend *cb = cuda_of(be);
+	const int32_t *d_rows;
+	size_t count;
+
+	if (!cu_enter(cb))
+		return;
+	if (n < 0 || dim <= 0 || (n && !rows)) {
+		cu_fail(cb, "gather_rows: bad shape %d x %d", n, dim);
+		return;
+	}
+	if (!n)
+		return;
+	for (int i = 0; i < n; i++) {
+		if (rows[i] < 0) {
+			cu_fail(cb, "gather_rows: row %d is %d", i, rows[i]);
+			return;
+		}
+	}
+	d_rows = (const int32_t *)cu_arena_put(cb, rows, (size_t)n * sizeof(int32_t),
+					       "gather_rows");
+	if (!d_rows)
+		return;
+	count = (size_t)n * (size_t)dim;
+	gather_rows_kernel<<<cu_grid(count, EW_THREADS), EW_THREADS, 0, cb->stream>>>(
+		dst, src, d_rows, count, dim);
+	cu_launched(cb, "gather_rows");
+}

@@ -1,0 +1,351 @@
+/* matmul and embed.
+ *
+ * matmul, y[n][rows] = x[n][cols] . W^T, two ways:
+ *  - n <= GEMV_MAX_N (decode): custom matrix x vector kernels that read the
+ *    weight once, in its own format, for all n vectors: one warp per row;
+ *    quantized rows are dequantized 32 weights per lane step (elem.h /
+ *    elem_math.h), plain rows (F32/F16/BF16) read element-wise, coalesced.
+ *  - n > GEMV_MAX_N (prefill): cuBLAS.  F32 weights: SGEMM as they are.
+ *    F16/BF16: GemmEx on the weight as it is with x converted to the same
+ *    16-bit type, F32 accumulation.  Quantized: row tiles of the weight are
+ *    dequantized into an F16 scratch buffer (at most W16_TILE_ELEMS at a
+ *    time) and each tile goes through GemmEx against x in F16.
+ *
+ * cuBLAS is column-major: the row-major y (n x rows) is column-major
+ * rows x n with ld rows, W row-major (rows x cols) is column-major cols x rows
+ * with ld cols, so y = op_T(W) . x with m = rows, n = n, k = cols. */
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <limits.h>
+
+#include "kernels/cuda/cuda_internal.h"
+#include "kernels/cuda/dequant.cuh"
+#include "kernels/cuda/reduce.cuh"
+
+#define GEMV_MAX_N 8
+#define GEMV_WARPS 4
+#define W16_TILE_ELEMS ((size_t)16 << 20) /* 32 MiB of F16 */
+#define CONV_THREADS 256
+#define EMBED_THREADS 128
+
+/* ---- matrix x vector -------------------------------------------------- */
+
+template <int T>
+static __global__ void __launch_bounds__(GEMV_WARPS * 32)
+gemv_kernel(const uint8_t *W, size_t row_bytes, const float *x, float *y, int rows, int cols,
+	    int n)
+{
+	const int lane = threadIdx.x & 31;
+	const int r = blockIdx.x * GEMV_WARPS + (threadIdx.x >> 5);
+	const uint8_t *wrow = W + (size_t)r * row_bytes;
+	float acc[GEMV_MAX_N];
+
+	if (r >= rows)
+		return; /* the whole warp: no block-wide barrier below */
+#pragma unroll
+	for (int j = 0; j < GEMV_MAX_N; j++)
+		acc[j] = 0.0f;
+
+	if constexpr (wtype<T>::quant) {
+		const int n_parts = cols / PART;
+
+		for (int c = lane; c < n_parts; c += 32) {
+			float w[PART];
+
+			load_part<T>(wrow, c, w);
+#pragma unroll
+			for (int j = 0; j < GEMV_MAX_N; j++) {
+				if (j < n) {
+					const float *xp = x + (size_t)j * (size_t)cols +
+							  (size_t)c * PART;
+					float s = 0.0f;
+
+#pragma unroll
+					for (int l = 0; l < PART; l++)
+						s += w[l] * xp[l];
+					acc[j] += s;
+				}
+			}
+		}
+	} else {
+		for (int k = lane; k < cols; k += 32) {
+			const float w = load_elem<T>(wrow, k);
+
+#pragma unroll
+			for (int j = 0; j < GEMV_MAX_N; j++)
+				if (j < n)
+					acc[j] += w * x[(size_t)j * (size_t)cols + (size_t)k];
+		}
+	}
+
+#pragma unroll
+	for (int j = 0; j < GEMV_MAX_N; j++) {
+		if (j < n) {
+			const float s = warp_sum(acc[j]);
+
+			if (lane == 0)
+				y[(size_t)j * (size_t)rows + (size_t)r] = s;
+		}
+	}
+}
+
+template <int T>
+static void gemv(struct cuda_backend *cb, const struct exl_weight *w, const float *x, float *y,
+		 int n)
+{
+	const unsigned blocks = (unsigned)((w->rows + GEMV_WARPS - 1) / GEMV_WARPS);
+
+	gemv_kernel<T><<<blocks, GEMV_WARPS * 32, 0, cb->stream>>>(
+		(const uint8_t *)w->data, w->row_bytes, x, y, (int)w->rows, (int)w->cols, n);
+}
+
+/* ---- conversions for cuBLAS ------------------------------------------- */
+
+static __global__ void to_f16_kernel(__half *dst, const float *src, size_t count)
+{
+	for (size_t k = (size_t)blockIdx.x * blockDim.x + threadIdx.x; k < count;
+	     k += (size_t)gridDim.x * blockDim.x)
+		dst[k] = __float2half_rn(src[k]);
+}
+
+static __global__ void to_bf16_kernel(__nv_bfloat16 *dst, const float *src, size_t count)
+{
+	for (size_t k = (size_t)blockIdx.x * blockDim.x + threadIdx.x; k < count;
+	     k += (size_t)gridDim.x * blockDim.x)
+		dst[k] = __float2bfloat16_rn(src[k]);
+}
+
+/* Rows [r0, r0 + n_rows) of a quantized weight into dst, F16, row-major
+ * with cols per row.  One thread per part of 32 weights. */
+template <int T>
+static __global__ void dequant_f16_kernel(__half *dst, const uint8_t *W, size_t row_bytes,
+					  int r0, int n_rows, int cols)
+{
+	const int n_parts = cols / PART;
+	const size_t count = (size_t)n_rows * (size_t)n_parts;
+
+	for (size_t k = (size_t)blockIdx.x * blockDim.x + threadIdx.x; k < count;
+	     k += (size_t)gridDim.x * blockDim.x) {
+		const size_t rr = k / (size_t)n_parts;
+		const int c = (int)(k % (size_t)n_parts);
+		__half *out = dst + rr * (size_t)cols + (size_t)c * PART;
+		float w[PART];
+
+		load_part<T>(W + ((size_t)r0 + rr) * row_bytes, c, w);
+#pragma unroll
+		for (int l = 0; l < PART; l++)
+			out[l] = __float2half_rn(w[l]);
+	}
+}
+
+template <int T>
+static void dequant_tile(struct cuda_backend *cb, const struct exl_weight *w, int r0,
+			 int n_rows)
+{
+	const size_t count = (size_t)n_rows * (size_t)(w->cols / PART);
+
+	dequant_f16_kernel<T><<<cu_grid(count, CONV_THREADS), CONV_THREADS, 0, cb->stream>>>(
+		(__half *)cb->w16, (const uint8_t *)w->data, w->row_bytes, r0, n_rows,
+		(int)w->cols);
+}
+
+/* x (n x cols floats) into the x16 scratch as F16 or BF16. */
+static bool convert_x(struct cuda_backend *cb, const float *x, size_t count, bool bf16)
+{
+	if (!cu_scratch(cb, &cb->x16, &cb->x16_cap, count * 2, "matmul"))
+		return false;
+	if (bf16)
+		to_bf16_kernel<<<cu_grid(count, CONV_THREADS), CONV_THREADS, 0, cb->stream>>>(
+			(__nv_bfloat16 *)cb->x16, x, count);
+	else
+		to_f16_kernel<<<cu_grid(count, CONV_THREADS), CONV_THREADS, 0, cb->stream>>>(
+			(__half *)cb->x16, x, count);
+	return cu_launched(cb, "matmul: convert x");
+}
+
+static bool gemm_16(struct cuda_backend *cb, const void *A, cudaDataType_t type, int m, int n,
+		    int k, float *C, int ldc)
+{
+	const float one = 1.0f, zero = 0.0f;
+
+	return cu_blas_ok(cb, cublasGemmEx(cb->cublas, CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, &one,
+					   A, type, k, cb->x16, type, k, &zero, C, CUDA_R_32F,
+					   ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+			  "matmul: cublasGemmEx");
+}
+
+static void gemm(struct cuda_backend *cb, const struct exl_weight *w, const float *x, float *y,
+		 int n)
+{
+	const int rows = (int)w->rows, cols = (int)w->cols;
+	const size_t count = (size_t)n * (size_t)cols;
+	const float one = 1.0f, zero = 0.0f;
+
+	switch (w->type) {
+	case EXL_F32:
+		cu_blas_ok(cb, cublasSgemm(cb->cublas, CUBLAS_OP_T, CUBLAS_OP_N, rows, n, cols,
+					   &one, (const float *)w->data, cols, x, cols, &zero,
+					   y, rows),
+			   "matmul: cublasSgemm");
+		return;
+	case EXL_F16:
+		if (convert_x(cb, x, count, false))
+			gemm_16(cb, w->data, CUDA_R_16F, rows, n, cols, y, rows);
+		return;
+	case EXL_BF16:
+		if (convert_x(cb, x, count, true))
+			gemm_16(cb, w->data, CUDA_R_16BF, rows, n, cols, y, rows);
+		return;
+	default:
+		break;
+	}
+
+	/* Quantized: dequantize row tiles into w16, one GemmEx per tile. */
+	size_t tile = W16_TILE_ELEMS / (size_t)cols;
+	if (tile < 1)
+		tile = 1;
+	if (tile > (size_t)rows)
+		tile = (size_t)rows;
+	if (!convert_x(cb, x, count, false) ||
+	    !cu_scratch(cb, &cb->w16, &cb->w16_cap, tile * (size_t)cols * 2, "matmul"))
+		return;
+	for (int r0 = 0; r0 < rows; r0 += (int)tile) {
+		const int tr = rows - r0 < (int)tile ? rows - r0 : (int)tile;
+
+		switch (w->type) {
+		case EXL_Q8_0: dequant_tile<EXL_Q8_0>(cb, w, r0, tr); break;
+		case EXL_Q4_0: dequant_tile<EXL_Q4_0>(cb, w, r0, tr); break;
+		case EXL_Q4_K: dequant_tile<EXL_Q4_K>(cb, w, r0, tr); break;
+		case EXL_Q6_K: dequant_tile<EXL_Q6_K>(cb, w, r0, tr); break;
+		default: break;
+		}
+		if (!cu_launched(cb, "matmul: dequantize") ||
+		    !gemm_16(cb, cb->w16, CUDA_R_16F, tr, n, cols, y + r0, rows))
+			return;
+	}
+}
+
+/* Shape checks shared by matmul and embed. */
+static bool weight_ok(struct cuda_backend *cb, const struct exl_weight *w, const char *op)
+{
+	const struct exl_dtype_info *info;
+
+	if (!w || !w->data) {
+		cu_fail(cb, "%s: no weight", op);
+		return false;
+	}
+	info = exl_dtype_info(w->type);
+	if (!cuda_wtype_ok(w->type)) {
+		cu_fail(cb, "%s: weight type %s is not computed by the CUDA backend", op,
+			info && info->name ? info->name : "(unknown)");
+		return false;
+	}
+	if (w->rows <= 0 || w->cols <= 0 || w->rows > INT_MAX || w->cols > INT_MAX ||
+	    w->row_bytes != exl_dtype_row_bytes(w->type, (uint64_t)w->cols)) {
+		cu_fail(cb, "%s: malformed %s weight (%lld x %lld, %zu bytes per row)", op,
+			info->name, (long long)w->rows, (long long)w->cols, w->row_bytes);
+		return false;
+	}
+	return true;
+}
+
+void cu_op_matmul(struct exl_backend *be, const struct exl_weight *w, const float *x, float *y,
+		  int n)
+{
+	struct cuda_backend *cb = cuda_of(be);
+
+	if (!cu_enter(cb) || !weight_ok(cb, w, "matmul"))
+		return;
+	if (n < 0) {
+		cu_fail(cb, "matmul: %d input vectors", n);
+		return;
+	}
+	if (!n)
+		return;
+	if (n > GEMV_MAX_N) {
+		gemm(cb, w, x, y, n);
+		return;
+	}
+	switch (w->type) {
+	case EXL_F32: gemv<EXL_F32>(cb, w, x, y, n); break;
+	case EXL_F16: gemv<EXL_F16>(cb, w, x, y, n); break;
+	case EXL_BF16: gemv<EXL_BF16>(cb, w, x, y, n); break;
+	case EXL_Q8_0: gemv<EXL_Q8_0>(cb, w, x, y, n); break;
+	case EXL_Q4_0: gemv<EXL_Q4_0>(cb, w, x, y, n); break;
+	case EXL_Q4_K: gemv<EXL_Q4_K>(cb, w, x, y, n); break;
+	case EXL_Q6_K: gemv<EXL_Q6_K>(cb, w, x, y, n); break;
+	default: break;
+	}
+	cu_launched(cb, "matmul");
+}
+
+/* ---- embed ------------------------------------------------------------ */
+
+/* One block per token: its row of the table, dequantized into y. */
+template <int T>
+static __global__ void embed_kernel(const uint8_t *W, size_t row_bytes, const int32_t *tokens,
+				    float *y, int cols)
+{
+	const uint8_t *wrow = W + (size_t)tokens[blockIdx.x] * row_bytes;
+	float *out = y + (size_t)blockIdx.x * (size_t)cols;
+
+	if constexpr (wtype<T>::quant) {
+		for (int c = threadIdx.x; c < cols / PART; c += blockDim.x) {
+			float w[PART];
+
+			load_part<T>(wrow, c, w);
+#pragma unroll
+			for (int l = 0; l < PART; l++)
+				out[c * PART + l] = w[l];
+		}
+	} else {
+		for (int k = threadIdx.x; k < cols; k += blockDim.x)
+			out[k] = load_elem<T>(wrow, k);
+	}
+}
+
+template <int T>
+static void embed(struct cuda_backend *cb, const struct exl_weight *w, const int32_t *d_tokens,
+		  float *y, int n)
+{
+	embed_kernel<T><<<n, EMBED_THREADS, 0, cb->stream>>>((const uint8_t *)w->data,
+							       w->row_bytes, d_tokens, y,
+							       (int)w->cols);
+}
+
+void cu_op_embed(struct exl_backend *be, const struct exl_weight *w, const int32_t *tokens,
+		 float *y, int n)
+{
+	struct cuda_backend *cb = cuda_of(be);
+	const int32_t *d_tokens;
+
+	if (!cu_enter(cb) || !weight_ok(cb, w, "embed"))
+		return;
+	if (n < 0 || (n && !tokens)) {
+		cu_fail(cb, "embed: %d tokens", n);
+		return;
+	}
+	if (!n)
+		return;
+	for (int i = 0; i < n; i++) {
+		if (tokens[i] < 0 || tokens[i] >= w->rows) {
+			cu_fail(cb, "embed: token %d (at %d) is outside the vocabulary of %lld",
+				tokens[i], i, (long long)w->rows);
+			return;
+		}
+	}
+	d_tokens = (const int32_t *)cu_arena_put(cb, tokens, (size_t)n * sizeof(int32_t), "embed");
+	if (!d_tokens)
+		return;
+	switch (w->type) {
+	case EXL_F32: embed<EXL_F32>(cb, w, d_tokens, y, n); break;
+	case EXL_F16: embed<EXL_F16>(cb, w, d_tokens, y, n); break;
+	case EXL_BF16: embed<EXL_BF16>(cb, w, d_tokens, y, n); break;
+	case EXL_Q8_0: embed<EXL_Q8_0>(cb, w, d_tokens, y, n); break;
+	case EXL_Q4_0: embed<EXL_Q4_0>(cb, w, d_tokens, y, n); break;
+	case EXL_Q4_K: embed<EXL_Q4_K>(cb, w, d_tokens, y, n); break;
+	case EXL_Q6_K: embed<EXL_Q6_K>(cb, w, d_tokens, y, n); break;
+	default: break;
+	}
+	cu_launched(cb, "embed");
+}

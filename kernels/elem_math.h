@@ -1,0 +1,130 @@
+/* Per-element math shared by the CPU and the CUDA backends: RoPE angles and
+ * rotation, SiLU, the RMSNorm scale, the pieces of a numerically careful
+ * (max-subtracted, online) softmax, and the dequantization of 32 weights of
+ * a K-quant block at a time (a GPU thread's share of a row).  Every function is EXL_HD (kernels/elem.h):
+ * plain static inline C on the host, __host__ __device__ under nvcc, so the
+ * CPU unit tests cover the arithmetic the GPU runs.
+ *
+ * No fast-math: nvcc is not given --use_fast_math, so expf/powf/sinf/cosf
+ * here are the accurate versions on both sides.
+ */
+#ifndef EXL_ELEM_MATH_H
+#define EXL_ELEM_MATH_H
+
+#include <math.h>
+#include <stdbool.h>
+
+#include "kernels/elem.h"
+
+/* RoPE.  Pair i (0 <= i < n_rot / 2) of a head rotates by
+ *   theta = pos * freq_scale * freq_base^(-2i / n_rot).
+ * The inverse frequency is computed directly for each i rather than as a
+ * running product, which would gather rounding error along the head. */
+EXL_HD float exl_rope_inv_freq(int i, int n_rot, float freq_base)
+{
+	return powf(freq_base, -2.0f * (float)i / (float)n_rot);
+}
+
+EXL_HD float exl_rope_theta(int pos, int i, int n_rot, float freq_base, float freq_scale)
+{
+	return (float)pos * freq_scale * exl_rope_inv_freq(i, n_rot, freq_base);
+}
+
+/* The two offsets within a head that pair i rotates: NeoX halves layout
+ * (i, i + n_rot/2), else adjacent elements (2i, 2i + 1).  Dimensions at and
+ * past n_rot are not rotated. */
+EXL_HD void exl_rope_pair(int i, int n_rot, bool neox, int *a, int *b)
+{
+	if (neox) {
+		*a = i;
+		*b = i + n_rot / 2;
+	} else {
+		*a = 2 * i;
+		*b = 2 * i + 1;
+	}
+}
+
+/* Rotates (x[a], x[b]) by theta. */
+EXL_HD void exl_rope_rotate(float *x, int a, int b, float theta)
+{
+	float c = cosf(theta);
+	float s = sinf(theta);
+	float x0 = x[a];
+	float x1 = x[b];
+
+	x[a] = x0 * c - x1 * s;
+	x[b] = x0 * s + x1 * c;
+}
+
+/* silu(x) = x * sigmoid(x).  For x very negative expf(-x) is +inf and the
+ * quotient a signed zero, never NaN. */
+EXL_HD float exl_silu(float x)
+{
+	return x / (1.0f + expf(-x));
+}
+
+/* RMSNorm: the factor each element of a row is multiplied by (before the
+ * weight), from the row's sum of squares. */
+EXL_HD float exl_rms_inv(float sum_sq, int dim, float eps)
+{
+	return 1.0f / sqrtf(sum_sq / (float)dim + eps);
+}
+
+/* Softmax.  With m the running maximum of the scores seen so far, a score s
+ * weighs exp(s - m) <= 1, so nothing overflows.  A score of -inf (masked)
+ * weighs 0, also when m is -inf (no NaN from -inf - -inf). */
+EXL_HD float exl_softmax_weight(float s, float m)
+{
+	return s == -INFINITY ? 0.0f : expf(s - m);
+}
+
+/* Online softmax: when the running maximum grows from m_old to m_new, sums
+ * and accumulators taken under m_old are multiplied by this.  0 when nothing
+ * was accumulated yet (m_old == -inf). */
+EXL_HD float exl_softmax_rescale(float m_old, float m_new)
+{
+	return m_old == -INFINITY ? 0.0f : expf(m_old - m_new);
+}
+
+/* Dequantization of one sub-block of 32 weights: weights 32c .. 32c + 31
+ * (c = 0..7) of a 256-weight block, bit-identical to the matching stretch of
+ * exl_dequant_q4_K / exl_dequant_q6_K (kernels/elem.h): the same operations
+ * in the same order.  Q8_0 and Q4_0 blocks are 32 weights already. */
+EXL_HD void exl_dequant_q4_K_part(const block_q4_K *b, int c, float *y)
+{
+	float d = exl_fp16_to_fp32(b->d);
+	float dmin = exl_fp16_to_fp32(b->dmin);
+	const uint8_t *q = b->qs + 32 * (c / 2);
+	uint8_t sc, m;
+
+	exl_get_scale_min_k4(c, b->scales, &sc, &m);
+	float d1 = d * (float)sc, m1 = dmin * (float)m;
+
+	if (c & 1) {
+		for (int l = 0; l < 32; l++)
+			y[l] = d1 * (float)(q[l] >> 4) - m1;
+	} else {
+		for (int l = 0; l < 32; l++)
+			y[l] = d1 * (float)(q[l] & 0x0f) - m1;
+	}
+}
+
+EXL_HD void exl_dequant_q6_K_part(const block_q6_K *b, int c, float *y)
+{
+	const int h = c / 4; /* which half of 128 */
+	const int r = c % 4; /* which quarter of it */
+	float d = exl_fp16_to_fp32(b->d);
+	const uint8_t *ql = b->ql + 64 * h + 32 * (r & 1);
+	const uint8_t *qh = b->qh + 32 * h;
+	const int8_t *sc = b->scales + 8 * h + 2 * r;
+	const int lo_shift = 4 * (r >> 1);
+	const int hi_shift = 2 * r;
+
+	for (int l = 0; l < 32; l++) {
+		int q = (int)(((ql[l] >> lo_shift) & 0x0f) | (((qh[l] >> hi_shift) & 3) << 4)) - 32;
+
+		y[l] = d * (float)sc[l / 16] * (float)q;
+	}
+}
+
+#endif
