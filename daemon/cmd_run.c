@@ -19,6 +19,7 @@
 #include "daemon/model.h"
 #include "daemon/tokenizer.h"
 #include "kernels/backend.h"
+#include "kernels/backend_select.h"
 
 #define RUN_PAGE_SIZE 256
 #define RUN_PREFILL_CHUNK 512
@@ -26,6 +27,7 @@
 struct run_opts {
 	const char *model;
 	const char *prompt;
+	const char *device;
 	long n_predict;
 	double temperature;
 	unsigned long long seed;
@@ -39,12 +41,13 @@ static void run_usage(FILE *out)
 {
 	fprintf(out,
 		"usage: exld run --model FILE --prompt TEXT [-n N] [--temperature T] [--seed S]\n"
-		"                [--threads N] [--kv-tokens N] [--special]\n"
+		"                [--threads N] [--kv-tokens N] [--device D] [--special]\n"
 		"  -n N             tokens to generate (default 128)\n"
 		"  --temperature T  0 for greedy (default 0.8)\n"
 		"  --seed S         sampling seed (default: from the clock)\n"
 		"  --threads N      CPU threads (default: one per core)\n"
 		"  --kv-tokens N    KV cache size (default: prompt + N)\n"
+		"  --device D       cpu (default), cuda or cuda:N\n"
 		"  --special        parse special tokens written in the prompt\n");
 }
 
@@ -68,6 +71,7 @@ static int parse_args(int argc, char **argv, struct run_opts *o)
 	memset(o, 0, sizeof(*o));
 	o->n_predict = 128;
 	o->temperature = 0.8;
+	o->device = "cpu";
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
 		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -89,6 +93,8 @@ static int parse_args(int argc, char **argv, struct run_opts *o)
 			o->model = v;
 		} else if (!strcmp(a, "--prompt")) {
 			o->prompt = v;
+		} else if (!strcmp(a, "--device")) {
+			o->device = v;
 		} else if (!strcmp(a, "-n") || !strcmp(a, "--n-predict")) {
 			if (parse_long(a, v, 0, 1 << 24, &o->n_predict))
 				return -1;
@@ -249,8 +255,7 @@ int cmd_run(int argc, char **argv)
 	if (pr)
 		return pr > 0 ? 0 : 2;
 
-	be = exl_backend_cpu_create((int)o.threads, err, sizeof(err));
-	if (!be)
+	if (exl_backend_create_by_name(o.device, (int)o.threads, &be, err, sizeof(err)))
 		goto fail;
 	m = exl_model_load(o.model, be, err, sizeof(err));
 	if (!m)

@@ -10,6 +10,7 @@
 
 #include "daemon/kvcache.h"
 #include "daemon/model_internal.h"
+#include "kernels/backend_select.h"
 
 static void dev_free(struct exl_backend *be, float **p)
 {
@@ -325,6 +326,12 @@ int exl_model_forward(struct exl_model *m, struct exl_kvcache *kv, const struct 
 		}
 	} else if (ops->sync(be)) {
 		snprintf(err, errlen, "backend %s failed running the batch", ops->name);
+		return -1;
+	}
+	/* A queueing backend reports a failed op only now. */
+	const char *be_err = exl_backend_error(be);
+	if (be_err) {
+		snprintf(err, errlen, "backend %s: %s", ops->name, be_err);
 		return -1;
 	}
 
