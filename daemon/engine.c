@@ -1,0 +1,594 @@
+/* Continuous batching: admission by KV pages, one forward pass per step over
+ * every job that can advance, then sampling and streaming per job. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "daemon/engine.h"
+#include "daemon/generator_internal.h"
+#include "daemon/kvcache.h"
+#include "daemon/model.h"
+
+#define RATE_WINDOW 64     /* steps remembered for tokens/s */
+#define RATE_SECONDS 5.0
+
+struct batch_job {
+	struct exl_job *job;
+	int row[2];           /* logits rows of seq[0] and seq[1]; -1 when none */
+};
+
+struct rate_mark {
+	double t;
+	uint64_t gen;
+	uint64_t prompt;
+};
+
+struct exl_engine {
+	struct exl_model *m;
+	struct exl_kvcache *kv;
+	struct exl_engine_config cfg;
+	int n_vocab;
+	int page_size;
+	int n_pages;
+
+	struct exl_job **queue;
+	int n_queue;
+	int cap_queue;
+	struct exl_job **active;   /* in admission order */
+	int n_active;
+
+	/* the batch being built */
+	int32_t *tokens;
+	int32_t *seq;
+	bool *want;
+	struct exl_kv_seq **seqs;
+	int n_tokens;
+	int n_seqs;
+	int n_rows;
+	struct batch_job *bj;
+	int n_bj;
+	float *logits;
+	int cap_rows;
+	int rr;
+
+	uint64_t prompt_tokens;
+	uint64_t generated_tokens;
+	uint64_t steps;
+	struct rate_mark marks[RATE_WINDOW];
+	int n_marks;
+	int mark_head;
+};
+
+void exl_engine_config_init(struct exl_engine_config *c)
+{
+	c->max_batch_tokens = 512;
+	c->prefill_chunk = 256;
+	c->max_jobs = 64;
+	c->max_seq_len = 0;
+}
+
+struct exl_engine *exl_engine_create(struct exl_model *m, struct exl_kvcache *kv,
+				     const struct exl_engine_config *c, char *err, size_t errlen)
+{
+	struct exl_engine *e;
+	const struct exl_hparams *hp = exl_model_hparams(m);
+
+	if (c->max_batch_tokens < 2 || c->max_batch_tokens > 1 << 16) {
+		snprintf(err, errlen, "max_batch_tokens must be in [2, 65536] (got %d)",
+			 c->max_batch_tokens);
+		return NULL;
+	}
+	if (c->prefill_chunk < 1 || c->prefill_chunk > c->max_batch_tokens) {
+		snprintf(err, errlen, "prefill_chunk must be in [1, max_batch_tokens = %d] (got %d)",
+			 c->max_batch_tokens, c->prefill_chunk);
+		return NULL;
+	}
+	if (c->max_jobs < 1 || c->max_jobs > c->max_batch_tokens / 2) {
+		snprintf(err, errlen, "max_jobs must be in [1, max_batch_tokens / 2 = %d] (got %d)",
+			 c->max_batch_tokens / 2, c->max_jobs);
+		return NULL;
+	}
+	if (c->max_seq_len < 0 || c->max_seq_len > 1 << 24) {
+		snprintf(err, errlen, "max_seq_len must be in [0, 16777216] (got %d)", c->max_seq_len);
+		return NULL;
+	}
+	e = calloc(1, sizeof(*e));
+	if (!e)
+		goto oom;
+	e->m = m;
+	e->kv = kv;
+	e->cfg = *c;
+	if (!e->cfg.max_seq_len)
+		e->cfg.max_seq_len = hp->n_ctx_train > 0 ? hp->n_ctx_train : 4096;
+	e->n_vocab = hp->n_vocab;
+	e->page_size = exl_kvcache_page_size(kv);
+	e->n_pages = exl_kvcache_n_pages(kv);
+	e->active = calloc((size_t)c->max_jobs, sizeof(*e->active));
+	e->tokens = malloc((size_t)c->max_batch_tokens * sizeof(*e->tokens));
+	e->seq = malloc((size_t)c->max_batch_tokens * sizeof(*e->seq));
+	e->want = malloc((size_t)c->max_batch_tokens * sizeof(*e->want));
+	e->seqs = malloc(2 * (size_t)c->max_jobs * sizeof(*e->seqs));
+	e->bj = malloc((size_t)c->max_jobs * sizeof(*e->bj));
+	if (!e->active || !e->tokens || !e->seq || !e->want || !e->seqs || !e->bj)
+		goto oom;
+	return e;
+oom:
+	snprintf(err, errlen, "out of memory for the engine");
+	exl_engine_free(e);
+	return NULL;
+}
+
+void exl_engine_free(struct exl_engine *e)
+{
+	if (!e)
+		return;
+	exl_engine_end_all(e, EXL_STOP_SHUTDOWN);
+	free(e->queue);
+	free(e->active);
+	free(e->tokens);
+	free(e->seq);
+	free(e->want);
+	free(e->seqs);
+	free(e->bj);
+	free(e->logits);
+	free(e);
+}
+
+static int pages_for(int positions, int page_size)
+{
+	return (int)(((int64_t)positions + page_size - 1) / page_size);
+}
+
+/* Pages a job of g new tokens takes when nothing is shared. */
+static int64_t job_pages(const struct exl_job *job, int g, int page_size)
+{
+	int64_t n = 0;
+
+	for (int i = 0; i < job->n_seqs; i++)
+		n += pages_for(job->seq[i].prompt_len + g, page_size);
+	return n;
+}
+
+int exl_engine_add(struct exl_engine *e, struct exl_job *job, char *err, size_t errlen)
+{
+	int longest = 0;
+
+	if (job->state != EXL_JOB_NEW) {
+		snprintf(err, errlen, "job was already added to an engine");
+		return -1;
+	}
+	for (int i = 0; i < job->n_seqs; i++)
+		if (job->seq[i].prompt_len > longest)
+			longest = job->seq[i].prompt_len;
+	if (longest >= e->cfg.max_seq_len) {
+		snprintf(err, errlen, "prompt of %d tokens does not fit the context of %d tokens",
+			 longest, e->cfg.max_seq_len);
+		return -1;
+	}
+	if (job_pages(job, 1, e->page_size) > e->n_pages) {
+		snprintf(err, errlen, "prompt needs %lld KV pages of %d tokens; the cache has %d",
+			 (long long)job_pages(job, 1, e->page_size), e->page_size, e->n_pages);
+		return -1;
+	}
+	/* Room for output: what the context and the whole pool allow. */
+	int g = job->max_new_tokens;
+
+	if (g > e->cfg.max_seq_len - longest)
+		g = e->cfg.max_seq_len - longest;
+	if (job_pages(job, g, e->page_size) > e->n_pages) {
+		int lo = 0, hi = g;
+
+		while (lo < hi) {
+			int mid = lo + (hi - lo + 1) / 2;
+
+			if (job_pages(job, mid, e->page_size) <= e->n_pages)
+				lo = mid;
+			else
+				hi = mid - 1;
+		}
+		g = lo;
+	}
+	if (e->n_queue == e->cap_queue) {
+		int cap = e->cap_queue * 2 + 16;
+		struct exl_job **q = realloc(e->queue, (size_t)cap * sizeof(*q));
+
+		if (!q) {
+			snprintf(err, errlen, "out of memory queueing the job");
+			return -1;
+		}
+		e->queue = q;
+		e->cap_queue = cap;
+	}
+	job->gen_limit = g;
+	job->state = EXL_JOB_QUEUED;
+	job->t_added = exl_gen_now();
+	e->queue[e->n_queue++] = job;
+	return 0;
+}
+
+/* Pages seq still has to take to reach its full length. */
+static int seq_outstanding(const struct exl_engine *e, const struct exl_job *job, int i)
+{
+	const struct exl_gen_seq *q = &job->seq[i];
+	int full = q->prompt_len + job->gen_limit;
+
+	return exl_kv_seq_pages_needed(e->kv, &q->kv, full - q->kv.n_pos);
+}
+
+static int64_t outstanding(const struct exl_engine *e)
+{
+	int64_t n = 0;
+
+	for (int j = 0; j < e->n_active; j++) {
+		const struct exl_job *job = e->active[j];
+
+		if (job->state != EXL_JOB_RUNNING)
+			continue;
+		for (int i = 0; i < job->n_seqs; i++)
+			n += seq_outstanding(e, job, i);
+	}
+	return n;
+}
+
+static bool try_admit(struct exl_engine *e, struct exl_job *job)
+{
+	int64_t need = 0;
+
+	for (int i = 0; i < job->n_seqs; i++) {
+		struct exl_gen_seq *q = &job->seq[i];
+
+		exl_kv_seq_share_prefix(e->kv, &q->kv, q->tokens, q->n_tokens);
+		need += seq_outstanding(e, job, i);
+	}
+	if (exl_kvcache_free_pages(e->kv) - outstanding(e) < need) {
+		exl_job_release_kv(job, e->kv);
+		return false;
+	}
+	job->cached_tokens = job->seq[0].kv.n_pos;
+	job->kv = e->kv;
+	job->state = EXL_JOB_RUNNING;
+	job->t_started = exl_gen_now();
+	return true;
+}
+
+/* The job leaves the engine: KV back, on_done.  Not for jobs in active[]
+ * (see finish_active). */
+static void finish(struct exl_engine *e, struct exl_job *job)
+{
+	exl_job_release_kv(job, e->kv);
+	job->kv = NULL;
+	exl_job_complete(job);
+}
+
+static void remove_active(struct exl_engine *e, int j)
+{
+	memmove(e->active + j, e->active + j + 1, (size_t)(e->n_active - j - 1) * sizeof(*e->active));
+	e->n_active--;
+	if (e->rr > j)
+		e->rr--;
+}
+
+static void remove_queued(struct exl_engine *e, int j)
+{
+	memmove(e->queue + j, e->queue + j + 1, (size_t)(e->n_queue - j - 1) * sizeof(*e->queue));
+	e->n_queue--;
+}
+
+static void handle_cancels(struct exl_engine *e)
+{
+	for (int j = 0; j < e->n_queue;) {
+		struct exl_job *job = e->queue[j];
+
+		if (!atomic_load(&job->cancel)) {
+			j++;
+			continue;
+		}
+		remove_queued(e, j);
+		exl_job_end(job, EXL_STOP_CANCELLED, NULL);
+		finish(e, job);
+	}
+	for (int j = 0; j < e->n_active;) {
+		struct exl_job *job = e->active[j];
+
+		if (!atomic_load(&job->cancel)) {
+			j++;
+			continue;
+		}
+		remove_active(e, j);
+		exl_job_end(job, EXL_STOP_CANCELLED, NULL);
+		finish(e, job);
+	}
+}
+
+/* Streams what jobs have ready (after a resume) and lets finished ones
+ * go. */
+static void deliver_all(struct exl_engine *e)
+{
+	for (int j = 0; j < e->n_active;) {
+		struct exl_job *job = e->active[j];
+
+		if (!exl_job_deliver(job) || job->state != EXL_JOB_ENDING) {
+			j++;
+			continue;
+		}
+		remove_active(e, j);
+		finish(e, job);
+	}
+}
+
+static void admit(struct exl_engine *e)
+{
+	while (e->n_queue && e->n_active < e->cfg.max_jobs) {
+		struct exl_job *job = e->queue[0];
+
+		/* In order: a large job at the head is not overtaken, so it
+		 * cannot starve. */
+		if (!try_admit(e, job))
+			break;
+		remove_queued(e, 0);
+		e->active[e->n_active++] = job;
+	}
+}
+
+/* ---- building the batch ---- */
+
+static int ensure_rows(struct exl_engine *e, int rows)
+{
+	if (rows <= e->cap_rows)
+		return 0;
+	int cap = e->cap_rows * 2 > rows ? e->cap_rows * 2 : rows;
+	float *l = realloc(e->logits, (size_t)cap * (size_t)e->n_vocab * sizeof(*l));
+
+	if (!l)
+		return -1;
+	e->logits = l;
+	e->cap_rows = cap;
+	return 0;
+}
+
+static bool runnable(const struct exl_job *job)
+{
+	return job->state == EXL_JOB_RUNNING && !atomic_load(&job->paused);
+}
+
+static int pending(const struct exl_job *job, int i)
+{
+	return job->seq[i].n_tokens - job->seq[i].kv.n_pos;
+}
+
+/* Adds take[i] tokens of each of job's sequences; logits for the last one
+ * when with_logits.  Returns false (the batch unchanged but for reserved
+ * pages) when the KV pool cannot take them now. */
+static bool add_job(struct exl_engine *e, struct exl_job *job, const int take[2], bool with_logits)
+{
+	for (int i = 0; i < job->n_seqs; i++)
+		if (take[i] && exl_kv_seq_reserve(e->kv, &job->seq[i].kv, take[i]))
+			return false;
+
+	struct batch_job *b = &e->bj[e->n_bj++];
+
+	b->job = job;
+	b->row[0] = b->row[1] = -1;
+	for (int i = 0; i < job->n_seqs; i++) {
+		struct exl_gen_seq *q = &job->seq[i];
+
+		if (!take[i])
+			continue;
+		int si = e->n_seqs++;
+		int in_prompt = q->prompt_len - q->kv.n_pos;
+
+		if (in_prompt > 0)
+			e->prompt_tokens += (uint64_t)(in_prompt < take[i] ? in_prompt : take[i]);
+		e->seqs[si] = &q->kv;
+		for (int k = 0; k < take[i]; k++) {
+			int t = e->n_tokens++;
+
+			e->tokens[t] = q->tokens[q->kv.n_pos + k];
+			e->seq[t] = si;
+			e->want[t] = with_logits && k == take[i] - 1;
+		}
+		if (with_logits)
+			b->row[i] = e->n_rows++;
+	}
+	return true;
+}
+
+static void build_batch(struct exl_engine *e)
+{
+	int budget = e->cfg.max_batch_tokens;
+	int n = e->n_active;
+
+	e->n_tokens = e->n_seqs = e->n_rows = e->n_bj = 0;
+	if (!n)
+		return;
+	/* Decoding jobs first, starting at a rotating position. */
+	for (int k = 0; k < n; k++) {
+		struct exl_job *job = e->active[(e->rr + k) % n];
+		int take[2] = { 0, 0 }, total = 0;
+
+		if (!runnable(job))
+			continue;
+		for (int i = 0; i < job->n_seqs; i++) {
+			take[i] = pending(job, i);
+			total += take[i];
+		}
+		if (total > job->n_seqs || total > budget)
+			continue;
+		if (add_job(e, job, take, true))
+			budget -= total;
+	}
+	/* Then prompts, oldest first, a chunk each. */
+	for (int j = 0; j < n && budget > 0; j++) {
+		struct exl_job *job = e->active[j];
+		int take[2] = { 0, 0 }, total = 0;
+		bool fits = true;
+
+		if (!runnable(job))
+			continue;
+		for (int i = 0; i < job->n_seqs; i++) {
+			take[i] = pending(job, i);
+			total += take[i];
+			if (take[i] > e->cfg.prefill_chunk)
+				fits = false;
+		}
+		if (total <= job->n_seqs)
+			continue; /* a decode: handled above */
+		if (fits && total <= budget) {
+			if (add_job(e, job, take, true))
+				budget -= total;
+			continue;
+		}
+		/* Part of the prompt; the last token of each sequence waits so
+		 * that all of them reach it in one step. */
+		int chunk = e->cfg.prefill_chunk < budget ? e->cfg.prefill_chunk : budget;
+
+		total = 0;
+		for (int i = 0; i < job->n_seqs; i++) {
+			int t = pending(job, i) - 1;
+
+			if (t > chunk - total)
+				t = chunk - total;
+			take[i] = t > 0 ? t : 0;
+			total += take[i];
+		}
+		if (total && add_job(e, job, take, false))
+			budget -= total;
+	}
+	e->rr = (e->rr + 1) % n;
+}
+
+static void note_rate(struct exl_engine *e)
+{
+	struct rate_mark *m = &e->marks[e->mark_head];
+
+	m->t = exl_gen_now();
+	m->gen = e->generated_tokens;
+	m->prompt = e->prompt_tokens;
+	e->mark_head = (e->mark_head + 1) % RATE_WINDOW;
+	if (e->n_marks < RATE_WINDOW)
+		e->n_marks++;
+}
+
+int exl_engine_step(struct exl_engine *e, char *err, size_t errlen)
+{
+	handle_cancels(e);
+	deliver_all(e);
+	admit(e);
+	build_batch(e);
+	if (!e->n_tokens)
+		return 0;
+	if (ensure_rows(e, e->n_rows)) {
+		snprintf(err, errlen, "out of memory for %d rows of logits", e->n_rows);
+		goto fail;
+	}
+	struct exl_batch b = {
+		.n_tokens = e->n_tokens, .tokens = e->tokens, .seq = e->seq,
+		.want_logits = e->want, .n_seqs = e->n_seqs, .seqs = e->seqs,
+	};
+
+	if (exl_model_forward(e->m, e->kv, &b, e->logits, err, errlen))
+		goto fail;
+	e->steps++;
+	for (int k = 0; k < e->n_bj; k++) {
+		struct batch_job *bj = &e->bj[k];
+		struct exl_job *job = bj->job;
+
+		if (bj->row[0] < 0)
+			continue;
+		const float *cond = e->logits + (size_t)bj->row[0] * (size_t)e->n_vocab;
+		const float *neg = bj->row[1] >= 0 ?
+				   e->logits + (size_t)bj->row[1] * (size_t)e->n_vocab : NULL;
+		int before = job->n_gen;
+
+		exl_job_advance(job, cond, neg);
+		if (job->n_gen > before)
+			e->generated_tokens += (uint64_t)(job->n_gen - before);
+		if (job->state == EXL_JOB_ENDING) {
+			exl_job_release_kv(job, e->kv);
+			job->kv = NULL;
+		}
+	}
+	deliver_all(e);
+	note_rate(e);
+	return b.n_tokens;
+fail:
+	/* The pass failed: its jobs cannot go on. */
+	for (int k = 0; k < e->n_bj; k++) {
+		struct exl_job *job = e->bj[k].job;
+
+		for (int j = 0; j < e->n_active; j++) {
+			if (e->active[j] == job) {
+				remove_active(e, j);
+				break;
+			}
+		}
+		exl_job_end(job, EXL_STOP_ERROR, err);
+		finish(e, job);
+	}
+	return -1;
+}
+
+bool exl_engine_has_work(const struct exl_engine *e)
+{
+	if (e->n_queue)
+		return true;
+	for (int j = 0; j < e->n_active; j++) {
+		const struct exl_job *job = e->active[j];
+
+		if (!atomic_load(&job->paused) || atomic_load(&job->cancel))
+			return true;
+	}
+	return false;
+}
+
+void exl_engine_end_all(struct exl_engine *e, enum exl_stop_reason reason)
+{
+	while (e->n_active) {
+		struct exl_job *job = e->active[e->n_active - 1];
+
+		e->n_active--;
+		exl_job_end(job, reason, NULL);
+		finish(e, job);
+	}
+	while (e->n_queue) {
+		struct exl_job *job = e->queue[e->n_queue - 1];
+
+		e->n_queue--;
+		exl_job_end(job, reason, NULL);
+		finish(e, job);
+	}
+	e->rr = 0;
+}
+
+void exl_engine_stats(const struct exl_engine *e, struct exl_engine_stats *st)
+{
+	memset(st, 0, sizeof(*st));
+	st->active = e->n_active;
+	for (int j = 0; j < e->n_active; j++)
+		st->paused += atomic_load(&e->active[j]->paused);
+	st->queued = e->n_queue;
+	st->prompt_tokens = e->prompt_tokens;
+	st->generated_tokens = e->generated_tokens;
+	st->steps = e->steps;
+	st->kv_pages_free = exl_kvcache_free_pages(e->kv);
+	st->kv_pages_total = e->n_pages;
+	if (e->n_marks >= 2) {
+		int newest = (e->mark_head + RATE_WINDOW - 1) % RATE_WINDOW;
+		int oldest = (e->mark_head + RATE_WINDOW - e->n_marks) % RATE_WINDOW;
+		double now = exl_gen_now();
+
+		/* the oldest mark inside the window */
+		for (int k = 0; k < e->n_marks - 1; k++) {
+			if (now - e->marks[oldest].t <= RATE_SECONDS)
+				break;
+			oldest = (oldest + 1) % RATE_WINDOW;
+		}
+		double dt = e->marks[newest].t - e->marks[oldest].t;
+
+		if (dt > 0.0 && now - e->marks[newest].t <= RATE_SECONDS) {
+			st->tokens_per_s = (double)(e->marks[newest].gen - e->marks[oldest].gen) / dt;
+			st->prompt_tokens_per_s =
+				(double)(e->marks[newest].prompt - e->marks[oldest].prompt) / dt;
+		}
+	}
+}
