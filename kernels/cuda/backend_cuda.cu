@@ -51,8 +51,23 @@ bool cu_ok(struct cuda_backend *cb, cudaError_t e, const char *what)
 {
 	if (e == cudaSuccess)
 		return true;
+	cudaGetLastError(); /* so the next launch check does not see it again */
 	cu_fail(cb, "%s: %s", what, cudaGetErrorString(e));
 	return false;
+}
+
+/* The next power-of-two multiple of cap (or of first, when cap is 0) that
+ * holds need, or 0 when that would overflow. */
+static size_t grow_cap(size_t cap, size_t first, size_t need)
+{
+	if (!cap)
+		cap = first;
+	while (cap < need) {
+		if (cap > SIZE_MAX / 2)
+			return 0;
+		cap *= 2;
+	}
+	return cap;
 }
 
 static const char *blas_status_name(cublasStatus_t s)
@@ -124,9 +139,11 @@ static bool stage_reserve(struct cuda_backend *cb, struct cuda_stage *st, size_t
 		return false;
 	if (bytes <= st->cap && (!dev || st->dev))
 		return true;
-	cap = st->cap ? st->cap : 4096;
-	while (cap < bytes)
-		cap *= 2;
+	cap = grow_cap(st->cap, 4096, bytes);
+	if (!cap) {
+		cu_fail(cb, "%s: %zu bytes is too large", what, bytes);
+		return false;
+	}
 	/* Device work queued earlier may still read the old device buffer. */
 	if (st->dev && !cu_ok(cb, cudaStreamSynchronize(cb->stream), what))
 		return false;
@@ -189,9 +206,11 @@ static bool arena_take(struct cuda_backend *cb, size_t bytes, size_t *off, const
 			return false;
 		a->off = 0;
 		if (need > a->cap) {
-			cap = a->cap ? a->cap : ((size_t)1 << 20);
-			while (cap < need)
-				cap *= 2;
+			cap = grow_cap(a->cap, (size_t)1 << 20, need);
+			if (!cap) {
+				cu_fail(cb, "%s: %zu bytes is too large", what, bytes);
+				return false;
+			}
 			arena_free(a);
 			if (!cu_ok(cb, cudaMallocHost(&a->host, cap), what) ||
 			    !cu_ok(cb, cudaMalloc(&a->dev, cap), what)) {
@@ -239,9 +258,11 @@ bool cu_scratch(struct cuda_backend *cb, void **buf, size_t *cap, size_t bytes,
 
 	if (bytes <= *cap && *buf)
 		return true;
-	want = *cap ? *cap : ((size_t)1 << 20);
-	while (want < bytes)
-		want *= 2;
+	want = grow_cap(*cap, (size_t)1 << 20, bytes);
+	if (!want) {
+		cu_fail(cb, "%s: %zu bytes of scratch is too large", what, bytes);
+		return false;
+	}
 	if (*buf) {
 		/* Queued kernels may still use the old buffer. */
 		if (!cu_ok(cb, cudaStreamSynchronize(cb->stream), what))
@@ -391,6 +412,17 @@ static void *device_alloc(struct cuda_backend *cb, size_t bytes, const char *wha
 	return p;
 }
 
+/* For the calls that report their failure at once (alloc, upload): a CUDA
+ * error becomes a note, not a poisoned queue. */
+static bool note_ok(struct cuda_backend *cb, cudaError_t e, const char *what)
+{
+	if (e == cudaSuccess)
+		return true;
+	cudaGetLastError();
+	cu_note(cb, "%s: %s", what, cudaGetErrorString(e));
+	return false;
+}
+
 static void *op_alloc(struct exl_backend *be, size_t bytes)
 {
 	struct cuda_backend *cb = cuda_of(be);
@@ -401,7 +433,7 @@ static void *op_alloc(struct exl_backend *be, size_t bytes)
 	p = device_alloc(cb, bytes, "alloc");
 	if (!p)
 		return NULL;
-	if (!cu_ok(cb, cudaMemsetAsync(p, 0, bytes ? bytes : 1, cb->stream), "alloc: memset")) {
+	if (!note_ok(cb, cudaMemsetAsync(p, 0, bytes ? bytes : 1, cb->stream), "alloc: memset")) {
 		cudaFree(p);
 		return NULL;
 	}
@@ -414,8 +446,11 @@ static void op_free(struct exl_backend *be, void *p)
 
 	if (!p)
 		return;
+	/* Work queued earlier may still use p. */
 	cudaSetDevice(cb->device);
-	cudaFree(p); /* waits for work that may still use p */
+	cudaStreamSynchronize(cb->stream);
+	cudaFree(p);
+	cudaGetLastError();
 }
 
 static const void *op_upload(struct exl_backend *be, const void *src, size_t bytes)
@@ -430,9 +465,9 @@ static const void *op_upload(struct exl_backend *be, const void *src, size_t byt
 		return NULL;
 	/* Once, at load: queue the copy on the stream (so every later op sees
 	 * it) and wait, so src may go away afterwards. */
-	if (bytes && (!cu_ok(cb, cudaMemcpyAsync(p, src, bytes, cudaMemcpyHostToDevice,
-						 cb->stream), "upload") ||
-		      !cu_ok(cb, cudaStreamSynchronize(cb->stream), "upload"))) {
+	if (bytes && (!note_ok(cb, cudaMemcpyAsync(p, src, bytes, cudaMemcpyHostToDevice,
+						   cb->stream), "upload") ||
+		      !note_ok(cb, cudaStreamSynchronize(cb->stream), "upload"))) {
 		cudaFree(p);
 		return NULL;
 	}
@@ -526,9 +561,8 @@ static bool grow_i32(int32_t **a, size_t *cap, size_t n)
 	return true;
 }
 
-static int op_set_batch(struct exl_backend *be, const struct exl_batch_desc *b)
+static int set_batch(struct cuda_backend *cb, const struct exl_batch_desc *b)
 {
-	struct cuda_backend *cb = cuda_of(be);
 	struct cuda_batch *bt = &cb->batch;
 	size_t n, table;
 	int max_pos = 0;
@@ -581,6 +615,18 @@ static int op_set_batch(struct exl_backend *be, const struct exl_batch_desc *b)
 	bt->checked_page_size = 0;
 	bt->checked_n_pages = 0;
 	return 0;
+}
+
+/* The start of a pass.  Its failure is reported at once, so it leaves the
+ * queue usable (the message stays for exl_backend_cuda_error). */
+static int op_set_batch(struct exl_backend *be, const struct exl_batch_desc *b)
+{
+	struct cuda_backend *cb = cuda_of(be);
+	int rc = set_batch(cb, b);
+
+	if (rc)
+		cb->failed = false;
+	return rc;
 }
 
 bool cu_check_kv(struct cuda_backend *cb, const struct exl_kv_layer *kv, const char *op)
