@@ -583,7 +583,8 @@ static int set_batch(struct cuda_backend *cb, const struct exl_batch_desc *b)
 	}
 	table = (size_t)b->n_seqs * (size_t)b->max_pages;
 	for (size_t t = 0; t < n; t++) {
-		if (b->seq[t] < 0 || b->seq[t] >= b->n_seqs || b->pos[t] < 0) {
+		if (b->seq[t] < 0 || b->seq[t] >= b->n_seqs || b->pos[t] < 0 ||
+		    b->pos[t] == INT32_MAX) {
 			cu_note(cb, "set_batch: token %zu has sequence %d (of %d) at position %d",
 				t, b->seq[t], b->n_seqs, b->pos[t]);
 			return -1;
