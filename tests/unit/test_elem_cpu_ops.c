@@ -1,0 +1,323 @@
+/* The shared per-element code (kernels/elem_math.h), used the way the CUDA
+ * kernels use it, gives the CPU backend's results: RoPE angles and rotation
+ * against the CPU rope op, SiLU against swiglu, the RMSNorm scale against
+ * rmsnorm, the softmax pieces against softmax, and the CUDA attention
+ * kernel's algorithm (tiles of 128 positions folded into an online softmax)
+ * replayed on the host against the CPU attention op.  Runs without a GPU. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/backend.h"
+#include "kernels/elem.h"
+#include "kernels/elem_math.h"
+
+static int failures;
+static int checks;
+
+#define CHECK(cond, ...) do { \
+	checks++; \
+	if (!(cond)) { \
+		failures++; \
+		fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__, #cond); \
+		fprintf(stderr, __VA_ARGS__); \
+		fputc('\n', stderr); \
+	} \
+} while (0)
+
+static struct exl_backend *cpu;
+static uint64_t rng_state = 0x853c49e6748fea9bull;
+
+static uint32_t rnd_u32(void)
+{
+	rng_state ^= rng_state >> 12;
+	rng_state ^= rng_state << 25;
+	rng_state ^= rng_state >> 27;
+	return (uint32_t)((rng_state * 0x2545f4914f6cdd1dull) >> 32);
+}
+
+static float rnd_normal(void)
+{
+	double u = ((double)rnd_u32() + 1.0) / 4294967297.0;
+	double v = (double)rnd_u32() / 4294967296.0;
+
+	return (float)(sqrt(-2.0 * log(u)) * cos(6.283185307179586 * v));
+}
+
+static float *buf(size_t n)
+{
+	float *p = cpu->ops->alloc(cpu, n * sizeof(float));
+
+	if (!p) {
+		fprintf(stderr, "cpu alloc of %zu floats failed\n", n);
+		abort();
+	}
+	return p;
+}
+
+static double max_abs_diff(const float *a, const float *b, size_t n)
+{
+	double m = 0.0;
+
+	for (size_t i = 0; i < n; i++) {
+		double d = fabs((double)a[i] - (double)b[i]);
+
+		if (!(d <= m))
+			m = isnan(d) ? INFINITY : d;
+	}
+	return m;
+}
+
+static void test_rope(void)
+{
+	enum { N = 24, HEADS = 3, HD = 64 };
+	int32_t pos[N], seq[N], table[1] = { 0 };
+	const size_t n = (size_t)N * HEADS * HD;
+	float *x = buf(n), *ref = malloc(n * sizeof(float));
+
+	for (int i = 0; i < N; i++) {
+		pos[i] = i < 4 ? i : (int32_t)(rnd_u32() % 2048);
+		seq[i] = 0;
+	}
+	struct exl_batch_desc d = { N, pos, seq, 1, 1, table };
+	CHECK(cpu->ops->set_batch(cpu, &d) == 0, "set_batch");
+
+	for (int v = 0; v < 16; v++) {
+		struct exl_rope_params p = { v & 1 ? 32 : 64, v & 2 ? 1000000.0f : 10000.0f,
+					     v & 4 ? 0.25f : 1.0f, (v & 8) != 0 };
+
+		for (size_t i = 0; i < n; i++)
+			x[i] = ref[i] = rnd_normal();
+		cpu->ops->rope(cpu, x, N, HEADS, HD, &p);
+		/* What the CUDA rope kernel does for each (token, head, pair). */
+		for (int t = 0; t < N; t++)
+			for (int h = 0; h < HEADS; h++)
+				for (int i = 0; i < p.n_rot / 2; i++) {
+					int a, b;
+
+					exl_rope_pair(i, p.n_rot, p.neox, &a, &b);
+					exl_rope_rotate(ref + ((size_t)t * HEADS + h) * HD, a, b,
+							exl_rope_theta(pos[t], i, p.n_rot,
+								       p.freq_base, p.freq_scale));
+				}
+		/* Positions below 2048: one float ulp of the angle is at most
+		 * 1.2e-4 and |x| stays below ~5, so 2e-3 absolute covers a
+		 * differently rounded angle or sin/cos on the CPU side. */
+		double e = max_abs_diff(x, ref, n);
+		CHECK(e <= 2e-3, "rope n_rot %d base %g scale %g %s: max diff %g", p.n_rot,
+		      p.freq_base, p.freq_scale, p.neox ? "neox" : "normal", e);
+		/* Dimensions past n_rot are untouched. */
+		for (int t = 0; t < N && p.n_rot < HD; t++)
+			for (int k = p.n_rot; k < HD; k++) {
+				size_t i = ((size_t)t * HEADS) * HD + k;
+
+				CHECK(x[i] == ref[i], "rope changed dim %d", k);
+			}
+	}
+	cpu->ops->free(cpu, x);
+	free(ref);
+}
+
+static void test_swiglu_rms_softmax(void)
+{
+	enum { N = 5, DIM = 300 };
+	const size_t n = (size_t)N * DIM;
+	float *g = buf(n), *u = buf(n), *w = buf(DIM), *y = buf(n);
+	float *ref = malloc(n * sizeof(float));
+
+	for (size_t i = 0; i < n; i++) {
+		g[i] = rnd_normal() * 6.0f;
+		u[i] = rnd_normal();
+		ref[i] = exl_silu(g[i]) * u[i];
+	}
+	cpu->ops->swiglu(cpu, g, u, n);
+	double e = max_abs_diff(g, ref, n);
+	CHECK(e <= 1e-5, "swiglu: max diff %g", e);
+
+	/* rmsnorm as the CUDA kernel computes it. */
+	for (int j = 0; j < DIM; j++)
+		w[j] = rnd_normal();
+	for (size_t i = 0; i < n; i++)
+		g[i] = rnd_normal() * 4.0f;
+	for (int r = 0; r < N; r++) {
+		float ss = 0.0f;
+
+		for (int j = 0; j < DIM; j++)
+			ss += g[r * DIM + j] * g[r * DIM + j];
+		float inv = exl_rms_inv(ss, DIM, 1e-5f);
+		for (int j = 0; j < DIM; j++)
+			ref[r * DIM + j] = g[r * DIM + j] * inv * w[j];
+	}
+	cpu->ops->rmsnorm(cpu, y, g, w, N, DIM, 1e-5f);
+	e = max_abs_diff(y, ref, n);
+	CHECK(e <= 1e-4, "rmsnorm: max diff %g", e);
+
+	/* softmax with masked entries, as the CUDA kernel: max, weights, 1/sum. */
+	for (size_t i = 0; i < n; i++)
+		g[i] = i % 7 == 3 ? -INFINITY : rnd_normal() * 10.0f;
+	for (int r = 0; r < N; r++) {
+		float m = -INFINITY, sum = 0.0f;
+
+		for (int j = 0; j < DIM; j++)
+			m = fmaxf(m, g[r * DIM + j]);
+		for (int j = 0; j < DIM; j++) {
+			ref[r * DIM + j] = exl_softmax_weight(g[r * DIM + j], m);
+			sum += ref[r * DIM + j];
+		}
+		for (int j = 0; j < DIM; j++)
+			ref[r * DIM + j] *= 1.0f / sum;
+	}
+	cpu->ops->softmax(cpu, g, N, DIM);
+	e = max_abs_diff(g, ref, n);
+	CHECK(e <= 1e-6, "softmax: max diff %g", e);
+
+	cpu->ops->free(cpu, g);
+	cpu->ops->free(cpu, u);
+	cpu->ops->free(cpu, w);
+	cpu->ops->free(cpu, y);
+	free(ref);
+}
+
+/* The CUDA attention kernel for one (token, head), replayed: tiles of 128
+ * positions, each scored, folded with exl_softmax_weight/rescale. */
+#define TILE 128
+static void attend_like_cuda(const float *q, const uint16_t *K, const uint16_t *V,
+			     const int32_t *row, int len, int kvh, int n_kv_heads, int page_size,
+			     int head_dim, float scale, float *out)
+{
+	float m = -INFINITY, l = 0.0f, w[TILE];
+	float *acc = calloc((size_t)head_dim, sizeof(float));
+
+	for (int base = 0; base < len; base += TILE) {
+		int n_tile = len - base < TILE ? len - base : TILE;
+		float s[TILE], tmax = -INFINITY, tsum = 0.0f;
+
+		for (int j = 0; j < TILE; j++) {
+			int p = base + j;
+
+			s[j] = -INFINITY;
+			if (p < len) {
+				size_t off = (((size_t)row[p / page_size] * n_kv_heads + kvh) *
+					      page_size + p % page_size) * head_dim;
+				float dot = 0.0f;
+
+				for (int d = 0; d < head_dim; d++)
+					dot += q[d] * exl_fp16_to_fp32(K[off + d]);
+				s[j] = dot * scale;
+			}
+			tmax = fmaxf(tmax, s[j]);
+		}
+		float m_new = fmaxf(m, tmax);
+		float corr = exl_softmax_rescale(m, m_new);
+		for (int j = 0; j < TILE; j++) {
+			w[j] = exl_softmax_weight(s[j], m_new);
+			tsum += w[j];
+		}
+		l = l * corr + tsum;
+		for (int d = 0; d < head_dim; d++) {
+			float a = acc[d] * corr;
+
+			for (int j = 0; j < n_tile; j++) {
+				int p = base + j;
+				size_t off = (((size_t)row[p / page_size] * n_kv_heads + kvh) *
+					      page_size + p % page_size) * head_dim;
+
+				a += w[j] * exl_fp16_to_fp32(V[off + d]);
+			}
+			acc[d] = a;
+		}
+		m = m_new;
+	}
+	for (int d = 0; d < head_dim; d++)
+		out[d] = acc[d] / l;
+	free(acc);
+}
+
+static void test_attention(void)
+{
+	enum { HEADS = 4, KVH = 2, HD = 32, PAGE = 16, MAXP = 24, POOL = 2 * MAXP };
+	/* Sequence 0: positions 0..299 stored, then 300 and 301 attend (windows
+	 * of three tiles); sequence 1: 0..4 in one batch. */
+	static int32_t pos[400], seq[400];
+	int32_t table[2 * MAXP];
+	const size_t pool_elems = (size_t)POOL * PAGE * KVH * HD;
+	struct exl_kv_layer kv = { buf(pool_elems / 2), buf(pool_elems / 2), PAGE, KVH, HD, POOL };
+	int n = 0;
+
+	for (int i = 0; i < 2 * MAXP; i++)
+		table[i] = (i * 7 + 3) % POOL; /* a permutation: 7 is prime to 48 */
+	for (int p = 0; p < 300; p++, n++) {
+		pos[n] = p;
+		seq[n] = 0;
+	}
+	struct exl_batch_desc d = { n, pos, seq, 2, MAXP, table };
+	float *k = buf((size_t)n * KVH * HD), *v = buf((size_t)n * KVH * HD);
+	for (size_t i = 0; i < (size_t)n * KVH * HD; i++) {
+		k[i] = rnd_normal();
+		v[i] = rnd_normal();
+	}
+	CHECK(cpu->ops->set_batch(cpu, &d) == 0, "set_batch history");
+	cpu->ops->kv_store(cpu, &kv, k, v);
+
+	n = 0;
+	for (int p = 300; p < 302; p++, n++) {
+		pos[n] = p;
+		seq[n] = 0;
+	}
+	for (int p = 0; p < 5; p++, n++) {
+		pos[n] = p;
+		seq[n] = 1;
+	}
+	d.n_tokens = n;
+	CHECK(cpu->ops->set_batch(cpu, &d) == 0, "set_batch");
+	for (size_t i = 0; i < (size_t)n * KVH * HD; i++) {
+		k[i] = rnd_normal();
+		v[i] = rnd_normal();
+	}
+	cpu->ops->kv_store(cpu, &kv, k, v);
+
+	float *q = buf((size_t)n * HEADS * HD), *out = buf((size_t)n * HEADS * HD);
+	float ref[HD];
+	const float scale = 1.0f / sqrtf((float)HD);
+	for (size_t i = 0; i < (size_t)n * HEADS * HD; i++)
+		q[i] = rnd_normal();
+	cpu->ops->attention(cpu, &kv, q, out, HEADS, scale);
+	CHECK(cpu->ops->sync(cpu) == 0, "sync");
+
+	double e = 0.0;
+	for (int t = 0; t < n; t++)
+		for (int h = 0; h < HEADS; h++) {
+			size_t o = ((size_t)t * HEADS + h) * HD;
+
+			attend_like_cuda(q + o, kv.k, kv.v, table + (size_t)seq[t] * MAXP,
+					 pos[t] + 1, h / (HEADS / KVH), KVH, PAGE, HD, scale, ref);
+			double de = max_abs_diff(out + o, ref, HD);
+			e = de > e || isnan(de) ? de : e;
+		}
+	/* Averages of N(0,1) values in float, summed in different orders. */
+	CHECK(e <= 2e-5, "attention (cuda algorithm vs cpu op): max diff %g", e);
+	cpu->ops->free(cpu, k);
+	cpu->ops->free(cpu, v);
+	cpu->ops->free(cpu, q);
+	cpu->ops->free(cpu, out);
+	cpu->ops->free(cpu, kv.k);
+	cpu->ops->free(cpu, kv.v);
+}
+
+int main(void)
+{
+	char err[256];
+
+	cpu = exl_backend_cpu_create(1, err, sizeof(err));
+	if (!cpu) {
+		fprintf(stderr, "cpu backend: %s\n", err);
+		return 1;
+	}
+	test_rope();
+	test_swiglu_rms_softmax();
+	test_attention();
+	cpu->ops->destroy(cpu);
+	printf("%d checks, %d failed\n", checks, failures);
+	return failures ? 1 : 0;
+}
