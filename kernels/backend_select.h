@@ -12,8 +12,10 @@
 int exl_backend_create_by_name(const char *spec, int n_threads, struct exl_backend **out,
 			       char *err, size_t errlen);
 
-/* The message of the first failed op of be, or NULL.  Only the CUDA backend
- * queues ops and so reports failures late; the CPU backend never has one. */
+/* Why the last download/sync (or upload, alloc, set_batch) of be failed, or
+ * NULL when it did not; a download or sync that succeeds clears it.  Only
+ * the CUDA backend queues ops and so reports failures late; for the CPU
+ * backend this is always NULL. */
 const char *exl_backend_error(const struct exl_backend *be);
 
 #endif

@@ -480,7 +480,8 @@ static void op_unload(struct exl_backend *be, const void *p)
 }
 
 /* After waiting for the queue: reports a failure once, and lets the next
- * pass start clean (a CUDA error that broke the context fails it again). */
+ * pass start clean (a CUDA error that broke the context fails it again).
+ * The message stays readable until a later download/sync succeeds. */
 static int finish(struct cuda_backend *cb, cudaError_t e, const char *what)
 {
 	cb->arena.off = 0;
@@ -492,6 +493,7 @@ static int finish(struct cuda_backend *cb, cudaError_t e, const char *what)
 		cb->failed = false;
 		return -1;
 	}
+	cb->err[0] = '\0'; /* a clean pass: nothing to report any more */
 	return 0;
 }
 

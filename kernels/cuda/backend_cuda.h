@@ -32,11 +32,13 @@ int exl_cuda_device_name(int device, char *name, size_t namelen, int *major, int
 /* The device a CUDA backend runs on. */
 int exl_backend_cuda_device(const struct exl_backend *be);
 
-/* The op table has no error channel: an op that fails (an upload that does
- * not fit, a token id out of range, a kernel fault) records its message in
- * the backend, later ops do nothing, and ops->download / ops->sync / NULL
- * from ops->upload or ops->alloc report the failure.  This returns that
- * message, or NULL when nothing has failed. */
+/* The op table has no error channel: an op that fails (a token id out of
+ * range, a page outside the pool, a kernel fault) records its message in the
+ * backend, later ops of the pass do nothing, and the pass's ops->download or
+ * ops->sync returns -1.  ops->upload, ops->alloc and ops->set_batch fail at
+ * once (NULL / -1) with a message, e.g. the bytes an upload needed and the
+ * VRAM free.  This returns the message of the last such failure, or NULL;
+ * a download or sync that succeeds clears it. */
 const char *exl_backend_cuda_error(const struct exl_backend *be);
 
 #ifdef __cplusplus
