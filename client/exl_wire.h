@@ -28,10 +28,11 @@
 #define EXL_MAX_DEPTH 16         /* nesting of arrays / maps in one message */
 #define EXL_MAX_ID_BYTES 256     /* a string request id */
 #define EXL_MAX_NAME 128         /* model names */
-#define EXL_MAX_STOP 64          /* stop conditions per job */
+#define EXL_MAX_STOP_STRINGS 64  /* stop strings per job */
+#define EXL_MAX_STOP_TOKENS 256  /* stop token ids per job */
 #define EXL_MAX_STRING_ITEM 1024 /* bytes of one stop / banned string */
-#define EXL_MAX_BANNED 1024      /* banned strings per job */
-#define EXL_MAX_BIAS 65536       /* token_bias entries per job */
+#define EXL_MAX_BANNED 256       /* banned strings per job */
+#define EXL_MAX_BIAS 4096        /* token_bias entries per job */
 #define EXL_MAX_TOP_K_RETURN 64  /* return_top_k */
 
 /* ---- ops and keys ------------------------------------------------------ */
@@ -102,14 +103,15 @@ static inline int exl_code_from_name(const char *s, size_t len)
 
 /* ---- stop reasons (the "stop_reason" of a done result) ------------------ */
 
-#define EXL_STOP_EOS "eos"                 /* an end-of-generation token */
-#define EXL_STOP_STOP_TOKEN "stop_token"   /* one of the job's stop token ids */
-#define EXL_STOP_STOP_STRING "stop_string" /* one of the job's stop strings */
-#define EXL_STOP_MAX_TOKENS "max_new_tokens"
-#define EXL_STOP_CANCELLED "cancelled"     /* cancel op, or the client went away */
-#define EXL_STOP_UNLOADED "unloaded"       /* unload with cancel */
-#define EXL_STOP_SHUTDOWN "shutdown"       /* the daemon is stopping */
-#define EXL_STOP_ERROR "error"             /* the job failed; "error" holds why */
+#define EXL_REASON_STOP_TOKEN "stop_token"   /* an end-of-generation id or a stop token id */
+#define EXL_REASON_STOP_STRING "stop_string" /* one of the job's stop strings */
+#define EXL_REASON_MAX_NEW_TOKENS "max_new_tokens"
+#define EXL_REASON_MAX_CONTEXT "max_context" /* the model's context is full */
+#define EXL_REASON_END_FILTER "end_filter"   /* the grammar / schema / regex is complete */
+#define EXL_REASON_CANCELLED "cancelled"     /* cancel op, or the client went away */
+#define EXL_REASON_UNLOADED "unloaded"       /* unload with cancel */
+#define EXL_REASON_SHUTDOWN "shutdown"       /* the daemon is stopping */
+#define EXL_REASON_ERROR "error"             /* the job failed; "error" holds why */
 
 /* ---- shared-memory rings ---------------------------------------------- */
 
@@ -213,9 +215,12 @@ enum exl_rec_flags {
  * text held back (a partial stop string, an incomplete UTF-8 sequence) is
  * released with a later chunk.  Arrays follow the struct in this order:
  *   int32_t ids[n_tokens];
- *   float logprob[n_tokens];                   when EXL_TOK_F_LOGPROB
- *   struct exl_rec_top top[n_tokens][n_top];   when n_top > 0
- *   char text[text_len];                       UTF-8, not NUL-terminated
+ *   float probs[n_tokens];                when flags & EXL_TOK_F_PROBS
+ *   int32_t top_ids[n_tokens][n_top];     most likely first
+ *   float top_probs[n_tokens][n_top];
+ *   char text[text_len];                  UTF-8, not NUL-terminated
+ * Probabilities are softmax of the model's logits at that position (after
+ * CFG, before bias, penalties and truncation).
  */
 struct exl_rec_tokens {
 	uint32_t n_tokens;
@@ -226,12 +231,7 @@ struct exl_rec_tokens {
 };
 
 enum exl_tok_flags {
-	EXL_TOK_F_LOGPROB = 1u << 0,
-};
-
-struct exl_rec_top {
-	int32_t id;
-	float logprob;
+	EXL_TOK_F_PROBS = 1u << 0,
 };
 
 static inline uint64_t exl_rec_size(uint32_t len)
@@ -242,12 +242,11 @@ static inline uint64_t exl_rec_size(uint32_t len)
 
 /* Bytes of a TOKENS payload with these counts (no overflow for counts
  * below 2^24, which a valid record never exceeds). */
-static inline uint64_t exl_rec_tokens_size(uint32_t n_tokens, uint32_t n_top, int logprob,
+static inline uint64_t exl_rec_tokens_size(uint32_t n_tokens, uint32_t n_top, int probs,
 					   uint32_t text_len)
 {
 	return (uint64_t)sizeof(struct exl_rec_tokens) + 4ull * n_tokens +
-	       (logprob ? 4ull * n_tokens : 0) +
-	       (uint64_t)sizeof(struct exl_rec_top) * n_tokens * n_top + text_len;
+	       (probs ? 4ull * n_tokens : 0) + 8ull * n_tokens * n_top + text_len;
 }
 
 #endif

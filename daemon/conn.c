@@ -1,0 +1,793 @@
+/* A client connection: framing, request dispatch, replies. */
+#include <errno.h>
+#include <event2/buffer.h>
+#include <event2/event.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "daemon/conn.h"
+#include "daemon/engine_thread.h"
+#include "daemon/log.h"
+#include "daemon/model.h"
+#include "daemon/models_registry.h"
+#include "daemon/ring.h"
+#include "daemon/server.h"
+#include "daemon/sink.h"
+#include "daemon/tokenizer.h"
+
+#define READ_CHUNK (64u << 10)
+/* Replies queued for a client that does not read: past this, the daemon
+ * stops reading its requests until the output drains. */
+#define OUT_LIMIT (8u << 20)
+
+static void on_read(evutil_socket_t fd, short what, void *arg);
+static void on_write(evutil_socket_t fd, short what, void *arg);
+static void try_write(struct exl_conn *c);
+static void process_input(struct exl_conn *c);
+
+struct exl_conn *exl_sink_conn(struct exl_sink *sink)
+{
+	return sink->conn;
+}
+
+static void peer_cred(int fd, uid_t *uid, pid_t *pid)
+{
+	struct ucred cr;
+	socklen_t len = sizeof(cr);
+
+	*uid = (uid_t)-1;
+	*pid = 0;
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) == 0) {
+		*uid = cr.uid;
+		*pid = cr.pid;
+	}
+}
+
+struct exl_conn *exl_conn_create(struct exl_server *s, int fd, uint64_t conn_id, char *err,
+				 size_t errlen)
+{
+	struct exl_conn *c = calloc(1, sizeof(*c));
+
+	if (!c) {
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	c->srv = s;
+	c->fd = fd;
+	c->id = conn_id;
+	c->pass_fds[0] = c->pass_fds[1] = -1;
+	peer_cred(fd, &c->uid, &c->pid);
+	if (c->uid == (uid_t)-1) {
+		snprintf(err, errlen, "SO_PEERCRED: %s", strerror(errno));
+		goto fail;
+	}
+	c->uidst = exl_server_uid_stats(s, c->uid);
+	c->sink = exl_sink_create(s, c->uid, c->pid, conn_id);
+	c->out = evbuffer_new();
+	c->rev = event_new(exl_server_base(s), fd, EV_READ | EV_PERSIST, on_read, c);
+	c->wev = event_new(exl_server_base(s), fd, EV_WRITE | EV_PERSIST, on_write, c);
+	if (!c->uidst || !c->sink || !c->out || !c->rev || !c->wev) {
+		snprintf(err, errlen, "out of memory");
+		goto fail;
+	}
+	c->sink->conn = c;
+	if (event_add(c->rev, NULL)) {
+		snprintf(err, errlen, "event_add failed");
+		goto fail;
+	}
+	c->reading = true;
+	return c;
+fail:
+	if (c->rev)
+		event_free(c->rev);
+	if (c->wev)
+		event_free(c->wev);
+	if (c->out)
+		evbuffer_free(c->out);
+	if (c->sink)
+		exl_sink_unref(c->sink);
+	free(c);
+	return NULL;
+}
+
+void exl_conn_close(struct exl_conn *c)
+{
+	struct exl_sink *s = c->sink;
+
+	exl_log(EXL_LOG_DEBUG, "conn %llu: closed", (unsigned long long)c->id);
+	atomic_store(&s->closed, true);
+	s->conn = NULL;
+	exl_registry_cancel_sink(exl_server_registry(c->srv), s);
+	exl_server_conn_closed(c->srv, c);
+	event_free(c->rev);
+	event_free(c->wev);
+	evbuffer_free(c->out);
+	close(c->fd);
+	free(c->in);
+	exl_sink_unref(s);
+	free(c);
+}
+
+bool exl_conn_output_empty(const struct exl_conn *c)
+{
+	return evbuffer_get_length(c->out) == 0;
+}
+
+/* ---- output ---- */
+
+static void set_reading(struct exl_conn *c, bool on)
+{
+	if (on == c->reading || c->closing)
+		return;
+	if (on)
+		event_add(c->rev, NULL);
+	else
+		event_del(c->rev);
+	c->reading = on;
+}
+
+static void queue(struct exl_conn *c, const void *data, size_t len)
+{
+	if (evbuffer_add(c->out, data, len)) {
+		exl_log(EXL_LOG_ERR, "conn %llu: out of memory queueing %zu bytes; closing",
+			(unsigned long long)c->id, len);
+		c->closing = true;
+		return;
+	}
+	c->out_added += len;
+}
+
+static void queue_sbuf(struct exl_conn *c, msgpack_sbuffer *sb)
+{
+	if (sb->data)
+		queue(c, sb->data, sb->size);
+}
+
+/* Returns -1 when the connection was closed. */
+static int write_some(struct exl_conn *c)
+{
+	while (evbuffer_get_length(c->out)) {
+		struct evbuffer_iovec v[16];
+		struct iovec iov[16];
+		union {
+			struct cmsghdr h;
+			char buf[CMSG_SPACE(2 * sizeof(int))];
+		} cm;
+		struct msghdr mh = { .msg_iov = iov };
+		size_t limit = SIZE_MAX;
+		bool attach = false;
+
+		if (c->fds_pending) {
+			if (c->out_sent < c->fds_at)
+				limit = (size_t)(c->fds_at - c->out_sent);
+			else
+				attach = true;
+		}
+		int n = evbuffer_peek(c->out, -1, NULL, v, 16);
+		if (n > 16)
+			n = 16;
+		size_t total = 0;
+		int k = 0;
+		for (; k < n && total < limit; k++) {
+			size_t len = v[k].iov_len;
+			if (len > limit - total)
+				len = limit - total;
+			iov[k].iov_base = v[k].iov_base;
+			iov[k].iov_len = len;
+			total += len;
+		}
+		mh.msg_iovlen = (size_t)k;
+		if (attach) {
+			memset(&cm, 0, sizeof(cm));
+			mh.msg_control = cm.buf;
+			mh.msg_controllen = sizeof(cm.buf);
+			struct cmsghdr *h = CMSG_FIRSTHDR(&mh);
+			h->cmsg_level = SOL_SOCKET;
+			h->cmsg_type = SCM_RIGHTS;
+			h->cmsg_len = CMSG_LEN(2 * sizeof(int));
+			memcpy(CMSG_DATA(h), c->pass_fds, 2 * sizeof(int));
+		}
+		ssize_t sent = sendmsg(c->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (sent < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno == EAGAIN || errno == EWOULDBLOCK) {
+				event_add(c->wev, NULL);
+				return 0;
+			}
+			exl_log(EXL_LOG_DEBUG, "conn %llu: write: %s", (unsigned long long)c->id,
+				strerror(errno));
+			exl_conn_close(c);
+			return -1;
+		}
+		if (attach) {
+			c->fds_pending = false;
+			exl_ring_close_fds(c->sink->ring);
+		}
+		evbuffer_drain(c->out, (size_t)sent);
+		c->out_sent += (uint64_t)sent;
+	}
+	event_del(c->wev);
+	return 0;
+}
+
+static void try_write(struct exl_conn *c)
+{
+	size_t before = evbuffer_get_length(c->out);
+
+	if (write_some(c))
+		return;
+	size_t after = evbuffer_get_length(c->out);
+	atomic_store(&c->sink->loop_buffered, after);
+	/* Socket-streamed jobs pause on a backlog; tell them it shrank. */
+	if (before >= EXL_SINK_SOCKET_LIMIT / 2 && after < EXL_SINK_SOCKET_LIMIT / 2)
+		exl_server_nudge_engines(c->srv);
+	if (after == 0 && c->closing) {
+		exl_conn_close(c);
+		return;
+	}
+	if (after < OUT_LIMIT && !c->reading && !c->closing) {
+		/* Requests already buffered are handled from on_read, not
+		 * from here, so this never recurses. */
+		set_reading(c, true);
+		event_active(c->rev, EV_READ, 0);
+	}
+}
+
+static void on_write(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	try_write(arg);
+}
+
+void exl_conn_flush_sink(struct exl_conn *c)
+{
+	struct exl_outmsg *m = exl_sink_take_out(c->sink);
+
+	while (m) {
+		struct exl_outmsg *next = m->next;
+		queue(c, m->data, m->len);
+		free(m);
+		m = next;
+	}
+	try_write(c);
+}
+
+bool exl_conn_retry_pending(struct exl_conn *c)
+{
+	return exl_sink_retry_pending(c->sink);
+}
+
+/* ---- replies ---- */
+
+struct reply {
+	msgpack_sbuffer sb;
+	msgpack_packer pk;
+};
+
+static void reply_init(struct reply *r)
+{
+	msgpack_sbuffer_init(&r->sb);
+	msgpack_packer_init(&r->pk, &r->sb, msgpack_sbuffer_write);
+}
+
+static void reply_send(struct exl_conn *c, struct reply *r)
+{
+	queue_sbuf(c, &r->sb);
+	msgpack_sbuffer_destroy(&r->sb);
+}
+
+static void send_error(struct exl_conn *c, const struct exl_packed_id *id, int code,
+		       const char *msg)
+{
+	struct reply r;
+
+	reply_init(&r);
+	exl_pack_error(&r.pk, &r.sb, id, code, msg);
+	reply_send(c, &r);
+}
+
+/* ---- ops ---- */
+
+static void op_hello(struct exl_conn *c, const struct exl_req *req, const struct exl_packed_id *id)
+{
+	const struct exl_config *cfg = exl_server_config(c->srv);
+	struct reply r;
+	char err[256];
+	uint32_t ring_size = req->u.hello.ring_size ? req->u.hello.ring_size : cfg->ring_size;
+
+	if (c->said_hello) {
+		send_error(c, id, EXL_E_BAD_REQUEST, "hello: this connection already said hello");
+		return;
+	}
+	if (req->u.hello.ring) {
+		struct exl_ring *ring = exl_ring_create(ring_size, err, sizeof(err));
+		if (!ring) {
+			send_error(c, id, EXL_E_INTERNAL, err);
+			return;
+		}
+		c->sink->ring = ring;
+	}
+	c->said_hello = true;
+	reply_init(&r);
+	exl_pack_reply(&r.pk, &r.sb, EXL_OP_HELLO, id, c->sink->ring ? 8 : 6);
+	exl_pack_key(&r.pk, "version");
+	msgpack_pack_int(&r.pk, EXL_PROTOCOL_VERSION);
+	exl_pack_key(&r.pk, "server");
+	exl_pack_cstr(&r.pk, "exld " EXL_VERSION);
+	exl_pack_key(&r.pk, "max_message");
+	msgpack_pack_uint32(&r.pk, cfg->max_message);
+	exl_pack_key(&r.pk, "uid");
+	msgpack_pack_uint32(&r.pk, (uint32_t)c->uid);
+	exl_pack_key(&r.pk, "pid");
+	msgpack_pack_int32(&r.pk, (int32_t)c->pid);
+	exl_pack_key(&r.pk, "ring");
+	if (c->sink->ring) {
+		msgpack_pack_true(&r.pk);
+		exl_pack_key(&r.pk, "ring_size");
+		msgpack_pack_uint32(&r.pk, c->sink->ring->size);
+		exl_pack_key(&r.pk, "max_record");
+		msgpack_pack_uint32(&r.pk, c->sink->ring->max_record);
+		c->pass_fds[0] = c->sink->ring->data_fd;
+		c->pass_fds[1] = c->sink->ring->ctrl_fd;
+		c->fds_pending = true;
+		c->fds_at = c->out_added;
+	} else {
+		msgpack_pack_false(&r.pk);
+	}
+	reply_send(c, &r);
+	exl_log(EXL_LOG_DEBUG, "conn %llu: hello (uid %u pid %d)%s", (unsigned long long)c->id,
+		(unsigned)c->uid, (int)c->pid, c->sink->ring ? ", ring" : "");
+}
+
+static void op_models(struct exl_conn *c, const struct exl_packed_id *id)
+{
+	struct reply r;
+
+	reply_init(&r);
+	exl_pack_reply(&r.pk, &r.sb, EXL_OP_MODELS, id, 1);
+	exl_pack_key(&r.pk, "models");
+	exl_registry_pack_models(exl_server_registry(c->srv), &r.pk);
+	reply_send(c, &r);
+}
+
+static bool admin(struct exl_conn *c, const char *op, const struct exl_packed_id *id)
+{
+	char msg[128];
+
+	if (exl_config_is_admin(exl_server_config(c->srv), c->uid))
+		return true;
+	snprintf(msg, sizeof(msg), "%s: uid %u is not an admin", op, (unsigned)c->uid);
+	send_error(c, id, EXL_E_FORBIDDEN, msg);
+	return false;
+}
+
+static void op_load(struct exl_conn *c, const struct exl_req *req, const struct exl_packed_id *id)
+{
+	char err[512];
+
+	if (!admin(c, "load", id))
+		return;
+	if (exl_server_draining(c->srv)) {
+		send_error(c, id, EXL_E_SHUTDOWN, "load: the daemon is shutting down");
+		return;
+	}
+	exl_log(EXL_LOG_INFO, "conn %llu (uid %u pid %d): load '%s'", (unsigned long long)c->id,
+		(unsigned)c->uid, (int)c->pid, req->model);
+	int code = exl_registry_load(exl_server_registry(c->srv), req->model, c->sink, id, false,
+				     err, sizeof(err));
+	if (code)
+		send_error(c, id, code, err);
+}
+
+static void op_unload(struct exl_conn *c, const struct exl_req *req, const struct exl_packed_id *id)
+{
+	char err[512];
+
+	if (!admin(c, "unload", id))
+		return;
+	exl_log(EXL_LOG_INFO, "conn %llu (uid %u pid %d): unload '%s'", (unsigned long long)c->id,
+		(unsigned)c->uid, (int)c->pid, req->model);
+	int code = exl_registry_unload(exl_server_registry(c->srv), req->model, req->u.unload.cancel,
+				       c->sink, id, err, sizeof(err));
+	if (code)
+		send_error(c, id, code, err);
+}
+
+static struct exl_model_entry *pick(struct exl_conn *c, const struct exl_req *req,
+				    const struct exl_packed_id *id)
+{
+	char err[256];
+	int code;
+
+	struct exl_model_entry *e = exl_registry_pick(exl_server_registry(c->srv), req->model,
+						      &code, err, sizeof(err));
+	if (!e)
+		send_error(c, id, code, err);
+	return e;
+}
+
+static void op_tokenize(struct exl_conn *c, const struct exl_req *req,
+			const struct exl_packed_id *id)
+{
+	struct exl_model_entry *e = pick(c, req, id);
+	char err[256];
+	int32_t *ids = NULL;
+	struct reply r;
+
+	if (!e)
+		return;
+	const struct exl_tokenizer *tok = exl_model_tokenizer(e->model);
+	bool add_bos = req->u.tokenize.add_bos < 0 ? exl_tokenizer_add_bos(tok) :
+		       req->u.tokenize.add_bos;
+	int n = exl_tokenize(tok, req->u.tokenize.text, req->u.tokenize.len, add_bos,
+			     req->u.tokenize.special, &ids, err, sizeof(err));
+	if (n < 0) {
+		send_error(c, id, EXL_E_BAD_REQUEST, err);
+		return;
+	}
+	reply_init(&r);
+	exl_pack_reply(&r.pk, &r.sb, EXL_OP_TOKENIZE, id, 1);
+	exl_pack_key(&r.pk, "ids");
+	msgpack_pack_array(&r.pk, (size_t)n);
+	for (int i = 0; i < n; i++)
+		msgpack_pack_int32(&r.pk, ids[i]);
+	free(ids);
+	reply_send(c, &r);
+}
+
+static void op_detokenize(struct exl_conn *c, const struct exl_req *req,
+			  const struct exl_packed_id *id)
+{
+	struct exl_model_entry *e = pick(c, req, id);
+	struct reply r;
+	char msg[128];
+
+	if (!e)
+		return;
+	const struct exl_tokenizer *tok = exl_model_tokenizer(e->model);
+	int32_t n_vocab = exl_tokenizer_n_vocab(tok);
+	for (size_t i = 0; i < req->u.detokenize.n; i++) {
+		if (req->u.detokenize.ids[i] >= n_vocab) {
+			snprintf(msg, sizeof(msg), "detokenize: ids: item %zu: %d is not below the "
+				 "vocabulary size %d", i, req->u.detokenize.ids[i], n_vocab);
+			send_error(c, id, EXL_E_BAD_REQUEST, msg);
+			return;
+		}
+	}
+	bool strip = req->u.detokenize.strip_leading_space && exl_tokenizer_kind(tok) == EXL_TOK_SPM;
+	char *text = exl_detokenize(tok, req->u.detokenize.ids, req->u.detokenize.n,
+				    req->u.detokenize.special, strip);
+	if (!text) {
+		send_error(c, id, EXL_E_INTERNAL, "detokenize: out of memory");
+		return;
+	}
+	reply_init(&r);
+	exl_pack_reply(&r.pk, &r.sb, EXL_OP_DETOKENIZE, id, 1);
+	exl_pack_key(&r.pk, "text");
+	exl_pack_cstr(&r.pk, text);
+	free(text);
+	reply_send(c, &r);
+}
+
+static void op_generate(struct exl_conn *c, struct exl_req *req, const struct exl_packed_id *id)
+{
+	const struct exl_config *cfg = exl_server_config(c->srv);
+	struct exl_req_generate *g = &req->u.gen;
+	char err[512];
+	int max_jobs, max_tokens;
+
+	if (exl_server_draining(c->srv)) {
+		send_error(c, id, EXL_E_SHUTDOWN, "generate: the daemon is shutting down");
+		return;
+	}
+	struct exl_model_entry *e = pick(c, req, id);
+	if (!e)
+		return;
+	if (g->stream == EXL_STREAM_DEFAULT)
+		g->stream = c->sink->ring ? EXL_STREAM_RING : EXL_STREAM_SOCKET;
+	if (g->stream == EXL_STREAM_RING && !c->sink->ring) {
+		send_error(c, id, EXL_E_BAD_REQUEST,
+			   "generate: stream: \"ring\" needs a ring (say hello with ring: true first)");
+		return;
+	}
+	if (g->s.return_logits && g->stream != EXL_STREAM_SOCKET) {
+		send_error(c, id, EXL_E_BAD_REQUEST,
+			   "generate: return_logits: logits are streamed over the socket only "
+			   "(stream: \"socket\")");
+		return;
+	}
+	if (g->grammar || g->json_schema || g->regex) {
+		send_error(c, id, EXL_E_BAD_REQUEST,
+			   "generate: grammar / json_schema / regex: constrained decoding is not "
+			   "available in this build");
+		return;
+	}
+	exl_config_uid_limits(cfg, c->uid, &max_jobs, &max_tokens);
+	if (g->s.max_new_tokens > max_tokens) {
+		snprintf(err, sizeof(err), "generate: max_new_tokens %d is over uid %u's limit of %d",
+			 g->s.max_new_tokens, (unsigned)c->uid, max_tokens);
+		send_error(c, id, EXL_E_LIMIT, err);
+		return;
+	}
+	if (atomic_fetch_add(&c->uidst->jobs, 1) >= max_jobs) {
+		atomic_fetch_sub(&c->uidst->jobs, 1);
+		snprintf(err, sizeof(err), "generate: uid %u already has %d jobs running (its limit)",
+			 (unsigned)c->uid, max_jobs);
+		send_error(c, id, EXL_E_LIMIT, err);
+		return;
+	}
+	struct exl_srv_job *j = calloc(1, sizeof(*j));
+	if (!j) {
+		atomic_fetch_sub(&c->uidst->jobs, 1);
+		send_error(c, id, EXL_E_INTERNAL, "generate: out of memory");
+		return;
+	}
+	j->uid = c->uidst;
+	j->sink = c->sink;
+	exl_sink_ref(c->sink);
+	j->et = e->et;
+	j->req_id = *id;
+	j->stream = g->stream;
+	j->return_text = g->return_text < 0 ? g->stream == EXL_STREAM_NONE : g->return_text;
+	j->id = exl_server_next_job_id(c->srv);
+	j->job = exl_job_create(e->model, &g->s, &g->prompt, g->has_negative ? &g->negative : NULL,
+				&exl_deliver_callbacks, j, err, sizeof(err));
+	if (!j->job) {
+		char msg[600];
+		snprintf(msg, sizeof(msg), "generate: %s", err);
+		send_error(c, id, EXL_E_BAD_REQUEST, msg);
+		exl_srv_job_free(j);
+		return;
+	}
+	pthread_mutex_lock(&c->sink->mu);
+	j->sink_next = c->sink->jobs;
+	if (c->sink->jobs)
+		c->sink->jobs->sink_prev = j;
+	c->sink->jobs = j;
+	pthread_mutex_unlock(&c->sink->mu);
+	if (exl_engine_thread_add(e->et, j)) {
+		send_error(c, id, EXL_E_INTERNAL, "generate: out of memory");
+		exl_srv_job_free(j);
+	}
+}
+
+static void op_cancel(struct exl_conn *c, const struct exl_req *req, const struct exl_packed_id *id)
+{
+	struct exl_engine_thread *et = NULL;
+	struct reply r;
+	char msg[128];
+
+	pthread_mutex_lock(&c->sink->mu);
+	for (struct exl_srv_job *j = c->sink->jobs; j; j = j->sink_next)
+		if (j->id == req->u.cancel.job)
+			et = j->et;
+	pthread_mutex_unlock(&c->sink->mu);
+	/* et stays valid: engine threads are freed on this (the loop) thread,
+	 * and only after their last job ended. */
+	if (!et) {
+		snprintf(msg, sizeof(msg), "cancel: this connection has no running job %llu",
+			 (unsigned long long)req->u.cancel.job);
+		send_error(c, id, EXL_E_UNKNOWN_JOB, msg);
+		return;
+	}
+	if (exl_engine_thread_cancel_job(et, req->u.cancel.job)) {
+		send_error(c, id, EXL_E_INTERNAL, "cancel: out of memory");
+		return;
+	}
+	reply_init(&r);
+	exl_pack_reply(&r.pk, &r.sb, EXL_OP_CANCEL, id, 1);
+	exl_pack_key(&r.pk, "job");
+	msgpack_pack_uint64(&r.pk, req->u.cancel.job);
+	reply_send(c, &r);
+}
+
+static void op_status(struct exl_conn *c, const struct exl_packed_id *id)
+{
+	const struct exl_config *cfg = exl_server_config(c->srv);
+	int n_models, jobs, max_jobs, max_tokens;
+	double tok_s;
+	struct reply r;
+
+	exl_registry_totals(exl_server_registry(c->srv), &n_models, &jobs, &tok_s);
+	exl_config_uid_limits(cfg, c->uid, &max_jobs, &max_tokens);
+	reply_init(&r);
+	exl_pack_reply(&r.pk, &r.sb, EXL_OP_STATUS, id, 12);
+	exl_pack_key(&r.pk, "version");
+	exl_pack_cstr(&r.pk, EXL_VERSION);
+	exl_pack_key(&r.pk, "pid");
+	msgpack_pack_int32(&r.pk, (int32_t)getpid());
+	exl_pack_key(&r.pk, "uptime");
+	msgpack_pack_double(&r.pk, exl_server_uptime(c->srv));
+	exl_pack_key(&r.pk, "connections");
+	msgpack_pack_int(&r.pk, exl_server_n_connections(c->srv));
+	exl_pack_key(&r.pk, "jobs");
+	msgpack_pack_int(&r.pk, jobs);
+	exl_pack_key(&r.pk, "tok_s");
+	msgpack_pack_double(&r.pk, tok_s);
+	exl_pack_key(&r.pk, "draining");
+	if (exl_server_draining(c->srv))
+		msgpack_pack_true(&r.pk);
+	else
+		msgpack_pack_false(&r.pk);
+	exl_pack_key(&r.pk, "models");
+	exl_registry_pack_status(exl_server_registry(c->srv), &r.pk);
+	exl_pack_key(&r.pk, "uid");
+	msgpack_pack_uint32(&r.pk, (uint32_t)c->uid);
+	exl_pack_key(&r.pk, "uid_jobs");
+	msgpack_pack_int(&r.pk, atomic_load(&c->uidst->jobs));
+	exl_pack_key(&r.pk, "uid_max_jobs");
+	msgpack_pack_int(&r.pk, max_jobs);
+	exl_pack_key(&r.pk, "max_new_tokens");
+	msgpack_pack_int(&r.pk, max_tokens);
+	reply_send(c, &r);
+}
+
+static void op_resume(struct exl_conn *c)
+{
+	if (exl_sink_retry_pending(c->sink))
+		exl_server_want_retry(c->srv);
+	exl_server_nudge_engines(c->srv);
+}
+
+/* ---- input ---- */
+
+/* Handles one complete message; false when the connection must close. */
+static bool handle_message(struct exl_conn *c, const uint8_t *data, size_t len)
+{
+	msgpack_unpacked up;
+	struct exl_req req;
+	struct exl_packed_id id;
+	char err[512];
+	size_t off = 0;
+
+	msgpack_unpacked_init(&up);
+	msgpack_unpack_return ret = msgpack_unpack_next(&up, (const char *)data, len, &off);
+	if (ret == MSGPACK_UNPACK_NOMEM_ERROR) {
+		msgpack_unpacked_destroy(&up);
+		send_error(c, NULL, EXL_E_INTERNAL, "out of memory decoding the request");
+		return true;
+	}
+	if (ret != MSGPACK_UNPACK_SUCCESS || off != len) {
+		msgpack_unpacked_destroy(&up);
+		exl_log(EXL_LOG_INFO, "conn %llu (uid %u pid %d): not msgpack; closing",
+			(unsigned long long)c->id, (unsigned)c->uid, (int)c->pid);
+		return false;
+	}
+	int code = exl_req_decode(&up.data, up.zone, &req, err, sizeof(err));
+	exl_packed_id_set(&id, req.id);
+	if (code) {
+		send_error(c, &id, code, err);
+	} else {
+		switch (req.op) {
+		case EXL_OPC_HELLO: op_hello(c, &req, &id); break;
+		case EXL_OPC_MODELS: op_models(c, &id); break;
+		case EXL_OPC_LOAD: op_load(c, &req, &id); break;
+		case EXL_OPC_UNLOAD: op_unload(c, &req, &id); break;
+		case EXL_OPC_TOKENIZE: op_tokenize(c, &req, &id); break;
+		case EXL_OPC_DETOKENIZE: op_detokenize(c, &req, &id); break;
+		case EXL_OPC_GENERATE: op_generate(c, &req, &id); break;
+		case EXL_OPC_CANCEL: op_cancel(c, &req, &id); break;
+		case EXL_OPC_STATUS: op_status(c, &id); break;
+		case EXL_OPC_RESUME: op_resume(c); break;
+		}
+	}
+	msgpack_unpacked_destroy(&up);
+	return true;
+}
+
+static void process_input(struct exl_conn *c)
+{
+	size_t max = exl_server_config(c->srv)->max_message;
+	size_t off = 0;
+
+	while (!c->closing && off < c->in_len) {
+		size_t mlen = 0;
+		enum exl_scan_result r = exl_scan(&c->scan, c->in + off, c->in_len - off, max, &mlen);
+		if (r == EXL_SCAN_NEED)
+			break;
+		if (r == EXL_SCAN_INVALID) {
+			exl_log(EXL_LOG_INFO, "conn %llu (uid %u pid %d): bytes that are not msgpack; "
+				"closing", (unsigned long long)c->id, (unsigned)c->uid, (int)c->pid);
+			exl_conn_close(c);
+			return;
+		}
+		if (r == EXL_SCAN_TOO_LARGE) {
+			char msg[160];
+			snprintf(msg, sizeof(msg), "message over max_message (%zu bytes), %u values or "
+				 "nesting depth %d; closing the connection", max, EXL_MAX_VALUES,
+				 EXL_MAX_DEPTH);
+			send_error(c, NULL, EXL_E_TOO_LARGE, msg);
+			c->closing = true;
+			break;
+		}
+		if (!handle_message(c, c->in + off, mlen)) {
+			exl_conn_close(c);
+			return;
+		}
+		off += mlen;
+		if (evbuffer_get_length(c->out) >= OUT_LIMIT) {
+			set_reading(c, false);
+			break;
+		}
+	}
+	if (off) {
+		memmove(c->in, c->in + off, c->in_len - off);
+		c->in_len -= off;
+	}
+	if (c->closing) {
+		event_del(c->rev);
+		c->reading = false;
+		c->in_len = 0;
+	}
+	try_write(c);
+}
+
+static void on_read(evutil_socket_t fd, short what, void *arg)
+{
+	struct exl_conn *c = arg;
+	size_t max = exl_server_config(c->srv)->max_message + (size_t)READ_CHUNK;
+	union {
+		struct cmsghdr h;
+		char buf[CMSG_SPACE(16 * sizeof(int))];
+	} cm;
+
+	(void)what;
+	if (c->in_cap - c->in_len < READ_CHUNK && c->in_cap < max) {
+		size_t cap = c->in_cap ? c->in_cap * 2 : 2 * READ_CHUNK;
+		if (cap > max)
+			cap = max;
+		uint8_t *p = realloc(c->in, cap);
+		if (!p) {
+			exl_log(EXL_LOG_ERR, "conn %llu: out of memory for input; closing",
+				(unsigned long long)c->id);
+			exl_conn_close(c);
+			return;
+		}
+		c->in = p;
+		c->in_cap = cap;
+	}
+	if (c->in_len == c->in_cap) {
+		/* Full of complete requests waiting for the output to drain. */
+		process_input(c);
+		return;
+	}
+	struct iovec iov = { c->in + c->in_len, c->in_cap - c->in_len };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cm.buf,
+			     .msg_controllen = sizeof(cm.buf) };
+	ssize_t n = recvmsg(fd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+	/* The protocol has no client-sent fds: close any, so they cannot pile up. */
+	if (n >= 0) {
+		for (struct cmsghdr *h = CMSG_FIRSTHDR(&mh); h; h = CMSG_NXTHDR(&mh, h)) {
+			if (h->cmsg_level != SOL_SOCKET || h->cmsg_type != SCM_RIGHTS)
+				continue;
+			size_t nfd = (h->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+			for (size_t i = 0; i < nfd; i++) {
+				int f;
+				memcpy(&f, CMSG_DATA(h) + i * sizeof(int), sizeof(int));
+				close(f);
+			}
+		}
+	}
+	if (n < 0) {
+		if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
+			if (c->in_len)
+				process_input(c);
+			return;
+		}
+		exl_log(EXL_LOG_DEBUG, "conn %llu: read: %s", (unsigned long long)c->id,
+			strerror(errno));
+		exl_conn_close(c);
+		return;
+	}
+	if (n == 0) {
+		exl_conn_close(c);
+		return;
+	}
+	c->in_len += (size_t)n;
+	process_input(c);
+}
