@@ -1,0 +1,758 @@
+/* exld-mkmodel: writes a random-weight llama (or qwen2) GGUF of any shape,
+ * for benchmarks and tests.  Tensor names, shapes and metadata are those
+ * llama.cpp's llama and qwen2 architectures load, so the same file runs in
+ * both engines.  The weights come from a seeded PRNG per row, so a file
+ * depends only on its options, never on the thread count.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "daemon/gguf.h"
+#include "daemon/gguf_write.h"
+#include "kernels/dtype.h"
+#include "kernels/quant.h"
+
+#define MAX_THREADS 64
+
+struct opts {
+	int64_t dim, layers, heads, kv_heads, ff, vocab, ctx;
+	uint32_t type;
+	uint64_t seed;
+	const char *arch;
+	bool qkv_bias;
+	bool tied;
+	const char *vocab_from;
+	const char *out;
+	int threads;
+	bool exact;
+};
+
+/* What one tensor's fill produces. */
+enum fill_kind { FILL_MATRIX, FILL_NORM, FILL_BIAS };
+
+struct tensor_spec {
+	char name[64];
+	enum fill_kind kind;
+	uint32_t type;
+	int64_t cols; /* ne[0] */
+	int64_t rows; /* ne[1]; 1 for vectors */
+	uint64_t seed;
+	uint64_t pool_seed;
+	bool exact; /* quantize every row, never from a block pool */
+	int threads;
+};
+
+static uint64_t splitmix64(uint64_t *s)
+{
+	uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+
+/* xoshiro256+: fast, and its high bits (all a float uses) are good. */
+struct rng {
+	uint64_t s[4];
+};
+
+static void rng_seed(struct rng *r, uint64_t seed)
+{
+	for (int i = 0; i < 4; i++)
+		r->s[i] = splitmix64(&seed);
+}
+
+static inline uint64_t rotl(uint64_t x, int k)
+{
+	return (x << k) | (x >> (64 - k));
+}
+
+static inline uint64_t rng_next(struct rng *r)
+{
+	uint64_t *s = r->s;
+	uint64_t result = s[0] + s[3];
+	uint64_t t = s[1] << 17;
+
+	s[2] ^= s[0];
+	s[3] ^= s[1];
+	s[1] ^= s[2];
+	s[0] ^= s[3];
+	s[2] ^= t;
+	s[3] = rotl(s[3], 45);
+	return result;
+}
+
+/* Uniform in [-1, 1). */
+static inline float rng_sym(struct rng *r)
+{
+	return (float)(rng_next(r) >> 40) * (2.0f / 16777216.0f) - 1.0f;
+}
+
+static uint64_t hash_str(const char *s)
+{
+	uint64_t h = 0xcbf29ce484222325ull;
+
+	for (; *s; s++)
+		h = (h ^ (uint8_t)*s) * 0x100000001b3ull;
+	return h;
+}
+
+/* The floats of one row: matrices uniform in +-1/sqrt(cols), so a matmul
+ * keeps the scale of its input; norms near 1; biases small. */
+static void gen_row(const struct tensor_spec *t, int64_t row, float *x)
+{
+	struct rng r;
+	float scale;
+
+	rng_seed(&r, t->seed ^ ((uint64_t)row * 0xd1342543de82ef95ull));
+	switch (t->kind) {
+	case FILL_MATRIX:
+		scale = 1.0f / sqrtf((float)t->cols);
+		for (int64_t i = 0; i < t->cols; i++)
+			x[i] = rng_sym(&r) * scale;
+		break;
+	case FILL_NORM:
+		for (int64_t i = 0; i < t->cols; i++)
+			x[i] = 1.0f + 0.1f * rng_sym(&r);
+		break;
+	case FILL_BIAS:
+		for (int64_t i = 0; i < t->cols; i++)
+			x[i] = 0.05f * rng_sym(&r);
+		break;
+	}
+}
+
+/* Runs fn(ctx, i0, i1) over [0, n) split across up to `threads` threads;
+ * returns nonzero when any part failed. */
+typedef int (*range_fn)(void *ctx, int64_t i0, int64_t i1);
+
+struct range_job {
+	range_fn fn;
+	void *ctx;
+	int64_t i0, i1;
+	int failed;
+};
+
+static void *range_run(void *arg)
+{
+	struct range_job *j = arg;
+
+	j->failed = j->fn(j->ctx, j->i0, j->i1);
+	return NULL;
+}
+
+static int parallel_for(int64_t n, int threads, range_fn fn, void *ctx)
+{
+	struct range_job jobs[MAX_THREADS];
+	pthread_t tid[MAX_THREADS];
+	bool started[MAX_THREADS] = { false };
+	int failed = 0;
+
+	if (threads > n)
+		threads = n > 0 ? (int)n : 1;
+	for (int i = 0; i < threads; i++)
+		jobs[i] = (struct range_job){ fn, ctx, n * i / threads, n * (i + 1) / threads, 0 };
+	for (int i = 1; i < threads; i++)
+		started[i] = !pthread_create(&tid[i], NULL, range_run, &jobs[i]);
+	range_run(&jobs[0]);
+	for (int i = 1; i < threads; i++) {
+		if (started[i])
+			pthread_join(tid[i], NULL);
+		else
+			range_run(&jobs[i]); /* no thread: do its share here */
+	}
+	for (int i = 0; i < threads; i++)
+		failed |= jobs[i].failed;
+	return failed;
+}
+
+/* Quantizing every row of a billion-weight model with the K-quants' scale
+ * search takes minutes, so large K-quant tensors are assembled from a pool
+ * of POOL_BLOCKS random blocks quantized by exl_quantize_row: each block of
+ * each row is a pool block picked by the row's PRNG.  The rows all differ
+ * and every block is a real quantization of random floats of the right
+ * scale.  --exact quantizes every row instead. */
+#define POOL_BLOCKS 16384
+
+struct pool {
+	uint32_t type;
+	int64_t cols; /* the scale of the floats is 1/sqrt(cols) */
+	size_t block_bytes;
+	uint8_t *blocks;
+};
+
+static struct pool pools[8];
+static int n_pools;
+
+struct row_ctx {
+	const struct tensor_spec *t;
+	uint8_t *dst;
+	size_t row_bytes;
+	const struct pool *pool;
+};
+
+static int quantize_rows(void *arg, int64_t r0, int64_t r1)
+{
+	struct row_ctx *c = arg;
+	const struct tensor_spec *t = c->t;
+	float *x = malloc((size_t)t->cols * sizeof(float));
+	int rc = 0;
+
+	if (!x)
+		return -1;
+	for (int64_t r = r0; r < r1; r++) {
+		gen_row(t, r, x);
+		if (exl_quantize_row(t->type, x, c->dst + (size_t)r * c->row_bytes, t->cols) != c->row_bytes) {
+			rc = -1;
+			break;
+		}
+	}
+	free(x);
+	return rc;
+}
+
+static int pool_rows(void *arg, int64_t r0, int64_t r1)
+{
+	struct row_ctx *c = arg;
+	const struct pool *p = c->pool;
+	int64_t per_row = (int64_t)(c->row_bytes / p->block_bytes);
+
+	for (int64_t r = r0; r < r1; r++) {
+		uint8_t *d = c->dst + (size_t)r * c->row_bytes;
+		struct rng g;
+
+		rng_seed(&g, c->t->seed ^ ((uint64_t)r * 0xd1342543de82ef95ull));
+		for (int64_t b = 0; b < per_row; b++)
+			memcpy(d + (size_t)b * p->block_bytes,
+			       p->blocks + (size_t)(rng_next(&g) % POOL_BLOCKS) * p->block_bytes,
+			       p->block_bytes);
+	}
+	return 0;
+}
+
+struct pool_ctx {
+	struct pool *p;
+	uint32_t block_elems;
+	uint64_t seed;
+};
+
+static int pool_fill(void *arg, int64_t i0, int64_t i1)
+{
+	struct pool_ctx *c = arg;
+	float x[QK_K], scale = 1.0f / sqrtf((float)c->p->cols);
+
+	for (int64_t i = i0; i < i1; i++) {
+		struct rng g;
+
+		rng_seed(&g, c->seed ^ ((uint64_t)i * 0xd1342543de82ef95ull));
+		for (uint32_t k = 0; k < c->block_elems; k++)
+			x[k] = rng_sym(&g) * scale;
+		if (exl_quantize_row(c->p->type, x, c->p->blocks + (size_t)i * c->p->block_bytes,
+				     c->block_elems) != c->p->block_bytes)
+			return -1;
+	}
+	return 0;
+}
+
+static const struct pool *get_pool(const struct tensor_spec *t, char *err, size_t errlen)
+{
+	const struct exl_dtype_info *info = exl_dtype_info(t->type);
+	struct pool_ctx c;
+	struct pool *p;
+
+	for (int i = 0; i < n_pools; i++)
+		if (pools[i].type == t->type && pools[i].cols == t->cols)
+			return &pools[i];
+	if (n_pools == (int)(sizeof(pools) / sizeof(pools[0])) || info->block_elems > QK_K) {
+		snprintf(err, errlen, "%s: cannot make a block pool", t->name);
+		return NULL;
+	}
+	p = &pools[n_pools];
+	p->type = t->type;
+	p->cols = t->cols;
+	p->block_bytes = info->block_bytes;
+	p->blocks = malloc((size_t)POOL_BLOCKS * p->block_bytes);
+	if (!p->blocks) {
+		snprintf(err, errlen, "%s: out of memory for a block pool", t->name);
+		return NULL;
+	}
+	c = (struct pool_ctx){ p, info->block_elems,
+			       t->pool_seed ^ ((uint64_t)t->cols << 20) ^ t->type };
+	if (parallel_for(POOL_BLOCKS, t->threads, pool_fill, &c)) {
+		snprintf(err, errlen, "%s: cannot quantize the block pool", t->name);
+		free(p->blocks);
+		return NULL;
+	}
+	n_pools++;
+	return p;
+}
+
+static void free_pools(void)
+{
+	for (int i = 0; i < n_pools; i++)
+		free(pools[i].blocks);
+	n_pools = 0;
+}
+
+static int fill_tensor(void *ctx, void *dst, size_t nbytes, char *err, size_t errlen)
+{
+	const struct tensor_spec *t = ctx;
+	size_t row_bytes = exl_dtype_row_bytes(t->type, (uint64_t)t->cols);
+	struct row_ctx c = { .t = t, .dst = dst, .row_bytes = row_bytes };
+	uint64_t blocks;
+
+	if (row_bytes == 0 || row_bytes * (size_t)t->rows != nbytes) {
+		snprintf(err, errlen, "%s: %zu bytes for %" PRId64 " rows of %zu", t->name, nbytes,
+			 t->rows, row_bytes);
+		return -1;
+	}
+	blocks = (uint64_t)t->rows * (row_bytes / exl_dtype_info(t->type)->block_bytes);
+	if (!t->exact && (t->type == EXL_Q4_K || t->type == EXL_Q6_K) && t->kind == FILL_MATRIX &&
+	    blocks > POOL_BLOCKS / 4) {
+		c.pool = get_pool(t, err, errlen);
+		if (!c.pool)
+			return -1;
+		parallel_for(t->rows, t->threads, pool_rows, &c);
+		return 0;
+	}
+	if (parallel_for(t->rows, t->threads, quantize_rows, &c)) {
+		snprintf(err, errlen, "%s: cannot quantize a row of %" PRId64 " to %s (or out of memory)",
+			 t->name, t->cols, exl_dtype_info(t->type)->name);
+		return -1;
+	}
+	return 0;
+}
+
+static const struct {
+	const char *name;
+	uint32_t type;
+	uint32_t ftype; /* llama.cpp's general.file_type for an all-this-type model */
+} type_names[] = {
+	{ "f32", EXL_F32, 0 },
+	{ "f16", EXL_F16, 1 },
+	{ "bf16", EXL_BF16, 32 },
+	{ "q8_0", EXL_Q8_0, 7 },
+	{ "q4_0", EXL_Q4_0, 2 },
+	{ "q4_k", EXL_Q4_K, 14 },
+	{ "q6_k", EXL_Q6_K, 18 },
+};
+
+static void usage(FILE *out)
+{
+	fprintf(out,
+		"usage: exld-mkmodel [options] -o FILE\n"
+		"Writes a random-weight llama-architecture GGUF.\n"
+		"  --dim N          embedding length (default 64)\n"
+		"  --layers N       blocks (default 2)\n"
+		"  --heads N        attention heads (default 4)\n"
+		"  --kv-heads N     key/value heads, dividing --heads (default: --heads)\n"
+		"  --ff N           feed-forward length (default 4*dim*2/3 rounded up to 32)\n"
+		"  --vocab N        vocabulary size (default 512, or that of --vocab-from)\n"
+		"  --ctx N          context length (default 2048)\n"
+		"  --type T         weight type: f32 f16 bf16 q8_0 q4_0 q4_k q6_k (default f32);\n"
+		"                   norms and biases are always f32\n"
+		"  --seed N         PRNG seed (default 1)\n"
+		"  --arch A         llama or qwen2 (qwen2 adds q/k/v biases) (default llama)\n"
+		"  --tied           no output.weight: the output reuses token_embd\n"
+		"  --vocab-from F   copy every tokenizer.* key from the GGUF F (its vocabulary\n"
+		"                   size wins); without it a synthetic byte-level SentencePiece\n"
+		"                   vocabulary (<unk> <s> </s>, 256 byte tokens, filler pieces)\n"
+		"  --threads N      threads for generating and quantizing (default: all CPUs)\n"
+		"  --exact          q4_k/q6_k: quantize every row (slow on big models); by\n"
+		"                   default tensors over %d blocks draw each block from a pool\n"
+		"                   of %d quantized random blocks\n"
+		"  -o FILE          output file\n", POOL_BLOCKS / 4, POOL_BLOCKS);
+}
+
+static int parse_int(const char *opt, const char *s, int64_t lo, int64_t hi, int64_t *out)
+{
+	char *end;
+	long long v;
+
+	errno = 0;
+	v = strtoll(s, &end, 10);
+	if (errno || end == s || *end || v < lo || v > hi) {
+		fprintf(stderr, "exld-mkmodel: %s wants an integer in %" PRId64 "..%" PRId64 ", not '%s'\n",
+			opt, lo, hi, s);
+		return -1;
+	}
+	*out = v;
+	return 0;
+}
+
+/* 0 when the options are good, 1 for --help, -1 after a message. */
+static int parse_args(int argc, char **argv, struct opts *o)
+{
+	int64_t v;
+
+	*o = (struct opts){
+		.dim = 64, .layers = 2, .heads = 4, .kv_heads = 0, .ff = 0, .vocab = 0,
+		.ctx = 2048, .type = EXL_F32, .seed = 1, .arch = "llama", .threads = 0,
+	};
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i];
+		const char *val = i + 1 < argc ? argv[i + 1] : NULL;
+		int64_t *target = NULL;
+		int64_t lo = 1, hi = 1 << 20;
+
+		if (!strcmp(a, "-h") || !strcmp(a, "--help"))
+			return 1;
+		if (!strcmp(a, "--tied")) {
+			o->tied = true;
+			continue;
+		}
+		if (!strcmp(a, "--exact")) {
+			o->exact = true;
+			continue;
+		}
+		if (!val) {
+			fprintf(stderr, "exld-mkmodel: %s needs a value (or is unknown)\n", a);
+			return -1;
+		}
+		if (!strcmp(a, "--dim"))
+			target = &o->dim;
+		else if (!strcmp(a, "--layers"))
+			target = &o->layers, hi = 4096;
+		else if (!strcmp(a, "--heads"))
+			target = &o->heads, hi = 4096;
+		else if (!strcmp(a, "--kv-heads"))
+			target = &o->kv_heads, hi = 4096;
+		else if (!strcmp(a, "--ff"))
+			target = &o->ff;
+		else if (!strcmp(a, "--vocab"))
+			target = &o->vocab, hi = 1 << 24;
+		else if (!strcmp(a, "--ctx"))
+			target = &o->ctx, hi = 1 << 24;
+		if (target) {
+			if (parse_int(a, val, lo, hi, target))
+				return -1;
+		} else if (!strcmp(a, "--seed")) {
+			if (parse_int(a, val, 0, INT64_MAX, &v))
+				return -1;
+			o->seed = (uint64_t)v;
+		} else if (!strcmp(a, "--threads")) {
+			if (parse_int(a, val, 1, MAX_THREADS, &v))
+				return -1;
+			o->threads = (int)v;
+		} else if (!strcmp(a, "--type")) {
+			size_t k, n = sizeof(type_names) / sizeof(type_names[0]);
+
+			for (k = 0; k < n && strcmp(val, type_names[k].name); k++)
+				;
+			if (k == n) {
+				fprintf(stderr, "exld-mkmodel: unknown --type '%s' (f32 f16 bf16 q8_0 q4_0 q4_k q6_k)\n", val);
+				return -1;
+			}
+			o->type = type_names[k].type;
+		} else if (!strcmp(a, "--arch")) {
+			if (strcmp(val, "llama") && strcmp(val, "qwen2")) {
+				fprintf(stderr, "exld-mkmodel: unknown --arch '%s' (llama or qwen2)\n", val);
+				return -1;
+			}
+			o->arch = val;
+		} else if (!strcmp(a, "--vocab-from")) {
+			o->vocab_from = val;
+		} else if (!strcmp(a, "-o")) {
+			o->out = val;
+		} else {
+			fprintf(stderr, "exld-mkmodel: unknown option %s\n", a);
+			return -1;
+		}
+		i++;
+	}
+	o->qkv_bias = !strcmp(o->arch, "qwen2");
+	if (!o->out) {
+		fprintf(stderr, "exld-mkmodel: -o FILE is required\n");
+		return -1;
+	}
+	if (!o->kv_heads)
+		o->kv_heads = o->heads;
+	if (!o->ff)
+		o->ff = ((o->dim * 8 / 3) + 31) / 32 * 32;
+	if (o->dim % o->heads || (o->dim / o->heads) % 2) {
+		fprintf(stderr, "exld-mkmodel: --dim %" PRId64 " must be --heads %" PRId64
+			" times an even head size\n", o->dim, o->heads);
+		return -1;
+	}
+	if (o->heads % o->kv_heads) {
+		fprintf(stderr, "exld-mkmodel: --kv-heads %" PRId64 " must divide --heads %" PRId64 "\n",
+			o->kv_heads, o->heads);
+		return -1;
+	}
+	/* Every weight row is dim or ff long. */
+	const struct exl_dtype_info *info = exl_dtype_info(o->type);
+
+	if (o->dim % info->block_elems || o->ff % info->block_elems) {
+		fprintf(stderr, "exld-mkmodel: --type %s needs --dim and --ff to be multiples of %u"
+			" (have %" PRId64 " and %" PRId64 ")\n", info->name, info->block_elems, o->dim, o->ff);
+		return -1;
+	}
+	if (!o->threads) {
+		long n = sysconf(_SC_NPROCESSORS_ONLN);
+
+		o->threads = n < 1 ? 1 : n > MAX_THREADS ? MAX_THREADS : (int)n;
+	}
+	return 0;
+}
+
+/* The synthetic vocabulary: <unk> <s> </s>, the 256 byte tokens, then
+ * SentencePiece-style pieces ("▁" alone, then "▁" + word and word for words
+ * over a-z in order of length) until the size is reached. */
+static int synthetic_vocab(struct gguf_writer *w, int64_t n)
+{
+	static const char letters[] = "abcdefghijklmnopqrstuvwxyz";
+	char **toks = calloc((size_t)n, sizeof(*toks));
+	float *scores = calloc((size_t)n, sizeof(*scores));
+	int32_t *types = calloc((size_t)n, sizeof(*types));
+	int64_t k = 0;
+	int rc = -1;
+	char word[16];
+
+	if (!toks || !scores || !types)
+		goto out;
+	toks[k] = strdup("<unk>"), types[k++] = 2;
+	toks[k] = strdup("<s>"), types[k++] = 3;
+	toks[k] = strdup("</s>"), types[k++] = 3;
+	for (int b = 0; b < 256; b++) {
+		char s[8];
+
+		snprintf(s, sizeof(s), "<0x%02X>", b);
+		toks[k] = strdup(s), types[k++] = 6;
+	}
+	if (k < n)
+		toks[k] = strdup("\xe2\x96\x81"), types[k] = 1, scores[k] = -1, k++;
+	/* words of length len, enumerated as base-26 numbers */
+	for (int len = 1; k < n && len < 8; len++) {
+		uint64_t total = 1;
+
+		for (int i = 0; i < len; i++)
+			total *= 26;
+		for (uint64_t idx = 0; idx < total && k < n; idx++) {
+			uint64_t x = idx;
+
+			for (int i = len - 1; i >= 0; i--, x /= 26)
+				word[i] = letters[x % 26];
+			word[len] = '\0';
+			for (int spaced = 1; spaced >= 0 && k < n; spaced--) {
+				char piece[24];
+
+				snprintf(piece, sizeof(piece), "%s%s", spaced ? "\xe2\x96\x81" : "", word);
+				toks[k] = strdup(piece);
+				types[k] = 1;
+				scores[k] = -(float)k;
+				k++;
+			}
+		}
+	}
+	for (int64_t i = 0; i < n; i++)
+		if (!toks[i])
+			goto out;
+	gguf_writer_set_str(w, "tokenizer.ggml.model", "llama");
+	gguf_writer_set_str(w, "tokenizer.ggml.pre", "default");
+	gguf_writer_set_str_arr(w, "tokenizer.ggml.tokens", (const char *const *)toks, (uint64_t)n);
+	gguf_writer_set_arr(w, "tokenizer.ggml.scores", GGUF_VT_FLOAT32, scores, (uint64_t)n);
+	gguf_writer_set_arr(w, "tokenizer.ggml.token_type", GGUF_VT_INT32, types, (uint64_t)n);
+	gguf_writer_set_u32(w, "tokenizer.ggml.unknown_token_id", 0);
+	gguf_writer_set_u32(w, "tokenizer.ggml.bos_token_id", 1);
+	gguf_writer_set_u32(w, "tokenizer.ggml.eos_token_id", 2);
+	gguf_writer_set_bool(w, "tokenizer.ggml.add_bos_token", true);
+	gguf_writer_set_bool(w, "tokenizer.ggml.add_eos_token", false);
+	rc = gguf_writer_error(w) ? -1 : 0;
+out:
+	if (toks)
+		for (int64_t i = 0; i < n; i++)
+			free(toks[i]);
+	free(toks);
+	free(scores);
+	free(types);
+	if (rc && !gguf_writer_error(w))
+		fprintf(stderr, "exld-mkmodel: out of memory for the vocabulary\n");
+	return rc;
+}
+
+/* Copies every tokenizer.* key of the GGUF at path; sets *n_vocab. */
+static int copy_vocab(struct gguf_writer *w, const char *path, int64_t *n_vocab)
+{
+	char err[512], key[512];
+	struct gguf_file *f = gguf_open(path, err, sizeof(err));
+	const struct gguf_array *toks;
+
+	if (!f) {
+		fprintf(stderr, "exld-mkmodel: %s: %s\n", path, err);
+		return -1;
+	}
+	toks = gguf_get_arr(f, "tokenizer.ggml.tokens");
+	if (!toks || toks->elem_type != GGUF_VT_STRING || toks->count == 0) {
+		fprintf(stderr, "exld-mkmodel: %s has no tokenizer.ggml.tokens string array\n", path);
+		gguf_close(f);
+		return -1;
+	}
+	*n_vocab = (int64_t)toks->count;
+	for (uint64_t i = 0; i < f->n_kv; i++) {
+		const struct gguf_kv *kv = &f->kv[i];
+
+		if (kv->key.len < 10 || kv->key.len >= sizeof(key) || memcmp(kv->key.ptr, "tokenizer.", 10))
+			continue;
+		memcpy(key, kv->key.ptr, (size_t)kv->key.len);
+		key[kv->key.len] = '\0';
+		gguf_writer_set(w, key, &kv->val);
+	}
+	gguf_close(f);
+	return 0;
+}
+
+static int add(struct gguf_writer *w, struct tensor_spec *specs, int *n, const struct opts *o,
+	       const char *name, enum fill_kind kind, int64_t cols, int64_t rows)
+{
+	struct tensor_spec *t = &specs[(*n)++];
+	uint64_t ne[2] = { (uint64_t)cols, (uint64_t)rows };
+
+	snprintf(t->name, sizeof(t->name), "%s", name);
+	t->kind = kind;
+	t->type = kind == FILL_MATRIX ? o->type : EXL_F32;
+	t->cols = cols;
+	t->rows = rows;
+	t->seed = o->seed * 0x9e3779b97f4a7c15ull ^ hash_str(name);
+	t->threads = o->threads;
+	t->exact = o->exact;
+	t->pool_seed = o->seed * 0x9e3779b97f4a7c15ull ^ 0x706f6f6cull;
+	return gguf_writer_add_tensor_fill(w, name, t->type, rows > 1 ? 2 : 1, ne, fill_tensor, t);
+}
+
+static int add_tensors(struct gguf_writer *w, struct tensor_spec *specs, int *n, const struct opts *o)
+{
+	int64_t head_dim = o->dim / o->heads, kv_dim = head_dim * o->kv_heads;
+	char name[64];
+
+	add(w, specs, n, o, "token_embd.weight", FILL_MATRIX, o->dim, o->vocab);
+	for (int64_t l = 0; l < o->layers; l++) {
+#define BLK(suffix) (snprintf(name, sizeof(name), "blk.%" PRId64 ".%s", l, suffix), name)
+		add(w, specs, n, o, BLK("attn_norm.weight"), FILL_NORM, o->dim, 1);
+		add(w, specs, n, o, BLK("attn_q.weight"), FILL_MATRIX, o->dim, o->dim);
+		add(w, specs, n, o, BLK("attn_k.weight"), FILL_MATRIX, o->dim, kv_dim);
+		add(w, specs, n, o, BLK("attn_v.weight"), FILL_MATRIX, o->dim, kv_dim);
+		if (o->qkv_bias) {
+			add(w, specs, n, o, BLK("attn_q.bias"), FILL_BIAS, o->dim, 1);
+			add(w, specs, n, o, BLK("attn_k.bias"), FILL_BIAS, kv_dim, 1);
+			add(w, specs, n, o, BLK("attn_v.bias"), FILL_BIAS, kv_dim, 1);
+		}
+		add(w, specs, n, o, BLK("attn_output.weight"), FILL_MATRIX, o->dim, o->dim);
+		add(w, specs, n, o, BLK("ffn_norm.weight"), FILL_NORM, o->dim, 1);
+		add(w, specs, n, o, BLK("ffn_gate.weight"), FILL_MATRIX, o->dim, o->ff);
+		add(w, specs, n, o, BLK("ffn_up.weight"), FILL_MATRIX, o->dim, o->ff);
+		add(w, specs, n, o, BLK("ffn_down.weight"), FILL_MATRIX, o->ff, o->dim);
+#undef BLK
+	}
+	add(w, specs, n, o, "output_norm.weight", FILL_NORM, o->dim, 1);
+	if (!o->tied)
+		add(w, specs, n, o, "output.weight", FILL_MATRIX, o->dim, o->vocab);
+	return gguf_writer_error(w) ? -1 : 0;
+}
+
+static void set_metadata(struct gguf_writer *w, const struct opts *o)
+{
+	char key[128], name[96];
+	uint32_t ftype = 0;
+	bool llama = !strcmp(o->arch, "llama");
+
+	for (size_t k = 0; k < sizeof(type_names) / sizeof(type_names[0]); k++)
+		if (type_names[k].type == o->type)
+			ftype = type_names[k].ftype;
+#define KEY(suffix) (snprintf(key, sizeof(key), "%s.%s", o->arch, suffix), key)
+	gguf_writer_set_str(w, "general.architecture", o->arch);
+	snprintf(name, sizeof(name), "exld-mkmodel random %s", o->arch);
+	gguf_writer_set_str(w, "general.name", name);
+	gguf_writer_set_u32(w, "general.file_type", ftype);
+	if (o->type != EXL_F32 && o->type != EXL_F16 && o->type != EXL_BF16)
+		gguf_writer_set_u32(w, "general.quantization_version", 2);
+	gguf_writer_set_u32(w, "general.alignment", 32);
+	gguf_writer_set_u32(w, KEY("context_length"), (uint32_t)o->ctx);
+	gguf_writer_set_u32(w, KEY("embedding_length"), (uint32_t)o->dim);
+	gguf_writer_set_u32(w, KEY("block_count"), (uint32_t)o->layers);
+	gguf_writer_set_u32(w, KEY("feed_forward_length"), (uint32_t)o->ff);
+	gguf_writer_set_u32(w, KEY("attention.head_count"), (uint32_t)o->heads);
+	gguf_writer_set_u32(w, KEY("attention.head_count_kv"), (uint32_t)o->kv_heads);
+	gguf_writer_set_f32(w, KEY("attention.layer_norm_rms_epsilon"), llama ? 1e-5f : 1e-6f);
+	gguf_writer_set_f32(w, KEY("rope.freq_base"), llama ? 10000.0f : 1000000.0f);
+	gguf_writer_set_u32(w, KEY("rope.dimension_count"), (uint32_t)(o->dim / o->heads));
+	gguf_writer_set_u32(w, KEY("vocab_size"), (uint32_t)o->vocab);
+#undef KEY
+}
+
+int main(int argc, char **argv)
+{
+	struct opts o;
+	struct gguf_writer *w;
+	struct tensor_spec *specs = NULL;
+	int n_specs = 0, rc = 1;
+	int64_t n_vocab = 0;
+	char err[512];
+	struct timespec t0, t1;
+
+	rc = parse_args(argc, argv, &o);
+	if (rc) {
+		usage(rc > 0 ? stdout : stderr);
+		return rc > 0 ? 0 : 2;
+	}
+	rc = 1;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	w = gguf_writer_new();
+	if (!w) {
+		fprintf(stderr, "exld-mkmodel: out of memory\n");
+		return 1;
+	}
+	if (o.vocab_from) {
+		if (copy_vocab(w, o.vocab_from, &n_vocab))
+			goto out;
+		if (o.vocab && o.vocab != n_vocab) {
+			fprintf(stderr, "exld-mkmodel: --vocab %" PRId64 " but %s has %" PRId64 " tokens\n",
+				o.vocab, o.vocab_from, n_vocab);
+			goto out;
+		}
+		o.vocab = n_vocab;
+	} else {
+		if (!o.vocab)
+			o.vocab = 512;
+		if (o.vocab < 260) {
+			fprintf(stderr, "exld-mkmodel: the synthetic vocabulary needs --vocab >= 260"
+				" (3 special and 256 byte tokens come first)\n");
+			goto out;
+		}
+		if (synthetic_vocab(w, o.vocab))
+			goto out;
+	}
+	set_metadata(w, &o);
+
+	specs = calloc((size_t)(o.layers * 12 + 3), sizeof(*specs));
+	if (!specs) {
+		fprintf(stderr, "exld-mkmodel: out of memory\n");
+		goto out;
+	}
+	if (add_tensors(w, specs, &n_specs, &o) ||
+	    gguf_writer_write_file(w, o.out, err, sizeof(err))) {
+		fprintf(stderr, "exld-mkmodel: %s\n", gguf_writer_error(w) ? gguf_writer_error(w) : err);
+		goto out;
+	}
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+
+	uint64_t params = 0;
+
+	for (int i = 0; i < n_specs; i++)
+		params += (uint64_t)(specs[i].cols * specs[i].rows);
+	fprintf(stderr, "exld-mkmodel: wrote %s: %s %s, %d tensors, %" PRIu64 " parameters, in %.1f s\n",
+		o.out, o.arch, exl_dtype_info(o.type)->name, n_specs, params,
+		(double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9);
+	rc = 0;
+out:
+	gguf_writer_free(w);
+	free(specs);
+	free_pools();
+	return rc;
+}
