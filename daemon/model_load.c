@@ -7,23 +7,7 @@
 #include "daemon/gguf.h"
 #include "daemon/model_internal.h"
 #include "kernels/dtype.h"
-
-/* Weight types the backends' matmul and embed take. */
-static bool matmul_type_ok(uint32_t t)
-{
-	switch (t) {
-	case EXL_F32:
-	case EXL_F16:
-	case EXL_BF16:
-	case EXL_Q8_0:
-	case EXL_Q4_0:
-	case EXL_Q4_K:
-	case EXL_Q6_K:
-		return true;
-	default:
-		return false;
-	}
-}
+#include "kernels/quant.h"
 
 static const char *type_name(uint32_t t)
 {
@@ -83,7 +67,7 @@ static int bind(struct exl_model *m, const char *name, uint64_t ne0, uint64_t ne
 		snprintf(err, errlen, "tensor '%s' has shape %s, expected %s", name, fs, ws);
 		return -1;
 	}
-	if (matmul ? !matmul_type_ok(t->type) : t->type != EXL_F32) {
+	if (matmul ? !exl_dtype_supported(t->type) : t->type != EXL_F32) {
 		snprintf(err, errlen, "tensor '%s' has unsupported type %s (type %u)%s", name,
 			 type_name(t->type), t->type, matmul ? "" : ", expected f32");
 		return -1;
