@@ -12,6 +12,8 @@ struct subcommand {
 
 static const struct subcommand subcommands[] = {
 	{ "inspect", cmd_inspect, "inspect FILE              print a GGUF model's metadata and tensors" },
+	{ "tokenize", cmd_tokenize, "tokenize --model FILE [--no-bos] [--special]  text on stdin -> token ids" },
+	{ "detokenize", cmd_detokenize, "detokenize --model FILE [--special]  token ids on stdin -> text" },
 };
 
 static void usage(FILE *out)

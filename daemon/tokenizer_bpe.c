@@ -1,0 +1,356 @@
+/* GPT-2 style byte-level BPE (tokenizer.ggml.model = "gpt2").
+ *
+ * The text is split into words by the pre-tokenizer; each byte of a word
+ * stands for one printable character (GPT-2's byte-to-unicode table), and
+ * adjacent symbols are merged by the rank of their pair in
+ * tokenizer.ggml.merges, lowest rank first, leftmost on ties.
+ *
+ * Merges work on symbol ids, not strings: every merge operand and result
+ * gets an id at load (a token id, or one past the vocabulary for the rare
+ * intermediate that is not a token), so a merge step is one hash lookup.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "daemon/gguf.h"
+#include "daemon/tokenizer_internal.h"
+
+/* Bytes that stand for themselves; the rest map to U+0100 upwards in byte
+ * order. */
+static bool byte_is_printable(unsigned b)
+{
+	return (b >= 0x21 && b <= 0x7e) || (b >= 0xa1 && b <= 0xac) || (b >= 0xae && b <= 0xff);
+}
+
+static uint32_t byte_codepoint(uint8_t b)
+{
+	unsigned n = 0;
+
+	if (byte_is_printable(b))
+		return b;
+	for (unsigned c = 0; c < b; c++)
+		n += !byte_is_printable(c);
+	return 256 + n;
+}
+
+int tok_bpe_byte_char(uint8_t b, char out[2])
+{
+	return tok_utf8_encode(byte_codepoint(b), out);
+}
+
+int tok_bpe_char_byte(uint32_t cp)
+{
+	unsigned n = 0;
+
+	if (cp < 256)
+		return byte_is_printable(cp) ? (int)cp : -1;
+	for (unsigned c = 0; c < 256; c++)
+		if (!byte_is_printable(c) && 256 + n++ == cp)
+			return (int)c;
+	return -1;
+}
+
+/* The id of s among tokens and merge symbols, adding it as a symbol when
+ * new.  -1 on allocation failure. */
+static int64_t intern(struct exl_tokenizer *t, const char *s, size_t len)
+{
+	int64_t id = tok_strmap_get(&t->text_map, &t->texts, s, len);
+
+	if (id >= 0)
+		return id;
+	if (t->texts.n >= INT32_MAX || tok_strmap_reserve(&t->text_map, &t->texts, 1) ||
+	    tok_strtab_add(&t->texts, s, len))
+		return -1;
+	tok_strmap_put(&t->text_map, &t->texts, t->texts.n - 1);
+	return t->texts.n - 1;
+}
+
+int tok_bpe_load(struct exl_tokenizer *t, const struct gguf_file *f, char *err, size_t errlen)
+{
+	const struct gguf_array *m = gguf_get_arr(f, "tokenizer.ggml.merges");
+	char *buf = NULL;
+	size_t buf_cap = 0;
+
+	if (!m || m->elem_type != GGUF_VT_STRING) {
+		snprintf(err, errlen, "tokenizer.ggml.merges is missing or not a string array");
+		return -1;
+	}
+	if (m->count > INT32_MAX / 4) {
+		snprintf(err, errlen, "tokenizer.ggml.merges: too many merges (%llu)",
+			 (unsigned long long)m->count);
+		return -1;
+	}
+	if (tok_pairmap_init(&t->merges, (uint32_t)m->count))
+		goto oom;
+	for (uint64_t i = 0; i < m->count; i++) {
+		const char *s = m->strs[i].ptr;
+		size_t len = m->strs[i].len, sp;
+		int64_t a, b, r;
+
+		/* "left right"; the split is the first space after the first
+		 * byte, so a left side that is a space itself still works. */
+		for (sp = 1; sp < len && s[sp] != ' '; sp++)
+			;
+		if (sp >= len)
+			continue;
+		if (len > buf_cap) {
+			char *nb = realloc(buf, len);
+
+			if (!nb)
+				goto oom;
+			buf = nb;
+			buf_cap = len;
+		}
+		memcpy(buf, s, sp);
+		memcpy(buf + sp, s + sp + 1, len - sp - 1);
+		a = intern(t, s, sp);
+		b = intern(t, s + sp + 1, len - sp - 1);
+		r = intern(t, buf, len - 1);
+		if (a < 0 || b < 0 || r < 0)
+			goto oom;
+		tok_pairmap_put(&t->merges, (uint32_t)a, (uint32_t)b,
+				(struct tok_pair_val){ .rank = (int32_t)i, .result = (int32_t)r });
+	}
+	free(buf);
+
+	for (int c = 0; c < 256; c++) {
+		char ch[2];
+		int l = tok_bpe_byte_char((uint8_t)c, ch);
+		int64_t id = tok_strmap_get(&t->text_map, &t->texts, ch, (size_t)l);
+
+		t->byte_sym[c] = (int32_t)id;
+		t->byte_token[c] = id < t->n_vocab ? (int32_t)id : -1;
+	}
+	return 0;
+oom:
+	free(buf);
+	snprintf(err, errlen, "out of memory loading BPE merges");
+	return -1;
+}
+
+/* ---- encoding ---- */
+
+#define SYM_DEAD INT32_MIN
+
+struct bsym {
+	int32_t sym; /* symbol id, -1 for a byte with none, SYM_DEAD once merged away */
+	int32_t prev, next;
+	uint8_t byte; /* the first byte, for a symbol that is only a byte */
+};
+
+struct pair {
+	int32_t rank, left, right, lsym, rsym, result;
+};
+
+struct pheap {
+	struct pair *v;
+	size_t n, cap;
+};
+
+static bool pair_before(const struct pair *a, const struct pair *b)
+{
+	if (a->rank != b->rank)
+		return a->rank < b->rank;
+	return a->left < b->left;
+}
+
+static int pheap_push(struct pheap *h, struct pair p)
+{
+	size_t i;
+
+	if (h->n == h->cap) {
+		size_t cap = h->cap ? h->cap * 2 : 64;
+		struct pair *v = realloc(h->v, cap * sizeof(*v));
+
+		if (!v)
+			return -1;
+		h->v = v;
+		h->cap = cap;
+	}
+	for (i = h->n++; i > 0; i = (i - 1) / 2) {
+		struct pair *parent = &h->v[(i - 1) / 2];
+
+		if (!pair_before(&p, parent))
+			break;
+		h->v[i] = *parent;
+	}
+	h->v[i] = p;
+	return 0;
+}
+
+static struct pair pheap_pop(struct pheap *h)
+{
+	struct pair top = h->v[0], last = h->v[--h->n];
+	size_t i = 0;
+
+	for (;;) {
+		size_t c = 2 * i + 1;
+
+		if (c >= h->n)
+			break;
+		if (c + 1 < h->n && pair_before(&h->v[c + 1], &h->v[c]))
+			c++;
+		if (!pair_before(&h->v[c], &last))
+			break;
+		h->v[i] = h->v[c];
+		i = c;
+	}
+	if (h->n)
+		h->v[i] = last;
+	return top;
+}
+
+struct bpe_scratch {
+	struct bsym *syms;
+	uint32_t cap;
+	struct pheap heap;
+	char *enc; /* a word in byte-level characters */
+	size_t enc_cap;
+};
+
+static int try_pair(const struct exl_tokenizer *t, const struct bsym *syms, int32_t left,
+		    int32_t right, struct pheap *h)
+{
+	const struct tok_pair_val *v;
+	struct pair p;
+
+	if (left < 0 || right < 0 || syms[left].sym < 0 || syms[right].sym < 0)
+		return 0;
+	v = tok_pairmap_get(&t->merges, (uint32_t)syms[left].sym, (uint32_t)syms[right].sym);
+	if (!v)
+		return 0;
+	p.rank = v->rank;
+	p.result = v->result;
+	p.left = left;
+	p.right = right;
+	p.lsym = syms[left].sym;
+	p.rsym = syms[right].sym;
+	return pheap_push(h, p);
+}
+
+/* Emits a symbol that is not a token the way the reference does: each byte
+ * of its byte-level text looked up as a one-byte token (so ASCII survives
+ * and anything else is dropped, which a complete vocabulary never needs). */
+static int emit_untokened(const struct exl_tokenizer *t, const struct bsym *s, struct tok_out *out)
+{
+	char ch[2];
+	const char *text;
+	size_t len;
+
+	if (s->sym < 0) {
+		len = (size_t)tok_bpe_byte_char(s->byte, ch);
+		text = ch;
+	} else {
+		text = tok_strtab_get(&t->texts, (uint32_t)s->sym, &len);
+	}
+	for (size_t i = 0; i < len; i++) {
+		int32_t id = tok_lookup(t, text + i, 1);
+
+		if (id >= 0 && tok_out_push(out, id))
+			return -1;
+	}
+	return 0;
+}
+
+static int encode_word(const struct exl_tokenizer *t, const uint8_t *w, uint32_t len,
+		       struct bpe_scratch *sc, struct tok_out *out)
+{
+	struct bsym *syms;
+
+	if (t->ignore_merges) {
+		/* A whole word that is a token is taken as is. */
+		size_t need = (size_t)len * 2;
+		size_t o = 0;
+		int32_t id;
+
+		if (need > sc->enc_cap) {
+			char *e = realloc(sc->enc, need);
+
+			if (!e)
+				return -1;
+			sc->enc = e;
+			sc->enc_cap = need;
+		}
+		for (uint32_t i = 0; i < len; i++)
+			o += (size_t)tok_bpe_byte_char(w[i], sc->enc + o);
+		id = tok_lookup(t, sc->enc, o);
+		if (id >= 0)
+			return tok_out_push(out, id);
+	}
+	if (len > sc->cap) {
+		struct bsym *s = realloc(sc->syms, (size_t)len * sizeof(*s));
+
+		if (!s)
+			return -1;
+		sc->syms = s;
+		sc->cap = len;
+	}
+	syms = sc->syms;
+	for (uint32_t i = 0; i < len; i++) {
+		syms[i].sym = t->byte_sym[w[i]];
+		syms[i].byte = w[i];
+		syms[i].prev = (int32_t)i - 1;
+		syms[i].next = i + 1 < len ? (int32_t)i + 1 : -1;
+	}
+	sc->heap.n = 0;
+	for (uint32_t i = 1; i < len; i++)
+		if (try_pair(t, syms, (int32_t)i - 1, (int32_t)i, &sc->heap))
+			return -1;
+	while (sc->heap.n) {
+		struct pair p = pheap_pop(&sc->heap);
+		struct bsym *l = &syms[p.left], *r = &syms[p.right];
+
+		/* Stale: a side was merged into something else since. */
+		if (l->sym != p.lsym || r->sym != p.rsym || l->next != p.right)
+			continue;
+		l->sym = p.result;
+		r->sym = SYM_DEAD;
+		l->next = r->next;
+		if (r->next >= 0)
+			syms[r->next].prev = p.left;
+		if (try_pair(t, syms, l->prev, p.left, &sc->heap) ||
+		    try_pair(t, syms, p.left, l->next, &sc->heap))
+			return -1;
+	}
+	for (int32_t i = 0; i != -1; i = syms[i].next) {
+		if (syms[i].sym >= 0 && syms[i].sym < t->n_vocab) {
+			if (tok_out_push(out, syms[i].sym))
+				return -1;
+		} else if (emit_untokened(t, &syms[i], out)) {
+			return -1;
+		}
+	}
+	return 0;
+}
+
+int tok_bpe_encode(const struct exl_tokenizer *t, const char *text, uint32_t len,
+		   struct tok_out *out, char *err, size_t errlen)
+{
+	struct bpe_scratch sc = { 0 };
+	struct tok_span *words = NULL;
+	char *clean = NULL;
+	uint32_t clean_len;
+	int n_words, ret = -1;
+
+	/* The regexes need valid UTF-8: broken bytes become U+FFFD first. */
+	if (tok_utf8_sanitize(text, len, &clean, &clean_len))
+		goto oom;
+	n_words = tok_pre_split(t->pre, clean, clean_len, &words, err, errlen);
+	if (n_words < 0)
+		goto out;
+	for (int i = 0; i < n_words; i++)
+		if (encode_word(t, (const uint8_t *)clean + words[i].start, words[i].len, &sc, out))
+			goto oom;
+	ret = 0;
+	goto out;
+oom:
+	snprintf(err, errlen, "out of memory");
+out:
+	free(clean);
+	free(words);
+	free(sc.syms);
+	free(sc.heap.v);
+	free(sc.enc);
+	return ret;
+}

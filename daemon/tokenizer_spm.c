@@ -1,0 +1,215 @@
+/* SentencePiece-style BPE (tokenizer.ggml.model = "llama").
+ *
+ * Spaces become U+2581, the text is cut into UTF-8 characters, and adjacent
+ * pairs whose concatenation is a token are merged, highest token score
+ * first (leftmost on ties), until no pair is a token.  A piece left that is
+ * not a token comes out as its bytes (<0xNN> byte-fallback tokens).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "daemon/tokenizer_internal.h"
+
+struct sym {
+	uint32_t start, len; /* len 0: merged into its left neighbour */
+	int32_t prev, next;
+};
+
+struct bigram {
+	float score;
+	int32_t left, right;
+	uint32_t len;
+};
+
+struct bheap {
+	struct bigram *v;
+	size_t n, cap;
+};
+
+static bool bigram_before(const struct bigram *a, const struct bigram *b)
+{
+	if (a->score != b->score)
+		return a->score > b->score;
+	return a->left < b->left;
+}
+
+static int bheap_push(struct bheap *h, struct bigram b)
+{
+	size_t i;
+
+	if (h->n == h->cap) {
+		size_t cap = h->cap ? h->cap * 2 : 64;
+		struct bigram *v = realloc(h->v, cap * sizeof(*v));
+
+		if (!v)
+			return -1;
+		h->v = v;
+		h->cap = cap;
+	}
+	for (i = h->n++; i > 0; i = (i - 1) / 2) {
+		struct bigram *parent = &h->v[(i - 1) / 2];
+
+		if (!bigram_before(&b, parent))
+			break;
+		h->v[i] = *parent;
+	}
+	h->v[i] = b;
+	return 0;
+}
+
+static struct bigram bheap_pop(struct bheap *h)
+{
+	struct bigram top = h->v[0], last = h->v[--h->n];
+	size_t i = 0;
+
+	for (;;) {
+		size_t c = 2 * i + 1;
+
+		if (c >= h->n)
+			break;
+		if (c + 1 < h->n && bigram_before(&h->v[c + 1], &h->v[c]))
+			c++;
+		if (!bigram_before(&h->v[c], &last))
+			break;
+		h->v[i] = h->v[c];
+		i = c;
+	}
+	if (h->n)
+		h->v[i] = last;
+	return top;
+}
+
+static int try_bigram(const struct exl_tokenizer *t, const char *s, const struct sym *syms,
+		      int32_t left, int32_t right, struct bheap *h)
+{
+	struct bigram b;
+	int32_t id;
+
+	if (left < 0 || right < 0)
+		return 0;
+	b.len = syms[left].len + syms[right].len;
+	id = tok_lookup(t, s + syms[left].start, b.len);
+	if (id < 0)
+		return 0;
+	b.score = t->scores[id];
+	b.left = left;
+	b.right = right;
+	return bheap_push(h, b);
+}
+
+static int emit_bytes(const struct exl_tokenizer *t, const char *s, uint32_t len,
+		      struct tok_out *out, char *err, size_t errlen)
+{
+	for (uint32_t i = 0; i < len; i++) {
+		int32_t id = t->byte_token[(uint8_t)s[i]];
+
+		if (id < 0)
+			id = t->unk;
+		if (id < 0) {
+			snprintf(err, errlen, "byte 0x%02X has no token and the vocabulary has no "
+				 "unknown token", (uint8_t)s[i]);
+			return -1;
+		}
+		if (tok_out_push(out, id))
+			goto oom;
+	}
+	return 0;
+oom:
+	snprintf(err, errlen, "out of memory");
+	return -1;
+}
+
+int tok_spm_encode(const struct exl_tokenizer *t, const char *text, uint32_t len,
+		   bool prefix_space, struct tok_out *out, char *err, size_t errlen)
+{
+	static const char escaped_space[3] = { '\xe2', '\x96', '\x81' };
+	uint32_t n_spaces = 0, n = 0, elen;
+	struct sym *syms = NULL;
+	struct bheap h = { 0 };
+	char *s = NULL;
+	int ret = -1;
+
+	for (uint32_t i = 0; i < len; i++)
+		n_spaces += text[i] == ' ';
+	/* len <= TOK_MAX_TEXT, so this cannot overflow. */
+	elen = len + 2 * n_spaces + (prefix_space ? 3 : 0);
+	if (!elen)
+		return 0;
+	s = malloc(elen);
+	syms = malloc((size_t)elen * sizeof(*syms));
+	if (!s || !syms)
+		goto oom;
+	{
+		uint32_t o = 0;
+
+		if (prefix_space) {
+			memcpy(s, escaped_space, 3);
+			o = 3;
+		}
+		for (uint32_t i = 0; i < len; i++) {
+			if (text[i] == ' ') {
+				memcpy(s + o, escaped_space, 3);
+				o += 3;
+			} else {
+				s[o++] = text[i];
+			}
+		}
+	}
+
+	/* UTF-8 characters by their lead byte; a broken one is cut short at
+	 * the end of the text and otherwise taken as is. */
+	for (uint32_t pos = 0; pos < elen; n++) {
+		static const uint8_t len_by_high[16] = { 1, 1, 1, 1, 1, 1, 1, 1,
+							 1, 1, 1, 1, 2, 2, 3, 4 };
+		uint32_t l = len_by_high[(uint8_t)s[pos] >> 4];
+
+		if (l > elen - pos)
+			l = elen - pos;
+		syms[n].start = pos;
+		syms[n].len = l;
+		syms[n].prev = (int32_t)n - 1;
+		pos += l;
+		syms[n].next = pos == elen ? -1 : (int32_t)n + 1;
+	}
+	for (uint32_t i = 1; i < n; i++)
+		if (try_bigram(t, s, syms, (int32_t)i - 1, (int32_t)i, &h))
+			goto oom;
+
+	while (h.n) {
+		struct bigram b = bheap_pop(&h);
+		struct sym *l = &syms[b.left], *r = &syms[b.right];
+
+		/* Stale: one side was merged away or grew since. */
+		if (!l->len || !r->len || l->len + r->len != b.len)
+			continue;
+		l->len += r->len;
+		r->len = 0;
+		l->next = r->next;
+		if (r->next >= 0)
+			syms[r->next].prev = b.left;
+		if (try_bigram(t, s, syms, l->prev, b.left, &h) ||
+		    try_bigram(t, s, syms, b.left, l->next, &h))
+			goto oom;
+	}
+
+	for (int32_t i = 0; i != -1; i = syms[i].next) {
+		int32_t id = tok_lookup(t, s + syms[i].start, syms[i].len);
+
+		if (id >= 0) {
+			if (tok_out_push(out, id))
+				goto oom;
+		} else if (emit_bytes(t, s + syms[i].start, syms[i].len, out, err, errlen)) {
+			goto out;
+		}
+	}
+	ret = 0;
+	goto out;
+oom:
+	snprintf(err, errlen, "out of memory");
+out:
+	free(s);
+	free(syms);
+	free(h.v);
+	return ret;
+}
