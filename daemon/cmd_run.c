@@ -35,20 +35,22 @@ struct run_opts {
 	long threads;
 	long kv_tokens;
 	bool special;
+	bool warmup;
 };
 
 static void run_usage(FILE *out)
 {
 	fprintf(out,
 		"usage: exld run --model FILE --prompt TEXT [-n N] [--temperature T] [--seed S]\n"
-		"                [--threads N] [--kv-tokens N] [--device D] [--special]\n"
+		"                [--threads N] [--kv-tokens N] [--device D] [--special] [--warmup]\n"
 		"  -n N             tokens to generate (default 128)\n"
 		"  --temperature T  0 for greedy (default 0.8)\n"
 		"  --seed S         sampling seed (default: from the clock)\n"
 		"  --threads N      CPU threads (default: one per core)\n"
 		"  --kv-tokens N    KV cache size (default: prompt + N)\n"
 		"  --device D       cpu (default), cuda or cuda:N\n"
-		"  --special        parse special tokens written in the prompt\n");
+		"  --special        parse special tokens written in the prompt\n"
+		"  --warmup         run one untimed pass first (touches every weight page)\n");
 }
 
 static int parse_long(const char *opt, const char *s, long min, long max, long *out)
@@ -83,6 +85,10 @@ static int parse_args(int argc, char **argv, struct run_opts *o)
 		}
 		if (!strcmp(a, "--special")) {
 			o->special = true;
+			continue;
+		}
+		if (!strcmp(a, "--warmup")) {
+			o->warmup = true;
 			continue;
 		}
 		if (!v) {
@@ -294,6 +300,11 @@ int cmd_run(int argc, char **argv)
 	fputs(o.prompt, stdout);
 	fflush(stdout);
 
+	if (o.warmup) {
+		if (step(m, kv, &seq, prompt, 1, true, logits, want, seq_idx, err, sizeof(err)))
+			goto fail_nl;
+		exl_kv_seq_truncate(kv, &seq, 0);
+	}
 	double t0 = now_s();
 	for (int off = 0; off < n_prompt; off += chunk) {
 		int n = n_prompt - off < chunk ? n_prompt - off : chunk;

@@ -1,0 +1,85 @@
+#!/bin/sh
+# Decode and prefill speed of `exld run` against llama.cpp on the same
+# TinyLlama-1.1B-shaped random-weight GGUF (dim 2048, 22 layers, 32 heads,
+# 4 KV heads, FFN 5632, vocab 32000), per weight type.  A benchmark, not a
+# test: never run by meson test.
+#
+#   tests/bench/bench_model.sh [BUILD_DIR]       (default: build)
+#
+# Environment: PAIRS (interleaved ours/peer runs per type, default 3),
+# TYPES (default "q8_0 q4_0 f16"), THREADS (default 2), N_GEN (default 64),
+# MODEL_DIR (where the random models are made and kept, default /tmp; they
+# are several GB and never belong in the repository), PEER (default
+# /tmp/peer/peer-bench-native; installed with /work/shared/tools/peer/setup.sh
+# when missing).
+#
+# Prefill is one 128-token prompt (BOS + 127 words, one token each) in one
+# pass; decode is N_GEN - 1 single-token passes after it.  Both sides count
+# the same way: prompt tokens / prompt pass time, and decode passes / their
+# time.  Output: the medians of each side and ours / peer.
+set -eu
+build=${1:-build}
+src=$(cd "$(dirname "$0")/../.." && pwd)
+case $build in /*) ;; *) build=$src/$build ;; esac
+exld=$build/daemon/exld
+mkmodel=$build/tests/tools/exld-mkmodel
+pairs=${PAIRS:-3}
+types=${TYPES:-"q8_0 q4_0 f16"}
+threads=${THREADS:-2}
+n_gen=${N_GEN:-64}
+model_dir=${MODEL_DIR:-/tmp}
+peer=${PEER:-/tmp/peer/peer-bench-native}
+vocab=${VOCAB:-$src/../shared/models/vocab/ggml-vocab-llama-spm.gguf}
+
+for f in "$exld" "$mkmodel"; do
+	[ -x "$f" ] || { echo "missing $f (build it: ninja -C $build)" >&2; exit 1; }
+done
+if [ ! -x "$peer" ]; then
+	setup=/work/shared/tools/peer/setup.sh
+	[ -x "$setup" ] || { echo "no llama.cpp peer at $peer and no $setup" >&2; exit 1; }
+	"$setup" "$(dirname "$peer")"
+fi
+[ -f "$vocab" ] || { echo "missing vocabulary $vocab" >&2; exit 1; }
+
+prompt=the
+i=1
+while [ $i -lt 127 ]; do prompt="$prompt the"; i=$((i + 1)); done
+
+tmp=$(mktemp -d /tmp/exld-bench-XXXXXX)
+trap 'rm -rf "$tmp"' EXIT
+
+median() { sort -g | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }'; }
+
+printf '%-6s  %10s %10s %6s   %10s %10s %6s\n' type "prefill" "peer" ratio "decode" "peer" ratio
+for type in $types; do
+	model=$model_dir/exld-bench-tinyllama-$type.gguf
+	if [ ! -f "$model" ]; then
+		echo "making $model ..." >&2
+		"$mkmodel" --dim 2048 --layers 22 --heads 32 --kv-heads 4 --ff 5632 --vocab 32000 \
+			--vocab-from "$vocab" --type "$type" -o "$model" >&2
+	fi
+	: >"$tmp/ours_pp"; : >"$tmp/ours_tg"; : >"$tmp/peer_pp"; : >"$tmp/peer_tg"
+	p=0
+	while [ $p -lt "$pairs" ]; do
+		"$exld" run --model "$model" --prompt "$prompt" -n "$n_gen" --temperature 0 --warmup \
+			--threads "$threads" >/dev/null 2>"$tmp/err" ||
+			{ cat "$tmp/err" >&2; exit 1; }
+		line=$(grep '^timing:' "$tmp/err")
+		pt=$(echo "$line" | sed -n 's/.*prompt_tokens=\([0-9]*\).*/\1/p')
+		[ "$pt" = 128 ] || { echo "prompt is $pt tokens, not 128" >&2; exit 1; }
+		echo "$line" | sed -n 's/.*prompt_tok_s=\([0-9.]*\).*/\1/p' >>"$tmp/ours_pp"
+		echo "$line" | sed -n 's/.*gen_tok_s=\([0-9.]*\).*/\1/p' >>"$tmp/ours_tg"
+
+		"$peer" --model "$model" --prompt "$prompt" --n "$n_gen" --threads "$threads" \
+			>"$tmp/peer.json" 2>"$tmp/err" || { cat "$tmp/err" >&2; exit 1; }
+		sed -n 's/.*"prompt_tok_s": *\([0-9.eE+-]*\).*/\1/p' "$tmp/peer.json" >>"$tmp/peer_pp"
+		sed -n 's/.*"gen_tok_s": *\([0-9.eE+-]*\).*/\1/p' "$tmp/peer.json" >>"$tmp/peer_tg"
+		p=$((p + 1))
+	done
+	opp=$(median <"$tmp/ours_pp"); ppp=$(median <"$tmp/peer_pp")
+	otg=$(median <"$tmp/ours_tg"); ptg=$(median <"$tmp/peer_tg")
+	printf '%-6s  %10.2f %10.2f %6s   %10.2f %10.2f %6s\n' "$type" "$opp" "$ppp" \
+		"$(ratio "$opp" "$ppp")" "$otg" "$ptg" "$(ratio "$otg" "$ptg")"
+done
+echo "tok/s, medians of $pairs interleaved runs each, $threads threads; ratio = exld / llama.cpp"
