@@ -139,29 +139,20 @@ struct bsym {
 	uint8_t byte; /* the first byte, for a symbol that is only a byte */
 };
 
-struct pair {
-	int32_t rank, left, right, lsym, rsym, result;
-};
-
+/* A candidate merge as one integer, rank << 32 | left position, so the heap
+ * orders by rank and then leftmost with a plain compare. */
 struct pheap {
-	struct pair *v;
+	uint64_t *v;
 	size_t n, cap;
 };
 
-static bool pair_before(const struct pair *a, const struct pair *b)
-{
-	if (a->rank != b->rank)
-		return a->rank < b->rank;
-	return a->left < b->left;
-}
-
-static int pheap_push(struct pheap *h, struct pair p)
+static int pheap_push(struct pheap *h, uint64_t p)
 {
 	size_t i;
 
 	if (h->n == h->cap) {
 		size_t cap = h->cap ? h->cap * 2 : 64;
-		struct pair *v = realloc(h->v, cap * sizeof(*v));
+		uint64_t *v = realloc(h->v, cap * sizeof(*v));
 
 		if (!v)
 			return -1;
@@ -169,19 +160,19 @@ static int pheap_push(struct pheap *h, struct pair p)
 		h->cap = cap;
 	}
 	for (i = h->n++; i > 0; i = (i - 1) / 2) {
-		struct pair *parent = &h->v[(i - 1) / 2];
+		uint64_t parent = h->v[(i - 1) / 2];
 
-		if (!pair_before(&p, parent))
+		if (p >= parent)
 			break;
-		h->v[i] = *parent;
+		h->v[i] = parent;
 	}
 	h->v[i] = p;
 	return 0;
 }
 
-static struct pair pheap_pop(struct pheap *h)
+static uint64_t pheap_pop(struct pheap *h)
 {
-	struct pair top = h->v[0], last = h->v[--h->n];
+	uint64_t top = h->v[0], last = h->v[--h->n];
 	size_t i = 0;
 
 	for (;;) {
@@ -189,9 +180,9 @@ static struct pair pheap_pop(struct pheap *h)
 
 		if (c >= h->n)
 			break;
-		if (c + 1 < h->n && pair_before(&h->v[c + 1], &h->v[c]))
+		if (c + 1 < h->n && h->v[c + 1] < h->v[c])
 			c++;
-		if (!pair_before(&h->v[c], &last))
+		if (h->v[c] >= last)
 			break;
 		h->v[i] = h->v[c];
 		i = c;
@@ -209,24 +200,20 @@ struct bpe_scratch {
 	size_t enc_cap;
 };
 
+static const struct tok_pair_val *pair_of(const struct exl_tokenizer *t, const struct bsym *syms,
+				       int32_t left, int32_t right)
+{
+	if (left < 0 || right < 0 || syms[left].sym < 0 || syms[right].sym < 0)
+		return NULL;
+	return tok_pairmap_get(&t->merges, (uint32_t)syms[left].sym, (uint32_t)syms[right].sym);
+}
+
 static int try_pair(const struct exl_tokenizer *t, const struct bsym *syms, int32_t left,
 		    int32_t right, struct pheap *h)
 {
-	const struct tok_pair_val *v;
-	struct pair p;
+	const struct tok_pair_val *v = pair_of(t, syms, left, right);
 
-	if (left < 0 || right < 0 || syms[left].sym < 0 || syms[right].sym < 0)
-		return 0;
-	v = tok_pairmap_get(&t->merges, (uint32_t)syms[left].sym, (uint32_t)syms[right].sym);
-	if (!v)
-		return 0;
-	p.rank = v->rank;
-	p.result = v->result;
-	p.left = left;
-	p.right = right;
-	p.lsym = syms[left].sym;
-	p.rsym = syms[right].sym;
-	return pheap_push(h, p);
+	return v ? pheap_push(h, (uint64_t)(uint32_t)v->rank << 32 | (uint32_t)left) : 0;
 }
 
 /* Emits a symbol that is not a token the way the reference does: each byte
@@ -298,19 +285,27 @@ static int encode_word(const struct exl_tokenizer *t, const uint8_t *w, uint32_t
 		if (try_pair(t, syms, (int32_t)i - 1, (int32_t)i, &sc->heap))
 			return -1;
 	while (sc->heap.n) {
-		struct pair p = pheap_pop(&sc->heap);
-		struct bsym *l = &syms[p.left], *r = &syms[p.right];
+		uint64_t p = pheap_pop(&sc->heap);
+		int32_t left = (int32_t)(uint32_t)p, right;
+		struct bsym *l = &syms[left], *r;
+		const struct tok_pair_val *v;
 
-		/* Stale: a side was merged into something else since. */
-		if (l->sym != p.lsym || r->sym != p.rsym || l->next != p.right)
+		/* Stale when the pair there now is another one: merge ranks are
+		 * unique, so the same rank means the same pair. */
+		if (l->sym < 0 || l->next < 0)
 			continue;
-		l->sym = p.result;
+		right = l->next;
+		r = &syms[right];
+		v = pair_of(t, syms, left, right);
+		if (!v || (uint32_t)v->rank != (uint32_t)(p >> 32))
+			continue;
+		l->sym = v->result;
 		r->sym = SYM_DEAD;
 		l->next = r->next;
 		if (r->next >= 0)
-			syms[r->next].prev = p.left;
-		if (try_pair(t, syms, l->prev, p.left, &sc->heap) ||
-		    try_pair(t, syms, p.left, l->next, &sc->heap))
+			syms[r->next].prev = left;
+		if (try_pair(t, syms, l->prev, left, &sc->heap) ||
+		    try_pair(t, syms, left, l->next, &sc->heap))
 			return -1;
 	}
 	for (int32_t i = 0; i != -1; i = syms[i].next) {
