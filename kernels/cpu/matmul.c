@@ -1,0 +1,253 @@
+/* CPU matmul entry: checks the call, quantizes the activations once, and
+ * splits the output rows over the pool's threads. */
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/cpu/cpu_features.h"
+#include "kernels/cpu/matmul.h"
+#include "kernels/cpu/matmul_impl.h"
+#include "kernels/dtype.h"
+
+static _Atomic(const struct exl_cpu_kernels *) current_kernels;
+
+static const struct exl_cpu_kernels *const all_kernels[] = {
+#if defined(EXL_HAVE_X86_KERNELS)
+	&exl_cpu_kernels_avx512vnni,
+	&exl_cpu_kernels_avx512,
+	&exl_cpu_kernels_avx2,
+#endif
+	&exl_cpu_kernels_scalar,
+};
+
+static int can_run(const struct exl_cpu_kernels *k)
+{
+	const struct exl_cpu_features *f = exl_cpu_features();
+	bool avx2 = f->avx2 && f->fma && f->f16c;
+	bool avx512 = avx2 && f->avx512f && f->avx512bw && f->avx512vl;
+
+	if (!strcmp(k->name, "avx2"))
+		return avx2;
+	if (!strcmp(k->name, "avx512"))
+		return avx512;
+	if (!strcmp(k->name, "avx512vnni"))
+		return avx512 && f->avx512vnni;
+	return 1;
+}
+
+int exl_cpu_kernels_available(const char *name)
+{
+	for (size_t i = 0; i < sizeof(all_kernels) / sizeof(all_kernels[0]); i++)
+		if (!strcmp(all_kernels[i]->name, name))
+			return can_run(all_kernels[i]);
+	return 0;
+}
+
+int exl_cpu_kernels_select(const char *force, char *err, size_t errlen)
+{
+	const char *env = getenv("EXLD_CPU_KERNELS");
+
+	if (!force && env && *env)
+		force = env;
+	for (size_t i = 0; i < sizeof(all_kernels) / sizeof(all_kernels[0]); i++) {
+		const struct exl_cpu_kernels *k = all_kernels[i];
+
+		if (force && strcmp(k->name, force))
+			continue;
+		if (!can_run(k)) {
+			if (!force)
+				continue;
+			snprintf(err, errlen, "CPU kernels '%s': this CPU lacks the instructions they need", force);
+			return -1;
+		}
+		atomic_store(&current_kernels, k);
+		return 0;
+	}
+	snprintf(err, errlen, "unknown CPU kernel set '%s' (scalar, avx2, avx512, avx512vnni)", force);
+	return -1;
+}
+
+static const struct exl_cpu_kernels *kernels(void)
+{
+	const struct exl_cpu_kernels *k = atomic_load(&current_kernels);
+	char err[128];
+
+	if (k)
+		return k;
+	/* an unusable EXLD_CPU_KERNELS falls back to the best set */
+	if (exl_cpu_kernels_select(NULL, err, sizeof(err)) < 0) {
+		fprintf(stderr, "exld: %s; using the best available\n", err);
+		for (size_t i = 0;; i++) {
+			if (can_run(all_kernels[i])) {
+				atomic_store(&current_kernels, all_kernels[i]);
+				break;
+			}
+		}
+	}
+	return atomic_load(&current_kernels);
+}
+
+const char *exl_cpu_kernels_name(void)
+{
+	return kernels()->name;
+}
+
+void exl_matmul_scratch_free(struct exl_matmul_scratch *s)
+{
+	free(s->buf);
+	s->buf = NULL;
+	s->cap = 0;
+}
+
+static int scratch_reserve(struct exl_matmul_scratch *s, size_t bytes)
+{
+	if (s->cap >= bytes)
+		return 0;
+	void *p = aligned_alloc(64, exl_act_align(bytes));
+	if (!p)
+		return -1;
+	free(s->buf);
+	s->buf = p;
+	s->cap = bytes;
+	return 0;
+}
+
+struct mm_job {
+	const struct exl_cpu_kernels *k;
+	exl_mm_fn fn;
+	exl_act_fn act_fn;
+	const float *x;
+	struct exl_mm_ctx m;
+};
+
+/* Rows per unit of work: a multiple of every variant's row tile, small
+ * enough that the rows of one unit stay in L1 while all columns sweep them. */
+#define ROW_UNIT 16
+/* Input vectors per pass over the weights, so their activations stay in L2. */
+#define COL_CHUNK 64
+
+static void quantize_job(void *ctx, int ith, int nth)
+{
+	struct mm_job *j = ctx;
+	size_t b, e;
+
+	exl_pool_split((size_t)j->m.n, ith, nth, &b, &e);
+	for (size_t i = b; i < e; i++)
+		j->act_fn(j->x + i * (size_t)j->m.cols, (uint8_t *)j->m.act + i * j->m.act_stride,
+			  j->m.cols);
+}
+
+static void matmul_job(void *ctx, int ith, int nth)
+{
+	struct mm_job *j = ctx;
+	int64_t units = (j->m.rows + ROW_UNIT - 1) / ROW_UNIT;
+	size_t ub, ue;
+
+	exl_pool_split((size_t)units, ith, nth, &ub, &ue);
+	int64_t r0 = (int64_t)ub * ROW_UNIT;
+	int64_t r1 = (int64_t)ue * ROW_UNIT;
+	if (r1 > j->m.rows)
+		r1 = j->m.rows;
+	if (r0 >= r1)
+		return;
+
+	if (j->m.n == 1) {
+		j->fn(&j->m, r0, r1, 0, 1);
+		return;
+	}
+	for (int c0 = 0; c0 < j->m.n; c0 += COL_CHUNK) {
+		int c1 = c0 + COL_CHUNK < j->m.n ? c0 + COL_CHUNK : j->m.n;
+
+		for (int64_t rb = r0; rb < r1; rb += ROW_UNIT) {
+			int64_t re = rb + ROW_UNIT < r1 ? rb + ROW_UNIT : r1;
+			j->fn(&j->m, rb, re, c0, c1);
+		}
+	}
+}
+
+static void run(struct exl_pool *pool, exl_pool_fn fn, void *ctx)
+{
+	if (pool)
+		exl_pool_run(pool, fn, ctx);
+	else
+		fn(ctx, 0, 1);
+}
+
+int exl_cpu_matmul(struct exl_pool *pool, const struct exl_weight *w,
+		   const float *x, float *y, int n, struct exl_matmul_scratch *s,
+		   char *err, size_t errlen)
+{
+	const struct exl_cpu_kernels *k = kernels();
+	struct mm_job j = { .k = k, .x = x };
+	size_t act_bytes = 0;
+
+	if (n < 0 || w->rows <= 0 || w->cols <= 0) {
+		snprintf(err, errlen, "matmul: bad shape (rows %lld, cols %lld, n %d)",
+			 (long long)w->rows, (long long)w->cols, n);
+		return -1;
+	}
+	if (exl_dtype_row_bytes(w->type, (uint64_t)w->cols) != w->row_bytes || !w->row_bytes) {
+		snprintf(err, errlen, "matmul: %lld columns are not whole blocks of type %u, or row_bytes %zu is wrong",
+			 (long long)w->cols, w->type, w->row_bytes);
+		return -1;
+	}
+	if (n == 0)
+		return 0;
+
+	switch (w->type) {
+	case EXL_F32:
+		j.fn = k->mm_f32;
+		break;
+	case EXL_F16:
+		j.fn = k->mm_f16;
+		break;
+	case EXL_BF16:
+		j.fn = k->mm_bf16;
+		break;
+	case EXL_Q8_0:
+	case EXL_Q4_0:
+		j.fn = w->type == EXL_Q8_0 ? k->mm_q8_0 : k->mm_q4_0;
+		j.act_fn = k->act_q8_0;
+		act_bytes = exl_act_q8_0_bytes(w->cols);
+		break;
+	case EXL_Q4_K:
+	case EXL_Q6_K:
+		j.fn = w->type == EXL_Q4_K ? k->mm_q4_K : k->mm_q6_K;
+		j.act_fn = k->act_q8_K;
+		act_bytes = exl_act_q8_K_bytes(w->cols);
+		break;
+	default: {
+		const struct exl_dtype_info *info = exl_dtype_info(w->type);
+		snprintf(err, errlen, "matmul: weight type %s is not supported on the CPU",
+			 info ? info->name : "(unknown)");
+		return -1;
+	}
+	}
+
+	j.m = (struct exl_mm_ctx){
+		.w = w->data,
+		.row_bytes = w->row_bytes,
+		.rows = w->rows,
+		.cols = w->cols,
+		.x = x,
+		.y = y,
+		.n = n,
+		.act_stride = act_bytes,
+	};
+
+	if (j.act_fn) {
+		if ((size_t)n > SIZE_MAX / act_bytes || scratch_reserve(s, (size_t)n * act_bytes) < 0) {
+			snprintf(err, errlen, "matmul: out of memory for %d quantized activations of %lld",
+				 n, (long long)w->cols);
+			return -1;
+		}
+		j.m.act = s->buf;
+		if (n == 1)
+			j.act_fn(x, s->buf, w->cols);
+		else
+			run(pool, quantize_job, &j);
+	}
+	run(pool, matmul_job, &j);
+	return 0;
+}

@@ -1,0 +1,479 @@
+/* AVX2 + FMA + F16C matmul kernels (compiled with -mavx2 -mfma -mf16c).
+ *
+ * Quantized types: integer block dots with maddubs/madd, one float FMA per
+ * block (or per K-quant super-block) and output.  Tiles of R rows x C input
+ * vectors load each weight block once per C vectors; decode (one vector)
+ * runs R rows at a time over the stream of weights.
+ */
+#include "kernels/cpu/matmul_x86.h"
+
+/* ---- activation quantizers (same bytes as the scalar ones) ---- */
+
+EXL_INLINE __m256 abs_ps(__m256 v)
+{
+	return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), v);
+}
+
+/* 32 floats -> 32 int8 (round to even; |v * id| <= 127), and their sum. */
+EXL_INLINE int quant32(const float *x, float id, int8_t *q)
+{
+	__m256 vid = _mm256_set1_ps(id);
+	__m256i i0 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + 0), vid));
+	__m256i i1 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + 8), vid));
+	__m256i i2 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + 16), vid));
+	__m256i i3 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + 24), vid));
+	__m256i lim = _mm256_set1_epi32(127);
+	__m256i nlim = _mm256_set1_epi32(-127);
+
+	i0 = _mm256_max_epi32(_mm256_min_epi32(i0, lim), nlim);
+	i1 = _mm256_max_epi32(_mm256_min_epi32(i1, lim), nlim);
+	i2 = _mm256_max_epi32(_mm256_min_epi32(i2, lim), nlim);
+	i3 = _mm256_max_epi32(_mm256_min_epi32(i3, lim), nlim);
+
+	__m256i s = _mm256_add_epi32(_mm256_add_epi32(i0, i1), _mm256_add_epi32(i2, i3));
+	__m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+	s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4e));
+	s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xb1));
+
+	/* packs interleave 128-bit lanes; the permute restores order */
+	__m256i p16a = _mm256_packs_epi32(i0, i1);
+	__m256i p16b = _mm256_packs_epi32(i2, i3);
+	__m256i p8 = _mm256_packs_epi16(p16a, p16b);
+	p8 = _mm256_permutevar8x32_epi32(p8, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+	_mm256_storeu_si256((__m256i *)(void *)q, p8);
+	return _mm_cvtsi128_si32(s4);
+}
+
+EXL_INLINE float amax_n(const float *x, int n)
+{
+	__m256 mx = _mm256_setzero_ps();
+
+	for (int i = 0; i < n; i += 8)
+		mx = _mm256_max_ps(mx, abs_ps(_mm256_loadu_ps(x + i)));
+	__m128 m4 = _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1));
+	m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+	m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+	return _mm_cvtss_f32(m4);
+}
+
+void exl_act_q8_0_avx2(const float *x, uint8_t *act, int64_t cols)
+{
+	int8_t *qs = (int8_t *)act;
+	float *d = (float *)(void *)(act + cols);
+	float *s = d + cols / 32;
+
+	for (int64_t b = 0; b < cols / 32; b++) {
+		float amax = amax_n(x + 32 * b, 32);
+		float id = amax > 0 ? 127.0f / amax : 0.0f;
+		int sum = quant32(x + 32 * b, id, qs + 32 * b);
+
+		d[b] = amax / 127.0f;
+		s[b] = d[b] * (float)sum;
+	}
+}
+
+void exl_act_q8_K_avx2(const float *x, uint8_t *act, int64_t cols)
+{
+	int8_t *qs = (int8_t *)act;
+	float *d = (float *)(void *)(act + cols);
+	int16_t *bsums = (int16_t *)(void *)(d + cols / 256);
+
+	for (int64_t b = 0; b < cols / 256; b++) {
+		const float *xb = x + 256 * b;
+		float amax = amax_n(xb, 256);
+		float id = amax > 0 ? 127.0f / amax : 0.0f;
+
+		d[b] = amax / 127.0f;
+		for (int i = 0; i < 8; i++) {
+			int8_t *q = qs + 256 * b + 32 * i;
+
+			quant32(xb + 32 * i, id, q);
+			/* group sums of 16 from the stored bytes */
+			__m256i v = _mm256_loadu_si256((const __m256i *)(const void *)q);
+			__m256i s16 = _mm256_maddubs_epi16(_mm256_set1_epi8(1), v);
+			__m128i lo = _mm256_castsi256_si128(s16), hi = _mm256_extracti128_si256(s16, 1);
+			lo = _mm_madd_epi16(lo, _mm_set1_epi16(1));
+			hi = _mm_madd_epi16(hi, _mm_set1_epi16(1));
+			lo = _mm_hadd_epi32(lo, hi);
+			lo = _mm_hadd_epi32(lo, lo);
+			bsums[16 * b + 2 * i] = (int16_t)_mm_cvtsi128_si32(lo);
+			bsums[16 * b + 2 * i + 1] = (int16_t)_mm_extract_epi32(lo, 1);
+		}
+	}
+}
+
+/* ---- float weights ---- */
+
+EXL_INLINE __m256 load_f32(const void *w, int64_t k)
+{
+	return _mm256_loadu_ps((const float *)w + k);
+}
+
+EXL_INLINE __m256 load_f16(const void *w, int64_t k)
+{
+	return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)((const uint16_t *)w + k)));
+}
+
+EXL_INLINE __m256 load_bf16(const void *w, int64_t k)
+{
+	__m128i h = _mm_loadu_si128((const __m128i *)(const void *)((const uint16_t *)w + k));
+	return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+
+EXL_INLINE float one_f32(const void *w, int64_t k)
+{
+	return ((const float *)w)[k];
+}
+
+EXL_INLINE float one_f16(const void *w, int64_t k)
+{
+	return exl_fp16_to_fp32(((const uint16_t *)w)[k]);
+}
+
+EXL_INLINE float one_bf16(const void *w, int64_t k)
+{
+	return exl_bf16_to_fp32(((const uint16_t *)w)[k]);
+}
+
+#define DEFINE_FLOAT_TILE(T)                                                          \
+	EXL_INLINE void tile_##T(const struct exl_mm_ctx *m, int64_t r, int c, const int R, \
+				 const int C)                                          \
+	{                                                                             \
+		const uint8_t *w[4];                                                  \
+		const float *x[4];                                                    \
+		__m256 acc[4][4];                                                     \
+		int64_t k = 0, n8 = m->cols & ~(int64_t)7;                            \
+                                                                                      \
+		for (int i = 0; i < R; i++)                                           \
+			w[i] = exl_row(m, r + i);                                     \
+		for (int j = 0; j < C; j++)                                           \
+			x[j] = m->x + (size_t)(c + j) * (size_t)m->cols;              \
+		for (int i = 0; i < R; i++)                                           \
+			for (int j = 0; j < C; j++)                                   \
+				acc[i][j] = _mm256_setzero_ps();                      \
+		for (; k < n8; k += 8) {                                              \
+			__m256 xv[4];                                                 \
+			for (int j = 0; j < C; j++)                                   \
+				xv[j] = _mm256_loadu_ps(x[j] + k);                    \
+			for (int i = 0; i < R; i++) {                                 \
+				__m256 wv = load_##T(w[i], k);                        \
+				for (int j = 0; j < C; j++)                           \
+					acc[i][j] = _mm256_fmadd_ps(wv, xv[j], acc[i][j]); \
+			}                                                             \
+		}                                                                     \
+		for (int i = 0; i < R; i++)                                           \
+			for (int j = 0; j < C; j++) {                                 \
+				float s = exl_hsum256(acc[i][j]);                     \
+				for (int64_t t = k; t < m->cols; t++)                 \
+					s += one_##T(w[i], t) * x[j][t];              \
+				*exl_out(m, c + j, r + i) = s;                        \
+			}                                                             \
+	}                                                                             \
+	static void mm_##T(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, int c1) \
+	{                                                                             \
+		EXL_TILE_LOOP(tile_##T, m, r0, r1, c0, c1, 4, 3);                     \
+	}
+
+DEFINE_FLOAT_TILE(f32)
+DEFINE_FLOAT_TILE(f16)
+DEFINE_FLOAT_TILE(bf16)
+
+/* ---- Q8_0 and Q4_0 weights x Q8_0 activations ---- */
+
+EXL_INLINE __m256 sum_i16_pairs_ps(__m256i p16)
+{
+	return _mm256_cvtepi32_ps(_mm256_madd_epi16(p16, _mm256_set1_epi16(1)));
+}
+
+EXL_INLINE void tile_q8_0(const struct exl_mm_ctx *m, int64_t r, int c, const int R, const int C)
+{
+	const block_q8_0 *w[4];
+	const int8_t *xq[4];
+	const float *xd[4];
+	__m256 acc[4][4];
+	int64_t nb = m->cols / 32;
+
+	for (int i = 0; i < R; i++)
+		w[i] = (const block_q8_0 *)(const void *)exl_row(m, r + i);
+	for (int j = 0; j < C; j++) {
+		const uint8_t *a = m->act + (size_t)(c + j) * m->act_stride;
+		xq[j] = (const int8_t *)a;
+		xd[j] = exl_act_q8_0_d(a, m->cols);
+	}
+	for (int i = 0; i < R; i++)
+		for (int j = 0; j < C; j++)
+			acc[i][j] = _mm256_setzero_ps();
+
+	for (int64_t b = 0; b < nb; b++) {
+		__m256i xv[4];
+		__m256 dx[4];
+
+		for (int j = 0; j < C; j++) {
+			xv[j] = _mm256_loadu_si256((const __m256i *)(const void *)(xq[j] + 32 * b));
+			dx[j] = _mm256_set1_ps(xd[j][b]);
+		}
+		for (int i = 0; i < R; i++) {
+			__m256i wv = _mm256_loadu_si256((const __m256i *)(const void *)w[i][b].qs);
+			__m256 dw = _mm256_set1_ps(exl_f16(w[i][b].d));
+			__m256i aw = _mm256_sign_epi8(wv, wv);
+
+			for (int j = 0; j < C; j++) {
+				__m256i p = _mm256_maddubs_epi16(aw, _mm256_sign_epi8(xv[j], wv));
+				acc[i][j] = _mm256_fmadd_ps(sum_i16_pairs_ps(p), _mm256_mul_ps(dw, dx[j]),
+							    acc[i][j]);
+			}
+		}
+	}
+	for (int i = 0; i < R; i++)
+		for (int j = 0; j < C; j++)
+			*exl_out(m, c + j, r + i) = exl_hsum256(acc[i][j]);
+}
+
+static void mm_q8_0(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, int c1)
+{
+	EXL_TILE_LOOP(tile_q8_0, m, r0, r1, c0, c1, 2, 4);
+}
+
+EXL_INLINE void tile_q4_0(const struct exl_mm_ctx *m, int64_t r, int c, const int R, const int C)
+{
+	const block_q4_0 *w[4];
+	const int8_t *xq[4];
+	const float *xd[4];
+	__m256 acc[4][4];
+	int64_t nb = m->cols / 32;
+	const __m256i lo4 = _mm256_set1_epi8(0x0f);
+
+	for (int i = 0; i < R; i++)
+		w[i] = (const block_q4_0 *)(const void *)exl_row(m, r + i);
+	for (int j = 0; j < C; j++) {
+		const uint8_t *a = m->act + (size_t)(c + j) * m->act_stride;
+		xq[j] = (const int8_t *)a;
+		xd[j] = exl_act_q8_0_d(a, m->cols);
+	}
+	for (int i = 0; i < R; i++)
+		for (int j = 0; j < C; j++)
+			acc[i][j] = _mm256_setzero_ps();
+
+	for (int64_t b = 0; b < nb; b++) {
+		__m256i xv[4], x8[4];
+		__m256 dx[4];
+
+		for (int j = 0; j < C; j++) {
+			xv[j] = _mm256_loadu_si256((const __m256i *)(const void *)(xq[j] + 32 * b));
+			dx[j] = _mm256_set1_ps(xd[j][b]);
+			/* 8 * x, as int16 pair sums, to take the offset off */
+			x8[j] = _mm256_maddubs_epi16(_mm256_set1_epi8(8), xv[j]);
+		}
+		for (int i = 0; i < R; i++) {
+			__m128i q = _mm_loadu_si128((const __m128i *)(const void *)w[i][b].qs);
+			__m256i wv = _mm256_and_si256(
+				_mm256_set_m128i(_mm_srli_epi16(q, 4), q), lo4);
+			__m256 dw = _mm256_set1_ps(exl_f16(w[i][b].d));
+
+			for (int j = 0; j < C; j++) {
+				__m256i p = _mm256_sub_epi16(_mm256_maddubs_epi16(wv, xv[j]), x8[j]);
+				acc[i][j] = _mm256_fmadd_ps(sum_i16_pairs_ps(p), _mm256_mul_ps(dw, dx[j]),
+							    acc[i][j]);
+			}
+		}
+	}
+	for (int i = 0; i < R; i++)
+		for (int j = 0; j < C; j++)
+			*exl_out(m, c + j, r + i) = exl_hsum256(acc[i][j]);
+}
+
+static void mm_q4_0(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, int c1)
+{
+	EXL_TILE_LOOP(tile_q4_0, m, r0, r1, c0, c1, 2, 4);
+}
+
+/* ---- K-quants x Q8_K activations ---- */
+
+EXL_INLINE void tile_q4_K(const struct exl_mm_ctx *m, int64_t r, int c, const int R, const int C)
+{
+	const block_q4_K *w[2];
+	const int8_t *xq[4];
+	const float *xd[4];
+	const int16_t *xs[4];
+	__m256 acc[2][4];
+	int64_t nb = m->cols / 256;
+	const __m256i lo4 = _mm256_set1_epi8(0x0f);
+
+	for (int i = 0; i < R; i++)
+		w[i] = (const block_q4_K *)(const void *)exl_row(m, r + i);
+	for (int j = 0; j < C; j++) {
+		const uint8_t *a = m->act + (size_t)(c + j) * m->act_stride;
+		xq[j] = (const int8_t *)a;
+		xd[j] = exl_act_q8_K_d(a, m->cols);
+		xs[j] = exl_act_q8_K_bsums(a, m->cols);
+	}
+	for (int i = 0; i < R; i++)
+		for (int j = 0; j < C; j++)
+			acc[i][j] = _mm256_setzero_ps();
+
+	for (int64_t b = 0; b < nb; b++) {
+		uint8_t sc[2][8], mn[2][8];
+		__m256i isum[2][4];
+
+		for (int i = 0; i < R; i++) {
+			uint32_t s[2], n[2];
+
+			exl_q4_K_scales(w[i][b].scales, s, n);
+			memcpy(sc[i], s, 8);
+			memcpy(mn[i], n, 8);
+			for (int j = 0; j < C; j++)
+				isum[i][j] = _mm256_setzero_si256();
+		}
+		for (int k = 0; k < 4; k++) {
+			__m256i xl[4], xh[4];
+
+			for (int j = 0; j < C; j++) {
+				const int8_t *xb = xq[j] + 256 * b + 64 * k;
+				xl[j] = _mm256_loadu_si256((const __m256i *)(const void *)xb);
+				xh[j] = _mm256_loadu_si256((const __m256i *)(const void *)(xb + 32));
+			}
+			for (int i = 0; i < R; i++) {
+				__m256i q = _mm256_loadu_si256((const __m256i *)(const void *)(w[i][b].qs + 32 * k));
+				__m256i ql = _mm256_and_si256(q, lo4);
+				__m256i qh = _mm256_and_si256(_mm256_srli_epi16(q, 4), lo4);
+				__m256i sl = _mm256_set1_epi16(sc[i][2 * k]);
+				__m256i sh = _mm256_set1_epi16(sc[i][2 * k + 1]);
+
+				for (int j = 0; j < C; j++) {
+					__m256i pl = _mm256_madd_epi16(_mm256_maddubs_epi16(ql, xl[j]), sl);
+					__m256i ph = _mm256_madd_epi16(_mm256_maddubs_epi16(qh, xh[j]), sh);
+					isum[i][j] = _mm256_add_epi32(isum[i][j], _mm256_add_epi32(pl, ph));
+				}
+			}
+		}
+		for (int i = 0; i < R; i++) {
+			__m128i m8 = _mm_loadl_epi64((const __m128i *)(const void *)mn[i]);
+			__m256i mins = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m8, m8));
+			float d = exl_f16(w[i][b].d), dmin = exl_f16(w[i][b].dmin);
+
+			for (int j = 0; j < C; j++) {
+				__m256i bs = _mm256_loadu_si256((const __m256i *)(const void *)(xs[j] + 16 * b));
+				__m256i msum = _mm256_madd_epi16(mins, bs);
+				float dx = xd[j][b];
+
+				acc[i][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[i][j]),
+							    _mm256_set1_ps(d * dx), acc[i][j]);
+				acc[i][j] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(msum),
+							     _mm256_set1_ps(dmin * dx), acc[i][j]);
+			}
+		}
+	}
+	for (int i = 0; i < R; i++)
+		for (int j = 0; j < C; j++)
+			*exl_out(m, c + j, r + i) = exl_hsum256(acc[i][j]);
+}
+
+static void mm_q4_K(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, int c1)
+{
+	EXL_TILE_LOOP(tile_q4_K, m, r0, r1, c0, c1, 2, 2);
+}
+
+EXL_INLINE __m256i scales2(int8_t a, int8_t b)
+{
+	return _mm256_set_m128i(_mm_set1_epi16(b), _mm_set1_epi16(a));
+}
+
+EXL_INLINE void tile_q6_K(const struct exl_mm_ctx *m, int64_t r, int c, const int R, const int C)
+{
+	const block_q6_K *w[2];
+	const int8_t *xq[4];
+	const float *xd[4];
+	const int16_t *xs[4];
+	__m256 acc[2][4];
+	int64_t nb = m->cols / 256;
+	const __m256i lo4 = _mm256_set1_epi8(0x0f);
+	const __m256i m3 = _mm256_set1_epi8(3);
+
+	for (int i = 0; i < R; i++)
+		w[i] = (const block_q6_K *)(const void *)exl_row(m, r + i);
+	for (int j = 0; j < C; j++) {
+		const uint8_t *a = m->act + (size_t)(c + j) * m->act_stride;
+		xq[j] = (const int8_t *)a;
+		xd[j] = exl_act_q8_K_d(a, m->cols);
+		xs[j] = exl_act_q8_K_bsums(a, m->cols);
+	}
+	for (int i = 0; i < R; i++)
+		for (int j = 0; j < C; j++)
+			acc[i][j] = _mm256_setzero_ps();
+
+	for (int64_t b = 0; b < nb; b++) {
+		__m256i isum[2][4];
+
+		for (int i = 0; i < R; i++)
+			for (int j = 0; j < C; j++)
+				isum[i][j] = _mm256_setzero_si256();
+		for (int h = 0; h < 2; h++) {
+			__m256i xv[4][4];
+
+			for (int j = 0; j < C; j++)
+				for (int t = 0; t < 4; t++)
+					xv[j][t] = _mm256_loadu_si256((const __m256i *)(const void *)(
+						xq[j] + 256 * b + 128 * h + 32 * t));
+			for (int i = 0; i < R; i++) {
+				const uint8_t *ql = w[i][b].ql + 64 * h;
+				const int8_t *s = w[i][b].scales + 8 * h;
+				__m256i l0 = _mm256_loadu_si256((const __m256i *)(const void *)ql);
+				__m256i l1 = _mm256_loadu_si256((const __m256i *)(const void *)(ql + 32));
+				__m256i hb = _mm256_loadu_si256((const __m256i *)(const void *)(w[i][b].qh + 32 * h));
+				__m256i q[4];
+
+				q[0] = _mm256_or_si256(_mm256_and_si256(l0, lo4),
+						       _mm256_slli_epi16(_mm256_and_si256(hb, m3), 4));
+				q[1] = _mm256_or_si256(_mm256_and_si256(l1, lo4),
+						       _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 2), m3), 4));
+				q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), lo4),
+						       _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 4), m3), 4));
+				q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), lo4),
+						       _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 6), m3), 4));
+				for (int t = 0; t < 4; t++) {
+					__m256i sv = scales2(s[2 * t], s[2 * t + 1]);
+
+					for (int j = 0; j < C; j++)
+						isum[i][j] = _mm256_add_epi32(isum[i][j],
+							_mm256_madd_epi16(_mm256_maddubs_epi16(q[t], xv[j][t]), sv));
+				}
+			}
+		}
+		for (int i = 0; i < R; i++) {
+			/* the -32 offset: 32 * sum over groups of scale * group sum */
+			__m256i sc16 = _mm256_cvtepi8_epi16(
+				_mm_loadu_si128((const __m128i *)(const void *)w[i][b].scales));
+			float d = exl_f16(w[i][b].d);
+
+			for (int j = 0; j < C; j++) {
+				__m256i bs = _mm256_loadu_si256((const __m256i *)(const void *)(xs[j] + 16 * b));
+				__m256i off = _mm256_slli_epi32(_mm256_madd_epi16(sc16, bs), 5);
+				__m256i t = _mm256_sub_epi32(isum[i][j], off);
+
+				acc[i][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(t),
+							    _mm256_set1_ps(d * xd[j][b]), acc[i][j]);
+			}
+		}
+	}
+	for (int i = 0; i < R; i++)
+		for (int j = 0; j < C; j++)
+			*exl_out(m, c + j, r + i) = exl_hsum256(acc[i][j]);
+}
+
+static void mm_q6_K(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, int c1)
+{
+	EXL_TILE_LOOP(tile_q6_K, m, r0, r1, c0, c1, 2, 2);
+}
+
+const struct exl_cpu_kernels exl_cpu_kernels_avx2 = {
+	.name = "avx2",
+	.act_q8_0 = exl_act_q8_0_avx2,
+	.act_q8_K = exl_act_q8_K_avx2,
+	.mm_f32 = mm_f32,
+	.mm_f16 = mm_f16,
+	.mm_bf16 = mm_bf16,
+	.mm_q8_0 = mm_q8_0,
+	.mm_q4_0 = mm_q4_0,
+	.mm_q4_K = mm_q4_K,
+	.mm_q6_K = mm_q6_K,
+};

@@ -1,0 +1,473 @@
+/* AVX-512 (F/BW/VL) matmul kernels, 512 bits wide.  Built twice: as the
+ * "avx512" set, and with -mavx512vnni -DEXL_MM_VNNI=1 as "avx512vnni",
+ * where the integer dots use vpdpbusd / vpdpwssd.
+ *
+ * Q8_0/Q4_0: two 32-element blocks per vector; each lane's int32 dot is
+ * scaled by the product of its block's two scales.  K-quants: 64 weights
+ * (two or four scale groups) per vector, int32 sums over the super-block,
+ * one float FMA per super-block and output.
+ */
+#include "kernels/cpu/matmul_x86.h"
+
+#ifdef EXL_MM_VNNI
+#define SET_NAME "avx512vnni"
+#define SET_SYMBOL exl_cpu_kernels_avx512vnni
+#else
+#define SET_NAME "avx512"
+#define SET_SYMBOL exl_cpu_kernels_avx512
+#endif
+
+/* acc + sums of 4 products of u8 a and s8 b per lane.  Without VNNI this
+ * goes through int16 pair sums, so it is exact only while 2 * a * b fits
+ * (a <= 128, as for 4- and 6-bit weights). */
+EXL_INLINE __m512i dot_u8s8(__m512i acc, __m512i a, __m512i b)
+{
+#ifdef EXL_MM_VNNI
+	return _mm512_dpbusd_epi32(acc, a, b);
+#else
+	return _mm512_add_epi32(acc, _mm512_madd_epi16(_mm512_maddubs_epi16(a, b), _mm512_set1_epi16(1)));
+#endif
+}
+
+/* acc + sums of 2 products of int16 a and b per lane. */
+EXL_INLINE __m512i dot_s16(__m512i acc, __m512i a, __m512i b)
+{
+#ifdef EXL_MM_VNNI
+	return _mm512_dpwssd_epi32(acc, a, b);
+#else
+	return _mm512_add_epi32(acc, _mm512_madd_epi16(a, b));
+#endif
+}
+
+EXL_INLINE float hsum512(__m512 v)
+{
+	return exl_hsum256(_mm256_add_ps(_mm512_castps512_ps256(v),
+					 _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1))));
+}
+
+/* [a x8, b x8] */
+EXL_INLINE __m512 pair_ps(float a, float b)
+{
+	__m512 v = _mm512_castps128_ps512(_mm_setr_ps(a, b, 0, 0));
+
+	return _mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1), v);
+}
+
+/* two consecutive floats p[0], p[1] as [p0 x8, p1 x8] */
+EXL_INLINE __m512 pair_ps_load(const float *p)
+{
+	__m512 v = _mm512_castps128_ps512(_mm_castpd_ps(_mm_load_sd((const double *)(const void *)p)));
+
+	return _mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1), v);
+}
+
+EXL_INLINE __m512i join256(__m256i lo, __m256i hi)
+{
+	return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+}
+
+/* ---- float weights ---- */
+
+EXL_INLINE __m512 load_f32(const void *w, int64_t k, __mmask16 mk)
+{
+	return _mm512_maskz_loadu_ps(mk, (const float *)w + k);
+}
+
+EXL_INLINE __m512 load_f16(const void *w, int64_t k, __mmask16 mk)
+{
+	return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(mk, (const uint16_t *)w + k));
+}
+
+EXL_INLINE __m512 load_bf16(const void *w, int64_t k, __mmask16 mk)
+{
+	__m256i h = _mm256_maskz_loadu_epi16(mk, (const uint16_t *)w + k);
+
+	return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+
+#define DEFINE_FLOAT_TILE(T)                                                          \
+	EXL_INLINE void tile_##T(const struct exl_mm_ctx *m, int64_t r, int c, const int R, \
+				 const int C)                                          \
+	{                                                                             \
+		const uint8_t *w[4];                                                  \
+		const float *x[4];                                                    \
+		__m512 acc[4][4];                                                     \
+		int64_t k = 0, n16 = m->cols & ~(int64_t)15;                          \
+                                                                                      \
+		for (int i = 0; i < R; i++)                                           \
+			w[i] = exl_row(m, r + i);                                     \
+		for (int j = 0; j < C; j++)                                           \
+			x[j] = m->x + (size_t)(c + j) * (size_t)m->cols;              \
+		for (int i = 0; i < R; i++)                                           \
+			for (int j = 0; j < C; j++)                                   \
+				acc[i][j] = _mm512_setzero_ps();                      \
+		for (; k < n16; k += 16) {                                            \
+			__m512 xv[4];                                                 \
+			for (int j = 0; j < C; j++)                                   \
+				xv[j] = _mm512_loadu_ps(x[j] + k);                    \
+			for (int i = 0; i < R; i++) {                                 \
+				__m512 wv = load_##T(w[i], k, 0xffff);                \
+				for (int j = 0; j < C; j++)                           \
+					acc[i][j] = _mm512_fmadd_ps(wv, xv[j], acc[i][j]); \
+			}                                                             \
+		}                                                                     \
+		if (k < m->cols) {                                                    \
+			__mmask16 mk = (__mmask16)((1u << (m->cols - k)) - 1u);       \
+			__m512 xv[4];                                                 \
+			for (int j = 0; j < C; j++)                                   \
+				xv[j] = _mm512_maskz_loadu_ps(mk, x[j] + k);          \
+			for (int i = 0; i < R; i++) {                                 \
+				__m512 wv = load_##T(w[i], k, mk);                    \
+				for (int j = 0; j < C; j++)                           \
+					acc[i][j] = _mm512_fmadd_ps(wv, xv[j], acc[i][j]); \
+			}                                                             \
+		}                                                                     \
+		for (int i = 0; i < R; i++)                                           \
+			for (int j = 0; j < C; j++)                                   \
+				*exl_out(m, c + j, r + i) = hsum512(acc[i][j]);       \
+	}                                                                             \
+	static void mm_##T(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, int c1) \
+	{                                                                             \
+		EXL_TILE_LOOP(tile_##T, m, r0, r1, c0, c1, 4, 4);                     \
+	}
+
+DEFINE_FLOAT_TILE(f32)
+DEFINE_FLOAT_TILE(f16)
+DEFINE_FLOAT_TILE(bf16)
+
+/* ---- Q8_0 and Q4_0 weights x Q8_0 activations ---- */
+
+/* Weight blocks b and b + 1 of a row as 64 int8 (Q8_0) ... */
+EXL_INLINE __m512i q8_0_pair(const block_q8_0 *w, int64_t b, int two)
+{
+	__m256i lo = _mm256_loadu_si256((const __m256i *)(const void *)w[b].qs);
+
+	if (!two)
+		return _mm512_zextsi256_si512(lo);
+	return join256(lo, _mm256_loadu_si256((const __m256i *)(const void *)w[b + 1].qs));
+}
+
+/* ... or as 64 levels 0..15 (Q4_0), in element order. */
+EXL_INLINE __m512i q4_0_pair(const block_q4_0 *w, int64_t b, int two)
+{
+	__m128i q0 = _mm_loadu_si128((const __m128i *)(const void *)w[b].qs);
+	__m128i q1 = two ? _mm_loadu_si128((const __m128i *)(const void *)w[b + 1].qs) : _mm_setzero_si128();
+	__m256i q = _mm256_set_m128i(q1, q0);
+	__m256i lo4 = _mm256_set1_epi8(0x0f);
+	/* [lo0, lo1, hi0, hi1] -> [lo0, hi0, lo1, hi1] */
+	__m512i z = join256(_mm256_and_si256(q, lo4), _mm256_and_si256(_mm256_srli_epi16(q, 4), lo4));
+
+	return _mm512_shuffle_i64x2(z, z, _MM_SHUFFLE(3, 1, 2, 0));
+}
+
+EXL_INLINE __m512i act_pair(const int8_t *xq, int64_t b, int two)
+{
+	const void *p = xq + 32 * b;
+
+	if (two)
+		return _mm512_loadu_si512(p);
+	return _mm512_zextsi256_si512(_mm256_loadu_si256((const __m256i *)p));
+}
+
+EXL_INLINE __m512 act_scale_pair(const float *xd, int64_t b, int two)
+{
+	return two ? pair_ps_load(xd + b) : pair_ps(xd[b], 0.0f);
+}
+
+/* One step (two blocks, or the last one) of a Q8_0 or Q4_0 tile. */
+EXL_INLINE void q0_step(const void *const *w, const int8_t *const *xq, const float *const *xd,
+			int64_t b, int two, const int R, const int C, const int q4, __m512 acc[4][4])
+{
+	__m512i xv[4], xo[4];
+	__m512 dx[4];
+
+	for (int j = 0; j < C; j++) {
+		xv[j] = act_pair(xq[j], b, two);
+		dx[j] = act_scale_pair(xd[j], b, two);
+		if (q4) {
+			/* levels are offset by 8: start each dot at -8 * sum(x) */
+			xo[j] = _mm512_sub_epi32(_mm512_setzero_si512(),
+						 dot_u8s8(_mm512_setzero_si512(), _mm512_set1_epi8(8), xv[j]));
+		} else {
+#ifdef EXL_MM_VNNI
+			/* weights go unsigned (+128): start at -128 * sum(x) */
+			xo[j] = _mm512_sub_epi32(_mm512_setzero_si512(),
+						 _mm512_dpbusd_epi32(_mm512_setzero_si512(),
+								     _mm512_set1_epi8((char)0x80), xv[j]));
+#else
+			xo[j] = _mm512_setzero_si512();
+#endif
+		}
+	}
+	for (int i = 0; i < R; i++) {
+		__m512i wv;
+		__m512 dw;
+
+		if (q4) {
+			const block_q4_0 *wb = w[i];
+			wv = q4_0_pair(wb, b, two);
+			dw = pair_ps(exl_f16(wb[b].d), two ? exl_f16(wb[b + 1].d) : 0.0f);
+		} else {
+			const block_q8_0 *wb = w[i];
+			wv = q8_0_pair(wb, b, two);
+			dw = pair_ps(exl_f16(wb[b].d), two ? exl_f16(wb[b + 1].d) : 0.0f);
+		}
+		if (q4) {
+			for (int j = 0; j < C; j++) {
+				__m512i p = dot_u8s8(xo[j], wv, xv[j]);
+				acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), _mm512_mul_ps(dw, dx[j]), acc[i][j]);
+			}
+		} else {
+#ifdef EXL_MM_VNNI
+			__m512i wu = _mm512_xor_si512(wv, _mm512_set1_epi8((char)0x80));
+
+			for (int j = 0; j < C; j++) {
+				__m512i p = _mm512_dpbusd_epi32(xo[j], wu, xv[j]);
+				acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), _mm512_mul_ps(dw, dx[j]), acc[i][j]);
+			}
+#else
+			/* |w| * (x with w's sign): u8 x s8 without saturation */
+			__m512i aw = _mm512_abs_epi8(wv);
+			__mmask64 neg = _mm512_movepi8_mask(wv);
+
+			for (int j = 0; j < C; j++) {
+				__m512i sx = _mm512_mask_sub_epi8(xv[j], neg, _mm512_setzero_si512(), xv[j]);
+				__m512i p = _mm512_madd_epi16(_mm512_maddubs_epi16(aw, sx), _mm512_set1_epi16(1));
+				acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), _mm512_mul_ps(dw, dx[j]), acc[i][j]);
+			}
+#endif
+		}
+	}
+}
+
+EXL_INLINE void tile_q0(const struct exl_mm_ctx *m, int64_t r, int c, const int R, const int C,
+			const int q4)
+{
+	const void *w[4];
+	const int8_t *xq[4];
+	const float *xd[4];
+	__m512 acc[4][4];
+	int64_t nb = m->cols / 32, b = 0;
+
+	for (int i = 0; i < R; i++)
+		w[i] = exl_row(m, r + i);
+	for (int j = 0; j < C; j++) {
+		const uint8_t *a = m->act + (size_t)(c + j) * m->act_stride;
+		xq[j] = (const int8_t *)a;
+		xd[j] = exl_act_q8_0_d(a, m->cols);
+	}
+	for (int i = 0; i < R; i++)
+		for (int j = 0; j < C; j++)
+			acc[i][j] = _mm512_setzero_ps();
+	for (; b + 2 <= nb; b += 2)
+		q0_step(w, xq, xd, b, 1, R, C, q4, acc);
+	if (b < nb)
+		q0_step(w, xq, xd, b, 0, R, C, q4, acc);
+	for (int i = 0; i < R; i++)
+		for (int j = 0; j < C; j++)
+			*exl_out(m, c + j, r + i) = hsum512(acc[i][j]);
+}
+
+#define TILE_Q8_0(m, r, c, R, C) tile_q0(m, r, c, R, C, 0)
+#define TILE_Q4_0(m, r, c, R, C) tile_q0(m, r, c, R, C, 1)
+
+static void mm_q8_0(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, int c1)
+{
+	EXL_TILE_LOOP(TILE_Q8_0, m, r0, r1, c0, c1, 4, 3);
+}
+
+static void mm_q4_0(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, int c1)
+{
+	EXL_TILE_LOOP(TILE_Q4_0, m, r0, r1, c0, c1, 4, 3);
+}
+
+/* ---- K-quants x Q8_K activations ---- */
+
+EXL_INLINE void tile_q4_K(const struct exl_mm_ctx *m, int64_t r, int c, const int R, const int C)
+{
+	const block_q4_K *w[4];
+	const int8_t *xq[4];
+	const float *xd[4];
+	const int16_t *xs[4];
+	__m512 acc[4][4];
+	int64_t nb = m->cols / 256;
+	const __m256i lo4 = _mm256_set1_epi8(0x0f);
+
+	for (int i = 0; i < R; i++)
+		w[i] = (const block_q4_K *)(const void *)exl_row(m, r + i);
+	for (int j = 0; j < C; j++) {
+		const uint8_t *a = m->act + (size_t)(c + j) * m->act_stride;
+		xq[j] = (const int8_t *)a;
+		xd[j] = exl_act_q8_K_d(a, m->cols);
+		xs[j] = exl_act_q8_K_bsums(a, m->cols);
+	}
+	for (int i = 0; i < R; i++)
+		for (int j = 0; j < C; j++)
+			acc[i][j] = _mm512_setzero_ps();
+
+	for (int64_t b = 0; b < nb; b++) {
+		__m512i isum[4][4];
+		__m512i sc16[4];
+		__m256i mins[4];
+
+		for (int i = 0; i < R; i++) {
+			uint32_t s[2], n[2];
+
+			exl_q4_K_scales(w[i][b].scales, s, n);
+			__m128i s8 = _mm_setr_epi32((int)s[0], (int)s[1], 0, 0);
+			__m128i m8 = _mm_setr_epi32((int)n[0], (int)n[1], 0, 0);
+			sc16[i] = _mm512_castsi128_si512(_mm_cvtepu8_epi16(s8));
+			mins[i] = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m8, m8));
+			for (int j = 0; j < C; j++)
+				isum[i][j] = _mm512_setzero_si512();
+		}
+		for (int k = 0; k < 4; k++) {
+			__m512i xv[4];
+			/* int16 lanes 0-15: scale 2k, 16-31: scale 2k + 1 */
+			const __m512i sidx = _mm512_set_epi16(
+				2 * k + 1, 2 * k + 1, 2 * k + 1, 2 * k + 1, 2 * k + 1, 2 * k + 1, 2 * k + 1, 2 * k + 1,
+				2 * k + 1, 2 * k + 1, 2 * k + 1, 2 * k + 1, 2 * k + 1, 2 * k + 1, 2 * k + 1, 2 * k + 1,
+				2 * k, 2 * k, 2 * k, 2 * k, 2 * k, 2 * k, 2 * k, 2 * k,
+				2 * k, 2 * k, 2 * k, 2 * k, 2 * k, 2 * k, 2 * k, 2 * k);
+
+			for (int j = 0; j < C; j++)
+				xv[j] = _mm512_loadu_si512(xq[j] + 256 * b + 64 * k);
+			for (int i = 0; i < R; i++) {
+				__m256i q = _mm256_loadu_si256((const __m256i *)(const void *)(w[i][b].qs + 32 * k));
+				__m512i wv = join256(_mm256_and_si256(q, lo4),
+						     _mm256_and_si256(_mm256_srli_epi16(q, 4), lo4));
+				__m512i sv = _mm512_permutexvar_epi16(sidx, sc16[i]);
+
+				for (int j = 0; j < C; j++)
+					isum[i][j] = dot_s16(isum[i][j], _mm512_maddubs_epi16(wv, xv[j]), sv);
+			}
+		}
+		for (int i = 0; i < R; i++) {
+			float d = exl_f16(w[i][b].d), dmin = exl_f16(w[i][b].dmin);
+
+			for (int j = 0; j < C; j++) {
+				__m256i bs = _mm256_loadu_si256((const __m256i *)(const void *)(xs[j] + 16 * b));
+				__m512 msum = _mm512_zextps256_ps512(_mm256_cvtepi32_ps(_mm256_madd_epi16(mins[i], bs)));
+				float dx = xd[j][b];
+
+				acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[i][j]), _mm512_set1_ps(d * dx),
+							    acc[i][j]);
+				acc[i][j] = _mm512_fnmadd_ps(msum, _mm512_set1_ps(dmin * dx), acc[i][j]);
+			}
+		}
+	}
+	for (int i = 0; i < R; i++)
+		for (int j = 0; j < C; j++)
+			*exl_out(m, c + j, r + i) = hsum512(acc[i][j]);
+}
+
+static void mm_q4_K(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, int c1)
+{
+	EXL_TILE_LOOP(tile_q4_K, m, r0, r1, c0, c1, 2, 4);
+}
+
+EXL_INLINE void tile_q6_K(const struct exl_mm_ctx *m, int64_t r, int c, const int R, const int C)
+{
+	const block_q6_K *w[4];
+	const int8_t *xq[4];
+	const float *xd[4];
+	const int16_t *xs[4];
+	__m512 acc[4][4];
+	int64_t nb = m->cols / 256;
+	const __m512i lo4 = _mm512_set1_epi8(0x0f);
+	const __m512i m3 = _mm512_set1_epi8(3);
+	const __m512i sh02 = _mm512_inserti64x4(_mm512_set1_epi16(0), _mm256_set1_epi16(2), 1);
+	const __m512i sh46 = _mm512_inserti64x4(_mm512_set1_epi16(4), _mm256_set1_epi16(6), 1);
+
+	for (int i = 0; i < R; i++)
+		w[i] = (const block_q6_K *)(const void *)exl_row(m, r + i);
+	for (int j = 0; j < C; j++) {
+		const uint8_t *a = m->act + (size_t)(c + j) * m->act_stride;
+		xq[j] = (const int8_t *)a;
+		xd[j] = exl_act_q8_K_d(a, m->cols);
+		xs[j] = exl_act_q8_K_bsums(a, m->cols);
+	}
+	for (int i = 0; i < R; i++)
+		for (int j = 0; j < C; j++)
+			acc[i][j] = _mm512_setzero_ps();
+
+	for (int64_t b = 0; b < nb; b++) {
+		__m512i isum[4][4];
+		__m512i sc16[4];
+
+		for (int i = 0; i < R; i++) {
+			sc16[i] = _mm512_castsi256_si512(_mm256_cvtepi8_epi16(
+				_mm_loadu_si128((const __m128i *)(const void *)w[i][b].scales)));
+			for (int j = 0; j < C; j++)
+				isum[i][j] = _mm512_setzero_si512();
+		}
+		for (int h = 0; h < 2; h++) {
+			__m512i xa[4], xb[4];
+			/* int16 lanes in four groups of 8: scales g, g+1, g+2, g+3 */
+			const int g = 8 * h;
+			const __m512i ia = _mm512_set_epi16(
+				g + 3, g + 3, g + 3, g + 3, g + 3, g + 3, g + 3, g + 3,
+				g + 2, g + 2, g + 2, g + 2, g + 2, g + 2, g + 2, g + 2,
+				g + 1, g + 1, g + 1, g + 1, g + 1, g + 1, g + 1, g + 1,
+				g, g, g, g, g, g, g, g);
+			const __m512i ib = _mm512_add_epi16(ia, _mm512_set1_epi16(4));
+
+			for (int j = 0; j < C; j++) {
+				xa[j] = _mm512_loadu_si512(xq[j] + 256 * b + 128 * h);
+				xb[j] = _mm512_loadu_si512(xq[j] + 256 * b + 128 * h + 64);
+			}
+			for (int i = 0; i < R; i++) {
+				__m512i l = _mm512_loadu_si512(w[i][b].ql + 64 * h);
+				__m512i hb = _mm512_broadcast_i64x4(
+					_mm256_loadu_si256((const __m256i *)(const void *)(w[i][b].qh + 32 * h)));
+				/* weights 0..63 of the half, then 64..127 */
+				__m512i qa = _mm512_or_si512(_mm512_and_si512(l, lo4),
+					_mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi16(hb, sh02), m3), 4));
+				__m512i qb = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l, 4), lo4),
+					_mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi16(hb, sh46), m3), 4));
+				__m512i sa = _mm512_permutexvar_epi16(ia, sc16[i]);
+				__m512i sb = _mm512_permutexvar_epi16(ib, sc16[i]);
+
+				for (int j = 0; j < C; j++) {
+					isum[i][j] = dot_s16(isum[i][j], _mm512_maddubs_epi16(qa, xa[j]), sa);
+					isum[i][j] = dot_s16(isum[i][j], _mm512_maddubs_epi16(qb, xb[j]), sb);
+				}
+			}
+		}
+		for (int i = 0; i < R; i++) {
+			__m256i s16 = _mm512_castsi512_si256(sc16[i]);
+			float d = exl_f16(w[i][b].d);
+
+			for (int j = 0; j < C; j++) {
+				/* the -32 offset: 32 * sum over groups of scale * group sum */
+				__m256i bs = _mm256_loadu_si256((const __m256i *)(const void *)(xs[j] + 16 * b));
+				__m256i off = _mm256_slli_epi32(_mm256_madd_epi16(s16, bs), 5);
+				__m512i t = _mm512_sub_epi32(isum[i][j], _mm512_zextsi256_si512(off));
+
+				acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(t), _mm512_set1_ps(d * xd[j][b]),
+							    acc[i][j]);
+			}
+		}
+	}
+	for (int i = 0; i < R; i++)
+		for (int j = 0; j < C; j++)
+			*exl_out(m, c + j, r + i) = hsum512(acc[i][j]);
+}
+
+static void mm_q6_K(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, int c1)
+{
+	EXL_TILE_LOOP(tile_q6_K, m, r0, r1, c0, c1, 2, 4);
+}
+
+const struct exl_cpu_kernels SET_SYMBOL = {
+	.name = SET_NAME,
+	.act_q8_0 = exl_act_q8_0_avx2,
+	.act_q8_K = exl_act_q8_K_avx2,
+	.mm_f32 = mm_f32,
+	.mm_f16 = mm_f16,
+	.mm_bf16 = mm_bf16,
+	.mm_q8_0 = mm_q8_0,
+	.mm_q4_0 = mm_q4_0,
+	.mm_q4_K = mm_q4_K,
+	.mm_q6_K = mm_q6_K,
+};

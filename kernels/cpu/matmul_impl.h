@@ -1,0 +1,103 @@
+/* Internal to the CPU matmul: the table of kernels each variant file
+ * provides and the layout of the quantized activations they share.
+ *
+ * Activations (one "act row" per input vector, each starting 64-byte
+ * aligned, act_stride bytes apart):
+ *   Q8_0 act (for Q8_0 / Q4_0 weights), cols/32 blocks:
+ *     int8 qs[cols] | float d[cols/32] | float s[cols/32]
+ *     value k = d[k/32] * qs[k];  s[b] = d[b] * sum of block b's qs
+ *   Q8_K act (for Q4_K / Q6_K weights), cols/256 blocks:
+ *     int8 qs[cols] | float d[cols/256] | int16 bsums[cols/16]
+ *     bsums[g] = sum of qs[16g .. 16g+15]
+ * qs are in [-127, 127].  Every variant's activation quantizer writes the
+ * same bytes as the scalar one (d = max|x| / 127, q = round-to-even(x / d)).
+ */
+#ifndef EXL_CPU_MATMUL_IMPL_H
+#define EXL_CPU_MATMUL_IMPL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* kernels/meson.build builds the x86 SIMD variants on x86-64 */
+#if defined(__x86_64__)
+#define EXL_HAVE_X86_KERNELS 1
+#endif
+
+struct exl_mm_ctx {
+	const uint8_t *w;    /* weight rows, row_bytes apart */
+	size_t row_bytes;
+	int64_t rows;
+	int64_t cols;
+	const float *x;      /* float activations [n][cols] (float types) */
+	const uint8_t *act;  /* quantized activations (quantized types) */
+	size_t act_stride;
+	float *y;            /* [n][rows] */
+	int n;
+};
+
+/* Computes y[c][r] for r in [r0, r1), c in [c0, c1). */
+typedef void (*exl_mm_fn)(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, int c1);
+/* Quantizes one vector of cols floats into one act row. */
+typedef void (*exl_act_fn)(const float *x, uint8_t *act, int64_t cols);
+
+struct exl_cpu_kernels {
+	const char *name;
+	exl_act_fn act_q8_0;
+	exl_act_fn act_q8_K;
+	exl_mm_fn mm_f32;
+	exl_mm_fn mm_f16;
+	exl_mm_fn mm_bf16;
+	exl_mm_fn mm_q8_0;
+	exl_mm_fn mm_q4_0;
+	exl_mm_fn mm_q4_K;
+	exl_mm_fn mm_q6_K;
+};
+
+static inline size_t exl_act_align(size_t n)
+{
+	return (n + 63) & ~(size_t)63;
+}
+
+static inline size_t exl_act_q8_0_bytes(int64_t cols)
+{
+	return exl_act_align((size_t)cols + 2 * sizeof(float) * (size_t)(cols / 32));
+}
+
+static inline size_t exl_act_q8_K_bytes(int64_t cols)
+{
+	return exl_act_align((size_t)cols + sizeof(float) * (size_t)(cols / 256) +
+			     sizeof(int16_t) * (size_t)(cols / 16));
+}
+
+static inline const float *exl_act_q8_0_d(const uint8_t *act, int64_t cols)
+{
+	return (const float *)(const void *)(act + cols);
+}
+
+static inline const float *exl_act_q8_0_s(const uint8_t *act, int64_t cols)
+{
+	return exl_act_q8_0_d(act, cols) + cols / 32;
+}
+
+static inline const float *exl_act_q8_K_d(const uint8_t *act, int64_t cols)
+{
+	return (const float *)(const void *)(act + cols);
+}
+
+static inline const int16_t *exl_act_q8_K_bsums(const uint8_t *act, int64_t cols)
+{
+	return (const int16_t *)(const void *)(exl_act_q8_K_d(act, cols) + cols / 256);
+}
+
+extern const struct exl_cpu_kernels exl_cpu_kernels_scalar;
+#if defined(EXL_HAVE_X86_KERNELS)
+extern const struct exl_cpu_kernels exl_cpu_kernels_avx2;
+extern const struct exl_cpu_kernels exl_cpu_kernels_avx512;
+extern const struct exl_cpu_kernels exl_cpu_kernels_avx512vnni;
+#endif
+
+/* Scalar pieces the SIMD variants reuse. */
+void exl_act_q8_0_scalar(const float *x, uint8_t *act, int64_t cols);
+void exl_act_q8_K_scalar(const float *x, uint8_t *act, int64_t cols);
+
+#endif

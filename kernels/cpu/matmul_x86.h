@@ -1,0 +1,86 @@
+/* Pieces shared by the x86 SIMD matmul variants (included by
+ * matmul_avx2.c and matmul_avx512.c, each compiled with its own -m flags). */
+#ifndef EXL_CPU_MATMUL_X86_H
+#define EXL_CPU_MATMUL_X86_H
+
+#include <immintrin.h>
+#include <math.h>
+#include <stdint.h>
+
+#include "kernels/cpu/matmul_impl.h"
+#include "kernels/elem.h"
+
+/* Tiles are written once with the tile shape as arguments; forcing them
+ * inline at call sites with constant shapes lets the compiler unroll the
+ * shape loops and keep the accumulators in registers. */
+#define EXL_INLINE static inline __attribute__((always_inline))
+
+/* Walks [r0, r1) x [c0, c1) in tiles of RT rows x CT columns, with 1-row
+ * and 1-column tiles for the remainders.  TILE(m, r, c, R, C). */
+#define EXL_TILE_LOOP(TILE, m, r0, r1, c0, c1, RT, CT)                         \
+	do {                                                                   \
+		int c_ = (c0);                                                 \
+		for (; c_ + (CT) <= (c1); c_ += (CT)) {                        \
+			int64_t r_ = (r0);                                     \
+			for (; r_ + (RT) <= (r1); r_ += (RT))                  \
+				TILE(m, r_, c_, RT, CT);                       \
+			for (; r_ < (r1); r_++)                                \
+				TILE(m, r_, c_, 1, CT);                        \
+		}                                                              \
+		for (; c_ < (c1); c_++) {                                      \
+			int64_t r_ = (r0);                                     \
+			for (; r_ + (RT) <= (r1); r_ += (RT))                  \
+				TILE(m, r_, c_, RT, 1);                        \
+			for (; r_ < (r1); r_++)                                \
+				TILE(m, r_, c_, 1, 1);                         \
+		}                                                              \
+	} while (0)
+
+EXL_INLINE float exl_hsum128(__m128 s)
+{
+	s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+	s = _mm_add_ss(s, _mm_movehdup_ps(s));
+	return _mm_cvtss_f32(s);
+}
+
+EXL_INLINE float exl_hsum256(__m256 v)
+{
+	return exl_hsum128(_mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1)));
+}
+
+EXL_INLINE float exl_f16(uint16_t h)
+{
+	return _cvtsh_ss(h);
+}
+
+static inline const uint8_t *exl_row(const struct exl_mm_ctx *m, int64_t r)
+{
+	return m->w + (size_t)r * m->row_bytes;
+}
+
+static inline float *exl_out(const struct exl_mm_ctx *m, int c, int64_t r)
+{
+	return m->y + (size_t)c * (size_t)m->rows + (size_t)r;
+}
+
+/* The 8 scales and 8 mins of a Q4_K block as bytes (see
+ * exl_get_scale_min_k4), unpacked with 32-bit operations. */
+EXL_INLINE void exl_q4_K_scales(const uint8_t *s12, uint32_t sc[2], uint32_t mn[2])
+{
+	uint32_t u0, u1, u2;
+
+	memcpy(&u0, s12, 4);
+	memcpy(&u1, s12 + 4, 4);
+	memcpy(&u2, s12 + 8, 4);
+	sc[0] = u0 & 0x3f3f3f3fu;
+	mn[0] = u1 & 0x3f3f3f3fu;
+	sc[1] = (u2 & 0x0f0f0f0fu) | (((u0 >> 6) & 0x03030303u) << 4);
+	mn[1] = ((u2 >> 4) & 0x0f0f0f0fu) | (((u1 >> 6) & 0x03030303u) << 4);
+}
+
+/* The AVX2 activation quantizers (matmul_avx2.c), which the AVX-512 sets
+ * use too. */
+void exl_act_q8_0_avx2(const float *x, uint8_t *act, int64_t cols);
+void exl_act_q8_K_avx2(const float *x, uint8_t *act, int64_t cols);
+
+#endif

@@ -1,0 +1,293 @@
+/* CPU matmul: for every weight type
+ *  - the scalar reference equals a double-precision dot of the dequantized
+ *    rows with x, within the error that quantizing x to 8 bits may add
+ *    (bounded per element by half a step of its block's scale);
+ *  - every SIMD kernel set this CPU runs equals the scalar reference within
+ *    a float-rounding bound (|diff| <= 2e-5 * sum_k |w_k| (|x_k| + step_k));
+ *    sets the CPU lacks are reported as SKIP;
+ *  - running on a pool of 2 or 3 threads gives the same bits as one thread;
+ * over odd shapes (rows 1, 7, 33, 70; n 1, 2, 3, 5, 17; one block of
+ * columns and many).  Bad calls get an error. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/cpu/matmul.h"
+#include "kernels/cpu/pool.h"
+#include "kernels/dtype.h"
+#include "kernels/quant.h"
+
+static int failures, checks, skipped;
+
+#define CHECK(cond, ...) do { \
+	checks++; \
+	if (!(cond)) { \
+		failures++; \
+		fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__, #cond); \
+		fprintf(stderr, __VA_ARGS__); \
+		fputc('\n', stderr); \
+	} \
+} while (0)
+
+static const char *const sets[] = { "avx2", "avx512", "avx512vnni" };
+
+static double gauss(void)
+{
+	double u = (rand() + 1.0) / (RAND_MAX + 2.0), v = (rand() + 1.0) / (RAND_MAX + 2.0);
+
+	return sqrt(-2 * log(u)) * cos(6.283185307179586 * v);
+}
+
+/* Activation block length the quantized types use for x. */
+static int act_block(uint32_t t)
+{
+	switch (t) {
+	case EXL_Q8_0:
+	case EXL_Q4_0:
+		return 32;
+	case EXL_Q4_K:
+	case EXL_Q6_K:
+		return 256;
+	default:
+		return 0;
+	}
+}
+
+struct problem {
+	uint32_t type;
+	int64_t rows, cols;
+	int n;
+	void *wq;
+	float *wd;   /* dequantized weights */
+	float *x;
+	double *ref; /* exact dot of wd and x */
+	double *tol_ref;  /* allowed |scalar - ref| */
+	double *tol_simd; /* allowed |simd - scalar| */
+	struct exl_weight w;
+};
+
+static void problem_init(struct problem *p, uint32_t type, int64_t rows, int64_t cols, int n)
+{
+	size_t rb = exl_dtype_row_bytes(type, (uint64_t)cols);
+	int ab = act_block(type);
+
+	p->type = type;
+	p->rows = rows;
+	p->cols = cols;
+	p->n = n;
+	p->wq = malloc(rb * (size_t)rows);
+	p->wd = malloc(sizeof(float) * (size_t)(rows * cols));
+	p->x = malloc(sizeof(float) * (size_t)(n * cols));
+	p->ref = malloc(sizeof(double) * (size_t)(n * rows));
+	p->tol_ref = malloc(sizeof(double) * (size_t)(n * rows));
+	p->tol_simd = malloc(sizeof(double) * (size_t)(n * rows));
+
+	float *row = malloc(sizeof(float) * (size_t)cols);
+	for (int64_t r = 0; r < rows; r++) {
+		for (int64_t k = 0; k < cols; k++)
+			row[k] = (float)(gauss() * 0.05 * (1 + (r + k / 32) % 3));
+		/* a negative outlier now and then, to exercise sign handling */
+		if (r % 5 == 1)
+			row[(r * 7) % cols] = -0.4f;
+		exl_quantize_row(type, row, (uint8_t *)p->wq + rb * (size_t)r, cols);
+		exl_dequantize_row(type, (uint8_t *)p->wq + rb * (size_t)r, p->wd + r * cols, cols);
+	}
+	free(row);
+	for (int64_t k = 0; k < n * cols; k++)
+		p->x[k] = (float)gauss() * (k % 13 == 0 ? 3.0f : 1.0f);
+
+	for (int i = 0; i < n; i++) {
+		const float *x = p->x + i * cols;
+
+		for (int64_t r = 0; r < rows; r++) {
+			const float *w = p->wd + r * cols;
+			double dot = 0, absdot = 0, qerr = 0;
+
+			for (int64_t k = 0; k < cols; k++) {
+				double step = 0;
+
+				if (ab) {
+					int64_t b0 = k / ab * ab;
+					double amax = 0;
+					for (int64_t t = b0; t < b0 + ab; t++)
+						amax = fmax(amax, fabs(x[t]));
+					step = amax / 127;
+				}
+				dot += (double)w[k] * x[k];
+				absdot += fabs(w[k]) * (fabs(x[k]) + step);
+				/* rounding x to its block's step moves it by <= step / 2 */
+				qerr += fabs(w[k]) * step / 2;
+			}
+			size_t o = (size_t)i * (size_t)rows + (size_t)r;
+			p->ref[o] = dot;
+			p->tol_ref[o] = qerr * 1.001 + 2e-6 * absdot + 1e-6;
+			p->tol_simd[o] = 2e-5 * absdot + 1e-6;
+		}
+	}
+	p->w = (struct exl_weight){ .type = type, .rows = rows, .cols = cols, .row_bytes = rb, .data = p->wq };
+}
+
+static void problem_free(struct problem *p)
+{
+	free(p->wq);
+	free(p->wd);
+	free(p->x);
+	free(p->ref);
+	free(p->tol_ref);
+	free(p->tol_simd);
+}
+
+static int run(const char *set, struct exl_pool *pool, struct problem *p, float *y,
+	       struct exl_matmul_scratch *s)
+{
+	char err[256];
+
+	if (exl_cpu_kernels_select(set, err, sizeof(err)) < 0) {
+		fprintf(stderr, "select %s: %s\n", set, err);
+		return -1;
+	}
+	for (int64_t k = 0; k < p->n * p->rows; k++)
+		y[k] = NAN;
+	if (exl_cpu_matmul(pool, &p->w, p->x, y, p->n, s, err, sizeof(err)) < 0) {
+		fprintf(stderr, "matmul: %s\n", err);
+		return -1;
+	}
+	return 0;
+}
+
+static void check_problem(struct problem *p, struct exl_pool *pool2, struct exl_pool *pool3,
+			  struct exl_matmul_scratch *s)
+{
+	size_t ny = (size_t)p->n * (size_t)p->rows;
+	float *ys = malloc(sizeof(float) * ny), *yv = malloc(sizeof(float) * ny);
+	float *yt = malloc(sizeof(float) * ny);
+	const char *tn = exl_dtype_info(p->type)->name;
+	char what[96];
+
+	snprintf(what, sizeof(what), "%s rows %lld cols %lld n %d", tn, (long long)p->rows,
+		 (long long)p->cols, p->n);
+
+	CHECK(run("scalar", NULL, p, ys, s) == 0, "%s: scalar run", what);
+	int bad = 0;
+	size_t first = 0;
+	for (size_t o = 0; o < ny; o++) {
+		if (!(fabs(ys[o] - p->ref[o]) <= p->tol_ref[o])) {
+			if (!bad++)
+				first = o;
+		}
+	}
+	CHECK(bad == 0, "%s: scalar vs float dot: %d outputs off, first [%zu] %.7g vs %.7g (tol %.3g)",
+	      what, bad, first, ys[first], p->ref[first], p->tol_ref[first]);
+
+	for (size_t v = 0; v < sizeof(sets) / sizeof(sets[0]); v++) {
+		if (!exl_cpu_kernels_available(sets[v]))
+			continue;
+		CHECK(run(sets[v], NULL, p, yv, s) == 0, "%s: %s run", what, sets[v]);
+		bad = 0;
+		for (size_t o = 0; o < ny; o++) {
+			if (!(fabs(yv[o] - ys[o]) <= p->tol_simd[o])) {
+				if (!bad++)
+					first = o;
+			}
+		}
+		CHECK(bad == 0, "%s: %s vs scalar: %d outputs off, first [%zu] %.7g vs %.7g (tol %.3g)",
+		      what, sets[v], bad, first, yv[first], ys[first], p->tol_simd[first]);
+
+		struct exl_pool *pools[2] = { pool2, pool3 };
+		for (int t = 0; t < 2; t++) {
+			if (!pools[t])
+				continue;
+			CHECK(run(sets[v], pools[t], p, yt, s) == 0, "%s: %s threaded run", what, sets[v]);
+			CHECK(memcmp(yt, yv, sizeof(float) * ny) == 0, "%s: %s on %d threads differs from 1",
+			      what, sets[v], exl_pool_size(pools[t]));
+		}
+	}
+	free(ys);
+	free(yv);
+	free(yt);
+}
+
+static void test_errors(struct exl_matmul_scratch *s)
+{
+	char err[256] = "";
+	float x[64] = { 0 }, y[4];
+	uint8_t wq[64 * 34] = { 0 };
+	struct exl_weight w = { .type = EXL_Q8_0, .rows = 2, .cols = 64, .row_bytes = 68, .data = wq };
+
+	CHECK(exl_cpu_matmul(NULL, &w, x, y, 1, s, err, sizeof(err)) == 0, "valid call: %s", err);
+	w.cols = 48;
+	CHECK(exl_cpu_matmul(NULL, &w, x, y, 1, s, err, sizeof(err)) == -1 && *err, "partial block");
+	w.cols = 64;
+	w.row_bytes = 70;
+	CHECK(exl_cpu_matmul(NULL, &w, x, y, 1, s, err, sizeof(err)) == -1, "wrong row_bytes");
+	w.row_bytes = 68;
+	CHECK(exl_cpu_matmul(NULL, &w, x, y, -1, s, err, sizeof(err)) == -1, "negative n");
+	w.type = EXL_Q5_K;
+	w.cols = 256;
+	w.row_bytes = 176;
+	err[0] = 0;
+	CHECK(exl_cpu_matmul(NULL, &w, x, y, 1, s, err, sizeof(err)) == -1 && strstr(err, "q5_k"),
+	      "unsupported type: %s", err);
+	CHECK(exl_cpu_kernels_select("avx9000", err, sizeof(err)) == -1 && strstr(err, "avx9000"),
+	      "unknown set");
+	CHECK(exl_cpu_kernels_select("scalar", err, sizeof(err)) == 0 &&
+	      !strcmp(exl_cpu_kernels_name(), "scalar"), "select scalar");
+}
+
+int main(void)
+{
+	static const uint32_t types[] = { EXL_F32, EXL_F16, EXL_BF16, EXL_Q8_0, EXL_Q4_0, EXL_Q4_K, EXL_Q6_K };
+	static const int64_t rows_list[] = { 1, 7, 33, 70 };
+	static const int ns[] = { 1, 2, 3, 5, 17 };
+	struct exl_matmul_scratch s = { 0 };
+	char err[256];
+	struct exl_pool *pool2 = exl_pool_create(2, err, sizeof(err));
+	struct exl_pool *pool3 = exl_pool_create(3, err, sizeof(err));
+
+	CHECK(pool2 && pool3, "pool: %s", err);
+	for (size_t v = 0; v < sizeof(sets) / sizeof(sets[0]); v++) {
+		if (exl_cpu_kernels_available(sets[v])) {
+			printf("kernel set %s: tested\n", sets[v]);
+		} else {
+			printf("SKIP kernel set %s: this CPU lacks its instructions\n", sets[v]);
+			skipped++;
+		}
+	}
+
+	srand(1234);
+	for (size_t t = 0; t < sizeof(types) / sizeof(types[0]); t++) {
+		uint32_t type = types[t];
+		int64_t be = exl_dtype_info(type)->block_elems;
+		/* one block, a few, and many; float types also odd lengths */
+		int64_t cols_list[4] = { be == 1 ? 1 : be, be == 1 ? 37 : 3 * be,
+					 be == 1 ? 300 : (be == 32 ? 2048 : 1536), be == 1 ? 16 : 0 };
+
+		for (int ci = 0; ci < 4; ci++) {
+			if (!cols_list[ci])
+				continue;
+			for (size_t ri = 0; ri < sizeof(rows_list) / sizeof(rows_list[0]); ri++) {
+				for (size_t ni = 0; ni < sizeof(ns) / sizeof(ns[0]); ni++) {
+					struct problem p;
+
+					/* keep the large-cols cases to a few shapes */
+					if (ci == 2 && (ri == 0 || ni == 1 || ni == 3))
+						continue;
+					problem_init(&p, type, rows_list[ri], cols_list[ci], ns[ni]);
+					check_problem(&p, pool2, pool3, &s);
+					problem_free(&p);
+				}
+			}
+		}
+		printf("type %-5s done\n", exl_dtype_info(type)->name);
+	}
+	test_errors(&s);
+
+	exl_matmul_scratch_free(&s);
+	if (pool2)
+		exl_pool_destroy(pool2);
+	if (pool3)
+		exl_pool_destroy(pool3);
+	printf("%d passed, %d failed, %d skipped\n", checks - failures, failures, skipped);
+	return failures ? 1 : 0;
+}

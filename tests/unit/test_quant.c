@@ -1,0 +1,278 @@
+/* Quantization formats: fp16/bf16 conversions (exhaustive and known
+ * values), block layouts against values GGML's own dequantizers produce for
+ * the same bytes, and a quantize -> dequantize round trip per type with
+ * error bounds. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/dtype.h"
+#include "kernels/elem.h"
+#include "kernels/quant.h"
+
+static int failures, checks;
+
+#define CHECK(cond, ...) do { \
+	checks++; \
+	if (!(cond)) { \
+		failures++; \
+		fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__, #cond); \
+		fprintf(stderr, __VA_ARGS__); \
+		fputc('\n', stderr); \
+	} \
+} while (0)
+
+/* ---- fp16 / bf16 ---- */
+
+static void test_fp16(void)
+{
+	int bad = 0;
+
+	/* every half survives half -> float -> half (NaNs stay NaN) */
+	for (uint32_t h = 0; h < 65536; h++) {
+		float f = exl_fp16_to_fp32((uint16_t)h);
+		uint16_t back = exl_fp32_to_fp16(f);
+		bool nan = (h & 0x7c00) == 0x7c00 && (h & 0x3ff);
+
+		if (nan ? !isnan(f) || (back & 0x7c00) != 0x7c00 || !(back & 0x3ff) : back != h)
+			bad++;
+	}
+	CHECK(bad == 0, "%d halves did not round-trip", bad);
+
+	static const struct { float f; uint16_t h; } known[] = {
+		{ 0.0f, 0x0000 }, { -0.0f, 0x8000 }, { 1.0f, 0x3c00 }, { -2.0f, 0xc000 },
+		{ 0.1f, 0x2e66 }, { 65504.0f, 0x7bff }, { 65519.0f, 0x7bff }, { 65520.0f, 0x7c00 },
+		{ 1e6f, 0x7c00 }, { -INFINITY, 0xfc00 }, { 0x1p-14f, 0x0400 }, { 0x1p-24f, 0x0001 },
+		{ 0x1p-25f, 0x0000 }, { 0x1.8p-25f, 0x0001 }, { 0x1.8p-24f, 0x0002 }, /* tie to even */
+		{ 0x1.ffcp-15f, 0x0400 }, /* largest subnormal + half ulp rounds up to min normal */
+		{ 1.0009765625f, 0x3c01 }, { 1.00048828125f, 0x3c00 }, /* tie to even, down */
+		{ 1.00146484375f, 0x3c02 }, /* tie to even, up */
+		{ 3.14159265f, 0x4248 },
+	};
+	for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++) {
+		uint16_t h = exl_fp32_to_fp16(known[i].f);
+		CHECK(h == known[i].h, "fp16(%a) = 0x%04x, want 0x%04x", known[i].f, h, known[i].h);
+	}
+	CHECK(exl_fp16_to_fp32(0x0001) == 0x1p-24f, "smallest subnormal");
+	CHECK(exl_fp16_to_fp32(0x03ff) == 0x1.ff8p-15f, "largest subnormal");
+	CHECK(exl_fp16_to_fp32(0x7bff) == 65504.0f, "max half");
+	CHECK(isinf(exl_fp16_to_fp32(0xfc00)) && exl_fp16_to_fp32(0xfc00) < 0, "-inf");
+	CHECK(isnan(exl_fp16_to_fp32(0x7e00)), "nan");
+	CHECK((exl_fp32_to_fp16(NAN) & 0x7e00) == 0x7e00, "nan stays quiet nan");
+
+	CHECK(exl_fp32_to_bf16(1.0f) == 0x3f80, "bf16 1");
+	CHECK(exl_bf16_to_fp32(0xc040) == -3.0f, "bf16 -3");
+	/* 0x3f808000 is a tie: even (0x3f80) wins; 0x3f818000 rounds up */
+	CHECK(exl_fp32_to_bf16(exl_bits_f32(0x3f808000u)) == 0x3f80, "bf16 tie down");
+	CHECK(exl_fp32_to_bf16(exl_bits_f32(0x3f818000u)) == 0x3f82, "bf16 tie up");
+	CHECK(exl_fp32_to_bf16(exl_bits_f32(0x3f808001u)) == 0x3f81, "bf16 above tie");
+	CHECK(exl_fp32_to_bf16(exl_bits_f32(0x7f7fffffu)) == 0x7f80, "bf16 overflow to inf");
+	CHECK((exl_fp32_to_bf16(NAN) & 0x7fc0) == 0x7fc0, "bf16 nan");
+	for (uint32_t h = 0; h < 65536; h++) {
+		if ((h & 0x7f80) == 0x7f80 && (h & 0x7f))
+			continue;
+		if (exl_fp32_to_bf16(exl_bf16_to_fp32((uint16_t)h)) != h)
+			bad++;
+	}
+	CHECK(bad == 0, "%d bf16 values did not round-trip", bad);
+}
+
+/* ---- layouts: bytes from a fixed generator, values from GGML ---- */
+
+static uint32_t lcg;
+
+static void fill(uint8_t *b, int n, uint32_t seed)
+{
+	lcg = seed;
+	for (int i = 0; i < n; i++) {
+		lcg = lcg * 1103515245u + 12345u;
+		b[i] = (uint8_t)(lcg >> 16);
+	}
+}
+
+struct golden {
+	const char *name;
+	uint32_t type;
+	int bytes, n;
+	uint32_t seed;
+	int d_off[2];       /* where the fp16 scales go (-1: none) */
+	uint16_t d_val[2];
+	double wsum;        /* sum of y[i] * (i % 7 + 1) */
+	float at[14];       /* y at the indices below, as far as n reaches */
+};
+
+static const int golden_idx[14] = { 0, 1, 15, 16, 17, 31, 32, 63, 64, 100, 127, 128, 200, 255 };
+
+/* Produced by llama.cpp's dequantize_row_* for the same bytes. */
+static const struct golden goldens[] = {
+	{ "q4_0", EXL_Q4_0, 18, 32, 1, { 0, -1 }, { 0x3c00, 0 }, 57,
+	  { -7, 3, 7, 0, -2, 3 } },
+	{ "q8_0", EXL_Q8_0, 34, 32, 2, { 0, -1 }, { 0x3000, 0 }, -134.75,
+	  { -0.125f, 14.25f, 0.75f, -1.25f, -8.125f, 6.5f } },
+	{ "q4_K", EXL_Q4_K, 144, 256, 3, { 0, 2 }, { 0x2e66, 0x3400 }, 21154.7303,
+	  { 3.59863281f, 14.7958984f, 4.99829102f, 0.799316406f, 0.799316406f, 16.1955566f,
+	    -1.35253906f, 24.6411133f, 8.24523926f, 25.9932861f, 3.99865723f, 22.2434082f,
+	    -3.30102539f, 26.2421875f } },
+	{ "q5_K", EXL_Q5_K, 176, 256, 4, { 0, 2 }, { 0x2e66, 0x3400 }, 35579.2932,
+	  { 84.0793457f, 121.670166f, 107.573608f, 4.19885254f, 46.4885254f, 8.89770508f,
+	    11.6464844f, 46.8378906f, 3.7487793f, 25.6402588f, 23.5407715f, 17.1442871f,
+	    64.6828613f, 47.9864502f } },
+	{ "q6_K", EXL_Q6_K, 210, 256, 5, { 208, -1 }, { 0x2400, 0 }, 1038.42188,
+	  { 1.671875f, 38.453125f, 11.703125f, 28.875f, 32.8125f, -40.6875f, 7.34375f,
+	    41.796875f, 5.859375f, 3.984375f, 19.296875f, 19.46875f, -37.5f, 39.84375f } },
+};
+
+static void test_layouts(void)
+{
+	for (size_t g = 0; g < sizeof(goldens) / sizeof(goldens[0]); g++) {
+		const struct golden *t = &goldens[g];
+		uint8_t b[300];
+		float y[256];
+		double wsum = 0;
+
+		CHECK(exl_dtype_row_bytes(t->type, (uint64_t)t->n) == (size_t)t->bytes, "%s size", t->name);
+		fill(b, t->bytes, t->seed);
+		for (int k = 0; k < 2; k++) {
+			if (t->d_off[k] < 0)
+				continue;
+			b[t->d_off[k]] = (uint8_t)(t->d_val[k] & 0xff);
+			b[t->d_off[k] + 1] = (uint8_t)(t->d_val[k] >> 8);
+		}
+		CHECK(exl_dequantize_row(t->type, b, y, t->n) == 0, "%s dequantize", t->name);
+		for (int i = 0; i < t->n; i++)
+			wsum += y[i] * (i % 7 + 1);
+		CHECK(fabs(wsum - t->wsum) <= 1e-6 * fabs(t->wsum) + 1e-9, "%s wsum %.9g want %.9g",
+		      t->name, wsum, t->wsum);
+		for (int k = 0; k < 14 && golden_idx[k] < t->n; k++) {
+			/* the golden values are printed to 9 digits: float-exact */
+			CHECK(y[golden_idx[k]] == t->at[k], "%s y[%d] = %.9g, want %.9g", t->name,
+			      golden_idx[k], y[golden_idx[k]], t->at[k]);
+		}
+	}
+}
+
+/* ---- round trips ---- */
+
+static double gauss(void)
+{
+	double u = (rand() + 1.0) / (RAND_MAX + 2.0), v = (rand() + 1.0) / (RAND_MAX + 2.0);
+
+	return sqrt(-2 * log(u)) * cos(6.283185307179586 * v);
+}
+
+struct rt_case {
+	uint32_t type;
+	double max_rel_rmse; /* RMS error over RMS of the data */
+	double max_abs_frac; /* per block: max |error| / max |x| of the block */
+};
+
+static void test_roundtrip(void)
+{
+	/* Bounds: Q8_0 rounding error <= d/2 = amax/254 plus the fp16 scale's
+	 * 2^-11 relative error; Q4_0: the extreme maps to level -8, so a
+	 * value of the other sign near it clamps at +7: error <= d = amax/8;
+	 * K-quants from measured GGML-equivalent quality with a
+	 * margin (GGML's reference quantizers reach 0.071 / 0.018). */
+	static const struct rt_case cases[] = {
+		{ EXL_F32, 0, 0 },
+		{ EXL_F16, 0.0005, 0.0005 },
+		{ EXL_BF16, 0.004, 0.004 },
+		{ EXL_Q8_0, 0.008, 1.0 / 254 + 1.0 / 1024 },
+		{ EXL_Q4_0, 0.11, 1.0 / 8 + 1.0 / 256 },
+		{ EXL_Q4_K, 0.08, 0.2 },
+		{ EXL_Q6_K, 0.022, 0.05 },
+	};
+	const int64_t n = 256 * 64;
+	float *x = malloc(sizeof(float) * n), *y = malloc(sizeof(float) * n);
+	void *q = malloc((size_t)n * 4);
+
+	srand(7);
+	for (int64_t i = 0; i < n; i++)
+		x[i] = (float)(gauss() * (1 + (i / 256) % 4) * 0.02);
+	/* a block of zeros and a block with one outlier */
+	memset(x + 512, 0, 256 * sizeof(float));
+	x[1024 + 5] = 3.0f;
+
+	for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+		uint32_t t = cases[c].type;
+		const char *name = exl_dtype_info(t)->name;
+		double se = 0, sx = 0, worst = 0;
+
+		CHECK(exl_quantize_row(t, x, q, n) == exl_dtype_row_bytes(t, (uint64_t)n), "%s size", name);
+		CHECK(exl_dequantize_row(t, q, y, n) == 0, "%s dequantize", name);
+		for (int64_t b = 0; b < n; b += 256) {
+			double amax = 0, emax = 0;
+
+			for (int64_t i = b; i < b + 256; i++) {
+				double e = (double)y[i] - x[i];
+
+				se += e * e;
+				sx += (double)x[i] * x[i];
+				amax = fmax(amax, fabs(x[i]));
+				emax = fmax(emax, fabs(e));
+			}
+			if (amax > 0 && t != EXL_Q8_0 && t != EXL_Q4_0)
+				worst = fmax(worst, emax / amax);
+			if (amax == 0)
+				CHECK(emax == 0, "%s: zero block not exact", name);
+		}
+		if (t == EXL_Q8_0 || t == EXL_Q4_0) {
+			/* per 32-element block */
+			for (int64_t b = 0; b < n; b += 32) {
+				double amax = 0, emax = 0;
+
+				for (int64_t i = b; i < b + 32; i++) {
+					amax = fmax(amax, fabs(x[i]));
+					emax = fmax(emax, fabs((double)y[i] - x[i]));
+				}
+				if (amax > 0)
+					worst = fmax(worst, emax / amax);
+			}
+		}
+		double rel = sqrt(se / sx);
+		printf("roundtrip %-5s rel rmse %.5f, worst block error / max %.5f\n", name, rel, worst);
+		if (t == EXL_F32) {
+			CHECK(memcmp(x, y, sizeof(float) * n) == 0, "f32 not exact");
+			continue;
+		}
+		CHECK(rel <= cases[c].max_rel_rmse, "%s rel rmse %g > %g", name, rel, cases[c].max_rel_rmse);
+		CHECK(worst <= cases[c].max_abs_frac, "%s block error %g > %g", name, worst,
+		      cases[c].max_abs_frac);
+	}
+
+	/* refused: unknown or unwritable type, partial block, n <= 0 */
+	CHECK(exl_quantize_row(EXL_Q5_K, x, q, 256) == 0, "q5_k is not writable");
+	CHECK(exl_quantize_row(EXL_Q8_0, x, q, 33) == 0, "partial block");
+	CHECK(exl_quantize_row(EXL_Q4_K, x, q, 0) == 0, "n = 0");
+	CHECK(exl_quantize_row(99, x, q, 32) == 0, "unknown type");
+	CHECK(exl_dequantize_row(EXL_Q6_K, q, y, 100) == -1, "partial K block");
+	CHECK(exl_dequantize_row(EXL_IQ2_XS, q, y, 256) == -1, "uncomputed type");
+	CHECK(exl_dtype_supported(EXL_Q4_K) && !exl_dtype_supported(EXL_Q5_K) &&
+	      !exl_dtype_supported(EXL_Q8_K), "supported set");
+
+	/* Q8_0 known bytes: 0..31 -> d = 31/127, q = round(i * 127 / 31) */
+	{
+		float v[32];
+		block_q8_0 blk;
+
+		for (int i = 0; i < 32; i++)
+			v[i] = (float)i;
+		exl_quantize_row(EXL_Q8_0, v, &blk, 32);
+		CHECK(blk.d == exl_fp32_to_fp16(31.0f / 127.0f), "q8_0 d");
+		CHECK(blk.qs[31] == 127 && blk.qs[1] == 4 && blk.qs[16] == 66, "q8_0 q %d %d %d",
+		      blk.qs[31], blk.qs[1], blk.qs[16]);
+	}
+	free(x);
+	free(y);
+	free(q);
+}
+
+int main(void)
+{
+	test_fp16();
+	test_layouts();
+	test_roundtrip();
+	printf("%d passed, %d failed\n", checks - failures, failures);
+	return failures ? 1 : 0;
+}
