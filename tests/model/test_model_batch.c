@@ -164,9 +164,9 @@ static void test_bad_batches(void **state)
 	char err[512];
 	struct exl_kvcache *kv = exl_model_kvcache_create(model, 64, PAGE, err, sizeof(err));
 	struct exl_kv_seq a, b, *seqs[2] = { &a, &b };
-	float *logits = malloc((size_t)exl_model_hparams(model)->n_vocab * 4 * sizeof(float));
-	int32_t tokens[4] = { 1, 2, 3, 4 };
-	bool want[4] = { true, true, true, true };
+	float *logits = malloc((size_t)exl_model_hparams(model)->n_vocab * 6 * sizeof(float));
+	int32_t tokens[6] = { 1, 2, 3, 4, 5, 6 };
+	bool want[6] = { true, true, true, true, true, true };
 
 	assert_non_null(kv);
 	assert_non_null(logits);
@@ -192,8 +192,9 @@ static void test_bad_batches(void **state)
 	assert_int_equal(exl_model_forward(model, kv, &bad, logits, err, sizeof(err)), -1);
 	assert_non_null(strstr(err, "id 100000"));
 
-	/* Three tokens for a that reserved two. */
-	int32_t over[4] = { 0, 0, 0, 1 };
+	/* Five tokens for a that reserved two (one page of four). */
+	int32_t over[6] = { 0, 0, 0, 0, 0, 1 };
+	bad.n_tokens = 6;
 	bad.seq = over;
 	bad.tokens = tokens;
 	assert_int_equal(exl_model_forward(model, kv, &bad, logits, err, sizeof(err)), -1);
@@ -201,6 +202,7 @@ static void test_bad_batches(void **state)
 	assert_int_equal(a.n_pos, 0);
 	assert_int_equal(b.n_pos, 0);
 
+	bad.n_tokens = 4;
 	bad.seq = ok;
 	assert_int_equal(exl_model_forward(model, kv, &bad, logits, err, sizeof(err)), 0);
 	assert_int_equal(a.n_pos, 2);

@@ -15,13 +15,13 @@ trap 'rm -rf "$tmp"' EXIT
 fail=0
 
 want="Once upon a time, there was a little girl named Lily. She loved to play outside in the park. One day, she saw a big, red ball."
-"$exld" run --model "$model" --prompt "Once upon a time" -n 30 --temperature 0 --threads 2 \
+"$exld" run --model "$model" --prompt "Once upon a time" -n 40 --temperature 0 --threads 2 \
 	>"$tmp/out" 2>"$tmp/err" || { echo "exld run failed:"; cat "$tmp/err"; exit 1; }
 case "$(cat "$tmp/out")" in
 "$want"*) echo "ok: known continuation" ;;
 *) echo "FAIL: got:"; cat "$tmp/out"; echo "expected to start with: $want"; fail=1 ;;
 esac
-grep -Eq '^timing: prompt_tokens=5 prompt_tok_s=[0-9.]+ gen_tokens=30 gen_tok_s=[0-9.]+$' "$tmp/err" ||
+grep -Eq '^timing: prompt_tokens=5 prompt_tok_s=[0-9.]+ gen_tokens=40 gen_tok_s=[0-9.]+$' "$tmp/err" ||
 	{ echo "FAIL: timing line:"; cat "$tmp/err"; fail=1; }
 
 # From BOS alone: the 200 reference tokens as text, byte for byte.
