@@ -84,6 +84,8 @@ static double worst(const float *a, const float *b, const float *ref, size_t n, 
 
 	*at = 0;
 	for (size_t i = 0; i < n; i++) {
+		if (a[i] == b[i])
+			continue; /* also when both tolerances are 0 */
 		double e = fabs((double)a[i] - (double)b[i]) /
 			   (abs_tol + rel_tol * fabs((double)(ref ? ref[i] : b[i])));
 		if (!(e <= w)) { /* NaN counts as worst */
