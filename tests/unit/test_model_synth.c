@@ -1,0 +1,223 @@
+/* The model on random-weight files made by exld-mkmodel, so no model files
+ * are needed: qwen2 (q/k/v biases, NEOX rope), llama with tied embeddings,
+ * and quantized weights.  Each must load with the right hyperparameters,
+ * give finite logits, and give a sequence the same logits in a mixed batch
+ * as alone.
+ *
+ *   test_model_synth PATH/TO/exld-mkmodel
+ */
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "model_test_util.h"
+
+static const char *mkmodel;
+static char tmpdir[128];
+static struct exl_backend *be;
+
+/* Runs exld-mkmodel with args (NULL-terminated) writing tmpdir/name. */
+static void make_model(const char *name, char *path, size_t pathlen, const char *const *args)
+{
+	const char *argv[32];
+	int n = 0, status;
+	pid_t pid;
+
+	snprintf(path, pathlen, "%s/%s", tmpdir, name);
+	argv[n++] = mkmodel;
+	for (int i = 0; args[i]; i++)
+		argv[n++] = args[i];
+	argv[n++] = "--threads";
+	argv[n++] = "1";
+	argv[n++] = "-o";
+	argv[n++] = path;
+	argv[n] = NULL;
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		execv(mkmodel, (char *const *)argv);
+		_exit(127);
+	}
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	if (!WIFEXITED(status) || WEXITSTATUS(status))
+		fail_msg("%s failed for %s", mkmodel, name);
+}
+
+static struct exl_model *load(const char *path)
+{
+	char err[512];
+	struct exl_model *m = exl_model_load(path, be, err, sizeof(err));
+
+	if (!m)
+		fail_msg("load %s: %s", path, err);
+	return m;
+}
+
+/* Three sequences: one alone, then all three in one batch where the first
+ * is a prefill chunk and the others decode after their own prefill; the
+ * first sequence's logits must match. */
+static void check_batch_invariance(struct exl_model *m)
+{
+	const struct exl_hparams *hp = exl_model_hparams(m);
+	int nv = hp->n_vocab;
+	int32_t prompt[9] = { 1, 40, 41, 42, 43, 44, 45, 46, 47 };
+	int32_t other[2][5] = { { 1, 60, 61, 62, 63 }, { 1, 70, 71, 72, 73 } };
+	float *alone = malloc((size_t)nv * sizeof(float));
+	float *logits = malloc((size_t)nv * 3 * sizeof(float));
+	int32_t gen[4];
+	char err[512];
+
+	assert_non_null(alone);
+	assert_non_null(logits);
+	test_greedy(m, 4, prompt, 9, 9, 4, gen, alone);
+
+	struct exl_kvcache *kv = exl_model_kvcache_create(m, 64, 4, err, sizeof(err));
+	struct exl_kv_seq s[3], *seqs[3] = { &s[0], &s[1], &s[2] };
+	assert_non_null(kv);
+	for (int j = 0; j < 3; j++)
+		exl_kv_seq_init(&s[j]);
+	/* Prefill the two others first. */
+	for (int j = 0; j < 2; j++) {
+		int32_t zero[5] = { 0 };
+		bool want[5] = { false };
+		struct exl_batch b = { 5, other[j], zero, want, 1, &seqs[j + 1] };
+
+		assert_int_equal(exl_kv_seq_reserve(kv, &s[j + 1], 5), 0);
+		if (exl_model_forward(m, kv, &b, NULL, err, sizeof(err)))
+			fail_msg("forward: %s", err);
+	}
+	/* Then one batch over order = (s1, s0, s2): a decode token of s1, the
+	 * whole prompt of s0, a decode token of s2. */
+	struct exl_kv_seq *order[3] = { &s[1], &s[0], &s[2] };
+	int32_t tokens[11], seq[11];
+	bool want[11] = { false };
+	tokens[0] = 80;
+	seq[0] = 0;
+	memcpy(tokens + 1, prompt, sizeof(prompt));
+	for (int i = 1; i < 10; i++)
+		seq[i] = 1;
+	tokens[10] = 90;
+	seq[10] = 2;
+	want[0] = want[9] = want[10] = true;
+	assert_int_equal(exl_kv_seq_reserve(kv, &s[0], 9), 0);
+	assert_int_equal(exl_kv_seq_reserve(kv, &s[1], 1), 0);
+	assert_int_equal(exl_kv_seq_reserve(kv, &s[2], 1), 0);
+	struct exl_batch b = { 11, tokens, seq, want, 3, order };
+	if (exl_model_forward(m, kv, &b, logits, err, sizeof(err)))
+		fail_msg("forward: %s", err);
+
+	double max_diff = 0;
+	for (int v = 0; v < nv; v++) {
+		for (int r = 0; r < 3; r++)
+			if (!isfinite(logits[(size_t)r * (size_t)nv + (size_t)v]))
+				fail_msg("row %d logit %d is not finite", r, v);
+		double d = fabs((double)logits[(size_t)nv + (size_t)v] - alone[v]);
+		max_diff = d > max_diff ? d : max_diff;
+	}
+	printf("max |logit difference| batched vs alone: %g\n", max_diff);
+	assert_true(max_diff <= 1e-4);
+	assert_int_equal(s[0].n_pos, 9);
+	assert_int_equal(s[1].n_pos, 6);
+	for (int j = 0; j < 3; j++)
+		exl_kv_seq_release(kv, &s[j]);
+	exl_kvcache_free(kv);
+	free(alone);
+	free(logits);
+}
+
+static void test_qwen2(void **state)
+{
+	(void)state;
+	char path[256];
+	const char *args[] = { "--arch", "qwen2", "--dim", "128", "--layers", "2", "--heads", "4",
+			       "--kv-heads", "2", "--ff", "256", NULL };
+
+	make_model("qwen2.gguf", path, sizeof(path), args);
+	struct exl_model *m = load(path);
+	const struct exl_hparams *hp = exl_model_hparams(m);
+	assert_int_equal(hp->arch, EXL_ARCH_QWEN2);
+	assert_true(hp->rope_neox);
+	assert_int_equal(hp->n_embd, 128);
+	assert_int_equal(hp->n_head_kv, 2);
+	assert_int_equal(hp->head_dim, 32);
+	assert_false(hp->tied_embeddings);
+	assert_true(hp->rope_freq_base == 1000000.0f);
+	check_batch_invariance(m);
+	exl_model_free(m);
+	unlink(path);
+}
+
+static void test_llama_tied_q8_0(void **state)
+{
+	(void)state;
+	char path[256];
+	const char *args[] = { "--dim", "128", "--layers", "2", "--heads", "2", "--ff", "256",
+			       "--type", "q8_0", "--tied", NULL };
+
+	make_model("tied.gguf", path, sizeof(path), args);
+	struct exl_model *m = load(path);
+	const struct exl_hparams *hp = exl_model_hparams(m);
+	assert_int_equal(hp->arch, EXL_ARCH_LLAMA);
+	assert_false(hp->rope_neox);
+	assert_true(hp->tied_embeddings);
+	assert_int_equal(hp->head_dim, 64);
+	check_batch_invariance(m);
+	exl_model_free(m);
+	unlink(path);
+}
+
+static void test_llama_q4_k(void **state)
+{
+	(void)state;
+	char path[256];
+	const char *args[] = { "--dim", "256", "--layers", "1", "--heads", "4", "--kv-heads", "1",
+			       "--ff", "512", "--type", "q4_k", NULL };
+
+	make_model("q4k.gguf", path, sizeof(path), args);
+	struct exl_model *m = load(path);
+	assert_int_equal(exl_model_hparams(m)->n_head_kv, 1);
+	check_batch_invariance(m);
+	exl_model_free(m);
+	unlink(path);
+}
+
+static int group_setup(void **state)
+{
+	char err[256];
+
+	(void)state;
+	snprintf(tmpdir, sizeof(tmpdir), "/tmp/exld-test-model-synth-XXXXXX");
+	if (!mkdtemp(tmpdir)) {
+		print_error("mkdtemp failed\n");
+		return -1;
+	}
+	be = exl_backend_cpu_create(2, err, sizeof(err));
+	if (!be) {
+		print_error("cpu backend: %s\n", err);
+		return -1;
+	}
+	return 0;
+}
+
+static int group_teardown(void **state)
+{
+	(void)state;
+	be->ops->destroy(be);
+	rmdir(tmpdir);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_qwen2),
+		cmocka_unit_test(test_llama_tied_q8_0),
+		cmocka_unit_test(test_llama_q4_k),
+	};
+
+	if (argc != 2) {
+		fprintf(stderr, "usage: %s PATH/TO/exld-mkmodel\n", argv[0]);
+		return 2;
+	}
+	mkmodel = argv[1];
+	return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
