@@ -119,12 +119,16 @@ struct mm_job {
 	exl_act_fn act_fn;
 	const float *x;
 	struct exl_mm_ctx m;
+	int64_t chunk_rows;  /* rows per unit of work */
+	int64_t n_chunks;
+	_Atomic int64_t next_chunk;
 };
 
-/* Rows per unit of work: a multiple of every variant's row tile, small
- * enough that the rows of one unit stay in L1 while all columns sweep them. */
+/* Row granularity: a multiple of every variant's row tile, small enough
+ * that the rows of one block stay in L1 while all columns sweep them. */
 #define ROW_UNIT 16
-/* Input vectors per pass over the weights, so their activations stay in L2. */
+/* Input vectors per pass over a block of rows, so their activations stay
+ * in L2. */
 #define COL_CHUNK 64
 
 static void quantize_job(void *ctx, int ith, int nth)
@@ -138,20 +142,8 @@ static void quantize_job(void *ctx, int ith, int nth)
 			  j->m.cols);
 }
 
-static void matmul_job(void *ctx, int ith, int nth)
+static void rows_all_columns(const struct mm_job *j, int64_t r0, int64_t r1)
 {
-	struct mm_job *j = ctx;
-	int64_t units = (j->m.rows + ROW_UNIT - 1) / ROW_UNIT;
-	size_t ub, ue;
-
-	exl_pool_split((size_t)units, ith, nth, &ub, &ue);
-	int64_t r0 = (int64_t)ub * ROW_UNIT;
-	int64_t r1 = (int64_t)ue * ROW_UNIT;
-	if (r1 > j->m.rows)
-		r1 = j->m.rows;
-	if (r0 >= r1)
-		return;
-
 	if (j->m.n == 1) {
 		j->fn(&j->m, r0, r1, 0, 1);
 		return;
@@ -163,6 +155,25 @@ static void matmul_job(void *ctx, int ith, int nth)
 			int64_t re = rb + ROW_UNIT < r1 ? rb + ROW_UNIT : r1;
 			j->fn(&j->m, rb, re, c0, c1);
 		}
+	}
+}
+
+/* Threads take chunks of rows from a shared counter, so a thread that the
+ * OS preempts (or a slower core) does not hold up the others.  Which thread
+ * computes an output never changes its value. */
+static void matmul_job(void *ctx, int ith, int nth)
+{
+	struct mm_job *j = ctx;
+
+	(void)ith;
+	(void)nth;
+	for (;;) {
+		int64_t ch = atomic_fetch_add_explicit(&j->next_chunk, 1, memory_order_relaxed);
+		if (ch >= j->n_chunks)
+			break;
+		int64_t r0 = ch * j->chunk_rows;
+		int64_t r1 = r0 + j->chunk_rows < j->m.rows ? r0 + j->chunk_rows : j->m.rows;
+		rows_all_columns(j, r0, r1);
 	}
 }
 
@@ -248,6 +259,14 @@ int exl_cpu_matmul(struct exl_pool *pool, const struct exl_weight *w,
 		else
 			run(pool, quantize_job, &j);
 	}
+
+	/* about 8 chunks per thread, in whole row units */
+	int nth = pool ? exl_pool_size(pool) : 1;
+	int64_t units = (w->rows + ROW_UNIT - 1) / ROW_UNIT;
+	int64_t per = (units + 8 * nth - 1) / (8 * nth);
+	j.chunk_rows = per * ROW_UNIT;
+	j.n_chunks = (w->rows + j.chunk_rows - 1) / j.chunk_rows;
+	atomic_init(&j.next_chunk, 0);
 	run(pool, matmul_job, &j);
 	return 0;
 }

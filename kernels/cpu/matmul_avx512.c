@@ -85,6 +85,10 @@ EXL_INLINE __m512 load_bf16(const void *w, int64_t k, __mmask16 mk)
 	return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
 }
 
+#define ESIZE_f32 4
+#define ESIZE_f16 2
+#define ESIZE_bf16 2
+
 #define DEFINE_FLOAT_TILE(T)                                                          \
 	EXL_INLINE void tile_##T(const struct exl_mm_ctx *m, int64_t r, int c, const int R, \
 				 const int C)                                          \
@@ -93,6 +97,8 @@ EXL_INLINE __m512 load_bf16(const void *w, int64_t k, __mmask16 mk)
 		const float *x[4];                                                    \
 		__m512 acc[4][4];                                                     \
 		int64_t k = 0, n16 = m->cols & ~(int64_t)15;                          \
+		/* decode streams R rows at once: fetch the next R ahead */           \
+		const size_t pf = (size_t)R * m->row_bytes;                           \
                                                                                       \
 		for (int i = 0; i < R; i++)                                           \
 			w[i] = exl_row(m, r + i);                                     \
@@ -106,6 +112,8 @@ EXL_INLINE __m512 load_bf16(const void *w, int64_t k, __mmask16 mk)
 			for (int j = 0; j < C; j++)                                   \
 				xv[j] = _mm512_loadu_ps(x[j] + k);                    \
 			for (int i = 0; i < R; i++) {                                 \
+				if (C == 1)                                           \
+					_mm_prefetch((const char *)w[i] + pf + k * ESIZE_##T, _MM_HINT_T0); \
 				__m512 wv = load_##T(w[i], k, 0xffff);                \
 				for (int j = 0; j < C; j++)                           \
 					acc[i][j] = _mm512_fmadd_ps(wv, xv[j], acc[i][j]); \
@@ -176,7 +184,8 @@ EXL_INLINE __m512 act_scale_pair(const float *xd, int64_t b, int two)
 
 /* One step (two blocks, or the last one) of a Q8_0 or Q4_0 tile. */
 EXL_INLINE void q0_step(const void *const *w, const int8_t *const *xq, const float *const *xd,
-			int64_t b, int two, const int R, const int C, const int q4, __m512 acc[4][4])
+			int64_t b, int two, const int R, const int C, const int q4, size_t pf,
+			__m512 acc[4][4])
 {
 	__m512i xv[4], xo[4];
 	__m512 dx[4];
@@ -203,6 +212,8 @@ EXL_INLINE void q0_step(const void *const *w, const int8_t *const *xq, const flo
 		__m512i wv;
 		__m512 dw;
 
+		if (C == 1) /* decode: fetch the next R rows ahead */
+			_mm_prefetch((const char *)w[i] + pf + (q4 ? 18 : 34) * b, _MM_HINT_T0);
 		if (q4) {
 			const block_q4_0 *wb = w[i];
 			wv = q4_0_pair(wb, b, two);
@@ -248,6 +259,7 @@ EXL_INLINE void tile_q0(const struct exl_mm_ctx *m, int64_t r, int c, const int 
 	const float *xd[4];
 	__m512 acc[4][4];
 	int64_t nb = m->cols / 32, b = 0;
+	const size_t pf = (size_t)R * m->row_bytes;
 
 	for (int i = 0; i < R; i++)
 		w[i] = exl_row(m, r + i);
@@ -260,9 +272,9 @@ EXL_INLINE void tile_q0(const struct exl_mm_ctx *m, int64_t r, int c, const int 
 		for (int j = 0; j < C; j++)
 			acc[i][j] = _mm512_setzero_ps();
 	for (; b + 2 <= nb; b += 2)
-		q0_step(w, xq, xd, b, 1, R, C, q4, acc);
+		q0_step(w, xq, xd, b, 1, R, C, q4, pf, acc);
 	if (b < nb)
-		q0_step(w, xq, xd, b, 0, R, C, q4, acc);
+		q0_step(w, xq, xd, b, 0, R, C, q4, pf, acc);
 	for (int i = 0; i < R; i++)
 		for (int j = 0; j < C; j++)
 			*exl_out(m, c + j, r + i) = hsum512(acc[i][j]);
@@ -313,6 +325,12 @@ EXL_INLINE void tile_q4_K(const struct exl_mm_ctx *m, int64_t r, int c, const in
 		for (int i = 0; i < R; i++) {
 			uint32_t s[2], n[2];
 
+			if (C == 1) { /* decode: fetch the next R rows ahead */
+				const char *p = (const char *)(w[i] + b) + (size_t)R * m->row_bytes;
+				_mm_prefetch(p, _MM_HINT_T0);
+				_mm_prefetch(p + 64, _MM_HINT_T0);
+				_mm_prefetch(p + 128, _MM_HINT_T0);
+			}
 			exl_q4_K_scales(w[i][b].scales, s, n);
 			__m128i s8 = _mm_setr_epi32((int)s[0], (int)s[1], 0, 0);
 			__m128i m8 = _mm_setr_epi32((int)n[0], (int)n[1], 0, 0);
@@ -396,6 +414,13 @@ EXL_INLINE void tile_q6_K(const struct exl_mm_ctx *m, int64_t r, int c, const in
 		__m512i sc16[4];
 
 		for (int i = 0; i < R; i++) {
+			if (C == 1) { /* decode: fetch the next R rows ahead */
+				const char *p = (const char *)(w[i] + b) + (size_t)R * m->row_bytes;
+				_mm_prefetch(p, _MM_HINT_T0);
+				_mm_prefetch(p + 64, _MM_HINT_T0);
+				_mm_prefetch(p + 128, _MM_HINT_T0);
+				_mm_prefetch(p + 192, _MM_HINT_T0);
+			}
 			sc16[i] = _mm512_castsi256_si512(_mm256_cvtepi8_epi16(
 				_mm_loadu_si128((const __m128i *)(const void *)w[i][b].scales)));
 			for (int j = 0; j < C; j++)

@@ -3,13 +3,15 @@
  * TinyLlama-1.1B sizes, and the matmul time of whole TinyLlama tokens.
  *
  *   bench_matmul [--threads N] [--types q8_0,q4_0,...] [--kernels SET]
- *                [--n LIST] [--seconds S] [--model]
+ *                [--n LIST] [--seconds S] [--model] [--hot]
  *
  * Decode-shaped runs cycle through enough copies of the matrix to overflow
  * the last-level cache, so GB/s is memory bandwidth, as in a real decode.
  * --model runs the 155 matmuls of one TinyLlama token (22 layers of
  * q, k, v, o, gate, up, down, then the output head) with distinct weights
- * for every layer, for n = 1 (decode tok/s) and n = 128 (prefill tok/s). */
+ * for every layer, for n = 1 (decode tok/s) and n = 128 (prefill tok/s).
+ * --hot runs decode shapes on one copy that stays in cache: the kernels'
+ * compute ceiling rather than memory bandwidth. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -75,6 +77,8 @@ static const struct shape shapes[] = {
 	{ "output 32000x2048", 32000, 2048 },
 };
 
+static int hot; /* --hot: decode from cache, to see the compute ceiling */
+
 static int bench_shape(struct exl_pool *pool, uint32_t t, const struct shape *sh, int n, double seconds)
 {
 	size_t bytes;
@@ -84,7 +88,7 @@ static int bench_shape(struct exl_pool *pool, uint32_t t, const struct shape *sh
 
 	if (!w0)
 		return -1;
-	if (n == 1) {
+	if (n == 1 && !hot) {
 		/* past the last-level cache: at least 256 MiB in all */
 		copies = (int)((256u << 20) / bytes) + 1;
 		if (copies > 64)
@@ -237,9 +241,11 @@ int main(int argc, char **argv)
 			seconds = atof(argv[++i]);
 		else if (!strcmp(argv[i], "--model"))
 			model = 1;
+		else if (!strcmp(argv[i], "--hot"))
+			hot = 1;
 		else {
 			fprintf(stderr, "usage: %s [--threads N] [--types q8_0,...] [--kernels SET] "
-					"[--n 1,128] [--seconds S] [--model]\n", argv[0]);
+					"[--n 1,128] [--seconds S] [--model] [--hot]\n", argv[0]);
 			return 2;
 		}
 	}
