@@ -54,6 +54,7 @@ void exl_tokenizer_free(struct exl_tokenizer *t)
 	tok_pairmap_free(&t->merges);
 	tok_pre_free(t->pre);
 	free(t->scores);
+	free(t->score_rank);
 	free(t->attr);
 	free(t->eog);
 	free(t);
@@ -302,6 +303,8 @@ struct exl_tokenizer *exl_tokenizer_load(const struct gguf_file *f, char *err, s
 			goto fail;
 	} else {
 		spm_byte_tokens(t);
+		if (tok_spm_prepare(t, err, errlen))
+			goto fail;
 	}
 	if (load_special_ids(t, f)) {
 		snprintf(err, errlen, "out of memory");

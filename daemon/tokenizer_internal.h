@@ -140,6 +140,7 @@ struct exl_tokenizer {
 	struct tok_strtab texts;
 	struct tok_strmap text_map;
 	float *scores;
+	uint32_t *score_rank; /* SPM: 0 for the best score, equal scores equal */
 	uint16_t *attr;
 
 	int32_t bos, eos, unk, eot, eom;
@@ -184,8 +185,9 @@ struct tok_out {
 
 int tok_out_push(struct tok_out *o, int32_t id);
 
-/* SentencePiece BPE over one raw fragment (tokenizer_spm.c).  prefix_space
- * prepends the dummy space. */
+/* SentencePiece BPE (tokenizer_spm.c): score ranks at load, then one raw
+ * fragment at a time; prefix_space prepends the dummy space. */
+int tok_spm_prepare(struct exl_tokenizer *t, char *err, size_t errlen);
 int tok_spm_encode(const struct exl_tokenizer *t, const char *text, uint32_t len,
 		   bool prefix_space, struct tok_out *out, char *err, size_t errlen);
 

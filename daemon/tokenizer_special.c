@@ -124,7 +124,10 @@ int tok_trie_build(struct exl_tokenizer *t, char *err, size_t errlen)
 
 static bool candidate_ok(const struct exl_tokenizer *t, int32_t id, bool parse_special)
 {
-	return parse_special || (t->attr[id] & TOK_ATTR_USER_DEFINED);
+	/* A user-defined token that is also control (an end-of-turn marker
+	 * found by name) counts as control. */
+	return parse_special || ((t->attr[id] & TOK_ATTR_USER_DEFINED) &&
+				 !(t->attr[id] & (TOK_ATTR_CONTROL | TOK_ATTR_UNKNOWN)));
 }
 
 /* The longest candidate at text[pos..] no longer than max_len; its id in

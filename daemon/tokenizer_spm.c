@@ -16,31 +16,20 @@ struct sym {
 	int32_t prev, next;
 };
 
-struct bigram {
-	float score;
-	int32_t left, right;
-	uint32_t len;
-};
-
+/* A candidate merge as one integer, score rank << 32 | left position: the
+ * heap pops the best score first and the leftmost among equal scores. */
 struct bheap {
-	struct bigram *v;
+	uint64_t *v;
 	size_t n, cap;
 };
 
-static bool bigram_before(const struct bigram *a, const struct bigram *b)
-{
-	if (a->score != b->score)
-		return a->score > b->score;
-	return a->left < b->left;
-}
-
-static int bheap_push(struct bheap *h, struct bigram b)
+static int bheap_push(struct bheap *h, uint64_t b)
 {
 	size_t i;
 
 	if (h->n == h->cap) {
 		size_t cap = h->cap ? h->cap * 2 : 64;
-		struct bigram *v = realloc(h->v, cap * sizeof(*v));
+		uint64_t *v = realloc(h->v, cap * sizeof(*v));
 
 		if (!v)
 			return -1;
@@ -48,19 +37,19 @@ static int bheap_push(struct bheap *h, struct bigram b)
 		h->cap = cap;
 	}
 	for (i = h->n++; i > 0; i = (i - 1) / 2) {
-		struct bigram *parent = &h->v[(i - 1) / 2];
+		uint64_t parent = h->v[(i - 1) / 2];
 
-		if (!bigram_before(&b, parent))
+		if (b >= parent)
 			break;
-		h->v[i] = *parent;
+		h->v[i] = parent;
 	}
 	h->v[i] = b;
 	return 0;
 }
 
-static struct bigram bheap_pop(struct bheap *h)
+static uint64_t bheap_pop(struct bheap *h)
 {
-	struct bigram top = h->v[0], last = h->v[--h->n];
+	uint64_t top = h->v[0], last = h->v[--h->n];
 	size_t i = 0;
 
 	for (;;) {
@@ -68,9 +57,9 @@ static struct bigram bheap_pop(struct bheap *h)
 
 		if (c >= h->n)
 			break;
-		if (c + 1 < h->n && bigram_before(&h->v[c + 1], &h->v[c]))
+		if (c + 1 < h->n && h->v[c + 1] < h->v[c])
 			c++;
-		if (!bigram_before(&h->v[c], &last))
+		if (h->v[c] >= last)
 			break;
 		h->v[i] = h->v[c];
 		i = c;
@@ -80,22 +69,59 @@ static struct bigram bheap_pop(struct bheap *h)
 	return top;
 }
 
+struct scored {
+	float score;
+	int32_t id;
+};
+
+static int by_score_desc(const void *pa, const void *pb)
+{
+	const struct scored *a = pa, *b = pb;
+	bool a_nan = a->score != a->score, b_nan = b->score != b->score;
+
+	/* NaN sorts last, so the order is total. */
+	if (a_nan || b_nan)
+		return (int)a_nan - (int)b_nan;
+	return a->score > b->score ? -1 : a->score < b->score;
+}
+
+int tok_spm_prepare(struct exl_tokenizer *t, char *err, size_t errlen)
+{
+	struct scored *order = malloc((size_t)t->n_vocab * sizeof(*order));
+	uint32_t rank = 0;
+
+	t->score_rank = malloc((size_t)t->n_vocab * sizeof(*t->score_rank));
+	if (!order || !t->score_rank) {
+		free(order);
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	for (int32_t i = 0; i < t->n_vocab; i++) {
+		order[i].score = t->scores[i];
+		order[i].id = i;
+	}
+	qsort(order, (size_t)t->n_vocab, sizeof(*order), by_score_desc);
+	for (int32_t i = 0; i < t->n_vocab; i++) {
+		if (i > 0 && !(order[i].score == order[i - 1].score))
+			rank++;
+		t->score_rank[order[i].id] = rank;
+	}
+	free(order);
+	return 0;
+}
+
+/* Queues the merge of left and right when their text is a token. */
 static int try_bigram(const struct exl_tokenizer *t, const char *s, const struct sym *syms,
 		      int32_t left, int32_t right, struct bheap *h)
 {
-	struct bigram b;
 	int32_t id;
 
 	if (left < 0 || right < 0)
 		return 0;
-	b.len = syms[left].len + syms[right].len;
-	id = tok_lookup(t, s + syms[left].start, b.len);
+	id = tok_lookup(t, s + syms[left].start, syms[left].len + syms[right].len);
 	if (id < 0)
 		return 0;
-	b.score = t->scores[id];
-	b.left = left;
-	b.right = right;
-	return bheap_push(h, b);
+	return bheap_push(h, (uint64_t)t->score_rank[id] << 32 | (uint32_t)left);
 }
 
 static int emit_bytes(const struct exl_tokenizer *t, const char *s, uint32_t len,
@@ -177,19 +203,27 @@ int tok_spm_encode(const struct exl_tokenizer *t, const char *text, uint32_t len
 			goto oom;
 
 	while (h.n) {
-		struct bigram b = bheap_pop(&h);
-		struct sym *l = &syms[b.left], *r = &syms[b.right];
+		uint64_t b = bheap_pop(&h);
+		int32_t left = (int32_t)(uint32_t)b, right, id;
+		struct sym *l = &syms[left], *r;
 
-		/* Stale: one side was merged away or grew since. */
-		if (!l->len || !r->len || l->len + r->len != b.len)
+		/* Stale when the pair there now scores differently.  A pair
+		 * that changed but scores the same has its own entry with this
+		 * very key, so taking it now is the same decision. */
+		if (!l->len || l->next < 0)
+			continue;
+		right = l->next;
+		r = &syms[right];
+		id = tok_lookup(t, s + l->start, l->len + r->len);
+		if (id < 0 || t->score_rank[id] != (uint32_t)(b >> 32))
 			continue;
 		l->len += r->len;
 		r->len = 0;
 		l->next = r->next;
 		if (r->next >= 0)
-			syms[r->next].prev = b.left;
-		if (try_bigram(t, s, syms, l->prev, b.left, &h) ||
-		    try_bigram(t, s, syms, b.left, l->next, &h))
+			syms[r->next].prev = left;
+		if (try_bigram(t, s, syms, l->prev, left, &h) ||
+		    try_bigram(t, s, syms, left, l->next, &h))
 			goto oom;
 	}
 
