@@ -1,0 +1,138 @@
+/* libexlclient: the shared-memory ring, consumer side (the protocol is in
+ * exl_wire.h and docs/protocol.md). */
+#include <errno.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "client/client_internal.h"
+
+int exl_cl_ring_map(struct exl_client *c, int data_fd, int ctrl_fd)
+{
+	struct stat st;
+	struct exl_ring_hdr h;
+
+	if (fstat(data_fd, &st) < 0 || st.st_size < (off_t)EXL_RING_HDR_SIZE)
+		return exl_cl_fail(c, EXL_E_PROTOCOL, "the ring fd is not a ring");
+	if (pread(data_fd, &h, sizeof(h), 0) != (ssize_t)sizeof(h))
+		return exl_cl_fail(c, EXL_E_IO, "reading the ring header: %s", strerror(errno));
+	if (h.magic != EXL_RING_MAGIC || h.version != EXL_PROTOCOL_VERSION ||
+	    h.hdr_size != EXL_RING_HDR_SIZE || h.data_size < EXL_RING_SIZE_MIN ||
+	    h.data_size > EXL_RING_SIZE_MAX || (h.data_size & (h.data_size - 1)) ||
+	    (uint64_t)st.st_size != (uint64_t)h.hdr_size + h.data_size ||
+	    h.max_record < 64 || h.max_record > h.data_size / 2)
+		return exl_cl_fail(c, EXL_E_PROTOCOL, "the ring header is not valid");
+	void *p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, data_fd, 0);
+	if (p == MAP_FAILED)
+		return exl_cl_fail(c, EXL_E_IO, "mapping the ring: %s", strerror(errno));
+	void *q = mmap(NULL, EXL_CTRL_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, ctrl_fd, 0);
+	if (q == MAP_FAILED) {
+		munmap(p, (size_t)st.st_size);
+		return exl_cl_fail(c, EXL_E_IO, "mapping the ring's control page: %s", strerror(errno));
+	}
+	c->ring_map = p;
+	c->ring_map_size = (size_t)st.st_size;
+	c->hdr = p;
+	c->data = (const uint8_t *)p + EXL_RING_HDR_SIZE;
+	c->size = h.data_size;
+	c->ctrl = q;
+	c->rp = __atomic_load_n(&c->ctrl->read_pos, __ATOMIC_ACQUIRE);
+	c->pause_epoch_seen = __atomic_load_n(&c->hdr->pause_epoch, __ATOMIC_ACQUIRE);
+	return EXL_OK;
+}
+
+void exl_cl_ring_unmap(struct exl_client *c)
+{
+	if (c->ring_map)
+		munmap(c->ring_map, c->ring_map_size);
+	if (c->ctrl)
+		munmap(c->ctrl, EXL_CTRL_SIZE);
+	c->ring_map = NULL;
+	c->hdr = NULL;
+	c->ctrl = NULL;
+}
+
+bool exl_cl_ring_nonempty(const struct exl_client *c)
+{
+	return c->hdr && __atomic_load_n(&c->hdr->write_pos, __ATOMIC_ACQUIRE) != c->rp;
+}
+
+/* Publishes the read position and, when a job paused for room since the
+ * last look, nudges the daemon. */
+void exl_cl_ring_release(struct exl_client *c)
+{
+	if (!c->hdr || !c->release_pending)
+		return;
+	c->release_pending = false;
+	__atomic_store_n(&c->ctrl->read_pos, c->rp, __ATOMIC_RELEASE);
+	uint32_t pe = __atomic_load_n(&c->hdr->pause_epoch, __ATOMIC_ACQUIRE);
+	if (pe != c->pause_epoch_seen) {
+		/* {op: "resume"} */
+		static const uint8_t resume[] = { 0x81, 0xa2, 'o', 'p', 0xa6,
+						  'r', 'e', 's', 'u', 'm', 'e' };
+		c->pause_epoch_seen = pe;
+		exl_cl_send(c, resume, sizeof(resume));
+	}
+}
+
+int exl_cl_ring_peek(struct exl_client *c, struct exl_rec_hdr *h, const uint8_t **payload,
+		     size_t *len)
+{
+	for (;;) {
+		uint64_t wp = __atomic_load_n(&c->hdr->write_pos, __ATOMIC_ACQUIRE);
+		if (wp == c->rp)
+			return 0;
+		if (wp - c->rp > c->size || (c->rp & (EXL_REC_ALIGN - 1)))
+			return exl_cl_fail(c, EXL_E_PROTOCOL, "ring positions are inconsistent");
+		uint32_t off = (uint32_t)(c->rp & (c->size - 1));
+		if (off + sizeof(*h) > c->size)
+			return exl_cl_fail(c, EXL_E_PROTOCOL, "ring record header crosses the end");
+		memcpy(h, c->data + off, sizeof(*h));
+		uint64_t sz = exl_rec_size(h->len);
+		if (off + sz > c->size || sz > wp - c->rp)
+			return exl_cl_fail(c, EXL_E_PROTOCOL, "ring record of %u bytes overruns", h->len);
+		if (h->type == EXL_REC_PAD) {
+			c->rp += sz;
+			c->release_pending = true;
+			continue;
+		}
+		*payload = c->data + off + sizeof(*h);
+		*len = h->len;
+		c->rp += sz;
+		c->release_pending = true;
+		return 1;
+	}
+}
+
+void exl_cl_ring_wait(struct exl_client *c, int timeout_ms)
+{
+	uint32_t seq = __atomic_load_n(&c->hdr->seq, __ATOMIC_ACQUIRE);
+
+	__atomic_store_n(&c->ctrl->sleeping, EXL_SLEEP_FUTEX, __ATOMIC_RELAXED);
+	atomic_thread_fence(memory_order_seq_cst);
+	if (!exl_cl_ring_nonempty(c) && !__atomic_load_n(&c->hdr->closed, __ATOMIC_ACQUIRE)) {
+		struct timespec ts = { timeout_ms / 1000, (long)(timeout_ms % 1000) * 1000000L };
+		syscall(SYS_futex, &c->hdr->seq, FUTEX_WAIT, seq, timeout_ms < 0 ? NULL : &ts,
+			NULL, 0);
+	}
+	__atomic_store_n(&c->ctrl->sleeping, EXL_SLEEP_NONE, __ATOMIC_RELAXED);
+}
+
+void exl_cl_ring_arm_poll(struct exl_client *c)
+{
+	__atomic_store_n(&c->ctrl->poll_epoch, ++c->poll_epoch, __ATOMIC_RELAXED);
+	__atomic_store_n(&c->ctrl->sleeping, EXL_SLEEP_POLL, __ATOMIC_RELAXED);
+	atomic_thread_fence(memory_order_seq_cst);
+}
+
+void exl_cl_ring_disarm(struct exl_client *c)
+{
+	if (c->ctrl && __atomic_load_n(&c->ctrl->sleeping, __ATOMIC_RELAXED))
+		__atomic_store_n(&c->ctrl->sleeping, EXL_SLEEP_NONE, __ATOMIC_RELAXED);
+}
