@@ -143,7 +143,7 @@ static void test_matmul_one(uint32_t type, int rows, int cols, int n)
 	float *x = xmalloc(nx * sizeof(float));
 	float *ref = xmalloc(ny * sizeof(float)), *mag = xmalloc(ny * sizeof(float));
 	float *y_gpu = xmalloc(ny * sizeof(float)), *y_cpu = cpu_alloc(ny * sizeof(float));
-	size_t at;
+	size_t at = 0;
 
 	make_weight(&w, type, rows, cols);
 	fill_normal(x, nx, 1.0f);
@@ -278,7 +278,7 @@ static void test_embed_one(uint32_t type, int rows, int cols)
 		CHECK(bad < 0, "embed %s token %d element %d: %.9g, want %.9g", name, tokens[i],
 		      bad, bad < 0 ? 0.0 : got[bad], bad < 0 ? 0.0 : want[bad]);
 	}
-	size_t at;
+	size_t at = 0;
 	CHECK(worst(y_gpu, y_cpu, NULL, ny, 1e-7, 1e-6, &at) <= 1.0,
 	      "embed %s vs cpu at %zu: %g vs %g", name, at, y_gpu[at], y_cpu[at]);
 out:
@@ -314,7 +314,7 @@ static void compare_op(const char *what, pair_op op, void *arg, const float *a0,
 	float *ga = to_gpu(a0, na * sizeof(float));
 	float *gb = nb ? to_gpu(b0, nb * sizeof(float)) : NULL;
 	float *got = xmalloc(na * sizeof(float));
-	size_t at;
+	size_t at = 0;
 
 	memcpy(ca, a0, na * sizeof(float));
 	if (nb)
