@@ -277,6 +277,9 @@ int cmd_run(int argc, char **argv)
 		snprintf(err, sizeof(err), "the prompt is empty and the model adds no BOS");
 		goto fail;
 	}
+	if (n_prompt + o.n_predict > hp->n_ctx_train)
+		fprintf(stderr, "exld run: note: %d prompt + %ld new tokens exceed the model's "
+			"training context of %d\n", n_prompt, o.n_predict, hp->n_ctx_train);
 	long kv_tokens = o.kv_tokens ? o.kv_tokens : n_prompt + o.n_predict;
 	if (kv_tokens > (1 << 24))
 		kv_tokens = 1 << 24;
