@@ -1,0 +1,161 @@
+/* The CPU backend's ops other than matmul: per-row kernels in several
+ * instruction-set variants, and the drivers that check an op's arguments
+ * and spread it over the worker pool.
+ *
+ * Variants: "scalar" (portable reference, everywhere), "avx2" (AVX2 + FMA +
+ * F16C) and "avx512" (AVX-512 F/BW/VL on top of those), each compiled in its
+ * own file with its own -m flags.  The tests check every variant this CPU
+ * can run against the scalar one.
+ */
+#ifndef EXL_CPU_OPS_H
+#define EXL_CPU_OPS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kernels/backend.h"
+#include "kernels/cpu/pool.h"
+
+/* Positions an attention span scores at once (the size of its score
+ * buffer). */
+#define EXL_ATTN_CHUNK 64
+
+/* The online-softmax state of one (token, head) of attention: running
+ * maximum m of the scores, sum l of exp(score - m), and acc[head_dim], the
+ * sum of exp(score - m) * V.  s is scratch for EXL_ATTN_CHUNK scores. */
+struct exl_attn_state {
+	float m;
+	float l;
+	float *acc;
+	float *s;
+};
+
+struct exl_cpu_ops {
+	const char *name;
+	/* sum of x[i]^2 */
+	float (*sum_sq)(const float *x, int n);
+	/* y[i] = (x[i] * s) * w[i] */
+	void (*scale_mul)(float *y, const float *x, const float *w, float s, int n);
+	/* y[i] += x[i] */
+	void (*add)(float *y, const float *x, size_t n);
+	/* g[i] = silu(g[i]) * u[i] */
+	void (*swiglu)(float *g, const float *u, size_t n);
+	/* softmax of one row, in place */
+	void (*softmax)(float *x, int n);
+	/* Rotates the first n_rot elements of one head by per-element tables
+	 * (see ops_rope.c): y[j] = x[j] * c[j] + x[partner(j)] * s[j] with
+	 * partner j ^ 1 (adjacent pairs) or j +- n_rot / 2 (neox). */
+	void (*rope_adjacent)(float *x, const float *c, const float *s, int n_rot);
+	void (*rope_neox)(float *x, const float *c, const float *s, int n_rot);
+	/* F32 -> F16, round to nearest even (bit-identical to exl_fp32_to_fp16) */
+	void (*f32_to_f16)(uint16_t *y, const float *x, int n);
+	/* Folds n (<= EXL_ATTN_CHUNK) consecutive positions into st: k and v
+	 * point at the first position's F16 rows, head_dim apart. */
+	void (*attn_span)(struct exl_attn_state *st, const float *q, const uint16_t *k,
+			  const uint16_t *v, int n, int head_dim, float scale);
+};
+
+extern const struct exl_cpu_ops exl_cpu_ops_scalar;
+#if defined(__x86_64__)
+extern const struct exl_cpu_ops exl_cpu_ops_avx2;
+extern const struct exl_cpu_ops exl_cpu_ops_avx512;
+#endif
+
+/* The named variant, or NULL when the name is unknown or this CPU cannot
+ * run it.  Names of the matmul kernel sets are accepted too ("avx512vnni"
+ * means the avx512 ops), so one name picks both. */
+const struct exl_cpu_ops *exl_cpu_ops_get(const char *name);
+
+/* The best variant this CPU runs. */
+const struct exl_cpu_ops *exl_cpu_ops_best(void);
+
+/* ---- drivers ----------------------------------------------------------
+ * pool may be NULL (the calling thread does everything).  The drivers of
+ * ops that cannot fail on valid memory return nothing; the backend checks
+ * their arguments first. */
+
+void exl_cpu_rmsnorm(struct exl_pool *pool, const struct exl_cpu_ops *k, float *y,
+		     const float *x, const float *w, int n, int dim, float eps);
+void exl_cpu_add(struct exl_pool *pool, const struct exl_cpu_ops *k, float *y, const float *x,
+		 size_t count);
+void exl_cpu_add_bias(struct exl_pool *pool, const struct exl_cpu_ops *k, float *y,
+		      const float *b, int n, int dim);
+void exl_cpu_swiglu(struct exl_pool *pool, const struct exl_cpu_ops *k, float *g,
+		    const float *u, size_t count);
+void exl_cpu_softmax(struct exl_pool *pool, const struct exl_cpu_ops *k, float *x, int n,
+		     int dim);
+void exl_cpu_gather_rows(struct exl_pool *pool, float *dst, const float *src,
+			 const int32_t *rows, int n, int dim);
+
+/* RoPE tables for one batch: per token, cos and signed sin of every rotated
+ * element (n_tokens x n_rot each), rebuilt only when the positions or the
+ * parameters change.  Owned by the backend; zero-initialize. */
+struct exl_rope_cache {
+	float *c;
+	float *s;
+	size_t cap;         /* floats in each of c and s */
+	bool valid;
+	unsigned batch_id;  /* the batch the tables were made for */
+	int n_tokens;
+	int n_rot;
+	float freq_base;
+	float freq_scale;
+	bool neox;
+};
+
+void exl_rope_cache_free(struct exl_rope_cache *rc);
+
+/* x[n][n_heads][head_dim] rotated in place; pos[n] the positions.  batch_id
+ * identifies pos (the same id promises the same positions).  -1 with a
+ * message on a bad shape or when the tables cannot be allocated. */
+int exl_cpu_rope(struct exl_pool *pool, const struct exl_cpu_ops *k, struct exl_rope_cache *rc,
+		 unsigned batch_id, const int32_t *pos, float *x, int n, int n_heads,
+		 int head_dim, const struct exl_rope_params *p, char *err, size_t errlen);
+
+/* The host copy of a batch layout (set_batch). */
+struct exl_cpu_batch {
+	int n_tokens;
+	int n_seqs;
+	int max_pages;
+	int32_t *pos;
+	int32_t *seq;
+	int32_t *page_table;
+	size_t cap_tokens;
+	size_t cap_table;
+	/* the KV page geometry the page table was last checked against */
+	int checked_page_size;
+	int checked_n_pages;
+};
+
+/* Copies b into cb after checking it.  -1 with a message (cb then holds no
+ * batch). */
+int exl_cpu_batch_set(struct exl_cpu_batch *cb, const struct exl_batch_desc *b, char *err,
+		      size_t errlen);
+void exl_cpu_batch_free(struct exl_cpu_batch *cb);
+
+/* Checks that every page a batch token writes or reads is in kv's pool. */
+int exl_cpu_kv_check(struct exl_cpu_batch *b, const struct exl_kv_layer *kv, char *err,
+		     size_t errlen);
+
+void exl_cpu_kv_store(struct exl_pool *pool, const struct exl_cpu_ops *k,
+		      const struct exl_cpu_batch *b, const struct exl_kv_layer *kv,
+		      const float *kx, const float *vx);
+
+/* Per-thread attention scratch, grown as needed.  Owned by the backend;
+ * zero-initialize. */
+struct exl_attn_scratch {
+	float *buf;
+	size_t cap; /* floats */
+};
+
+void exl_attn_scratch_free(struct exl_attn_scratch *s);
+
+/* -1 with a message when the head counts do not fit kv or the scratch
+ * cannot be allocated. */
+int exl_cpu_attention(struct exl_pool *pool, const struct exl_cpu_ops *k,
+		      struct exl_attn_scratch *scratch, const struct exl_cpu_batch *b,
+		      const struct exl_kv_layer *kv, const float *q, float *out, int n_heads,
+		      float scale, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,324 @@
+/* The AVX-512 variant of the CPU row kernels (kernels/cpu/ops.h): 16 lanes,
+ * masked tails.  Compiled with -mavx512f -mavx512bw -mavx512vl (and the AVX2
+ * set's -mavx2 -mfma -mf16c); called only on a CPU that has them all. */
+#include <immintrin.h>
+#include <math.h>
+
+#include "kernels/cpu/ops.h"
+#include "kernels/elem.h"
+#include "kernels/elem_math.h"
+
+#define INLINE static inline __attribute__((always_inline))
+
+INLINE __mmask16 tail_mask(size_t left)
+{
+	return left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1u);
+}
+
+INLINE __m512 load_f16(const uint16_t *p)
+{
+	return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)p));
+}
+
+INLINE __m512 load_f16_mask(const uint16_t *p, __mmask16 m)
+{
+	return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, p));
+}
+
+/* e^x as in ops_avx2.c's exp8: about 2 ulp, 0 below ln(2^-126), saturating
+ * at e^88, NaN kept. */
+INLINE __m512 exp16(__m512 x)
+{
+	const __m512 lo = _mm512_set1_ps(-87.33654f);
+	const __mmask16 ok = _mm512_cmp_ps_mask(x, lo, _CMP_NLT_UQ);
+	__m512 fx, r, y;
+	__m512i e;
+
+	x = _mm512_min_ps(_mm512_set1_ps(88.0f), x);
+	x = _mm512_max_ps(lo, x);
+	fx = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+				  _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+	r = _mm512_fnmadd_ps(fx, _mm512_set1_ps(0.693359375f), x);
+	r = _mm512_fnmadd_ps(fx, _mm512_set1_ps(-2.12194440e-4f), r);
+	y = _mm512_set1_ps(1.9875691500e-4f);
+	y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(1.3981999507e-3f));
+	y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(8.3334519073e-3f));
+	y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(4.1665795894e-2f));
+	y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(1.6666665459e-1f));
+	y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(5.0000001201e-1f));
+	y = _mm512_fmadd_ps(y, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+	e = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(fx), _mm512_set1_epi32(127)), 23);
+	return _mm512_maskz_mul_ps(ok, y, _mm512_castsi512_ps(e));
+}
+
+static float sum_sq(const float *x, int n)
+{
+	__m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
+	size_t i = 0, len = (size_t)n;
+
+	for (; i + 32 <= len; i += 32) {
+		__m512 v0 = _mm512_loadu_ps(x + i), v1 = _mm512_loadu_ps(x + i + 16);
+
+		a0 = _mm512_fmadd_ps(v0, v0, a0);
+		a1 = _mm512_fmadd_ps(v1, v1, a1);
+	}
+	for (; i < len; i += 16) {
+		__m512 v = _mm512_maskz_loadu_ps(tail_mask(len - i), x + i);
+
+		a0 = _mm512_fmadd_ps(v, v, a0);
+	}
+	return _mm512_reduce_add_ps(_mm512_add_ps(a0, a1));
+}
+
+static void scale_mul(float *y, const float *x, const float *w, float s, int n)
+{
+	const __m512 vs = _mm512_set1_ps(s);
+	size_t len = (size_t)n;
+
+	for (size_t i = 0; i < len; i += 16) {
+		__mmask16 m = tail_mask(len - i);
+		__m512 v = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + i), vs);
+
+		_mm512_mask_storeu_ps(y + i, m, _mm512_mul_ps(v, _mm512_maskz_loadu_ps(m, w + i)));
+	}
+}
+
+static void add(float *y, const float *x, size_t n)
+{
+	for (size_t i = 0; i < n; i += 16) {
+		__mmask16 m = tail_mask(n - i);
+
+		_mm512_mask_storeu_ps(y + i, m, _mm512_add_ps(_mm512_maskz_loadu_ps(m, y + i),
+							      _mm512_maskz_loadu_ps(m, x + i)));
+	}
+}
+
+static void swiglu(float *g, const float *u, size_t n)
+{
+	const __m512 one = _mm512_set1_ps(1.0f);
+
+	for (size_t i = 0; i < n; i += 16) {
+		__mmask16 m = tail_mask(n - i);
+		__m512 vg = _mm512_maskz_loadu_ps(m, g + i);
+		__m512 e = exp16(_mm512_sub_ps(_mm512_setzero_ps(), vg));
+		__m512 silu = _mm512_div_ps(vg, _mm512_add_ps(one, e));
+
+		_mm512_mask_storeu_ps(g + i, m, _mm512_mul_ps(silu, _mm512_maskz_loadu_ps(m, u + i)));
+	}
+}
+
+static void softmax(float *x, int n)
+{
+	const size_t len = (size_t)n;
+	__m512 vm = _mm512_set1_ps(-INFINITY);
+	__m512 vs = _mm512_setzero_ps();
+
+	for (size_t i = 0; i < len; i += 16) {
+		__mmask16 k = tail_mask(len - i);
+
+		vm = _mm512_mask_max_ps(vm, k, vm, _mm512_maskz_loadu_ps(k, x + i));
+	}
+	const float m = _mm512_reduce_max_ps(vm);
+	vm = _mm512_set1_ps(m);
+	for (size_t i = 0; i < len; i += 16) {
+		__mmask16 k = tail_mask(len - i);
+		/* m = -inf (a row of -inf): every weight is 0, not NaN */
+		__m512 w = m == -INFINITY ? _mm512_setzero_ps() :
+			   exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, x + i), vm));
+
+		w = _mm512_maskz_mov_ps(k, w);
+		_mm512_mask_storeu_ps(x + i, k, w);
+		vs = _mm512_add_ps(vs, w);
+	}
+	const float sum = _mm512_reduce_add_ps(vs);
+	if (sum == 0.0f)
+		return;
+	const __m512 inv = _mm512_set1_ps(1.0f / sum);
+	for (size_t i = 0; i < len; i += 16) {
+		__mmask16 k = tail_mask(len - i);
+
+		_mm512_mask_storeu_ps(x + i, k, _mm512_mul_ps(_mm512_maskz_loadu_ps(k, x + i), inv));
+	}
+}
+
+static void rope_adjacent(float *x, const float *c, const float *s, int n_rot)
+{
+	const size_t len = (size_t)n_rot;
+
+	for (size_t j = 0; j < len; j += 16) {
+		__mmask16 m = tail_mask(len - j);
+		__m512 v = _mm512_maskz_loadu_ps(m, x + j);
+		__m512 sw = _mm512_permute_ps(v, 0xb1); /* swap each pair */
+
+		_mm512_mask_storeu_ps(x + j, m,
+				      _mm512_add_ps(_mm512_mul_ps(v, _mm512_maskz_loadu_ps(m, c + j)),
+						    _mm512_mul_ps(sw, _mm512_maskz_loadu_ps(m, s + j))));
+	}
+}
+
+static void rope_neox(float *x, const float *c, const float *s, int n_rot)
+{
+	const size_t h = (size_t)(n_rot / 2);
+
+	for (size_t j = 0; j < h; j += 16) {
+		__mmask16 m = tail_mask(h - j);
+		__m512 x0 = _mm512_maskz_loadu_ps(m, x + j);
+		__m512 x1 = _mm512_maskz_loadu_ps(m, x + j + h);
+
+		_mm512_mask_storeu_ps(x + j, m,
+				      _mm512_add_ps(_mm512_mul_ps(x0, _mm512_maskz_loadu_ps(m, c + j)),
+						    _mm512_mul_ps(x1, _mm512_maskz_loadu_ps(m, s + j))));
+		_mm512_mask_storeu_ps(x + j + h, m,
+				      _mm512_add_ps(_mm512_mul_ps(x1, _mm512_maskz_loadu_ps(m, c + j + h)),
+						    _mm512_mul_ps(x0, _mm512_maskz_loadu_ps(m, s + j + h))));
+	}
+}
+
+static void f32_to_f16(uint16_t *y, const float *x, int n)
+{
+	const size_t len = (size_t)n;
+
+	for (size_t i = 0; i < len; i += 16) {
+		__mmask16 m = tail_mask(len - i);
+		__m256i h = _mm512_cvtps_ph(_mm512_maskz_loadu_ps(m, x + i),
+					    _MM_FROUND_TO_NEAREST_INT);
+
+		_mm256_mask_storeu_epi16(y + i, m, h);
+	}
+}
+
+/* The sum of the two 8-lane halves (AVX-512F has no 32x8 extract). */
+INLINE __m256 fold(__m512 a)
+{
+	__m256 hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(a), 1));
+
+	return _mm256_add_ps(_mm512_castps512_ps256(a), hi);
+}
+
+/* Four sums of 16 lanes each, as one vector of 4. */
+INLINE __m128 reduce4(__m512 a0, __m512 a1, __m512 a2, __m512 a3)
+{
+	__m256 b0 = fold(a0), b1 = fold(a1), b2 = fold(a2), b3 = fold(a3);
+	__m256 t = _mm256_hadd_ps(_mm256_hadd_ps(b0, b1), _mm256_hadd_ps(b2, b3));
+
+	return _mm_add_ps(_mm256_castps256_ps128(t), _mm256_extractf128_ps(t, 1));
+}
+
+INLINE __m128 dot4(const float *q, const uint16_t *k, size_t hd)
+{
+	__m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
+	__m512 a2 = _mm512_setzero_ps(), a3 = _mm512_setzero_ps();
+	size_t d = 0;
+
+	for (; d + 16 <= hd; d += 16) {
+		__m512 vq = _mm512_loadu_ps(q + d);
+
+		a0 = _mm512_fmadd_ps(vq, load_f16(k + d), a0);
+		a1 = _mm512_fmadd_ps(vq, load_f16(k + hd + d), a1);
+		a2 = _mm512_fmadd_ps(vq, load_f16(k + 2 * hd + d), a2);
+		a3 = _mm512_fmadd_ps(vq, load_f16(k + 3 * hd + d), a3);
+	}
+	if (d < hd) {
+		__mmask16 m = tail_mask(hd - d);
+		__m512 vq = _mm512_maskz_loadu_ps(m, q + d);
+
+		a0 = _mm512_fmadd_ps(vq, load_f16_mask(k + d, m), a0);
+		a1 = _mm512_fmadd_ps(vq, load_f16_mask(k + hd + d, m), a1);
+		a2 = _mm512_fmadd_ps(vq, load_f16_mask(k + 2 * hd + d, m), a2);
+		a3 = _mm512_fmadd_ps(vq, load_f16_mask(k + 3 * hd + d, m), a3);
+	}
+	return reduce4(a0, a1, a2, a3);
+}
+
+INLINE float dot1(const float *q, const uint16_t *k, size_t hd)
+{
+	__m512 a0 = _mm512_setzero_ps();
+
+	for (size_t d = 0; d < hd; d += 16) {
+		__mmask16 m = tail_mask(hd - d);
+
+		a0 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, q + d), load_f16_mask(k + d, m), a0);
+	}
+	return _mm512_reduce_add_ps(a0);
+}
+
+static void attn_span(struct exl_attn_state *st, const float *q, const uint16_t *k,
+		      const uint16_t *v, int n, int head_dim, float scale)
+{
+	const size_t hd = (size_t)head_dim;
+	const size_t len = (size_t)n;
+	const __m128 vscale = _mm_set1_ps(scale);
+	float *s = st->s;
+	float *acc = st->acc;
+	size_t j = 0;
+
+	for (; j + 4 <= len; j += 4)
+		_mm_storeu_ps(s + j, _mm_mul_ps(dot4(q, k + j * hd, hd), vscale));
+	for (; j < len; j++)
+		s[j] = dot1(q, k + j * hd, hd) * scale;
+
+	float m_new = st->m;
+	for (j = 0; j < len; j++)
+		m_new = fmaxf(m_new, s[j]);
+	const float corr = exl_softmax_rescale(st->m, m_new);
+	const __m512 vm = _mm512_set1_ps(m_new);
+	__m512 vl = _mm512_setzero_ps();
+
+	for (j = 0; j < len; j += 16) {
+		__mmask16 m = tail_mask(len - j);
+		/* m_new = -inf: every score is -inf and weighs 0 */
+		__m512 w = m_new == -INFINITY ? _mm512_setzero_ps() :
+			   exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, s + j), vm));
+
+		w = _mm512_maskz_mov_ps(m, w);
+		_mm512_mask_storeu_ps(s + j, m, w);
+		vl = _mm512_add_ps(vl, w);
+	}
+	st->l = st->l * corr + _mm512_reduce_add_ps(vl);
+	st->m = m_new;
+
+	const __m512 vc = _mm512_set1_ps(corr);
+	size_t d = 0;
+	for (; d + 64 <= hd; d += 64) {
+		__m512 a0 = _mm512_mul_ps(_mm512_loadu_ps(acc + d), vc);
+		__m512 a1 = _mm512_mul_ps(_mm512_loadu_ps(acc + d + 16), vc);
+		__m512 a2 = _mm512_mul_ps(_mm512_loadu_ps(acc + d + 32), vc);
+		__m512 a3 = _mm512_mul_ps(_mm512_loadu_ps(acc + d + 48), vc);
+		const uint16_t *vj = v + d;
+
+		for (j = 0; j < len; j++, vj += hd) {
+			__m512 w = _mm512_set1_ps(s[j]);
+
+			a0 = _mm512_fmadd_ps(w, load_f16(vj), a0);
+			a1 = _mm512_fmadd_ps(w, load_f16(vj + 16), a1);
+			a2 = _mm512_fmadd_ps(w, load_f16(vj + 32), a2);
+			a3 = _mm512_fmadd_ps(w, load_f16(vj + 48), a3);
+		}
+		_mm512_storeu_ps(acc + d, a0);
+		_mm512_storeu_ps(acc + d + 16, a1);
+		_mm512_storeu_ps(acc + d + 32, a2);
+		_mm512_storeu_ps(acc + d + 48, a3);
+	}
+	for (; d < hd; d += 16) {
+		__mmask16 m = tail_mask(hd - d);
+		__m512 a0 = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, acc + d), vc);
+		const uint16_t *vj = v + d;
+
+		for (j = 0; j < len; j++, vj += hd)
+			a0 = _mm512_fmadd_ps(_mm512_set1_ps(s[j]), load_f16_mask(vj, m), a0);
+		_mm512_mask_storeu_ps(acc + d, m, a0);
+	}
+}
+
+const struct exl_cpu_ops exl_cpu_ops_avx512 = {
+	.name = "avx512",
+	.sum_sq = sum_sq,
+	.scale_mul = scale_mul,
+	.add = add,
+	.swiglu = swiglu,
+	.softmax = softmax,
+	.rope_adjacent = rope_adjacent,
+	.rope_neox = rope_neox,
+	.f32_to_f16 = f32_to_f16,
+	.attn_span = attn_span,
+};
