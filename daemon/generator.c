@@ -198,33 +198,52 @@ static bool utf8_complete(const char *s, size_t n)
 	return true;
 }
 
-/* Removes the last prompt token for healing when its text allows it. */
+/* Token healing: removes the prompt's last tokens and keeps their text as
+ * the constraint.  As many trailing tokens go (up to HEAL_MAX_TOKENS) as
+ * still form the start of some vocabulary token, so "a ti" tokenized
+ * " t" "i" heals to " ti" and can become " time". */
+#define HEAL_MAX_TOKENS 8
+#define HEAL_MAX_BYTES 256
+
 static int setup_healing(struct exl_job *job, char *err, size_t errlen)
 {
 	struct exl_gen_seq *q = &job->seq[0];
-	char buf[512];
-	int32_t last;
+	char text[HEAL_MAX_BYTES], buf[HEAL_MAX_BYTES];
+	size_t len = 0, best_len = 0;
+	int best = 0;
 
-	if (q->n_tokens < 2)
-		return 0; /* nothing would be left to condition on */
-	last = q->tokens[q->n_tokens - 1];
-	if (exl_tokenizer_is_special(job->tok, last))
-		return 0;
-	size_t n = exl_token_bytes(job->tok, last, false, buf, sizeof(buf));
+	for (int k = 1; k <= HEAL_MAX_TOKENS && k < q->n_tokens; k++) {
+		int32_t t = q->tokens[q->n_tokens - k];
 
-	if (n == 0 || n > sizeof(buf) || !utf8_complete(buf, n))
+		if (exl_tokenizer_is_special(job->tok, t))
+			break;
+		size_t n = exl_token_bytes(job->tok, t, false, buf, sizeof(buf));
+
+		if (n == 0 || n > sizeof(buf) || len + n > sizeof(text))
+			break;
+		memmove(text + n, text, len);
+		memcpy(text, buf, n);
+		len += n;
+		if (!utf8_complete(text, len))
+			continue;
+		if (!exl_gen_vocab_has_prefix(job->tok, job->n_vocab, text, len))
+			break;
+		best = k;
+		best_len = len;
+	}
+	if (!best)
 		return 0;
-	job->heal = malloc(n);
+	job->heal = malloc(best_len);
 	if (!job->heal) {
 		snprintf(err, errlen, "out of memory for token healing");
 		return -1;
 	}
-	memcpy(job->heal, buf, n);
-	job->heal_len = n;
-	q->n_tokens--;
-	q->prompt_len--;
-	int nc = exl_gen_heal_candidates(job->tok, job->n_vocab, job->heal, n, &job->heal_cands,
-					 err, errlen);
+	memcpy(job->heal, text + (len - best_len), best_len);
+	job->heal_len = best_len;
+	q->n_tokens -= best;
+	q->prompt_len -= best;
+	int nc = exl_gen_heal_candidates(job->tok, job->n_vocab, job->heal, best_len,
+					 &job->heal_cands, err, errlen);
 
 	if (nc < 0)
 		return -1;

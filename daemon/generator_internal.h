@@ -149,6 +149,9 @@ double exl_gen_now(void);
  * the candidates for the next token while healing.  *out is malloc'ed. */
 int exl_gen_heal_candidates(const struct exl_tokenizer *tok, int n_vocab, const char *rest,
 			    size_t n, int32_t **out, char *err, size_t errlen);
+/* 1 when some non-special token's bytes start with text[0..n), else 0. */
+int exl_gen_vocab_has_prefix(const struct exl_tokenizer *tok, int n_vocab, const char *text,
+			     size_t n);
 /* The DRY sequence-breaker bitmap for p's breaker strings, malloc'ed; NULL
  * (and no error) when DRY is off. */
 int exl_dry_breaker_mask(const struct exl_tokenizer *tok, int n_vocab,

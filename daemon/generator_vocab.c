@@ -47,6 +47,27 @@ int exl_gen_heal_candidates(const struct exl_tokenizer *tok, int n_vocab, const 
 	return nc;
 }
 
+int exl_gen_vocab_has_prefix(const struct exl_tokenizer *tok, int n_vocab, const char *text,
+			     size_t n)
+{
+	int32_t nt = exl_tokenizer_n_vocab(tok);
+	char buf[TOKEN_BUF];
+
+	if (nt > n_vocab)
+		nt = n_vocab;
+	if (n > sizeof(buf))
+		return 0;
+	for (int32_t id = 0; id < nt; id++) {
+		if (exl_tokenizer_is_special(tok, id))
+			continue;
+		size_t len = exl_token_bytes(tok, id, false, buf, sizeof(buf));
+
+		if (len >= n && !memcmp(buf, text, n))
+			return 1;
+	}
+	return 0;
+}
+
 static bool contains(const char *hay, size_t n, const char *needle, size_t m)
 {
 	return m <= n && memmem(hay, n, needle, m) != NULL;

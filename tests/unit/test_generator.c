@@ -1,0 +1,1293 @@
+/* The generator and the batching engine end to end on the real test models
+ * (stories260K, aidreams260K): known greedy output, seeds, stop strings and
+ * tokens, banned strings, token healing, min_new_tokens, CFG, batch
+ * reproducibility, cancel from another thread, KV admission, pause/resume,
+ * the filter hook, prefix sharing, chunked prefill and per-token
+ * probabilities.
+ *
+ * usage: test_generator CASE   (exit 77 when the models are absent)
+ */
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "daemon/engine.h"
+#include "daemon/generator.h"
+#include "daemon/kvcache.h"
+#include "daemon/model.h"
+#include "daemon/tokenizer.h"
+#include "kernels/backend.h"
+
+static int failures;
+
+#define CHECK(cond, ...) do { \
+	if (!(cond)) { \
+		failures++; \
+		fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__, #cond); \
+		fprintf(stderr, __VA_ARGS__); \
+		fputc('\n', stderr); \
+	} \
+} while (0)
+
+#define DIE(...) do { fprintf(stderr, __VA_ARGS__); fputc('\n', stderr); exit(1); } while (0)
+
+/* ---- fixture ---- */
+
+static struct exl_backend *be;
+static struct exl_model *model;
+static const char *model_name = "stories260K";
+
+static void load(const char *name)
+{
+	const char *dir = getenv("EXLD_MODELS");
+	char path[4096], err[512];
+	FILE *f;
+
+	model_name = name;
+	if (!dir) {
+		printf("EXLD_MODELS is not set: skipping\n");
+		exit(77);
+	}
+	snprintf(path, sizeof(path), "%s/%s.gguf", dir, name);
+	f = fopen(path, "rb");
+	if (!f) {
+		printf("%s not found: skipping\n", path);
+		exit(77);
+	}
+	fclose(f);
+	be = exl_backend_cpu_create(1, err, sizeof(err));
+	if (!be)
+		DIE("cpu backend: %s", err);
+	model = exl_model_load(path, be, err, sizeof(err));
+	if (!model)
+		DIE("load %s: %s", path, err);
+}
+
+struct env {
+	struct exl_kvcache *kv;
+	struct exl_engine *eng;
+};
+
+static struct env make_env(int kv_tokens, int page_size, const struct exl_engine_config *cfg)
+{
+	struct env e;
+	struct exl_engine_config def;
+	char err[512];
+
+	if (!cfg) {
+		exl_engine_config_init(&def);
+		cfg = &def;
+	}
+	e.kv = exl_model_kvcache_create(model, kv_tokens, page_size, err, sizeof(err));
+	if (!e.kv)
+		DIE("kvcache: %s", err);
+	e.eng = exl_engine_create(model, e.kv, cfg, err, sizeof(err));
+	if (!e.eng)
+		DIE("engine: %s", err);
+	return e;
+}
+
+static void free_env(struct env *e)
+{
+	exl_engine_free(e->eng);
+	exl_kvcache_free(e->kv);
+}
+
+/* ---- recording a job ---- */
+
+struct rec {
+	char text[16384];       /* every chunk's text, concatenated */
+	size_t len;
+	int32_t toks[4096];     /* every chunk's tokens */
+	int n_toks;
+	int n_chunks;
+	float probs[4096];
+	int32_t top1[4096];
+	float top1p[4096];
+	bool top_sorted;
+	int n_done;
+	bool last_seen;
+	/* the result, copied */
+	enum exl_stop_reason reason;
+	char rtext[16384];
+	int32_t rtoks[4096];
+	int n_rtoks;
+	int32_t stop_token;
+	char stop_string[256];
+	int prompt_tokens;
+	int cached_tokens;
+	char error[256];
+	/* behaviour */
+	int pause_at;           /* return PAUSE for chunk number pause_at (once) */
+	bool paused_once;
+	int gen_at_pause;
+	void (*hook)(struct rec *r);
+	void *hook_arg;
+};
+
+static int on_chunk(struct exl_job *job, const struct exl_chunk *c, void *user)
+{
+	struct rec *r = user;
+
+	(void)job;
+	if (r->pause_at && r->n_chunks + 1 == r->pause_at && !r->paused_once) {
+		r->paused_once = true;
+		return EXL_CHUNK_PAUSE;
+	}
+	r->n_chunks++;
+	CHECK(!r->last_seen, "a chunk after the last one");
+	r->last_seen = c->last;
+	CHECK(r->len + c->text_len < sizeof(r->text), "text overflow");
+	if (r->len + c->text_len < sizeof(r->text)) {
+		memcpy(r->text + r->len, c->text, c->text_len);
+		r->len += c->text_len;
+		r->text[r->len] = 0;
+	}
+	for (int i = 0; i < c->n_tokens && r->n_toks < 4096; i++) {
+		if (c->probs)
+			r->probs[r->n_toks] = c->probs[i];
+		if (c->top_k) {
+			r->top1[r->n_toks] = c->top_ids[(size_t)i * c->top_k];
+			r->top1p[r->n_toks] = c->top_probs[(size_t)i * c->top_k];
+			for (int k = 1; k < c->top_k; k++)
+				if (c->top_probs[(size_t)i * c->top_k + k] >
+				    c->top_probs[(size_t)i * c->top_k + k - 1])
+					r->top_sorted = false;
+		}
+		r->toks[r->n_toks++] = c->tokens[i];
+	}
+	if (r->hook)
+		r->hook(r);
+	return EXL_CHUNK_OK;
+}
+
+static void on_done(struct exl_job *job, const struct exl_result *res, void *user)
+{
+	struct rec *r = user;
+
+	(void)job;
+	r->n_done++;
+	r->reason = res->reason;
+	snprintf(r->rtext, sizeof(r->rtext), "%s", res->text);
+	r->n_rtoks = res->n_tokens < 4096 ? res->n_tokens : 4096;
+	memcpy(r->rtoks, res->tokens, (size_t)r->n_rtoks * sizeof(int32_t));
+	r->stop_token = res->stop_token;
+	snprintf(r->stop_string, sizeof(r->stop_string), "%s", res->stop_string ? res->stop_string : "");
+	r->prompt_tokens = res->prompt_tokens;
+	r->cached_tokens = res->cached_tokens;
+	snprintf(r->error, sizeof(r->error), "%s", res->error ? res->error : "");
+}
+
+static const struct exl_job_callbacks cbs = { on_chunk, on_done };
+
+static void greedy(struct exl_gen_settings *s, int n)
+{
+	exl_gen_settings_init(s);
+	s->sampling.temperature = 0.0f;
+	s->max_new_tokens = n;
+	s->completion_only = true;
+	s->has_seed = true;
+	s->seed = 1;
+}
+
+/* Temperature 1 with no truncation: the model's own distribution. */
+static void plain(struct exl_gen_settings *s, int n, uint64_t seed)
+{
+	exl_gen_settings_init(s);
+	s->sampling.temperature = 1.0f;
+	s->sampling.top_k = 0;
+	s->sampling.top_p = 1.0f;
+	s->sampling.min_p = 0.0f;
+	s->max_new_tokens = n;
+	s->completion_only = true;
+	s->has_seed = true;
+	s->seed = seed;
+}
+
+static struct exl_job *job_text(const struct exl_gen_settings *s, const char *prompt,
+				const char *negative, struct rec *r)
+{
+	struct exl_prompt p = { prompt, strlen(prompt), NULL, 0 };
+	struct exl_prompt n = { negative, negative ? strlen(negative) : 0, NULL, 0 };
+	char err[512];
+
+	struct exl_job *j = exl_job_create(model, s, &p, negative ? &n : NULL, &cbs, r, err,
+					   sizeof(err));
+	if (!j)
+		DIE("job_create: %s", err);
+	return j;
+}
+
+static void add(struct env *e, struct exl_job *j)
+{
+	char err[512];
+
+	if (exl_engine_add(e->eng, j, err, sizeof(err)))
+		DIE("engine_add: %s", err);
+}
+
+/* Steps until every listed record is done. */
+static void run_until(struct env *e, struct rec **r, int n)
+{
+	char err[512];
+
+	for (int guard = 0; guard < 200000; guard++) {
+		bool all = true;
+
+		for (int i = 0; i < n; i++)
+			all &= r[i]->n_done > 0;
+		if (all)
+			return;
+		if (exl_engine_step(e->eng, err, sizeof(err)) < 0)
+			DIE("step: %s", err);
+	}
+	DIE("jobs did not finish");
+}
+
+/* One job alone; the record is filled. */
+static void run_one(const struct exl_gen_settings *s, const char *prompt, const char *negative,
+		    struct rec *r)
+{
+	struct env e = make_env(2048, 16, NULL);
+	struct exl_job *j;
+
+	memset(r, 0, sizeof(*r));
+	r->top_sorted = true;
+	j = job_text(s, prompt, negative, r);
+	add(&e, j);
+	run_until(&e, &r, 1);
+	exl_job_free(j);
+	free_env(&e);
+	CHECK(r->n_done == 1, "on_done called %d times", r->n_done);
+}
+
+static struct rec *new_rec(void)
+{
+	struct rec *r = calloc(1, sizeof(*r));
+
+	if (!r)
+		DIE("oom");
+	r->top_sorted = true;
+	return r;
+}
+
+/* Streamed text and tokens agree with the result. */
+static void check_consistent(const struct rec *r)
+{
+	CHECK(!strcmp(r->text, r->rtext), "streamed '%s' but result '%s'", r->text, r->rtext);
+	CHECK(r->n_toks == r->n_rtoks && !memcmp(r->toks, r->rtoks, (size_t)r->n_toks * 4),
+	      "streamed %d tokens, result has %d", r->n_toks, r->n_rtoks);
+}
+
+/* ---- cases ---- */
+
+static const char *const known_continuation =
+	", there was a little girl named Lily. She loved to play outside in the park.";
+
+static void case_greedy(void)
+{
+	struct exl_gen_settings s;
+	struct rec *r = new_rec();
+
+	greedy(&s, 40);
+	run_one(&s, "Once upon a time", NULL, r);
+	CHECK(!strncmp(r->rtext, known_continuation, strlen(known_continuation)),
+	      "greedy continuation '%s'", r->rtext);
+	CHECK(r->reason == EXL_STOP_MAX_NEW_TOKENS && r->n_rtoks == 40, "reason %s, %d tokens",
+	      exl_stop_reason_name(r->reason), r->n_rtoks);
+	check_consistent(r);
+
+	/* From BOS alone: llama2.c's reference ids. */
+	char path[4096];
+	FILE *f;
+	int32_t want[200];
+	int n = 0;
+
+	snprintf(path, sizeof(path), "%s/stories260K.expected.ids", getenv("EXLD_MODELS"));
+	f = fopen(path, "r");
+	if (!f)
+		DIE("%s missing", path);
+	while (n < 200 && fscanf(f, "%d", &want[n]) == 1)
+		n++;
+	fclose(f);
+	greedy(&s, 100);
+	run_one(&s, "", NULL, r);
+	CHECK(r->n_rtoks == 100 || r->reason == EXL_STOP_TOKEN, "%d tokens", r->n_rtoks);
+	for (int i = 0; i < r->n_rtoks && i < n; i++) {
+		if (r->rtoks[i] != want[i]) {
+			CHECK(0, "token %d: %d, reference %d", i, r->rtoks[i], want[i]);
+			break;
+		}
+	}
+	/* completion_only off: prompt + completion */
+	greedy(&s, 10);
+	s.completion_only = false;
+	run_one(&s, "Once upon a time", NULL, r);
+	CHECK(!strncmp(r->rtext, "Once upon a time, there was", 27), "full text '%s'", r->rtext);
+	free(r);
+}
+
+static void case_seeds(void)
+{
+	struct exl_gen_settings s;
+	struct rec *a = new_rec(), *b = new_rec();
+	char outs[10][2048];
+	int distinct = 0;
+
+	plain(&s, 40, 1234);
+	run_one(&s, "Once upon a time", NULL, a);
+	run_one(&s, "Once upon a time", NULL, b);
+	CHECK(!strcmp(a->rtext, b->rtext) && a->n_rtoks == b->n_rtoks &&
+	      !memcmp(a->rtoks, b->rtoks, (size_t)a->n_rtoks * 4), "same seed, different output");
+	for (int i = 0; i < 10; i++) {
+		plain(&s, 40, 100 + (uint64_t)i);
+		run_one(&s, "Once upon a time", NULL, a);
+		memcpy(outs[i], a->rtext, sizeof(outs[i]) - 1);
+		outs[i][sizeof(outs[i]) - 1] = 0;
+		bool seen = false;
+
+		for (int k = 0; k < i; k++)
+			seen |= !strcmp(outs[k], outs[i]);
+		distinct += !seen;
+	}
+	CHECK(distinct >= 5, "10 seeds gave %d distinct outputs", distinct);
+	free(a);
+	free(b);
+}
+
+/* Greedy reference for the stop / ban cases. */
+static void greedy_ref(struct rec *r, int n)
+{
+	struct exl_gen_settings s;
+
+	greedy(&s, n);
+	run_one(&s, "Once upon a time", NULL, r);
+}
+
+static void case_stop_string(void)
+{
+	struct exl_gen_settings s;
+	struct rec *ref = new_rec(), *r = new_rec();
+	const char *stops[] = { "named Lily", "little girl", "Lily. She" };
+
+	greedy_ref(ref, 60);
+	for (int k = 0; k < 3; k++) {
+		const char *hit = strstr(ref->rtext, stops[k]);
+
+		CHECK(hit, "'%s' not in the greedy text", stops[k]);
+		if (!hit)
+			continue;
+		greedy(&s, 60);
+		s.stop_strings = &stops[k];
+		s.n_stop_strings = 1;
+		run_one(&s, "Once upon a time", NULL, r);
+		size_t want = (size_t)(hit - ref->rtext);
+
+		CHECK(r->reason == EXL_STOP_STRING && !strcmp(r->stop_string, stops[k]),
+		      "reason %s '%s'", exl_stop_reason_name(r->reason), r->stop_string);
+		CHECK(strlen(r->rtext) == want && !strncmp(r->rtext, ref->rtext, want),
+		      "stop '%s': got '%s'", stops[k], r->rtext);
+		/* Nothing of the stop string was streamed: the stream is the
+		 * result exactly. */
+		CHECK(!strcmp(r->text, r->rtext), "streamed '%s'", r->text);
+		CHECK(r->n_chunks >= 2, "only %d chunks", r->n_chunks);
+		/* Every generated token is reported, the stop string's too. */
+		CHECK(r->n_rtoks <= ref->n_rtoks && !memcmp(r->rtoks, ref->rtoks, (size_t)r->n_rtoks * 4),
+		      "tokens differ from the greedy run");
+		check_consistent(r);
+	}
+
+	/* Several stop strings: the earliest wins; a string absent changes nothing. */
+	const char *two[] = { "park", "Lily", "zzzq" };
+
+	greedy(&s, 60);
+	s.stop_strings = two;
+	s.n_stop_strings = 3;
+	run_one(&s, "Once upon a time", NULL, r);
+	CHECK(!strcmp(r->stop_string, "Lily") && !strstr(r->rtext, "Lily"), "two: '%s' by '%s'",
+	      r->rtext, r->stop_string);
+
+	/* min_new_tokens delays stop strings. */
+	greedy(&s, 60);
+	s.stop_strings = &stops[1];
+	s.n_stop_strings = 1;
+	s.min_new_tokens = 30;
+	run_one(&s, "Once upon a time", NULL, r);
+	CHECK(strstr(r->rtext, "little girl") && r->reason != EXL_STOP_STRING,
+	      "min_new with stop string: %s '%s'", exl_stop_reason_name(r->reason), r->rtext);
+	free(ref);
+	free(r);
+}
+
+static void case_stop_token(void)
+{
+	struct exl_gen_settings s;
+	struct rec *ref = new_rec(), *r = new_rec();
+
+	greedy_ref(ref, 30);
+	int32_t stop = ref->rtoks[10];
+	int first = 0;
+
+	while (ref->rtoks[first] != stop)
+		first++;
+	greedy(&s, 30);
+	s.stop_tokens = &stop;
+	s.n_stop_tokens = 1;
+	run_one(&s, "Once upon a time", NULL, r);
+	CHECK(r->reason == EXL_STOP_TOKEN && r->stop_token == stop && r->n_rtoks == first + 1,
+	      "reason %s token %d after %d tokens (want %d)", exl_stop_reason_name(r->reason),
+	      r->stop_token, r->n_rtoks, first + 1);
+	char *upto = exl_detokenize(exl_model_tokenizer(model), ref->rtoks, (size_t)first, false, false);
+
+	CHECK(upto && !strcmp(r->rtext, upto), "text '%s' want '%s'", r->rtext, upto ? upto : "");
+	free(upto);
+	check_consistent(r);
+	free(ref);
+	free(r);
+}
+
+static void case_eos_min_new(void)
+{
+	struct exl_gen_settings s;
+	struct rec *r = new_rec();
+	const int32_t *eog;
+	int n_eog = exl_tokenizer_eog_ids(exl_model_tokenizer(model), &eog);
+
+	CHECK(n_eog > 0, "no EOG ids");
+	/* stories260K separates stories with BOS and rarely says EOS, so a
+	 * bias makes EOS the greedy choice at every position. */
+	struct exl_token_bias bias = { eog[0], 100.0f };
+
+	greedy(&s, 100);
+	s.sampling.bias = &bias;
+	s.sampling.n_bias = 1;
+	run_one(&s, "Once upon a time", NULL, r);
+	CHECK(r->reason == EXL_STOP_TOKEN && r->stop_token == eog[0] && r->n_rtoks == 1 &&
+	      r->rtext[0] == 0, "EOS first: %s after %d '%s'", exl_stop_reason_name(r->reason),
+	      r->n_rtoks, r->rtext);
+	check_consistent(r);
+
+	s.min_new_tokens = 20;
+	run_one(&s, "Once upon a time", NULL, r);
+	CHECK(r->reason == EXL_STOP_TOKEN && r->n_rtoks == 21 && r->rtoks[20] == eog[0],
+	      "min_new 20: %s after %d", exl_stop_reason_name(r->reason), r->n_rtoks);
+	for (int i = 0; i < 20 && i < r->n_rtoks; i++)
+		CHECK(r->rtoks[i] != eog[0], "EOS at %d before min_new", i);
+	CHECK(strlen(r->rtext) > 20, "text '%s'", r->rtext);
+	check_consistent(r);
+
+	/* ignore_eos: runs to max_new_tokens. */
+	s.min_new_tokens = 0;
+	s.max_new_tokens = 30;
+	s.ignore_eos = true;
+	run_one(&s, "Once upon a time", NULL, r);
+	CHECK(r->reason == EXL_STOP_MAX_NEW_TOKENS && r->n_rtoks == 30,
+	      "ignore_eos: %s after %d", exl_stop_reason_name(r->reason), r->n_rtoks);
+	for (int i = 0; i < r->n_rtoks; i++)
+		CHECK(r->rtoks[i] != eog[0], "EOS at %d with ignore_eos", i);
+	/* an explicit stop token still stops with ignore_eos */
+	int32_t stop = eog[0];
+
+	s.stop_tokens = &stop;
+	s.n_stop_tokens = 1;
+	run_one(&s, "Once upon a time", NULL, r);
+	CHECK(r->reason == EXL_STOP_TOKEN && r->n_rtoks == 1, "ignore_eos + stop token: %s",
+	      exl_stop_reason_name(r->reason));
+	free(r);
+}
+
+static void case_banned(void)
+{
+	struct exl_gen_settings s;
+	struct rec *ref = new_rec(), *r = new_rec();
+	const char *ban[] = { "Lily" };
+	int hits_without = 0;
+
+	greedy_ref(ref, 40);
+	CHECK(strstr(ref->rtext, "Lily"), "greedy text lacks Lily");
+	greedy(&s, 40);
+	s.banned_strings = ban;
+	s.n_banned_strings = 1;
+	run_one(&s, "Once upon a time", NULL, r);
+	CHECK(!strstr(r->rtext, "Lily") && !strstr(r->text, "Lily") && r->n_rtoks == 40,
+	      "greedy with ban: '%s'", r->rtext);
+	/* up to the name the text is the same */
+	size_t same = (size_t)(strstr(ref->rtext, "Lily") - ref->rtext);
+
+	CHECK(!strncmp(r->rtext, ref->rtext, same), "prefix changed: '%s'", r->rtext);
+	check_consistent(r);
+
+	for (int i = 0; i < 20; i++) {
+		exl_gen_settings_init(&s);
+		s.max_new_tokens = 60;
+		s.completion_only = true;
+		s.has_seed = true;
+		s.seed = 500 + (uint64_t)i;
+		run_one(&s, "Once upon a time", NULL, r);
+		hits_without += strstr(r->rtext, "Lily") != NULL;
+		s.banned_strings = ban;
+		s.n_banned_strings = 1;
+		run_one(&s, "Once upon a time", NULL, r);
+		CHECK(!strstr(r->rtext, "Lily") && !strstr(r->text, "Lily"), "seed %d: '%s'",
+		      500 + i, r->rtext);
+		CHECK(r->reason != EXL_STOP_ERROR, "seed %d: error %s", 500 + i, r->error);
+		check_consistent(r);
+	}
+	CHECK(hits_without >= 3, "without the ban only %d of 20 samples say Lily", hits_without);
+	free(ref);
+	free(r);
+}
+
+static void case_healing(void)
+{
+	struct exl_gen_settings s;
+	struct rec *r = new_rec();
+
+	greedy(&s, 20);
+	s.token_healing = true;
+	run_one(&s, "Once upon a ti", NULL, r);
+	CHECK(!strncmp(r->rtext, "me", 2), "healed continuation '%s'", r->rtext);
+	check_consistent(r);
+	greedy(&s, 20);
+	s.token_healing = true;
+	s.completion_only = false;
+	run_one(&s, "Once upon a ti", NULL, r);
+	CHECK(!strncmp(r->rtext, "Once upon a time", 16), "healed text '%s'", r->rtext);
+	CHECK(r->prompt_tokens == 4, "prompt of %d tokens after healing", r->prompt_tokens);
+	/* a prompt of one word heals too */
+	greedy(&s, 10);
+	s.token_healing = true;
+	run_one(&s, "Once upon a time, there was a little gi", NULL, r);
+	CHECK(!strncmp(r->rtext, "rl", 2), "healed 'gi' -> '%s'", r->rtext);
+	free(r);
+}
+
+static void case_cfg(void)
+{
+	struct exl_gen_settings s;
+	struct rec *a = new_rec(), *b = new_rec();
+
+	greedy(&s, 40);
+	run_one(&s, "Once upon a time", NULL, a);
+	s.cfg_scale = 1.0f;
+	run_one(&s, "Once upon a time", "One day, a sad dog", b);
+	CHECK(!strcmp(a->rtext, b->rtext), "CFG 1 greedy: '%s' vs '%s'", a->rtext, b->rtext);
+
+	plain(&s, 40, 77);
+	run_one(&s, "Once upon a time", NULL, a);
+	s.cfg_scale = 1.0f;
+	run_one(&s, "Once upon a time", "One day, a sad dog", b);
+	CHECK(!strcmp(a->rtext, b->rtext), "CFG 1 sampled: '%s' vs '%s'", a->rtext, b->rtext);
+
+	greedy(&s, 40);
+	s.cfg_scale = 4.0f;
+	run_one(&s, "Once upon a time", "Once upon a time, there was a little girl named Lily", b);
+	CHECK(strcmp(a->rtext, b->rtext) && b->reason != EXL_STOP_ERROR, "CFG 4 had no effect: '%s'",
+	      b->rtext);
+	check_consistent(b);
+	free(a);
+	free(b);
+}
+
+static const char *const batch_prompts[8] = {
+	"Once upon a time", "The dog", "Tom and Sue went to the park. They", "A little bird",
+	"One day, Lily", "The sun was", "Ben had a red ball", "Mom said",
+};
+
+static void case_batch(void)
+{
+	struct exl_gen_settings s;
+	struct rec *alone = new_rec(), *g_alone = new_rec();
+	struct rec *r[8];
+	struct exl_job *j[8];
+
+	plain(&s, 60, 4242);
+	run_one(&s, batch_prompts[0], NULL, alone);
+	greedy(&s, 60);
+	run_one(&s, batch_prompts[2], NULL, g_alone);
+
+	struct env e = make_env(4096, 16, NULL);
+
+	for (int i = 0; i < 8; i++) {
+		r[i] = new_rec();
+		if (i == 2)
+			greedy(&s, 60);
+		else
+			plain(&s, 60, i == 0 ? 4242 : 900 + (uint64_t)i);
+		j[i] = job_text(&s, batch_prompts[i], NULL, r[i]);
+		add(&e, j[i]);
+	}
+	/* One more joins later, between steps. */
+	char err[256];
+
+	for (int k = 0; k < 5; k++)
+		if (exl_engine_step(e.eng, err, sizeof(err)) < 0)
+			DIE("step: %s", err);
+	struct exl_engine_stats st;
+
+	exl_engine_stats(e.eng, &st);
+	CHECK(st.active == 8 && st.queued == 0, "stats: %d active %d queued", st.active, st.queued);
+	run_until(&e, r, 8);
+	CHECK(!strcmp(r[0]->rtext, alone->rtext) && r[0]->n_rtoks == alone->n_rtoks &&
+	      !memcmp(r[0]->rtoks, alone->rtoks, (size_t)alone->n_rtoks * 4),
+	      "seeded job alone '%s' vs in a batch of 8 '%s'", alone->rtext, r[0]->rtext);
+	CHECK(!strcmp(r[2]->rtext, g_alone->rtext), "greedy job alone '%s' vs batch '%s'",
+	      g_alone->rtext, r[2]->rtext);
+	for (int i = 0; i < 8; i++) {
+		check_consistent(r[i]);
+		exl_job_free(j[i]);
+		free(r[i]);
+	}
+	exl_engine_stats(e.eng, &st);
+	CHECK(st.active == 0 && st.generated_tokens > 0 && st.kv_pages_free == st.kv_pages_total,
+	      "after: %d active, %llu tokens, %d of %d pages free", st.active,
+	      (unsigned long long)st.generated_tokens, st.kv_pages_free, st.kv_pages_total);
+	free_env(&e);
+	free(alone);
+	free(g_alone);
+}
+
+/* ---- cancel from another thread ---- */
+
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
+static int phase; /* 1: the job is streaming; 2: cancelled */
+static struct exl_job *cancel_job;
+
+static void cancel_hook(struct rec *r)
+{
+	if (r->n_chunks != 5)
+		return;
+	/* Hold the engine thread here until the other thread has
+	 * cancelled, so the job cannot finish first. */
+	pthread_mutex_lock(&mu);
+	phase = 1;
+	pthread_cond_broadcast(&cv);
+	while (phase != 2)
+		pthread_cond_wait(&cv, &mu);
+	pthread_mutex_unlock(&mu);
+}
+
+static void *canceller(void *arg)
+{
+	(void)arg;
+	pthread_mutex_lock(&mu);
+	while (phase != 1)
+		pthread_cond_wait(&cv, &mu);
+	exl_job_cancel(cancel_job);
+	phase = 2;
+	pthread_cond_broadcast(&cv);
+	pthread_mutex_unlock(&mu);
+	return NULL;
+}
+
+static void case_cancel(void)
+{
+	struct exl_gen_settings s;
+	struct rec *r = new_rec(), *other = new_rec();
+	struct env e = make_env(2048, 16, NULL);
+	pthread_t th;
+
+	greedy(&s, 200);
+	s.ignore_eos = true;
+	r->hook = cancel_hook;
+	cancel_job = job_text(&s, "Once upon a time", NULL, r);
+	struct exl_job *j2 = job_text(&s, "The dog", NULL, other);
+
+	add(&e, cancel_job);
+	add(&e, j2);
+	if (pthread_create(&th, NULL, canceller, NULL))
+		DIE("pthread_create");
+	run_until(&e, &r, 1);
+	pthread_join(th, NULL);
+	CHECK(r->reason == EXL_STOP_CANCELLED, "reason %s", exl_stop_reason_name(r->reason));
+	CHECK(r->n_rtoks < 200 && r->n_rtoks >= 5, "%d tokens", r->n_rtoks);
+	CHECK(!strncmp(r->rtext, r->text, strlen(r->rtext)), "result '%s' vs stream '%s'",
+	      r->rtext, r->text);
+	/* the other job is unaffected */
+	run_until(&e, &other, 1);
+	CHECK(other->reason == EXL_STOP_MAX_NEW_TOKENS || other->reason == EXL_STOP_MAX_CONTEXT,
+	      "other: %s", exl_stop_reason_name(other->reason));
+	/* a queued job can be cancelled too */
+	struct rec *q = new_rec();
+	struct exl_job *j3 = job_text(&s, "Mom said", NULL, q);
+
+	add(&e, j3);
+	exl_job_cancel(j3);
+	run_until(&e, &q, 1);
+	CHECK(q->reason == EXL_STOP_CANCELLED && q->n_rtoks == 0, "queued cancel: %s",
+	      exl_stop_reason_name(q->reason));
+	exl_job_free(cancel_job);
+	exl_job_free(j2);
+	exl_job_free(j3);
+	free_env(&e);
+	free(r);
+	free(other);
+	free(q);
+}
+
+static void case_kv_wait(void)
+{
+	struct exl_gen_settings s;
+	struct rec *ref = new_rec(), *a = new_rec(), *b = new_rec();
+	struct rec *both[2] = { a, b };
+	struct exl_engine_stats st;
+	char err[256];
+
+	greedy(&s, 60);
+	run_one(&s, "The dog", NULL, ref);
+	/* 5 + 60 tokens need 5 pages of 16; the pool has 6: one at a time. */
+	struct env e = make_env(96, 16, NULL);
+	struct exl_job *ja = job_text(&s, "Once upon a time", NULL, a);
+	struct exl_job *jb = job_text(&s, "The dog", NULL, b);
+
+	add(&e, ja);
+	add(&e, jb);
+	if (exl_engine_step(e.eng, err, sizeof(err)) <= 0)
+		DIE("step: %s", err);
+	exl_engine_stats(e.eng, &st);
+	CHECK(st.active == 1 && st.queued == 1, "%d active, %d queued", st.active, st.queued);
+	run_until(&e, both, 2);
+	CHECK(a->reason == EXL_STOP_MAX_NEW_TOKENS && b->reason == EXL_STOP_MAX_NEW_TOKENS,
+	      "reasons %s %s", exl_stop_reason_name(a->reason), exl_stop_reason_name(b->reason));
+	CHECK(!strcmp(b->rtext, ref->rtext), "waited job '%s' vs alone '%s'", b->rtext, ref->rtext);
+
+	/* A job longer than the whole pool gets what fits (max_context);
+	 * one whose prompt does not fit is refused. */
+	struct rec *c = new_rec();
+
+	greedy(&s, 500);
+	s.ignore_eos = true;
+	struct exl_job *jc = job_text(&s, "Once upon a time", NULL, c);
+
+	add(&e, jc);
+	run_until(&e, &c, 1);
+	CHECK(c->reason == EXL_STOP_MAX_CONTEXT && c->n_rtoks == 96 - c->prompt_tokens,
+	      "long job: %s after %d", exl_stop_reason_name(c->reason), c->n_rtoks);
+	char big[2048] = "";
+
+	for (int i = 0; i < 40; i++)
+		strcat(big, "Once upon a time ");
+	struct exl_job *jd = job_text(&s, big, NULL, c);
+
+	CHECK(exl_engine_add(e.eng, jd, err, sizeof(err)) == -1 &&
+	      (strstr(err, "KV") || strstr(err, "context")), "oversized prompt: %s", err);
+	exl_job_free(jd);
+	exl_job_free(ja);
+	exl_job_free(jb);
+	exl_job_free(jc);
+	free_env(&e);
+	free(ref);
+	free(a);
+	free(b);
+	free(c);
+}
+
+static void case_pause(void)
+{
+	struct exl_gen_settings s;
+	struct rec *ref = new_rec(), *r = new_rec(), *other = new_rec();
+	char err[256];
+
+	greedy(&s, 30);
+	run_one(&s, "Once upon a time", NULL, ref);
+	struct env e = make_env(2048, 16, NULL);
+
+	r->pause_at = 4;
+	struct exl_job *j = job_text(&s, "Once upon a time", NULL, r);
+	greedy(&s, 200);
+	s.ignore_eos = true;
+	struct exl_job *j2 = job_text(&s, "The dog", NULL, other);
+
+	add(&e, j);
+	add(&e, j2);
+	while (!r->paused_once)
+		if (exl_engine_step(e.eng, err, sizeof(err)) < 0)
+			DIE("step: %s", err);
+	int chunks = r->n_chunks;
+
+	/* Paused: the other job goes on, this one does not move. */
+	for (int k = 0; k < 20; k++)
+		if (exl_engine_step(e.eng, err, sizeof(err)) <= 0)
+			DIE("step while paused: %s", err);
+	struct exl_engine_stats st;
+
+	exl_engine_stats(e.eng, &st);
+	CHECK(r->n_chunks == chunks && r->n_done == 0 && st.paused == 1,
+	      "paused job moved: %d chunks (was %d), paused %d", r->n_chunks, chunks, st.paused);
+	exl_job_resume(j);
+	struct rec *both[2] = { r, other };
+
+	run_until(&e, both, 2);
+	CHECK(!strcmp(r->rtext, ref->rtext), "paused job '%s' vs '%s'", r->rtext, ref->rtext);
+	check_consistent(r);
+	exl_job_free(j);
+	exl_job_free(j2);
+	free_env(&e);
+	free(ref);
+	free(r);
+	free(other);
+}
+
+/* ---- the filter hook: lowercase letters and spaces only, complete
+ * after 8 tokens ---- */
+
+struct lower_filter {
+	struct exl_filter f;
+	const struct exl_tokenizer *tok;
+	int accepted;
+	int limit;
+	bool prefer;
+};
+
+static bool lower_ok(const struct exl_tokenizer *tok, int32_t id)
+{
+	char buf[64];
+	size_t n = exl_token_bytes(tok, id, false, buf, sizeof(buf));
+
+	if (n == 0 || n > sizeof(buf))
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (!(buf[i] == ' ' || (buf[i] >= 'a' && buf[i] <= 'z')))
+			return false;
+	return true;
+}
+
+static int lf_allowed(struct exl_filter *f, uint32_t *mask, int n_vocab, char *err, size_t errlen)
+{
+	struct lower_filter *lf = (struct lower_filter *)f;
+
+	(void)err;
+	(void)errlen;
+	if (lf->accepted >= lf->limit)
+		return 0;
+	for (int i = 0; i < n_vocab && i < exl_tokenizer_n_vocab(lf->tok); i++)
+		if (lower_ok(lf->tok, i))
+			mask[i >> 5] |= 1u << (i & 31);
+	return 0;
+}
+
+static int lf_accept(struct exl_filter *f, int32_t t, char *err, size_t errlen)
+{
+	struct lower_filter *lf = (struct lower_filter *)f;
+
+	if (!lower_ok(lf->tok, t) || lf->accepted >= lf->limit) {
+		snprintf(err, errlen, "token %d not allowed", t);
+		return -1;
+	}
+	lf->accepted++;
+	return 0;
+}
+
+static bool lf_complete(const struct exl_filter *f)
+{
+	const struct lower_filter *lf = (const struct lower_filter *)f;
+
+	return lf->accepted >= lf->limit;
+}
+
+static bool lf_prefer(const struct exl_filter *f)
+{
+	return ((const struct lower_filter *)f)->prefer;
+}
+
+static int lf_reset(struct exl_filter *f, char *err, size_t errlen)
+{
+	(void)err;
+	(void)errlen;
+	((struct lower_filter *)f)->accepted = 0;
+	return 0;
+}
+
+static int lf_freed;
+
+static void lf_free(struct exl_filter *f)
+{
+	lf_freed++;
+	free(f);
+}
+
+static const struct exl_filter_ops lf_ops = {
+	lf_allowed, lf_accept, lf_complete, lf_prefer, lf_reset, lf_free,
+};
+
+static struct exl_filter *lower_filter(int limit, bool prefer)
+{
+	struct lower_filter *lf = calloc(1, sizeof(*lf));
+
+	if (!lf)
+		DIE("oom");
+	lf->f.ops = &lf_ops;
+	lf->tok = exl_model_tokenizer(model);
+	lf->limit = limit;
+	lf->prefer = prefer;
+	return &lf->f;
+}
+
+static void case_filter(void)
+{
+	struct exl_gen_settings s;
+	struct rec *r = new_rec();
+
+	for (int seed = 0; seed < 4; seed++) {
+		plain(&s, 40, 60 + (uint64_t)seed);
+		s.filter = lower_filter(8, true);
+		run_one(&s, "Once upon a time", NULL, r);
+		CHECK(r->reason == EXL_STOP_END_FILTER && r->n_rtoks == 8, "filter: %s after %d (%s)",
+		      exl_stop_reason_name(r->reason), r->n_rtoks, r->error);
+		for (const char *p = r->rtext; *p; p++)
+			CHECK(*p == ' ' || (*p >= 'a' && *p <= 'z'), "filtered text '%s'", r->rtext);
+		check_consistent(r);
+	}
+	/* Without the filter, the text has punctuation soon. */
+	greedy(&s, 8);
+	run_one(&s, "Once upon a time", NULL, r);
+	CHECK(strchr(r->rtext, ','), "unfiltered: '%s'", r->rtext);
+	/* Not preferring EOS: the filter allows nothing more, so it ends all
+	 * the same, and with a banned string it replays after rewinds. */
+	const char *ban[] = { "there" };
+
+	greedy(&s, 40);
+	s.filter = lower_filter(8, false);
+	s.banned_strings = ban;
+	s.n_banned_strings = 1;
+	run_one(&s, "Once upon a time", NULL, r);
+	CHECK(r->reason == EXL_STOP_END_FILTER && r->n_rtoks == 8 && !strstr(r->rtext, "there"),
+	      "filter + ban: %s after %d '%s' (%s)", exl_stop_reason_name(r->reason), r->n_rtoks,
+	      r->rtext, r->error);
+	CHECK(lf_freed == 5, "filters freed: %d", lf_freed);
+	free(r);
+}
+
+static void case_prefix(void)
+{
+	struct exl_gen_settings s;
+	struct rec *a = new_rec(), *b = new_rec();
+	const char *p = "Once upon a time, there was a little girl named Lily. She loved to play "
+			"outside in the park. One day, she saw a big, red ball.";
+	struct env e = make_env(2048, 16, NULL);
+
+	greedy(&s, 30);
+	struct exl_job *ja = job_text(&s, p, NULL, a);
+
+	add(&e, ja);
+	run_until(&e, &a, 1);
+	struct exl_job *jb = job_text(&s, p, NULL, b);
+
+	add(&e, jb);
+	run_until(&e, &b, 1);
+	CHECK(a->cached_tokens == 0 && b->cached_tokens >= 16 && b->cached_tokens % 16 == 0,
+	      "cached %d then %d of %d", a->cached_tokens, b->cached_tokens, b->prompt_tokens);
+	CHECK(!strcmp(a->rtext, b->rtext), "shared prefix changed the output: '%s' vs '%s'",
+	      a->rtext, b->rtext);
+	exl_job_free(ja);
+	exl_job_free(jb);
+	free_env(&e);
+
+	/* Chunked prefill (chunks of 5, batches of 8) gives the same. */
+	struct exl_engine_config cfg;
+
+	exl_engine_config_init(&cfg);
+	cfg.max_batch_tokens = 8;
+	cfg.prefill_chunk = 5;
+	cfg.max_jobs = 4;
+	e = make_env(2048, 16, &cfg);
+	struct rec *c = new_rec(), *d = new_rec();
+	struct rec *both[2] = { c, d };
+	struct exl_job *jc = job_text(&s, p, NULL, c);
+	s.cfg_scale = 1.5f;
+	struct exl_job *jd = job_text(&s, p, "The dog was sad.", d);
+
+	add(&e, jc);
+	add(&e, jd);
+	run_until(&e, both, 2);
+	CHECK(!strcmp(a->rtext, c->rtext), "chunked prefill: '%s' vs '%s'", c->rtext, a->rtext);
+	CHECK(d->reason == EXL_STOP_MAX_NEW_TOKENS, "CFG chunked: %s", exl_stop_reason_name(d->reason));
+	exl_job_free(jc);
+	exl_job_free(jd);
+	free_env(&e);
+	free(a);
+	free(b);
+	free(c);
+	free(d);
+}
+
+static void case_probs(void)
+{
+	struct exl_gen_settings s;
+	struct rec *r = new_rec();
+
+	greedy(&s, 20);
+	s.return_probs = true;
+	s.return_top_k = 5;
+	run_one(&s, "Once upon a time", NULL, r);
+	CHECK(r->n_toks == 20, "%d tokens", r->n_toks);
+	CHECK(r->top_sorted, "top candidates not sorted");
+	for (int i = 0; i < r->n_toks; i++) {
+		CHECK(r->top1[i] == r->toks[i], "greedy token %d is %d, top candidate %d", i,
+		      r->toks[i], r->top1[i]);
+		CHECK(r->probs[i] == r->top1p[i] && r->probs[i] > 0.0f && r->probs[i] <= 1.0f,
+		      "prob %g vs top %g", r->probs[i], r->top1p[i]);
+	}
+	/* a sampled run reports the probability of what it drew */
+	plain(&s, 30, 9);
+	s.return_probs = true;
+	s.return_top_k = 3;
+	run_one(&s, "Once upon a time", NULL, r);
+	int below = 0;
+
+	for (int i = 0; i < r->n_toks; i++) {
+		CHECK(r->probs[i] > 0.0f && r->probs[i] <= r->top1p[i] + 1e-6f, "prob %d: %g > %g", i,
+		      r->probs[i], r->top1p[i]);
+		below += r->probs[i] < r->top1p[i];
+	}
+	CHECK(below > 0, "every sampled token was the most likely one");
+	free(r);
+}
+
+/* Sampler settings end to end: each visibly changes the output. */
+static int repeats(const int32_t *t, int n)
+{
+	int r = 0;
+
+	for (int i = 0; i < n; i++)
+		for (int k = 0; k < i; k++)
+			if (t[k] == t[i]) {
+				r++;
+				break;
+			}
+	return r;
+}
+
+static bool bigram_repeat(const int32_t *t, int n)
+{
+	for (int i = 1; i < n; i++)
+		for (int k = 1; k < i; k++)
+			if (t[k - 1] == t[i - 1] && t[k] == t[i])
+				return true;
+	return false;
+}
+
+static void case_settings(void)
+{
+	struct exl_gen_settings s;
+	struct rec *a = new_rec(), *b = new_rec();
+
+	greedy(&s, 80);
+	s.ignore_eos = true;
+	run_one(&s, "Once upon a time", NULL, a);
+	CHECK(bigram_repeat(a->rtoks, a->n_rtoks), "greedy text repeats no bigram");
+	s.sampling.no_repeat_ngram = 2;
+	run_one(&s, "Once upon a time", NULL, b);
+	CHECK(!bigram_repeat(b->rtoks, b->n_rtoks), "no_repeat_ngram 2 repeated a bigram");
+
+	greedy(&s, 80);
+	s.ignore_eos = true;
+	s.sampling.rep_pen = 1.5f;
+	s.sampling.rep_range = -1;
+	run_one(&s, "Once upon a time", NULL, b);
+	CHECK(repeats(b->rtoks, b->n_rtoks) < repeats(a->rtoks, a->n_rtoks),
+	      "rep_pen: %d repeats vs %d", repeats(b->rtoks, b->n_rtoks), repeats(a->rtoks, a->n_rtoks));
+
+	greedy(&s, 80);
+	s.ignore_eos = true;
+	s.sampling.freq_pen = 1.0f;
+	run_one(&s, "Once upon a time", NULL, b);
+	CHECK(strcmp(a->rtext, b->rtext), "freq_pen had no effect");
+	greedy(&s, 80);
+	s.ignore_eos = true;
+	s.sampling.pres_pen = 1.5f;
+	run_one(&s, "Once upon a time", NULL, b);
+	CHECK(strcmp(a->rtext, b->rtext), "pres_pen had no effect");
+	/* DRY: the prompt repeats itself, greedy copies on; DRY stops the copy. */
+	const char *rep = "Once upon a time, there was a little girl named Lily. "
+			  "Once upon a time, there was a little";
+
+	greedy(&s, 10);
+	run_one(&s, rep, NULL, b);
+	CHECK(!strncmp(b->rtext, " girl", 5), "greedy copy: '%s'", b->rtext);
+	s.sampling.dry_mult = 2.0f;
+	run_one(&s, rep, NULL, b);
+	CHECK(strncmp(b->rtext, " girl", 5), "DRY had no effect: '%s'", b->rtext);
+	s.sampling.dry_allowed_len = 20;
+	run_one(&s, rep, NULL, b);
+	CHECK(!strncmp(b->rtext, " girl", 5), "dry_allowed_len 20 still penalised: '%s'", b->rtext);
+
+	/* a biased-away token never appears */
+	struct exl_token_bias bias = { a->rtoks[0], -INFINITY };
+
+	greedy(&s, 80);
+	s.ignore_eos = true;
+	s.sampling.bias = &bias;
+	s.sampling.n_bias = 1;
+	run_one(&s, "Once upon a time", NULL, b);
+	for (int i = 0; i < b->n_rtoks; i++)
+		CHECK(b->rtoks[i] != bias.id, "banned id %d at %d", bias.id, i);
+
+	/* mirostat and XTC run end to end and change a seeded sample */
+	plain(&s, 40, 31);
+	run_one(&s, "Once upon a time", NULL, a);
+	plain(&s, 40, 31);
+	s.sampling.mirostat = 2;
+	s.sampling.mirostat_tau = 1.0f;
+	run_one(&s, "Once upon a time", NULL, b);
+	CHECK(strcmp(a->rtext, b->rtext) && b->n_rtoks > 0, "mirostat had no effect");
+	plain(&s, 40, 31);
+	s.sampling.xtc_prob = 1.0f;
+	s.sampling.xtc_thresh = 0.1f;
+	run_one(&s, "Once upon a time", NULL, b);
+	CHECK(strcmp(a->rtext, b->rtext), "XTC had no effect");
+	free(a);
+	free(b);
+}
+
+static void case_end_all(void)
+{
+	struct exl_gen_settings s;
+	struct rec *a = new_rec(), *b = new_rec();
+	struct env e = make_env(96, 16, NULL);
+	char err[256];
+
+	greedy(&s, 60);
+	struct exl_job *ja = job_text(&s, "Once upon a time", NULL, a);
+	struct exl_job *jb = job_text(&s, "The dog", NULL, b);
+
+	add(&e, ja);
+	add(&e, jb);
+	for (int k = 0; k < 3; k++)
+		if (exl_engine_step(e.eng, err, sizeof(err)) < 0)
+			DIE("step: %s", err);
+	exl_engine_end_all(e.eng, EXL_STOP_UNLOADED);
+	CHECK(a->n_done == 1 && a->reason == EXL_STOP_UNLOADED && b->n_done == 1 &&
+	      b->reason == EXL_STOP_UNLOADED, "end_all: %s %s", exl_stop_reason_name(a->reason),
+	      exl_stop_reason_name(b->reason));
+	CHECK(!exl_engine_has_work(e.eng), "engine still has work");
+	struct exl_engine_stats st;
+
+	exl_engine_stats(e.eng, &st);
+	CHECK(st.kv_pages_free == st.kv_pages_total, "%d of %d pages free", st.kv_pages_free,
+	      st.kv_pages_total);
+	exl_job_free(ja);
+	exl_job_free(jb);
+	free_env(&e);
+	free(a);
+	free(b);
+}
+
+static void case_errors(void)
+{
+	struct exl_gen_settings s;
+	struct exl_prompt p = { "Hi", 2, NULL, 0 };
+	char err[256];
+	const char *empty[] = { "" };
+	int32_t bad_ids[] = { 1, 99999 };
+
+	greedy(&s, 10);
+	s.sampling.top_p = 2.0f;
+	CHECK(!exl_job_create(model, &s, &p, NULL, &cbs, NULL, err, sizeof(err)) &&
+	      strstr(err, "top_p"), "bad top_p: %s", err);
+	greedy(&s, 10);
+	s.min_new_tokens = 20;
+	CHECK(!exl_job_create(model, &s, &p, NULL, &cbs, NULL, err, sizeof(err)) &&
+	      strstr(err, "min_new_tokens"), "min > max: %s", err);
+	greedy(&s, 10);
+	s.stop_strings = empty;
+	s.n_stop_strings = 1;
+	CHECK(!exl_job_create(model, &s, &p, NULL, &cbs, NULL, err, sizeof(err)) &&
+	      strstr(err, "stop string"), "empty stop string: %s", err);
+	greedy(&s, 10);
+	struct exl_prompt ids = { NULL, 0, bad_ids, 2 };
+
+	CHECK(!exl_job_create(model, &s, &ids, NULL, &cbs, NULL, err, sizeof(err)) &&
+	      strstr(err, "99999"), "bad prompt id: %s", err);
+	greedy(&s, 10);
+	s.add_bos = 0;
+	struct exl_prompt none = { "", 0, NULL, 0 };
+
+	CHECK(!exl_job_create(model, &s, &none, NULL, &cbs, NULL, err, sizeof(err)) &&
+	      strstr(err, "empty"), "empty prompt: %s", err);
+	greedy(&s, 10);
+	s.filter = lower_filter(3, true);
+	s.sampling.mirostat = 1;
+	int before = lf_freed;
+
+	CHECK(!exl_job_create(model, &s, &p, NULL, &cbs, NULL, err, sizeof(err)) &&
+	      lf_freed == before + 1, "filter not freed on a failed create");
+
+	/* token ids as the prompt */
+	struct rec *r = new_rec(), *t = new_rec();
+
+	greedy(&s, 20);
+	run_one(&s, "Once upon a time", NULL, r);
+	int32_t *pid;
+	int n = exl_tokenize(exl_model_tokenizer(model), "Once upon a time", 16, true, false, &pid,
+			     err, sizeof(err));
+
+	CHECK(n > 0, "tokenize: %s", err);
+	struct exl_prompt byid = { NULL, 0, pid, n };
+	struct exl_job *j = exl_job_create(model, &s, &byid, NULL, &cbs, t, err, sizeof(err));
+	struct env e = make_env(2048, 16, NULL);
+
+	if (!j)
+		DIE("job by ids: %s", err);
+	add(&e, j);
+	run_until(&e, &t, 1);
+	CHECK(!strcmp(r->rtext, t->rtext), "ids prompt '%s' vs text '%s'", t->rtext, r->rtext);
+	exl_job_free(j);
+	free(pid);
+	free_env(&e);
+	free(r);
+	free(t);
+}
+
+struct tcase {
+	const char *name;
+	void (*fn)(void);
+};
+
+static const struct tcase cases[] = {
+	{ "greedy", case_greedy },
+	{ "seeds", case_seeds },
+	{ "stop_string", case_stop_string },
+	{ "stop_token", case_stop_token },
+	{ "eos_min_new", case_eos_min_new },
+	{ "banned", case_banned },
+	{ "healing", case_healing },
+	{ "cfg", case_cfg },
+	{ "batch", case_batch },
+	{ "cancel", case_cancel },
+	{ "kv_wait", case_kv_wait },
+	{ "pause", case_pause },
+	{ "filter", case_filter },
+	{ "prefix", case_prefix },
+	{ "probs", case_probs },
+	{ "settings", case_settings },
+	{ "end_all", case_end_all },
+	{ "errors", case_errors },
+};
+
+int main(int argc, char **argv)
+{
+	const char *which = argc > 1 ? argv[1] : "all";
+	const char *m = argc > 2 ? argv[2] : "stories260K";
+	bool found = false;
+
+	load(m);
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		if (strcmp(which, "all") && strcmp(which, cases[i].name))
+			continue;
+		found = true;
+		int before = failures;
+
+		cases[i].fn();
+		printf("%-12s %s\n", cases[i].name, failures == before ? "ok" : "FAILED");
+	}
+	if (!found)
+		DIE("unknown case '%s'", which);
+	exl_model_free(model);
+	be->ops->destroy(be);
+	return failures ? 1 : 0;
+}
