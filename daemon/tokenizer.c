@@ -18,6 +18,33 @@ static const char *const eog_names[] = {
 	"<|return|>", "<|call|>",
 };
 
+#define FW_BAR "\xef\xbd\x9c" /* U+FF5C, in DeepSeek's marker names */
+#define LOWER_BLOCK "\xe2\x96\x81" /* U+2581 */
+
+/* Fill-in-the-middle markers.  Found by name when metadata does not give
+ * them, they are control tokens; pad, repo and file separators also end
+ * generation. */
+static const struct fim_kind {
+	const char *key, *old_key;
+	bool eog;
+	const char *names[9];
+} fim_kinds[] = {
+	{ "tokenizer.ggml.fim_pre_token_id", "tokenizer.ggml.prefix_token_id", false,
+	  { "<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>", "<" FW_BAR "fim" LOWER_BLOCK "begin" FW_BAR ">",
+	    "<PRE>", LOWER_BLOCK "<PRE>", "<|code_prefix|>", "<|prefix|>" } },
+	{ "tokenizer.ggml.fim_suf_token_id", "tokenizer.ggml.suffix_token_id", false,
+	  { "<|fim_suffix|>", "<fim-suffix>", "<fim_suffix>", "<" FW_BAR "fim" LOWER_BLOCK "hole" FW_BAR ">",
+	    "<SUF>", LOWER_BLOCK "<SUF>", "<|code_suffix|>", "<|suffix|>" } },
+	{ "tokenizer.ggml.fim_mid_token_id", "tokenizer.ggml.middle_token_id", false,
+	  { "<|fim_middle|>", "<fim-middle>", "<fim_middle>", "<" FW_BAR "fim" LOWER_BLOCK "end" FW_BAR ">",
+	    "<MID>", LOWER_BLOCK "<MID>", "<|code_middle|>", "<|middle|>" } },
+	{ "tokenizer.ggml.fim_pad_token_id", NULL, true,
+	  { "<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>", "[PAD]" } },
+	{ "tokenizer.ggml.fim_rep_token_id", NULL, true,
+	  { "<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>", "<reponame>" } },
+	{ "tokenizer.ggml.fim_sep_token_id", NULL, true, { "<|file_sep|>" } },
+};
+
 int32_t tok_lookup(const struct exl_tokenizer *t, const char *s, size_t len)
 {
 	int64_t id = tok_strmap_get(&t->text_map, &t->texts, s, len);
@@ -199,6 +226,27 @@ static int load_special_ids(struct exl_tokenizer *t, const struct gguf_file *f)
 
 	if (add_eog(t, t->eos) || add_eog(t, t->eot) || add_eog(t, t->eom))
 		return -1;
+	for (size_t k = 0; k < sizeof(fim_kinds) / sizeof(fim_kinds[0]); k++) {
+		const struct fim_kind *fk = &fim_kinds[k];
+		int32_t id = -1;
+
+		read_id(t, f, fk->key, &id);
+		if (fk->old_key)
+			read_id(t, f, fk->old_key, &id);
+		if (id >= 0) {
+			if (fk->eog && add_eog(t, id))
+				return -1;
+			continue;
+		}
+		for (int i = 0; i < 9 && fk->names[i]; i++) {
+			id = tok_lookup(t, fk->names[i], strlen(fk->names[i]));
+			if (id < 0)
+				continue;
+			t->attr[id] |= TOK_ATTR_CONTROL;
+			if (fk->eog && add_eog(t, id))
+				return -1;
+		}
+	}
 	for (size_t i = 0; i < sizeof(eog_names) / sizeof(eog_names[0]); i++) {
 		int32_t id = tok_lookup(t, eog_names[i], strlen(eog_names[i]));
 
