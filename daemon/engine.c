@@ -139,13 +139,20 @@ static int pages_for(int positions, int page_size)
 	return (int)(((int64_t)positions + page_size - 1) / page_size);
 }
 
+/* Positions a sequence of prompt p stores for g new tokens: the last
+ * token is sampled, never fed back. */
+static int seq_positions(int p, int g)
+{
+	return g > 0 ? p + g - 1 : p;
+}
+
 /* Pages a job of g new tokens takes when nothing is shared. */
 static int64_t job_pages(const struct exl_job *job, int g, int page_size)
 {
 	int64_t n = 0;
 
 	for (int i = 0; i < job->n_seqs; i++)
-		n += pages_for(job->seq[i].prompt_len + g, page_size);
+		n += pages_for(seq_positions(job->seq[i].prompt_len, g), page_size);
 	return n;
 }
 
@@ -166,7 +173,8 @@ int exl_engine_add(struct exl_engine *e, struct exl_job *job, char *err, size_t 
 		return -1;
 	}
 	if (job_pages(job, 1, e->page_size) > e->n_pages) {
-		snprintf(err, errlen, "prompt needs %lld KV pages of %d tokens; the cache has %d",
+		snprintf(err, errlen, "prompt of %d tokens does not fit in the KV cache (it needs "
+			 "%lld pages of %d tokens; the cache has %d)", longest,
 			 (long long)job_pages(job, 1, e->page_size), e->page_size, e->n_pages);
 		return -1;
 	}
@@ -210,7 +218,7 @@ int exl_engine_add(struct exl_engine *e, struct exl_job *job, char *err, size_t 
 static int seq_outstanding(const struct exl_engine *e, const struct exl_job *job, int i)
 {
 	const struct exl_gen_seq *q = &job->seq[i];
-	int full = q->prompt_len + job->gen_limit;
+	int full = seq_positions(q->prompt_len, job->gen_limit);
 
 	return exl_kv_seq_pages_needed(e->kv, &q->kv, full - q->kv.n_pos);
 }

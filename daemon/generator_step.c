@@ -651,7 +651,7 @@ bool exl_job_deliver(struct exl_job *job)
 	if (nb == 0 && nt == 0)
 		return true;
 	memset(&c, 0, sizeof(c));
-	c.text = job->text + job->delivered;
+	c.text = job->text ? job->text + job->delivered : "";
 	c.text_len = nb;
 	c.tokens = job->gen + job->delivered_tokens;
 	c.n_tokens = nt;
