@@ -26,6 +26,9 @@ static void usage(FILE *out)
 
 int main(int argc, char **argv)
 {
+	/* No subcommand, or options: the daemon itself. */
+	if (argc < 2 || (argv[1][0] == '-' && strcmp(argv[1], "-h")))
+		return cmd_serve(argc, argv);
 	if (argc >= 2) {
 		for (size_t i = 0; i < sizeof(subcommands) / sizeof(subcommands[0]); i++)
 			if (!strcmp(argv[1], subcommands[i].name))
