@@ -219,7 +219,7 @@ int exl_cpu_matmul(struct exl_pool *pool, const struct exl_weight *w,
 	case EXL_Q8_0:
 	case EXL_Q4_0:
 		j.fn = w->type == EXL_Q8_0 ? k->mm_q8_0 : k->mm_q4_0;
-		j.act_fn = k->act_q8_0;
+		j.act_fn = w->type == EXL_Q8_0 ? k->act_q8_0 : k->act_q4_0;
 		act_bytes = exl_act_q8_0_bytes(w->cols);
 		break;
 	case EXL_Q4_K:

@@ -468,6 +468,7 @@ static void mm_q6_K(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, 
 const struct exl_cpu_kernels exl_cpu_kernels_avx2 = {
 	.name = "avx2",
 	.act_q8_0 = exl_act_q8_0_avx2,
+	.act_q4_0 = exl_act_q8_0_avx2,
 	.act_q8_K = exl_act_q8_K_avx2,
 	.mm_f32 = mm_f32,
 	.mm_f16 = mm_f16,

@@ -251,6 +251,122 @@ EXL_INLINE void q0_step(const void *const *w, const int8_t *const *xq, const flo
 	}
 }
 
+/* The fp16 scales of blocks b .. b + 7 of a Q4_0 or Q8_0 row as 8 floats,
+ * picked out of the block stream with word permutes (no scalar loads). */
+EXL_INLINE __m256 q4_0_scales8(const block_q4_0 *w, int64_t b)
+{
+	const uint8_t *p = (const uint8_t *)(w + b);
+	/* 18-byte blocks: d at bytes 0, 18, 36, 54 of each 72-byte half */
+	const __m512i idx = _mm512_set_epi16(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+					     0, 0, 0, 0, 0, 0, 0, 0, 59, 50, 41, 32, 27, 18, 9, 0);
+	__m512i h = _mm512_permutex2var_epi16(_mm512_loadu_si512(p), idx, _mm512_loadu_si512(p + 72));
+
+	return _mm256_cvtph_ps(_mm512_castsi512_si128(h));
+}
+
+EXL_INLINE __m256 q8_0_scales8(const block_q8_0 *w, int64_t b)
+{
+	const uint8_t *p = (const uint8_t *)(w + b);
+	/* 34-byte blocks: d at bytes 0, 34 | 68, 102 | 136, 170 | 204, 238,
+	 * i.e. words 0, 17 of each 64-byte quarter shifted by 2 per quarter */
+	const __m512i i1 = _mm512_set_epi16(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+					    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 51, 34, 17, 0);
+	const __m512i i2 = _mm512_set_epi16(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+					    0, 0, 0, 0, 0, 0, 0, 0, 55, 38, 21, 4, 0, 0, 0, 0);
+	__m512i a = _mm512_permutex2var_epi16(_mm512_loadu_si512(p), i1, _mm512_loadu_si512(p + 64));
+	__m512i c = _mm512_permutex2var_epi16(_mm512_loadu_si512(p + 128), i2,
+					      _mm512_loadu_si512(p + 192));
+
+	return _mm256_cvtph_ps(_mm512_castsi512_si128(_mm512_mask_blend_epi16(0xf0, a, c)));
+}
+
+/* [v[2p] x8, v[2p + 1] x8] */
+EXL_INLINE __m512 spread_pair(__m256 v, int p)
+{
+	const __m512i idx = _mm512_set_epi32(2 * p + 1, 2 * p + 1, 2 * p + 1, 2 * p + 1,
+					     2 * p + 1, 2 * p + 1, 2 * p + 1, 2 * p + 1,
+					     2 * p, 2 * p, 2 * p, 2 * p, 2 * p, 2 * p, 2 * p, 2 * p);
+
+	return _mm512_permutexvar_ps(idx, _mm512_castps256_ps512(v));
+}
+
+/* Blocks b .. b + 7 of a Q8_0 or Q4_0 tile: the scales of all eight are
+ * gathered once, then four steps of two blocks. */
+EXL_INLINE void q0_step8(const void *const *w, const int8_t *const *xq, const float *const *xd,
+			 int64_t b, const int R, const int C, const int q4, size_t pf,
+			 __m512 acc[4][4])
+{
+	__m256 dw8[4], dx8[4];
+
+	for (int j = 0; j < C; j++)
+		dx8[j] = _mm256_loadu_ps(xd[j] + b);
+	for (int i = 0; i < R; i++)
+		dw8[i] = q4 ? q4_0_scales8(w[i], b) : q8_0_scales8(w[i], b);
+
+	for (int p = 0; p < 4; p++) {
+		int64_t bp = b + 2 * p;
+		__m512i xv[4], xo[4];
+		__m512 dx[4];
+
+		for (int j = 0; j < C; j++) {
+			xv[j] = _mm512_loadu_si512(xq[j] + 32 * bp);
+			dx[j] = spread_pair(dx8[j], p);
+			if (q4) {
+				/* levels are offset by 8: start each dot at -8 * sum(x) */
+				xo[j] = _mm512_sub_epi32(_mm512_setzero_si512(),
+							 dot_u8s8(_mm512_setzero_si512(), _mm512_set1_epi8(8), xv[j]));
+			} else {
+#ifdef EXL_MM_VNNI
+				/* weights go unsigned (+128): start at -128 * sum(x) */
+				xo[j] = _mm512_sub_epi32(_mm512_setzero_si512(),
+							 _mm512_dpbusd_epi32(_mm512_setzero_si512(),
+									     _mm512_set1_epi8((char)0x80), xv[j]));
+#else
+				xo[j] = _mm512_setzero_si512();
+#endif
+			}
+		}
+		for (int i = 0; i < R; i++) {
+			__m512 dw = spread_pair(dw8[i], p);
+			__m512i wv;
+
+			if (C == 1 && !(p & 1)) /* decode: fetch the next R rows ahead */
+				_mm_prefetch((const char *)w[i] + pf + (q4 ? 18 : 34) * bp, _MM_HINT_T0);
+			if (q4)
+				wv = q4_0_pair(w[i], bp, 1);
+			else
+				wv = q8_0_pair(w[i], bp, 1);
+			if (q4) {
+				for (int j = 0; j < C; j++) {
+					__m512i d = dot_u8s8(xo[j], wv, xv[j]);
+					acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d), _mm512_mul_ps(dw, dx[j]),
+								    acc[i][j]);
+				}
+			} else {
+#ifdef EXL_MM_VNNI
+				__m512i wu = _mm512_xor_si512(wv, _mm512_set1_epi8((char)0x80));
+
+				for (int j = 0; j < C; j++) {
+					__m512i d = _mm512_dpbusd_epi32(xo[j], wu, xv[j]);
+					acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d), _mm512_mul_ps(dw, dx[j]),
+								    acc[i][j]);
+				}
+#else
+				__m512i aw = _mm512_abs_epi8(wv);
+				__mmask64 neg = _mm512_movepi8_mask(wv);
+
+				for (int j = 0; j < C; j++) {
+					__m512i sx = _mm512_mask_sub_epi8(xv[j], neg, _mm512_setzero_si512(), xv[j]);
+					__m512i d = _mm512_madd_epi16(_mm512_maddubs_epi16(aw, sx), _mm512_set1_epi16(1));
+					acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d), _mm512_mul_ps(dw, dx[j]),
+								    acc[i][j]);
+				}
+#endif
+			}
+		}
+	}
+}
+
 EXL_INLINE void tile_q0(const struct exl_mm_ctx *m, int64_t r, int c, const int R, const int C,
 			const int q4)
 {
@@ -271,6 +387,8 @@ EXL_INLINE void tile_q0(const struct exl_mm_ctx *m, int64_t r, int c, const int 
 	for (int i = 0; i < R; i++)
 		for (int j = 0; j < C; j++)
 			acc[i][j] = _mm512_setzero_ps();
+	for (; b + 8 <= nb; b += 8)
+		q0_step8(w, xq, xd, b, R, C, q4, pf, acc);
 	for (; b + 2 <= nb; b += 2)
 		q0_step(w, xq, xd, b, 1, R, C, q4, pf, acc);
 	if (b < nb)
@@ -280,8 +398,141 @@ EXL_INLINE void tile_q0(const struct exl_mm_ctx *m, int64_t r, int c, const int 
 			*exl_out(m, c + j, r + i) = hsum512(acc[i][j]);
 }
 
+/* ---- Q4_0: four blocks per vector ----
+ *
+ * Byte j of a Q4_0 block holds weight j (low nibble) and j + 16 (high).
+ * Four blocks' 16-byte qs side by side split into a vector of the four low
+ * halves and one of the four high halves with one mask and one shift, so
+ * this set's act_q4_0 stores each group of four blocks of x in that order:
+ * [x0..15 of blocks 0,1,2,3 | x16..31 of blocks 0,1,2,3].  A trailing group
+ * of fewer than four blocks stays in element order. */
+
+static void act_q4_0(const float *x, uint8_t *act, int64_t cols)
+{
+	int8_t tmp[128];
+
+	exl_act_q8_0_avx2(x, act, cols);
+	for (int64_t g = 0; g + 4 <= cols / 32; g += 4) {
+		int8_t *q = (int8_t *)act + 32 * g;
+
+		memcpy(tmp, q, 128);
+		for (int k = 0; k < 4; k++) {
+			memcpy(q + 16 * k, tmp + 32 * k, 16);
+			memcpy(q + 64 + 16 * k, tmp + 32 * k + 16, 16);
+		}
+	}
+}
+
+/* [v[4g] x4, v[4g+1] x4, v[4g+2] x4, v[4g+3] x4] */
+EXL_INLINE __m512 spread_quad(__m512 v, int g)
+{
+	const __m512i idx = _mm512_set_epi32(4 * g + 3, 4 * g + 3, 4 * g + 3, 4 * g + 3,
+					     4 * g + 2, 4 * g + 2, 4 * g + 2, 4 * g + 2,
+					     4 * g + 1, 4 * g + 1, 4 * g + 1, 4 * g + 1,
+					     4 * g, 4 * g, 4 * g, 4 * g);
+
+	return _mm512_permutexvar_ps(idx, v);
+}
+
+/* Blocks b .. b + 3 of a row as [low nibbles of the four], [high ...]. */
+EXL_INLINE void q4_0_quad(const block_q4_0 *w, int64_t b, __m512i *lo, __m512i *hi)
+{
+	__m512i v = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)(const void *)w[b].qs));
+
+	v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(const void *)w[b + 1].qs), 1);
+	v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(const void *)w[b + 2].qs), 2);
+	v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(const void *)w[b + 3].qs), 3);
+	*lo = _mm512_and_si512(v, _mm512_set1_epi8(0x0f));
+	*hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), _mm512_set1_epi8(0x0f));
+}
+
+/* One group of four blocks at b; dw4 / dx4 hold the scales of its blocks
+ * in quad g. */
+EXL_INLINE void q4_0_quad_step(const block_q4_0 *const *w, const int8_t *const *xq, int64_t b,
+			       const __m512 *dws, const __m512 *dxs, int g, const int R,
+			       const int C, size_t pf, __m512 acc[4][4])
+{
+	__m512i xl[4], xh[4], xo[4];
+	__m512 dx[4];
+
+	for (int j = 0; j < C; j++) {
+		xl[j] = _mm512_loadu_si512(xq[j] + 32 * b);
+		xh[j] = _mm512_loadu_si512(xq[j] + 32 * b + 64);
+		/* levels are offset by 8: start each dot at -8 * sum(x) */
+		__m512i e = dot_u8s8(dot_u8s8(_mm512_setzero_si512(), _mm512_set1_epi8(8), xl[j]),
+				     _mm512_set1_epi8(8), xh[j]);
+		xo[j] = _mm512_sub_epi32(_mm512_setzero_si512(), e);
+		dx[j] = spread_quad(dxs[j], g);
+	}
+	for (int i = 0; i < R; i++) {
+		__m512i lo, hi;
+		__m512 dw = spread_quad(dws[i], g);
+
+		if (C == 1) /* decode: fetch the next R rows ahead */
+			_mm_prefetch((const char *)(w[i] + b) + pf, _MM_HINT_T0);
+		q4_0_quad(w[i], b, &lo, &hi);
+		for (int j = 0; j < C; j++) {
+			__m512i d = dot_u8s8(dot_u8s8(xo[j], lo, xl[j]), hi, xh[j]);
+			acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d), _mm512_mul_ps(dw, dx[j]), acc[i][j]);
+		}
+	}
+}
+
+EXL_INLINE void tile_q4_0(const struct exl_mm_ctx *m, int64_t r, int c, const int R, const int C)
+{
+	const block_q4_0 *w[4];
+	const int8_t *xq[4];
+	const float *xd[4];
+	__m512 acc[4][4];
+	int64_t nb = m->cols / 32, b = 0;
+	const size_t pf = (size_t)R * m->row_bytes;
+
+	for (int i = 0; i < R; i++)
+		w[i] = (const block_q4_0 *)(const void *)exl_row(m, r + i);
+	for (int j = 0; j < C; j++) {
+		const uint8_t *a = m->act + (size_t)(c + j) * m->act_stride;
+		xq[j] = (const int8_t *)a;
+		xd[j] = exl_act_q8_0_d(a, m->cols);
+	}
+	for (int i = 0; i < R; i++)
+		for (int j = 0; j < C; j++)
+			acc[i][j] = _mm512_setzero_ps();
+
+	for (; b + 8 <= nb; b += 8) {
+		__m512 dws[4], dxs[4];
+
+		for (int j = 0; j < C; j++)
+			dxs[j] = _mm512_castps256_ps512(_mm256_loadu_ps(xd[j] + b));
+		for (int i = 0; i < R; i++)
+			dws[i] = _mm512_castps256_ps512(q4_0_scales8(w[i], b));
+		q4_0_quad_step(w, xq, b, dws, dxs, 0, R, C, pf, acc);
+		q4_0_quad_step(w, xq, b + 4, dws, dxs, 1, R, C, pf, acc);
+	}
+	if (b + 4 <= nb) {
+		__m512 dws[4], dxs[4];
+
+		for (int j = 0; j < C; j++)
+			dxs[j] = _mm512_castps128_ps512(_mm_loadu_ps(xd[j] + b));
+		for (int i = 0; i < R; i++)
+			dws[i] = _mm512_castps128_ps512(_mm_setr_ps(exl_f16(w[i][b].d), exl_f16(w[i][b + 1].d),
+								    exl_f16(w[i][b + 2].d), exl_f16(w[i][b + 3].d)));
+		q4_0_quad_step(w, xq, b, dws, dxs, 0, R, C, pf, acc);
+		b += 4;
+	}
+	/* the last 1..3 blocks, in element order */
+	const void *wv[4];
+	for (int i = 0; i < R; i++)
+		wv[i] = w[i];
+	for (; b + 2 <= nb; b += 2)
+		q0_step(wv, xq, xd, b, 1, R, C, 1, pf, acc);
+	if (b < nb)
+		q0_step(wv, xq, xd, b, 0, R, C, 1, pf, acc);
+	for (int i = 0; i < R; i++)
+		for (int j = 0; j < C; j++)
+			*exl_out(m, c + j, r + i) = hsum512(acc[i][j]);
+}
+
 #define TILE_Q8_0(m, r, c, R, C) tile_q0(m, r, c, R, C, 0)
-#define TILE_Q4_0(m, r, c, R, C) tile_q0(m, r, c, R, C, 1)
 
 static void mm_q8_0(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, int c1)
 {
@@ -290,7 +541,7 @@ static void mm_q8_0(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, 
 
 static void mm_q4_0(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, int c1)
 {
-	EXL_TILE_LOOP(TILE_Q4_0, m, r0, r1, c0, c1, 4, 3);
+	EXL_TILE_LOOP(tile_q4_0, m, r0, r1, c0, c1, 4, 3);
 }
 
 /* ---- K-quants x Q8_K activations ---- */
@@ -487,6 +738,7 @@ static void mm_q6_K(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, 
 const struct exl_cpu_kernels SET_SYMBOL = {
 	.name = SET_NAME,
 	.act_q8_0 = exl_act_q8_0_avx2,
+	.act_q4_0 = act_q4_0,
 	.act_q8_K = exl_act_q8_K_avx2,
 	.mm_f32 = mm_f32,
 	.mm_f16 = mm_f16,

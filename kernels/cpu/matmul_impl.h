@@ -9,8 +9,10 @@
  *   Q8_K act (for Q4_K / Q6_K weights), cols/256 blocks:
  *     int8 qs[cols] | float d[cols/256] | int16 bsums[cols/16]
  *     bsums[g] = sum of qs[16g .. 16g+15]
- * qs are in [-127, 127].  Every variant's activation quantizer writes the
- * same bytes as the scalar one (d = max|x| / 127, q = round-to-even(x / d)).
+ * qs are in [-127, 127].  Every variant's activation quantizer computes
+ * the same values as the scalar one (d = max|x| / 127, q = round-to-even(x
+ * / d)); a variant's act_q4_0 may store a block's qs in another order that
+ * its Q4_0 kernel expects.
  */
 #ifndef EXL_CPU_MATMUL_IMPL_H
 #define EXL_CPU_MATMUL_IMPL_H
@@ -42,7 +44,8 @@ typedef void (*exl_act_fn)(const float *x, uint8_t *act, int64_t cols);
 
 struct exl_cpu_kernels {
 	const char *name;
-	exl_act_fn act_q8_0;
+	exl_act_fn act_q8_0;  /* for Q8_0 weights */
+	exl_act_fn act_q4_0;  /* for Q4_0 weights: a variant may reorder qs */
 	exl_act_fn act_q8_K;
 	exl_mm_fn mm_f32;
 	exl_mm_fn mm_f16;

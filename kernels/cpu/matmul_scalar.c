@@ -240,6 +240,7 @@ static void mm_q6_K(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, 
 const struct exl_cpu_kernels exl_cpu_kernels_scalar = {
 	.name = "scalar",
 	.act_q8_0 = exl_act_q8_0_scalar,
+	.act_q4_0 = exl_act_q8_0_scalar,
 	.act_q8_K = exl_act_q8_K_scalar,
 	.mm_f32 = mm_f32,
 	.mm_f16 = mm_f16,
