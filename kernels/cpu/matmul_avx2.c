@@ -135,6 +135,10 @@ EXL_INLINE float one_bf16(const void *w, int64_t k)
 	return exl_bf16_to_fp32(((const uint16_t *)w)[k]);
 }
 
+#define ESIZE_f32 4
+#define ESIZE_f16 2
+#define ESIZE_bf16 2
+
 #define DEFINE_FLOAT_TILE(T)                                                          \
 	EXL_INLINE void tile_##T(const struct exl_mm_ctx *m, int64_t r, int c, const int R, \
 				 const int C)                                          \
@@ -143,6 +147,8 @@ EXL_INLINE float one_bf16(const void *w, int64_t k)
 		const float *x[4];                                                    \
 		__m256 acc[4][4];                                                     \
 		int64_t k = 0, n8 = m->cols & ~(int64_t)7;                            \
+		/* decode streams R rows at once: fetch the next R ahead */           \
+		const size_t pf = (size_t)R * m->row_bytes;                           \
                                                                                       \
 		for (int i = 0; i < R; i++)                                           \
 			w[i] = exl_row(m, r + i);                                     \
@@ -156,6 +162,8 @@ EXL_INLINE float one_bf16(const void *w, int64_t k)
 			for (int j = 0; j < C; j++)                                   \
 				xv[j] = _mm256_loadu_ps(x[j] + k);                    \
 			for (int i = 0; i < R; i++) {                                 \
+				if (C == 1)                                           \
+					_mm_prefetch((const char *)w[i] + pf + k * ESIZE_##T, _MM_HINT_T0); \
 				__m256 wv = load_##T(w[i], k);                        \
 				for (int j = 0; j < C; j++)                           \
 					acc[i][j] = _mm256_fmadd_ps(wv, xv[j], acc[i][j]); \
@@ -213,6 +221,8 @@ EXL_INLINE void tile_q8_0(const struct exl_mm_ctx *m, int64_t r, int c, const in
 			dx[j] = _mm256_set1_ps(xd[j][b]);
 		}
 		for (int i = 0; i < R; i++) {
+			if (C == 1) /* decode: fetch the next R rows ahead */
+				_mm_prefetch((const char *)(w[i] + b) + (size_t)R * m->row_bytes, _MM_HINT_T0);
 			__m256i wv = _mm256_loadu_si256((const __m256i *)(const void *)w[i][b].qs);
 			__m256 dw = _mm256_set1_ps(exl_f16(w[i][b].d));
 			__m256i aw = _mm256_sign_epi8(wv, wv);
@@ -265,6 +275,8 @@ EXL_INLINE void tile_q4_0(const struct exl_mm_ctx *m, int64_t r, int c, const in
 			x8[j] = _mm256_maddubs_epi16(_mm256_set1_epi8(8), xv[j]);
 		}
 		for (int i = 0; i < R; i++) {
+			if (C == 1 && !(b & 1)) /* decode: fetch the next R rows ahead */
+				_mm_prefetch((const char *)(w[i] + b) + (size_t)R * m->row_bytes, _MM_HINT_T0);
 			__m128i q = _mm_loadu_si128((const __m128i *)(const void *)w[i][b].qs);
 			__m256i wv = _mm256_and_si256(
 				_mm256_set_m128i(_mm_srli_epi16(q, 4), q), lo4);
@@ -318,6 +330,12 @@ EXL_INLINE void tile_q4_K(const struct exl_mm_ctx *m, int64_t r, int c, const in
 		for (int i = 0; i < R; i++) {
 			uint32_t s[2], n[2];
 
+			if (C == 1) { /* decode: fetch the next R rows ahead */
+				const char *p = (const char *)(w[i] + b) + (size_t)R * m->row_bytes;
+				_mm_prefetch(p, _MM_HINT_T0);
+				_mm_prefetch(p + 64, _MM_HINT_T0);
+				_mm_prefetch(p + 128, _MM_HINT_T0);
+			}
 			exl_q4_K_scales(w[i][b].scales, s, n);
 			memcpy(sc[i], s, 8);
 			memcpy(mn[i], n, 8);
@@ -404,9 +422,17 @@ EXL_INLINE void tile_q6_K(const struct exl_mm_ctx *m, int64_t r, int c, const in
 	for (int64_t b = 0; b < nb; b++) {
 		__m256i isum[2][4];
 
-		for (int i = 0; i < R; i++)
+		for (int i = 0; i < R; i++) {
+			if (C == 1) { /* decode: fetch the next R rows ahead */
+				const char *p = (const char *)(w[i] + b) + (size_t)R * m->row_bytes;
+				_mm_prefetch(p, _MM_HINT_T0);
+				_mm_prefetch(p + 64, _MM_HINT_T0);
+				_mm_prefetch(p + 128, _MM_HINT_T0);
+				_mm_prefetch(p + 192, _MM_HINT_T0);
+			}
 			for (int j = 0; j < C; j++)
 				isum[i][j] = _mm256_setzero_si256();
+		}
 		for (int h = 0; h < 2; h++) {
 			__m256i xv[4][4];
 
