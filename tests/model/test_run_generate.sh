@@ -1,0 +1,157 @@
+#!/bin/sh
+# `exld run`'s generation options end to end on stories260K: --json, stop
+# strings and tokens, banned strings, token healing, CFG, min-new, bias,
+# --top-probs, --completion-only, and exit status 2 with a clear message
+# for every kind of bad value.
+set -u
+exld=${1:?usage: test_run_generate.sh PATH/TO/exld}
+models=${EXLD_MODELS:-}
+if [ -z "$models" ] || [ ! -f "$models/stories260K.gguf" ]; then
+	echo "EXLD_MODELS ('$models') has no stories260K.gguf; skipping"
+	exit 77
+fi
+model=$models/stories260K.gguf
+tmp=$(mktemp -d /tmp/exld-test-gen-XXXXXX)
+trap 'rm -rf "$tmp"' EXIT
+fail=0
+prompt="Once upon a time"
+
+run() { "$exld" run --model "$model" --prompt "$prompt" --temperature 0 --threads 1 "$@"; }
+ok() { printf 'ok: %s\n' "$1"; }
+bad() { printf 'FAIL: %s\n' "$1"; fail=1; }
+# has FILE TEXT: fixed-string search
+has() { grep -qF -- "$2" "$1"; }
+
+# --json: one line with the result's fields.
+run -n 20 --json --completion-only >"$tmp/j" 2>"$tmp/err" || bad "json run failed: $(cat "$tmp/err")"
+[ "$(wc -l <"$tmp/j")" -eq 1 ] && ok "json is one line" || bad "json lines: $(cat "$tmp/j")"
+for f in '"text":", there was a little girl named Lily.' '"token_ids":[432,383,286,' \
+	'"stop_reason":"max_new_tokens"' '"stop_string":null' '"stop_token":null' \
+	'"prompt_tokens":5' '"new_tokens":20' '"timings":{"queued_ms":'; do
+	has "$tmp/j" "$f" && ok "json has $f" || bad "json lacks $f: $(cat "$tmp/j")"
+done
+has "$tmp/j" '"probs"' && bad "probs without --top-probs" || ok "no probs unless asked"
+
+# --top-probs: per-token probability and candidates, most likely first.
+run -n 3 --json --top-probs 2 >"$tmp/j" 2>/dev/null
+has "$tmp/j" '"probs":[0.9' && has "$tmp/j" '"top":[[{"id":432,"text":",","p":0.9' &&
+	ok "top probs" || bad "top probs: $(cat "$tmp/j")"
+
+# Plain output: prompt + completion; --completion-only drops the prompt.
+run -n 8 >"$tmp/p" 2>/dev/null
+run -n 8 --completion-only >"$tmp/c" 2>/dev/null
+[ "$(cat "$tmp/p")" = "$prompt$(cat "$tmp/c")" ] && ok "completion-only" ||
+	bad "completion-only: '$(cat "$tmp/p")' vs '$(cat "$tmp/c")'"
+
+# A stop string ends the text right before it.
+run -n 40 --stop "named" --stop "zzz" --json --completion-only >"$tmp/j" 2>/dev/null
+has "$tmp/j" '"text":", there was a little girl ","' && has "$tmp/j" '"stop_reason":"stop_string"' &&
+	has "$tmp/j" '"stop_string":"named"' && ok "stop string" || bad "stop string: $(cat "$tmp/j")"
+run -n 40 --stop "named" >"$tmp/p" 2>/dev/null
+[ "$(cat "$tmp/p")" = "$prompt, there was a little girl " ] && ok "stop string, plain" ||
+	bad "stop string plain: '$(cat "$tmp/p")'"
+
+# A stop token (" named" is 395).
+run -n 40 --stop-token 395 --json >"$tmp/j" 2>/dev/null
+has "$tmp/j" '"stop_reason":"stop_token"' && has "$tmp/j" '"stop_token":395' &&
+	ok "stop token" || bad "stop token: $(cat "$tmp/j")"
+
+# A banned string never appears, greedy or sampled.
+run -n 40 --ban Lily >"$tmp/p" 2>/dev/null
+has "$tmp/p" "Lily" && bad "banned Lily: $(cat "$tmp/p")" || ok "ban, greedy"
+has "$tmp/p" "$prompt, there was a little girl named" && ok "ban keeps the text before" ||
+	bad "ban prefix: $(cat "$tmp/p")"
+for s in 1 2 3 4 5; do
+	"$exld" run --model "$model" --prompt "$prompt" -n 40 --seed $s --ban Lily --ban " Lily" \
+		>"$tmp/p" 2>/dev/null
+	has "$tmp/p" "Lily" && bad "seed $s said Lily: $(cat "$tmp/p")"
+done
+ok "ban, sampled"
+
+# Token healing completes a cut word.
+"$exld" run --model "$model" --prompt "Once upon a ti" -n 6 --temperature 0 --token-healing \
+	>"$tmp/p" 2>/dev/null
+case "$(cat "$tmp/p")" in "Once upon a time"*) ok "token healing" ;;
+*) bad "token healing: $(cat "$tmp/p")" ;; esac
+
+# CFG: scale 1 is the plain output, a larger scale changes it.
+run -n 20 >"$tmp/a" 2>/dev/null
+run -n 20 --cfg-scale 1 --negative "The dog" >"$tmp/b" 2>/dev/null
+cmp -s "$tmp/a" "$tmp/b" && ok "cfg 1" || bad "cfg 1: $(cat "$tmp/a") / $(cat "$tmp/b")"
+run -n 20 --cfg-scale 3 --negative "Lily" >"$tmp/b" 2>/dev/null
+cmp -s "$tmp/a" "$tmp/b" && bad "cfg 3 had no effect" || ok "cfg 3"
+
+# min-new keeps going past EOS (made the first choice by a bias); without
+# it the output ends at once.
+run -n 30 --bias 2=100 --json >"$tmp/j" 2>/dev/null
+has "$tmp/j" '"new_tokens":1,' && has "$tmp/j" '"stop_token":2' && ok "bias makes EOS" ||
+	bad "bias: $(cat "$tmp/j")"
+run -n 30 --bias 2=100 --min-new 10 --json >"$tmp/j" 2>/dev/null
+has "$tmp/j" '"new_tokens":11,' && ok "min-new" || bad "min-new: $(cat "$tmp/j")"
+run -n 30 --bias 2=100 --ignore-eos --json >"$tmp/j" 2>/dev/null
+has "$tmp/j" '"new_tokens":30,' && ok "ignore-eos" || bad "ignore-eos: $(cat "$tmp/j")"
+
+# Sampler options reach the sampler: --no-repeat-ngram 1 never repeats a token.
+run -n 30 --ignore-eos --no-repeat-ngram 1 --json --completion-only >"$tmp/j" 2>/dev/null
+ids=$(sed 's/.*"token_ids":\[\([0-9,]*\)\].*/\1/' "$tmp/j" | tr , '\n')
+[ "$(echo "$ids" | sort | uniq -d | wc -l)" -eq 0 ] && [ "$(echo "$ids" | wc -l)" -eq 30 ] &&
+	ok "no-repeat-ngram" || bad "no-repeat-ngram: $(cat "$tmp/j")"
+# Same seed, same JSON text; all sampler options accepted together.
+all="--top-k 20 --top-p 0.9 --min-p 0.02 --typical 0.95 --tfs 0.95 --top-a 0.1 --rep-pen 1.1
+--rep-range 32 --rep-decay 8 --freq-pen 0.1 --pres-pen 0.1 --dry-mult 0.5 --dry-base 1.5
+--dry-allowed-len 3 --dry-breakers \\n,:,. --xtc-prob 0.2 --xtc-thresh 0.2 --temperature-last"
+# shellcheck disable=SC2086
+"$exld" run --model "$model" --prompt "$prompt" -n 30 --seed 11 $all --completion-only \
+	>"$tmp/a" 2>"$tmp/err" || bad "all options: $(cat "$tmp/err")"
+# shellcheck disable=SC2086
+"$exld" run --model "$model" --prompt "$prompt" -n 30 --seed 11 $all --completion-only \
+	>"$tmp/b" 2>/dev/null
+cmp -s "$tmp/a" "$tmp/b" && [ -s "$tmp/a" ] && ok "seeded, every option" || bad "seeded runs differ"
+"$exld" run --model "$model" --prompt "$prompt" -n 30 --seed 11 --mirostat 2 --mirostat-tau 3 \
+	--mirostat-eta 0.2 >/dev/null 2>"$tmp/err" && ok "mirostat" || bad "mirostat: $(cat "$tmp/err")"
+
+# Bad values: exit 2 and a message naming the option.
+expect2() {
+	what=$1; shift
+	"$exld" run --model "$model" --prompt x "$@" >/dev/null 2>"$tmp/err"
+	st=$?
+	if [ $st -eq 2 ] && grep -q -- "$what" "$tmp/err"; then
+		ok "refused $* ($(head -n 1 "$tmp/err"))"
+	else
+		bad "$* gave status $st: $(cat "$tmp/err")"
+	fi
+}
+expect2 "top-k" --top-k -1
+expect2 "top-p" --top-p 1.5
+expect2 "min-p" --min-p x
+expect2 "typical" --typical 2
+expect2 "tfs" --tfs -0.1
+expect2 "top-a" --top-a 9
+expect2 "rep-pen" --rep-pen 0
+expect2 "rep-range" --rep-range -5
+expect2 "rep-decay" --rep-decay -1
+expect2 "freq-pen" --freq-pen 1e9
+expect2 "pres-pen" --pres-pen nan
+expect2 "no-repeat-ngram" --no-repeat-ngram 100
+expect2 "dry-mult" --dry-mult -1
+expect2 "dry-base" --dry-base 0.5
+expect2 "dry-allowed-len" --dry-allowed-len 0
+expect2 "dry-breakers" --dry-breakers "a,,b"
+expect2 "xtc-prob" --xtc-prob 2
+expect2 "xtc-thresh" --xtc-thresh -1
+expect2 "mirostat" --mirostat 1
+expect2 "mirostat-tau" --mirostat-tau 0
+expect2 "mirostat-eta" --mirostat-eta 5
+expect2 "bias" --bias 5
+expect2 "bias id 99999" --bias 99999=1
+expect2 "seed" --seed -4
+expect2 "stop-token" --stop-token abc
+expect2 "stop token 4000" --stop-token 4000
+expect2 "min_new_tokens" --min-new 500 -n 10
+expect2 "cfg-scale" --cfg-scale 2
+expect2 "cfg-scale" --negative "x"
+expect2 "top-probs" --top-probs 100
+expect2 "stop string" --stop ""
+expect2 "needs a value" --stop
+expect2 "unknown option" --frobnicate
+exit $fail
