@@ -225,7 +225,7 @@ int exl_cpu_matmul(struct exl_pool *pool, const struct exl_weight *w,
 	case EXL_Q4_K:
 	case EXL_Q6_K:
 		j.fn = w->type == EXL_Q4_K ? k->mm_q4_K : k->mm_q6_K;
-		j.act_fn = k->act_q8_K;
+		j.act_fn = w->type == EXL_Q4_K ? k->act_q4_K : k->act_q8_K;
 		act_bytes = exl_act_q8_K_bytes(w->cols);
 		break;
 	default: {

@@ -496,6 +496,7 @@ const struct exl_cpu_kernels exl_cpu_kernels_avx2 = {
 	.act_q8_0 = exl_act_q8_0_avx2,
 	.act_q4_0 = exl_act_q8_0_avx2,
 	.act_q8_K = exl_act_q8_K_avx2,
+	.act_q4_K = exl_act_q8_K_avx2,
 	.mm_f32 = mm_f32,
 	.mm_f16 = mm_f16,
 	.mm_bf16 = mm_bf16,

@@ -546,6 +546,25 @@ static void mm_q4_0(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, 
 
 /* ---- K-quants x Q8_K activations ---- */
 
+/* Q4_K: 64 bytes of qs hold sub-blocks 4t, 4t+2 in their low nibbles and
+ * 4t+1, 4t+3 in their high ones, so this set's act_q4_K stores each
+ * super-block's x as sub-blocks [0, 2, 1, 3, 4, 6, 5, 7]: one mask or one
+ * shift then gives vectors that match 64 contiguous x. */
+static void act_q4_K(const float *x, uint8_t *act, int64_t cols)
+{
+	int8_t tmp[256];
+	static const int order[8] = { 0, 2, 1, 3, 4, 6, 5, 7 };
+
+	exl_act_q8_K_avx2(x, act, cols);
+	for (int64_t b = 0; b < cols / 256; b++) {
+		int8_t *q = (int8_t *)act + 256 * b;
+
+		memcpy(tmp, q, 256);
+		for (int k = 0; k < 8; k++)
+			memcpy(q + 32 * k, tmp + 32 * order[k], 32);
+	}
+}
+
 EXL_INLINE void tile_q4_K(const struct exl_mm_ctx *m, int64_t r, int c, const int R, const int C)
 {
 	const block_q4_K *w[4];
@@ -554,7 +573,7 @@ EXL_INLINE void tile_q4_K(const struct exl_mm_ctx *m, int64_t r, int c, const in
 	const int16_t *xs[4];
 	__m512 acc[4][4];
 	int64_t nb = m->cols / 256;
-	const __m256i lo4 = _mm256_set1_epi8(0x0f);
+	const __m512i lo4 = _mm512_set1_epi8(0x0f);
 
 	for (int i = 0; i < R; i++)
 		w[i] = (const block_q4_K *)(const void *)exl_row(m, r + i);
@@ -590,25 +609,31 @@ EXL_INLINE void tile_q4_K(const struct exl_mm_ctx *m, int64_t r, int c, const in
 			for (int j = 0; j < C; j++)
 				isum[i][j] = _mm512_setzero_si512();
 		}
-		for (int k = 0; k < 4; k++) {
-			__m512i xv[4];
-			/* int16 lanes 0-15: scale 2k, 16-31: scale 2k + 1 */
-			const __m512i sidx = _mm512_set_epi16(
-				2 * k + 1, 2 * k + 1, 2 * k + 1, 2 * k + 1, 2 * k + 1, 2 * k + 1, 2 * k + 1, 2 * k + 1,
-				2 * k + 1, 2 * k + 1, 2 * k + 1, 2 * k + 1, 2 * k + 1, 2 * k + 1, 2 * k + 1, 2 * k + 1,
-				2 * k, 2 * k, 2 * k, 2 * k, 2 * k, 2 * k, 2 * k, 2 * k,
-				2 * k, 2 * k, 2 * k, 2 * k, 2 * k, 2 * k, 2 * k, 2 * k);
+		for (int t = 0; t < 2; t++) {
+			__m512i xl[4], xh[4];
+			/* int16 lanes 0-15: scale of the first sub-block, 16-31:
+			 * of the second: 4t, 4t+2 (low) and 4t+1, 4t+3 (high) */
+			const int a0 = 4 * t, a1 = 4 * t + 2, b0 = 4 * t + 1, b1 = 4 * t + 3;
+			const __m512i il = _mm512_set_epi16(a1, a1, a1, a1, a1, a1, a1, a1, a1, a1, a1, a1, a1, a1, a1, a1,
+							    a0, a0, a0, a0, a0, a0, a0, a0, a0, a0, a0, a0, a0, a0, a0, a0);
+			const __m512i ih = _mm512_set_epi16(b1, b1, b1, b1, b1, b1, b1, b1, b1, b1, b1, b1, b1, b1, b1, b1,
+							    b0, b0, b0, b0, b0, b0, b0, b0, b0, b0, b0, b0, b0, b0, b0, b0);
 
-			for (int j = 0; j < C; j++)
-				xv[j] = _mm512_loadu_si512(xq[j] + 256 * b + 64 * k);
+			for (int j = 0; j < C; j++) {
+				xl[j] = _mm512_loadu_si512(xq[j] + 256 * b + 128 * t);
+				xh[j] = _mm512_loadu_si512(xq[j] + 256 * b + 128 * t + 64);
+			}
 			for (int i = 0; i < R; i++) {
-				__m256i q = _mm256_loadu_si256((const __m256i *)(const void *)(w[i][b].qs + 32 * k));
-				__m512i wv = join256(_mm256_and_si256(q, lo4),
-						     _mm256_and_si256(_mm256_srli_epi16(q, 4), lo4));
-				__m512i sv = _mm512_permutexvar_epi16(sidx, sc16[i]);
+				__m512i q = _mm512_loadu_si512(w[i][b].qs + 64 * t);
+				__m512i ql = _mm512_and_si512(q, lo4);
+				__m512i qh = _mm512_and_si512(_mm512_srli_epi16(q, 4), lo4);
+				__m512i sl = _mm512_permutexvar_epi16(il, sc16[i]);
+				__m512i sh = _mm512_permutexvar_epi16(ih, sc16[i]);
 
-				for (int j = 0; j < C; j++)
-					isum[i][j] = dot_s16(isum[i][j], _mm512_maddubs_epi16(wv, xv[j]), sv);
+				for (int j = 0; j < C; j++) {
+					isum[i][j] = dot_s16(isum[i][j], _mm512_maddubs_epi16(ql, xl[j]), sl);
+					isum[i][j] = dot_s16(isum[i][j], _mm512_maddubs_epi16(qh, xh[j]), sh);
+				}
 			}
 		}
 		for (int i = 0; i < R; i++) {
@@ -740,6 +765,7 @@ const struct exl_cpu_kernels SET_SYMBOL = {
 	.act_q8_0 = exl_act_q8_0_avx2,
 	.act_q4_0 = act_q4_0,
 	.act_q8_K = exl_act_q8_K_avx2,
+	.act_q4_K = act_q4_K,
 	.mm_f32 = mm_f32,
 	.mm_f16 = mm_f16,
 	.mm_bf16 = mm_bf16,

@@ -11,8 +11,8 @@
  *     bsums[g] = sum of qs[16g .. 16g+15]
  * qs are in [-127, 127].  Every variant's activation quantizer computes
  * the same values as the scalar one (d = max|x| / 127, q = round-to-even(x
- * / d)); a variant's act_q4_0 may store a block's qs in another order that
- * its Q4_0 kernel expects.
+ * / d)); a variant's act_q4_0 / act_q4_K may store a block's qs in another
+ * order that its Q4_0 / Q4_K kernel expects (bsums stay in element order).
  */
 #ifndef EXL_CPU_MATMUL_IMPL_H
 #define EXL_CPU_MATMUL_IMPL_H
@@ -46,7 +46,8 @@ struct exl_cpu_kernels {
 	const char *name;
 	exl_act_fn act_q8_0;  /* for Q8_0 weights */
 	exl_act_fn act_q4_0;  /* for Q4_0 weights: a variant may reorder qs */
-	exl_act_fn act_q8_K;
+	exl_act_fn act_q8_K;  /* for Q6_K weights */
+	exl_act_fn act_q4_K;  /* for Q4_K weights: a variant may reorder qs */
 	exl_mm_fn mm_f32;
 	exl_mm_fn mm_f16;
 	exl_mm_fn mm_bf16;

@@ -242,6 +242,7 @@ const struct exl_cpu_kernels exl_cpu_kernels_scalar = {
 	.act_q8_0 = exl_act_q8_0_scalar,
 	.act_q4_0 = exl_act_q8_0_scalar,
 	.act_q8_K = exl_act_q8_K_scalar,
+	.act_q4_K = exl_act_q8_K_scalar,
 	.mm_f32 = mm_f32,
 	.mm_f16 = mm_f16,
 	.mm_bf16 = mm_bf16,
