@@ -353,7 +353,8 @@ static size_t hold_point(const struct exl_job *job, const struct exl_gen_strings
 		if (p < from)
 			p = from;
 		for (; p < best; p++)
-			if (!memcmp(job->text + p, set->s[i], job->text_len - p))
+			if (job->text[p] == set->s[i][0] &&
+			    !memcmp(job->text + p, set->s[i], job->text_len - p))
 				break;
 		if (p < best)
 			best = p;
