@@ -401,6 +401,7 @@ static int tokens_event(struct exl_client *c, uint64_t job, const uint8_t *p, si
 	memset(ev, 0, sizeof(*ev));
 	ev->type = EXL_EVENT_TOKENS;
 	ev->job = job;
+	ev->t_us = t.t_us;
 	ev->n_ids = t.n_tokens;
 	ev->ids = (const int32_t *)(const void *)p;
 	p += 4ull * t.n_tokens;
@@ -563,6 +564,9 @@ static int socket_tokens_event(struct exl_client *c, const msgpack_object *map,
 	}
 	ev->text = text->via.str.ptr;
 	ev->text_len = text->via.str.size;
+	uint64_t t = 0;
+	if (exl_cl_get_u64(map, "t_us", &t))
+		ev->t_us = (uint32_t)t;
 	return EXL_OK;
 }
 

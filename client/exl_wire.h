@@ -227,7 +227,8 @@ struct exl_rec_tokens {
 	uint32_t text_len;
 	uint16_t n_top;
 	uint16_t flags;     /* enum exl_tok_flags */
-	uint32_t reserved;
+	uint32_t t_us;      /* CLOCK_MONOTONIC of the daemon when the chunk was made,
+			     * microseconds, low 32 bits (for delivery latency) */
 };
 
 enum exl_tok_flags {

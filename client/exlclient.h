@@ -267,6 +267,8 @@ struct exl_event {
 	const float *top_probs;
 	const char *text;                 /* UTF-8, not NUL-terminated */
 	size_t text_len;
+	uint32_t t_us;                    /* the daemon's CLOCK_MONOTONIC when it made the
+					   * chunk, microseconds, low 32 bits */
 	/* DONE */
 	const struct exl_result *result;
 };

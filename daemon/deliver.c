@@ -93,6 +93,7 @@ static int chunk_to_ring(struct exl_srv_job *j, const struct exl_chunk *c)
 		.text_len = (uint32_t)c->text_len,
 		.n_top = (uint16_t)k,
 		.flags = c->probs ? EXL_TOK_F_PROBS : 0,
+		.t_us = (uint32_t)(exl_now_ns() / 1000),
 	};
 	struct iovec iov[6];
 	int ni = 0;
@@ -162,7 +163,7 @@ static int chunk_to_socket(struct exl_srv_job *j, const struct exl_chunk *c)
 	msgpack_sbuffer sb;
 	msgpack_packer pk;
 	bool top = c->top_k > 0 && c->top_ids && c->top_probs;
-	uint32_t n = 3 + (c->probs ? 1 : 0) + (top ? 2 : 0) + (c->logits ? 1 : 0);
+	uint32_t n = 4 + (c->probs ? 1 : 0) + (top ? 2 : 0) + (c->logits ? 1 : 0);
 
 	if (exl_sink_backlog(j->sink) >= EXL_SINK_SOCKET_LIMIT) {
 		j->paused = true;
@@ -178,6 +179,8 @@ static int chunk_to_socket(struct exl_srv_job *j, const struct exl_chunk *c)
 	pack_ids(&pk, c->tokens, c->n_tokens);
 	exl_pack_key(&pk, "text");
 	exl_pack_strn(&pk, c->text, c->text_len);
+	exl_pack_key(&pk, "t_us");
+	msgpack_pack_uint32(&pk, (uint32_t)(exl_now_ns() / 1000));
 	if (c->probs) {
 		exl_pack_key(&pk, "probs");
 		pack_floats(&pk, c->probs, c->n_tokens);

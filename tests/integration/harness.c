@@ -1,0 +1,264 @@
+/* Integration test harness: a real exld process and its notify socket. */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+const char *h_models_dir(void)
+{
+	static char path[1024];
+	const char *dir = getenv("EXLD_MODELS");
+	struct stat st;
+
+	if (!dir)
+		return NULL;
+	snprintf(path, sizeof(path), "%s/stories260K.gguf", dir);
+	if (stat(path, &st) < 0)
+		return NULL;
+	return dir;
+}
+
+const char *h_exld(void)
+{
+	static char path[1024];
+	const char *b = getenv("EXLD_BUILDDIR");
+
+	snprintf(path, sizeof(path), "%s/daemon/exld", b ? b : ".");
+	return path;
+}
+
+static long now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000L + ts.tv_nsec / 1000000L;
+}
+
+int h_prepare(struct daemon *d)
+{
+	struct sockaddr_un a = { .sun_family = AF_UNIX };
+
+	memset(d, 0, sizeof(*d));
+	d->pid = -1;
+	d->notify_fd = -1;
+	snprintf(d->dir, sizeof(d->dir), "/tmp/exld-test-XXXXXX");
+	if (!mkdtemp(d->dir)) {
+		perror("mkdtemp");
+		return -1;
+	}
+	snprintf(d->sock, sizeof(d->sock), "%s/exld.sock", d->dir);
+	snprintf(d->notify, sizeof(d->notify), "%s/notify.sock", d->dir);
+	d->notify_fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	snprintf(a.sun_path, sizeof(a.sun_path), "%s", d->notify);
+	if (d->notify_fd < 0 || bind(d->notify_fd, (struct sockaddr *)&a, sizeof(a)) < 0) {
+		perror("notify socket");
+		return -1;
+	}
+	return 0;
+}
+
+int h_spawn(struct daemon *d, char *const argv[])
+{
+	char log[320];
+
+	snprintf(log, sizeof(log), "%s/daemon.log", d->dir);
+	d->pid = fork();
+	if (d->pid < 0) {
+		perror("fork");
+		return -1;
+	}
+	if (d->pid == 0) {
+		int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0600);
+		if (fd >= 0) {
+			dup2(fd, 2);
+			close(fd);
+		}
+		setenv("NOTIFY_SOCKET", d->notify, 1);
+		execv(argv[0], argv);
+		fprintf(stderr, "exec %s: %s\n", argv[0], strerror(errno));
+		_exit(127);
+	}
+	return 0;
+}
+
+int h_start(struct daemon *d, const char *model, const char *const *extra)
+{
+	char *argv[64];
+	int n = 0;
+
+	argv[n++] = (char *)h_exld();
+	argv[n++] = "--config";
+	argv[n++] = "/dev/null";
+	argv[n++] = "--socket";
+	argv[n++] = d->sock;
+	argv[n++] = "--models";
+	argv[n++] = (char *)h_models_dir();
+	argv[n++] = "--threads";
+	argv[n++] = "1";
+	if (model) {
+		argv[n++] = "--load";
+		argv[n++] = (char *)model;
+	}
+	for (int i = 0; extra && extra[i] && n < 62; i++)
+		argv[n++] = (char *)extra[i];
+	argv[n] = NULL;
+	if (h_spawn(d, argv))
+		return -1;
+	if (!h_wait_notify(d, "READY=1", 30000)) {
+		fprintf(stderr, "exld did not report READY=1 within 30 s\n");
+		return -1;
+	}
+	return 0;
+}
+
+bool h_wait_notify(struct daemon *d, const char *what, int timeout_ms)
+{
+	long end = now_ms() + timeout_ms;
+
+	while (!strstr(d->notes, what)) {
+		long left = end - now_ms();
+		struct pollfd p = { .fd = d->notify_fd, .events = POLLIN };
+		char buf[1024];
+
+		if (left <= 0 || poll(&p, 1, (int)left) <= 0)
+			return false;
+		ssize_t n = recv(d->notify_fd, buf, sizeof(buf) - 1, 0);
+		if (n <= 0)
+			continue;
+		buf[n] = 0;
+		size_t used = strlen(d->notes);
+		snprintf(d->notes + used, sizeof(d->notes) - used, "%s\n", buf);
+	}
+	return true;
+}
+
+int h_stop(struct daemon *d)
+{
+	int status;
+	long end = now_ms() + 30000;
+
+	if (d->pid <= 0)
+		return -1;
+	kill(d->pid, SIGTERM);
+	for (;;) {
+		pid_t r = waitpid(d->pid, &status, WNOHANG);
+		if (r == d->pid)
+			break;
+		if (now_ms() > end) {
+			fprintf(stderr, "exld did not exit within 30 s of SIGTERM\n");
+			kill(d->pid, SIGKILL);
+			waitpid(d->pid, &status, 0);
+			d->pid = -1;
+			return -1;
+		}
+		usleep(10000);
+	}
+	d->pid = -1;
+	if (!WIFEXITED(status))
+		return -1;
+	return WEXITSTATUS(status);
+}
+
+void h_cleanup(struct daemon *d)
+{
+	char path[400];
+
+	if (d->pid > 0) {
+		kill(d->pid, SIGKILL);
+		waitpid(d->pid, NULL, 0);
+	}
+	if (d->notify_fd >= 0)
+		close(d->notify_fd);
+	snprintf(path, sizeof(path), "%s/daemon.log", d->dir);
+	if (getenv("EXLD_TEST_KEEP_LOG")) {
+		fprintf(stderr, "daemon log kept in %s\n", path);
+		return;
+	}
+	unlink(path);
+	unlink(d->sock);
+	unlink(d->notify);
+	rmdir(d->dir);
+}
+
+long h_rss_kib(pid_t pid)
+{
+	char path[64], line[256];
+	long kib = -1;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "VmRSS: %ld kB", &kib) == 1)
+			break;
+	fclose(f);
+	return kib;
+}
+
+char *h_expected(const char *model_path, const char *prompt, int n)
+{
+	char nbuf[16];
+	int pipefd[2];
+	size_t len = 0, cap = 4096;
+	char *out = malloc(cap);
+
+	if (!out || pipe(pipefd) < 0) {
+		free(out);
+		return NULL;
+	}
+	snprintf(nbuf, sizeof(nbuf), "%d", n);
+	pid_t pid = fork();
+	if (pid == 0) {
+		char *argv[] = { (char *)h_exld(), "run", "--model", (char *)model_path, "--prompt",
+				 (char *)prompt, "-n", nbuf, "--temperature", "0", "--threads", "1",
+				 NULL };
+		dup2(pipefd[1], 1);
+		close(pipefd[0]);
+		close(pipefd[1]);
+		int null = open("/dev/null", O_WRONLY);
+		if (null >= 0)
+			dup2(null, 2);
+		execv(argv[0], argv);
+		_exit(127);
+	}
+	close(pipefd[1]);
+	for (;;) {
+		if (len + 1024 > cap) {
+			char *p = realloc(out, cap *= 2);
+			if (!p)
+				break;
+			out = p;
+		}
+		ssize_t r = read(pipefd[0], out + len, cap - len - 1);
+		if (r <= 0)
+			break;
+		len += (size_t)r;
+	}
+	close(pipefd[0]);
+	int status;
+	waitpid(pid, &status, 0);
+	out[len] = 0;
+	size_t pl = strlen(prompt);
+	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || len < pl + 1 ||
+	    memcmp(out, prompt, pl) || out[len - 1] != '\n') {
+		fprintf(stderr, "exld run failed or printed something unexpected: '%s'\n", out);
+		free(out);
+		return NULL;
+	}
+	out[len - 1] = 0;
+	memmove(out, out + pl, len - pl);
+	return out;
+}

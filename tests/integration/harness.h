@@ -1,0 +1,59 @@
+/* Integration test harness: runs a real exld (from the build directory)
+ * on a socket in a private temporary directory, with NOTIFY_SOCKET pointed
+ * at a datagram socket the test reads, and computes expected outputs with
+ * `exld run`. */
+#ifndef EXL_TEST_HARNESS_H
+#define EXL_TEST_HARNESS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+#define SKIP 77
+
+/* Fails the test: prints why and jumps to the caller's "out" label (which
+ * stops the daemon), with ret still 1. */
+#define CHECK(cond, ...)                                                         \
+	do {                                                                     \
+		if (!(cond)) {                                                   \
+			fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
+			fprintf(stderr, __VA_ARGS__);                            \
+			fprintf(stderr, "\n");                                   \
+			goto out;                                                \
+		}                                                                \
+	} while (0)
+
+struct daemon {
+	pid_t pid;
+	char dir[64];         /* private temporary directory */
+	char sock[100];       /* the daemon's socket */
+	char notify[100];     /* NOTIFY_SOCKET path */
+	int notify_fd;
+	char notes[8192];     /* every notify datagram received, '\n'-separated */
+};
+
+/* Paths from the environment meson sets; NULL when the models are absent. */
+const char *h_models_dir(void);
+const char *h_exld(void);
+
+/* Makes the directory and the notify socket. */
+int h_prepare(struct daemon *d);
+/* Starts argv (argv[0] a program path) with NOTIFY_SOCKET set. */
+int h_spawn(struct daemon *d, char *const argv[]);
+/* Starts exld on d->sock with the test models dir, loading model, plus
+ * extra flags (NULL-terminated). */
+int h_start(struct daemon *d, const char *model, const char *const *extra);
+/* Waits up to timeout_ms for a notify datagram containing what. */
+bool h_wait_notify(struct daemon *d, const char *what, int timeout_ms);
+/* SIGTERM and wait: the exit status (or -1 on a signal / timeout). */
+int h_stop(struct daemon *d);
+void h_cleanup(struct daemon *d);
+
+/* VmRSS of pid in KiB. */
+long h_rss_kib(pid_t pid);
+
+/* The completion `exld run` prints for prompt (greedy, n tokens), without
+ * the echoed prompt and the final newline.  malloc'ed, NULL on failure. */
+char *h_expected(const char *model_path, const char *prompt, int n);
+
+#endif

@@ -1,0 +1,812 @@
+/* Integration tests: a real exld process and real clients (libexlclient
+ * and raw sockets).  One subcommand per test; each exits 0 (pass), 1
+ * (fail) or 77 (skip: no test models).
+ *
+ *   activate    started by systemd-socket-activate: serves on the passed
+ *               socket and reports READY=1 to NOTIFY_SOCKET
+ *   concurrent  16 clients stream different greedy prompts at once (ring
+ *               and socket streams); each gets exactly `exld run`'s output
+ *   kill        200 clients killed mid-stream: jobs cancelled, memory freed,
+ *               others unaffected, the daemon's RSS flat
+ *   garbage     bad bytes, truncated and oversized msgpack, wrong types,
+ *               unknown ops: errors or closed connections, daemon serves on
+ *   drain       SIGTERM ends running jobs with reason shutdown, exit 0
+ *   admin       load / unload by name with progress, bad names, cancel
+ */
+#include <errno.h>
+#include <msgpack.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "client/exlclient.h"
+#include "harness.h"
+
+#define MODEL "stories260K"
+
+static char model_path[1200];
+
+static const char *const prompts[16] = {
+	"Once upon a time", "Lily liked to", "The little dog", "One day, Tom",
+	"The sun was", "Sara had a big", "There was a cat", "Ben wanted to",
+	"In the park,", "The bird flew", "Mom said", "A boy named Tim",
+	"The red ball", "She was very happy", "They played with", "The tree",
+};
+
+/* ---- streaming a job through the library ---- */
+
+/* Streams one job to its end; *text is the concatenated stream. */
+static int stream_job(struct exl_client *c, const struct exl_gen_params *p, const char *prompt,
+		      char **text, char *reason, size_t reason_len)
+{
+	uint64_t job;
+	size_t len = 0, cap = 256;
+	char *buf = malloc(cap);
+
+	*text = NULL;
+	if (!buf)
+		return -1;
+	buf[0] = 0;
+	int rc = exl_submit(c, p, prompt, &job);
+	if (rc) {
+		fprintf(stderr, "submit: %s\n", exl_errmsg(c));
+		free(buf);
+		return rc;
+	}
+	for (;;) {
+		struct exl_event ev;
+		rc = exl_next(c, &ev, 30000);
+		if (rc) {
+			fprintf(stderr, "next: %s\n", exl_errmsg(c));
+			free(buf);
+			return rc;
+		}
+		if (ev.job != job)
+			continue;
+		if (ev.type == EXL_EVENT_DONE) {
+			snprintf(reason, reason_len, "%s", ev.result->stop_reason);
+			break;
+		}
+		while (len + ev.text_len + 1 > cap) {
+			char *q = realloc(buf, cap *= 2);
+			if (!q) {
+				free(buf);
+				return -1;
+			}
+			buf = q;
+		}
+		memcpy(buf + len, ev.text, ev.text_len);
+		len += ev.text_len;
+		buf[len] = 0;
+	}
+	*text = buf;
+	return 0;
+}
+
+static int connect_to(struct daemon *d, struct exl_client **c, bool ring)
+{
+	char err[512];
+	struct exl_connect_opts o = { .client_name = "test", .no_ring = !ring, .timeout_ms = 30000 };
+
+	int rc = exl_connect(c, d->sock, &o, err, sizeof(err));
+	if (rc)
+		fprintf(stderr, "connect %s: %s\n", d->sock, err);
+	return rc;
+}
+
+static void greedy(struct exl_gen_params *p, int n)
+{
+	exl_gen_params_init(p);
+	p->temperature = 0;
+	p->max_new_tokens = n;
+}
+
+/* ---- activate ---- */
+
+static int test_activate(void)
+{
+	struct daemon d;
+	struct exl_client *c = NULL;
+	struct exl_gen_params p;
+	char *text = NULL, reason[32];
+	char sa[] = "/usr/bin/systemd-socket-activate";
+	int ret = 1;
+
+	if (access(sa, X_OK)) {
+		printf("systemd-socket-activate is not installed; skipping\n");
+		return SKIP;
+	}
+	char *expected = h_expected(model_path, prompts[0], 40);
+	if (!expected)
+		return 1;
+	if (h_prepare(&d))
+		goto out;
+	char *argv[] = { sa, "-l", d.sock, "-E", "NOTIFY_SOCKET", (char *)h_exld(),
+			 "--config", "/dev/null", "--models", (char *)h_models_dir(),
+			 "--load", MODEL, "--threads", "1",
+			 /* a socket path of its own that must stay unused */
+			 "--socket", "/nonexistent/exld.sock", NULL };
+	if (h_spawn(&d, argv))
+		goto out;
+	/* systemd-socket-activate binds before it starts exld; wait for it. */
+	for (int i = 0; i < 500 && access(d.sock, F_OK); i++)
+		usleep(10000);
+	if (connect_to(&d, &c, true))
+		goto out;
+	if (!h_wait_notify(&d, "READY=1", 30000)) {
+		fprintf(stderr, "FAIL: no READY=1 on NOTIFY_SOCKET; got: %s\n", d.notes);
+		goto out;
+	}
+	if (!strstr(d.notes, "STATUS=")) {
+		fprintf(stderr, "FAIL: no STATUS= line before READY=1; got: %s\n", d.notes);
+		goto out;
+	}
+	greedy(&p, 40);
+	if (stream_job(c, &p, prompts[0], &text, reason, sizeof(reason)))
+		goto out;
+	if (strcmp(text, expected)) {
+		fprintf(stderr, "FAIL: stream '%s' != exld run '%s'\n", text, expected);
+		goto out;
+	}
+	exl_close(c);
+	c = NULL;
+	int st = h_stop(&d);
+	if (st != 0) {
+		fprintf(stderr, "FAIL: exld exited with %d after SIGTERM\n", st);
+		goto out;
+	}
+	printf("socket activation: READY=1, served '%s'\n", text);
+	ret = 0;
+out:
+	exl_close(c);
+	free(text);
+	free(expected);
+	h_cleanup(&d);
+	return ret;
+}
+
+/* ---- concurrent ---- */
+
+struct worker {
+	struct daemon *d;
+	int i;
+	const char *expected;
+	int ok;
+	char msg[512];
+};
+
+static void *worker_main(void *arg)
+{
+	struct worker *w = arg;
+	struct exl_client *c;
+	struct exl_gen_params p;
+	char *text = NULL, reason[32];
+	bool ring = w->i % 2 == 0;
+
+	if (connect_to(w->d, &c, ring)) {
+		snprintf(w->msg, sizeof(w->msg), "client %d: connect failed", w->i);
+		return NULL;
+	}
+	greedy(&p, 60);
+	p.stream = ring ? EXL_STREAM_MODE_RING : EXL_STREAM_MODE_SOCKET;
+	if (stream_job(c, &p, prompts[w->i], &text, reason, sizeof(reason))) {
+		snprintf(w->msg, sizeof(w->msg), "client %d: %s", w->i, exl_errmsg(c));
+	} else if (strcmp(text, w->expected)) {
+		snprintf(w->msg, sizeof(w->msg), "client %d (%s, '%s'): got '%s', exld run gives '%s'",
+			 w->i, ring ? "ring" : "socket", prompts[w->i], text, w->expected);
+	} else {
+		w->ok = 1;
+	}
+	free(text);
+	exl_close(c);
+	return NULL;
+}
+
+static int test_concurrent(void)
+{
+	struct daemon d;
+	struct worker w[16];
+	pthread_t th[16];
+	char *expected[16] = { 0 };
+	int ret = 1;
+
+	for (int i = 0; i < 16; i++)
+		if (!(expected[i] = h_expected(model_path, prompts[i], 60)))
+			goto out_free;
+	if (h_prepare(&d) || h_start(&d, MODEL, NULL))
+		goto out;
+	for (int i = 0; i < 16; i++) {
+		w[i] = (struct worker){ .d = &d, .i = i, .expected = expected[i] };
+		pthread_create(&th[i], NULL, worker_main, &w[i]);
+	}
+	int ok = 0;
+	for (int i = 0; i < 16; i++) {
+		pthread_join(th[i], NULL);
+		if (!w[i].ok)
+			fprintf(stderr, "FAIL: %s\n", w[i].msg);
+		ok += w[i].ok;
+	}
+	if (ok != 16)
+		goto out;
+	if (h_stop(&d) != 0) {
+		fprintf(stderr, "FAIL: exld did not exit 0 after SIGTERM\n");
+		goto out;
+	}
+	printf("16 concurrent clients: every stream equals exld run's output\n");
+	ret = 0;
+out:
+	h_cleanup(&d);
+out_free:
+	for (int i = 0; i < 16; i++)
+		free(expected[i]);
+	return ret;
+}
+
+/* ---- kill ---- */
+
+/* Child: streams a job that fills its small ring (it never reads past the
+ * first event), tells the parent, and waits to be killed. */
+static void killed_client(struct daemon *d, int fd)
+{
+	struct exl_client *c;
+	struct exl_connect_opts o = { .ring_size = 65536, .timeout_ms = 10000 };
+	struct exl_gen_params p;
+	struct exl_event ev;
+	char err[256];
+	uint64_t job;
+
+	if (exl_connect(&c, d->sock, &o, err, sizeof(err)))
+		_exit(2);
+	greedy(&p, 400);
+	p.return_probs = 1;
+	p.return_top_k = 64; /* ~560 bytes a token: the 64 KiB ring fills */
+	if (exl_submit(c, &p, prompts[3], &job) || exl_next(c, &ev, 10000))
+		_exit(3);
+	if (write(fd, "x", 1) != 1)
+		_exit(4);
+	pause();
+	_exit(0);
+}
+
+static int status_of(struct exl_client *c, struct exl_daemon_status *st)
+{
+	int rc = exl_status(c, st);
+	free(st->models);
+	st->models = NULL;
+	return rc;
+}
+
+static int kill_one(struct daemon *d)
+{
+	int fds[2];
+	char b;
+
+	if (pipe(fds) < 0)
+		return -1;
+	pid_t pid = fork();
+	if (pid == 0) {
+		close(fds[0]);
+		killed_client(d, fds[1]);
+	}
+	close(fds[1]);
+	ssize_t n = read(fds[0], &b, 1);
+	close(fds[0]);
+	kill(pid, SIGKILL);
+	int status;
+	waitpid(pid, &status, 0);
+	return n == 1 ? 0 : -1;
+}
+
+/* Waits until the daemon has no jobs and only `conns` connections. */
+static int wait_quiet(struct exl_client *c, int conns, struct exl_daemon_status *st)
+{
+	for (int i = 0; i < 1000; i++) {
+		if (status_of(c, st))
+			return -1;
+		if (st->jobs == 0 && st->connections == conns)
+			return 0;
+		usleep(10000);
+	}
+	return -1;
+}
+
+static int test_kill(void)
+{
+	struct daemon d;
+	struct exl_client *c = NULL;
+	struct exl_gen_params p;
+	struct exl_daemon_status st;
+	char *text = NULL, reason[32];
+	int ret = 1;
+	char *expected = h_expected(model_path, prompts[5], 60);
+
+	if (!expected)
+		return 1;
+	if (h_prepare(&d) || h_start(&d, MODEL, NULL) || connect_to(&d, &c, true))
+		goto out;
+	greedy(&p, 60);
+	long rss0 = 0;
+	for (int i = 0; i < 220; i++) {
+		CHECK(kill_one(&d) == 0, "client %d never got its first event", i);
+		if (i == 19) {
+			CHECK(wait_quiet(c, 1, &st) == 0, "jobs %d, connections %d after 20 kills",
+			      st.jobs, st.connections);
+			rss0 = h_rss_kib(d.pid);
+		}
+		if (i % 50 == 49) {
+			/* another client, unaffected */
+			CHECK(stream_job(c, &p, prompts[5], &text, reason, sizeof(reason)) == 0,
+			      "witness stream failed");
+			CHECK(!strcmp(text, expected), "witness got '%s', exld run gives '%s'", text,
+			      expected);
+			free(text);
+			text = NULL;
+		}
+	}
+	/* The killed clients' jobs were paused on full rings: only the
+	 * cancellation on close can have ended them. */
+	CHECK(wait_quiet(c, 1, &st) == 0, "after 220 kills: %d jobs, %d connections left",
+	      st.jobs, st.connections);
+	long rss1 = h_rss_kib(d.pid);
+	printf("RSS after 20 kills %ld KiB, after 220 kills %ld KiB\n", rss0, rss1);
+	/* 200 leaked 64 KiB rings alone would be 12.5 MiB. */
+	CHECK(rss1 - rss0 < 4096, "RSS grew by %ld KiB over 200 killed clients", rss1 - rss0);
+	exl_close(c);
+	c = NULL;
+	CHECK(h_stop(&d) == 0, "exld did not exit 0 after SIGTERM");
+	ret = 0;
+out:
+	exl_close(c);
+	free(text);
+	free(expected);
+	h_cleanup(&d);
+	return ret;
+}
+
+/* ---- garbage ---- */
+
+struct raw {
+	int fd;
+	msgpack_unpacker unp;
+};
+
+static int raw_open(struct daemon *d, struct raw *r)
+{
+	struct sockaddr_un a = { .sun_family = AF_UNIX };
+
+	snprintf(a.sun_path, sizeof(a.sun_path), "%s", d->sock);
+	r->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (r->fd < 0 || connect(r->fd, (struct sockaddr *)&a, sizeof(a)) < 0)
+		return -1;
+	msgpack_unpacker_init(&r->unp, 65536);
+	return 0;
+}
+
+static void raw_close(struct raw *r)
+{
+	close(r->fd);
+	msgpack_unpacker_destroy(&r->unp);
+}
+
+static int raw_send(struct raw *r, const void *p, size_t n)
+{
+	return send(r->fd, p, n, MSG_NOSIGNAL) == (ssize_t)n ? 0 : -1;
+}
+
+/* 1: a message in *up, 0: the daemon closed, -1: nothing within 10 s. */
+static int raw_read(struct raw *r, msgpack_unpacked *up)
+{
+	for (;;) {
+		if (msgpack_unpacker_next(&r->unp, up) == MSGPACK_UNPACK_SUCCESS)
+			return 1;
+		struct pollfd p = { .fd = r->fd, .events = POLLIN };
+		if (poll(&p, 1, 10000) <= 0)
+			return -1;
+		msgpack_unpacker_reserve_buffer(&r->unp, 65536);
+		ssize_t n = recv(r->fd, msgpack_unpacker_buffer(&r->unp),
+				 msgpack_unpacker_buffer_capacity(&r->unp), 0);
+		if (n <= 0)
+			return 0;
+		msgpack_unpacker_buffer_consumed(&r->unp, (size_t)n);
+	}
+}
+
+static const msgpack_object *get(const msgpack_object *m, const char *key)
+{
+	if (m->type != MSGPACK_OBJECT_MAP)
+		return NULL;
+	for (uint32_t i = 0; i < m->via.map.size; i++) {
+		const msgpack_object *k = &m->via.map.ptr[i].key;
+		if (k->type == MSGPACK_OBJECT_STR && k->via.str.size == strlen(key) &&
+		    !memcmp(k->via.str.ptr, key, k->via.str.size))
+			return &m->via.map.ptr[i].val;
+	}
+	return NULL;
+}
+
+static bool str_is(const msgpack_object *o, const char *s)
+{
+	return o && o->type == MSGPACK_OBJECT_STR && o->via.str.size == strlen(s) &&
+	       !memcmp(o->via.str.ptr, s, o->via.str.size);
+}
+
+/* Expects an error reply with code; prints its message. */
+static int expect_error(struct raw *r, const char *code, const char *what)
+{
+	msgpack_unpacked up;
+
+	msgpack_unpacked_init(&up);
+	int n = raw_read(r, &up);
+	bool ok = n == 1 && str_is(get(&up.data, "op"), "error") && str_is(get(&up.data, "code"), code);
+	if (ok) {
+		const msgpack_object *m = get(&up.data, "message");
+		printf("  %-28s -> %s: %.*s\n", what, code, m ? (int)m->via.str.size : 0,
+		       m ? m->via.str.ptr : "");
+	} else {
+		fprintf(stderr, "FAIL: %s: wanted an error '%s', got %s\n", what, code,
+			n == 0 ? "a closed connection" : n < 0 ? "nothing" : "another reply");
+		if (n == 1)
+			msgpack_object_print(stderr, up.data), fputc('\n', stderr);
+	}
+	msgpack_unpacked_destroy(&up);
+	return ok ? 0 : -1;
+}
+
+static int expect_closed(struct raw *r, const char *what)
+{
+	msgpack_unpacked up;
+
+	msgpack_unpacked_init(&up);
+	int n;
+	/* an error message may come first */
+	while ((n = raw_read(r, &up)) == 1)
+		;
+	msgpack_unpacked_destroy(&up);
+	if (n != 0) {
+		fprintf(stderr, "FAIL: %s: the connection stayed open\n", what);
+		return -1;
+	}
+	printf("  %-28s -> connection closed\n", what);
+	return 0;
+}
+
+/* A map {op: <op>, ...} built with the packer. */
+static void pack_req(msgpack_sbuffer *sb, const char *op, int n_more)
+{
+	msgpack_packer pk;
+
+	msgpack_packer_init(&pk, sb, msgpack_sbuffer_write);
+	msgpack_pack_map(&pk, 1 + n_more);
+	msgpack_pack_str_with_body(&pk, "op", 2);
+	msgpack_pack_str_with_body(&pk, op, strlen(op));
+}
+
+static int send_sb(struct raw *r, msgpack_sbuffer *sb)
+{
+	int rc = raw_send(r, sb->data, sb->size);
+	msgpack_sbuffer_clear(sb);
+	return rc;
+}
+
+static int still_serves(struct daemon *d, const char *expected)
+{
+	struct exl_client *c;
+	struct exl_gen_params p;
+	char *text = NULL, reason[32];
+
+	if (connect_to(d, &c, true))
+		return -1;
+	greedy(&p, 40);
+	int rc = stream_job(c, &p, prompts[0], &text, reason, sizeof(reason));
+	exl_close(c);
+	if (rc || strcmp(text, expected)) {
+		fprintf(stderr, "FAIL: a good client got '%s' instead of '%s'\n", text ? text : "", expected);
+		free(text);
+		return -1;
+	}
+	free(text);
+	return 0;
+}
+
+static int test_garbage(void)
+{
+	struct daemon d;
+	struct raw r;
+	msgpack_sbuffer sb;
+	msgpack_packer pk;
+	int ret = 1;
+	char *expected = h_expected(model_path, prompts[0], 40);
+
+	if (!expected)
+		return 1;
+	msgpack_sbuffer_init(&sb);
+	msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+	if (h_prepare(&d) || h_start(&d, MODEL, NULL))
+		goto out;
+
+	/* One connection collects every recoverable mistake and stays usable. */
+	CHECK(raw_open(&d, &r) == 0, "connect");
+	CHECK(raw_send(&r, "GET / HTTP/1.1\r\n", 1) == 0, "send");  /* 'G' is fixint 71 */
+	CHECK(expect_error(&r, "bad_request", "a bare integer") == 0, " ");
+	pack_req(&sb, "fly", 0);
+	CHECK(send_sb(&r, &sb) == 0 && expect_error(&r, "unknown_op", "op \"fly\"") == 0, " ");
+	msgpack_pack_map(&pk, 1);
+	msgpack_pack_str_with_body(&pk, "op", 2);
+	msgpack_pack_int(&pk, 5);
+	CHECK(send_sb(&r, &sb) == 0 && expect_error(&r, "bad_request", "op: 5") == 0, " ");
+	msgpack_pack_map(&pk, 1);
+	msgpack_pack_str_with_body(&pk, "id", 2);
+	msgpack_pack_int(&pk, 1);
+	CHECK(send_sb(&r, &sb) == 0 && expect_error(&r, "bad_request", "no op") == 0, " ");
+	pack_req(&sb, "generate", 1);
+	msgpack_pack_str_with_body(&pk, "prompt", 6);
+	msgpack_pack_int(&pk, 123);
+	CHECK(send_sb(&r, &sb) == 0 && expect_error(&r, "bad_request", "prompt: 123") == 0, " ");
+	pack_req(&sb, "generate", 2);
+	msgpack_pack_str_with_body(&pk, "prompt", 6);
+	msgpack_pack_str_with_body(&pk, "x", 1);
+	msgpack_pack_str_with_body(&pk, "top_k", 5);
+	msgpack_pack_double(&pk, 0.5);
+	CHECK(send_sb(&r, &sb) == 0 && expect_error(&r, "bad_request", "top_k: 0.5") == 0, " ");
+	pack_req(&sb, "generate", 2);
+	msgpack_pack_str_with_body(&pk, "prompt", 6);
+	msgpack_pack_str_with_body(&pk, "x", 1);
+	msgpack_pack_str_with_body(&pk, "stop", 4);
+	msgpack_pack_array(&pk, 400);
+	for (int i = 0; i < 400; i++)
+		msgpack_pack_int(&pk, 1);
+	CHECK(send_sb(&r, &sb) == 0 && expect_error(&r, "too_large", "400 stop conditions") == 0, " ");
+	pack_req(&sb, "generate", 2);
+	msgpack_pack_str_with_body(&pk, "prompt", 6);
+	msgpack_pack_str_with_body(&pk, "x", 1);
+	msgpack_pack_str_with_body(&pk, "max_new_tokens", 14);
+	msgpack_pack_int(&pk, 100000000);
+	CHECK(send_sb(&r, &sb) == 0 && expect_error(&r, "bad_request", "max_new_tokens 1e8") == 0, " ");
+	pack_req(&sb, "load", 1);
+	msgpack_pack_str_with_body(&pk, "model", 5);
+	msgpack_pack_str_with_body(&pk, "../../etc/passwd", 16);
+	CHECK(send_sb(&r, &sb) == 0 && expect_error(&r, "bad_request", "load ../../etc/passwd") == 0, " ");
+	pack_req(&sb, "tokenize", 2);
+	msgpack_pack_str_with_body(&pk, "model", 5);
+	msgpack_pack_str_with_body(&pk, "nosuch", 6);
+	msgpack_pack_str_with_body(&pk, "text", 4);
+	msgpack_pack_str_with_body(&pk, "a", 1);
+	CHECK(send_sb(&r, &sb) == 0 && expect_error(&r, "unknown_model", "tokenize, unknown model") == 0, " ");
+	pack_req(&sb, "detokenize", 1);
+	msgpack_pack_str_with_body(&pk, "ids", 3);
+	msgpack_pack_array(&pk, 1);
+	msgpack_pack_int(&pk, 99999);
+	CHECK(send_sb(&r, &sb) == 0 && expect_error(&r, "bad_request", "detokenize id 99999") == 0, " ");
+	pack_req(&sb, "cancel", 1);
+	msgpack_pack_str_with_body(&pk, "job", 3);
+	msgpack_pack_int(&pk, 424242);
+	CHECK(send_sb(&r, &sb) == 0 && expect_error(&r, "unknown_job", "cancel of no job") == 0, " ");
+	/* ... and the same connection still answers */
+	pack_req(&sb, "tokenize", 1);
+	msgpack_pack_str_with_body(&pk, "text", 4);
+	msgpack_pack_str_with_body(&pk, "Once upon a time", 16);
+	CHECK(send_sb(&r, &sb) == 0, "send");
+	{
+		msgpack_unpacked up;
+		msgpack_unpacked_init(&up);
+		CHECK(raw_read(&r, &up) == 1 && str_is(get(&up.data, "op"), "tokenize"),
+		      "tokenize after the errors");
+		const msgpack_object *ids = get(&up.data, "ids");
+		CHECK(ids && ids->type == MSGPACK_OBJECT_ARRAY && ids->via.array.size == 5 &&
+		      ids->via.array.ptr[1].via.u64 == 403, "tokenize gave the wrong ids");
+		msgpack_unpacked_destroy(&up);
+		printf("  the same connection still tokenizes\n");
+	}
+	raw_close(&r);
+
+	/* Unrecoverable input closes that connection only. */
+	static const uint8_t invalid[] = { 0x81, 0xc1 };
+	CHECK(raw_open(&d, &r) == 0 && raw_send(&r, invalid, sizeof(invalid)) == 0, "send");
+	CHECK(expect_closed(&r, "byte 0xc1") == 0, " ");
+	raw_close(&r);
+
+	uint8_t junk[4096];
+	srand(7);
+	for (size_t i = 0; i < sizeof(junk); i++)
+		junk[i] = (uint8_t)rand();
+	junk[100] = 0xc1;
+	CHECK(raw_open(&d, &r) == 0 && raw_send(&r, junk, sizeof(junk)) == 0, "send");
+	CHECK(expect_closed(&r, "4 KiB of random bytes") == 0, " ");
+	raw_close(&r);
+
+	static const uint8_t huge_str[] = { 0x81, 0xa2, 'o', 'p', 0xdb, 0xff, 0xff, 0xff, 0xf0, 'x' };
+	CHECK(raw_open(&d, &r) == 0 && raw_send(&r, huge_str, sizeof(huge_str)) == 0, "send");
+	CHECK(expect_error(&r, "too_large", "str32 of 4 GiB") == 0, " ");
+	CHECK(expect_closed(&r, "  then") == 0, " ");
+	raw_close(&r);
+
+	static const uint8_t huge_arr[] = { 0x81, 0xa2, 'o', 'p', 0xdd, 0xff, 0xff, 0xff, 0xff };
+	CHECK(raw_open(&d, &r) == 0 && raw_send(&r, huge_arr, sizeof(huge_arr)) == 0, "send");
+	CHECK(expect_error(&r, "too_large", "array32 of 4G items") == 0, " ");
+	raw_close(&r);
+
+	uint8_t deep[40];
+	for (int i = 0; i < 40; i++)
+		deep[i] = 0x91; /* [[[[...]]]] */
+	CHECK(raw_open(&d, &r) == 0 && raw_send(&r, deep, sizeof(deep)) == 0, "send");
+	CHECK(expect_error(&r, "too_large", "40 nested arrays") == 0, " ");
+	raw_close(&r);
+
+	/* truncated: a map that promises 3 pairs, then the client leaves */
+	static const uint8_t trunc[] = { 0x83, 0xa2, 'o', 'p', 0xa6, 's', 't', 'a' };
+	CHECK(raw_open(&d, &r) == 0 && raw_send(&r, trunc, sizeof(trunc)) == 0, "send");
+	shutdown(r.fd, SHUT_WR);
+	CHECK(expect_closed(&r, "truncated map") == 0, " ");
+	raw_close(&r);
+
+	/* a truncated message held open while another client is served */
+	CHECK(raw_open(&d, &r) == 0 && raw_send(&r, trunc, sizeof(trunc)) == 0, "send");
+	CHECK(still_serves(&d, expected) == 0, "serving beside a stalled partial message");
+	raw_close(&r);
+
+	CHECK(still_serves(&d, expected) == 0, "serving after the garbage");
+	printf("  a good client still gets the right stream\n");
+	CHECK(h_stop(&d) == 0, "exld did not exit 0 after SIGTERM");
+	ret = 0;
+out:
+	msgpack_sbuffer_destroy(&sb);
+	free(expected);
+	h_cleanup(&d);
+	return ret;
+}
+
+/* ---- drain ---- */
+
+static int test_drain(void)
+{
+	struct daemon d;
+	struct exl_client *c = NULL;
+	struct exl_connect_opts o = { .ring_size = 65536, .timeout_ms = 30000 };
+	struct exl_gen_params p;
+	struct exl_event ev;
+	char err[256];
+	uint64_t job;
+	int ret = 1;
+
+	if (h_prepare(&d) || h_start(&d, MODEL, NULL))
+		goto out;
+	CHECK(exl_connect(&c, d.sock, &o, err, sizeof(err)) == 0, "connect: %s", err);
+	greedy(&p, 400);
+	p.return_top_k = 64; /* the ring fills and the job pauses: it runs until drained */
+	CHECK(exl_submit(c, &p, prompts[1], &job) == 0, "submit: %s", exl_errmsg(c));
+	CHECK(exl_next(c, &ev, 10000) == 0, "first event: %s", exl_errmsg(c));
+	kill(d.pid, SIGTERM);
+	const char *reason = NULL;
+	for (int i = 0; i < 100000; i++) {
+		int rc = exl_next(c, &ev, 10000);
+		CHECK(rc == 0, "while draining: %s", exl_errmsg(c));
+		if (ev.type == EXL_EVENT_DONE) {
+			reason = ev.result->stop_reason;
+			break;
+		}
+	}
+	CHECK(reason && !strcmp(reason, "shutdown"), "the job ended with '%s', not shutdown",
+	      reason ? reason : "(nothing)");
+	int status;
+	CHECK(waitpid(d.pid, &status, 0) == d.pid, "waitpid");
+	d.pid = -1;
+	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "exld exited with status %d", status);
+	CHECK(h_wait_notify(&d, "STOPPING=1", 1000), "no STOPPING=1 notification");
+	printf("SIGTERM: the running job ended with 'shutdown', exld exited 0\n");
+	ret = 0;
+out:
+	exl_close(c);
+	h_cleanup(&d);
+	return ret;
+}
+
+/* ---- admin ---- */
+
+static void on_progress(uint64_t done, uint64_t total, void *user)
+{
+	uint64_t *last = user;
+
+	if (done <= total)
+		last[0] = done, last[1] = total;
+}
+
+static int test_admin(void)
+{
+	struct daemon d;
+	struct exl_client *c = NULL;
+	struct exl_model_info *ml = NULL;
+	size_t n;
+	uint64_t prog[2] = { 0, 0 };
+	int ret = 1;
+
+	if (h_prepare(&d) || h_start(&d, NULL, NULL) || connect_to(&d, &c, true))
+		goto out;
+	CHECK(exl_models(c, &ml, &n) == 0, "models: %s", exl_errmsg(c));
+	bool listed = false;
+	for (size_t i = 0; i < n; i++)
+		listed |= !strcmp(ml[i].name, MODEL) && !strcmp(ml[i].state, "available");
+	free(ml);
+	CHECK(listed, MODEL " is not listed as available");
+	struct exl_gen_params p;
+	struct exl_result r;
+	greedy(&p, 10);
+	CHECK(exl_generate(c, &p, "Hi", &r) == EXL_E_UNKNOWN_MODEL, "generate with no model loaded");
+	CHECK(exl_load(c, "nosuch", NULL, NULL) == EXL_E_NOT_FOUND, "load nosuch: %s", exl_errmsg(c));
+	CHECK(exl_load(c, "../" MODEL, NULL, NULL) == EXL_E_BAD_REQUEST, "load ../: %s", exl_errmsg(c));
+	CHECK(exl_load(c, MODEL, on_progress, prog) == 0, "load: %s", exl_errmsg(c));
+	CHECK(prog[1] == 1185376 && prog[0] == prog[1], "progress ended at %llu of %llu",
+	      (unsigned long long)prog[0], (unsigned long long)prog[1]);
+	CHECK(exl_load(c, MODEL, NULL, NULL) == EXL_E_EXISTS, "second load: %s", exl_errmsg(c));
+	CHECK(exl_generate(c, &p, "Hi", &r) == 0, "generate: %s", exl_errmsg(c));
+	exl_result_free(&r);
+	CHECK(exl_unload(c, MODEL, false) == 0, "unload: %s", exl_errmsg(c));
+	CHECK(exl_unload(c, MODEL, false) == EXL_E_UNKNOWN_MODEL, "second unload");
+	printf("load (progress %llu/%llu bytes), generate, unload by name\n",
+	       (unsigned long long)prog[0], (unsigned long long)prog[1]);
+
+	/* unload with cancel: a paused job ends with reason unloaded */
+	struct exl_client *c2;
+	struct exl_connect_opts o = { .ring_size = 65536, .timeout_ms = 30000 };
+	char err[256];
+	uint64_t job;
+	struct exl_event ev;
+	CHECK(exl_load(c, MODEL, NULL, NULL) == 0, "reload: %s", exl_errmsg(c));
+	CHECK(exl_connect(&c2, d.sock, &o, err, sizeof(err)) == 0, "connect: %s", err);
+	greedy(&p, 400);
+	p.return_top_k = 64;
+	CHECK(exl_submit(c2, &p, prompts[2], &job) == 0, "submit: %s", exl_errmsg(c2));
+	CHECK(exl_next(c2, &ev, 10000) == 0, "first event");
+	CHECK(exl_unload(c, MODEL, true) == 0, "unload cancel: %s", exl_errmsg(c));
+	const char *reason = NULL;
+	for (int i = 0; i < 100000 && !reason; i++) {
+		CHECK(exl_next(c2, &ev, 10000) == 0, "after unload: %s", exl_errmsg(c2));
+		if (ev.type == EXL_EVENT_DONE)
+			reason = ev.result->stop_reason;
+	}
+	CHECK(reason && !strcmp(reason, "unloaded"), "job ended with '%s'", reason ? reason : "");
+	exl_close(c2);
+	printf("unload with cancel: the running job ended with 'unloaded'\n");
+	CHECK(h_stop(&d) == 0, "exld did not exit 0");
+	ret = 0;
+out:
+	exl_close(c);
+	h_cleanup(&d);
+	return ret;
+}
+
+int main(int argc, char **argv)
+{
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	if (argc != 2) {
+		fprintf(stderr, "usage: test_daemon activate|concurrent|kill|garbage|drain|admin\n");
+		return 2;
+	}
+	if (!h_models_dir()) {
+		printf("the test models (EXLD_MODELS/stories260K.gguf) are absent; skipping\n");
+		return SKIP;
+	}
+	snprintf(model_path, sizeof(model_path), "%s/" MODEL ".gguf", h_models_dir());
+	signal(SIGPIPE, SIG_IGN);
+	if (!strcmp(argv[1], "activate"))
+		return test_activate();
+	if (!strcmp(argv[1], "concurrent"))
+		return test_concurrent();
+	if (!strcmp(argv[1], "kill"))
+		return test_kill();
+	if (!strcmp(argv[1], "garbage"))
+		return test_garbage();
+	if (!strcmp(argv[1], "drain"))
+		return test_drain();
+	if (!strcmp(argv[1], "admin"))
+		return test_admin();
+	fprintf(stderr, "unknown test '%s'\n", argv[1]);
+	return 2;
+}

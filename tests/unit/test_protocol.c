@@ -1,0 +1,558 @@
+/* The daemon's wire layer without sockets: message framing (exl_scan),
+ * request decoding into settings (every generate option lands in its
+ * exl_gen_settings field), error codes and messages, reply encoding, and
+ * the config file parser. */
+#include <math.h>
+#include <msgpack.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "daemon/config.h"
+#include "daemon/protocol.h"
+
+static int failures;
+
+#define CHECK(cond, ...) do { \
+	if (!(cond)) { \
+		failures++; \
+		fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__, #cond); \
+		fprintf(stderr, __VA_ARGS__); \
+		fputc('\n', stderr); \
+	} \
+} while (0)
+
+/* ---- framing ---- */
+
+static void pack_sample(msgpack_sbuffer *sb)
+{
+	msgpack_packer pk;
+
+	msgpack_packer_init(&pk, sb, msgpack_sbuffer_write);
+	msgpack_pack_map(&pk, 4);
+	msgpack_pack_str_with_body(&pk, "op", 2);
+	msgpack_pack_str_with_body(&pk, "generate", 8);
+	msgpack_pack_str_with_body(&pk, "prompt", 6);
+	msgpack_pack_str_with_body(&pk, "a longer prompt, over thirty-one bytes", 38);
+	msgpack_pack_str_with_body(&pk, "stop", 4);
+	msgpack_pack_array(&pk, 3);
+	msgpack_pack_str_with_body(&pk, "\n", 1);
+	msgpack_pack_int(&pk, 70000);
+	msgpack_pack_array(&pk, 0);
+	msgpack_pack_str_with_body(&pk, "x", 1);
+	msgpack_pack_map(&pk, 1);
+	msgpack_pack_double(&pk, 1.5);
+	msgpack_pack_bin(&pk, 300);
+	char zeros[300] = { 0 };
+	msgpack_pack_bin_body(&pk, zeros, 300);
+}
+
+static void test_scan(void)
+{
+	msgpack_sbuffer sb;
+	struct exl_scan s;
+	size_t len = 0;
+
+	msgpack_sbuffer_init(&sb);
+	pack_sample(&sb);
+	size_t one = sb.size;
+	pack_sample(&sb); /* two messages back to back */
+
+	/* whole */
+	memset(&s, 0, sizeof(s));
+	CHECK(exl_scan(&s, (uint8_t *)sb.data, sb.size, 1 << 20, &len) == EXL_SCAN_DONE &&
+	      len == one, "whole buffer: len %zu, want %zu", len, one);
+
+	/* byte by byte: NEED until the last byte of the first message */
+	memset(&s, 0, sizeof(s));
+	size_t i;
+	enum exl_scan_result r = EXL_SCAN_NEED;
+	for (i = 1; i <= sb.size && r == EXL_SCAN_NEED; i++)
+		r = exl_scan(&s, (uint8_t *)sb.data, i, 1 << 20, &len);
+	CHECK(r == EXL_SCAN_DONE && i - 1 == one && len == one,
+	      "byte by byte: done at %zu, want %zu", i - 1, one);
+	/* the state was reset: the second message scans from its start */
+	r = exl_scan(&s, (uint8_t *)sb.data + one, sb.size - one, 1 << 20, &len);
+	CHECK(r == EXL_SCAN_DONE && len == one, "second message");
+
+	/* too large for max */
+	memset(&s, 0, sizeof(s));
+	CHECK(exl_scan(&s, (uint8_t *)sb.data, 10, 200, &len) == EXL_SCAN_TOO_LARGE ||
+	      exl_scan(&s, (uint8_t *)sb.data, sb.size, 200, &len) == EXL_SCAN_TOO_LARGE,
+	      "a %zu-byte message under max 200", one);
+	msgpack_sbuffer_destroy(&sb);
+
+	/* declared sizes are refused before their bytes arrive */
+	static const uint8_t str32[] = { 0x81, 0xa2, 'o', 'p', 0xdb, 0x7f, 0xff, 0xff, 0xff };
+	memset(&s, 0, sizeof(s));
+	CHECK(exl_scan(&s, str32, sizeof(str32), 1 << 24, &len) == EXL_SCAN_TOO_LARGE, "str32 2 GiB");
+	static const uint8_t arr32[] = { 0xdd, 0x00, 0x20, 0x00, 0x00 }; /* 2M items */
+	memset(&s, 0, sizeof(s));
+	CHECK(exl_scan(&s, arr32, sizeof(arr32), 1 << 24, &len) == EXL_SCAN_TOO_LARGE,
+	      "array of 2M items (over EXL_MAX_VALUES)");
+	static const uint8_t map32[] = { 0xdf, 0x00, 0x08, 0x00, 0x00 }; /* 512K pairs = 1M values */
+	memset(&s, 0, sizeof(s));
+	CHECK(exl_scan(&s, map32, sizeof(map32), 1 << 20, &len) == EXL_SCAN_TOO_LARGE,
+	      "map whose items cannot fit max bytes");
+	static const uint8_t ext32[] = { 0xc9, 0xff, 0xff, 0xff, 0xff, 0x01 };
+	memset(&s, 0, sizeof(s));
+	CHECK(exl_scan(&s, ext32, sizeof(ext32), 1 << 24, &len) == EXL_SCAN_TOO_LARGE, "ext32 4 GiB");
+
+	/* nesting: EXL_MAX_DEPTH levels pass, one more does not */
+	uint8_t deep[EXL_MAX_DEPTH + 2];
+	for (int d = 0; d < EXL_MAX_DEPTH; d++)
+		deep[d] = 0x91;
+	deep[EXL_MAX_DEPTH] = 0x01;
+	memset(&s, 0, sizeof(s));
+	CHECK(exl_scan(&s, deep, EXL_MAX_DEPTH + 1, 1 << 20, &len) == EXL_SCAN_DONE &&
+	      len == EXL_MAX_DEPTH + 1, "%d nested arrays", EXL_MAX_DEPTH);
+	deep[EXL_MAX_DEPTH] = 0x91;
+	deep[EXL_MAX_DEPTH + 1] = 0x01;
+	memset(&s, 0, sizeof(s));
+	CHECK(exl_scan(&s, deep, EXL_MAX_DEPTH + 2, 1 << 20, &len) == EXL_SCAN_TOO_LARGE,
+	      "%d nested arrays", EXL_MAX_DEPTH + 1);
+
+	/* the one byte msgpack never uses */
+	static const uint8_t bad[] = { 0x82, 0xa1, 'a', 0xc1 };
+	memset(&s, 0, sizeof(s));
+	CHECK(exl_scan(&s, bad, sizeof(bad), 1 << 20, &len) == EXL_SCAN_INVALID, "0xc1");
+
+	/* scalars and empty containers are whole messages */
+	static const uint8_t scalars[] = { 0x05, 0xc0, 0x80, 0x90, 0xcb, 1, 2, 3, 4, 5, 6, 7, 8 };
+	size_t off = 0, n = 0;
+	memset(&s, 0, sizeof(s));
+	while (off < sizeof(scalars) &&
+	       exl_scan(&s, scalars + off, sizeof(scalars) - off, 1 << 20, &len) == EXL_SCAN_DONE) {
+		off += len;
+		n++;
+	}
+	CHECK(n == 5 && off == sizeof(scalars), "5 scalar messages, got %zu", n);
+}
+
+/* ---- decoding ---- */
+
+struct dec_result {
+	int code;
+	char err[512];
+	struct exl_req req;
+	msgpack_unpacked up;
+};
+
+static void decode(msgpack_sbuffer *sb, struct dec_result *d)
+{
+	size_t off = 0;
+
+	msgpack_unpacked_init(&d->up);
+	if (msgpack_unpack_next(&d->up, sb->data, sb->size, &off) != MSGPACK_UNPACK_SUCCESS) {
+		d->code = -1;
+		return;
+	}
+	d->err[0] = 0;
+	d->code = exl_req_decode(&d->up.data, d->up.zone, &d->req, d->err, sizeof(d->err));
+}
+
+static void kv_str(msgpack_packer *pk, const char *k, const char *v)
+{
+	msgpack_pack_str_with_body(pk, k, strlen(k));
+	msgpack_pack_str_with_body(pk, v, strlen(v));
+}
+
+static void kv_int(msgpack_packer *pk, const char *k, long long v)
+{
+	msgpack_pack_str_with_body(pk, k, strlen(k));
+	msgpack_pack_long_long(pk, v);
+}
+
+static void kv_f(msgpack_packer *pk, const char *k, double v)
+{
+	msgpack_pack_str_with_body(pk, k, strlen(k));
+	msgpack_pack_double(pk, v);
+}
+
+static void kv_bool(msgpack_packer *pk, const char *k, bool v)
+{
+	msgpack_pack_str_with_body(pk, k, strlen(k));
+	if (v)
+		msgpack_pack_true(pk);
+	else
+		msgpack_pack_false(pk);
+}
+
+static void test_generate_fields(void)
+{
+	msgpack_sbuffer sb;
+	msgpack_packer pk;
+	struct dec_result d;
+
+	msgpack_sbuffer_init(&sb);
+	msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+	msgpack_pack_map(&pk, 50);
+	kv_str(&pk, "op", "generate");
+	kv_str(&pk, "id", "req-7");
+	kv_str(&pk, "model", "stories260K");
+	kv_str(&pk, "prompt", "Once");
+	kv_str(&pk, "negative_prompt", "Never");
+	kv_f(&pk, "cfg_scale", 2.5);
+	kv_bool(&pk, "add_bos", false);
+	kv_bool(&pk, "encode_special", true);
+	kv_bool(&pk, "decode_special", true);
+	kv_bool(&pk, "completion_only", true);
+	kv_bool(&pk, "token_healing", true);
+	kv_int(&pk, "max_new_tokens", 77);
+	kv_int(&pk, "min_new_tokens", 5);
+	kv_int(&pk, "seed", 1234);
+	kv_f(&pk, "temperature", 0.7);
+	kv_bool(&pk, "temperature_last", true);
+	kv_int(&pk, "top_k", 12);
+	kv_f(&pk, "top_p", 0.5);
+	kv_f(&pk, "min_p", 0.25);
+	kv_f(&pk, "typical", 0.75);
+	kv_f(&pk, "tfs", 0.875);
+	kv_f(&pk, "top_a", 0.125);
+	kv_f(&pk, "repetition_penalty", 1.25);
+	kv_int(&pk, "penalty_range", -1);
+	kv_int(&pk, "penalty_decay", 9);
+	kv_f(&pk, "frequency_penalty", 0.5);
+	kv_f(&pk, "presence_penalty", -0.5);
+	kv_int(&pk, "no_repeat_ngram", 3);
+	msgpack_pack_str_with_body(&pk, "token_bias", 10);
+	msgpack_pack_map(&pk, 2);
+	msgpack_pack_int(&pk, 10);
+	msgpack_pack_double(&pk, -3.0);
+	msgpack_pack_int(&pk, 20);
+	msgpack_pack_int(&pk, 4);
+	kv_int(&pk, "mirostat", 2);
+	kv_f(&pk, "mirostat_tau", 4.5);
+	kv_f(&pk, "mirostat_eta", 0.2);
+	kv_f(&pk, "dry_multiplier", 0.8);
+	kv_f(&pk, "dry_base", 2.0);
+	kv_int(&pk, "dry_allowed_length", 4);
+	kv_int(&pk, "dry_range", 100);
+	msgpack_pack_str_with_body(&pk, "dry_sequence_breakers", 21);
+	msgpack_pack_array(&pk, 2);
+	msgpack_pack_str_with_body(&pk, ".", 1);
+	msgpack_pack_str_with_body(&pk, "!?", 2);
+	kv_f(&pk, "xtc_probability", 0.5);
+	kv_f(&pk, "xtc_threshold", 0.2);
+	msgpack_pack_str_with_body(&pk, "stop", 4);
+	msgpack_pack_array(&pk, 3);
+	msgpack_pack_str_with_body(&pk, "The end", 7);
+	msgpack_pack_int(&pk, 13);
+	msgpack_pack_str_with_body(&pk, "\n\n", 2);
+	kv_bool(&pk, "ignore_eos", true);
+	msgpack_pack_str_with_body(&pk, "banned_strings", 14);
+	msgpack_pack_array(&pk, 1);
+	msgpack_pack_str_with_body(&pk, "dragon", 6);
+	kv_bool(&pk, "filter_prefer_eos", true);
+	kv_bool(&pk, "return_probs", true);
+	kv_int(&pk, "return_top_k", 5);
+	kv_bool(&pk, "return_logits", true);
+	kv_bool(&pk, "return_text", true);
+	kv_str(&pk, "stream", "socket");
+	kv_str(&pk, "regex", "[a-z]+");
+	kv_str(&pk, "an_unknown_key", "is ignored");
+	decode(&sb, &d);
+	CHECK(d.code == EXL_OK, "decode: %d %s", d.code, d.err);
+	if (d.code == EXL_OK) {
+		const struct exl_req_generate *g = &d.req.u.gen;
+		const struct exl_gen_settings *s = &g->s;
+		const struct exl_sampler_params *p = &s->sampling;
+		CHECK(d.req.op == EXL_OPC_GENERATE && !strcmp(d.req.model, "stories260K"), "op/model");
+		CHECK(d.req.id && d.req.id->type == MSGPACK_OBJECT_STR, "id");
+		CHECK(g->prompt.len == 4 && !memcmp(g->prompt.text, "Once", 4), "prompt");
+		CHECK(g->has_negative && g->negative.len == 5, "negative prompt");
+		CHECK(s->cfg_scale == 2.5f, "cfg_scale %g", s->cfg_scale);
+		CHECK(s->add_bos == 0 && s->encode_special_tokens && s->decode_special_tokens &&
+		      s->completion_only && s->token_healing, "prompt flags");
+		CHECK(s->max_new_tokens == 77 && s->min_new_tokens == 5, "lengths");
+		CHECK(s->has_seed && s->seed == 1234, "seed");
+		CHECK(p->temperature == 0.7f && p->temperature_last && p->top_k == 12, "temperature/top_k");
+		CHECK(p->top_p == 0.5f && p->min_p == 0.25f && p->typical == 0.75f &&
+		      p->tfs == 0.875f && p->top_a == 0.125f, "truncation samplers");
+		CHECK(p->rep_pen == 1.25f && p->rep_range == -1 && p->rep_decay == 9 &&
+		      p->freq_pen == 0.5f && p->pres_pen == -0.5f && p->no_repeat_ngram == 3,
+		      "penalties");
+		CHECK(p->n_bias == 2 && p->bias[0].id == 10 && p->bias[0].bias == -3.0f &&
+		      p->bias[1].id == 20 && p->bias[1].bias == 4.0f, "token_bias");
+		CHECK(p->mirostat == 2 && p->mirostat_tau == 4.5f && p->mirostat_eta == 0.2f,
+		      "mirostat");
+		CHECK(p->dry_mult == 0.8f && p->dry_base == 2.0f && p->dry_allowed_len == 4 &&
+		      p->dry_range == 100 && p->n_dry_breakers == 2 &&
+		      !strcmp(p->dry_breakers[1], "!?"), "DRY");
+		CHECK(p->xtc_prob == 0.5f && p->xtc_thresh == 0.2f, "XTC");
+		CHECK(s->n_stop_strings == 2 && !strcmp(s->stop_strings[0], "The end") &&
+		      !strcmp(s->stop_strings[1], "\n\n") && s->n_stop_tokens == 1 &&
+		      s->stop_tokens[0] == 13, "stop");
+		CHECK(s->ignore_eos && s->n_banned_strings == 1 &&
+		      !strcmp(s->banned_strings[0], "dragon"), "eos/banned");
+		CHECK(s->return_probs && s->return_top_k == 5 && s->return_logits, "return_*");
+		CHECK(g->return_text == 1 && g->stream == EXL_STREAM_SOCKET, "stream/return_text");
+		CHECK(g->regex && !strcmp(g->regex, "[a-z]+") && g->filter_prefer_eos, "regex");
+	}
+	msgpack_unpacked_destroy(&d.up);
+
+	/* defaults are the generator's */
+	struct exl_gen_settings dflt;
+	exl_gen_settings_init(&dflt);
+	msgpack_sbuffer_clear(&sb);
+	msgpack_pack_map(&pk, 2);
+	kv_str(&pk, "op", "generate");
+	msgpack_pack_str_with_body(&pk, "prompt_ids", 10);
+	msgpack_pack_array(&pk, 2);
+	msgpack_pack_int(&pk, 1);
+	msgpack_pack_int(&pk, 403);
+	decode(&sb, &d);
+	CHECK(d.code == EXL_OK, "ids prompt: %s", d.err);
+	if (d.code == EXL_OK) {
+		const struct exl_req_generate *g = &d.req.u.gen;
+		CHECK(g->prompt.n_ids == 2 && g->prompt.ids[1] == 403 && !g->prompt.text, "prompt_ids");
+		CHECK(g->s.max_new_tokens == dflt.max_new_tokens &&
+		      g->s.sampling.temperature == dflt.sampling.temperature &&
+		      g->s.add_bos == dflt.add_bos && !g->s.has_seed, "defaults");
+		CHECK(g->stream == EXL_STREAM_DEFAULT && g->return_text == -1 && !d.req.id &&
+		      !d.req.model[0], "stream default, no id, no model");
+	}
+	msgpack_unpacked_destroy(&d.up);
+	msgpack_sbuffer_destroy(&sb);
+}
+
+/* One map {op, key: value}; the value packed by fn. */
+static int decode_one(const char *op, const char *key, void (*fn)(msgpack_packer *), char *err,
+		      size_t errlen)
+{
+	msgpack_sbuffer sb;
+	msgpack_packer pk;
+	struct dec_result d;
+
+	msgpack_sbuffer_init(&sb);
+	msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+	msgpack_pack_map(&pk, key ? 3 : 2);
+	kv_str(&pk, "op", op);
+	kv_str(&pk, "prompt", "x");
+	if (key) {
+		msgpack_pack_str_with_body(&pk, key, strlen(key));
+		fn(&pk);
+	}
+	decode(&sb, &d);
+	snprintf(err, errlen, "%s", d.err);
+	msgpack_unpacked_destroy(&d.up);
+	msgpack_sbuffer_destroy(&sb);
+	return d.code;
+}
+
+static void v_str(msgpack_packer *pk) { msgpack_pack_str_with_body(pk, "abc", 3); }
+static void v_neg(msgpack_packer *pk) { msgpack_pack_int(pk, -5); }
+static void v_float(msgpack_packer *pk) { msgpack_pack_double(pk, 0.5); }
+static void v_nan(msgpack_packer *pk) { msgpack_pack_double(pk, NAN); }
+static void v_big(msgpack_packer *pk) { msgpack_pack_uint64(pk, 1ull << 40); }
+static void v_bad_stream(msgpack_packer *pk) { msgpack_pack_str_with_body(pk, "pigeon", 6); }
+static void v_nul(msgpack_packer *pk) { msgpack_pack_array(pk, 1); msgpack_pack_str_with_body(pk, "a\0b", 3); }
+static void v_empty_str(msgpack_packer *pk) { msgpack_pack_array(pk, 1); msgpack_pack_str_with_body(pk, "", 0); }
+static void v_many_banned(msgpack_packer *pk)
+{
+	msgpack_pack_array(pk, EXL_MAX_BANNED + 1);
+	for (int i = 0; i <= EXL_MAX_BANNED; i++)
+		msgpack_pack_str_with_body(pk, "z", 1);
+}
+static void v_long_stop(msgpack_packer *pk)
+{
+	static char s[EXL_MAX_STRING_ITEM + 1];
+	memset(s, 'a', sizeof(s));
+	msgpack_pack_array(pk, 1);
+	msgpack_pack_str_with_body(pk, s, sizeof(s));
+}
+static void v_pair_bad(msgpack_packer *pk)
+{
+	msgpack_pack_array(pk, 1);
+	msgpack_pack_array(pk, 3);
+	msgpack_pack_int(pk, 1);
+	msgpack_pack_int(pk, 2);
+	msgpack_pack_int(pk, 3);
+}
+static void v_map(msgpack_packer *pk) { msgpack_pack_map(pk, 0); }
+
+static void test_errors(void)
+{
+	char err[512];
+	struct {
+		const char *op, *key;
+		void (*fn)(msgpack_packer *);
+		int code;
+		const char *in_msg;
+	} cases[] = {
+		{ "generate", "top_k", v_str, EXL_E_BAD_REQUEST, "top_k: wants an integer" },
+		{ "generate", "top_k", v_float, EXL_E_BAD_REQUEST, "got a float" },
+		{ "generate", "max_new_tokens", v_neg, EXL_E_BAD_REQUEST, "got -5" },
+		{ "generate", "temperature", v_nan, EXL_E_BAD_REQUEST, "temperature" },
+		{ "generate", "temperature", v_str, EXL_E_BAD_REQUEST, "wants a number" },
+		{ "generate", "top_p", v_big, EXL_E_BAD_REQUEST, "top_p: wants a number in [0, 1]" },
+		{ "generate", "stream", v_bad_stream, EXL_E_BAD_REQUEST, "\"pigeon\"" },
+		{ "generate", "stop", v_nul, EXL_E_BAD_REQUEST, "NUL" },
+		{ "generate", "stop", v_empty_str, EXL_E_BAD_REQUEST, "1 to 1024 bytes" },
+		{ "generate", "stop", v_long_stop, EXL_E_BAD_REQUEST, "1 to 1024 bytes" },
+		{ "generate", "banned_strings", v_many_banned, EXL_E_TOO_LARGE, "over the limit" },
+		{ "generate", "token_bias", v_pair_bad, EXL_E_BAD_REQUEST, "[id, bias]" },
+		{ "generate", "seed", v_map, EXL_E_BAD_REQUEST, "seed: wants an integer, got a map" },
+		{ "generate", "prompt_ids", v_str, EXL_E_BAD_REQUEST, "prompt_ids: wants an array of token ids" },
+		{ "hello", "ring", v_str, EXL_E_BAD_REQUEST, "hello: ring: wants a boolean" },
+		{ "cancel", NULL, NULL, EXL_E_BAD_REQUEST, "cancel: job: missing" },
+		{ "load", NULL, NULL, EXL_E_BAD_REQUEST, "load: model: missing" },
+		{ "paint", NULL, NULL, EXL_E_UNKNOWN_OP, "unknown op \"paint\"" },
+		{ "status", NULL, NULL, EXL_OK, "" },
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		int code = decode_one(cases[i].op, cases[i].key, cases[i].fn, err, sizeof(err));
+		CHECK(code == cases[i].code && strstr(err, cases[i].in_msg),
+		      "%s %s: code %d (%s), message '%s'", cases[i].op, cases[i].key ? cases[i].key : "",
+		      code, exl_code_name(code), err);
+	}
+
+	/* names that are paths are refused */
+	const char *names[] = { "../x", "a/b", ".hidden", "a..b", "", "x y" };
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		CHECK(!exl_model_name_valid(names[i], strlen(names[i])), "'%s' accepted", names[i]);
+	CHECK(exl_model_name_valid("stories260K", 11) && exl_model_name_valid("llama-3.1_8b", 12),
+	      "good names refused");
+}
+
+static void test_encode(void)
+{
+	msgpack_sbuffer sb;
+	msgpack_packer pk;
+	msgpack_unpacked up;
+	struct exl_packed_id id;
+	msgpack_object o = { .type = MSGPACK_OBJECT_POSITIVE_INTEGER, .via.u64 = 99 };
+	size_t off = 0;
+
+	exl_packed_id_set(&id, &o);
+	msgpack_sbuffer_init(&sb);
+	msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+	exl_pack_error(&pk, &sb, &id, EXL_E_LIMIT, "too many jobs");
+	msgpack_unpacked_init(&up);
+	CHECK(msgpack_unpack_next(&up, sb.data, sb.size, &off) == MSGPACK_UNPACK_SUCCESS &&
+	      off == sb.size && up.data.type == MSGPACK_OBJECT_MAP && up.data.via.map.size == 4,
+	      "error reply is a 4-entry map");
+	char buf[256];
+	FILE *f = fmemopen(buf, sizeof(buf), "w");
+	msgpack_object_print(f, up.data);
+	fclose(f);
+	CHECK(strstr(buf, "\"op\"=>\"error\"") && strstr(buf, "\"id\"=>99") &&
+	      strstr(buf, "\"code\"=>\"limit\"") && strstr(buf, "too many jobs"), "got %s", buf);
+	msgpack_unpacked_destroy(&up);
+	msgpack_sbuffer_destroy(&sb);
+
+	for (int c = 0; c <= EXL_CODE_WIRE_MAX; c++) {
+		const char *n = exl_code_name(c);
+		CHECK(c == 0 || exl_code_from_name(n, strlen(n)) == c, "code %d round trip", c);
+	}
+}
+
+/* ---- config ---- */
+
+static int write_file(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "w");
+	if (!f)
+		return -1;
+	fputs(text, f);
+	return fclose(f);
+}
+
+static void test_config(void)
+{
+	struct exl_config c;
+	char err[600];
+	char path[] = "/tmp/exld-conf-XXXXXX";
+	int fd = mkstemp(path);
+
+	CHECK(fd >= 0, "mkstemp");
+	close(fd);
+	exl_config_defaults(&c);
+	CHECK(!strcmp(c.socket_path, EXL_DEFAULT_SOCKET) && c.max_message == EXL_MAX_MESSAGE_DEFAULT,
+	      "defaults");
+	write_file(path,
+		   "# comment\n"
+		   "socket = /run/x/exld.sock\n"
+		   "socket_mode = 0600\n"
+		   "  models_dir   =   /srv/models   # trailing comment\n"
+		   "load = a, b c\n"
+		   "threads = 3\n"
+		   "kv_tokens = 4096\n"
+		   "kv_page_size = 64\n"
+		   "max_batch_tokens = 256\n"
+		   "prefill_chunk = 128\n"
+		   "max_running_jobs = 8\n"
+		   "max_jobs_per_uid = 2\n"
+		   "max_new_tokens = 100\n"
+		   "uid_limit = 1000 5 50\n"
+		   "admin_uids = 1000, 1001\n"
+		   "max_message = 1M\n"
+		   "ring_size = 256K\n"
+		   "max_connections = 10\n"
+		   "device = cuda:1\n");
+	CHECK(exl_config_load(&c, path, true, err, sizeof(err)) == 0, "load: %s", err);
+	CHECK(!strcmp(c.socket_path, "/run/x/exld.sock") && c.socket_mode == 0600, "socket");
+	CHECK(!strcmp(c.models_dir, "/srv/models"), "models_dir '%s'", c.models_dir);
+	CHECK(c.n_load == 3 && !strcmp(c.load[2], "c"), "load list");
+	CHECK(c.threads == 3 && c.kv_tokens == 4096 && c.kv_page_size == 64, "numbers");
+	CHECK(c.max_batch_tokens == 256 && c.prefill_chunk == 128 && c.max_running_jobs == 8, "engine");
+	CHECK(c.max_message == 1u << 20 && c.ring_size == 256u << 10 && c.max_connections == 10, "sizes");
+	CHECK(!strcmp(c.device, "cuda:1"), "device");
+	int jobs, toks;
+	exl_config_uid_limits(&c, 1000, &jobs, &toks);
+	CHECK(jobs == 5 && toks == 50, "uid 1000 limits %d %d", jobs, toks);
+	exl_config_uid_limits(&c, 1002, &jobs, &toks);
+	CHECK(jobs == 2 && toks == 100, "uid 1002 limits %d %d", jobs, toks);
+	CHECK(exl_config_is_admin(&c, 1001) && exl_config_is_admin(&c, 0) &&
+	      exl_config_is_admin(&c, getuid()), "admins");
+	CHECK(getuid() == 4242 || !exl_config_is_admin(&c, 4242), "uid 4242 is no admin");
+	CHECK(exl_config_check(&c, err, sizeof(err)) == 0, "check: %s", err);
+
+	/* errors carry file and line */
+	const struct {
+		const char *text, *msg;
+	} bad[] = {
+		{ "threads = 2\nthreads = lots\n", ":2: threads: wants an integer" },
+		{ "colour = blue\n", ":1: unknown setting 'colour'" },
+		{ "\n\njust words\n", ":3: expected 'key = value'" },
+		{ "ring_size = 100K\n", ":1: ring_size: wants a power of two" },
+		{ "max_message = 1T\n", ":1: max_message: wants a size" },
+		{ "load = ../etc\n", ":1: load: '../etc' is not a model name" },
+		{ "device = tpu\n", ":1: device: wants 'cpu'" },
+		{ "uid_limit = 1000 5\n", ":1: uid_limit: wants 'UID MAX_JOBS MAX_NEW_TOKENS'" },
+		{ "socket = relative.sock\n", ":1: socket: wants an absolute path" },
+		{ " = 5\n", ":1: missing key" },
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		exl_config_defaults(&c);
+		write_file(path, bad[i].text);
+		int rc = exl_config_load(&c, path, true, err, sizeof(err));
+		CHECK(rc == -1 && strstr(err, bad[i].msg) && strstr(err, path),
+		      "case %zu: rc %d, message '%s', want '%s'", i, rc, err, bad[i].msg);
+	}
+	unlink(path);
+	exl_config_defaults(&c);
+	CHECK(exl_config_load(&c, path, false, err, sizeof(err)) == 0, "absent default file is fine");
+	CHECK(exl_config_load(&c, path, true, err, sizeof(err)) == -1 && strstr(err, "No such file"),
+	      "an explicit missing file is an error: '%s'", err);
+	c.prefill_chunk = 1000;
+	c.max_batch_tokens = 10;
+	CHECK(exl_config_check(&c, err, sizeof(err)) == -1 && strstr(err, "prefill_chunk"),
+	      "cross check: '%s'", err);
+}
+
+int main(void)
+{
+	test_scan();
+	test_generate_fields();
+	test_errors();
+	test_encode();
+	test_config();
+	if (failures) {
+		fprintf(stderr, "%d checks failed\n", failures);
+		return 1;
+	}
+	printf("protocol and config: all checks passed\n");
+	return 0;
+}
