@@ -150,6 +150,8 @@ struct sink {
 
 static int put(struct sink *s, const void *p, size_t n)
 {
+	if (!n)
+		return 0;
 	if (n > *s->cap - *s->len) {
 		size_t cap = *s->cap ? *s->cap : 64;
 		char *b;
