@@ -22,6 +22,7 @@ enum kind {
 	K_BIAS,
 	K_BREAKERS,
 	K_CFG,
+	K_MIROSTAT,  /* optional value: alone it means v2 */
 	K_HELP,
 };
 
@@ -76,7 +77,8 @@ static const struct opt opts[] = {
 	  "comma-separated sequence breakers (\\n \\t \\, \\\\ escapes; \"\" = none)" },
 	{ "--xtc-prob", NULL, K_FLOAT, P(xtc_prob), 0, 1, "P", "XTC probability, 0 = off" },
 	{ "--xtc-thresh", NULL, K_FLOAT, P(xtc_thresh), 0, 1, "T", "XTC threshold (default 0.1)" },
-	{ "--mirostat", NULL, K_INT, P(mirostat), 0, 2, "V", "0 = off, 2 = mirostat v2" },
+	{ "--mirostat", NULL, K_MIROSTAT, P(mirostat), 0, 2, "[V]",
+	  "mirostat v2 (V: 0 = off, 2 = v2; v1 is not offered)" },
 	{ "--mirostat-tau", NULL, K_FLOAT, P(mirostat_tau), 0.0001, 100, "T", "default 5" },
 	{ "--mirostat-eta", NULL, K_FLOAT, P(mirostat_eta), 0, 1, "E", "default 0.1" },
 	{ "--bias", NULL, K_BIAS, 0, 0, 0, "ID=V", "add V (or -inf) to token ID's logit; repeatable" },
@@ -328,6 +330,15 @@ int run_parse_args(int argc, char **argv, struct run_opts *o)
 			continue;
 		case K_NOBOS:
 			o->s.add_bos = 0;
+			continue;
+		case K_MIROSTAT:
+			/* "--mirostat" alone, or followed by its version */
+			if (i + 1 < argc && argv[i + 1][0] >= '0' && argv[i + 1][0] <= '9') {
+				if (parse_int(a, argv[++i], p->min, p->max, &o->s.sampling.mirostat))
+					return -1;
+			} else {
+				o->s.sampling.mirostat = 2;
+			}
 			continue;
 		default:
 			break;

@@ -108,7 +108,12 @@ all="--top-k 20 --top-p 0.9 --min-p 0.02 --typical 0.95 --tfs 0.95 --top-a 0.1 -
 	>"$tmp/b" 2>/dev/null
 cmp -s "$tmp/a" "$tmp/b" && [ -s "$tmp/a" ] && ok "seeded, every option" || bad "seeded runs differ"
 "$exld" run --model "$model" --prompt "$prompt" -n 30 --seed 11 --mirostat 2 --mirostat-tau 3 \
-	--mirostat-eta 0.2 >/dev/null 2>"$tmp/err" && ok "mirostat" || bad "mirostat: $(cat "$tmp/err")"
+	--mirostat-eta 0.2 >"$tmp/a" 2>"$tmp/err" && ok "mirostat" || bad "mirostat: $(cat "$tmp/err")"
+"$exld" run --model "$model" --prompt "$prompt" -n 30 --seed 11 --mirostat --mirostat-tau 3 \
+	--mirostat-eta 0.2 >"$tmp/b" 2>/dev/null
+cmp -s "$tmp/a" "$tmp/b" && ok "--mirostat alone is v2" || bad "--mirostat alone differs from 2"
+"$exld" run --model "$model" --prompt "$prompt" -n 30 --seed 11 >"$tmp/b" 2>/dev/null
+cmp -s "$tmp/a" "$tmp/b" && bad "mirostat had no effect" || ok "mirostat changes the sample"
 
 # Bad values: exit 2 and a message naming the option.
 expect2() {
