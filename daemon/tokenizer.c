@@ -10,16 +10,16 @@
 
 #define MAX_VOCAB (1 << 24)
 
+#define FW_BAR "\xef\xbd\x9c" /* U+FF5C, in DeepSeek's marker names */
+#define LOWER_BLOCK "\xe2\x96\x81" /* U+2581 */
+
 /* Tokens that end generation wherever they appear, by text (GGUF files
  * rarely list them all in metadata). */
 static const char *const eog_names[] = {
 	"<|eot_id|>", "<|eom_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>",
-	"<|end_of_text|>", "<EOT>", "</s>", "<\xef\xbd\x9c" "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>",
+	"<|end_of_text|>", "<EOT>", "</s>", ("<" FW_BAR "end" LOWER_BLOCK "of" LOWER_BLOCK "sentence" FW_BAR ">"),
 	"<|return|>", "<|call|>",
 };
-
-#define FW_BAR "\xef\xbd\x9c" /* U+FF5C, in DeepSeek's marker names */
-#define LOWER_BLOCK "\xe2\x96\x81" /* U+2581 */
 
 /* Fill-in-the-middle markers.  Found by name when metadata does not give
  * them, they are control tokens; pad, repo and file separators also end
