@@ -97,8 +97,8 @@ EXL_INLINE __m512 load_bf16(const void *w, int64_t k, __mmask16 mk)
 		const float *x[4];                                                    \
 		__m512 acc[4][4];                                                     \
 		int64_t k = 0, n16 = m->cols & ~(int64_t)15;                          \
-		/* decode streams R rows at once: fetch the next R ahead */           \
-		const size_t pf = (size_t)R * m->row_bytes;                           \
+		/* decode-shaped calls stream the rows: fetch the next R ahead */     \
+		const size_t pf = m->n <= 4 ? (size_t)R * m->row_bytes : 0;           \
                                                                                       \
 		for (int i = 0; i < R; i++)                                           \
 			w[i] = exl_row(m, r + i);                                     \
@@ -112,7 +112,7 @@ EXL_INLINE __m512 load_bf16(const void *w, int64_t k, __mmask16 mk)
 			for (int j = 0; j < C; j++)                                   \
 				xv[j] = _mm512_loadu_ps(x[j] + k);                    \
 			for (int i = 0; i < R; i++) {                                 \
-				if (C == 1)                                           \
+				if (pf)                                               \
 					_mm_prefetch((const char *)w[i] + pf + k * ESIZE_##T, _MM_HINT_T0); \
 				__m512 wv = load_##T(w[i], k, 0xffff);                \
 				for (int j = 0; j < C; j++)                           \
@@ -212,7 +212,7 @@ EXL_INLINE void q0_step(const void *const *w, const int8_t *const *xq, const flo
 		__m512i wv;
 		__m512 dw;
 
-		if (C == 1) /* decode: fetch the next R rows ahead */
+		if (pf) /* decode-shaped: fetch the next R rows ahead */
 			_mm_prefetch((const char *)w[i] + pf + (q4 ? 18 : 34) * b, _MM_HINT_T0);
 		if (q4) {
 			const block_q4_0 *wb = w[i];
@@ -330,7 +330,7 @@ EXL_INLINE void q0_step8(const void *const *w, const int8_t *const *xq, const fl
 			__m512 dw = spread_pair(dw8[i], p);
 			__m512i wv;
 
-			if (C == 1 && !(p & 1)) /* decode: fetch the next R rows ahead */
+			if (pf && !(p & 1)) /* decode-shaped: fetch the next R rows ahead */
 				_mm_prefetch((const char *)w[i] + pf + (q4 ? 18 : 34) * bp, _MM_HINT_T0);
 			if (q4)
 				wv = q4_0_pair(w[i], bp, 1);
@@ -375,7 +375,7 @@ EXL_INLINE void tile_q0(const struct exl_mm_ctx *m, int64_t r, int c, const int 
 	const float *xd[4];
 	__m512 acc[4][4];
 	int64_t nb = m->cols / 32, b = 0;
-	const size_t pf = (size_t)R * m->row_bytes;
+	const size_t pf = m->n <= 4 ? (size_t)R * m->row_bytes : 0;
 
 	for (int i = 0; i < R; i++)
 		w[i] = exl_row(m, r + i);
@@ -468,7 +468,7 @@ EXL_INLINE void q4_0_quad_step(const block_q4_0 *const *w, const int8_t *const *
 		__m512i lo, hi;
 		__m512 dw = spread_quad(dws[i], g);
 
-		if (C == 1) /* decode: fetch the next R rows ahead */
+		if (pf) /* decode-shaped: fetch the next R rows ahead */
 			_mm_prefetch((const char *)(w[i] + b) + pf, _MM_HINT_T0);
 		q4_0_quad(w[i], b, &lo, &hi);
 		for (int j = 0; j < C; j++) {
@@ -485,7 +485,7 @@ EXL_INLINE void tile_q4_0(const struct exl_mm_ctx *m, int64_t r, int c, const in
 	const float *xd[4];
 	__m512 acc[4][4];
 	int64_t nb = m->cols / 32, b = 0;
-	const size_t pf = (size_t)R * m->row_bytes;
+	const size_t pf = m->n <= 4 ? (size_t)R * m->row_bytes : 0;
 
 	for (int i = 0; i < R; i++)
 		w[i] = (const block_q4_0 *)(const void *)exl_row(m, r + i);
@@ -573,6 +573,7 @@ EXL_INLINE void tile_q4_K(const struct exl_mm_ctx *m, int64_t r, int c, const in
 	const int16_t *xs[4];
 	__m512 acc[4][4];
 	int64_t nb = m->cols / 256;
+	const size_t pf = m->n <= 4 ? (size_t)R * m->row_bytes : 0;
 	const __m512i lo4 = _mm512_set1_epi8(0x0f);
 
 	for (int i = 0; i < R; i++)
@@ -595,8 +596,8 @@ EXL_INLINE void tile_q4_K(const struct exl_mm_ctx *m, int64_t r, int c, const in
 		for (int i = 0; i < R; i++) {
 			uint32_t s[2], n[2];
 
-			if (C == 1) { /* decode: fetch the next R rows ahead */
-				const char *p = (const char *)(w[i] + b) + (size_t)R * m->row_bytes;
+			if (pf) { /* decode-shaped: fetch the next R rows ahead */
+				const char *p = (const char *)(w[i] + b) + pf;
 				_mm_prefetch(p, _MM_HINT_T0);
 				_mm_prefetch(p + 64, _MM_HINT_T0);
 				_mm_prefetch(p + 128, _MM_HINT_T0);
@@ -668,6 +669,7 @@ EXL_INLINE void tile_q6_K(const struct exl_mm_ctx *m, int64_t r, int c, const in
 	const int16_t *xs[4];
 	__m512 acc[4][4];
 	int64_t nb = m->cols / 256;
+	const size_t pf = m->n <= 4 ? (size_t)R * m->row_bytes : 0;
 	const __m512i lo4 = _mm512_set1_epi8(0x0f);
 	const __m512i m3 = _mm512_set1_epi8(3);
 	const __m512i sh02 = _mm512_inserti64x4(_mm512_set1_epi16(0), _mm256_set1_epi16(2), 1);
@@ -690,8 +692,8 @@ EXL_INLINE void tile_q6_K(const struct exl_mm_ctx *m, int64_t r, int c, const in
 		__m512i sc16[4];
 
 		for (int i = 0; i < R; i++) {
-			if (C == 1) { /* decode: fetch the next R rows ahead */
-				const char *p = (const char *)(w[i] + b) + (size_t)R * m->row_bytes;
+			if (pf) { /* decode-shaped: fetch the next R rows ahead */
+				const char *p = (const char *)(w[i] + b) + pf;
 				_mm_prefetch(p, _MM_HINT_T0);
 				_mm_prefetch(p + 64, _MM_HINT_T0);
 				_mm_prefetch(p + 128, _MM_HINT_T0);

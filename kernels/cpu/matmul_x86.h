@@ -15,24 +15,34 @@
  * shape loops and keep the accumulators in registers. */
 #define EXL_INLINE static inline __attribute__((always_inline))
 
-/* Walks [r0, r1) x [c0, c1) in tiles of RT rows x CT columns, with 1-row
- * and 1-column tiles for the remainders.  TILE(m, r, c, R, C). */
+/* Rows [r0, r1) of the CN columns at c: tiles of RT rows, then single rows. */
+#define EXL_TILE_ROWS(TILE, m, r0, r1, c, RT, CN)                              \
+	do {                                                                   \
+		int64_t r_ = (r0);                                             \
+		for (; r_ + (RT) <= (r1); r_ += (RT))                          \
+			TILE(m, r_, c, RT, CN);                                \
+		for (; r_ < (r1); r_++)                                        \
+			TILE(m, r_, c, 1, CN);                                 \
+	} while (0)
+
+/* Walks [r0, r1) x [c0, c1) in tiles of RT rows x CT columns (CT <= 4);
+ * 2 or 3 columns left over get one narrower tile, so small batches still
+ * read each weight once per tile.  TILE(m, r, c, R, C). */
 #define EXL_TILE_LOOP(TILE, m, r0, r1, c0, c1, RT, CT)                         \
 	do {                                                                   \
 		int c_ = (c0);                                                 \
-		for (; c_ + (CT) <= (c1); c_ += (CT)) {                        \
-			int64_t r_ = (r0);                                     \
-			for (; r_ + (RT) <= (r1); r_ += (RT))                  \
-				TILE(m, r_, c_, RT, CT);                       \
-			for (; r_ < (r1); r_++)                                \
-				TILE(m, r_, c_, 1, CT);                        \
-		}                                                              \
-		for (; c_ < (c1); c_++) {                                      \
-			int64_t r_ = (r0);                                     \
-			for (; r_ + (RT) <= (r1); r_ += (RT))                  \
-				TILE(m, r_, c_, RT, 1);                        \
-			for (; r_ < (r1); r_++)                                \
-				TILE(m, r_, c_, 1, 1);                         \
+		for (; c_ + (CT) <= (c1); c_ += (CT))                          \
+			EXL_TILE_ROWS(TILE, m, r0, r1, c_, RT, CT);            \
+		int left_ = (c1) - c_;                                         \
+		if ((CT) > 3 && left_ == 3) {                                  \
+			EXL_TILE_ROWS(TILE, m, r0, r1, c_, RT, 3);             \
+		} else if ((CT) > 2 && left_ >= 2) {                           \
+			EXL_TILE_ROWS(TILE, m, r0, r1, c_, RT, 2);             \
+			if (left_ == 3)                                        \
+				EXL_TILE_ROWS(TILE, m, r0, r1, c_ + 2, RT, 1); \
+		} else {                                                       \
+			for (; c_ < (c1); c_++)                                \
+				EXL_TILE_ROWS(TILE, m, r0, r1, c_, RT, 1);     \
 		}                                                              \
 	} while (0)
 
