@@ -17,18 +17,22 @@
 #include "kernels/backend.h"
 #include "kernels/cpu/pool.h"
 
-/* Positions an attention span scores at once (the size of its score
- * buffer). */
+/* Positions attention folds in at once (the size of its score buffer), and
+ * the most query heads one call handles (heads that read the same KV head
+ * go together, so each F16 K/V row is converted once for all of them). */
 #define EXL_ATTN_CHUNK 64
+#define EXL_ATTN_MAX_GROUP 8
 
-/* The online-softmax state of one (token, head) of attention: running
- * maximum m of the scores, sum l of exp(score - m), and acc[head_dim], the
- * sum of exp(score - m) * V.  s is scratch for EXL_ATTN_CHUNK scores. */
+/* The online-softmax state of g query heads that read one KV head: per head,
+ * the running maximum m of the scores, the sum l of exp(score - m) and
+ * acc[head_dim], the sum of exp(score - m) * V. */
 struct exl_attn_state {
-	float m;
-	float l;
-	float *acc;
-	float *s;
+	int g;            /* 1, 2, 4 or 8 */
+	const float *q;   /* [g][head_dim] */
+	float m[EXL_ATTN_MAX_GROUP];
+	float l[EXL_ATTN_MAX_GROUP];
+	float *acc;       /* [g][head_dim] */
+	float *s;         /* scratch: [g][EXL_ATTN_CHUNK] */
 };
 
 struct exl_cpu_ops {
@@ -50,10 +54,10 @@ struct exl_cpu_ops {
 	void (*rope_neox)(float *x, const float *c, const float *s, int n_rot);
 	/* F32 -> F16, round to nearest even (bit-identical to exl_fp32_to_fp16) */
 	void (*f32_to_f16)(uint16_t *y, const float *x, int n);
-	/* Folds n (<= EXL_ATTN_CHUNK) consecutive positions into st: k and v
-	 * point at the first position's F16 rows, head_dim apart. */
-	void (*attn_span)(struct exl_attn_state *st, const float *q, const uint16_t *k,
-			  const uint16_t *v, int n, int head_dim, float scale);
+	/* Folds n (1..EXL_ATTN_CHUNK) positions into st: k[j] and v[j] are
+	 * position j's F16 rows of head_dim. */
+	void (*attn_chunk)(struct exl_attn_state *st, const uint16_t *const *k,
+			   const uint16_t *const *v, int n, int head_dim, float scale);
 };
 
 extern const struct exl_cpu_ops exl_cpu_ops_scalar;
@@ -145,8 +149,8 @@ void exl_cpu_kv_store(struct exl_pool *pool, const struct exl_cpu_ops *k,
 /* Per-thread attention scratch, grown as needed.  Owned by the backend;
  * zero-initialize. */
 struct exl_attn_scratch {
-	float *buf;
-	size_t cap; /* floats */
+	void *buf;
+	size_t cap; /* bytes */
 };
 
 void exl_attn_scratch_free(struct exl_attn_scratch *s);

@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "kernels/cpu/ops.h"
+#include "kernels/elem_math.h"
 
 /* Bounds on a layout, far above any real model; they keep every product
  * below in range. */
@@ -203,13 +204,27 @@ void exl_cpu_kv_store(struct exl_pool *pool, const struct exl_cpu_ops *k,
 		kv_store_fn(&j, 0, 1);
 }
 
-/* ---- attention -------------------------------------------------------- */
+/* ---- attention --------------------------------------------------------
+ * The query heads of a KV head (its group) go through the kernel together,
+ * in pieces of 8, 4, 2 and 1 heads; a "unit" is one piece of one KV head of
+ * one token.  When there are too few units to keep the threads busy (a
+ * decode step), each unit's window is cut into partitions whose softmax
+ * states are merged afterwards, as flash-decoding does. */
+
+/* Partitions are at least this many positions. */
+#define PART_MIN 256
+#define PART_MAX 64
 
 void exl_attn_scratch_free(struct exl_attn_scratch *s)
 {
 	free(s->buf);
 	s->buf = NULL;
 	s->cap = 0;
+}
+
+static size_t align64(size_t n)
+{
+	return (n + 63) & ~(size_t)63;
 }
 
 struct attention_job {
@@ -219,62 +234,197 @@ struct attention_job {
 	const float *q;
 	float *out;
 	int n_heads;
+	int group;            /* query heads per KV head */
+	int n_pieces;         /* pieces per group */
+	int n_part;           /* partitions per unit */
 	float scale;
-	float *scratch;       /* per thread: stride floats */
-	size_t stride;
-	_Atomic size_t next;  /* the next (token, head) pair to take */
+	unsigned char *scratch; /* per thread: thread_bytes */
+	size_t thread_bytes;
+	float *partial;       /* n_part > 1: per (unit, partition) partial_floats */
+	size_t partial_floats;
+	size_t n_units;
+	_Atomic size_t next;  /* the next (unit, partition) to take */
 };
 
-static void attend_one(const struct attention_job *j, size_t item, float *acc, float *sbuf)
+/* Piece i of a group of g heads: first the whole 8s, then 4, 2, 1 as the
+ * remainder's bits say. */
+static void piece(int g, int i, int *start, int *size)
+{
+	int full = g / 8, at = 8 * full, rem = g % 8;
+
+	if (i < full) {
+		*start = 8 * i;
+		*size = 8;
+		return;
+	}
+	i -= full;
+	for (int bit = 4; bit >= 1; bit >>= 1) {
+		if (!(rem & bit))
+			continue;
+		if (i-- == 0) {
+			*start = at;
+			*size = bit;
+			return;
+		}
+		at += bit;
+	}
+	*start = at;
+	*size = 0;
+}
+
+static int piece_count(int g)
+{
+	return g / 8 + ((g & 4) != 0) + ((g & 2) != 0) + (g & 1);
+}
+
+/* The partial state of one (unit, partition): m[8], l[8], acc[8][hd]. */
+static float *partial_of(const struct attention_job *j, size_t item)
+{
+	return j->partial + item * j->partial_floats;
+}
+
+static void attend_item(const struct attention_job *j, size_t item, unsigned char *scratch)
 {
 	const struct exl_kv_layer *kv = j->kv;
 	const struct exl_cpu_batch *b = j->b;
 	const size_t hd = (size_t)kv->head_dim;
-	const size_t t = item / (size_t)j->n_heads;
-	const int h = (int)(item % (size_t)j->n_heads);
-	const int kvh = h / (j->n_heads / kv->n_kv_heads);
+	const size_t unit = item / (size_t)j->n_part;
+	const int part = (int)(item % (size_t)j->n_part);
+	const int pi = (int)(unit % (size_t)j->n_pieces);
+	const size_t tk = unit / (size_t)j->n_pieces; /* t * n_kv_heads + kvh */
+	const int kvh = (int)(tk % (size_t)kv->n_kv_heads);
+	const size_t t = tk / (size_t)kv->n_kv_heads;
 	const int32_t *row = b->page_table + (size_t)b->seq[t] * (size_t)b->max_pages;
 	const int len = b->pos[t] + 1;
-	const float *q = j->q + item * hd;
+	const int per = (len + j->n_part - 1) / j->n_part;
+	const int p1 = (part + 1) * per < len ? (part + 1) * per : len;
 	const uint16_t *K = kv->k;
 	const uint16_t *V = kv->v;
-	struct exl_attn_state st = { -INFINITY, 0.0f, acc, sbuf };
-	float *o = j->out + item * hd;
+	const int ps = kv->page_size;
+	struct exl_attn_state st;
+	int h0, g;
 
-	memset(acc, 0, hd * sizeof(float));
-	for (int p = 0; p < len;) {
-		int span = kv->page_size - p % kv->page_size;
-		size_t off = kv_offset(kv, row, p, kvh);
+	piece(j->group, pi, &h0, &g);
+	h0 += kvh * j->group;
+	float *acc = (float *)(void *)scratch;
+	const uint16_t **kp = (const uint16_t **)(void *)(scratch +
+		align64((size_t)EXL_ATTN_MAX_GROUP * hd * sizeof(float)) +
+		align64((size_t)EXL_ATTN_MAX_GROUP * EXL_ATTN_CHUNK * sizeof(float)));
+	const uint16_t **vp = kp + EXL_ATTN_CHUNK;
 
-		if (span > len - p)
-			span = len - p;
-		if (span > EXL_ATTN_CHUNK)
-			span = EXL_ATTN_CHUNK;
-		j->k->attn_span(&st, q, K + off, V + off, span, kv->head_dim, j->scale);
-		p += span;
+	st.g = g;
+	st.q = j->q + (t * (size_t)j->n_heads + (size_t)h0) * hd;
+	st.acc = acc;
+	st.s = (float *)(void *)(scratch +
+				 align64((size_t)EXL_ATTN_MAX_GROUP * hd * sizeof(float)));
+	for (int i = 0; i < g; i++) {
+		st.m[i] = -INFINITY;
+		st.l[i] = 0.0f;
 	}
-	/* l >= 1 (the maximum weighs 1) unless every score was -inf or NaN */
-	const float inv = st.l > 0.0f ? 1.0f / st.l : 0.0f;
-	for (size_t d = 0; d < hd; d++)
-		o[d] = acc[d] * inv;
+	memset(acc, 0, (size_t)g * hd * sizeof(float));
+
+	for (int p = part * per; p < p1;) {
+		int n = 0;
+
+		/* up to a chunk of positions, gathered over page boundaries */
+		while (n < EXL_ATTN_CHUNK && p < p1) {
+			const int slot = p % ps;
+			const size_t base = (((size_t)row[p / ps] * (size_t)kv->n_kv_heads +
+					      (size_t)kvh) * (size_t)ps + (size_t)slot) * hd;
+			int run = ps - slot;
+
+			if (run > p1 - p)
+				run = p1 - p;
+			if (run > EXL_ATTN_CHUNK - n)
+				run = EXL_ATTN_CHUNK - n;
+			for (int r = 0; r < run; r++, n++) {
+				kp[n] = K + base + (size_t)r * hd;
+				vp[n] = V + base + (size_t)r * hd;
+			}
+			p += run;
+		}
+		j->k->attn_chunk(&st, kp, vp, n, kv->head_dim, j->scale);
+	}
+
+	if (j->n_part > 1) {
+		float *pa = partial_of(j, item);
+
+		memcpy(pa, st.m, sizeof(st.m));
+		memcpy(pa + EXL_ATTN_MAX_GROUP, st.l, sizeof(st.l));
+		memcpy(pa + 2 * EXL_ATTN_MAX_GROUP, acc, (size_t)g * hd * sizeof(float));
+		return;
+	}
+	for (int i = 0; i < g; i++) {
+		float *o = j->out + (t * (size_t)j->n_heads + (size_t)(h0 + i)) * hd;
+		/* l >= 1 (the maximum weighs 1) unless every score was -inf or NaN */
+		const float inv = st.l[i] > 0.0f ? 1.0f / st.l[i] : 0.0f;
+
+		for (size_t d = 0; d < hd; d++)
+			o[d] = acc[(size_t)i * hd + d] * inv;
+	}
 }
 
 static void attention_fn(void *ctx, int ith, int nth)
 {
 	struct attention_job *j = ctx;
-	const size_t total = (size_t)j->b->n_tokens * (size_t)j->n_heads;
-	float *acc = j->scratch + (size_t)ith * j->stride;
-	float *sbuf = acc + ((size_t)j->kv->head_dim + 15) / 16 * 16;
+	const size_t total = j->n_units * (size_t)j->n_part;
+	unsigned char *scratch = j->scratch + (size_t)ith * j->thread_bytes;
 
 	(void)nth;
-	/* Pairs are taken one at a time, last tokens (the longest windows in
-	 * a prefill) first, so the threads finish together. */
+	/* Taken one at a time, last tokens (the longest windows in a prefill)
+	 * first, so the threads finish together. */
 	for (;;) {
 		size_t i = atomic_fetch_add_explicit(&j->next, 1, memory_order_relaxed);
 
 		if (i >= total)
 			break;
-		attend_one(j, total - 1 - i, acc, sbuf);
+		attend_item(j, total - 1 - i, scratch);
+	}
+}
+
+/* Combines the partitions of each unit into the output. */
+static void merge_fn(void *ctx, int ith, int nth)
+{
+	struct attention_job *j = ctx;
+	const size_t hd = (size_t)j->kv->head_dim;
+	size_t ub, ue;
+
+	exl_pool_split(j->n_units, ith, nth, &ub, &ue);
+	for (size_t u = ub; u < ue; u++) {
+		const int pi = (int)(u % (size_t)j->n_pieces);
+		const size_t tk = u / (size_t)j->n_pieces;
+		const int kvh = (int)(tk % (size_t)j->kv->n_kv_heads);
+		const size_t t = tk / (size_t)j->kv->n_kv_heads;
+		int h0, g;
+
+		piece(j->group, pi, &h0, &g);
+		h0 += kvh * j->group;
+		for (int i = 0; i < g; i++) {
+			float *o = j->out + (t * (size_t)j->n_heads + (size_t)(h0 + i)) * hd;
+			float m = -INFINITY, l = 0.0f;
+
+			for (int p = 0; p < j->n_part; p++) {
+				float mp = partial_of(j, u * (size_t)j->n_part + (size_t)p)[i];
+
+				m = mp > m ? mp : m;
+			}
+			for (size_t d = 0; d < hd; d++)
+				o[d] = 0.0f;
+			for (int p = 0; p < j->n_part; p++) {
+				const float *pa = partial_of(j, u * (size_t)j->n_part + (size_t)p);
+				const float f = exl_softmax_rescale(pa[i], m);
+				const float *acc = pa + 2 * EXL_ATTN_MAX_GROUP + (size_t)i * hd;
+
+				if (f == 0.0f)
+					continue; /* an empty partition */
+				l += pa[EXL_ATTN_MAX_GROUP + i] * f;
+				for (size_t d = 0; d < hd; d++)
+					o[d] += acc[d] * f;
+			}
+			const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+			for (size_t d = 0; d < hd; d++)
+				o[d] *= inv;
+		}
 	}
 }
 
@@ -284,8 +434,10 @@ int exl_cpu_attention(struct exl_pool *pool, const struct exl_cpu_ops *k,
 		      float scale, char *err, size_t errlen)
 {
 	struct attention_job j;
-	int nth = pool ? exl_pool_size(pool) : 1;
-	size_t stride, need, work = 0;
+	const int nth = pool ? exl_pool_size(pool) : 1;
+	const size_t hd = (size_t)kv->head_dim;
+	size_t need, work = 0;
+	int max_len = 0;
 
 	if (n_heads <= 0 || n_heads > MAX_HEADS || n_heads < kv->n_kv_heads ||
 	    n_heads % kv->n_kv_heads) {
@@ -297,38 +449,68 @@ int exl_cpu_attention(struct exl_pool *pool, const struct exl_cpu_ops *k,
 		snprintf(err, errlen, "attention: scale %g", (double)scale);
 		return -1;
 	}
-	/* per thread: acc[head_dim] then scores[EXL_ATTN_CHUNK], each 64-byte
-	 * aligned */
-	stride = ((size_t)kv->head_dim + 15) / 16 * 16 + EXL_ATTN_CHUNK;
-	need = stride * (size_t)nth;
-	if (need > scratch->cap) {
-		float *p = aligned_alloc(64, need * sizeof(float));
-
-		if (!p) {
-			snprintf(err, errlen, "attention: cannot allocate %zu bytes of scratch",
-				 need * sizeof(float));
-			return -1;
-		}
-		free(scratch->buf);
-		scratch->buf = p;
-		scratch->cap = need;
-	}
+	memset(&j, 0, sizeof(j));
 	j.k = k;
 	j.b = b;
 	j.kv = kv;
 	j.q = q;
 	j.out = out;
 	j.n_heads = n_heads;
+	j.group = n_heads / kv->n_kv_heads;
+	j.n_pieces = piece_count(j.group);
 	j.scale = scale;
-	j.scratch = scratch->buf;
-	j.stride = stride;
-	atomic_init(&j.next, 0);
-	for (int t = 0; t < b->n_tokens; t++)
+	j.n_units = (size_t)b->n_tokens * (size_t)kv->n_kv_heads * (size_t)j.n_pieces;
+	for (int t = 0; t < b->n_tokens; t++) {
 		work += (size_t)b->pos[t] + 1;
-	work *= (size_t)n_heads * (size_t)kv->head_dim;
+		if (b->pos[t] + 1 > max_len)
+			max_len = b->pos[t] + 1;
+	}
+	work *= (size_t)n_heads * hd;
+	j.n_part = 1;
+	if (nth > 1 && j.n_units < 2 * (size_t)nth) {
+		size_t want = (2 * (size_t)nth + j.n_units - 1) / j.n_units;
+		size_t most = (size_t)max_len / PART_MIN;
+
+		if (want > most)
+			want = most;
+		if (want > PART_MAX)
+			want = PART_MAX;
+		if (want > 1)
+			j.n_part = (int)want;
+	}
+
+	/* per thread: acc[8][hd], scores[8][chunk], K and V row pointers */
+	j.thread_bytes = align64((size_t)EXL_ATTN_MAX_GROUP * hd * sizeof(float)) +
+			 align64((size_t)EXL_ATTN_MAX_GROUP * EXL_ATTN_CHUNK * sizeof(float)) +
+			 align64(2 * EXL_ATTN_CHUNK * sizeof(uint16_t *));
+	j.partial_floats = 2 * EXL_ATTN_MAX_GROUP + (size_t)EXL_ATTN_MAX_GROUP * hd;
+	need = j.thread_bytes * (size_t)nth;
+	if (j.n_part > 1)
+		need += j.n_units * (size_t)j.n_part * j.partial_floats * sizeof(float);
+	if (need > scratch->cap) {
+		void *p = aligned_alloc(64, align64(need));
+
+		if (!p) {
+			snprintf(err, errlen, "attention: cannot allocate %zu bytes of scratch",
+				 need);
+			return -1;
+		}
+		free(scratch->buf);
+		scratch->buf = p;
+		scratch->cap = need;
+	}
+	j.scratch = scratch->buf;
+	j.partial = (float *)(void *)(j.scratch + j.thread_bytes * (size_t)nth);
+	atomic_init(&j.next, 0);
 	if (nth > 1 && work >= PAR_MIN_WORK)
 		exl_pool_run(pool, attention_fn, &j);
 	else
 		attention_fn(&j, 0, 1);
+	if (j.n_part > 1) {
+		if (j.n_units > 1)
+			exl_pool_run(pool, merge_fn, &j);
+		else
+			merge_fn(&j, 0, 1);
+	}
 	return 0;
 }

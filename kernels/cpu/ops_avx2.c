@@ -214,76 +214,125 @@ static void f32_to_f16(uint16_t *y, const float *x, int n)
 		y[i] = exl_fp32_to_fp16(x[i]);
 }
 
-/* Four scores at once: q against K rows k0..k3. */
-INLINE __m128 dot4(const float *q, const uint16_t *k, size_t hd)
+/* ---- attention ------------------------------------------------------
+ * G heads (1, 2, 4 or 8: compile-time constants after inlining) share each
+ * converted K/V row.  With few heads, several positions (scores) or several
+ * 8-float blocks (values) go at once, so there are always 4 or 8
+ * independent FMA chains. */
+
+/* The sums of cnt (1, 2, 4 or 8) vectors, in order, into r. */
+INLINE void reduce_n(const __m256 *a, int cnt, float *r)
 {
-	__m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
-	__m256 a2 = _mm256_setzero_ps(), a3 = _mm256_setzero_ps();
+	if (cnt == 8) {
+		__m256 u0 = _mm256_hadd_ps(_mm256_hadd_ps(a[0], a[1]), _mm256_hadd_ps(a[2], a[3]));
+		__m256 u1 = _mm256_hadd_ps(_mm256_hadd_ps(a[4], a[5]), _mm256_hadd_ps(a[6], a[7]));
+
+		_mm256_storeu_ps(r, _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20),
+						  _mm256_permute2f128_ps(u0, u1, 0x31)));
+	} else if (cnt == 4) {
+		__m256 t = _mm256_hadd_ps(_mm256_hadd_ps(a[0], a[1]), _mm256_hadd_ps(a[2], a[3]));
+
+		_mm_storeu_ps(r, _mm_add_ps(_mm256_castps256_ps128(t), _mm256_extractf128_ps(t, 1)));
+	} else {
+		for (int i = 0; i < cnt; i++)
+			r[i] = hsum(a[i]);
+	}
+}
+
+/* s[g][j0 + p] for P positions from j0 and G heads. */
+INLINE void scores(const float *q, size_t hd, const uint16_t *const *k, int j0, float *s,
+		   float scale, const int G, const int P)
+{
+	__m256 a[8];
+	float r[8];
 	size_t d = 0;
 
+	for (int i = 0; i < P * G; i++)
+		a[i] = _mm256_setzero_ps();
 	for (; d + 8 <= hd; d += 8) {
-		__m256 vq = _mm256_loadu_ps(q + d);
+		__m256 kv[4];
 
-		a0 = _mm256_fmadd_ps(vq, load_f16(k + d), a0);
-		a1 = _mm256_fmadd_ps(vq, load_f16(k + hd + d), a1);
-		a2 = _mm256_fmadd_ps(vq, load_f16(k + 2 * hd + d), a2);
-		a3 = _mm256_fmadd_ps(vq, load_f16(k + 3 * hd + d), a3);
+		for (int p = 0; p < P; p++)
+			kv[p] = load_f16(k[j0 + p] + d);
+		for (int g = 0; g < G; g++) {
+			__m256 qv = _mm256_loadu_ps(q + (size_t)g * hd + d);
+
+			for (int p = 0; p < P; p++)
+				a[p * G + g] = _mm256_fmadd_ps(qv, kv[p], a[p * G + g]);
+		}
 	}
-	__m256 t = _mm256_hadd_ps(_mm256_hadd_ps(a0, a1), _mm256_hadd_ps(a2, a3));
-	__m128 r = _mm_add_ps(_mm256_castps256_ps128(t), _mm256_extractf128_ps(t, 1));
+	reduce_n(a, P * G, r);
+	for (int p = 0; p < P; p++) {
+		for (int g = 0; g < G; g++) {
+			float t = r[p * G + g];
 
-	if (d < hd) {
-		float tail[4] = { 0.0f, 0.0f, 0.0f, 0.0f };
-
-		for (int i = 0; i < 4; i++)
 			for (size_t e = d; e < hd; e++)
-				tail[i] += q[e] * exl_fp16_to_fp32(k[i * hd + e]);
-		r = _mm_add_ps(r, _mm_loadu_ps(tail));
+				t += q[(size_t)g * hd + e] * exl_fp16_to_fp32(k[j0 + p][e]);
+			s[g * EXL_ATTN_CHUNK + j0 + p] = t * scale;
+		}
 	}
-	return r;
 }
 
-INLINE float dot1(const float *q, const uint16_t *k, size_t hd)
+/* acc[g][d..] = acc * corr[g] + sum_j w[g][j] V_j[d..], NB blocks of 8 at a
+ * time from *dp while they fit. */
+INLINE void values(float *acc, size_t hd, const float *w, const float *corr,
+		   const uint16_t *const *v, int n, size_t *dp, const int G, const int NB)
 {
-	__m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
-	size_t d = 0;
+	size_t d = *dp;
 
-	for (; d + 16 <= hd; d += 16) {
-		a0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + d), load_f16(k + d), a0);
-		a1 = _mm256_fmadd_ps(_mm256_loadu_ps(q + d + 8), load_f16(k + d + 8), a1);
+	for (; d + 8 * NB <= hd; d += 8 * NB) {
+		__m256 a[8];
+
+		for (int g = 0; g < G; g++) {
+			__m256 c = _mm256_set1_ps(corr[g]);
+
+			for (int b = 0; b < NB; b++)
+				a[g * NB + b] = _mm256_mul_ps(
+					_mm256_loadu_ps(acc + (size_t)g * hd + d + 8 * b), c);
+		}
+		for (int j = 0; j < n; j++) {
+			__m256 vv[4];
+
+			for (int b = 0; b < NB; b++)
+				vv[b] = load_f16(v[j] + d + 8 * b);
+			for (int g = 0; g < G; g++) {
+				__m256 wg = _mm256_broadcast_ss(w + g * EXL_ATTN_CHUNK + j);
+
+				for (int b = 0; b < NB; b++)
+					a[g * NB + b] = _mm256_fmadd_ps(wg, vv[b], a[g * NB + b]);
+			}
+		}
+		for (int g = 0; g < G; g++)
+			for (int b = 0; b < NB; b++)
+				_mm256_storeu_ps(acc + (size_t)g * hd + d + 8 * b, a[g * NB + b]);
 	}
-	for (; d + 8 <= hd; d += 8)
-		a0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + d), load_f16(k + d), a0);
-	float s = hsum(_mm256_add_ps(a0, a1));
-	for (; d < hd; d++)
-		s += q[d] * exl_fp16_to_fp32(k[d]);
-	return s;
+	*dp = d;
 }
 
-static void attn_span(struct exl_attn_state *st, const float *q, const uint16_t *k,
-		      const uint16_t *v, int n, int head_dim, float scale)
+/* max(m, s[0..n)) */
+static float row_max(const float *s, int n, float m)
 {
-	const size_t hd = (size_t)head_dim;
-	const __m128 vscale = _mm_set1_ps(scale);
-	float *s = st->s;
-	float *acc = st->acc;
+	__m256 vm = _mm256_set1_ps(m);
 	int j = 0;
 
-	for (; j + 4 <= n; j += 4)
-		_mm_storeu_ps(s + j, _mm_mul_ps(dot4(q, k + (size_t)j * hd, hd), vscale));
+	for (; j + 8 <= n; j += 8)
+		vm = _mm256_max_ps(vm, _mm256_loadu_ps(s + j));
+	m = hmax(vm);
 	for (; j < n; j++)
-		s[j] = dot1(q, k + (size_t)j * hd, hd) * scale;
+		m = s[j] > m ? s[j] : m;
+	return m;
+}
 
-	float m_new = st->m;
-	for (j = 0; j < n; j++)
-		m_new = fmaxf(m_new, s[j]);
-	const float corr = exl_softmax_rescale(st->m, m_new);
+/* Turns row s[0..n) into weights exp(s - m_new); returns their sum. */
+static float weights(float *s, int n, float m_new)
+{
 	const __m256 vm = _mm256_set1_ps(m_new);
 	__m256 vl = _mm256_setzero_ps();
+	int j = 0;
 
 	/* m_new = -inf: every score is -inf and weighs 0 (exp8 would see
 	 * -inf - -inf = NaN) */
-	for (j = 0; m_new != -INFINITY && j + 8 <= n; j += 8) {
+	for (; m_new != -INFINITY && j + 8 <= n; j += 8) {
 		__m256 w = exp8(_mm256_sub_ps(_mm256_loadu_ps(s + j), vm));
 
 		_mm256_storeu_ps(s + j, w);
@@ -294,47 +343,63 @@ static void attn_span(struct exl_attn_state *st, const float *q, const uint16_t 
 		s[j] = exl_softmax_weight(s[j], m_new);
 		l += s[j];
 	}
-	st->l = st->l * corr + l;
-	st->m = m_new;
+	return l;
+}
 
-	/* acc = acc * corr + sum_j w_j V_j, 32 dimensions at a time so four
-	 * independent FMA chains run over the positions. */
-	const __m256 vc = _mm256_set1_ps(corr);
+INLINE void chunk(struct exl_attn_state *st, const uint16_t *const *k, const uint16_t *const *v,
+		  int n, int head_dim, float scale, const int G)
+{
+	const int P = G >= 4 ? 1 : 4 / G;
+	const int NB = G >= 4 ? 1 : 4 / G;
+	const size_t hd = (size_t)head_dim;
+	float corr[EXL_ATTN_MAX_GROUP];
 	size_t d = 0;
-	for (; d + 32 <= hd; d += 32) {
-		__m256 a0 = _mm256_mul_ps(_mm256_loadu_ps(acc + d), vc);
-		__m256 a1 = _mm256_mul_ps(_mm256_loadu_ps(acc + d + 8), vc);
-		__m256 a2 = _mm256_mul_ps(_mm256_loadu_ps(acc + d + 16), vc);
-		__m256 a3 = _mm256_mul_ps(_mm256_loadu_ps(acc + d + 24), vc);
-		const uint16_t *vj = v + d;
+	int j = 0;
 
-		for (j = 0; j < n; j++, vj += hd) {
-			__m256 w = _mm256_broadcast_ss(s + j);
+	for (; j + P <= n; j += P)
+		scores(st->q, hd, k, j, st->s, scale, G, P);
+	for (; j < n; j++)
+		scores(st->q, hd, k, j, st->s, scale, G, 1);
+	for (int g = 0; g < G; g++) {
+		float *s = st->s + g * EXL_ATTN_CHUNK;
+		float m_new = st->m[g];
 
-			a0 = _mm256_fmadd_ps(w, load_f16(vj), a0);
-			a1 = _mm256_fmadd_ps(w, load_f16(vj + 8), a1);
-			a2 = _mm256_fmadd_ps(w, load_f16(vj + 16), a2);
-			a3 = _mm256_fmadd_ps(w, load_f16(vj + 24), a3);
-		}
-		_mm256_storeu_ps(acc + d, a0);
-		_mm256_storeu_ps(acc + d + 8, a1);
-		_mm256_storeu_ps(acc + d + 16, a2);
-		_mm256_storeu_ps(acc + d + 24, a3);
+		m_new = row_max(s, n, m_new);
+		corr[g] = exl_softmax_rescale(st->m[g], m_new);
+		st->l[g] = st->l[g] * corr[g] + weights(s, n, m_new);
+		st->m[g] = m_new;
 	}
-	for (; d + 8 <= hd; d += 8) {
-		__m256 a0 = _mm256_mul_ps(_mm256_loadu_ps(acc + d), vc);
-		const uint16_t *vj = v + d;
-
-		for (j = 0; j < n; j++, vj += hd)
-			a0 = _mm256_fmadd_ps(_mm256_broadcast_ss(s + j), load_f16(vj), a0);
-		_mm256_storeu_ps(acc + d, a0);
-	}
+	values(st->acc, hd, st->s, corr, v, n, &d, G, NB);
+	if (NB > 1)
+		values(st->acc, hd, st->s, corr, v, n, &d, G, 1);
 	for (; d < hd; d++) {
-		float a = acc[d] * corr;
+		for (int g = 0; g < G; g++) {
+			const float *w = st->s + g * EXL_ATTN_CHUNK;
+			float a = st->acc[(size_t)g * hd + d] * corr[g];
 
-		for (j = 0; j < n; j++)
-			a += s[j] * exl_fp16_to_fp32(v[(size_t)j * hd + d]);
-		acc[d] = a;
+			for (j = 0; j < n; j++)
+				a += w[j] * exl_fp16_to_fp32(v[j][d]);
+			st->acc[(size_t)g * hd + d] = a;
+		}
+	}
+}
+
+static void attn_chunk(struct exl_attn_state *st, const uint16_t *const *k,
+		       const uint16_t *const *v, int n, int head_dim, float scale)
+{
+	switch (st->g) {
+	case 8:
+		chunk(st, k, v, n, head_dim, scale, 8);
+		break;
+	case 4:
+		chunk(st, k, v, n, head_dim, scale, 4);
+		break;
+	case 2:
+		chunk(st, k, v, n, head_dim, scale, 2);
+		break;
+	default:
+		chunk(st, k, v, n, head_dim, scale, 1);
+		break;
 	}
 }
 
@@ -348,5 +413,5 @@ const struct exl_cpu_ops exl_cpu_ops_avx2 = {
 	.rope_adjacent = rope_adjacent,
 	.rope_neox = rope_neox,
 	.f32_to_f16 = f32_to_f16,
-	.attn_span = attn_span,
+	.attn_chunk = attn_chunk,
 };

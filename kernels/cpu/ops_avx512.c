@@ -187,6 +187,11 @@ static void f32_to_f16(uint16_t *y, const float *x, int n)
 	}
 }
 
+/* ---- attention ------------------------------------------------------
+ * As in ops_avx2.c: G heads (1, 2, 4 or 8) share each converted K/V row,
+ * and with few heads several positions or blocks go at once; 16 lanes,
+ * head_dim tails masked. */
+
 /* The sum of the two 8-lane halves (AVX-512F has no 32x8 extract). */
 INLINE __m256 fold(__m512 a)
 {
@@ -195,76 +200,125 @@ INLINE __m256 fold(__m512 a)
 	return _mm256_add_ps(_mm512_castps512_ps256(a), hi);
 }
 
-/* Four sums of 16 lanes each, as one vector of 4. */
-INLINE __m128 reduce4(__m512 a0, __m512 a1, __m512 a2, __m512 a3)
+INLINE float hsum256(__m256 v)
 {
-	__m256 b0 = fold(a0), b1 = fold(a1), b2 = fold(a2), b3 = fold(a3);
-	__m256 t = _mm256_hadd_ps(_mm256_hadd_ps(b0, b1), _mm256_hadd_ps(b2, b3));
+	__m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
 
-	return _mm_add_ps(_mm256_castps256_ps128(t), _mm256_extractf128_ps(t, 1));
+	s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+	s = _mm_add_ss(s, _mm_movehdup_ps(s));
+	return _mm_cvtss_f32(s);
 }
 
-INLINE __m128 dot4(const float *q, const uint16_t *k, size_t hd)
+/* The sums of cnt (1, 2, 4 or 8) vectors, in order, into r. */
+INLINE void reduce_n(const __m512 *a, int cnt, float *r)
 {
-	__m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
-	__m512 a2 = _mm512_setzero_ps(), a3 = _mm512_setzero_ps();
-	size_t d = 0;
+	if (cnt == 8) {
+		__m256 u0 = _mm256_hadd_ps(_mm256_hadd_ps(fold(a[0]), fold(a[1])),
+					   _mm256_hadd_ps(fold(a[2]), fold(a[3])));
+		__m256 u1 = _mm256_hadd_ps(_mm256_hadd_ps(fold(a[4]), fold(a[5])),
+					   _mm256_hadd_ps(fold(a[6]), fold(a[7])));
 
-	for (; d + 16 <= hd; d += 16) {
-		__m512 vq = _mm512_loadu_ps(q + d);
+		_mm256_storeu_ps(r, _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20),
+						  _mm256_permute2f128_ps(u0, u1, 0x31)));
+	} else if (cnt == 4) {
+		__m256 t = _mm256_hadd_ps(_mm256_hadd_ps(fold(a[0]), fold(a[1])),
+					  _mm256_hadd_ps(fold(a[2]), fold(a[3])));
 
-		a0 = _mm512_fmadd_ps(vq, load_f16(k + d), a0);
-		a1 = _mm512_fmadd_ps(vq, load_f16(k + hd + d), a1);
-		a2 = _mm512_fmadd_ps(vq, load_f16(k + 2 * hd + d), a2);
-		a3 = _mm512_fmadd_ps(vq, load_f16(k + 3 * hd + d), a3);
+		_mm_storeu_ps(r, _mm_add_ps(_mm256_castps256_ps128(t), _mm256_extractf128_ps(t, 1)));
+	} else {
+		for (int i = 0; i < cnt; i++)
+			r[i] = hsum256(fold(a[i]));
 	}
-	if (d < hd) {
-		__mmask16 m = tail_mask(hd - d);
-		__m512 vq = _mm512_maskz_loadu_ps(m, q + d);
-
-		a0 = _mm512_fmadd_ps(vq, load_f16_mask(k + d, m), a0);
-		a1 = _mm512_fmadd_ps(vq, load_f16_mask(k + hd + d, m), a1);
-		a2 = _mm512_fmadd_ps(vq, load_f16_mask(k + 2 * hd + d, m), a2);
-		a3 = _mm512_fmadd_ps(vq, load_f16_mask(k + 3 * hd + d, m), a3);
-	}
-	return reduce4(a0, a1, a2, a3);
 }
 
-INLINE float dot1(const float *q, const uint16_t *k, size_t hd)
+/* s[g][j0 + p] for P positions from j0 and G heads. */
+INLINE void scores(const float *q, size_t hd, const uint16_t *const *k, int j0, float *s,
+		   float scale, const int G, const int P)
 {
-	__m512 a0 = _mm512_setzero_ps();
+	__m512 a[8];
+	float r[8];
 
+	for (int i = 0; i < P * G; i++)
+		a[i] = _mm512_setzero_ps();
 	for (size_t d = 0; d < hd; d += 16) {
-		__mmask16 m = tail_mask(hd - d);
+		const __mmask16 m = tail_mask(hd - d);
+		__m512 kv[4];
 
-		a0 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, q + d), load_f16_mask(k + d, m), a0);
+		for (int p = 0; p < P; p++)
+			kv[p] = load_f16_mask(k[j0 + p] + d, m);
+		for (int g = 0; g < G; g++) {
+			__m512 qv = _mm512_maskz_loadu_ps(m, q + (size_t)g * hd + d);
+
+			for (int p = 0; p < P; p++)
+				a[p * G + g] = _mm512_fmadd_ps(qv, kv[p], a[p * G + g]);
+		}
 	}
-	return _mm512_reduce_add_ps(a0);
+	reduce_n(a, P * G, r);
+	for (int p = 0; p < P; p++)
+		for (int g = 0; g < G; g++)
+			s[g * EXL_ATTN_CHUNK + j0 + p] = r[p * G + g] * scale;
 }
 
-static void attn_span(struct exl_attn_state *st, const float *q, const uint16_t *k,
-		      const uint16_t *v, int n, int head_dim, float scale)
+/* acc[g][d..] = acc * corr[g] + sum_j w[g][j] V_j[d..], NB blocks of 16 at
+ * a time from *dp while they fit; with NB = 1, the masked tail too. */
+INLINE void values(float *acc, size_t hd, const float *w, const float *corr,
+		   const uint16_t *const *v, int n, size_t *dp, const int G, const int NB)
 {
-	const size_t hd = (size_t)head_dim;
+	size_t d = *dp;
+
+	for (; d < hd && (NB == 1 || d + 16 * NB <= hd); d += 16 * NB) {
+		const __mmask16 m = NB == 1 ? tail_mask(hd - d) : (__mmask16)0xffff;
+		__m512 a[8];
+
+		for (int g = 0; g < G; g++) {
+			__m512 c = _mm512_set1_ps(corr[g]);
+
+			for (int b = 0; b < NB; b++)
+				a[g * NB + b] = _mm512_mul_ps(
+					_mm512_maskz_loadu_ps(m, acc + (size_t)g * hd + d + 16 * b), c);
+		}
+		for (int j = 0; j < n; j++) {
+			__m512 vv[4];
+
+			for (int b = 0; b < NB; b++)
+				vv[b] = load_f16_mask(v[j] + d + 16 * b, m);
+			for (int g = 0; g < G; g++) {
+				__m512 wg = _mm512_set1_ps(w[g * EXL_ATTN_CHUNK + j]);
+
+				for (int b = 0; b < NB; b++)
+					a[g * NB + b] = _mm512_fmadd_ps(wg, vv[b], a[g * NB + b]);
+			}
+		}
+		for (int g = 0; g < G; g++)
+			for (int b = 0; b < NB; b++)
+				_mm512_mask_storeu_ps(acc + (size_t)g * hd + d + 16 * b, m,
+						      a[g * NB + b]);
+	}
+	*dp = d;
+}
+
+/* max(m, s[0..n)) */
+static float row_max(const float *s, int n, float m)
+{
 	const size_t len = (size_t)n;
-	const __m128 vscale = _mm_set1_ps(scale);
-	float *s = st->s;
-	float *acc = st->acc;
-	size_t j = 0;
+	__m512 vm = _mm512_set1_ps(m);
 
-	for (; j + 4 <= len; j += 4)
-		_mm_storeu_ps(s + j, _mm_mul_ps(dot4(q, k + j * hd, hd), vscale));
-	for (; j < len; j++)
-		s[j] = dot1(q, k + j * hd, hd) * scale;
+	for (size_t j = 0; j < len; j += 16) {
+		__mmask16 k = tail_mask(len - j);
 
-	float m_new = st->m;
-	for (j = 0; j < len; j++)
-		m_new = fmaxf(m_new, s[j]);
-	const float corr = exl_softmax_rescale(st->m, m_new);
+		vm = _mm512_mask_max_ps(vm, k, vm, _mm512_maskz_loadu_ps(k, s + j));
+	}
+	return _mm512_reduce_max_ps(vm);
+}
+
+/* Turns row s[0..n) into weights exp(s - m_new); returns their sum. */
+static float weights(float *s, int n, float m_new)
+{
+	const size_t len = (size_t)n;
 	const __m512 vm = _mm512_set1_ps(m_new);
 	__m512 vl = _mm512_setzero_ps();
 
-	for (j = 0; j < len; j += 16) {
+	for (size_t j = 0; j < len; j += 16) {
 		__mmask16 m = tail_mask(len - j);
 		/* m_new = -inf: every score is -inf and weighs 0 */
 		__m512 w = m_new == -INFINITY ? _mm512_setzero_ps() :
@@ -274,39 +328,53 @@ static void attn_span(struct exl_attn_state *st, const float *q, const uint16_t 
 		_mm512_mask_storeu_ps(s + j, m, w);
 		vl = _mm512_add_ps(vl, w);
 	}
-	st->l = st->l * corr + _mm512_reduce_add_ps(vl);
-	st->m = m_new;
+	return _mm512_reduce_add_ps(vl);
+}
 
-	const __m512 vc = _mm512_set1_ps(corr);
+INLINE void chunk(struct exl_attn_state *st, const uint16_t *const *k, const uint16_t *const *v,
+		  int n, int head_dim, float scale, const int G)
+{
+	const int P = G >= 4 ? 1 : 4 / G;
+	const int NB = G >= 4 ? 1 : 4 / G;
+	const size_t hd = (size_t)head_dim;
+	float corr[EXL_ATTN_MAX_GROUP];
 	size_t d = 0;
-	for (; d + 64 <= hd; d += 64) {
-		__m512 a0 = _mm512_mul_ps(_mm512_loadu_ps(acc + d), vc);
-		__m512 a1 = _mm512_mul_ps(_mm512_loadu_ps(acc + d + 16), vc);
-		__m512 a2 = _mm512_mul_ps(_mm512_loadu_ps(acc + d + 32), vc);
-		__m512 a3 = _mm512_mul_ps(_mm512_loadu_ps(acc + d + 48), vc);
-		const uint16_t *vj = v + d;
+	int j = 0;
 
-		for (j = 0; j < len; j++, vj += hd) {
-			__m512 w = _mm512_set1_ps(s[j]);
+	for (; j + P <= n; j += P)
+		scores(st->q, hd, k, j, st->s, scale, G, P);
+	for (; j < n; j++)
+		scores(st->q, hd, k, j, st->s, scale, G, 1);
+	for (int g = 0; g < G; g++) {
+		float *s = st->s + g * EXL_ATTN_CHUNK;
+		float m_new = st->m[g];
 
-			a0 = _mm512_fmadd_ps(w, load_f16(vj), a0);
-			a1 = _mm512_fmadd_ps(w, load_f16(vj + 16), a1);
-			a2 = _mm512_fmadd_ps(w, load_f16(vj + 32), a2);
-			a3 = _mm512_fmadd_ps(w, load_f16(vj + 48), a3);
-		}
-		_mm512_storeu_ps(acc + d, a0);
-		_mm512_storeu_ps(acc + d + 16, a1);
-		_mm512_storeu_ps(acc + d + 32, a2);
-		_mm512_storeu_ps(acc + d + 48, a3);
+		m_new = row_max(s, n, m_new);
+		corr[g] = exl_softmax_rescale(st->m[g], m_new);
+		st->l[g] = st->l[g] * corr[g] + weights(s, n, m_new);
+		st->m[g] = m_new;
 	}
-	for (; d < hd; d += 16) {
-		__mmask16 m = tail_mask(hd - d);
-		__m512 a0 = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, acc + d), vc);
-		const uint16_t *vj = v + d;
+	values(st->acc, hd, st->s, corr, v, n, &d, G, NB);
+	if (NB > 1)
+		values(st->acc, hd, st->s, corr, v, n, &d, G, 1);
+}
 
-		for (j = 0; j < len; j++, vj += hd)
-			a0 = _mm512_fmadd_ps(_mm512_set1_ps(s[j]), load_f16_mask(vj, m), a0);
-		_mm512_mask_storeu_ps(acc + d, m, a0);
+static void attn_chunk(struct exl_attn_state *st, const uint16_t *const *k,
+		       const uint16_t *const *v, int n, int head_dim, float scale)
+{
+	switch (st->g) {
+	case 8:
+		chunk(st, k, v, n, head_dim, scale, 8);
+		break;
+	case 4:
+		chunk(st, k, v, n, head_dim, scale, 4);
+		break;
+	case 2:
+		chunk(st, k, v, n, head_dim, scale, 2);
+		break;
+	default:
+		chunk(st, k, v, n, head_dim, scale, 1);
+		break;
 	}
 }
 
@@ -320,5 +388,5 @@ const struct exl_cpu_ops exl_cpu_ops_avx512 = {
 	.rope_adjacent = rope_adjacent,
 	.rope_neox = rope_neox,
 	.f32_to_f16 = f32_to_f16,
-	.attn_span = attn_span,
+	.attn_chunk = attn_chunk,
 };

@@ -81,36 +81,40 @@ static void f32_to_f16(uint16_t *y, const float *x, int n)
 		y[i] = exl_fp32_to_fp16(x[i]);
 }
 
-static void attn_span(struct exl_attn_state *st, const float *q, const uint16_t *k,
-		      const uint16_t *v, int n, int head_dim, float scale)
+static void attn_chunk(struct exl_attn_state *st, const uint16_t *const *k,
+		       const uint16_t *const *v, int n, int head_dim, float scale)
 {
-	float m_new = st->m;
-	float *s = st->s;
+	const size_t hd = (size_t)head_dim;
 
-	for (int j = 0; j < n; j++) {
-		const uint16_t *kj = k + (size_t)j * (size_t)head_dim;
-		float dot = 0.0f;
+	for (int g = 0; g < st->g; g++) {
+		const float *q = st->q + (size_t)g * hd;
+		float *s = st->s + (size_t)g * EXL_ATTN_CHUNK;
+		float *acc = st->acc + (size_t)g * hd;
+		float m_new = st->m[g];
 
-		for (int d = 0; d < head_dim; d++)
-			dot += q[d] * exl_fp16_to_fp32(kj[d]);
-		s[j] = dot * scale;
-		m_new = fmaxf(m_new, s[j]);
+		for (int j = 0; j < n; j++) {
+			float dot = 0.0f;
+
+			for (size_t d = 0; d < hd; d++)
+				dot += q[d] * exl_fp16_to_fp32(k[j][d]);
+			s[j] = dot * scale;
+			m_new = fmaxf(m_new, s[j]);
+		}
+		const float corr = exl_softmax_rescale(st->m[g], m_new);
+		float l = st->l[g] * corr;
+
+		for (size_t d = 0; d < hd; d++)
+			acc[d] *= corr;
+		for (int j = 0; j < n; j++) {
+			const float w = exl_softmax_weight(s[j], m_new);
+
+			l += w;
+			for (size_t d = 0; d < hd; d++)
+				acc[d] += w * exl_fp16_to_fp32(v[j][d]);
+		}
+		st->l[g] = l;
+		st->m[g] = m_new;
 	}
-	const float corr = exl_softmax_rescale(st->m, m_new);
-	float l = st->l * corr;
-
-	for (int d = 0; d < head_dim; d++)
-		st->acc[d] *= corr;
-	for (int j = 0; j < n; j++) {
-		const uint16_t *vj = v + (size_t)j * (size_t)head_dim;
-		const float w = exl_softmax_weight(s[j], m_new);
-
-		l += w;
-		for (int d = 0; d < head_dim; d++)
-			st->acc[d] += w * exl_fp16_to_fp32(vj[d]);
-	}
-	st->l = l;
-	st->m = m_new;
 }
 
 const struct exl_cpu_ops exl_cpu_ops_scalar = {
@@ -123,5 +127,5 @@ const struct exl_cpu_ops exl_cpu_ops_scalar = {
 	.rope_adjacent = rope_adjacent,
 	.rope_neox = rope_neox,
 	.f32_to_f16 = f32_to_f16,
-	.attn_span = attn_span,
+	.attn_chunk = attn_chunk,
 };

@@ -6,6 +6,15 @@
  * The owner runs its own share (ith 0), then waits for `pending` to reach
  * zero the same way: a bounded spin, then a sleep on `done`.
  *
+ * The spin bounds adapt, as adaptive mutexes do: a wait that ends while
+ * spinning doubles the waiter's bound, one that has to sleep halves it.  On
+ * a quiet machine back-to-back ops find everyone spinning (no syscalls).
+ * When other processes hold the cores, the thread being waited for may be
+ * queued behind the spinner on the same core; then spins keep failing, the
+ * bounds drop to a few microseconds, and the pool degrades to plain
+ * blocking hand-offs instead of burning a whole spin per op.  (Yielding
+ * instead would hand the core to the other process for a full time slice.)
+ *
  * Sleeping and waking pair a flag with the watched word, both sequentially
  * consistent (a Dekker handshake): the sleeper raises its flag and then
  * re-reads the word; the publisher stores the word and then reads the flag.
@@ -32,10 +41,12 @@
 
 #include "kernels/cpu/pool.h"
 
-/* Polls before sleeping.  A pause is some tens of cycles, so this is of the
- * order of 100 us: far more than the gap between two ops of a forward pass,
- * far less than the gap between requests. */
-#define POOL_SPIN 4096
+/* Bounds of a spin, in pause iterations (a pause is some tens of cycles):
+ * at most of the order of 100 us, far more than the gap between two ops of
+ * a forward pass, far less than the gap between requests; at least a few
+ * microseconds. */
+#define POOL_SPIN_MAX 4096
+#define POOL_SPIN_MIN 64
 /* More workers than any machine this runs on; bounds the allocation. */
 #define POOL_MAX_THREADS 1024
 
@@ -63,19 +74,34 @@ struct exl_pool {
 	pthread_cond_t done;         /* the owner sleeps here for the last worker */
 	_Atomic int n_sleeping;      /* workers in (or entering) wait on `wake` */
 	_Atomic bool owner_sleeping;
+	int owner_spin;              /* the owner's adaptive spin bound */
 };
 
-/* Until gen differs from seen; returns the new generation. */
-static unsigned wait_for_job(struct exl_pool *p, unsigned seen)
+static int spin_grow(int spin)
+{
+	return spin < POOL_SPIN_MAX / 2 ? spin * 2 : POOL_SPIN_MAX;
+}
+
+static int spin_shrink(int spin)
+{
+	return spin > POOL_SPIN_MIN * 2 ? spin / 2 : POOL_SPIN_MIN;
+}
+
+/* Until gen differs from seen; returns the new generation.  *spin is the
+ * caller's adaptive bound. */
+static unsigned wait_for_job(struct exl_pool *p, unsigned seen, int *spin)
 {
 	unsigned g;
 
-	for (int i = 0; i < POOL_SPIN; i++) {
+	for (int i = 0; i < *spin; i++) {
 		g = atomic_load_explicit(&p->gen, memory_order_acquire);
-		if (g != seen)
+		if (g != seen) {
+			*spin = spin_grow(*spin);
 			return g;
+		}
 		cpu_relax();
 	}
+	*spin = spin_shrink(*spin);
 	pthread_mutex_lock(&p->mtx);
 	atomic_fetch_add(&p->n_sleeping, 1);
 	while ((g = atomic_load(&p->gen)) == seen)
@@ -90,9 +116,10 @@ static void *worker_main(void *arg)
 	struct pool_worker *w = arg;
 	struct exl_pool *p = w->pool;
 	unsigned seen = 0;
+	int spin = POOL_SPIN_MAX;
 
 	for (;;) {
-		seen = wait_for_job(p, seen);
+		seen = wait_for_job(p, seen, &spin);
 		if (atomic_load_explicit(&p->stop, memory_order_relaxed))
 			break;
 		p->fn(p->ctx, w->ith, p->n);
@@ -118,11 +145,14 @@ static void publish(struct exl_pool *p)
 
 static void wait_for_workers(struct exl_pool *p)
 {
-	for (int i = 0; i < POOL_SPIN; i++) {
-		if (atomic_load_explicit(&p->pending, memory_order_acquire) == 0)
+	for (int i = 0; i < p->owner_spin; i++) {
+		if (atomic_load_explicit(&p->pending, memory_order_acquire) == 0) {
+			p->owner_spin = spin_grow(p->owner_spin);
 			return;
+		}
 		cpu_relax();
 	}
+	p->owner_spin = spin_shrink(p->owner_spin);
 	pthread_mutex_lock(&p->mtx);
 	atomic_store(&p->owner_sleeping, true);
 	while (atomic_load(&p->pending) != 0)
@@ -179,6 +209,7 @@ struct exl_pool *exl_pool_create(int n_threads, char *err, size_t errlen)
 		return NULL;
 	}
 	p->n = n_threads;
+	p->owner_spin = POOL_SPIN_MAX;
 	atomic_init(&p->gen, 0);
 	atomic_init(&p->pending, 0);
 	atomic_init(&p->stop, false);

@@ -227,7 +227,7 @@ static void batch_fill(struct scenario *s, struct batch *b)
 
 			s->ref_k[sq][(size_t)p * kvr + e] = kr;
 			s->ref_v[sq][(size_t)p * kvr + e] = vr;
-			if (sq == 0 && p < SHARED_PAGES * s->page_size) {
+			if (sq == 0 && p < SHARED_PAGES * s->page_size && s->ref_k[SHARED_SEQ]) {
 				s->ref_k[SHARED_SEQ][(size_t)p * kvr + e] = kr;
 				s->ref_v[SHARED_SEQ][(size_t)p * kvr + e] = vr;
 			}
@@ -429,6 +429,76 @@ static void run_drivers(const struct exl_cpu_ops *k, struct exl_pool *pool, int 
 	exl_cpu_batch_free(&cb);
 	batch_free(&hist[0]);
 	batch_free(&hist[1]);
+	batch_free(&fin);
+	scenario_free(&s);
+}
+
+/* One long sequence and one decode token at its end: few (token, KV head)
+ * units, so a pool splits each window into partitions and merges them. */
+static void run_decode(const struct exl_cpu_ops *k, struct exl_pool *pool, int ps, int n_heads,
+		       int n_kv_heads, int head_dim, int len)
+{
+	struct scenario s;
+	struct batch hist, fin;
+	struct exl_cpu_batch cb = { 0 };
+	struct exl_attn_scratch scratch = { 0 };
+	const float scale = 1.0f / sqrtf((float)head_dim);
+	char err[200];
+
+	scenario_init(&s, ps, n_heads, n_kv_heads, head_dim);
+	/* sequence 0 only, len positions: replace its table row */
+	for (int i = 0; i < N_SEQ; i++) {
+		free(s.ref_k[i]);
+		free(s.ref_v[i]);
+		s.ref_k[i] = s.ref_v[i] = NULL;
+		s.len[i] = 0;
+	}
+	free(s.table);
+	free(s.K);
+	free(s.V);
+	s.len[0] = len;
+	s.max_pages = pages_for(len, ps);
+	s.n_pages = s.max_pages;
+	s.table = xcalloc((size_t)N_SEQ * s.max_pages, sizeof(int32_t));
+	for (int p = 0; p < s.max_pages; p++)
+		s.table[p] = s.max_pages - 1 - p; /* pages in reverse order */
+	const size_t kvr = (size_t)n_kv_heads * head_dim;
+	s.ref_k[0] = xcalloc((size_t)len * kvr, sizeof(float));
+	s.ref_v[0] = xcalloc((size_t)len * kvr, sizeof(float));
+	s.K = xcalloc((size_t)s.n_pages * ps * kvr, sizeof(uint16_t));
+	s.V = xcalloc((size_t)s.n_pages * ps * kvr, sizeof(uint16_t));
+	s.kv.k = s.K;
+	s.kv.v = s.V;
+	s.kv.n_pages = s.n_pages;
+
+	batch_alloc(&hist, len);
+	for (int p = 0; p < len - 1; p++)
+		batch_add(&hist, 0, p);
+	batch_alloc(&fin, 1);
+	batch_add(&fin, 0, len - 1);
+	struct exl_batch_desc dh = batch_desc(&s, &hist), df = batch_desc(&s, &fin);
+	batch_fill(&s, &hist);
+	batch_fill(&s, &fin);
+	CHECK(exl_cpu_batch_set(&cb, &dh, err, sizeof(err)) == 0 &&
+	      exl_cpu_kv_check(&cb, &s.kv, err, sizeof(err)) == 0, "decode history: %s", err);
+	exl_cpu_kv_store(pool, k, &cb, &s.kv, hist.k, hist.v);
+	CHECK(exl_cpu_batch_set(&cb, &df, err, sizeof(err)) == 0 &&
+	      exl_cpu_kv_check(&cb, &s.kv, err, sizeof(err)) == 0, "decode: %s", err);
+	exl_cpu_kv_store(pool, k, &cb, &s.kv, fin.k, fin.v);
+	const size_t out_n = (size_t)n_heads * head_dim;
+	float *out = xcalloc(out_n, sizeof(float));
+	double *ref = xcalloc(out_n, sizeof(double));
+	CHECK(exl_cpu_attention(pool, k, &scratch, &cb, &s.kv, fin.q, out, n_heads, scale, err,
+				sizeof(err)) == 0, "attention: %s", err);
+	ref_attention(&s, &fin, scale, ref);
+	CHECK(count_bad(out, ref, out_n, 2e-5) == 0,
+	      "%s/%s: decode attention ps %d heads %d/%d head_dim %d at %d", k->name,
+	      pool ? "pool3" : "single", ps, n_heads, n_kv_heads, head_dim, len - 1);
+	free(out);
+	free(ref);
+	exl_attn_scratch_free(&scratch);
+	exl_cpu_batch_free(&cb);
+	batch_free(&hist);
 	batch_free(&fin);
 	scenario_free(&s);
 }
@@ -755,7 +825,8 @@ static void test_backend_errors(struct exl_backend *be)
 int main(void)
 {
 	static const char *const names[] = { "scalar", "avx2", "avx512" };
-	static const int gqa[][2] = { { 4, 4 }, { 8, 4 }, { 8, 2 } };
+	/* group sizes 1, 2, 4, 3 (pieces 2 + 1) and 12 (8 + 4) */
+	static const int gqa[][2] = { { 4, 4 }, { 8, 4 }, { 8, 2 }, { 12, 4 }, { 24, 2 } };
 	static const int head_dims[] = { 64, 128, 20 };
 	static const int page_sizes[] = { 16, 256 };
 	char err[200];
@@ -774,12 +845,23 @@ int main(void)
 		}
 		printf("variant %s\n", names[vi]);
 		for (size_t pi = 0; pi < 2; pi++)
-			for (size_t g = 0; g < 3; g++)
+			for (size_t g = 0; g < sizeof(gqa) / sizeof(gqa[0]); g++)
 				for (size_t h = 0; h < 3; h++)
 					for (int pool_on = 0; pool_on < 2; pool_on++)
 						run_drivers(k, pool_on ? pool : NULL,
 							    page_sizes[pi], gqa[g][0], gqa[g][1],
 							    head_dims[h]);
+	}
+	for (size_t vi = 0; vi < sizeof(names) / sizeof(names[0]); vi++) {
+		const struct exl_cpu_ops *k = exl_cpu_ops_get(names[vi]);
+
+		for (size_t g = 0; k && g < sizeof(gqa) / sizeof(gqa[0]); g++) {
+			run_decode(k, pool, 16, gqa[g][0], gqa[g][1], 64, 1500);
+			run_decode(k, pool, 256, gqa[g][0], gqa[g][1], 128, 3000);
+			run_decode(k, NULL, 16, gqa[g][0], gqa[g][1], 20, 700);
+		}
+		if (k)
+			run_decode(k, pool, 16, 8, 1, 64, 5000);
 	}
 	exl_pool_destroy(pool);
 	test_kv_check_errors();
