@@ -17,7 +17,8 @@
  * rarely list them all in metadata). */
 static const char *const eog_names[] = {
 	"<|eot_id|>", "<|eom_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>",
-	"<|end_of_text|>", "<EOT>", "</s>", ("<" FW_BAR "end" LOWER_BLOCK "of" LOWER_BLOCK "sentence" FW_BAR ">"),
+	"<|end_of_text|>", "<EOT>", "</s>",
+	("<" FW_BAR "end" LOWER_BLOCK "of" LOWER_BLOCK "sentence" FW_BAR ">"),
 	"<|return|>", "<|call|>",
 };
 
@@ -30,14 +31,17 @@ static const struct fim_kind {
 	const char *names[9];
 } fim_kinds[] = {
 	{ "tokenizer.ggml.fim_pre_token_id", "tokenizer.ggml.prefix_token_id", false,
-	  { "<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>", "<" FW_BAR "fim" LOWER_BLOCK "begin" FW_BAR ">",
-	    "<PRE>", LOWER_BLOCK "<PRE>", "<|code_prefix|>", "<|prefix|>" } },
+	  { "<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>",
+	    ("<" FW_BAR "fim" LOWER_BLOCK "begin" FW_BAR ">"), "<PRE>", (LOWER_BLOCK "<PRE>"),
+	    "<|code_prefix|>", "<|prefix|>" } },
 	{ "tokenizer.ggml.fim_suf_token_id", "tokenizer.ggml.suffix_token_id", false,
-	  { "<|fim_suffix|>", "<fim-suffix>", "<fim_suffix>", "<" FW_BAR "fim" LOWER_BLOCK "hole" FW_BAR ">",
-	    "<SUF>", LOWER_BLOCK "<SUF>", "<|code_suffix|>", "<|suffix|>" } },
+	  { "<|fim_suffix|>", "<fim-suffix>", "<fim_suffix>",
+	    ("<" FW_BAR "fim" LOWER_BLOCK "hole" FW_BAR ">"), "<SUF>", (LOWER_BLOCK "<SUF>"),
+	    "<|code_suffix|>", "<|suffix|>" } },
 	{ "tokenizer.ggml.fim_mid_token_id", "tokenizer.ggml.middle_token_id", false,
-	  { "<|fim_middle|>", "<fim-middle>", "<fim_middle>", "<" FW_BAR "fim" LOWER_BLOCK "end" FW_BAR ">",
-	    "<MID>", LOWER_BLOCK "<MID>", "<|code_middle|>", "<|middle|>" } },
+	  { "<|fim_middle|>", "<fim-middle>", "<fim_middle>",
+	    ("<" FW_BAR "fim" LOWER_BLOCK "end" FW_BAR ">"), "<MID>", (LOWER_BLOCK "<MID>"),
+	    "<|code_middle|>", "<|middle|>" } },
 	{ "tokenizer.ggml.fim_pad_token_id", NULL, true,
 	  { "<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>", "[PAD]" } },
 	{ "tokenizer.ggml.fim_rep_token_id", NULL, true,

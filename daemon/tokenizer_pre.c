@@ -16,48 +16,61 @@
 
 #include "daemon/tokenizer_internal.h"
 
-#define WS "\\t-\\r \\x{85}\\x{a0}\\x{1680}\\x{2000}-\\x{200a}\\x{2028}\\x{2029}\\x{202f}\\x{205f}\\x{3000}"
+/* White_Space, for use inside a character class. */
+#define WS "\\t-\\r \\x{85}\\x{a0}\\x{1680}\\x{2000}-\\x{200a}\\x{2028}\\x{2029}\\x{202f}" \
+	"\\x{205f}\\x{3000}"
 #define S "[" WS "]"
 #define NS "[^" WS "]"
+/* Neither space, letter nor number. */
+#define OTHER "[^" WS "\\p{L}\\p{N}]"
+/* The whitespace alternatives most families end with: a run ending in line
+ * breaks, a run not followed by a word (its last space goes with the
+ * word), any run. */
+#define WS_RUNS S "*[\\r\\n]+|" S "+(?!" NS ")|" S "+"
 
 /* English contractions, case-insensitive for the ASCII letters only. */
 #define CONTRACTIONS "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])"
 
-#define RE_GPT2 "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^" WS "\\p{L}\\p{N}]+|" S "+(?!" NS ")|" S "+"
+#define RE_GPT2 "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?" OTHER "+|" \
+	S "+(?!" NS ")|" S "+"
 
-#define RE_LLAMA3 CONTRACTIONS "|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^" WS "\\p{L}\\p{N}]+[\\r\\n]*|" \
-	S "*[\\r\\n]+|" S "+(?!" NS ")|" S "+"
+#define RE_LLAMA3 CONTRACTIONS "|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}|" \
+	" ?" OTHER "+[\\r\\n]*|" WS_RUNS
 
-#define RE_QWEN2 CONTRACTIONS "|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^" WS "\\p{L}\\p{N}]+[\\r\\n]*|" \
-	S "*[\\r\\n]+|" S "+(?!" NS ")|" S "+"
+#define RE_QWEN2 CONTRACTIONS "|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}|" \
+	" ?" OTHER "+[\\r\\n]*|" WS_RUNS
 
-#define RE_QWEN35 CONTRACTIONS "|[^\\r\\n\\p{L}\\p{N}]?[\\p{L}\\p{M}]+|\\p{N}| ?[^" WS "\\p{L}\\p{M}\\p{N}]+[\\r\\n]*|" \
-	S "*[\\r\\n]+|" S "+(?!" NS ")|" S "+"
+#define RE_QWEN35 CONTRACTIONS "|[^\\r\\n\\p{L}\\p{N}]?[\\p{L}\\p{M}]+|\\p{N}|" \
+	" ?[^" WS "\\p{L}\\p{M}\\p{N}]+[\\r\\n]*|" WS_RUNS
 
-#define RE_SEED_CODER CONTRACTIONS "|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^" WS "\\p{L}\\p{N}\\r\\n]+|" \
-	S "*[\\r\\n]+|" S "+(?!" NS ")|" S "+"
+#define RE_SEED_CODER CONTRACTIONS "|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}|" \
+	" ?[^" WS "\\p{L}\\p{N}\\r\\n]+|" WS_RUNS
 
-#define RE_BAILING "'(?:[sSdDmMtT]|[lL][lL]|[vV][eE]|[rR][eE])|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^" WS \
-	"\\p{L}\\p{N}]+[\\r\\n]*|" S "*[\\r\\n]|" S "+(?!" NS ")|" S "+"
+#define RE_BAILING "'(?:[sSdDmMtT]|[lL][lL]|[vV][eE]|[rR][eE])|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|" \
+	"\\p{N}| ?" OTHER "+[\\r\\n]*|" S "*[\\r\\n]|" S "+(?!" NS ")|" S "+"
 
 /* Upper/title-case run then lower-case run, and the reverse (Mistral's
  * tekken, GPT-4o). */
 #define UPPER "[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]"
 #define LOWER "[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]"
-#define RE_TEKKEN "[^\\r\\n\\p{L}\\p{N}]?" UPPER "*" LOWER "+|[^\\r\\n\\p{L}\\p{N}]?" UPPER "+" LOWER "*|" \
-	"\\p{N}| ?[^" WS "\\p{L}\\p{N}]+[\\r\\n/]*|" S "*[\\r\\n]+|" S "+(?!" NS ")|" S "+"
-#define RE_GPT4O "[^\\r\\n\\p{L}\\p{N}]?" UPPER "*" LOWER "+" CONTRACTIONS "?|[^\\r\\n\\p{L}\\p{N}]?" UPPER "+" \
-	LOWER "*" CONTRACTIONS "?|\\p{N}{1,3}| ?[^" WS "\\p{L}\\p{N}]+[\\r\\n/]*|" S "*[\\r\\n]+|" S "+(?!" NS ")|" S "+"
+#define RE_TEKKEN "[^\\r\\n\\p{L}\\p{N}]?" UPPER "*" LOWER "+|" \
+	"[^\\r\\n\\p{L}\\p{N}]?" UPPER "+" LOWER "*|" \
+	"\\p{N}| ?" OTHER "+[\\r\\n/]*|" WS_RUNS
+#define RE_GPT4O "[^\\r\\n\\p{L}\\p{N}]?" UPPER "*" LOWER "+" CONTRACTIONS "?|" \
+	"[^\\r\\n\\p{L}\\p{N}]?" UPPER "+" LOWER "*" CONTRACTIONS "?|" \
+	"\\p{N}{1,3}| ?" OTHER "+[\\r\\n/]*|" WS_RUNS
 
-#define RE_DEEPSEEK3_MAIN "[!\"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|[^\\r\\n\\p{L}\\p{P}\\p{S}]?[\\p{L}\\p{M}]+|" \
-	" ?[\\p{P}\\p{S}]+[\\r\\n]*|" S "*[\\r\\n]+|" S "+(?!" NS ")|" S "+"
+#define RE_DEEPSEEK3_MAIN "[!\"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|" \
+	"[^\\r\\n\\p{L}\\p{P}\\p{S}]?[\\p{L}\\p{M}]+|" \
+	" ?[\\p{P}\\p{S}]+[\\r\\n]*|" WS_RUNS
 
 /* CJK ideographs, and Hangul syllables, as DeepSeek's tokenizers group them. */
 #define RE_CJK "[\\x{4e00}-\\x{9fa5}\\x{800}-\\x{4e00}\\x{ac00}-\\x{d7ff}]+"
 
 /* DeepSeek LLM's Latin, Greek, Cyrillic, Armenian, Georgian, Cherokee... letters. */
-#define RE_DEEPSEEK_LETTERS S "?[A-Za-z\\x{b5}\\x{c0}-\\x{d6}\\x{d8}-\\x{f6}\\x{f8}-\\x{1ba}\\x{1bc}-\\x{1bf}" \
-	"\\x{1c4}-\\x{293}\\x{295}-\\x{2af}\\x{370}-\\x{373}\\x{376}\\x{377}\\x{37b}-\\x{37d}\\x{37f}\\x{386}" \
+#define RE_DEEPSEEK_LETTERS S "?[A-Za-z\\x{b5}\\x{c0}-\\x{d6}\\x{d8}-\\x{f6}\\x{f8}-\\x{1ba}" \
+	"\\x{1bc}-\\x{1bf}\\x{1c4}-\\x{293}\\x{295}-\\x{2af}\\x{370}-\\x{373}\\x{376}\\x{377}" \
+	"\\x{37b}-\\x{37d}\\x{37f}\\x{386}" \
 	"\\x{388}-\\x{38a}\\x{38c}\\x{38e}-\\x{3a1}\\x{3a3}-\\x{3f5}\\x{3f7}-\\x{481}\\x{48a}-\\x{52f}" \
 	"\\x{531}-\\x{556}\\x{10a0}-\\x{10c5}\\x{13a0}-\\x{13f5}\\x{13f8}-\\x{13fd}\\x{1c90}-\\x{1cba}" \
 	"\\x{1cbd}-\\x{1cbf}\\x{1d00}-\\x{1d2b}\\x{1d6b}-\\x{1d77}\\x{1d79}-\\x{1d9a}\\x{1e00}-\\x{1f15}" \
@@ -72,7 +85,8 @@
 	"\\x{ff21}-\\x{ff3a}\\x{ff41}-\\x{ff5a}\\x{10400}-\\x{1044f}\\x{104b0}-\\x{104d3}" \
 	"\\x{104d8}-\\x{104fb}\\x{10c80}-\\x{10cb2}\\x{10cc0}-\\x{10cf2}\\x{118a0}-\\x{118df}" \
 	"\\x{1e900}-\\x{1e943}]+"
-#define RE_DEEPSEEK_PUNCT S "?[!-/:-~\\x{ff01}-\\x{ff0f}\\x{ff1a}-\\x{ff5e}\\x{2018}-\\x{201f}\\x{3000}-\\x{3002}]+"
+#define RE_DEEPSEEK_PUNCT S "?[!-/:-~\\x{ff01}-\\x{ff0f}\\x{ff1a}-\\x{ff5e}\\x{2018}-\\x{201f}" \
+	"\\x{3000}-\\x{3002}]+"
 
 #define RE_BLOOM " ?[^(" WS "|.,!?\\x{2026}\\x{3002}\\x{ff0c}\\x{3001}\\x{964}\\x{6d4}\\x{60c})]+"
 
@@ -98,7 +112,8 @@ static const struct family families[] = {
 	{ .names = "deepseek-coder",
 	  .regex = { "[\\r\\n]", S "?\\p{L}+", S "?\\p{P}+", RE_CJK, "\\p{N}" } },
 	{ .names = "deepseek-v3|hunyuan-dense|joyai-llm",
-	  .regex = { "\\p{N}{1,3}", "[\\x{4e00}-\\x{9fa5}\\x{3040}-\\x{309f}\\x{30a0}-\\x{30ff}]+", RE_DEEPSEEK3_MAIN } },
+	  .regex = { "\\p{N}{1,3}", "[\\x{4e00}-\\x{9fa5}\\x{3040}-\\x{309f}\\x{30a0}-\\x{30ff}]+",
+		     RE_DEEPSEEK3_MAIN } },
 	{ .names = "falcon",
 	  .regex = { "[\\p{P}\\$\\+<=>\\^~\\|`]+", RE_GPT2, "[0-9][0-9][0-9]" } },
 	{ .names = "starcoder|refact|command-r|smollm|codeshell|exaone|minerva-7b",

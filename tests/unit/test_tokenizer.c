@@ -112,7 +112,8 @@ out:
 }
 
 /* Loads v + m; NULL (after a message) when it fails. */
-static struct exl_tokenizer *load(const struct vocab *v, const struct meta *m, char *err, size_t errlen)
+static struct exl_tokenizer *load(const struct vocab *v, const struct meta *m, char *err,
+				  size_t errlen)
 {
 	void *buf;
 	struct gguf_file *f = build(v, m, &buf);
