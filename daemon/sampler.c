@@ -148,268 +148,6 @@ bool exl_sampler_params_greedy(const struct exl_sampler_params *p)
 	return p->temperature == 0.0f || p->top_k == 1;
 }
 
-/* ---- candidates ---- */
-
-void exl_cands_from_logits(struct exl_cands *cs, const float *logits, int n_vocab)
-{
-	int n = 0;
-
-	for (int i = 0; i < n_vocab; i++) {
-		if (!(logits[i] > -INFINITY))
-			continue;
-		cs->c[n].id = i;
-		cs->c[n].logit = logits[i];
-		cs->c[n].p = 0.0f;
-		n++;
-	}
-	cs->n = n;
-}
-
-static int cand_cmp(const void *pa, const void *pb)
-{
-	const struct exl_cand *a = pa, *b = pb;
-
-	if (a->logit != b->logit)
-		return a->logit > b->logit ? -1 : 1;
-	return (a->id > b->id) - (a->id < b->id);
-}
-
-static void normalize(struct exl_cands *cs)
-{
-	double sum = 0.0;
-
-	for (int i = 0; i < cs->n; i++)
-		sum += cs->c[i].p;
-	if (sum <= 0.0)
-		return;
-	for (int i = 0; i < cs->n; i++)
-		cs->c[i].p = (float)(cs->c[i].p / sum);
-}
-
-/* p from the logits of already sorted candidates. */
-static void probs_from_logits(struct exl_cands *cs)
-{
-	if (cs->n == 0)
-		return;
-	float max = cs->c[0].logit;
-
-	for (int i = 0; i < cs->n; i++)
-		cs->c[i].p = expf(cs->c[i].logit - max);
-	normalize(cs);
-}
-
-void exl_cands_softmax(struct exl_cands *cs)
-{
-	qsort(cs->c, (size_t)cs->n, sizeof(*cs->c), cand_cmp);
-	probs_from_logits(cs);
-}
-
-void exl_cands_temperature(struct exl_cands *cs, float t)
-{
-	if (t <= 0.0f || t == 1.0f)
-		return;
-	for (int i = 0; i < cs->n; i++)
-		cs->c[i].logit /= t;
-	probs_from_logits(cs);
-}
-
-static void keep(struct exl_cands *cs, int n)
-{
-	if (n < 1)
-		n = 1;
-	if (n >= cs->n)
-		return;
-	cs->n = n;
-	normalize(cs);
-}
-
-void exl_cands_top_k(struct exl_cands *cs, int k)
-{
-	if (k > 0)
-		keep(cs, k);
-}
-
-void exl_cands_top_p(struct exl_cands *cs, float p)
-{
-	double cum = 0.0;
-	int i;
-
-	if (p >= 1.0f)
-		return;
-	for (i = 0; i < cs->n; i++) {
-		cum += cs->c[i].p;
-		if (cum >= p)
-			break;
-	}
-	keep(cs, i + 1);
-}
-
-void exl_cands_min_p(struct exl_cands *cs, float p)
-{
-	int i;
-
-	if (p <= 0.0f || cs->n == 0)
-		return;
-	float floor = p * cs->c[0].p;
-
-	for (i = 1; i < cs->n; i++)
-		if (cs->c[i].p < floor)
-			break;
-	keep(cs, i);
-}
-
-static int score_cmp(const void *pa, const void *pb)
-{
-	const struct exl_cand *a = pa, *b = pb;
-
-	/* tmp entries: logit holds the score, id the index in cs->c */
-	if (a->logit != b->logit)
-		return a->logit < b->logit ? -1 : 1;
-	return (a->id > b->id) - (a->id < b->id);
-}
-
-void exl_cands_typical(struct exl_cands *cs, float p)
-{
-	double h = 0.0, cum = 0.0;
-	int n, w = 0;
-
-	if (p <= 0.0f || p >= 1.0f || cs->n < 2)
-		return;
-	for (int i = 0; i < cs->n; i++)
-		if (cs->c[i].p > 0.0f)
-			h -= cs->c[i].p * log(cs->c[i].p);
-	/* Rank by how far each token's surprise lies from the entropy. */
-	for (int i = 0; i < cs->n; i++) {
-		double surprise = cs->c[i].p > 0.0f ? -log(cs->c[i].p) : INFINITY;
-
-		cs->tmp[i].id = i;
-		cs->tmp[i].logit = (float)fabs(surprise - h);
-		cs->tmp[i].p = cs->c[i].p;
-	}
-	qsort(cs->tmp, (size_t)cs->n, sizeof(*cs->tmp), score_cmp);
-	for (n = 0; n < cs->n; n++) {
-		cum += cs->tmp[n].p;
-		if (cum >= p)
-			break;
-	}
-	n = n + 1 < cs->n ? n + 1 : cs->n;
-	/* Mark the kept ones and compact, keeping the order by p. */
-	for (int i = 0; i < n; i++)
-		cs->c[cs->tmp[i].id].id = -cs->c[cs->tmp[i].id].id - 1;
-	for (int i = 0; i < cs->n; i++) {
-		if (cs->c[i].id >= 0)
-			continue;
-		cs->c[w] = cs->c[i];
-		cs->c[w].id = -cs->c[w].id - 1;
-		w++;
-	}
-	cs->n = w;
-	normalize(cs);
-}
-
-void exl_cands_tfs(struct exl_cands *cs, float z)
-{
-	int n = cs->n;
-
-	if (z <= 0.0f || z >= 1.0f || n < 3)
-		return;
-	/* Second differences of the sorted probabilities, normalised; keep
-	 * tokens until their cumulative weight passes z. */
-	double sum = 0.0;
-
-	for (int i = 0; i + 2 < n; i++) {
-		double d1a = cs->c[i].p - cs->c[i + 1].p;
-		double d1b = cs->c[i + 1].p - cs->c[i + 2].p;
-
-		sum += fabs(d1a - d1b);
-	}
-	if (sum <= 0.0)
-		return;
-	double cum = 0.0;
-	int kept = n;
-
-	for (int i = 0; i + 2 < n; i++) {
-		double d1a = cs->c[i].p - cs->c[i + 1].p;
-		double d1b = cs->c[i + 1].p - cs->c[i + 2].p;
-
-		cum += fabs(d1a - d1b) / sum;
-		if (cum > z) {
-			kept = i + 1;
-			break;
-		}
-	}
-	keep(cs, kept);
-}
-
-void exl_cands_top_a(struct exl_cands *cs, float a)
-{
-	int i;
-
-	if (a <= 0.0f || cs->n == 0)
-		return;
-	float floor = a * cs->c[0].p * cs->c[0].p;
-
-	for (i = 1; i < cs->n; i++)
-		if (cs->c[i].p < floor)
-			break;
-	keep(cs, i);
-}
-
-void exl_cands_xtc(struct exl_cands *cs, float prob, float thresh, struct exl_rng *rng)
-{
-	int above = 0;
-
-	if (prob <= 0.0f)
-		return;
-	/* The draw happens whenever XTC is on, so the random stream does not
-	 * depend on the distribution. */
-	if (exl_rng_uniform(rng) >= prob)
-		return;
-	while (above < cs->n && cs->c[above].p >= thresh)
-		above++;
-	if (above < 2)
-		return;
-	/* Drop every "top choice" but the least likely of them. */
-	memmove(cs->c, cs->c + above - 1, (size_t)(cs->n - above + 1) * sizeof(*cs->c));
-	cs->n -= above - 1;
-	normalize(cs);
-}
-
-int exl_cands_draw(const struct exl_cands *cs, struct exl_rng *rng)
-{
-	double sum = 0.0;
-
-	for (int i = 0; i < cs->n; i++)
-		sum += cs->c[i].p;
-	double r = exl_rng_uniform(rng) * sum;
-	double cum = 0.0;
-
-	for (int i = 0; i < cs->n; i++) {
-		cum += cs->c[i].p;
-		if (r < cum)
-			return i;
-	}
-	return cs->n - 1;
-}
-
-int32_t exl_cands_mirostat_v2(struct exl_cands *cs, float tau, float eta, float *mu,
-			      struct exl_rng *rng)
-{
-	int n;
-
-	if (cs->n == 0)
-		return -1;
-	for (n = 1; n < cs->n; n++)
-		if (-log2f(cs->c[n].p) > *mu)
-			break;
-	keep(cs, n);
-	int i = exl_cands_draw(cs, rng);
-	float surprise = -log2f(cs->c[i].p);
-
-	*mu -= eta * (surprise - tau);
-	return cs->c[i].id;
-}
-
 /* ---- one job's sampler ---- */
 
 struct exl_sampler {
@@ -419,6 +157,7 @@ struct exl_sampler {
 	float mu;
 	struct exl_cand *cand;
 	struct exl_cand *cand_tmp;
+	uint64_t *keys;       /* 2 * n_vocab, radix sort scratch */
 	float *pen_scratch;   /* 2 * n_vocab, kept zero */
 	int32_t *dry_scratch; /* n_vocab, kept zero */
 	uint32_t *breaker;    /* bitmap, NULL without breakers */
@@ -450,9 +189,10 @@ struct exl_sampler *exl_sampler_create(const struct exl_sampler_params *p, int n
 	s->p.bias = s->bias;
 	s->cand = malloc((size_t)n_vocab * sizeof(*s->cand));
 	s->cand_tmp = malloc((size_t)n_vocab * sizeof(*s->cand_tmp));
+	s->keys = malloc(2 * (size_t)n_vocab * sizeof(*s->keys));
 	s->pen_scratch = calloc(2 * (size_t)n_vocab, sizeof(*s->pen_scratch));
 	s->dry_scratch = calloc((size_t)n_vocab, sizeof(*s->dry_scratch));
-	if (!s->cand || !s->cand_tmp || !s->pen_scratch || !s->dry_scratch)
+	if (!s->cand || !s->cand_tmp || !s->keys || !s->pen_scratch || !s->dry_scratch)
 		goto oom;
 	if (breaker && p->dry_mult > 0.0f) {
 		size_t words = ((size_t)n_vocab + 31) / 32;
@@ -476,6 +216,7 @@ void exl_sampler_free(struct exl_sampler *s)
 	free(s->bias);
 	free(s->cand);
 	free(s->cand_tmp);
+	free(s->keys);
 	free(s->pen_scratch);
 	free(s->dry_scratch);
 	free(s->breaker);
@@ -506,44 +247,11 @@ static int32_t argmax(const float *logits, int n)
 	return best;
 }
 
-/* Keeps the k best candidates by logit (ties to the lower id) at the front,
- * unsorted: a partial quickselect, so top_k does not sort the vocabulary. */
-static void select_top(struct exl_cand *c, int n, int k)
-{
-	int lo = 0, hi = n - 1;
-
-	while (lo < hi) {
-		struct exl_cand pivot = c[lo + (hi - lo) / 2];
-		int i = lo, j = hi;
-
-		while (i <= j) {
-			while (cand_cmp(&c[i], &pivot) < 0)
-				i++;
-			while (cand_cmp(&c[j], &pivot) > 0)
-				j--;
-			if (i <= j) {
-				struct exl_cand t = c[i];
-
-				c[i] = c[j];
-				c[j] = t;
-				i++;
-				j--;
-			}
-		}
-		if (k - 1 <= j)
-			hi = j;
-		else if (k - 1 >= i)
-			lo = i;
-		else
-			break;
-	}
-}
-
 int32_t exl_sampler_sample(struct exl_sampler *s, float *logits, const int32_t *hist,
 			   int n_hist, struct exl_rng *rng)
 {
 	const struct exl_sampler_params *p = &s->p;
-	struct exl_cands cs = { s->cand, s->cand_tmp, 0 };
+	struct exl_cands cs = { s->cand, s->cand_tmp, 0, 0, s->keys };
 
 	exl_sample_bias(logits, s->n_vocab, p->bias, p->n_bias);
 	exl_sample_no_repeat_ngram(logits, s->n_vocab, hist, n_hist, p->no_repeat_ngram);
@@ -558,13 +266,11 @@ int32_t exl_sampler_sample(struct exl_sampler *s, float *logits, const int32_t *
 	exl_cands_from_logits(&cs, logits, s->n_vocab);
 	if (cs.n == 0)
 		return -1;
-	if (p->mirostat != 2 && p->top_k > 0 && p->top_k < cs.n) {
-		/* top_k first: the k best logits are the same set at any
-		 * temperature, and the later steps renormalise over them. */
-		select_top(cs.c, cs.n, p->top_k);
-		cs.n = p->top_k;
-	}
-	exl_cands_softmax(&cs);
+	/* top_k first: the k best logits are the same set at any temperature,
+	 * and the later steps renormalise over them. */
+	if (p->mirostat != 2)
+		exl_cands_keep_best(&cs, p->top_k);
+	exl_cands_probs(&cs);
 	if (!p->temperature_last)
 		exl_cands_temperature(&cs, p->temperature);
 	if (p->mirostat == 2) {

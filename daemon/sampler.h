@@ -95,13 +95,17 @@ struct exl_cand {
 	float p;
 };
 
-/* Candidates: c[0..n) live, sorted by p descending (ties: lower id first)
- * after exl_cands_softmax.  tmp: scratch with room for as many candidates
- * (typical sampling ranks in it). */
+/* Candidates c[0..n).  They are sorted lazily: c[0..n_sorted) are the best
+ * n_sorted by logit (ties: lower id first), in order, and rank above all
+ * the others; each step sorts only as far as it needs.  tmp: scratch with
+ * room for n_vocab candidates.  keys (may be NULL): scratch of 2 * n_vocab,
+ * for sorting large lists in linear time. */
 struct exl_cands {
 	struct exl_cand *c;
 	struct exl_cand *tmp;
 	int n;
+	int n_sorted;
+	uint64_t *keys;
 };
 
 /* ---- the steps, exposed for tests and for other samplers ---- */
@@ -125,12 +129,16 @@ void exl_sample_dry(float *logits, int n_vocab, const int32_t *hist, int n_hist,
 
 /* Fills cs from logits, skipping -inf entries; cs->c has room for n_vocab. */
 void exl_cands_from_logits(struct exl_cands *cs, const float *logits, int n_vocab);
-/* Sorts by logit and sets p = softmax(logit). */
+/* Sets p = softmax(logit) without sorting. */
+void exl_cands_probs(struct exl_cands *cs);
+/* Sorts every candidate and sets p = softmax(logit). */
 void exl_cands_softmax(struct exl_cands *cs);
+/* Keeps the k best by logit (k <= 0: all), without sorting the rest. */
+void exl_cands_keep_best(struct exl_cands *cs, int k);
 /* Divides logits by t (> 0) and renormalises. */
 void exl_cands_temperature(struct exl_cands *cs, float t);
-/* The truncation steps need softmax'ed candidates and keep them sorted and
- * normalised; each keeps at least one candidate. */
+/* The truncation steps need candidates with p set (exl_cands_probs) and
+ * keep them normalised; each keeps at least one candidate. */
 void exl_cands_top_k(struct exl_cands *cs, int k);
 void exl_cands_top_p(struct exl_cands *cs, float p);
 void exl_cands_min_p(struct exl_cands *cs, float p);
@@ -138,9 +146,10 @@ void exl_cands_typical(struct exl_cands *cs, float p);
 void exl_cands_tfs(struct exl_cands *cs, float z);
 void exl_cands_top_a(struct exl_cands *cs, float a);
 void exl_cands_xtc(struct exl_cands *cs, float prob, float thresh, struct exl_rng *rng);
-/* Draws one candidate by p; returns its index in cs. */
-int exl_cands_draw(const struct exl_cands *cs, struct exl_rng *rng);
-/* Mirostat v2 on softmax'ed candidates: truncates, draws, and updates *mu.
+/* Draws one candidate by p, walking them in order; returns its index in
+ * cs (sorting cs as far as the draw reaches). */
+int exl_cands_draw(struct exl_cands *cs, struct exl_rng *rng);
+/* Mirostat v2 on candidates with p: truncates, draws, and updates *mu.
  * Returns the token id. */
 int32_t exl_cands_mirostat_v2(struct exl_cands *cs, float tau, float eta, float *mu,
 			      struct exl_rng *rng);

@@ -167,7 +167,7 @@ static struct exl_cand cbuf[16], ctmp[16];
 static struct exl_cands four(void)
 {
 	static const float p[4] = { 0.5f, 0.3f, 0.15f, 0.05f };
-	struct exl_cands cs = { cbuf, ctmp, 4 };
+	struct exl_cands cs = { cbuf, ctmp, 4, 0, NULL };
 
 	for (int i = 0; i < 4; i++) {
 		cbuf[i].id = i;
@@ -183,7 +183,7 @@ static void test_cands(void)
 
 	float l[5] = { 0.0f, 2.0f, -INFINITY, 1.0f, 2.0f };
 
-	cs = (struct exl_cands){ cbuf, ctmp, 0 };
+	cs = (struct exl_cands){ cbuf, ctmp, 0, 0, NULL };
 	exl_cands_from_logits(&cs, l, 5);
 	CHECK(cs.n == 4, "from_logits kept %d", cs.n);
 	exl_cands_softmax(&cs);
@@ -281,6 +281,68 @@ static void test_cands(void)
 	cs = four();
 	exl_cands_mirostat_v2(&cs, 0.5f, 0.2f, &mu, &rng);
 	CHECK(cs.n == 4 && mu < 10.0f, "mirostat wide: n %d mu %g", cs.n, mu);
+}
+
+/* The linear-time sort of large lists orders exactly like the comparison
+ * sort, ties included, and the lazy partial sorts give the same draws. */
+static void test_big_sort(void)
+{
+	enum { N = 20000 };
+	struct exl_cand *c1 = malloc(N * sizeof(*c1)), *c2 = malloc(N * sizeof(*c2));
+	struct exl_cand *t1 = malloc(N * sizeof(*t1)), *t2 = malloc(N * sizeof(*t2));
+	uint64_t *keys = malloc(2 * N * sizeof(*keys));
+	float *l = malloc(N * sizeof(*l));
+	struct exl_rng rng, r1, r2;
+
+	if (!c1 || !c2 || !t1 || !t2 || !keys || !l) {
+		CHECK(0, "oom");
+		return;
+	}
+	exl_rng_seed(&rng, 99);
+	for (int i = 0; i < N; i++) {
+		/* coarse values (many ties), some negative, a few masked */
+		l[i] = (float)((int)(exl_rng_uniform(&rng) * 200) - 100) / 8.0f;
+		if (i % 997 == 0)
+			l[i] = -INFINITY;
+	}
+	struct exl_cands a = { c1, t1, 0, 0, NULL }, b = { c2, t2, 0, 0, keys };
+
+	exl_cands_from_logits(&a, l, N);
+	exl_cands_from_logits(&b, l, N);
+	exl_cands_softmax(&a);
+	exl_cands_softmax(&b);
+	CHECK(a.n == b.n && a.n_sorted == a.n && b.n_sorted == b.n, "n %d %d", a.n, b.n);
+	int diff = 0;
+
+	for (int i = 0; i < a.n; i++)
+		diff += a.c[i].id != b.c[i].id || a.c[i].p != b.c[i].p;
+	CHECK(diff == 0, "radix and comparison sorts differ at %d places", diff);
+	for (int i = 1; i < b.n; i++)
+		CHECK(b.c[i - 1].logit > b.c[i].logit ||
+		      (b.c[i - 1].logit == b.c[i].logit && b.c[i - 1].id < b.c[i].id),
+		      "order broken at %d", i);
+
+	/* Unsorted start: draws and top_p agree with the fully sorted list. */
+	for (int t = 0; t < 50; t++) {
+		exl_cands_from_logits(&b, l, N);
+		exl_cands_probs(&b);
+		exl_cands_top_p(&b, 0.5f + 0.01f * (float)t);
+		exl_cands_from_logits(&a, l, N);
+		exl_cands_softmax(&a);
+		exl_cands_top_p(&a, 0.5f + 0.01f * (float)t);
+		CHECK(a.n == b.n, "top_p %d: %d vs %d", t, a.n, b.n);
+		exl_rng_seed(&r1, (uint64_t)t);
+		exl_rng_seed(&r2, (uint64_t)t);
+		int i1 = exl_cands_draw(&a, &r1), i2 = exl_cands_draw(&b, &r2);
+
+		CHECK(a.c[i1].id == b.c[i2].id, "draw %d: %d vs %d", t, a.c[i1].id, b.c[i2].id);
+	}
+	free(c1);
+	free(c2);
+	free(t1);
+	free(t2);
+	free(keys);
+	free(l);
 }
 
 /* ---- the pipeline, setting by setting ---- */
@@ -567,6 +629,7 @@ int main(void)
 	test_penalties();
 	test_dry();
 	test_cands();
+	test_big_sort();
 	test_pipeline();
 	test_check();
 	if (failures) {
