@@ -11,7 +11,7 @@ struct subcommand {
 };
 
 static const struct subcommand subcommands[] = {
-	{ "run", cmd_run, "run --model FILE --prompt TEXT [-n N] [--temperature T] [--seed S] [--threads N]  complete a prompt" },
+	{ "run", cmd_run, "run --model FILE --prompt TEXT [options]  complete a prompt (options: exld run --help)" },
 	{ "inspect", cmd_inspect, "inspect FILE              print a GGUF model's metadata and tensors" },
 	{ "tokenize", cmd_tokenize, "tokenize --model FILE [--no-bos] [--special]  text on stdin -> token ids" },
 	{ "detokenize", cmd_detokenize, "detokenize --model FILE [--special]  token ids on stdin -> text" },
