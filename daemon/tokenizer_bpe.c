@@ -16,8 +16,8 @@
 #include "daemon/gguf.h"
 #include "daemon/tokenizer_internal.h"
 
-/* Bytes that stand for themselves; the rest map to U+0100 upwards in byte
- * order. */
+/* Bytes that stand for themselves; the other 68 (0x00-0x20, 0x7f-0xa0 and
+ * 0xad) map to U+0100 upwards in byte order. */
 static bool byte_is_printable(unsigned b)
 {
 	return (b >= 0x21 && b <= 0x7e) || (b >= 0xa1 && b <= 0xac) || (b >= 0xae && b <= 0xff);
@@ -25,13 +25,13 @@ static bool byte_is_printable(unsigned b)
 
 static uint32_t byte_codepoint(uint8_t b)
 {
-	unsigned n = 0;
-
 	if (byte_is_printable(b))
 		return b;
-	for (unsigned c = 0; c < b; c++)
-		n += !byte_is_printable(c);
-	return 256 + n;
+	if (b <= 0x20)
+		return 256 + b;
+	if (b <= 0xa0)
+		return 256 + 33 + (b - 0x7f);
+	return 256 + 67; /* 0xad */
 }
 
 int tok_bpe_byte_char(uint8_t b, char out[2])
@@ -41,14 +41,13 @@ int tok_bpe_byte_char(uint8_t b, char out[2])
 
 int tok_bpe_char_byte(uint32_t cp)
 {
-	unsigned n = 0;
-
 	if (cp < 256)
 		return byte_is_printable(cp) ? (int)cp : -1;
-	for (unsigned c = 0; c < 256; c++)
-		if (!byte_is_printable(c) && 256 + n++ == cp)
-			return (int)c;
-	return -1;
+	if (cp < 256 + 33)
+		return (int)(cp - 256);
+	if (cp < 256 + 67)
+		return (int)(cp - 256 - 33 + 0x7f);
+	return cp == 256 + 67 ? 0xad : -1;
 }
 
 /* The id of s among tokens and merge symbols, adding it as a symbol when
