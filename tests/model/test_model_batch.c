@@ -2,7 +2,8 @@
  * one forward pass per step carrying every sequence that has work (prefill
  * chunks of the late starters mixed with the early ones' decode tokens, and
  * one sequence reusing another's cached prefix pages), give each the greedy
- * tokens it gives when run alone. */
+ * tokens it gives when run alone; so does a sequence that rewinds into a
+ * page it shares. */
 #include "daemon/tokenizer.h"
 #include "model_test_util.h"
 
@@ -157,6 +158,99 @@ static void test_batch_matches_alone(void **state)
 	free(ref_first);
 }
 
+/* A sequence that maps another's cached pages and rewinds into one of them
+ * (as banned strings and token healing do) writes a different continuation
+ * into its own copy: it continues as it would alone, and so does the
+ * sequence it shared with. */
+static void test_rewind_into_shared_page(void **state)
+{
+	(void)state;
+	const struct exl_hparams *hp = exl_model_hparams(model);
+	const struct exl_tokenizer *tok = exl_model_tokenizer(model);
+	int nv = hp->n_vocab;
+	const char *text = "Once upon a time, there was a little girl named Lily. She loved to play";
+	const char *other = " big red dog";
+	int32_t *p, *q, alone_a[8], alone_b[8], gen_b[8], mixed[64];
+	char err[512];
+	int n = exl_tokenize(tok, text, strlen(text), true, false, &p, err, sizeof(err));
+	int nq = exl_tokenize(tok, other, strlen(other), false, false, &q, err, sizeof(err));
+
+	assert_true(n > 17 && n < 48);
+	assert_true(nq > 0 && nq < 8);
+	struct exl_kvcache *kv = exl_model_kvcache_create(model, 4 * (n + 16), PAGE, err,
+							  sizeof(err));
+	struct exl_kv_seq a, b, *sa[1] = { &a }, *sb[1] = { &b };
+	float *logits = malloc((size_t)nv * sizeof(float));
+	int32_t *zero = calloc((size_t)n, sizeof(int32_t));
+	bool *want = calloc((size_t)n, sizeof(bool));
+	assert_non_null(kv);
+	assert_non_null(logits);
+	assert_non_null(zero);
+	assert_non_null(want);
+	exl_kv_seq_init(&a);
+	exl_kv_seq_init(&b);
+
+	/* a: the whole prompt. */
+	test_greedy(model, PAGE, p, n, n, 8, alone_a, NULL);
+	want[n - 1] = true;
+	struct exl_batch ba = { n, p, zero, want, 1, sa };
+	assert_int_equal(exl_kv_seq_reserve(kv, &a, n), 0);
+	if (exl_model_forward(model, kv, &ba, logits, err, sizeof(err)))
+		fail_msg("forward: %s", err);
+	assert_int_equal(test_argmax(logits, nv), alone_a[0]);
+
+	/* b: a's full pages, back into the middle of the last one, then other
+	 * tokens from there. */
+	int shared = exl_kv_seq_share_prefix(kv, &b, p, n);
+	assert_true(shared >= 2 * PAGE);
+	int rewind = shared - PAGE / 2;
+	memcpy(mixed, p, (size_t)rewind * sizeof(int32_t));
+	memcpy(mixed + rewind, q, (size_t)nq * sizeof(int32_t));
+	test_greedy(model, PAGE, mixed, rewind + nq, rewind + nq, 8, alone_b, NULL);
+
+	int32_t page = b.pages[rewind / PAGE];
+	assert_int_equal(exl_kvcache_page_refcount(kv, page), 2);
+	exl_kv_seq_truncate(kv, &b, rewind);
+	memset(want, 0, (size_t)n * sizeof(bool));
+	want[nq - 1] = true;
+	struct exl_batch bb = { nq, q, zero, want, 1, sb };
+	assert_int_equal(exl_kv_seq_reserve(kv, &b, nq), 0);
+	assert_int_not_equal(b.pages[rewind / PAGE], page);
+	assert_int_equal(exl_kvcache_page_refcount(kv, page), 1);
+	if (exl_model_forward(model, kv, &bb, logits, err, sizeof(err)))
+		fail_msg("forward: %s", err);
+	gen_b[0] = test_argmax(logits, nv);
+	for (int i = 1; i < 8; i++) {
+		bool w = true;
+		struct exl_batch b1 = { 1, &gen_b[i - 1], zero, &w, 1, sb };
+		assert_int_equal(exl_kv_seq_reserve(kv, &b, 1), 0);
+		if (exl_model_forward(model, kv, &b1, logits, err, sizeof(err)))
+			fail_msg("forward: %s", err);
+		gen_b[i] = test_argmax(logits, nv);
+	}
+	assert_memory_equal(gen_b, alone_b, sizeof(alone_b));
+
+	/* a was not disturbed: its continuation is still the one alone. */
+	for (int i = 1; i < 8; i++) {
+		bool w = true;
+		struct exl_batch a1 = { 1, &alone_a[i - 1], zero, &w, 1, sa };
+		assert_int_equal(exl_kv_seq_reserve(kv, &a, 1), 0);
+		if (exl_model_forward(model, kv, &a1, logits, err, sizeof(err)))
+			fail_msg("forward: %s", err);
+		assert_int_equal(test_argmax(logits, nv), alone_a[i]);
+	}
+
+	exl_kv_seq_release(kv, &a);
+	exl_kv_seq_release(kv, &b);
+	assert_int_equal(exl_kvcache_free_pages(kv), exl_kvcache_n_pages(kv));
+	exl_kvcache_free(kv);
+	free(p);
+	free(q);
+	free(logits);
+	free(zero);
+	free(want);
+}
+
 /* A batch the forward pass must refuse, with the cache left as it was. */
 static void test_bad_batches(void **state)
 {
@@ -244,6 +338,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_batch_matches_alone),
+		cmocka_unit_test(test_rewind_into_shared_page),
 		cmocka_unit_test(test_bad_batches),
 	};
 
