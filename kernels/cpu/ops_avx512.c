@@ -15,11 +15,6 @@ INLINE __mmask16 tail_mask(size_t left)
 	return left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1u);
 }
 
-INLINE __m512 load_f16(const uint16_t *p)
-{
-	return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)p));
-}
-
 INLINE __m512 load_f16_mask(const uint16_t *p, __mmask16 m)
 {
 	return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, p));

@@ -8,8 +8,13 @@
  *    several passes, a final batch mixing prefill chunks and decode tokens
  *    whose positions cross page boundaries (first and last slot of a page),
  *    a sequence sharing two full pages of another, page_size 16 and 256, GQA
- *    ratios 1, 2 and 4, head_dim 64, 128 and 20 (SIMD tails), in every
- *    kernel variant this CPU runs, on one thread and on a pool of 3;
+ *    ratios 1, 2, 4, 3 and 12 (the kernels take heads in groups of 8, 4, 2,
+ *    1), head_dim 64, 128 and 20 (SIMD tails), in every
+ *    kernel variant this CPU runs, on one thread and on a pool of 3, and
+ *    each variant against the scalar one (|difference| <= 1e-5);
+ *  - decode steps (one token at the end of a window of 700..5000 positions)
+ *    with few KV heads, so a pool splits the window into partitions and
+ *    merges their softmax states, against the same naive attention;
  *  - the op table (exl_backend_cpu_create): memory ops, set_batch/kv_store/
  *    attention/rope through it (bit-identical to the drivers), embed of
  *    F32/F16/BF16/Q8_0/Q4_0 tables (bit-identical to exl_dequantize_row),
@@ -423,6 +428,16 @@ static void run_drivers(const struct exl_cpu_ops *k, struct exl_pool *pool, int 
 	CHECK(count_bad(out, ref, out_n, 2e-5) == 0,
 	      "%s/%s: attention ps %d heads %d/%d head_dim %d (%d tokens)", k->name, pn, ps,
 	      n_heads, n_kv_heads, head_dim, fin.n);
+	/* against the scalar variant on one thread: within 1e-5 */
+	float *outs = xcalloc(out_n, sizeof(float));
+	CHECK(exl_cpu_attention(NULL, &exl_cpu_ops_scalar, &scratch, &cb, &s.kv, fin.q, outs,
+				n_heads, scale, err, sizeof(err)) == 0, "attention: %s", err);
+	for (size_t i = 0; i < out_n; i++)
+		ref[i] = outs[i];
+	CHECK(count_bad(out, ref, out_n, 1e-5) == 0,
+	      "%s/%s: attention ps %d heads %d/%d head_dim %d vs scalar", k->name, pn, ps,
+	      n_heads, n_kv_heads, head_dim);
+	free(outs);
 	free(out);
 	free(ref);
 	exl_attn_scratch_free(&scratch);
