@@ -11,6 +11,7 @@
 #include "daemon/kvcache.h"
 #include "daemon/model_internal.h"
 #include "kernels/backend_select.h"
+#include "kernels/cpu/backend_cpu.h"
 
 static void dev_free(struct exl_backend *be, float **p)
 {
@@ -225,6 +226,16 @@ static int plan_batch(struct exl_model *m, struct exl_kvcache *kv, const struct 
 	return n_out;
 }
 
+/* What the backend said about its last failure, or a plain fallback. */
+static const char *backend_msg(const struct exl_backend *be, const char *fallback)
+{
+	const char *msg = exl_backend_error(be);
+
+	if (!msg)
+		msg = exl_backend_cpu_error(be);
+	return msg && *msg ? msg : fallback;
+}
+
 int exl_model_forward(struct exl_model *m, struct exl_kvcache *kv, const struct exl_batch *b,
 		      float *logits, char *err, size_t errlen)
 {
@@ -268,7 +279,8 @@ int exl_model_forward(struct exl_model *m, struct exl_kvcache *kv, const struct 
 	if (scratch_reserve_logits(m, n_out, err, errlen))
 		return -1;
 	if (ops->set_batch(be, &desc)) {
-		snprintf(err, errlen, "backend %s refused the batch layout", ops->name);
+		snprintf(err, errlen, "backend %s: %s", ops->name,
+			 backend_msg(be, "refused the batch layout"));
 		return -1;
 	}
 
@@ -321,11 +333,13 @@ int exl_model_forward(struct exl_model *m, struct exl_kvcache *kv, const struct 
 		ops->matmul(be, &m->output, s->xn, s->logits, n_out);
 		if (ops->download(be, logits, s->logits,
 				  (size_t)n_out * (size_t)hp->n_vocab * sizeof(float))) {
-			snprintf(err, errlen, "backend %s: cannot read back the logits", ops->name);
+			snprintf(err, errlen, "backend %s: %s", ops->name,
+				 backend_msg(be, "cannot read back the logits"));
 			return -1;
 		}
 	} else if (ops->sync(be)) {
-		snprintf(err, errlen, "backend %s failed running the batch", ops->name);
+		snprintf(err, errlen, "backend %s: %s", ops->name,
+			 backend_msg(be, "failed running the batch"));
 		return -1;
 	}
 	/* A queueing backend reports a failed op only now. */
