@@ -147,8 +147,8 @@ EXL_INLINE float one_bf16(const void *w, int64_t k)
 		const float *x[4];                                                    \
 		__m256 acc[4][4];                                                     \
 		int64_t k = 0, n8 = m->cols & ~(int64_t)7;                            \
-		/* decode-shaped calls stream the rows: fetch the next R ahead */     \
-		const size_t pf = m->n <= 4 ? (size_t)R * m->row_bytes : 0;           \
+		/* decode-shaped calls stream the rows: fetch ahead */                \
+		const size_t pf = exl_prefetch_distance(m->n, m->row_bytes, R);      \
                                                                                       \
 		for (int i = 0; i < R; i++)                                           \
 			w[i] = exl_row(m, r + i);                                     \
@@ -200,7 +200,7 @@ EXL_INLINE void tile_q8_0(const struct exl_mm_ctx *m, int64_t r, int c, const in
 	const float *xd[4];
 	__m256 acc[4][4];
 	int64_t nb = m->cols / 32;
-	const size_t pf = m->n <= 4 ? (size_t)R * m->row_bytes : 0;
+	const size_t pf = exl_prefetch_distance(m->n, m->row_bytes, R);
 
 	for (int i = 0; i < R; i++)
 		w[i] = (const block_q8_0 *)(const void *)exl_row(m, r + i);
@@ -222,7 +222,7 @@ EXL_INLINE void tile_q8_0(const struct exl_mm_ctx *m, int64_t r, int c, const in
 			dx[j] = _mm256_set1_ps(xd[j][b]);
 		}
 		for (int i = 0; i < R; i++) {
-			if (pf) /* decode-shaped: fetch the next R rows ahead */
+			if (pf) /* decode-shaped: fetch later rows ahead */
 				_mm_prefetch((const char *)(w[i] + b) + pf, _MM_HINT_T0);
 			__m256i wv = _mm256_loadu_si256((const __m256i *)(const void *)w[i][b].qs);
 			__m256 dw = _mm256_set1_ps(exl_f16(w[i][b].d));
@@ -252,7 +252,7 @@ EXL_INLINE void tile_q4_0(const struct exl_mm_ctx *m, int64_t r, int c, const in
 	const float *xd[4];
 	__m256 acc[4][4];
 	int64_t nb = m->cols / 32;
-	const size_t pf = m->n <= 4 ? (size_t)R * m->row_bytes : 0;
+	const size_t pf = exl_prefetch_distance(m->n, m->row_bytes, R);
 	const __m256i lo4 = _mm256_set1_epi8(0x0f);
 
 	for (int i = 0; i < R; i++)
@@ -277,7 +277,7 @@ EXL_INLINE void tile_q4_0(const struct exl_mm_ctx *m, int64_t r, int c, const in
 			x8[j] = _mm256_maddubs_epi16(_mm256_set1_epi8(8), xv[j]);
 		}
 		for (int i = 0; i < R; i++) {
-			if (pf && !(b & 1)) /* decode-shaped: fetch the next R rows ahead */
+			if (pf && !(b & 1)) /* decode-shaped: fetch later rows ahead */
 				_mm_prefetch((const char *)(w[i] + b) + pf, _MM_HINT_T0);
 			__m128i q = _mm_loadu_si128((const __m128i *)(const void *)w[i][b].qs);
 			__m256i wv = _mm256_and_si256(
@@ -311,7 +311,7 @@ EXL_INLINE void tile_q4_K(const struct exl_mm_ctx *m, int64_t r, int c, const in
 	const int16_t *xs[4];
 	__m256 acc[2][4];
 	int64_t nb = m->cols / 256;
-	const size_t pf = m->n <= 4 ? (size_t)R * m->row_bytes : 0;
+	const size_t pf = exl_prefetch_distance(m->n, m->row_bytes, R);
 	const __m256i lo4 = _mm256_set1_epi8(0x0f);
 
 	for (int i = 0; i < R; i++)
@@ -333,7 +333,7 @@ EXL_INLINE void tile_q4_K(const struct exl_mm_ctx *m, int64_t r, int c, const in
 		for (int i = 0; i < R; i++) {
 			uint32_t s[2], n[2];
 
-			if (pf) { /* decode-shaped: fetch the next R rows ahead */
+			if (pf) { /* decode-shaped: fetch later rows ahead */
 				const char *p = (const char *)(w[i] + b) + pf;
 				_mm_prefetch(p, _MM_HINT_T0);
 				_mm_prefetch(p + 64, _MM_HINT_T0);
@@ -407,7 +407,7 @@ EXL_INLINE void tile_q6_K(const struct exl_mm_ctx *m, int64_t r, int c, const in
 	const int16_t *xs[4];
 	__m256 acc[2][4];
 	int64_t nb = m->cols / 256;
-	const size_t pf = m->n <= 4 ? (size_t)R * m->row_bytes : 0;
+	const size_t pf = exl_prefetch_distance(m->n, m->row_bytes, R);
 	const __m256i lo4 = _mm256_set1_epi8(0x0f);
 	const __m256i m3 = _mm256_set1_epi8(3);
 
@@ -427,7 +427,7 @@ EXL_INLINE void tile_q6_K(const struct exl_mm_ctx *m, int64_t r, int c, const in
 		__m256i isum[2][4];
 
 		for (int i = 0; i < R; i++) {
-			if (pf) { /* decode-shaped: fetch the next R rows ahead */
+			if (pf) { /* decode-shaped: fetch later rows ahead */
 				const char *p = (const char *)(w[i] + b) + pf;
 				_mm_prefetch(p, _MM_HINT_T0);
 				_mm_prefetch(p + 64, _MM_HINT_T0);

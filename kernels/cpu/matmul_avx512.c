@@ -97,8 +97,8 @@ EXL_INLINE __m512 load_bf16(const void *w, int64_t k, __mmask16 mk)
 		const float *x[4];                                                    \
 		__m512 acc[4][4];                                                     \
 		int64_t k = 0, n16 = m->cols & ~(int64_t)15;                          \
-		/* decode-shaped calls stream the rows: fetch the next R ahead */     \
-		const size_t pf = m->n <= 4 ? (size_t)R * m->row_bytes : 0;           \
+		/* decode-shaped calls stream the rows: fetch ahead */                \
+		const size_t pf = exl_prefetch_distance(m->n, m->row_bytes, R);      \
                                                                                       \
 		for (int i = 0; i < R; i++)                                           \
 			w[i] = exl_row(m, r + i);                                     \
@@ -212,7 +212,7 @@ EXL_INLINE void q0_step(const void *const *w, const int8_t *const *xq, const flo
 		__m512i wv;
 		__m512 dw;
 
-		if (pf) /* decode-shaped: fetch the next R rows ahead */
+		if (pf) /* decode-shaped: fetch later rows ahead */
 			_mm_prefetch((const char *)w[i] + pf + (q4 ? 18 : 34) * b, _MM_HINT_T0);
 		if (q4) {
 			const block_q4_0 *wb = w[i];
@@ -330,8 +330,11 @@ EXL_INLINE void q0_step8(const void *const *w, const int8_t *const *xq, const fl
 			__m512 dw = spread_pair(dw8[i], p);
 			__m512i wv;
 
-			if (pf && !(p & 1)) /* decode-shaped: fetch the next R rows ahead */
-				_mm_prefetch((const char *)w[i] + pf + (q4 ? 18 : 34) * bp, _MM_HINT_T0);
+			if (pf) { /* decode-shaped: fetch later rows ahead (68 bytes) */
+				const char *a = (const char *)w[i] + pf + (q4 ? 18 : 34) * bp;
+				_mm_prefetch(a, _MM_HINT_T0);
+				_mm_prefetch(a + 64, _MM_HINT_T0);
+			}
 			if (q4)
 				wv = q4_0_pair(w[i], bp, 1);
 			else
@@ -375,7 +378,7 @@ EXL_INLINE void tile_q0(const struct exl_mm_ctx *m, int64_t r, int c, const int 
 	const float *xd[4];
 	__m512 acc[4][4];
 	int64_t nb = m->cols / 32, b = 0;
-	const size_t pf = m->n <= 4 ? (size_t)R * m->row_bytes : 0;
+	const size_t pf = exl_prefetch_distance(m->n, m->row_bytes, R);
 
 	for (int i = 0; i < R; i++)
 		w[i] = exl_row(m, r + i);
@@ -468,8 +471,10 @@ EXL_INLINE void q4_0_quad_step(const block_q4_0 *const *w, const int8_t *const *
 		__m512i lo, hi;
 		__m512 dw = spread_quad(dws[i], g);
 
-		if (pf) /* decode-shaped: fetch the next R rows ahead */
+		if (pf) { /* decode-shaped: fetch later rows ahead (72 bytes) */
 			_mm_prefetch((const char *)(w[i] + b) + pf, _MM_HINT_T0);
+			_mm_prefetch((const char *)(w[i] + b) + pf + 64, _MM_HINT_T0);
+		}
 		q4_0_quad(w[i], b, &lo, &hi);
 		for (int j = 0; j < C; j++) {
 			__m512i d = dot_u8s8(dot_u8s8(xo[j], lo, xl[j]), hi, xh[j]);
@@ -485,7 +490,7 @@ EXL_INLINE void tile_q4_0(const struct exl_mm_ctx *m, int64_t r, int c, const in
 	const float *xd[4];
 	__m512 acc[4][4];
 	int64_t nb = m->cols / 32, b = 0;
-	const size_t pf = m->n <= 4 ? (size_t)R * m->row_bytes : 0;
+	const size_t pf = exl_prefetch_distance(m->n, m->row_bytes, R);
 
 	for (int i = 0; i < R; i++)
 		w[i] = (const block_q4_0 *)(const void *)exl_row(m, r + i);
@@ -573,7 +578,7 @@ EXL_INLINE void tile_q4_K(const struct exl_mm_ctx *m, int64_t r, int c, const in
 	const int16_t *xs[4];
 	__m512 acc[4][4];
 	int64_t nb = m->cols / 256;
-	const size_t pf = m->n <= 4 ? (size_t)R * m->row_bytes : 0;
+	const size_t pf = exl_prefetch_distance(m->n, m->row_bytes, R);
 	const __m512i lo4 = _mm512_set1_epi8(0x0f);
 
 	for (int i = 0; i < R; i++)
@@ -596,7 +601,7 @@ EXL_INLINE void tile_q4_K(const struct exl_mm_ctx *m, int64_t r, int c, const in
 		for (int i = 0; i < R; i++) {
 			uint32_t s[2], n[2];
 
-			if (pf) { /* decode-shaped: fetch the next R rows ahead */
+			if (pf) { /* decode-shaped: fetch later rows ahead */
 				const char *p = (const char *)(w[i] + b) + pf;
 				_mm_prefetch(p, _MM_HINT_T0);
 				_mm_prefetch(p + 64, _MM_HINT_T0);
@@ -669,7 +674,7 @@ EXL_INLINE void tile_q6_K(const struct exl_mm_ctx *m, int64_t r, int c, const in
 	const int16_t *xs[4];
 	__m512 acc[4][4];
 	int64_t nb = m->cols / 256;
-	const size_t pf = m->n <= 4 ? (size_t)R * m->row_bytes : 0;
+	const size_t pf = exl_prefetch_distance(m->n, m->row_bytes, R);
 	const __m512i lo4 = _mm512_set1_epi8(0x0f);
 	const __m512i m3 = _mm512_set1_epi8(3);
 	const __m512i sh02 = _mm512_inserti64x4(_mm512_set1_epi16(0), _mm256_set1_epi16(2), 1);
@@ -692,7 +697,7 @@ EXL_INLINE void tile_q6_K(const struct exl_mm_ctx *m, int64_t r, int c, const in
 		__m512i sc16[4];
 
 		for (int i = 0; i < R; i++) {
-			if (pf) { /* decode-shaped: fetch the next R rows ahead */
+			if (pf) { /* decode-shaped: fetch later rows ahead */
 				const char *p = (const char *)(w[i] + b) + pf;
 				_mm_prefetch(p, _MM_HINT_T0);
 				_mm_prefetch(p + 64, _MM_HINT_T0);

@@ -63,6 +63,21 @@ EXL_INLINE float exl_f16(uint16_t h)
 	return _cvtsh_ss(h);
 }
 
+/* How far ahead decode-shaped calls (n <= 4, memory bound) prefetch: the
+ * same offset in a later tile of R rows, at least EXL_PF_BYTES on; 0 (no
+ * prefetch) for compute-bound calls, whose weights stay in cache. */
+#ifndef EXL_PF_BYTES
+#define EXL_PF_BYTES 8192
+#endif
+static inline size_t exl_prefetch_distance(int n, size_t row_bytes, int R)
+{
+	size_t tile = (size_t)R * row_bytes;
+
+	if (n > 4)
+		return 0;
+	return tile * ((EXL_PF_BYTES + tile - 1) / tile);
+}
+
 static inline const uint8_t *exl_row(const struct exl_mm_ctx *m, int64_t r)
 {
 	return m->w + (size_t)r * m->row_bytes;
