@@ -245,13 +245,89 @@ static void mm_q8_0(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, 
 	EXL_TILE_LOOP(tile_q8_0, m, r0, r1, c0, c1, 2, 4);
 }
 
+/* Q4_0.  Byte j of a block holds weight j (low nibble) and j + 16 (high):
+ * two blocks' qs side by side split into the low halves of both and the
+ * high halves of both with one mask and one shift, so this set's act_q4_0
+ * stores each pair of blocks of x as [x0..15 of both | x16..31 of both].
+ * A trailing odd block stays in element order. */
+static void act_q4_0(const float *x, uint8_t *act, int64_t cols)
+{
+	int8_t tmp[64];
+
+	exl_act_q8_0_avx2(x, act, cols);
+	for (int64_t b = 0; b + 2 <= cols / 32; b += 2) {
+		int8_t *q = (int8_t *)act + 32 * b;
+
+		memcpy(tmp, q, 64);
+		memcpy(q + 16, tmp + 32, 16);
+		memcpy(q + 32, tmp + 16, 16);
+	}
+}
+
+/* [v[2p] x4, v[2p + 1] x4] */
+EXL_INLINE __m256 spread_pair(__m256 v, int p)
+{
+	return _mm256_permutevar8x32_ps(v, _mm256_setr_epi32(2 * p, 2 * p, 2 * p, 2 * p,
+							     2 * p + 1, 2 * p + 1, 2 * p + 1, 2 * p + 1));
+}
+
+/* The fp16 scales of blocks b .. b + 7 as 8 floats. */
+EXL_INLINE __m256 q4_0_scales8(const block_q4_0 *w, int64_t b)
+{
+	__m128i h = _mm_cvtsi32_si128(w[b].d);
+
+	h = _mm_insert_epi16(h, w[b + 1].d, 1);
+	h = _mm_insert_epi16(h, w[b + 2].d, 2);
+	h = _mm_insert_epi16(h, w[b + 3].d, 3);
+	h = _mm_insert_epi16(h, w[b + 4].d, 4);
+	h = _mm_insert_epi16(h, w[b + 5].d, 5);
+	h = _mm_insert_epi16(h, w[b + 6].d, 6);
+	h = _mm_insert_epi16(h, w[b + 7].d, 7);
+	return _mm256_cvtph_ps(h);
+}
+
+/* Blocks b, b + 1; their scales are pair p of dws / dxs. */
+EXL_INLINE void q4_0_pair_step(const block_q4_0 *const *w, const int8_t *const *xq, int64_t b,
+			       const __m256 *dws, const __m256 *dxs, int p, const int R,
+			       const int C, size_t pf, __m256 acc[4][4])
+{
+	const __m256i lo4 = _mm256_set1_epi8(0x0f);
+	__m256i xl[4], xh[4], x8[4];
+	__m256 dx[4];
+
+	for (int j = 0; j < C; j++) {
+		xl[j] = _mm256_loadu_si256((const __m256i *)(const void *)(xq[j] + 32 * b));
+		xh[j] = _mm256_loadu_si256((const __m256i *)(const void *)(xq[j] + 32 * b + 32));
+		/* 8 * x as int16 pair sums, to take the level offset off */
+		x8[j] = _mm256_add_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(8), xl[j]),
+					 _mm256_maddubs_epi16(_mm256_set1_epi8(8), xh[j]));
+		dx[j] = spread_pair(dxs[j], p);
+	}
+	for (int i = 0; i < R; i++) {
+		if (pf) /* decode-shaped: fetch later rows ahead (36 bytes) */
+			_mm_prefetch((const char *)(w[i] + b) + pf, _MM_HINT_T0);
+		__m256i v = _mm256_set_m128i(_mm_loadu_si128((const __m128i *)(const void *)w[i][b + 1].qs),
+					     _mm_loadu_si128((const __m128i *)(const void *)w[i][b].qs));
+		__m256i lo = _mm256_and_si256(v, lo4);
+		__m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), lo4);
+		__m256 dw = spread_pair(dws[i], p);
+
+		for (int j = 0; j < C; j++) {
+			/* |pair sums| <= 2 * 2 * 15 * 127 + 2 * 2 * 8 * 127: int16 */
+			__m256i d = _mm256_sub_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(lo, xl[j]),
+								      _mm256_maddubs_epi16(hi, xh[j])), x8[j]);
+			acc[i][j] = _mm256_fmadd_ps(sum_i16_pairs_ps(d), _mm256_mul_ps(dw, dx[j]), acc[i][j]);
+		}
+	}
+}
+
 EXL_INLINE void tile_q4_0(const struct exl_mm_ctx *m, int64_t r, int c, const int R, const int C)
 {
 	const block_q4_0 *w[4];
 	const int8_t *xq[4];
 	const float *xd[4];
 	__m256 acc[4][4];
-	int64_t nb = m->cols / 32;
+	int64_t nb = m->cols / 32, b = 0;
 	const size_t pf = exl_prefetch_distance(m->n, m->row_bytes, R);
 	const __m256i lo4 = _mm256_set1_epi8(0x0f);
 
@@ -266,27 +342,39 @@ EXL_INLINE void tile_q4_0(const struct exl_mm_ctx *m, int64_t r, int c, const in
 		for (int j = 0; j < C; j++)
 			acc[i][j] = _mm256_setzero_ps();
 
-	for (int64_t b = 0; b < nb; b++) {
-		__m256i xv[4], x8[4];
-		__m256 dx[4];
+	for (; b + 8 <= nb; b += 8) {
+		__m256 dws[4], dxs[4];
 
+		for (int j = 0; j < C; j++)
+			dxs[j] = _mm256_loadu_ps(xd[j] + b);
+		for (int i = 0; i < R; i++)
+			dws[i] = q4_0_scales8(w[i], b);
+		for (int p = 0; p < 4; p++)
+			q4_0_pair_step(w, xq, b + 2 * p, dws, dxs, p, R, C, pf, acc);
+	}
+	for (; b + 2 <= nb; b += 2) {
+		__m256 dws[4], dxs[4];
+
+		for (int j = 0; j < C; j++)
+			dxs[j] = _mm256_setr_ps(xd[j][b], xd[j][b + 1], 0, 0, 0, 0, 0, 0);
+		for (int i = 0; i < R; i++)
+			dws[i] = _mm256_setr_ps(exl_f16(w[i][b].d), exl_f16(w[i][b + 1].d), 0, 0, 0, 0, 0, 0);
+		q4_0_pair_step(w, xq, b, dws, dxs, 0, R, C, pf, acc);
+	}
+	if (b < nb) {
+		/* the odd last block, in element order */
 		for (int j = 0; j < C; j++) {
-			xv[j] = _mm256_loadu_si256((const __m256i *)(const void *)(xq[j] + 32 * b));
-			dx[j] = _mm256_set1_ps(xd[j][b]);
-			/* 8 * x, as int16 pair sums, to take the offset off */
-			x8[j] = _mm256_maddubs_epi16(_mm256_set1_epi8(8), xv[j]);
-		}
-		for (int i = 0; i < R; i++) {
-			if (pf && !(b & 1)) /* decode-shaped: fetch later rows ahead */
-				_mm_prefetch((const char *)(w[i] + b) + pf, _MM_HINT_T0);
-			__m128i q = _mm_loadu_si128((const __m128i *)(const void *)w[i][b].qs);
-			__m256i wv = _mm256_and_si256(
-				_mm256_set_m128i(_mm_srli_epi16(q, 4), q), lo4);
-			__m256 dw = _mm256_set1_ps(exl_f16(w[i][b].d));
+			__m256i xv = _mm256_loadu_si256((const __m256i *)(const void *)(xq[j] + 32 * b));
+			__m256i x8 = _mm256_maddubs_epi16(_mm256_set1_epi8(8), xv);
+			__m256 dx = _mm256_set1_ps(xd[j][b]);
 
-			for (int j = 0; j < C; j++) {
-				__m256i p = _mm256_sub_epi16(_mm256_maddubs_epi16(wv, xv[j]), x8[j]);
-				acc[i][j] = _mm256_fmadd_ps(sum_i16_pairs_ps(p), _mm256_mul_ps(dw, dx[j]),
+			for (int i = 0; i < R; i++) {
+				__m128i q = _mm_loadu_si128((const __m128i *)(const void *)w[i][b].qs);
+				__m256i wv = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(q, 4), q), lo4);
+				__m256i d = _mm256_sub_epi16(_mm256_maddubs_epi16(wv, xv), x8);
+
+				acc[i][j] = _mm256_fmadd_ps(sum_i16_pairs_ps(d),
+							    _mm256_mul_ps(_mm256_set1_ps(exl_f16(w[i][b].d)), dx),
 							    acc[i][j]);
 			}
 		}
@@ -498,7 +586,7 @@ static void mm_q6_K(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, 
 const struct exl_cpu_kernels exl_cpu_kernels_avx2 = {
 	.name = "avx2",
 	.act_q8_0 = exl_act_q8_0_avx2,
-	.act_q4_0 = exl_act_q8_0_avx2,
+	.act_q4_0 = act_q4_0,
 	.act_q8_K = exl_act_q8_K_avx2,
 	.act_q4_K = exl_act_q8_K_avx2,
 	.mm_f32 = mm_f32,
