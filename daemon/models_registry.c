@@ -648,7 +648,7 @@ static int list_dir(struct exl_registry *r, struct listed *out)
 		out[n].name[len - 5] = 0;
 		if (find(r, out[n].name))
 			continue;
-		snprintf(path, sizeof(path), "%s/%s", r->cfg->models_dir, de->d_name);
+		snprintf(path, sizeof(path), "%s/%s.gguf", r->cfg->models_dir, out[n].name);
 		if (stat(path, &st) < 0 || !S_ISREG(st.st_mode))
 			continue;
 		out[n++].size = (uint64_t)st.st_size;
