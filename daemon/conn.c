@@ -549,6 +549,7 @@ static void op_generate(struct exl_conn *c, struct exl_req *req, const struct ex
 	if (c->sink->jobs)
 		c->sink->jobs->sink_prev = j;
 	c->sink->jobs = j;
+	j->in_sink = true;
 	pthread_mutex_unlock(&c->sink->mu);
 	if (exl_engine_thread_add(e->et, j)) {
 		send_error(c, id, EXL_E_INTERNAL, "generate: out of memory");

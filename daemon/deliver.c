@@ -13,20 +13,40 @@
 #include "daemon/server.h"
 #include "daemon/sink.h"
 
-void exl_srv_job_free(struct exl_srv_job *j)
+/* Drops j from its connection's live jobs (so a cancel of it is
+ * unknown_job from here on); idempotent. */
+static void unlink_from_sink(struct exl_srv_job *j)
 {
 	struct exl_sink *s = j->sink;
 
 	pthread_mutex_lock(&s->mu);
-	if (j->sink_prev)
-		j->sink_prev->sink_next = j->sink_next;
-	else if (s->jobs == j)
-		s->jobs = j->sink_next;
-	if (j->sink_next)
-		j->sink_next->sink_prev = j->sink_prev;
+	if (j->in_sink) {
+		if (j->sink_prev)
+			j->sink_prev->sink_next = j->sink_next;
+		else
+			s->jobs = j->sink_next;
+		if (j->sink_next)
+			j->sink_next->sink_prev = j->sink_prev;
+		j->in_sink = false;
+	}
 	pthread_mutex_unlock(&s->mu);
+}
+
+/* The job no longer counts: off the connection's list and its uid's count.
+ * Idempotent. */
+static void retire(struct exl_srv_job *j)
+{
+	unlink_from_sink(j);
 	if (j->uid)
 		atomic_fetch_sub(&j->uid->jobs, 1);
+	j->uid = NULL;
+}
+
+void exl_srv_job_free(struct exl_srv_job *j)
+{
+	struct exl_sink *s = j->sink;
+
+	retire(j);
 	if (j->job)
 		exl_job_free(j->job);
 	exl_sink_unref(s);
@@ -296,6 +316,9 @@ static void on_done(struct exl_job *job, const struct exl_result *r, void *user)
 
 	(void)job;
 	exl_engine_thread_forget(j->et, j);
+	/* before the result goes out: a client that has it must find the
+	 * job gone and its uid's count lowered */
+	retire(j);
 	if (!atomic_load(&s->closed)) {
 		msgpack_sbuffer_init(&sb);
 		msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);

@@ -27,6 +27,7 @@ struct exl_engine_thread;
 struct exl_srv_job {
 	struct exl_srv_job *next, *prev;           /* the engine thread's live list */
 	struct exl_srv_job *sink_next, *sink_prev; /* the sink's live list (sink->mu) */
+	bool in_sink;                              /* on that list (sink->mu) */
 	struct exl_job *job;
 	uint64_t id;                 /* the wire job id */
 	struct exl_sink *sink;       /* a reference */

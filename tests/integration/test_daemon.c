@@ -10,8 +10,11 @@
  *               others unaffected, the daemon's RSS flat
  *   garbage     bad bytes, truncated and oversized msgpack, wrong types,
  *               unknown ops: errors or closed connections, daemon serves on
- *   drain       SIGTERM ends running jobs with reason shutdown, exit 0
+ *   drain       WATCHDOG=1 pings; SIGTERM ends running jobs with reason
+ *               shutdown, exit 0
  *   admin       load / unload by name with progress, bad names, cancel
+ *   limits      per-uid job and token limits from a config file; cancel
+ *   poll        the event-loop interface: exl_fd + exl_next(..., 0)
  */
 #include <errno.h>
 #include <msgpack.h>
@@ -693,8 +696,14 @@ static int test_drain(void)
 	uint64_t job;
 	int ret = 1;
 
-	if (h_prepare(&d) || h_start(&d, MODEL, NULL))
+	/* the watchdog as systemd would set it up: pings come while the
+	 * engine thread turns */
+	setenv("WATCHDOG_USEC", "1000000", 1);
+	int started = h_prepare(&d) || h_start(&d, MODEL, NULL);
+	unsetenv("WATCHDOG_USEC");
+	if (started)
 		goto out;
+	CHECK(h_wait_notify(&d, "WATCHDOG=1", 5000), "no WATCHDOG=1 within 5 s: %s", d.notes);
 	CHECK(exl_connect(&c, d.sock, &o, err, sizeof(err)) == 0, "connect: %s", err);
 	greedy(&p, 400);
 	p.return_top_k = 64; /* the ring fills and the job pauses: it runs until drained */
@@ -717,7 +726,7 @@ static int test_drain(void)
 	d.pid = -1;
 	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "exld exited with status %d", status);
 	CHECK(h_wait_notify(&d, "STOPPING=1", 1000), "no STOPPING=1 notification");
-	printf("SIGTERM: the running job ended with 'shutdown', exld exited 0\n");
+	printf("WATCHDOG=1 pings; SIGTERM: the running job ended with 'shutdown', exld exited 0\n");
 	ret = 0;
 out:
 	exl_close(c);
@@ -799,11 +808,122 @@ out:
 	return ret;
 }
 
+/* ---- limits ---- */
+
+static int test_limits(void)
+{
+	struct daemon d;
+	struct exl_client *c = NULL, *c2 = NULL;
+	struct exl_connect_opts o = { .ring_size = 65536, .timeout_ms = 30000 };
+	struct exl_gen_params p;
+	struct exl_event ev;
+	struct exl_result r;
+	char err[256], conf[128];
+	uint64_t job, job2;
+	int ret = 1;
+
+	if (h_prepare(&d))
+		goto out;
+	snprintf(conf, sizeof(conf), "%s/exld.conf", d.dir);
+	FILE *f = fopen(conf, "w");
+	CHECK(f != NULL, "writing %s", conf);
+	fprintf(f, "# limits for the test\nmax_jobs_per_uid = 1\nmax_new_tokens = 400\n");
+	fclose(f);
+	const char *extra[] = { "--config", conf, NULL };
+	if (h_start(&d, MODEL, extra))
+		goto out;
+	CHECK(exl_connect(&c, d.sock, &o, err, sizeof(err)) == 0, "connect: %s", err);
+	CHECK(exl_connect(&c2, d.sock, &o, err, sizeof(err)) == 0, "connect: %s", err);
+	greedy(&p, 401);
+	CHECK(exl_submit(c, &p, prompts[0], &job) == EXL_E_LIMIT, "max_new_tokens 401 over 400: %s",
+	      exl_errmsg(c));
+	printf("  max_new_tokens over the limit -> limit: %s\n", exl_errmsg(c));
+	greedy(&p, 400);
+	p.return_top_k = 64; /* pauses on the small ring: stays running */
+	CHECK(exl_submit(c, &p, prompts[0], &job) == 0, "first job: %s", exl_errmsg(c));
+	CHECK(exl_next(c, &ev, 10000) == 0, "first event");
+	/* the same uid on another connection */
+	CHECK(exl_submit(c2, &p, prompts[1], &job2) == EXL_E_LIMIT, "second job of the uid: %s",
+	      exl_errmsg(c2));
+	printf("  a second concurrent job of the uid -> limit: %s\n", exl_errmsg(c2));
+	CHECK(exl_cancel(c, job) == 0, "cancel: %s", exl_errmsg(c));
+	const char *reason = NULL;
+	for (int i = 0; i < 100000 && !reason; i++) {
+		CHECK(exl_next(c, &ev, 10000) == 0, "after cancel: %s", exl_errmsg(c));
+		if (ev.type == EXL_EVENT_DONE)
+			reason = ev.result->stop_reason;
+	}
+	CHECK(reason && !strcmp(reason, "cancelled"), "cancelled job ended with '%s'",
+	      reason ? reason : "");
+	CHECK(exl_cancel(c, job) == EXL_E_UNKNOWN_JOB, "cancel of an ended job");
+	greedy(&p, 20);
+	CHECK(exl_generate(c2, &p, prompts[1], &r) == 0, "the uid may run a job again: %s",
+	      exl_errmsg(c2));
+	exl_result_free(&r);
+	printf("  cancel -> 'cancelled'; then the uid runs again\n");
+	CHECK(h_stop(&d) == 0, "exld did not exit 0");
+	ret = 0;
+out:
+	exl_close(c);
+	exl_close(c2);
+	h_cleanup(&d);
+	return ret;
+}
+
+/* ---- poll: the event-loop interface ---- */
+
+static int test_poll(void)
+{
+	struct daemon d;
+	struct exl_client *c = NULL;
+	struct exl_gen_params p;
+	uint64_t job;
+	size_t len = 0;
+	char text[4096] = "";
+	int ret = 1, waits = 0;
+	char *expected = h_expected(model_path, prompts[4], 60);
+
+	if (!expected)
+		return 1;
+	if (h_prepare(&d) || h_start(&d, MODEL, NULL) || connect_to(&d, &c, true))
+		goto out;
+	greedy(&p, 60);
+	CHECK(exl_submit(c, &p, prompts[4], &job) == 0, "submit: %s", exl_errmsg(c));
+	for (bool done = false; !done;) {
+		struct exl_event ev;
+		int rc = exl_next(c, &ev, 0);
+		if (rc == EXL_E_TIMEOUT) {
+			struct pollfd pf = { .fd = exl_fd(c), .events = POLLIN };
+			CHECK(poll(&pf, 1, 10000) == 1, "exl_fd never became readable");
+			waits++;
+			continue;
+		}
+		CHECK(rc == 0, "next: %s", exl_errmsg(c));
+		if (ev.type == EXL_EVENT_DONE) {
+			done = true;
+		} else {
+			CHECK(len + ev.text_len < sizeof(text), "too much text");
+			memcpy(text + len, ev.text, ev.text_len);
+			len += ev.text_len;
+			text[len] = 0;
+		}
+	}
+	CHECK(!strcmp(text, expected), "poll-mode stream '%s' != exld run '%s'", text, expected);
+	printf("event-loop reading (%d polls on exl_fd): the stream equals exld run's output\n", waits);
+	CHECK(h_stop(&d) == 0, "exld did not exit 0");
+	ret = 0;
+out:
+	exl_close(c);
+	free(expected);
+	h_cleanup(&d);
+	return ret;
+}
+
 int main(int argc, char **argv)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	if (argc != 2) {
-		fprintf(stderr, "usage: test_daemon activate|concurrent|kill|garbage|drain|admin\n");
+		fprintf(stderr, "usage: test_daemon activate|concurrent|kill|garbage|drain|admin|limits|poll\n");
 		return 2;
 	}
 	if (!h_models_dir()) {
@@ -824,6 +944,10 @@ int main(int argc, char **argv)
 		return test_drain();
 	if (!strcmp(argv[1], "admin"))
 		return test_admin();
+	if (!strcmp(argv[1], "limits"))
+		return test_limits();
+	if (!strcmp(argv[1], "poll"))
+		return test_poll();
 	fprintf(stderr, "unknown test '%s'\n", argv[1]);
 	return 2;
 }
