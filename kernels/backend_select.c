@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "kernels/backend_select.h"
+#include "kernels/cpu/backend_cpu.h"
 #include "kernels/cuda/backend_cuda.h"
 
 /* More than any machine has; bounds the number before it reaches CUDA. */
@@ -58,5 +59,7 @@ const char *exl_backend_error(const struct exl_backend *be)
 {
 	if (be && be->ops && be->ops->name && !strcmp(be->ops->name, "cuda"))
 		return exl_backend_cuda_error(be);
+	if (be && be->ops && be->ops->name && !strcmp(be->ops->name, "cpu"))
+		return exl_backend_cpu_error(be);
 	return NULL;
 }
