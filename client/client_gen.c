@@ -649,7 +649,10 @@ int exl_next(struct exl_client *c, struct exl_event *ev, int timeout_ms)
 				return exl_cl_fail(c, EXL_E_TIMEOUT, "no event within %d ms", timeout_ms);
 			left = (int)l;
 		}
-		if (c->hdr && c->n_sock_jobs == 0 && left != 0) {
+		/* A closed ring (daemon draining) gets no more futex wakes:
+		 * wait on the socket, which the daemon closes last. */
+		if (c->hdr && c->n_sock_jobs == 0 && left != 0 &&
+		    !__atomic_load_n(&c->hdr->closed, __ATOMIC_ACQUIRE)) {
 			exl_cl_ring_wait(c, left < 0 || left > FUTEX_SLICE_MS ? FUTEX_SLICE_MS : left);
 			continue;
 		}
