@@ -435,11 +435,12 @@ static int dec_hello(struct dec *d, struct exl_req *req)
 
 	req->u.hello.ring = true;
 	if (get_bool(d, "ring", &req->u.hello.ring) ||
-	    get_int(d, "ring_size", 1, EXL_RING_SIZE_MAX, &size))
+	    get_int(d, "ring_size", 1, UINT32_MAX, &size))
 		return -1;
 	if (size) {
+		/* rounded up to a power of two, clamped to the allowed range */
 		uint32_t s = EXL_RING_SIZE_MIN;
-		while (s < size)
+		while (s < size && s < EXL_RING_SIZE_MAX)
 			s <<= 1;
 		req->u.hello.ring_size = s;
 	}
