@@ -189,6 +189,14 @@ void h_cleanup(struct daemon *d)
 	unlink(path);
 	unlink(d->sock);
 	unlink(d->notify);
+	snprintf(path, sizeof(path), "%s/models/stories260K.gguf", d->dir);
+	unlink(path);
+	snprintf(path, sizeof(path), "%s/models/broken.gguf", d->dir);
+	unlink(path);
+	snprintf(path, sizeof(path), "%s/models", d->dir);
+	rmdir(path);
+	snprintf(path, sizeof(path), "%s/exld.conf", d->dir);
+	unlink(path);
 	rmdir(d->dir);
 }
 

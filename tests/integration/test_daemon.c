@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -753,7 +754,26 @@ static int test_admin(void)
 	uint64_t prog[2] = { 0, 0 };
 	int ret = 1;
 
-	if (h_prepare(&d) || h_start(&d, NULL, NULL) || connect_to(&d, &c, true))
+	/* a model directory of its own: the real model and a truncated copy */
+	char dir[128], link_to[1200], path[200];
+	if (h_prepare(&d))
+		goto out;
+	snprintf(dir, sizeof(dir), "%s/models", d.dir);
+	snprintf(link_to, sizeof(link_to), "%s", model_path);
+	snprintf(path, sizeof(path), "%s/" MODEL ".gguf", dir);
+	CHECK(mkdir(dir, 0700) == 0 && symlink(link_to, path) == 0, "model dir %s", dir);
+	snprintf(path, sizeof(path), "%s/broken.gguf", dir);
+	{
+		FILE *in = fopen(model_path, "rb"), *outf = fopen(path, "wb");
+		char buf[100000];
+		size_t got = in ? fread(buf, 1, sizeof(buf), in) : 0;
+		CHECK(in && outf && got == sizeof(buf) && fwrite(buf, 1, got, outf) == got,
+		      "writing %s", path);
+		fclose(in);
+		fclose(outf);
+	}
+	const char *extra[] = { "--models", dir, NULL };
+	if (h_start(&d, NULL, extra) || connect_to(&d, &c, true))
 		goto out;
 	CHECK(exl_models(c, &ml, &n) == 0, "models: %s", exl_errmsg(c));
 	bool listed = false;
@@ -767,6 +787,9 @@ static int test_admin(void)
 	CHECK(exl_generate(c, &p, "Hi", &r) == EXL_E_UNKNOWN_MODEL, "generate with no model loaded");
 	CHECK(exl_load(c, "nosuch", NULL, NULL) == EXL_E_NOT_FOUND, "load nosuch: %s", exl_errmsg(c));
 	CHECK(exl_load(c, "../" MODEL, NULL, NULL) == EXL_E_BAD_REQUEST, "load ../: %s", exl_errmsg(c));
+	CHECK(exl_load(c, "broken", NULL, NULL) == EXL_E_LOAD_FAILED && strstr(exl_errmsg(c), "past the end"),
+	      "load broken: %s", exl_errmsg(c));
+	printf("load of a truncated file -> load_failed: %s\n", exl_errmsg(c));
 	CHECK(exl_load(c, MODEL, on_progress, prog) == 0, "load: %s", exl_errmsg(c));
 	CHECK(prog[1] == 1185376 && prog[0] == prog[1], "progress ended at %llu of %llu",
 	      (unsigned long long)prog[0], (unsigned long long)prog[1]);
