@@ -144,6 +144,29 @@ bool h_wait_notify(struct daemon *d, const char *what, int timeout_ms)
 	return true;
 }
 
+/* A sanitizer build's daemon reports into its log and (UBSan) may still
+ * exit 0: any report fails the test. */
+static int sanitizer_report(struct daemon *d)
+{
+	char path[320], line[1024];
+	int found = 0;
+
+	snprintf(path, sizeof(path), "%s/daemon.log", d->dir);
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f)) {
+		if (strstr(line, "runtime error:") || strstr(line, "Sanitizer")) {
+			if (!found)
+				fprintf(stderr, "sanitizer report in the daemon's log:\n");
+			fputs(line, stderr);
+			found = 1;
+		}
+	}
+	fclose(f);
+	return found;
+}
+
 int h_stop(struct daemon *d)
 {
 	int status;
@@ -166,6 +189,8 @@ int h_stop(struct daemon *d)
 		usleep(10000);
 	}
 	d->pid = -1;
+	if (sanitizer_report(d))
+		return -1;
 	if (!WIFEXITED(status))
 		return -1;
 	return WEXITSTATUS(status);
