@@ -553,8 +553,69 @@ int exl_models(struct exl_client *c, struct exl_model_info **list, size_t *n)
 			mi->n_ctx_train = (int)x;
 		if (exl_cl_get_i64(e, "jobs", &x))
 			mi->jobs = (int)x;
+		if (exl_cl_get_u64(e, "weight_bytes", &v))
+			mi->weight_bytes = v;
 	}
 	*n = arr->via.array.size;
+out:
+	msgpack_unpacked_destroy(&up);
+	return rc;
+}
+
+static bool str_is(const msgpack_object *o, const char *s)
+{
+	size_t n = strlen(s);
+
+	return o && o->type == MSGPACK_OBJECT_STR && o->via.str.size == n &&
+	       !memcmp(o->via.str.ptr, s, n);
+}
+
+int exl_chat_template(struct exl_client *c, const char *model, char **tmpl)
+{
+	struct exl_cl_msg m;
+	msgpack_unpacked up;
+	const msgpack_object *found = NULL;
+	int n_loaded = 0;
+
+	*tmpl = NULL;
+	exl_cl_msg_init(&m);
+	uint64_t id = exl_cl_request(c, &m, EXL_OP_MODELS, 0);
+	msgpack_unpacked_init(&up);
+	int rc = exl_cl_call(c, &m, id, &up, NULL, NULL);
+	exl_cl_msg_free(&m);
+	if (rc)
+		goto out;
+	const msgpack_object *arr = exl_cl_get(&up.data, "models");
+	if (!arr || arr->type != MSGPACK_OBJECT_ARRAY) {
+		rc = exl_cl_fail(c, EXL_E_PROTOCOL, "models reply without a models array");
+		goto out;
+	}
+	for (uint32_t i = 0; i < arr->via.array.size; i++) {
+		const msgpack_object *e = &arr->via.array.ptr[i];
+		if (!str_is(exl_cl_get(e, "state"), "loaded"))
+			continue;
+		n_loaded++;
+		if (!model || str_is(exl_cl_get(e, "name"), model))
+			found = e;
+	}
+	if (!found || (!model && n_loaded != 1)) {
+		if (model)
+			rc = exl_cl_fail(c, EXL_E_UNKNOWN_MODEL, "no loaded model named '%s'", model);
+		else
+			rc = exl_cl_fail(c, EXL_E_UNKNOWN_MODEL, "no model named and %d models loaded",
+					 n_loaded);
+		goto out;
+	}
+	const msgpack_object *t = exl_cl_get(found, "chat_template");
+	if (!t || t->type != MSGPACK_OBJECT_STR)
+		goto out;
+	*tmpl = malloc(t->via.str.size + 1);
+	if (!*tmpl) {
+		rc = exl_cl_fail(c, EXL_E_NOMEM, "out of memory");
+		goto out;
+	}
+	memcpy(*tmpl, t->via.str.ptr, t->via.str.size);
+	(*tmpl)[t->via.str.size] = 0;
 out:
 	msgpack_unpacked_destroy(&up);
 	return rc;
@@ -637,6 +698,8 @@ int exl_status(struct exl_client *c, struct exl_daemon_status *st)
 		st->uid_max_jobs = (int)x;
 	if (exl_cl_get_i64(map, "max_new_tokens", &x))
 		st->max_new_tokens = (int)x;
+	if (exl_cl_get_u64(map, "rss_bytes", &u))
+		st->rss_bytes = u;
 	const msgpack_object *arr = exl_cl_get(map, "models");
 	if (arr && arr->type == MSGPACK_OBJECT_ARRAY && arr->via.array.size) {
 		st->models = calloc(arr->via.array.size, sizeof(*st->models));
@@ -734,6 +797,12 @@ out:
 int exl_detokenize(struct exl_client *c, const char *model, const int32_t *ids, size_t n,
 		   bool special, char **text)
 {
+	return exl_detokenize_ex(c, model, ids, n, special, true, text);
+}
+
+int exl_detokenize_ex(struct exl_client *c, const char *model, const int32_t *ids, size_t n,
+		      bool special, bool strip_leading_space, char **text)
+{
 	struct exl_cl_msg m;
 	msgpack_unpacked up;
 
@@ -741,7 +810,7 @@ int exl_detokenize(struct exl_client *c, const char *model, const int32_t *ids, 
 	if (!ids && n)
 		return exl_cl_fail(c, EXL_E_INVALID, "exl_detokenize: no ids");
 	exl_cl_msg_init(&m);
-	uint64_t id = exl_cl_request(c, &m, EXL_OP_DETOKENIZE, 2 + (model ? 1 : 0));
+	uint64_t id = exl_cl_request(c, &m, EXL_OP_DETOKENIZE, 3 + (model ? 1 : 0));
 	if (model)
 		pack_model(&m, model);
 	exl_cl_key(&m, "ids");
@@ -750,6 +819,11 @@ int exl_detokenize(struct exl_client *c, const char *model, const int32_t *ids, 
 		msgpack_pack_int32(&m.pk, ids[i]);
 	exl_cl_key(&m, "special");
 	if (special)
+		msgpack_pack_true(&m.pk);
+	else
+		msgpack_pack_false(&m.pk);
+	exl_cl_key(&m, "strip_leading_space");
+	if (strip_leading_space)
 		msgpack_pack_true(&m.pk);
 	else
 		msgpack_pack_false(&m.pk);

@@ -34,6 +34,7 @@
 #define EXL_MAX_BANNED 256       /* banned strings per job */
 #define EXL_MAX_BIAS 4096        /* token_bias entries per job */
 #define EXL_MAX_TOP_K_RETURN 64  /* return_top_k */
+#define EXL_MAX_CHAT_TEMPLATE 65536 /* bytes of a model's chat template in a models reply */
 
 /* ---- ops and keys ------------------------------------------------------ */
 

@@ -102,6 +102,7 @@ struct exl_model_info {
 	int n_vocab;
 	int n_ctx_train;
 	int jobs;
+	uint64_t weight_bytes;    /* loaded models: bytes of weights in memory */
 };
 
 /* Every model in the daemon's directory and every loaded one; *list is
@@ -136,15 +137,26 @@ struct exl_daemon_status {
 	int uid_jobs, uid_max_jobs, max_new_tokens;
 	struct exl_model_status *models; /* malloc'ed: free(st->models) */
 	size_t n_models;
+	uint64_t rss_bytes;       /* the daemon's resident memory */
 };
 
 EXL_CLIENT_API int exl_status(struct exl_client *c, struct exl_daemon_status *st);
+
+/* The chat template (the GGUF's tokenizer.chat_template) of a loaded model
+ * (NULL: the only loaded one).  *tmpl is malloc'ed, or NULL when the model
+ * has none; EXL_E_UNKNOWN_MODEL when no such model is loaded. */
+EXL_CLIENT_API int exl_chat_template(struct exl_client *c, const char *model, char **tmpl);
 
 /* model NULL: the only loaded model.  add_bos -1: the model's default. */
 EXL_CLIENT_API int exl_tokenize(struct exl_client *c, const char *model, const char *text, size_t len,
 		 int add_bos, bool special, int32_t **ids, size_t *n);
 EXL_CLIENT_API int exl_detokenize(struct exl_client *c, const char *model, const int32_t *ids, size_t n,
 		   bool special, char **text);
+/* The same with strip_leading_space chosen (exl_detokenize: true, dropping
+ * the space SentencePiece puts before the first word); false gives a token's
+ * own text, " there" rather than "there". */
+EXL_CLIENT_API int exl_detokenize_ex(struct exl_client *c, const char *model, const int32_t *ids,
+		      size_t n, bool special, bool strip_leading_space, char **text);
 
 /* ---- generation ---- */
 

@@ -587,6 +587,21 @@ static void op_cancel(struct exl_conn *c, const struct exl_req *req, const struc
 	reply_send(c, &r);
 }
 
+/* The daemon's resident memory in bytes (0 when /proc is not readable). */
+static uint64_t rss_bytes(void)
+{
+	unsigned long long pages_total = 0, pages_rss = 0;
+	long page = sysconf(_SC_PAGESIZE);
+	FILE *f = fopen("/proc/self/statm", "re");
+
+	if (!f)
+		return 0;
+	if (fscanf(f, "%llu %llu", &pages_total, &pages_rss) != 2)
+		pages_rss = 0;
+	fclose(f);
+	return page > 0 ? (uint64_t)pages_rss * (uint64_t)page : 0;
+}
+
 static void op_status(struct exl_conn *c, const struct exl_packed_id *id)
 {
 	const struct exl_config *cfg = exl_server_config(c->srv);
@@ -597,7 +612,7 @@ static void op_status(struct exl_conn *c, const struct exl_packed_id *id)
 	exl_registry_totals(exl_server_registry(c->srv), &n_models, &jobs, &tok_s);
 	exl_config_uid_limits(cfg, c->uid, &max_jobs, &max_tokens);
 	reply_init(&r);
-	exl_pack_reply(&r.pk, &r.sb, EXL_OP_STATUS, id, 12);
+	exl_pack_reply(&r.pk, &r.sb, EXL_OP_STATUS, id, 13);
 	exl_pack_key(&r.pk, "version");
 	exl_pack_cstr(&r.pk, EXL_VERSION);
 	exl_pack_key(&r.pk, "pid");
@@ -625,6 +640,8 @@ static void op_status(struct exl_conn *c, const struct exl_packed_id *id)
 	msgpack_pack_int(&r.pk, max_jobs);
 	exl_pack_key(&r.pk, "max_new_tokens");
 	msgpack_pack_int(&r.pk, max_tokens);
+	exl_pack_key(&r.pk, "rss_bytes");
+	msgpack_pack_uint64(&r.pk, rss_bytes());
 	reply_send(c, &r);
 }
 

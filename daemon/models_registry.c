@@ -11,6 +11,7 @@
 
 #include "daemon/engine.h"
 #include "daemon/engine_thread.h"
+#include "daemon/gguf.h"
 #include "daemon/kvcache.h"
 #include "daemon/log.h"
 #include "daemon/model.h"
@@ -594,8 +595,16 @@ static void pack_entry(const struct exl_registry *r, msgpack_packer *pk,
 		       const struct exl_model_entry *e)
 {
 	bool up = e->model && e->et;
+	const struct gguf_kv *tmpl = NULL;
 
-	msgpack_pack_map(pk, up ? 8 : 3);
+	/* The chat template, for clients that format conversations (exl chat). */
+	if (up) {
+		tmpl = gguf_find_kv(exl_model_gguf(e->model), "tokenizer.chat_template");
+		if (tmpl && (tmpl->val.type != GGUF_VT_STRING ||
+			     tmpl->val.str.len > EXL_MAX_CHAT_TEMPLATE))
+			tmpl = NULL;
+	}
+	msgpack_pack_map(pk, up ? 9 + (tmpl ? 1 : 0) : 3);
 	exl_pack_key(pk, "name");
 	exl_pack_cstr(pk, e->name);
 	exl_pack_key(pk, "state");
@@ -615,6 +624,13 @@ static void pack_entry(const struct exl_registry *r, msgpack_packer *pk,
 	msgpack_pack_int(pk, r->cfg->kv_tokens);
 	exl_pack_key(pk, "jobs");
 	msgpack_pack_int(pk, atomic_load(&e->et->n_jobs));
+	exl_pack_key(pk, "weight_bytes");
+	msgpack_pack_uint64(pk, exl_model_weight_bytes(e->model));
+	if (tmpl) {
+		exl_pack_key(pk, "chat_template");
+		msgpack_pack_str(pk, (size_t)tmpl->val.str.len);
+		msgpack_pack_str_body(pk, tmpl->val.str.ptr, (size_t)tmpl->val.str.len);
+	}
 }
 
 struct listed {
