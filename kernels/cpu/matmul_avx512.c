@@ -559,12 +559,12 @@ EXL_INLINE void tile_q4_0(const struct exl_mm_ctx *m, int64_t r, int c, const in
 
 static void mm_q8_0(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, int c1)
 {
-	EXL_TILE_LOOP(TILE_Q8_0, m, r0, r1, c0, c1, 4, 3);
+	EXL_TILE_LOOP(TILE_Q8_0, m, r0, r1, c0, c1, 4, 4);
 }
 
 static void mm_q4_0(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, int c1)
 {
-	EXL_TILE_LOOP(tile_q4_0, m, r0, r1, c0, c1, 4, 3);
+	EXL_TILE_LOOP(tile_q4_0, m, r0, r1, c0, c1, 4, 4);
 }
 
 /* ---- K-quants x Q8_K activations ---- */
