@@ -139,14 +139,20 @@ EXL_INLINE float one_bf16(const void *w, int64_t k)
 #define ESIZE_f16 2
 #define ESIZE_bf16 2
 
+/* Independent accumulators per output: a tile of few outputs (decode)
+ * would otherwise wait on one FMA chain, 4 cycles per vector. */
+#define FLOAT_U(R, C) ((R) * (C) >= 8 ? 1 : (R) * (C) >= 4 ? 2 : 4)
+
 #define DEFINE_FLOAT_TILE(T)                                                          \
 	EXL_INLINE void tile_##T(const struct exl_mm_ctx *m, int64_t r, int c, const int R, \
 				 const int C)                                          \
 	{                                                                             \
 		const uint8_t *w[4];                                                  \
 		const float *x[4];                                                    \
-		__m256 acc[4][4];                                                     \
+		__m256 acc[4][4][4];                                                  \
+		const int U = FLOAT_U(R, C);                                          \
 		int64_t k = 0, n8 = m->cols & ~(int64_t)7;                            \
+		int64_t nu = m->cols / (8 * U) * (8 * U);                             \
 		/* decode-shaped calls stream the rows: fetch ahead */                \
 		const size_t pf = exl_prefetch_distance(m->n, m->row_bytes, R);      \
                                                                                       \
@@ -156,22 +162,39 @@ EXL_INLINE float one_bf16(const void *w, int64_t k)
 			x[j] = m->x + (size_t)(c + j) * (size_t)m->cols;              \
 		for (int i = 0; i < R; i++)                                           \
 			for (int j = 0; j < C; j++)                                   \
-				acc[i][j] = _mm256_setzero_ps();                      \
+				for (int u = 0; u < U; u++)                           \
+					acc[i][j][u] = _mm256_setzero_ps();           \
+		for (; k < nu; k += 8 * U) {                                          \
+			for (int u = 0; u < U; u++) {                                 \
+				int64_t ku = k + 8 * u;                               \
+				__m256 xv[4];                                         \
+				for (int j = 0; j < C; j++)                           \
+					xv[j] = _mm256_loadu_ps(x[j] + ku);           \
+				for (int i = 0; i < R; i++) {                         \
+					/* one prefetch per 64-byte line */           \
+					if (pf && !(ku & (64 / ESIZE_##T - 1)))       \
+						_mm_prefetch((const char *)w[i] + pf + ku * ESIZE_##T, _MM_HINT_T0); \
+					__m256 wv = load_##T(w[i], ku);               \
+					for (int j = 0; j < C; j++)                   \
+						acc[i][j][u] = _mm256_fmadd_ps(wv, xv[j], acc[i][j][u]); \
+				}                                                     \
+			}                                                             \
+		}                                                                     \
 		for (; k < n8; k += 8) {                                              \
 			__m256 xv[4];                                                 \
 			for (int j = 0; j < C; j++)                                   \
 				xv[j] = _mm256_loadu_ps(x[j] + k);                    \
 			for (int i = 0; i < R; i++) {                                 \
-				if (pf)                                               \
-					_mm_prefetch((const char *)w[i] + pf + k * ESIZE_##T, _MM_HINT_T0); \
 				__m256 wv = load_##T(w[i], k);                        \
 				for (int j = 0; j < C; j++)                           \
-					acc[i][j] = _mm256_fmadd_ps(wv, xv[j], acc[i][j]); \
+					acc[i][j][0] = _mm256_fmadd_ps(wv, xv[j], acc[i][j][0]); \
 			}                                                             \
 		}                                                                     \
 		for (int i = 0; i < R; i++)                                           \
 			for (int j = 0; j < C; j++) {                                 \
-				float s = exl_hsum256(acc[i][j]);                     \
+				for (int u = 1; u < U; u++)                           \
+					acc[i][j][0] = _mm256_add_ps(acc[i][j][0], acc[i][j][u]); \
+				float s = exl_hsum256(acc[i][j][0]);                  \
 				for (int64_t t = k; t < m->cols; t++)                 \
 					s += one_##T(w[i], t) * x[j][t];              \
 				*exl_out(m, c + j, r + i) = s;                        \

@@ -106,14 +106,20 @@ EXL_INLINE __m512 loadu_bf16(const void *w, int64_t k)
 #define ESIZE_f16 2
 #define ESIZE_bf16 2
 
+/* Independent accumulators per output: a tile of few outputs (decode)
+ * would otherwise wait on one FMA chain, 4 cycles per vector. */
+#define FLOAT_U(R, C) ((R) * (C) >= 8 ? 1 : (R) * (C) >= 4 ? 2 : 4)
+
 #define DEFINE_FLOAT_TILE(T)                                                          \
 	EXL_INLINE void tile_##T(const struct exl_mm_ctx *m, int64_t r, int c, const int R, \
 				 const int C)                                          \
 	{                                                                             \
 		const uint8_t *w[4];                                                  \
 		const float *x[4];                                                    \
-		__m512 acc[4][4];                                                     \
+		__m512 acc[4][4][4];                                                  \
+		const int U = FLOAT_U(R, C);                                          \
 		int64_t k = 0, n16 = m->cols & ~(int64_t)15;                          \
+		int64_t nu = m->cols / (16 * U) * (16 * U);                           \
 		/* decode-shaped calls stream the rows: fetch ahead */                \
 		const size_t pf = exl_prefetch_distance(m->n, m->row_bytes, R);      \
                                                                                       \
@@ -123,18 +129,32 @@ EXL_INLINE __m512 loadu_bf16(const void *w, int64_t k)
 			x[j] = m->x + (size_t)(c + j) * (size_t)m->cols;              \
 		for (int i = 0; i < R; i++)                                           \
 			for (int j = 0; j < C; j++)                                   \
-				acc[i][j] = _mm512_setzero_ps();                      \
+				for (int u = 0; u < U; u++)                           \
+					acc[i][j][u] = _mm512_setzero_ps();           \
+		for (; k < nu; k += 16 * U) {                                         \
+			for (int u = 0; u < U; u++) {                                 \
+				int64_t ku = k + 16 * u;                              \
+				__m512 xv[4];                                         \
+				for (int j = 0; j < C; j++)                           \
+					xv[j] = _mm512_loadu_ps(x[j] + ku);           \
+				for (int i = 0; i < R; i++) {                         \
+					/* one prefetch per 64-byte line */           \
+					if (pf && !(ku & (64 / ESIZE_##T - 1)))       \
+						_mm_prefetch((const char *)w[i] + pf + ku * ESIZE_##T, _MM_HINT_T0); \
+					__m512 wv = loadu_##T(w[i], ku);              \
+					for (int j = 0; j < C; j++)                   \
+						acc[i][j][u] = _mm512_fmadd_ps(wv, xv[j], acc[i][j][u]); \
+				}                                                     \
+			}                                                             \
+		}                                                                     \
 		for (; k < n16; k += 16) {                                            \
 			__m512 xv[4];                                                 \
 			for (int j = 0; j < C; j++)                                   \
 				xv[j] = _mm512_loadu_ps(x[j] + k);                    \
 			for (int i = 0; i < R; i++) {                                 \
-				/* one prefetch per 64-byte line */                   \
-				if (pf && !(k & (64 / ESIZE_##T - 1)))                \
-					_mm_prefetch((const char *)w[i] + pf + k * ESIZE_##T, _MM_HINT_T0); \
 				__m512 wv = loadu_##T(w[i], k);                       \
 				for (int j = 0; j < C; j++)                           \
-					acc[i][j] = _mm512_fmadd_ps(wv, xv[j], acc[i][j]); \
+					acc[i][j][0] = _mm512_fmadd_ps(wv, xv[j], acc[i][j][0]); \
 			}                                                             \
 		}                                                                     \
 		if (k < m->cols) {                                                    \
@@ -145,12 +165,15 @@ EXL_INLINE __m512 loadu_bf16(const void *w, int64_t k)
 			for (int i = 0; i < R; i++) {                                 \
 				__m512 wv = load_##T(w[i], k, mk);                    \
 				for (int j = 0; j < C; j++)                           \
-					acc[i][j] = _mm512_fmadd_ps(wv, xv[j], acc[i][j]); \
+					acc[i][j][0] = _mm512_fmadd_ps(wv, xv[j], acc[i][j][0]); \
 			}                                                             \
 		}                                                                     \
 		for (int i = 0; i < R; i++)                                           \
-			for (int j = 0; j < C; j++)                                   \
-				*exl_out(m, c + j, r + i) = hsum512(acc[i][j]);       \
+			for (int j = 0; j < C; j++) {                                 \
+				for (int u = 1; u < U; u++)                           \
+					acc[i][j][0] = _mm512_add_ps(acc[i][j][0], acc[i][j][u]); \
+				*exl_out(m, c + j, r + i) = hsum512(acc[i][j][0]);    \
+			}                                                             \
 	}                                                                             \
 	static void mm_##T(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, int c1) \
 	{                                                                             \
