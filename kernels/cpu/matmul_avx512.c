@@ -635,7 +635,9 @@ EXL_INLINE void tile_q4_K(const struct exl_mm_ctx *m, int64_t r, int c, const in
 			acc[i][j] = _mm512_setzero_ps();
 
 	for (int64_t b = 0; b < nb; b++) {
-		__m512i isum[4][4];
+		/* few outputs (decode): two dot chains, not one, per output */
+		__m512i isum[4][4], isum2[4][4];
+		const int dual = R * C <= 2;
 		__m512i sc16[4];
 		__m256i mins[4];
 
@@ -654,7 +656,7 @@ EXL_INLINE void tile_q4_K(const struct exl_mm_ctx *m, int64_t r, int c, const in
 			sc16[i] = _mm512_castsi128_si512(_mm_cvtepu8_epi16(s8));
 			mins[i] = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m8, m8));
 			for (int j = 0; j < C; j++)
-				isum[i][j] = _mm512_setzero_si512();
+				isum[i][j] = isum2[i][j] = _mm512_setzero_si512();
 		}
 		for (int t = 0; t < 2; t++) {
 			__m512i xl[4], xh[4];
@@ -679,7 +681,10 @@ EXL_INLINE void tile_q4_K(const struct exl_mm_ctx *m, int64_t r, int c, const in
 
 				for (int j = 0; j < C; j++) {
 					isum[i][j] = dot_s16(isum[i][j], _mm512_maddubs_epi16(ql, xl[j]), sl);
-					isum[i][j] = dot_s16(isum[i][j], _mm512_maddubs_epi16(qh, xh[j]), sh);
+					if (dual)
+						isum2[i][j] = dot_s16(isum2[i][j], _mm512_maddubs_epi16(qh, xh[j]), sh);
+					else
+						isum[i][j] = dot_s16(isum[i][j], _mm512_maddubs_epi16(qh, xh[j]), sh);
 				}
 			}
 		}
@@ -691,6 +696,8 @@ EXL_INLINE void tile_q4_K(const struct exl_mm_ctx *m, int64_t r, int c, const in
 				__m512 msum = _mm512_zextps256_ps512(_mm256_cvtepi32_ps(_mm256_madd_epi16(mins[i], bs)));
 				float dx = xd[j][b];
 
+				if (dual)
+					isum[i][j] = _mm512_add_epi32(isum[i][j], isum2[i][j]);
 				acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[i][j]), _mm512_set1_ps(d * dx),
 							    acc[i][j]);
 				acc[i][j] = _mm512_fnmadd_ps(msum, _mm512_set1_ps(dmin * dx), acc[i][j]);
@@ -734,7 +741,9 @@ EXL_INLINE void tile_q6_K(const struct exl_mm_ctx *m, int64_t r, int c, const in
 			acc[i][j] = _mm512_setzero_ps();
 
 	for (int64_t b = 0; b < nb; b++) {
-		__m512i isum[4][4];
+		/* few outputs (decode): two dot chains, not one, per output */
+		__m512i isum[4][4], isum2[4][4];
+		const int dual = R * C <= 2;
 		__m512i sc16[4];
 
 		for (int i = 0; i < R; i++) {
@@ -748,7 +757,7 @@ EXL_INLINE void tile_q6_K(const struct exl_mm_ctx *m, int64_t r, int c, const in
 			sc16[i] = _mm512_castsi256_si512(_mm256_cvtepi8_epi16(
 				_mm_loadu_si128((const __m128i *)(const void *)w[i][b].scales)));
 			for (int j = 0; j < C; j++)
-				isum[i][j] = _mm512_setzero_si512();
+				isum[i][j] = isum2[i][j] = _mm512_setzero_si512();
 		}
 		for (int h = 0; h < 2; h++) {
 			__m512i xa[4], xb[4];
@@ -779,7 +788,10 @@ EXL_INLINE void tile_q6_K(const struct exl_mm_ctx *m, int64_t r, int c, const in
 
 				for (int j = 0; j < C; j++) {
 					isum[i][j] = dot_s16(isum[i][j], _mm512_maddubs_epi16(qa, xa[j]), sa);
-					isum[i][j] = dot_s16(isum[i][j], _mm512_maddubs_epi16(qb, xb[j]), sb);
+					if (dual)
+						isum2[i][j] = dot_s16(isum2[i][j], _mm512_maddubs_epi16(qb, xb[j]), sb);
+					else
+						isum[i][j] = dot_s16(isum[i][j], _mm512_maddubs_epi16(qb, xb[j]), sb);
 				}
 			}
 		}
@@ -791,6 +803,8 @@ EXL_INLINE void tile_q6_K(const struct exl_mm_ctx *m, int64_t r, int c, const in
 				/* the -32 offset: 32 * sum over groups of scale * group sum */
 				__m256i bs = _mm256_loadu_si256((const __m256i *)(const void *)(xs[j] + 16 * b));
 				__m256i off = _mm256_slli_epi32(_mm256_madd_epi16(s16, bs), 5);
+				if (dual)
+					isum[i][j] = _mm512_add_epi32(isum[i][j], isum2[i][j]);
 				__m512i t = _mm512_sub_epi32(isum[i][j], _mm512_zextsi256_si512(off));
 
 				acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(t), _mm512_set1_ps(d * xd[j][b]),
