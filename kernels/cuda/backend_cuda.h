@@ -3,7 +3,10 @@
  *
  * The backend itself is made with exl_backend_cuda_create (kernels/backend.h).
  * In a build without CUDA every function here fails with the message
- * "exld was built without CUDA support".
+ * "exld was built without CUDA support".  In a build with CUDA the backend
+ * lives in a module, libexld-cuda.so, that the first call to any of these
+ * (from any thread) loads; when it cannot be loaded, each fails with the
+ * reason (kernels/cuda_module_load.c, docs/cuda.md).
  */
 #ifndef EXL_BACKEND_CUDA_H
 #define EXL_BACKEND_CUDA_H
