@@ -106,9 +106,13 @@ EXL_INLINE __m512 loadu_bf16(const void *w, int64_t k)
 #define ESIZE_f16 2
 #define ESIZE_bf16 2
 
-/* Independent accumulators per output: a tile of few outputs (decode)
- * would otherwise wait on one FMA chain, 4 cycles per vector. */
-#define FLOAT_U(R, C) ((R) * (C) >= 8 ? 1 : (R) * (C) >= 4 ? 2 : 4)
+/* Accumulators per output.  The same for every tile shape, so an
+ * output's value never depends on how many vectors the call has (a
+ * sequence decodes the same alone or in a batch).  One is enough here: a
+ * one-output decode tile still runs 16 floats per FMA latency, more than
+ * one core's share of memory bandwidth, and prefill tiles of 4 x 4 keep
+ * all 16 accumulators in registers. */
+#define FLOAT_U 1
 
 #define DEFINE_FLOAT_TILE(T)                                                          \
 	EXL_INLINE void tile_##T(const struct exl_mm_ctx *m, int64_t r, int c, const int R, \
@@ -117,7 +121,7 @@ EXL_INLINE __m512 loadu_bf16(const void *w, int64_t k)
 		const uint8_t *w[4];                                                  \
 		const float *x[4];                                                    \
 		__m512 acc[4][4][4];                                                  \
-		const int U = FLOAT_U(R, C);                                          \
+		const int U = FLOAT_U;                                                \
 		int64_t k = 0, n16 = m->cols & ~(int64_t)15;                          \
 		int64_t nu = m->cols / (16 * U) * (16 * U);                           \
 		/* decode-shaped calls stream the rows: fetch ahead */                \
@@ -524,51 +528,61 @@ EXL_INLINE void q4_0_quad_step(const block_q4_0 *const *w, const int8_t *const *
 	}
 }
 
-/* Eight blocks at b: the level offset is taken off in float, per block,
+/* Eight blocks at b.  The level offset is taken off in float, per block,
  * as -8 * d_w * (d_x * sum q_x) (the act's s[]), folded into the low lanes
- * of the accumulators; the block scale products are formed once per eight
- * blocks.  Fewer operations per row than q4_0_quad_step, which matters
- * when each row meets few input vectors (decode). */
+ * of the accumulators first; then two groups of four blocks.  Tiles of
+ * few outputs (decode) form the scale products once per eight blocks,
+ * larger ones per group from per-row and per-column spreads (fewer live
+ * registers): the products are the same floats either way, so an output's
+ * value never depends on the tile shape. */
 EXL_INLINE void q4_0_oct_step(const block_q4_0 *const *w, const int8_t *const *xq,
 			      const float *const *xd, const float *const *xs, int64_t b,
 			      const int R, const int C, size_t pf, __m512 acc[4][4])
 {
+	const int precomp = R * C <= 4;
 	__m512 prod[4][4];
-	__m256 dx8[4], sn8[4];
+	__m256 dx8[4], dw8[4];
 
-	for (int j = 0; j < C; j++) {
+	for (int j = 0; j < C; j++)
 		dx8[j] = _mm256_loadu_ps(xd[j] + b);
-		sn8[j] = _mm256_mul_ps(_mm256_loadu_ps(xs[j] + b), _mm256_set1_ps(-8.0f));
-	}
 	for (int i = 0; i < R; i++) {
-		__m256 dw8 = q4_0_scales8(w[i], b);
-
+		dw8[i] = q4_0_scales8(w[i], b);
 		for (int j = 0; j < C; j++) {
-			prod[i][j] = _mm512_castps256_ps512(_mm256_mul_ps(dw8, dx8[j]));
-			acc[i][j] = _mm512_fmadd_ps(_mm512_zextps256_ps512(dw8), _mm512_zextps256_ps512(sn8[j]),
+			__m256 sn8 = _mm256_mul_ps(_mm256_loadu_ps(xs[j] + b), _mm256_set1_ps(-8.0f));
+
+			acc[i][j] = _mm512_fmadd_ps(_mm512_zextps256_ps512(dw8[i]), _mm512_zextps256_ps512(sn8),
 						    acc[i][j]);
+			if (precomp)
+				prod[i][j] = _mm512_castps256_ps512(_mm256_mul_ps(dw8[i], dx8[j]));
 		}
 	}
 	for (int g = 0; g < 2; g++) {
 		int64_t bg = b + 4 * g;
 		__m512i xl[4], xh[4];
+		__m512 dxg[4];
 
 		for (int j = 0; j < C; j++) {
 			xl[j] = _mm512_loadu_si512(xq[j] + 32 * bg);
 			xh[j] = _mm512_loadu_si512(xq[j] + 32 * bg + 64);
+			if (!precomp)
+				dxg[j] = spread_quad(_mm512_castps256_ps512(dx8[j]), g);
 		}
 		for (int i = 0; i < R; i++) {
 			__m512i lo, hi;
+			__m512 dwg = _mm512_setzero_ps();
 
 			if (pf) { /* decode-shaped: fetch later rows ahead (72 bytes) */
 				_mm_prefetch((const char *)(w[i] + bg) + pf, _MM_HINT_T0);
 				_mm_prefetch((const char *)(w[i] + bg) + pf + 64, _MM_HINT_T0);
 			}
 			q4_0_quad(w[i], bg, &lo, &hi);
+			if (!precomp)
+				dwg = spread_quad(_mm512_castps256_ps512(dw8[i]), g);
 			for (int j = 0; j < C; j++) {
 				__m512i d = dot_u8s8(dot_u8s8(_mm512_setzero_si512(), lo, xl[j]), hi, xh[j]);
-				acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d), spread_quad(prod[i][j], g),
-							    acc[i][j]);
+				__m512 sc = precomp ? spread_quad(prod[i][j], g) : _mm512_mul_ps(dwg, dxg[j]);
+
+				acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d), sc, acc[i][j]);
 			}
 		}
 	}
@@ -595,22 +609,8 @@ EXL_INLINE void tile_q4_0(const struct exl_mm_ctx *m, int64_t r, int c, const in
 		for (int j = 0; j < C; j++)
 			acc[i][j] = _mm512_setzero_ps();
 
-	if (m->n <= EXL_STREAM_N) {
-		for (; b + 8 <= nb; b += 8)
-			q4_0_oct_step(w, xq, xd, xs, b, R, C, pf, acc);
-	}
-	/* compute-bound tiles: the offset in integers, scales per row and
-	 * column (fewer registers than the scale products of every output) */
-	for (; b + 8 <= nb; b += 8) {
-		__m512 dws[4], dxs[4];
-
-		for (int j = 0; j < C; j++)
-			dxs[j] = _mm512_castps256_ps512(_mm256_loadu_ps(xd[j] + b));
-		for (int i = 0; i < R; i++)
-			dws[i] = _mm512_castps256_ps512(q4_0_scales8(w[i], b));
-		q4_0_quad_step(w, xq, b, dws, dxs, 0, R, C, pf, acc);
-		q4_0_quad_step(w, xq, b + 4, dws, dxs, 1, R, C, pf, acc);
-	}
+	for (; b + 8 <= nb; b += 8)
+		q4_0_oct_step(w, xq, xd, xs, b, R, C, pf, acc);
 	if (b + 4 <= nb) {
 		__m512 dws[4], dxs[4];
 

@@ -5,7 +5,8 @@
  *  - every SIMD kernel set this CPU runs equals the scalar reference within
  *    a float-rounding bound (|diff| <= 2e-5 * sum_k |w_k| (|x_k| + step_k));
  *    sets the CPU lacks are reported as SKIP;
- *  - running on a pool of 2 or 3 threads gives the same bits as one thread;
+ *  - running on a pool of 2 or 3 threads gives the same bits as one thread,
+ *    and a vector alone the same bits as within a batch of n;
  * over odd shapes (rows 1, 7, 33, 70; n 1, 2, 3, 5, 17; one block of
  * columns, a few, and many).  Bad calls get an error. */
 #include <math.h>
@@ -193,6 +194,22 @@ static void check_problem(struct problem *p, struct exl_pool *pool2, struct exl_
 		}
 		CHECK(bad == 0, "%s: %s vs scalar: %d outputs off, first [%zu] %.7g vs %.7g (tol %.3g)",
 		      what, sets[v], bad, first, yv[first], ys[first], p->tol_simd[first]);
+
+		/* batch invariance: each vector alone gives the same bits as
+		 * within the batch (a sequence decodes the same either way) */
+		if (p->n > 1) {
+			int last = p->n - 1;
+			int vecs[2] = { 0, last };
+			char err[256];
+
+			for (int t = 0; t < 2; t++) {
+				const float *x1 = p->x + (size_t)vecs[t] * (size_t)p->cols;
+
+				CHECK(exl_cpu_matmul(NULL, &p->w, x1, yt, 1, s, err, sizeof(err)) == 0, "%s", err);
+				CHECK(memcmp(yt, yv + (size_t)vecs[t] * (size_t)p->rows, sizeof(float) * (size_t)p->rows) == 0,
+				      "%s: %s: vector %d alone differs from within the batch", what, sets[v], vecs[t]);
+			}
+		}
 
 		struct exl_pool *pools[2] = { pool2, pool3 };
 		for (int t = 0; t < 2; t++) {
