@@ -1,0 +1,76 @@
+# Shared by the exl integration tests (sourced): a real exld on a private
+# socket, started and stopped by the test, and small checks.
+#   needs: $exld $exl (paths), EXLD_MODELS from meson's test_env
+
+models=${EXLD_MODELS:-}
+if [ -z "$models" ] || [ ! -f "$models/stories260K.gguf" ]; then
+	echo "EXLD_MODELS ('$models') has no stories260K.gguf; skipping"
+	exit 77
+fi
+tmp=$(mktemp -d /tmp/exl-test-XXXXXX)
+sock=$tmp/exld.sock
+export EXLD_SOCKET=$sock
+dpid=
+fail=0
+
+ok() { printf 'ok: %s\n' "$1"; }
+bad() { printf 'FAIL: %s\n' "$1"; fail=1; }
+# has FILE TEXT: fixed-string search
+has() { grep -qF -- "$2" "$1"; }
+
+stop_daemon() {
+	[ -n "$dpid" ] || return 0
+	kill -TERM "$dpid" 2>/dev/null
+	wait "$dpid" 2>/dev/null
+	dpid=
+}
+
+cleanup() {
+	stop_daemon
+	if [ "$fail" != 0 ] && [ -f "$tmp/daemon.log" ]; then
+		echo "--- daemon log"
+		tail -n 30 "$tmp/daemon.log"
+	fi
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap 'exit 1' INT TERM
+
+# start_daemon NAME[,NAME...] [extra exld flags]: exld on $sock with the test
+# models, returning once every named model is loaded.
+start_daemon() {
+	load=$1
+	shift
+	"$exld" --config /dev/null --socket "$sock" --models "$models" --threads 1 \
+		--load "$load" "$@" >>"$tmp/daemon.log" 2>&1 &
+	dpid=$!
+	i=0
+	while [ $i -lt 300 ]; do
+		if ! kill -0 "$dpid" 2>/dev/null; then
+			echo "exld exited at start:"
+			cat "$tmp/daemon.log"
+			dpid=
+			return 1
+		fi
+		"$exl" models >"$tmp/models.list" 2>/dev/null
+		all=1
+		for m in $(echo "$load" | tr ',' ' '); do
+			grep -q "^$m  *loaded" "$tmp/models.list" || all=0
+		done
+		[ $all = 1 ] && return 0
+		sleep 0.1
+		i=$((i + 1))
+	done
+	echo "exld did not load $load within 30 s"
+	return 1
+}
+
+# expected PROMPT N [exld run flags]: what `exld run` prints (prompt +
+# completion + newline), greedy, one thread.
+expected() {
+	p=$1
+	n=$2
+	shift 2
+	"$exld" run --model "$models/stories260K.gguf" --prompt "$p" -n "$n" --temperature 0 \
+		--threads 1 "$@" 2>/dev/null
+}

@@ -1,0 +1,198 @@
+#!/bin/sh
+# The exl tool against a real exld: streamed output equals the result
+# (--json) and `exld run`; several prompts in one batch print in order; two
+# exl processes sharing one model each get their own correct output; -
+# reads stdin; models / load / unload / status / bench; exit statuses and
+# messages with no daemon, an unknown model, bad options.
+set -u
+exld=${1:?usage: test_exl.sh EXLD EXL}
+exl=${2:?usage: test_exl.sh EXLD EXL}
+. "$(dirname "$0")/exl_common.sh"
+
+known="Once upon a time, there was a little girl named Lily. She loved to play outside in the park. One day, she saw a big, red ball."
+
+# json_text FILE [LINE]: the "text" of a JSON result line.
+json_text() {
+	python3 -c 'import json,sys
+lines = open(sys.argv[1]).read().splitlines()
+sys.stdout.write(json.loads(lines[int(sys.argv[2])])["text"] + "\n")' "$1" "${2:-0}"
+}
+
+# ---- no daemon ----
+"$exl" generate hi >"$tmp/o" 2>"$tmp/e"
+rc=$?
+[ $rc = 3 ] && has "$tmp/e" "cannot connect to exld at $sock: " &&
+	has "$tmp/e" "(is the daemon running?)" && ok "no daemon: exit 3 and why" ||
+	bad "no daemon: rc $rc: $(cat "$tmp/e")"
+: >"$tmp/notasocket"
+"$exl" --socket "$tmp/notasocket" status >"$tmp/o" 2>"$tmp/e"
+rc=$?
+[ $rc = 3 ] && has "$tmp/e" "cannot connect to exld at $tmp/notasocket" &&
+	has "$tmp/e" "not a socket" && ok "not a socket: exit 3" ||
+	bad "not a socket: rc $rc: $(cat "$tmp/e")"
+
+# ---- usage errors (no daemon needed) ----
+"$exl" generate --top-k -3 hi >/dev/null 2>"$tmp/e"
+rc=$?
+[ $rc = 2 ] && has "$tmp/e" "--top-k wants an integer" && ok "bad value: exit 2" ||
+	bad "bad value: rc $rc: $(cat "$tmp/e")"
+"$exl" generate --frobnicate hi >/dev/null 2>"$tmp/e"
+rc=$?
+[ $rc = 2 ] && has "$tmp/e" "unknown option '--frobnicate'" && ok "unknown option: exit 2" ||
+	bad "unknown option: rc $rc: $(cat "$tmp/e")"
+"$exl" generate --cfg-scale 2 hi >/dev/null 2>"$tmp/e"
+[ $? = 2 ] && ok "cfg-scale without negative: exit 2" || bad "cfg-scale alone: $(cat "$tmp/e")"
+"$exl" frob >/dev/null 2>&1
+[ $? = 2 ] && ok "unknown command: exit 2" || bad "unknown command"
+"$exl" --help >"$tmp/o" && has "$tmp/o" "exit status:" && has "$tmp/o" "3    cannot connect" &&
+	ok "help lists exit statuses" || bad "help: $(cat "$tmp/o")"
+
+start_daemon stories260K || { bad "daemon start"; exit 1; }
+
+# ---- streaming equals the result, and exld run ----
+"$exl" generate -m stories260K -n 40 --temperature 0 "Once upon a time" >"$tmp/stream" 2>"$tmp/e"
+rc=$?
+[ $rc = 0 ] && [ "$(cat "$tmp/stream")" = "$known" ] && ok "known continuation, streamed" ||
+	bad "streamed: rc $rc: '$(cat "$tmp/stream")' $(cat "$tmp/e")"
+"$exl" generate -m stories260K -n 40 --temperature 0 --json "Once upon a time" >"$tmp/j" 2>"$tmp/e"
+rc=$?
+json_text "$tmp/j" >"$tmp/jt"
+[ $rc = 0 ] && cmp -s "$tmp/stream" "$tmp/jt" && ok "stream equals the --json result" ||
+	bad "json: rc $rc: $(cat "$tmp/j") $(cat "$tmp/e")"
+for f in '"token_ids":[432,383,286,' '"stop_reason":"max_new_tokens"' '"prompt_tokens":5' \
+	'"new_tokens":40' '"stop_string":null' '"timings":{"queued_ms":'; do
+	has "$tmp/j" "$f" || bad "json lacks $f: $(cat "$tmp/j")"
+done
+expected "Once upon a time" 40 >"$tmp/run"
+cmp -s "$tmp/stream" "$tmp/run" && ok "equals exld run" || bad "exld run: $(cat "$tmp/run")"
+
+# Generation options reach the daemon: a stop string, completion only.
+"$exl" generate -n 40 --temperature 0 --stop named --completion-only "Once upon a time" \
+	>"$tmp/o" 2>"$tmp/e"
+[ "$(cat "$tmp/o")" = ", there was a little girl " ] && ok "stop string, completion only" ||
+	bad "stop: '$(cat "$tmp/o")' $(cat "$tmp/e")"
+"$exl" generate -n 40 --temperature 0 --stop named --json "Once upon a time" >"$tmp/j" 2>/dev/null
+has "$tmp/j" '"stop_reason":"stop_string"' && has "$tmp/j" '"stop_string":"named"' &&
+	has "$tmp/j" '"text":"Once upon a time, there was a little girl "' &&
+	ok "stop string in the result" || bad "stop json: $(cat "$tmp/j")"
+"$exl" generate -n 3 --temperature 0 --json --top-probs 2 "Once upon a time" >"$tmp/j" 2>/dev/null
+has "$tmp/j" '"probs":[0.9' && has "$tmp/j" '"top":[[{"id":432,"text":",","p":0.9' &&
+	has "$tmp/j" '{"id":383,"text":" there","p":0.02' && ok "--top-probs in json" ||
+	bad "top probs: $(cat "$tmp/j")"
+"$exl" generate -n 3 --temperature 0 --top-probs 2 "Once upon a time" >"$tmp/o" 2>"$tmp/e"
+has "$tmp/e" 'token 432 "," p=0.9687 top: 432 "," 0.9687 383 " there" 0.0288' &&
+	ok "--top-probs lines" || bad "top probs lines: $(cat "$tmp/e")"
+for s in 1 2 3; do
+	"$exl" generate -n 30 --seed $s --json "Once upon a time" >"$tmp/j$s" 2>/dev/null
+	"$exl" generate -n 30 --seed $s "Once upon a time" >"$tmp/s$s" 2>/dev/null
+	json_text "$tmp/j$s" | cmp -s - "$tmp/s$s" || bad "seed $s: stream and json differ"
+done
+cmp -s "$tmp/s1" "$tmp/s2" && bad "seeds 1 and 2 gave the same text" || ok "seeded sampling"
+"$exld" run --model "$models/stories260K.gguf" --prompt "Once upon a time" -n 30 --seed 2 \
+	--threads 1 >"$tmp/run" 2>/dev/null
+cmp -s "$tmp/s2" "$tmp/run" && ok "seeded equals exld run" || bad "seed 2: $(cat "$tmp/s2") vs $(cat "$tmp/run")"
+
+# ---- several prompts in one batch: in order ----
+p1="Once upon a time"
+p2="The little dog"
+p3="Tom had a red"
+"$exl" generate -n 60 --temperature 0 "$p1" "$p2" "$p3" >"$tmp/batch" 2>"$tmp/e"
+rc=$?
+{ expected "$p1" 60; expected "$p2" 60; expected "$p3" 60; } >"$tmp/run"
+[ $rc = 0 ] && cmp -s "$tmp/batch" "$tmp/run" && ok "three prompts, in order" ||
+	bad "batch: rc $rc: $(cat "$tmp/batch") vs $(cat "$tmp/run") $(cat "$tmp/e")"
+"$exl" generate -n 60 --temperature 0 --json "$p1" "$p2" "$p3" >"$tmp/j" 2>/dev/null
+{ json_text "$tmp/j" 0; json_text "$tmp/j" 1; json_text "$tmp/j" 2; } >"$tmp/jt"
+[ "$(wc -l <"$tmp/j")" = 3 ] && cmp -s "$tmp/jt" "$tmp/run" && ok "three results, in order" ||
+	bad "batch json: $(cat "$tmp/j")"
+
+# ---- a prompt on stdin ----
+echo "Once upon a time" | "$exl" generate -n 40 --temperature 0 - >"$tmp/o" 2>"$tmp/e"
+[ "$(cat "$tmp/o")" = "$known" ] && ok "- reads the prompt from stdin" ||
+	bad "stdin: '$(cat "$tmp/o")' $(cat "$tmp/e")"
+echo x | "$exl" generate - - >/dev/null 2>"$tmp/e"
+[ $? = 2 ] && ok "- twice: exit 2" || bad "- twice: $(cat "$tmp/e")"
+
+# ---- two processes share the model, each gets its own output ----
+expected "$p1" 300 >"$tmp/run1"
+expected "$p2" 300 >"$tmp/run2"
+for round in 1 2 3; do
+	"$exl" generate -n 300 --temperature 0 "$p1" >"$tmp/a" 2>"$tmp/ea" &
+	a=$!
+	"$exl" generate -n 300 --temperature 0 "$p2" >"$tmp/b" 2>"$tmp/eb" &
+	b=$!
+	wait $a
+	ra=$?
+	wait $b
+	rb=$?
+	[ $ra = 0 ] && [ $rb = 0 ] || bad "round $round: exit $ra / $rb: $(cat "$tmp/ea" "$tmp/eb")"
+	case "$(cat "$tmp/a")" in
+	"$known"*) ;;
+	*) bad "round $round: process 1 lost the known continuation: $(cat "$tmp/a")" ;;
+	esac
+	cmp -s "$tmp/a" "$tmp/run1" || bad "round $round: process 1: $(cat "$tmp/a")"
+	cmp -s "$tmp/b" "$tmp/run2" || bad "round $round: process 2: $(cat "$tmp/b")"
+done
+[ $fail = 0 ] && ok "two processes, one model, independent outputs"
+
+# ---- unknown model ----
+"$exl" generate -m nosuch hi >/dev/null 2>"$tmp/e"
+rc=$?
+[ $rc = 4 ] && has "$tmp/e" "nosuch" && has "$tmp/e" "exl models lists them" &&
+	ok "unknown model: exit 4" || bad "unknown model: rc $rc: $(cat "$tmp/e")"
+"$exl" generate -m aidreams260K hi >/dev/null 2>"$tmp/e"
+rc=$?
+[ $rc = 4 ] && has "$tmp/e" "exl load aidreams260K" && ok "not loaded: exit 4 with a hint" ||
+	bad "not loaded: rc $rc: $(cat "$tmp/e")"
+"$exl" chat -m nosuch </dev/null >/dev/null 2>"$tmp/e"
+[ $? = 4 ] && ok "chat, unknown model: exit 4" || bad "chat unknown: $(cat "$tmp/e")"
+"$exl" load nosuch >/dev/null 2>"$tmp/e"
+rc=$?
+[ $rc = 4 ] && has "$tmp/e" "nosuch.gguf" && ok "load of no file: exit 4" ||
+	bad "load nosuch: rc $rc: $(cat "$tmp/e")"
+
+# ---- models, load, unload, status ----
+"$exl" models >"$tmp/o" 2>"$tmp/e"
+grep -q '^stories260K  *loaded .* llama  *512  *2048  *0$' "$tmp/o" &&
+	grep -q '^aidreams260K  *available' "$tmp/o" && ok "models" || bad "models: $(cat "$tmp/o")"
+"$exl" load aidreams260K >"$tmp/o" 2>"$tmp/e"
+rc=$?
+[ $rc = 0 ] && has "$tmp/o" "loaded aidreams260K: llama, 512 tokens of vocabulary, context 128" &&
+	has "$tmp/e" "loading aidreams260K: 100%" && ok "load, with progress lines" ||
+	bad "load: rc $rc: $(cat "$tmp/o" "$tmp/e")"
+"$exl" load aidreams260K >/dev/null 2>"$tmp/e"
+[ $? = 1 ] && has "$tmp/e" "already loaded" && ok "load twice: exit 1" || bad "load twice: $(cat "$tmp/e")"
+"$exl" generate -n 20 --temperature 0 hi >/dev/null 2>"$tmp/e"
+[ $? = 4 ] && has "$tmp/e" "-m MODEL" && ok "two models, none named: exit 4" ||
+	bad "ambiguous model: $(cat "$tmp/e")"
+"$exl" generate -m aidreams260K -n 20 --temperature 0 "Once upon a time" >"$tmp/o" 2>"$tmp/e"
+"$exld" run --model "$models/aidreams260K.gguf" --prompt "Once upon a time" -n 20 \
+	--temperature 0 --threads 1 >"$tmp/run" 2>/dev/null
+cmp -s "$tmp/o" "$tmp/run" && ok "second model generates as exld run" ||
+	bad "aidreams: $(cat "$tmp/o") vs $(cat "$tmp/run") $(cat "$tmp/e")"
+"$exl" status >"$tmp/o" 2>"$tmp/e"
+has "$tmp/o" "exld 0.1.0, pid $dpid" && has "$tmp/o" "resident" &&
+	grep -q '^stories260K  *loaded  *0  *0  *0 ' "$tmp/o" && grep -q '^aidreams260K  *loaded' "$tmp/o" &&
+	ok "status" || bad "status: $(cat "$tmp/o" "$tmp/e")"
+"$exl" unload aidreams260K >"$tmp/o" 2>"$tmp/e"
+[ $? = 0 ] && has "$tmp/o" "unloaded aidreams260K" && ok "unload" || bad "unload: $(cat "$tmp/e")"
+"$exl" generate -m aidreams260K hi >/dev/null 2>&1
+[ $? = 4 ] && ok "unloaded model: exit 4" || bad "generate after unload"
+"$exl" unload aidreams260K >/dev/null 2>"$tmp/e"
+[ $? = 4 ] && ok "unload of a model not loaded: exit 4" || bad "unload twice: $? $(cat "$tmp/e")"
+
+# ---- bench ----
+"$exl" bench -c 3 -n 16 >"$tmp/o" 2>"$tmp/e"
+rc=$?
+[ $rc = 0 ] && [ "$(grep -c '^[123]  *5  *16 ' "$tmp/o")" = 3 ] &&
+	has "$tmp/o" "total: 3 clients, 48 tokens in" && ok "bench" ||
+	bad "bench: rc $rc: $(cat "$tmp/o" "$tmp/e")"
+"$exl" bench -c 0 >/dev/null 2>&1
+[ $? = 2 ] && ok "bench -c 0: exit 2" || bad "bench -c 0"
+
+# ---- the daemon goes away ----
+stop_daemon
+"$exl" status >/dev/null 2>"$tmp/e"
+[ $? = 3 ] && ok "after the daemon stopped: exit 3" || bad "stopped daemon: $(cat "$tmp/e")"
+
+exit $fail

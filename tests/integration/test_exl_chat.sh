@@ -1,0 +1,167 @@
+#!/bin/sh
+# exl chat on a terminal (a tmux pane) against a real exld:
+#  - stories260K (no chat template: the plain format), two turns; the
+#    screen must be exactly the banner, the prompts, the answers `exl
+#    generate` gives for the formatted conversation, and the notices;
+#    Ctrl-C at the prompt only warns, Ctrl-D ends the chat with status 0;
+#  - a random-weight model carrying phi-3's vocabulary and chat template
+#    (exld-mkmodel --vocab-from): the phi3 format is picked from the GGUF
+#    and its <|end|> token stops the answer (piped input, compared with
+#    exl generate); on the terminal, Ctrl-C during a long answer stops only
+#    that answer, and a second Ctrl-C at the prompt ends the chat with 0.
+set -u
+exld=${1:?usage: test_exl_chat.sh EXLD EXL MKMODEL}
+exl=${2:?usage: test_exl_chat.sh EXLD EXL MKMODEL}
+mkmodel=${3:?usage: test_exl_chat.sh EXLD EXL MKMODEL}
+. "$(dirname "$0")/exl_common.sh"
+
+command -v tmux >/dev/null || { echo "tmux is not installed (tests/install-deps.sh); skipping"; exit 77; }
+command -v python3 >/dev/null || { echo "python3 is not installed; skipping"; exit 77; }
+phi3_vocab=$models/vocab/ggml-vocab-phi-3.gguf
+[ -f "$phi3_vocab" ] || { echo "no $phi3_vocab; skipping"; exit 77; }
+
+tm() { tmux -S "$tmp/tmux.sock" -f /dev/null "$@"; }
+trap 'tm kill-server 2>/dev/null; cleanup' EXIT
+
+# The daemon's model directory: stories260K and the chat model.
+mkdir "$tmp/models"
+ln -s "$models/stories260K.gguf" "$tmp/models/stories260K.gguf"
+"$mkmodel" --dim 1024 --layers 4 --heads 8 --kv-heads 8 --ff 2048 --type q8_0 --ctx 4096 \
+	--vocab-from "$phi3_vocab" -o "$tmp/models/chatphi.gguf" >"$tmp/mkmodel.log" 2>&1 ||
+	{ cat "$tmp/mkmodel.log"; echo "FAIL: exld-mkmodel"; exit 1; }
+models=$tmp/models
+start_daemon stories260K,chatphi || { bad "daemon start"; exit 1; }
+
+# chat_start NAME ARGS...: exl chat in a new 220x60 pane; its exit status
+# goes to $tmp/NAME.status.
+chat_start() {
+	name=$1
+	shift
+	rm -f "$tmp/$name.status"
+	tm new-session -d -s "$name" -x 220 -y 60 \
+		"env EXLD_SOCKET='$sock' TERM=xterm '$exl' chat $*; echo \$? >'$tmp/$name.status'; sleep 60"
+}
+screen() { tm capture-pane -p -J -t "$1" -S -500 >"$tmp/$1.screen" 2>/dev/null; }
+prompts() { grep -c '^>>>' "$tmp/$1.screen"; }
+# wait_prompts NAME N: until the pane shows N prompt lines (30 s at most)
+wait_prompts() {
+	i=0
+	while [ $i -lt 300 ]; do
+		screen "$1"
+		[ "$(prompts "$1")" -ge "$2" ] && return 0
+		sleep 0.1
+		i=$((i + 1))
+	done
+	echo "pane $1 after 30 s:"
+	cat "$tmp/$1.screen"
+	return 1
+}
+# wait_file FILE: until it exists (10 s at most)
+wait_file() {
+	i=0
+	while [ $i -lt 100 ]; do
+		[ -s "$1" ] && return 0
+		sleep 0.1
+		i=$((i + 1))
+	done
+	return 1
+}
+
+# expect.py TEMPLATE N MODEL MSG...: the transcript exl chat must show
+# for these user messages, from `exl generate` on the formatted conversation.
+cat >"$tmp/expect.py" <<'EOF'
+import json, subprocess, sys
+exl, tmpl, n, model = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
+msgs = sys.argv[5:]
+ws = " \t\n\r\v\f"
+history = ""
+out = ["exl chat: %s format; Ctrl-C stops an answer, Ctrl-D ends the chat, /reset forgets it" % tmpl]
+for m in msgs:
+    assert tmpl == "plain"
+    prompt = history + "User: " + m.strip(ws) + "\nAssistant:"
+    r = subprocess.run([exl, "generate", "-m", model, "-n", n, "--temperature", "0", "--special",
+                        "--completion-only", "--stop", "\nUser:", "--json", prompt],
+                       capture_output=True, text=True, check=True)
+    res = json.loads(r.stdout)
+    shown = res["text"].lstrip(" \n\r\t")
+    out.append(">>> " + m)
+    out.extend(shown.split("\n"))
+    if res["stop_reason"] == "max_new_tokens":
+        out.append("[answer cut at %s tokens: -n sets the limit]" % n)
+    history = prompt + " " + shown.strip(ws) + "\n"
+out.append(">>>")
+print("\n".join(l.rstrip() for l in out))
+EOF
+# trimmed FILE: its lines without trailing blanks, no empty lines at the end
+trimmed() { sed 's/[[:space:]]*$//' "$1" | sed -e :a -e '/^\n*$/{$d;N;ba' -e '}'; }
+
+# ---- stories260K, plain format, two turns ----
+chat_start s1 -m stories260K -n 20 --temperature 0
+wait_prompts s1 1 || bad "no first prompt"
+tm send-keys -t s1 "Hello" Enter
+wait_prompts s1 2 || bad "no answer to the first turn"
+tm send-keys -t s1 "Tell me a story" Enter
+wait_prompts s1 3 || bad "no answer to the second turn"
+python3 "$tmp/expect.py" "$exl" plain 20 stories260K "Hello" "Tell me a story" >"$tmp/want" ||
+	bad "computing the expected transcript"
+trimmed "$tmp/s1.screen" >"$tmp/got"
+if cmp -s "$tmp/got" "$tmp/want"; then
+	ok "two turns on a terminal, as exl generate completes the conversation"
+else
+	bad "transcript differs"
+	echo "--- got"; cat "$tmp/got"; echo "--- want"; cat "$tmp/want"
+fi
+tm send-keys -t s1 C-c
+sleep 0.5
+screen s1
+has "$tmp/s1.screen" "(Ctrl-C again or Ctrl-D to exit)" && [ ! -e "$tmp/s1.status" ] &&
+	ok "Ctrl-C at the prompt warns, the chat goes on" || bad "lone Ctrl-C: $(cat "$tmp/s1.screen")"
+tm send-keys -t s1 C-d
+wait_file "$tmp/s1.status" && [ "$(cat "$tmp/s1.status")" = 0 ] && ok "Ctrl-D ends the chat: 0" ||
+	bad "Ctrl-D: status '$(cat "$tmp/s1.status" 2>/dev/null)'"
+
+# ---- the phi3 model: its template is detected, <|end|> stops ----
+printf 'Hi\n' | "$exl" chat -m chatphi -n 12 --temperature 0 >"$tmp/o" 2>"$tmp/e"
+rc=$?
+phi3_prompt=$(printf '<|user|>\nHi<|end|>\n<|assistant|>\n.')
+phi3_prompt=${phi3_prompt%.}
+"$exl" generate -m chatphi -n 12 --temperature 0 --special --completion-only --stop-token 32007 \
+	--json "$phi3_prompt" >"$tmp/j" 2>/dev/null
+python3 -c 'import json,sys; sys.stdout.write(json.load(open(sys.argv[1]))["text"].lstrip(" \n\r\t") + "\n")' \
+	"$tmp/j" >"$tmp/want"
+[ $rc = 0 ] && [ ! -s "$tmp/e" ] && cmp -s "$tmp/o" "$tmp/want" &&
+	ok "phi3 format from the GGUF, piped input" ||
+	bad "phi3: rc $rc: '$(cat "$tmp/o")' vs '$(cat "$tmp/want")' $(cat "$tmp/e")"
+# The same with --template phi3 named, and a different answer with chatml.
+printf 'Hi\n' | "$exl" chat -m chatphi -n 12 --temperature 0 --template phi3 >"$tmp/o2" 2>/dev/null
+cmp -s "$tmp/o2" "$tmp/want" && ok "--template phi3 is the detected one" || bad "--template phi3"
+printf 'Hi\n' | "$exl" chat -m chatphi -n 12 --temperature 0 --template chatml >"$tmp/o3" 2>/dev/null
+cmp -s "$tmp/o3" "$tmp/want" && bad "--template chatml changed nothing" || ok "--template overrides"
+
+# ---- Ctrl-C stops a long answer only; Ctrl-C again at the prompt exits ----
+chat_start s2 -m chatphi -n 3000 --ignore-eos --temperature 0
+wait_prompts s2 1 || bad "no first prompt (phi3)"
+has "$tmp/s2.screen" "exl chat: phi3 format;" && ok "banner names the detected phi3 format" ||
+	bad "banner: $(cat "$tmp/s2.screen")"
+tm send-keys -t s2 "Hi" Enter
+# Until the answer has started (text after the ">>> Hi" line).
+i=0
+while [ $i -lt 100 ]; do
+	screen s2
+	[ "$(sed -n '/^>>> Hi$/,$p' "$tmp/s2.screen" | sed 1d | tr -d '[:space:]' | wc -c)" -gt 0 ] && break
+	sleep 0.1
+	i=$((i + 1))
+done
+tm send-keys -t s2 C-c
+wait_prompts s2 2 || bad "no prompt after Ctrl-C"
+has "$tmp/s2.screen" "[answer stopped]" && [ ! -e "$tmp/s2.status" ] &&
+	ok "Ctrl-C stopped the answer, the chat goes on" || bad "Ctrl-C: $(cat "$tmp/s2.screen")"
+has "$tmp/s2.screen" "Ctrl-C again" && bad "the stop counted as a Ctrl-C at the prompt"
+tm send-keys -t s2 C-c
+wait_file "$tmp/s2.status" && [ "$(cat "$tmp/s2.status")" = 0 ] &&
+	ok "a second Ctrl-C at the prompt ends the chat: 0" ||
+	bad "second Ctrl-C: status '$(cat "$tmp/s2.status" 2>/dev/null)'"
+"$exl" status >"$tmp/o" 2>/dev/null
+grep -q '^chatphi  *loaded  *0  *0  *0 ' "$tmp/o" && ok "no job left running" || bad "status: $(cat "$tmp/o")"
+
+exit $fail
