@@ -47,8 +47,13 @@ flags=$(pkg-config --cflags --libs exlclient) || { echo "FAIL: pkg-config exlcli
 case "$flags" in *"$dest"*) ok "pkg-config points into the installed tree" ;;
 *) bad "pkg-config flags outside $dest: $flags" ;; esac
 cc=${CC:-cc}
+# A sanitizer build's library needs its runtime linked into the program.
+san=
+readelf -d "$libdir/libexlclient.so" | grep -q 'NEEDED.*libasan' && san="$san -fsanitize=address"
+readelf -d "$libdir/libexlclient.so" | grep -q 'NEEDED.*libubsan' && san="$san -fsanitize=undefined"
+[ -z "$san" ] || echo "the library is built with$san: the example is too"
 # shellcheck disable=SC2086 # the flags are words
-if $cc -std=c11 -Wall -Wextra -Werror -o "$tmp/example" "$tmp/example.c" $flags 2>"$tmp/cc.log"; then
+if $cc -std=c11 -Wall -Wextra -Werror $san -o "$tmp/example" "$tmp/example.c" $flags 2>"$tmp/cc.log"; then
 	ok "example builds with pkg-config (shared)"
 else
 	cat "$tmp/cc.log"
@@ -56,7 +61,7 @@ else
 fi
 static_flags="$(pkg-config --cflags exlclient) $libdir/libexlclient.a $(pkg-config --libs msgpack-c 2>/dev/null || pkg-config --libs msgpack)"
 # shellcheck disable=SC2086
-if $cc -std=c11 -Wall -Wextra -Werror -o "$tmp/example-static" "$tmp/example.c" $static_flags \
+if $cc -std=c11 -Wall -Wextra -Werror $san -o "$tmp/example-static" "$tmp/example.c" $static_flags \
 	2>"$tmp/cc.log"; then
 	ok "example builds against libexlclient.a"
 else
