@@ -8,7 +8,9 @@
 #    (exld-mkmodel --vocab-from): the phi3 format is picked from the GGUF
 #    and its <|end|> token stops the answer (piped input, compared with
 #    exl generate); on the terminal, Ctrl-C during a long answer stops only
-#    that answer, and a second Ctrl-C at the prompt ends the chat with 0.
+#    that answer, and a second Ctrl-C at the prompt ends the chat with 0;
+#  - (the slow model serves one more check) exl generate on SIGINT cancels
+#    its job and exits 130.
 set -u
 exld=${1:?usage: test_exl_chat.sh EXLD EXL MKMODEL}
 exl=${2:?usage: test_exl_chat.sh EXLD EXL MKMODEL}
@@ -161,6 +163,21 @@ tm send-keys -t s2 C-c
 wait_file "$tmp/s2.status" && [ "$(cat "$tmp/s2.status")" = 0 ] &&
 	ok "a second Ctrl-C at the prompt ends the chat: 0" ||
 	bad "second Ctrl-C: status '$(cat "$tmp/s2.status" 2>/dev/null)'"
+
+# ---- exl generate and SIGINT ----
+"$exl" generate -m chatphi -n 3000 --ignore-eos --temperature 0 "Hi" >"$tmp/g" 2>"$tmp/ge" &
+g=$!
+i=0
+while [ $i -lt 100 ] && [ "$(wc -c <"$tmp/g")" -lt 10 ]; do
+	sleep 0.1
+	i=$((i + 1))
+done
+kill -INT $g
+wait $g
+rc=$?
+[ $rc = 130 ] && has "$tmp/ge" "exl generate: interrupted" && ok "exl generate: Ctrl-C exits 130" ||
+	bad "generate SIGINT: rc $rc: $(cat "$tmp/ge")"
+
 "$exl" status >"$tmp/o" 2>/dev/null
 grep -q '^chatphi  *loaded  *0  *0  *0 ' "$tmp/o" && ok "no job left running" || bad "status: $(cat "$tmp/o")"
 
