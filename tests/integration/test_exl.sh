@@ -49,6 +49,19 @@ rc=$?
 
 start_daemon stories260K || { bad "daemon start"; exit 1; }
 
+# ---- a socket this user may not use (as root: run exl as nobody) ----
+if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null; then
+	chmod 0711 "$tmp"
+	setpriv --reuid=65534 --regid=65534 --clear-groups "$exl" status >/dev/null 2>"$tmp/e"
+	rc=$?
+	chmod 0700 "$tmp"
+	[ $rc = 3 ] && has "$tmp/e" "cannot connect to exld at $sock: Permission denied" &&
+		has "$tmp/e" "no access to the socket" && ok "no access to the socket: exit 3" ||
+		bad "no access: rc $rc: $(cat "$tmp/e")"
+else
+	echo "skipped: the no-access check (needs root and setpriv)"
+fi
+
 # ---- streaming equals the result, and exld run ----
 "$exl" generate -m stories260K -n 40 --temperature 0 "Once upon a time" >"$tmp/stream" 2>"$tmp/e"
 rc=$?
