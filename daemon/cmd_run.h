@@ -27,6 +27,7 @@ struct run_opts {
 	int32_t *stop_tokens;
 	const char **bans;
 	struct exl_token_bias *bias;
+	char *constraint_text;   /* --grammar / --json-schema file contents */
 };
 
 /* Fills o from argv.  0: run; 1: help printed; -1: a message was printed

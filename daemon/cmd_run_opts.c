@@ -23,6 +23,7 @@ enum kind {
 	K_BREAKERS,
 	K_CFG,
 	K_MIROSTAT,  /* optional value: alone it means v2 */
+	K_FILE,      /* const char * at off := the file's contents */
 	K_HELP,
 };
 
@@ -91,6 +92,13 @@ static const struct opt opts[] = {
 	{ "--cfg-scale", NULL, K_CFG, S(cfg_scale), -100, 100, "S",
 	  "classifier-free guidance scale (needs --negative)" },
 	{ "--negative", NULL, K_STR, O(negative), 0, 0, "TEXT", "negative prompt for CFG" },
+	{ "--grammar", NULL, K_FILE, S(grammar), 0, 0, "FILE",
+	  "GBNF grammar the output must match" },
+	{ "--json-schema", NULL, K_FILE, S(json_schema), 0, 0, "FILE",
+	  "JSON schema the output must satisfy" },
+	{ "--regex", NULL, K_STR, S(regex), 0, 0, "RE", "regular expression the whole output matches" },
+	{ "--prefer-eos", NULL, K_FLAG, S(filter_prefer_eos), 0, 0, NULL,
+	  "end as soon as the grammar / schema / regex is complete" },
 	{ "--ignore-eos", NULL, K_FLAG, S(ignore_eos), 0, 0, NULL, "do not stop at end of text" },
 	{ "--completion-only", NULL, K_FLAG, S(completion_only), 0, 0, NULL,
 	  "print (and report) the completion without the prompt" },
@@ -227,6 +235,38 @@ bad:
 	return -1;
 }
 
+/* The whole of a constraint file (at most 16 MiB, no NUL bytes). */
+static int read_text_file(const char *opt, const char *path, char **out)
+{
+	const size_t max = 16u << 20;
+	FILE *f = fopen(path, "rb");
+	char *buf = NULL;
+	size_t n = 0;
+
+	if (!f) {
+		fprintf(stderr, "exld run: %s: cannot open '%s': %s\n", opt, path, strerror(errno));
+		return -1;
+	}
+	buf = malloc(max + 1);
+	if (!buf) {
+		fprintf(stderr, "exld run: out of memory\n");
+		fclose(f);
+		return -1;
+	}
+	n = fread(buf, 1, max + 1, f);
+	if (ferror(f) || n > max || memchr(buf, 0, n)) {
+		fprintf(stderr, "exld run: %s: '%s' %s\n", opt, path, ferror(f) ?
+			"could not be read" : n > max ? "is over 16 MiB" : "holds a NUL byte");
+		fclose(f);
+		free(buf);
+		return -1;
+	}
+	fclose(f);
+	buf[n] = 0;
+	*out = buf;
+	return 0;
+}
+
 static const struct opt *find(const char *a)
 {
 	for (size_t i = 0; i < sizeof(opts) / sizeof(opts[0]); i++)
@@ -250,6 +290,15 @@ static int take(struct run_opts *o, const struct opt *p, const char *a, const ch
 		return parse_float(a, v, p->min, p->max, (float *)(base + p->off));
 	case K_STR:
 		*(const char **)(base + p->off) = v;
+		return 0;
+	case K_FILE:
+		if (o->constraint_text) {
+			fprintf(stderr, "exld run: give at most one of --grammar and --json-schema\n");
+			return -1;
+		}
+		if (read_text_file(a, v, &o->constraint_text))
+			return -1;
+		*(const char **)(base + p->off) = o->constraint_text;
 		return 0;
 	case K_SEED: {
 		char *end;
@@ -359,6 +408,10 @@ int run_parse_args(int argc, char **argv, struct run_opts *o)
 		fprintf(stderr, "exld run: --cfg-scale and --negative go together\n");
 		return -1;
 	}
+	if ((o->s.grammar != NULL) + (o->s.json_schema != NULL) + (o->s.regex != NULL) > 1) {
+		fprintf(stderr, "exld run: give at most one of --grammar, --json-schema and --regex\n");
+		return -1;
+	}
 	if (o->top_probs) {
 		o->s.return_probs = true;
 		o->s.return_top_k = o->top_probs;
@@ -372,6 +425,8 @@ void run_opts_free(struct run_opts *o)
 	free(o->bans);
 	free(o->stop_tokens);
 	free(o->bias);
+	free(o->constraint_text);
+	o->constraint_text = NULL;
 	o->stops = o->bans = NULL;
 	o->stop_tokens = NULL;
 	o->bias = NULL;

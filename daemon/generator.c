@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "daemon/generator_internal.h"
+#include "daemon/grammar_filter.h"
 #include "daemon/model.h"
 
 static const char *const reason_names[] = {
@@ -92,6 +93,9 @@ static int check_settings(const struct exl_gen_settings *s, int n_vocab, char *e
 		     s->return_top_k);
 	if (s->sampling.n_bias > EXL_GEN_MAX_BIAS)
 		FAIL("at most %d token biases (got %d)", EXL_GEN_MAX_BIAS, s->sampling.n_bias);
+	if ((s->grammar != NULL) + (s->json_schema != NULL) + (s->regex != NULL) +
+	    (s->filter != NULL) > 1)
+		FAIL("give at most one of grammar, json_schema, regex and filter");
 	return exl_sampler_params_check(&s->sampling, n_vocab, err, errlen);
 fail:
 	return -1;
@@ -435,6 +439,28 @@ struct exl_job *exl_job_create(const struct exl_model *m, const struct exl_gen_s
 	}
 	exl_detok_init(&job->detok, tok, s->decode_special_tokens,
 		       !job->heal && count_non_bos(tok, job->seq[0].tokens, job->seq[0].n_tokens) == 0);
+	if (s->grammar || s->json_schema || s->regex) {
+		/* The constraint judges the output text: after the healed
+		 * bytes, without the leading space the decoder drops. */
+		struct exl_grammar_filter_opts fo = {
+			.prefer_eos = s->filter_prefer_eos,
+			.prefix = job->heal,
+			.prefix_len = job->heal ? job->heal_len : 0,
+			.strip_leading_space = job->detok.strip_leading_space,
+		};
+		enum exl_constraint k = s->grammar ? EXL_CONSTRAINT_GRAMMAR :
+					s->json_schema ? EXL_CONSTRAINT_JSON_SCHEMA :
+					EXL_CONSTRAINT_REGEX;
+		const char *text = s->grammar ? s->grammar : s->json_schema ? s->json_schema :
+				   s->regex;
+
+		job->filter = exl_grammar_filter_create(tok, k, text, strlen(text), &fo, err, errlen);
+		if (!job->filter)
+			goto fail;
+		job->filter_mask = malloc(((size_t)n_vocab + 31) / 32 * sizeof(*job->filter_mask));
+		if (!job->filter_mask)
+			goto oom;
+	}
 	job->gen_limit = s->max_new_tokens;
 	return job;
 oom:

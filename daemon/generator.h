@@ -98,6 +98,13 @@ struct exl_gen_settings {
 	/* Constrained decoding; the job takes ownership (frees it), also when
 	 * exl_job_create() fails. */
 	struct exl_filter *filter;   /* NULL */
+	/* Or a constraint the job compiles into its filter
+	 * (daemon/grammar_filter.h): at most one of the three, not together
+	 * with filter.  NUL-terminated, borrowed. */
+	const char *grammar;         /* NULL: GBNF grammar text */
+	const char *json_schema;     /* NULL: a JSON schema (JSON text) */
+	const char *regex;           /* NULL: the whole output matches it */
+	bool filter_prefer_eos;      /* false: end as soon as the constraint is complete */
 
 	/* What each chunk (and the result) carries besides text and ids. */
 	bool return_probs;           /* false: the probability of each token */
