@@ -501,12 +501,6 @@ static void op_generate(struct exl_conn *c, struct exl_req *req, const struct ex
 			   "(stream: \"socket\")");
 		return;
 	}
-	if (g->grammar || g->json_schema || g->regex) {
-		send_error(c, id, EXL_E_BAD_REQUEST,
-			   "generate: grammar / json_schema / regex: constrained decoding is not "
-			   "available in this build");
-		return;
-	}
 	exl_config_uid_limits(cfg, c->uid, &max_jobs, &max_tokens);
 	if (g->s.max_new_tokens > max_tokens) {
 		snprintf(err, sizeof(err), "generate: max_new_tokens %d is over uid %u's limit of %d",

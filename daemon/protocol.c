@@ -718,6 +718,10 @@ static int dec_generate(struct dec *d, struct exl_req_generate *g, size_t max_te
 		return -1;
 	if ((g->grammar != NULL) + (g->json_schema != NULL) + (g->regex != NULL) > 1)
 		return fail(d, "grammar", "give at most one of grammar, json_schema and regex");
+	s->grammar = g->grammar;
+	s->json_schema = g->json_schema;
+	s->regex = g->regex;
+	s->filter_prefer_eos = g->filter_prefer_eos;
 
 	if (dec_stream(d, g))
 		return -1;
