@@ -70,6 +70,7 @@ struct gen_opts {
 	float *bias_values;
 	char (*breakers)[64];
 	const char **breaker_ptrs;
+	char *constraint_text;    /* --grammar / --json-schema file contents */
 };
 
 /* Sizes the lists for argc arguments.  -1 with a message on failure. */

@@ -28,6 +28,7 @@ enum kind {
 	K_MIROSTAT,  /* optional value: alone it means v2 */
 	K_TOP_PROBS,
 	K_JSON,
+	K_FILE,      /* const char * at off := the file's contents */
 };
 
 struct opt {
@@ -95,6 +96,12 @@ static const struct opt opts[] = {
 	{ "--cfg-scale", NULL, K_CFG, P(cfg_scale), -100, 100, "S",
 	  "classifier-free guidance scale (needs --negative)" },
 	{ "--negative", NULL, K_STR, P(negative_prompt), 0, 0, "TEXT", "negative prompt for CFG" },
+	{ "--grammar", NULL, K_FILE, P(grammar), 0, 0, "FILE", "GBNF grammar the output must match" },
+	{ "--json-schema", NULL, K_FILE, P(json_schema), 0, 0, "FILE",
+	  "JSON schema the output must satisfy" },
+	{ "--regex", NULL, K_STR, P(regex), 0, 0, "RE", "regular expression the whole output matches" },
+	{ "--prefer-eos", NULL, K_TRUE, P(filter_prefer_eos), 0, 0, NULL,
+	  "end as soon as the grammar / schema / regex is complete" },
 	{ "--ignore-eos", NULL, K_TRUE, P(ignore_eos), 0, 0, NULL, "do not stop at end of text" },
 	{ "--completion-only", NULL, K_TRUE, P(completion_only), 0, 0, NULL,
 	  "print (and report) the completion without the prompt" },
@@ -153,6 +160,8 @@ void gen_opts_free(struct gen_opts *o)
 	free(o->bias_values);
 	free(o->breakers);
 	free(o->breaker_ptrs);
+	free(o->constraint_text);
+	o->constraint_text = NULL;
 	o->stops = o->bans = o->breaker_ptrs = NULL;
 	o->stop_tokens = o->bias_ids = NULL;
 	o->bias_values = NULL;
@@ -266,6 +275,38 @@ bad:
 	return -1;
 }
 
+/* The whole of a constraint file (at most 16 MiB, no NUL bytes). */
+static int read_text_file(const char *cmd, const char *opt, const char *path, char **out)
+{
+	const size_t max = 16u << 20;
+	FILE *f = fopen(path, "rb");
+	char *buf;
+	size_t n;
+
+	if (!f) {
+		fprintf(stderr, "exl %s: %s: cannot open '%s': %s\n", cmd, opt, path, strerror(errno));
+		return -1;
+	}
+	buf = malloc(max + 1);
+	if (!buf) {
+		fprintf(stderr, "exl %s: out of memory\n", cmd);
+		fclose(f);
+		return -1;
+	}
+	n = fread(buf, 1, max + 1, f);
+	if (ferror(f) || n > max || memchr(buf, 0, n)) {
+		fprintf(stderr, "exl %s: %s: '%s' %s\n", cmd, opt, path, ferror(f) ?
+			"could not be read" : n > max ? "is over 16 MiB" : "holds a NUL byte");
+		fclose(f);
+		free(buf);
+		return -1;
+	}
+	fclose(f);
+	buf[n] = 0;
+	*out = buf;
+	return 0;
+}
+
 static const struct opt *find(const char *a)
 {
 	for (size_t i = 0; i < N_OPTS; i++)
@@ -284,6 +325,15 @@ static int take_value(struct gen_opts *o, const char *cmd, const struct opt *p, 
 	switch (p->kind) {
 	case K_STR:
 		*(const char **)(base + p->off) = v;
+		return 0;
+	case K_FILE:
+		if (o->constraint_text) {
+			fprintf(stderr, "exl %s: give at most one of --grammar and --json-schema\n", cmd);
+			return -1;
+		}
+		if (read_text_file(cmd, a, v, &o->constraint_text))
+			return -1;
+		*(const char **)(base + p->off) = o->constraint_text;
 		return 0;
 	case K_INT:
 		return parse_int(cmd, a, v, p->min, p->max, (int *)(base + p->off));
@@ -400,6 +450,11 @@ int gen_opts_finish(struct gen_opts *o, const char *cmd)
 {
 	if (o->cfg_set != (o->p.negative_prompt != NULL)) {
 		fprintf(stderr, "exl %s: --cfg-scale and --negative go together\n", cmd);
+		return -1;
+	}
+	if ((o->p.grammar != NULL) + (o->p.json_schema != NULL) + (o->p.regex != NULL) > 1) {
+		fprintf(stderr, "exl %s: give at most one of --grammar, --json-schema and --regex\n",
+			cmd);
 		return -1;
 	}
 	o->p.model = o->model;
