@@ -51,7 +51,30 @@ trap 'rm -rf "$tmp"' EXIT
 median() { sort -g | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }'; }
 
-printf '%-6s  %10s %10s %6s   %10s %10s %6s\n' type "prefill" "peer" ratio "decode" "peer" ratio
+# The decode ceiling: a token streams every weight but the embedding table
+# (one row of it is read) once, so tok/s <= read bandwidth / those bytes.
+membw=$build/tests/bench_membw
+[ -x "$membw" ] || { echo "missing $membw (build it: ninja -C $build)" >&2; exit 1; }
+bw=$("$membw" --threads "$threads" | sed -n 's/^read_bandwidth_gb_s=\([0-9.]*\).*/\1/p')
+[ -n "$bw" ] || { echo "bench_membw printed no bandwidth" >&2; exit 1; }
+echo "memory read bandwidth: $bw GB/s at $threads threads (tests/bench/bench_membw)"
+
+# Bytes one decode step reads: weight bytes less the token embedding table
+# (unless it doubles as the output matrix), from exld inspect.
+streamed_bytes() {
+	"$exld" inspect "$1" | awk '
+		function rowb(t, n) {
+			if (t == "f32") return n * 4; if (t == "f16" || t == "bf16") return n * 2
+			if (t == "q8_0") return n / 32 * 34; if (t == "q4_0") return n / 32 * 18
+			if (t == "q4_k") return n / 256 * 144; if (t == "q6_k") return n / 256 * 210
+			return -1 }
+		/^weight bytes:/ { total = $NF; gsub(/[()]/, "", total) }
+		$1 == "token_embd.weight" { gsub(/[][,]/, " "); emb = rowb($2, $3) * $4 }
+		$1 == "output.weight" { out = 1 }
+		END { if (emb < 0) exit 1; printf "%.0f\n", out ? total - emb : total }'
+}
+
+printf '%-6s  %10s %10s %6s   %10s %10s %6s   %8s\n' type "prefill" "peer" ratio "decode" "peer" ratio "of ceil"
 for type in $types; do
 	model=$model_dir/exld-bench-tinyllama-$type.gguf
 	if [ ! -f "$model" ]; then
@@ -79,7 +102,11 @@ for type in $types; do
 	done
 	opp=$(median <"$tmp/ours_pp"); ppp=$(median <"$tmp/peer_pp")
 	otg=$(median <"$tmp/ours_tg"); ptg=$(median <"$tmp/peer_tg")
-	printf '%-6s  %10.2f %10.2f %6s   %10.2f %10.2f %6s\n' "$type" "$opp" "$ppp" \
-		"$(ratio "$opp" "$ppp")" "$otg" "$ptg" "$(ratio "$otg" "$ptg")"
+	sb=$(streamed_bytes "$model") || { echo "cannot size $model" >&2; exit 1; }
+	ceil=$(awk -v bw="$bw" -v b="$sb" 'BEGIN { printf "%.2f", bw * 1e9 / b }')
+	printf '%-6s  %10.2f %10.2f %6s   %10.2f %10.2f %6s   %8s\n' "$type" "$opp" "$ppp" \
+		"$(ratio "$opp" "$ppp")" "$otg" "$ptg" "$(ratio "$otg" "$ptg")" "$(ratio "$otg" "$ceil")"
+	echo "        (decode ceiling $ceil tok/s: $sb bytes per token)"
 done
-echo "tok/s, medians of $pairs interleaved runs each, $threads threads; ratio = exld / llama.cpp"
+echo "tok/s, medians of $pairs interleaved runs each, $threads threads; ratio = exld / llama.cpp;"
+echo "of ceil = exld decode / (read bandwidth / bytes streamed per token)"
