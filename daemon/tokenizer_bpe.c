@@ -15,6 +15,7 @@
 
 #include "daemon/gguf.h"
 #include "daemon/tokenizer_internal.h"
+#include "daemon/u64_heap.h"
 
 /* Bytes that stand for themselves; the other 68 (0x00-0x20, 0x7f-0xa0 and
  * 0xad) map to U+0100 upwards in byte order. */
@@ -138,63 +139,10 @@ struct bsym {
 	uint8_t byte; /* the first byte, for a symbol that is only a byte */
 };
 
-/* A candidate merge as one integer, rank << 32 | left position, so the heap
- * orders by rank and then leftmost with a plain compare. */
-struct pheap {
-	uint64_t *v;
-	size_t n, cap;
-};
-
-static int pheap_push(struct pheap *h, uint64_t p)
-{
-	size_t i;
-
-	if (h->n == h->cap) {
-		size_t cap = h->cap ? h->cap * 2 : 64;
-		uint64_t *v = realloc(h->v, cap * sizeof(*v));
-
-		if (!v)
-			return -1;
-		h->v = v;
-		h->cap = cap;
-	}
-	for (i = h->n++; i > 0; i = (i - 1) / 2) {
-		uint64_t parent = h->v[(i - 1) / 2];
-
-		if (p >= parent)
-			break;
-		h->v[i] = parent;
-	}
-	h->v[i] = p;
-	return 0;
-}
-
-static uint64_t pheap_pop(struct pheap *h)
-{
-	uint64_t top = h->v[0], last = h->v[--h->n];
-	size_t i = 0;
-
-	for (;;) {
-		size_t c = 2 * i + 1;
-
-		if (c >= h->n)
-			break;
-		if (c + 1 < h->n && h->v[c + 1] < h->v[c])
-			c++;
-		if (h->v[c] >= last)
-			break;
-		h->v[i] = h->v[c];
-		i = c;
-	}
-	if (h->n)
-		h->v[i] = last;
-	return top;
-}
-
 struct bpe_scratch {
 	struct bsym *syms;
 	uint32_t cap;
-	struct pheap heap;
+	struct u64_heap heap;
 	char *enc; /* a word in byte-level characters */
 	size_t enc_cap;
 };
@@ -208,11 +156,11 @@ static const struct tok_pair_val *pair_of(const struct exl_tokenizer *t, const s
 }
 
 static int try_pair(const struct exl_tokenizer *t, const struct bsym *syms, int32_t left,
-		    int32_t right, struct pheap *h)
+		    int32_t right, struct u64_heap *h)
 {
 	const struct tok_pair_val *v = pair_of(t, syms, left, right);
 
-	return v ? pheap_push(h, (uint64_t)(uint32_t)v->rank << 32 | (uint32_t)left) : 0;
+	return v ? u64_heap_push(h, (uint64_t)(uint32_t)v->rank << 32 | (uint32_t)left) : 0;
 }
 
 /* Emits a symbol that is not a token the way the reference does: each byte
@@ -284,7 +232,7 @@ static int encode_word(const struct exl_tokenizer *t, const uint8_t *w, uint32_t
 		if (try_pair(t, syms, (int32_t)i - 1, (int32_t)i, &sc->heap))
 			return -1;
 	while (sc->heap.n) {
-		uint64_t p = pheap_pop(&sc->heap);
+		uint64_t p = u64_heap_pop(&sc->heap);
 		int32_t left = (int32_t)(uint32_t)p, right;
 		struct bsym *l = &syms[left], *r;
 		const struct tok_pair_val *v;
@@ -344,7 +292,7 @@ out:
 	free(clean);
 	free(words);
 	free(sc.syms);
-	free(sc.heap.v);
+	u64_heap_free(&sc.heap);
 	free(sc.enc);
 	return ret;
 }

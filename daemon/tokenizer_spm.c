@@ -10,64 +10,12 @@
 #include <string.h>
 
 #include "daemon/tokenizer_internal.h"
+#include "daemon/u64_heap.h"
 
 struct sym {
 	uint32_t start, len; /* len 0: merged into its left neighbour */
 	int32_t prev, next;
 };
-
-/* A candidate merge as one integer, score rank << 32 | left position: the
- * heap pops the best score first and the leftmost among equal scores. */
-struct bheap {
-	uint64_t *v;
-	size_t n, cap;
-};
-
-static int bheap_push(struct bheap *h, uint64_t b)
-{
-	size_t i;
-
-	if (h->n == h->cap) {
-		size_t cap = h->cap ? h->cap * 2 : 64;
-		uint64_t *v = realloc(h->v, cap * sizeof(*v));
-
-		if (!v)
-			return -1;
-		h->v = v;
-		h->cap = cap;
-	}
-	for (i = h->n++; i > 0; i = (i - 1) / 2) {
-		uint64_t parent = h->v[(i - 1) / 2];
-
-		if (b >= parent)
-			break;
-		h->v[i] = parent;
-	}
-	h->v[i] = b;
-	return 0;
-}
-
-static uint64_t bheap_pop(struct bheap *h)
-{
-	uint64_t top = h->v[0], last = h->v[--h->n];
-	size_t i = 0;
-
-	for (;;) {
-		size_t c = 2 * i + 1;
-
-		if (c >= h->n)
-			break;
-		if (c + 1 < h->n && h->v[c + 1] < h->v[c])
-			c++;
-		if (h->v[c] >= last)
-			break;
-		h->v[i] = h->v[c];
-		i = c;
-	}
-	if (h->n)
-		h->v[i] = last;
-	return top;
-}
 
 struct scored {
 	float score;
@@ -112,7 +60,7 @@ int tok_spm_prepare(struct exl_tokenizer *t, char *err, size_t errlen)
 
 /* Queues the merge of left and right when their text is a token. */
 static int try_bigram(const struct exl_tokenizer *t, const char *s, const struct sym *syms,
-		      int32_t left, int32_t right, struct bheap *h)
+		      int32_t left, int32_t right, struct u64_heap *h)
 {
 	int32_t id;
 
@@ -121,7 +69,7 @@ static int try_bigram(const struct exl_tokenizer *t, const char *s, const struct
 	id = tok_lookup(t, s + syms[left].start, syms[left].len + syms[right].len);
 	if (id < 0)
 		return 0;
-	return bheap_push(h, (uint64_t)t->score_rank[id] << 32 | (uint32_t)left);
+	return u64_heap_push(h, (uint64_t)t->score_rank[id] << 32 | (uint32_t)left);
 }
 
 static int emit_bytes(const struct exl_tokenizer *t, const char *s, uint32_t len,
@@ -152,7 +100,7 @@ int tok_spm_encode(const struct exl_tokenizer *t, const char *text, uint32_t len
 	static const char escaped_space[3] = { '\xe2', '\x96', '\x81' };
 	uint32_t n_spaces = 0, n = 0, elen;
 	struct sym *syms = NULL;
-	struct bheap h = { 0 };
+	struct u64_heap h = { 0 };
 	char *s = NULL;
 	int ret = -1;
 
@@ -203,7 +151,7 @@ int tok_spm_encode(const struct exl_tokenizer *t, const char *text, uint32_t len
 			goto oom;
 
 	while (h.n) {
-		uint64_t b = bheap_pop(&h);
+		uint64_t b = u64_heap_pop(&h);
 		int32_t left = (int32_t)(uint32_t)b, right, id;
 		struct sym *l = &syms[left], *r;
 
@@ -244,6 +192,6 @@ oom:
 out:
 	free(s);
 	free(syms);
-	free(h.v);
+	u64_heap_free(&h);
 	return ret;
 }
