@@ -539,6 +539,28 @@ static int index_alternatives(struct compiler *c)
 	return 0;
 }
 
+static int index_chains(struct compiler *c)
+{
+	struct exl_grammar *g = c->g;
+
+	g->el_rule = malloc(((size_t)g->n_el + 1) * sizeof(*g->el_rule));
+	g->chain_level = calloc((size_t)g->n_rules + 1, sizeof(*g->chain_level));
+	if (!g->el_rule || !g->chain_level)
+		return oom(c);
+	for (uint32_t r = 0; r < g->n_rules; r++) {
+		for (uint32_t pos = c->rule_first[r]; ; pos++) {
+			g->el_rule[pos] = r;
+			if (g->el[pos].type == GEL_END)
+				break;
+		}
+		if (r < c->ir->n_rules && c->ir->rules[r].chain_level) {
+			g->chain_level[r] = c->ir->rules[r].chain_level;
+			g->has_chains = true;
+		}
+	}
+	return 0;
+}
+
 struct exl_grammar *exl_grammar_compile(const char *text, size_t len, char *err, size_t errlen)
 {
 	struct ir ir = { 0 };
@@ -591,7 +613,7 @@ struct exl_grammar *exl_grammar_compile(const char *text, size_t len, char *err,
 			goto fail;
 	}
 	g->root = ir.root;
-	if (index_alternatives(&c) || check(&c))
+	if (index_alternatives(&c) || index_chains(&c) || check(&c))
 		goto fail;
 	ir_free(&ir);
 	free(c.rule_first);
@@ -620,6 +642,8 @@ void exl_grammar_free(struct exl_grammar *g)
 	free(g->alt_start);
 	free(g->rule_alt);
 	free(g->rule_n_alt);
+	free(g->el_rule);
+	free(g->chain_level);
 	free(g);
 }
 

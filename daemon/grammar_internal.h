@@ -23,6 +23,7 @@ struct ir_rule {
 	uint32_t parent;       /* the user rule a synthesized rule came from (itself if user) */
 	bool synthesized;
 	bool defined;
+	uint32_t chain_level;  /* x{m,n}'s optional tail: level k of n-m (rules k and k-1 adjacent), else 0 */
 	size_t def_at;         /* byte offset of the definition */
 	size_t use_at;         /* byte offset of the first reference */
 	struct ir_elem *e;     /* alternatives separated by IR_ALT, then IR_END */
@@ -81,6 +82,13 @@ struct exl_grammar {
 	uint32_t *rule_n_alt;
 	uint32_t n_rules;
 	uint32_t root;
+	/* For the mask cache: which rule each element is in, and each rule's
+	 * level in a bounded repetition's chain (0: none).  Chain rules of
+	 * levels >= 2 have the same layout; levels k and k+1 are rules r and
+	 * r + 1. */
+	uint32_t *el_rule;
+	uint32_t *chain_level;
+	bool has_chains;
 };
 
 static inline bool gel_is_end(const struct gel *e)
@@ -134,7 +142,8 @@ struct gset {
 	uint64_t hash;
 	int32_t *tr;           /* 256 transitions, for states walked often */
 	uint32_t *mask;        /* cached mask from the trie root */
-	uint32_t visits;
+	int32_t canon;         /* the state masks are cached under (see grammar_mask.c) */
+	uint32_t canon_level;  /* ... for this chain level cut; 0: not yet known */
 	bool complete;
 };
 
@@ -189,6 +198,7 @@ struct exl_gmatch {
 	int32_t *mask_ring;
 	size_t mask_ring_cap, mask_ring_n, mask_ring_head;
 	struct exl_gmatch_stats st;
+	size_t reclaim_states;  /* tables are rebuilt past this many states (tests lower it) */
 };
 
 /* The state after byte b from state s: a state, GSET_DEAD, or GSET_ERROR
@@ -196,5 +206,10 @@ struct exl_gmatch {
 int32_t gmatch_step(struct exl_gmatch *m, int32_t s, uint8_t b, char *err, size_t errlen);
 /* Rebuilds the tables around the current state when they grew too big. */
 int gmatch_maybe_reclaim(struct exl_gmatch *m, char *err, size_t errlen);
+/* The stack pos on top of parent (interned); 0 on error. */
+uint32_t gmatch_node(struct exl_gmatch *m, uint32_t pos, uint32_t parent, char *err,
+		     size_t errlen);
+/* The state of ids[0..n) (sorted here, deduplicated, interned). */
+int32_t gmatch_set(struct exl_gmatch *m, uint32_t *ids, size_t n, char *err, size_t errlen);
 
 #endif

@@ -13,10 +13,8 @@
 
 /* Bytes of cached masks per matcher. */
 #define MASK_CACHE_BYTES (4u << 20)
-/* A state walked from this often gets a direct transition table (1 KiB),
- * up to this many tables. */
-#define HOT_VISITS 4
-#define MAX_TR_ARRAYS 4096
+/* Direct transition tables (1 KiB each) per matcher. */
+#define MAX_TR_ARRAYS 2048
 
 static int grow(void **ptr, size_t *cap, size_t need, size_t size)
 {
@@ -41,66 +39,149 @@ static int oom(char *err, size_t errlen)
 	return -1;
 }
 
-/* States walked from often get a direct transition table. */
-static void visit(struct exl_gmatch *m, int32_t s)
+/* A state walked from gets a direct transition table while there is
+ * room (the hash table answers otherwise). */
+static int32_t *tr_array(struct exl_gmatch *m, int32_t s)
 {
 	struct gset *g = &m->sets[s];
 
-	if (g->tr || ++g->visits < HOT_VISITS || m->n_tr_arrays >= MAX_TR_ARRAYS)
-		return;
+	if (g->tr || m->n_tr_arrays >= MAX_TR_ARRAYS)
+		return g->tr;
 	g->tr = malloc(256 * sizeof(*g->tr));
 	if (!g->tr)
-		return;
+		return NULL;
 	for (int b = 0; b < 256; b++)
 		g->tr[b] = GSET_UNKNOWN;
 	m->n_tr_arrays++;
+	return g->tr;
 }
 
 static int walk(struct exl_gmatch *m, const struct exl_vocab_trie *t, uint32_t node,
 		int32_t set, int skip_byte, uint32_t *mask, char *err, size_t errlen)
 {
 	const struct exl_vocab_node *nodes = t->nodes;
+	const int32_t *toks = t->toks;
 	size_t n = 0;
 
-	if (grow((void **)&m->walk, &m->cap_walk, 1, sizeof(*m->walk)))
+	/* Each node is pushed at most once. */
+	if (grow((void **)&m->walk, &m->cap_walk, t->n_nodes + 1, sizeof(*m->walk)))
 		return oom(err, errlen);
-	m->walk[n].node = node;
-	m->walk[n].set = set;
+	struct gwalk *stack = m->walk;
+
+	stack[n].node = node;
+	stack[n].set = set;
 	n++;
 	m->st.mask_walks++;
 	while (n) {
-		struct gwalk w = m->walk[--n];
+		struct gwalk w = stack[--n];
 		const struct exl_vocab_node *nd = &nodes[w.node];
 		uint32_t c0 = nd->first_child, c1 = c0 + nd->n_child;
+		int32_t *tr = tr_array(m, w.set);
 
-		visit(m, w.set);
-		if (grow((void **)&m->walk, &m->cap_walk, n + nd->n_child, sizeof(*m->walk)))
-			return oom(err, errlen);
 		m->st.edges_walked += nd->n_child;
 		for (uint32_t c = c0; c < c1; c++) {
 			const struct exl_vocab_node *ch = &nodes[c];
+			int32_t s = tr ? tr[ch->byte] : GSET_UNKNOWN;
 
-			if (w.node == node && ch->byte == skip_byte)
+			if (s == GSET_UNKNOWN) {
+				if (w.node == node && ch->byte == skip_byte)
+					continue;
+				s = gmatch_step(m, w.set, ch->byte, err, errlen);
+				if (s == GSET_ERROR)
+					return -1;
+			} else if (w.node == node && ch->byte == skip_byte) {
 				continue;
-			int32_t s = gmatch_step(m, w.set, ch->byte, err, errlen);
-
-			if (s == GSET_ERROR)
-				return -1;
-			if (s == GSET_DEAD)
+			}
+			if (s < 0)
 				continue;
 			for (uint32_t k = 0; k < ch->n_tok; k++) {
-				uint32_t id = (uint32_t)t->toks[ch->tok_first + k];
+				uint32_t id = (uint32_t)toks[ch->tok_first + k];
 
 				mask[id >> 5] |= 1u << (id & 31);
 			}
 			if (ch->n_child) {
-				m->walk[n].node = c;
-				m->walk[n].set = s;
+				stack[n].node = c;
+				stack[n].set = s;
 				n++;
 			}
 		}
 	}
 	return 0;
+}
+
+/* The state masks are cached under: levels of bounded repetitions deeper
+ * than the longest token are cut to that depth.  No token can use up
+ * that many levels, so the walk -- and the mask -- are the same, and a
+ * string with maxLength 200 costs one walk, not one per character. */
+static uint32_t canon_pos(const struct exl_grammar *g, uint32_t pos, uint32_t cut)
+{
+	uint32_t r = g->el_rule[pos], lvl = g->chain_level[r];
+
+	if (lvl <= cut)
+		return pos;
+	uint32_t r2 = r - (lvl - cut);
+
+	return g->alt_start[g->rule_alt[r2]] + (pos - g->alt_start[g->rule_alt[r]]);
+}
+
+static int32_t canon_set(struct exl_gmatch *m, int32_t s, uint32_t cut, char *err, size_t errlen)
+{
+	const struct exl_grammar *g = m->g;
+
+	if (!g->has_chains)
+		return s;
+	if (m->sets[s].canon_level == cut)
+		return m->sets[s].canon;
+	uint32_t first = m->sets[s].first, n = m->sets[s].n;
+	uint32_t *ids = malloc(((size_t)n + 1) * sizeof(*ids));
+	uint32_t *chain = NULL;
+	size_t cap_chain = 0;
+	bool changed = false;
+	int32_t c = GSET_ERROR;
+
+	if (!ids) {
+		oom(err, errlen);
+		return GSET_ERROR;
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		uint32_t id = m->pool[first + i];
+		size_t depth = 0;
+
+		/* The stack's nodes, top first; rebuilt bottom up. */
+		for (uint32_t x = id; x; x = m->nodes[x].parent) {
+			if (grow((void **)&chain, &cap_chain, depth + 1, sizeof(*chain))) {
+				oom(err, errlen);
+				goto out;
+			}
+			chain[depth++] = x;
+		}
+		uint32_t top = 0;
+		bool same = true;
+
+		for (size_t k = depth; k-- > 0; ) {
+			uint32_t pos = m->nodes[chain[k]].pos, p2 = canon_pos(g, pos, cut);
+
+			if (same && p2 == pos) {
+				top = chain[k];
+				continue;
+			}
+			same = false;
+			top = gmatch_node(m, p2, top, err, errlen);
+			if (!top)
+				goto out;
+		}
+		ids[i] = top;
+		changed |= !same;
+	}
+	c = changed ? gmatch_set(m, ids, n, err, errlen) : s;
+	if (c >= 0) {
+		m->sets[s].canon = c;
+		m->sets[s].canon_level = cut;
+	}
+out:
+	free(ids);
+	free(chain);
+	return c;
 }
 
 static void evict_one(struct exl_gmatch *m)
@@ -151,18 +232,22 @@ int exl_gmatch_mask(struct exl_gmatch *m, const struct exl_vocab_trie *t, uint32
 		return -1;
 	cache_for(m, t);
 	size_t words = m->mask_words;
-	struct gset *s = &m->sets[m->cur];
+	int32_t key = canon_set(m, m->cur, t->max_len + 1, err, errlen);
 
-	if (s->mask) {
+	if (key < 0)
+		return -1;
+	if (m->sets[key].mask) {
+		const uint32_t *cached = m->sets[key].mask;
+
 		for (size_t i = 0; i < words; i++)
-			mask[i] |= s->mask[i];
+			mask[i] |= cached[i];
 		m->st.mask_hits++;
 		return 0;
 	}
 	if (grow((void **)&m->scratch_mask, &m->cap_scratch_mask, words, sizeof(*mask)))
 		return oom(err, errlen);
 	memset(m->scratch_mask, 0, words * sizeof(*mask));
-	if (walk(m, t, EXL_VOCAB_TRIE_ROOT, m->cur, -1, m->scratch_mask, err, errlen))
+	if (walk(m, t, EXL_VOCAB_TRIE_ROOT, key, -1, m->scratch_mask, err, errlen))
 		return -1;
 	for (size_t i = 0; i < words; i++)
 		mask[i] |= m->scratch_mask[i];
@@ -175,8 +260,8 @@ int exl_gmatch_mask(struct exl_gmatch *m, const struct exl_vocab_trie *t, uint32
 	if (!keep)
 		return 0;
 	memcpy(keep, m->scratch_mask, words * sizeof(*keep));
-	m->sets[m->cur].mask = keep;
-	m->mask_ring[(m->mask_ring_head + m->mask_ring_n) % m->mask_ring_cap] = m->cur;
+	m->sets[key].mask = keep;
+	m->mask_ring[(m->mask_ring_head + m->mask_ring_n) % m->mask_ring_cap] = key;
 	m->mask_ring_n++;
 	return 0;
 }

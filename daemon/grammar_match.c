@@ -80,7 +80,6 @@ static int node_hash_grow(struct exl_gmatch *m)
 	return 0;
 }
 
-/* The stack pos on top of parent; 0 on error. */
 static uint32_t intern_node(struct exl_gmatch *m, uint32_t pos, uint32_t parent,
 			    char *err, size_t errlen)
 {
@@ -405,7 +404,7 @@ static void clear_tables(struct exl_gmatch *m)
 
 int gmatch_maybe_reclaim(struct exl_gmatch *m, char *err, size_t errlen)
 {
-	if (m->n_nodes < RECLAIM_NODES && m->n_sets < RECLAIM_SETS &&
+	if (m->n_nodes < RECLAIM_NODES && m->n_sets < m->reclaim_states &&
 	    m->n_pool < RECLAIM_POOL && m->n_tr < RECLAIM_TR)
 		return 0;
 	/* Copy the current state's stacks out as position lists, bottom
@@ -467,6 +466,23 @@ out:
 	return rc;
 }
 
+uint32_t gmatch_node(struct exl_gmatch *m, uint32_t pos, uint32_t parent, char *err,
+		     size_t errlen)
+{
+	return intern_node(m, pos, parent, err, errlen);
+}
+
+int32_t gmatch_set(struct exl_gmatch *m, uint32_t *ids, size_t n, char *err, size_t errlen)
+{
+	size_t k = 0;
+
+	qsort(ids, n, sizeof(*ids), cmp_u32);
+	for (size_t i = 0; i < n; i++)
+		if (!k || ids[i] != ids[k - 1])
+			ids[k++] = ids[i];
+	return intern_set(m, ids, k, err, errlen);
+}
+
 /* ---- the interface ---- */
 
 struct exl_gmatch *exl_gmatch_create(const struct exl_grammar *g, char *err, size_t errlen)
@@ -478,6 +494,7 @@ struct exl_gmatch *exl_gmatch_create(const struct exl_grammar *g, char *err, siz
 		return NULL;
 	}
 	m->g = g;
+	m->reclaim_states = RECLAIM_SETS;
 	m->nodes = malloc(64 * sizeof(*m->nodes));
 	if (!m->nodes) {
 		oom(err, errlen);

@@ -408,7 +408,9 @@ static int parse_char(struct parser *p, uint32_t *out)
 	case 'v': *out = '\v'; return 0;
 	case '0': *out = 0; return 0;
 	default:
-		if (c < 0x80 && c > ' ' && !is_word(c)) {
+		/* Punctuation stands for itself. */
+		if (c < 0x80 && c > ' ' && !((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+					     (c >= '0' && c <= '9'))) {
 			*out = (uint32_t)c;
 			return 0;
 		}
@@ -604,6 +606,7 @@ static int apply_repeat(struct parser *p, uint32_t rule, size_t last, uint32_t m
 	for (uint32_t k = 0; k < max - min; k++) {
 		if (rule_new(p, name, parent, true, &sub) || push(p, sub, x.type, x.arg))
 			return -1;
+		ir->rules[sub].chain_level = k + 1;
 		if (k && push(p, sub, IR_REF, prev))
 			return -1;
 		if (push(p, sub, IR_ALT, 0) || push(p, sub, IR_END, 0))

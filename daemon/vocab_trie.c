@@ -175,6 +175,8 @@ static struct exl_vocab_trie *build(int32_t n_vocab,
 			continue;
 		e[n].p = t->bytes + t->tok_off[i];
 		e[n].len = len;
+		if (len > t->max_len)
+			t->max_len = len;
 		e[n].id = i;
 		n++;
 	}

@@ -38,6 +38,7 @@ struct exl_vocab_trie {
 	int32_t *toks;
 	uint32_t *tok_off;     /* [n_vocab + 1]: token t's bytes are bytes[tok_off[t] .. tok_off[t + 1]) */
 	uint8_t *bytes;
+	uint32_t max_len;      /* bytes of the longest token */
 	/* the cache's */
 	uint64_t fingerprint;
 	int refs;
