@@ -1323,7 +1323,7 @@ static int gen_into(struct conv *c, const struct exl_json *s, const char *name)
 char *exl_json_schema_to_gbnf(const char *text, size_t len, char *err, size_t errlen)
 {
 	struct conv c = { .err = err, .errlen = errlen };
-	char msg[300], name[NAME_LEN];
+	char msg[300], name[NAME_LEN], *gbnf = NULL;
 
 	c.doc = exl_json_parse(text, len, msg, sizeof(msg));
 	if (!c.doc) {
@@ -1332,18 +1332,20 @@ char *exl_json_schema_to_gbnf(const char *text, size_t len, char *err, size_t er
 	}
 	c.root = exl_json_root(c.doc);
 	gbnf_init(&c.o);
-	if (gen(&c, c.root, name)) {
-		gbnf_free(&c.o);
+	if (gen(&c, c.root, name))
 		goto out;
-	}
 	gbnf_printf(&c.o, "root ::= js-ws %s\n", name);
 	js_emit_fixed_rules(&c.o);
 	if (c.o.oom) {
 		oom(&c);
-		gbnf_free(&c.o);
+		goto out;
 	}
+	gbnf = gbnf_take(&c.o);
+	if (!gbnf)
+		oom(&c);
 out:
+	gbnf_free(&c.o);
 	exl_json_free(c.doc);
 	free(c.refs);
-	return gbnf_take(&c.o);
+	return gbnf;
 }

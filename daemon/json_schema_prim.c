@@ -240,7 +240,7 @@ static void magnitude(struct exl_gbnf_out *o, uint64_t m, bool m_excl, bool M_se
 	if (m_excl && (!M_set || m < M)) {
 		if (any)
 			gbnf_puts(o, " | ");
-		gbnf_printf(o, "\"%llu.\" [0-9]{0,15} [1-9]", (unsigned long long)m);
+		gbnf_printf(o, "\"%llu.\" \"0\"{0,15} [1-9] [0-9]{0,15}", (unsigned long long)m);
 		any = true;
 	}
 	if (M_set && !M_excl && (M > m || !m_excl)) {

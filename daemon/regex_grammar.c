@@ -431,8 +431,13 @@ static int parse_class(struct rx *r, struct exl_gbnf_out *o)
 		first = false;
 		if (class_item(r, c, &shorthand, &lo, &single))
 			goto out;
-		if (!single)
+		if (!single) {
+			if (peek(r) == '-' && r->pos + 1 < r->len && r->s[r->pos + 1] != ']') {
+				rfail(r, r->pos, "a range cannot start or end with a class shorthand");
+				goto out;
+			}
 			continue;
+		}
 		hi = lo;
 		if (peek(r) == '-' && r->pos + 1 < r->len && r->s[r->pos + 1] != ']') {
 			size_t rat = r->pos;
@@ -442,7 +447,7 @@ static int parse_class(struct rx *r, struct exl_gbnf_out *o)
 			if (class_item(r, c, &shorthand, &hi, &single2))
 				goto out;
 			if (!single2) {
-				rfail(r, rat, "a range cannot end in a class shorthand");
+				rfail(r, rat, "a range cannot start or end with a class shorthand");
 				goto out;
 			}
 			if (hi < lo) {

@@ -1,0 +1,644 @@
+/* JSON parsing, JSON schema -> grammar and regex -> grammar: what the
+ * generated grammars accept and refuse, numeric bounds checked value by
+ * value, dates day by day, and the errors (naming the keyword and the
+ * schema path, the regex offset, the JSON line and column).
+ *
+ *   test_json_schema [json|schema|schema_errors|numbers|dates|regex|regex_errors]
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "daemon/grammar.h"
+#include "daemon/grammar_filter.h"
+#include "daemon/json_parse.h"
+#include "daemon/json_schema.h"
+#include "daemon/regex_grammar.h"
+
+static int failures;
+
+#define CHECK(cond, ...) do { \
+	if (!(cond)) { \
+		fprintf(stderr, "%s:%d: ", __FILE__, __LINE__); \
+		fprintf(stderr, __VA_ARGS__); \
+		fputc('\n', stderr); \
+		failures++; \
+	} \
+} while (0)
+
+#define DIE(...) do { fprintf(stderr, __VA_ARGS__); fputc('\n', stderr); exit(1); } while (0)
+
+static struct exl_grammar *compile(enum exl_constraint k, const char *text)
+{
+	char err[512];
+	struct exl_grammar *g = exl_constraint_compile(k, text, strlen(text), err, sizeof(err));
+
+	if (!g)
+		DIE("%s does not compile: %s\n%s", exl_constraint_name(k), err, text);
+	return g;
+}
+
+static int matches(const struct exl_grammar *g, const char *s)
+{
+	char err[256];
+	struct exl_gmatch *m = exl_gmatch_create(g, err, sizeof(err));
+	int r;
+
+	if (!m)
+		DIE("matcher: %s", err);
+	r = exl_gmatch_feed(m, (const uint8_t *)s, strlen(s), err, sizeof(err));
+	if (r == 1)
+		r = exl_gmatch_complete(m);
+	exl_gmatch_free(m);
+	return r;
+}
+
+/* ---- JSON ---- */
+
+static void put_buf(void *u, const char *s, size_t n)
+{
+	char *b = u;
+	size_t have = strlen(b);
+
+	if (have + n < 1024) {
+		memcpy(b + have, s, n);
+		b[have + n] = 0;
+	}
+}
+
+static void case_json(void)
+{
+	static const struct {
+		const char *text;
+		const char *error;
+	} bad[] = {
+		{ "{\"a\":1,}", "line 1, column 8: expected a string key" },
+		{ "[1,2", "line 1, column 1: unterminated array" },
+		{ "{\"a\" 1}", "line 1, column 6: expected ':' after a key" },
+		{ "\"abc", "line 1, column 1: unterminated string" },
+		{ "01", "line 1, column 1: number with a leading zero" },
+		{ "1.", "line 1, column 1: number with no digit after '.'" },
+		{ "1e+", "line 1, column 1: number with no digit in its exponent" },
+		{ "tru", "line 1, column 1: unexpected 't'" },
+		{ "\"\\x\"", "line 1, column 2: unknown escape in a string" },
+		{ "\"\\ud800\"", "line 1, column 2: high surrogate \\uD800 without its low half" },
+		{ "\"\\udc00\"", "line 1, column 2: lone low surrogate \\uDC00" },
+		{ "{\"a\":1,\"a\":2}", "line 1, column 8: duplicate key \"a\"" },
+		{ "{}\n  x", "line 2, column 3: text after the JSON value" },
+		{ "\"a\tb\"", "line 1, column 3: control character in a string (escape it)" },
+		{ "\xff", "line 1, column 1: unexpected byte 0xFF" },
+		{ "\"\xc3\"", "line 1, column 2: invalid UTF-8 in a string" },
+		{ "", "line 1, column 1: expected a value, found the end of the text" },
+		{ "[1 2]", "line 1, column 4: expected ',' or ']'" },
+	};
+	char err[256];
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		struct exl_json_doc *d = exl_json_parse(bad[i].text, strlen(bad[i].text), err, sizeof(err));
+
+		CHECK(!d && strstr(err, bad[i].error), "bad JSON %zu: got '%s', want '%s'", i,
+		      d ? "(parsed)" : err, bad[i].error);
+		exl_json_free(d);
+	}
+	/* Nesting is bounded. */
+	char deep[300];
+
+	memset(deep, '[', sizeof(deep) - 1);
+	deep[sizeof(deep) - 1] = 0;
+	struct exl_json_doc *d = exl_json_parse(deep, strlen(deep), err, sizeof(err));
+
+	CHECK(!d && strstr(err, "nesting deeper than 128"), "deep: %s", err);
+	exl_json_free(d);
+
+	/* Values, decoding, order, and writing back. */
+	const char *text = " {\"s\": \"a\\\"b\\\\c\\/\\n\\u00e9\\ud83d\\ude00\", \"n\": -12.5e2, "
+			   "\"i\": 42, \"t\": true, \"f\": false, \"z\": null, \"a\": [1, [], {}]} ";
+
+	d = exl_json_parse(text, strlen(text), err, sizeof(err));
+	CHECK(d, "parse: %s", err);
+	if (!d)
+		return;
+	const struct exl_json *r = exl_json_root(d);
+	const struct exl_json *s = exl_json_get(r, "s"), *n = exl_json_get(r, "n");
+
+	CHECK(r->type == EXL_JSON_OBJECT && r->n == 7 && !strcmp(r->keys[6], "a"), "object");
+	CHECK(s && s->len == 13 && !memcmp(s->str, "a\"b\\c/\n\xc3\xa9\xf0\x9f\x98\x80", 13),
+	      "string decoding");
+	CHECK(n && n->num == -1250.0 && !n->is_int && !strcmp(n->str, "-12.5e2"), "number");
+	CHECK(exl_json_get(r, "i")->is_int && exl_json_get(r, "i")->num == 42, "integer");
+	CHECK(exl_json_get(r, "t")->b && !exl_json_get(r, "f")->b &&
+	      exl_json_get(r, "z")->type == EXL_JSON_NULL, "literals");
+	char out[1024] = "";
+
+	exl_json_write(r, put_buf, out);
+	CHECK(!strcmp(out, "{\"s\":\"a\\\"b\\\\c/\\n\xc3\xa9\xf0\x9f\x98\x80\",\"n\":-12.5e2,\"i\":42,"
+		      "\"t\":true,\"f\":false,\"z\":null,\"a\":[1,[],{}]}"), "written: %s", out);
+	struct exl_json_doc *d2 = exl_json_parse(out, strlen(out), err, sizeof(err));
+
+	CHECK(d2 && exl_json_equal(exl_json_root(d2), r), "round trip");
+	exl_json_free(d2);
+	exl_json_free(d);
+}
+
+/* ---- schemas ---- */
+
+static const char node_schema[] =
+	"{\"$defs\":{\"node\":{\"type\":\"object\",\"properties\":{\"v\":{\"type\":\"integer\"},"
+	"\"next\":{\"anyOf\":[{\"$ref\":\"#/$defs/node\"},{\"type\":\"null\"}]}},"
+	"\"required\":[\"v\",\"next\"],\"additionalProperties\":false}},\"$ref\":\"#/$defs/node\"}";
+
+static const char obj_schema[] =
+	"{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"},\"b\":{\"type\":\"string\"},"
+	"\"c\":{\"type\":\"boolean\"}},\"required\":[\"b\"],\"additionalProperties\":false}";
+
+static const struct {
+	const char *schema;
+	const char *doc;
+	int want;
+} schema_table[] = {
+	{ "{\"type\":\"string\"}", "\"abc\"", 1 },
+	{ "{\"type\":\"string\"}", "\"a\\nb\\u00e9\"", 1 },
+	{ "{\"type\":\"string\"}", "\"a\nb\"", 0 },
+	{ "{\"type\":\"string\"}", "\"\\ud800\"", 0 },
+	{ "{\"type\":\"string\"}", "abc", 0 },
+	{ "{\"type\":\"string\",\"minLength\":2,\"maxLength\":3}", "\"ab\"", 1 },
+	{ "{\"type\":\"string\",\"minLength\":2,\"maxLength\":3}", "\"a\"", 0 },
+	{ "{\"type\":\"string\",\"minLength\":2,\"maxLength\":3}", "\"abcd\"", 0 },
+	{ "{\"type\":\"string\",\"minLength\":2,\"maxLength\":3}", "\"\xc3\xa9\xe2\x98\x83\"", 1 },
+	{ "{\"type\":\"string\",\"minLength\":2,\"maxLength\":3}", "\"\\n\\t\\\"\"", 1 },
+	{ "{\"type\":\"integer\"}", "0", 1 },
+	{ "{\"type\":\"integer\"}", "-12", 1 },
+	{ "{\"type\":\"integer\"}", "012", 0 },
+	{ "{\"type\":\"integer\"}", "1.5", 0 },
+	{ "{\"type\":\"integer\"}", "12345678901234567", 0 },
+	{ "{\"type\":\"number\"}", "1.5e-3", 1 },
+	{ "{\"type\":\"number\"}", "-0.0", 1 },
+	{ "{\"type\":\"number\"}", "1.", 0 },
+	{ "{\"type\":\"number\"}", ".5", 0 },
+	{ "{\"type\":\"number\"}", "1e999", 0 },
+	{ "{\"type\":\"number\",\"minimum\":0,\"maximum\":1}", "1.0", 1 },
+	{ "{\"type\":\"number\",\"minimum\":0,\"maximum\":1}", "1e0", 0 },
+	{ "{\"type\":\"boolean\"}", "false", 1 },
+	{ "{\"type\":\"boolean\"}", "True", 0 },
+	{ "{\"type\":\"null\"}", "null", 1 },
+	{ "{\"type\":[\"string\",\"null\"]}", "null", 1 },
+	{ "{\"type\":[\"string\",\"null\"]}", "\"x\"", 1 },
+	{ "{\"type\":[\"string\",\"null\"]}", "1", 0 },
+	{ "{\"type\":\"integer\",\"nullable\":true}", "null", 1 },
+	{ "{\"enum\":[\"a\",1,null,{\"k\":[true]}]}", "\"a\"", 1 },
+	{ "{\"enum\":[\"a\",1,null,{\"k\":[true]}]}", "null", 1 },
+	{ "{\"enum\":[\"a\",1,null,{\"k\":[true]}]}", "{\"k\":[true]}", 1 },
+	{ "{\"enum\":[\"a\",1,null,{\"k\":[true]}]}", "\"b\"", 0 },
+	{ "{\"const\":\"x\\\"y\"}", "\"x\\\"y\"", 1 },
+	{ "{\"type\":\"string\",\"enum\":[\"a\",1]}", "1", 0 },
+	{ "{\"type\":\"string\",\"enum\":[\"a\",1]}", "\"a\"", 1 },
+	{ obj_schema, "{\"b\":\"x\"}", 1 },
+	{ obj_schema, "{\"a\":1,\"b\":\"x\"}", 1 },
+	{ obj_schema, "{\"a\":1,\"b\":\"x\",\"c\":true}", 1 },
+	{ obj_schema, "{\"b\":\"x\",\"c\":true}", 1 },
+	{ obj_schema, "{\"a\":1}", 0 },
+	{ obj_schema, "{}", 0 },
+	{ obj_schema, "{\"b\":\"x\",\"a\":1}", 0 },
+	{ obj_schema, "{\"b\":\"x\",\"d\":1}", 0 },
+	{ obj_schema, "{ \"b\" : \"x\" }", 1 },
+	{ obj_schema, "{\n  \"b\": \"x\",\n  \"c\": false\n}", 1 },
+	{ obj_schema, "{\"b\":\"x\"  }", 0 },
+	{ obj_schema, " {\"b\":\"x\"}", 1 },
+	{ "{\"properties\":{\"a\":{\"type\":\"integer\"}},\"additionalProperties\":false}", "{}", 1 },
+	{ "{\"properties\":{\"a\":{\"type\":\"integer\"}},\"additionalProperties\":false}", "{ }", 1 },
+	{ "{\"properties\":{\"a\":{\"type\":\"integer\"}},\"additionalProperties\":false}",
+	  "{,\"a\":1}", 0 },
+	{ "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"}}}",
+	  "{\"a\":1,\"zz\":[1,{}]}", 1 },
+	{ "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"}}}", "{\"zz\":\"q\"}", 1 },
+	{ "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"}}}", "{\"a\":1,\"a\":2}", 0 },
+	{ "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"}}}", "{\"ab\":2,\"\":3}", 1 },
+	{ "{\"type\":\"object\",\"additionalProperties\":{\"type\":\"integer\"}}", "{\"x\":1,\"y\":2}", 1 },
+	{ "{\"type\":\"object\",\"additionalProperties\":{\"type\":\"integer\"}}", "{\"x\":\"s\"}", 0 },
+	{ "{\"type\":\"object\",\"required\":[\"id\"]}", "{\"id\":5}", 1 },
+	{ "{\"type\":\"object\",\"required\":[\"id\"]}", "{}", 0 },
+	{ "{\"type\":\"object\",\"properties\":{\"ab\":{\"type\":\"integer\"}},"
+	  "\"additionalProperties\":{\"type\":\"string\"}}", "{\"ab\":1,\"a\":\"x\",\"abc\":\"y\"}", 1 },
+	{ "{\"type\":\"object\",\"properties\":{\"ab\":{\"type\":\"integer\"}},"
+	  "\"additionalProperties\":{\"type\":\"string\"}}", "{\"ab\":\"x\"}", 0 },
+	{ "{\"type\":\"object\",\"properties\":{\"a\\\"b\":{\"const\":1}},\"required\":[\"a\\\"b\"],"
+	  "\"additionalProperties\":false}", "{\"a\\\"b\":1}", 1 },
+	{ "{\"type\":\"array\",\"items\":{\"type\":\"integer\"},\"minItems\":1,\"maxItems\":3}", "[1]", 1 },
+	{ "{\"type\":\"array\",\"items\":{\"type\":\"integer\"},\"minItems\":1,\"maxItems\":3}", "[]", 0 },
+	{ "{\"type\":\"array\",\"items\":{\"type\":\"integer\"},\"minItems\":1,\"maxItems\":3}",
+	  "[1,2,3]", 1 },
+	{ "{\"type\":\"array\",\"items\":{\"type\":\"integer\"},\"minItems\":1,\"maxItems\":3}",
+	  "[1,2,3,4]", 0 },
+	{ "{\"type\":\"array\",\"items\":{\"type\":\"integer\"},\"minItems\":1,\"maxItems\":3}",
+	  "[ 1 , 2 ]", 1 },
+	{ "{\"type\":\"array\",\"prefixItems\":[{\"type\":\"string\"},{\"type\":\"integer\"}],"
+	  "\"items\":false}", "[\"a\",1]", 1 },
+	{ "{\"type\":\"array\",\"prefixItems\":[{\"type\":\"string\"},{\"type\":\"integer\"}],"
+	  "\"items\":false}", "[\"a\"]", 1 },
+	{ "{\"type\":\"array\",\"prefixItems\":[{\"type\":\"string\"},{\"type\":\"integer\"}],"
+	  "\"items\":false}", "[]", 1 },
+	{ "{\"type\":\"array\",\"prefixItems\":[{\"type\":\"string\"},{\"type\":\"integer\"}],"
+	  "\"items\":false}", "[\"a\",1,2]", 0 },
+	{ "{\"type\":\"array\",\"prefixItems\":[{\"type\":\"string\"},{\"type\":\"integer\"}],"
+	  "\"items\":false}", "[1]", 0 },
+	{ "{\"prefixItems\":[{\"const\":\"x\"}],\"items\":{\"type\":\"boolean\"},\"minItems\":2,"
+	  "\"maxItems\":3}", "[\"x\",true]", 1 },
+	{ "{\"prefixItems\":[{\"const\":\"x\"}],\"items\":{\"type\":\"boolean\"},\"minItems\":2,"
+	  "\"maxItems\":3}", "[\"x\"]", 0 },
+	{ "{\"prefixItems\":[{\"const\":\"x\"}],\"items\":{\"type\":\"boolean\"},\"minItems\":2,"
+	  "\"maxItems\":3}", "[\"x\",true,false,true]", 0 },
+	{ "{\"items\":[{\"type\":\"integer\"}],\"additionalItems\":false}", "[1]", 1 },
+	{ "{\"items\":[{\"type\":\"integer\"}],\"additionalItems\":false}", "[1,2]", 0 },
+	{ "{\"anyOf\":[{\"type\":\"integer\"},{\"type\":\"string\",\"maxLength\":1}]}", "5", 1 },
+	{ "{\"anyOf\":[{\"type\":\"integer\"},{\"type\":\"string\",\"maxLength\":1}]}", "\"a\"", 1 },
+	{ "{\"anyOf\":[{\"type\":\"integer\"},{\"type\":\"string\",\"maxLength\":1}]}", "\"ab\"", 0 },
+	{ "{\"oneOf\":[{\"type\":\"boolean\"},{\"type\":\"null\"}]}", "null", 1 },
+	{ "{\"allOf\":[{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"}},"
+	  "\"required\":[\"a\"]},{\"properties\":{\"b\":{\"type\":\"string\"}},\"required\":[\"b\"]}],"
+	  "\"additionalProperties\":false}", "{\"a\":1,\"b\":\"x\"}", 1 },
+	{ "{\"allOf\":[{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"}},"
+	  "\"required\":[\"a\"]},{\"properties\":{\"b\":{\"type\":\"string\"}},\"required\":[\"b\"]}],"
+	  "\"additionalProperties\":false}", "{\"a\":1}", 0 },
+	{ "{\"allOf\":[{\"type\":\"number\"},{\"type\":\"integer\"}]}", "1.5", 0 },
+	{ "{\"allOf\":[{\"type\":\"number\"},{\"type\":\"integer\"}]}", "7", 1 },
+	{ node_schema, "{\"v\":1,\"next\":{\"v\":2,\"next\":null}}", 1 },
+	{ node_schema, "{\"v\":1,\"next\":{\"v\":2}}", 0 },
+	{ "{\"type\":\"array\",\"items\":{\"$ref\":\"#\"},\"maxItems\":2}", "[[],[[]]]", 1 },
+	{ "{\"type\":\"array\",\"items\":{\"$ref\":\"#\"},\"maxItems\":2}", "[[],[],[]]", 0 },
+	{ "{\"definitions\":{\"s\":{\"type\":\"string\"}},\"properties\":{\"x\":{\"$ref\":"
+	  "\"#/definitions/s\",\"description\":\"d\"}},\"required\":[\"x\"],\"additionalProperties\":false}",
+	  "{\"x\":\"y\"}", 1 },
+	{ "{\"type\":\"string\",\"format\":\"date\"}", "\"2024-02-29\"", 1 },
+	{ "{\"type\":\"string\",\"format\":\"date\"}", "\"2023-02-29\"", 0 },
+	{ "{\"type\":\"string\",\"format\":\"time\"}", "\"23:59:59Z\"", 1 },
+	{ "{\"type\":\"string\",\"format\":\"time\"}", "\"24:00:00Z\"", 0 },
+	{ "{\"type\":\"string\",\"format\":\"time\"}", "\"12:00:00.123+05:30\"", 1 },
+	{ "{\"type\":\"string\",\"format\":\"time\"}", "\"12:00:00\"", 0 },
+	{ "{\"type\":\"string\",\"format\":\"date-time\"}", "\"2024-01-01T00:00:00Z\"", 1 },
+	{ "{\"type\":\"string\",\"format\":\"date-time\"}", "\"2024-01-01 00:00:00Z\"", 0 },
+	{ "{\"type\":\"string\",\"format\":\"uuid\"}", "\"123e4567-e89b-12d3-a456-426614174000\"", 1 },
+	{ "{\"type\":\"string\",\"format\":\"uuid\"}", "\"123e4567e89b12d3a456426614174000\"", 0 },
+	{ "{\"type\":\"string\",\"pattern\":\"^[a-z]+$\"}", "\"abc\"", 1 },
+	{ "{\"type\":\"string\",\"pattern\":\"^[a-z]+$\"}", "\"ab1\"", 0 },
+	{ "{\"type\":\"string\",\"pattern\":\"ab\"}", "\"xxabyy\"", 1 },
+	{ "{\"type\":\"string\",\"pattern\":\"ab\"}", "\"xy\"", 0 },
+	{ "{\"type\":\"string\",\"pattern\":\"^a\\\"b\\\\\\\\$\"}", "\"a\\\"b\\\\\"", 1 },
+	{ "{\"type\":\"string\",\"pattern\":\"^a\\\\sb$\"}", "\"a\\nb\"", 1 },
+	{ "{\"type\":\"string\",\"pattern\":\"^\\\\d{3}$\"}", "\"123\"", 1 },
+	{ "{\"properties\":{\"a\":{\"const\":1}},\"required\":[\"a\"]}", "{\"a\":1}", 1 },
+	{ "{\"properties\":{\"a\":{\"const\":1}},\"required\":[\"a\"]}", "1", 0 },
+	{ "{}", "[1,{\"a\":null}]", 1 },
+	{ "true", "\"anything\"", 1 },
+	{ "{\"type\":\"integer\",\"exclusiveMinimum\":0,\"exclusiveMaximum\":3}", "0", 0 },
+	{ "{\"type\":\"integer\",\"exclusiveMinimum\":0,\"exclusiveMaximum\":3}", "2", 1 },
+	{ "{\"type\":\"integer\",\"exclusiveMinimum\":0,\"exclusiveMaximum\":3}", "3", 0 },
+	{ "{\"type\":\"integer\",\"minimum\":0,\"exclusiveMinimum\":true}", "0", 0 },
+	{ "{\"type\":\"integer\",\"minimum\":0,\"exclusiveMinimum\":true}", "1", 1 },
+	{ "{\"type\":\"array\",\"uniqueItems\":false,\"maxItems\":0}", "[]", 1 },
+	{ "{\"title\":\"t\",\"description\":\"d\",\"x-vendor\":1,\"$schema\":\"s\",\"type\":\"null\"}",
+	  "null", 1 },
+};
+
+static void case_schema(void)
+{
+	for (size_t i = 0; i < sizeof(schema_table) / sizeof(schema_table[0]); i++) {
+		struct exl_grammar *g = compile(EXL_CONSTRAINT_JSON_SCHEMA, schema_table[i].schema);
+		int r = matches(g, schema_table[i].doc);
+
+		CHECK(r == schema_table[i].want, "schema %zu: '%s' gives %d, want %d", i,
+		      schema_table[i].doc, r, schema_table[i].want);
+		exl_grammar_free(g);
+	}
+}
+
+static const struct {
+	const char *schema;
+	const char *error;
+} schema_errors[] = {
+	{ "{\"type\":\"string\",\"format\":\"email\"}",
+	  "at #/format: format 'email' is not supported (date, time, date-time and uuid are)" },
+	{ "{\"type\":\"integer\",\"multipleOf\":2}", "at #/multipleOf: keyword 'multipleOf' is not supported" },
+	{ "{\"properties\":{\"a\":{\"not\":{}}}}", "at #/properties/a/not: keyword 'not' is not supported" },
+	{ "{\"$ref\":\"http://x/y\"}",
+	  "at #/$ref: $ref 'http://x/y': only references within this schema (starting with '#') "
+	  "are supported" },
+	{ "{\"$defs\":{},\"$ref\":\"#/$defs/missing\"}",
+	  "at #/$ref: $ref '#/$defs/missing' does not resolve ('missing' is not there)" },
+	{ "{\"$ref\":\"#node\"}", "only JSON pointers (#/...) are supported, not anchors" },
+	{ "{\"$defs\":{\"a\":{\"$ref\":\"#/$defs/b\"},\"b\":{\"$ref\":\"#/$defs/a\"}},"
+	  "\"$ref\":\"#/$defs/a\"}", "$ref chain longer than 64" },
+	{ "{\"type\":\"foo\"}", "at #/type: unknown type 'foo'" },
+	{ "{\"type\":\"object\",\"required\":[\"x\"],\"additionalProperties\":false}",
+	  "at #/required: required property 'x' is not in properties and additionalProperties is false" },
+	{ "{\"type\":\"array\",\"uniqueItems\":true}", "at #/uniqueItems: uniqueItems: true is not supported" },
+	{ "{\"type\":\"string\",\"pattern\":\"(a\"}",
+	  "at #/pattern: at offset 0: '(' without a matching ')'" },
+	{ "{\"type\":\"string\",\"pattern\":\"a\",\"maxLength\":3}",
+	  "at #/pattern: 'pattern' together with minLength/maxLength is not supported" },
+	{ "{\"enum\":[1,2],\"minimum\":1}", "at #/minimum: 'enum' together with 'minimum' is not supported" },
+	{ "{\"type\":\"integer\",\"minimum\":5,\"maximum\":4}",
+	  "at #: no integer lies within the minimum and maximum" },
+	{ "{\"allOf\":[{\"type\":\"string\"},{\"type\":\"integer\"}]}",
+	  "at #/allOf: allOf: the branches allow no common type" },
+	{ "{\"allOf\":[{\"properties\":{\"a\":{\"type\":\"string\"}}},{\"properties\":{\"a\":"
+	  "{\"type\":\"integer\"}}}]}",
+	  "at #/allOf/1/properties: allOf: property 'a' has different schemas in two branches" },
+	{ "false", "at #: the schema false allows no value" },
+	{ "[1]", "at #: a schema must be an object or a boolean, not an array" },
+	{ "{", "the schema is not valid JSON: line 1, column 2: expected a string key" },
+	{ "{\"anyOf\":[]}", "at #/anyOf: 'anyOf' must be a non-empty list of schemas" },
+	{ "{\"type\":\"string\",\"minLength\":20000}", "at #/minLength: minLength above 10000 is not supported" },
+	{ "{\"items\":{\"type\":\"string\",\"format\":\"ipv4\"}}",
+	  "at #/items/format: format 'ipv4' is not supported" },
+	{ "{\"properties\":{\"a/b~c\":{\"type\":\"x\"}}}", "at #/properties/a~1b~0c/type: unknown type 'x'" },
+	{ "{\"type\":\"integer\",\"minimum\":1e20}", "at #: a minimum beyond 15 digits is not supported" },
+	{ "{\"$defs\":{\"n\":{\"type\":\"integer\",\"multipleOf\":3}},\"properties\":{\"x\":"
+	  "{\"$ref\":\"#/$defs/n\"}}}", "at #/$defs/n/multipleOf: keyword 'multipleOf' is not supported" },
+	{ "{\"type\":\"object\",\"patternProperties\":{}}",
+	  "at #/patternProperties: keyword 'patternProperties' is not supported" },
+	{ "{\"if\":{},\"then\":{}}", "at #/if: keyword 'if' is not supported" },
+	{ "{\"anyOf\":[{\"type\":\"string\"}],\"minLength\":1}",
+	  "at #/minLength: 'anyOf' together with 'minLength' is not supported" },
+	{ "{\"$ref\":\"#/$defs/a\",\"minimum\":1,\"$defs\":{\"a\":{}}}",
+	  "at #/minimum: '$ref' together with 'minimum' is not supported" },
+	{ "{\"type\":\"string\",\"minLength\":-1}", "at #/minLength: 'minLength' must be a non-negative integer" },
+	{ "{\"prefixItems\":[{\"type\":\"integer\"}],\"items\":false,\"minItems\":2}",
+	  "at #/maxItems: the array cannot hold minItems items" },
+	{ "{\"type\":\"number\",\"minimum\":0.2,\"maximum\":0.8}",
+	  "at #: no number lies within the minimum and maximum" },
+};
+
+static void case_schema_errors(void)
+{
+	for (size_t i = 0; i < sizeof(schema_errors) / sizeof(schema_errors[0]); i++) {
+		char err[512] = "";
+		const char *s = schema_errors[i].schema;
+		char *g = exl_json_schema_to_gbnf(s, strlen(s), err, sizeof(err));
+
+		CHECK(!g && strstr(err, schema_errors[i].error), "schema error %zu: got '%s', want '%s'",
+		      i, g ? "(converted)" : err, schema_errors[i].error);
+		free(g);
+	}
+	/* Through the filter's entry point the message names the constraint. */
+	char err[512];
+	const char *s = "{\"type\":\"integer\",\"multipleOf\":2}";
+	struct exl_grammar *g = exl_constraint_compile(EXL_CONSTRAINT_JSON_SCHEMA, s, strlen(s), err,
+						       sizeof(err));
+
+	CHECK(!g && strstr(err, "multipleOf"), "constraint: %s", err);
+	exl_grammar_free(g);
+}
+
+/* ---- numbers, value by value ---- */
+
+static void case_numbers(void)
+{
+	static const struct {
+		const char *bounds;
+		double lo, hi;
+		bool lo_excl, hi_excl;
+	} ints[] = {
+		{ "\"minimum\":-5,\"maximum\":17", -5, 17, false, false },
+		{ "\"minimum\":0,\"maximum\":1000", 0, 1000, false, false },
+		{ "\"minimum\":17,\"maximum\":234", 17, 234, false, false },
+		{ "\"minimum\":-1000,\"maximum\":-99", -1000, -99, false, false },
+		{ "\"minimum\":100", 100, 1e300, false, false },
+		{ "\"maximum\":-3", -1e300, -3, false, false },
+		{ "\"exclusiveMinimum\":-10,\"exclusiveMaximum\":10", -10, 10, true, true },
+		{ "\"minimum\":1.5,\"maximum\":9.5", 1.5, 9.5, false, false },
+		{ "\"minimum\":999,\"maximum\":1001", 999, 1001, false, false },
+	};
+
+	for (size_t i = 0; i < sizeof(ints) / sizeof(ints[0]); i++) {
+		char schema[256], num[32];
+
+		snprintf(schema, sizeof(schema), "{\"type\":\"integer\",%s}", ints[i].bounds);
+		struct exl_grammar *g = compile(EXL_CONSTRAINT_JSON_SCHEMA, schema);
+
+		for (int v = -1200; v <= 1200; v++) {
+			bool in = (ints[i].lo_excl ? v > ints[i].lo : v >= ints[i].lo) &&
+				  (ints[i].hi_excl ? v < ints[i].hi : v <= ints[i].hi);
+
+			snprintf(num, sizeof(num), "%d", v);
+			if (matches(g, num) != in) {
+				CHECK(0, "%s: %d gives %d", schema, v, !in);
+				break;
+			}
+		}
+		CHECK(!matches(g, "-0") || ints[i].lo <= -1, "%s: -0", schema);
+		exl_grammar_free(g);
+	}
+	static const struct {
+		const char *bounds;
+		double lo, hi;
+		bool lo_excl, hi_excl;
+	} nums[] = {
+		{ "\"minimum\":0,\"maximum\":1", 0, 1, false, false },
+		{ "\"minimum\":-3,\"maximum\":12", -3, 12, false, false },
+		{ "\"exclusiveMinimum\":0,\"exclusiveMaximum\":10", 0, 10, true, true },
+		{ "\"exclusiveMinimum\":-4,\"maximum\":-1", -4, -1, true, false },
+		{ "\"minimum\":-2,\"exclusiveMaximum\":0", -2, 0, false, true },
+		{ "\"minimum\":5", 5, 1e300, false, false },
+		{ "\"exclusiveMaximum\":-5", -1e300, -5, false, true },
+		{ "\"minimum\":0.5,\"maximum\":7.25", 1, 7, false, false },
+	};
+
+	for (size_t i = 0; i < sizeof(nums) / sizeof(nums[0]); i++) {
+		char schema[256], num[32];
+
+		snprintf(schema, sizeof(schema), "{\"type\":\"number\",%s}", nums[i].bounds);
+		struct exl_grammar *g = compile(EXL_CONSTRAINT_JSON_SCHEMA, schema);
+
+		/* quarters from -16 to 16, written as I, I.F and I.F0 */
+		for (int q = -64; q <= 64; q++) {
+			double v = q / 4.0;
+			bool in = (nums[i].lo_excl ? v > nums[i].lo : v >= nums[i].lo) &&
+				  (nums[i].hi_excl ? v < nums[i].hi : v <= nums[i].hi);
+			const char *forms[] = { "%.0f", "%.2f", "%.3f", "%.1f" };
+
+			for (int f = 0; f < 4; f++) {
+				if (f == 0 && q % 4)
+					continue;
+				snprintf(num, sizeof(num), forms[f], v);
+				if (!strcmp(num, "-0") || !strcmp(num, "-0.00") || !strcmp(num, "-0.000") ||
+				    !strcmp(num, "-0.0"))
+					continue;
+				if (f == 3 && q % 2)
+					continue;
+				if (matches(g, num) != in)
+					CHECK(0, "%s: %s gives %d", schema, num, !in);
+			}
+		}
+		exl_grammar_free(g);
+	}
+}
+
+/* ---- dates, day by day ---- */
+
+static bool leap(int y)
+{
+	return (y % 4 == 0 && y % 100) || y % 400 == 0;
+}
+
+static void case_dates(void)
+{
+	static const int mdays[] = { 31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31 };
+	static const int years[] = { 0, 1, 4, 100, 400, 1900, 1999, 2000, 2023, 2024, 2100, 9996, 9999 };
+	struct exl_grammar *g = compile(EXL_CONSTRAINT_JSON_SCHEMA,
+					"{\"type\":\"string\",\"format\":\"date\"}");
+
+	for (size_t i = 0; i < sizeof(years) / sizeof(years[0]); i++) {
+		int y = years[i];
+
+		for (int m = 0; m <= 13; m++) {
+			for (int d = 0; d <= 32; d++) {
+				char s[32];
+				bool valid = y >= 1 && m >= 1 && m <= 12 && d >= 1 &&
+					     d <= mdays[(m + 11) % 12] + (m == 2 && leap(y));
+
+				snprintf(s, sizeof(s), "\"%04d-%02d-%02d\"", y, m, d);
+				if (matches(g, s) != valid)
+					CHECK(0, "date %s gives %d", s, !valid);
+			}
+		}
+	}
+	exl_grammar_free(g);
+}
+
+/* ---- regex ---- */
+
+/* Expectations as Python's re.fullmatch gives them, except where noted. */
+static const struct {
+	const char *re;
+	const char *text;
+	int want;
+} regex_table[] = {
+	{ "abc", "abc", 1 },
+	{ "abc", "abcd", 0 },
+	{ "^a.c$", "a\nc", 0 },
+	{ "^a.c$", "a\xe2\x98\x83" "c", 1 },
+	{ "[^\\d]+", "ab", 1 },
+	{ "[^\\d]+", "a1", 0 },
+	/* Python matches this; ours is ASCII where a negated set holds \d. */
+	{ "[^\\d]+", "\xc3\xa9", 0 },
+	{ "[^0-9]+", "\xc3\xa9", 1 },
+	{ "\\d{2,3}-\\w+", "123-ab_9", 1 },
+	{ "\\d{2,3}-\\w+", "1-ab", 0 },
+	{ "(ab|cd)*e", "abcdabe", 1 },
+	{ "(ab|cd)*e", "abce", 0 },
+	{ "colou?r", "color", 1 },
+	{ "a{2}", "aa", 1 },
+	{ "a{2}", "aaa", 0 },
+	{ "a{2,}", "aaaa", 1 },
+	{ "a{,2}", "", 1 },
+	{ "a{,2}", "aaa", 0 },
+	{ "x{", "x{", 1 },
+	{ "x{a}", "x{a}", 1 },
+	{ "a|b|", "", 1 },
+	{ "(?:a|b)+(?P<n>c)", "abac", 1 },
+	/* PCRE's spelling of a named group (Python wants (?P<n>...)). */
+	{ "(?<n>a)b", "ab", 1 },
+	{ "[\\]a-]+", "]-a", 1 },
+	{ "[]a]", "]", 1 },
+	{ "\\x41\\u00e9", "A\xc3\xa9", 1 },
+	{ "[\\s]+", "\t\n ", 1 },
+	{ "\\.\\*\\+", ".*+", 1 },
+	{ "a.*?b", "axxb", 1 },
+	{ "\\Aab\\Z", "ab", 1 },
+	{ "[^a]", "\n", 1 },
+	{ ".", "\n", 0 },
+	{ "\\W", "_", 0 },
+	{ "\\W", "-", 1 },
+	/* Python matches this; our \S is ASCII. */
+	{ "\\S+", "a\xc3\xa9", 0 },
+	{ "[a-c\\d]{3}", "a1c", 1 },
+	{ "^$", "", 1 },
+	{ "(a|b)(c|d)?", "a", 1 },
+	{ "[\\b]", "\b", 1 },
+	{ "\\0", "", 0 },
+	{ "}", "}", 1 },
+};
+
+static void case_regex(void)
+{
+	for (size_t i = 0; i < sizeof(regex_table) / sizeof(regex_table[0]); i++) {
+		struct exl_grammar *g = compile(EXL_CONSTRAINT_REGEX, regex_table[i].re);
+		int r = matches(g, regex_table[i].text);
+
+		CHECK(r == regex_table[i].want, "regex %zu /%s/: '%s' gives %d, want %d", i,
+		      regex_table[i].re, regex_table[i].text, r, regex_table[i].want);
+		exl_grammar_free(g);
+	}
+}
+
+static const struct {
+	const char *re;
+	const char *error;
+} regex_errors[] = {
+	{ "(a", "at offset 0: '(' without a matching ')'" },
+	{ "a)", "at offset 1: ')' without a matching '('" },
+	{ "(a)\\1", "at offset 3: backreferences (\\1) are not supported" },
+	{ "(?=a)", "at offset 0: lookaround assertions are not supported" },
+	{ "(?<!a)b", "at offset 0: lookaround assertions are not supported" },
+	{ "(?P=n)", "at offset 0: backreferences ((?P=name)) are not supported" },
+	{ "\\bfoo", "at offset 0: word boundaries (\\b) are not supported" },
+	{ "a**", "at offset 2: multiple repeat" },
+	{ "*a", "at offset 0: '*' has nothing before it to repeat" },
+	{ "(?i)a", "at offset 0: group flags and extensions '(?i' are not supported" },
+	{ "a{3,1}", "at offset 1: repetition {3,1} has its maximum below its minimum" },
+	{ "[z-a]", "at offset 2: range out of order" },
+	{ "[a", "at offset 0: unterminated character class" },
+	{ "a^b", "at offset 1: '^' is supported only at the start of the pattern" },
+	{ "a$b", "at offset 2: '$' is supported only at the end of the pattern" },
+	{ "(a*)*", "at offset 4: repeating something that can match the empty string is not supported" },
+	{ "\\p{L}", "at offset 0: escape '\\p' is not supported" },
+	{ "a{1,99999}", "at offset 1: repetition count over the limit of 10000" },
+	{ "[[:alpha:]]", "at offset 1: POSIX classes ([:alpha:]) are not supported" },
+	{ "a*+", "at offset 2: possessive quantifiers are not supported" },
+	{ "\\", "at offset 0: '\\' at the end of the pattern" },
+	{ "\\x4g", "at offset 0: '\\x' wants 2 hex digits" },
+	{ "[\\d-z]", "at offset 3: a range cannot start or end with a class shorthand" },
+	{ "[a-\\d]", "at offset 2: a range cannot start or end with a class shorthand" },
+	{ "\xff", "at offset 0: invalid UTF-8 in the pattern" },
+};
+
+static void case_regex_errors(void)
+{
+	for (size_t i = 0; i < sizeof(regex_errors) / sizeof(regex_errors[0]); i++) {
+		char err[512] = "";
+		const char *re = regex_errors[i].re;
+		char *g = exl_regex_to_gbnf(re, strlen(re), err, sizeof(err));
+
+		CHECK(!g && strstr(err, regex_errors[i].error), "regex error %zu /%s/: got '%s', want '%s'",
+		      i, re, g ? "(converted)" : err, regex_errors[i].error);
+		free(g);
+	}
+}
+
+int main(int argc, char **argv)
+{
+	static const struct {
+		const char *name;
+		void (*fn)(void);
+	} cases[] = {
+		{ "json", case_json }, { "schema", case_schema }, { "schema_errors", case_schema_errors },
+		{ "numbers", case_numbers }, { "dates", case_dates }, { "regex", case_regex },
+		{ "regex_errors", case_regex_errors },
+	};
+	const char *which = argc > 1 ? argv[1] : "all";
+	bool found = false;
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		if (strcmp(which, "all") && strcmp(which, cases[i].name))
+			continue;
+		found = true;
+		int before = failures;
+
+		cases[i].fn();
+		printf("%-14s %s\n", cases[i].name, failures == before ? "ok" : "FAILED");
+	}
+	if (!found)
+		DIE("unknown case '%s'", which);
+	return failures ? 1 : 0;
+}
