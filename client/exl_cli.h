@@ -9,6 +9,7 @@
 #include <stdio.h>
 
 #include "client/exlclient.h"
+#include "client/gen_options.h"
 
 /* Exit statuses (exl --help lists them). */
 enum {
@@ -60,8 +61,8 @@ struct gen_opts {
 	struct exl_gen_params p;
 	const char *model;
 	bool json;
-	bool cfg_set;
 	int top_probs;            /* --top-probs K */
+	struct genopt_parser ps;  /* the shared table (client/gen_options.h) and its counts */
 	/* storage the params point into */
 	const char **stops;
 	int32_t *stop_tokens;

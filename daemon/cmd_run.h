@@ -19,7 +19,6 @@ struct run_opts {
 	int kv_tokens;
 	bool warmup;
 	bool json;
-	bool cfg_set;
 	int top_probs;
 	struct exl_gen_settings s;
 	/* the lists s points into, sized by argc */

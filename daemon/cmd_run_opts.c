@@ -1,343 +1,178 @@
-/* exld run's command line: every generation option, checked for form and
- * range here (values the model decides, like token ids, are checked when
- * the job is created). */
-#include <errno.h>
-#include <math.h>
+/* exld run's command line: the shared generation options
+ * (client/gen_options.h), checked for form and range there (values the model
+ * decides, like token ids, are checked when the job is created), mapped onto
+ * struct exl_gen_settings, plus run's own options. */
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "client/gen_options.h"
 #include "daemon/cmd_run.h"
 
-enum kind {
-	K_FLAG,      /* bool at off := true */
-	K_NOBOS,     /* add_bos := 0 */
-	K_INT,       /* int at off, in [min, max] */
-	K_FLOAT,     /* float at off, in [min, max] */
-	K_STR,       /* const char * at off */
-	K_SEED,
-	K_STOP,      /* repeatable */
-	K_STOP_TOKEN,
-	K_BAN,
-	K_BIAS,
-	K_BREAKERS,
-	K_CFG,
-	K_MIROSTAT,  /* optional value: alone it means v2 */
-	K_FILE,      /* const char * at off := the file's contents */
-	K_HELP,
+_Static_assert(GENOPT_MAX_BREAKERS == EXL_SAMPLER_MAX_BREAKERS, "breakers: CLI and sampler disagree");
+_Static_assert(GENOPT_MAX_BREAKER_LEN + 1 == EXL_SAMPLER_MAX_BREAKER_LEN,
+	       "breakers: CLI and sampler disagree");
+_Static_assert(EXL_MAX_TOP_K_RETURN == EXL_GEN_MAX_TOP_PROBS, "top probs: CLI and generator disagree");
+
+enum {
+	OPT_MODEL = GENOPT_OWN,
+	OPT_PROMPT,
+	OPT_JSON,
+	OPT_THREADS,
+	OPT_KV_TOKENS,
+	OPT_DEVICE,
+	OPT_WARMUP,
+	OPT_HELP,
 };
 
-struct opt {
-	const char *name;
-	const char *alt;
-	enum kind kind;
-	size_t off;
-	double min;
-	double max;
-	const char *arg;
-	const char *help;
+/* Before and after the shared options in --help. */
+static const struct genopt own_head[] = {
+	{ OPT_MODEL, "--model", NULL, GENOPT_STR, 0, 0, 0, NULL, "FILE", "GGUF model (required)" },
+	{ OPT_PROMPT, "--prompt", NULL, GENOPT_STR, 0, 0, 0, NULL, "TEXT",
+	  "prompt (required; may be empty)" },
 };
 
+static const struct genopt own_tail[] = {
+	{ OPT_JSON, "--json", NULL, GENOPT_FLAG, 0, 0, 0, NULL, NULL,
+	  "print the result as one JSON line" },
+	{ OPT_THREADS, "--threads", "-t", GENOPT_INT, 0, 1024, 0, NULL, "N",
+	  "CPU threads (default: one per core)" },
+	{ OPT_KV_TOKENS, "--kv-tokens", NULL, GENOPT_INT, 1, 1 << 24, 0, NULL, "N",
+	  "KV cache size (default: prompt + N)" },
+	{ OPT_DEVICE, "--device", NULL, GENOPT_STR, 0, 0, 0, NULL, "D",
+	  "cpu (default), cuda or cuda:N" },
+	{ OPT_WARMUP, "--warmup", NULL, GENOPT_FLAG, 0, 0, 0, NULL, NULL,
+	  "run one untimed pass first (touches every weight page)" },
+	{ OPT_HELP, "--help", "-h", GENOPT_FLAG, 0, 0, 0, NULL, NULL, "this text" },
+};
+
+#define N_HEAD (sizeof(own_head) / sizeof(own_head[0]))
+#define N_TAIL (sizeof(own_tail) / sizeof(own_tail[0]))
+
+/* Where the plain values land; the others are handled in store(). */
 #define O(m) offsetof(struct run_opts, m)
 #define S(m) offsetof(struct run_opts, s.m)
 #define P(m) offsetof(struct run_opts, s.sampling.m)
-
-static const struct opt opts[] = {
-	{ "--model", NULL, K_STR, O(model), 0, 0, "FILE", "GGUF model (required)" },
-	{ "--prompt", NULL, K_STR, O(prompt), 0, 0, "TEXT", "prompt (required; may be empty)" },
-	{ "-n", "--n-predict", K_INT, S(max_new_tokens), 0, 1 << 24, "N",
-	  "tokens to generate (default 128)" },
-	{ "--min-new", NULL, K_INT, S(min_new_tokens), 0, 1 << 24, "N",
-	  "no stop before N tokens (EOS and stop tokens/strings wait)" },
-	{ "--temperature", "--temp", K_FLOAT, P(temperature), 0, 100, "T",
-	  "0 = greedy (default 0.8)" },
-	{ "--temperature-last", NULL, K_FLAG, P(temperature_last), 0, 0, NULL,
-	  "apply the temperature after the truncation samplers" },
-	{ "--top-k", NULL, K_INT, P(top_k), 0, 1 << 30, "K", "0 = off, 1 = greedy (default 40)" },
-	{ "--top-p", NULL, K_FLOAT, P(top_p), 0, 1, "P", "nucleus mass, 1 = off (default 0.95)" },
-	{ "--min-p", NULL, K_FLOAT, P(min_p), 0, 1, "P", "0 = off (default 0.05)" },
-	{ "--typical", NULL, K_FLOAT, P(typical), 0, 1, "P", "locally typical mass, 1 = off" },
-	{ "--tfs", NULL, K_FLOAT, P(tfs), 0, 1, "Z", "tail-free sampling, 1 = off" },
-	{ "--top-a", NULL, K_FLOAT, P(top_a), 0, 1, "A", "0 = off" },
-	{ "--rep-pen", NULL, K_FLOAT, P(rep_pen), 0.0001, 100, "P", "repetition penalty, 1 = off" },
-	{ "--rep-range", NULL, K_INT, P(rep_range), -1, 1 << 24, "N",
-	  "tokens it looks back, -1 = all (default 64)" },
-	{ "--rep-decay", NULL, K_INT, P(rep_decay), 0, 1 << 24, "N",
-	  "tokens before the range with a fading penalty" },
-	{ "--freq-pen", NULL, K_FLOAT, P(freq_pen), -100, 100, "F", "frequency penalty" },
-	{ "--pres-pen", NULL, K_FLOAT, P(pres_pen), -100, 100, "F", "presence penalty" },
-	{ "--no-repeat-ngram", NULL, K_INT, P(no_repeat_ngram), 0, 64, "N",
-	  "never repeat an n-gram of N tokens" },
-	{ "--dry-mult", NULL, K_FLOAT, P(dry_mult), 0, 100, "M", "DRY multiplier, 0 = off" },
-	{ "--dry-base", NULL, K_FLOAT, P(dry_base), 1, 100, "B", "DRY base (default 1.75)" },
-	{ "--dry-allowed-len", NULL, K_INT, P(dry_allowed_len), 1, 512, "N",
-	  "DRY allowed length (default 2)" },
-	{ "--dry-range", NULL, K_INT, P(dry_range), 0, 1 << 24, "N",
-	  "DRY looks back N tokens, 0 = all" },
-	{ "--dry-breakers", NULL, K_BREAKERS, 0, 0, 0, "LIST",
-	  "comma-separated sequence breakers (\\n \\t \\, \\\\ escapes; \"\" = none)" },
-	{ "--xtc-prob", NULL, K_FLOAT, P(xtc_prob), 0, 1, "P", "XTC probability, 0 = off" },
-	{ "--xtc-thresh", NULL, K_FLOAT, P(xtc_thresh), 0, 1, "T", "XTC threshold (default 0.1)" },
-	{ "--mirostat", NULL, K_MIROSTAT, P(mirostat), 0, 2, "[V]",
-	  "mirostat v2 (V: 0 = off, 2 = v2; v1 is not offered)" },
-	{ "--mirostat-tau", NULL, K_FLOAT, P(mirostat_tau), 0.0001, 100, "T", "default 5" },
-	{ "--mirostat-eta", NULL, K_FLOAT, P(mirostat_eta), 0, 1, "E", "default 0.1" },
-	{ "--bias", NULL, K_BIAS, 0, 0, 0, "ID=V", "add V (or -inf) to token ID's logit; repeatable" },
-	{ "--seed", NULL, K_SEED, 0, 0, 0, "S", "sampling seed (default: random)" },
-	{ "--stop", NULL, K_STOP, 0, 0, 0, "STR", "stop string; repeatable" },
-	{ "--stop-token", NULL, K_STOP_TOKEN, 0, 0, 0, "ID", "stop token id; repeatable" },
-	{ "--ban", NULL, K_BAN, 0, 0, 0, "STR", "banned string (backtrack and resample); repeatable" },
-	{ "--token-healing", NULL, K_FLAG, S(token_healing), 0, 0, NULL,
-	  "regenerate the prompt's last token(s)" },
-	{ "--cfg-scale", NULL, K_CFG, S(cfg_scale), -100, 100, "S",
-	  "classifier-free guidance scale (needs --negative)" },
-	{ "--negative", NULL, K_STR, O(negative), 0, 0, "TEXT", "negative prompt for CFG" },
-	{ "--grammar", NULL, K_FILE, S(grammar), 0, 0, "FILE",
-	  "GBNF grammar the output must match" },
-	{ "--json-schema", NULL, K_FILE, S(json_schema), 0, 0, "FILE",
-	  "JSON schema the output must satisfy" },
-	{ "--regex", NULL, K_STR, S(regex), 0, 0, "RE", "regular expression the whole output matches" },
-	{ "--prefer-eos", NULL, K_FLAG, S(filter_prefer_eos), 0, 0, NULL,
-	  "end as soon as the grammar / schema / regex is complete" },
-	{ "--ignore-eos", NULL, K_FLAG, S(ignore_eos), 0, 0, NULL, "do not stop at end of text" },
-	{ "--completion-only", NULL, K_FLAG, S(completion_only), 0, 0, NULL,
-	  "print (and report) the completion without the prompt" },
-	{ "--special", NULL, K_FLAG, S(encode_special_tokens), 0, 0, NULL,
-	  "parse special tokens written in the prompt" },
-	{ "--decode-special", NULL, K_FLAG, S(decode_special_tokens), 0, 0, NULL,
-	  "show special tokens in the output" },
-	{ "--no-bos", NULL, K_NOBOS, 0, 0, 0, NULL, "do not add BOS to the prompt" },
-	{ "--top-probs", NULL, K_INT, O(top_probs), 0, EXL_GEN_MAX_TOP_PROBS, "K",
-	  "report each token's probability and the K most likely" },
-	{ "--json", NULL, K_FLAG, O(json), 0, 0, NULL, "print the result as one JSON line" },
-	{ "--threads", "-t", K_INT, O(threads), 0, 1024, "N", "CPU threads (default: one per core)" },
-	{ "--kv-tokens", NULL, K_INT, O(kv_tokens), 1, 1 << 24, "N",
-	  "KV cache size (default: prompt + N)" },
-	{ "--device", NULL, K_STR, O(device), 0, 0, "D", "cpu (default), cuda or cuda:N" },
-	{ "--warmup", NULL, K_FLAG, O(warmup), 0, 0, NULL,
-	  "run one untimed pass first (touches every weight page)" },
-	{ "--help", "-h", K_HELP, 0, 0, 0, NULL, "this text" },
+static const size_t field[GENOPT_N] = {
+	[GENOPT_MAX_NEW] = S(max_new_tokens),
+	[GENOPT_MIN_NEW] = S(min_new_tokens),
+	[GENOPT_TEMPERATURE] = P(temperature),
+	[GENOPT_TEMPERATURE_LAST] = P(temperature_last),
+	[GENOPT_TOP_K] = P(top_k),
+	[GENOPT_TOP_P] = P(top_p),
+	[GENOPT_MIN_P] = P(min_p),
+	[GENOPT_TYPICAL] = P(typical),
+	[GENOPT_TFS] = P(tfs),
+	[GENOPT_TOP_A] = P(top_a),
+	[GENOPT_REP_PEN] = P(rep_pen),
+	[GENOPT_REP_RANGE] = P(rep_range),
+	[GENOPT_REP_DECAY] = P(rep_decay),
+	[GENOPT_FREQ_PEN] = P(freq_pen),
+	[GENOPT_PRES_PEN] = P(pres_pen),
+	[GENOPT_NO_REPEAT_NGRAM] = P(no_repeat_ngram),
+	[GENOPT_DRY_MULT] = P(dry_mult),
+	[GENOPT_DRY_BASE] = P(dry_base),
+	[GENOPT_DRY_ALLOWED_LEN] = P(dry_allowed_len),
+	[GENOPT_DRY_RANGE] = P(dry_range),
+	[GENOPT_XTC_PROB] = P(xtc_prob),
+	[GENOPT_XTC_THRESH] = P(xtc_thresh),
+	[GENOPT_MIROSTAT] = P(mirostat),
+	[GENOPT_MIROSTAT_TAU] = P(mirostat_tau),
+	[GENOPT_MIROSTAT_ETA] = P(mirostat_eta),
+	[GENOPT_TOKEN_HEALING] = S(token_healing),
+	[GENOPT_CFG_SCALE] = S(cfg_scale),
+	[GENOPT_NEGATIVE] = O(negative),
+	[GENOPT_GRAMMAR] = S(grammar),
+	[GENOPT_JSON_SCHEMA] = S(json_schema),
+	[GENOPT_REGEX] = S(regex),
+	[GENOPT_PREFER_EOS] = S(filter_prefer_eos),
+	[GENOPT_IGNORE_EOS] = S(ignore_eos),
+	[GENOPT_COMPLETION_ONLY] = S(completion_only),
+	[GENOPT_SPECIAL] = S(encode_special_tokens),
+	[GENOPT_DECODE_SPECIAL] = S(decode_special_tokens),
+	[GENOPT_TOP_PROBS] = O(top_probs),
 };
 
-static void usage(FILE *out)
+static void usage(FILE *out, const struct genopt_parser *ps)
 {
 	fprintf(out, "usage: exld run --model FILE --prompt TEXT [options]\n");
-	for (size_t i = 0; i < sizeof(opts) / sizeof(opts[0]); i++) {
-		const struct opt *p = &opts[i];
-		char lhs[64];
+	for (size_t i = 0; i < N_HEAD; i++)
+		genopt_usage_line(out, &own_head[i]);
+	genopt_usage(out, ps);
+	for (size_t i = 0; i < N_TAIL; i++)
+		genopt_usage_line(out, &own_tail[i]);
+}
 
-		snprintf(lhs, sizeof(lhs), "%s%s%s%s%s", p->name, p->alt ? ", " : "",
-			 p->alt ? p->alt : "", p->arg ? " " : "", p->arg ? p->arg : "");
-		fprintf(out, "  %-24s %s\n", lhs, p->help);
+static void store_own(struct run_opts *o, const struct genopt_value *v)
+{
+	switch (v->id) {
+	case OPT_MODEL: o->model = v->str; break;
+	case OPT_PROMPT: o->prompt = v->str; break;
+	case OPT_JSON: o->json = true; break;
+	case OPT_THREADS: o->threads = v->i; break;
+	case OPT_KV_TOKENS: o->kv_tokens = v->i; break;
+	case OPT_DEVICE: o->device = v->str; break;
+	case OPT_WARMUP: o->warmup = true; break;
+	default: break;
 	}
 }
 
-static int parse_int(const char *opt, const char *v, double min, double max, int *out)
+static void store(struct run_opts *o, const struct genopt_parser *ps, struct genopt_value *v)
 {
-	char *end;
-
-	errno = 0;
-	long x = strtol(v, &end, 10);
-	if (errno || end == v || *end || x < (long)min || x > (long)max) {
-		fprintf(stderr, "exld run: %s wants an integer in [%ld, %ld], not '%s'\n", opt,
-			(long)min, (long)max, v);
-		return -1;
-	}
-	*out = (int)x;
-	return 0;
-}
-
-static int parse_float(const char *opt, const char *v, double min, double max, float *out)
-{
-	char *end;
-
-	errno = 0;
-	double x = strtod(v, &end);
-	if (errno || end == v || *end || !isfinite(x) || x < min || x > max) {
-		fprintf(stderr, "exld run: %s wants a number in [%g, %g], not '%s'\n", opt, min, max, v);
-		return -1;
-	}
-	*out = (float)x;
-	return 0;
-}
-
-static int parse_bias(const char *v, struct exl_token_bias *b)
-{
-	const char *eq = strchr(v, '=');
-	char *end;
-	char id[32];
-
-	if (!eq || eq == v || (size_t)(eq - v) >= sizeof(id))
-		goto bad;
-	memcpy(id, v, (size_t)(eq - v));
-	id[eq - v] = 0;
-	errno = 0;
-	long x = strtol(id, &end, 10);
-	if (errno || *end || x < 0 || x > INT32_MAX)
-		goto bad;
-	b->id = (int32_t)x;
-	if (!strcmp(eq + 1, "-inf")) {
-		b->bias = -INFINITY;
-		return 0;
-	}
-	errno = 0;
-	double f = strtod(eq + 1, &end);
-	if (errno || end == eq + 1 || *end || !isfinite(f) || fabs(f) > 1e6)
-		goto bad;
-	b->bias = (float)f;
-	return 0;
-bad:
-	fprintf(stderr, "exld run: --bias wants ID=VALUE (a token id, then a number or -inf), "
-		"not '%s'\n", v);
-	return -1;
-}
-
-static int parse_breakers(const char *v, struct exl_sampler_params *p)
-{
-	int n = 0;
-	size_t len = 0;
-	char cur[EXL_SAMPLER_MAX_BREAKER_LEN];
-
-	if (!*v) {
-		p->n_dry_breakers = 0;
-		return 0;
-	}
-	for (const char *c = v;; c++) {
-		if (*c == ',' || !*c) {
-			if (!len || n == EXL_SAMPLER_MAX_BREAKERS)
-				goto bad;
-			memcpy(p->dry_breakers[n], cur, len);
-			p->dry_breakers[n][len] = 0;
-			n++;
-			len = 0;
-			if (!*c)
-				break;
-			continue;
-		}
-		char ch = *c;
-
-		if (ch == '\\') {
-			c++;
-			ch = *c == 'n' ? '\n' : *c == 't' ? '\t' : *c == ',' ? ',' : *c == '\\' ? '\\' : 0;
-			if (!ch)
-				goto bad;
-		}
-		if (len + 1 >= sizeof(cur))
-			goto bad;
-		cur[len++] = ch;
-	}
-	p->n_dry_breakers = n;
-	return 0;
-bad:
-	fprintf(stderr, "exld run: --dry-breakers wants up to %d comma-separated non-empty strings "
-		"of at most %d bytes (escapes \\n \\t \\, \\\\), not '%s'\n",
-		EXL_SAMPLER_MAX_BREAKERS, EXL_SAMPLER_MAX_BREAKER_LEN - 1, v);
-	return -1;
-}
-
-/* The whole of a constraint file (at most 16 MiB, no NUL bytes). */
-static int read_text_file(const char *opt, const char *path, char **out)
-{
-	const size_t max = 16u << 20;
-	FILE *f = fopen(path, "rb");
-	char *buf = NULL;
-	size_t n = 0;
-
-	if (!f) {
-		fprintf(stderr, "exld run: %s: cannot open '%s': %s\n", opt, path, strerror(errno));
-		return -1;
-	}
-	buf = malloc(max + 1);
-	if (!buf) {
-		fprintf(stderr, "exld run: out of memory\n");
-		fclose(f);
-		return -1;
-	}
-	n = fread(buf, 1, max + 1, f);
-	if (ferror(f) || n > max || memchr(buf, 0, n)) {
-		fprintf(stderr, "exld run: %s: '%s' %s\n", opt, path, ferror(f) ?
-			"could not be read" : n > max ? "is over 16 MiB" : "holds a NUL byte");
-		fclose(f);
-		free(buf);
-		return -1;
-	}
-	fclose(f);
-	buf[n] = 0;
-	*out = buf;
-	return 0;
-}
-
-static const struct opt *find(const char *a)
-{
-	for (size_t i = 0; i < sizeof(opts) / sizeof(opts[0]); i++)
-		if (!strcmp(a, opts[i].name) || (opts[i].alt && !strcmp(a, opts[i].alt)))
-			return &opts[i];
-	return NULL;
-}
-
-static int take(struct run_opts *o, const struct opt *p, const char *a, const char *v)
-{
-	char *base = (char *)o;
 	struct exl_gen_settings *s = &o->s;
+	char *base = (char *)o;
 
-	switch (p->kind) {
-	case K_INT:
-		return parse_int(a, v, p->min, p->max, (int *)(base + p->off));
-	case K_FLOAT:
-		return parse_float(a, v, p->min, p->max, (float *)(base + p->off));
-	case K_CFG:
-		o->cfg_set = true;
-		return parse_float(a, v, p->min, p->max, (float *)(base + p->off));
-	case K_STR:
-		*(const char **)(base + p->off) = v;
-		return 0;
-	case K_FILE:
-		if (o->constraint_text) {
-			fprintf(stderr, "exld run: give at most one of --grammar and --json-schema\n");
-			return -1;
-		}
-		if (read_text_file(a, v, &o->constraint_text))
-			return -1;
-		*(const char **)(base + p->off) = o->constraint_text;
-		return 0;
-	case K_SEED: {
-		char *end;
-
-		errno = 0;
-		s->seed = strtoull(v, &end, 10);
-		if (errno || end == v || *end || *v == '-') {
-			fprintf(stderr, "exld run: --seed wants an unsigned integer, not '%s'\n", v);
-			return -1;
-		}
+	switch (v->id) {
+	case GENOPT_NO_BOS:
+		s->add_bos = 0;
+		return;
+	case GENOPT_SEED:
+		s->seed = v->seed;
 		s->has_seed = true;
-		return 0;
-	}
-	case K_STOP:
-		if (s->n_stop_strings == EXL_GEN_MAX_STOP_STRINGS)
-			goto too_many;
-		o->stops[s->n_stop_strings++] = v;
-		return 0;
-	case K_BAN:
-		if (s->n_banned_strings == EXL_GEN_MAX_BANNED)
-			goto too_many;
-		o->bans[s->n_banned_strings++] = v;
-		return 0;
-	case K_STOP_TOKEN:
-		if (s->n_stop_tokens == EXL_GEN_MAX_STOP_TOKENS)
-			goto too_many;
-		return parse_int(a, v, 0, INT32_MAX, &o->stop_tokens[s->n_stop_tokens++]);
-	case K_BIAS:
-		if (s->sampling.n_bias == EXL_GEN_MAX_BIAS)
-			goto too_many;
-		return parse_bias(v, &o->bias[s->sampling.n_bias++]);
-	case K_BREAKERS:
-		return parse_breakers(v, &s->sampling);
+		return;
+	case GENOPT_STOP:
+		o->stops[s->n_stop_strings++] = v->str;
+		return;
+	case GENOPT_BAN:
+		o->bans[s->n_banned_strings++] = v->str;
+		return;
+	case GENOPT_STOP_TOKEN:
+		o->stop_tokens[s->n_stop_tokens++] = v->i;
+		return;
+	case GENOPT_BIAS:
+		o->bias[s->sampling.n_bias].id = v->token;
+		o->bias[s->sampling.n_bias++].bias = v->f;
+		return;
+	case GENOPT_DRY_BREAKERS:
+		s->sampling.n_dry_breakers = v->n_breakers;
+		memcpy(s->sampling.dry_breakers, v->breakers,
+		       (size_t)v->n_breakers * sizeof(v->breakers[0]));
+		return;
+	case GENOPT_GRAMMAR:
+	case GENOPT_JSON_SCHEMA:
+		o->constraint_text = v->text;
+		break;
 	default:
-		return -1;
+		break;
 	}
-too_many:
-	fprintf(stderr, "exld run: too many %s options\n", a);
-	return -1;
+	switch (ps->opts[v->id].kind) {
+	case GENOPT_FLAG:
+		*(bool *)(base + field[v->id]) = true;
+		break;
+	case GENOPT_INT:
+	case GENOPT_INT_OPT:
+		*(int *)(base + field[v->id]) = v->i;
+		break;
+	case GENOPT_FLOAT:
+		*(float *)(base + field[v->id]) = v->f;
+		break;
+	case GENOPT_STR:
+	case GENOPT_FILE:
+		*(const char **)(base + field[v->id]) = v->text ? v->text : v->str;
+		break;
+	default:
+		break;
+	}
 }
 
 int run_parse_args(int argc, char **argv, struct run_opts *o)
@@ -361,57 +196,43 @@ int run_parse_args(int argc, char **argv, struct run_opts *o)
 	o->s.stop_tokens = o->stop_tokens;
 	o->s.sampling.bias = o->bias;
 
+	struct genopt_parser ps;
+
+	genopt_parser_init(&ps, "exld run", stderr);
+	ps.opts[GENOPT_MAX_NEW].help = "tokens to generate (default 128)";
+	ps.opts[GENOPT_MIROSTAT].help = "mirostat v2 (V: 0 = off, 2 = v2; v1 is not offered)";
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
-		const struct opt *p = find(a);
+		const struct genopt *p = genopt_find_in(own_head, N_HEAD, a);
+		struct genopt_value v;
 
+		if (!p)
+			p = genopt_find(&ps, a);
+		if (!p)
+			p = genopt_find_in(own_tail, N_TAIL, a);
 		if (!p) {
 			fprintf(stderr, "exld run: unknown option '%s'\n", a);
-			usage(stderr);
+			usage(stderr, &ps);
 			return -1;
 		}
-		switch (p->kind) {
-		case K_HELP:
-			usage(stdout);
+		if (p->id == OPT_HELP) {
+			usage(stdout, &ps);
 			return 1;
-		case K_FLAG:
-			*(bool *)((char *)o + p->off) = true;
-			continue;
-		case K_NOBOS:
-			o->s.add_bos = 0;
-			continue;
-		case K_MIROSTAT:
-			/* "--mirostat" alone, or followed by its version */
-			if (i + 1 < argc && argv[i + 1][0] >= '0' && argv[i + 1][0] <= '9') {
-				if (parse_int(a, argv[++i], p->min, p->max, &o->s.sampling.mirostat))
-					return -1;
-			} else {
-				o->s.sampling.mirostat = 2;
-			}
-			continue;
-		default:
-			break;
 		}
-		if (i + 1 >= argc) {
-			fprintf(stderr, "exld run: %s needs a value\n", a);
+		if (genopt_take(&ps, p, argc, argv, &i, &v))
 			return -1;
-		}
-		if (take(o, p, a, argv[++i]))
-			return -1;
+		if (p->id >= GENOPT_OWN)
+			store_own(o, &v);
+		else
+			store(o, &ps, &v);
 	}
 	if (!o->model || !o->prompt) {
 		fprintf(stderr, "exld run: --model and --prompt are required\n");
-		usage(stderr);
+		usage(stderr, &ps);
 		return -1;
 	}
-	if (o->cfg_set != (o->negative != NULL)) {
-		fprintf(stderr, "exld run: --cfg-scale and --negative go together\n");
+	if (genopt_finish(&ps))
 		return -1;
-	}
-	if ((o->s.grammar != NULL) + (o->s.json_schema != NULL) + (o->s.regex != NULL) > 1) {
-		fprintf(stderr, "exld run: give at most one of --grammar, --json-schema and --regex\n");
-		return -1;
-	}
 	if (o->top_probs) {
 		o->s.return_probs = true;
 		o->s.return_top_k = o->top_probs;
