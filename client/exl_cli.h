@@ -10,6 +10,7 @@
 
 #include "client/exlclient.h"
 #include "client/gen_options.h"
+#include "client/json_string.h"
 
 /* Exit statuses (exl --help lists them). */
 enum {
@@ -92,8 +93,7 @@ void gen_opts_usage(FILE *out);
 
 /* ---- JSON output (exl_json.c) ---- */
 
-/* A JSON string literal of n bytes; invalid UTF-8 becomes U+FFFD. */
-void json_string(FILE *out, const char *s, size_t n);
+/* json_string(): client/json_string.h */
 
 /* Per-token candidates gathered from a stream, for --top-probs. */
 struct top_tokens {

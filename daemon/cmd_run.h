@@ -6,6 +6,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 
+#include "client/json_string.h"
 #include "daemon/generator.h"
 
 struct exl_tokenizer;
@@ -38,6 +39,9 @@ void run_opts_free(struct run_opts *o);
 int run_print_json(FILE *out, const struct exl_result *r, const struct exl_tokenizer *tok);
 
 /* JSON string literal of n bytes (invalid UTF-8 becomes U+FFFD). */
-void run_json_string(FILE *out, const char *s, size_t n);
+static inline void run_json_string(FILE *out, const char *s, size_t n)
+{
+	json_string(out, s, n);
+}
 
 #endif
