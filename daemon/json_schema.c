@@ -951,19 +951,30 @@ static int any_of_body(struct conv *c, const struct exl_json *s, const char *kw,
 }
 
 /* allOf: the branches (bare references followed, nested allOf
- * flattened) and the schema's own keywords merged into one object
- * schema. */
+ * flattened) and the schema's own keywords merged into one schema.
+ *
+ * Properties keep the meaning they have in each branch: a property one
+ * branch declares and another closes off (additionalProperties: false
+ * without declaring it) is not allowed at all, and a property's schema
+ * must be the same wherever it is constrained (true / {} constrain
+ * nothing).  Other keywords must not differ between branches. */
 struct member {
 	const char *k;
 	size_t kl;
 	const struct exl_json *v;
 };
 
+/* One object schema's say about properties. */
+struct part {
+	const struct exl_json *props;
+	const struct exl_json *addl;
+};
+
 struct merge {
 	struct member *kw;       /* other keywords */
 	size_t n_kw, cap_kw;
-	struct member *props;    /* properties */
-	size_t n_props, cap_props;
+	struct part *parts;
+	size_t n_parts, cap_parts;
 	const struct exl_json **req;
 	size_t n_req, cap_req;
 	unsigned types;
@@ -997,6 +1008,19 @@ static int add_member(struct member **arr, size_t *n, size_t *cap, const char *k
 	(*arr)[*n].v = v;
 	(*n)++;
 	return 0;
+}
+
+/* true, or an object of annotations only. */
+static bool trivially_true(const struct exl_json *v)
+{
+	if (v->type == EXL_JSON_BOOL)
+		return v->b;
+	if (v->type != EXL_JSON_OBJECT)
+		return false;
+	for (size_t i = 0; i < v->n; i++)
+		if (!is_annotation(v->keys[i]))
+			return false;
+	return true;
 }
 
 static int merge_in(struct conv *c, struct merge *m, const struct exl_json *s, int depth);
@@ -1035,11 +1059,26 @@ static int merge_in(struct conv *c, struct merge *m, const struct exl_json *s, i
 {
 	if (depth > 16)
 		return cfail(c, "allOf nested deeper than 16");
+	const struct exl_json *props = exl_json_get(s, "properties");
+	const struct exl_json *addl = exl_json_get(s, "additionalProperties");
+
+	if (props && props->type != EXL_JSON_OBJECT)
+		return kfail(c, "properties", "'properties' must be an object");
+	if (addl && addl->type != EXL_JSON_BOOL && addl->type != EXL_JSON_OBJECT)
+		return kfail(c, "additionalProperties", "'additionalProperties' must be a boolean "
+			     "or a schema");
+	if (props || addl) {
+		if (grow_arr((void **)&m->parts, &m->cap_parts, m->n_parts + 1, sizeof(*m->parts)))
+			return oom(c);
+		m->parts[m->n_parts].props = props;
+		m->parts[m->n_parts].addl = addl;
+		m->n_parts++;
+	}
 	for (size_t i = 0; i < s->n; i++) {
 		const char *k = s->keys[i];
 		const struct exl_json *v = s->v[i];
 
-		if (is_annotation(k))
+		if (is_annotation(k) || !strcmp(k, "properties") || !strcmp(k, "additionalProperties"))
 			continue;
 		if (!in_list(supported, k))
 			return kfail(c, k, "keyword '%s' is not supported", k);
@@ -1057,26 +1096,6 @@ static int merge_in(struct conv *c, struct merge *m, const struct exl_json *s, i
 			}
 		} else if (!strcmp(k, "$ref")) {
 			return kfail(c, k, "'$ref' together with 'allOf' is not supported");
-		} else if (!strcmp(k, "properties")) {
-			if (v->type != EXL_JSON_OBJECT)
-				return kfail(c, k, "'properties' must be an object");
-			for (size_t j = 0; j < v->n; j++) {
-				size_t p;
-
-				for (p = 0; p < m->n_props; p++)
-					if (m->props[p].kl == v->key_lens[j] &&
-					    !memcmp(m->props[p].k, v->keys[j], v->key_lens[j]))
-						break;
-				if (p < m->n_props) {
-					if (!exl_json_equal(m->props[p].v, v->v[j]))
-						return kfail(c, k, "allOf: property '%.60s' has different "
-							     "schemas in two branches", v->keys[j]);
-					continue;
-				}
-				if (add_member(&m->props, &m->n_props, &m->cap_props, v->keys[j],
-					       v->key_lens[j], v->v[j]))
-					return oom(c);
-			}
 		} else if (!strcmp(k, "required")) {
 			if (v->type != EXL_JSON_ARRAY)
 				return kfail(c, k, "'required' must be a list of strings");
@@ -1126,16 +1145,139 @@ static struct exl_json *string_node(struct conv *c, const char *str)
 	return v;
 }
 
+static bool is_required(const struct merge *m, const char *k, size_t kl)
+{
+	for (size_t i = 0; i < m->n_req; i++)
+		if (m->req[i]->type == EXL_JSON_STRING && m->req[i]->len == kl &&
+		    !memcmp(m->req[i]->str, k, kl))
+			return true;
+	return false;
+}
+
+/* The properties and additionalProperties of the merge, into o. */
+static int merge_properties(struct conv *c, const struct merge *m, struct exl_json *o)
+{
+	struct member *keys = NULL;
+	size_t n = 0, cap = 0;
+	const struct exl_json *addl = NULL;
+	bool closed = false;
+	int rc = -1;
+
+	for (size_t i = 0; i < m->n_parts; i++) {
+		const struct exl_json *p = m->parts[i].props, *a = m->parts[i].addl;
+
+		for (size_t j = 0; p && j < p->n; j++) {
+			size_t k;
+
+			for (k = 0; k < n; k++)
+				if (keys[k].kl == p->key_lens[j] && !memcmp(keys[k].k, p->keys[j], keys[k].kl))
+					break;
+			if (k == n && add_member(&keys, &n, &cap, p->keys[j], p->key_lens[j], NULL)) {
+				oom(c);
+				goto out;
+			}
+		}
+		if (a && a->type == EXL_JSON_BOOL && !a->b) {
+			closed = true;
+		} else if (a && !trivially_true(a)) {
+			if (addl && !exl_json_equal(addl, a)) {
+				cfail(c, "allOf: the branches' additionalProperties differ");
+				goto out;
+			}
+			addl = a;
+		}
+	}
+	size_t kept = 0;
+	struct exl_json *props = exl_json_new(c->doc, EXL_JSON_OBJECT, n);
+
+	if (!props) {
+		oom(c);
+		goto out;
+	}
+	for (size_t k = 0; k < n; k++) {
+		const struct exl_json *sch = NULL;
+		bool forbidden = false;
+
+		for (size_t i = 0; i < m->n_parts; i++) {
+			const struct exl_json *p = m->parts[i].props, *a = m->parts[i].addl, *v = NULL;
+
+			for (size_t j = 0; p && j < p->n && !v; j++)
+				if (p->key_lens[j] == keys[k].kl && !memcmp(p->keys[j], keys[k].k, keys[k].kl))
+					v = p->v[j];
+			if (!v && a && a->type == EXL_JSON_BOOL && !a->b) {
+				forbidden = true;
+				continue;
+			}
+			if (!v)
+				v = a;
+			if (!v || trivially_true(v))
+				continue;
+			if (sch && !exl_json_equal(sch, v)) {
+				cfail(c, "allOf: property '%.60s' has different schemas in two branches",
+				      keys[k].k);
+				goto out;
+			}
+			sch = v;
+		}
+		if (forbidden) {
+			if (is_required(m, keys[k].k, keys[k].kl)) {
+				cfail(c, "allOf: property '%.60s' is required, but a branch with "
+				      "additionalProperties: false does not declare it", keys[k].k);
+				goto out;
+			}
+			continue;
+		}
+		if (!sch) {
+			struct exl_json *t = exl_json_new(c->doc, EXL_JSON_BOOL, 0);
+
+			if (!t) {
+				oom(c);
+				goto out;
+			}
+			t->b = true;
+			sch = t;
+		}
+		props->keys[kept] = keys[k].k;
+		props->key_lens[kept] = keys[k].kl;
+		props->v[kept++] = (struct exl_json *)sch;
+	}
+	props->n = kept;
+	if (n) {
+		o->keys[o->n] = "properties";
+		o->key_lens[o->n] = 10;
+		o->v[o->n++] = props;
+	}
+	if (closed || addl) {
+		struct exl_json *a = (struct exl_json *)addl;
+
+		if (closed) {
+			a = exl_json_new(c->doc, EXL_JSON_BOOL, 0);
+			if (!a) {
+				oom(c);
+				goto out;
+			}
+		}
+		o->keys[o->n] = "additionalProperties";
+		o->key_lens[o->n] = 20;
+		o->v[o->n++] = a;
+	}
+	rc = 0;
+out:
+	free(keys);
+	return rc;
+}
+
 static int schema_body(struct conv *c, const struct exl_json *s, struct exl_gbnf_out *b);
 
 /* The merged schema, as a new object in the document. */
-static struct exl_json *merged_schema(struct conv *c, const struct merge *m)
+static struct exl_json *merged_schema(struct conv *c, const struct merge *m, int *rc)
 {
 	static const char *const type_names[] = { "null", "boolean", "integer", "number", "string",
 						  "array", "object" };
 	static const unsigned bits[] = { T_NULL, T_BOOL, T_INT, T_NUM, T_STR, T_ARR, T_OBJ };
-	struct exl_json *o = exl_json_new(c->doc, EXL_JSON_OBJECT, m->n_kw + 3);
+	struct exl_json *o = exl_json_new(c->doc, EXL_JSON_OBJECT, m->n_kw + 4);
 
+	*rc = -1;
 	if (!o)
 		return NULL;
 	o->n = 0;
@@ -1144,19 +1286,9 @@ static struct exl_json *merged_schema(struct conv *c, const struct merge *m)
 		o->key_lens[o->n] = m->kw[i].kl;
 		o->v[o->n++] = (struct exl_json *)m->kw[i].v;
 	}
-	if (m->n_props) {
-		struct exl_json *p = exl_json_new(c->doc, EXL_JSON_OBJECT, m->n_props);
-
-		if (!p)
-			return NULL;
-		for (size_t i = 0; i < m->n_props; i++) {
-			p->keys[i] = m->props[i].k;
-			p->key_lens[i] = m->props[i].kl;
-			p->v[i] = (struct exl_json *)m->props[i].v;
-		}
-		o->keys[o->n] = "properties";
-		o->key_lens[o->n] = 10;
-		o->v[o->n++] = p;
+	if (merge_properties(c, m, o)) {
+		*rc = 1;
+		return NULL;
 	}
 	if (m->n_req) {
 		struct exl_json *r = exl_json_new(c->doc, EXL_JSON_ARRAY, m->n_req);
@@ -1186,6 +1318,7 @@ static struct exl_json *merged_schema(struct conv *c, const struct merge *m)
 		o->key_lens[o->n] = 4;
 		o->v[o->n++] = t;
 	}
+	*rc = 0;
 	return o;
 }
 
@@ -1193,23 +1326,27 @@ static int all_of_body(struct conv *c, const struct exl_json *s, struct exl_gbnf
 {
 	struct merge m = { 0 };
 	const struct exl_json *o;
-	int rc = -1;
+	int rc = -1, mrc;
+	size_t old;
 
 	if (merge_in(c, &m, s, 0))
 		goto out;
+	old = path_push_str(c, "allOf");
 	if (m.has_type && !m.types) {
-		kfail(c, "allOf", "allOf: the branches allow no common type");
+		cfail(c, "allOf: the branches allow no common type");
 		goto out;
 	}
-	o = merged_schema(c, &m);
+	o = merged_schema(c, &m, &mrc);
 	if (!o) {
-		oom(c);
+		if (mrc < 0)
+			oom(c);
 		goto out;
 	}
+	path_pop(c, old);
 	rc = schema_body(c, o, b);
 out:
 	free(m.kw);
-	free(m.props);
+	free(m.parts);
 	free(m.req);
 	return rc;
 }

@@ -152,6 +152,12 @@ static const char obj_schema[] =
 	"{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"},\"b\":{\"type\":\"string\"},"
 	"\"c\":{\"type\":\"boolean\"}},\"required\":[\"b\"],\"additionalProperties\":false}";
 
+/* allOf with the object closed where every property is declared. */
+#define ALLOF_SCHEMA \
+	"{\"properties\":{\"a\":true,\"b\":{}},\"additionalProperties\":false,\"allOf\":[" \
+	"{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"}},\"required\":[\"a\"]}," \
+	"{\"properties\":{\"b\":{\"type\":\"string\"}},\"required\":[\"b\"]}]}"
+
 static const struct {
 	const char *schema;
 	const char *doc;
@@ -254,12 +260,20 @@ static const struct {
 	{ "{\"anyOf\":[{\"type\":\"integer\"},{\"type\":\"string\",\"maxLength\":1}]}", "\"a\"", 1 },
 	{ "{\"anyOf\":[{\"type\":\"integer\"},{\"type\":\"string\",\"maxLength\":1}]}", "\"ab\"", 0 },
 	{ "{\"oneOf\":[{\"type\":\"boolean\"},{\"type\":\"null\"}]}", "null", 1 },
-	{ "{\"allOf\":[{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"}},"
-	  "\"required\":[\"a\"]},{\"properties\":{\"b\":{\"type\":\"string\"}},\"required\":[\"b\"]}],"
-	  "\"additionalProperties\":false}", "{\"a\":1,\"b\":\"x\"}", 1 },
-	{ "{\"allOf\":[{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"}},"
-	  "\"required\":[\"a\"]},{\"properties\":{\"b\":{\"type\":\"string\"}},\"required\":[\"b\"]}],"
-	  "\"additionalProperties\":false}", "{\"a\":1}", 0 },
+	{ ALLOF_SCHEMA, "{\"a\":1,\"b\":\"x\"}", 1 },
+	{ ALLOF_SCHEMA, "{\"a\":1}", 0 },
+	{ ALLOF_SCHEMA, "{\"a\":1,\"b\":\"x\",\"c\":2}", 0 },
+	{ ALLOF_SCHEMA, "{\"a\":\"1\",\"b\":\"x\"}", 0 },
+	/* A branch's closed object only lets its own properties through. */
+	{ "{\"allOf\":[{\"properties\":{\"a\":{\"type\":\"integer\"},\"b\":true},"
+	  "\"additionalProperties\":false},{\"properties\":{\"b\":{\"type\":\"string\"},"
+	  "\"c\":{\"type\":\"string\"}}}]}", "{\"a\":1,\"b\":\"x\"}", 1 },
+	{ "{\"allOf\":[{\"properties\":{\"a\":{\"type\":\"integer\"},\"b\":true},"
+	  "\"additionalProperties\":false},{\"properties\":{\"b\":{\"type\":\"string\"},"
+	  "\"c\":{\"type\":\"string\"}}}]}", "{\"a\":1,\"c\":\"x\"}", 0 },
+	{ "{\"allOf\":[{\"properties\":{\"a\":{\"type\":\"integer\"},\"b\":true},"
+	  "\"additionalProperties\":false},{\"properties\":{\"b\":{\"type\":\"string\"},"
+	  "\"c\":{\"type\":\"string\"}}}]}", "{\"b\":2}", 0 },
 	{ "{\"allOf\":[{\"type\":\"number\"},{\"type\":\"integer\"}]}", "1.5", 0 },
 	{ "{\"allOf\":[{\"type\":\"number\"},{\"type\":\"integer\"}]}", "7", 1 },
 	{ node_schema, "{\"v\":1,\"next\":{\"v\":2,\"next\":null}}", 1 },
@@ -343,7 +357,11 @@ static const struct {
 	  "at #/allOf: allOf: the branches allow no common type" },
 	{ "{\"allOf\":[{\"properties\":{\"a\":{\"type\":\"string\"}}},{\"properties\":{\"a\":"
 	  "{\"type\":\"integer\"}}}]}",
-	  "at #/allOf/1/properties: allOf: property 'a' has different schemas in two branches" },
+	  "at #/allOf: allOf: property 'a' has different schemas in two branches" },
+	{ "{\"allOf\":[{\"properties\":{\"a\":{\"type\":\"integer\"}},\"required\":[\"a\"]}],"
+	  "\"additionalProperties\":false}", "at #/allOf: allOf: property 'a' is required, but a branch "
+	  "with additionalProperties: false does not declare it" },
+	{ "{\"allOf\":[{\"not\":{}}]}", "at #/allOf/0/not: keyword 'not' is not supported" },
 	{ "false", "at #: the schema false allows no value" },
 	{ "[1]", "at #: a schema must be an object or a boolean, not an array" },
 	{ "{", "the schema is not valid JSON: line 1, column 2: expected a string key" },
