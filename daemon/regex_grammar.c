@@ -23,7 +23,7 @@
 
 #define MAX_REGEX (64u << 10)
 #define MAX_DEPTH 200
-#define MAX_RANGES 4096
+#define MAX_RANGES 1024
 
 struct rx {
 	const char *s;
@@ -96,22 +96,41 @@ static void cs_normalize(struct cset *c)
 	c->n = k;
 }
 
-/* Complement within [0, top]. */
+/* Complement within [0, top], in place: gap i (before range i; gap n
+ * after the last) goes to slot i, written backwards so each write lands
+ * on a range already read. */
 static void cs_negate(struct cset *c, uint32_t top)
 {
-	struct cset t = { .n = 0 };
-	uint32_t next = 0;
+	size_t n, m = 0;
 
 	cs_normalize(c);
-	for (size_t i = 0; i < c->n && next <= top; i++) {
-		if (c->r[2 * i] > next)
-			cs_add(&t, next, c->r[2 * i] - 1 < top ? c->r[2 * i] - 1 : top);
-		next = c->r[2 * i + 1] + 1;
+	n = c->n;
+	if (n == MAX_RANGES) {
+		c->overflow = true;
+		return;
 	}
-	if (next <= top)
-		cs_add(&t, next, top);
-	t.overflow |= c->overflow;
-	*c = t;
+	for (size_t i = n + 1; i-- > 0; ) {
+		int64_t glo = i ? (int64_t)c->r[2 * (i - 1) + 1] + 1 : 0;
+		int64_t ghi = i < n ? (int64_t)c->r[2 * i] - 1 : (int64_t)top;
+
+		if (ghi > (int64_t)top)
+			ghi = top;
+		if (glo > ghi) {
+			c->r[2 * i] = 1;        /* empty */
+			c->r[2 * i + 1] = 0;
+		} else {
+			c->r[2 * i] = (uint32_t)glo;
+			c->r[2 * i + 1] = (uint32_t)ghi;
+		}
+	}
+	for (size_t i = 0; i <= n; i++) {
+		if (c->r[2 * i] > c->r[2 * i + 1])
+			continue;
+		c->r[2 * m] = c->r[2 * i];
+		c->r[2 * m + 1] = c->r[2 * i + 1];
+		m++;
+	}
+	c->n = m;
 }
 
 /* Intersect with [lo, hi]. */
@@ -132,24 +151,43 @@ static void cs_clip(struct cset *c, uint32_t lo, uint32_t hi)
 	c->n = k;
 }
 
+/* In place: a range across the surrogates becomes two. */
 static void cs_remove_surrogates(struct cset *c)
 {
-	struct cset t = { .n = 0 };
+	size_t k = 0;
 
 	for (size_t i = 0; i < c->n; i++) {
 		uint32_t a = c->r[2 * i], b = c->r[2 * i + 1];
 
-		if (b < 0xD800 || a > 0xDFFF) {
-			cs_add(&t, a, b);
+		if (b < 0xD800 || a > 0xDFFF)
 			continue;
+		if (a < 0xD800 && b > 0xDFFF) {
+			if (c->n == MAX_RANGES) {
+				c->overflow = true;
+				return;
+			}
+			memmove(c->r + 2 * (i + 1), c->r + 2 * i, 2 * (c->n - i) * sizeof(*c->r));
+			c->n++;
+			c->r[2 * i + 1] = 0xD7FF;
+			c->r[2 * (i + 1)] = 0xE000;
+			i++;
+		} else if (a < 0xD800) {
+			c->r[2 * i + 1] = 0xD7FF;
+		} else if (b > 0xDFFF) {
+			c->r[2 * i] = 0xE000;
+		} else {
+			c->r[2 * i] = 1;        /* all surrogates: empty */
+			c->r[2 * i + 1] = 0;
 		}
-		if (a < 0xD800)
-			cs_add(&t, a, 0xD7FF);
-		if (b > 0xDFFF)
-			cs_add(&t, 0xE000, b);
 	}
-	t.overflow |= c->overflow;
-	*c = t;
+	for (size_t i = 0; i < c->n; i++) {
+		if (c->r[2 * i] > c->r[2 * i + 1])
+			continue;
+		c->r[2 * k] = c->r[2 * i];
+		c->r[2 * k + 1] = c->r[2 * i + 1];
+		k++;
+	}
+	c->n = k;
 }
 
 static void add_shorthand(struct cset *c, int which)
@@ -214,51 +252,51 @@ static int emit_set(struct rx *r, struct exl_gbnf_out *o, struct cset *c, size_t
 		return 0;
 	}
 	/* JSON: plain characters as a class, the ones JSON escapes one by
-	 * one. */
-	struct cset plain = *c;
-	struct cset esc = { .n = 0 };
+	 * one.  (The sets are big: on the heap, as this runs deep in the
+	 * parser's recursion.) */
 	static const uint32_t specials[][2] = { { 0, 0x1F }, { '"', '"' }, { '\\', '\\' } };
+	struct cset *w = calloc(3, sizeof(*w));
+	struct cset *esc = w, *keep = w + 1, *t = w + 2;
 	bool first = true;
 
+	if (!w)
+		return rfail(r, at, "out of memory");
 	for (size_t i = 0; i < c->n; i++)
 		for (size_t s = 0; s < 3; s++) {
 			uint32_t a = c->r[2 * i] > specials[s][0] ? c->r[2 * i] : specials[s][0];
 			uint32_t b = c->r[2 * i + 1] < specials[s][1] ? c->r[2 * i + 1] : specials[s][1];
 
 			if (a <= b)
-				cs_add(&esc, a, b);
+				cs_add(esc, a, b);
 		}
-	struct cset keep = { .n = 0 };
-
-	cs_add(&keep, 0, 0x1F);
-	cs_add(&keep, '"', '"');
-	cs_add(&keep, '\\', '\\');
-	cs_negate(&keep, 0x10FFFF);
-	/* plain = c ∩ keep */
-	struct cset t = { .n = 0 };
-
-	for (size_t i = 0; i < plain.n; i++)
-		for (size_t j = 0; j < keep.n; j++) {
-			uint32_t a = plain.r[2 * i] > keep.r[2 * j] ? plain.r[2 * i] : keep.r[2 * j];
-			uint32_t b = plain.r[2 * i + 1] < keep.r[2 * j + 1] ? plain.r[2 * i + 1] :
-				     keep.r[2 * j + 1];
+	cs_add(keep, 0, 0x1F);
+	cs_add(keep, '"', '"');
+	cs_add(keep, '\\', '\\');
+	cs_negate(keep, 0x10FFFF);
+	/* t = c ∩ keep */
+	for (size_t i = 0; i < c->n; i++)
+		for (size_t j = 0; j < keep->n; j++) {
+			uint32_t a = c->r[2 * i] > keep->r[2 * j] ? c->r[2 * i] : keep->r[2 * j];
+			uint32_t b = c->r[2 * i + 1] < keep->r[2 * j + 1] ? c->r[2 * i + 1] :
+				     keep->r[2 * j + 1];
 
 			if (a <= b)
-				cs_add(&t, a, b);
+				cs_add(t, a, b);
 		}
 	gbnf_puts(o, "( ");
-	if (t.n) {
-		gbnf_class(o, t.r, t.n, false);
+	if (t->n) {
+		gbnf_class(o, t->r, t->n, false);
 		first = false;
 	}
-	for (size_t i = 0; i < esc.n; i++)
-		for (uint32_t ch = esc.r[2 * i]; ch <= esc.r[2 * i + 1]; ch++) {
+	for (size_t i = 0; i < esc->n; i++)
+		for (uint32_t ch = esc->r[2 * i]; ch <= esc->r[2 * i + 1]; ch++) {
 			if (!first)
 				gbnf_puts(o, " | ");
 			json_char(o, ch);
 			first = false;
 		}
 	gbnf_puts(o, " )");
+	free(w);
 	return 0;
 }
 
@@ -383,13 +421,16 @@ static int class_item(struct rx *r, struct cset *c, bool *shorthand, uint32_t *s
 		if (parse_escape(r, true, &kind, single))
 			return -1;
 		if (kind == ESC_CLASS || kind == ESC_NCLASS) {
-			struct cset t = { .n = 0 };
+			struct cset *t = calloc(1, sizeof(*t));
 
-			add_shorthand(&t, (int)*single);
+			if (!t)
+				return rfail(r, r->pos, "out of memory");
+			add_shorthand(t, (int)*single);
 			if (kind == ESC_NCLASS)
-				cs_negate(&t, 0x7F);
-			for (size_t i = 0; i < t.n; i++)
-				cs_add(c, t.r[2 * i], t.r[2 * i + 1]);
+				cs_negate(t, 0x7F);
+			for (size_t i = 0; i < t->n; i++)
+				cs_add(c, t->r[2 * i], t->r[2 * i + 1]);
+			free(t);
 			*shorthand = true;
 			return 0;
 		}
@@ -539,13 +580,20 @@ static int parse_item(struct rx *r, struct exl_gbnf_out *o, bool *nullable, int 
 		rc = 0;
 		goto out;
 	case '.': {
-		struct cset s = { .n = 0 };
+		struct cset *s = calloc(1, sizeof(*s));
 
-		r->pos++;
-		cs_add(&s, 0, '\n' - 1);
-		cs_add(&s, '\n' + 1, 0x10FFFF);
-		if (emit_set(r, &atom, &s, at))
+		if (!s) {
+			rfail(r, at, "out of memory");
 			goto out;
+		}
+		r->pos++;
+		cs_add(s, 0, '\n' - 1);
+		cs_add(s, '\n' + 1, 0x10FFFF);
+		rc = emit_set(r, &atom, s, at);
+		free(s);
+		if (rc)
+			goto out;
+		rc = -1;
 		break;
 	}
 	case '[':
@@ -620,13 +668,20 @@ static int parse_item(struct rx *r, struct exl_gbnf_out *o, bool *nullable, int 
 			goto out;
 		}
 		if (kind == ESC_CLASS || kind == ESC_NCLASS) {
-			struct cset s = { .n = 0 };
+			struct cset *s = calloc(1, sizeof(*s));
 
-			add_shorthand(&s, (int)ch);
-			if (kind == ESC_NCLASS)
-				cs_negate(&s, 0x7F);
-			if (emit_set(r, &atom, &s, at))
+			if (!s) {
+				rfail(r, at, "out of memory");
 				goto out;
+			}
+			add_shorthand(s, (int)ch);
+			if (kind == ESC_NCLASS)
+				cs_negate(s, 0x7F);
+			rc = emit_set(r, &atom, s, at);
+			free(s);
+			if (rc)
+				goto out;
+			rc = -1;
 		} else {
 			emit_char(r, &atom, ch);
 		}
