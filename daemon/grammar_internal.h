@@ -141,9 +141,9 @@ struct gset {
 	uint32_t n;
 	uint64_t hash;
 	int32_t *tr;           /* 256 transitions, for states walked often */
-	uint32_t *mask;        /* cached mask from the trie root */
-	int32_t canon;         /* the state masks are cached under (see grammar_mask.c) */
-	uint32_t canon_level;  /* ... for this chain level cut; 0: not yet known */
+	uint32_t *mask[2];     /* cached masks: every token / short tokens only */
+	int32_t canon[2];      /* the states those are cached under (see grammar_mask.c) */
+	uint32_t canon_level[2]; /* ... for this chain level cut; 0: not yet known */
 	bool complete;
 };
 
@@ -195,7 +195,7 @@ struct exl_gmatch {
 	/* masks cached per state, for one trie */
 	const struct exl_vocab_trie *mask_trie;
 	size_t mask_words;
-	int32_t *mask_ring;
+	int32_t *mask_ring;    /* set * 2 + which mask */
 	size_t mask_ring_cap, mask_ring_n, mask_ring_head;
 	struct exl_gmatch_stats st;
 	size_t reclaim_states;  /* tables are rebuilt past this many states (tests lower it) */

@@ -2,6 +2,15 @@
  * Each tree edge is one memoised byte transition; a subtree whose prefix
  * the grammar rejects is never entered.  The mask of a state is cached,
  * so a state that comes back (the inside of a string, say) costs a copy.
+ *
+ * Counted repetitions (a string of at most 64 characters) make a new
+ * state per character.  A token can use up at most as many levels of the
+ * repetition as it has bytes, so levels beyond that are cut off for the
+ * cache key (canon_set): states that differ only deeper down share a
+ * mask.  Cutting at the longest token's length is exact for every token;
+ * cutting at EXL_VOCAB_SHORT bytes is exact for the tokens that short, so
+ * when that merges more states the short tokens' mask is cached under the
+ * shorter cut and the few longer tokens are fed one by one.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -56,8 +65,11 @@ static int32_t *tr_array(struct exl_gmatch *m, int32_t s)
 	return g->tr;
 }
 
+/* Marks the tokens below node (at most max_depth bytes from the root)
+ * that continue set. */
 static int walk(struct exl_gmatch *m, const struct exl_vocab_trie *t, uint32_t node,
-		int32_t set, int skip_byte, uint32_t *mask, char *err, size_t errlen)
+		int32_t set, int skip_byte, unsigned max_depth, uint32_t *mask, char *err,
+		size_t errlen)
 {
 	const struct exl_vocab_node *nodes = t->nodes;
 	const int32_t *toks = t->toks;
@@ -79,6 +91,8 @@ static int walk(struct exl_gmatch *m, const struct exl_vocab_trie *t, uint32_t n
 		int32_t *tr = tr_array(m, w.set);
 
 		m->st.edges_walked += nd->n_child;
+		if (c0 < c1 && nodes[c0].depth > max_depth)
+			continue;
 		for (uint32_t c = c0; c < c1; c++) {
 			const struct exl_vocab_node *ch = &nodes[c];
 			int32_t s = tr ? tr[ch->byte] : GSET_UNKNOWN;
@@ -124,14 +138,15 @@ static uint32_t canon_pos(const struct exl_grammar *g, uint32_t pos, uint32_t cu
 	return g->alt_start[g->rule_alt[r2]] + (pos - g->alt_start[g->rule_alt[r]]);
 }
 
-static int32_t canon_set(struct exl_gmatch *m, int32_t s, uint32_t cut, char *err, size_t errlen)
+static int32_t canon_set(struct exl_gmatch *m, int32_t s, int which, uint32_t cut, char *err,
+			 size_t errlen)
 {
 	const struct exl_grammar *g = m->g;
 
 	if (!g->has_chains)
 		return s;
-	if (m->sets[s].canon_level == cut)
-		return m->sets[s].canon;
+	if (m->sets[s].canon_level[which] == cut)
+		return m->sets[s].canon[which];
 	uint32_t first = m->sets[s].first, n = m->sets[s].n;
 	uint32_t *ids = malloc(((size_t)n + 1) * sizeof(*ids));
 	uint32_t *chain = NULL;
@@ -175,8 +190,8 @@ static int32_t canon_set(struct exl_gmatch *m, int32_t s, uint32_t cut, char *er
 	}
 	c = changed ? gmatch_set(m, ids, n, err, errlen) : s;
 	if (c >= 0) {
-		m->sets[s].canon = c;
-		m->sets[s].canon_level = cut;
+		m->sets[s].canon[which] = c;
+		m->sets[s].canon_level[which] = cut;
 	}
 out:
 	free(ids);
@@ -186,12 +201,12 @@ out:
 
 static void evict_one(struct exl_gmatch *m)
 {
-	int32_t s = m->mask_ring[m->mask_ring_head];
+	int32_t e = m->mask_ring[m->mask_ring_head];
 
 	m->mask_ring_head = (m->mask_ring_head + 1) % m->mask_ring_cap;
 	m->mask_ring_n--;
-	free(m->sets[s].mask);
-	m->sets[s].mask = NULL;
+	free(m->sets[e / 2].mask[e % 2]);
+	m->sets[e / 2].mask[e % 2] = NULL;
 }
 
 /* Switches the cache to trie t (a matcher normally sees only one). */
@@ -222,22 +237,18 @@ int exl_gmatch_mask_from(struct exl_gmatch *m, const struct exl_vocab_trie *t, u
 	}
 	if (gmatch_maybe_reclaim(m, err, errlen))
 		return -1;
-	return walk(m, t, node, m->cur, skip_byte, mask, err, errlen);
+	return walk(m, t, node, m->cur, skip_byte, UINT32_MAX, mask, err, errlen);
 }
 
-int exl_gmatch_mask(struct exl_gmatch *m, const struct exl_vocab_trie *t, uint32_t *mask,
-		    char *err, size_t errlen)
+/* ORs set key's mask (which: 0 every token, 1 short tokens) into mask,
+ * walking and caching it first when needed. */
+static int cached_mask(struct exl_gmatch *m, const struct exl_vocab_trie *t, int32_t key,
+		       int which, uint32_t *mask, char *err, size_t errlen)
 {
-	if (gmatch_maybe_reclaim(m, err, errlen))
-		return -1;
-	cache_for(m, t);
 	size_t words = m->mask_words;
-	int32_t key = canon_set(m, m->cur, t->max_len + 1, err, errlen);
 
-	if (key < 0)
-		return -1;
-	if (m->sets[key].mask) {
-		const uint32_t *cached = m->sets[key].mask;
+	if (m->sets[key].mask[which]) {
+		const uint32_t *cached = m->sets[key].mask[which];
 
 		for (size_t i = 0; i < words; i++)
 			mask[i] |= cached[i];
@@ -247,7 +258,8 @@ int exl_gmatch_mask(struct exl_gmatch *m, const struct exl_vocab_trie *t, uint32
 	if (grow((void **)&m->scratch_mask, &m->cap_scratch_mask, words, sizeof(*mask)))
 		return oom(err, errlen);
 	memset(m->scratch_mask, 0, words * sizeof(*mask));
-	if (walk(m, t, EXL_VOCAB_TRIE_ROOT, key, -1, m->scratch_mask, err, errlen))
+	if (walk(m, t, EXL_VOCAB_TRIE_ROOT, key, -1, which ? EXL_VOCAB_SHORT : UINT32_MAX,
+		 m->scratch_mask, err, errlen))
 		return -1;
 	for (size_t i = 0; i < words; i++)
 		mask[i] |= m->scratch_mask[i];
@@ -260,8 +272,46 @@ int exl_gmatch_mask(struct exl_gmatch *m, const struct exl_vocab_trie *t, uint32
 	if (!keep)
 		return 0;
 	memcpy(keep, m->scratch_mask, words * sizeof(*keep));
-	m->sets[key].mask = keep;
-	m->mask_ring[(m->mask_ring_head + m->mask_ring_n) % m->mask_ring_cap] = key;
+	m->sets[key].mask[which] = keep;
+	m->mask_ring[(m->mask_ring_head + m->mask_ring_n) % m->mask_ring_cap] = key * 2 + which;
 	m->mask_ring_n++;
+	return 0;
+}
+
+int exl_gmatch_mask(struct exl_gmatch *m, const struct exl_vocab_trie *t, uint32_t *mask,
+		    char *err, size_t errlen)
+{
+	if (gmatch_maybe_reclaim(m, err, errlen))
+		return -1;
+	cache_for(m, t);
+	int32_t full = canon_set(m, m->cur, 0, t->max_len + 1, err, errlen);
+
+	if (full < 0)
+		return -1;
+	/* A cut key already merges states: its full mask is worth keeping. */
+	if (m->sets[full].mask[0] || full != m->cur || t->max_len <= EXL_VOCAB_SHORT)
+		return cached_mask(m, t, full, 0, mask, err, errlen);
+	int32_t part = canon_set(m, m->cur, 1, EXL_VOCAB_SHORT + 1, err, errlen);
+
+	if (part < 0)
+		return -1;
+	if (part == full)
+		return cached_mask(m, t, full, 0, mask, err, errlen);
+	/* The short tokens from the cache; the long ones fed from the
+	 * current state (the cut key is not exact for them). */
+	if (cached_mask(m, t, part, 1, mask, err, errlen))
+		return -1;
+	for (uint32_t i = 0; i < t->n_long; i++) {
+		int32_t id = t->long_ids[i], s = m->cur;
+		size_t len;
+		const uint8_t *p = exl_vocab_trie_token(t, id, &len);
+
+		for (size_t k = 0; k < len && s >= 0; k++)
+			s = gmatch_step(m, s, p[k], err, errlen);
+		if (s == GSET_ERROR)
+			return -1;
+		if (s >= 0)
+			mask[id >> 5] |= 1u << (id & 31);
+	}
 	return 0;
 }

@@ -385,7 +385,8 @@ static void clear_tables(struct exl_gmatch *m)
 {
 	for (size_t i = 0; i < m->n_sets; i++) {
 		free(m->sets[i].tr);
-		free(m->sets[i].mask);
+		free(m->sets[i].mask[0]);
+		free(m->sets[i].mask[1]);
 	}
 	m->n_sets = 0;
 	m->n_pool = 0;
@@ -521,7 +522,8 @@ void exl_gmatch_free(struct exl_gmatch *m)
 		return;
 	for (size_t i = 0; i < m->n_sets; i++) {
 		free(m->sets[i].tr);
-		free(m->sets[i].mask);
+		free(m->sets[i].mask[0]);
+		free(m->sets[i].mask[1]);
 	}
 	free(m->nodes);
 	free(m->node_hash);

@@ -37,6 +37,7 @@ static void trie_free(struct exl_vocab_trie *t)
 	free(t->toks);
 	free(t->tok_off);
 	free(t->bytes);
+	free(t->long_ids);
 	free(t);
 }
 
@@ -95,6 +96,7 @@ static int build_nodes(struct exl_vocab_trie *t, const struct entry *e, size_t n
 				cap = nc;
 			}
 			nodes[n_nodes].byte = b;
+			nodes[n_nodes].depth = d + 1 > 255 ? 255 : (uint8_t)(d + 1);
 			lo[n_nodes] = k;
 			hi[n_nodes] = j;
 			depth[n_nodes] = d + 1;
@@ -180,6 +182,12 @@ static struct exl_vocab_trie *build(int32_t n_vocab,
 		e[n].id = i;
 		n++;
 	}
+	t->long_ids = malloc((n + 1) * sizeof(*t->long_ids));
+	if (!t->long_ids)
+		goto oom;
+	for (size_t i = 0; i < n; i++)
+		if (e[i].len > EXL_VOCAB_SHORT)
+			t->long_ids[t->n_long++] = e[i].id;
 	qsort(e, n, sizeof(*e), cmp_entry);
 	if (build_nodes(t, e, n, err, errlen))
 		goto fail;

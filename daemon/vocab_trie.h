@@ -28,7 +28,7 @@ struct exl_vocab_node {
 	uint32_t n_tok;
 	uint16_t n_child;
 	uint8_t byte;          /* the edge into this node */
-	uint8_t pad;
+	uint8_t depth;         /* bytes from the root, at most 255 */
 };
 
 struct exl_vocab_trie {
@@ -39,6 +39,8 @@ struct exl_vocab_trie {
 	uint32_t *tok_off;     /* [n_vocab + 1]: token t's bytes are bytes[tok_off[t] .. tok_off[t + 1]) */
 	uint8_t *bytes;
 	uint32_t max_len;      /* bytes of the longest token */
+	int32_t *long_ids;     /* the tokens longer than EXL_VOCAB_SHORT bytes */
+	uint32_t n_long;
 	/* the cache's */
 	uint64_t fingerprint;
 	int refs;
@@ -48,6 +50,8 @@ struct exl_vocab_trie {
 };
 
 #define EXL_VOCAB_TRIE_ROOT 0u
+/* Masks treat the (few) tokens longer than this apart: see grammar_mask.c. */
+#define EXL_VOCAB_SHORT 16u
 #define EXL_VOCAB_MAX_TOKEN_BYTES 65536u
 
 /* The shared tree of tok's vocabulary (token bytes as exl_token_bytes

@@ -580,8 +580,9 @@ static void case_mask(void)
 	};
 	struct vocab v;
 
-	/* Short tokens, so repetitions are cut (max token of 5 pieces). */
-	vocab_make(&v, 1000, 5);
+	/* Tokens of up to 8 pieces (32 bytes): deep repetition levels are cut at
+	 * the longest token and at EXL_VOCAB_SHORT bytes (the long ones fed). */
+	vocab_make(&v, 1000, 8);
 	for (size_t i = 0; i < sizeof(grammars) / sizeof(grammars[0]); i++) {
 		int taken = mask_walk(grammars[i], &v, 200, 0);
 
