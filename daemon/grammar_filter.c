@@ -106,8 +106,10 @@ static int gf_allowed(struct exl_filter *f, uint32_t *mask, int n_vocab, char *e
 	struct gfilter *s = gf(f);
 	const struct exl_vocab_trie *t = s->t;
 
-	if (n_vocab != t->n_vocab) {
-		snprintf(err, errlen, "the mask has %d tokens, the vocabulary %d", n_vocab,
+	/* A model may have more rows than its tokenizer has tokens (padding);
+	 * those ids have no text and stay masked. */
+	if (n_vocab < t->n_vocab) {
+		snprintf(err, errlen, "the mask has %d tokens, the tokenizer %d", n_vocab,
 			 t->n_vocab);
 		return -1;
 	}

@@ -189,7 +189,7 @@ static int get_count(struct conv *c, const struct exl_json *s, const char *kw, l
 
 	if (!v)
 		return 0;
-	if (v->type != EXL_JSON_NUMBER || v->num < 0 || v->num != (double)(long)v->num)
+	if (v->type != EXL_JSON_NUMBER || v->num < 0 || v->num != floor(v->num))
 		return kfail(c, kw, "'%s' must be a non-negative integer", kw);
 	*out = v->num > 1e9 ? 1000000000 : (long)v->num;
 	return 0;

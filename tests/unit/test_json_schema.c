@@ -310,6 +310,8 @@ static const struct {
 	{ "{\"type\":\"integer\",\"minimum\":0,\"exclusiveMinimum\":true}", "0", 0 },
 	{ "{\"type\":\"integer\",\"minimum\":0,\"exclusiveMinimum\":true}", "1", 1 },
 	{ "{\"type\":\"array\",\"uniqueItems\":false,\"maxItems\":0}", "[]", 1 },
+	{ "{\"type\":\"string\",\"maxLength\":1e300}", "\"abc\"", 1 },
+	{ "{\"type\":\"integer\",\"maximum\":1e300,\"minimum\":-1e300}", "-42", 1 },
 	{ "{\"title\":\"t\",\"description\":\"d\",\"x-vendor\":1,\"$schema\":\"s\",\"type\":\"null\"}",
 	  "null", 1 },
 };
@@ -381,6 +383,8 @@ static const struct {
 	{ "{\"$ref\":\"#/$defs/a\",\"minimum\":1,\"$defs\":{\"a\":{}}}",
 	  "at #/minimum: '$ref' together with 'minimum' is not supported" },
 	{ "{\"type\":\"string\",\"minLength\":-1}", "at #/minLength: 'minLength' must be a non-negative integer" },
+	{ "{\"type\":\"string\",\"minLength\":1e300}", "at #/minLength: minLength above 10000 is not supported" },
+	{ "{\"type\":\"array\",\"maxItems\":1.5}", "at #/maxItems: 'maxItems' must be a non-negative integer" },
 	{ "{\"prefixItems\":[{\"type\":\"integer\"}],\"items\":false,\"minItems\":2}",
 	  "at #/maxItems: the array cannot hold minItems items" },
 	{ "{\"type\":\"number\",\"minimum\":0.2,\"maximum\":0.8}",
