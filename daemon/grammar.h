@@ -30,7 +30,7 @@ struct exl_vocab_trie;
 #define EXL_GRAMMAR_MAX_NESTING 256         /* nested ( groups ) */
 
 /* Bounds on a matcher: exceeding one is an error, never a hang. */
-#define EXL_GMATCH_MAX_STACKS 1024          /* parse stacks alive at once (ambiguity) */
+#define EXL_GMATCH_MAX_STACKS 8192          /* parse stacks alive at once (ambiguity) */
 #define EXL_GMATCH_MAX_DEPTH 8192           /* rule nesting of one stack */
 #define EXL_GMATCH_MAX_STEPS (1u << 20)     /* expansion steps for one byte */
 

@@ -501,6 +501,102 @@ static int number_body(struct js_conv *c, const struct exl_json *s, bool integer
 
 /* ---- arrays ---- */
 
+/* The values' JSON texts as a prefix tree of rules, so a long enum does
+ * not start one parse stack per value: texts[lo..hi) (sorted) share
+ * their first d bytes; the rule spells what follows. */
+struct text {
+	char *s;
+	size_t n;
+};
+
+static int cmp_text(const void *a, const void *b)
+{
+	const struct text *x = a, *y = b;
+	size_t n = x->n < y->n ? x->n : y->n;
+	int r = memcmp(x->s, y->s, n);
+
+	return r ? r : x->n < y->n ? -1 : x->n > y->n;
+}
+
+/* Length of the UTF-8 character starting with byte b. */
+static size_t char_len(unsigned char b)
+{
+	return b < 0x80 ? 1 : b < 0xE0 ? 2 : b < 0xF0 ? 3 : 4;
+}
+
+static int text_tree(struct js_conv *c, struct exl_gbnf_out *b, const struct text *t, size_t lo,
+		     size_t hi, size_t d)
+{
+	struct exl_gbnf_out body;
+	char name[JS_NAME_LEN];
+	bool first = true;
+	int rc = -1;
+
+	if (hi - lo == 1) {
+		if (t[lo].n > d)
+			gbnf_literal(b, t[lo].s + d, t[lo].n - d);
+		else
+			gbnf_puts(b, "\"\"");
+		return 0;
+	}
+	/* Common prefix beyond d, cut back to a character boundary. */
+	size_t common = d, k = d;
+
+	while (k < t[lo].n && k < t[hi - 1].n && t[lo].s[k] == t[hi - 1].s[k]) {
+		k++;
+		if (k == t[lo].n || ((unsigned char)t[lo].s[k] & 0xC0) != 0x80)
+			common = k;
+	}
+	gbnf_init(&body);
+	if (common > d) {
+		gbnf_literal(&body, t[lo].s + d, common - d);
+		gbnf_puts(&body, " ");
+	}
+	gbnf_puts(&body, "( ");
+	for (size_t i = lo; i < hi; ) {
+		size_t j = i + 1;
+
+		if (t[i].n == common) {
+			/* A value ends here (it sorts first). */
+			gbnf_puts(&body, first ? "\"\"" : " | \"\"");
+			first = false;
+			i = j;
+			continue;
+		}
+		size_t cl = char_len((unsigned char)t[i].s[common]);
+
+		while (j < hi && t[j].n >= common + cl && !memcmp(t[j].s + common, t[i].s + common, cl))
+			j++;
+		if (!first)
+			gbnf_puts(&body, " | ");
+		first = false;
+		if (j - i == 1) {
+			gbnf_literal(&body, t[i].s + common, t[i].n - common);
+		} else {
+			gbnf_literal(&body, t[i].s + common, cl);
+			gbnf_puts(&body, " ");
+			if (text_tree(c, &body, t, i, j, common + cl))
+				goto out;
+		}
+		i = j;
+	}
+	gbnf_puts(&body, " )");
+	gbnf_name(&c->o, "enum", name, sizeof(name));
+	gbnf_printf(&c->o, "%s ::= ", name);
+	gbnf_put(&c->o, body.s ? body.s : "", body.len);
+	gbnf_puts(&c->o, "\n");
+	gbnf_puts(b, name);
+	rc = 0;
+out:
+	gbnf_free(&body);
+	return rc;
+}
+
+static void put_out_text(void *u, const char *s, size_t n)
+{
+	gbnf_put(u, s, n);
+}
+
 static int enum_body(struct js_conv *c, const struct exl_json *s, struct exl_gbnf_out *b)
 {
 	static const char *const allowed[] = { "enum", "const", "type", "nullable", NULL };
@@ -508,7 +604,9 @@ static int enum_body(struct js_conv *c, const struct exl_json *s, struct exl_gbn
 	const char *kw = e ? "enum" : "const";
 	unsigned mask = JS_T_ALL;
 	int other = js_other_keyword(s, allowed);
-	bool any = false;
+	struct text *texts = NULL;
+	size_t n_texts = 0, m = 0;
+	int rc = -1;
 
 	if (other >= 0)
 		return js_kfail(c, s->keys[other], "'%s' together with '%s' is not supported",
@@ -519,24 +617,44 @@ static int enum_body(struct js_conv *c, const struct exl_json *s, struct exl_gbn
 		return js_kfail(c, "enum", "'enum' must be a list");
 	size_t n = e ? e->n : 1;
 
-	gbnf_puts(b, "( ");
+	texts = calloc(n + 1, sizeof(*texts));
+	if (!texts)
+		return js_oom(c);
 	for (size_t i = 0; i < n; i++) {
 		const struct exl_json *v = e ? e->v[i] : k;
+		struct exl_gbnf_out t;
 
 		if (!value_has_type(v, mask))
 			continue;
 		if (e && k && !exl_json_equal(v, k))
 			continue;
-		if (any)
-			gbnf_puts(b, " | ");
-		if (js_literal(c, b, v))
-			return -1;
-		any = true;
+		gbnf_init(&t);
+		exl_json_write(v, put_out_text, &t);
+		texts[n_texts].s = gbnf_take(&t);
+		if (!texts[n_texts].s) {
+			js_oom(c);
+			goto out;
+		}
+		texts[n_texts].n = strlen(texts[n_texts].s);
+		n_texts++;
 	}
-	gbnf_puts(b, " )");
-	if (!any)
-		return js_kfail(c, kw, "no value of '%s' has the schema's type", kw);
-	return 0;
+	if (!n_texts) {
+		js_kfail(c, kw, "no value of '%s' has the schema's type", kw);
+		goto out;
+	}
+	qsort(texts, n_texts, sizeof(*texts), cmp_text);
+	for (size_t i = 0; i < n_texts; i++)
+		if (!m || cmp_text(&texts[m - 1], &texts[i]))
+			texts[m++] = texts[i];
+		else
+			free(texts[i].s);
+	n_texts = m;
+	rc = text_tree(c, b, texts, 0, n_texts, 0);
+out:
+	for (size_t i = 0; i < n_texts; i++)
+		free(texts[i].s);
+	free(texts);
+	return rc;
 }
 
 static int any_of_body(struct js_conv *c, const struct exl_json *s, const char *kw,

@@ -14,6 +14,7 @@ import copy
 import datetime
 import json
 import os
+import random
 import re
 import subprocess
 import sys
@@ -112,6 +113,25 @@ SCHEMAS = {
         ],
         "additionalProperties": False,
     },
+}
+
+
+def _words(n, seed):
+    rnd = random.Random(seed)
+    words = set()
+    while len(words) < n:
+        words.add("".join(rnd.choice("abcdefghijklmnopqrstuvwxyz")
+                          for _ in range(rnd.randint(2, 9))))
+    return sorted(words)
+
+
+# A long enum (the grammar spells it as a prefix tree).
+SCHEMAS["cities"] = {
+    "type": "object",
+    "properties": {"from": {"enum": _words(3000, 7)}, "to": {"enum": _words(3000, 8)},
+                   "stops": {"type": "array", "items": {"enum": _words(50, 9)}, "maxItems": 3}},
+    "required": ["from", "to"],
+    "additionalProperties": False,
 }
 
 # ---- regular expressions ----

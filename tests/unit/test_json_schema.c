@@ -152,6 +152,11 @@ static const char obj_schema[] =
 	"{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"},\"b\":{\"type\":\"string\"},"
 	"\"c\":{\"type\":\"boolean\"}},\"required\":[\"b\"],\"additionalProperties\":false}";
 
+/* Values sharing prefixes, also inside a UTF-8 character (é è). */
+#define ENUM_TREE \
+	"{\"enum\":[\"ab\",\"abc\",\"abd\",\"a\\\"\",\"\xc3\xa9\",\"\xc3\xa9" "a\",1,10,null," \
+	"[1,2],\"b\",\"ab\"]}"
+
 /* allOf with the object closed where every property is declared. */
 #define ALLOF_SCHEMA \
 	"{\"properties\":{\"a\":true,\"b\":{}},\"additionalProperties\":false,\"allOf\":[" \
@@ -197,6 +202,21 @@ static const struct {
 	{ "{\"enum\":[\"a\",1,null,{\"k\":[true]}]}", "{\"k\":[true]}", 1 },
 	{ "{\"enum\":[\"a\",1,null,{\"k\":[true]}]}", "\"b\"", 0 },
 	{ "{\"const\":\"x\\\"y\"}", "\"x\\\"y\"", 1 },
+	{ ENUM_TREE, "\"ab\"", 1 },
+	{ ENUM_TREE, "\"abc\"", 1 },
+	{ ENUM_TREE, "\"abd\"", 1 },
+	{ ENUM_TREE, "\"abe\"", 0 },
+	{ ENUM_TREE, "\"a\"", 0 },
+	{ ENUM_TREE, "\"a\\\"\"", 1 },
+	{ ENUM_TREE, "\"\xc3\xa9\"", 1 },
+	{ ENUM_TREE, "\"\xc3\xa9" "a\"", 1 },
+	{ ENUM_TREE, "\"\xc3\xa8\"", 0 },
+	{ ENUM_TREE, "10", 1 },
+	{ ENUM_TREE, "1", 1 },
+	{ ENUM_TREE, "100", 0 },
+	{ ENUM_TREE, "null", 1 },
+	{ ENUM_TREE, "[1,2]", 1 },
+	{ ENUM_TREE, "[1]", 0 },
 	{ "{\"type\":\"string\",\"enum\":[\"a\",1]}", "1", 0 },
 	{ "{\"type\":\"string\",\"enum\":[\"a\",1]}", "\"a\"", 1 },
 	{ obj_schema, "{\"b\":\"x\"}", 1 },
