@@ -10,7 +10,6 @@
 #ifndef EXL_REGEX_GRAMMAR_H
 #define EXL_REGEX_GRAMMAR_H
 
-#include <stdbool.h>
 #include <stddef.h>
 
 struct exl_gbnf_out;
@@ -22,7 +21,8 @@ char *exl_regex_to_gbnf(const char *re, size_t len, char *err, size_t errlen);
 /* For the JSON schema converter: appends rules to out whose rule `name`
  * matches the JSON string body (without the quotes) of text the regex
  * matches, escaping what JSON must escape.  Unanchored ends (JSON schema
- * patterns search) allow any text there.  0, or -1 with a message. */
+ * patterns search) allow any string character there, through the schema
+ * grammar's rule js-char.  0, or -1 with a message. */
 int exl_regex_emit_json_body(struct exl_gbnf_out *out, const char *name, const char *re,
 			     size_t len, char *err, size_t errlen);
 
