@@ -3,6 +3,7 @@
  * have all three. */
 #include <immintrin.h>
 #include <math.h>
+#include <string.h>
 
 #include "kernels/cpu/ops.h"
 #include "kernels/elem.h"
@@ -111,20 +112,32 @@ static void add(float *y, const float *x, size_t n)
 		y[i] += x[i];
 }
 
+INLINE __m256 swiglu8(__m256 vg, __m256 vu)
+{
+	__m256 e = exp8(_mm256_sub_ps(_mm256_setzero_ps(), vg));
+
+	return _mm256_mul_ps(_mm256_div_ps(vg, _mm256_add_ps(_mm256_set1_ps(1.0f), e)), vu);
+}
+
+/* The tail goes through exp8 as well (padded to 8 lanes): an element's value
+ * must not depend on where it falls in the call, since the call covers a
+ * whole batch (or a thread's share of it), and a token's activations would
+ * otherwise change with the number of other tokens beside it. */
 static void swiglu(float *g, const float *u, size_t n)
 {
-	const __m256 one = _mm256_set1_ps(1.0f);
 	size_t i = 0;
 
-	for (; i + 8 <= n; i += 8) {
-		__m256 vg = _mm256_loadu_ps(g + i);
-		__m256 e = exp8(_mm256_sub_ps(_mm256_setzero_ps(), vg));
-		__m256 silu = _mm256_div_ps(vg, _mm256_add_ps(one, e));
+	for (; i + 8 <= n; i += 8)
+		_mm256_storeu_ps(g + i, swiglu8(_mm256_loadu_ps(g + i), _mm256_loadu_ps(u + i)));
+	if (i < n) {
+		float tg[8] = { 0 }, tu[8] = { 0 };
+		size_t r = n - i;
 
-		_mm256_storeu_ps(g + i, _mm256_mul_ps(silu, _mm256_loadu_ps(u + i)));
+		memcpy(tg, g + i, r * sizeof(float));
+		memcpy(tu, u + i, r * sizeof(float));
+		_mm256_storeu_ps(tg, swiglu8(_mm256_loadu_ps(tg), _mm256_loadu_ps(tu)));
+		memcpy(g + i, tg, r * sizeof(float));
 	}
-	for (; i < n; i++)
-		g[i] = exl_silu(g[i]) * u[i];
 }
 
 static void softmax(float *x, int n)

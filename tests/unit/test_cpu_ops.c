@@ -9,6 +9,7 @@
  *    positions up to 500000, against theta = pos * scale * base^(-2i/n_rot)
  *    and the rotation in double: |error| <= 2e-6 * (|x_a| + |x_b|) per pair
  *    (llama.cpp's 1e-5 relative with margin); unrotated dims bit-exact;
+ *  - swiglu of an element bit-identical wherever it falls in the call;
  *  - F32 -> F16 bit-identical to elem.h's exl_fp32_to_fp16 (random bit
  *    patterns, NaN, inf, subnormals);
  *  - each SIMD variant against the scalar one: within 1e-6 relative (2e-6
@@ -261,6 +262,31 @@ static void test_swiglu(const struct ctx *c)
 		free(u);
 		free(ref);
 	}
+}
+
+/* An element's swiglu must not depend on where it falls in the call: the
+ * model calls it once over a whole batch, so a token's activations would
+ * otherwise change with the number of tokens beside it.  Every sub-range
+ * (start 0..8, length 1..40) of one array gives the bits of the whole. */
+static void test_swiglu_position(const struct ctx *c)
+{
+	enum { N = 48 };
+	float *g = rnd_vec(N, 8.0f), *u = rnd_vec(N, 3.0f);
+	float whole[N], part[N];
+	int bad = 0;
+
+	memcpy(whole, g, sizeof(whole));
+	c->k->swiglu(whole, u, N);
+	for (int b = 0; b <= 8; b++) {
+		for (int len = 1; b + len <= 40; len++) {
+			memcpy(part, g, sizeof(part));
+			c->k->swiglu(part + b, u + b, (size_t)len);
+			bad += memcmp(part + b, whole + b, (size_t)len * sizeof(float)) != 0;
+		}
+	}
+	CHECK(bad == 0, "%s: swiglu: %d sub-ranges differ from the whole call", c->k->name, bad);
+	free(g);
+	free(u);
 }
 
 /* ---- softmax ---------------------------------------------------------- */
@@ -547,8 +573,10 @@ int main(void)
 			test_swiglu(&c);
 			test_softmax(&c);
 			test_rope(&c);
-			if (!pi)
+			if (!pi) {
 				test_f16(&c);
+				test_swiglu_position(&c);
+			}
 		}
 	}
 	exl_pool_destroy(pool);
