@@ -24,6 +24,7 @@ void exl_config_defaults(struct exl_config *c)
 	c->max_batch_tokens = 512;
 	c->prefill_chunk = 256;
 	c->max_running_jobs = 64;
+	c->suspend_after_ms = 1000;
 	c->max_jobs_per_uid = 64;
 	c->max_new_tokens = 4096;
 	c->max_message = EXL_MAX_MESSAGE_DEFAULT;
@@ -268,6 +269,10 @@ int exl_config_set(struct exl_config *c, const char *key, const char *v, char *e
 		if (parse_long(key, v, 1, 4096, &x, err, errlen))
 			return -1;
 		c->max_running_jobs = (int)x;
+	} else if (!strcmp(key, "suspend_after_ms")) {
+		if (parse_long(key, v, 0, 86400000, &x, err, errlen))
+			return -1;
+		c->suspend_after_ms = (int)x;
 	} else if (!strcmp(key, "max_jobs_per_uid")) {
 		if (parse_long(key, v, 0, 1000000, &x, err, errlen))
 			return -1;
@@ -381,6 +386,18 @@ out:
 
 int exl_config_check(const struct exl_config *c, char *err, size_t errlen)
 {
+	if (c->max_batch_tokens < 2) {
+		snprintf(err, errlen, "max_batch_tokens (%d) must be at least 2 (a job with "
+			 "classifier-free guidance feeds two tokens a step)", c->max_batch_tokens);
+		return -1;
+	}
+	/* Every running job may feed two tokens (CFG) in one pass. */
+	if (c->max_running_jobs > c->max_batch_tokens / 2) {
+		snprintf(err, errlen, "max_running_jobs (%d) is larger than max_batch_tokens / 2 "
+			 "(%d): every running job must fit in one forward pass",
+			 c->max_running_jobs, c->max_batch_tokens / 2);
+		return -1;
+	}
 	if (c->prefill_chunk > c->max_batch_tokens) {
 		snprintf(err, errlen, "prefill_chunk (%d) is larger than max_batch_tokens (%d)",
 			 c->prefill_chunk, c->max_batch_tokens);

@@ -36,6 +36,11 @@ struct exl_engine {
 	int cap_queue;
 	struct exl_job **active;   /* in admission order */
 	int n_active;
+	/* Jobs whose consumer stopped reading and that gave their KV pages and
+	 * their slot back while others waited (see suspend_idle). */
+	struct exl_job **suspended;
+	int n_suspended;
+	int cap_suspended;
 
 	/* the batch being built */
 	int32_t *tokens;
@@ -65,6 +70,7 @@ void exl_engine_config_init(struct exl_engine_config *c)
 	c->prefill_chunk = 256;
 	c->max_jobs = 64;
 	c->max_seq_len = 0;
+	c->suspend_after = 1.0;
 }
 
 struct exl_engine *exl_engine_create(struct exl_model *m, struct exl_kvcache *kv,
@@ -90,6 +96,11 @@ struct exl_engine *exl_engine_create(struct exl_model *m, struct exl_kvcache *kv
 	}
 	if (c->max_seq_len < 0 || c->max_seq_len > 1 << 24) {
 		snprintf(err, errlen, "max_seq_len must be in [0, 16777216] (got %d)", c->max_seq_len);
+		return NULL;
+	}
+	if (!(c->suspend_after >= 0.0 && c->suspend_after <= 86400.0)) {
+		snprintf(err, errlen, "suspend_after must be in [0, 86400] seconds (got %g)",
+			 c->suspend_after);
 		return NULL;
 	}
 	e = calloc(1, sizeof(*e));
@@ -125,6 +136,7 @@ void exl_engine_free(struct exl_engine *e)
 	exl_engine_end_all(e, EXL_STOP_SHUTDOWN);
 	free(e->queue);
 	free(e->active);
+	free(e->suspended);
 	free(e->tokens);
 	free(e->seq);
 	free(e->want);
@@ -252,10 +264,13 @@ static bool try_admit(struct exl_engine *e, struct exl_job *job)
 		exl_job_release_kv(job, e->kv);
 		return false;
 	}
-	job->cached_tokens = job->seq[0].kv.n_pos;
 	job->kv = e->kv;
 	job->state = EXL_JOB_RUNNING;
-	job->t_started = exl_gen_now();
+	if (job->t_started == 0.0) {
+		/* the first admission; a suspended job coming back keeps its own */
+		job->cached_tokens = job->seq[0].kv.n_pos;
+		job->t_started = exl_gen_now();
+	}
 	return true;
 }
 
@@ -282,6 +297,13 @@ static void remove_queued(struct exl_engine *e, int j)
 	e->n_queue--;
 }
 
+static void remove_suspended(struct exl_engine *e, int j)
+{
+	memmove(e->suspended + j, e->suspended + j + 1,
+		(size_t)(e->n_suspended - j - 1) * sizeof(*e->suspended));
+	e->n_suspended--;
+}
+
 static void handle_cancels(struct exl_engine *e)
 {
 	for (int j = 0; j < e->n_queue;) {
@@ -306,6 +328,17 @@ static void handle_cancels(struct exl_engine *e)
 		exl_job_end(job, EXL_STOP_CANCELLED, NULL);
 		finish(e, job);
 	}
+	for (int j = 0; j < e->n_suspended;) {
+		struct exl_job *job = e->suspended[j];
+
+		if (!atomic_load(&job->cancel)) {
+			j++;
+			continue;
+		}
+		remove_suspended(e, j);
+		exl_job_end(job, EXL_STOP_CANCELLED, NULL);
+		finish(e, job);
+	}
 }
 
 /* Streams what jobs have ready (after a resume) and lets finished ones
@@ -324,17 +357,120 @@ static void deliver_all(struct exl_engine *e)
 	}
 }
 
+/* Notes when each admitted job was first seen paused (its consumer's ring
+ * full), so that suspend_idle can tell a slow reader from a gone one. */
+static void note_paused(struct exl_engine *e, double now)
+{
+	for (int j = 0; j < e->n_active; j++) {
+		struct exl_job *job = e->active[j];
+
+		if (!atomic_load(&job->paused))
+			job->t_paused = 0.0;
+		else if (job->t_paused == 0.0)
+			job->t_paused = now;
+	}
+}
+
+/* A job whose consumer has not made room for suspend_after seconds gives
+ * its KV pages and its slot back, so that a client that stops reading
+ * cannot hold the pool (and everyone queued behind it) for as long as it
+ * likes.  Its tokens stay; when its consumer reads again it queues again
+ * (in its original order) and, once admitted, recomputes its KV from them.
+ * The forward pass gives every position the same values whatever else is
+ * in the batch, so the continuation is the one it would have had.  Returns
+ * how many jobs it suspended. */
+static int suspend_idle(struct exl_engine *e, double now)
+{
+	int n = 0;
+
+	for (int j = 0; j < e->n_active;) {
+		struct exl_job *job = e->active[j];
+
+		if (!atomic_load(&job->paused) || job->t_paused == 0.0 ||
+		    now - job->t_paused < e->cfg.suspend_after) {
+			j++;
+			continue;
+		}
+		if (e->n_suspended == e->cap_suspended) {
+			int cap = e->cap_suspended * 2 + 8;
+			struct exl_job **s = realloc(e->suspended, (size_t)cap * sizeof(*s));
+
+			if (!s)
+				break; /* it stays admitted; admission waits as before */
+			e->suspended = s;
+			e->cap_suspended = cap;
+		}
+		remove_active(e, j);
+		exl_job_release_kv(job, e->kv);
+		job->kv = NULL;
+		if (job->state == EXL_JOB_RUNNING)
+			job->state = EXL_JOB_QUEUED;
+		e->suspended[e->n_suspended++] = job;
+		n++;
+	}
+	return n;
+}
+
+/* Suspended jobs whose consumer has room again: an ended one delivers its
+ * last chunk and leaves; the others go back into the queue, before every
+ * job that was added after them. */
+static void requeue_suspended(struct exl_engine *e)
+{
+	for (int j = 0; j < e->n_suspended;) {
+		struct exl_job *job = e->suspended[j];
+		int at = 0;
+
+		if (atomic_load(&job->paused) || !exl_job_deliver(job)) {
+			j++;
+			continue;
+		}
+		if (job->state == EXL_JOB_ENDING) {
+			remove_suspended(e, j);
+			finish(e, job);
+			continue;
+		}
+		if (e->n_queue == e->cap_queue) {
+			int cap = e->cap_queue * 2 + 16;
+			struct exl_job **q = realloc(e->queue, (size_t)cap * sizeof(*q));
+
+			if (!q) {
+				j++;
+				continue; /* it tries again next step */
+			}
+			e->queue = q;
+			e->cap_queue = cap;
+		}
+		while (at < e->n_queue && e->queue[at]->t_added <= job->t_added)
+			at++;
+		memmove(e->queue + at + 1, e->queue + at,
+			(size_t)(e->n_queue - at) * sizeof(*e->queue));
+		e->queue[at] = job;
+		e->n_queue++;
+		job->t_paused = 0.0;
+		remove_suspended(e, j);
+	}
+}
+
 static void admit(struct exl_engine *e)
 {
-	while (e->n_queue && e->n_active < e->cfg.max_jobs) {
+	bool suspended = false;
+
+	requeue_suspended(e);
+	note_paused(e, exl_gen_now());
+	while (e->n_queue) {
 		struct exl_job *job = e->queue[0];
 
 		/* In order: a large job at the head is not overtaken, so it
 		 * cannot starve. */
-		if (!try_admit(e, job))
+		if (e->n_active < e->cfg.max_jobs && try_admit(e, job)) {
+			remove_queued(e, 0);
+			e->active[e->n_active++] = job;
+			continue;
+		}
+		/* No slot or no pages: the idle jobs make room, once. */
+		if (suspended || !suspend_idle(e, exl_gen_now()))
 			break;
-		remove_queued(e, 0);
-		e->active[e->n_active++] = job;
+		suspended = true;
 	}
 }
 
@@ -546,6 +682,12 @@ bool exl_engine_has_work(const struct exl_engine *e)
 		if (!atomic_load(&job->paused) || atomic_load(&job->cancel))
 			return true;
 	}
+	for (int j = 0; j < e->n_suspended; j++) {
+		const struct exl_job *job = e->suspended[j];
+
+		if (!atomic_load(&job->paused) || atomic_load(&job->cancel))
+			return true;
+	}
 	return false;
 }
 
@@ -555,6 +697,13 @@ void exl_engine_end_all(struct exl_engine *e, enum exl_stop_reason reason)
 		struct exl_job *job = e->active[e->n_active - 1];
 
 		e->n_active--;
+		exl_job_end(job, reason, NULL);
+		finish(e, job);
+	}
+	while (e->n_suspended) {
+		struct exl_job *job = e->suspended[e->n_suspended - 1];
+
+		e->n_suspended--;
 		exl_job_end(job, reason, NULL);
 		finish(e, job);
 	}
@@ -574,6 +723,10 @@ void exl_engine_stats(const struct exl_engine *e, struct exl_engine_stats *st)
 	st->active = e->n_active;
 	for (int j = 0; j < e->n_active; j++)
 		st->paused += atomic_load(&e->active[j]->paused);
+	/* A suspended job is, to its client, a paused one. */
+	st->active += e->n_suspended;
+	st->paused += e->n_suspended;
+	st->suspended = e->n_suspended;
 	st->queued = e->n_queue;
 	st->prompt_tokens = e->prompt_tokens;
 	st->generated_tokens = e->generated_tokens;

@@ -9,7 +9,10 @@
  * only when the KV pool can hold its whole length (prompt + max_new_tokens,
  * less what prefix sharing reuses) beside the running jobs' remaining
  * needs; until then it stays queued, in order.  A job longer than the
- * whole pool is refused by exl_engine_add.
+ * whole pool is refused by exl_engine_add.  A job whose consumer has not
+ * read for suspend_after seconds while others wait gives its pages and
+ * its slot back and queues again when its consumer reads (suspend_idle in
+ * engine.c).
  *
  * The engine uses a model and a KV cache it does not own.  Everything here
  * runs on the one engine thread (the model, the cache and the jobs belong
@@ -34,6 +37,7 @@ struct exl_engine_config {
 	int prefill_chunk;    /* 256: prompt tokens of one job per step */
 	int max_jobs;         /* 64: running (admitted) jobs; more wait queued */
 	int max_seq_len;      /* 0: the model's training context; prompt + output bound */
+	double suspend_after; /* 1.0: seconds a paused job keeps its KV while others wait */
 };
 
 void exl_engine_config_init(struct exl_engine_config *c);
@@ -66,7 +70,8 @@ void exl_engine_end_all(struct exl_engine *e, enum exl_stop_reason reason);
 
 struct exl_engine_stats {
 	int active;               /* admitted jobs (running, prefilling or paused) */
-	int paused;
+	int paused;               /* of active: consumer full (suspended ones included) */
+	int suspended;            /* of paused: gave their KV pages back */
 	int queued;               /* waiting for admission */
 	uint64_t prompt_tokens;   /* totals since creation */
 	uint64_t generated_tokens;

@@ -139,6 +139,7 @@ struct exl_job {
 	double t_started;
 	double t_first;
 	double t_end;
+	double t_paused;           /* engine: first seen paused; 0 while not */
 };
 
 double exl_gen_now(void);

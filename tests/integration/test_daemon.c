@@ -15,6 +15,8 @@
  *   admin       load / unload by name with progress, bad names, cancel
  *   limits      per-uid job and token limits from a config file; cancel
  *   poll        the event-loop interface: exl_fd + exl_next(..., 0)
+ *   suspend     a client that stops reading: its paused jobs give their KV
+ *               back to a waiting job, then finish exactly as `exld run`
  */
 #include <errno.h>
 #include <msgpack.h>
@@ -942,11 +944,152 @@ out:
 	return ret;
 }
 
+/* ---- suspend: a client that stops reading ---- */
+
+struct text_buf {
+	char *s;
+	size_t len, cap;
+};
+
+static int text_add(struct text_buf *b, const char *s, size_t n)
+{
+	if (b->len + n + 1 > b->cap) {
+		size_t cap = (b->len + n + 1) * 2;
+		char *q = realloc(b->s, cap);
+		if (!q)
+			return -1;
+		b->s = q;
+		b->cap = cap;
+	}
+	memcpy(b->s + b->len, s, n);
+	b->len += n;
+	b->s[b->len] = 0;
+	return 0;
+}
+
+/* The first model's status. */
+static int model_status(struct exl_client *c, struct exl_model_status *ms)
+{
+	struct exl_daemon_status st;
+	int rc = exl_status(c, &st);
+
+	if (!rc && st.n_models != 1)
+		rc = -1;
+	if (!rc)
+		*ms = st.models[0];
+	free(st.models);
+	return rc;
+}
+
+/* Client A takes the whole KV pool with two long jobs and stops reading;
+ * client B's short job must still run (A's jobs give their pages back
+ * after suspend_after_ms), and when A reads again its jobs go on to
+ * exactly the text they would have had: their KV is recomputed from their
+ * tokens. */
+static int test_suspend(void)
+{
+	enum { N_A = 2, N_LONG = 500, N_SHORT = 20 };
+	struct daemon d;
+	struct exl_client *a = NULL, *b = NULL;
+	struct exl_connect_opts oa = { .ring_size = 65536, .timeout_ms = 30000 };
+	struct exl_connect_opts ob = { .timeout_ms = 20000 };
+	struct exl_gen_params p;
+	struct exl_model_status ms;
+	struct exl_result r = { 0 };
+	struct text_buf got[N_A] = { { 0 } };
+	char *want[N_A] = { NULL }, *want_b = NULL, err[256], conf[128];
+	uint64_t job[N_A];
+	bool done[N_A] = { false };
+	int ret = 1, n_done = 0;
+
+	if (h_prepare(&d))
+		goto out;
+	for (int i = 0; i < N_A; i++) {
+		want[i] = h_expected(model_path, prompts[i], N_LONG);
+		CHECK(want[i] != NULL, "exld run on '%s'", prompts[i]);
+	}
+	want_b = h_expected(model_path, prompts[5], N_SHORT);
+	CHECK(want_b != NULL, "exld run on '%s'", prompts[5]);
+	snprintf(conf, sizeof(conf), "%s/exld.conf", d.dir);
+	FILE *f = fopen(conf, "w");
+	CHECK(f != NULL, "writing %s", conf);
+	/* 32 pages of 32: two jobs of ~505 positions reserve all of them */
+	fprintf(f, "kv_tokens = 1024\nkv_page_size = 32\nsuspend_after_ms = 300\n");
+	fclose(f);
+	const char *extra[] = { "--config", conf, NULL };
+	if (h_start(&d, MODEL, extra))
+		goto out;
+	CHECK(exl_connect(&a, d.sock, &oa, err, sizeof(err)) == 0, "connect: %s", err);
+	CHECK(exl_connect(&b, d.sock, &ob, err, sizeof(err)) == 0, "connect: %s", err);
+	greedy(&p, N_LONG);
+	p.return_top_k = 64; /* fills the 64 KiB ring long before the end */
+	for (int i = 0; i < N_A; i++)
+		CHECK(exl_submit(a, &p, prompts[i], &job[i]) == 0, "submit: %s", exl_errmsg(a));
+	for (int i = 0; i < 1000; i++) {
+		CHECK(model_status(b, &ms) == 0, "status: %s", exl_errmsg(b));
+		if (ms.jobs_paused == N_A)
+			break;
+		usleep(10000);
+	}
+	CHECK(ms.jobs_paused == N_A, "A's jobs never paused (%d paused, %d running)",
+	      ms.jobs_paused, ms.jobs_running);
+	printf("  A's %d jobs paused on its full ring; %d of %d KV pages free\n", N_A,
+	       ms.kv_pages_free, ms.kv_pages);
+
+	/* B: blocked until A's jobs give their pages back */
+	greedy(&p, N_SHORT);
+	CHECK(exl_generate(b, &p, prompts[5], &r) == 0,
+	      "B's job did not run while A held the pool: %s", exl_errmsg(b));
+	CHECK(!strcmp(r.text, want_b), "B's text '%s' != exld run '%s'", r.text, want_b);
+	CHECK(model_status(b, &ms) == 0, "status: %s", exl_errmsg(b));
+	CHECK(ms.jobs_paused == N_A && ms.jobs_queued == 0, "after B: %d paused, %d queued",
+	      ms.jobs_paused, ms.jobs_queued);
+	printf("  B's job ran while A did not read (%d of %d KV pages free after it)\n",
+	       ms.kv_pages_free, ms.kv_pages);
+
+	/* A reads again: its jobs recompute their KV and finish */
+	while (n_done < N_A) {
+		struct exl_event ev;
+		int i;
+
+		CHECK(exl_next(a, &ev, 30000) == 0, "A: next: %s", exl_errmsg(a));
+		for (i = 0; i < N_A && ev.job != job[i]; i++)
+			;
+		CHECK(i < N_A && !done[i], "A: an event for job %llu", (unsigned long long)ev.job);
+		if (ev.type == EXL_EVENT_DONE) {
+			CHECK(!strcmp(ev.result->stop_reason, "max_new_tokens"),
+			      "A's job %d ended with '%s'", i, ev.result->stop_reason);
+			done[i] = true;
+			n_done++;
+			continue;
+		}
+		CHECK(text_add(&got[i], ev.text, ev.text_len) == 0, "out of memory");
+	}
+	for (int i = 0; i < N_A; i++)
+		CHECK(got[i].s && !strcmp(got[i].s, want[i]),
+		      "A's job %d after its suspension:\n'%s'\n!= exld run\n'%s'", i,
+		      got[i].s ? got[i].s : "", want[i]);
+	printf("  A read again: both jobs finished with exld run's %d-token text\n", N_LONG);
+	CHECK(h_stop(&d) == 0, "exld did not exit 0");
+	ret = 0;
+out:
+	exl_result_free(&r);
+	exl_close(a);
+	exl_close(b);
+	for (int i = 0; i < N_A; i++) {
+		free(want[i]);
+		free(got[i].s);
+	}
+	free(want_b);
+	h_cleanup(&d);
+	return ret;
+}
+
 int main(int argc, char **argv)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	if (argc != 2) {
-		fprintf(stderr, "usage: test_daemon activate|concurrent|kill|garbage|drain|admin|limits|poll\n");
+		fprintf(stderr, "usage: test_daemon activate|concurrent|kill|garbage|drain|admin|limits|poll|suspend\n");
 		return 2;
 	}
 	if (!h_models_dir()) {
@@ -971,6 +1114,8 @@ int main(int argc, char **argv)
 		return test_limits();
 	if (!strcmp(argv[1], "poll"))
 		return test_poll();
+	if (!strcmp(argv[1], "suspend"))
+		return test_suspend();
 	fprintf(stderr, "unknown test '%s'\n", argv[1]);
 	return 2;
 }
