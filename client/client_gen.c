@@ -7,10 +7,11 @@
 
 #include "client/client_internal.h"
 
-/* While only ring jobs run, the wait is a futex wait in slices this long,
- * with a look at the socket between them (a result too large for the ring
- * comes over the socket). */
-#define FUTEX_SLICE_MS 50
+/* While only ring jobs run, the wait is a futex wait: everything about
+ * them is announced in the ring (even a result too large for it, which
+ * comes on the socket).  The slices are only there to notice a daemon that
+ * died without closing the ring: its socket has closed. */
+#define FUTEX_SLICE_MS 1000
 
 void exl_gen_params_init(struct exl_gen_params *p)
 {
@@ -452,9 +453,9 @@ static int done_event(struct exl_client *c, const msgpack_object *map, bool is_e
 	return EXL_OK;
 }
 
-/* DONE / ERROR payloads are msgpack maps. */
-static int map_record_event(struct exl_client *c, const uint8_t *p, size_t len, bool is_error,
-			    struct exl_event *ev)
+/* A DONE payload is the result map. */
+static int done_record_event(struct exl_client *c, const uint8_t *p, size_t len,
+			     struct exl_event *ev)
 {
 	msgpack_unpacked up;
 	size_t off = 0;
@@ -465,7 +466,7 @@ static int map_record_event(struct exl_client *c, const uint8_t *p, size_t len, 
 		msgpack_unpacked_destroy(&up);
 		return exl_cl_fail(c, EXL_E_PROTOCOL, "a result record that is not a msgpack map");
 	}
-	int rc = done_event(c, &up.data, is_error, ev);
+	int rc = done_event(c, &up.data, false, ev);
 	msgpack_unpacked_destroy(&up);
 	return rc;
 }
@@ -506,9 +507,11 @@ static int ring_event(struct exl_client *c, struct exl_event *ev, bool *got)
 	case EXL_REC_TOKENS:
 		return tokens_event(c, h.job, p, len, ev);
 	case EXL_REC_DONE:
-		return map_record_event(c, p, len, false, ev);
-	case EXL_REC_ERROR:
-		return map_record_event(c, p, len, true, ev);
+		return done_record_event(c, p, len, ev);
+	case EXL_REC_DONE_SOCKET:
+		/* no event: from here on, waits for this job read the socket */
+		*got = false;
+		return add_socket_job(c, h.job);
 	default:
 		return exl_cl_fail(c, EXL_E_PROTOCOL, "a ring record of unknown type %u", h.type);
 	}

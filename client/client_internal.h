@@ -109,8 +109,9 @@ void exl_cl_ring_unmap(struct exl_client *c);
 int exl_cl_ring_peek(struct exl_client *c, struct exl_rec_hdr *h, const uint8_t **payload,
 		     size_t *len);
 void exl_cl_ring_release(struct exl_client *c);
-/* Waits for the ring (futex) for up to timeout_ms. */
-void exl_cl_ring_wait(struct exl_client *c, int timeout_ms);
+/* Waits for the ring (futex) for up to timeout_ms.  Returns false when
+ * the wait ran out of time with the ring still empty. */
+bool exl_cl_ring_wait(struct exl_client *c, int timeout_ms);
 /* Asks the daemon for a socket wake with the next record. */
 void exl_cl_ring_arm_poll(struct exl_client *c);
 void exl_cl_ring_disarm(struct exl_client *c);

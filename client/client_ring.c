@@ -110,18 +110,21 @@ int exl_cl_ring_peek(struct exl_client *c, struct exl_rec_hdr *h, const uint8_t 
 	}
 }
 
-void exl_cl_ring_wait(struct exl_client *c, int timeout_ms)
+bool exl_cl_ring_wait(struct exl_client *c, int timeout_ms)
 {
 	uint32_t seq = __atomic_load_n(&c->hdr->seq, __ATOMIC_ACQUIRE);
+	bool timed_out = false;
 
 	__atomic_store_n(&c->ctrl->sleeping, EXL_SLEEP_FUTEX, __ATOMIC_RELAXED);
 	atomic_thread_fence(memory_order_seq_cst);
 	if (!exl_cl_ring_nonempty(c) && !__atomic_load_n(&c->hdr->closed, __ATOMIC_ACQUIRE)) {
 		struct timespec ts = { timeout_ms / 1000, (long)(timeout_ms % 1000) * 1000000L };
-		syscall(SYS_futex, &c->hdr->seq, FUTEX_WAIT, seq, timeout_ms < 0 ? NULL : &ts,
-			NULL, 0);
+		timed_out = syscall(SYS_futex, &c->hdr->seq, FUTEX_WAIT, seq,
+				    timeout_ms < 0 ? NULL : &ts, NULL, 0) < 0 &&
+			    errno == ETIMEDOUT;
 	}
 	__atomic_store_n(&c->ctrl->sleeping, EXL_SLEEP_NONE, __ATOMIC_RELAXED);
+	return !(timed_out && !exl_cl_ring_nonempty(c));
 }
 
 void exl_cl_ring_arm_poll(struct exl_client *c)

@@ -202,7 +202,10 @@ enum exl_rec_type {
 	EXL_REC_PAD = 0,     /* skip: filler up to the end of the data area */
 	EXL_REC_TOKENS = 1,  /* struct exl_rec_tokens and its arrays */
 	EXL_REC_DONE = 2,    /* msgpack map: the job's result (as the "done" message) */
-	EXL_REC_ERROR = 3,   /* msgpack map: {code, message} (as the "error" message) */
+	/* No payload: the job's result is too large for the ring and comes as
+	 * a "done" message on the socket; read the socket for it.  The ring is
+	 * where a streaming client waits, so the daemon says so here. */
+	EXL_REC_DONE_SOCKET = 3,
 };
 
 enum exl_rec_flags {

@@ -502,6 +502,10 @@ static void op_generate(struct exl_conn *c, struct exl_req *req, const struct ex
 		return;
 	}
 	exl_config_uid_limits(cfg, c->uid, &max_jobs, &max_tokens);
+	/* The default length gives way to a lower limit; a length asked for
+	 * does not. */
+	if (!g->max_new_tokens_set && g->s.max_new_tokens > max_tokens)
+		g->s.max_new_tokens = max_tokens;
 	if (g->s.max_new_tokens > max_tokens) {
 		snprintf(err, sizeof(err), "generate: max_new_tokens %d is over uid %u's limit of %d",
 			 g->s.max_new_tokens, (unsigned)c->uid, max_tokens);

@@ -326,9 +326,14 @@ static void on_done(struct exl_job *job, const struct exl_result *r, void *user)
 		if (!sb.data) {
 			exl_log(EXL_LOG_ERR, "job %llu: out of memory encoding its result",
 				(unsigned long long)j->id);
-		} else if (j->stream != EXL_STREAM_RING ||
-			   exl_sink_ring_record(s, EXL_REC_DONE, j->id, sb.data, sb.size)) {
-			/* socket streams, and a result too large for the ring */
+		} else if (j->stream != EXL_STREAM_RING) {
+			send_sbuf(s, &sb);
+		} else if (exl_sink_ring_record(s, EXL_REC_DONE, j->id, sb.data, sb.size)) {
+			/* Too large for the ring: the client waits on the ring,
+			 * so the ring tells it to read the socket. */
+			if (exl_sink_ring_record(s, EXL_REC_DONE_SOCKET, j->id, "", 0))
+				exl_log(EXL_LOG_ERR, "job %llu: out of memory queueing a ring record",
+					(unsigned long long)j->id);
 			send_sbuf(s, &sb);
 		}
 		msgpack_sbuffer_destroy(&sb);

@@ -655,6 +655,7 @@ static int dec_generate(struct dec *d, struct exl_req_generate *g, size_t max_te
 			return -1;
 		s->add_bos = b;
 	}
+	g->max_new_tokens_set = find(d->map, "max_new_tokens") != NULL;
 	if (get_bool(d, "encode_special", &s->encode_special_tokens) ||
 	    get_bool(d, "decode_special", &s->decode_special_tokens) ||
 	    get_bool(d, "completion_only", &s->completion_only) ||

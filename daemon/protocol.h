@@ -63,6 +63,7 @@ struct exl_req_generate {
 	struct exl_prompt prompt;
 	struct exl_prompt negative;
 	bool has_negative;
+	bool max_new_tokens_set;         /* the request named max_new_tokens */
 	enum exl_stream stream;
 	int return_text;                 /* -1: by stream mode */
 	const char *grammar;             /* NUL-terminated, in the zone; NULL if absent */

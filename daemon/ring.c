@@ -244,6 +244,7 @@ enum exl_ring_result exl_ring_write(struct exl_ring *r, uint16_t type, uint64_t 
 	uint32_t sleeping = __atomic_load_n(&r->ctrl->sleeping, __ATOMIC_RELAXED);
 	if (sleeping == EXL_SLEEP_FUTEX) {
 		syscall(SYS_futex, &r->hdr->seq, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+		r->futex_wakes++;
 	} else if (sleeping == EXL_SLEEP_POLL) {
 		uint32_t epoch = __atomic_load_n(&r->ctrl->poll_epoch, __ATOMIC_RELAXED);
 		if (epoch != r->poll_epoch_woken) {

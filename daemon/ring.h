@@ -27,6 +27,7 @@ struct exl_ring {
 	uint32_t max_record;        /* bytes of the largest record, header included */
 	uint64_t wpos;              /* == hdr->write_pos, the producer's copy */
 	uint32_t poll_epoch_woken;  /* last poll_epoch a socket wake was asked for */
+	uint64_t futex_wakes;       /* FUTEX_WAKE calls made (tests, statistics) */
 	int data_fd;                /* until handed to the client */
 	int ctrl_fd;
 };

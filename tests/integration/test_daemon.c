@@ -17,6 +17,8 @@
  *   poll        the event-loop interface: exl_fd + exl_next(..., 0)
  *   suspend     a client that stops reading: its paused jobs give their KV
  *               back to a waiting job, then finish exactly as `exld run`
+ *   bigdone     a result too large for the ring: announced in the ring by a
+ *               DONE_SOCKET record, delivered on the socket
  */
 #include <errno.h>
 #include <msgpack.h>
@@ -33,6 +35,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "client/client_internal.h"
 #include "client/exlclient.h"
 #include "harness.h"
 
@@ -852,18 +855,29 @@ static int test_limits(void)
 	snprintf(conf, sizeof(conf), "%s/exld.conf", d.dir);
 	FILE *f = fopen(conf, "w");
 	CHECK(f != NULL, "writing %s", conf);
-	fprintf(f, "# limits for the test\nmax_jobs_per_uid = 1\nmax_new_tokens = 400\n");
+	fprintf(f, "# limits for the test\nmax_jobs_per_uid = 1\nmax_new_tokens = 200\n");
 	fclose(f);
 	const char *extra[] = { "--config", conf, NULL };
 	if (h_start(&d, MODEL, extra))
 		goto out;
 	CHECK(exl_connect(&c, d.sock, &o, err, sizeof(err)) == 0, "connect: %s", err);
 	CHECK(exl_connect(&c2, d.sock, &o, err, sizeof(err)) == 0, "connect: %s", err);
-	greedy(&p, 401);
-	CHECK(exl_submit(c, &p, prompts[0], &job) == EXL_E_LIMIT, "max_new_tokens 401 over 400: %s",
+	greedy(&p, 201);
+	CHECK(exl_submit(c, &p, prompts[0], &job) == EXL_E_LIMIT, "max_new_tokens 201 over 200: %s",
 	      exl_errmsg(c));
 	printf("  max_new_tokens over the limit -> limit: %s\n", exl_errmsg(c));
-	greedy(&p, 400);
+	/* no max_new_tokens: the default (256) is cut to the limit, not refused */
+	exl_gen_params_init(&p);
+	p.temperature = 0;
+	p.ignore_eos = 1;
+	CHECK(exl_generate(c, &p, prompts[0], &r) == 0, "a job with the default length: %s",
+	      exl_errmsg(c));
+	CHECK(r.new_tokens == 200 && !strcmp(r.stop_reason, "max_new_tokens"),
+	      "the default length under a limit of 200: %d tokens, '%s'", r.new_tokens,
+	      r.stop_reason);
+	exl_result_free(&r);
+	printf("  no max_new_tokens under a limit of 200 -> 200 tokens\n");
+	greedy(&p, 200);
 	p.return_top_k = 64; /* pauses on the small ring: stays running */
 	CHECK(exl_submit(c, &p, prompts[0], &job) == 0, "first job: %s", exl_errmsg(c));
 	CHECK(exl_next(c, &ev, 10000) == 0, "first event");
@@ -1085,11 +1099,81 @@ out:
 	return ret;
 }
 
+/* ---- bigdone: a result too large for the ring ---- */
+
+static int test_bigdone(void)
+{
+	enum { N = 300 };
+	struct daemon d;
+	struct exl_client *c = NULL;
+	struct exl_connect_opts o = { .ring_size = 65536, .timeout_ms = 30000 };
+	struct exl_gen_params p;
+	struct exl_result r = { 0 };
+	struct exl_event ev;
+	char err[256];
+	uint64_t job;
+	int ret = 1, marker = -1;
+	char *want = h_expected(model_path, prompts[3], N);
+
+	if (!want)
+		return 1;
+	if (h_prepare(&d) || h_start(&d, MODEL, NULL))
+		goto out;
+	CHECK(exl_connect(&c, d.sock, &o, err, sizeof(err)) == 0, "connect: %s", err);
+	/* the text, ids and 64 candidates of 300 tokens: far over 64 KiB */
+	greedy(&p, N);
+	p.return_text = 1;
+	p.return_top_k = 64;
+
+	/* Through the library: the whole result arrives. */
+	CHECK(exl_generate(c, &p, prompts[3], &r) == 0, "generate: %s", exl_errmsg(c));
+	CHECK(r.text && !strcmp(r.text, want), "text '%s' != exld run '%s'", r.text ? r.text : "",
+	      want);
+	CHECK(r.new_tokens == N, "%d tokens", r.new_tokens);
+	printf("  a %d-token result with 64 candidates each arrives whole\n", N);
+
+	/* In the ring itself: the job's records end with DONE_SOCKET. */
+	CHECK(exl_submit(c, &p, prompts[3], &job) == 0, "submit: %s", exl_errmsg(c));
+	/* a wait ends at each record: bound the waits, not the records */
+	for (int waits = 0; marker < 0 && waits < 10000;) {
+		struct exl_rec_hdr h;
+		const uint8_t *payload;
+		size_t len;
+		int got = exl_cl_ring_peek(c, &h, &payload, &len);
+
+		CHECK(got >= 0, "ring: %s", exl_errmsg(c));
+		if (got == 0) {
+			exl_cl_ring_release(c);
+			exl_cl_ring_wait(c, 1000);
+			waits++;
+			continue;
+		}
+		CHECK(h.job == job, "a record of job %llu", (unsigned long long)h.job);
+		if (h.type == EXL_REC_DONE || h.type == EXL_REC_DONE_SOCKET)
+			marker = h.type;
+	}
+	exl_cl_ring_release(c);
+	CHECK(marker == EXL_REC_DONE_SOCKET, "the job's last ring record is of type %d, not "
+	      "DONE_SOCKET (%d)", marker, EXL_REC_DONE_SOCKET);
+	CHECK(exl_next(c, &ev, 30000) == 0, "next: %s", exl_errmsg(c));
+	CHECK(ev.type == EXL_EVENT_DONE && ev.job == job, "after DONE_SOCKET: event %d of job %llu",
+	      ev.type, (unsigned long long)ev.job);
+	printf("  the ring announced it (DONE_SOCKET); the socket delivered it\n");
+	CHECK(h_stop(&d) == 0, "exld did not exit 0");
+	ret = 0;
+out:
+	exl_result_free(&r);
+	exl_close(c);
+	free(want);
+	h_cleanup(&d);
+	return ret;
+}
+
 int main(int argc, char **argv)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	if (argc != 2) {
-		fprintf(stderr, "usage: test_daemon activate|concurrent|kill|garbage|drain|admin|limits|poll|suspend\n");
+		fprintf(stderr, "usage: test_daemon activate|concurrent|kill|garbage|drain|admin|limits|poll|suspend|bigdone\n");
 		return 2;
 	}
 	if (!h_models_dir()) {
@@ -1116,6 +1200,8 @@ int main(int argc, char **argv)
 		return test_poll();
 	if (!strcmp(argv[1], "suspend"))
 		return test_suspend();
+	if (!strcmp(argv[1], "bigdone"))
+		return test_bigdone();
 	fprintf(stderr, "unknown test '%s'\n", argv[1]);
 	return 2;
 }

@@ -167,11 +167,14 @@ wait_file "$tmp/s2.status" && [ "$(cat "$tmp/s2.status")" = 0 ] &&
 # ---- exl generate and SIGINT ----
 "$exl" generate -m chatphi -n 3000 --ignore-eos --temperature 0 "Hi" >"$tmp/g" 2>"$tmp/ge" &
 g=$!
+# Until it streams (so its SIGINT handler is in place: an asynchronous
+# command of a non-interactive shell starts with SIGINT ignored).
 i=0
-while [ $i -lt 100 ] && [ "$(wc -c <"$tmp/g")" -lt 10 ]; do
+while [ $i -lt 300 ] && [ "$(cat "$tmp/g" 2>/dev/null | wc -c)" -lt 10 ]; do
 	sleep 0.1
 	i=$((i + 1))
 done
+[ "$(cat "$tmp/g" 2>/dev/null | wc -c)" -ge 10 ] || bad "exl generate streamed nothing in 30 s"
 kill -INT $g
 wait $g
 rc=$?

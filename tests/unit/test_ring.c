@@ -159,15 +159,17 @@ static void test_roundtrip(void)
 
 struct waiter {
 	struct exl_client *c;
+	bool woken;
 	int got;
 };
 
+/* One wait, long enough that only the writer's FUTEX_WAKE ends it in a
+ * passing run. */
 static void *wait_main(void *arg)
 {
 	struct waiter *w = arg;
 
-	for (int i = 0; i < 100 && !exl_cl_ring_nonempty(w->c); i++)
-		exl_cl_ring_wait(w->c, 100);
+	w->woken = exl_cl_ring_wait(w->c, 60000);
 	w->got = exl_cl_ring_nonempty(w->c);
 	return NULL;
 }
@@ -177,7 +179,7 @@ static void test_futex(void)
 	char err[256];
 	struct exl_ring *r = exl_ring_create(EXL_RING_SIZE_MIN, err, sizeof(err));
 	struct exl_client c;
-	struct waiter w = { &c, 0 };
+	struct waiter w = { &c, false, 0 };
 	pthread_t th;
 	bool wake;
 
@@ -186,13 +188,27 @@ static void test_futex(void)
 	memset(&c, 0, sizeof(c));
 	c.fd = -1;
 	CHECK(exl_cl_ring_map(&c, r->data_fd, r->ctrl_fd) == EXL_OK, "map: %s", c.err);
+
+	/* nobody asleep: a write makes no syscall */
+	CHECK(put(r, 1, 40, &wake) == EXL_RING_WRITTEN && !wake, "write");
+	CHECK(r->futex_wakes == 0, "%llu FUTEX_WAKEs with no reader asleep",
+	      (unsigned long long)r->futex_wakes);
+	struct exl_rec_hdr h;
+	const uint8_t *p;
+	size_t len;
+	CHECK(exl_cl_ring_peek(&c, &h, &p, &len) == 1, "the record");
+	exl_cl_ring_release(&c);
+
 	pthread_create(&th, NULL, wait_main, &w);
-	/* let it go to sleep (correct either way: the write rechecks) */
-	for (int i = 0; i < 1000 && !__atomic_load_n(&c.ctrl->sleeping, __ATOMIC_ACQUIRE); i++)
+	/* until it is asleep (correct either way: the write rechecks) */
+	for (int i = 0; i < 5000 && !__atomic_load_n(&c.ctrl->sleeping, __ATOMIC_ACQUIRE); i++)
 		usleep(1000);
-	CHECK(put(r, 1, 40, &wake) == EXL_RING_WRITTEN, "write");
+	CHECK(put(r, 2, 40, &wake) == EXL_RING_WRITTEN, "write");
 	pthread_join(th, NULL);
 	CHECK(w.got, "the waiter never saw the record");
+	CHECK(w.woken, "the wait ran out of time: the write did not wake it");
+	CHECK(r->futex_wakes == 1, "%llu FUTEX_WAKEs for one sleeping reader",
+	      (unsigned long long)r->futex_wakes);
 	CHECK(__atomic_load_n(&c.ctrl->sleeping, __ATOMIC_ACQUIRE) == EXL_SLEEP_NONE,
 	      "sleeping flag left set");
 	exl_cl_ring_unmap(&c);
