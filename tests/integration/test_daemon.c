@@ -25,6 +25,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -742,12 +743,142 @@ out:
 
 /* ---- admin ---- */
 
+/* The first model's status. */
+static int model_status(struct exl_client *c, struct exl_model_status *ms)
+{
+	struct exl_daemon_status st;
+	int rc = exl_status(c, &st);
+
+	if (!rc && st.n_models != 1)
+		rc = -1;
+	if (!rc)
+		*ms = st.models[0];
+	free(st.models);
+	return rc;
+}
+
 static void on_progress(uint64_t done, uint64_t total, void *user)
 {
 	uint64_t *last = user;
 
 	if (done <= total)
 		last[0] = done, last[1] = total;
+}
+
+/* [0] done, [1] total, [2] reports, [3] reports that went backwards,
+ * [4] the first report's done */
+static void on_progress_steps(uint64_t done, uint64_t total, void *user)
+{
+	uint64_t *st = user;
+
+	if (!st[2])
+		st[4] = done;
+	st[3] += done < st[0] || done > total;
+	st[0] = done;
+	st[1] = total;
+	st[2]++;
+}
+
+/* A child as uid 65534: load and unload are refused with forbidden. */
+static int not_admin_refused(struct daemon *d)
+{
+	pid_t pid = fork();
+	int status;
+
+	if (pid < 0)
+		return -1;
+	if (pid == 0) {
+		struct exl_client *c;
+		char err[256];
+		struct exl_connect_opts o = { .timeout_ms = 10000 };
+
+		if (setgid(65534) || setuid(65534)) {
+			perror("setuid 65534");
+			_exit(2);
+		}
+		if (exl_connect(&c, d->sock, &o, err, sizeof(err))) {
+			fprintf(stderr, "uid 65534: connect: %s\n", err);
+			_exit(3);
+		}
+		int rl = exl_load(c, MODEL, NULL, NULL);
+		printf("  uid 65534: load -> %s\n", exl_errmsg(c));
+		int ru = exl_unload(c, MODEL, false);
+		printf("  uid 65534: unload -> %s\n", exl_errmsg(c));
+		exl_close(c);
+		_exit(rl == EXL_E_FORBIDDEN && ru == EXL_E_FORBIDDEN ? 0 : 4);
+	}
+	if (waitpid(pid, &status, 0) != pid)
+		return -1;
+	return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -1;
+}
+
+struct unload_call {
+	struct exl_client *c;
+	int rc;
+	_Atomic int returned;
+};
+
+static void *unload_main(void *arg)
+{
+	struct unload_call *u = arg;
+
+	u->rc = exl_unload(u->c, MODEL, false);
+	atomic_store(&u->returned, 1);
+	return NULL;
+}
+
+/* c2 starts a job that pauses on its small ring; c unloads without cancel:
+ * the model shows "unloading" and the unload does not return while the job
+ * is paused; once c2 reads, the job runs to max_new_tokens and the unload
+ * returns 0. */
+static int unload_waits(struct daemon *d, struct exl_client *c, struct exl_client *c2)
+{
+	struct exl_client *c3 = NULL;
+	struct exl_gen_params p;
+	struct exl_event ev;
+	struct unload_call u = { c, -1, 0 };
+	struct exl_model_status ms = { .state = "" };
+	pthread_t th;
+	bool started = false;
+	const char *reason = NULL;
+	uint64_t job;
+	int ret = 1;
+
+	greedy(&p, 400);
+	p.return_top_k = 64;
+	CHECK(connect_to(d, &c3, true) == 0, "connect");
+	CHECK(exl_submit(c2, &p, prompts[2], &job) == 0, "submit: %s", exl_errmsg(c2));
+	CHECK(exl_next(c2, &ev, 10000) == 0, "first event");
+	for (int i = 0; i < 500 && ms.jobs_paused != 1; i++) {
+		CHECK(model_status(c3, &ms) == 0, "status: %s", exl_errmsg(c3));
+		usleep(10000);
+	}
+	CHECK(ms.jobs_paused == 1, "the job did not pause");
+	CHECK(pthread_create(&th, NULL, unload_main, &u) == 0, "thread");
+	started = true;
+	for (int i = 0; i < 500 && strcmp(ms.state, "unloading"); i++) {
+		CHECK(model_status(c3, &ms) == 0, "status: %s", exl_errmsg(c3));
+		usleep(10000);
+	}
+	CHECK(!strcmp(ms.state, "unloading"), "model state '%s', not unloading", ms.state);
+	usleep(300000);
+	CHECK(!atomic_load(&u.returned), "the unload returned while a job ran (rc %d)", u.rc);
+	for (int i = 0; i < 100000 && !reason; i++) {
+		CHECK(exl_next(c2, &ev, 10000) == 0, "reading the job: %s", exl_errmsg(c2));
+		if (ev.type == EXL_EVENT_DONE)
+			reason = ev.result->stop_reason;
+	}
+	CHECK(reason && !strcmp(reason, "max_new_tokens"), "the job ended with '%s'",
+	      reason ? reason : "");
+	pthread_join(th, NULL);
+	started = false;
+	CHECK(u.rc == 0, "unload: %d", u.rc);
+	ret = 0;
+out:
+	if (started)
+		pthread_join(th, NULL);
+	exl_close(c3);
+	return ret;
 }
 
 static int test_admin(void)
@@ -777,9 +908,32 @@ static int test_admin(void)
 		fclose(in);
 		fclose(outf);
 	}
-	const char *extra[] = { "--models", dir, NULL };
+	/* a 28 MB model: the load reports progress as it goes */
+	{
+		char cmd[1600];
+		const char *bd = getenv("EXLD_BUILDDIR");
+		snprintf(cmd, sizeof(cmd), "%s/tests/tools/exld-mkmodel --dim 512 --layers 8 "
+			 "--heads 8 --vocab 1024 --type q8_0 --threads 1 -o %s/big.gguf >/dev/null",
+			 bd ? bd : "build", dir);
+		CHECK(system(cmd) == 0, "%s", cmd);
+	}
+	/* uid 65534 reaches the socket too (the admin check is what stops it) */
+	char conf[200];
+	snprintf(conf, sizeof(conf), "%s/exld.conf", d.dir);
+	FILE *cf = fopen(conf, "w");
+	CHECK(cf != NULL, "writing %s", conf);
+	fprintf(cf, "socket_mode = 0666\n");
+	fclose(cf);
+	CHECK(chmod(d.dir, 0711) == 0, "chmod %s", d.dir);
+	const char *extra[] = { "--models", dir, "--config", conf, NULL };
 	if (h_start(&d, NULL, extra) || connect_to(&d, &c, true))
 		goto out;
+	if (getuid() == 0) {
+		CHECK(not_admin_refused(&d) == 0, "a non-admin uid could load or unload");
+		printf("load and unload from uid 65534 (not an admin) -> forbidden\n");
+	} else {
+		printf("not root: the non-admin refusal is not checked\n");
+	}
 	CHECK(exl_models(c, &ml, &n) == 0, "models: %s", exl_errmsg(c));
 	bool listed = false;
 	for (size_t i = 0; i < n; i++)
@@ -798,6 +952,25 @@ static int test_admin(void)
 	CHECK(exl_load(c, MODEL, on_progress, prog) == 0, "load: %s", exl_errmsg(c));
 	CHECK(prog[1] == 1185376 && prog[0] == prog[1], "progress ended at %llu of %llu",
 	      (unsigned long long)prog[0], (unsigned long long)prog[1]);
+	{
+		struct stat bst;
+		uint64_t big[5] = { 0, 0, 0, 0, 1 };
+		char bp[200];
+		snprintf(bp, sizeof(bp), "%s/big.gguf", dir);
+		CHECK(stat(bp, &bst) == 0, "stat %s", bp);
+		CHECK(exl_load(c, "big", on_progress_steps, big) == 0, "load big: %s", exl_errmsg(c));
+		/* reports while it runs (the first at 0; more every so often),
+		 * never backwards, the last at the total */
+		CHECK(big[1] == (uint64_t)bst.st_size && big[0] == big[1] && big[2] >= 2 &&
+		      big[4] == 0 && !big[3],
+		      "big: progress %llu of %llu in %llu reports, the first at %llu (went back: "
+		      "%llu)", (unsigned long long)big[0], (unsigned long long)big[1],
+		      (unsigned long long)big[2], (unsigned long long)big[4],
+		      (unsigned long long)big[3]);
+		printf("load of a %lld-byte model: %llu progress reports from 0 to the total\n",
+		       (long long)bst.st_size, (unsigned long long)big[2]);
+		CHECK(exl_unload(c, "big", false) == 0, "unload big: %s", exl_errmsg(c));
+	}
 	CHECK(exl_load(c, MODEL, NULL, NULL) == EXL_E_EXISTS, "second load: %s", exl_errmsg(c));
 	CHECK(exl_generate(c, &p, "Hi", &r) == 0, "generate: %s", exl_errmsg(c));
 	exl_result_free(&r);
@@ -806,12 +979,21 @@ static int test_admin(void)
 	printf("load (progress %llu/%llu bytes), generate, unload by name\n",
 	       (unsigned long long)prog[0], (unsigned long long)prog[1]);
 
-	/* unload with cancel: a paused job ends with reason unloaded */
+	/* unload without cancel waits for a running (here: paused) job */
 	struct exl_client *c2;
 	struct exl_connect_opts o = { .ring_size = 65536, .timeout_ms = 30000 };
 	char err[256];
 	uint64_t job;
 	struct exl_event ev;
+	CHECK(exl_load(c, MODEL, NULL, NULL) == 0, "reload: %s", exl_errmsg(c));
+	CHECK(exl_connect(&c2, d.sock, &o, err, sizeof(err)) == 0, "connect: %s", err);
+	CHECK(unload_waits(&d, c, c2) == 0, "unload without cancel");
+	printf("unload without cancel: the model stays until its paused job ends "
+	       "(max_new_tokens), then goes\n");
+	exl_close(c2);
+	c2 = NULL;
+
+	/* unload with cancel: a paused job ends with reason unloaded */
 	CHECK(exl_load(c, MODEL, NULL, NULL) == 0, "reload: %s", exl_errmsg(c));
 	CHECK(exl_connect(&c2, d.sock, &o, err, sizeof(err)) == 0, "connect: %s", err);
 	greedy(&p, 400);
@@ -979,20 +1161,6 @@ static int text_add(struct text_buf *b, const char *s, size_t n)
 	b->len += n;
 	b->s[b->len] = 0;
 	return 0;
-}
-
-/* The first model's status. */
-static int model_status(struct exl_client *c, struct exl_model_status *ms)
-{
-	struct exl_daemon_status st;
-	int rc = exl_status(c, &st);
-
-	if (!rc && st.n_models != 1)
-		rc = -1;
-	if (!rc)
-		*ms = st.models[0];
-	free(st.models);
-	return rc;
 }
 
 /* Client A takes the whole KV pool with two long jobs and stops reading;
