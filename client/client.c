@@ -14,6 +14,11 @@
 
 #define READ_CHUNK (64u << 10)
 
+const char *exl_version(void)
+{
+	return EXLCLIENT_LIB_VERSION;
+}
+
 const char *exl_status_name(int status)
 {
 	switch (status) {
@@ -493,6 +498,7 @@ void exl_close(struct exl_client *c)
 	exl_cl_ring_unmap(c);
 	free_queue(c->q_head);
 	free_queue(c->cur_msg);
+	exl_cl_held_free_all(c);
 	if (c->cur_result_set)
 		exl_result_free(&c->cur_result);
 	free(c->frag);

@@ -375,6 +375,7 @@ nomem:
 
 static void release_current(struct exl_client *c)
 {
+	exl_cl_held_release(c);
 	if (c->cur_msg) {
 		msgpack_unpacked_destroy(&c->cur_msg->up);
 		free(c->cur_msg);
@@ -620,7 +621,8 @@ static int64_t now_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-int exl_next(struct exl_client *c, struct exl_event *ev, int timeout_ms)
+/* The next event from the ring or the socket (not those set aside). */
+static int next_event(struct exl_client *c, struct exl_event *ev, int timeout_ms)
 {
 	int64_t deadline = timeout_ms > 0 ? now_ms() + timeout_ms : 0;
 	bool got;
@@ -675,6 +677,14 @@ int exl_next(struct exl_client *c, struct exl_event *ev, int timeout_ms)
 		if (rc)
 			return rc;
 	}
+}
+
+int exl_next(struct exl_client *c, struct exl_event *ev, int timeout_ms)
+{
+	release_current(c);
+	if (exl_cl_take_held(c, ev))
+		return EXL_OK;
+	return next_event(c, ev, timeout_ms);
 }
 
 /* ---- blocking generate ---- */
@@ -785,20 +795,32 @@ int exl_generate_many(struct exl_client *c, const struct exl_gen_params *p,
 	left = submitted;
 	while (left) {
 		struct exl_event ev;
-		rc = exl_next(c, &ev, c->timeout_ms);
+		rc = next_event(c, &ev, c->timeout_ms);
 		if (rc) {
 			if (!first) {
 				first = rc;
 				snprintf(first_msg, sizeof(first_msg), "%s", c->err);
 			}
+			/* Nobody will read the rest: end the jobs still running. */
+			for (size_t i = 0; i < submitted; i++)
+				if (!accs[i].done)
+					exl_cancel(c, accs[i].job);
 			break;
 		}
 		size_t i;
 		for (i = 0; i < submitted; i++)
 			if (accs[i].job == ev.job && !accs[i].done)
 				break;
-		if (i == submitted)
-			continue; /* another job's event on this connection */
+		if (i == submitted) {
+			/* A job of exl_submit's on this connection: its reader
+			 * gets the event from exl_next later. */
+			rc = exl_cl_hold(c, &ev);
+			if (rc && !first) {
+				first = rc;
+				snprintf(first_msg, sizeof(first_msg), "%s", c->err);
+			}
+			continue;
+		}
 		if (ev.type == EXL_EVENT_TOKENS) {
 			if (acc_tokens(&accs[i], &ev) && !first) {
 				first = exl_cl_fail(c, EXL_E_NOMEM, "out of memory gathering output");

@@ -9,6 +9,8 @@
 
 #include "client/exlclient.h"
 
+struct exl_held;
+
 /* A socket message kept until exl_next() hands it out. */
 struct exl_qmsg {
 	struct exl_qmsg *next;
@@ -41,6 +43,10 @@ struct exl_client {
 	struct exl_qmsg *q_head, *q_tail;
 	uint64_t *sock_jobs;            /* jobs streaming over the socket, not done */
 	size_t n_sock_jobs, sock_jobs_cap;
+
+	/* other jobs' events that came during a blocking generate */
+	struct exl_held *held_head, *held_tail;
+	struct exl_held *cur_held;
 
 	/* what the last event points into, released by the next exl_next */
 	struct exl_qmsg *cur_msg;
@@ -101,6 +107,14 @@ bool exl_cl_op_is(const msgpack_object *map, const char *op);
 
 /* Fills r from a done map (malloc'ed members). */
 int exl_cl_parse_result(struct exl_client *c, const msgpack_object *map, struct exl_result *r);
+
+/* client_held.c: copies ev (valid until the next read) to hand out later. */
+int exl_cl_hold(struct exl_client *c, const struct exl_event *ev);
+/* The oldest event set aside, if any; it stays valid until
+ * exl_cl_held_release(). */
+bool exl_cl_take_held(struct exl_client *c, struct exl_event *ev);
+void exl_cl_held_release(struct exl_client *c);
+void exl_cl_held_free_all(struct exl_client *c);
 
 /* client_ring.c */
 int exl_cl_ring_map(struct exl_client *c, int data_fd, int ctrl_fd);

@@ -18,7 +18,17 @@
  * Memory: strings and arrays a call returns are malloc'ed and the caller
  * frees them (free(), or exl_result_free() for results); data an event
  * points to belongs to the connection and stays valid until the next
- * exl_next() or exl_close() on it.
+ * exl_next(), exl_generate(), exl_generate_many() or exl_close() on it.
+ *
+ * Streaming and blocking calls mix on one connection: events of jobs from
+ * exl_submit() that arrive while exl_generate() waits for its own are kept
+ * and handed out by the next exl_next() calls, in order.
+ *
+ * Versions: EXLCLIENT_VERSION_* below are the header's, exl_version() the
+ * library's.  Until 1.0 the ABI (struct layouts, signatures) may change
+ * with the minor version, so a program is rebuilt against each new minor
+ * version; the soname is libexlclient.so.0 throughout 0.x.  From 1.0 on,
+ * the soname changes whenever the ABI does.
  */
 #ifndef EXLCLIENT_H
 #define EXLCLIENT_H
@@ -38,6 +48,14 @@ extern "C" {
 #else
 #define EXL_CLIENT_API
 #endif
+
+#define EXLCLIENT_VERSION_MAJOR 0
+#define EXLCLIENT_VERSION_MINOR 1
+#define EXLCLIENT_VERSION_PATCH 0
+#define EXLCLIENT_VERSION_STRING "0.1.0"
+
+/* The library's version, "MAJOR.MINOR.PATCH". */
+EXL_CLIENT_API const char *exl_version(void);
 
 /* Local status codes (the daemon's are 1..99). */
 enum exl_local_code {
@@ -253,7 +271,8 @@ EXL_CLIENT_API int exl_generate(struct exl_client *c, const struct exl_gen_param
 		 struct exl_result *out);
 /* Blocking: runs one job per prompt, all at once (the daemon batches them),
  * and fills out[0..n).  Returns the first failure; results of jobs that ran
- * are filled either way. */
+ * are filled either way.  When reading fails (timeout, closed connection),
+ * the jobs still running are cancelled. */
 EXL_CLIENT_API int exl_generate_many(struct exl_client *c, const struct exl_gen_params *p,
 		      const char *const *prompts, size_t n, struct exl_result *out);
 

@@ -70,6 +70,30 @@ else
 fi
 ldd "$tmp/example-static" 2>/dev/null | grep -q libexlclient && bad "static build uses the .so"
 
+# ---- the installed header, library and .pc agree on the version ----
+cat >"$tmp/version.c" <<'EOF'
+#include <stdio.h>
+#include <string.h>
+#include <exlclient.h>
+int main(void)
+{
+	printf("%s %s\n", EXLCLIENT_VERSION_STRING, exl_version());
+	return strcmp(EXLCLIENT_VERSION_STRING, exl_version()) != 0;
+}
+EOF
+# shellcheck disable=SC2086
+if $cc -std=c11 -Wall -Wextra -Werror $san -o "$tmp/version" "$tmp/version.c" $flags 2>"$tmp/cc.log"; then
+	v=$(LD_LIBRARY_PATH="$libdir" "$tmp/version")
+	rc=$?
+	pcv=$(pkg-config --modversion exlclient)
+	[ $rc = 0 ] && [ "$v" = "$pcv $pcv" ] &&
+		ok "header, library and exlclient.pc say version $pcv" ||
+		bad "versions: header and library '$v' (rc $rc), exlclient.pc '$pcv'"
+else
+	cat "$tmp/cc.log"
+	bad "the version check does not build"
+fi
+
 # ---- and runs ----
 start_daemon stories260K || { bad "daemon start"; exit 1; }
 printf 'blocking: %s [max_new_tokens, 40 tokens]\nstreaming: %s [max_new_tokens]\n' "$known" \

@@ -19,6 +19,8 @@
  *               back to a waiting job, then finish exactly as `exld run`
  *   bigdone     a result too large for the ring: announced in the ring by a
  *               DONE_SOCKET record, delivered on the socket
+ *   mixed       exl_generate_many, and a blocking generate on a connection
+ *               that streams a submitted job: nothing is lost
  */
 #include <errno.h>
 #include <msgpack.h>
@@ -1337,11 +1339,84 @@ out:
 	return ret;
 }
 
+/* ---- mixed: blocking and streaming calls on one connection ---- */
+
+static int test_mixed(void)
+{
+	enum { N = 40, MANY = 3 };
+	struct daemon d;
+	struct exl_client *c = NULL;
+	struct exl_gen_params p;
+	struct exl_result r = { 0 }, many[MANY];
+	struct text_buf got = { 0 };
+	struct exl_event ev;
+	char *want[MANY + 1] = { NULL };
+	const char *const prompt_list[MANY] = { prompts[6], prompts[7], prompts[8] };
+	uint64_t job;
+	int ret = 1, n_many = 0;
+
+	memset(many, 0, sizeof(many));
+	for (int i = 0; i < MANY; i++) {
+		want[i] = h_expected(model_path, prompt_list[i], N);
+		if (!want[i])
+			goto early;
+	}
+	want[MANY] = h_expected(model_path, prompts[9], N);
+	if (!want[MANY])
+		goto early;
+	if (h_prepare(&d) || h_start(&d, MODEL, NULL) || connect_to(&d, &c, true))
+		goto out;
+	greedy(&p, N);
+
+	/* several prompts in one blocking call */
+	CHECK(exl_generate_many(c, &p, prompt_list, MANY, many) == 0, "generate_many: %s",
+	      exl_errmsg(c));
+	n_many = MANY;
+	for (int i = 0; i < MANY; i++)
+		CHECK(many[i].text && !strcmp(many[i].text, want[i]) && many[i].new_tokens == N,
+		      "generate_many[%d]: '%s' != exld run '%s'", i,
+		      many[i].text ? many[i].text : "", want[i]);
+	printf("  exl_generate_many: %d prompts, each exld run's text\n", MANY);
+
+	/* a submitted job streams while a blocking generate runs */
+	CHECK(exl_submit(c, &p, prompts[9], &job) == 0, "submit: %s", exl_errmsg(c));
+	CHECK(exl_generate(c, &p, prompt_list[0], &r) == 0, "generate: %s", exl_errmsg(c));
+	CHECK(!strcmp(r.text, want[0]), "generate: '%s' != '%s'", r.text, want[0]);
+	for (bool done = false; !done;) {
+		CHECK(exl_next(c, &ev, 30000) == 0, "next: %s", exl_errmsg(c));
+		CHECK(ev.job == job, "an event of job %llu", (unsigned long long)ev.job);
+		if (ev.type == EXL_EVENT_DONE) {
+			CHECK(!strcmp(ev.result->stop_reason, "max_new_tokens") &&
+			      ev.result->new_tokens == N, "the submitted job ended '%s' after %d",
+			      ev.result->stop_reason, ev.result->new_tokens);
+			done = true;
+		} else {
+			CHECK(text_add(&got, ev.text, ev.text_len) == 0, "out of memory");
+		}
+	}
+	CHECK(got.s && !strcmp(got.s, want[MANY]), "the submitted job streamed '%s', not '%s'",
+	      got.s ? got.s : "", want[MANY]);
+	printf("  a job streamed around a blocking generate: all its events, exld run's text\n");
+	CHECK(h_stop(&d) == 0, "exld did not exit 0");
+	ret = 0;
+out:
+	exl_close(c);
+	h_cleanup(&d);
+early:
+	exl_result_free(&r);
+	for (int i = 0; i < n_many; i++)
+		exl_result_free(&many[i]);
+	for (int i = 0; i <= MANY; i++)
+		free(want[i]);
+	free(got.s);
+	return ret;
+}
+
 int main(int argc, char **argv)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	if (argc != 2) {
-		fprintf(stderr, "usage: test_daemon activate|concurrent|kill|garbage|drain|admin|limits|poll|suspend|bigdone\n");
+		fprintf(stderr, "usage: test_daemon activate|concurrent|kill|garbage|drain|admin|limits|poll|suspend|bigdone|mixed\n");
 		return 2;
 	}
 	if (!h_models_dir()) {
@@ -1370,6 +1445,8 @@ int main(int argc, char **argv)
 		return test_suspend();
 	if (!strcmp(argv[1], "bigdone"))
 		return test_bigdone();
+	if (!strcmp(argv[1], "mixed"))
+		return test_mixed();
 	fprintf(stderr, "unknown test '%s'\n", argv[1]);
 	return 2;
 }
