@@ -25,6 +25,7 @@ void exl_config_defaults(struct exl_config *c)
 	c->prefill_chunk = 256;
 	c->max_running_jobs = 64;
 	c->suspend_after_ms = 1000;
+	c->step_target_ms = 1000;
 	c->max_jobs_per_uid = 64;
 	c->max_new_tokens = 4096;
 	c->max_message = EXL_MAX_MESSAGE_DEFAULT;
@@ -269,6 +270,10 @@ int exl_config_set(struct exl_config *c, const char *key, const char *v, char *e
 		if (parse_long(key, v, 1, 4096, &x, err, errlen))
 			return -1;
 		c->max_running_jobs = (int)x;
+	} else if (!strcmp(key, "step_target_ms")) {
+		if (parse_long(key, v, 0, 3600000, &x, err, errlen))
+			return -1;
+		c->step_target_ms = (int)x;
 	} else if (!strcmp(key, "suspend_after_ms")) {
 		if (parse_long(key, v, 0, 86400000, &x, err, errlen))
 			return -1;

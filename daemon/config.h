@@ -35,6 +35,7 @@ struct exl_config {
 	int prefill_chunk;              /* engine: prompt tokens of one job per step */
 	int max_running_jobs;           /* engine: admitted jobs per model */
 	int suspend_after_ms;           /* engine: a paused job keeps its KV this long while others wait */
+	int step_target_ms;             /* engine: prompt chunks cut so a step takes about this long */
 	int max_jobs_per_uid;           /* concurrent jobs of one uid */
 	int max_new_tokens;             /* per job */
 	struct exl_uid_limit uid_limits[EXL_CONFIG_MAX_UID_LIMITS];

@@ -11,6 +11,9 @@
 
 #define RATE_WINDOW 64     /* steps remembered for tokens/s */
 #define RATE_SECONDS 5.0
+/* Steps of at least this many tokens measure the cost of a token, and a
+ * step never cuts prompts below it (so they always advance). */
+#define STEP_MIN_PREFILL 16
 
 struct batch_job {
 	struct exl_job *job;
@@ -56,6 +59,8 @@ struct exl_engine {
 	int cap_rows;
 	int rr;
 
+	double sec_per_token;      /* forward pass seconds per batch token, 0: unknown */
+
 	uint64_t prompt_tokens;
 	uint64_t generated_tokens;
 	uint64_t steps;
@@ -71,6 +76,7 @@ void exl_engine_config_init(struct exl_engine_config *c)
 	c->max_jobs = 64;
 	c->max_seq_len = 0;
 	c->suspend_after = 1.0;
+	c->step_target = 0.0;
 }
 
 struct exl_engine *exl_engine_create(struct exl_model *m, struct exl_kvcache *kv,
@@ -96,6 +102,11 @@ struct exl_engine *exl_engine_create(struct exl_model *m, struct exl_kvcache *kv
 	}
 	if (c->max_seq_len < 0 || c->max_seq_len > 1 << 24) {
 		snprintf(err, errlen, "max_seq_len must be in [0, 16777216] (got %d)", c->max_seq_len);
+		return NULL;
+	}
+	if (!(c->step_target >= 0.0 && c->step_target <= 3600.0)) {
+		snprintf(err, errlen, "step_target must be in [0, 3600] seconds (got %g)",
+			 c->step_target);
 		return NULL;
 	}
 	if (!(c->suspend_after >= 0.0 && c->suspend_after <= 86400.0)) {
@@ -537,6 +548,24 @@ static bool add_job(struct exl_engine *e, struct exl_job *job, const int take[2]
 	return true;
 }
 
+/* Prompt tokens this step may take after `decoded` decode tokens: what is
+ * left of the batch, cut so that the step takes about step_target seconds
+ * at the measured cost of a token.  A long prompt then cannot stall the
+ * running decodes for long (nor the engine thread's heartbeat: a model
+ * that prefills 10 tokens a second would otherwise spend most of a minute
+ * on one 512-token step). */
+static int prefill_budget(const struct exl_engine *e, int left, int decoded)
+{
+	if (e->cfg.step_target <= 0.0 || e->sec_per_token <= 0.0)
+		return left;
+	double fit = e->cfg.step_target / e->sec_per_token - decoded;
+	int n = fit < (double)left ? (int)fit : left;
+
+	if (n < STEP_MIN_PREFILL)
+		n = STEP_MIN_PREFILL < left ? STEP_MIN_PREFILL : left;
+	return n;
+}
+
 static void build_batch(struct exl_engine *e)
 {
 	int budget = e->cfg.max_batch_tokens;
@@ -561,6 +590,7 @@ static void build_batch(struct exl_engine *e)
 		if (add_job(e, job, take, true))
 			budget -= total;
 	}
+	budget = prefill_budget(e, budget, e->cfg.max_batch_tokens - budget);
 	/* Then prompts, oldest first, a chunk each. */
 	for (int j = 0; j < n && budget > 0; j++) {
 		struct exl_job *job = e->active[j];
@@ -630,8 +660,17 @@ int exl_engine_step(struct exl_engine *e, char *err, size_t errlen)
 		.want_logits = e->want, .n_seqs = e->n_seqs, .seqs = e->seqs,
 	};
 
+	double t0 = exl_gen_now();
+
 	if (exl_model_forward(e->m, e->kv, &b, e->logits, err, errlen))
 		goto fail;
+	/* A big step's time is mostly per-token work (a small one's is the
+	 * weights read once), so only big steps teach the cost of a token. */
+	if (b.n_tokens >= STEP_MIN_PREFILL) {
+		double x = (exl_gen_now() - t0) / b.n_tokens;
+
+		e->sec_per_token = e->sec_per_token > 0.0 ? 0.7 * e->sec_per_token + 0.3 * x : x;
+	}
 	e->steps++;
 	for (int k = 0; k < e->n_bj; k++) {
 		struct batch_job *bj = &e->bj[k];

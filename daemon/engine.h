@@ -38,6 +38,8 @@ struct exl_engine_config {
 	int max_jobs;         /* 64: running (admitted) jobs; more wait queued */
 	int max_seq_len;      /* 0: the model's training context; prompt + output bound */
 	double suspend_after; /* 1.0: seconds a paused job keeps its KV while others wait */
+	double step_target;   /* 0 (off): seconds a step should take; prompt chunks are cut
+			       * to fit at the measured cost of a token */
 };
 
 void exl_engine_config_init(struct exl_engine_config *c);

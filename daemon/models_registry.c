@@ -261,6 +261,7 @@ static void *loader_main(void *arg)
 	ec.prefill_chunk = c->prefill_chunk;
 	ec.max_jobs = c->max_running_jobs;
 	ec.suspend_after = c->suspend_after_ms / 1000.0;
+	ec.step_target = c->step_target_ms / 1000.0;
 	e->eng = exl_engine_create(e->model, e->kv, &ec, err, sizeof(err));
 	if (!e->eng) {
 		e->load_code = EXL_E_INTERNAL;

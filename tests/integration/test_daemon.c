@@ -62,7 +62,14 @@ static const char *const prompts[16] = {
 	"Once upon a time", "Lily liked to", "The little dog", "One day, Tom",
 	"The sun was", "Sara had a big", "There was a cat", "Ben wanted to",
 	"In the park,", "The bird flew", "Mom said", "A boy named Tim",
-	"The red ball", "She was very happy", "They played with", "The tree",
+	"The red ball", "She was very happy", "They played with",
+	/* long: in the concurrent test it prefills in chunks of 16 beside the
+	 * others' decodes */
+	"Once upon a time, there was a little girl named Lily. She loved to play outside in "
+	"the park with her friends. One day, she saw a big red ball under a tree. She ran to "
+	"the ball and picked it up. Then a little boy came and said he wanted to play too. "
+	"Lily smiled and gave him the ball, and they played all day until the sun went down. "
+	"The next morning, Lily",
 };
 
 /* ---- streaming a job through the library ---- */
@@ -242,10 +249,22 @@ static int test_concurrent(void)
 	char *expected[16] = { 0 };
 	int ret = 1;
 
+	char conf[128];
 	for (int i = 0; i < 16; i++)
 		if (!(expected[i] = h_expected(model_path, prompts[i], 60)))
 			goto out_free;
-	if (h_prepare(&d) || h_start(&d, MODEL, NULL))
+	if (h_prepare(&d))
+		goto out;
+	/* prompts in chunks of 16 tokens, so the long one takes several steps
+	 * beside the others' decodes (exld run prefills it in one) */
+	snprintf(conf, sizeof(conf), "%s/exld.conf", d.dir);
+	FILE *f = fopen(conf, "w");
+	if (!f)
+		goto out;
+	fprintf(f, "prefill_chunk = 16\n");
+	fclose(f);
+	const char *extra[] = { "--config", conf, NULL };
+	if (h_start(&d, MODEL, extra))
 		goto out;
 	for (int i = 0; i < 16; i++) {
 		w[i] = (struct worker){ .d = &d, .i = i, .expected = expected[i] };
