@@ -181,7 +181,16 @@ rc=$?
 [ $rc = 130 ] && has "$tmp/ge" "exl generate: interrupted" && ok "exl generate: Ctrl-C exits 130" ||
 	bad "generate SIGINT: rc $rc: $(cat "$tmp/ge")"
 
-"$exl" status >"$tmp/o" 2>/dev/null
+# The cancel takes effect at the engine's next step and the status figures
+# are a snapshot: look for a few seconds.
+i=0
+while :; do
+	"$exl" status >"$tmp/o" 2>/dev/null
+	grep -q '^chatphi  *loaded  *0  *0  *0 ' "$tmp/o" && break
+	[ $i -lt 50 ] || break
+	sleep 0.1
+	i=$((i + 1))
+done
 grep -q '^chatphi  *loaded  *0  *0  *0 ' "$tmp/o" && ok "no job left running" || bad "status: $(cat "$tmp/o")"
 
 exit $fail
