@@ -31,6 +31,7 @@ void exl_config_defaults(struct exl_config *c)
 	c->max_message = EXL_MAX_MESSAGE_DEFAULT;
 	c->ring_size = EXL_RING_SIZE_DEFAULT;
 	c->max_connections = 1024;
+	c->max_connections_per_uid = 64;
 	snprintf(c->device, sizeof(c->device), "cpu");
 }
 
@@ -304,6 +305,10 @@ int exl_config_set(struct exl_config *c, const char *key, const char *v, char *e
 			return -1;
 		}
 		c->ring_size = (uint32_t)sz;
+	} else if (!strcmp(key, "max_connections_per_uid")) {
+		if (parse_long(key, v, 0, 1000000, &x, err, errlen))
+			return -1;
+		c->max_connections_per_uid = (int)x;
 	} else if (!strcmp(key, "max_connections")) {
 		if (parse_long(key, v, 1, 1000000, &x, err, errlen))
 			return -1;

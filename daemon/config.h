@@ -45,6 +45,7 @@ struct exl_config {
 	uint32_t max_message;           /* bytes */
 	uint32_t ring_size;             /* default data ring bytes */
 	int max_connections;
+	int max_connections_per_uid;    /* 0: no limit */
 	char device[32];                /* "cpu" or "cuda:N" */
 };
 

@@ -74,6 +74,15 @@ struct exl_conn *exl_conn_create(struct exl_server *s, int fd, uint64_t conn_id,
 		goto fail;
 	}
 	c->sink->conn = c;
+	/* Over the uid's limit, the connection stays only to say so: its
+	 * first request gets a limit error, then it closes. */
+	int per_uid = exl_server_config(s)->max_connections_per_uid;
+	if (per_uid && c->uidst->conns >= per_uid) {
+		c->over_limit = true;
+	} else {
+		c->uidst->conns++;
+		c->counted = true;
+	}
 	if (event_add(c->rev, NULL)) {
 		snprintf(err, errlen, "event_add failed");
 		goto fail;
@@ -98,6 +107,8 @@ void exl_conn_close(struct exl_conn *c)
 	struct exl_sink *s = c->sink;
 
 	exl_log(EXL_LOG_DEBUG, "conn %llu: closed", (unsigned long long)c->id);
+	if (c->counted)
+		c->uidst->conns--;
 	atomic_store(&s->closed, true);
 	s->conn = NULL;
 	exl_registry_cancel_sink(exl_server_registry(c->srv), s);
@@ -676,7 +687,13 @@ static bool handle_message(struct exl_conn *c, const uint8_t *data, size_t len)
 	}
 	int code = exl_req_decode(&up.data, up.zone, &req, err, sizeof(err));
 	exl_packed_id_set(&id, req.id);
-	if (code) {
+	if (c->over_limit) {
+		snprintf(err, sizeof(err), "uid %u already has %d connections "
+			 "(max_connections_per_uid); closing this one", (unsigned)c->uid,
+			 exl_server_config(c->srv)->max_connections_per_uid);
+		send_error(c, &id, EXL_E_LIMIT, err);
+		c->closing = true;
+	} else if (code) {
 		send_error(c, &id, code, err);
 	} else {
 		switch (req.op) {

@@ -40,6 +40,8 @@ struct exl_conn {
 	uint64_t fds_at;
 
 	bool said_hello;
+	bool counted;                   /* in uidst->conns */
+	bool over_limit;                /* the uid has max_connections_per_uid already */
 	bool closing;                   /* close once the output is written */
 	bool reading;                   /* rev is active */
 	bool retry_wanted;              /* ring records wait for room */

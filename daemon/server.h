@@ -32,6 +32,7 @@ struct exl_uid_stats {
 	struct exl_uid_stats *next;
 	uid_t uid;
 	atomic_int jobs;
+	int conns;                /* open connections (loop thread only) */
 };
 
 /* What other threads post to the loop. */

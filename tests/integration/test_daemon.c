@@ -1058,13 +1058,21 @@ static int test_limits(void)
 	snprintf(conf, sizeof(conf), "%s/exld.conf", d.dir);
 	FILE *f = fopen(conf, "w");
 	CHECK(f != NULL, "writing %s", conf);
-	fprintf(f, "# limits for the test\nmax_jobs_per_uid = 1\nmax_new_tokens = 200\n");
+	fprintf(f, "# limits for the test\nmax_jobs_per_uid = 1\nmax_new_tokens = 200\n"
+		"max_connections_per_uid = 2\n");
 	fclose(f);
 	const char *extra[] = { "--config", conf, NULL };
 	if (h_start(&d, MODEL, extra))
 		goto out;
 	CHECK(exl_connect(&c, d.sock, &o, err, sizeof(err)) == 0, "connect: %s", err);
 	CHECK(exl_connect(&c2, d.sock, &o, err, sizeof(err)) == 0, "connect: %s", err);
+	{
+		struct exl_client *c3 = NULL;
+		int rc = exl_connect(&c3, d.sock, &o, err, sizeof(err));
+		CHECK(rc == EXL_E_LIMIT && c3 == NULL && strstr(err, "max_connections_per_uid"),
+		      "a third connection of the uid: rc %d: %s", rc, err);
+		printf("  a third connection of the uid -> limit: %s\n", err);
+	}
 	greedy(&p, 201);
 	CHECK(exl_submit(c, &p, prompts[0], &job) == EXL_E_LIMIT, "max_new_tokens 201 over 200: %s",
 	      exl_errmsg(c));
@@ -1103,6 +1111,18 @@ static int test_limits(void)
 	      exl_errmsg(c2));
 	exl_result_free(&r);
 	printf("  cancel -> 'cancelled'; then the uid runs again\n");
+	/* a closed connection no longer counts (the daemon sees the close in
+	 * its own time) */
+	exl_close(c2);
+	c2 = NULL;
+	int rc3 = -1;
+	for (int i = 0; i < 200 && rc3; i++) {
+		rc3 = exl_connect(&c2, d.sock, &o, err, sizeof(err));
+		if (rc3)
+			usleep(10000);
+	}
+	CHECK(rc3 == 0, "connecting after closing one: %s", err);
+	printf("  after closing one, the uid connects again\n");
 	CHECK(h_stop(&d) == 0, "exld did not exit 0");
 	ret = 0;
 out:
