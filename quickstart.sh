@@ -4,14 +4,17 @@
 # build/, starts the daemon on stories260K from ../shared/models, streams a
 # generation through exl, and stops the daemon again.
 #
+#   ./quickstart.sh [EXL GENERATE OPTIONS]   e.g. --temperature 0 -n 40
+#
 #   EXLD_BUILD=DIR     build directory (default build)
 #   EXLD_MODELS=DIR    model directory (default ../shared/models)
+#   QUICKSTART_DIR=DIR where the socket and the daemon's log go (default /tmp)
 set -eu
 cd "$(dirname "$0")"
 build=${EXLD_BUILD:-build}
 models=${EXLD_MODELS:-../shared/models}
-sock=/tmp/exld-quickstart.sock
-log=/tmp/exld-quickstart.log
+sock=${QUICKSTART_DIR:-/tmp}/exld-quickstart.sock
+log=${QUICKSTART_DIR:-/tmp}/exld-quickstart.log
 
 say() { printf '== %s\n' "$*"; }
 die() { printf 'quickstart: %s\n' "$*" >&2; exit 1; }
@@ -75,8 +78,8 @@ until "$exl" models 2>/dev/null | grep -q '^stories260K  *loaded'; do
 done
 
 # ---- a generation, streamed ----
-say "exl generate -m stories260K \"Once upon a time\""
-"$exl" generate -m stories260K "Once upon a time"
+say "exl generate -m stories260K $* \"Once upon a time\""
+"$exl" generate -m stories260K "$@" "Once upon a time"
 say "exl status"
 "$exl" status
 say "done: the daemon stops now (exld and exl are in $build/daemon and $build/client)"
