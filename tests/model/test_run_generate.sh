@@ -80,6 +80,12 @@ run -n 20 --cfg-scale 1 --negative "The dog" >"$tmp/b" 2>/dev/null
 cmp -s "$tmp/a" "$tmp/b" && ok "cfg 1" || bad "cfg 1: $(cat "$tmp/a") / $(cat "$tmp/b")"
 run -n 20 --cfg-scale 3 --negative "Lily" >"$tmp/b" 2>/dev/null
 cmp -s "$tmp/a" "$tmp/b" && bad "cfg 3 had no effect" || ok "cfg 3"
+# Scale 0 is the negative prompt's own logits: greedy on "The dog".
+run -n 20 --cfg-scale 0 --negative "The dog" --completion-only >"$tmp/a" 2>/dev/null
+"$exld" run --model "$model" --prompt "The dog" --temperature 0 --threads 1 -n 20 \
+	--completion-only >"$tmp/b" 2>/dev/null
+cmp -s "$tmp/a" "$tmp/b" && [ -s "$tmp/a" ] && ok "cfg 0 is the negative prompt" ||
+	bad "cfg 0: '$(cat "$tmp/a")' vs '$(cat "$tmp/b")'"
 
 # min-new keeps going past EOS (made the first choice by a bias); without
 # it the output ends at once.

@@ -582,11 +582,27 @@ static void case_cfg(void)
 	run_one(&s, "Once upon a time", "One day, a sad dog", b);
 	CHECK(!strcmp(a->rtext, b->rtext), "CFG 1 sampled: '%s' vs '%s'", a->rtext, b->rtext);
 
+	/* Greedy against greedy: a scale away from 1 changes the output. */
 	greedy(&s, 40);
+	run_one(&s, "Once upon a time", NULL, a);
 	s.cfg_scale = 4.0f;
 	run_one(&s, "Once upon a time", "Once upon a time, there was a little girl named Lily", b);
-	CHECK(strcmp(a->rtext, b->rtext) && b->reason != EXL_STOP_ERROR, "CFG 4 had no effect: '%s'",
-	      b->rtext);
+	CHECK(b->reason != EXL_STOP_ERROR, "CFG 4: %s", b->error);
+	CHECK(strcmp(a->rtext, b->rtext), "CFG 4 had no effect: '%s'", b->rtext);
+	check_consistent(b);
+
+	/* Scale 0 is the negative prompt's own logits: the same as plain
+	 * greedy generation on it (the tokens go to both sequences). */
+	greedy(&s, 40);
+	run_one(&s, "The dog", NULL, a);
+	s.cfg_scale = 0.0f;
+	run_one(&s, "Once upon a time", "The dog", b);
+	CHECK(!strcmp(a->rtext, b->rtext) && a->n_rtoks == b->n_rtoks &&
+	      !memcmp(a->rtoks, b->rtoks, (size_t)a->n_rtoks * 4),
+	      "CFG 0: '%s' vs greedy on the negative prompt '%s'", b->rtext, a->rtext);
+	greedy(&s, 40);
+	run_one(&s, "Once upon a time", NULL, b);
+	CHECK(strcmp(a->rtext, b->rtext), "the two prompts continue alike: '%s'", a->rtext);
 	check_consistent(b);
 	free(a);
 	free(b);
