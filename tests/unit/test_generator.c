@@ -108,6 +108,11 @@ struct rec {
 	int32_t top1[4096];
 	float top1p[4096];
 	bool top_sorted;
+	/* with return_logits: per token, its row's argmax and softmax at the
+	 * token, and how many tokens came with a row */
+	int32_t lg_argmax[4096];
+	float lg_p[4096];
+	int n_logit_rows;
 	int n_done;
 	bool last_seen;
 	/* the result, copied */
@@ -127,6 +132,28 @@ struct rec {
 	void (*hook)(struct rec *r);
 	void *hook_arg;
 };
+
+static int32_t argmax_row(const float *row, int n)
+{
+	int32_t best = 0;
+
+	for (int i = 1; i < n; i++)
+		if (row[i] > row[best])
+			best = i;
+	return best;
+}
+
+static float softmax_at(const float *row, int n, int32_t t)
+{
+	float max = row[argmax_row(row, n)];
+	double sum = 0.0;
+
+	if (t < 0 || t >= n)
+		return -1.0f;
+	for (int i = 0; i < n; i++)
+		sum += exp((double)row[i] - max);
+	return (float)(exp((double)row[t] - max) / sum);
+}
 
 static int on_chunk(struct exl_job *job, const struct exl_chunk *c, void *user)
 {
@@ -156,6 +183,13 @@ static int on_chunk(struct exl_job *job, const struct exl_chunk *c, void *user)
 				if (c->top_probs[(size_t)i * c->top_k + k] >
 				    c->top_probs[(size_t)i * c->top_k + k - 1])
 					r->top_sorted = false;
+		}
+		if (c->logits) {
+			const float *row = c->logits + (size_t)i * (size_t)c->n_vocab;
+
+			r->lg_argmax[r->n_toks] = argmax_row(row, c->n_vocab);
+			r->lg_p[r->n_toks] = softmax_at(row, c->n_vocab, c->tokens[i]);
+			r->n_logit_rows++;
 		}
 		r->toks[r->n_toks++] = c->tokens[i];
 	}
@@ -1061,6 +1095,57 @@ static void case_probs(void)
 		below += r->probs[i] < r->top1p[i];
 	}
 	CHECK(below > 0, "every sampled token was the most likely one");
+	CHECK(r->n_logit_rows == 0, "logits streamed unasked");
+
+	/* Streamed logits: one row per token, the model's (the greedy
+	 * token is its argmax, its softmax is the reported probability). */
+	greedy(&s, 20);
+	s.return_probs = true;
+	s.return_logits = true;
+	run_one(&s, "Once upon a time", NULL, r);
+	CHECK(r->n_toks == 20 && r->n_logit_rows == 20, "%d tokens, %d logit rows", r->n_toks,
+	      r->n_logit_rows);
+	for (int i = 0; i < r->n_toks; i++) {
+		CHECK(r->lg_argmax[i] == r->toks[i], "token %d: greedy %d, logits' argmax %d", i,
+		      r->toks[i], r->lg_argmax[i]);
+		CHECK(fabsf(r->lg_p[i] - r->probs[i]) < 1e-5f, "token %d: softmax %g, prob %g", i,
+		      r->lg_p[i], r->probs[i]);
+	}
+	check_consistent(r);
+	/* Sampled, and with a banned string that rewinds (the greedy text's
+	 * third word): the rows stay aligned with the tokens that were kept. */
+	char word[64] = "";
+
+	sscanf(r->rtext, "%*s %*s %63s", word);
+	CHECK(word[0], "no third word in '%s'", r->rtext);
+	const char *ban[] = { word };
+
+	for (int k = 0; k < 2; k++) {
+		if (k == 0) {
+			plain(&s, 30, 9);
+		} else {
+			greedy(&s, 40);
+			s.banned_strings = ban;
+			s.n_banned_strings = 1;
+		}
+		s.return_probs = true;
+		s.return_top_k = 1;
+		s.return_logits = true;
+		run_one(&s, "Once upon a time", NULL, r);
+		CHECK(r->n_toks > 0 && r->n_logit_rows == r->n_toks, "run %d: %d tokens, %d rows", k,
+		      r->n_toks, r->n_logit_rows);
+		int not_top = 0;
+
+		for (int i = 0; i < r->n_toks; i++) {
+			CHECK(r->lg_argmax[i] == r->top1[i], "run %d token %d: top %d, argmax %d", k, i,
+			      r->top1[i], r->lg_argmax[i]);
+			CHECK(fabsf(r->lg_p[i] - r->probs[i]) < 1e-5f,
+			      "run %d token %d: softmax %g, prob %g", k, i, r->lg_p[i], r->probs[i]);
+			not_top += r->toks[i] != r->top1[i];
+		}
+		CHECK(not_top > 0, "run %d: every token was the most likely", k);
+		check_consistent(r);
+	}
 	free(r);
 }
 
