@@ -37,6 +37,25 @@ run -n 3 --json --top-probs 2 >"$tmp/j" 2>/dev/null
 has "$tmp/j" '"probs":[0.9' && has "$tmp/j" '"top":[[{"id":432,"text":",","p":0.9' &&
 	ok "top probs" || bad "top probs: $(cat "$tmp/j")"
 
+# Prompt and output options: --no-bos drops BOS (5 prompt tokens -> 4),
+# --special reads "<s>" as one token (11 -> 6 with BOS), --decode-special
+# shows special tokens (BOS, made the greedy choice by a bias).
+jfield() { sed -n "s/.*\"$1\":\([^,}]*\).*/\1/p" "$2"; }
+run -n 1 --json --no-bos >"$tmp/j" 2>/dev/null
+[ "$(jfield prompt_tokens "$tmp/j")" = 4 ] && ok "no-bos" || bad "no-bos: $(cat "$tmp/j")"
+"$exld" run --model "$model" --prompt "<s>$prompt" --temperature 0 -n 1 --json \
+	>"$tmp/j" 2>/dev/null
+[ "$(jfield prompt_tokens "$tmp/j")" = 11 ] && ok "<s> as text" || bad "<s> as text: $(cat "$tmp/j")"
+"$exld" run --model "$model" --prompt "<s>$prompt" --temperature 0 -n 1 --json --special \
+	>"$tmp/j" 2>/dev/null
+[ "$(jfield prompt_tokens "$tmp/j")" = 6 ] && ok "special" || bad "special: $(cat "$tmp/j")"
+run -n 3 --bias 1=100 --completion-only --json >"$tmp/j" 2>/dev/null
+has "$tmp/j" '"text":"","token_ids":[1,1,1]' && ok "special tokens silent" ||
+	bad "special tokens silent: $(cat "$tmp/j")"
+run -n 3 --bias 1=100 --completion-only --json --decode-special >"$tmp/j" 2>/dev/null
+has "$tmp/j" '"text":"<s><s><s>","token_ids":[1,1,1]' && ok "decode-special" ||
+	bad "decode-special: $(cat "$tmp/j")"
+
 # Plain output: prompt + completion; --completion-only drops the prompt.
 run -n 8 >"$tmp/p" 2>/dev/null
 run -n 8 --completion-only >"$tmp/c" 2>/dev/null

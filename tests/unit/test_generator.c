@@ -1245,6 +1245,82 @@ static void case_settings(void)
 	free(b);
 }
 
+/* add_bos, encode_special_tokens and decode_special_tokens each change
+ * what the job sees or says. */
+static void case_prompt(void)
+{
+	const struct exl_tokenizer *tok = exl_model_tokenizer(model);
+	struct exl_gen_settings s;
+	struct rec *r = new_rec();
+	int32_t bos = exl_tokenizer_bos(tok);
+	char bos_text[64];
+	size_t bos_len = exl_token_bytes(tok, bos, true, bos_text, sizeof(bos_text) - 1);
+
+	CHECK(bos >= 0 && bos_len > 0 && bos_len < sizeof(bos_text), "BOS %d text of %zu bytes",
+	      bos, bos_len);
+	if (bos < 0 || bos_len == 0 || bos_len >= sizeof(bos_text)) {
+		free(r);
+		return;
+	}
+	bos_text[bos_len] = 0;
+
+	/* add_bos: 0 drops the BOS the model's default adds, 1 adds it. */
+	greedy(&s, 4);
+	run_one(&s, "Once upon a time", NULL, r);
+	int with_default = r->prompt_tokens;
+
+	greedy(&s, 4);
+	s.add_bos = 0;
+	run_one(&s, "Once upon a time", NULL, r);
+	int without = r->prompt_tokens;
+
+	greedy(&s, 4);
+	s.add_bos = 1;
+	run_one(&s, "Once upon a time", NULL, r);
+	CHECK(without > 0 && r->prompt_tokens == without + 1, "add_bos 1: %d tokens, 0: %d",
+	      r->prompt_tokens, without);
+	CHECK(with_default == without + exl_tokenizer_add_bos(tok), "default %d tokens, add_bos 0: %d",
+	      with_default, without);
+
+	/* encode_special_tokens: BOS's text in the prompt is one token, not
+	 * its characters. */
+	char text[128];
+
+	snprintf(text, sizeof(text), "%sOnce upon a time", bos_text);
+	greedy(&s, 4);
+	s.add_bos = 0;
+	run_one(&s, text, NULL, r);
+	int plain_text = r->prompt_tokens;
+
+	greedy(&s, 4);
+	s.add_bos = 0;
+	s.encode_special_tokens = true;
+	run_one(&s, text, NULL, r);
+	CHECK(r->prompt_tokens == without + 1 && plain_text > r->prompt_tokens,
+	      "encode_special: %d tokens, as text %d, without the BOS text %d", r->prompt_tokens,
+	      plain_text, without);
+
+	/* decode_special_tokens: BOS, made the greedy choice by a bias,
+	 * shows its text only when asked. */
+	struct exl_token_bias bias = { bos, 100.0f };
+
+	greedy(&s, 3);
+	s.sampling.bias = &bias;
+	s.sampling.n_bias = 1;
+	run_one(&s, "Once upon a time", NULL, r);
+	CHECK(r->n_rtoks == 3 && r->rtoks[0] == bos && r->rtext[0] == 0,
+	      "BOS without decode_special: %d tokens, '%s'", r->n_rtoks, r->rtext);
+	check_consistent(r);
+	s.decode_special_tokens = true;
+	run_one(&s, "Once upon a time", NULL, r);
+	char want[256];
+
+	snprintf(want, sizeof(want), "%s%s%s", bos_text, bos_text, bos_text);
+	CHECK(!strcmp(r->rtext, want), "BOS with decode_special: '%s', want '%s'", r->rtext, want);
+	check_consistent(r);
+	free(r);
+}
+
 static void case_end_all(void)
 {
 	struct exl_gen_settings s;
@@ -1366,6 +1442,7 @@ static const struct tcase cases[] = {
 	{ "prefix", case_prefix },
 	{ "probs", case_probs },
 	{ "settings", case_settings },
+	{ "prompt", case_prompt },
 	{ "end_all", case_end_all },
 	{ "errors", case_errors },
 };
