@@ -140,6 +140,70 @@ cmp -s "$tmp/a" "$tmp/b" && ok "--mirostat alone is v2" || bad "--mirostat alone
 "$exld" run --model "$model" --prompt "$prompt" -n 30 --seed 11 >"$tmp/b" 2>/dev/null
 cmp -s "$tmp/a" "$tmp/b" && bad "mirostat had no effect" || ok "mirostat changes the sample"
 
+# Each sampling option changes a seeded (or greedy) output: a flag that
+# does not reach the sampler fails here.  differ WHAT "ARGS A" "ARGS B".
+gen() {
+	# shellcheck disable=SC2086
+	"$exld" run --model "$model" --prompt "$prompt" -n 40 --threads 1 --completion-only $1
+}
+differ() {
+	gen "$2" >"$tmp/a" 2>"$tmp/err" || bad "$1: $(cat "$tmp/err")"
+	gen "$3" >"$tmp/b" 2>"$tmp/err" || bad "$1: $(cat "$tmp/err")"
+	if [ -s "$tmp/a" ] && [ -s "$tmp/b" ] && ! cmp -s "$tmp/a" "$tmp/b"; then
+		ok "$1 changes the output"
+	else
+		bad "$1 had no effect: '$(cat "$tmp/a")' / '$(cat "$tmp/b")'"
+	fi
+}
+same() {
+	gen "$2" >"$tmp/a" 2>"$tmp/err" || bad "$1: $(cat "$tmp/err")"
+	gen "$3" >"$tmp/b" 2>"$tmp/err" || bad "$1: $(cat "$tmp/err")"
+	cmp -s "$tmp/a" "$tmp/b" && [ -s "$tmp/a" ] && ok "$1" ||
+		bad "$1: '$(cat "$tmp/a")' / '$(cat "$tmp/b")'"
+}
+t1="--seed 11 --temperature 1"
+differ "--seed" "$t1" "--seed 12 --temperature 1"
+differ "--temperature" "$t1" "--seed 11 --temperature 0.3"
+differ "--top-k" "$t1" "$t1 --top-k 2"
+differ "--top-p" "$t1" "$t1 --top-p 0.3"
+differ "--min-p" "$t1" "$t1 --min-p 0.5"
+differ "--typical" "$t1" "$t1 --typical 0.3"
+differ "--tfs" "$t1" "$t1 --tfs 0.3"
+differ "--top-a" "$t1" "$t1 --top-a 0.9"
+differ "--temperature-last" "--seed 11 --temperature 2" "--seed 11 --temperature 2 --temperature-last"
+differ "--xtc-prob" "$t1" "$t1 --xtc-prob 1"
+differ "--xtc-thresh" "$t1 --xtc-prob 1" "$t1 --xtc-prob 1 --xtc-thresh 0.3"
+differ "--mirostat" "$t1" "$t1 --mirostat 2"
+differ "--mirostat-tau" "$t1 --mirostat 2" "$t1 --mirostat 2 --mirostat-tau 1"
+differ "--mirostat-eta" "$t1 --mirostat 2 --mirostat-tau 2" "$t1 --mirostat 2 --mirostat-tau 2 --mirostat-eta 1"
+# Mirostat v2 replaces the truncation steps, top_k included (as llama.cpp).
+same "--top-k ignored under mirostat" "$t1 --mirostat 2" "$t1 --mirostat 2 --top-k 2"
+g="--temperature 0 --ignore-eos -n 80"
+differ "--rep-pen" "$g" "$g --rep-pen 1.5"
+differ "--rep-range" "$g --rep-pen 1.5" "$g --rep-pen 1.5 --rep-range 1"
+differ "--rep-decay" "$g --rep-pen 1.5 --rep-range 1" "$g --rep-pen 1.5 --rep-range 1 --rep-decay 64"
+differ "--freq-pen" "$g" "$g --freq-pen 1"
+differ "--pres-pen" "$g" "$g --pres-pen 1.5"
+
+# DRY: the prompt repeats itself and greedy copies on; each DRY option
+# decides whether the copy is penalised.  Exact outputs.
+rep="Once upon a time, there was a little girl named Lily. Once upon a time, there was a little"
+dry_is() {
+	want=$1; shift
+	"$exld" run --model "$model" --prompt "$rep" --temperature 0 -n 4 --threads 1 \
+		--completion-only "$@" >"$tmp/d" 2>"$tmp/err"
+	[ "$(cat "$tmp/d")" = "$want" ] && ok "dry $* -> '$want'" ||
+		bad "dry $*: '$(cat "$tmp/d")' (want '$want') $(cat "$tmp/err")"
+}
+dry_is " girl named"
+dry_is " boy named" --dry-mult 2
+dry_is " girl named" --dry-mult 2 --dry-allowed-len 20
+dry_is " boy named" --dry-mult 0.1 --dry-allowed-len 5
+dry_is " girl named" --dry-mult 0.1 --dry-allowed-len 5 --dry-base 1
+dry_is " girl named" --dry-mult 2 --dry-range 8
+dry_is " boy named" --dry-mult 2 --dry-allowed-len 5
+dry_is " girl w" --dry-mult 2 --dry-allowed-len 5 --dry-breakers '\,'
+
 # Bad values: exit 2 and a message naming the option.
 expect2() {
 	what=$1; shift
