@@ -267,7 +267,8 @@ int32_t exl_sampler_sample(struct exl_sampler *s, float *logits, const int32_t *
 	if (cs.n == 0)
 		return -1;
 	/* top_k first: the k best logits are the same set at any temperature,
-	 * and the later steps renormalise over them. */
+	 * and the later steps renormalise over them.  Mirostat does its own
+	 * truncation from the full distribution, as llama.cpp's does. */
 	if (p->mirostat != 2)
 		exl_cands_keep_best(&cs, p->top_k);
 	exl_cands_probs(&cs);

@@ -474,6 +474,16 @@ static void test_pipeline(void)
 	p.mirostat_tau = 10.0f;
 	run(&p, NULL, 0, NULL, N, c);
 	CHECK(seen(c, 0, 7) == 8, "mirostat tau 10: all tokens");
+	/* Mirostat replaces the truncation, top_k included (llama.cpp's
+	 * mirostat v2 chain is temperature then mirostat): the same draws. */
+	int c_all[NV];
+
+	memcpy(c_all, c, sizeof(c_all));
+	p.top_k = 2;
+	run(&p, NULL, 0, NULL, N, c);
+	CHECK(!memcmp(c, c_all, sizeof(c_all)), "mirostat with top_k 2: %d tokens seen, counts differ",
+	      seen(c, 0, 7));
+	p.top_k = 0;
 	/* eta drives mu down after surprising picks: with tau 1 and eta 1
 	 * the kept set stays small, with eta 0 (mu fixed at 2) it is {0, 1}. */
 	p.mirostat_tau = 1.0f;
