@@ -362,10 +362,58 @@ static size_t hold_point(const struct exl_job *job, const struct exl_gen_strings
 	return best;
 }
 
+/* ---- characters spread over tokens (byte fallback, byte-level BPE) ---- */
+
+/* Bytes token t feeds the decoder. */
+static size_t piece_len(const struct exl_job *job, int32_t t)
+{
+	return exl_token_bytes(job->tok, t, job->decode_special, NULL, 0);
+}
+
+/* Bytes of an incomplete character the decoder holds after token i. */
+static int held_after(const struct exl_job *job, int i)
+{
+	return i + 1 < job->n_gen ? job->gt[i + 1].detok.npend : job->detok.npend;
+}
+
+/* Whether all of token i's bytes are out of the decoder: nothing was held
+ * after it, or a later token made the decoder give the held bytes out (as
+ * their character or as U+FFFD).  Until then they are held only while the
+ * held count grows by exactly the bytes fed since. */
+static bool token_text_done(const struct exl_job *job, int i)
+{
+	size_t held = (size_t)held_after(job, i);
+
+	for (int j = i + 1; held > 0 && j < job->n_gen; j++) {
+		held += piece_len(job, job->gen[j]);
+		if ((size_t)held_after(job, j) != held || held > 4)
+			return true;
+	}
+	return held == 0;
+}
+
+/* The token in which the bytes the decoder held before token k began:
+ * they are the last bytes fed, so walk back over the tokens' lengths. */
+static int held_bytes_start(const struct exl_job *job, int k)
+{
+	size_t need = (size_t)job->gt[k].detok.npend;
+	int j = k - 1;
+
+	for (; j > 0; j--) {
+		size_t n = piece_len(job, job->gen[j]);
+
+		if (n >= need)
+			break;
+		need -= n;
+	}
+	return j;
+}
+
 static void advance_released_tokens(struct exl_job *job)
 {
 	while (job->released_tokens < job->n_gen &&
-	       job->gt[job->released_tokens].text_end <= job->released)
+	       job->gt[job->released_tokens].text_end <= job->released &&
+	       token_text_done(job, job->released_tokens))
 		job->released_tokens++;
 }
 
@@ -387,13 +435,14 @@ static void release(struct exl_job *job)
 	h = hold_point(job, &job->banned, job->released);
 	if (h < r)
 		r = h;
-	if (job->banned.n && r < job->text_len) {
+	if (job->banned.n) {
 		/* A rewind goes back to a token's start: never stream part of
-		 * a token that may be taken back. */
+		 * a token that may be taken back (also one whose last bytes
+		 * the decoder still holds, see rewind_to). */
 		size_t b = job->released;
 
 		for (int i = job->released_tokens; i < job->n_gen; i++) {
-			if (job->gt[i].text_end > r)
+			if (job->gt[i].text_end > r || !token_text_done(job, i))
 				break;
 			b = job->gt[i].text_end;
 		}
@@ -436,6 +485,16 @@ static void rewind_to(struct exl_job *job, size_t offset)
 
 	while (k < job->n_gen && job->gt[k].text_end <= offset)
 		k++;
+	/* When the banned text starts with a character whose first bytes
+	 * came in earlier tokens, it begins in the token that fed the first
+	 * of them: banning only token k would keep those bytes. */
+	if (k > 0 && k < job->n_gen && job->gt[k].detok.npend > 0 &&
+	    job->gt[k - 1].text_end == offset) {
+		int start = held_bytes_start(job, k);
+
+		if (start >= job->released_tokens)
+			k = start;
+	}
 	if (k >= job->n_gen) {
 		fail(job, "banned string outside the generated tokens");
 		return;

@@ -1,6 +1,7 @@
 /* The generator and the batching engine end to end on the real test models
  * (stories260K, aidreams260K): known greedy output, seeds, stop strings and
- * tokens, banned strings, token healing, min_new_tokens, CFG, batch
+ * tokens, banned strings (also a character spelled by byte tokens), token
+ * healing, min_new_tokens, CFG, prompt options, sampler settings, batch
  * reproducibility, cancel from another thread, KV admission, pause/resume,
  * the filter hook, prefix sharing, chunked prefill and per-token
  * probabilities.
@@ -1012,6 +1013,171 @@ static void case_filter(void)
 	free(r);
 }
 
+/* ---- a banned character spelled by byte tokens ---- */
+
+/* A filter for lowercase text with one non-ASCII character, spelled by the
+ * byte tokens lead, cont: after lead only cont may follow; complete after
+ * limit tokens at a character boundary. */
+struct utf8_filter {
+	struct exl_filter f;
+	const struct exl_tokenizer *tok;
+	int32_t lead, cont;
+	int accepted;
+	int limit;
+	bool need_cont;
+};
+
+static int uf_allowed(struct exl_filter *f, uint32_t *mask, int n_vocab, char *err, size_t errlen)
+{
+	struct utf8_filter *uf = (struct utf8_filter *)f;
+
+	(void)err;
+	(void)errlen;
+	if (uf->need_cont) {
+		mask[uf->cont >> 5] |= 1u << (uf->cont & 31);
+		return 0;
+	}
+	if (uf->accepted >= uf->limit)
+		return 0;
+	mask[uf->lead >> 5] |= 1u << (uf->lead & 31);
+	for (int i = 0; i < n_vocab && i < exl_tokenizer_n_vocab(uf->tok); i++)
+		if (lower_ok(uf->tok, i))
+			mask[i >> 5] |= 1u << (i & 31);
+	return 0;
+}
+
+static int uf_accept(struct exl_filter *f, int32_t t, char *err, size_t errlen)
+{
+	struct utf8_filter *uf = (struct utf8_filter *)f;
+	bool ok = uf->need_cont ? t == uf->cont :
+		  uf->accepted < uf->limit && (t == uf->lead || lower_ok(uf->tok, t));
+
+	if (!ok) {
+		snprintf(err, errlen, "token %d not allowed", t);
+		return -1;
+	}
+	uf->need_cont = t == uf->lead;
+	uf->accepted++;
+	return 0;
+}
+
+static bool uf_complete(const struct exl_filter *f)
+{
+	const struct utf8_filter *uf = (const struct utf8_filter *)f;
+
+	return uf->accepted >= uf->limit && !uf->need_cont;
+}
+
+static bool uf_prefer(const struct exl_filter *f)
+{
+	(void)f;
+	return true;
+}
+
+static int uf_reset(struct exl_filter *f, char *err, size_t errlen)
+{
+	struct utf8_filter *uf = (struct utf8_filter *)f;
+
+	(void)err;
+	(void)errlen;
+	uf->accepted = 0;
+	uf->need_cont = false;
+	return 0;
+}
+
+static void uf_free(struct exl_filter *f)
+{
+	free(f);
+}
+
+static const struct exl_filter_ops uf_ops = {
+	uf_allowed, uf_accept, uf_complete, uf_prefer, uf_reset, uf_free,
+};
+
+/* The token whose bytes are just the byte b, or -1. */
+static int32_t byte_token(const struct exl_tokenizer *tok, unsigned char b)
+{
+	char buf[8];
+
+	for (int32_t i = 0; i < exl_tokenizer_n_vocab(tok); i++)
+		if (exl_token_bytes(tok, i, false, buf, sizeof(buf)) == 1 && (unsigned char)buf[0] == b)
+			return i;
+	return -1;
+}
+
+static const struct exl_tokenizer *stream_tok;
+
+/* Every chunk: the tokens streamed so far spell exactly the text streamed
+ * so far (a token's id comes once its text is complete). */
+static void tokens_match_text(struct rec *r)
+{
+	char *t = exl_detokenize(stream_tok, r->toks, (size_t)r->n_toks, false, false);
+
+	CHECK(t && !strcmp(t, r->text), "streamed tokens spell '%s', streamed text '%s'",
+	      t ? t : "", r->text);
+	free(t);
+}
+
+/* "é" is <0xC3> <0xA9>, both made the greedy choice by a bias.  Banning
+ * "é" must rewind to the lead byte (where the character begins) and ban
+ * it there; banning the continuation byte instead would keep the lead
+ * byte, which the filter then only lets <0xA9> follow: an error, or
+ * without a filter a U+FFFD in the text. */
+static void case_banned_utf8(void)
+{
+	const struct exl_tokenizer *tok = exl_model_tokenizer(model);
+	struct exl_gen_settings s;
+	struct rec *r = new_rec();
+	int32_t lead = byte_token(tok, 0xc3), cont = byte_token(tok, 0xa9);
+	const char *ban[] = { "\xc3\xa9" };
+
+	CHECK(lead >= 0 && cont >= 0, "no byte tokens for U+00E9: %d %d", lead, cont);
+	if (lead < 0 || cont < 0) {
+		free(r);
+		return;
+	}
+	struct exl_token_bias bias[2] = { { lead, 100.0f }, { cont, 100.0f } };
+
+	stream_tok = tok;
+	for (int k = 0; k < 2; k++) {
+		struct utf8_filter *uf = calloc(1, sizeof(*uf));
+
+		if (!uf)
+			DIE("oom");
+		uf->f.ops = &uf_ops;
+		uf->tok = tok;
+		uf->lead = lead;
+		uf->cont = cont;
+		uf->limit = 8;
+		greedy(&s, 20);
+		s.filter = &uf->f;
+		s.sampling.bias = bias;
+		s.sampling.n_bias = 2;
+		s.banned_strings = k ? ban : NULL;
+		s.n_banned_strings = k;
+		memset(r, 0, sizeof(*r));
+		r->hook = tokens_match_text;
+		struct env e = make_env(2048, 16, NULL);
+		struct exl_job *j = job_text(&s, "Once upon a time", NULL, r);
+
+		add(&e, j);
+		run_until(&e, &r, 1);
+		exl_job_free(j);
+		free_env(&e);
+		CHECK(r->reason == EXL_STOP_END_FILTER, "ban %d: %s after %d '%s' (%s)", k,
+		      exl_stop_reason_name(r->reason), r->n_rtoks, r->rtext, r->error);
+		CHECK(!strstr(r->rtext, "\xef\xbf\xbd"), "ban %d: U+FFFD in '%s'", k, r->rtext);
+		if (k == 0) {
+			CHECK(!strncmp(r->rtext, ban[0], 2), "without the ban: '%s'", r->rtext);
+			continue;
+		}
+		CHECK(!strstr(r->rtext, ban[0]) && !strstr(r->text, ban[0]), "banned: '%s'", r->rtext);
+		CHECK(r->n_rtoks >= 8, "%d tokens", r->n_rtoks);
+		check_consistent(r);
+	}
+	free(r);
+}
+
 static void case_prefix(void)
 {
 	struct exl_gen_settings s;
@@ -1480,6 +1646,7 @@ static const struct tcase cases[] = {
 	{ "stop_token", case_stop_token },
 	{ "eos_min_new", case_eos_min_new },
 	{ "banned", case_banned },
+	{ "banned_utf8", case_banned_utf8 },
 	{ "healing", case_healing },
 	{ "cfg", case_cfg },
 	{ "batch", case_batch },
