@@ -246,6 +246,8 @@ expect2 "cfg-scale" --cfg-scale 2
 expect2 "cfg-scale" --negative "x"
 expect2 "top-probs" --top-probs 100
 expect2 "stop string" --stop ""
+expect2 "stop string 0 is not valid UTF-8" --stop "$(printf '\251')"
+expect2 "banned string 0 is not valid UTF-8" --ban "$(printf 'caf\303')"
 expect2 "needs a value" --stop
 expect2 "unknown option" --frobnicate
 exit $fail

@@ -1589,6 +1589,40 @@ static void case_errors(void)
 	s.n_stop_strings = 1;
 	CHECK(!exl_job_create(model, &s, &p, NULL, &cbs, NULL, err, sizeof(err)) &&
 	      strstr(err, "stop string"), "empty stop string: %s", err);
+	/* Stop and banned strings must be whole UTF-8 characters: one that
+	 * starts with a continuation byte or ends inside a character could
+	 * match inside a character of the output and cut it. */
+	const char *bad_utf8[] = { "\xa9", "caf\xc3", "\xc0\xaf", "\xed\xa0\x80", "a\xf4\x90\x80\x80" };
+
+	for (size_t i = 0; i < sizeof(bad_utf8) / sizeof(bad_utf8[0]); i++) {
+		for (int ban = 0; ban < 2; ban++) {
+			greedy(&s, 10);
+			if (ban) {
+				s.banned_strings = &bad_utf8[i];
+				s.n_banned_strings = 1;
+			} else {
+				s.stop_strings = &bad_utf8[i];
+				s.n_stop_strings = 1;
+			}
+			err[0] = 0;
+			CHECK(!exl_job_create(model, &s, &p, NULL, &cbs, NULL, err, sizeof(err)) &&
+			      strstr(err, ban ? "banned string 0" : "stop string 0") &&
+			      strstr(err, "UTF-8"), "%s string %zu: %s", ban ? "banned" : "stop", i,
+			      err);
+		}
+	}
+	const char *good_utf8[] = { "caf\xc3\xa9", "\xf0\x9f\x99\x82" };
+
+	greedy(&s, 10);
+	s.stop_strings = good_utf8;
+	s.n_stop_strings = 2;
+	s.banned_strings = good_utf8;
+	s.n_banned_strings = 2;
+	struct exl_job *good = exl_job_create(model, &s, &p, NULL, &cbs, NULL, err, sizeof(err));
+
+	CHECK(good, "valid UTF-8 stop / banned strings refused: %s", err);
+	exl_job_free(good);
+
 	greedy(&s, 10);
 	struct exl_prompt ids = { NULL, 0, bad_ids, 2 };
 
