@@ -31,6 +31,13 @@ for f in '"text":", there was a little girl named Lily.' '"token_ids":[432,383,2
 	has "$tmp/j" "$f" && ok "json has $f" || bad "json lacks $f: $(cat "$tmp/j")"
 done
 has "$tmp/j" '"probs"' && bad "probs without --top-probs" || ok "no probs unless asked"
+# Timings are in order (not a speed check): 0 <= queued <= first token <= total.
+tq=$(sed -n 's/.*"queued_ms":\([-0-9.e+]*\).*/\1/p' "$tmp/j")
+tf=$(sed -n 's/.*"first_token_ms":\([-0-9.e+]*\).*/\1/p' "$tmp/j")
+tt=$(sed -n 's/.*"total_ms":\([-0-9.e+]*\).*/\1/p' "$tmp/j")
+[ -n "$tq" ] && [ -n "$tf" ] && [ -n "$tt" ] &&
+	awk -v q="$tq" -v f="$tf" -v t="$tt" 'BEGIN { exit !(q >= 0 && q <= f && f <= t) }' &&
+	ok "timings in order ($tq <= $tf <= $tt)" || bad "timings: $(cat "$tmp/j")"
 
 # --top-probs: per-token probability and candidates, most likely first.
 run -n 3 --json --top-probs 2 >"$tmp/j" 2>/dev/null

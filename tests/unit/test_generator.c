@@ -125,6 +125,7 @@ struct rec {
 	char stop_string[256];
 	int prompt_tokens;
 	int cached_tokens;
+	double t_queued, t_first, t_total;
 	char error[256];
 	/* behaviour */
 	int pause_at;           /* return PAUSE for chunk number pause_at (once) */
@@ -213,6 +214,9 @@ static void on_done(struct exl_job *job, const struct exl_result *res, void *use
 	snprintf(r->stop_string, sizeof(r->stop_string), "%s", res->stop_string ? res->stop_string : "");
 	r->prompt_tokens = res->prompt_tokens;
 	r->cached_tokens = res->cached_tokens;
+	r->t_queued = res->time_queued;
+	r->t_first = res->time_to_first_token;
+	r->t_total = res->time_total;
 	snprintf(r->error, sizeof(r->error), "%s", res->error ? res->error : "");
 }
 
@@ -334,6 +338,9 @@ static void case_greedy(void)
 	CHECK(r->reason == EXL_STOP_MAX_NEW_TOKENS && r->n_rtoks == 40, "reason %s, %d tokens",
 	      exl_stop_reason_name(r->reason), r->n_rtoks);
 	check_consistent(r);
+	/* Times in order (not a speed check). */
+	CHECK(r->t_queued >= 0.0 && r->t_queued <= r->t_first && r->t_first <= r->t_total,
+	      "times: queued %g, first token %g, total %g", r->t_queued, r->t_first, r->t_total);
 
 	/* From BOS alone: llama2.c's reference ids. */
 	char path[4096];
