@@ -1,8 +1,10 @@
 #!/bin/sh
-# `exld run`'s generation options end to end on stories260K: --json, stop
-# strings and tokens, banned strings, token healing, CFG, min-new, bias,
-# --top-probs, --completion-only, and exit status 2 with a clear message
-# for every kind of bad value.
+# `exld run`'s generation options end to end on stories260K: --json (and
+# its timings' order), prompt options (--no-bos, --special,
+# --decode-special), stop strings and tokens, banned strings, token
+# healing, CFG, min-new, bias, --top-probs, --completion-only, each
+# sampling flag's effect on a seeded or greedy output, and exit status 2
+# with a clear message for every kind of bad value.
 set -u
 exld=${1:?usage: test_run_generate.sh PATH/TO/exld}
 models=${EXLD_MODELS:-}
