@@ -538,8 +538,20 @@ static void test_config(void)
 	      "an explicit missing file is an error: '%s'", err);
 	c.prefill_chunk = 1000;
 	c.max_batch_tokens = 10;
+	c.max_running_jobs = 5;
 	CHECK(exl_config_check(&c, err, sizeof(err)) == -1 && strstr(err, "prefill_chunk"),
 	      "cross check: '%s'", err);
+	c.prefill_chunk = 10;
+	c.max_running_jobs = 6;
+	CHECK(exl_config_check(&c, err, sizeof(err)) == -1 && strstr(err, "max_running_jobs"),
+	      "running jobs over half the batch: '%s'", err);
+	c.max_running_jobs = 5;
+	CHECK(exl_config_check(&c, err, sizeof(err)) == 0, "a consistent config: '%s'", err);
+	c.max_batch_tokens = 1;
+	c.prefill_chunk = 1;
+	c.max_running_jobs = 1;
+	CHECK(exl_config_check(&c, err, sizeof(err)) == -1 && strstr(err, "max_batch_tokens"),
+	      "a batch of one token: '%s'", err);
 }
 
 int main(void)
