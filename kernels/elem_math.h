@@ -5,8 +5,8 @@
  * plain static inline C on the host, __host__ __device__ under nvcc, so the
  * CPU unit tests cover the arithmetic the GPU runs.
  *
- * No fast-math: nvcc is not given --use_fast_math, so expf/powf/sinf/cosf
- * here are the accurate versions on both sides.
+ * No fast-math: nvcc is not given --use_fast_math, so expf, pow, sin and
+ * cos here are the accurate versions on both sides.
  */
 #ifndef EXL_ELEM_MATH_H
 #define EXL_ELEM_MATH_H
@@ -16,18 +16,30 @@
 
 #include "kernels/elem.h"
 
-/* RoPE.  Pair i (0 <= i < n_rot / 2) of a head rotates by
- *   theta = pos * freq_scale * freq_base^(-2i / n_rot).
- * The inverse frequency is computed directly for each i rather than as a
- * running product, which would gather rounding error along the head. */
-EXL_HD float exl_rope_inv_freq(int i, int n_rot, float freq_base)
+/* RoPE.  Pair i (0 <= i < n_rot / 2) of a head at position pos rotates by
+ *   theta = pos * freq_scale * freq_base^(-2i / n_rot),
+ * computed in double from the formula for each pair (no running product,
+ * which would gather rounding error along the head): positions run to
+ * millions, where a float angle would be off by a tenth of a radian.  Both
+ * backends tabulate cos and sin of it once per batch with exactly this
+ * function (the CPU in ops_rope.c, the GPU in a kernel of
+ * ops_elementwise.cu), so a table costs n_tokens * n_rot / 2 evaluations,
+ * not one per head and layer. */
+EXL_HD double exl_rope_angle(int pos, int i, int n_rot, float freq_base, float freq_scale)
 {
-	return powf(freq_base, -2.0f * (float)i / (float)n_rot);
+	double inv_freq = pow((double)freq_base, -2.0 * (double)i / (double)n_rot);
+
+	return (double)pos * (double)freq_scale * inv_freq;
 }
 
-EXL_HD float exl_rope_theta(int pos, int i, int n_rot, float freq_base, float freq_scale)
+/* cos and sin of pair i's angle, rounded once to float. */
+EXL_HD void exl_rope_cos_sin(int pos, int i, int n_rot, float freq_base, float freq_scale,
+			     float *c, float *s)
 {
-	return (float)pos * freq_scale * exl_rope_inv_freq(i, n_rot, freq_base);
+	double theta = exl_rope_angle(pos, i, n_rot, freq_base, freq_scale);
+
+	*c = (float)cos(theta);
+	*s = (float)sin(theta);
 }
 
 /* The two offsets within a head that pair i rotates: NeoX halves layout
@@ -44,16 +56,17 @@ EXL_HD void exl_rope_pair(int i, int n_rot, bool neox, int *a, int *b)
 	}
 }
 
-/* Rotates (x[a], x[b]) by theta. */
-EXL_HD void exl_rope_rotate(float *x, int a, int b, float theta)
+/* Rotates (x[a], x[b]) by the angle whose cosine and sine are c and s: a
+ * product and a sum each, in the order the CPU kernels compute
+ * x[a] * c + x[b] * (-s) and x[b] * c + x[a] * s, so without FMA
+ * contraction (C11, nvcc --fmad=false) the results are bit-identical. */
+EXL_HD void exl_rope_rotate(float *x, int a, int b, float c, float s)
 {
-	float c = cosf(theta);
-	float s = sinf(theta);
 	float x0 = x[a];
 	float x1 = x[b];
 
 	x[a] = x0 * c - x1 * s;
-	x[b] = x0 * s + x1 * c;
+	x[b] = x1 * c + x0 * s;
 }
 
 /* silu(x) = x * sigmoid(x).  For x very negative expf(-x) is +inf and the

@@ -1,11 +1,10 @@
 /* RoPE on the CPU.
  *
- * The angles are computed in double, directly from the formula
+ * The angles come from exl_rope_cos_sin (kernels/elem_math.h), the formula
  *   theta = pos * freq_scale * freq_base^(-2i / n_rot)
- * for every pair i (no running product), so long positions keep their
- * accuracy; the rotation itself is float.  They depend only on the
- * positions, so they are tabulated once per batch and reused by every
- * layer's q and k: per token, n_rot cosines c and signed sines s laid out
+ * in double for every pair i, shared with the CUDA backend; the rotation
+ * itself is float.  They depend only on the positions, so they are
+ * tabulated once per batch and reused by every layer's q and k: per token, n_rot cosines c and signed sines s laid out
  * per element, so a kernel computes y[j] = x[j] * c[j] + x[partner] * s[j]
  * with no shuffling of the tables:
  *   adjacent pairs: c[2i] = c[2i+1] = cos, s[2i] = -sin, s[2i+1] = sin
@@ -16,6 +15,7 @@
 #include <stdlib.h>
 
 #include "kernels/cpu/ops.h"
+#include "kernels/elem_math.h"
 
 /* Floats of x below which one thread does it all. */
 #define PAR_MIN_FLOATS 16384
@@ -49,12 +49,11 @@ static void build_row(const struct exl_rope_cache *rc, int32_t pos, float *c, fl
 	const int h = n_rot / 2;
 
 	for (int i = 0; i < h; i++) {
-		double inv_freq = pow((double)rc->freq_base, -2.0 * (double)i / (double)n_rot);
-		double theta = (double)pos * (double)rc->freq_scale * inv_freq;
-		float cs = (float)cos(theta);
-		float sn = (float)sin(theta);
-		int a = rc->neox ? i : 2 * i;
-		int b = rc->neox ? i + h : 2 * i + 1;
+		float cs, sn;
+		int a, b;
+
+		exl_rope_cos_sin(pos, i, n_rot, rc->freq_base, rc->freq_scale, &cs, &sn);
+		exl_rope_pair(i, n_rot, rc->neox, &a, &b);
 
 		c[a] = cs;
 		c[b] = cs;

@@ -572,6 +572,7 @@ static int set_batch(struct cuda_backend *cb, const struct exl_batch_desc *b)
 	if (!cu_enter(cb))
 		return -1;
 	bt->n_tokens = 0;
+	cb->rope.valid = false;
 	if (!b || b->n_tokens <= 0 || b->n_seqs <= 0 || b->max_pages <= 0 || !b->pos ||
 	    !b->seq || !b->page_table) {
 		cu_note(cb, "set_batch: empty or incomplete batch layout");
@@ -695,6 +696,8 @@ static void op_destroy(struct exl_backend *be)
 		cudaFree(cb->w16);
 	if (cb->x16)
 		cudaFree(cb->x16);
+	if (cb->rope.tab)
+		cudaFree(cb->rope.tab);
 	if (cb->cublas)
 		cublasDestroy(cb->cublas);
 	if (cb->stream)

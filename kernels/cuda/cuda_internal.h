@@ -59,6 +59,17 @@ struct cuda_batch {
 	int checked_n_pages;
 };
 
+/* RoPE's cos/sin table for the current batch ([n_tokens][n_rot / 2] float2
+ * on the device), valid until the next set_batch or other parameters. */
+struct cuda_rope_table {
+	void *tab;
+	size_t cap;
+	bool valid;
+	int n_rot;
+	float freq_base;
+	float freq_scale;
+};
+
 struct cuda_backend {
 	struct exl_backend base;
 	int device;
@@ -70,6 +81,7 @@ struct cuda_backend {
 	char err[512];
 
 	struct cuda_batch batch;
+	struct cuda_rope_table rope;
 	struct cuda_stage st_pos, st_seq, st_table;
 	struct cuda_arena arena;
 

@@ -110,10 +110,29 @@ void cu_op_swiglu(struct exl_backend *be, float *g, const float *u, size_t count
 
 /* ---- rope ------------------------------------------------------------- */
 
+/* The batch's angle table: cos and sin of pair i at token t's position, at
+ * tab[t * (n_rot / 2) + i], one thread per entry.  exl_rope_cos_sin is the
+ * CPU's own function (double, from the formula), and the table is built
+ * once per batch, so the double arithmetic costs n_tokens * n_rot / 2
+ * evaluations, not one per head and layer. */
+static __global__ void rope_table_kernel(float2 *tab, const int32_t *pos, size_t n_entries,
+					 int n_rot, float freq_base, float freq_scale)
+{
+	const int half = n_rot / 2;
+
+	for (size_t k = (size_t)blockIdx.x * blockDim.x + threadIdx.x; k < n_entries;
+	     k += (size_t)gridDim.x * blockDim.x) {
+		float c, s;
+
+		exl_rope_cos_sin(pos[k / (size_t)half], (int)(k % (size_t)half), n_rot, freq_base,
+				 freq_scale, &c, &s);
+		tab[k] = make_float2(c, s);
+	}
+}
+
 /* One thread per rotated pair: (token t, head h, pair i). */
-static __global__ void rope_kernel(float *x, const int32_t *pos, size_t n_pairs, int n_heads,
-				   int head_dim, int n_rot, float freq_base, float freq_scale,
-				   bool neox)
+static __global__ void rope_kernel(float *x, const float2 *tab, size_t n_pairs, int n_heads,
+				   int head_dim, int n_rot, bool neox)
 {
 	const int half = n_rot / 2;
 
@@ -122,13 +141,38 @@ static __global__ void rope_kernel(float *x, const int32_t *pos, size_t n_pairs,
 		const int i = (int)(k % (size_t)half);
 		const size_t th = k / (size_t)half; /* t * n_heads + h */
 		const size_t t = th / (size_t)n_heads;
+		const float2 cs = tab[t * (size_t)half + (size_t)i];
 		float *head = x + th * (size_t)head_dim;
 		int a, b;
 
 		exl_rope_pair(i, n_rot, neox, &a, &b);
-		exl_rope_rotate(head, a, b,
-				exl_rope_theta(pos[t], i, n_rot, freq_base, freq_scale));
+		exl_rope_rotate(head, a, b, cs.x, cs.y);
 	}
+}
+
+/* Builds the angle table unless the one in place is for this batch and
+ * these parameters (q and k of every layer share it). */
+static bool rope_table(struct cuda_backend *cb, int n, const struct exl_rope_params *p)
+{
+	struct cuda_rope_table *rt = &cb->rope;
+	size_t entries = (size_t)n * (size_t)(p->n_rot / 2);
+
+	if (rt->valid && rt->n_rot == p->n_rot && rt->freq_base == p->freq_base &&
+	    rt->freq_scale == p->freq_scale)
+		return true;
+	rt->valid = false;
+	if (!cu_scratch(cb, &rt->tab, &rt->cap, entries * sizeof(float2), "rope"))
+		return false;
+	rope_table_kernel<<<cu_grid(entries, EW_THREADS), EW_THREADS, 0, cb->stream>>>(
+		(float2 *)rt->tab, cb->batch.d_pos, entries, p->n_rot, p->freq_base,
+		p->freq_scale);
+	if (!cu_launched(cb, "rope: angle table"))
+		return false;
+	rt->valid = true;
+	rt->n_rot = p->n_rot;
+	rt->freq_base = p->freq_base;
+	rt->freq_scale = p->freq_scale;
+	return true;
 }
 
 void cu_op_rope(struct exl_backend *be, float *x, int n, int n_heads, int head_dim,
@@ -145,6 +189,12 @@ void cu_op_rope(struct exl_backend *be, float *x, int n, int n_heads, int head_d
 			head_dim, p ? p->n_rot : -1);
 		return;
 	}
+	if (!(p->freq_base > 0.0f) || !isfinite(p->freq_base) || !(p->freq_scale > 0.0f) ||
+	    !isfinite(p->freq_scale)) {
+		cu_fail(cb, "rope: frequency base %g and scale %g must be positive",
+			(double)p->freq_base, (double)p->freq_scale);
+		return;
+	}
 	if (!n)
 		return;
 	if (n != cb->batch.n_tokens) {
@@ -152,10 +202,11 @@ void cu_op_rope(struct exl_backend *be, float *x, int n, int n_heads, int head_d
 			cb->batch.n_tokens);
 		return;
 	}
+	if (!rope_table(cb, n, p))
+		return;
 	n_pairs = (size_t)n * (size_t)n_heads * (size_t)(p->n_rot / 2);
 	rope_kernel<<<cu_grid(n_pairs, EW_THREADS), EW_THREADS, 0, cb->stream>>>(
-		x, cb->batch.d_pos, n_pairs, n_heads, head_dim, p->n_rot, p->freq_base,
-		p->freq_scale, p->neox);
+		x, (const float2 *)cb->rope.tab, n_pairs, n_heads, head_dim, p->n_rot, p->neox);
 	cu_launched(cb, "rope");
 }
 

@@ -76,8 +76,11 @@ static void test_rope(void)
 	const size_t n = (size_t)N * HEADS * HD;
 	float *x = buf(n), *ref = malloc(n * sizeof(float));
 
+	/* Short positions and long ones, out to 2^24: a float angle would be
+	 * off by tenths of a radian there. */
 	for (int i = 0; i < N; i++) {
-		pos[i] = i < 4 ? i : (int32_t)(rnd_u32() % 2048);
+		pos[i] = i < 4 ? i : i < 12 ? (int32_t)(rnd_u32() % 2048) :
+			 (int32_t)(rnd_u32() % (1u << 24));
 		seq[i] = 0;
 	}
 	struct exl_batch_desc d = { N, pos, seq, 1, 1, table };
@@ -90,24 +93,31 @@ static void test_rope(void)
 		for (size_t i = 0; i < n; i++)
 			x[i] = ref[i] = rnd_normal();
 		cpu->ops->rope(cpu, x, N, HEADS, HD, &p);
-		/* What the CUDA rope kernel does for each (token, head, pair). */
+		/* What the CUDA rope kernels do: the angle table, one entry per
+		 * (token, pair), then each (token, head, pair) rotated by it. */
 		for (int t = 0; t < N; t++)
-			for (int h = 0; h < HEADS; h++)
-				for (int i = 0; i < p.n_rot / 2; i++) {
+			for (int i = 0; i < p.n_rot / 2; i++) {
+				float c, sn;
+
+				exl_rope_cos_sin(pos[t], i, p.n_rot, p.freq_base, p.freq_scale,
+						 &c, &sn);
+				for (int h = 0; h < HEADS; h++) {
 					int a, b;
 
 					exl_rope_pair(i, p.n_rot, p.neox, &a, &b);
-					exl_rope_rotate(ref + ((size_t)t * HEADS + h) * HD, a, b,
-							exl_rope_theta(pos[t], i, p.n_rot,
-								       p.freq_base, p.freq_scale));
+					exl_rope_rotate(ref + ((size_t)t * HEADS + h) * HD, a, b, c,
+							sn);
 				}
-		/* Positions below 2048: one float ulp of the angle is at most
-		 * 1.2e-4 and |x| stays below ~5, so 1e-3 absolute covers a
-		 * differently rounded angle or sin/cos on the CPU side. */
+			}
+		/* Same angles from the same function, and the rotation's products
+		 * and sum in the CPU kernels' order: bit-identical unless a
+		 * compiler contracts a * b + c into an FMA (C11 forbids it by
+		 * default), which moves a result by at most an ulp (|x| < ~6,
+		 * an ulp 4.8e-7). */
 		double e = max_abs_diff(x, ref, n);
 		printf("rope n_rot %d base %g scale %g %s: max |diff| %g\n", p.n_rot, p.freq_base,
 		       p.freq_scale, p.neox ? "neox" : "normal", e);
-		CHECK(e <= 1e-3, "rope n_rot %d base %g scale %g %s: max diff %g", p.n_rot,
+		CHECK(e <= 1e-6, "rope n_rot %d base %g scale %g %s: max diff %g", p.n_rot,
 		      p.freq_base, p.freq_scale, p.neox ? "neox" : "normal", e);
 		/* Dimensions past n_rot are untouched. */
 		for (int t = 0; t < N && p.n_rot < HD; t++)
