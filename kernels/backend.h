@@ -66,6 +66,21 @@ struct exl_rope_params {
 	bool neox;          /* halves layout (x[i], x[i + n_rot/2]); else adjacent pairs */
 };
 
+/* What a backend holds, for status reports and for sizing the KV pool.
+ * weight_bytes: what ops->upload holds (CUDA: device copies; CPU: the
+ * caller's bytes, the mapped GGUF file, used in place).  buffer_bytes: what
+ * ops->alloc holds (KV pools, activations): device memory for CUDA, host RAM
+ * for the CPU.  free_bytes / total_bytes: the device's own memory as the
+ * device reports it now (every process's use counted), or 0 and 0 when the
+ * backend has no memory of its own to run out of (the CPU). */
+struct exl_backend_mem {
+	char device[16];       /* "cpu", "cuda:0" */
+	uint64_t weight_bytes;
+	uint64_t buffer_bytes;
+	uint64_t free_bytes;
+	uint64_t total_bytes;
+};
+
 struct exl_backend_ops {
 	const char *name;
 	void (*destroy)(struct exl_backend *be);
@@ -115,6 +130,16 @@ struct exl_backend_ops {
 			    const int32_t *rows, int n, int dim);
 	/* In place softmax over each row of dim floats */
 	void (*softmax)(struct exl_backend *be, float *x, int n, int dim);
+
+	/* Fills *m.  Unlike every other op it may be called from any thread
+	 * while the owner uses the backend (the counts are read atomically).
+	 * 0, or -1 with a message (the device cannot be queried; *m then has
+	 * the device name and the counts, free and total 0). */
+	int (*mem_info)(struct exl_backend *be, struct exl_backend_mem *m, char *err,
+			size_t errlen);
+	/* dst[0..bytes) = src[0..bytes), both backend memory, queued like the
+	 * ops (no host round trip, no wait).  -1 when it cannot be queued. */
+	int (*copy)(struct exl_backend *be, void *dst, const void *src, size_t bytes);
 };
 
 struct exl_backend {

@@ -13,6 +13,7 @@
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/pool.h"
 #include "kernels/dtype.h"
+#include "kernels/mem_track.h"
 #include "kernels/quant.h"
 
 struct cpu_backend {
@@ -24,6 +25,8 @@ struct cpu_backend {
 	unsigned batch_id;       /* bumped by every set_batch (keys the rope tables) */
 	struct exl_rope_cache rope;
 	struct exl_attn_scratch attn;
+	struct exl_mem_track weights; /* what upload was given: mapped file bytes */
+	struct exl_mem_track buffers; /* what alloc handed out: host RAM */
 	bool failed;
 	char err[256];
 };
@@ -75,7 +78,8 @@ static void *op_alloc(struct exl_backend *be, size_t bytes)
 	}
 	sz = bytes ? (bytes + 63) & ~(size_t)63 : 64;
 	p = aligned_alloc(64, sz);
-	if (!p) {
+	if (!p || exl_mem_track_add(&cb->buffers, p, sz)) {
+		free(p);
 		note(cb, "alloc: out of memory for %zu bytes", bytes);
 		return NULL;
 	}
@@ -85,22 +89,45 @@ static void *op_alloc(struct exl_backend *be, size_t bytes)
 
 static void op_free(struct exl_backend *be, void *p)
 {
-	(void)be;
+	if (!p)
+		return;
+	exl_mem_track_remove(&cpu_of(be)->buffers, p);
 	free(p);
 }
 
 static const void *op_upload(struct exl_backend *be, const void *src, size_t bytes)
 {
-	(void)bytes;
-	if (!src)
-		note(cpu_of(be), "upload: no source");
+	struct cpu_backend *cb = cpu_of(be);
+
+	if (!src) {
+		note(cb, "upload: no source");
+		return NULL;
+	}
+	if (exl_mem_track_add(&cb->weights, src, bytes)) {
+		note(cb, "upload: out of memory");
+		return NULL;
+	}
 	return src; /* host memory is backend memory: used in place */
 }
 
 static void op_unload(struct exl_backend *be, const void *p)
 {
-	(void)be;
-	(void)p;
+	if (p)
+		exl_mem_track_remove(&cpu_of(be)->weights, p);
+}
+
+static int op_mem_info(struct exl_backend *be, struct exl_backend_mem *m, char *err,
+		       size_t errlen)
+{
+	struct cpu_backend *cb = cpu_of(be);
+
+	(void)err;
+	(void)errlen;
+	memset(m, 0, sizeof(*m));
+	snprintf(m->device, sizeof(m->device), "cpu");
+	m->weight_bytes = exl_mem_track_total(&cb->weights);
+	m->buffer_bytes = exl_mem_track_total(&cb->buffers);
+	return 0;
 }
 
 /* Reports a pending failure once; the next pass starts clean. */
@@ -146,6 +173,22 @@ static int op_copy_in(struct exl_backend *be, void *dst, const void *src_host, s
 static int op_sync(struct exl_backend *be)
 {
 	return finish(cpu_of(be));
+}
+
+static int op_copy(struct exl_backend *be, void *dst, const void *src, size_t bytes)
+{
+	struct cpu_backend *cb = cpu_of(be);
+
+	if (cb->failed)
+		return -1;
+	if (!bytes)
+		return 0;
+	if (!dst || !src) {
+		note(cb, "copy: no %s buffer", dst ? "source" : "destination");
+		return -1;
+	}
+	memmove(dst, src, bytes);
+	return 0;
 }
 
 /* ---- batch layout ----------------------------------------------------- */
@@ -396,6 +439,8 @@ static void op_destroy(struct exl_backend *be)
 	exl_cpu_batch_free(&cb->batch);
 	exl_rope_cache_free(&cb->rope);
 	exl_attn_scratch_free(&cb->attn);
+	exl_mem_track_free(&cb->weights);
+	exl_mem_track_free(&cb->buffers);
 	free(cb);
 }
 
@@ -421,6 +466,8 @@ static const struct exl_backend_ops cpu_ops = {
 	.attention = op_attention,
 	.gather_rows = op_gather_rows,
 	.softmax = op_softmax,
+	.mem_info = op_mem_info,
+	.copy = op_copy,
 };
 
 struct exl_backend *exl_backend_cpu_create(int n_threads, char *err, size_t errlen)

@@ -423,6 +423,15 @@ static bool note_ok(struct cuda_backend *cb, cudaError_t e, const char *what)
 	return false;
 }
 
+static void device_free(struct cuda_backend *cb, void *p)
+{
+	/* Work queued earlier may still use p. */
+	cudaSetDevice(cb->device);
+	cudaStreamSynchronize(cb->stream);
+	cudaFree(p);
+	cudaGetLastError();
+}
+
 static void *op_alloc(struct exl_backend *be, size_t bytes)
 {
 	struct cuda_backend *cb = cuda_of(be);
@@ -437,6 +446,11 @@ static void *op_alloc(struct exl_backend *be, size_t bytes)
 		cudaFree(p);
 		return NULL;
 	}
+	if (exl_mem_track_add(&cb->buffers, p, bytes)) {
+		device_free(cb, p);
+		cu_note(cb, "alloc: out of host memory");
+		return NULL;
+	}
 	return p;
 }
 
@@ -446,11 +460,8 @@ static void op_free(struct exl_backend *be, void *p)
 
 	if (!p)
 		return;
-	/* Work queued earlier may still use p. */
-	cudaSetDevice(cb->device);
-	cudaStreamSynchronize(cb->stream);
-	cudaFree(p);
-	cudaGetLastError();
+	exl_mem_track_remove(&cb->buffers, p);
+	device_free(cb, p);
 }
 
 static const void *op_upload(struct exl_backend *be, const void *src, size_t bytes)
@@ -471,12 +482,41 @@ static const void *op_upload(struct exl_backend *be, const void *src, size_t byt
 		cudaFree(p);
 		return NULL;
 	}
+	if (exl_mem_track_add(&cb->weights, p, bytes)) {
+		cudaFree(p);
+		cu_note(cb, "upload: out of host memory");
+		return NULL;
+	}
 	return p;
 }
 
 static void op_unload(struct exl_backend *be, const void *p)
 {
-	op_free(be, (void *)p);
+	struct cuda_backend *cb = cuda_of(be);
+
+	if (!p)
+		return;
+	exl_mem_track_remove(&cb->weights, p);
+	device_free(cb, (void *)p);
+}
+
+/* May run on any thread (a status request): reads the counts atomically and
+ * asks the runtime, which is thread-safe, about the device. */
+static int op_mem_info(struct exl_backend *be, struct exl_backend_mem *m, char *err,
+		       size_t errlen)
+{
+	struct cuda_backend *cb = cuda_of(be);
+	size_t fr = 0, tot = 0;
+
+	memset(m, 0, sizeof(*m));
+	snprintf(m->device, sizeof(m->device), "cuda:%d", cb->device);
+	m->weight_bytes = exl_mem_track_total(&cb->weights);
+	m->buffer_bytes = exl_mem_track_total(&cb->buffers);
+	if (exl_cuda_mem_info(cb->device, &fr, &tot, err, errlen))
+		return -1;
+	m->free_bytes = fr;
+	m->total_bytes = tot;
+	return 0;
 }
 
 /* After waiting for the queue: reports a failure once, and lets the next
@@ -519,6 +559,22 @@ static int op_sync(struct exl_backend *be)
 	if (e == cudaSuccess)
 		e = cudaStreamSynchronize(cb->stream);
 	return finish(cb, e, "sync");
+}
+
+/* Device to device on the stream: ordered with the ops around it, and the
+ * bytes never leave the GPU. */
+static int op_copy(struct exl_backend *be, void *dst, const void *src, size_t bytes)
+{
+	struct cuda_backend *cb = cuda_of(be);
+
+	if (!cu_enter(cb))
+		return -1;
+	if (!bytes)
+		return 0;
+	if (!cu_ok(cb, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, cb->stream),
+		   "copy"))
+		return -1;
+	return 0;
 }
 
 static int op_copy_in(struct exl_backend *be, void *dst, const void *src_host, size_t bytes)
@@ -706,6 +762,8 @@ static void op_destroy(struct exl_backend *be)
 	free(cb->batch.pos);
 	free(cb->batch.seq);
 	free(cb->batch.page_table);
+	exl_mem_track_free(&cb->weights);
+	exl_mem_track_free(&cb->buffers);
 	free(cb);
 }
 
@@ -731,6 +789,8 @@ static const struct exl_backend_ops cuda_ops = {
 	.attention = cu_op_attention,
 	.gather_rows = cu_op_gather_rows,
 	.softmax = cu_op_softmax,
+	.mem_info = op_mem_info,
+	.copy = op_copy,
 };
 
 extern "C" struct exl_backend *exl_backend_cuda_create(int device, char *err, size_t errlen)

@@ -12,6 +12,7 @@
 extern "C" {
 #include "kernels/backend.h"
 }
+#include "kernels/mem_track.h"
 
 /* Host arrays the op table passes (the batch layout, token ids, row lists,
  * copy_in's bytes) may be reused by the caller as soon as the op returns, so
@@ -79,6 +80,11 @@ struct cuda_backend {
 
 	bool failed;
 	char err[512];
+
+	/* Device memory handed out by upload (weights) and alloc (KV pools,
+	 * activations), for ops->mem_info. */
+	struct exl_mem_track weights;
+	struct exl_mem_track buffers;
 
 	struct cuda_batch batch;
 	struct cuda_rope_table rope;
