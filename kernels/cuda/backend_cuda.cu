@@ -1,10 +1,12 @@
 /* The CUDA backend: device selection, memory, the staging of host arrays,
  * the batch layout, error reporting and the op table.  The ops themselves
  * are in ops_*.cu. */
+#include <dlfcn.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "kernels/cuda/backend_cuda.h"
 #include "kernels/cuda/cuda_internal.h"
@@ -288,6 +290,36 @@ bool cu_scratch(struct cuda_backend *cb, void **buf, size_t *cap, size_t bytes,
 
 /* ---- queries ---------------------------------------------------------- */
 
+/* Why the runtime found no device, naming what is missing.  Without any
+ * NVIDIA driver cudart says "CUDA driver version is insufficient for CUDA
+ * runtime version", which sends people looking for a driver upgrade. */
+static void no_device_reason(cudaError_t e, char *err, size_t errlen)
+{
+	static const char lib[] = "libcuda.so.1";
+	void *h = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
+	const char *why;
+
+	if (!h) {
+		why = dlerror();
+		if (!why)
+			why = "unknown dynamic loader error";
+		/* dlerror starts with the file name; it is said already */
+		if (!strncmp(why, lib, sizeof(lib) - 1) && !strncmp(why + sizeof(lib) - 1, ": ", 2))
+			why += sizeof(lib) + 1;
+		snprintf(err, errlen, "no CUDA device: no NVIDIA driver found (%s not loadable: %s)",
+			 lib, why);
+		return;
+	}
+	dlclose(h);
+	if (access("/dev/nvidiactl", F_OK) != 0) {
+		snprintf(err, errlen, "no CUDA device: the NVIDIA driver library is installed but "
+			 "/dev/nvidiactl does not exist (kernel module not loaded, or the device "
+			 "is not passed to this container or service): %s", cudaGetErrorString(e));
+		return;
+	}
+	snprintf(err, errlen, "no CUDA device: %s", cudaGetErrorString(e));
+}
+
 extern "C" int exl_cuda_device_count(char *err, size_t errlen)
 {
 	int n = 0;
@@ -295,7 +327,7 @@ extern "C" int exl_cuda_device_count(char *err, size_t errlen)
 
 	if (e != cudaSuccess) {
 		cudaGetLastError();
-		snprintf(err, errlen, "no CUDA device: %s", cudaGetErrorString(e));
+		no_device_reason(e, err, errlen);
 		return -1;
 	}
 	if (n <= 0) {

@@ -1,7 +1,8 @@
 /* Every op of the CUDA backend against the CPU backend's (the reference) on
  * random inputs, and, where the exact value is known, against a
  * double-precision computation on the host.  Tolerances are stated at each
- * check.  Exits 77 ("skipped: no CUDA device (...)") without a GPU. */
+ * check.  Exits 77 ("skipped: no CUDA device: ...", saying what is missing)
+ * without a GPU. */
 #include <math.h>
 #include <stdbool.h>
 #include <stdio.h>

@@ -4,7 +4,8 @@
  *   lazy MODULE        nothing of CUDA is mapped until the first CUDA call,
  *                      which maps the module and cudart; the module's
  *                      symbols stay out of the global scope; the calls give
- *                      a device or "no CUDA device: ..."
+ *                      a device or "no CUDA device: ...", which names the
+ *                      missing driver library when there is none
  *   threads MODULE     first use from many threads at once: one outcome
  *   buildtree MODULE   without $EXLD_CUDA_MODULE a program in the build tree
  *                      finds the build tree's module (MODULE)
@@ -42,6 +43,19 @@
 	} while (0)
 
 static const char no_device[] = "no CUDA device: ";
+static const char no_driver[] = "no CUDA device: no NVIDIA driver found (libcuda.so.1 not loadable: ";
+
+/* On a machine without the NVIDIA driver library the message must say so,
+ * not repeat cudart's "driver version is insufficient". */
+static bool driver_missing(void)
+{
+	void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+
+	if (!h)
+		return true;
+	dlclose(h);
+	return false;
+}
 
 /* Whether a line of /proc/self/maps names a file containing `what`. */
 static bool mapped(const char *what)
@@ -76,6 +90,9 @@ static int check_loaded_calls(void)
 	n = exl_cuda_device_count(err, sizeof(err));
 	if (n < 0) {
 		CHECK(starts_with(err, no_device), "device count: \"%s\"", err);
+		if (driver_missing())
+			CHECK(starts_with(err, no_driver) && !strstr(err, "insufficient"),
+			      "no driver library, but the message is \"%s\"", err);
 		err[0] = '\0';
 		CHECK(exl_backend_create_by_name("cuda:0", 0, &be, err, sizeof(err)) == -1 &&
 		      !be && starts_with(err, no_device), "create: \"%s\"", err);
