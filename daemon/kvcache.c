@@ -51,8 +51,6 @@ struct exl_kvcache {
 	int32_t lru_head;
 	int32_t lru_tail;
 	int n_cached;
-
-	void *copy_buf;     /* host bounce buffer for copy on write */
 };
 
 static uint64_t mix64(uint64_t x)
@@ -218,11 +216,9 @@ struct exl_kvcache *exl_kvcache_create(struct exl_backend *be, int n_layers, int
 	kv->free_stack = malloc(np * sizeof(*kv->free_stack));
 	kv->lru_prev = malloc(np * sizeof(*kv->lru_prev));
 	kv->lru_next = malloc(np * sizeof(*kv->lru_next));
-	kv->copy_buf = malloc(kv->page_bytes);
 	if (!kv->layers || !kv->refcount || !kv->gen || !kv->registered || !kv->hash ||
 	    !kv->parent || !kv->parent_gen || !kv->page_tokens || !kv->bucket ||
-	    !kv->bucket_next || !kv->free_stack || !kv->lru_prev || !kv->lru_next ||
-	    !kv->copy_buf)
+	    !kv->bucket_next || !kv->free_stack || !kv->lru_prev || !kv->lru_next)
 		goto oom;
 	for (uint32_t b = 0; b < kv->n_buckets; b++)
 		kv->bucket[b] = -1;
@@ -283,7 +279,6 @@ void exl_kvcache_free(struct exl_kvcache *kv)
 	free(kv->free_stack);
 	free(kv->lru_prev);
 	free(kv->lru_next);
-	free(kv->copy_buf);
 	free(kv);
 }
 
@@ -445,6 +440,8 @@ int exl_kv_seq_pages_needed(const struct exl_kvcache *kv, const struct exl_kv_se
 	return need;
 }
 
+/* Device to device, queued ahead of the pass that writes the copy: no
+ * host round trip and no wait. */
 static int copy_page(struct exl_kvcache *kv, int32_t dst, int32_t src)
 {
 	struct exl_backend *be = kv->be;
@@ -453,10 +450,8 @@ static int copy_page(struct exl_kvcache *kv, int32_t dst, int32_t src)
 	for (int l = 0; l < kv->n_layers; l++) {
 		char *k = kv->layers[l].k, *v = kv->layers[l].v;
 
-		if (be->ops->download(be, kv->copy_buf, k + off_s, kv->page_bytes) ||
-		    be->ops->copy_in(be, k + off_d, kv->copy_buf, kv->page_bytes) ||
-		    be->ops->download(be, kv->copy_buf, v + off_s, kv->page_bytes) ||
-		    be->ops->copy_in(be, v + off_d, kv->copy_buf, kv->page_bytes))
+		if (be->ops->copy(be, k + off_d, k + off_s, kv->page_bytes) ||
+		    be->ops->copy(be, v + off_d, v + off_s, kv->page_bytes))
 			return -1;
 	}
 	return 0;
