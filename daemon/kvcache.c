@@ -21,6 +21,9 @@
 #include <string.h>
 
 #include "daemon/kvcache.h"
+#include "kernels/backend_select.h"
+
+#define MIB (1024.0 * 1024.0)
 
 struct exl_kvcache {
 	struct exl_backend *be;
@@ -158,6 +161,28 @@ static void page_unref(struct exl_kvcache *kv, int32_t p)
 		kv->free_stack[kv->n_free_stack++] = p;
 }
 
+/* Refuses a pool of `need` bytes that a device with its own memory has no
+ * room for, naming both numbers. */
+static int check_pool_fits(struct exl_backend *be, uint64_t need, int n_tokens, char *err,
+			   size_t errlen)
+{
+	struct exl_backend_mem mem;
+	char msg[300];
+
+	if (be->ops->mem_info(be, &mem, msg, sizeof(msg))) {
+		snprintf(err, errlen, "kv cache: cannot tell whether %.1f MiB fit on %s: %s",
+			 need / MIB, mem.device, msg);
+		return -1;
+	}
+	if (!mem.total_bytes || need <= mem.free_bytes)
+		return 0;
+	snprintf(err, errlen, "kv cache: %d tokens need %.1f MiB of VRAM (%llu bytes), %.1f MiB "
+		 "free of %.1f MiB on %s (lower kv_tokens, or leave it unset to size the pool "
+		 "from free memory)", n_tokens, need / MIB, (unsigned long long)need,
+		 mem.free_bytes / MIB, mem.total_bytes / MIB, mem.device);
+	return -1;
+}
+
 /* ---- creation ---- */
 
 struct exl_kvcache *exl_kvcache_create(struct exl_backend *be, int n_layers, int n_kv_heads,
@@ -230,19 +255,32 @@ struct exl_kvcache *exl_kvcache_create(struct exl_backend *be, int n_layers, int
 	}
 	kv->n_free_stack = n_pages;
 
+	if ((uint64_t)kv->page_bytes * np > UINT64_MAX / 2 / (uint64_t)n_layers) {
+		snprintf(err, errlen, "kv cache: %d tokens of %d layers too large", n_tokens,
+			 n_layers);
+		exl_kvcache_free(kv);
+		return NULL;
+	}
+	if (check_pool_fits(be, exl_kvcache_bytes(kv), n_tokens, err, errlen)) {
+		exl_kvcache_free(kv);
+		return NULL;
+	}
 	for (int l = 0; l < n_layers; l++) {
 		struct exl_kv_layer *kl = &kv->layers[l];
+		const char *why;
 
 		kl->page_size = page_size;
 		kl->n_kv_heads = n_kv_heads;
 		kl->head_dim = head_dim;
 		kl->n_pages = n_pages;
 		kl->k = be->ops->alloc(be, kv->page_bytes * np);
-		kl->v = be->ops->alloc(be, kv->page_bytes * np);
+		kl->v = kl->k ? be->ops->alloc(be, kv->page_bytes * np) : NULL;
 		if (!kl->k || !kl->v) {
+			why = exl_backend_error(be);
 			snprintf(err, errlen, "kv cache: cannot allocate %zu bytes on backend %s "
-				 "for layer %d (%d tokens)", 2 * kv->page_bytes * np,
-				 be->ops->name, l, n_tokens);
+				 "for layer %d of %d (%d tokens, %.1f MiB in all): %s",
+				 2 * kv->page_bytes * np, be->ops->name, l, n_layers, n_tokens,
+				 exl_kvcache_bytes(kv) / MIB, why ? why : "no reason given");
 			exl_kvcache_free(kv);
 			return NULL;
 		}
@@ -280,6 +318,11 @@ void exl_kvcache_free(struct exl_kvcache *kv)
 	free(kv->lru_prev);
 	free(kv->lru_next);
 	free(kv);
+}
+
+uint64_t exl_kvcache_bytes(const struct exl_kvcache *kv)
+{
+	return 2u * (uint64_t)kv->page_bytes * (uint64_t)kv->n_pages * (uint64_t)kv->n_layers;
 }
 
 int exl_kvcache_page_size(const struct exl_kvcache *kv)

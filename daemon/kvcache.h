@@ -29,10 +29,15 @@ struct exl_kv_seq {
 	int cap_tokens;
 };
 
+/* A pool of n_tokens positions (rounded up to whole pages) on be.  On a
+ * device with its own memory a pool larger than what is free is refused
+ * with both numbers before anything is allocated. */
 struct exl_kvcache *exl_kvcache_create(struct exl_backend *be, int n_layers, int n_kv_heads,
 				       int head_dim, int n_tokens, int page_size,
 				       char *err, size_t errlen);
 void exl_kvcache_free(struct exl_kvcache *kv);
+/* Bytes of backend memory the pool holds: K and V of every layer. */
+uint64_t exl_kvcache_bytes(const struct exl_kvcache *kv);
 
 int exl_kvcache_page_size(const struct exl_kvcache *kv);
 int exl_kvcache_n_pages(const struct exl_kvcache *kv);

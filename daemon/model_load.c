@@ -1,13 +1,27 @@
 /* Binding a llama-family model's tensors by name, with shape and type
- * checks, and handing them to the backend. */
+ * checks, and handing them to the backend.
+ *
+ * Binding runs twice over the same names: a plan pass checks every tensor
+ * and adds up the bytes the backend will hold, so a model that cannot fit
+ * on the device is refused with the numbers before anything is uploaded;
+ * then the pass that uploads. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "daemon/gguf.h"
 #include "daemon/model_internal.h"
+#include "kernels/backend_select.h"
 #include "kernels/dtype.h"
 #include "kernels/quant.h"
+
+#define MIB (1024.0 * 1024.0)
+
+struct binder {
+	struct exl_model *m;
+	bool plan;       /* check and count only; *data is the host bytes */
+	uint64_t bytes;  /* plan: bytes the upload pass will upload */
+};
 
 static const char *type_name(uint32_t t)
 {
@@ -40,13 +54,15 @@ static int track_upload(struct exl_model *m, const void *p)
 }
 
 /* Finds name with shape [ne0] (ne1 == 0) or [ne0, ne1], checks its type and
- * uploads it.  A tensor that is absent gives *data = NULL and 0 when
- * optional. */
-static int bind(struct exl_model *m, const char *name, uint64_t ne0, uint64_t ne1, bool matmul,
+ * uploads it (the plan pass counts its bytes instead).  A tensor that is
+ * absent gives *data = NULL and 0 when optional. */
+static int bind(struct binder *bd, const char *name, uint64_t ne0, uint64_t ne1, bool matmul,
 		bool optional, const struct gguf_tensor **out, const void **data, char *err,
 		size_t errlen)
 {
+	struct exl_model *m = bd->m;
 	const struct gguf_tensor *t = gguf_find_tensor(m->gguf, name);
+	const char *why;
 	uint64_t want[2] = { ne0, ne1 };
 	uint32_t want_dims = ne1 ? 2 : 1;
 	char ws[64], fs[96];
@@ -79,10 +95,18 @@ static int bind(struct exl_model *m, const char *name, uint64_t ne0, uint64_t ne
 			 (unsigned long long)t->ne[0], type_name(t->type));
 		return -1;
 	}
+	if (bd->plan) {
+		bd->bytes += t->nbytes;
+		*data = t->data;
+		*out = t;
+		return 0;
+	}
 	*data = m->be->ops->upload(m->be, t->data, t->nbytes);
 	if (!*data) {
-		snprintf(err, errlen, "tensor '%s': cannot upload %llu bytes to backend %s", name,
-			 (unsigned long long)t->nbytes, m->be->ops->name);
+		why = exl_backend_error(m->be);
+		snprintf(err, errlen, "tensor '%s': cannot upload %llu bytes to backend %s (%.1f MiB "
+			 "of weights uploaded before it): %s", name, (unsigned long long)t->nbytes,
+			 m->be->ops->name, m->weight_bytes / MIB, why ? why : "no reason given");
 		return -1;
 	}
 	if (track_upload(m, *data)) {
@@ -95,26 +119,26 @@ static int bind(struct exl_model *m, const char *name, uint64_t ne0, uint64_t ne
 	return 0;
 }
 
-static int bind_vec(struct exl_model *m, const char *name, int n, bool optional,
+static int bind_vec(struct binder *bd, const char *name, int n, bool optional,
 		    const float **out, char *err, size_t errlen)
 {
 	const struct gguf_tensor *t;
 	const void *d;
 
-	if (bind(m, name, (uint64_t)n, 0, false, optional, &t, &d, err, errlen))
+	if (bind(bd, name, (uint64_t)n, 0, false, optional, &t, &d, err, errlen))
 		return -1;
 	*out = d;
 	return 0;
 }
 
 /* A matmul weight of rows x cols (GGUF shape [cols, rows]). */
-static int bind_mat(struct exl_model *m, const char *name, int rows, int cols,
+static int bind_mat(struct binder *bd, const char *name, int rows, int cols,
 		    struct exl_weight *w, char *err, size_t errlen)
 {
 	const struct gguf_tensor *t;
 	const void *d;
 
-	if (bind(m, name, (uint64_t)cols, (uint64_t)rows, true, false, &t, &d, err, errlen))
+	if (bind(bd, name, (uint64_t)cols, (uint64_t)rows, true, false, &t, &d, err, errlen))
 		return -1;
 	w->type = t->type;
 	w->rows = rows;
@@ -124,8 +148,9 @@ static int bind_mat(struct exl_model *m, const char *name, int rows, int cols,
 	return 0;
 }
 
-static int bind_layer(struct exl_model *m, int il, char *err, size_t errlen)
+static int bind_layer(struct binder *bd, int il, char *err, size_t errlen)
 {
+	struct exl_model *m = bd->m;
 	const struct exl_hparams *hp = &m->hp;
 	struct exl_layer_weights *lw = &m->layers[il];
 	int q_dim = hp->n_head * hp->head_dim, kv_dim = hp->n_head_kv * hp->head_dim;
@@ -133,43 +158,38 @@ static int bind_layer(struct exl_model *m, int il, char *err, size_t errlen)
 	char name[96];
 
 #define NAME(suffix) (snprintf(name, sizeof(name), "blk.%d.%s", il, suffix), name)
-	if (bind_vec(m, NAME("attn_norm.weight"), hp->n_embd, false, &lw->attn_norm, err, errlen) ||
-	    bind_mat(m, NAME("attn_q.weight"), q_dim, hp->n_embd, &lw->wq, err, errlen) ||
-	    bind_mat(m, NAME("attn_k.weight"), kv_dim, hp->n_embd, &lw->wk, err, errlen) ||
-	    bind_mat(m, NAME("attn_v.weight"), kv_dim, hp->n_embd, &lw->wv, err, errlen) ||
-	    bind_mat(m, NAME("attn_output.weight"), hp->n_embd, q_dim, &lw->wo, err, errlen) ||
-	    bind_vec(m, NAME("ffn_norm.weight"), hp->n_embd, false, &lw->ffn_norm, err, errlen) ||
-	    bind_mat(m, NAME("ffn_gate.weight"), hp->n_ff, hp->n_embd, &lw->w_gate, err, errlen) ||
-	    bind_mat(m, NAME("ffn_up.weight"), hp->n_ff, hp->n_embd, &lw->w_up, err, errlen) ||
-	    bind_mat(m, NAME("ffn_down.weight"), hp->n_embd, hp->n_ff, &lw->w_down, err, errlen))
+	if (bind_vec(bd, NAME("attn_norm.weight"), hp->n_embd, false, &lw->attn_norm, err, errlen) ||
+	    bind_mat(bd, NAME("attn_q.weight"), q_dim, hp->n_embd, &lw->wq, err, errlen) ||
+	    bind_mat(bd, NAME("attn_k.weight"), kv_dim, hp->n_embd, &lw->wk, err, errlen) ||
+	    bind_mat(bd, NAME("attn_v.weight"), kv_dim, hp->n_embd, &lw->wv, err, errlen) ||
+	    bind_mat(bd, NAME("attn_output.weight"), hp->n_embd, q_dim, &lw->wo, err, errlen) ||
+	    bind_vec(bd, NAME("ffn_norm.weight"), hp->n_embd, false, &lw->ffn_norm, err, errlen) ||
+	    bind_mat(bd, NAME("ffn_gate.weight"), hp->n_ff, hp->n_embd, &lw->w_gate, err, errlen) ||
+	    bind_mat(bd, NAME("ffn_up.weight"), hp->n_ff, hp->n_embd, &lw->w_up, err, errlen) ||
+	    bind_mat(bd, NAME("ffn_down.weight"), hp->n_embd, hp->n_ff, &lw->w_down, err, errlen))
 		return -1;
 	/* qwen2 always has q/k/v biases; some llama conversions do too. */
-	if (bind_vec(m, NAME("attn_q.bias"), q_dim, !bias, &lw->bq, err, errlen) ||
-	    bind_vec(m, NAME("attn_k.bias"), kv_dim, !bias, &lw->bk, err, errlen) ||
-	    bind_vec(m, NAME("attn_v.bias"), kv_dim, !bias, &lw->bv, err, errlen))
+	if (bind_vec(bd, NAME("attn_q.bias"), q_dim, !bias, &lw->bq, err, errlen) ||
+	    bind_vec(bd, NAME("attn_k.bias"), kv_dim, !bias, &lw->bk, err, errlen) ||
+	    bind_vec(bd, NAME("attn_v.bias"), kv_dim, !bias, &lw->bv, err, errlen))
 		return -1;
 #undef NAME
 	return 0;
 }
 
-int exl_model_bind_tensors(struct exl_model *m, char *err, size_t errlen)
+/* One pass over every tensor of the layout. */
+static int bind_all(struct binder *bd, char *err, size_t errlen)
 {
+	struct exl_model *m = bd->m;
 	const struct exl_hparams *hp = &m->hp;
 	const void *d;
 	const struct gguf_tensor *t;
 
-	/* Llama 3.1 style frequency factors change every rotation; the rope
-	 * op has no input for them, so running without them would be wrong. */
-	if (gguf_find_tensor(m->gguf, "rope_freqs.weight")) {
-		snprintf(err, errlen, "tensor 'rope_freqs.weight' (llama3 rope frequency "
-			 "scaling) is not supported");
-		return -1;
-	}
-	if (bind_mat(m, "token_embd.weight", hp->n_vocab, hp->n_embd, &m->tok_embd, err,
+	if (bind_mat(bd, "token_embd.weight", hp->n_vocab, hp->n_embd, &m->tok_embd, err,
 		     errlen) ||
-	    bind_vec(m, "output_norm.weight", hp->n_embd, false, &m->output_norm, err, errlen))
+	    bind_vec(bd, "output_norm.weight", hp->n_embd, false, &m->output_norm, err, errlen))
 		return -1;
-	if (bind(m, "output.weight", (uint64_t)hp->n_embd, (uint64_t)hp->n_vocab, true, true,
+	if (bind(bd, "output.weight", (uint64_t)hp->n_embd, (uint64_t)hp->n_vocab, true, true,
 		 &t, &d, err, errlen))
 		return -1;
 	if (d) {
@@ -184,13 +204,51 @@ int exl_model_bind_tensors(struct exl_model *m, char *err, size_t errlen)
 		m->hp.tied_embeddings = true;
 	}
 
-	m->layers = calloc((size_t)hp->n_layer, sizeof(*m->layers));
+	if (!m->layers)
+		m->layers = calloc((size_t)hp->n_layer, sizeof(*m->layers));
 	if (!m->layers) {
 		snprintf(err, errlen, "out of memory");
 		return -1;
 	}
 	for (int il = 0; il < hp->n_layer; il++)
-		if (bind_layer(m, il, err, errlen))
+		if (bind_layer(bd, il, err, errlen))
 			return -1;
 	return 0;
+}
+
+/* Refuses weights of `need` bytes that a device with its own memory has no
+ * room for, naming both numbers. */
+static int check_fits(struct exl_model *m, uint64_t need, char *err, size_t errlen)
+{
+	struct exl_backend_mem mem;
+	char msg[300];
+
+	if (m->be->ops->mem_info(m->be, &mem, msg, sizeof(msg))) {
+		snprintf(err, errlen, "cannot tell whether %.1f MiB of weights fit on %s: %s",
+			 need / MIB, mem.device, msg);
+		return -1;
+	}
+	if (!mem.total_bytes || need <= mem.free_bytes)
+		return 0;
+	snprintf(err, errlen, "model needs %.1f MiB of VRAM for its weights (%llu bytes), "
+		 "%.1f MiB free of %.1f MiB on %s", need / MIB, (unsigned long long)need,
+		 mem.free_bytes / MIB, mem.total_bytes / MIB, mem.device);
+	return -1;
+}
+
+int exl_model_bind_tensors(struct exl_model *m, char *err, size_t errlen)
+{
+	struct binder bd = { m, true, 0 };
+
+	/* Llama 3.1 style frequency factors change every rotation; the rope
+	 * op has no input for them, so running without them would be wrong. */
+	if (gguf_find_tensor(m->gguf, "rope_freqs.weight")) {
+		snprintf(err, errlen, "tensor 'rope_freqs.weight' (llama3 rope frequency "
+			 "scaling) is not supported");
+		return -1;
+	}
+	if (bind_all(&bd, err, errlen) || check_fits(m, bd.bytes, err, errlen))
+		return -1;
+	bd.plan = false;
+	return bind_all(&bd, err, errlen);
 }
