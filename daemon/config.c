@@ -19,7 +19,7 @@ void exl_config_defaults(struct exl_config *c)
 	c->socket_mode = 0660;
 	snprintf(c->models_dir, sizeof(c->models_dir), "/var/lib/exld/models");
 	c->threads = 0;
-	c->kv_tokens = 8192;
+	c->kv_tokens = 0; /* sized at load: daemon/kvcache.h, exl_kvcache_auto_tokens */
 	c->kv_page_size = 32;
 	c->max_batch_tokens = 512;
 	c->prefill_chunk = 256;
@@ -252,8 +252,17 @@ int exl_config_set(struct exl_config *c, const char *key, const char *v, char *e
 			return -1;
 		c->threads = (int)x;
 	} else if (!strcmp(key, "kv_tokens")) {
-		if (parse_long(key, v, 16, 1 << 24, &x, err, errlen))
+		if (!strcmp(v, "auto")) {
+			c->kv_tokens = 0;
+			return 0;
+		}
+		if (parse_long(key, v, 0, 1 << 24, &x, err, errlen))
 			return -1;
+		if (x > 0 && x < 16) {
+			snprintf(err, errlen, "%s: wants auto, 0 (auto) or 16 .. %d, got '%s'", key,
+				 1 << 24, v);
+			return -1;
+		}
 		c->kv_tokens = (int)x;
 	} else if (!strcmp(key, "kv_page_size")) {
 		if (parse_long(key, v, 1, 4096, &x, err, errlen))
@@ -413,7 +422,7 @@ int exl_config_check(const struct exl_config *c, char *err, size_t errlen)
 			 c->prefill_chunk, c->max_batch_tokens);
 		return -1;
 	}
-	if (c->kv_tokens < c->kv_page_size) {
+	if (c->kv_tokens && c->kv_tokens < c->kv_page_size) {
 		snprintf(err, errlen, "kv_tokens (%d) is smaller than one page (kv_page_size %d)",
 			 c->kv_tokens, c->kv_page_size);
 		return -1;

@@ -29,7 +29,7 @@ struct exl_config {
 	char load[EXL_CONFIG_MAX_LOAD][129]; /* model names loaded at start */
 	int n_load;
 	int threads;                    /* CPU threads per model, 0 = one per core */
-	int kv_tokens;                  /* KV pool positions per model */
+	int kv_tokens;                  /* KV pool positions per model, 0: sized at load */
 	int kv_page_size;               /* positions per KV page */
 	int max_batch_tokens;           /* engine: tokens per forward pass */
 	int prefill_chunk;              /* engine: prompt tokens of one job per step */

@@ -161,6 +161,75 @@ static void page_unref(struct exl_kvcache *kv, int32_t p)
 		kv->free_stack[kv->n_free_stack++] = p;
 }
 
+/* ---- sizing ---- */
+
+uint64_t exl_kv_bytes_per_token(int n_layers, int n_kv_heads, int head_dim)
+{
+	uint64_t heads;
+
+	if (n_layers <= 0 || n_kv_heads <= 0 || head_dim <= 0)
+		return 0;
+	/* K and V, 2 bytes each; two ints multiply without overflow */
+	heads = (uint64_t)n_layers * (uint64_t)n_kv_heads;
+	if (heads > UINT64_MAX / 4 / (uint64_t)head_dim)
+		return 0;
+	return 4u * heads * (uint64_t)head_dim;
+}
+
+int exl_kv_tokens_for_memory(uint64_t free_bytes, uint64_t bytes_per_token, int page_size,
+			     int64_t max_tokens)
+{
+	uint64_t usable, pages, cap_pages;
+
+	if (!bytes_per_token || page_size <= 0)
+		return 0;
+	/* EXL_KV_FREE_PERCENT of free_bytes without overflowing */
+	usable = free_bytes / 100 * EXL_KV_FREE_PERCENT +
+		 free_bytes % 100 * EXL_KV_FREE_PERCENT / 100;
+	pages = usable / bytes_per_token / (uint64_t)page_size;
+	if (max_tokens <= 0 || max_tokens > EXL_KV_MAX_TOKENS)
+		max_tokens = EXL_KV_MAX_TOKENS;
+	/* The cap in whole pages, rounded up so a full context fits, but never
+	 * past EXL_KV_MAX_TOKENS. */
+	cap_pages = ((uint64_t)max_tokens + (uint64_t)page_size - 1) / (uint64_t)page_size;
+	if (cap_pages * (uint64_t)page_size > EXL_KV_MAX_TOKENS)
+		cap_pages = EXL_KV_MAX_TOKENS / (uint64_t)page_size;
+	if (pages > cap_pages)
+		pages = cap_pages;
+	return (int)(pages * (uint64_t)page_size);
+}
+
+int exl_kvcache_auto_tokens(struct exl_backend *be, int n_layers, int n_kv_heads, int head_dim,
+			    int page_size, int64_t max_tokens, char *err, size_t errlen)
+{
+	uint64_t per_token = exl_kv_bytes_per_token(n_layers, n_kv_heads, head_dim);
+	struct exl_backend_mem mem;
+	char msg[300];
+	int tokens;
+
+	if (!per_token || page_size <= 0) {
+		snprintf(err, errlen, "kv cache: bad shape (layers %d, kv heads %d, head dim %d, "
+			 "page size %d)", n_layers, n_kv_heads, head_dim, page_size);
+		return -1;
+	}
+	if (be->ops->mem_info(be, &mem, msg, sizeof(msg))) {
+		snprintf(err, errlen, "kv cache: cannot size the pool from free memory on %s: %s",
+			 mem.device, msg);
+		return -1;
+	}
+	if (!mem.total_bytes)
+		return EXL_KV_DEFAULT_TOKENS; /* host memory: no pool of its own to fill */
+	tokens = exl_kv_tokens_for_memory(mem.free_bytes, per_token, page_size, max_tokens);
+	if (tokens <= 0) {
+		snprintf(err, errlen, "kv cache: not even one page of %d tokens (%.2f MiB) fits in "
+			 "%d%% of the %.1f MiB free (of %.1f MiB) on %s after the weights",
+			 page_size, (double)per_token * page_size / MIB, EXL_KV_FREE_PERCENT,
+			 mem.free_bytes / MIB, mem.total_bytes / MIB, mem.device);
+		return -1;
+	}
+	return tokens;
+}
+
 /* Refuses a pool of `need` bytes that a device with its own memory has no
  * room for, naming both numbers. */
 static int check_pool_fits(struct exl_backend *be, uint64_t need, int n_tokens, char *err,

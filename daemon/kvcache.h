@@ -39,6 +39,30 @@ void exl_kvcache_free(struct exl_kvcache *kv);
 /* Bytes of backend memory the pool holds: K and V of every layer. */
 uint64_t exl_kvcache_bytes(const struct exl_kvcache *kv);
 
+/* Sizing the pool when kv_tokens is not configured (0). */
+#define EXL_KV_DEFAULT_TOKENS 8192   /* on the CPU backend */
+#define EXL_KV_MAX_TOKENS (1 << 24)  /* the largest pool, as kv_tokens allows */
+#define EXL_KV_FREE_PERCENT 90       /* of the device memory free after the
+				      * weights; the rest is left for
+				      * activations and the backend's scratch */
+
+/* Bytes one position of K and V takes over every layer (F16); 0 for a bad
+ * shape or one whose size overflows. */
+uint64_t exl_kv_bytes_per_token(int n_layers, int n_kv_heads, int head_dim);
+/* Positions a pool may hold in EXL_KV_FREE_PERCENT of free_bytes at
+ * bytes_per_token each, in whole pages of page_size, at most max_tokens
+ * rounded up to whole pages (max_tokens <= 0: EXL_KV_MAX_TOKENS) and never
+ * more than EXL_KV_MAX_TOKENS.  0 when not one page fits.  Pure arithmetic. */
+int exl_kv_tokens_for_memory(uint64_t free_bytes, uint64_t bytes_per_token, int page_size,
+			     int64_t max_tokens);
+/* The pool size for kv_tokens unset: on a backend with memory of its own
+ * (ops->mem_info gives a total), exl_kv_tokens_for_memory of what is free
+ * now, so call it after the weights are uploaded; on the CPU
+ * EXL_KV_DEFAULT_TOKENS.  -1 with a message giving the numbers when not one
+ * page fits, or when the device cannot be asked. */
+int exl_kvcache_auto_tokens(struct exl_backend *be, int n_layers, int n_kv_heads, int head_dim,
+			    int page_size, int64_t max_tokens, char *err, size_t errlen);
+
 int exl_kvcache_page_size(const struct exl_kvcache *kv);
 int exl_kvcache_n_pages(const struct exl_kvcache *kv);
 /* Pages a reserve can take: unused ones plus cached ones (refcount 0 but

@@ -235,6 +235,7 @@ static void *loader_main(void *arg)
 	char err[480];
 	struct exl_engine_config ec;
 	uint64_t t0 = exl_now_ns();
+	int kv_tokens;
 
 	free(la);
 	snprintf(path, sizeof(path), "%s/%s.gguf", c->models_dir, e->name);
@@ -251,7 +252,22 @@ static void *loader_main(void *arg)
 		e->load_code = EXL_E_LOAD_FAILED;
 		goto fail_msg;
 	}
-	e->kv = exl_model_kvcache_create(e->model, c->kv_tokens, c->kv_page_size, err, sizeof(err));
+	kv_tokens = c->kv_tokens;
+	if (!kv_tokens) {
+		const struct exl_hparams *hp = exl_model_hparams(e->model);
+
+		/* After the weights: what is free now is what the pool may use.
+		 * More than every admitted job at full context is never used. */
+		kv_tokens = exl_kvcache_auto_tokens(e->be, hp->n_layer, hp->n_head_kv, hp->head_dim,
+						    c->kv_page_size,
+						    (int64_t)hp->n_ctx_train * c->max_running_jobs,
+						    err, sizeof(err));
+		if (kv_tokens < 0) {
+			e->load_code = EXL_E_LOAD_FAILED;
+			goto fail_msg;
+		}
+	}
+	e->kv = exl_model_kvcache_create(e->model, kv_tokens, c->kv_page_size, err, sizeof(err));
 	if (!e->kv) {
 		e->load_code = EXL_E_INTERNAL;
 		goto fail_msg;
@@ -440,7 +456,9 @@ void exl_registry_on_load_done(struct exl_registry *r, struct exl_model_entry *e
 	}
 	e->state = EXL_MODEL_LOADED;
 	e->startup = false;
-	exl_log(EXL_LOG_INFO, "model '%s' loaded in %.0f ms", e->name, e->load_ms);
+	exl_log(EXL_LOG_INFO, "model '%s' loaded in %.0f ms (KV pool of %d tokens, %.1f MiB)",
+		e->name, e->load_ms, exl_kvcache_n_pages(e->kv) * exl_kvcache_page_size(e->kv),
+		(double)exl_kvcache_bytes(e->kv) / (1024.0 * 1024.0));
 	reply_waiters(e->load_waiters, e, false, EXL_OK, NULL);
 	free_waiters(e->load_waiters);
 	e->load_waiters = NULL;
@@ -593,8 +611,7 @@ static const char *state_name(enum exl_model_state s)
 	return "unknown";
 }
 
-static void pack_entry(const struct exl_registry *r, msgpack_packer *pk,
-		       const struct exl_model_entry *e)
+static void pack_entry(msgpack_packer *pk, const struct exl_model_entry *e)
 {
 	bool up = e->model && e->et;
 	const struct gguf_kv *tmpl = NULL;
@@ -623,7 +640,7 @@ static void pack_entry(const struct exl_registry *r, msgpack_packer *pk,
 	exl_pack_key(pk, "n_ctx_train");
 	msgpack_pack_int(pk, hp->n_ctx_train);
 	exl_pack_key(pk, "kv_tokens");
-	msgpack_pack_int(pk, r->cfg->kv_tokens);
+	msgpack_pack_int(pk, exl_kvcache_n_pages(e->kv) * exl_kvcache_page_size(e->kv));
 	exl_pack_key(pk, "jobs");
 	msgpack_pack_int(pk, atomic_load(&e->et->n_jobs));
 	exl_pack_key(pk, "weight_bytes");
@@ -686,7 +703,7 @@ void exl_registry_pack_models(struct exl_registry *r, msgpack_packer *pk)
 		n_loaded++;
 	msgpack_pack_array(pk, (size_t)(n + n_loaded));
 	for (struct exl_model_entry *e = r->head; e; e = e->next)
-		pack_entry(r, pk, e);
+		pack_entry(pk, e);
 	for (int i = 0; i < n; i++) {
 		msgpack_pack_map(pk, 3);
 		exl_pack_key(pk, "name");
