@@ -733,6 +733,17 @@ int exl_status(struct exl_client *c, struct exl_daemon_status *st)
 				ms->kv_pages_free = (int)x;
 			if (exl_cl_get_i64(e, "kv_pages", &x))
 				ms->kv_pages = (int)x;
+			exl_cl_get_str(e, "device", ms->device, sizeof(ms->device));
+			if (exl_cl_get_u64(e, "weight_bytes", &u))
+				ms->weight_bytes = u;
+			if (exl_cl_get_u64(e, "kv_bytes", &u))
+				ms->kv_bytes = u;
+			if (exl_cl_get_u64(e, "buffer_bytes", &u))
+				ms->buffer_bytes = u;
+			if (exl_cl_get_u64(e, "device_free", &u))
+				ms->device_free = u;
+			if (exl_cl_get_u64(e, "device_total", &u))
+				ms->device_total = u;
 		}
 	}
 out:

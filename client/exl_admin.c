@@ -205,6 +205,38 @@ static void print_uptime(double s)
 		printf("%ldm%02lds", t / 60, t % 60);
 }
 
+/* What each loaded model holds, and where: VRAM on a GPU (with the device's
+ * free and total), the mapped file and RAM on the CPU. */
+static void print_model_memory(const struct exl_daemon_status *st)
+{
+	char w[32], kv[32], other[32], all[32], fr[32], tot[32];
+	bool header = false;
+
+	for (size_t i = 0; i < st->n_models; i++) {
+		const struct exl_model_status *m = &st->models[i];
+		uint64_t rest = m->buffer_bytes > m->kv_bytes ? m->buffer_bytes - m->kv_bytes : 0;
+
+		if (!m->device[0] || strcmp(m->state, "loaded"))
+			continue;
+		if (!header)
+			printf("\nmemory per model:\n");
+		header = true;
+		cli_bytes(m->weight_bytes, w, sizeof(w));
+		cli_bytes(m->kv_bytes, kv, sizeof(kv));
+		cli_bytes(rest, other, sizeof(other));
+		if (!m->device_total) {
+			printf("  %s (%s): weights %s mapped from the file, KV cache %s and other "
+			       "buffers %s in RAM\n", m->name, m->device, w, kv, other);
+			continue;
+		}
+		cli_bytes(m->weight_bytes + m->buffer_bytes, all, sizeof(all));
+		cli_bytes(m->device_free, fr, sizeof(fr));
+		cli_bytes(m->device_total, tot, sizeof(tot));
+		printf("  %s (%s): %s of VRAM (weights %s, KV cache %s, other buffers %s); "
+		       "%s free of %s\n", m->name, m->device, all, w, kv, other, fr, tot);
+	}
+}
+
 int cmd_status(const struct cli *g, int argc, char **argv)
 {
 	struct exl_daemon_status st;
@@ -238,22 +270,25 @@ int cmd_status(const struct cli *g, int argc, char **argv)
 	if (!st.n_models) {
 		printf("no model loaded (exl models lists the model directory, exl load NAME loads one)\n");
 	} else {
-		printf("\n%-24s %-10s %7s %6s %6s %9s %11s %13s %10s\n", "MODEL", "STATE", "RUNNING",
-		       "PAUSED", "QUEUED", "TOK/S", "GENERATED", "KV PAGES USED", "WEIGHTS");
+		printf("\n%-24s %-10s %7s %6s %6s %9s %11s %13s %10s %s\n", "MODEL", "STATE",
+		       "RUNNING", "PAUSED", "QUEUED", "TOK/S", "GENERATED", "KV PAGES USED",
+		       "WEIGHTS", "DEVICE");
 		for (size_t i = 0; i < st.n_models; i++) {
 			const struct exl_model_status *m = &st.models[i];
 			char kv[32];
-			uint64_t wb = 0;
+			uint64_t wb = m->weight_bytes;
 
-			for (size_t k = 0; k < n_list; k++)
+			/* a daemon without per-model memory in its status */
+			for (size_t k = 0; !wb && k < n_list; k++)
 				if (!strcmp(list[k].name, m->name))
 					wb = list[k].weight_bytes;
 			snprintf(kv, sizeof(kv), "%d/%d", m->kv_pages - m->kv_pages_free, m->kv_pages);
-			printf("%-24s %-10s %7d %6d %6d %9.1f %11llu %13s %10s\n", m->name, m->state,
-			       m->jobs_running, m->jobs_paused, m->jobs_queued, m->tok_s,
+			printf("%-24s %-10s %7d %6d %6d %9.1f %11llu %13s %10s %s\n", m->name,
+			       m->state, m->jobs_running, m->jobs_paused, m->jobs_queued, m->tok_s,
 			       (unsigned long long)m->tokens_generated, kv,
-			       wb ? cli_bytes(wb, b, sizeof(b)) : "-");
+			       wb ? cli_bytes(wb, b, sizeof(b)) : "-", m->device[0] ? m->device : "-");
 		}
+		print_model_memory(&st);
 	}
 	free(st.models);
 	free(list);

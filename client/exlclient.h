@@ -141,6 +141,16 @@ struct exl_model_status {
 	uint64_t tokens_generated;
 	double tok_s;
 	int kv_pages_free, kv_pages;
+	/* Where the model lives and what it holds there (docs/protocol.md,
+	 * status).  cuda: weights, KV pool and other buffers are VRAM, and
+	 * device_free / device_total the GPU's memory; cpu: weight_bytes are
+	 * the mapped file's pages, the buffers RAM, device_* 0. */
+	char device[16];          /* "cpu", "cuda:0" */
+	uint64_t weight_bytes;
+	uint64_t kv_bytes;        /* the KV pool (part of buffer_bytes) */
+	uint64_t buffer_bytes;    /* every buffer: KV pool, activations */
+	uint64_t device_free;
+	uint64_t device_total;
 };
 
 struct exl_daemon_status {

@@ -716,6 +716,39 @@ void exl_registry_pack_models(struct exl_registry *r, msgpack_packer *pk)
 	free(files);
 }
 
+/* Where a model lives and what it holds there.  The backend answers from
+ * this (the loop) thread while the engine thread runs it: ops->mem_info is
+ * the one op made for that.  A model still loading has no backend to ask
+ * yet: its device is the configured one, its counts 0. */
+static void pack_memory(const struct exl_registry *r, msgpack_packer *pk,
+			const struct exl_model_entry *e)
+{
+	struct exl_backend_mem mem;
+	uint64_t kv_bytes = 0;
+	char msg[200];
+
+	memset(&mem, 0, sizeof(mem));
+	snprintf(mem.device, sizeof(mem.device), "%.15s", r->cfg->device);
+	if (e->state != EXL_MODEL_LOADING && e->be) {
+		if (e->be->ops->mem_info(e->be, &mem, msg, sizeof(msg)))
+			exl_log(EXL_LOG_DEBUG, "status of '%s': %s", e->name, msg);
+		if (e->kv)
+			kv_bytes = exl_kvcache_bytes(e->kv);
+	}
+	exl_pack_key(pk, "device");
+	exl_pack_cstr(pk, mem.device);
+	exl_pack_key(pk, "weight_bytes");
+	msgpack_pack_uint64(pk, mem.weight_bytes);
+	exl_pack_key(pk, "kv_bytes");
+	msgpack_pack_uint64(pk, kv_bytes);
+	exl_pack_key(pk, "buffer_bytes");
+	msgpack_pack_uint64(pk, mem.buffer_bytes);
+	exl_pack_key(pk, "device_free");
+	msgpack_pack_uint64(pk, mem.free_bytes);
+	exl_pack_key(pk, "device_total");
+	msgpack_pack_uint64(pk, mem.total_bytes);
+}
+
 void exl_registry_pack_status(struct exl_registry *r, msgpack_packer *pk)
 {
 	int n = 0;
@@ -728,7 +761,7 @@ void exl_registry_pack_status(struct exl_registry *r, msgpack_packer *pk)
 		memset(&st, 0, sizeof(st));
 		if (e->et)
 			exl_engine_thread_stats(e->et, &st);
-		msgpack_pack_map(pk, 10);
+		msgpack_pack_map(pk, 16);
 		exl_pack_key(pk, "name");
 		exl_pack_cstr(pk, e->name);
 		exl_pack_key(pk, "state");
@@ -749,5 +782,6 @@ void exl_registry_pack_status(struct exl_registry *r, msgpack_packer *pk)
 		msgpack_pack_int(pk, st.kv_pages_total);
 		exl_pack_key(pk, "load_progress");
 		msgpack_pack_uint64(pk, e->state == EXL_MODEL_LOADING ? e->progress_done : e->file_size);
+		pack_memory(r, pk, e);
 	}
 }

@@ -12,7 +12,8 @@
  *               unknown ops: errors or closed connections, daemon serves on
  *   drain       WATCHDOG=1 pings; SIGTERM ends running jobs with reason
  *               shutdown, exit 0
- *   admin       load / unload by name with progress, bad names, cancel
+ *   admin       load / unload by name with progress, bad names, cancel;
+ *               status reports the model's device and memory
  *   limits      per-uid job and token limits from a config file; cancel
  *   poll        the event-loop interface: exl_fd + exl_next(..., 0)
  *   suspend     a client that stops reading: its paused jobs give their KV
@@ -902,6 +903,83 @@ out:
 	return ret;
 }
 
+/* The status reply's memory fields for a model on the CPU backend, through
+ * the library and on the wire: device "cpu", its weights (the mapped file's
+ * bytes, as "models" counts them), the KV pool of the default 8192 tokens
+ * in RAM, no device memory of its own (device_free / device_total 0). */
+static uint64_t u64_of(const msgpack_object *o)
+{
+	return o && o->type == MSGPACK_OBJECT_POSITIVE_INTEGER ? o->via.u64 : UINT64_MAX;
+}
+
+static int check_status_memory(struct daemon *d, struct exl_client *c)
+{
+	static const char *const keys[] = { "weight_bytes", "kv_bytes", "buffer_bytes",
+					    "device_free", "device_total" };
+	struct exl_daemon_status st;
+	struct exl_model_info *ml = NULL;
+	const struct exl_model_status *m = NULL;
+	uint64_t weights = 0;
+	size_t n = 0;
+	struct raw r = { .fd = -1 };
+	msgpack_sbuffer sb;
+	msgpack_unpacked up;
+	int ret = 1;
+
+	msgpack_sbuffer_init(&sb);
+	msgpack_unpacked_init(&up);
+	memset(&st, 0, sizeof(st));
+	CHECK(exl_models(c, &ml, &n) == 0, "models: %s", exl_errmsg(c));
+	for (size_t i = 0; i < n; i++)
+		if (!strcmp(ml[i].name, MODEL))
+			weights = ml[i].weight_bytes;
+	CHECK(weights > 0, "models gives no weight bytes for " MODEL);
+	CHECK(exl_status(c, &st) == 0, "status: %s", exl_errmsg(c));
+	for (size_t i = 0; i < st.n_models; i++)
+		if (!strcmp(st.models[i].name, MODEL))
+			m = &st.models[i];
+	CHECK(m, MODEL " is not in the status");
+	CHECK(!strcmp(m->device, "cpu"), "device \"%s\"", m->device);
+	CHECK(m->weight_bytes == weights, "status weight_bytes %llu, models %llu",
+	      (unsigned long long)m->weight_bytes, (unsigned long long)weights);
+	CHECK(m->kv_pages * 32 == 8192 && m->kv_bytes > 0 &&
+	      m->kv_bytes % ((uint64_t)m->kv_pages * 32) == 0,
+	      "kv pool: %d pages, %llu bytes", m->kv_pages, (unsigned long long)m->kv_bytes);
+	CHECK(m->buffer_bytes >= m->kv_bytes, "buffer bytes %llu < kv bytes %llu",
+	      (unsigned long long)m->buffer_bytes, (unsigned long long)m->kv_bytes);
+	CHECK(m->device_free == 0 && m->device_total == 0, "cpu device memory %llu of %llu",
+	      (unsigned long long)m->device_free, (unsigned long long)m->device_total);
+	printf("status: %s on %s, weights %llu, kv %llu, buffers %llu bytes\n", m->name,
+	       m->device, (unsigned long long)m->weight_bytes, (unsigned long long)m->kv_bytes,
+	       (unsigned long long)m->buffer_bytes);
+
+	/* The same on the wire, key by key. */
+	CHECK(raw_open(d, &r) == 0, "connect");
+	pack_req(&sb, "status", 0);
+	CHECK(send_sb(&r, &sb) == 0 && raw_read(&r, &up) == 1, "raw status");
+	const msgpack_object *models = get(&up.data, "models");
+	CHECK(models && models->type == MSGPACK_OBJECT_ARRAY && models->via.array.size == 1,
+	      "status models");
+	const msgpack_object *e = &models->via.array.ptr[0];
+	CHECK(str_is(get(e, "device"), "cpu"), "wire: device");
+	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
+		CHECK(u64_of(get(e, keys[i])) != UINT64_MAX, "wire: %s missing or not an unsigned "
+		      "integer", keys[i]);
+	CHECK(u64_of(get(e, "weight_bytes")) == weights &&
+	      u64_of(get(e, "kv_bytes")) == m->kv_bytes &&
+	      u64_of(get(e, "device_free")) == 0 && u64_of(get(e, "device_total")) == 0,
+	      "wire values differ from the library's");
+	ret = 0;
+out:
+	if (r.fd >= 0)
+		raw_close(&r);
+	msgpack_unpacked_destroy(&up);
+	msgpack_sbuffer_destroy(&sb);
+	free(st.models);
+	free(ml);
+	return ret;
+}
+
 static int test_admin(void)
 {
 	struct daemon d;
@@ -993,6 +1071,7 @@ static int test_admin(void)
 		CHECK(exl_unload(c, "big", false) == 0, "unload big: %s", exl_errmsg(c));
 	}
 	CHECK(exl_load(c, MODEL, NULL, NULL) == EXL_E_EXISTS, "second load: %s", exl_errmsg(c));
+	CHECK(check_status_memory(&d, c) == 0, "status memory fields");
 	CHECK(exl_generate(c, &p, "Hi", &r) == 0, "generate: %s", exl_errmsg(c));
 	exl_result_free(&r);
 	CHECK(exl_unload(c, MODEL, false) == 0, "unload: %s", exl_errmsg(c));

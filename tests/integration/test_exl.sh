@@ -187,6 +187,13 @@ cmp -s "$tmp/o" "$tmp/run" && ok "second model generates as exld run" ||
 has "$tmp/o" "exld 0.1.0, pid $dpid" && has "$tmp/o" "resident" &&
 	grep -q '^stories260K  *loaded  *0  *0  *0 ' "$tmp/o" && grep -q '^aidreams260K  *loaded' "$tmp/o" &&
 	ok "status" || bad "status: $(cat "$tmp/o" "$tmp/e")"
+# each model's device (the DEVICE column) and memory: on the CPU the weights
+# are the mapped file, the 8192-token KV pool (5 MiB for stories260K) is RAM
+grep -q '^stories260K  *loaded .* 1\.1 MiB cpu$' "$tmp/o" &&
+	grep -q '^aidreams260K  *loaded .* cpu$' "$tmp/o" &&
+	has "$tmp/o" "stories260K (cpu): weights 1.1 MiB mapped from the file, KV cache 5.0 MiB" &&
+	has "$tmp/o" "aidreams260K (cpu): weights " && ! has "$tmp/o" "VRAM" &&
+	ok "status: device and memory per model" || bad "status memory: $(cat "$tmp/o")"
 "$exl" unload aidreams260K >"$tmp/o" 2>"$tmp/e"
 [ $? = 0 ] && has "$tmp/o" "unloaded aidreams260K" && ok "unload" || bad "unload: $(cat "$tmp/e")"
 "$exl" generate -m aidreams260K hi >/dev/null 2>&1
