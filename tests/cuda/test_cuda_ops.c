@@ -705,6 +705,52 @@ static void test_attention(void)
 		test_attention_case(&cases[i]);
 }
 
+/* ---- memory accounting, device-to-device copy ------------------------- */
+
+/* mem_info counts what upload and alloc hold, exactly, and reads the
+ * device; copy moves bytes on the device, ordered with the ops around it. */
+static void test_mem_copy(void)
+{
+	struct exl_backend_mem m0, m1, m2;
+	char err[256];
+	enum { N = 3 * 4096 + 5 };
+	float *src = xmalloc(N * sizeof(float)), *got = xmalloc(N * sizeof(float));
+
+	fill_normal(src, N, 1.0f);
+	CHECK(gpu->ops->mem_info(gpu, &m0, err, sizeof(err)) == 0, "mem_info: %s", err);
+	CHECK(!strcmp(m0.device, "cuda:0") && m0.total_bytes > 0 &&
+	      m0.free_bytes <= m0.total_bytes, "device %s: %llu free of %llu", m0.device,
+	      (unsigned long long)m0.free_bytes, (unsigned long long)m0.total_bytes);
+	const void *w = gpu->ops->upload(gpu, src, N * sizeof(float));
+	float *a = gpu->ops->alloc(gpu, N * sizeof(float));
+	float *b = gpu->ops->alloc(gpu, 2 * N * sizeof(float));
+	CHECK(w && a && b, "upload / alloc: %s", exl_backend_cuda_error(gpu));
+	if (!w || !a || !b)
+		goto out;
+	CHECK(gpu->ops->mem_info(gpu, &m1, err, sizeof(err)) == 0, "mem_info: %s", err);
+	CHECK(m1.weight_bytes == m0.weight_bytes + N * sizeof(float) &&
+	      m1.buffer_bytes == m0.buffer_bytes + 3 * N * sizeof(float),
+	      "weights %llu -> %llu, buffers %llu -> %llu", (unsigned long long)m0.weight_bytes,
+	      (unsigned long long)m1.weight_bytes, (unsigned long long)m0.buffer_bytes,
+	      (unsigned long long)m1.buffer_bytes);
+	/* weights to a, a to the middle of b: queued in order, then one wait */
+	CHECK(gpu->ops->copy(gpu, a, w, N * sizeof(float)) == 0 &&
+	      gpu->ops->copy(gpu, b + N / 2, a, N * sizeof(float)) == 0, "copy: %s",
+	      exl_backend_cuda_error(gpu));
+	if (from_gpu(got, b + N / 2, N * sizeof(float)))
+		CHECK(!memcmp(got, src, N * sizeof(float)), "copied bytes differ");
+	gpu->ops->unload(gpu, w);
+	gpu->ops->free(gpu, a);
+	gpu->ops->free(gpu, b);
+	CHECK(gpu->ops->mem_info(gpu, &m2, err, sizeof(err)) == 0 &&
+	      m2.weight_bytes == m0.weight_bytes && m2.buffer_bytes == m0.buffer_bytes,
+	      "after free: weights %llu, buffers %llu", (unsigned long long)m2.weight_bytes,
+	      (unsigned long long)m2.buffer_bytes);
+out:
+	free(src);
+	free(got);
+}
+
 /* ---- errors ----------------------------------------------------------- */
 
 static void test_errors(void)
@@ -792,6 +838,7 @@ int main(void)
 	test_rowwise();
 	test_rope();
 	test_attention();
+	test_mem_copy();
 	test_errors();
 	gpu->ops->destroy(gpu);
 	cpu->ops->destroy(cpu);
