@@ -4,9 +4,10 @@
  *   theta = pos * freq_scale * freq_base^(-2i / n_rot)
  * in double for every pair i, shared with the CUDA backend; the rotation
  * itself is float.  They depend only on the positions, so they are
- * tabulated once per batch and reused by every layer's q and k: per token, n_rot cosines c and signed sines s laid out
- * per element, so a kernel computes y[j] = x[j] * c[j] + x[partner] * s[j]
- * with no shuffling of the tables:
+ * tabulated once per batch and reused by every layer's q and k: per
+ * token, n_rot cosines c and signed sines s laid out per element, so a
+ * kernel computes y[j] = x[j] * c[j] + x[partner] * s[j] with no shuffling
+ * of the tables:
  *   adjacent pairs: c[2i] = c[2i+1] = cos, s[2i] = -sin, s[2i+1] = sin
  *   neox halves:    c[i] = c[i+h] = cos,   s[i] = -sin,   s[i+h] = sin
  */
