@@ -727,6 +727,12 @@ int exl_status(struct exl_client *c, struct exl_daemon_status *st)
 				ms->jobs_queued = (int)x;
 			if (exl_cl_get_u64(e, "tokens_generated", &u))
 				ms->tokens_generated = u;
+			if (exl_cl_get_i64(e, "jobs_suspended", &x))
+				ms->jobs_suspended = (int)x;
+			if (exl_cl_get_u64(e, "tokens_prompt", &u))
+				ms->tokens_prompt = u;
+			if (exl_cl_get_u64(e, "steps", &u))
+				ms->steps = u;
 			if (exl_cl_get_f64(e, "tok_s", &d))
 				ms->tok_s = d;
 			if (exl_cl_get_i64(e, "kv_pages_free", &x))

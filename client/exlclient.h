@@ -151,6 +151,9 @@ struct exl_model_status {
 	uint64_t buffer_bytes;    /* every buffer: KV pool, activations */
 	uint64_t device_free;
 	uint64_t device_total;
+	int jobs_suspended;       /* of jobs_paused: gave their KV pages back */
+	uint64_t tokens_prompt;   /* prompt tokens computed (cached prefixes not counted) */
+	uint64_t steps;           /* forward passes: tokens / steps is the batching */
 };
 
 struct exl_daemon_status {

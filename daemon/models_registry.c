@@ -761,7 +761,7 @@ void exl_registry_pack_status(struct exl_registry *r, msgpack_packer *pk)
 		memset(&st, 0, sizeof(st));
 		if (e->et)
 			exl_engine_thread_stats(e->et, &st);
-		msgpack_pack_map(pk, 16);
+		msgpack_pack_map(pk, 19);
 		exl_pack_key(pk, "name");
 		exl_pack_cstr(pk, e->name);
 		exl_pack_key(pk, "state");
@@ -772,8 +772,14 @@ void exl_registry_pack_status(struct exl_registry *r, msgpack_packer *pk)
 		msgpack_pack_int(pk, st.paused);
 		exl_pack_key(pk, "jobs_queued");
 		msgpack_pack_int(pk, st.queued);
+		exl_pack_key(pk, "jobs_suspended");
+		msgpack_pack_int(pk, st.suspended);
 		exl_pack_key(pk, "tokens_generated");
 		msgpack_pack_uint64(pk, st.generated_tokens);
+		exl_pack_key(pk, "tokens_prompt");
+		msgpack_pack_uint64(pk, st.prompt_tokens);
+		exl_pack_key(pk, "steps");
+		msgpack_pack_uint64(pk, st.steps);
 		exl_pack_key(pk, "tok_s");
 		msgpack_pack_double(pk, st.tokens_per_s);
 		exl_pack_key(pk, "kv_pages_free");

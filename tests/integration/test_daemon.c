@@ -141,6 +141,20 @@ static void greedy(struct exl_gen_params *p, int n)
 	p->max_new_tokens = n;
 }
 
+/* The first model's status. */
+static int model_status(struct exl_client *c, struct exl_model_status *ms)
+{
+	struct exl_daemon_status st;
+	int rc = exl_status(c, &st);
+
+	if (!rc && st.n_models != 1)
+		rc = -1;
+	if (!rc)
+		*ms = st.models[0];
+	free(st.models);
+	return rc;
+}
+
 /* ---- activate ---- */
 
 static int test_activate(void)
@@ -209,6 +223,7 @@ out:
 
 struct worker {
 	struct daemon *d;
+	pthread_barrier_t *start;    /* every client connected: submit together */
 	int i;
 	const char *expected;
 	int ok;
@@ -225,8 +240,10 @@ static void *worker_main(void *arg)
 
 	if (connect_to(w->d, &c, ring)) {
 		snprintf(w->msg, sizeof(w->msg), "client %d: connect failed", w->i);
+		pthread_barrier_wait(w->start);
 		return NULL;
 	}
+	pthread_barrier_wait(w->start);
 	greedy(&p, 60);
 	p.stream = ring ? EXL_STREAM_MODE_RING : EXL_STREAM_MODE_SOCKET;
 	if (stream_job(c, &p, prompts[w->i], &text, reason, sizeof(reason))) {
@@ -267,8 +284,10 @@ static int test_concurrent(void)
 	const char *extra[] = { "--config", conf, NULL };
 	if (h_start(&d, MODEL, extra))
 		goto out;
+	pthread_barrier_t start;
+	pthread_barrier_init(&start, NULL, 16);
 	for (int i = 0; i < 16; i++) {
-		w[i] = (struct worker){ .d = &d, .i = i, .expected = expected[i] };
+		w[i] = (struct worker){ .d = &d, .start = &start, .i = i, .expected = expected[i] };
 		pthread_create(&th[i], NULL, worker_main, &w[i]);
 	}
 	int ok = 0;
@@ -278,8 +297,34 @@ static int test_concurrent(void)
 			fprintf(stderr, "FAIL: %s\n", w[i].msg);
 		ok += w[i].ok;
 	}
+	pthread_barrier_destroy(&start);
 	if (ok != 16)
 		goto out;
+	/* They ran together: the forward passes carried several tokens each on
+	 * average (one stream at a time would be one token a pass, plus the
+	 * prompts' chunks). */
+	{
+		struct exl_client *c = NULL;
+		struct exl_model_status ms;
+		if (connect_to(&d, &c, false) || model_status(c, &ms)) {
+			exl_close(c);
+			fprintf(stderr, "FAIL: status after the streams\n");
+			goto out;
+		}
+		exl_close(c);
+		double per_step = ms.steps ? (double)(ms.tokens_generated + ms.tokens_prompt) /
+					     (double)ms.steps : 0.0;
+		printf("%llu generated + %llu prompt tokens in %llu forward passes: %.1f a pass\n",
+		       (unsigned long long)ms.tokens_generated,
+		       (unsigned long long)ms.tokens_prompt, (unsigned long long)ms.steps,
+		       per_step);
+		if (ms.tokens_generated != 16 * 60 || per_step < 2.0) {
+			fprintf(stderr, "FAIL: %llu tokens generated, %.1f tokens a pass: the "
+				"streams were not batched\n",
+				(unsigned long long)ms.tokens_generated, per_step);
+			goto out;
+		}
+	}
 	if (h_stop(&d) != 0) {
 		fprintf(stderr, "FAIL: exld did not exit 0 after SIGTERM\n");
 		goto out;
@@ -764,20 +809,6 @@ out:
 }
 
 /* ---- admin ---- */
-
-/* The first model's status. */
-static int model_status(struct exl_client *c, struct exl_model_status *ms)
-{
-	struct exl_daemon_status st;
-	int rc = exl_status(c, &st);
-
-	if (!rc && st.n_models != 1)
-		rc = -1;
-	if (!rc)
-		*ms = st.models[0];
-	free(st.models);
-	return rc;
-}
 
 static void on_progress(uint64_t done, uint64_t total, void *user)
 {
