@@ -252,9 +252,13 @@ static void test_errors(struct exl_matmul_scratch *s)
 	      !strcmp(exl_cpu_kernels_name(), "scalar"), "select scalar");
 }
 
-int main(void)
+/* test_matmul [TYPE | errors]: one weight type's cases (meson runs one test
+ * per type), the argument checks, or with no argument everything. */
+int main(int argc, char **argv)
 {
 	static const uint32_t types[] = { EXL_F32, EXL_F16, EXL_BF16, EXL_Q8_0, EXL_Q4_0, EXL_Q4_K, EXL_Q6_K };
+	const char *only = argc > 1 ? argv[1] : NULL;
+	bool known = !only || !strcmp(only, "errors");
 	static const int64_t rows_list[] = { 1, 7, 33, 70 };
 	static const int ns[] = { 1, 2, 3, 5, 17 };
 	struct exl_matmul_scratch s = { 0 };
@@ -276,6 +280,10 @@ int main(void)
 	for (size_t t = 0; t < sizeof(types) / sizeof(types[0]); t++) {
 		uint32_t type = types[t];
 		int64_t be = exl_dtype_info(type)->block_elems;
+
+		if (only && strcmp(only, exl_dtype_info(type)->name))
+			continue;
+		known = true;
 		/* one block, a few, and many (kernels step 8 and 4 blocks at a
 		 * time: 13 blocks leave 4 + 1 over); float types odd lengths */
 		int64_t cols_list[4] = { be == 1 ? 1 : be, be == 1 ? 37 : 3 * be,
@@ -300,7 +308,12 @@ int main(void)
 		}
 		printf("type %-5s done\n", exl_dtype_info(type)->name);
 	}
-	test_errors(&s);
+	if (!known) {
+		fprintf(stderr, "test_matmul: unknown type '%s'\n", only);
+		return 2;
+	}
+	if (!only || !strcmp(only, "errors"))
+		test_errors(&s);
 
 	exl_matmul_scratch_free(&s);
 	if (pool2)
