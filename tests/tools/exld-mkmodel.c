@@ -1,5 +1,6 @@
 /* exld-mkmodel: writes a random-weight llama (or qwen2) GGUF of any shape,
- * for benchmarks and tests.  Tensor names, shapes and metadata are those
+ * for benchmarks and tests: head size, rope dimensions, base, epsilon and
+ * scaling included, and any other metadata key through --kv.  Tensor names, shapes and metadata are those
  * llama.cpp's llama and qwen2 architectures load, so the same file runs in
  * both engines.  The weights come from a seeded PRNG per row, so a file
  * depends only on its options, never on the thread count.
@@ -20,9 +21,24 @@
 #include "kernels/quant.h"
 
 #define MAX_THREADS 64
+#define MAX_KV_OVERRIDES 32
+
+/* A metadata key set on the command line (--kv, --pre): it replaces the
+ * value the tool would write for that key, or is added at the end. */
+struct kv_override {
+	const char *key;
+	struct gguf_value val;
+	bool used;
+};
 
 struct opts {
 	int64_t dim, layers, heads, kv_heads, ff, vocab, ctx;
+	int64_t head_dim, rope_dim; /* 0: dim / heads, head_dim */
+	double rope_base, eps;      /* 0: the architecture's default */
+	double rope_scale;          /* 0: no rope.scaling.* keys */
+	const char *rope_scaling;   /* rope.scaling.type; NULL: linear when scaled */
+	struct kv_override kv[MAX_KV_OVERRIDES];
+	int n_kv;
 	uint32_t type;
 	uint64_t seed;
 	const char *arch;
@@ -360,6 +376,22 @@ static void usage(FILE *out)
 		"                   norms and biases are always f32\n"
 		"  --seed N         PRNG seed (default 1)\n"
 		"  --arch A         llama or qwen2 (qwen2 adds q/k/v biases) (default llama)\n"
+		"  --head-dim N     size of one attention head (default dim/heads); when given,\n"
+		"                   attention.key_length and value_length are written and\n"
+		"                   q/k/v/output are shaped heads*N / kv-heads*N\n"
+		"  --rope-dim N     rope.dimension_count: dimensions rotated per head (even,\n"
+		"                   at most the head size; default the head size)\n"
+		"  --rope-base F    rope.freq_base (default 10000 llama, 1000000 qwen2)\n"
+		"  --eps F          attention.layer_norm_rms_epsilon (default 1e-5 llama,\n"
+		"                   1e-6 qwen2)\n"
+		"  --rope-scale F   rope.scaling.factor F with rope.scaling.type linear\n"
+		"                   (positions divided by F); no scaling keys by default\n"
+		"  --rope-scaling T rope.scaling.type T (none, linear, yarn, ...), with the\n"
+		"                   factor of --rope-scale when given\n"
+		"  --kv KEY=T:V     set metadata KEY (a full key such as llama.expert_count)\n"
+		"                   to V of type T: u32, i32, f32, bool or str; it replaces\n"
+		"                   the value the tool writes for KEY (repeatable)\n"
+		"  --pre NAME       tokenizer.ggml.pre NAME (replacing that of --vocab-from)\n"
 		"  --tied           no output.weight: the output reuses token_embd\n"
 		"  --vocab-from F   copy every tokenizer.* key from the GGUF F (its vocabulary\n"
 		"                   size wins); without it a synthetic byte-level SentencePiece\n"
@@ -387,7 +419,89 @@ static int parse_int(const char *opt, const char *s, int64_t lo, int64_t hi, int
 	return 0;
 }
 
-/* 0 when the options are good, 1 for --help, -1 after a message. */
+static int parse_float(const char *opt, const char *s, double lo, double hi, double *out)
+{
+	char *end;
+	double v;
+
+	errno = 0;
+	v = strtod(s, &end);
+	if (errno || end == s || *end || !isfinite(v) || v < lo || v > hi) {
+		fprintf(stderr, "exld-mkmodel: %s wants a number in %g..%g, not '%s'\n", opt, lo, hi,
+			s);
+		return -1;
+	}
+	*out = v;
+	return 0;
+}
+
+static int add_override(struct opts *o, const char *key, struct gguf_value val)
+{
+	for (int i = 0; i < o->n_kv; i++) {
+		if (!strcmp(o->kv[i].key, key)) {
+			fprintf(stderr, "exld-mkmodel: metadata key '%s' set twice\n", key);
+			return -1;
+		}
+	}
+	if (o->n_kv == MAX_KV_OVERRIDES) {
+		fprintf(stderr, "exld-mkmodel: more than %d --kv keys\n", MAX_KV_OVERRIDES);
+		return -1;
+	}
+	o->kv[o->n_kv++] = (struct kv_override){ .key = key, .val = val };
+	return 0;
+}
+
+/* KEY=T:V; KEY points into arg, which outlives the options (argv). */
+static int parse_kv(struct opts *o, char *arg)
+{
+	char *eq = strchr(arg, '='), *colon;
+	struct gguf_value v = { 0 };
+	int64_t i;
+	double f;
+
+	colon = eq ? strchr(eq + 1, ':') : NULL;
+	if (!eq || eq == arg || !colon) {
+		fprintf(stderr, "exld-mkmodel: --kv wants KEY=TYPE:VALUE, not '%s'\n", arg);
+		return -1;
+	}
+	*eq = *colon = '\0';
+	const char *type = eq + 1, *val = colon + 1;
+
+	if (!strcmp(type, "u32")) {
+		if (parse_int("--kv u32", val, 0, UINT32_MAX, &i))
+			return -1;
+		v.type = GGUF_VT_UINT32;
+		v.u64 = (uint64_t)i;
+	} else if (!strcmp(type, "i32")) {
+		if (parse_int("--kv i32", val, INT32_MIN, INT32_MAX, &i))
+			return -1;
+		v.type = GGUF_VT_INT32;
+		v.i64 = i;
+	} else if (!strcmp(type, "f32")) {
+		if (parse_float("--kv f32", val, -3.4e38, 3.4e38, &f))
+			return -1;
+		v.type = GGUF_VT_FLOAT32;
+		v.f64 = f;
+	} else if (!strcmp(type, "bool")) {
+		if (strcmp(val, "true") && strcmp(val, "false")) {
+			fprintf(stderr, "exld-mkmodel: --kv bool wants true or false, not '%s'\n", val);
+			return -1;
+		}
+		v.type = GGUF_VT_BOOL;
+		v.u64 = !strcmp(val, "true");
+	} else if (!strcmp(type, "str")) {
+		v.type = GGUF_VT_STRING;
+		v.str = (struct gguf_str){ strlen(val), val };
+	} else {
+		fprintf(stderr, "exld-mkmodel: --kv type '%s' is not u32, i32, f32, bool or str\n",
+			type);
+		return -1;
+	}
+	return add_override(o, arg, v);
+}
+
+/* 0 when the options are good, 1 for --help, -1 after a message.  --kv
+ * values are cut in place in argv. */
 static int parse_args(int argc, char **argv, struct opts *o)
 {
 	int64_t v;
@@ -430,8 +544,32 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			target = &o->vocab, hi = 1 << 24;
 		else if (!strcmp(a, "--ctx"))
 			target = &o->ctx, hi = 1 << 24;
+		else if (!strcmp(a, "--head-dim"))
+			target = &o->head_dim, hi = 4096;
+		else if (!strcmp(a, "--rope-dim"))
+			target = &o->rope_dim, hi = 4096;
 		if (target) {
 			if (parse_int(a, val, lo, hi, target))
+				return -1;
+		} else if (!strcmp(a, "--rope-base")) {
+			if (parse_float(a, val, 1.0001, 1e12, &o->rope_base))
+				return -1;
+		} else if (!strcmp(a, "--eps")) {
+			if (parse_float(a, val, 1e-12, 1.0, &o->eps))
+				return -1;
+		} else if (!strcmp(a, "--rope-scale")) {
+			if (parse_float(a, val, 1e-3, 1e3, &o->rope_scale))
+				return -1;
+		} else if (!strcmp(a, "--rope-scaling")) {
+			o->rope_scaling = val;
+		} else if (!strcmp(a, "--kv")) {
+			if (parse_kv(o, argv[i + 1]))
+				return -1;
+		} else if (!strcmp(a, "--pre")) {
+			struct gguf_value v = { .type = GGUF_VT_STRING };
+
+			v.str = (struct gguf_str){ strlen(val), val };
+			if (add_override(o, "tokenizer.ggml.pre", v))
 				return -1;
 		} else if (!strcmp(a, "--seed")) {
 			if (parse_int(a, val, 0, INT64_MAX, &v))
@@ -476,9 +614,17 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		o->kv_heads = o->heads;
 	if (!o->ff)
 		o->ff = ((o->dim * 8 / 3) + 31) / 32 * 32;
-	if (o->dim % o->heads || (o->dim / o->heads) % 2) {
+	if (!o->head_dim && (o->dim % o->heads || (o->dim / o->heads) % 2)) {
 		fprintf(stderr, "exld-mkmodel: --dim %" PRId64 " must be --heads %" PRId64
-			" times an even head size\n", o->dim, o->heads);
+			" times an even head size (or give --head-dim)\n", o->dim, o->heads);
+		return -1;
+	}
+	int64_t head_dim = o->head_dim ? o->head_dim : o->dim / o->heads;
+	int64_t rope_dim = o->rope_dim ? o->rope_dim : head_dim;
+
+	if (rope_dim % 2 || rope_dim > head_dim) {
+		fprintf(stderr, "exld-mkmodel: the rope dimension count %" PRId64 " must be even"
+			" and at most the head size %" PRId64 "\n", rope_dim, head_dim);
 		return -1;
 	}
 	if (o->heads % o->kv_heads) {
@@ -486,12 +632,18 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			o->kv_heads, o->heads);
 		return -1;
 	}
-	/* Every weight row is dim or ff long. */
+	/* Every weight row is dim, ff or heads * head_dim long. */
 	const struct exl_dtype_info *info = exl_dtype_info(o->type);
 
 	if (o->dim % info->block_elems || o->ff % info->block_elems) {
 		fprintf(stderr, "exld-mkmodel: --type %s needs --dim and --ff to be multiples of %u"
 			" (have %" PRId64 " and %" PRId64 ")\n", info->name, info->block_elems, o->dim, o->ff);
+		return -1;
+	}
+	if ((o->heads * head_dim) % info->block_elems) { /* attn_output's rows */
+		fprintf(stderr, "exld-mkmodel: --type %s needs --heads times the head size to be a"
+			" multiple of %u (have %" PRId64 ")\n", info->name, info->block_elems,
+			o->heads * head_dim);
 		return -1;
 	}
 	if (!o->threads) {
@@ -502,10 +654,56 @@ static int parse_args(int argc, char **argv, struct opts *o)
 	return 0;
 }
 
+/* Writes the --kv / --pre value given for key, if any; true when it did. */
+static bool put_override(struct gguf_writer *w, struct opts *o, const char *key)
+{
+	for (int i = 0; i < o->n_kv; i++) {
+		if (!strcmp(o->kv[i].key, key)) {
+			o->kv[i].used = true;
+			gguf_writer_set(w, key, &o->kv[i].val);
+			return true;
+		}
+	}
+	return false;
+}
+
+/* The keys the tool writes, each replaced by its override when there is one. */
+static void meta_u32(struct gguf_writer *w, struct opts *o, const char *key, uint32_t v)
+{
+	if (!put_override(w, o, key))
+		gguf_writer_set_u32(w, key, v);
+}
+
+static void meta_f32(struct gguf_writer *w, struct opts *o, const char *key, float v)
+{
+	if (!put_override(w, o, key))
+		gguf_writer_set_f32(w, key, v);
+}
+
+static void meta_str(struct gguf_writer *w, struct opts *o, const char *key, const char *v)
+{
+	if (!put_override(w, o, key))
+		gguf_writer_set_str(w, key, v);
+}
+
+static void meta_bool(struct gguf_writer *w, struct opts *o, const char *key, bool v)
+{
+	if (!put_override(w, o, key))
+		gguf_writer_set_bool(w, key, v);
+}
+
+/* The overrides of keys the tool does not write, after all the others. */
+static void put_new_overrides(struct gguf_writer *w, const struct opts *o)
+{
+	for (int i = 0; i < o->n_kv; i++)
+		if (!o->kv[i].used)
+			gguf_writer_set(w, o->kv[i].key, &o->kv[i].val);
+}
+
 /* The synthetic vocabulary: <unk> <s> </s>, the 256 byte tokens, then
  * SentencePiece-style pieces ("▁" alone, then "▁" + word and word for words
  * over a-z in order of length) until the size is reached. */
-static int synthetic_vocab(struct gguf_writer *w, int64_t n)
+static int synthetic_vocab(struct gguf_writer *w, struct opts *o, int64_t n)
 {
 	static const char letters[] = "abcdefghijklmnopqrstuvwxyz";
 	char **toks = calloc((size_t)n, sizeof(*toks));
@@ -554,16 +752,21 @@ static int synthetic_vocab(struct gguf_writer *w, int64_t n)
 	for (int64_t i = 0; i < n; i++)
 		if (!toks[i])
 			goto out;
-	gguf_writer_set_str(w, "tokenizer.ggml.model", "llama");
-	gguf_writer_set_str(w, "tokenizer.ggml.pre", "default");
-	gguf_writer_set_str_arr(w, "tokenizer.ggml.tokens", (const char *const *)toks, (uint64_t)n);
-	gguf_writer_set_arr(w, "tokenizer.ggml.scores", GGUF_VT_FLOAT32, scores, (uint64_t)n);
-	gguf_writer_set_arr(w, "tokenizer.ggml.token_type", GGUF_VT_INT32, types, (uint64_t)n);
-	gguf_writer_set_u32(w, "tokenizer.ggml.unknown_token_id", 0);
-	gguf_writer_set_u32(w, "tokenizer.ggml.bos_token_id", 1);
-	gguf_writer_set_u32(w, "tokenizer.ggml.eos_token_id", 2);
-	gguf_writer_set_bool(w, "tokenizer.ggml.add_bos_token", true);
-	gguf_writer_set_bool(w, "tokenizer.ggml.add_eos_token", false);
+	meta_str(w, o, "tokenizer.ggml.model", "llama");
+	meta_str(w, o, "tokenizer.ggml.pre", "default");
+	if (!put_override(w, o, "tokenizer.ggml.tokens"))
+		gguf_writer_set_str_arr(w, "tokenizer.ggml.tokens", (const char *const *)toks,
+					(uint64_t)n);
+	if (!put_override(w, o, "tokenizer.ggml.scores"))
+		gguf_writer_set_arr(w, "tokenizer.ggml.scores", GGUF_VT_FLOAT32, scores, (uint64_t)n);
+	if (!put_override(w, o, "tokenizer.ggml.token_type"))
+		gguf_writer_set_arr(w, "tokenizer.ggml.token_type", GGUF_VT_INT32, types,
+				    (uint64_t)n);
+	meta_u32(w, o, "tokenizer.ggml.unknown_token_id", 0);
+	meta_u32(w, o, "tokenizer.ggml.bos_token_id", 1);
+	meta_u32(w, o, "tokenizer.ggml.eos_token_id", 2);
+	meta_bool(w, o, "tokenizer.ggml.add_bos_token", true);
+	meta_bool(w, o, "tokenizer.ggml.add_eos_token", false);
 	rc = gguf_writer_error(w) ? -1 : 0;
 out:
 	if (toks)
@@ -577,8 +780,9 @@ out:
 	return rc;
 }
 
-/* Copies every tokenizer.* key of the GGUF at path; sets *n_vocab. */
-static int copy_vocab(struct gguf_writer *w, const char *path, int64_t *n_vocab)
+/* Copies every tokenizer.* key of the GGUF at path (but those overridden);
+ * sets *n_vocab. */
+static int copy_vocab(struct gguf_writer *w, struct opts *o, const char *path, int64_t *n_vocab)
 {
 	char err[512], key[512];
 	struct gguf_file *f = gguf_open(path, err, sizeof(err));
@@ -602,7 +806,8 @@ static int copy_vocab(struct gguf_writer *w, const char *path, int64_t *n_vocab)
 			continue;
 		memcpy(key, kv->key.ptr, (size_t)kv->key.len);
 		key[kv->key.len] = '\0';
-		gguf_writer_set(w, key, &kv->val);
+		if (!put_override(w, o, key))
+			gguf_writer_set(w, key, &kv->val);
 	}
 	gguf_close(f);
 	return 0;
@@ -628,22 +833,23 @@ static int add(struct gguf_writer *w, struct tensor_spec *specs, int *n, const s
 
 static int add_tensors(struct gguf_writer *w, struct tensor_spec *specs, int *n, const struct opts *o)
 {
-	int64_t head_dim = o->dim / o->heads, kv_dim = head_dim * o->kv_heads;
+	int64_t head_dim = o->head_dim ? o->head_dim : o->dim / o->heads;
+	int64_t q_dim = head_dim * o->heads, kv_dim = head_dim * o->kv_heads;
 	char name[64];
 
 	add(w, specs, n, o, "token_embd.weight", FILL_MATRIX, o->dim, o->vocab);
 	for (int64_t l = 0; l < o->layers; l++) {
 #define BLK(suffix) (snprintf(name, sizeof(name), "blk.%" PRId64 ".%s", l, suffix), name)
 		add(w, specs, n, o, BLK("attn_norm.weight"), FILL_NORM, o->dim, 1);
-		add(w, specs, n, o, BLK("attn_q.weight"), FILL_MATRIX, o->dim, o->dim);
+		add(w, specs, n, o, BLK("attn_q.weight"), FILL_MATRIX, o->dim, q_dim);
 		add(w, specs, n, o, BLK("attn_k.weight"), FILL_MATRIX, o->dim, kv_dim);
 		add(w, specs, n, o, BLK("attn_v.weight"), FILL_MATRIX, o->dim, kv_dim);
 		if (o->qkv_bias) {
-			add(w, specs, n, o, BLK("attn_q.bias"), FILL_BIAS, o->dim, 1);
+			add(w, specs, n, o, BLK("attn_q.bias"), FILL_BIAS, q_dim, 1);
 			add(w, specs, n, o, BLK("attn_k.bias"), FILL_BIAS, kv_dim, 1);
 			add(w, specs, n, o, BLK("attn_v.bias"), FILL_BIAS, kv_dim, 1);
 		}
-		add(w, specs, n, o, BLK("attn_output.weight"), FILL_MATRIX, o->dim, o->dim);
+		add(w, specs, n, o, BLK("attn_output.weight"), FILL_MATRIX, q_dim, o->dim);
 		add(w, specs, n, o, BLK("ffn_norm.weight"), FILL_NORM, o->dim, 1);
 		add(w, specs, n, o, BLK("ffn_gate.weight"), FILL_MATRIX, o->dim, o->ff);
 		add(w, specs, n, o, BLK("ffn_up.weight"), FILL_MATRIX, o->dim, o->ff);
@@ -656,33 +862,44 @@ static int add_tensors(struct gguf_writer *w, struct tensor_spec *specs, int *n,
 	return gguf_writer_error(w) ? -1 : 0;
 }
 
-static void set_metadata(struct gguf_writer *w, const struct opts *o)
+static void set_metadata(struct gguf_writer *w, struct opts *o)
 {
 	char key[128], name[96];
 	uint32_t ftype = 0;
 	bool llama = !strcmp(o->arch, "llama");
+	int64_t head_dim = o->head_dim ? o->head_dim : o->dim / o->heads;
 
 	for (size_t k = 0; k < sizeof(type_names) / sizeof(type_names[0]); k++)
 		if (type_names[k].type == o->type)
 			ftype = type_names[k].ftype;
 #define KEY(suffix) (snprintf(key, sizeof(key), "%s.%s", o->arch, suffix), key)
-	gguf_writer_set_str(w, "general.architecture", o->arch);
+	meta_str(w, o, "general.architecture", o->arch);
 	snprintf(name, sizeof(name), "exld-mkmodel random %s", o->arch);
-	gguf_writer_set_str(w, "general.name", name);
-	gguf_writer_set_u32(w, "general.file_type", ftype);
+	meta_str(w, o, "general.name", name);
+	meta_u32(w, o, "general.file_type", ftype);
 	if (o->type != EXL_F32 && o->type != EXL_F16 && o->type != EXL_BF16)
-		gguf_writer_set_u32(w, "general.quantization_version", 2);
-	gguf_writer_set_u32(w, "general.alignment", 32);
-	gguf_writer_set_u32(w, KEY("context_length"), (uint32_t)o->ctx);
-	gguf_writer_set_u32(w, KEY("embedding_length"), (uint32_t)o->dim);
-	gguf_writer_set_u32(w, KEY("block_count"), (uint32_t)o->layers);
-	gguf_writer_set_u32(w, KEY("feed_forward_length"), (uint32_t)o->ff);
-	gguf_writer_set_u32(w, KEY("attention.head_count"), (uint32_t)o->heads);
-	gguf_writer_set_u32(w, KEY("attention.head_count_kv"), (uint32_t)o->kv_heads);
-	gguf_writer_set_f32(w, KEY("attention.layer_norm_rms_epsilon"), llama ? 1e-5f : 1e-6f);
-	gguf_writer_set_f32(w, KEY("rope.freq_base"), llama ? 10000.0f : 1000000.0f);
-	gguf_writer_set_u32(w, KEY("rope.dimension_count"), (uint32_t)(o->dim / o->heads));
-	gguf_writer_set_u32(w, KEY("vocab_size"), (uint32_t)o->vocab);
+		meta_u32(w, o, "general.quantization_version", 2);
+	meta_u32(w, o, "general.alignment", 32);
+	meta_u32(w, o, KEY("context_length"), (uint32_t)o->ctx);
+	meta_u32(w, o, KEY("embedding_length"), (uint32_t)o->dim);
+	meta_u32(w, o, KEY("block_count"), (uint32_t)o->layers);
+	meta_u32(w, o, KEY("feed_forward_length"), (uint32_t)o->ff);
+	meta_u32(w, o, KEY("attention.head_count"), (uint32_t)o->heads);
+	meta_u32(w, o, KEY("attention.head_count_kv"), (uint32_t)o->kv_heads);
+	if (o->head_dim) {
+		meta_u32(w, o, KEY("attention.key_length"), (uint32_t)o->head_dim);
+		meta_u32(w, o, KEY("attention.value_length"), (uint32_t)o->head_dim);
+	}
+	meta_f32(w, o, KEY("attention.layer_norm_rms_epsilon"),
+		 o->eps ? (float)o->eps : llama ? 1e-5f : 1e-6f);
+	meta_f32(w, o, KEY("rope.freq_base"),
+		 o->rope_base ? (float)o->rope_base : llama ? 10000.0f : 1000000.0f);
+	meta_u32(w, o, KEY("rope.dimension_count"), (uint32_t)(o->rope_dim ? o->rope_dim : head_dim));
+	if (o->rope_scaling || o->rope_scale)
+		meta_str(w, o, KEY("rope.scaling.type"), o->rope_scaling ? o->rope_scaling : "linear");
+	if (o->rope_scale)
+		meta_f32(w, o, KEY("rope.scaling.factor"), (float)o->rope_scale);
+	meta_u32(w, o, KEY("vocab_size"), (uint32_t)o->vocab);
 #undef KEY
 }
 
@@ -709,7 +926,7 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	if (o.vocab_from) {
-		if (copy_vocab(w, o.vocab_from, &n_vocab))
+		if (copy_vocab(w, &o, o.vocab_from, &n_vocab))
 			goto out;
 		if (o.vocab && o.vocab != n_vocab) {
 			fprintf(stderr, "exld-mkmodel: --vocab %" PRId64 " but %s has %" PRId64 " tokens\n",
@@ -725,10 +942,11 @@ int main(int argc, char **argv)
 				" (3 special and 256 byte tokens come first)\n");
 			goto out;
 		}
-		if (synthetic_vocab(w, o.vocab))
+		if (synthetic_vocab(w, &o, o.vocab))
 			goto out;
 	}
 	set_metadata(w, &o);
+	put_new_overrides(w, &o);
 
 	specs = calloc((size_t)(o.layers * 12 + 3), sizeof(*specs));
 	if (!specs) {
