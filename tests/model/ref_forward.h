@@ -1,0 +1,39 @@
+/* A naive reference forward pass for tests: double precision, plain loops,
+ * one sequence, written from the llama.cpp semantics of the llama and qwen2
+ * architectures rather than from daemon/model_forward.c, so the two can be
+ * checked against each other.  It reads F32 GGUFs through daemon/gguf.h
+ * and nothing else of the project.
+ */
+#ifndef EXL_TEST_REF_FORWARD_H
+#define EXL_TEST_REF_FORWARD_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct ref_model;
+
+/* What the reference read from the file's metadata (for the tests to print
+ * and to check against the loader). */
+struct ref_hparams {
+	bool neox;          /* qwen2: rotate the halves of each head, not pairs */
+	int n_vocab, n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff, n_rot;
+	double eps, freq_base, freq_scale;
+	bool tied;          /* no output.weight: logits from token_embd */
+	bool qkv_bias;
+};
+
+/* Opens an F32 llama or qwen2 GGUF; NULL with a message otherwise.
+ * kv_f16: store K and V rounded to IEEE half precision, as a KV cache in
+ * F16 does, so that what is left between the two engines is arithmetic
+ * rounding alone. */
+struct ref_model *ref_model_open(const char *path, bool kv_f16, char *err, size_t errlen);
+void ref_model_free(struct ref_model *m);
+const struct ref_hparams *ref_model_hparams(const struct ref_model *m);
+
+/* Logits at every position of tokens[0..n) (starting at position 0):
+ * logits[i * n_vocab + v].  Returns 0, or -1 with a message. */
+int ref_forward(struct ref_model *m, const int32_t *tokens, int n, double *logits, char *err,
+		size_t errlen);
+
+#endif
