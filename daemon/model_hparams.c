@@ -83,6 +83,14 @@ static int read_rope_scaling(const struct gguf_file *f, struct exl_hparams *hp, 
 	float factor;
 
 	hp->rope_freq_scale = 1.0f;
+	/* llama.cpp multiplies every rotation by this; the rope op has no
+	 * input for it, and running without it would be silently wrong. */
+	if (get_float(f, a, "rope.scaling.attn_factor", false, 1.0f, &factor, err, errlen))
+		return -1;
+	if (factor != 1.0f) {
+		snprintf(err, errlen, "%s.rope.scaling.attn_factor %g is not supported", a, factor);
+		return -1;
+	}
 	snprintf(key, sizeof(key), "%s.rope.scaling.type", a);
 	if (gguf_find_kv(f, key)) {
 		if (!gguf_get_str(f, key, type, sizeof(type))) {
@@ -95,13 +103,14 @@ static int read_rope_scaling(const struct gguf_file *f, struct exl_hparams *hp, 
 			snprintf(err, errlen, "unsupported rope scaling type '%s' (%s)", type, key);
 			return -1;
 		}
-		if (get_float(f, a, "rope.scaling.factor", false, 1.0f, &factor, err, errlen))
-			return -1;
-	} else {
-		/* Files from before rope.scaling.* carry the factor alone. */
-		if (get_float(f, a, "rope.scale_linear", false, 1.0f, &factor, err, errlen))
-			return -1;
 	}
+	/* Files from before rope.scaling.* carry the factor alone, as
+	 * rope.scale_linear; like llama.cpp, that key stands in for a missing
+	 * rope.scaling.factor with or without a type. */
+	snprintf(key, sizeof(key), "%s.rope.scaling.factor", a);
+	if (get_float(f, a, gguf_find_kv(f, key) ? "rope.scaling.factor" : "rope.scale_linear",
+		      false, 1.0f, &factor, err, errlen))
+		return -1;
 	if (factor == 0.0f) /* what converters write for "no scaling" */
 		return 0;
 	if (factor < 1e-3f || factor > 1e3f) {

@@ -160,20 +160,31 @@ static int read_hparams(const struct gguf_file *f, struct ref_hparams *hp, char 
 		snprintf(err, errlen, "reference: bad rope dimension count %d", hp->n_rot);
 		return -1;
 	}
+	/* The type defaults to linear; its factor is rope.scaling.factor or
+	 * the older rope.scale_linear; "none" never scales. */
 	snprintf(key, sizeof(key), "%s.rope.scaling.type", arch);
-	if (gguf_find_kv(f, key)) {
-		if (!gguf_get_str(f, key, type, sizeof(type)) ||
-		    (strcmp(type, "linear") && strcmp(type, "none"))) {
-			snprintf(err, errlen, "reference: rope scaling type is not linear or none");
-			return -1;
-		}
-		if (!strcmp(type, "linear") &&
-		    meta_float(f, arch, "rope.scaling.factor", 0, &factor, err, errlen))
-			return -1;
-	} else if (meta_float(f, arch, "rope.scale_linear", 0, &factor, err, errlen)) {
+	snprintf(type, sizeof(type), "linear");
+	if (gguf_find_kv(f, key) && !gguf_get_str(f, key, type, sizeof(type))) {
+		snprintf(err, errlen, "reference: bad %s", key);
 		return -1;
 	}
-	hp->freq_scale = factor > 0 ? 1.0 / factor : 1.0;
+	if (strcmp(type, "linear") && strcmp(type, "none")) {
+		snprintf(err, errlen, "reference: rope scaling type is not linear or none");
+		return -1;
+	}
+	snprintf(key, sizeof(key), "%s.rope.scaling.factor", arch);
+	if (meta_float(f, arch, gguf_find_kv(f, key) ? "rope.scaling.factor" : "rope.scale_linear",
+		       0, &factor, err, errlen))
+		return -1;
+	hp->freq_scale = factor > 0 && !strcmp(type, "linear") ? 1.0 / factor : 1.0;
+	double attn_factor;
+
+	if (meta_float(f, arch, "rope.scaling.attn_factor", 1.0, &attn_factor, err, errlen))
+		return -1;
+	if (attn_factor != 1.0) {
+		snprintf(err, errlen, "reference: rope.scaling.attn_factor is not 1");
+		return -1;
+	}
 	return 0;
 }
 

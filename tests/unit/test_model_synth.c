@@ -2,7 +2,8 @@
  * are needed: qwen2 (q/k/v biases, NEOX rope), llama with tied embeddings,
  * and quantized weights.  Each must load with the right hyperparameters,
  * give finite logits, and give a sequence the same logits in a mixed batch
- * as alone.
+ * as alone.  Rope scaling and attention-shape metadata are read or refused
+ * by name.  (Logits against a reference forward pass: test_model_ref.c.)
  *
  *   test_model_synth PATH/TO/exld-mkmodel
  */
@@ -180,6 +181,106 @@ static void test_llama_q4_k(void **state)
 	unlink(path);
 }
 
+/* exld-mkmodel args, then the load error expected (NULL: loads). */
+static struct exl_model *try_load(const char *name, const char *const *args, const char *want_err)
+{
+	char path[256], err[512];
+	struct exl_model *m;
+
+	make_model(name, path, sizeof(path), args);
+	m = exl_model_load(path, be, err, sizeof(err));
+	unlink(path);
+	if (want_err) {
+		if (m)
+			fail_msg("%s loaded; expected the error '%s'", name, want_err);
+		printf("%s: %s\n", name, err);
+		if (!strstr(err, want_err))
+			fail_msg("%s: error '%s' does not say '%s'", name, err, want_err);
+		return NULL;
+	}
+	if (!m)
+		fail_msg("load %s: %s", name, err);
+	return m;
+}
+
+/* Rope scaling from metadata: linear scaling by 4 is a frequency scale of
+ * 1/4 (rope.scaling.* and the older rope.scale_linear), "none" and factor 0
+ * are no scaling, and a type the forward pass does not implement is
+ * refused by name rather than run unscaled. */
+static void test_rope_scaling(void **state)
+{
+	(void)state;
+	static const struct {
+		const char *name;
+		const char *args[8];
+		float scale;
+		const char *err;
+	} cases[] = {
+		{ "linear4.gguf", { "--rope-scale", "4" }, 0.25f, NULL },
+		{ "qwen2-linear4.gguf", { "--arch", "qwen2", "--rope-scale", "4" }, 0.25f, NULL },
+		{ "legacy2.gguf", { "--kv", "llama.rope.scale_linear=f32:2" }, 0.5f, NULL },
+		/* no type is linear, as in llama.cpp */
+		{ "untyped4.gguf", { "--kv", "llama.rope.scaling.factor=f32:4" }, 0.25f, NULL },
+		/* llama.cpp falls back to the old key under a type too */
+		{ "typed-legacy2.gguf", { "--rope-scaling", "linear", "--kv",
+					  "llama.rope.scale_linear=f32:2" }, 0.5f, NULL },
+		/* "none" never scales, whatever the factor (as llama.cpp) */
+		{ "none.gguf", { "--rope-scaling", "none", "--rope-scale", "4" }, 1.0f, NULL },
+		{ "factor0.gguf", { "--rope-scale", "4", "--kv", "llama.rope.scaling.factor=f32:0" },
+		  1.0f, NULL },
+		{ "unscaled.gguf", { NULL }, 1.0f, NULL },
+		{ "yarn.gguf", { "--rope-scaling", "yarn", "--rope-scale", "4" }, 0,
+		  "unsupported rope scaling type 'yarn' (llama.rope.scaling.type)" },
+		{ "longrope.gguf", { "--arch", "qwen2", "--rope-scaling", "longrope" }, 0,
+		  "unsupported rope scaling type 'longrope' (qwen2.rope.scaling.type)" },
+		{ "attn1.gguf", { "--rope-scale", "4", "--kv", "llama.rope.scaling.attn_factor=f32:1" },
+		  0.25f, NULL },
+		{ "attn2.gguf", { "--rope-scale", "4", "--kv", "llama.rope.scaling.attn_factor=f32:1.5" },
+		  0, "llama.rope.scaling.attn_factor 1.5 is not supported" },
+		{ "huge.gguf", { "--rope-scale", "4", "--kv", "llama.rope.scaling.factor=f32:1e9" }, 0,
+		  "rope scaling factor 1e+09 is out of range" },
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct exl_model *m = try_load(cases[i].name, cases[i].args, cases[i].err);
+
+		if (!m)
+			continue;
+		printf("%s: rope_freq_scale %g\n", cases[i].name,
+		       exl_model_hparams(m)->rope_freq_scale);
+		assert_true(exl_model_hparams(m)->rope_freq_scale == cases[i].scale);
+		exl_model_free(m);
+	}
+}
+
+/* The attention shape keys: key_length sets the head size (q is heads x
+ * it, whatever dim is), rope.dimension_count the rotated part; keys the
+ * forward pass cannot honour are refused by name. */
+static void test_attention_shape(void **state)
+{
+	(void)state;
+	const char *shaped[] = { "--dim", "96", "--heads", "4", "--kv-heads", "2", "--head-dim", "32",
+				 "--rope-dim", "16", "--rope-base", "500000", "--eps", "1e-6",
+				 NULL };
+	struct exl_model *m = try_load("shaped.gguf", shaped, NULL);
+	const struct exl_hparams *hp = exl_model_hparams(m);
+
+	assert_int_equal(hp->n_embd, 96);
+	assert_int_equal(hp->head_dim, 32);
+	assert_int_equal(hp->n_rot, 16);
+	assert_true(hp->rope_freq_base == 500000.0f);
+	assert_true(hp->rms_eps == 1e-6f);
+	exl_model_free(m);
+
+	const char *kv_differ[] = { "--head-dim", "32", "--kv", "llama.attention.value_length=u32:16",
+				    NULL };
+	try_load("kv_differ.gguf", kv_differ, "key_length 32 != value_length 16 is not supported");
+	const char *moe[] = { "--kv", "llama.expert_count=u32:8", NULL };
+	try_load("moe.gguf", moe, "mixture-of-experts models (llama.expert_count = 8)");
+	const char *rope_odd[] = { "--kv", "llama.rope.dimension_count=u32:7", NULL };
+	try_load("rope_odd.gguf", rope_odd, "llama.rope.dimension_count 7 is odd");
+}
+
 static int group_setup(void **state)
 {
 	char err[256];
@@ -212,6 +313,8 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_qwen2),
 		cmocka_unit_test(test_llama_tied_q8_0),
 		cmocka_unit_test(test_llama_q4_k),
+		cmocka_unit_test(test_rope_scaling),
+		cmocka_unit_test(test_attention_shape),
 	};
 
 	if (argc != 2) {
