@@ -1,8 +1,10 @@
 #!/bin/sh
-# Runs the real `exld inspect` on stories260K.gguf and on broken copies of it.
-# usage: test_inspect.sh EXLD
+# Runs the real `exld inspect` on stories260K.gguf and on broken copies of it,
+# and on exld-mkmodel files with rope scaling.
+# usage: test_inspect.sh EXLD MKMODEL
 set -u
 exld=$1
+mkmodel=$2
 model=${EXLD_MODELS:-}/stories260K.gguf
 if [ -z "${EXLD_MODELS:-}" ] || [ ! -r "$model" ]; then
 	echo "stories260K.gguf not found (EXLD_MODELS=${EXLD_MODELS:-unset}); skipping"
@@ -86,6 +88,33 @@ has "$tmp/err" "cannot open"
 rc=$?
 [ $rc -eq 2 ] && ok || bad "no file: exit $rc, expected 2"
 has "$tmp/err" "usage: exld inspect"
+
+# Rope scaling is shown with the hyperparameters: linear by 4 (and `exld
+# run` works on it); yarn is shown too, and `exld run` refuses it by name.
+"$mkmodel" --rope-scale 4 --threads 1 -o "$tmp/linear.gguf" 2>"$tmp/err" ||
+	bad "mkmodel --rope-scale 4: $(cat "$tmp/err")"
+"$exld" inspect "$tmp/linear.gguf" >"$tmp/out" 2>"$tmp/err"
+rc=$?
+[ $rc -eq 0 ] && ok || bad "inspect linear.gguf exited $rc: $(cat "$tmp/err")"
+has "$tmp/out" "  rope.scaling.type                  \"linear\""
+has "$tmp/out" "  rope.scaling.factor                4"
+"$exld" run --model "$tmp/linear.gguf" --prompt a -n 2 --temperature 0 --threads 1 \
+	>"$tmp/out" 2>"$tmp/err"
+rc=$?
+[ $rc -eq 0 ] && ok || bad "run linear.gguf exited $rc: $(cat "$tmp/err")"
+"$mkmodel" --rope-scaling yarn --rope-scale 4 --threads 1 -o "$tmp/yarn.gguf" 2>"$tmp/err" ||
+	bad "mkmodel --rope-scaling yarn: $(cat "$tmp/err")"
+"$exld" inspect "$tmp/yarn.gguf" >"$tmp/out" 2>"$tmp/err"
+rc=$?
+[ $rc -eq 0 ] && ok || bad "inspect yarn.gguf exited $rc: $(cat "$tmp/err")"
+has "$tmp/out" "  rope.scaling.type                  \"yarn\""
+has "$tmp/out" "  rope.scaling.factor                4"
+"$exld" run --model "$tmp/yarn.gguf" --prompt a -n 2 --threads 1 >"$tmp/out" 2>"$tmp/err"
+rc=$?
+[ $rc -ne 0 ] && ok || bad "run yarn.gguf: exit 0, expected a refusal"
+has "$tmp/err" "unsupported rope scaling type 'yarn' (llama.rope.scaling.type)"
+# Without scaling there is no rope.scaling line.
+if grep -q 'rope.scaling' "$tmp/kv"; then bad "stories260K shows rope.scaling"; else ok; fi
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
