@@ -24,8 +24,9 @@
 #include "daemon/gguf.h"
 #include "daemon/tokenizer.h"
 
-#define MAX_CASES 1024
-#define MAX_SHOWN 3 /* mismatches printed per name */
+#define MAX_CASES 4096
+#define MAX_SHOWN 3 /* mismatches printed in full per name */
+#define MAX_LISTED 64 /* mismatching case numbers listed per name */
 
 extern char **environ;
 
@@ -71,7 +72,8 @@ out:
 }
 
 /* Splits buf (len bytes) at every "\n__case__\n", as peer-tokenize.mjs does:
- * the text after the last separator is the last case. */
+ * the text after the last separator is the last case.  -1 when there are
+ * more than MAX_CASES. */
 static int split_cases(const char *buf, size_t len, struct tcase *cases)
 {
 	static const char sep[] = "\n__case__\n";
@@ -79,8 +81,11 @@ static int split_cases(const char *buf, size_t len, struct tcase *cases)
 	const char *p = buf, *end = buf + len;
 	int n = 0;
 
-	while (n < MAX_CASES) {
+	for (;;) {
 		const char *s = NULL;
+
+		if (n == MAX_CASES)
+			return -1;
 
 		for (const char *q = p; q + sl <= end; q++) {
 			if (!memcmp(q, sep, sl)) {
@@ -203,7 +208,7 @@ static int check_name(const char *mkmodel, const char *vocab, const char *data,
 	struct gguf_file *f;
 	size_t out_len;
 	char *out, *line;
-	int bad = 0;
+	int bad = 0, listed[MAX_LISTED];
 
 	snprintf(path, sizeof(path), "%s/%s.out", data, name);
 	out = read_file(path, &out_len);
@@ -264,6 +269,8 @@ static int check_name(const char *mkmodel, const char *vocab, const char *data,
 				else
 					print_ids("exld     ", got, n_got);
 			}
+			if (bad < MAX_LISTED)
+				listed[bad] = c;
 			bad++;
 			n_failed++;
 		}
@@ -275,8 +282,12 @@ static int check_name(const char *mkmodel, const char *vocab, const char *data,
 		free(text);
 		free(got);
 	}
-	if (bad)
-		fprintf(stderr, "%s: %d of %d cases differ from llama.cpp\n", name, bad, n_cases);
+	if (bad) {
+		fprintf(stderr, "%s: %d of %d cases differ from llama.cpp:", name, bad, n_cases);
+		for (int i = 0; i < bad && i < MAX_LISTED; i++)
+			fprintf(stderr, " %d", listed[i]);
+		fprintf(stderr, "%s\n", bad > MAX_LISTED ? " ..." : "");
+	}
 	exl_tokenizer_free(tok);
 	free(out);
 	return bad;
@@ -343,6 +354,10 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	n_cases = split_cases(buf, len, cases);
+	if (n_cases < 0) {
+		fprintf(stderr, "%s/cases.txt has more than %d cases\n", argv[2], MAX_CASES);
+		return 1;
+	}
 	printf("%d cases\n", n_cases);
 	check_digit_runs_differ(argv[2], cases, n_cases);
 
