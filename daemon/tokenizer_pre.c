@@ -49,10 +49,14 @@
 #define RE_BAILING "'(?:[sSdDmMtT]|[lL][lL]|[vV][eE]|[rR][eE])|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|" \
 	"\\p{N}| ?" OTHER "+[\\r\\n]*|" S "*[\\r\\n]|" S "+(?!" NS ")|" S "+"
 
-/* Upper/title-case run then lower-case run, and the reverse (Mistral's
- * tekken, GPT-4o). */
-#define UPPER "[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]"
-#define LOWER "[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]"
+/* Upper-case run then lower-case run, and the reverse (Mistral's tekken,
+ * GPT-4o), as llama.cpp runs them: its rewrite of the published regexes
+ * takes "upper" as any letter but a-z and "lower" as any letter but A-Z,
+ * with no marks, so a non-ASCII letter is both and a combining mark ends a
+ * word.  (The published [\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}] classes differ on
+ * marks and on cased non-ASCII letters; GGUF files are made for llama.cpp.) */
+#define UPPER "[^\\P{L}a-z]"
+#define LOWER "[^\\P{L}A-Z]"
 #define RE_TEKKEN "[^\\r\\n\\p{L}\\p{N}]?" UPPER "*" LOWER "+|" \
 	"[^\\r\\n\\p{L}\\p{N}]?" UPPER "+" LOWER "*|" \
 	"\\p{N}| ?" OTHER "+[\\r\\n/]*|" WS_RUNS
