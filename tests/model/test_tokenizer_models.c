@@ -27,6 +27,7 @@
 
 #include "daemon/gguf.h"
 #include "daemon/tokenizer.h"
+#include "read_file.h"
 
 static int n_checks, n_failed;
 
@@ -50,31 +51,6 @@ static const char *models_dir(void)
 	}
 	closedir(dir);
 	return d;
-}
-
-static char *read_file(const char *path, size_t *len)
-{
-	FILE *f = fopen(path, "rb");
-	char *buf = NULL;
-	long size;
-
-	if (!f)
-		return NULL;
-	if (fseek(f, 0, SEEK_END) || (size = ftell(f)) < 0 || fseek(f, 0, SEEK_SET))
-		goto out;
-	buf = malloc((size_t)size + 1);
-	if (buf && fread(buf, 1, (size_t)size, f) != (size_t)size) {
-		free(buf);
-		buf = NULL;
-		goto out;
-	}
-	if (buf) {
-		buf[size] = '\0';
-		*len = (size_t)size;
-	}
-out:
-	fclose(f);
-	return buf;
 }
 
 static struct exl_tokenizer *open_tok(const char *path)
@@ -145,9 +121,9 @@ static int vfile_load(struct vfile *v, const char *dir, const char *inp_name)
 	fclose(f);
 	v->tok = open_tok(path);
 	snprintf(path, sizeof(path), "%s/%s.inp", dir, v->name);
-	v->inp = read_file(path, &inp_len);
+	v->inp = test_read_file(path, &inp_len);
 	snprintf(path, sizeof(path), "%s/%s.out", dir, v->name);
-	v->out = read_file(path, &out_len);
+	v->out = test_read_file(path, &out_len);
 	if (!v->tok || !v->inp || !v->out) {
 		fprintf(stderr, "%s: cannot load the vocabulary or its test files\n", v->name);
 		return -1;
@@ -321,9 +297,9 @@ static int test_stories(void)
 	snprintf(path, sizeof(path), "%s/stories260K.gguf", models);
 	t = open_tok(path);
 	snprintf(path, sizeof(path), "%s/stories260K.expected.ids", models);
-	ids_txt = read_file(path, &ids_len);
+	ids_txt = test_read_file(path, &ids_len);
 	snprintf(path, sizeof(path), "%s/stories260K.expected.txt", models);
-	text = read_file(path, &text_len);
+	text = test_read_file(path, &text_len);
 	CHECK(t && ids_txt && text);
 	if (!t || !ids_txt || !text)
 		return 1;

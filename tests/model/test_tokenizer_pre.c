@@ -23,6 +23,7 @@
 
 #include "daemon/gguf.h"
 #include "daemon/tokenizer.h"
+#include "read_file.h"
 
 #define MAX_CASES 4096
 #define MAX_SHOWN 3 /* mismatches printed in full per name */
@@ -45,31 +46,6 @@ struct tcase {
 	const char *text;
 	size_t len;
 };
-
-static char *read_file(const char *path, size_t *len)
-{
-	FILE *f = fopen(path, "rb");
-	char *buf = NULL;
-	long size;
-
-	if (!f)
-		return NULL;
-	if (fseek(f, 0, SEEK_END) || (size = ftell(f)) < 0 || fseek(f, 0, SEEK_SET))
-		goto out;
-	buf = malloc((size_t)size + 1);
-	if (buf && fread(buf, 1, (size_t)size, f) != (size_t)size) {
-		free(buf);
-		buf = NULL;
-		goto out;
-	}
-	if (buf) {
-		buf[size] = '\0';
-		*len = (size_t)size;
-	}
-out:
-	fclose(f);
-	return buf;
-}
 
 /* Splits buf (len bytes) at every "\n__case__\n", as peer-tokenize.mjs does:
  * the text after the last separator is the last case.  -1 when there are
@@ -180,7 +156,7 @@ static int stored_ids(const char *data, const char *name, int c, int32_t *ids, i
 	int n = -1;
 
 	snprintf(path, sizeof(path), "%s/%s.out", data, name);
-	buf = read_file(path, &len);
+	buf = test_read_file(path, &len);
 	if (!buf)
 		return -1;
 	char *line = buf;
@@ -211,7 +187,7 @@ static int check_name(const char *mkmodel, const char *vocab, const char *data,
 	int bad = 0, listed[MAX_LISTED];
 
 	snprintf(path, sizeof(path), "%s/%s.out", data, name);
-	out = read_file(path, &out_len);
+	out = test_read_file(path, &out_len);
 	if (!out) {
 		fprintf(stderr, "%s: cannot read %s\n", name, path);
 		CHECK(0);
@@ -345,9 +321,9 @@ int main(int argc, char **argv)
 		return 77;
 	}
 	snprintf(path, sizeof(path), "%s/cases.txt", argv[2]);
-	buf = read_file(path, &len);
+	buf = test_read_file(path, &len);
 	snprintf(path, sizeof(path), "%s/names.txt", argv[2]);
-	names = read_file(path, &names_len);
+	names = test_read_file(path, &names_len);
 	cases = calloc(MAX_CASES, sizeof(*cases));
 	if (!buf || !names || !cases || !mkdtemp(tmpdir)) {
 		fprintf(stderr, "cannot read %s/cases.txt and names.txt, or no memory\n", argv[2]);
