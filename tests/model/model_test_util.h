@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -110,6 +111,33 @@ static inline void test_greedy(struct exl_model *m, int page_size, const int32_t
 	free(logits);
 	free(seq_idx);
 	free(want);
+}
+
+/* A cmocka group's fixture for tests that write models: a private
+ * directory /tmp/exld-test-NAME-XXXXXX and a 2-thread CPU backend. */
+static inline int test_tmp_backend_setup(const char *name, char *tmpdir, size_t len,
+					 struct exl_backend **be)
+{
+	char err[256];
+
+	snprintf(tmpdir, len, "/tmp/exld-test-%s-XXXXXX", name);
+	if (!mkdtemp(tmpdir)) {
+		print_error("mkdtemp failed\n");
+		return -1;
+	}
+	*be = exl_backend_cpu_create(2, err, sizeof(err));
+	if (!*be) {
+		print_error("cpu backend: %s\n", err);
+		rmdir(tmpdir);
+		return -1;
+	}
+	return 0;
+}
+
+static inline void test_tmp_backend_teardown(const char *tmpdir, struct exl_backend *be)
+{
+	be->ops->destroy(be);
+	rmdir(tmpdir);
 }
 
 #endif

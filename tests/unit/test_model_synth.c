@@ -283,27 +283,14 @@ static void test_attention_shape(void **state)
 
 static int group_setup(void **state)
 {
-	char err[256];
-
 	(void)state;
-	snprintf(tmpdir, sizeof(tmpdir), "/tmp/exld-test-model-synth-XXXXXX");
-	if (!mkdtemp(tmpdir)) {
-		print_error("mkdtemp failed\n");
-		return -1;
-	}
-	be = exl_backend_cpu_create(2, err, sizeof(err));
-	if (!be) {
-		print_error("cpu backend: %s\n", err);
-		return -1;
-	}
-	return 0;
+	return test_tmp_backend_setup("model-synth", tmpdir, sizeof(tmpdir), &be);
 }
 
 static int group_teardown(void **state)
 {
 	(void)state;
-	be->ops->destroy(be);
-	rmdir(tmpdir);
+	test_tmp_backend_teardown(tmpdir, be);
 	return 0;
 }
 
