@@ -3,8 +3,9 @@
  * rules go out first).  A $ref target gets its rule name before its body
  * is built, so recursive schemas become recursive rules.  This file walks
  * the schema: keywords, types, references, strings, numbers, enum / const
- * and anyOf; json_schema_object.c writes objects and arrays,
- * json_schema_allof.c merges allOf, json_schema_prim.c holds the fixed
+ * and anyOf / oneOf; json_schema_object.c writes objects and arrays,
+ * json_schema_allof.c merges allOf, json_schema_oneof.c checks that a
+ * oneOf's branches exclude each other, json_schema_prim.c holds the fixed
  * rules.
  */
 #include <math.h>
@@ -189,7 +190,7 @@ int js_type_bit(struct js_conv *c, const struct exl_json *v, unsigned *mask)
 
 /* The types a schema allows: 'type', or what its keywords imply (a
  * subset of what the schema allows, so still valid), else any. */
-static int type_mask(struct js_conv *c, const struct exl_json *s, unsigned *mask)
+int js_type_mask(struct js_conv *c, const struct exl_json *s, unsigned *mask)
 {
 	static const char *const obj_kw[] = { "properties", "required", "additionalProperties", NULL };
 	static const char *const arr_kw[] = { "items", "prefixItems", "minItems", "maxItems",
@@ -611,7 +612,7 @@ static int enum_body(struct js_conv *c, const struct exl_json *s, struct exl_gbn
 	if (other >= 0)
 		return js_kfail(c, s->keys[other], "'%s' together with '%s' is not supported",
 			     kw, s->keys[other]);
-	if ((exl_json_get(s, "type") || exl_json_get(s, "nullable")) && type_mask(c, s, &mask))
+	if ((exl_json_get(s, "type") || exl_json_get(s, "nullable")) && js_type_mask(c, s, &mask))
 		return -1;
 	if (e && e->type != EXL_JSON_ARRAY)
 		return js_kfail(c, "enum", "'enum' must be a list");
@@ -684,6 +685,9 @@ static int any_of_body(struct js_conv *c, const struct exl_json *s, const char *
 		gbnf_printf(b, "%s%s", i ? " | " : "", name);
 	}
 	gbnf_puts(b, " )");
+	/* The alternation is oneOf only when no value matches two branches. */
+	if (!strcmp(kw, "oneOf") && js_one_of_check(c, l))
+		return -1;
 	return 0;
 }
 
@@ -735,7 +739,7 @@ int js_schema_body(struct js_conv *c, const struct exl_json *s, struct exl_gbnf_
 		return enum_body(c, s, b);
 	unsigned mask;
 
-	if (type_mask(c, s, &mask))
+	if (js_type_mask(c, s, &mask))
 		return -1;
 	if (mask == JS_T_ALL) {
 		gbnf_puts(b, "js-value");

@@ -1,6 +1,7 @@
 /* Insides of the JSON schema converter: json_schema.c walks the schema,
  * json_schema_object.c writes objects and arrays, json_schema_allof.c
- * merges allOf, json_schema_prim.c writes the fixed rules (whitespace,
+ * merges allOf, json_schema_oneof.c proves oneOf branches exclusive,
+ * json_schema_prim.c writes the fixed rules (whitespace,
  * strings, numbers, formats, any value) and the digit grammars of numeric
  * bounds. */
 #ifndef EXL_JSON_SCHEMA_INTERNAL_H
@@ -65,6 +66,9 @@ int js_key_literal(struct js_conv *c, struct exl_gbnf_out *b, const char *k, siz
 /* A non-negative integer keyword (kept when absent; capped at 1e9). */
 int js_get_count(struct js_conv *c, const struct exl_json *s, const char *kw, long *out);
 int js_type_bit(struct js_conv *c, const struct exl_json *v, unsigned *mask);
+/* The types s allows: 'type' (a list too; plus null with nullable: true),
+ * else the ones its keywords imply, else all. */
+int js_type_mask(struct js_conv *c, const struct exl_json *s, unsigned *mask);
 /* A local JSON pointer ("#/...") into the schema. */
 int js_resolve(struct js_conv *c, const char *ref, const struct exl_json **out);
 /* The index of a validation keyword of s not in allowed (NULL-ended), or -1. */
@@ -80,6 +84,13 @@ int js_schema_body(struct js_conv *c, const struct exl_json *s, struct exl_gbnf_
 int js_array_body(struct js_conv *c, const struct exl_json *s, struct exl_gbnf_out *b);
 int js_object_body(struct js_conv *c, const struct exl_json *s, struct exl_gbnf_out *b);
 int js_all_of_body(struct js_conv *c, const struct exl_json *s, struct exl_gbnf_out *b);
+
+/* ---- json_schema_oneof.c ---- */
+
+/* 0 when the oneOf branches in list l provably exclude each other (no
+ * value the grammar writes for one is valid under another), else -1
+ * with a message at the oneOf saying which two may overlap and why. */
+int js_one_of_check(struct js_conv *c, const struct exl_json *l);
 
 /* ---- json_schema_prim.c ---- */
 

@@ -113,6 +113,39 @@ SCHEMAS = {
         ],
         "additionalProperties": False,
     },
+    # oneOf, accepted because its branches exclude each other: a tagged
+    # union (the tag required, const / enum values apart; through $ref and
+    # inline), by type, and by range with an integer and a number branch.
+    "tagged": {
+        "$defs": {
+            "cat": {"type": "object",
+                    "properties": {"kind": {"const": "cat"},
+                                   "lives": {"type": "integer", "minimum": 1, "maximum": 9}},
+                    "required": ["kind", "lives"], "additionalProperties": False},
+            "dog": {"type": "object",
+                    "properties": {"kind": {"enum": ["dog", "puppy"]},
+                                   "breed": {"enum": ["pug", "lab", "collie"]}},
+                    "required": ["kind"], "additionalProperties": False},
+        },
+        "type": "object",
+        "properties": {
+            "pet": {"oneOf": [
+                {"$ref": "#/$defs/cat"},
+                {"$ref": "#/$defs/dog"},
+                {"type": "object",
+                 "properties": {"kind": {"const": "fish"},
+                                "fins": {"type": "integer", "minimum": 0, "maximum": 8}},
+                 "required": ["kind", "fins"], "additionalProperties": False},
+            ]},
+            "owner": {"oneOf": [{"type": "string", "maxLength": 8},
+                                {"type": "integer", "minimum": 0, "maximum": 99},
+                                {"type": "null"}]},
+            "score": {"oneOf": [{"type": "integer", "minimum": -9, "maximum": -1},
+                                {"type": "number", "minimum": 0, "maximum": 5}]},
+        },
+        "required": ["pet", "owner", "score"],
+        "additionalProperties": False,
+    },
 }
 
 
@@ -373,6 +406,16 @@ def case_options(exld, model, tmp):
     if p.returncode == 0 or b"json_schema: at #/multipleOf: keyword 'multipleOf' is not supported" \
             not in p.stderr:
         fail("bad schema: exit %d, %r" % (p.returncode, p.stderr))
+    # A oneOf whose branches overlap (3 is valid under both, so a 3 would
+    # be invalid) is refused, not written as anyOf.
+    with open(bad, "w") as f:
+        json.dump({"oneOf": [{"type": "integer", "minimum": 0, "maximum": 50},
+                             {"type": "number", "minimum": 0, "maximum": 50}]}, f)
+    p = subprocess.run([exld, "run", "--model", model, "--prompt", PROMPT, "--json-schema", bad],
+                       capture_output=True)
+    if p.returncode == 0 or b"json_schema: at #/oneOf: branches 0 and 1 may both match one " \
+            b"value (both allow integers)" not in p.stderr:
+        fail("overlapping oneOf: exit %d, %r" % (p.returncode, p.stderr))
     p = subprocess.run([exld, "run", "--model", model, "--prompt", PROMPT, "--regex", "a",
                         "--grammar", bad], capture_output=True)
     if p.returncode != 2 or b"at most one of --grammar, --json-schema and --regex" not in p.stderr:

@@ -163,6 +163,42 @@ static const char obj_schema[] =
 	"{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"}},\"required\":[\"a\"]}," \
 	"{\"properties\":{\"b\":{\"type\":\"string\"}},\"required\":[\"b\"]}]}"
 
+/* oneOf branches that provably exclude each other. */
+#define ONEOF_TYPES \
+	"{\"oneOf\":[{\"type\":\"string\",\"maxLength\":2},{\"type\":\"integer\"}," \
+	"{\"type\":\"null\"}]}"
+#define ONEOF_RANGES \
+	"{\"oneOf\":[{\"type\":\"number\",\"exclusiveMaximum\":0},{\"type\":\"integer\"," \
+	"\"minimum\":0,\"maximum\":9},{\"type\":\"number\",\"minimum\":10}," \
+	"{\"type\":\"string\",\"maxLength\":3},{\"type\":\"string\",\"minLength\":4}]}"
+#define ONEOF_VALUES \
+	"{\"oneOf\":[{\"enum\":[\"a\",\"b\",1]},{\"enum\":[\"c\",1.5,null]}," \
+	"{\"type\":\"integer\",\"minimum\":2},{\"const\":\"x\"}]}"
+#define ONEOF_TAGGED \
+	"{\"oneOf\":[{\"properties\":{\"kind\":{\"const\":\"circle\"},\"r\":{\"type\":\"number\"}}," \
+	"\"required\":[\"kind\",\"r\"],\"additionalProperties\":false}," \
+	"{\"properties\":{\"kind\":{\"const\":\"square\"},\"side\":{\"type\":\"number\"}}," \
+	"\"required\":[\"kind\",\"side\"],\"additionalProperties\":false}]}"
+/* Open objects through $ref, the tag an enum in one branch. */
+#define ONEOF_REFS \
+	"{\"$defs\":{\"cat\":{\"type\":\"object\",\"properties\":{\"pet\":{\"const\":\"cat\"}," \
+	"\"meow\":{\"type\":\"boolean\"}},\"required\":[\"pet\"]},\"dog\":{\"type\":\"object\"," \
+	"\"properties\":{\"pet\":{\"enum\":[\"dog\",\"puppy\"]}},\"required\":[\"pet\"]}}," \
+	"\"oneOf\":[{\"$ref\":\"#/$defs/cat\"},{\"$ref\":\"#/$defs/dog\"}]}"
+/* A property one branch requires and the other does not allow. */
+#define ONEOF_KEYS \
+	"{\"oneOf\":[{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"}}," \
+	"\"required\":[\"a\"],\"additionalProperties\":false},{\"type\":\"object\"," \
+	"\"properties\":{\"b\":{\"type\":\"integer\"}},\"required\":[\"b\"]," \
+	"\"additionalProperties\":false}]}"
+/* The tag required on one side only: objects of the other side that
+ * leave it out are invalid under the side requiring it. */
+#define ONEOF_ONE_TAG \
+	"{\"oneOf\":[{\"type\":\"object\",\"properties\":{\"t\":{\"const\":\"a\"}}," \
+	"\"required\":[\"t\"],\"additionalProperties\":false},{\"type\":\"object\"," \
+	"\"properties\":{\"t\":{\"const\":\"b\"},\"u\":{\"type\":\"integer\"}}," \
+	"\"additionalProperties\":false}]}"
+
 static const struct {
 	const char *schema;
 	const char *doc;
@@ -280,6 +316,37 @@ static const struct {
 	{ "{\"anyOf\":[{\"type\":\"integer\"},{\"type\":\"string\",\"maxLength\":1}]}", "\"a\"", 1 },
 	{ "{\"anyOf\":[{\"type\":\"integer\"},{\"type\":\"string\",\"maxLength\":1}]}", "\"ab\"", 0 },
 	{ "{\"oneOf\":[{\"type\":\"boolean\"},{\"type\":\"null\"}]}", "null", 1 },
+	/* oneOf whose branches exclude each other: by type ... */
+	{ ONEOF_TYPES, "\"ab\"", 1 },
+	{ ONEOF_TYPES, "-3", 1 },
+	{ ONEOF_TYPES, "null", 1 },
+	{ ONEOF_TYPES, "\"abc\"", 0 },
+	{ ONEOF_TYPES, "1.5", 0 },
+	/* ... by range ... */
+	{ ONEOF_RANGES, "-1.5", 1 },
+	{ ONEOF_RANGES, "0", 1 },
+	{ ONEOF_RANGES, "7", 1 },
+	{ ONEOF_RANGES, "\"abcd\"", 1 },
+	{ ONEOF_RANGES, "\"abc\"", 1 },
+	/* ... by value ... */
+	{ ONEOF_VALUES, "\"c\"", 1 },
+	{ ONEOF_VALUES, "1", 1 },
+	{ ONEOF_VALUES, "2", 1 },
+	{ ONEOF_VALUES, "\"d\"", 0 },
+	/* ... and objects told apart by a required property (no "type" needed:
+	 * a branch that only implies objects never writes anything else) */
+	{ ONEOF_TAGGED, "{\"kind\":\"circle\",\"r\":1}", 1 },
+	{ ONEOF_TAGGED, "{\"kind\":\"square\",\"side\":2}", 1 },
+	{ ONEOF_TAGGED, "{\"kind\":\"square\",\"r\":1}", 0 },
+	{ ONEOF_REFS, "{\"pet\":\"cat\",\"meow\":true}", 1 },
+	{ ONEOF_REFS, "{\"pet\":\"puppy\"}", 1 },
+	{ ONEOF_REFS, "{\"pet\":\"cow\"}", 0 },
+	{ ONEOF_KEYS, "{\"a\":1}", 1 },
+	{ ONEOF_KEYS, "{\"b\":1}", 1 },
+	{ ONEOF_KEYS, "{\"a\":1,\"b\":1}", 0 },
+	{ ONEOF_ONE_TAG, "{\"t\":\"a\"}", 1 },
+	{ ONEOF_ONE_TAG, "{}", 1 },
+	{ ONEOF_ONE_TAG, "{\"t\":\"b\",\"u\":1}", 1 },
 	{ ALLOF_SCHEMA, "{\"a\":1,\"b\":\"x\"}", 1 },
 	{ ALLOF_SCHEMA, "{\"a\":1}", 0 },
 	{ ALLOF_SCHEMA, "{\"a\":1,\"b\":\"x\",\"c\":2}", 0 },
@@ -409,6 +476,30 @@ static const struct {
 	  "at #/maxItems: the array cannot hold minItems items" },
 	{ "{\"type\":\"number\",\"minimum\":0.2,\"maximum\":0.8}",
 	  "at #: no number lies within the minimum and maximum" },
+	/* oneOf branches that may overlap: a value matching two is invalid. */
+	{ "{\"oneOf\":[{\"type\":\"integer\",\"minimum\":0,\"maximum\":50},{\"type\":\"number\","
+	  "\"minimum\":0,\"maximum\":50}]}",
+	  "at #/oneOf: branches 0 and 1 may both match one value (both allow integers)" },
+	{ "{\"oneOf\":[{\"type\":\"string\"},{\"type\":\"string\",\"maxLength\":3}]}",
+	  "at #/oneOf: branches 0 and 1 may both match one value (both allow strings)" },
+	{ "{\"oneOf\":[{\"type\":\"integer\",\"maximum\":0},{\"type\":\"integer\",\"minimum\":0}]}",
+	  "at #/oneOf: branches 0 and 1 may both match one value (both allow integers)" },
+	{ "{\"oneOf\":[{\"enum\":[\"a\",\"b\"]},{\"type\":\"null\"},{\"enum\":[\"b\",\"c\"]}]}",
+	  "at #/oneOf: branches 0 and 2 may both match one value (both allow \"b\")" },
+	/* A branch without "type" allows every string (properties constrain
+	 * only objects), so a string of the other branch matches both. */
+	{ "{\"oneOf\":[{\"properties\":{\"a\":{\"type\":\"integer\"}}},{\"type\":\"string\"}]}",
+	  "at #/oneOf: branches 0 and 1 may both match one value (both allow strings)" },
+	{ "{\"oneOf\":[{\"type\":\"object\",\"properties\":{\"k\":{\"type\":\"integer\"}},"
+	  "\"required\":[\"k\"]},{\"type\":\"object\",\"properties\":{\"k\":{\"type\":\"number\"}},"
+	  "\"required\":[\"k\"]}]}",
+	  "at #/oneOf: branches 0 and 1 may both match one value (both allow objects, and no "
+	  "property tells them apart)" },
+	{ "{\"properties\":{\"x\":{\"oneOf\":[{\"anyOf\":[{\"type\":\"string\"},{\"type\":\"null\"}]},"
+	  "{\"type\":\"null\"}]}}}",
+	  "at #/properties/x/oneOf: branches 0 and 1 may both match one value (both allow null)" },
+	{ "{\"oneOf\":[true,{\"type\":\"null\"}]}",
+	  "at #/oneOf: branches 0 and 1 may both match one value (both allow null)" },
 };
 
 static void case_schema_errors(void)
