@@ -3,7 +3,13 @@
  * value, dates day by day, and the errors (naming the keyword and the
  * schema path, the regex offset, the JSON line and column).
  *
- *   test_json_schema [json|schema|schema_errors|numbers|dates|regex|regex_errors]
+ * A deterministic mutation fuzz of both front ends: mutated schemas and
+ * regexes must compile or be refused with a message, and what compiles
+ * must match texts the same fed whole or byte by byte, with masks that
+ * agree with feeding.
+ *
+ *   test_json_schema [json|schema|schema_errors|numbers|dates|regex|regex_errors|fuzz]
+ *                    [fuzz iterations per language]
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -12,9 +18,11 @@
 
 #include "daemon/grammar.h"
 #include "daemon/grammar_filter.h"
+#include "daemon/grammar_internal.h"
 #include "daemon/json_parse.h"
 #include "daemon/json_schema.h"
 #include "daemon/regex_grammar.h"
+#include "daemon/vocab_trie.h"
 
 static int failures;
 
@@ -749,6 +757,486 @@ static void case_regex_errors(void)
 	}
 }
 
+/* ---- fuzz: mutated schemas and regexes ---- */
+
+static uint64_t rng = 0x9E3779B97F4A7C15ull;
+
+static uint64_t next_rand(void)
+{
+	rng ^= rng << 13;
+	rng ^= rng >> 7;
+	rng ^= rng << 17;
+	return rng;
+}
+
+static size_t below(size_t n)
+{
+	return n ? (size_t)(next_rand() % n) : 0;
+}
+
+/* Bytes that mean something to a schema's JSON or to a regex. */
+static const char fuzz_chars[] = "{}[]\":,0123456789-.eE+tfnul\\/ab$#()|*+?^{}xdwsSDW\xc3\xa9";
+
+/* The vocabulary the masks are computed over: ASCII, JSON punctuation,
+ * whole and partial UTF-8 characters. */
+static const char *const fuzz_tokens[] = {
+	"a", "b", "z", "0", "1", "7", " ", "\n", "\"", "\\", "{", "}", "[", "]", ",", ":", "-",
+	".", "e", "true", "false", "null", "ab", "\":", "\"a\"", "12", "\xc3\xa9", "\xc3", "\xa9",
+	"\xe2\x98\x83", "\xf0\x9f\x98\x80", "\xff", "T", "@", "x1", "  ", "\\n", "\\u00",
+};
+#define N_FUZZ_TOK (sizeof(fuzz_tokens) / sizeof(fuzz_tokens[0]))
+
+/* Up to 4 edits of src: byte flips (to a meaningful byte or any byte),
+ * insertions, deletions of a run, and splices of a run of another input
+ * of the corpus. */
+static char *mutate(const char *src, const char *const *corpus, size_t n_corpus, size_t *out_len)
+{
+	size_t n = strlen(src), cap = n * 2 + 256;
+	char *s = malloc(cap);
+	int edits = 1 + (int)below(4);
+
+	if (!s)
+		DIE("out of memory");
+	memcpy(s, src, n);
+	for (int e = 0; e < edits; e++) {
+		size_t at = below(n + 1);
+
+		switch (below(6)) {
+		case 0: /* flip to a meaningful byte */
+			if (at < n)
+				s[at] = fuzz_chars[below(sizeof(fuzz_chars) - 1)];
+			break;
+		case 1: /* flip to any byte */
+			if (at < n)
+				s[at] = (char)below(256);
+			break;
+		case 2: /* insert one */
+			if (n + 1 < cap) {
+				memmove(s + at + 1, s + at, n - at);
+				s[at] = fuzz_chars[below(sizeof(fuzz_chars) - 1)];
+				n++;
+			}
+			break;
+		case 3: { /* delete a run */
+			size_t k = below(10);
+
+			if (k > n - at)
+				k = n - at;
+			memmove(s + at, s + at + k, n - at - k);
+			n -= k;
+			break;
+		}
+		default: { /* splice in a run of another input, maybe over one of ours */
+			const char *o = corpus[below(n_corpus)];
+			size_t on = strlen(o), from = below(on), k = below(on - from + 1), del = 0;
+
+			if (below(2))
+				del = below(n - at + 1);
+			if (n - del + k >= cap)
+				break;
+			memmove(s + at + k, s + at + del, n - at - del);
+			memcpy(s + at, o + from, k);
+			n = n - del + k;
+			break;
+		}
+		}
+	}
+	*out_len = n;
+	return s;
+}
+
+/* ---- structural mutations of a schema: most byte edits of JSON text
+ * only reach the JSON parser's errors ---- */
+
+struct jbuf {
+	char *s;
+	size_t n, cap;
+};
+
+static void put_jbuf(void *u, const char *s, size_t n)
+{
+	struct jbuf *b = u;
+
+	if (b->n + n + 1 > b->cap) {
+		size_t cap = (b->n + n + 1) * 2;
+		char *p = realloc(b->s, cap);
+
+		if (!p)
+			DIE("out of memory");
+		b->s = p;
+		b->cap = cap;
+	}
+	memcpy(b->s + b->n, s, n);
+	b->n += n;
+	b->s[b->n] = 0;
+}
+
+/* Every slot holding a value (the root's is the first), and every key. */
+struct jslots {
+	struct exl_json **v[512];
+	struct exl_json *parent[512];
+	size_t idx[512], n;
+};
+
+static void collect(struct jslots *sl, struct exl_json **where, struct exl_json *parent, size_t idx)
+{
+	struct exl_json *v = *where;
+
+	if (sl->n == 512)
+		return;
+	sl->v[sl->n] = where;
+	sl->parent[sl->n] = parent;
+	sl->idx[sl->n++] = idx;
+	if (v->type == EXL_JSON_ARRAY || v->type == EXL_JSON_OBJECT)
+		for (size_t i = 0; i < v->n; i++)
+			collect(sl, &v->v[i], v, i);
+}
+
+static const char *const fuzz_keywords[] = {
+	"type", "enum", "const", "anyOf", "oneOf", "allOf", "$ref", "nullable", "properties",
+	"required", "additionalProperties", "items", "prefixItems", "additionalItems", "minItems",
+	"maxItems", "uniqueItems", "minLength", "maxLength", "pattern", "format", "minimum",
+	"maximum", "exclusiveMinimum", "exclusiveMaximum", "$defs", "definitions", "title", "not",
+	"a", "b", "kind",
+};
+
+static const char *const fuzz_scalars[] = {
+	"0", "1", "2", "-1", "2.5", "1e300", "10001", "-0.5", "\"string\"", "\"integer\"",
+	"\"number\"", "\"object\"", "\"array\"", "\"null\"", "\"boolean\"", "\"#\"",
+	"\"#/$defs/node\"", "\"date\"", "\"uuid\"", "\"^a+$\"", "\"a\"", "true", "false", "null",
+	"[]", "{}", "[\"a\"]", "{\"type\":\"string\"}",
+};
+
+/* The donors of subtrees: the corpus parsed, and a list of scalars. */
+struct donors {
+	struct exl_json_doc **docs;
+	size_t n;
+	struct exl_json_doc *scalars;
+};
+
+/* A deep copy of v into d (strings borrowed), so later edits of the copy
+ * never touch the donor. */
+static struct exl_json *copy_into(struct exl_json_doc *d, const struct exl_json *v)
+{
+	struct exl_json *c = exl_json_new(d, v->type, v->n);
+
+	if (!c)
+		DIE("out of memory");
+	c->b = v->b;
+	c->num = v->num;
+	c->is_int = v->is_int;
+	c->str = v->str;
+	c->len = v->len;
+	for (size_t i = 0; (v->type == EXL_JSON_ARRAY || v->type == EXL_JSON_OBJECT) && i < v->n; i++) {
+		c->v[i] = copy_into(d, v->v[i]);
+		if (v->type == EXL_JSON_OBJECT) {
+			c->keys[i] = v->keys[i];
+			c->key_lens[i] = v->key_lens[i];
+		}
+	}
+	return c;
+}
+
+/* A copy of a random subtree of a corpus schema. */
+static struct exl_json *donor_subtree(struct exl_json_doc *d, const struct donors *dn)
+{
+	struct exl_json *root = (struct exl_json *)exl_json_root(dn->docs[below(dn->n)]);
+	struct jslots sl;
+
+	sl.n = 0;
+	collect(&sl, &root, NULL, 0);
+	return copy_into(d, *sl.v[below(sl.n)]);
+}
+
+static struct exl_json *donor_scalar(struct exl_json_doc *d, const struct donors *dn)
+{
+	const struct exl_json *l = exl_json_root(dn->scalars);
+
+	return copy_into(d, l->v[below(l->n)]);
+}
+
+/* One structural edit of the schema in doc d. */
+static void mutate_tree(struct exl_json_doc *d, struct exl_json **root, const struct donors *dn)
+{
+	struct jslots sl;
+
+	sl.n = 0;
+	collect(&sl, root, NULL, 0);
+	size_t at = below(sl.n);
+	struct exl_json **where = sl.v[at], *parent = sl.parent[at];
+	struct exl_json *w;
+
+	switch (below(6)) {
+	case 0: /* a subtree from elsewhere */
+		*where = donor_subtree(d, dn);
+		break;
+	case 1: /* a scalar */
+		*where = donor_scalar(d, dn);
+		break;
+	case 2: /* another key */
+		if (parent && parent->type == EXL_JSON_OBJECT) {
+			const char *k = fuzz_keywords[below(sizeof(fuzz_keywords) / sizeof(*fuzz_keywords))];
+
+			parent->keys[sl.idx[at]] = k;
+			parent->key_lens[sl.idx[at]] = strlen(k);
+		}
+		break;
+	case 3: /* drop a member */
+		if (parent) {
+			size_t i = sl.idx[at];
+
+			memmove(&parent->v[i], &parent->v[i + 1], (parent->n - i - 1) * sizeof(*parent->v));
+			if (parent->type == EXL_JSON_OBJECT) {
+				memmove(&parent->keys[i], &parent->keys[i + 1],
+					(parent->n - i - 1) * sizeof(*parent->keys));
+				memmove(&parent->key_lens[i], &parent->key_lens[i + 1],
+					(parent->n - i - 1) * sizeof(*parent->key_lens));
+			}
+			parent->n--;
+		}
+		break;
+	default: { /* wrap it: {"oneOf": [it, another]}, {"items": it}, ... */
+		static const char *const wrappers[] = { "oneOf", "anyOf", "allOf", "items", "properties",
+							"additionalProperties", "not" };
+		const char *k = wrappers[below(sizeof(wrappers) / sizeof(*wrappers))];
+		bool list = !strcmp(k, "oneOf") || !strcmp(k, "anyOf") || !strcmp(k, "allOf");
+
+		w = exl_json_new(d, EXL_JSON_OBJECT, 1);
+		if (!w)
+			DIE("out of memory");
+		w->keys[0] = k;
+		w->key_lens[0] = strlen(k);
+		if (list) {
+			struct exl_json *l = exl_json_new(d, EXL_JSON_ARRAY, 2);
+
+			if (!l)
+				DIE("out of memory");
+			l->v[0] = *where;
+			l->v[1] = donor_subtree(d, dn);
+			w->v[0] = l;
+		} else if (!strcmp(k, "properties")) {
+			struct exl_json *o = exl_json_new(d, EXL_JSON_OBJECT, 1);
+
+			if (!o)
+				DIE("out of memory");
+			o->keys[0] = "p";
+			o->key_lens[0] = 1;
+			o->v[0] = *where;
+			w->v[0] = o;
+		} else {
+			w->v[0] = *where;
+		}
+		*where = w;
+		break;
+	}
+	}
+}
+
+/* A schema from the corpus, edited as a tree, then maybe as bytes. */
+static char *mutate_schema(const char *src, const char *const *corpus, size_t n_corpus,
+			   const struct donors *dn, size_t *out_len)
+{
+	char err[256];
+	struct exl_json_doc *d = exl_json_parse(src, strlen(src), err, sizeof(err));
+	struct jbuf b = { 0 };
+
+	if (!d)
+		DIE("corpus schema does not parse: %s: %s", err, src);
+	struct exl_json *root = (struct exl_json *)exl_json_root(d);
+
+	for (int e = 1 + (int)below(3); e > 0; e--)
+		mutate_tree(d, &root, dn);
+	exl_json_write(root, put_jbuf, &b);
+	exl_json_free(d);
+	if (!b.s)
+		put_jbuf(&b, "", 0);
+	if (below(4))
+		return *out_len = b.n, b.s;
+	char *s = mutate(b.s, corpus, n_corpus, out_len);
+
+	free(b.s);
+	return s;
+}
+
+/* The mask from the cache equals the one walked afresh, and the tokens it
+ * allows are the ones a feed accepts. */
+static void fuzz_mask(struct exl_gmatch *m, const struct exl_vocab_trie *t, const char *what)
+{
+	uint32_t a[(N_FUZZ_TOK + 31) / 32] = { 0 }, b[(N_FUZZ_TOK + 31) / 32] = { 0 };
+	char err[256];
+
+	if (exl_gmatch_mask(m, t, a, err, sizeof(err)) ||
+	    exl_gmatch_mask_from(m, t, EXL_VOCAB_TRIE_ROOT, -1, b, err, sizeof(err)))
+		return; /* a bound of the matcher: an error, fine */
+	CHECK(!memcmp(a, b, sizeof(a)), "%s: the cached mask differs from a fresh walk", what);
+	int32_t saved = m->cur;
+	size_t reclaim = m->reclaim_states;
+
+	m->reclaim_states = SIZE_MAX; /* keep the ids put while probing */
+	for (size_t i = 0; i < N_FUZZ_TOK; i++) {
+		int r = exl_gmatch_feed(m, (const uint8_t *)fuzz_tokens[i], strlen(fuzz_tokens[i]), err,
+					sizeof(err));
+
+		if (r >= 0)
+			CHECK((r == 1) == (int)(a[i / 32] >> (i % 32) & 1),
+			      "%s: token %zu '%s' is %s by the mask but %s when fed", what, i,
+			      fuzz_tokens[i], r == 1 ? "refused" : "allowed",
+			      r == 1 ? "accepted" : "refused");
+		m->cur = saved;
+	}
+	m->reclaim_states = reclaim;
+}
+
+/* Feeds text whole and byte by byte (with masks along the way): the
+ * verdicts must agree. */
+static void fuzz_text(const struct exl_grammar *g, const struct exl_vocab_trie *t, const char *text,
+		      size_t n, const char *what)
+{
+	char err[256];
+	struct exl_gmatch *whole = exl_gmatch_create(g, err, sizeof(err));
+	struct exl_gmatch *bytes = exl_gmatch_create(g, err, sizeof(err));
+	int rw = -1, rb = 1;
+
+	if (!whole || !bytes)
+		goto out;
+	bytes->reclaim_states = 16; /* exercise the rebuilt tables too */
+	rw = exl_gmatch_feed(whole, (const uint8_t *)text, n, err, sizeof(err));
+	if (rw == 1)
+		rw = exl_gmatch_complete(whole);
+	for (size_t i = 0; i < n && rb == 1; i++) {
+		if (i % 5 == 0)
+			fuzz_mask(bytes, t, what);
+		rb = exl_gmatch_feed(bytes, (const uint8_t *)text + i, 1, err, sizeof(err));
+	}
+	if (rb == 1)
+		rb = exl_gmatch_complete(bytes);
+	/* -1 is a bound (ambiguity, depth) that one way may reach first */
+	if (rw >= 0 && rb >= 0)
+		CHECK(rw == rb, "%s: '%.*s' gives %d fed whole, %d byte by byte", what, (int)n, text,
+		      rw, rb);
+out:
+	exl_gmatch_free(whole);
+	exl_gmatch_free(bytes);
+}
+
+/* dn: for schemas, the donors of structural edits; NULL for regexes. */
+static void fuzz_language(enum exl_constraint k, const char *const *corpus, size_t n_corpus,
+			  const struct donors *dn, const char *const *texts, size_t n_texts,
+			  int iterations, const struct exl_vocab_trie *t)
+{
+	int compiled = 0;
+
+	for (int it = 0; it < iterations; it++) {
+		size_t n, tn;
+		const char *from = corpus[below(n_corpus)];
+		char *src = dn && below(4) ? mutate_schema(from, corpus, n_corpus, dn, &n) :
+			    mutate(from, corpus, n_corpus, &n);
+		char err[512], what[64];
+
+		snprintf(what, sizeof(what), "%s %d", exl_constraint_name(k), it);
+		/* An exact-size copy without a NUL, so that reading past the
+		 * length shows up under AddressSanitizer. */
+		char *exact = malloc(n ? n : 1);
+
+		if (!exact)
+			DIE("out of memory");
+		memcpy(exact, src, n);
+		err[0] = 0;
+		struct exl_grammar *g = exl_constraint_compile(k, exact, n, err, sizeof(err));
+
+		free(exact);
+
+		if (!g) {
+			CHECK(err[0], "%s: refused without a message: '%.*s'", what, (int)n, src);
+			/* The converters write grammars the GBNF compiler takes,
+			 * but for a schema's own dead ends: too big, a $ref that
+			 * reaches itself without writing anything, a recursion
+			 * no finite value ends. */
+			CHECK(!strstr(err, "the generated grammar does not compile") ||
+			      strstr(err, "too large") || strstr(err, "too many") ||
+			      strstr(err, "can never finish") ||
+			      strstr(err, "can reach itself without consuming input"),
+			      "%s: %s\n%.*s", what, err, (int)n, src);
+			free(src);
+			continue;
+		}
+		compiled++;
+		for (int j = 0; j < 3; j++) {
+			const char *text = texts[below(n_texts)];
+
+			fuzz_text(g, t, text, strlen(text), what);
+		}
+		char *text = mutate(texts[below(n_texts)], texts, n_texts, &tn);
+
+		fuzz_text(g, t, text, tn, what);
+		free(text);
+		exl_grammar_free(g);
+		free(src);
+	}
+	printf("fuzz: %d mutated %ss, %d compiled\n", iterations, exl_constraint_name(k), compiled);
+	CHECK(compiled > iterations / 20, "too few mutated %ss compiled (%d)", exl_constraint_name(k),
+	      compiled);
+	CHECK(compiled < iterations, "every mutated %s compiled: the mutations do nothing?",
+	      exl_constraint_name(k));
+}
+
+static int fuzz_iterations = 10000;
+
+static void case_fuzz(void)
+{
+	size_t ns = sizeof(schema_table) / sizeof(schema_table[0]);
+	size_t nr = sizeof(regex_table) / sizeof(regex_table[0]);
+	const char **schemas = calloc(ns, sizeof(*schemas)), **docs = calloc(ns, sizeof(*docs));
+	const char **res = calloc(nr, sizeof(*res)), **texts = calloc(nr, sizeof(*texts));
+	struct donors dn = { .docs = calloc(ns, sizeof(*dn.docs)), .n = ns };
+	struct jbuf sc = { 0 };
+	size_t lens[N_FUZZ_TOK];
+	char err[256];
+
+	if (!schemas || !docs || !res || !texts || !dn.docs)
+		DIE("out of memory");
+	for (size_t i = 0; i < N_FUZZ_TOK; i++)
+		lens[i] = strlen(fuzz_tokens[i]);
+	struct exl_vocab_trie *t = exl_vocab_trie_build((int32_t)N_FUZZ_TOK, fuzz_tokens, lens, err,
+						       sizeof(err));
+
+	if (!t)
+		DIE("vocabulary tree: %s", err);
+	for (size_t i = 0; i < ns; i++) {
+		schemas[i] = schema_table[i].schema;
+		docs[i] = schema_table[i].doc;
+		dn.docs[i] = exl_json_parse(schemas[i], strlen(schemas[i]), err, sizeof(err));
+		if (!dn.docs[i])
+			DIE("schema %zu: %s", i, err);
+	}
+	put_jbuf(&sc, "[", 1);
+	for (size_t i = 0; i < sizeof(fuzz_scalars) / sizeof(*fuzz_scalars); i++) {
+		if (i)
+			put_jbuf(&sc, ",", 1);
+		put_jbuf(&sc, fuzz_scalars[i], strlen(fuzz_scalars[i]));
+	}
+	put_jbuf(&sc, "]", 1);
+	dn.scalars = exl_json_parse(sc.s, sc.n, err, sizeof(err));
+	if (!dn.scalars)
+		DIE("scalars: %s", err);
+	for (size_t i = 0; i < nr; i++) {
+		res[i] = regex_table[i].re;
+		texts[i] = regex_table[i].text;
+	}
+	fuzz_language(EXL_CONSTRAINT_JSON_SCHEMA, schemas, ns, &dn, docs, ns, fuzz_iterations, t);
+	fuzz_language(EXL_CONSTRAINT_REGEX, res, nr, NULL, texts, nr, fuzz_iterations, t);
+	exl_vocab_trie_put(t);
+	for (size_t i = 0; i < ns; i++)
+		exl_json_free(dn.docs[i]);
+	exl_json_free(dn.scalars);
+	free(dn.docs);
+	free(sc.s);
+	free(schemas);
+	free(docs);
+	free(res);
+	free(texts);
+}
+
 int main(int argc, char **argv)
 {
 	static const struct {
@@ -757,9 +1245,12 @@ int main(int argc, char **argv)
 	} cases[] = {
 		{ "json", case_json }, { "schema", case_schema }, { "schema_errors", case_schema_errors },
 		{ "numbers", case_numbers }, { "dates", case_dates }, { "regex", case_regex },
-		{ "regex_errors", case_regex_errors },
+		{ "regex_errors", case_regex_errors }, { "fuzz", case_fuzz },
 	};
 	const char *which = argc > 1 ? argv[1] : "all";
+
+	if (argc > 2)
+		fuzz_iterations = atoi(argv[2]);
 	bool found = false;
 
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
