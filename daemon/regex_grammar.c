@@ -531,9 +531,13 @@ static bool parse_braces(struct rx *r, long *min, long *max, bool *bad)
 	if (p < r->len && is_digit(r->s[p])) {
 		a = 0;
 		while (p < r->len && is_digit(r->s[p])) {
-			a = a * 10 + (r->s[p++] - '0');
+			/* past the limit the value no longer matters: stop
+			 * before it overflows */
+			if (a <= EXL_GRAMMAR_MAX_REPEAT)
+				a = a * 10 + (r->s[p] - '0');
 			if (a > EXL_GRAMMAR_MAX_REPEAT)
 				*bad = true;
+			p++;
 		}
 	}
 	if (p < r->len && r->s[p] == ',') {
@@ -542,9 +546,11 @@ static bool parse_braces(struct rx *r, long *min, long *max, bool *bad)
 		if (p < r->len && is_digit(r->s[p])) {
 			b = 0;
 			while (p < r->len && is_digit(r->s[p])) {
-				b = b * 10 + (r->s[p++] - '0');
+				if (b <= EXL_GRAMMAR_MAX_REPEAT)
+					b = b * 10 + (r->s[p] - '0');
 				if (b > EXL_GRAMMAR_MAX_REPEAT)
 					*bad = true;
+				p++;
 			}
 		}
 	}

@@ -18,6 +18,14 @@
 
 static int failures;
 
+/* Under UBSan (the sanitizer build) undefined behaviour fails the test
+ * rather than printing a line nobody reads. */
+const char *__ubsan_default_options(void);
+const char *__ubsan_default_options(void)
+{
+	return "halt_on_error=1:print_stacktrace=1";
+}
+
 #define CHECK(cond, ...) do { \
 	if (!(cond)) { \
 		fprintf(stderr, "%s:%d: ", __FILE__, __LINE__); \

@@ -26,6 +26,14 @@
 
 static int failures;
 
+/* Under UBSan (the sanitizer build) undefined behaviour fails the test
+ * rather than printing a line nobody reads. */
+const char *__ubsan_default_options(void);
+const char *__ubsan_default_options(void)
+{
+	return "halt_on_error=1:print_stacktrace=1";
+}
+
 #define CHECK(cond, ...) do { \
 	if (!(cond)) { \
 		fprintf(stderr, "%s:%d: ", __FILE__, __LINE__); \
@@ -735,6 +743,9 @@ static const struct {
 	{ "(a*)*", "at offset 4: repeating something that can match the empty string is not supported" },
 	{ "\\p{L}", "at offset 0: escape '\\p' is not supported" },
 	{ "a{1,99999}", "at offset 1: repetition count over the limit of 10000" },
+	/* counts far beyond a long (found by fuzz_grammar: signed overflow) */
+	{ "a{99999999999999999999999}", "at offset 1: repetition count over the limit of 10000" },
+	{ "a{1,99999999999999999999999}", "at offset 1: repetition count over the limit of 10000" },
 	{ "[[:alpha:]]", "at offset 1: POSIX classes ([:alpha:]) are not supported" },
 	{ "a*+", "at offset 2: possessive quantifiers are not supported" },
 	{ "\\", "at offset 0: '\\' at the end of the pattern" },
@@ -787,8 +798,8 @@ static const char *const fuzz_tokens[] = {
 #define N_FUZZ_TOK (sizeof(fuzz_tokens) / sizeof(fuzz_tokens[0]))
 
 /* Up to 4 edits of src: byte flips (to a meaningful byte or any byte),
- * insertions, deletions of a run, and splices of a run of another input
- * of the corpus. */
+ * insertions (of a byte or a run of digits), deletions of a run, and
+ * splices of a run of another input of the corpus. */
 static char *mutate(const char *src, const char *const *corpus, size_t n_corpus, size_t *out_len)
 {
 	size_t n = strlen(src), cap = n * 2 + 256;
@@ -801,7 +812,18 @@ static char *mutate(const char *src, const char *const *corpus, size_t n_corpus,
 	for (int e = 0; e < edits; e++) {
 		size_t at = below(n + 1);
 
-		switch (below(6)) {
+		switch (below(7)) {
+		case 6: { /* insert a run of digits: counts, bounds, lengths */
+			size_t k = 1 + below(24);
+
+			if (n + k >= cap)
+				break;
+			memmove(s + at + k, s + at, n - at);
+			for (size_t i = 0; i < k; i++)
+				s[at + i] = (char)('0' + below(10));
+			n += k;
+			break;
+		}
 		case 0: /* flip to a meaningful byte */
 			if (at < n)
 				s[at] = fuzz_chars[below(sizeof(fuzz_chars) - 1)];
