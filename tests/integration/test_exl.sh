@@ -11,6 +11,8 @@ exl=${2:?usage: test_exl.sh EXLD EXL}
 
 known="Once upon a time, there was a little girl named Lily. She loved to play outside in the park. One day, she saw a big, red ball."
 
+cr=$(printf '\r')
+
 # json_text FILE [LINE]: the "text" of a JSON result line.
 json_text() {
 	python3 -c 'import json,sys
@@ -170,9 +172,11 @@ grep -q '^stories260K  *loaded .* llama  *512  *2048  *0$' "$tmp/o" &&
 	grep -q '^aidreams260K  *available' "$tmp/o" && ok "models" || bad "models: $(cat "$tmp/o")"
 "$exl" load aidreams260K >"$tmp/o" 2>"$tmp/e"
 rc=$?
+# Not on a terminal: plain lines, no bar, no carriage returns.
 [ $rc = 0 ] && has "$tmp/o" "loaded aidreams260K: llama, 512 tokens of vocabulary, context 128" &&
-	has "$tmp/e" "loading aidreams260K: 100%" && ok "load, with progress lines" ||
-	bad "load: rc $rc: $(cat "$tmp/o" "$tmp/e")"
+	[ "$(tail -n 1 "$tmp/e")" = "loading aidreams260K: 100%" ] &&
+	! grep -qv '^loading aidreams260K: [0-9]*%$' "$tmp/e" && ! grep -q "$cr" "$tmp/e" &&
+	ok "load, with progress lines" || bad "load: rc $rc: $(cat "$tmp/o" "$tmp/e")"
 "$exl" load aidreams260K >/dev/null 2>"$tmp/e"
 [ $? = 1 ] && has "$tmp/e" "already loaded" && ok "load twice: exit 1" || bad "load twice: $(cat "$tmp/e")"
 "$exl" generate -n 20 --temperature 0 hi >/dev/null 2>"$tmp/e"
@@ -200,6 +204,29 @@ grep -q '^stories260K  *loaded .* 1\.1 MiB cpu$' "$tmp/o" &&
 [ $? = 4 ] && ok "unloaded model: exit 4" || bad "generate after unload"
 "$exl" unload aidreams260K >/dev/null 2>"$tmp/e"
 [ $? = 4 ] && ok "unload of a model not loaded: exit 4" || bad "unload twice: $? $(cat "$tmp/e")"
+
+# ---- load on a terminal (a pty from script): a bar redrawn in place ----
+if command -v script >/dev/null; then
+	script -qec "'$exl' load aidreams260K" /dev/null </dev/null >"$tmp/pty" 2>&1
+	rc=$?
+	# Each redraw starts with a carriage return; the last is the full bar.
+	bar="${cr}loading aidreams260K [##############################] 100% "
+	[ $rc = 0 ] && has "$tmp/pty" "$bar" &&
+		has "$tmp/pty" "loaded aidreams260K: llama, 512 tokens of vocabulary, context 128" &&
+		! has "$tmp/pty" "loading aidreams260K: " &&
+		ok "load on a terminal: a progress bar, no plain lines" ||
+		bad "load on a pty: rc $rc: $(od -c "$tmp/pty" | head -n 20)"
+	# The bar ends its line before the summary.
+	python3 -c 'import sys
+t = open(sys.argv[1], "rb").read().replace(b"\r\n", b"\n")
+bar = t[t.rindex(b"\rloading"):]
+line = bar.split(b"\n")[0]
+sys.exit(0 if line.endswith(b"B") and b"] 100% " in line and b"\n" in bar else 1)' "$tmp/pty" &&
+		ok "the bar's last state ends its line" || bad "bar line: $(od -c "$tmp/pty" | tail -n 8)"
+	"$exl" unload aidreams260K >/dev/null 2>&1 || bad "unload after the pty load"
+else
+	echo "skipped: the progress bar on a terminal (needs script from util-linux)"
+fi
 
 # ---- bench ----
 "$exl" bench -c 3 -n 16 >"$tmp/o" 2>"$tmp/e"
