@@ -4,6 +4,9 @@
 #    screen must be exactly the banner, the prompts, the answers `exl
 #    generate` gives for the formatted conversation, and the notices;
 #    Ctrl-C at the prompt only warns, Ctrl-D ends the chat with status 0;
+#  - --system: piped, the answers are `exld run`'s for the conversation
+#    rendered with the system text and differ from those without it; on
+#    the terminal, two turns as exl generate completes them;
 #  - a random-weight model carrying phi-3's vocabulary and chat template
 #    (exld-mkmodel --vocab-from): the phi3 format is picked from the GGUF
 #    and its <|end|> token stops the answer (piped input, compared with
@@ -69,14 +72,18 @@ wait_file() {
 	return 1
 }
 
-# expect.py TEMPLATE N MODEL MSG...: the transcript exl chat must show
-# for these user messages, from `exl generate` on the formatted conversation.
+# expect.py EXL TEMPLATE N MODEL [--system TEXT] MSG...: the transcript exl
+# chat must show for these user messages, from `exl generate` on the
+# formatted conversation.
 cat >"$tmp/expect.py" <<'EOF'
 import json, subprocess, sys
 exl, tmpl, n, model = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
 msgs = sys.argv[5:]
 ws = " \t\n\r\v\f"
 history = ""
+if msgs[:1] == ["--system"]:
+    history = msgs[1].strip(ws) + "\n\n"
+    msgs = msgs[2:]
 out = ["exl chat: %s format; Ctrl-C stops an answer, Ctrl-D ends the chat, /reset forgets it" % tmpl]
 for m in msgs:
     assert tmpl == "plain"
@@ -93,6 +100,24 @@ for m in msgs:
     history = prompt + " " + shown.strip(ws) + "\n"
 out.append(">>>")
 print("\n".join(l.rstrip() for l in out))
+EOF
+# answers.py EXLD MODEL N SYSTEM MSG...: the answers exl chat prints (piped,
+# one per turn) in the plain format, from `exld run` on the conversation
+# rendered by hand: the system text (when not empty) and a blank line, then
+# "User: MSG" and "Assistant: ANSWER" lines.
+cat >"$tmp/answers.py" <<'EOF'
+import json, subprocess, sys
+exld, model, n, system = sys.argv[1:5]
+ws = " \t\n\r\v\f"
+history = system.strip(ws) + "\n\n" if system else ""
+for m in sys.argv[5:]:
+    prompt = history + "User: " + m.strip(ws) + "\nAssistant:"
+    r = subprocess.run([exld, "run", "--model", model, "--prompt", prompt, "-n", n,
+                        "--temperature", "0", "--threads", "1", "--special", "--completion-only",
+                        "--stop", "\nUser:", "--json"], capture_output=True, text=True, check=True)
+    shown = json.loads(r.stdout)["text"].lstrip(" \n\r\t")
+    print(shown)
+    history = prompt + " " + shown.strip(ws) + "\n"
 EOF
 # trimmed FILE: its lines without trailing blanks, no empty lines at the end
 trimmed() { sed 's/[[:space:]]*$//' "$1" | sed -e :a -e '/^\n*$/{$d;N;ba' -e '}'; }
@@ -121,6 +146,48 @@ has "$tmp/s1.screen" "(Ctrl-C again or Ctrl-D to exit)" && [ ! -e "$tmp/s1.statu
 tm send-keys -t s1 C-d
 wait_file "$tmp/s1.status" && [ "$(cat "$tmp/s1.status")" = 0 ] && ok "Ctrl-D ends the chat: 0" ||
 	bad "Ctrl-D: status '$(cat "$tmp/s1.status" 2>/dev/null)'"
+
+# ---- --system: the system prompt opens the conversation ----
+# The daemon does not show the prompt it was given, so the rendering is
+# checked by its effect: piped, the answers equal `exld run` on the
+# conversation rendered by hand with the system text, and differ from the
+# answers without it (which equal `exld run` without it).
+sys_text="You are a pirate who sails the sea."
+printf 'Hello\nTell me a story\n' | "$exl" chat -m stories260K -n 20 --temperature 0 \
+	--system "$sys_text" >"$tmp/sys" 2>"$tmp/syse"
+rc=$?
+python3 "$tmp/answers.py" "$exld" "$models/stories260K.gguf" 20 "$sys_text" "Hello" \
+	"Tell me a story" >"$tmp/want_sys" || bad "computing the answers with a system prompt"
+[ $rc = 0 ] && [ ! -s "$tmp/syse" ] && [ -s "$tmp/sys" ] && cmp -s "$tmp/sys" "$tmp/want_sys" &&
+	ok "--system: two answers as exld run gives them after the system text" ||
+	bad "--system: rc $rc: '$(cat "$tmp/sys")' vs '$(cat "$tmp/want_sys")' $(cat "$tmp/syse")"
+printf 'Hello\nTell me a story\n' | "$exl" chat -m stories260K -n 20 --temperature 0 \
+	>"$tmp/nosys" 2>/dev/null
+python3 "$tmp/answers.py" "$exld" "$models/stories260K.gguf" 20 "" "Hello" "Tell me a story" \
+	>"$tmp/want_nosys" || bad "computing the answers without a system prompt"
+cmp -s "$tmp/nosys" "$tmp/want_nosys" && ok "without --system: as exld run without it" ||
+	bad "no system: '$(cat "$tmp/nosys")' vs '$(cat "$tmp/want_nosys")'"
+cmp -s "$tmp/sys" "$tmp/nosys" && bad "--system changed no answer" ||
+	ok "--system changes the answers"
+# On the terminal: two turns after the system prompt, as exl generate
+# completes the conversation; the system text is not echoed.
+chat_start s3 -m stories260K -n 20 --temperature 0 --system "'$sys_text'"
+wait_prompts s3 1 || bad "no first prompt (--system)"
+tm send-keys -t s3 "Hello" Enter
+wait_prompts s3 2 || bad "no answer to the first turn (--system)"
+tm send-keys -t s3 "Tell me a story" Enter
+wait_prompts s3 3 || bad "no answer to the second turn (--system)"
+python3 "$tmp/expect.py" "$exl" plain 20 stories260K --system "$sys_text" "Hello" \
+	"Tell me a story" >"$tmp/want" || bad "computing the expected transcript (--system)"
+trimmed "$tmp/s3.screen" >"$tmp/got"
+if cmp -s "$tmp/got" "$tmp/want"; then
+	ok "--system on a terminal: two turns, as exl generate completes the conversation"
+else
+	bad "transcript with --system differs"
+	echo "--- got"; cat "$tmp/got"; echo "--- want"; cat "$tmp/want"
+fi
+tm send-keys -t s3 C-d
+wait_file "$tmp/s3.status" && [ "$(cat "$tmp/s3.status")" = 0 ] || bad "--system chat: Ctrl-D"
 
 # ---- the phi3 model: its template is detected, <|end|> stops ----
 printf 'Hi\n' | "$exl" chat -m chatphi -n 12 --temperature 0 >"$tmp/o" 2>"$tmp/e"
