@@ -83,11 +83,21 @@ struct exl_grammar *exl_constraint_compile(enum exl_constraint k, const char *te
 		return NULL;
 	g = exl_grammar_compile(gbnf, strlen(gbnf), err, errlen);
 	if (!g) {
-		/* A converter's grammar that does not compile is our bug, but
-		 * say what happened rather than hide it. */
-		char tmp[512];
+		/* A schema's $refs can make rules the compiler refuses: a
+		 * recursion no finite value ends ({"items": {"$ref": "#"},
+		 * "minItems": 1}), or one that writes nothing before it comes
+		 * back ({"anyOf": [..., {"$ref": "#"}]}).  Say so in the
+		 * schema's terms.  Anything else is a converter bug, but say
+		 * what happened rather than hide it. */
+		const char *why = "";
+		char tmp[600];
 
-		snprintf(tmp, sizeof(tmp), "the generated grammar does not compile: %s", err);
+		if (k == EXL_CONSTRAINT_JSON_SCHEMA && strstr(err, "can never finish"))
+			why = "the schema allows no finite value (its $refs recurse with no way out); ";
+		else if (k == EXL_CONSTRAINT_JSON_SCHEMA && strstr(err, "without consuming input"))
+			why = "a $ref comes back to itself before anything is written, which is "
+			      "not supported; ";
+		snprintf(tmp, sizeof(tmp), "%sthe generated grammar does not compile: %s", why, err);
 		snprintf(err, errlen, "%s", tmp);
 	}
 	free(gbnf);
