@@ -329,6 +329,9 @@ static long find_first(const struct exl_job *job, const struct exl_gen_strings *
 {
 	long best = -1;
 
+	/* nothing to search (and no text buffer yet: memmem must not see NULL) */
+	if (!job->text || from >= job->text_len)
+		return -1;
 	for (int i = 0; i < set->n; i++) {
 		const char *hit = memmem(job->text + from, job->text_len - from, set->s[i], set->len[i]);
 
