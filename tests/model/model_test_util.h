@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -111,6 +112,36 @@ static inline void test_greedy(struct exl_model *m, int page_size, const int32_t
 	free(logits);
 	free(seq_idx);
 	free(want);
+}
+
+/* Runs exld-mkmodel (path mkmodel) with args (NULL-terminated, at most 40)
+ * writing tmpdir/name; its path goes to path.  Fails the test when it
+ * fails. */
+static inline void test_mkmodel(const char *mkmodel, const char *tmpdir, const char *name,
+				char *path, size_t pathlen, const char *const *args)
+{
+	const char *argv[48];
+	int n = 0, status;
+	pid_t pid;
+
+	snprintf(path, pathlen, "%s/%s", tmpdir, name);
+	argv[n++] = mkmodel;
+	for (int i = 0; args[i] && n < 40; i++)
+		argv[n++] = args[i];
+	argv[n++] = "--threads";
+	argv[n++] = "1";
+	argv[n++] = "-o";
+	argv[n++] = path;
+	argv[n] = NULL;
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		execv(mkmodel, (char *const *)argv);
+		_exit(127);
+	}
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	if (!WIFEXITED(status) || WEXITSTATUS(status))
+		fail_msg("%s failed for %s", mkmodel, name);
 }
 
 /* A cmocka group's fixture for tests that write models: a private

@@ -51,28 +51,7 @@ static struct exl_backend *be;
 /* Runs exld-mkmodel with args (NULL-terminated) writing tmpdir/name. */
 static void make_model(const char *name, char *path, size_t pathlen, const char *const *args)
 {
-	const char *argv[48];
-	int n = 0, status;
-	pid_t pid;
-
-	snprintf(path, pathlen, "%s/%s", tmpdir, name);
-	argv[n++] = mkmodel;
-	for (int i = 0; args[i] && n < 40; i++)
-		argv[n++] = args[i];
-	argv[n++] = "--threads";
-	argv[n++] = "1";
-	argv[n++] = "-o";
-	argv[n++] = path;
-	argv[n] = NULL;
-	pid = fork();
-	assert_true(pid >= 0);
-	if (pid == 0) {
-		execv(mkmodel, (char *const *)argv);
-		_exit(127);
-	}
-	assert_int_equal(waitpid(pid, &status, 0), pid);
-	if (!WIFEXITED(status) || WEXITSTATUS(status))
-		fail_msg("%s failed for %s", mkmodel, name);
+	test_mkmodel(mkmodel, tmpdir, name, path, pathlen, args);
 }
 
 /* Fixed pseudo-random token ids in [3, n_vocab): no BOS / EOS games. */
