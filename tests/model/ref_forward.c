@@ -34,6 +34,9 @@ struct ref_layer {
 struct ref_model {
 	struct ref_hparams hp;
 	bool kv_f16;
+	const float *taken_k, *taken_v; /* ref_model_take_kv */
+	int taken_n_pos;
+	struct ref_kv_report report;
 	int n_ctx; /* positions the caches hold */
 	double *tok_embd, *output_norm, *output;
 	struct ref_layer *layers;
@@ -288,16 +291,36 @@ const struct ref_hparams *ref_model_hparams(const struct ref_model *m)
 	return &m->hp;
 }
 
-/* x rounded to the nearest IEEE half (ties to even), as a double: 11
- * significant bits for normals, a fixed step of 2^-24 below 2^-14. */
-static double round_f16(double x)
+void ref_model_take_kv(struct ref_model *m, const float *k, const float *v, int n_pos)
+{
+	m->taken_k = k;
+	m->taken_v = k ? v : NULL;
+	m->taken_n_pos = k ? n_pos : 0;
+}
+
+const struct ref_kv_report *ref_model_kv_report(const struct ref_model *m)
+{
+	return &m->report;
+}
+
+/* The distance between IEEE halves around x: 11 significant bits for
+ * normals, a fixed 2^-24 below 2^-14. */
+static double f16_step(double x)
 {
 	int e;
 
+	if (x == 0)
+		return ldexp(1.0, -24);
+	frexp(x, &e); /* |x| in [2^(e-1), 2^e) */
+	return ldexp(1.0, e - 11 < -24 ? -24 : e - 11);
+}
+
+/* x rounded to the nearest IEEE half (ties to even), as a double. */
+static double round_f16(double x)
+{
 	if (x == 0 || !isfinite(x))
 		return x;
-	frexp(x, &e); /* |x| in [2^(e-1), 2^e) */
-	double step = ldexp(1.0, e - 11 < -24 ? -24 : e - 11);
+	double step = f16_step(x);
 	double r = nearbyint(x / step) * step;
 
 	return fabs(r) > 65504.0 ? copysign(INFINITY, x) : r;
@@ -382,6 +405,73 @@ static int reserve_cache(struct ref_model *m, int n, char *err, size_t errlen)
 	return 0;
 }
 
+/* One element of taken K/V against the reference's double value r.  The
+ * engine rounded its float32 value of r to F16, so the half it stored is one
+ * of the two around r, give or take the float32 error of that value.  That
+ * error is relative to the magnitudes summed into the element, not to the
+ * element: a small one is the difference of large products.  So the bound
+ * is one F16 step of r plus 2^-16 of scale, the largest |value| of the
+ * row r belongs to (float32 keeps 2^-24; a few layers of forward pass lose
+ * a few bits more).  A real bug (wrong rotation, a missing bias) moves an
+ * element by a good part of its own size.  Updates the report; -1 when the
+ * element is off by more. */
+static int check_taken(struct ref_model *m, int layer, int pos, double taken, double r,
+		       double scale)
+{
+	struct ref_kv_report *rep = &m->report;
+	double step = f16_step(r);
+	double d = fabs(taken - r);
+
+	rep->n++;
+	if (taken != round_f16(r))
+		rep->flips++;
+	if (d / step > rep->worst) {
+		rep->worst = d / step;
+		rep->worst_layer = layer;
+		rep->worst_pos = pos;
+	}
+	return d <= step + ldexp(scale, -16) ? 0 : -1;
+}
+
+static double max_abs(const double *x, size_t n)
+{
+	double m = 0;
+
+	for (size_t i = 0; i < n; i++)
+		m = fabs(x[i]) > m ? fabs(x[i]) : m;
+	return m;
+}
+
+/* Replaces kp and vp (position p of layer l, after rope) with the taken
+ * K/V once each element passed check_taken. */
+static int take_kv(struct ref_model *m, int l, int p, double *kp, double *vp, char *err,
+		   size_t errlen)
+{
+	const struct ref_hparams *hp = &m->hp;
+	size_t kv_dim = (size_t)hp->n_head_kv * (size_t)hp->head_dim;
+	size_t off = ((size_t)l * (size_t)m->taken_n_pos + (size_t)p) * kv_dim;
+	double k_scale = max_abs(kp, kv_dim), v_scale = max_abs(vp, kv_dim);
+
+	if (p >= m->taken_n_pos) {
+		snprintf(err, errlen, "no taken K/V for position %d", p);
+		return -1;
+	}
+	for (size_t i = 0; i < kv_dim; i++) {
+		double tk = m->taken_k[off + i], tv = m->taken_v[off + i];
+
+		if (check_taken(m, l, p, tk, kp[i], k_scale) ||
+		    check_taken(m, l, p, tv, vp[i], v_scale)) {
+			snprintf(err, errlen, "layer %d position %d element %zu: K %.9g / V %.9g "
+				 "stored, the reference's are %.9g / %.9g: not the F16 rounding "
+				 "of the same value", l, p, i, tk, tv, kp[i], vp[i]);
+			return -1;
+		}
+		kp[i] = tk;
+		vp[i] = tv;
+	}
+	return 0;
+}
+
 int ref_forward(struct ref_model *m, const int32_t *tokens, int n, double *logits, char *err,
 		size_t errlen)
 {
@@ -394,6 +484,7 @@ int ref_forward(struct ref_model *m, const int32_t *tokens, int n, double *logit
 
 	if (width < hp->n_embd)
 		width = hp->n_embd;
+	memset(&m->report, 0, sizeof(m->report));
 	if (reserve_cache(m, n, err, errlen))
 		return -1;
 	x = malloc((size_t)hp->n_embd * sizeof(double));
@@ -425,9 +516,14 @@ int ref_forward(struct ref_model *m, const int32_t *tokens, int n, double *logit
 			matvec(vp, ly->wv, ly->bv, h, kv_dim, hp->n_embd);
 			rope(hp, q, hp->n_head, p);
 			rope(hp, kp, hp->n_head_kv, p);
-			for (int i = 0; m->kv_f16 && i < kv_dim; i++) {
-				kp[i] = round_f16(kp[i]);
-				vp[i] = round_f16(vp[i]);
+			if (m->taken_k) {
+				if (take_kv(m, l, p, kp, vp, err, errlen))
+					goto out;
+			} else {
+				for (int i = 0; m->kv_f16 && i < kv_dim; i++) {
+					kp[i] = round_f16(kp[i]);
+					vp[i] = round_f16(vp[i]);
+				}
 			}
 			for (int hd = 0; hd < hp->n_head; hd++) {
 				const double *qh = q + (size_t)hd * (size_t)hp->head_dim;

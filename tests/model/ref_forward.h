@@ -31,8 +31,38 @@ struct ref_model *ref_model_open(const char *path, bool kv_f16, char *err, size_
 void ref_model_free(struct ref_model *m);
 const struct ref_hparams *ref_model_hparams(const struct ref_model *m);
 
+/* K/V taken from the engine under test instead of rounded here.
+ *
+ * A reference that rounds its own double K/V to F16 is a discontinuous
+ * function of the engine's float32 rounding: an element whose value lies
+ * within the engine's arithmetic error of a midpoint between two halves
+ * rounds up in one engine and down in the other, a jump of a whole F16 step
+ * (2^-11 of the element) that later layers carry to the logits.  Which
+ * elements do that changes with any change of summation order, so such a
+ * comparison measures luck, not the forward pass.
+ *
+ * Given the engine's own cache ([n_layer][n_pos][n_head_kv * head_dim], the
+ * stored halves as floats), the reference checks that every element is one
+ * of the two halves neighbouring its own double value, counts those that
+ * took the other one, and then attends over the engine's values.  What is
+ * left between the two is float32 arithmetic alone.  k and v must stay valid
+ * until ref_forward returns; NULL k takes the reference's own rounding
+ * back. */
+void ref_model_take_kv(struct ref_model *m, const float *k, const float *v, int n_pos);
+
+/* What the check of taken K/V found in the last ref_forward. */
+struct ref_kv_report {
+	long n;           /* elements checked */
+	long flips;       /* elements that are the other neighbouring half */
+	double worst;     /* the largest |taken - reference| in F16 steps */
+	int worst_layer;
+	int worst_pos;
+};
+const struct ref_kv_report *ref_model_kv_report(const struct ref_model *m);
+
 /* Logits at every position of tokens[0..n) (starting at position 0):
- * logits[i * n_vocab + v].  Returns 0, or -1 with a message. */
+ * logits[i * n_vocab + v].  Returns 0, or -1 with a message (also when a
+ * taken K/V element is not a neighbouring half of the reference's). */
 int ref_forward(struct ref_model *m, const int32_t *tokens, int n, double *logits, char *err,
 		size_t errlen);
 
