@@ -19,6 +19,8 @@ run_build() {
 	ninja -C "$dir" >"$dir.build.log" 2>&1 || {
 		tail -n 60 "$dir.build.log"; echo "build $dir failed"; return 1; }
 	meson test -C "$dir" --no-rebuild --print-errorlogs --num-processes "$jobs" 2>&1 | tee "$dir.test.log"
+	# suite 'kernels' ran the kernel-dependent tests once per set
+	"$dir/tests/tools/with-kernels" --list
 	pass=$(sed -n 's/^Ok: *\([0-9]*\).*/\1/p' "$dir.test.log" | tail -n 1)
 	fail=$(sed -n 's/^Fail: *\([0-9]*\).*/\1/p' "$dir.test.log" | tail -n 1)
 	tout=$(sed -n 's/^Timeout: *\([0-9]*\).*/\1/p' "$dir.test.log" | tail -n 1)

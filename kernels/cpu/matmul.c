@@ -36,6 +36,14 @@ static int can_run(const struct exl_cpu_kernels *k)
 	return 1;
 }
 
+const char *exl_cpu_kernels_set(size_t i)
+{
+	size_t n = sizeof(all_kernels) / sizeof(all_kernels[0]);
+
+	/* all_kernels is best first */
+	return i < n ? all_kernels[n - 1 - i]->name : NULL;
+}
+
 int exl_cpu_kernels_available(const char *name)
 {
 	for (size_t i = 0; i < sizeof(all_kernels) / sizeof(all_kernels[0]); i++)

@@ -39,6 +39,10 @@ int exl_cpu_kernels_select(const char *force, char *err, size_t errlen);
 /* The name of the set in use ("scalar", "avx2", ...). */
 const char *exl_cpu_kernels_name(void);
 
+/* The i-th kernel set this build has, from the simplest ("scalar") up, or
+ * NULL past the last; whether this CPU runs it is another question. */
+const char *exl_cpu_kernels_set(size_t i);
+
 /* True when this CPU can run the named set (false for unknown names). */
 int exl_cpu_kernels_available(const char *name);
 
