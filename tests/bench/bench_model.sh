@@ -10,8 +10,8 @@
 # TYPES (default "q8_0 q4_0 f16"), THREADS (default 2), N_GEN (default 64),
 # MODEL_DIR (where the random models are made and kept, default /tmp; they
 # are several GB and never belong in the repository), PEER (default
-# /tmp/peer/peer-bench-native; installed with /work/shared/tools/peer/setup.sh
-# when missing).
+# /tmp/peer/peer-bench-native; installed when missing with
+# ../shared/tools/peer/setup.sh, relative to the checkout).
 #
 # Prefill is one 128-token prompt (BOS + 127 words, one token each) in one
 # pass; decode is N_GEN - 1 single-token passes after it.  Both sides count
@@ -35,7 +35,7 @@ for f in "$exld" "$mkmodel"; do
 	[ -x "$f" ] || { echo "missing $f (build it: ninja -C $build)" >&2; exit 1; }
 done
 if [ ! -x "$peer" ]; then
-	setup=/work/shared/tools/peer/setup.sh
+	setup=$src/../shared/tools/peer/setup.sh
 	[ -x "$setup" ] || { echo "no llama.cpp peer at $peer and no $setup" >&2; exit 1; }
 	"$setup" "$(dirname "$peer")"
 fi
