@@ -328,6 +328,14 @@ int exl_cl_call(struct exl_client *c, struct exl_cl_msg *m, uint64_t id, msgpack
 {
 	int rc = exl_cl_send(c, m->sb.data, m->sb.size);
 
+	if (rc == EXL_E_CLOSED) {
+		/* exld may have refused the connection (a limit) and closed it
+		 * before this request went out: its reason is waiting unread. */
+		if (!exl_cl_read_msg(c, 100, reply) && exl_cl_op_is(&reply->data, EXL_OP_ERROR) &&
+		    !exl_cl_get(&reply->data, "id"))
+			return error_reply(c, &reply->data);
+		return exl_cl_fail(c, EXL_E_CLOSED, "exld closed the connection");
+	}
 	if (rc)
 		return rc;
 	for (;;) {

@@ -607,7 +607,10 @@ static int drain_socket(struct exl_client *c, int timeout_ms)
 		timeout_ms = 0;
 	}
 	msgpack_unpacked_destroy(&up);
-	if (rc != EXL_E_TIMEOUT)
+	/* The daemon may write a stream's last events and close at once (a
+	 * drain): they come before the end of the stream, and are handed out
+	 * first; the next read finds the end again. */
+	if (rc != EXL_E_TIMEOUT && !c->q_head)
 		return rc;
 	memcpy(c->err, saved, sizeof(saved)); /* waiting is not a failure */
 	return EXL_OK;

@@ -32,6 +32,10 @@ void exl_config_defaults(struct exl_config *c)
 	c->ring_size = EXL_RING_SIZE_DEFAULT;
 	c->max_connections = 1024;
 	c->max_connections_per_uid = 64;
+	c->connections_reserved = 64;
+	c->request_timeout_ms = 10000;
+	c->max_pending_bytes = 128ull << 20;
+	c->drain_timeout_ms = 20000; /* below the unit's TimeoutStopSec=30 */
 	snprintf(c->device, sizeof(c->device), "cpu");
 }
 
@@ -322,6 +326,22 @@ int exl_config_set(struct exl_config *c, const char *key, const char *v, char *e
 		if (parse_long(key, v, 1, 1000000, &x, err, errlen))
 			return -1;
 		c->max_connections = (int)x;
+	} else if (!strcmp(key, "connections_reserved")) {
+		if (parse_long(key, v, 0, 1000000, &x, err, errlen))
+			return -1;
+		c->connections_reserved = (int)x;
+	} else if (!strcmp(key, "request_timeout_ms")) {
+		if (parse_long(key, v, 100, 3600000, &x, err, errlen))
+			return -1;
+		c->request_timeout_ms = (int)x;
+	} else if (!strcmp(key, "max_pending_bytes")) {
+		if (parse_size(key, v, EXL_MAX_MESSAGE_MIN, 1ull << 40, &sz, err, errlen))
+			return -1;
+		c->max_pending_bytes = sz;
+	} else if (!strcmp(key, "drain_timeout_ms")) {
+		if (parse_long(key, v, 0, 3600000, &x, err, errlen))
+			return -1;
+		c->drain_timeout_ms = (int)x;
 	} else if (!strcmp(key, "device")) {
 		return set_device(c, v, err, errlen);
 	} else {
@@ -420,6 +440,12 @@ int exl_config_check(const struct exl_config *c, char *err, size_t errlen)
 	if (c->prefill_chunk > c->max_batch_tokens) {
 		snprintf(err, errlen, "prefill_chunk (%d) is larger than max_batch_tokens (%d)",
 			 c->prefill_chunk, c->max_batch_tokens);
+		return -1;
+	}
+	if (c->max_pending_bytes < c->max_message) {
+		snprintf(err, errlen, "max_pending_bytes (%llu) is below max_message (%u): the "
+			 "largest request could never be read",
+			 (unsigned long long)c->max_pending_bytes, c->max_message);
 		return -1;
 	}
 	if (c->kv_tokens && c->kv_tokens < c->kv_page_size) {

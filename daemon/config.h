@@ -46,6 +46,10 @@ struct exl_config {
 	uint32_t ring_size;             /* default data ring bytes */
 	int max_connections;
 	int max_connections_per_uid;    /* 0: no limit */
+	int connections_reserved;       /* of max_connections, never all to one uid */
+	int request_timeout_ms;         /* a started message, or a new connection's first, must arrive within */
+	uint64_t max_pending_bytes;     /* input buffered for unfinished messages, all connections */
+	int drain_timeout_ms;           /* on SIGTERM: how long results wait for their clients */
 	char device[32];                /* "cpu" or "cuda:N" */
 };
 

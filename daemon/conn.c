@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -26,6 +27,8 @@
 static void on_read(evutil_socket_t fd, short what, void *arg);
 static void on_write(evutil_socket_t fd, short what, void *arg);
 static void try_write(struct exl_conn *c);
+static void send_error(struct exl_conn *c, const struct exl_packed_id *id, int code,
+		       const char *msg);
 static void process_input(struct exl_conn *c);
 
 struct exl_conn *exl_sink_conn(struct exl_sink *sink)
@@ -33,7 +36,7 @@ struct exl_conn *exl_sink_conn(struct exl_sink *sink)
 	return sink->conn;
 }
 
-static void peer_cred(int fd, uid_t *uid, pid_t *pid)
+void exl_conn_peer_cred(int fd, uid_t *uid, pid_t *pid)
 {
 	struct ucred cr;
 	socklen_t len = sizeof(cr);
@@ -59,7 +62,7 @@ struct exl_conn *exl_conn_create(struct exl_server *s, int fd, uint64_t conn_id,
 	c->fd = fd;
 	c->id = conn_id;
 	c->pass_fds[0] = c->pass_fds[1] = -1;
-	peer_cred(fd, &c->uid, &c->pid);
+	exl_conn_peer_cred(fd, &c->uid, &c->pid);
 	if (c->uid == (uid_t)-1) {
 		snprintf(err, errlen, "SO_PEERCRED: %s", strerror(errno));
 		goto fail;
@@ -74,15 +77,9 @@ struct exl_conn *exl_conn_create(struct exl_server *s, int fd, uint64_t conn_id,
 		goto fail;
 	}
 	c->sink->conn = c;
-	/* Over the uid's limit, the connection stays only to say so: its
-	 * first request gets a limit error, then it closes. */
-	int per_uid = exl_server_config(s)->max_connections_per_uid;
-	if (per_uid && c->uidst->conns >= per_uid) {
-		c->over_limit = true;
-	} else {
-		c->uidst->conns++;
-		c->counted = true;
-	}
+	c->uidst->conns++;
+	c->counted = true;
+	c->partial_since_ns = exl_now_ns(); /* the first request is due */
 	if (event_add(c->rev, NULL)) {
 		snprintf(err, errlen, "event_add failed");
 		goto fail;
@@ -102,6 +99,84 @@ fail:
 	return NULL;
 }
 
+/* Input buffer capacity past the first IN_BASE bytes counts against the
+ * server's max_pending_bytes. */
+#define IN_BASE (2 * (size_t)READ_CHUNK)
+
+static size_t over_base(size_t cap)
+{
+	return cap > IN_BASE ? cap - IN_BASE : 0;
+}
+
+/* Resizes c's input buffer to cap bytes (0 frees it) and moves the budget.
+ * The buffer is a mapping of its own, not the heap: a freed one goes back
+ * to the system at once (glibc raises its mmap threshold past a freed
+ * large block and then keeps such blocks in the heap, so buffers that
+ * hostile clients made the daemon grow would stay in its RSS), and mremap
+ * grows it without copying.  -1 when it cannot be had (c unchanged). */
+static int set_in_buffer(struct exl_conn *c, size_t cap)
+{
+	void *p = NULL;
+
+	if (cap && c->in)
+		p = mremap(c->in, c->in_cap, cap, MREMAP_MAYMOVE);
+	else if (cap)
+		p = mmap(NULL, cap, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (cap && p == MAP_FAILED)
+		return -1;
+	if (!cap && c->in)
+		munmap(c->in, c->in_cap);
+	exl_server_pending_add(c->srv, (int64_t)over_base(cap) - (int64_t)over_base(c->in_cap));
+	c->in = p;
+	c->in_cap = cap;
+	return 0;
+}
+
+void exl_conn_refuse(int fd, int code, const char *msg)
+{
+	msgpack_sbuffer sb;
+	msgpack_packer pk;
+	uint8_t sink[4096];
+
+	msgpack_sbuffer_init(&sb);
+	msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+	exl_pack_error(&pk, &sb, NULL, code, msg);
+	if (sb.data && send(fd, sb.data, sb.size, MSG_DONTWAIT | MSG_NOSIGNAL) < 0)
+		exl_log(EXL_LOG_DEBUG, "refusing a connection: send: %s", strerror(errno));
+	msgpack_sbuffer_destroy(&sb);
+	/* A Unix socket closed with unread input resets the peer, which may
+	 * then lose the error before reading it: take what the client sent
+	 * (its hello, as a rule) first. */
+	for (int i = 0; i < 16 && recv(fd, sink, sizeof(sink), MSG_DONTWAIT) > 0; i++)
+		;
+	close(fd);
+}
+
+bool exl_conn_timed_out(struct exl_conn *c, uint64_t now_ns, uint64_t timeout_ns)
+{
+	char msg[160];
+
+	/* Not reading: complete requests wait for the client to take its
+	 * replies, which is not this timeout's business. */
+	if (c->closing || !c->reading || !c->partial_since_ns ||
+	    now_ns - c->partial_since_ns < timeout_ns)
+		return false;
+	snprintf(msg, sizeof(msg), "%s within request_timeout_ms (%llu); closing the connection",
+		 c->n_requests ? "the rest of a started message did not arrive" :
+				 "no request arrived",
+		 (unsigned long long)(timeout_ns / 1000000));
+	exl_log(EXL_LOG_INFO, "conn %llu (uid %u pid %d): %s", (unsigned long long)c->id,
+		(unsigned)c->uid, (int)c->pid, msg);
+	send_error(c, NULL, EXL_E_LIMIT, msg);
+	c->closing = true;
+	event_del(c->rev);
+	c->reading = false;
+	c->in_len = 0;
+	set_in_buffer(c, 0);
+	try_write(c);
+	return true;
+}
+
 void exl_conn_close(struct exl_conn *c)
 {
 	struct exl_sink *s = c->sink;
@@ -117,7 +192,7 @@ void exl_conn_close(struct exl_conn *c)
 	event_free(c->wev);
 	evbuffer_free(c->out);
 	close(c->fd);
-	free(c->in);
+	set_in_buffer(c, 0);
 	exl_sink_unref(s);
 	free(c);
 }
@@ -687,13 +762,8 @@ static bool handle_message(struct exl_conn *c, const uint8_t *data, size_t len)
 	}
 	int code = exl_req_decode(&up.data, up.zone, &req, err, sizeof(err));
 	exl_packed_id_set(&id, req.id);
-	if (c->over_limit) {
-		snprintf(err, sizeof(err), "uid %u already has %d connections "
-			 "(max_connections_per_uid); closing this one", (unsigned)c->uid,
-			 exl_server_config(c->srv)->max_connections_per_uid);
-		send_error(c, &id, EXL_E_LIMIT, err);
-		c->closing = true;
-	} else if (code) {
+	c->n_requests++;
+	if (code) {
 		send_error(c, &id, code, err);
 	} else {
 		switch (req.op) {
@@ -751,12 +821,17 @@ static void process_input(struct exl_conn *c)
 	if (off) {
 		memmove(c->in, c->in + off, c->in_len - off);
 		c->in_len -= off;
+		/* what is left is the start of the next message, from now */
+		c->partial_since_ns = c->in_len ? exl_now_ns() : 0;
 	}
 	if (c->closing) {
 		event_del(c->rev);
 		c->reading = false;
 		c->in_len = 0;
 	}
+	/* An idle connection holds no input buffer. */
+	if (!c->in_len)
+		set_in_buffer(c, 0);
 	try_write(c);
 }
 
@@ -771,18 +846,36 @@ static void on_read(evutil_socket_t fd, short what, void *arg)
 
 	(void)what;
 	if (c->in_cap - c->in_len < READ_CHUNK && c->in_cap < max) {
-		size_t cap = c->in_cap ? c->in_cap * 2 : 2 * READ_CHUNK;
+		size_t cap = c->in_cap ? c->in_cap * 2 : IN_BASE;
 		if (cap > max)
 			cap = max;
-		uint8_t *p = realloc(c->in, cap);
-		if (!p) {
+		/* Unfinished messages of all connections share one budget;
+		 * the first IN_BASE bytes of each are always there, so small
+		 * requests are read whatever others hold. */
+		if (over_base(cap) > over_base(c->in_cap) &&
+		    !exl_server_pending_fits(c->srv, over_base(cap) - over_base(c->in_cap))) {
+			char msg[200];
+
+			snprintf(msg, sizeof(msg), "the daemon already holds max_pending_bytes "
+				 "(%llu) of unfinished requests; closing this connection, try again",
+				 (unsigned long long)exl_server_config(c->srv)->max_pending_bytes);
+			exl_log(EXL_LOG_WARN, "conn %llu (uid %u pid %d): %s", (unsigned long long)c->id,
+				(unsigned)c->uid, (int)c->pid, msg);
+			send_error(c, NULL, EXL_E_LIMIT, msg);
+			c->closing = true;
+			event_del(c->rev);
+			c->reading = false;
+			c->in_len = 0;
+			set_in_buffer(c, 0);
+			try_write(c);
+			return;
+		}
+		if (set_in_buffer(c, cap)) {
 			exl_log(EXL_LOG_ERR, "conn %llu: out of memory for input; closing",
 				(unsigned long long)c->id);
 			exl_conn_close(c);
 			return;
 		}
-		c->in = p;
-		c->in_cap = cap;
 	}
 	if (c->in_len == c->in_cap) {
 		/* Full of complete requests waiting for the output to drain. */
@@ -821,6 +914,8 @@ static void on_read(evutil_socket_t fd, short what, void *arg)
 		exl_conn_close(c);
 		return;
 	}
+	if (!c->in_len)
+		c->partial_since_ns = exl_now_ns();
 	c->in_len += (size_t)n;
 	process_input(c);
 }

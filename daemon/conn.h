@@ -39,12 +39,26 @@ struct exl_conn {
 	bool fds_pending;
 	uint64_t fds_at;
 
+	uint64_t n_requests;            /* complete messages read */
+	uint64_t partial_since_ns;      /* a message (or the first) is due since; 0: none */
+
 	bool said_hello;
 	bool counted;                   /* in uidst->conns */
-	bool over_limit;                /* the uid has max_connections_per_uid already */
 	bool closing;                   /* close once the output is written */
 	bool reading;                   /* rev is active */
 	bool retry_wanted;              /* ring records wait for room */
 };
+
+/* SO_PEERCRED of fd; uid (uid_t)-1 when it cannot be had. */
+void exl_conn_peer_cred(int fd, uid_t *uid, pid_t *pid);
+
+/* Sends a connection-level error (no id) on a fresh socket, reads what the
+ * client already sent and closes fd: a refusal at accept. */
+void exl_conn_refuse(int fd, int code, const char *msg);
+
+/* Closes c with a limit error when its first request, or the rest of a
+ * started message, is older than timeout_ns.  True when it did (c may be
+ * gone). */
+bool exl_conn_timed_out(struct exl_conn *c, uint64_t now_ns, uint64_t timeout_ns);
 
 #endif

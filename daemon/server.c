@@ -7,7 +7,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/eventfd.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -25,7 +27,8 @@
 #define RETRY_MS 2            /* ring records waiting for room are retried this often */
 #define STATUS_MS 2000        /* STATUS= line refresh */
 #define DRAIN_POLL_MS 20
-#define DRAIN_FLUSH_MS 3000   /* how long the drain waits for clients to read */
+#define ACCEPT_PAUSE_MS 100   /* out of fds: accepts wait this long, or for a close */
+#define REFUSAL_LOG_MS 10000  /* refused connections are logged once per this */
 
 struct exl_server {
 	struct exl_config cfg;
@@ -35,6 +38,14 @@ struct exl_server {
 	int listen_fd;
 	bool own_socket;              /* bound by us: unlink at exit */
 	struct event *listen_ev;
+	struct event *accept_resume_ev;
+	bool accept_paused;           /* out of fds: listen_ev is off */
+	int spare_fd;                 /* given up to accept and refuse when out of fds */
+	uint64_t refused;             /* connections refused since the last log line */
+	uint64_t refused_log_ns;
+	char refused_why[256];
+	uint64_t pending_bytes;       /* see exl_server_pending_fits */
+	struct event *sweep_ev;
 
 	struct exl_conn *conns;
 	int n_conns;
@@ -99,6 +110,19 @@ void exl_server_cancel_sink(struct exl_server *s, struct exl_sink *sink)
 	exl_registry_cancel_sink(s->reg, sink);
 }
 
+bool exl_server_pending_fits(const struct exl_server *s, size_t bytes)
+{
+	return bytes <= s->cfg.max_pending_bytes &&
+	       s->pending_bytes <= s->cfg.max_pending_bytes - bytes;
+}
+
+void exl_server_pending_add(struct exl_server *s, int64_t bytes)
+{
+	s->pending_bytes += (uint64_t)bytes;
+}
+
+static void resume_accepting(struct exl_server *s);
+
 void exl_server_conn_closed(struct exl_server *s, struct exl_conn *c)
 {
 	if (c->prev)
@@ -108,6 +132,9 @@ void exl_server_conn_closed(struct exl_server *s, struct exl_conn *c)
 	if (c->next)
 		c->next->prev = c->prev;
 	s->n_conns--;
+	/* a descriptor is free again */
+	if (s->accept_paused)
+		resume_accepting(s);
 }
 
 void exl_server_want_retry(struct exl_server *s)
@@ -298,6 +325,113 @@ static void on_watchdog(evutil_socket_t fd, short what, void *arg)
 
 /* ---- connections ---- */
 
+/* Refused connections are logged once per REFUSAL_LOG_MS with a count: a
+ * client that reconnects in a loop must not fill the journal. */
+static void note_refusal(struct exl_server *s, const char *why)
+{
+	uint64_t now = exl_now_ns();
+
+	s->refused++;
+	snprintf(s->refused_why, sizeof(s->refused_why), "%s", why);
+	if (s->refused_log_ns && now - s->refused_log_ns < REFUSAL_LOG_MS * 1000000ull)
+		return;
+	exl_log(EXL_LOG_WARN, "refused %llu connection%s (last: %s)", (unsigned long long)s->refused,
+		s->refused == 1 ? "" : "s", s->refused_why);
+	s->refused = 0;
+	s->refused_log_ns = now;
+}
+
+static void resume_accepting(struct exl_server *s)
+{
+	s->accept_paused = false;
+	evtimer_del(s->accept_resume_ev);
+	if (s->listen_ev && event_add(s->listen_ev, NULL))
+		exl_log(EXL_LOG_ERR, "re-enabling the listener failed");
+}
+
+static void on_accept_resume(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	resume_accepting(arg);
+}
+
+/* accept4 failed for want of descriptors.  The listening socket stays
+ * readable, so accepting again at once would spin a core: the spare
+ * descriptor is given up to take one waiting client and tell it why, and
+ * accepting pauses until a connection closes or ACCEPT_PAUSE_MS pass
+ * (as Redis and libuv do). */
+static void out_of_fds(struct exl_server *s, int lfd, int err)
+{
+	struct timeval tv = { 0, ACCEPT_PAUSE_MS * 1000 };
+	char why[160];
+
+	snprintf(why, sizeof(why), "accept: %s with %d connections open; raise LimitNOFILE "
+		 "or lower max_connections", strerror(err), s->n_conns);
+	/* the clients waiting in the backlog, a few at a time */
+	for (int i = 0; i < 64 && s->spare_fd >= 0; i++) {
+		close(s->spare_fd);
+		int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (fd >= 0)
+			exl_conn_refuse(fd, EXL_E_LIMIT, "exld is out of file descriptors; try again");
+		s->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+		if (fd < 0)
+			break;
+	}
+	note_refusal(s, why);
+	if (!s->accept_paused) {
+		s->accept_paused = true;
+		event_del(s->listen_ev);
+	}
+	evtimer_add(s->accept_resume_ev, &tv);
+}
+
+/* The most connections one uid may hold: max_connections_per_uid, and never
+ * the connections_reserved that other uids keep (at most half of
+ * max_connections, so a small max_connections needs no second setting). */
+static int uid_connection_limit(const struct exl_config *cfg)
+{
+	int reserved = cfg->connections_reserved < cfg->max_connections / 2 ?
+			       cfg->connections_reserved : cfg->max_connections / 2;
+	int most = cfg->max_connections - reserved;
+
+	if (cfg->max_connections_per_uid && cfg->max_connections_per_uid < most)
+		return cfg->max_connections_per_uid;
+	return most;
+}
+
+/* Whether a new connection of uid may stay; why not in why. */
+static bool admit_connection(struct exl_server *s, uid_t uid, char *why, size_t whylen)
+{
+	struct exl_uid_stats *u;
+	int limit = uid_connection_limit(&s->cfg);
+
+	if (s->draining) {
+		snprintf(why, whylen, "exld is shutting down");
+		return false;
+	}
+	if (s->n_conns >= s->cfg.max_connections) {
+		snprintf(why, whylen, "exld has max_connections (%d) open", s->cfg.max_connections);
+		return false;
+	}
+	if (uid == (uid_t)-1) {
+		snprintf(why, whylen, "SO_PEERCRED: %s", strerror(errno));
+		return false;
+	}
+	u = exl_server_uid_stats(s, uid);
+	if (!u) {
+		snprintf(why, whylen, "out of memory");
+		return false;
+	}
+	if (u->conns >= limit) {
+		snprintf(why, whylen, "uid %u already has %d connections (max_connections_per_uid %d, "
+			 "max_connections %d less connections_reserved)", (unsigned)uid, u->conns,
+			 s->cfg.max_connections_per_uid, s->cfg.max_connections);
+		return false;
+	}
+	return true;
+}
+
 static void on_accept(evutil_socket_t lfd, short what, void *arg)
 {
 	struct exl_server *s = arg;
@@ -309,20 +443,29 @@ static void on_accept(evutil_socket_t lfd, short what, void *arg)
 		if (fd < 0) {
 			if (errno == EINTR || errno == ECONNABORTED)
 				continue;
+			if (errno == EMFILE || errno == ENFILE) {
+				out_of_fds(s, lfd, errno);
+				return;
+			}
 			if (errno != EAGAIN && errno != EWOULDBLOCK)
 				exl_log(EXL_LOG_WARN, "accept: %s", strerror(errno));
 			return;
 		}
-		if (s->n_conns >= s->cfg.max_connections || s->draining) {
-			exl_log(EXL_LOG_WARN, "refusing a connection: %s",
-				s->draining ? "draining" : "max_connections reached");
-			close(fd);
+		uid_t uid;
+		pid_t pid;
+
+		/* The uid is known at accept (SO_PEERCRED), so a uid over its
+		 * limit is refused before it holds anything. */
+		exl_conn_peer_cred(fd, &uid, &pid);
+		if (!admit_connection(s, uid, err, sizeof(err))) {
+			exl_conn_refuse(fd, EXL_E_LIMIT, err);
+			note_refusal(s, err);
 			continue;
 		}
 		struct exl_conn *c = exl_conn_create(s, fd, ++s->next_conn_id, err, sizeof(err));
 		if (!c) {
-			exl_log(EXL_LOG_WARN, "connection refused: %s", err);
-			close(fd);
+			exl_conn_refuse(fd, EXL_E_INTERNAL, err);
+			note_refusal(s, err);
 			continue;
 		}
 		c->next = s->conns;
@@ -330,9 +473,48 @@ static void on_accept(evutil_socket_t lfd, short what, void *arg)
 			s->conns->prev = c;
 		s->conns = c;
 		s->n_conns++;
-		exl_log(EXL_LOG_INFO, "conn %llu: uid %u pid %d", (unsigned long long)c->id,
+		exl_log(EXL_LOG_DEBUG, "conn %llu: uid %u pid %d", (unsigned long long)c->id,
 			(unsigned)c->uid, (int)c->pid);
 	}
+}
+
+/* Connections whose first request, or the rest of a started message, is
+ * overdue (request_timeout_ms) are closed: an idle socket holds no memory,
+ * but a half-sent message holds up to max_message. */
+static void on_sweep(evutil_socket_t fd, short what, void *arg)
+{
+	struct exl_server *s = arg;
+	uint64_t now = exl_now_ns(), timeout = (uint64_t)s->cfg.request_timeout_ms * 1000000ull;
+	struct exl_conn *c = s->conns;
+
+	(void)fd;
+	(void)what;
+	while (c) {
+		struct exl_conn *next = c->next;
+
+		exl_conn_timed_out(c, now, timeout);
+		c = next;
+	}
+}
+
+/* Soft RLIMIT_NOFILE up to the hard one: systemd's default soft limit is
+ * 1024, as is max_connections, and each connection takes a descriptor. */
+static void raise_fd_limit(void)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl))
+		return;
+	if (rl.rlim_cur < rl.rlim_max) {
+		rlim_t old = rl.rlim_cur;
+
+		rl.rlim_cur = rl.rlim_max;
+		if (setrlimit(RLIMIT_NOFILE, &rl))
+			exl_log(EXL_LOG_WARN, "raising the open file limit from %llu: %s",
+				(unsigned long long)old, strerror(errno));
+	}
+	if (!getrlimit(RLIMIT_NOFILE, &rl))
+		exl_log(EXL_LOG_INFO, "open file limit %llu", (unsigned long long)rl.rlim_cur);
 }
 
 static int bind_socket(struct exl_server *s, char *err, size_t errlen)
@@ -443,20 +625,27 @@ static void on_drain(evutil_socket_t fd, short what, void *arg)
 		evtimer_add(s->drain_ev, &tv);
 		return;
 	}
-	/* Every job has ended and its result is queued; give clients a
-	 * moment to take them. */
+	/* Every job has ended and its result is queued: clients get up to
+	 * drain_timeout_ms to take them. */
 	if (!s->drain_flush_start)
 		s->drain_flush_start = exl_now_ns();
-	bool busy = false;
+	int busy = 0;
 	for (struct exl_conn *c = s->conns; c; c = c->next) {
 		if (c->retry_wanted)
 			c->retry_wanted = exl_conn_retry_pending(c);
-		busy |= c->retry_wanted || !exl_conn_output_empty(c);
+		busy += c->retry_wanted || !exl_conn_output_empty(c);
 	}
-	if (busy && exl_now_ns() - s->drain_flush_start < DRAIN_FLUSH_MS * 1000000ull) {
+	if (busy && exl_now_ns() - s->drain_flush_start <
+			    (uint64_t)s->cfg.drain_timeout_ms * 1000000ull) {
 		evtimer_add(s->drain_ev, &tv);
 		return;
 	}
+	if (busy)
+		exl_log(EXL_LOG_WARN, "%d client%s had not taken %s results within "
+			"drain_timeout_ms (%d); they are lost", busy, busy == 1 ? "" : "s",
+			busy == 1 ? "its" : "their", s->cfg.drain_timeout_ms);
+	else
+		exl_log(EXL_LOG_INFO, "every result was delivered");
 	event_base_loopbreak(s->base);
 }
 
@@ -499,12 +688,15 @@ static void free_server(struct exl_server *s)
 		m = next;
 	}
 	struct event *evs[] = { s->mail_ev, s->sigterm_ev, s->sigint_ev, s->retry_ev,
-				s->status_ev, s->watchdog_ev, s->drain_ev };
+				s->status_ev, s->watchdog_ev, s->drain_ev, s->accept_resume_ev,
+				s->sweep_ev };
 	for (size_t i = 0; i < sizeof(evs) / sizeof(evs[0]); i++)
 		if (evs[i])
 			event_free(evs[i]);
 	if (s->mail_fd >= 0)
 		close(s->mail_fd);
+	if (s->spare_fd >= 0)
+		close(s->spare_fd);
 	while (s->uids) {
 		struct exl_uid_stats *u = s->uids;
 		s->uids = u->next;
@@ -530,6 +722,8 @@ int exl_server_run(const struct exl_config *cfg)
 	s->listen_fd = -1;
 	s->mail_fd = -1;
 	s->start_ns = exl_now_ns();
+	raise_fd_limit();
+	s->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
 	pthread_mutex_init(&s->mail_mu, NULL);
 	signal(SIGPIPE, SIG_IGN);
 
@@ -546,9 +740,14 @@ int exl_server_run(const struct exl_config *cfg)
 	s->retry_ev = evtimer_new(s->base, on_retry, s);
 	s->status_ev = event_new(s->base, -1, EV_PERSIST, on_status, s);
 	s->drain_ev = evtimer_new(s->base, on_drain, s);
+	s->accept_resume_ev = evtimer_new(s->base, on_accept_resume, s);
+	s->sweep_ev = event_new(s->base, -1, EV_PERSIST, on_sweep, s);
+	int sweep_ms = s->cfg.request_timeout_ms / 4;
+	struct timeval sweep_tv = { sweep_ms / 1000, (sweep_ms % 1000) * 1000 };
 	if (!s->mail_ev || !s->sigterm_ev || !s->sigint_ev || !s->retry_ev || !s->status_ev ||
-	    !s->drain_ev || event_add(s->mail_ev, NULL) || event_add(s->sigterm_ev, NULL) ||
-	    event_add(s->sigint_ev, NULL)) {
+	    !s->drain_ev || !s->accept_resume_ev || !s->sweep_ev || event_add(s->mail_ev, NULL) ||
+	    event_add(s->sigterm_ev, NULL) || event_add(s->sigint_ev, NULL) ||
+	    event_add(s->sweep_ev, &sweep_tv)) {
 		exl_log(EXL_LOG_ERR, "setting up the event loop failed");
 		goto out;
 	}

@@ -65,6 +65,10 @@ struct exl_uid_stats *exl_server_uid_stats(struct exl_server *s, uid_t uid);
 bool exl_server_draining(const struct exl_server *s);
 uint64_t exl_server_next_job_id(struct exl_server *s);
 int exl_server_n_connections(const struct exl_server *s);
+/* The budget of input buffered for unfinished messages (max_pending_bytes):
+ * whether bytes more fit, and moving the count (negative gives back). */
+bool exl_server_pending_fits(const struct exl_server *s, size_t bytes);
+void exl_server_pending_add(struct exl_server *s, int64_t bytes);
 double exl_server_uptime(const struct exl_server *s);
 /* Wakes every engine thread (a client freed room in its ring). */
 void exl_server_nudge_engines(struct exl_server *s);

@@ -96,9 +96,17 @@ int h_spawn(struct daemon *d, char *const argv[])
 
 int h_start(struct daemon *d, const char *model, const char *const *extra)
 {
+	return h_start_wrapped(d, NULL, model, extra);
+}
+
+int h_start_wrapped(struct daemon *d, const char *const *wrapper, const char *model,
+		    const char *const *extra)
+{
 	char *argv[64];
 	int n = 0;
 
+	for (int i = 0; wrapper && wrapper[i] && n < 8; i++)
+		argv[n++] = (char *)wrapper[i];
 	argv[n++] = (char *)h_exld();
 	argv[n++] = "--config";
 	argv[n++] = "/dev/null";

@@ -43,6 +43,10 @@ int h_spawn(struct daemon *d, char *const argv[]);
 /* Starts exld on d->sock with the test models dir, loading model, plus
  * extra flags (NULL-terminated). */
 int h_start(struct daemon *d, const char *model, const char *const *extra);
+/* The same under a wrapper that execs its arguments (e.g. prlimit ...),
+ * NULL-terminated, at most 8 words. */
+int h_start_wrapped(struct daemon *d, const char *const *wrapper, const char *model,
+		    const char *const *extra);
 /* Waits up to timeout_ms for a notify datagram containing what. */
 bool h_wait_notify(struct daemon *d, const char *what, int timeout_ms);
 /* SIGTERM and wait: the exit status (or -1 on a signal / timeout). */
