@@ -1,10 +1,13 @@
 /* A model's lifetime: load (metadata, tokenizer, weights), accessors, free. */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "daemon/gguf.h"
 #include "daemon/kvcache.h"
+#include "daemon/mapguard.h"
 #include "daemon/model_internal.h"
 #include "daemon/tokenizer.h"
 
@@ -20,9 +23,24 @@ struct exl_model *exl_model_load(const char *path, struct exl_backend *be,
 		return NULL;
 	}
 	m->be = be;
+	atomic_init(&m->file_fault, 0);
+	m->path = strdup(path);
+	if (!m->path) {
+		snprintf(msg, sizeof(msg), "out of memory");
+		goto fail;
+	}
 	m->gguf = gguf_open(path, msg, sizeof(msg));
 	if (!m->gguf)
 		goto fail;
+	if (stat(path, &m->file_st)) {
+		snprintf(msg, sizeof(msg), "stat: %s", strerror(errno));
+		goto fail;
+	}
+	if (m->gguf->mapped) {
+		if (exl_mapguard_add(m->gguf->base, m->gguf->size, &m->file_fault, msg, sizeof(msg)))
+			goto fail;
+		m->guarded = true;
+	}
 	if (exl_hparams_read(m->gguf, &m->hp, msg, sizeof(msg)))
 		goto fail;
 	m->tok = exl_tokenizer_load(m->gguf, msg, sizeof(msg));
@@ -35,6 +53,10 @@ struct exl_model *exl_model_load(const char *path, struct exl_backend *be,
 	}
 	if (exl_model_bind_tensors(m, msg, sizeof(msg)))
 		goto fail;
+	if (atomic_load(&m->file_fault)) {
+		snprintf(msg, sizeof(msg), "the file was truncated while it loaded");
+		goto fail;
+	}
 	return m;
 fail:
 	snprintf(err, errlen, "%s: %s", path, msg);
@@ -53,9 +75,40 @@ void exl_model_free(struct exl_model *m)
 	free(m->layers);
 	if (m->tok)
 		exl_tokenizer_free(m->tok);
+	if (m->guarded)
+		exl_mapguard_remove(m->gguf->base);
 	if (m->gguf)
 		gguf_close(m->gguf);
+	free(m->path);
 	free(m);
+}
+
+int exl_model_check_file(struct exl_model *m, char *why, size_t whylen)
+{
+	struct stat st;
+
+	if (atomic_load(&m->file_fault)) {
+		snprintf(why, whylen, "%s was truncated while loaded", m->path);
+		return 2;
+	}
+	if (stat(m->path, &st)) {
+		/* removed: the mapping keeps the old file whole */
+		snprintf(why, whylen, "%s: %s (the loaded copy goes on)", m->path, strerror(errno));
+		return 1;
+	}
+	if (st.st_dev != m->file_st.st_dev || st.st_ino != m->file_st.st_ino) {
+		snprintf(why, whylen, "%s was replaced by another file; the loaded one goes on "
+			 "until the model is unloaded and loaded again", m->path);
+		return 1;
+	}
+	if (st.st_size != m->file_st.st_size ||
+	    st.st_mtim.tv_sec != m->file_st.st_mtim.tv_sec ||
+	    st.st_mtim.tv_nsec != m->file_st.st_mtim.tv_nsec) {
+		atomic_store(&m->file_fault, 1);
+		snprintf(why, whylen, "%s was rewritten in place while loaded", m->path);
+		return 2;
+	}
+	return 0;
 }
 
 const struct exl_hparams *exl_model_hparams(const struct exl_model *m)

@@ -48,6 +48,14 @@ struct exl_model *exl_model_load(const char *path, struct exl_backend *be,
 				 char *err, size_t errlen);
 void exl_model_free(struct exl_model *m);
 
+/* Whether m's file is still the one loaded.  0: unchanged.  1: replaced by
+ * another file (a new inode, as `mv` does): m goes on with the old one,
+ * which its mapping keeps; reload to use the new.  2: changed in place
+ * (`cp` over it, truncated or rewritten) or gone from under the mapping:
+ * its weights are no longer what was loaded, and from now on every
+ * forward pass of m fails, saying so.  why says which, for the log. */
+int exl_model_check_file(struct exl_model *m, char *why, size_t whylen);
+
 const struct exl_hparams *exl_model_hparams(const struct exl_model *m);
 const struct exl_tokenizer *exl_model_tokenizer(const struct exl_model *m);
 const struct gguf_file *exl_model_gguf(const struct exl_model *m);

@@ -236,6 +236,14 @@ static const char *backend_msg(const struct exl_backend *be, const char *fallbac
 	return msg && *msg ? msg : fallback;
 }
 
+static int file_changed(const struct exl_model *m, char *err, size_t errlen)
+{
+	snprintf(err, errlen, "the model file %s changed on disk while loaded (rewritten or "
+		 "truncated in place); unload the model and load it again (replace model files "
+		 "with mv, not cp)", m->path);
+	return -1;
+}
+
 int exl_model_forward(struct exl_model *m, struct exl_kvcache *kv, const struct exl_batch *b,
 		      float *logits, char *err, size_t errlen)
 {
@@ -255,6 +263,8 @@ int exl_model_forward(struct exl_model *m, struct exl_kvcache *kv, const struct 
 	const size_t embd = (size_t)hp->n_embd;
 	int n = b->n_tokens;
 
+	if (atomic_load(&m->file_fault))
+		return file_changed(m, err, errlen);
 	if (n <= 0 || b->n_seqs <= 0 || !b->tokens || !b->seq || !b->want_logits || !b->seqs) {
 		snprintf(err, errlen, "empty or incomplete batch (%d tokens, %d sequences)", n,
 			 b->n_seqs);
@@ -348,6 +358,10 @@ int exl_model_forward(struct exl_model *m, struct exl_kvcache *kv, const struct 
 		snprintf(err, errlen, "backend %s: %s", ops->name, be_err);
 		return -1;
 	}
+	/* Weights read from a truncated file came back as zeros (mapguard.h):
+	 * these logits mean nothing. */
+	if (atomic_load(&m->file_fault))
+		return file_changed(m, err, errlen);
 
 	for (int j = 0; j < b->n_seqs; j++) {
 		if (!s->seq_count[j])

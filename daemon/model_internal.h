@@ -3,6 +3,10 @@
 #ifndef EXL_MODEL_INTERNAL_H
 #define EXL_MODEL_INTERNAL_H
 
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <sys/stat.h>
+
 #include "daemon/model.h"
 
 struct gguf_file;
@@ -52,6 +56,10 @@ struct exl_model {
 	struct exl_hparams hp;
 	struct exl_backend *be;
 	struct gguf_file *gguf;
+	char *path;
+	struct stat file_st;      /* the file as it was loaded */
+	bool guarded;             /* the mapping is in mapguard */
+	atomic_int file_fault;    /* the file changed under the mapping */
 	struct exl_tokenizer *tok;
 
 	struct exl_weight tok_embd; /* [n_vocab][n_embd] */

@@ -585,6 +585,26 @@ bool exl_registry_heartbeats_ok(const struct exl_registry *r, uint64_t max_age_n
 	return true;
 }
 
+void exl_registry_check_files(struct exl_registry *r)
+{
+	char why[600];
+
+	for (struct exl_model_entry *e = r->head; e; e = e->next) {
+		if (e->state != EXL_MODEL_LOADED || !e->model)
+			continue;
+		int st = exl_model_check_file(e->model, why, sizeof(why));
+
+		if (st == e->file_state)
+			continue;
+		e->file_state = st;
+		if (st == 1)
+			exl_log(EXL_LOG_WARN, "model '%s': %s", e->name, why);
+		else if (st == 2)
+			exl_log(EXL_LOG_ERR, "model '%s': %s: its jobs fail until it is unloaded and "
+				"loaded again (replace model files with mv, not cp)", e->name, why);
+	}
+}
+
 void exl_registry_totals(const struct exl_registry *r, int *n_models, int *jobs, double *tok_s)
 {
 	*n_models = 0;

@@ -50,9 +50,15 @@ struct exl_model_entry {
 	struct exl_waiter *load_waiters;
 	struct exl_waiter *unload_waiters;
 	bool unload_cancel;
+	int file_state;               /* exl_model_check_file's last answer */
 };
 
 struct exl_registry;
+
+/* Looks at every loaded model's file (exl_model_check_file) and logs a
+ * change once; a file changed in place fails the model's forward passes
+ * from now on, so its jobs end with an error that says why. */
+void exl_registry_check_files(struct exl_registry *r);
 
 struct exl_registry *exl_registry_create(struct exl_server *srv, const struct exl_config *cfg);
 /* After every engine thread and loader has ended. */

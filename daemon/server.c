@@ -301,6 +301,7 @@ static void on_status(evutil_socket_t fd, short what, void *arg)
 	(void)what;
 	if (!s->ready || s->draining)
 		return;
+	exl_registry_check_files(s->reg);
 	exl_registry_totals(s->reg, &n_models, &jobs, &tok_s);
 	snprintf(st, sizeof(st), "%d model%s, %d job%s, %.1f tok/s, %d connection%s", n_models,
 		 n_models == 1 ? "" : "s", jobs, jobs == 1 ? "" : "s", tok_s, s->n_conns,

@@ -16,6 +16,9 @@
  *                            stops inside a message, are closed after
  *                            request_timeout_ms with a limit error; one
  *                            idle after its hello is not
+ *   test_hardening rewrite   a loaded model's file overwritten in place (as
+ *                            cp does): its jobs fail saying so, the other
+ *                            model and the daemon go on, a reload serves
  *   test_hardening drain     4 socket-streaming clients that do not read
  *                            for 5 s after SIGTERM each get their done
  */
@@ -582,6 +585,111 @@ out:
 	return ret;
 }
 
+/* ---- rewrite ---- */
+
+static int copy_file(const char *from, const char *to, int flags)
+{
+	char buf[1 << 16];
+	int in = open(from, O_RDONLY | O_CLOEXEC), out = open(to, O_WRONLY | O_CLOEXEC | flags, 0644);
+	ssize_t n = 0;
+
+	while (in >= 0 && out >= 0 && (n = read(in, buf, sizeof(buf))) > 0)
+		if (write(out, buf, (size_t)n) != n)
+			n = -1;
+	if (in >= 0)
+		close(in);
+	if (out >= 0 && close(out))
+		n = -1;
+	return in < 0 || out < 0 || n < 0 ? -1 : 0;
+}
+
+/* A job on model; 0 when it generated text, 1 when it ended with an error
+ * naming the changed file, -1 otherwise (why in err). */
+static int gen_on(const char *sock, const char *model, char *err, size_t errlen)
+{
+	struct exl_connect_opts o = { .timeout_ms = 20000 };
+	struct exl_client *c = NULL;
+	struct exl_gen_params p;
+	struct exl_result r;
+	int rc = -1;
+
+	if (exl_connect(&c, sock, &o, err, errlen))
+		return -1;
+	exl_gen_params_init(&p);
+	p.temperature = 0;
+	p.max_new_tokens = 8;
+	p.model = model;
+	memset(&r, 0, sizeof(r));
+	if (exl_generate(c, &p, PROMPT, &r)) {
+		/* a job that ended with an error still has its result */
+		snprintf(err, errlen, "%s", exl_errmsg(c));
+		rc = strstr(err, "changed on disk") ? 1 : -1;
+		exl_result_free(&r);
+		goto out;
+	}
+	if (!strcmp(r.stop_reason, "error")) {
+		snprintf(err, errlen, "%s", r.error ? r.error : "(no message)");
+		rc = strstr(err, "changed on disk") ? 1 : -1;
+	} else {
+		snprintf(err, errlen, "%d tokens, %s", r.new_tokens, r.stop_reason);
+		rc = r.new_tokens > 0 ? 0 : -1;
+	}
+	exl_result_free(&r);
+out:
+	exl_close(c);
+	return rc;
+}
+
+static int test_rewrite(void)
+{
+	struct daemon d;
+	char models[128], path[256], src[1024], err[512];
+	int ret = 1;
+
+	if (h_prepare(&d))
+		goto out;
+	snprintf(models, sizeof(models), "%s/models", d.dir);
+	CHECK(mkdir(models, 0755) == 0, "mkdir %s", models);
+	const char *names[] = { "stories260K", "aidreams260K" };
+	for (int i = 0; i < 2; i++) {
+		snprintf(src, sizeof(src), "%s/%s.gguf", h_models_dir(), names[i]);
+		snprintf(path, sizeof(path), "%s/%s.gguf", models, names[i]);
+		CHECK(copy_file(src, path, O_CREAT | O_EXCL) == 0, "copying %s", src);
+	}
+	const char *extra[] = { "--models", models, "--load", "stories260K,aidreams260K", NULL };
+	if (h_start(&d, NULL, extra))
+		goto out;
+	CHECK(gen_on(d.sock, MODEL, err, sizeof(err)) == 0, "before: %s", err);
+	/* what `cp aidreams260K.gguf stories260K.gguf` does: truncate, write
+	 * a shorter file into the same inode */
+	snprintf(path, sizeof(path), "%s/%s.gguf", models, MODEL);
+	snprintf(src, sizeof(src), "%s/aidreams260K.gguf", h_models_dir());
+	CHECK(copy_file(src, path, O_TRUNC) == 0, "overwriting %s", path);
+	int rc = gen_on(d.sock, MODEL, err, sizeof(err));
+	CHECK(rc == 1, "a job on the overwritten model: %s", err);
+	printf("  stories260K.gguf overwritten in place while loaded: its job -> %s\n", err);
+	CHECK(kill(d.pid, 0) == 0, "exld died");
+	CHECK(gen_on(d.sock, "aidreams260K", err, sizeof(err)) == 0, "the other model: %s", err);
+	printf("  the other model still generates (%s)\n", err);
+	rc = gen_on(d.sock, MODEL, err, sizeof(err));
+	CHECK(rc == 1, "a second job on the overwritten model: %s", err);
+	/* unload and load again: the new file serves */
+	struct exl_connect_opts o = { .timeout_ms = 30000 };
+	struct exl_client *c = NULL;
+	CHECK(exl_connect(&c, d.sock, &o, err, sizeof(err)) == 0, "connect: %s", err);
+	rc = exl_unload(c, MODEL, true) || exl_load(c, MODEL, NULL, NULL);
+	snprintf(err, sizeof(err), "%s", exl_errmsg(c));
+	exl_close(c);
+	CHECK(rc == 0, "unload and load: %s", err);
+	CHECK(gen_on(d.sock, MODEL, err, sizeof(err)) == 0, "after reloading: %s", err);
+	printf("  after unload and load: generates again (%s); exld never died\n", err);
+	CHECK(h_stop(&d) == 0, "exld did not stop cleanly");
+	ret = 0;
+out:
+	h_cleanup(&d);
+	return ret;
+}
+
 /* ---- drain ---- */
 
 static int test_drain(void)
@@ -645,7 +753,7 @@ int main(int argc, char **argv)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	if (argc != 2) {
-		fprintf(stderr, "usage: test_hardening lockout|fdlimit|pending|timeout|drain\n");
+		fprintf(stderr, "usage: test_hardening lockout|fdlimit|pending|timeout|rewrite|drain\n");
 		return 2;
 	}
 	if (!h_models_dir()) {
@@ -663,6 +771,8 @@ int main(int argc, char **argv)
 		return test_drain();
 	if (!strcmp(argv[1], "timeout"))
 		return test_timeout();
+	if (!strcmp(argv[1], "rewrite"))
+		return test_rewrite();
 	fprintf(stderr, "unknown case '%s'\n", argv[1]);
 	return 2;
 }
