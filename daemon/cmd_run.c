@@ -32,6 +32,10 @@ struct run_state {
 	const struct exl_tokenizer *tok;
 	bool done;
 	bool write_failed;
+	/* With token healing the prompt is printed with the first text: a
+	 * stop string that begins in the healed text ends the output inside
+	 * the prompt, and then the result's text is printed instead. */
+	bool prompt_pending;
 };
 
 static void print_probs(const struct run_state *st, const struct exl_chunk *c)
@@ -65,6 +69,10 @@ static int on_chunk(struct exl_job *job, const struct exl_chunk *c, void *user)
 	(void)job;
 	if (st->o->json)
 		return EXL_CHUNK_OK;
+	if (c->text_len && st->prompt_pending) {
+		fputs(st->o->prompt, stdout);
+		st->prompt_pending = false;
+	}
 	if (c->text_len && fwrite(c->text, 1, c->text_len, stdout) != c->text_len)
 		st->write_failed = true;
 	fflush(stdout);
@@ -140,6 +148,7 @@ int cmd_run(int argc, char **argv)
 	struct exl_kvcache *kv = NULL;
 	struct exl_engine *e = NULL;
 	struct exl_job *job = NULL;
+	struct run_state st = { .o = &o };
 	char err[512];
 	int status = 1;
 	bool started = false;
@@ -156,7 +165,8 @@ int cmd_run(int argc, char **argv)
 		goto fail;
 	const struct exl_tokenizer *tok = exl_model_tokenizer(m);
 	const struct exl_hparams *hp = exl_model_hparams(m);
-	struct run_state st = { .o = &o, .tok = tok };
+
+	st.tok = tok;
 	struct exl_prompt prompt = { o.prompt, strlen(o.prompt), NULL, 0 };
 	struct exl_prompt neg = { o.negative, o.negative ? strlen(o.negative) : 0, NULL, 0 };
 
@@ -218,8 +228,12 @@ int cmd_run(int argc, char **argv)
 		goto fail;
 
 	if (!o.json && !o.s.completion_only) {
-		fputs(o.prompt, stdout);
-		fflush(stdout);
+		if (o.s.token_healing) {
+			st.prompt_pending = true;
+		} else {
+			fputs(o.prompt, stdout);
+			fflush(stdout);
+		}
 	}
 	started = true;
 	if (drive(e, job, &st, err, sizeof(err)))
@@ -231,6 +245,8 @@ int cmd_run(int argc, char **argv)
 		if (run_print_json(stdout, r, tok))
 			st.write_failed = true;
 	} else {
+		if (st.prompt_pending)
+			fwrite(r->text, 1, r->text_len, stdout);
 		fputc('\n', stdout);
 	}
 	if (fflush(stdout) || st.write_failed) {
@@ -257,8 +273,11 @@ int cmd_run(int argc, char **argv)
 	goto out;
 
 fail:
-	if (started && !o.json)
+	if (started && !o.json) {
+		if (st.prompt_pending)
+			fputs(o.prompt, stdout);
 		fputc('\n', stdout);
+	}
 	fflush(stdout);
 	fprintf(stderr, "exld run: %s\n", err);
 out:

@@ -90,6 +90,28 @@ cmp -s "$tmp/stream" "$tmp/run" && ok "equals exld run" || bad "exld run: $(cat 
 has "$tmp/j" '"stop_reason":"stop_string"' && has "$tmp/j" '"stop_string":"named"' &&
 	has "$tmp/j" '"text":"Once upon a time, there was a little girl "' &&
 	ok "stop string in the result" || bad "stop json: $(cat "$tmp/j")"
+# Token healing regenerates " ti"; the healed text is generated text, so a
+# ban on "time" makes it choose again and a stop "time" ends the output
+# inside the prompt, as in exld run.
+for opt in "--ban time" "--stop time"; do
+	# shellcheck disable=SC2086
+	"$exl" generate -n 6 --temperature 0 --token-healing $opt --json "Once upon a ti" \
+		>"$tmp/j" 2>"$tmp/e"
+	# shellcheck disable=SC2086
+	"$exld" run --model "$models/stories260K.gguf" --prompt "Once upon a ti" -n 6 \
+		--temperature 0 --threads 1 --token-healing $opt --json >"$tmp/rj" 2>/dev/null
+	python3 -c 'import json,sys
+g = json.loads(open(sys.argv[1]).read()); r = json.loads(open(sys.argv[2]).read())
+ok = (g["text"] == r["text"] and g["token_ids"] == r["token_ids"] and g["text"].startswith("Once upon a ")
+      and "time" not in g["text"] and g["stop_reason"] == r["stop_reason"])
+sys.exit(0 if ok else 1)' "$tmp/j" "$tmp/rj" 2>/dev/null &&
+		ok "token healing with $opt: $(json_text "$tmp/j")" ||
+		bad "healing $opt: $(cat "$tmp/j" "$tmp/e") / exld run $(cat "$tmp/rj")"
+done
+"$exl" generate -n 6 --temperature 0 --token-healing --stop time --json "Once upon a ti" \
+	>"$tmp/j" 2>/dev/null
+has "$tmp/j" '"text":"Once upon a ","token_ids":[378],"stop_reason":"stop_string","stop_string":"time"' &&
+	ok "stop string inside the healed text" || bad "healing stop: $(cat "$tmp/j")"
 "$exl" generate -n 3 --temperature 0 --json --top-probs 2 "Once upon a time" >"$tmp/j" 2>/dev/null
 has "$tmp/j" '"probs":[0.9' && has "$tmp/j" '"top":[[{"id":432,"text":",","p":0.9' &&
 	has "$tmp/j" '{"id":383,"text":" there","p":0.02' && ok "--top-probs in json" ||

@@ -101,6 +101,33 @@ ok "ban, sampled"
 	>"$tmp/p" 2>/dev/null
 case "$(cat "$tmp/p")" in "Once upon a time"*) ok "token healing" ;;
 *) bad "token healing: $(cat "$tmp/p")" ;; esac
+# The healed text is generated text: bans and stops see it.  Banned, " time"
+# is not chosen again; as a stop string, the output ends where it begins,
+# inside the prompt's healed tail, and plain output and --json agree.
+heal() {
+	"$exld" run --model "$model" --prompt "Once upon a ti" -n 6 --temperature 0 --threads 1 \
+		--token-healing "$@"
+}
+heal --ban time >"$tmp/p" 2>"$tmp/err"
+heal --ban time --json >"$tmp/j" 2>/dev/null
+case "$(cat "$tmp/p")" in
+"Once upon a ti"*time*) bad "healing escaped the ban: $(cat "$tmp/p")" ;;
+"Once upon a ti"?*) has "$tmp/j" "\"text\":\"$(cat "$tmp/p")\"" && ok "healing under a ban" ||
+	bad "healing ban, json: $(cat "$tmp/j")" ;;
+*) bad "healing ban: '$(cat "$tmp/p")' $(cat "$tmp/err")" ;;
+esac
+heal --stop time >"$tmp/p" 2>/dev/null
+heal --stop time --json >"$tmp/j" 2>/dev/null
+[ "$(cat "$tmp/p")" = "Once upon a " ] && has "$tmp/j" '"text":"Once upon a ","token_ids":[378]' &&
+	has "$tmp/j" '"stop_reason":"stop_string","stop_string":"time"' &&
+	ok "stop string inside the healed text" ||
+	bad "healing stop: '$(cat "$tmp/p")' $(cat "$tmp/j")"
+heal --stop time --json --completion-only >"$tmp/j" 2>/dev/null
+has "$tmp/j" '"text":"","token_ids":[378],"stop_reason":"stop_string"' &&
+	ok "stop inside the healed text: empty completion" || bad "healing stop: $(cat "$tmp/j")"
+heal --ban ti >/dev/null 2>"$tmp/err"
+[ $? = 2 ] && has "$tmp/err" "banned string 0 is in the prompt text token healing regenerates" &&
+	ok "a ban inside the healed text is refused" || bad "ban ti: $(cat "$tmp/err")"
 
 # CFG: scale 1 is the plain output, a larger scale changes it.
 run -n 20 >"$tmp/a" 2>/dev/null
