@@ -66,7 +66,7 @@ enum exl_code {
 	EXL_E_UNKNOWN_OP = 2,
 	EXL_E_UNKNOWN_MODEL = 3,
 	EXL_E_UNKNOWN_JOB = 4,
-	EXL_E_TOO_LARGE = 5,    /* message or value over its limit */
+	EXL_E_TOO_LARGE = 5,    /* message or value over its limit; a prompt that fills the context */
 	EXL_E_LIMIT = 6,        /* a per-uid limit (jobs, tokens) */
 	EXL_E_BUSY = 7,         /* the model is loading / unloading, or a load runs */
 	EXL_E_FORBIDDEN = 8,    /* admin op from a non-admin uid */

@@ -1,6 +1,9 @@
 /* exld run: load a model, complete one prompt through the generator and
  * the batching engine (the daemon's code path, without the daemon), and
- * stream the text to stdout, or print the result as one JSON line.
+ * stream the text to stdout, or print the result as one JSON line.  The
+ * engine bounds the job by the model's context as the daemon's does: a
+ * prompt that leaves no room is refused (status 1), longer output ends
+ * with max_context.
  *
  * Every generation option of the daemon is an option here (see --help and
  * docs/sampling.md).  The last line on stderr is the timing, as key=value
@@ -32,6 +35,10 @@ struct run_state {
 	const struct exl_tokenizer *tok;
 	bool done;
 	bool write_failed;
+	/* With token healing the prompt is printed with the first text: a
+	 * stop string that begins in the healed text ends the output inside
+	 * the prompt, and then the result's text is printed instead. */
+	bool prompt_pending;
 };
 
 static void print_probs(const struct run_state *st, const struct exl_chunk *c)
@@ -65,6 +72,10 @@ static int on_chunk(struct exl_job *job, const struct exl_chunk *c, void *user)
 	(void)job;
 	if (st->o->json)
 		return EXL_CHUNK_OK;
+	if (c->text_len && st->prompt_pending) {
+		fputs(st->o->prompt, stdout);
+		st->prompt_pending = false;
+	}
 	if (c->text_len && fwrite(c->text, 1, c->text_len, stdout) != c->text_len)
 		st->write_failed = true;
 	fflush(stdout);
@@ -95,12 +106,9 @@ static int count_tokens(const struct exl_tokenizer *tok, const struct run_opts *
 	return n;
 }
 
-/* Runs job to the end on e. */
-static int drive(struct exl_engine *e, struct exl_job *job, struct run_state *st,
-		 char *err, size_t errlen)
+/* Runs the job added to e to its end. */
+static int drive(struct exl_engine *e, struct run_state *st, char *err, size_t errlen)
 {
-	if (exl_engine_add(e, job, err, errlen))
-		return -1;
 	while (!st->done)
 		if (exl_engine_step(e, err, errlen) < 0)
 			return -1;
@@ -125,7 +133,7 @@ static int warmup(struct exl_model *m, struct exl_engine *e, char *err, size_t e
 
 	if (!job)
 		return -1;
-	int r = drive(e, job, &st, err, errlen);
+	int r = exl_engine_add(e, job, err, errlen) ? -1 : drive(e, &st, err, errlen);
 
 	exl_job_free(job);
 	return r;
@@ -140,6 +148,7 @@ int cmd_run(int argc, char **argv)
 	struct exl_kvcache *kv = NULL;
 	struct exl_engine *e = NULL;
 	struct exl_job *job = NULL;
+	struct run_state st = { .o = &o };
 	char err[512];
 	int status = 1;
 	bool started = false;
@@ -155,8 +164,8 @@ int cmd_run(int argc, char **argv)
 	if (!m)
 		goto fail;
 	const struct exl_tokenizer *tok = exl_model_tokenizer(m);
-	const struct exl_hparams *hp = exl_model_hparams(m);
-	struct run_state st = { .o = &o, .tok = tok };
+
+	st.tok = tok;
 	struct exl_prompt prompt = { o.prompt, strlen(o.prompt), NULL, 0 };
 	struct exl_prompt neg = { o.negative, o.negative ? strlen(o.negative) : 0, NULL, 0 };
 
@@ -165,9 +174,18 @@ int cmd_run(int argc, char **argv)
 		status = 2;
 		goto fail;
 	}
+	struct exl_engine_config cfg;
+
+	/* max_seq_len stays 0: the model's context, as in the daemon. */
+	exl_engine_config_init(&cfg);
+	cfg.max_batch_tokens = RUN_BATCH_TOKENS;
+	cfg.prefill_chunk = RUN_BATCH_TOKENS;
+	cfg.max_jobs = 2;
+	int n_ctx = exl_engine_max_seq_len(m, &cfg);
 	int n_prompt = exl_job_prompt_tokens(job);
 	int n_new = o.s.max_new_tokens;
 	long need[2] = { (long)n_prompt + n_new, 0 };
+	long longest = n_prompt;
 	int n_seqs = 1;
 
 	if (o.negative) {
@@ -176,10 +194,14 @@ int cmd_run(int argc, char **argv)
 		if (n_neg < 0)
 			goto fail;
 		need[n_seqs++] = (long)n_neg + n_new;
+		if (n_neg > longest)
+			longest = n_neg;
 	}
-	if (n_prompt + n_new > hp->n_ctx_train)
-		fprintf(stderr, "exld run: note: %d prompt + %d new tokens exceed the model's "
-			"training context of %d\n", n_prompt, n_new, hp->n_ctx_train);
+	/* No sequence outgrows the context (a prompt that fills it is
+	 * refused when the job is added). */
+	for (int i = 0; i < n_seqs; i++)
+		if (need[i] > n_ctx)
+			need[i] = n_ctx;
 	/* Pages small enough for every sequence to have its own. */
 	long kv_tokens, page;
 
@@ -204,25 +226,25 @@ int cmd_run(int argc, char **argv)
 	if (!kv)
 		goto fail;
 
-	struct exl_engine_config cfg;
-
-	exl_engine_config_init(&cfg);
-	cfg.max_batch_tokens = RUN_BATCH_TOKENS;
-	cfg.prefill_chunk = RUN_BATCH_TOKENS;
-	cfg.max_jobs = 2;
-	cfg.max_seq_len = 1 << 24; /* the KV cache is the limit (with the note above) */
 	e = exl_engine_create(m, kv, &cfg, err, sizeof(err));
 	if (!e)
 		goto fail;
 	if (o.warmup && warmup(m, e, err, sizeof(err)))
 		goto fail;
+	/* The daemon's refusal (too_large there), before any output. */
+	if (exl_engine_add(e, job, err, sizeof(err)))
+		goto fail;
 
 	if (!o.json && !o.s.completion_only) {
-		fputs(o.prompt, stdout);
-		fflush(stdout);
+		if (o.s.token_healing) {
+			st.prompt_pending = true;
+		} else {
+			fputs(o.prompt, stdout);
+			fflush(stdout);
+		}
 	}
 	started = true;
-	if (drive(e, job, &st, err, sizeof(err)))
+	if (drive(e, &st, err, sizeof(err)))
 		goto fail;
 
 	const struct exl_result *r = exl_job_result(job);
@@ -231,6 +253,8 @@ int cmd_run(int argc, char **argv)
 		if (run_print_json(stdout, r, tok))
 			st.write_failed = true;
 	} else {
+		if (st.prompt_pending)
+			fwrite(r->text, 1, r->text_len, stdout);
 		fputc('\n', stdout);
 	}
 	if (fflush(stdout) || st.write_failed) {
@@ -243,7 +267,9 @@ int cmd_run(int argc, char **argv)
 		started = false;
 		goto fail;
 	}
-	if (r->reason == EXL_STOP_MAX_CONTEXT)
+	if (r->reason == EXL_STOP_MAX_CONTEXT && longest + r->new_tokens >= n_ctx)
+		fprintf(stderr, "exld run: reached the end of the context (%d tokens)\n", n_ctx);
+	else if (r->reason == EXL_STOP_MAX_CONTEXT)
 		fprintf(stderr, "exld run: KV cache full at %d tokens, stopping (raise --kv-tokens)\n",
 			exl_kvcache_n_pages(kv) * exl_kvcache_page_size(kv));
 	double t_first = r->time_to_first_token - r->time_queued;
@@ -257,8 +283,11 @@ int cmd_run(int argc, char **argv)
 	goto out;
 
 fail:
-	if (started && !o.json)
+	if (started && !o.json) {
+		if (st.prompt_pending)
+			fputs(o.prompt, stdout);
 		fputc('\n', stdout);
+	}
 	fflush(stdout);
 	fprintf(stderr, "exld run: %s\n", err);
 out:

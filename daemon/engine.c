@@ -79,6 +79,15 @@ void exl_engine_config_init(struct exl_engine_config *c)
 	c->step_target = 0.0;
 }
 
+int exl_engine_max_seq_len(const struct exl_model *m, const struct exl_engine_config *c)
+{
+	const struct exl_hparams *hp = exl_model_hparams(m);
+
+	if (c->max_seq_len)
+		return c->max_seq_len;
+	return hp->n_ctx_train > 0 ? hp->n_ctx_train : 4096;
+}
+
 struct exl_engine *exl_engine_create(struct exl_model *m, struct exl_kvcache *kv,
 				     const struct exl_engine_config *c, char *err, size_t errlen)
 {
@@ -120,8 +129,7 @@ struct exl_engine *exl_engine_create(struct exl_model *m, struct exl_kvcache *kv
 	e->m = m;
 	e->kv = kv;
 	e->cfg = *c;
-	if (!e->cfg.max_seq_len)
-		e->cfg.max_seq_len = hp->n_ctx_train > 0 ? hp->n_ctx_train : 4096;
+	e->cfg.max_seq_len = exl_engine_max_seq_len(m, c);
 	e->n_vocab = hp->n_vocab;
 	e->page_size = exl_kvcache_page_size(kv);
 	e->n_pages = exl_kvcache_n_pages(kv);

@@ -8,8 +8,10 @@
  * at once, gets its on_done and gives its KV pages back.  A job is admitted
  * only when the KV pool can hold its whole length (prompt + max_new_tokens,
  * less what prefix sharing reuses) beside the running jobs' remaining
- * needs; until then it stays queued, in order.  A job longer than the
- * whole pool is refused by exl_engine_add.  A job whose consumer has not
+ * needs; until then it stays queued, in order.  A job whose prompt leaves
+ * no room in the context (max_seq_len) or does not fit the whole pool is
+ * refused by exl_engine_add; one whose prompt + max_new_tokens is longer
+ * gets what fits and ends with reason max_context.  A job whose consumer has not
  * read for suspend_after seconds while others wait gives its pages and
  * its slot back and queues again when its consumer reads (suspend_idle in
  * engine.c).
@@ -44,14 +46,21 @@ struct exl_engine_config {
 
 void exl_engine_config_init(struct exl_engine_config *c);
 
+/* The context a job of an engine on m with config c has: c->max_seq_len,
+ * or when 0 the model's training context (4096 when the file gives none).
+ * A prompt this long or longer is refused; prompt + output never pass it. */
+int exl_engine_max_seq_len(const struct exl_model *m, const struct exl_engine_config *c);
+
 struct exl_engine *exl_engine_create(struct exl_model *m, struct exl_kvcache *kv,
 				     const struct exl_engine_config *c, char *err, size_t errlen);
 /* Ends every remaining job with reason shutdown, then frees the engine. */
 void exl_engine_free(struct exl_engine *e);
 
 /* Queues job.  Returns 0, or -1 with a message when the job can never run
- * here (longer than max_seq_len or the whole KV pool); the job is then not
- * the engine's and gets no callbacks. */
+ * here: its prompt (the longer one, with CFG) has max_seq_len tokens or
+ * more, or does not fit the whole KV pool.  The job is then not the
+ * engine's and gets no callbacks.  max_new_tokens is never a reason: the
+ * output is cut to what the context and the pool hold. */
 int exl_engine_add(struct exl_engine *e, struct exl_job *job, char *err, size_t errlen);
 
 /* Runs one step: ends cancelled jobs, admits queued ones, runs one forward

@@ -247,6 +247,39 @@ static int prompt_ids(const struct exl_tokenizer *tok, const struct exl_gen_sett
 #define HEAL_MAX_TOKENS 8
 #define HEAL_MAX_BYTES 256
 
+/* The healed bytes are generated text (stop and banned strings see them),
+ * and the prompt text already shows them: the generated text starts with
+ * the part of heal the prompt text ends with (all of it, but for the space
+ * SentencePiece puts before a first word, which the prompt lacks). */
+static int heal_text(struct exl_job *job, char *err, size_t errlen)
+{
+	const char *p = job->prompt_text;
+	size_t np = job->prompt_text_len, skip = 0;
+
+	while (skip < job->heal_len) {
+		size_t n = job->heal_len - skip;
+
+		if (n <= np && !memcmp(p + np - n, job->heal + skip, n))
+			break;
+		skip++;
+	}
+	job->heal_skip = skip;
+	job->text_base = job->heal_len - skip;
+	job->delivered = job->text_base;
+	/* Every continuation spells the healed bytes, so a banned string
+	 * among them could only end the job in an error. */
+	for (int i = 0; i < job->banned.n; i++) {
+		if (job->banned.len[i] <= job->text_base &&
+		    memmem(job->heal + skip, job->text_base, job->banned.s[i], job->banned.len[i])) {
+			snprintf(err, errlen, "banned string %d is in the prompt text token healing "
+				 "regenerates ('%.*s'), so no output can avoid it", i,
+				 (int)job->text_base, job->heal + skip);
+			return -1;
+		}
+	}
+	return 0;
+}
+
 static int setup_healing(struct exl_job *job, char *err, size_t errlen)
 {
 	struct exl_gen_seq *q = &job->seq[0];
@@ -296,7 +329,7 @@ static int setup_healing(struct exl_job *job, char *err, size_t errlen)
 		snprintf(err, errlen, "out of memory for token healing");
 		return -1;
 	}
-	return 0;
+	return heal_text(job, err, errlen);
 }
 
 static int count_non_bos(const struct exl_tokenizer *tok, const int32_t *ids, int n)
@@ -593,11 +626,22 @@ void exl_job_end(struct exl_job *job, enum exl_stop_reason reason, const char *e
 void exl_job_complete(struct exl_job *job)
 {
 	struct exl_result *r = &job->result;
-	size_t pre = job->completion_only ? 0 : job->prompt_text_len;
+	size_t base = job->text_base, keep = base;
 	/* A job that ended early shows only what was known safe. */
-	size_t body = job->reason == EXL_STOP_CANCELLED || job->reason == EXL_STOP_UNLOADED ||
-		      job->reason == EXL_STOP_SHUTDOWN || job->reason == EXL_STOP_ERROR ?
-		      job->released : job->text_len;
+	size_t end = job->reason == EXL_STOP_CANCELLED || job->reason == EXL_STOP_UNLOADED ||
+		     job->reason == EXL_STOP_SHUTDOWN || job->reason == EXL_STOP_ERROR ?
+		     job->released : job->text_len;
+
+	/* text[0..base) is the end of the prompt text (healed bytes); a stop
+	 * string that begins there cuts the prompt text too, else it shows
+	 * whole even when the output has not covered it yet. */
+	if (end < base) {
+		if (job->reason == EXL_STOP_STRING)
+			keep = end;
+		end = base;
+	}
+	size_t pre = job->completion_only ? 0 : job->prompt_text_len - base + keep;
+	size_t body = end - base;
 
 	job->t_end = exl_gen_now();
 	free(job->result_text);
@@ -607,7 +651,7 @@ void exl_job_complete(struct exl_job *job)
 		if (pre)
 			memcpy(job->result_text, job->prompt_text, pre);
 		if (body)
-			memcpy(job->result_text + pre, job->text, body);
+			memcpy(job->result_text + pre, job->text + base, body);
 		job->result_text[pre + body] = 0;
 		r->text = job->result_text;
 		r->text_len = pre + body;

@@ -68,7 +68,8 @@ struct exl_gen_settings {
 	bool encode_special_tokens;  /* false: special-token text in the prompt is plain text */
 	bool decode_special_tokens;  /* false: special tokens produce no text */
 	bool completion_only;        /* false: the result's text is prompt + completion */
-	bool token_healing;          /* false */
+	bool token_healing;          /* false; the healed bytes count as output for stop
+				      * and banned strings (docs/sampling.md) */
 
 	/* Length. */
 	int max_new_tokens;          /* 256 (>= 0) */

@@ -93,6 +93,8 @@ struct exl_job {
 	/* token healing */
 	char *heal;                /* the removed token's bytes */
 	size_t heal_len;
+	size_t heal_skip;          /* leading bytes of heal the prompt text lacks (the space
+				    * SentencePiece adds before the first word) */
 	size_t heal_done;          /* bytes of heal the output covers so far */
 	int32_t *heal_cands;       /* tokens compatible with heal[heal_done..) */
 	float *heal_vals;          /* scratch, one per candidate */
@@ -105,13 +107,18 @@ struct exl_job {
 	int n_gen;
 	int cap_gen;
 	struct exl_detok detok;
-	size_t detok_out;          /* bytes the decoder produced (before healing's strip) */
-	char *text;                /* completion text */
+	size_t detok_out;          /* bytes the decoder produced (heal_skip's included) */
+	/* The generated text.  With token healing it starts with the healed
+	 * bytes, which the prompt text already shows (text_base of them):
+	 * stop and banned strings must see them, but they are never
+	 * streamed and the completion starts after them. */
+	char *text;
 	size_t text_len;
 	size_t text_cap;
-	size_t released;           /* text bytes safe to stream */
+	size_t text_base;          /* heal_len - heal_skip with healing, else 0 */
+	size_t released;           /* text bytes safe to stream (from text_base on) */
 	int released_tokens;
-	size_t delivered;          /* text bytes handed to on_chunk */
+	size_t delivered;          /* text bytes handed to on_chunk, at least text_base */
 	int delivered_tokens;
 	float *probs;              /* [cap_gen] */
 	int32_t *top_ids;          /* [cap_gen][return_top_k] */

@@ -290,14 +290,15 @@ static int apply_masks(struct exl_job *job, float *w)
 
 /* ---- text ---- */
 
-/* Appends decoder output, dropping the healed bytes the prompt already
- * holds. */
+/* Appends decoder output, dropping the healed bytes the prompt text lacks
+ * (heal_skip); the healed bytes it shows stay, for stop and banned strings
+ * to see (text_base). */
 static int append_text(struct exl_job *job, const char *s, size_t n)
 {
 	size_t skip = 0;
 
-	if (job->detok_out < job->heal_len) {
-		skip = job->heal_len - job->detok_out;
+	if (job->detok_out < job->heal_skip) {
+		skip = job->heal_skip - job->detok_out;
 		if (skip > n)
 			skip = n;
 	}
@@ -706,7 +707,9 @@ bool exl_job_deliver(struct exl_job *job)
 {
 	struct exl_chunk c;
 	int nt = job->released_tokens - job->delivered_tokens;
-	size_t nb = job->released - job->delivered;
+	/* released may stay below delivered's start, text_base: a stop string
+	 * that begins in the healed text */
+	size_t nb = job->released > job->delivered ? job->released - job->delivered : 0;
 	int k = job->return_top_k;
 
 	if (atomic_load(&job->paused))
@@ -732,7 +735,7 @@ bool exl_job_deliver(struct exl_job *job)
 	if (job->cb.on_chunk(job, &c, job->user) == EXL_CHUNK_PAUSE)
 		return false;
 	atomic_store(&job->paused, false);
-	job->delivered = job->released;
+	job->delivered += nb;
 	job->delivered_tokens = job->released_tokens;
 	if (job->return_logits && nt) {
 		size_t row = (size_t)job->n_vocab;

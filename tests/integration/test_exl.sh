@@ -90,6 +90,28 @@ cmp -s "$tmp/stream" "$tmp/run" && ok "equals exld run" || bad "exld run: $(cat 
 has "$tmp/j" '"stop_reason":"stop_string"' && has "$tmp/j" '"stop_string":"named"' &&
 	has "$tmp/j" '"text":"Once upon a time, there was a little girl "' &&
 	ok "stop string in the result" || bad "stop json: $(cat "$tmp/j")"
+# Token healing regenerates " ti"; the healed text is generated text, so a
+# ban on "time" makes it choose again and a stop "time" ends the output
+# inside the prompt, as in exld run.
+for opt in "--ban time" "--stop time"; do
+	# shellcheck disable=SC2086
+	"$exl" generate -n 6 --temperature 0 --token-healing $opt --json "Once upon a ti" \
+		>"$tmp/j" 2>"$tmp/e"
+	# shellcheck disable=SC2086
+	"$exld" run --model "$models/stories260K.gguf" --prompt "Once upon a ti" -n 6 \
+		--temperature 0 --threads 1 --token-healing $opt --json >"$tmp/rj" 2>/dev/null
+	python3 -c 'import json,sys
+g = json.loads(open(sys.argv[1]).read()); r = json.loads(open(sys.argv[2]).read())
+ok = (g["text"] == r["text"] and g["token_ids"] == r["token_ids"] and g["text"].startswith("Once upon a ")
+      and "time" not in g["text"] and g["stop_reason"] == r["stop_reason"])
+sys.exit(0 if ok else 1)' "$tmp/j" "$tmp/rj" 2>/dev/null &&
+		ok "token healing with $opt: $(json_text "$tmp/j")" ||
+		bad "healing $opt: $(cat "$tmp/j" "$tmp/e") / exld run $(cat "$tmp/rj")"
+done
+"$exl" generate -n 6 --temperature 0 --token-healing --stop time --json "Once upon a ti" \
+	>"$tmp/j" 2>/dev/null
+has "$tmp/j" '"text":"Once upon a ","token_ids":[378],"stop_reason":"stop_string","stop_string":"time"' &&
+	ok "stop string inside the healed text" || bad "healing stop: $(cat "$tmp/j")"
 "$exl" generate -n 3 --temperature 0 --json --top-probs 2 "Once upon a time" >"$tmp/j" 2>/dev/null
 has "$tmp/j" '"probs":[0.9' && has "$tmp/j" '"top":[[{"id":432,"text":",","p":0.9' &&
 	has "$tmp/j" '{"id":383,"text":" there","p":0.02' && ok "--top-probs in json" ||
@@ -187,6 +209,43 @@ rc=$?
 	--temperature 0 --threads 1 >"$tmp/run" 2>/dev/null
 cmp -s "$tmp/o" "$tmp/run" && ok "second model generates as exld run" ||
 	bad "aidreams: $(cat "$tmp/o") vs $(cat "$tmp/run") $(cat "$tmp/e")"
+
+# ---- the context (aidreams260K: 128 tokens), as exld run ----
+# prompt + max_new_tokens past the context: what fits, ending at exactly the
+# context with max_context; a prompt of the whole context: too_large.
+# "a a a ..." is BOS + one token per "a".
+words() { awk -v n="$1" 'BEGIN { for (i = 1; i <= n; i++) printf "%s", (i > 1 ? " a" : "a") }'; }
+# WORDS N NEW: a prompt of WORDS "a"s ("Once upon a time" for 0), -n N, NEW
+# new tokens expected (0: whatever fits)
+for case in "126 4 1" "0 200 0"; do
+	# shellcheck disable=SC2086
+	set -- $case
+	if [ "$1" = 0 ]; then p="Once upon a time"; else p=$(words "$1"); fi
+	"$exl" generate -m aidreams260K --temperature 0 --ignore-eos --json -n "$2" "$p" \
+		>"$tmp/cg" 2>"$tmp/ce"
+	rc=$?
+	"$exld" run --model "$models/aidreams260K.gguf" --prompt "$p" --temperature 0 --threads 1 \
+		--ignore-eos --json -n "$2" >"$tmp/cr" 2>/dev/null
+	python3 -c 'import json,sys
+g = json.loads(open(sys.argv[1]).read()); r = json.loads(open(sys.argv[2]).read())
+want_new = int(sys.argv[3])
+ok = (g["stop_reason"] == "max_context" and g["prompt_tokens"] + g["new_tokens"] == 128
+      and (want_new == 0 or g["new_tokens"] == want_new)
+      and all(g[k] == r[k] for k in ("text", "token_ids", "stop_reason", "prompt_tokens", "new_tokens")))
+sys.exit(0 if ok else 1)' "$tmp/cg" "$tmp/cr" "$3" 2>/dev/null
+	[ $? = 0 ] && [ $rc = 0 ] && has "$tmp/ce" "reached the end of the context" &&
+		ok "aidreams, ${1}-word prompt, -n $2: ends at the context of 128, as exld run" ||
+		bad "context, $case: rc $rc $(cat "$tmp/cg" "$tmp/ce") / exld run $(cat "$tmp/cr")"
+done
+"$exl" generate -m aidreams260K --temperature 0 -n 4 "$(words 127)" >"$tmp/o" 2>"$tmp/e"
+rc=$?
+"$exld" run --model "$models/aidreams260K.gguf" --prompt "$(words 127)" --threads 1 -n 4 \
+	>"$tmp/run" 2>"$tmp/re"
+rc_run=$?
+msg="prompt of 128 tokens does not fit the context of 128 tokens"
+[ $rc = 1 ] && has "$tmp/e" "exl: generate: $msg" && [ $rc_run = 1 ] &&
+	has "$tmp/re" "exld run: $msg" && ok "a prompt of the whole context: too_large, as exld run" ||
+	bad "prompt = context: rc $rc $(cat "$tmp/e") / exld run rc $rc_run $(cat "$tmp/re")"
 "$exl" status >"$tmp/o" 2>"$tmp/e"
 has "$tmp/o" "exld 0.1.0, pid $dpid" && has "$tmp/o" "resident" &&
 	grep -q '^stories260K  *loaded  *0  *0  *0 ' "$tmp/o" && grep -q '^aidreams260K  *loaded' "$tmp/o" &&

@@ -101,6 +101,76 @@ ok "ban, sampled"
 	>"$tmp/p" 2>/dev/null
 case "$(cat "$tmp/p")" in "Once upon a time"*) ok "token healing" ;;
 *) bad "token healing: $(cat "$tmp/p")" ;; esac
+# The healed text is generated text: bans and stops see it.  Banned, " time"
+# is not chosen again; as a stop string, the output ends where it begins,
+# inside the prompt's healed tail, and plain output and --json agree.
+heal() {
+	"$exld" run --model "$model" --prompt "Once upon a ti" -n 6 --temperature 0 --threads 1 \
+		--token-healing "$@"
+}
+heal --ban time >"$tmp/p" 2>"$tmp/err"
+heal --ban time --json >"$tmp/j" 2>/dev/null
+case "$(cat "$tmp/p")" in
+"Once upon a ti"*time*) bad "healing escaped the ban: $(cat "$tmp/p")" ;;
+"Once upon a ti"?*) has "$tmp/j" "\"text\":\"$(cat "$tmp/p")\"" && ok "healing under a ban" ||
+	bad "healing ban, json: $(cat "$tmp/j")" ;;
+*) bad "healing ban: '$(cat "$tmp/p")' $(cat "$tmp/err")" ;;
+esac
+heal --stop time >"$tmp/p" 2>/dev/null
+heal --stop time --json >"$tmp/j" 2>/dev/null
+[ "$(cat "$tmp/p")" = "Once upon a " ] && has "$tmp/j" '"text":"Once upon a ","token_ids":[378]' &&
+	has "$tmp/j" '"stop_reason":"stop_string","stop_string":"time"' &&
+	ok "stop string inside the healed text" ||
+	bad "healing stop: '$(cat "$tmp/p")' $(cat "$tmp/j")"
+heal --stop time --json --completion-only >"$tmp/j" 2>/dev/null
+has "$tmp/j" '"text":"","token_ids":[378],"stop_reason":"stop_string"' &&
+	ok "stop inside the healed text: empty completion" || bad "healing stop: $(cat "$tmp/j")"
+heal --ban ti >/dev/null 2>"$tmp/err"
+[ $? = 2 ] && has "$tmp/err" "banned string 0 is in the prompt text token healing regenerates" &&
+	ok "a ban inside the healed text is refused" || bad "ban ti: $(cat "$tmp/err")"
+
+# The model's context bounds prompt + output, as in the daemon
+# (docs/protocol.md, generate): output that would pass it is cut (reason
+# max_context, prompt + new tokens = the context), a prompt that leaves no
+# room is refused (exit 1).  "a a a ..." is BOS + one token per "a".  The
+# edges on aidreams260K, whose context is 128 (stories260K's 2048 tokens
+# take half a minute under the sanitizers).
+words() { awk -v n="$1" 'BEGIN { for (i = 1; i <= n; i++) printf "%s", (i > 1 ? " a" : "a") }'; }
+aid=$models/aidreams260K.gguf
+ctx_run() {
+	m=$1 p=$2
+	shift 2
+	"$exld" run --model "$m" --prompt "$p" --temperature 0 --threads 1 --ignore-eos --json "$@"
+}
+ctx_run "$model" "$(words 3001)" -n 4 >"$tmp/j" 2>"$tmp/err"
+st=$?
+[ $st = 1 ] && [ ! -s "$tmp/j" ] &&
+	has "$tmp/err" "exld run: prompt of 3002 tokens does not fit the context of 2048 tokens" &&
+	ok "a 3002-token prompt is refused" || bad "long prompt: status $st $(cut -c 1-200 "$tmp/j") $(cat "$tmp/err")"
+if [ -f "$aid" ]; then
+	ctx_run "$aid" "$(words 127)" -n 4 >"$tmp/j" 2>"$tmp/err"
+	st=$?
+	[ $st = 1 ] && [ ! -s "$tmp/j" ] &&
+		has "$tmp/err" "exld run: prompt of 128 tokens does not fit the context of 128 tokens" &&
+		ok "a prompt of exactly the context is refused" ||
+		bad "prompt = context: status $st $(cat "$tmp/j" "$tmp/err")"
+	ctx_run "$aid" "$(words 126)" -n 4 >"$tmp/j" 2>"$tmp/err"
+	has "$tmp/j" '"stop_reason":"max_context"' && has "$tmp/j" '"prompt_tokens":127,' &&
+		has "$tmp/j" '"new_tokens":1,' && ok "a prompt of context - 1: one token" ||
+		bad "prompt = context - 1: $(cat "$tmp/j" "$tmp/err")"
+	ctx_run "$aid" "$(words 126)" -n 1 >"$tmp/j" 2>"$tmp/err"
+	has "$tmp/j" '"stop_reason":"max_new_tokens"' && has "$tmp/j" '"new_tokens":1,' &&
+		ok "context - 1 with -n 1: max_new_tokens" || bad "-n 1: $(cat "$tmp/j" "$tmp/err")"
+	ctx_run "$aid" "$prompt" -n 200 >"$tmp/j" 2>"$tmp/err"
+	p=$(jfield prompt_tokens "$tmp/j")
+	n=$(jfield new_tokens "$tmp/j")
+	has "$tmp/j" '"stop_reason":"max_context"' && [ -n "$p" ] && [ -n "$n" ] &&
+		[ $((p + n)) = 128 ] && has "$tmp/err" "reached the end of the context (128 tokens)" &&
+		ok "aidreams: prompt + output = the context of 128" ||
+		bad "aidreams -n 200: $(cat "$tmp/j" "$tmp/err")"
+else
+	echo "skipped: the context edges on aidreams260K (not in $models)"
+fi
 
 # CFG: scale 1 is the plain output, a larger scale changes it.
 run -n 20 >"$tmp/a" 2>/dev/null

@@ -583,6 +583,121 @@ static void case_banned(void)
 	free(r);
 }
 
+/* The healed bytes are generated text: banned strings and stop strings see
+ * them.  "Once upon a ti" heals " ti", which greedy decoding completes as
+ * " time". */
+static void healing_bans_and_stops(void)
+{
+	const char *prompt = "Once upon a ti";
+	struct exl_gen_settings s;
+	struct rec *r = new_rec();
+	const char *ban_time[] = { "time" };
+	char full[20000];
+
+	/* A ban that the healed token completes: the healing token is chosen
+	 * again under the ban, and neither the completion nor prompt +
+	 * completion ever contains it. */
+	greedy(&s, 12);
+	s.token_healing = true;
+	s.banned_strings = ban_time;
+	s.n_banned_strings = 1;
+	run_one(&s, prompt, NULL, r);
+	snprintf(full, sizeof(full), "%s%s", prompt, r->rtext);
+	CHECK(r->reason == EXL_STOP_MAX_NEW_TOKENS && !strstr(full, "time") && r->rtext[0],
+	      "ban 'time' with healing: %s '%s' (%s)", exl_stop_reason_name(r->reason), full,
+	      r->error);
+	check_consistent(r);
+	s.completion_only = false;
+	run_one(&s, prompt, NULL, r);
+	CHECK(!strcmp(r->rtext, full), "ban, whole text '%s' vs '%s'", r->rtext, full);
+	CHECK(!strcmp(r->text, full + strlen(prompt)), "ban, streamed '%s'", r->text);
+	/* sampled too */
+	for (int i = 0; i < 10; i++) {
+		plain(&s, 12, 700 + (uint64_t)i);
+		s.token_healing = true;
+		s.completion_only = false;
+		s.banned_strings = ban_time;
+		s.n_banned_strings = 1;
+		run_one(&s, prompt, NULL, r);
+		CHECK(!strncmp(r->rtext, prompt, strlen(prompt)) && !strstr(r->rtext, "time") &&
+		      r->reason != EXL_STOP_ERROR, "seed %d: '%s' (%s)", 700 + i, r->rtext, r->error);
+	}
+
+	/* A stop string that begins inside the healed text: the output ends
+	 * there, before the prompt's end.  The completion is empty, nothing
+	 * is streamed, and every generated token is still reported. */
+	const char *stops[] = { "time", "ime, there", " ti" };
+	const char *want[] = { "Once upon a ", "Once upon a t", "Once upon a" };
+
+	for (int k = 0; k < 3; k++) {
+		greedy(&s, 12);
+		s.token_healing = true;
+		s.stop_strings = &stops[k];
+		s.n_stop_strings = 1;
+		run_one(&s, prompt, NULL, r);
+		CHECK(r->reason == EXL_STOP_STRING && !strcmp(r->stop_string, stops[k]) &&
+		      !strcmp(r->rtext, "") && r->n_rtoks >= 1,
+		      "stop '%s' with healing: %s '%s' after %d tokens", stops[k],
+		      exl_stop_reason_name(r->reason), r->rtext, r->n_rtoks);
+		check_consistent(r);
+		s.completion_only = false;
+		run_one(&s, prompt, NULL, r);
+		CHECK(r->reason == EXL_STOP_STRING && !strcmp(r->rtext, want[k]) && !r->text[0],
+		      "stop '%s', whole text '%s' (want '%s'), streamed '%s'", stops[k], r->rtext,
+		      want[k], r->text);
+	}
+	/* One that ends after the healed text cuts the completion as usual. */
+	const char *there[] = { ", there" };
+
+	greedy(&s, 12);
+	s.token_healing = true;
+	s.stop_strings = there;
+	s.n_stop_strings = 1;
+	s.completion_only = false;
+	run_one(&s, prompt, NULL, r);
+	CHECK(r->reason == EXL_STOP_STRING && !strcmp(r->rtext, "Once upon a time") &&
+	      !strcmp(r->text, "me"), "stop ', there': '%s', streamed '%s'", r->rtext, r->text);
+
+	/* A first word heals with SentencePiece's space (" ti"), which the
+	 * prompt text "ti" lacks: bans and stops see "ti" + the completion. */
+	greedy(&s, 12);
+	s.token_healing = true;
+	s.completion_only = false;
+	s.banned_strings = ban_time;
+	s.n_banned_strings = 1;
+	run_one(&s, "ti", NULL, r);
+	CHECK(!strncmp(r->rtext, "ti", 2) && r->rtext[2] && !strstr(r->rtext, "time") &&
+	      !strcmp(r->rtext + 2, r->text) && r->reason == EXL_STOP_MAX_NEW_TOKENS,
+	      "'ti' banning 'time': '%s', streamed '%s' (%s)", r->rtext, r->text, r->error);
+	const char *ti[] = { "ti" };
+
+	greedy(&s, 12);
+	s.token_healing = true;
+	s.completion_only = false;
+	s.stop_strings = ti;
+	s.n_stop_strings = 1;
+	run_one(&s, "ti", NULL, r);
+	CHECK(r->reason == EXL_STOP_STRING && !strcmp(r->rtext, "") && !r->text[0],
+	      "'ti' stopping at 'ti': %s '%s'", exl_stop_reason_name(r->reason), r->rtext);
+
+	/* A banned string that the healed text itself holds cannot be avoided:
+	 * the job is refused when it is made. */
+	const char *ban_ti[] = { "ti" };
+	struct exl_prompt p = { prompt, strlen(prompt), NULL, 0 };
+	char err[256] = "";
+
+	greedy(&s, 12);
+	s.token_healing = true;
+	s.banned_strings = ban_ti;
+	s.n_banned_strings = 1;
+	struct exl_job *j = exl_job_create(model, &s, &p, NULL, &cbs, r, err, sizeof(err));
+
+	CHECK(!j && strstr(err, "banned string 0") && strstr(err, "healing"),
+	      "ban inside the healed text: %s", j ? "accepted" : err);
+	exl_job_free(j);
+	free(r);
+}
+
 static void case_healing(void)
 {
 	struct exl_gen_settings s;
@@ -605,6 +720,7 @@ static void case_healing(void)
 	run_one(&s, "Once upon a time, there was a little gi", NULL, r);
 	CHECK(!strncmp(r->rtext, "rl", 2), "healed 'gi' -> '%s'", r->rtext);
 	free(r);
+	healing_bans_and_stops();
 }
 
 static void case_cfg(void)
