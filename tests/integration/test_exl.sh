@@ -2,8 +2,11 @@
 # The exl tool against a real exld: streamed output equals the result
 # (--json) and `exld run`; several prompts in one batch print in order; two
 # exl processes sharing one model each get their own correct output; -
-# reads stdin; models / load / unload / status / bench; exit statuses and
-# messages with no daemon, an unknown model, bad options.
+# reads stdin; models / load / unload / status / bench; every exit status
+# of docs/exl.md with its message: no daemon, an unknown model, bad options
+# (each option's range is the daemon's: a value it would refuse never
+# leaves exl), a load by a user who is not an admin, Ctrl-C (the last two
+# against tests/integration/fake_exld.py, a stand-in daemon).
 set -u
 exld=${1:?usage: test_exl.sh EXLD EXL}
 exl=${2:?usage: test_exl.sh EXLD EXL}
@@ -63,6 +66,62 @@ if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null; then
 else
 	echo "skipped: the no-access check (needs root and setpriv)"
 fi
+
+# ---- option values: the daemon's ranges, refused before anything is sent ----
+# refused WHAT ARGS...: exl generate ARGS exits 2 (not 1, the daemon's
+# refusal) with a message naming WHAT.
+refused() {
+	what=$1
+	shift
+	"$exl" generate "$@" "Once upon a time" >/dev/null 2>"$tmp/e"
+	rc=$?
+	[ $rc = 2 ] && has "$tmp/e" "$what" && ! has "$tmp/e" "exl: generate:" ||
+		bad "$*: rc $rc (want 2, refused by exl): $(cat "$tmp/e")"
+}
+refused "--mirostat wants 0 or 2, not '1'" --mirostat 1
+refused "--mirostat" --mirostat 3
+refused "--temperature" --temperature 101
+refused "--top-k" --top-k 2147483648
+refused "--top-p" --top-p 1.01
+refused "--min-p" --min-p -0.1
+refused "--typical" --typical 1.5
+refused "--tfs" --tfs 2
+refused "--top-a" --top-a 1.5
+refused "--rep-pen wants a number in (0, 100]" --rep-pen 0
+refused "--rep-pen" --rep-pen 1e-50
+refused "--rep-pen" --rep-pen 101
+refused "--rep-range" --rep-range -2
+refused "--rep-decay" --rep-decay 16777217
+refused "--freq-pen" --freq-pen 101
+refused "--pres-pen" --pres-pen -101
+refused "--no-repeat-ngram" --no-repeat-ngram 65
+refused "--dry-mult" --dry-mult 101
+refused "--dry-base" --dry-base 0.9
+refused "--dry-allowed-len" --dry-allowed-len 0
+refused "--dry-allowed-len" --dry-allowed-len 513
+refused "--dry-range" --dry-range -1
+refused "--xtc-prob" --xtc-prob 1.1
+refused "--xtc-thresh" --xtc-thresh -0.1
+refused "--mirostat-tau" --mirostat-tau 0
+refused "--mirostat-eta" --mirostat-eta 1.1
+refused "--cfg-scale" --cfg-scale 101 --negative x
+refused "-n" -n 16777217
+refused "--min-new" --min-new -1
+refused "--min-new 10 is over -n 5" --min-new 10 -n 5
+refused "--top-probs" --top-probs 65
+refused "--bias" --bias 3=1e31
+refused "--stop-token" --stop-token -1
+refused "--stop: not valid UTF-8" --stop "$(printf 'caf\303')"
+refused "--ban: not valid UTF-8" --ban "$(printf '\251')"
+[ $fail = 0 ] && ok "out-of-range values: exit 2 before anything is sent"
+# The edges the daemon takes, exl takes too.
+for a in "--rep-pen 0.00005" "--mirostat-tau 0.00005" "--top-k 2147483647" "--rep-range 2147483647" \
+	"--mirostat 0" "--mirostat 2" "--bias 3=-inf" "--min-new 5 -n 5"; do
+	# shellcheck disable=SC2086
+	"$exl" generate -n 5 $a "Once upon a time" >/dev/null 2>"$tmp/e" ||
+		bad "$a: refused: $(cat "$tmp/e")"
+done
+[ $fail = 0 ] && ok "values at the edges of the daemon's ranges are taken"
 
 # ---- streaming equals the result, and exld run ----
 "$exl" generate -m stories260K -n 40 --temperature 0 "Once upon a time" >"$tmp/stream" 2>"$tmp/e"
@@ -236,6 +295,33 @@ rc=$?
 	bad "bench: rc $rc: $(cat "$tmp/o" "$tmp/e")"
 "$exl" bench -c 0 >/dev/null 2>&1
 [ $? = 2 ] && ok "bench -c 0: exit 2" || bad "bench -c 0"
+
+# ---- a stand-in daemon: a load by a non-admin (5), Ctrl-C (130) ----
+fsock=$tmp/fake.sock
+if start_fake "$fsock"; then
+	"$exl" --socket "$fsock" load stories260K >/dev/null 2>"$tmp/e"
+	rc=$?
+	[ $rc = 5 ] && has "$tmp/e" "is not an admin" && has "$tmp/e" "for the daemon's admins" &&
+		ok "load by a non-admin: exit 5" || bad "non-admin load: rc $rc: $(cat "$tmp/e")"
+	# The fake never ends a job by itself: only the cancel exl sends on
+	# Ctrl-C does.
+	"$exl" --socket "$fsock" generate -n 5 "Once upon a time" >"$tmp/o" 2>"$tmp/e" &
+	gpid=$!
+	i=0
+	while [ $i -lt 100 ] && ! grep -q '^generate$' "$fsock.log" 2>/dev/null; do
+		sleep 0.1
+		i=$((i + 1))
+	done
+	kill -INT $gpid
+	wait $gpid
+	rc=$?
+	[ $rc = 130 ] && has "$tmp/e" "exl generate: interrupted" && grep -q '^cancel$' "$fsock.log" &&
+		ok "Ctrl-C: the job cancelled, exit 130" ||
+		bad "Ctrl-C: rc $rc: $(cat "$tmp/e"); requests: $(cat "$fsock.log")"
+	stop_fake
+else
+	bad "fake_exld.py"
+fi
 
 # ---- the daemon goes away ----
 stop_daemon
