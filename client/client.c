@@ -504,6 +504,7 @@ void exl_close(struct exl_client *c)
 	free(c->frag);
 	free(c->tmp_i32);
 	free(c->tmp_f32);
+	free(c->tmp_logits);
 	free(c->sock_jobs);
 	msgpack_unpacker_destroy(&c->unp);
 	if (c->fd >= 0)

@@ -139,6 +139,14 @@ static void f_strs(struct fields *f, const char *key, const char *const *s, size
 		exl_cl_str(&f->m, s[i] ? s[i] : "");
 }
 
+/* Logits are streamed over the socket only: AUTO picks it for them. */
+static enum exl_stream_mode stream_mode(const struct exl_gen_params *p)
+{
+	if (p->stream == EXL_STREAM_MODE_AUTO && p->return_logits > 0)
+		return EXL_STREAM_MODE_SOCKET;
+	return p->stream;
+}
+
 static const char *stream_name(enum exl_stream_mode m)
 {
 	switch (m) {
@@ -222,7 +230,7 @@ static void pack_params(struct fields *f, const struct exl_gen_params *p, const 
 	f_int(f, "return_top_k", p->return_top_k);
 	f_bool(f, "return_logits", p->return_logits);
 	f_bool(f, "return_text", p->return_text);
-	f_str(f, "stream", stream_name(p->stream));
+	f_str(f, "stream", stream_name(stream_mode(p)));
 }
 
 static int add_socket_job(struct exl_client *c, uint64_t job);
@@ -262,8 +270,9 @@ int exl_submit(struct exl_client *c, const struct exl_gen_params *p, const char 
 	if (rc)
 		return rc;
 	*job = j;
-	bool socket = p->stream == EXL_STREAM_MODE_SOCKET || p->stream == EXL_STREAM_MODE_NONE ||
-		      (p->stream == EXL_STREAM_MODE_AUTO && !c->hdr);
+	enum exl_stream_mode mode = stream_mode(p);
+	bool socket = mode == EXL_STREAM_MODE_SOCKET || mode == EXL_STREAM_MODE_NONE ||
+		      (mode == EXL_STREAM_MODE_AUTO && !c->hdr);
 	if (socket)
 		return add_socket_job(c, j);
 	return EXL_OK;
@@ -518,10 +527,41 @@ static int ring_event(struct exl_client *c, struct exl_event *ev, bool *got)
 	}
 }
 
+/* "logits": one bin of n_vocab float32 (host order) per token, copied
+ * into a float array (the bins need not be aligned in the message). */
+static int socket_logits(struct exl_client *c, const msgpack_object *o, size_t n,
+			 struct exl_event *ev)
+{
+	size_t row = 0;
+
+	if (o->type != MSGPACK_OBJECT_ARRAY || o->via.array.size != n)
+		return exl_cl_fail(c, EXL_E_PROTOCOL, "logits for %zu tokens, not one row per token",
+				   n);
+	for (size_t i = 0; i < n; i++) {
+		const msgpack_object *b = &o->via.array.ptr[i];
+
+		if (b->type != MSGPACK_OBJECT_BIN || b->via.bin.size == 0 || b->via.bin.size % 4 ||
+		    (i && b->via.bin.size != row * sizeof(float)))
+			return exl_cl_fail(c, EXL_E_PROTOCOL, "a logits row that is not %s",
+					   i ? "as long as the first" : "float32 values");
+		row = b->via.bin.size / sizeof(float);
+	}
+	if (!n)
+		return EXL_OK;
+	if (grow((void **)&c->tmp_logits, &c->tmp_logits_cap, n * row, sizeof(float)))
+		return exl_cl_fail(c, EXL_E_NOMEM, "out of memory reading logits");
+	for (size_t i = 0; i < n; i++)
+		memcpy(c->tmp_logits + i * row, o->via.array.ptr[i].via.bin.ptr, row * sizeof(float));
+	ev->logits = c->tmp_logits;
+	ev->n_vocab = row;
+	return EXL_OK;
+}
+
 /* Flattens an array of number arrays into tmp buffers. */
 static int socket_tokens_event(struct exl_client *c, const msgpack_object *map,
 			       struct exl_event *ev)
 {
+	const msgpack_object *logits = exl_cl_get(map, "logits");
 	const msgpack_object *ids = exl_cl_get(map, "ids");
 	const msgpack_object *text = exl_cl_get(map, "text");
 	const msgpack_object *probs = exl_cl_get(map, "probs");
@@ -565,6 +605,11 @@ static int socket_tokens_event(struct exl_client *c, const msgpack_object *map,
 		ev->n_top = (int)k;
 		ev->top_ids = c->tmp_i32 + n;
 		ev->top_probs = c->tmp_f32 + n;
+	}
+	if (logits) {
+		int rc = socket_logits(c, logits, n, ev);
+		if (rc)
+			return rc;
 	}
 	ev->text = text->via.str.ptr;
 	ev->text_len = text->via.str.size;

@@ -58,6 +58,8 @@ struct exl_client {
 	size_t tmp_i32_cap;
 	float *tmp_f32;                 /* socket tokens: probs, top probs */
 	size_t tmp_f32_cap;
+	float *tmp_logits;              /* socket tokens: logits rows */
+	size_t tmp_logits_cap;
 };
 
 #if defined(__GNUC__) || defined(__clang__)

@@ -10,10 +10,12 @@
  * counts the decode passes (every generated token but the first, which
  * comes from the prompt pass), as llama.cpp's benchmarks do.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "client/logits_file.h"
 #include "daemon/cmd_run.h"
 #include "daemon/commands.h"
 #include "daemon/engine.h"
@@ -32,6 +34,9 @@ struct run_state {
 	const struct exl_tokenizer *tok;
 	bool done;
 	bool write_failed;
+	FILE *logits;             /* --dump-logits, or NULL */
+	int logits_errno;         /* the first failed write's, or 0 */
+	bool logits_missing;      /* a chunk with tokens came without logits */
 };
 
 static void print_probs(const struct run_state *st, const struct exl_chunk *c)
@@ -63,6 +68,12 @@ static int on_chunk(struct exl_job *job, const struct exl_chunk *c, void *user)
 	struct run_state *st = user;
 
 	(void)job;
+	if (st->logits && c->n_tokens && !st->logits_errno) {
+		if (!c->logits)
+			st->logits_missing = true;
+		else if (logits_write(st->logits, c->logits, (size_t)c->n_tokens * (size_t)c->n_vocab))
+			st->logits_errno = errno ? errno : EIO;
+	}
 	if (st->o->json)
 		return EXL_CHUNK_OK;
 	if (c->text_len && fwrite(c->text, 1, c->text_len, stdout) != c->text_len)
@@ -144,10 +155,20 @@ int cmd_run(int argc, char **argv)
 	int status = 1;
 	bool started = false;
 
+	struct run_state st = { .o = &o };
+
 	int pr = run_parse_args(argc, argv, &o);
 	if (pr) {
 		run_opts_free(&o);
 		return pr > 0 ? 0 : 2;
+	}
+	if (o.dump_logits) {
+		st.logits = fopen(o.dump_logits, "wb");
+		if (!st.logits) {
+			snprintf(err, sizeof(err), "--dump-logits: cannot open '%s': %s", o.dump_logits,
+				 strerror(errno));
+			goto fail;
+		}
 	}
 	if (exl_backend_create_by_name(o.device, o.threads, &be, err, sizeof(err)))
 		goto fail;
@@ -156,7 +177,8 @@ int cmd_run(int argc, char **argv)
 		goto fail;
 	const struct exl_tokenizer *tok = exl_model_tokenizer(m);
 	const struct exl_hparams *hp = exl_model_hparams(m);
-	struct run_state st = { .o = &o, .tok = tok };
+
+	st.tok = tok;
 	struct exl_prompt prompt = { o.prompt, strlen(o.prompt), NULL, 0 };
 	struct exl_prompt neg = { o.negative, o.negative ? strlen(o.negative) : 0, NULL, 0 };
 
@@ -238,6 +260,20 @@ int cmd_run(int argc, char **argv)
 		started = false;
 		goto fail;
 	}
+	if (st.logits) {
+		FILE *f = st.logits;
+
+		st.logits = NULL;
+		if (fclose(f) && !st.logits_errno)
+			st.logits_errno = errno ? errno : EIO;
+		if (st.logits_missing || st.logits_errno) {
+			snprintf(err, sizeof(err), "--dump-logits: cannot write '%s': %s",
+				 o.dump_logits, st.logits_missing ? "a step came without its logits" :
+				 strerror(st.logits_errno));
+			started = false;
+			goto fail;
+		}
+	}
 	if (r->reason == EXL_STOP_ERROR) {
 		snprintf(err, sizeof(err), "%s", r->error ? r->error : "generation failed");
 		started = false;
@@ -262,6 +298,8 @@ fail:
 	fflush(stdout);
 	fprintf(stderr, "exld run: %s\n", err);
 out:
+	if (st.logits)
+		fclose(st.logits);
 	/* The engine first: a job still in it ends (on_done) before it is freed. */
 	exl_engine_free(e);
 	exl_job_free(job);

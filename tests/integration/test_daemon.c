@@ -22,6 +22,8 @@
  *               DONE_SOCKET record, delivered on the socket
  *   mixed       exl_generate_many, and a blocking generate on a connection
  *               that streams a submitted job: nothing is lost
+ *   logits      return_logits: the rows reach exl_event (also events set
+ *               aside by a blocking generate), argmax = the greedy token
  */
 #include <errno.h>
 #include <msgpack.h>
@@ -1574,11 +1576,113 @@ early:
 	return ret;
 }
 
+/* ---- logits ---- */
+
+/* Checks a TOKENS event's logits: one row of the model's vocabulary per
+ * token, whose argmax (greedy, no penalties) is the token.  The rows
+ * counted so far go to *rows. */
+static int check_logit_rows(const struct exl_event *ev, size_t *rows, const char *what)
+{
+	if (!ev->n_ids)
+		return 0;
+	if (!ev->logits || ev->n_vocab != 512) {
+		fprintf(stderr, "%s: %zu tokens with logits %p of %zu\n", what, ev->n_ids,
+			(const void *)ev->logits, ev->n_vocab);
+		return -1;
+	}
+	for (size_t i = 0; i < ev->n_ids; i++) {
+		const float *row = ev->logits + i * ev->n_vocab;
+		size_t best = 0;
+
+		for (size_t k = 1; k < ev->n_vocab; k++)
+			if (row[k] > row[best])
+				best = k;
+		if ((int32_t)best != ev->ids[i]) {
+			fprintf(stderr, "%s: row %zu's argmax is %zu, the token %d\n", what, *rows + i,
+				best, ev->ids[i]);
+			return -1;
+		}
+	}
+	*rows += ev->n_ids;
+	return 0;
+}
+
+/* return_logits reaches the library user: each TOKENS event of a job
+ * streamed over the socket carries its rows, also when the events were set
+ * aside during a blocking generate; a ring job is refused as before. */
+static int test_logits(void)
+{
+	enum { N = 30 };
+	struct daemon d;
+	struct exl_client *c = NULL;
+	struct exl_gen_params p, plain;
+	struct exl_result r = { 0 };
+	struct exl_event ev;
+	uint64_t job;
+	size_t rows = 0;
+	int ret = 1;
+
+	if (h_prepare(&d) || h_start(&d, MODEL, NULL) || connect_to(&d, &c, true))
+		goto out;
+	greedy(&p, N);
+	greedy(&plain, N);
+	p.return_logits = 1;
+
+	/* AUTO on a ring connection: the library streams it over the socket */
+	CHECK(exl_submit(c, &p, prompts[0], &job) == 0, "submit: %s", exl_errmsg(c));
+	for (bool done = false; !done;) {
+		CHECK(exl_next(c, &ev, 30000) == 0, "next: %s", exl_errmsg(c));
+		if (ev.type == EXL_EVENT_DONE) {
+			CHECK(ev.logits == NULL, "a DONE event with logits");
+			CHECK(ev.result->new_tokens == N && rows == N, "%zu rows for %d tokens", rows,
+			      ev.result->new_tokens);
+			done = true;
+		} else {
+			CHECK(check_logit_rows(&ev, &rows, "streamed") == 0, "streamed rows");
+		}
+	}
+	printf("  return_logits: %zu rows of 512, each one's argmax its token\n", rows);
+
+	/* set aside while a blocking generate runs, handed out afterwards */
+	rows = 0;
+	CHECK(exl_submit(c, &p, prompts[1], &job) == 0, "submit: %s", exl_errmsg(c));
+	CHECK(exl_generate(c, &plain, prompts[2], &r) == 0, "generate: %s", exl_errmsg(c));
+	for (bool done = false; !done;) {
+		CHECK(exl_next(c, &ev, 30000) == 0, "next: %s", exl_errmsg(c));
+		CHECK(ev.job == job, "an event of job %llu", (unsigned long long)ev.job);
+		if (ev.type == EXL_EVENT_DONE)
+			done = true;
+		else
+			CHECK(check_logit_rows(&ev, &rows, "held") == 0, "held rows");
+	}
+	CHECK(rows == N, "%zu rows set aside for %d tokens", rows, N);
+	printf("  events set aside during exl_generate keep their logits\n");
+
+	/* without return_logits: none */
+	CHECK(exl_submit(c, &plain, prompts[3], &job) == 0, "submit: %s", exl_errmsg(c));
+	for (bool done = false; !done;) {
+		CHECK(exl_next(c, &ev, 30000) == 0, "next: %s", exl_errmsg(c));
+		CHECK(!ev.logits && !ev.n_vocab, "logits not asked for");
+		done = ev.type == EXL_EVENT_DONE;
+	}
+	/* asked for on the ring: the daemon's refusal, as documented */
+	p.stream = EXL_STREAM_MODE_RING;
+	CHECK(exl_submit(c, &p, prompts[4], &job) == EXL_E_BAD_REQUEST &&
+	      strstr(exl_errmsg(c), "return_logits"), "logits on the ring: %s", exl_errmsg(c));
+	CHECK(h_stop(&d) == 0, "exld did not exit 0");
+	ret = 0;
+out:
+	exl_close(c);
+	h_cleanup(&d);
+	exl_result_free(&r);
+	return ret;
+}
+
 int main(int argc, char **argv)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	if (argc != 2) {
-		fprintf(stderr, "usage: test_daemon activate|concurrent|kill|garbage|drain|admin|limits|poll|suspend|bigdone|mixed\n");
+		fprintf(stderr, "usage: test_daemon activate|concurrent|kill|garbage|drain|admin|limits|poll|suspend|bigdone|mixed|logits\n");
 		return 2;
 	}
 	if (!h_models_dir()) {
@@ -1609,6 +1713,8 @@ int main(int argc, char **argv)
 		return test_bigdone();
 	if (!strcmp(argv[1], "mixed"))
 		return test_mixed();
+	if (!strcmp(argv[1], "logits"))
+		return test_logits();
 	fprintf(stderr, "unknown test '%s'\n", argv[1]);
 	return 2;
 }

@@ -1,6 +1,6 @@
 #!/bin/sh
 # The exl tool against a real exld: streamed output equals the result
-# (--json) and `exld run`; several prompts in one batch print in order; two
+# (--json) and `exld run`; --dump-logits writes exld run's rows; several prompts in one batch print in order; two
 # exl processes sharing one model each get their own correct output; -
 # reads stdin; models / load / unload / status / bench; every exit status
 # of docs/exl.md with its message: no daemon, an unknown model, bad options
@@ -165,6 +165,43 @@ cmp -s "$tmp/s1" "$tmp/s2" && bad "seeds 1 and 2 gave the same text" || ok "seed
 "$exld" run --model "$models/stories260K.gguf" --prompt "Once upon a time" -n 30 --seed 2 \
 	--threads 1 >"$tmp/run" 2>/dev/null
 cmp -s "$tmp/s2" "$tmp/run" && ok "seeded equals exld run" || bad "seed 2: $(cat "$tmp/s2") vs $(cat "$tmp/run")"
+
+# ---- --dump-logits: exl generate's rows are exld run's ----
+# check_logits BIN JSON: BIN is new_tokens rows of 512 float32 (little
+# endian), each row's argmax (first max) the token JSON reports there.
+check_logits() {
+	python3 -c 'import json, struct, sys
+data = open(sys.argv[1], "rb").read()
+ids = json.loads(open(sys.argv[2]).read().splitlines()[0])["token_ids"]
+v = 512
+if len(data) != len(ids) * v * 4:
+    sys.exit("%d bytes for %d tokens of %d" % (len(data), len(ids), v))
+f = struct.unpack("<%df" % (len(data) // 4), data)
+for i, t in enumerate(ids):
+    row = f[i * v:(i + 1) * v]
+    if row.index(max(row)) != t:
+        sys.exit("row %d: argmax %d, token %d" % (i, row.index(max(row)), t))' "$1" "$2"
+}
+for args in "-n 40" "-n 200 --stop-token 13"; do
+	# shellcheck disable=SC2086
+	"$exl" generate $args --temperature 0 --json --dump-logits "$tmp/gl.bin" "Once upon a time" \
+		>"$tmp/gj" 2>"$tmp/e"
+	rc=$?
+	# shellcheck disable=SC2086
+	"$exld" run --model "$models/stories260K.gguf" --prompt "Once upon a time" $args \
+		--temperature 0 --threads 1 --json --dump-logits "$tmp/rl.bin" >"$tmp/rj" 2>"$tmp/re"
+	rrc=$?
+	[ $rc = 0 ] && [ $rrc = 0 ] && cmp -s "$tmp/gl.bin" "$tmp/rl.bin" &&
+		check_logits "$tmp/gl.bin" "$tmp/gj" && check_logits "$tmp/rl.bin" "$tmp/rj" &&
+		ok "--dump-logits ($args): exl's rows are exld run's, one per token, argmax = token" ||
+		bad "--dump-logits ($args): rc $rc/$rrc $(cat "$tmp/e" "$tmp/re") $(ls -l "$tmp"/*.bin)"
+done
+has "$tmp/gj" '"stop_reason":"stop_token"' || bad "--stop-token 13 did not stop: $(cat "$tmp/gj")"
+"$exl" generate -n 5 --dump-logits "$tmp/gl.bin" "Once upon a time" "The little dog" \
+	>/dev/null 2>"$tmp/e"
+rc=$?
+[ $rc = 2 ] && has "$tmp/e" "--dump-logits takes one prompt, not 2" &&
+	ok "--dump-logits with two prompts: exit 2" || bad "--dump-logits, two prompts: rc $rc $(cat "$tmp/e")"
 
 # ---- several prompts in one batch: in order ----
 p1="Once upon a time"
