@@ -50,7 +50,8 @@ extern "C" {
 #endif
 
 /* The library's own version, which moves with its ABI (not exld's).
- * 0.2: struct exl_event ends with the logits of return_logits. */
+ * 0.2: struct exl_event ends with the logits of return_logits;
+ * exl_server_feature() and EXL_E_UNSUPPORTED. */
 #define EXLCLIENT_VERSION_MAJOR 0
 #define EXLCLIENT_VERSION_MINOR 2
 #define EXLCLIENT_VERSION_PATCH 0
@@ -68,6 +69,8 @@ enum exl_local_code {
 	EXL_E_NOMEM = 104,
 	EXL_E_INVALID = 105,   /* a bad argument */
 	EXL_E_NO_RING = 106,   /* ring streaming asked for on a connection without a ring */
+	EXL_E_UNSUPPORTED = 107, /* an option of a feature the daemon's hello does not list
+				  * (an older exld); nothing was sent */
 };
 
 /* The name of a status code: "bad_request", "io", "timeout" ... */
@@ -105,6 +108,13 @@ struct exl_server_info {
 };
 
 EXL_CLIENT_API const struct exl_server_info *exl_server_info(const struct exl_client *c);
+
+/* Whether the daemon's hello listed the optional feature name
+ * (EXL_FEAT_* in exl_wire.h: "grammar", "dry", ...).  A daemon from
+ * before the list has none.  exl_submit() and exl_generate() refuse an
+ * option of a feature not listed with EXL_E_UNSUPPORTED, sending nothing:
+ * the daemon would ignore the key and run the job without it. */
+EXL_CLIENT_API bool exl_server_feature(const struct exl_client *c, const char *name);
 
 /* A descriptor for event loops: poll it for POLLIN and call exl_next(c,
  * &ev, 0) when it is readable.  exl_next() with timeout 0 that finds

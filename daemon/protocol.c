@@ -15,6 +15,16 @@ _Static_assert(EXL_MAX_STRING_ITEM == EXL_GEN_MAX_STRING_LEN, "wire and generato
 _Static_assert(EXL_MAX_BIAS == EXL_GEN_MAX_BIAS, "wire and generator disagree");
 _Static_assert(EXL_MAX_TOP_K_RETURN == EXL_GEN_MAX_TOP_PROBS, "wire and generator disagree");
 
+/* Every group of optional generate keys that dec_generate() decodes (the
+ * hello reply lists them; docs/protocol.md has the keys of each). */
+const char *const exl_daemon_features[] = {
+	EXL_FEAT_PENALTIES, EXL_FEAT_NO_REPEAT_NGRAM, EXL_FEAT_TYPICAL, EXL_FEAT_TFS,
+	EXL_FEAT_TOP_A, EXL_FEAT_TOKEN_BIAS, EXL_FEAT_DRY, EXL_FEAT_XTC, EXL_FEAT_MIROSTAT,
+	EXL_FEAT_BANNED_STRINGS, EXL_FEAT_TOKEN_HEALING, EXL_FEAT_CFG, EXL_FEAT_GRAMMAR,
+	EXL_FEAT_JSON_SCHEMA, EXL_FEAT_REGEX, EXL_FEAT_RETURN_LOGITS,
+};
+const size_t exl_daemon_n_features = sizeof(exl_daemon_features) / sizeof(exl_daemon_features[0]);
+
 /* ---- framing ---------------------------------------------------------- */
 
 static uint64_t be_read(const uint8_t *p, int n)

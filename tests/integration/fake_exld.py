@@ -3,7 +3,7 @@
 (docs/protocol.md) to play an older daemon, or a daemon in a state the
 real one is hard to bring about from a test.
 
-    fake_exld.py SOCKET LOG [--features a,b,...]
+    fake_exld.py SOCKET LOG [--features a,b,...] [--hang]
 
 Serves SOCKET until killed; writes each request's op to LOG, one per line,
 so a test can tell what reached the daemon.  Its replies:
@@ -12,8 +12,9 @@ so a test can tell what reached the daemon.  Its replies:
               it, a daemon from before the features list)
   models      one loaded model, stories260K
   load        forbidden, as to a uid that is not an admin
-  generate    accepted (a job id), then nothing: the job "runs" until it is
-              cancelled; cancel ends it with a done result, reason cancelled
+  generate    accepted (a job id) and ended at once (reason max_new_tokens,
+              no tokens); with --hang nothing more: the job "runs" until it
+              is cancelled, and cancel ends it with reason cancelled
   other ops   unknown_op
 
 Standard library only: msgpack's few types are coded here.
@@ -108,10 +109,11 @@ class Conn:
     next_job = [100]
     lock = threading.Lock()
 
-    def __init__(self, sock, log, features):
+    def __init__(self, sock, log, features, hang):
         self.sock = sock
         self.log = log
         self.features = features
+        self.hang = hang
         self.jobs = {}  # job -> the generate request's id
 
     def send(self, m):
@@ -149,6 +151,8 @@ class Conn:
                 job = Conn.next_job[0]
             self.jobs[job] = req.get("id")
             self.reply(req, "generate", job=job, model="stories260K", prompt_tokens=1)
+            if not self.hang:
+                self.end(job, "max_new_tokens")
         elif op == "cancel":
             job = req.get("job")
             if job not in self.jobs:
@@ -156,18 +160,21 @@ class Conn:
                            message="cancel: this connection has no running job %s" % job)
                 return
             self.reply(req, "cancel", job=job)
-            gen_id = self.jobs.pop(job)
-            done = {"op": "done"}
-            if gen_id is not None:
-                done["id"] = gen_id
-            done.update(job=job, stop_reason="cancelled", prompt_tokens=1, new_tokens=0,
-                        cached_tokens=0, seed=1, time_queued=0.0, time_to_first=0.0,
-                        time_total=0.0, model="stories260K")
-            self.send(done)
+            self.end(job, "cancelled")
         elif op in ("resume", "wake"):
             pass
         else:
             self.reply(req, "error", code="unknown_op", message="unknown op \"%s\"" % op)
+
+    def end(self, job, reason):
+        gen_id = self.jobs.pop(job)
+        done = {"op": "done"}
+        if gen_id is not None:
+            done["id"] = gen_id
+        done.update(job=job, stop_reason=reason, prompt_tokens=1, new_tokens=0,
+                    cached_tokens=0, seed=1, time_queued=0.0, time_to_first=0.0,
+                    time_total=0.0, model="stories260K", text="", ids=[])
+        self.send(done)
 
     def serve(self):
         buf = b""
@@ -192,12 +199,21 @@ class Conn:
 
 
 def main():
-    if len(sys.argv) not in (3, 5) or (len(sys.argv) == 5 and sys.argv[3] != "--features"):
-        sys.exit("usage: fake_exld.py SOCKET LOG [--features a,b,...]")
+    usage = "usage: fake_exld.py SOCKET LOG [--features a,b,...] [--hang]"
+    if len(sys.argv) < 3:
+        sys.exit(usage)
     path, log = sys.argv[1], sys.argv[2]
     features = None
-    if len(sys.argv) == 5:
-        features = [f for f in sys.argv[4].split(",") if f]
+    hang = False
+    args = sys.argv[3:]
+    while args:
+        a = args.pop(0)
+        if a == "--features" and args:
+            features = [f for f in args.pop(0).split(",") if f]
+        elif a == "--hang":
+            hang = True
+        else:
+            sys.exit(usage)
     if os.path.exists(path):
         os.unlink(path)
     srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -205,7 +221,7 @@ def main():
     srv.listen(16)
     while True:
         s, _ = srv.accept()
-        threading.Thread(target=Conn(s, log, features).serve, daemon=True).start()
+        threading.Thread(target=Conn(s, log, features, hang).serve, daemon=True).start()
 
 
 if __name__ == "__main__":

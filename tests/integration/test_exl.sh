@@ -5,8 +5,9 @@
 # reads stdin; models / load / unload / status / bench; every exit status
 # of docs/exl.md with its message: no daemon, an unknown model, bad options
 # (each option's range is the daemon's: a value it would refuse never
-# leaves exl), a load by a user who is not an admin, Ctrl-C (the last two
-# against tests/integration/fake_exld.py, a stand-in daemon).
+# leaves exl), a load by a user who is not an admin, Ctrl-C, an option of a
+# feature the daemon does not list (the last three against
+# tests/integration/fake_exld.py, a stand-in daemon).
 set -u
 exld=${1:?usage: test_exl.sh EXLD EXL}
 exl=${2:?usage: test_exl.sh EXLD EXL}
@@ -335,7 +336,7 @@ rc=$?
 
 # ---- a stand-in daemon: a load by a non-admin (5), Ctrl-C (130) ----
 fsock=$tmp/fake.sock
-if start_fake "$fsock"; then
+if start_fake "$fsock" --hang; then
 	"$exl" --socket "$fsock" load stories260K >/dev/null 2>"$tmp/e"
 	rc=$?
 	[ $rc = 5 ] && has "$tmp/e" "is not an admin" && has "$tmp/e" "for the daemon's admins" &&
@@ -355,6 +356,51 @@ if start_fake "$fsock"; then
 	[ $rc = 130 ] && has "$tmp/e" "exl generate: interrupted" && grep -q '^cancel$' "$fsock.log" &&
 		ok "Ctrl-C: the job cancelled, exit 130" ||
 		bad "Ctrl-C: rc $rc: $(cat "$tmp/e"); requests: $(cat "$fsock.log")"
+	stop_fake
+else
+	bad "fake_exld.py"
+fi
+
+# ---- options the daemon does not offer (6): nothing is sent ----
+# exld lists every optional feature in its hello (daemon_features checks
+# the list): options of each go through.
+printf 'root ::= [a-z ]+\n' >"$tmp/g.gbnf"
+"$exl" generate -n 5 --grammar "$tmp/g.gbnf" --dry-mult 1 --xtc-prob 0.5 --mirostat 2 \
+	--rep-pen 1.1 --token-healing "Once upon a time" >/dev/null 2>"$tmp/e" &&
+	ok "exld offers every optional feature" || bad "optional features on exld: $(cat "$tmp/e")"
+# A daemon from before the features list offers none of them.
+if start_fake "$fsock"; then
+	"$exl" --socket "$fsock" generate -n 5 --grammar "$tmp/g.gbnf" "Once upon a time" \
+		>/dev/null 2>"$tmp/e"
+	rc=$?
+	[ $rc = 6 ] &&
+		has "$tmp/e" 'exl: generate: grammar: this exld does not offer the feature "grammar"' &&
+		has "$tmp/e" "its hello lists no features" && has "$tmp/e" "nothing was sent" &&
+		! grep -q '^generate$' "$fsock.log" &&
+		ok "an older daemon: --grammar refused, exit 6, nothing sent" ||
+		bad "older daemon, --grammar: rc $rc: $(cat "$tmp/e"); requests: $(cat "$fsock.log")"
+	"$exl" --socket "$fsock" generate -n 5 --temperature 0 --top-k 3 "Once upon a time" \
+		>/dev/null 2>"$tmp/e"
+	rc=$?
+	[ $rc = 0 ] && grep -q '^generate$' "$fsock.log" && ok "an older daemon: core options go" ||
+		bad "older daemon, core options: rc $rc: $(cat "$tmp/e")"
+else
+	bad "fake_exld.py"
+fi
+# One that lists some: those go, the others are refused.
+if start_fake "$fsock" --features grammar,xtc; then
+	"$exl" --socket "$fsock" generate -n 5 --grammar "$tmp/g.gbnf" --xtc-prob 0.5 \
+		"Once upon a time" >/dev/null 2>"$tmp/e"
+	rc=$?
+	[ $rc = 0 ] && [ "$(grep -c '^generate$' "$fsock.log")" = 1 ] || bad "listed: rc $rc $(cat "$tmp/e")"
+	"$exl" --socket "$fsock" generate -n 5 --grammar "$tmp/g.gbnf" --dry-mult 1 \
+		"Once upon a time" >/dev/null 2>"$tmp/e"
+	rc=$?
+	[ $rc = 6 ] && has "$tmp/e" 'dry_multiplier: this exld does not offer the feature "dry"' &&
+		has "$tmp/e" "its hello does not list it" &&
+		[ "$(grep -c '^generate$' "$fsock.log")" = 1 ] &&
+		ok "a partial list: listed features go, --dry-mult refused (exit 6)" ||
+		bad "partial list: rc $rc: $(cat "$tmp/e"); requests: $(cat "$fsock.log")"
 	stop_fake
 else
 	bad "fake_exld.py"
