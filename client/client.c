@@ -29,6 +29,7 @@ const char *exl_status_name(int status)
 	case EXL_E_NOMEM: return "nomem";
 	case EXL_E_INVALID: return "invalid";
 	case EXL_E_NO_RING: return "no_ring";
+	case EXL_E_UNSUPPORTED: return "unsupported";
 	default: return exl_code_name(status);
 	}
 }
@@ -51,6 +52,14 @@ const char *exl_errmsg(const struct exl_client *c)
 const struct exl_server_info *exl_server_info(const struct exl_client *c)
 {
 	return &c->info;
+}
+
+bool exl_server_feature(const struct exl_client *c, const char *name)
+{
+	for (size_t i = 0; c->features && i < c->features_len; i += strlen(c->features + i) + 1)
+		if (!strcmp(c->features + i, name))
+			return true;
+	return false;
 }
 
 int exl_fd(const struct exl_client *c)
@@ -371,6 +380,36 @@ int exl_cl_call(struct exl_client *c, struct exl_cl_msg *m, uint64_t id, msgpack
 
 /* ---- connect ---- */
 
+/* The hello's "features": an array of names, kept NUL-separated. */
+static int take_features(struct exl_client *c, const msgpack_object *map)
+{
+	const msgpack_object *o = exl_cl_get(map, "features");
+	size_t len = 0;
+
+	if (!o)
+		return EXL_OK;  /* an exld from before the list: no optional feature */
+	if (o->type != MSGPACK_OBJECT_ARRAY)
+		return exl_cl_fail(c, EXL_E_PROTOCOL, "hello reply: features is not an array");
+	for (uint32_t i = 0; i < o->via.array.size; i++) {
+		if (o->via.array.ptr[i].type != MSGPACK_OBJECT_STR)
+			return exl_cl_fail(c, EXL_E_PROTOCOL, "hello reply: feature %u is not a string",
+					   i);
+		len += o->via.array.ptr[i].via.str.size + 1;
+	}
+	c->features = malloc(len + 1);
+	if (!c->features)
+		return exl_cl_fail(c, EXL_E_NOMEM, "out of memory");
+	for (uint32_t i = 0; i < o->via.array.size; i++) {
+		const msgpack_object *s = &o->via.array.ptr[i];
+
+		memcpy(c->features + c->features_len, s->via.str.ptr, s->via.str.size);
+		c->features_len += s->via.str.size;
+		c->features[c->features_len++] = 0;
+	}
+	c->features_listed = true;
+	return EXL_OK;
+}
+
 static int say_hello(struct exl_client *c, const struct exl_connect_opts *o)
 {
 	struct exl_cl_msg m;
@@ -408,6 +447,9 @@ static int say_hello(struct exl_client *c, const struct exl_connect_opts *o)
 		goto out;
 	}
 	exl_cl_get_str(map, "server", c->info.server, sizeof(c->info.server));
+	rc = take_features(c, map);
+	if (rc)
+		goto out;
 	if (exl_cl_get_u64(map, "max_message", &v))
 		c->info.max_message = (uint32_t)v;
 	if (exl_cl_get_u64(map, "uid", &v))
@@ -512,6 +554,8 @@ void exl_close(struct exl_client *c)
 	free(c->frag);
 	free(c->tmp_i32);
 	free(c->tmp_f32);
+	free(c->tmp_logits);
+	free(c->features);
 	free(c->sock_jobs);
 	msgpack_unpacker_destroy(&c->unp);
 	if (c->fd >= 0)

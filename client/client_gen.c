@@ -72,13 +72,70 @@ static int grow(void **p, size_t *cap, size_t need, size_t elem)
 
 /* ---- encoding a generate request ---- */
 
-/* The fields of a map whose size is known only at the end. */
+/* The generate keys beyond the core and the feature each belongs to
+ * (exl_wire.h).  filter_prefer_eos is not here: it only modifies a
+ * constraint, whose own key is. */
+static const struct {
+	const char *key, *feature;
+} optional_keys[] = {
+	{ "repetition_penalty", EXL_FEAT_PENALTIES },
+	{ "penalty_range", EXL_FEAT_PENALTIES },
+	{ "penalty_decay", EXL_FEAT_PENALTIES },
+	{ "frequency_penalty", EXL_FEAT_PENALTIES },
+	{ "presence_penalty", EXL_FEAT_PENALTIES },
+	{ "no_repeat_ngram", EXL_FEAT_NO_REPEAT_NGRAM },
+	{ "typical", EXL_FEAT_TYPICAL },
+	{ "tfs", EXL_FEAT_TFS },
+	{ "top_a", EXL_FEAT_TOP_A },
+	{ "token_bias", EXL_FEAT_TOKEN_BIAS },
+	{ "dry_multiplier", EXL_FEAT_DRY },
+	{ "dry_base", EXL_FEAT_DRY },
+	{ "dry_allowed_length", EXL_FEAT_DRY },
+	{ "dry_range", EXL_FEAT_DRY },
+	{ "dry_sequence_breakers", EXL_FEAT_DRY },
+	{ "xtc_probability", EXL_FEAT_XTC },
+	{ "xtc_threshold", EXL_FEAT_XTC },
+	{ "mirostat", EXL_FEAT_MIROSTAT },
+	{ "mirostat_tau", EXL_FEAT_MIROSTAT },
+	{ "mirostat_eta", EXL_FEAT_MIROSTAT },
+	{ "banned_strings", EXL_FEAT_BANNED_STRINGS },
+	{ "token_healing", EXL_FEAT_TOKEN_HEALING },
+	{ "negative_prompt", EXL_FEAT_CFG },
+	{ "negative_prompt_ids", EXL_FEAT_CFG },
+	{ "cfg_scale", EXL_FEAT_CFG },
+	{ "grammar", EXL_FEAT_GRAMMAR },
+	{ "json_schema", EXL_FEAT_JSON_SCHEMA },
+	{ "regex", EXL_FEAT_REGEX },
+	{ "return_logits", EXL_FEAT_RETURN_LOGITS },
+};
+
+/* The fields of a map whose size is known only at the end, and the first
+ * key whose feature the daemon did not list (the request is not sent). */
 struct fields {
 	struct exl_cl_msg m;
 	uint32_t n;
+	const struct exl_client *c;
+	const char *refused_key, *refused_feature;
 };
 
+/* A key that asks for its feature (every value but a false bool). */
 static void f_key(struct fields *f, const char *key)
+{
+	for (size_t i = 0; i < sizeof(optional_keys) / sizeof(optional_keys[0]); i++) {
+		if (strcmp(optional_keys[i].key, key))
+			continue;
+		if (!f->refused_key && !exl_server_feature(f->c, optional_keys[i].feature)) {
+			f->refused_key = key;
+			f->refused_feature = optional_keys[i].feature;
+		}
+		break;
+	}
+	exl_cl_key(&f->m, key);
+	f->n++;
+}
+
+/* A key whose value asks for nothing (false: off, as any daemon is). */
+static void f_key_off(struct fields *f, const char *key)
 {
 	exl_cl_key(&f->m, key);
 	f->n++;
@@ -104,11 +161,13 @@ static void f_bool(struct fields *f, const char *key, int v)
 {
 	if (v < 0)
 		return;
-	f_key(f, key);
-	if (v)
+	if (v) {
+		f_key(f, key);
 		msgpack_pack_true(&f->m.pk);
-	else
+	} else {
+		f_key_off(f, key);
 		msgpack_pack_false(&f->m.pk);
+	}
 }
 
 static void f_str(struct fields *f, const char *key, const char *s)
@@ -137,6 +196,14 @@ static void f_strs(struct fields *f, const char *key, const char *const *s, size
 	msgpack_pack_array(&f->m.pk, n);
 	for (size_t i = 0; i < n; i++)
 		exl_cl_str(&f->m, s[i] ? s[i] : "");
+}
+
+/* Logits are streamed over the socket only: AUTO picks it for them. */
+static enum exl_stream_mode stream_mode(const struct exl_gen_params *p)
+{
+	if (p->stream == EXL_STREAM_MODE_AUTO && p->return_logits > 0)
+		return EXL_STREAM_MODE_SOCKET;
+	return p->stream;
 }
 
 static const char *stream_name(enum exl_stream_mode m)
@@ -222,7 +289,7 @@ static void pack_params(struct fields *f, const struct exl_gen_params *p, const 
 	f_int(f, "return_top_k", p->return_top_k);
 	f_bool(f, "return_logits", p->return_logits);
 	f_bool(f, "return_text", p->return_text);
-	f_str(f, "stream", stream_name(p->stream));
+	f_str(f, "stream", stream_name(stream_mode(p)));
 }
 
 static int add_socket_job(struct exl_client *c, uint64_t job);
@@ -246,8 +313,17 @@ int exl_submit(struct exl_client *c, const struct exl_gen_params *p, const char 
 	if (p->stream == EXL_STREAM_MODE_RING && !c->hdr)
 		return exl_cl_fail(c, EXL_E_NO_RING, "exl_submit: this connection has no ring");
 	memset(&f, 0, sizeof(f));
+	f.c = c;
 	exl_cl_msg_init(&f.m);
 	pack_params(&f, p, prompt);
+	if (f.refused_key) {
+		exl_cl_msg_free(&f.m);
+		return exl_cl_fail(c, EXL_E_UNSUPPORTED, "generate: %s: this exld does not offer "
+				   "the feature \"%s\" (%s); nothing was sent", f.refused_key,
+				   f.refused_feature, c->features_listed ?
+				   "its hello does not list it" :
+				   "its hello lists no features: an exld older than this library");
+	}
 	exl_cl_msg_init(&m);
 	uint64_t id = exl_cl_request(c, &m, EXL_OP_GENERATE, f.n);
 	if (f.m.sb.data)
@@ -262,8 +338,9 @@ int exl_submit(struct exl_client *c, const struct exl_gen_params *p, const char 
 	if (rc)
 		return rc;
 	*job = j;
-	bool socket = p->stream == EXL_STREAM_MODE_SOCKET || p->stream == EXL_STREAM_MODE_NONE ||
-		      (p->stream == EXL_STREAM_MODE_AUTO && !c->hdr);
+	enum exl_stream_mode mode = stream_mode(p);
+	bool socket = mode == EXL_STREAM_MODE_SOCKET || mode == EXL_STREAM_MODE_NONE ||
+		      (mode == EXL_STREAM_MODE_AUTO && !c->hdr);
 	if (socket)
 		return add_socket_job(c, j);
 	return EXL_OK;
@@ -518,10 +595,41 @@ static int ring_event(struct exl_client *c, struct exl_event *ev, bool *got)
 	}
 }
 
+/* "logits": one bin of n_vocab float32 (host order) per token, copied
+ * into a float array (the bins need not be aligned in the message). */
+static int socket_logits(struct exl_client *c, const msgpack_object *o, size_t n,
+			 struct exl_event *ev)
+{
+	size_t row = 0;
+
+	if (o->type != MSGPACK_OBJECT_ARRAY || o->via.array.size != n)
+		return exl_cl_fail(c, EXL_E_PROTOCOL, "logits for %zu tokens, not one row per token",
+				   n);
+	for (size_t i = 0; i < n; i++) {
+		const msgpack_object *b = &o->via.array.ptr[i];
+
+		if (b->type != MSGPACK_OBJECT_BIN || b->via.bin.size == 0 || b->via.bin.size % 4 ||
+		    (i && b->via.bin.size != row * sizeof(float)))
+			return exl_cl_fail(c, EXL_E_PROTOCOL, "a logits row that is not %s",
+					   i ? "as long as the first" : "float32 values");
+		row = b->via.bin.size / sizeof(float);
+	}
+	if (!n)
+		return EXL_OK;
+	if (grow((void **)&c->tmp_logits, &c->tmp_logits_cap, n * row, sizeof(float)))
+		return exl_cl_fail(c, EXL_E_NOMEM, "out of memory reading logits");
+	for (size_t i = 0; i < n; i++)
+		memcpy(c->tmp_logits + i * row, o->via.array.ptr[i].via.bin.ptr, row * sizeof(float));
+	ev->logits = c->tmp_logits;
+	ev->n_vocab = row;
+	return EXL_OK;
+}
+
 /* Flattens an array of number arrays into tmp buffers. */
 static int socket_tokens_event(struct exl_client *c, const msgpack_object *map,
 			       struct exl_event *ev)
 {
+	const msgpack_object *logits = exl_cl_get(map, "logits");
 	const msgpack_object *ids = exl_cl_get(map, "ids");
 	const msgpack_object *text = exl_cl_get(map, "text");
 	const msgpack_object *probs = exl_cl_get(map, "probs");
@@ -565,6 +673,11 @@ static int socket_tokens_event(struct exl_client *c, const msgpack_object *map,
 		ev->n_top = (int)k;
 		ev->top_ids = c->tmp_i32 + n;
 		ev->top_probs = c->tmp_f32 + n;
+	}
+	if (logits) {
+		int rc = socket_logits(c, logits, n, ev);
+		if (rc)
+			return rc;
 	}
 	ev->text = text->via.str.ptr;
 	ev->text_len = text->via.str.size;

@@ -11,7 +11,7 @@ struct exl_held {
 	struct exl_held *next;
 	struct exl_event ev;
 	struct exl_result result;  /* DONE: a deep copy */
-	unsigned char *buf;        /* TOKENS: every array and the text */
+	unsigned char *buf;        /* TOKENS: every array, the logits and the text */
 };
 
 static void held_free(struct exl_held *h)
@@ -62,8 +62,10 @@ static int copy_result(struct exl_result *dst, const struct exl_result *src)
 static int copy_tokens(struct exl_held *h, const struct exl_event *ev)
 {
 	size_t n_top = ev->top_ids && ev->top_probs ? (size_t)ev->n_top * ev->n_ids : 0;
+	size_t n_logits = ev->logits ? ev->n_ids * ev->n_vocab : 0;
 	size_t bytes = ev->n_ids * sizeof(int32_t) + (ev->probs ? ev->n_ids * sizeof(float) : 0) +
-		       n_top * (sizeof(int32_t) + sizeof(float)) + ev->text_len + 1;
+		       n_top * (sizeof(int32_t) + sizeof(float)) + n_logits * sizeof(float) +
+		       ev->text_len + 1;
 	unsigned char *p = malloc(bytes);
 
 	if (!p)
@@ -89,6 +91,14 @@ static int copy_tokens(struct exl_held *h, const struct exl_event *ev)
 		h->ev.n_top = 0;
 		h->ev.top_ids = NULL;
 		h->ev.top_probs = NULL;
+	}
+	if (n_logits) {
+		memcpy(p, ev->logits, n_logits * sizeof(float));
+		h->ev.logits = (const float *)(void *)p;
+		p += n_logits * sizeof(float);
+	} else {
+		h->ev.logits = NULL;
+		h->ev.n_vocab = 0;
 	}
 	if (ev->text_len)
 		memcpy(p, ev->text, ev->text_len);

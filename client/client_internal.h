@@ -22,6 +22,9 @@ struct exl_client {
 	int timeout_ms;
 	char err[512];
 	struct exl_server_info info;
+	char *features;                 /* the hello's features, each NUL-terminated, or NULL */
+	size_t features_len;            /* bytes of features */
+	bool features_listed;           /* the hello had the list (maybe empty) */
 	uint64_t next_id;
 	msgpack_unpacker unp;
 	int recv_fds[2];                /* fds that came with the hello reply */
@@ -58,6 +61,8 @@ struct exl_client {
 	size_t tmp_i32_cap;
 	float *tmp_f32;                 /* socket tokens: probs, top probs */
 	size_t tmp_f32_cap;
+	float *tmp_logits;              /* socket tokens: logits rows */
+	size_t tmp_logits_cap;
 };
 
 #if defined(__GNUC__) || defined(__clang__)

@@ -56,6 +56,7 @@ static void usage(FILE *out)
 		"  3    cannot connect to exld (not running, or no access to its socket)\n"
 		"  4    unknown model (not loaded, or no such file for load)\n"
 		"  5    not allowed (load / unload need an admin uid)\n"
+		"  6    the daemon does not offer an option given (an older exld)\n"
 		"  130  interrupted by Ctrl-C (generate, bench)\n");
 }
 
@@ -170,6 +171,8 @@ int cli_exit_status(int rc)
 		return EXL_EXIT_FORBIDDEN;
 	case EXL_E_INVALID:
 		return EXL_EXIT_USAGE;
+	case EXL_E_UNSUPPORTED:
+		return EXL_EXIT_UNSUPPORTED;
 	default:
 		return EXL_EXIT_FAIL;
 	}

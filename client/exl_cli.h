@@ -20,6 +20,7 @@ enum {
 	EXL_EXIT_CONNECT = 3,     /* no daemon at the socket, or no access to it */
 	EXL_EXIT_MODEL = 4,       /* the model is not loaded / has no file */
 	EXL_EXIT_FORBIDDEN = 5,   /* load / unload by a user who is not an admin */
+	EXL_EXIT_UNSUPPORTED = 6, /* an option the daemon does not offer (an older exld) */
 	EXL_EXIT_INTERRUPTED = 130, /* Ctrl-C (generate, bench) */
 };
 

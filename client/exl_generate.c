@@ -2,12 +2,14 @@
  * streaming the text as it arrives.  The outputs come in the order of the
  * prompts: the first one streams live while the others are held, and each
  * one's held text is printed (then streamed live) when its turn comes. */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "client/exl_cli.h"
+#include "client/logits_file.h"
 
 #define MAX_STDIN_PROMPT (16u << 20)
 #define POLL_MS 200
@@ -30,6 +32,12 @@ struct gen_state {
 	size_t head;              /* the job whose output is being printed */
 	bool write_failed;
 	struct token_texts *tt;
+	/* --dump-logits (one prompt only): the rows of every TOKENS event */
+	FILE *logits;
+	const char *logits_path;
+	size_t n_vocab;           /* of the first row; every row must match */
+	int logits_errno;         /* the first failed write's */
+	const char *logits_bad;   /* what was wrong with what the daemon sent */
 };
 
 static void usage(FILE *out)
@@ -42,6 +50,9 @@ static void usage(FILE *out)
 		"prints one result object per prompt instead.\n\n"
 		"options (the names and ranges of exld run's):\n");
 	gen_opts_usage(out);
+	fprintf(out, "  %-24s %s\n", "--dump-logits FILE",
+		"write each new token's logits: raw little-endian float32 [tokens][vocab]");
+	fprintf(out, "  %-24s %s\n", "", "(one PROMPT only)");
 	fprintf(out, "  %-24s %s\n", "--help, -h", "this text");
 }
 
@@ -131,10 +142,30 @@ static void print_probs(struct gen_state *st, size_t i, const struct exl_event *
 	}
 }
 
+/* --dump-logits: the event's rows, as they come (one job, so in order). */
+static void dump_logits(struct gen_state *st, const struct exl_event *ev)
+{
+	if (!ev->n_ids || st->logits_errno || st->logits_bad)
+		return;
+	if (!ev->logits) {
+		st->logits_bad = "tokens came without their logits";
+		return;
+	}
+	if (st->n_vocab && ev->n_vocab != st->n_vocab) {
+		st->logits_bad = "rows of different lengths";
+		return;
+	}
+	st->n_vocab = ev->n_vocab;
+	if (logits_write(st->logits, ev->logits, ev->n_ids * ev->n_vocab))
+		st->logits_errno = errno ? errno : EIO;
+}
+
 static int on_tokens(struct gen_state *st, size_t i, const struct exl_event *ev)
 {
 	struct job_out *j = &st->jobs[i];
 
+	if (st->logits)
+		dump_logits(st, ev);
 	if (st->o->json) {
 		if (st->o->top_probs && top_tokens_add(&j->top, ev))
 			return -1;
@@ -241,6 +272,20 @@ static int run_jobs(struct gen_state *st)
 		fprintf(stderr, "exl generate: cannot write the output\n");
 		return EXL_EXIT_FAIL;
 	}
+	if (st->logits) {
+		FILE *f = st->logits;
+
+		st->logits = NULL;
+		if (fclose(f) && !st->logits_errno)
+			st->logits_errno = errno ? errno : EIO;
+		if (st->logits_bad || st->logits_errno) {
+			fprintf(stderr, "exl generate: --dump-logits: %s '%s': %s\n",
+				st->logits_bad ? "the daemon's logits do not fit" : "cannot write",
+				st->logits_path, st->logits_bad ? st->logits_bad :
+				strerror(st->logits_errno));
+			return EXL_EXIT_FAIL;
+		}
+	}
 	if (cancelled) {
 		fprintf(stderr, "exl generate: interrupted\n");
 		return EXL_EXIT_INTERRUPTED;
@@ -312,6 +357,14 @@ int cmd_generate(const struct cli *g, int argc, char **argv)
 				status = EXL_EXIT_OK;
 				goto out;
 			}
+			if (!strcmp(a, "--dump-logits")) {
+				if (i + 1 >= argc || !argv[i + 1][0]) {
+					fprintf(stderr, "exl generate: --dump-logits wants a file\n");
+					goto out;
+				}
+				st.logits_path = argv[++i];
+				continue;
+			}
 			int r = gen_opts_take(&o, "generate", argc, argv, &i);
 			if (r < 0)
 				goto out;
@@ -341,6 +394,21 @@ int cmd_generate(const struct cli *g, int argc, char **argv)
 		fprintf(stderr, "exl generate: no prompt (exl generate --help)\n");
 		goto out;
 	}
+	/* The file is one job's rows: with several prompts, whose would they be? */
+	if (st.logits_path && n > 1) {
+		fprintf(stderr, "exl generate: --dump-logits takes one prompt, not %zu (the file "
+			"holds one job's rows)\n", n);
+		goto out;
+	}
+	if (st.logits_path) {
+		st.logits = fopen(st.logits_path, "wb");
+		if (!st.logits) {
+			fprintf(stderr, "exl generate: --dump-logits: cannot open '%s': %s\n",
+				st.logits_path, strerror(errno));
+			status = EXL_EXIT_FAIL;
+			goto out;
+		}
+	}
 
 	st.c = cli_connect(g, &status);
 	if (!st.c)
@@ -359,6 +427,11 @@ int cmd_generate(const struct cli *g, int argc, char **argv)
 		o.p.return_text = 1;
 		if (!o.top_probs)
 			o.p.stream = EXL_STREAM_MODE_NONE;
+	}
+	if (st.logits) {
+		/* the daemon streams logits over the socket only */
+		o.p.return_logits = 1;
+		o.p.stream = EXL_STREAM_MODE_SOCKET;
 	}
 	if (cli_sigint_install(err, sizeof(err))) {
 		fprintf(stderr, "exl generate: %s\n", err);
@@ -388,6 +461,8 @@ out:
 		}
 		free(st.jobs);
 	}
+	if (st.logits)
+		fclose(st.logits);
 	token_texts_free(st.tt);
 	exl_close(st.c);
 	free(stdin_prompt);

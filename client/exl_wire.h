@@ -57,6 +57,33 @@
 #define EXL_OP_WAKE "wake"       /* the ring has data (reader armed poll mode) */
 #define EXL_OP_PROGRESS "progress" /* load progress */
 
+/* ---- optional features (the hello reply's "features") ------------------ */
+
+/* The daemon ignores keys it does not know (so newer clients can talk to
+ * older daemons), which would make a job asked for with, say, a grammar
+ * run without one.  So the generate options beyond the core come in
+ * groups, and the hello reply lists the groups the daemon implements; a
+ * client sends a key of a group only when the list names it (a hello
+ * without the list names none).  docs/protocol.md lists each group's keys. */
+#define EXL_FEAT_PENALTIES "penalties"            /* repetition_penalty, penalty_range,
+						     penalty_decay, frequency_penalty,
+						     presence_penalty */
+#define EXL_FEAT_NO_REPEAT_NGRAM "no_repeat_ngram"
+#define EXL_FEAT_TYPICAL "typical"
+#define EXL_FEAT_TFS "tfs"
+#define EXL_FEAT_TOP_A "top_a"
+#define EXL_FEAT_TOKEN_BIAS "token_bias"
+#define EXL_FEAT_DRY "dry"                        /* dry_* */
+#define EXL_FEAT_XTC "xtc"                        /* xtc_* */
+#define EXL_FEAT_MIROSTAT "mirostat"              /* mirostat, mirostat_tau, _eta */
+#define EXL_FEAT_BANNED_STRINGS "banned_strings"
+#define EXL_FEAT_TOKEN_HEALING "token_healing"
+#define EXL_FEAT_CFG "cfg"                        /* negative_prompt(_ids), cfg_scale */
+#define EXL_FEAT_GRAMMAR "grammar"
+#define EXL_FEAT_JSON_SCHEMA "json_schema"
+#define EXL_FEAT_REGEX "regex"
+#define EXL_FEAT_RETURN_LOGITS "return_logits"
+
 /* ---- error codes ------------------------------------------------------ */
 
 /* Stable: the wire carries the name, the C API the number. */

@@ -49,10 +49,13 @@ extern "C" {
 #define EXL_CLIENT_API
 #endif
 
+/* The library's own version, which moves with its ABI (not exld's).
+ * 0.2: struct exl_event ends with the logits of return_logits;
+ * exl_server_feature() and EXL_E_UNSUPPORTED. */
 #define EXLCLIENT_VERSION_MAJOR 0
-#define EXLCLIENT_VERSION_MINOR 1
+#define EXLCLIENT_VERSION_MINOR 2
 #define EXLCLIENT_VERSION_PATCH 0
-#define EXLCLIENT_VERSION_STRING "0.1.0"
+#define EXLCLIENT_VERSION_STRING "0.2.0"
 
 /* The library's version, "MAJOR.MINOR.PATCH". */
 EXL_CLIENT_API const char *exl_version(void);
@@ -66,6 +69,8 @@ enum exl_local_code {
 	EXL_E_NOMEM = 104,
 	EXL_E_INVALID = 105,   /* a bad argument */
 	EXL_E_NO_RING = 106,   /* ring streaming asked for on a connection without a ring */
+	EXL_E_UNSUPPORTED = 107, /* an option of a feature the daemon's hello does not list
+				  * (an older exld); nothing was sent */
 };
 
 /* The name of a status code: "bad_request", "io", "timeout" ... */
@@ -103,6 +108,13 @@ struct exl_server_info {
 };
 
 EXL_CLIENT_API const struct exl_server_info *exl_server_info(const struct exl_client *c);
+
+/* Whether the daemon's hello listed the optional feature name
+ * (EXL_FEAT_* in exl_wire.h: "grammar", "dry", ...).  A daemon from
+ * before the list has none.  exl_submit() and exl_generate() refuse an
+ * option of a feature not listed with EXL_E_UNSUPPORTED, sending nothing:
+ * the daemon would ignore the key and run the job without it. */
+EXL_CLIENT_API bool exl_server_feature(const struct exl_client *c, const char *name);
 
 /* A descriptor for event loops: poll it for POLLIN and call exl_next(c,
  * &ev, 0) when it is readable.  exl_next() with timeout 0 that finds
@@ -251,7 +263,10 @@ struct exl_gen_params {
 
 	int return_probs;                 /* -1/0/1 */
 	int return_top_k;
-	int return_logits;                /* -1/0/1 (socket streams only) */
+	int return_logits;                /* -1/0/1: each step's logits in the TOKENS events
+					   * (exl_event.logits); socket streams only, so
+					   * EXL_STREAM_MODE_AUTO streams this job over the
+					   * socket */
 	int return_text;                  /* -1/0/1 */
 	enum exl_stream_mode stream;
 };
@@ -315,6 +330,13 @@ struct exl_event {
 					   * chunk, microseconds, low 32 bits */
 	/* DONE */
 	const struct exl_result *result;
+	/* TOKENS of a job with return_logits (since 0.2; fields are only ever
+	 * added at the end): n_ids rows of n_vocab floats, row i the logits
+	 * that chose ids[i] (the model's, after CFG; before bias, penalties
+	 * and sampling).  NULL and 0 otherwise.  Like text, valid until the
+	 * next exl_next().  exl_generate() does not gather them. */
+	const float *logits;              /* [n_ids][n_vocab] */
+	size_t n_vocab;
 };
 
 /* The next event of any job on c: waits up to timeout_ms (-1: forever,

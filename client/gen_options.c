@@ -12,61 +12,65 @@
 /* id, name, alt, kind, min, max, max_count, wire key, metavar, help */
 #define OPT(id, name, alt, kind, min, max, n, wire, arg, help) \
 	[id] = { id, name, alt, kind, min, max, n, wire, arg, help }
+/* The same for an option whose wire key has a range: min and max are that
+ * range (client/gen_ranges.c), filled in by genopt_parser_init(). */
+#define OPTW(id, name, alt, kind, n, wire, arg, help) \
+	[id] = { id, name, alt, kind, 0, 0, n, wire, arg, help }
 
 const struct genopt genopt_table[GENOPT_N] = {
-	OPT(GENOPT_MAX_NEW, "-n", "--n-predict", GENOPT_INT, 0, 1 << 24, 0, "max_new_tokens", "N",
+	OPTW(GENOPT_MAX_NEW, "-n", "--n-predict", GENOPT_INT, 0, "max_new_tokens", "N",
 	    "tokens to generate (default: the daemon's, 256)"),
-	OPT(GENOPT_MIN_NEW, "--min-new", NULL, GENOPT_INT, 0, 1 << 24, 0, "min_new_tokens", "N",
+	OPTW(GENOPT_MIN_NEW, "--min-new", NULL, GENOPT_INT, 0, "min_new_tokens", "N",
 	    "no stop before N tokens (EOS and stop tokens/strings wait)"),
-	OPT(GENOPT_TEMPERATURE, "--temperature", "--temp", GENOPT_FLOAT, 0, 100, 0, "temperature",
+	OPTW(GENOPT_TEMPERATURE, "--temperature", "--temp", GENOPT_FLOAT, 0, "temperature",
 	    "T", "0 = greedy (default 0.8)"),
 	OPT(GENOPT_TEMPERATURE_LAST, "--temperature-last", NULL, GENOPT_FLAG, 0, 0, 0,
 	    "temperature_last", NULL, "apply the temperature after the truncation samplers"),
-	OPT(GENOPT_TOP_K, "--top-k", NULL, GENOPT_INT, 0, 1 << 30, 0, "top_k", "K",
+	OPTW(GENOPT_TOP_K, "--top-k", NULL, GENOPT_INT, 0, "top_k", "K",
 	    "0 = off, 1 = greedy (default 40)"),
-	OPT(GENOPT_TOP_P, "--top-p", NULL, GENOPT_FLOAT, 0, 1, 0, "top_p", "P",
+	OPTW(GENOPT_TOP_P, "--top-p", NULL, GENOPT_FLOAT, 0, "top_p", "P",
 	    "nucleus mass, 1 = off (default 0.95)"),
-	OPT(GENOPT_MIN_P, "--min-p", NULL, GENOPT_FLOAT, 0, 1, 0, "min_p", "P",
+	OPTW(GENOPT_MIN_P, "--min-p", NULL, GENOPT_FLOAT, 0, "min_p", "P",
 	    "0 = off (default 0.05)"),
-	OPT(GENOPT_TYPICAL, "--typical", NULL, GENOPT_FLOAT, 0, 1, 0, "typical", "P",
+	OPTW(GENOPT_TYPICAL, "--typical", NULL, GENOPT_FLOAT, 0, "typical", "P",
 	    "locally typical mass, 1 = off"),
-	OPT(GENOPT_TFS, "--tfs", NULL, GENOPT_FLOAT, 0, 1, 0, "tfs", "Z",
+	OPTW(GENOPT_TFS, "--tfs", NULL, GENOPT_FLOAT, 0, "tfs", "Z",
 	    "tail-free sampling, 1 = off"),
-	OPT(GENOPT_TOP_A, "--top-a", NULL, GENOPT_FLOAT, 0, 1, 0, "top_a", "A", "0 = off"),
-	OPT(GENOPT_REP_PEN, "--rep-pen", NULL, GENOPT_FLOAT, 0.0001, 100, 0, "repetition_penalty",
+	OPTW(GENOPT_TOP_A, "--top-a", NULL, GENOPT_FLOAT, 0, "top_a", "A", "0 = off"),
+	OPTW(GENOPT_REP_PEN, "--rep-pen", NULL, GENOPT_FLOAT, 0, "repetition_penalty",
 	    "P", "repetition penalty, 1 = off"),
-	OPT(GENOPT_REP_RANGE, "--rep-range", NULL, GENOPT_INT, -1, 1 << 24, 0, "penalty_range", "N",
+	OPTW(GENOPT_REP_RANGE, "--rep-range", NULL, GENOPT_INT, 0, "penalty_range", "N",
 	    "tokens it looks back, -1 = all (default 64)"),
-	OPT(GENOPT_REP_DECAY, "--rep-decay", NULL, GENOPT_INT, 0, 1 << 24, 0, "penalty_decay", "N",
+	OPTW(GENOPT_REP_DECAY, "--rep-decay", NULL, GENOPT_INT, 0, "penalty_decay", "N",
 	    "tokens before the range with a fading penalty"),
-	OPT(GENOPT_FREQ_PEN, "--freq-pen", NULL, GENOPT_FLOAT, -100, 100, 0, "frequency_penalty",
+	OPTW(GENOPT_FREQ_PEN, "--freq-pen", NULL, GENOPT_FLOAT, 0, "frequency_penalty",
 	    "F", "frequency penalty"),
-	OPT(GENOPT_PRES_PEN, "--pres-pen", NULL, GENOPT_FLOAT, -100, 100, 0, "presence_penalty",
+	OPTW(GENOPT_PRES_PEN, "--pres-pen", NULL, GENOPT_FLOAT, 0, "presence_penalty",
 	    "F", "presence penalty"),
-	OPT(GENOPT_NO_REPEAT_NGRAM, "--no-repeat-ngram", NULL, GENOPT_INT, 0, 64, 0,
+	OPTW(GENOPT_NO_REPEAT_NGRAM, "--no-repeat-ngram", NULL, GENOPT_INT, 0,
 	    "no_repeat_ngram", "N", "never repeat an n-gram of N tokens"),
-	OPT(GENOPT_DRY_MULT, "--dry-mult", NULL, GENOPT_FLOAT, 0, 100, 0, "dry_multiplier", "M",
+	OPTW(GENOPT_DRY_MULT, "--dry-mult", NULL, GENOPT_FLOAT, 0, "dry_multiplier", "M",
 	    "DRY multiplier, 0 = off"),
-	OPT(GENOPT_DRY_BASE, "--dry-base", NULL, GENOPT_FLOAT, 1, 100, 0, "dry_base", "B",
+	OPTW(GENOPT_DRY_BASE, "--dry-base", NULL, GENOPT_FLOAT, 0, "dry_base", "B",
 	    "DRY base (default 1.75)"),
-	OPT(GENOPT_DRY_ALLOWED_LEN, "--dry-allowed-len", NULL, GENOPT_INT, 1, 512, 0,
+	OPTW(GENOPT_DRY_ALLOWED_LEN, "--dry-allowed-len", NULL, GENOPT_INT, 0,
 	    "dry_allowed_length", "N", "DRY allowed length (default 2)"),
-	OPT(GENOPT_DRY_RANGE, "--dry-range", NULL, GENOPT_INT, 0, 1 << 24, 0, "dry_range", "N",
+	OPTW(GENOPT_DRY_RANGE, "--dry-range", NULL, GENOPT_INT, 0, "dry_range", "N",
 	    "DRY looks back N tokens, 0 = all"),
 	OPT(GENOPT_DRY_BREAKERS, "--dry-breakers", NULL, GENOPT_BREAKERS, 0, 0, 0,
 	    "dry_sequence_breakers", "LIST",
 	    "comma-separated sequence breakers (\\n \\t \\, \\\\ escapes; \"\" = none)"),
-	OPT(GENOPT_XTC_PROB, "--xtc-prob", NULL, GENOPT_FLOAT, 0, 1, 0, "xtc_probability", "P",
+	OPTW(GENOPT_XTC_PROB, "--xtc-prob", NULL, GENOPT_FLOAT, 0, "xtc_probability", "P",
 	    "XTC probability, 0 = off"),
-	OPT(GENOPT_XTC_THRESH, "--xtc-thresh", NULL, GENOPT_FLOAT, 0, 1, 0, "xtc_threshold", "T",
+	OPTW(GENOPT_XTC_THRESH, "--xtc-thresh", NULL, GENOPT_FLOAT, 0, "xtc_threshold", "T",
 	    "XTC threshold (default 0.1)"),
-	OPT(GENOPT_MIROSTAT, "--mirostat", NULL, GENOPT_INT_OPT, 0, 2, 0, "mirostat", "[V]",
+	OPTW(GENOPT_MIROSTAT, "--mirostat", NULL, GENOPT_INT_OPT, 0, "mirostat", "[V]",
 	    "mirostat v2 (V: 0 = off, 2 = v2)"),
-	OPT(GENOPT_MIROSTAT_TAU, "--mirostat-tau", NULL, GENOPT_FLOAT, 0.0001, 100, 0,
+	OPTW(GENOPT_MIROSTAT_TAU, "--mirostat-tau", NULL, GENOPT_FLOAT, 0,
 	    "mirostat_tau", "T", "default 5"),
-	OPT(GENOPT_MIROSTAT_ETA, "--mirostat-eta", NULL, GENOPT_FLOAT, 0, 1, 0, "mirostat_eta", "E",
+	OPTW(GENOPT_MIROSTAT_ETA, "--mirostat-eta", NULL, GENOPT_FLOAT, 0, "mirostat_eta", "E",
 	    "default 0.1"),
-	OPT(GENOPT_BIAS, "--bias", NULL, GENOPT_BIAS_LIST, 0, 0, EXL_MAX_BIAS, "token_bias", "ID=V",
+	OPTW(GENOPT_BIAS, "--bias", NULL, GENOPT_BIAS_LIST, EXL_MAX_BIAS, "token_bias", "ID=V",
 	    "add V (or -inf) to token ID's logit; repeatable"),
 	OPT(GENOPT_SEED, "--seed", NULL, GENOPT_U64, 0, 0, 0, "seed", "S",
 	    "sampling seed (default: random)"),
@@ -78,7 +82,7 @@ const struct genopt genopt_table[GENOPT_N] = {
 	    "STR", "banned string (backtrack and resample); repeatable"),
 	OPT(GENOPT_TOKEN_HEALING, "--token-healing", NULL, GENOPT_FLAG, 0, 0, 0, "token_healing",
 	    NULL, "regenerate the prompt's last token(s)"),
-	OPT(GENOPT_CFG_SCALE, "--cfg-scale", NULL, GENOPT_FLOAT, -100, 100, 0, "cfg_scale", "S",
+	OPTW(GENOPT_CFG_SCALE, "--cfg-scale", NULL, GENOPT_FLOAT, 0, "cfg_scale", "S",
 	    "classifier-free guidance scale (needs --negative)"),
 	OPT(GENOPT_NEGATIVE, "--negative", NULL, GENOPT_STR, 0, 0, 0, "negative_prompt", "TEXT",
 	    "negative prompt for CFG"),
@@ -100,7 +104,7 @@ const struct genopt genopt_table[GENOPT_N] = {
 	    "decode_special", NULL, "show special tokens in the output"),
 	OPT(GENOPT_NO_BOS, "--no-bos", NULL, GENOPT_FLAG, 0, 0, 0, "add_bos", NULL,
 	    "do not add BOS to the prompt"),
-	OPT(GENOPT_TOP_PROBS, "--top-probs", NULL, GENOPT_INT, 0, EXL_MAX_TOP_K_RETURN, 0,
+	OPTW(GENOPT_TOP_PROBS, "--top-probs", NULL, GENOPT_INT, 0,
 	    "return_top_k", "K", "report each token's probability and the K most likely"),
 };
 
@@ -110,6 +114,18 @@ void genopt_parser_init(struct genopt_parser *ps, const char *prog, FILE *msg)
 	snprintf(ps->prog, sizeof(ps->prog), "%s", prog);
 	ps->msg = msg;
 	memcpy(ps->opts, genopt_table, sizeof(ps->opts));
+	for (size_t i = 0; i < GENOPT_N; i++) {
+		struct genopt *p = &ps->opts[i];
+
+		if (!p->wire || (p->kind != GENOPT_INT && p->kind != GENOPT_INT_OPT &&
+				 p->kind != GENOPT_FLOAT && p->kind != GENOPT_BIAS_LIST))
+			continue;
+		ps->range[i] = genrange_find(p->wire);
+		if (ps->range[i]) {
+			p->min = ps->range[i]->min;
+			p->max = ps->range[i]->max;
+		}
+	}
 }
 
 const struct genopt *genopt_find_in(const struct genopt *t, size_t n, const char *a)
@@ -140,32 +156,52 @@ void genopt_usage(FILE *out, const struct genopt_parser *ps)
 		genopt_usage_line(out, &ps->opts[i]);
 }
 
-static int parse_int(const struct genopt_parser *ps, const char *opt, const char *v, double min,
-		     double max, int *out)
+/* What p takes: its wire range (with the bounds a program may have
+ * narrowed), or a plain interval for an option that is not on the wire. */
+static struct genrange range_of(const struct genopt_parser *ps, const struct genopt *p)
 {
+	struct genrange r = { .integer = p->kind != GENOPT_FLOAT };
+
+	if (p->id >= 0 && p->id < GENOPT_N && ps->range[p->id])
+		r = *ps->range[p->id];
+	r.min = p->min;
+	r.max = p->max;
+	return r;
+}
+
+static int parse_int(const struct genopt_parser *ps, const struct genopt *p, const char *opt,
+		     const char *v, int *out)
+{
+	struct genrange r = range_of(ps, p);
+	char what[96];
 	char *end;
 
 	errno = 0;
 	long x = strtol(v, &end, 10);
-	if (errno || end == v || *end || x < (long)min || x > (long)max) {
-		fprintf(ps->msg, "%s: %s wants an integer in [%ld, %ld], not '%s'\n", ps->prog, opt,
-			(long)min, (long)max, v);
+	if (errno || end == v || *end || !genrange_ok(&r, (double)x)) {
+		genrange_describe(&r, what, sizeof(what));
+		fprintf(ps->msg, "%s: %s wants %s, not '%s'\n", ps->prog, opt, what, v);
 		return -1;
 	}
 	*out = (int)x;
 	return 0;
 }
 
-static int parse_float(const struct genopt_parser *ps, const char *opt, const char *v, double min,
-		       double max, float *out)
+/* The value is checked as it goes on the wire, rounded to float (so 1e-50
+ * is not taken where 0 is refused); the double is checked first, as a
+ * double out of float's range has no float. */
+static int parse_float(const struct genopt_parser *ps, const struct genopt *p, const char *opt,
+		       const char *v, float *out)
 {
+	struct genrange r = range_of(ps, p);
+	char what[96];
 	char *end;
 
 	errno = 0;
 	double x = strtod(v, &end);
-	if (errno || end == v || *end || !isfinite(x) || x < min || x > max) {
-		fprintf(ps->msg, "%s: %s wants a number in [%g, %g], not '%s'\n", ps->prog, opt, min,
-			max, v);
+	if (errno || end == v || *end || !genrange_ok(&r, x) || !genrange_ok(&r, (double)(float)x)) {
+		genrange_describe(&r, what, sizeof(what));
+		fprintf(ps->msg, "%s: %s wants %s, not '%s'\n", ps->prog, opt, what, v);
 		return -1;
 	}
 	*out = (float)x;
@@ -185,9 +221,12 @@ static int parse_seed(const struct genopt_parser *ps, const char *v, uint64_t *o
 	return 0;
 }
 
-/* ID=V; V a number within 1e6, or -inf. */
-static int parse_bias(const struct genopt_parser *ps, const char *v, int32_t *id, float *bias)
+/* ID=V; V a number in the wire's range for token_bias, or -inf. */
+static int parse_bias(const struct genopt_parser *ps, const struct genopt *p, const char *v,
+		      int32_t *id, float *bias)
 {
+	struct genrange r = range_of(ps, p);
+	char what[96];
 	const char *eq = strchr(v, '=');
 	char num[32];
 	char *end;
@@ -207,13 +246,15 @@ static int parse_bias(const struct genopt_parser *ps, const char *v, int32_t *id
 	}
 	errno = 0;
 	double f = strtod(eq + 1, &end);
-	if (errno || end == eq + 1 || *end || !isfinite(f) || fabs(f) > 1e6)
+	if (errno || end == eq + 1 || *end || !genrange_ok(&r, f) ||
+	    !genrange_ok(&r, (double)(float)f))
 		goto bad;
 	*bias = (float)f;
 	return 0;
 bad:
-	fprintf(ps->msg, "%s: --bias wants ID=VALUE (a token id, then a number or -inf), "
-		"not '%s'\n", ps->prog, v);
+	genrange_describe(&r, what, sizeof(what));
+	fprintf(ps->msg, "%s: --bias wants ID=VALUE (a token id, then %s or -inf), not '%s'\n",
+		ps->prog, what, v);
 	return -1;
 }
 
@@ -299,9 +340,9 @@ static int parse_value(struct genopt_parser *ps, const struct genopt *p, const c
 	case GENOPT_INT:
 	case GENOPT_INT_OPT:
 	case GENOPT_ID_LIST:
-		return parse_int(ps, a, v, p->min, p->max, &out->i);
+		return parse_int(ps, p, a, v, &out->i);
 	case GENOPT_FLOAT:
-		return parse_float(ps, a, v, p->min, p->max, &out->f);
+		return parse_float(ps, p, a, v, &out->f);
 	case GENOPT_STR:
 	case GENOPT_STR_LIST:
 		out->str = v;
@@ -316,7 +357,7 @@ static int parse_value(struct genopt_parser *ps, const struct genopt *p, const c
 	case GENOPT_U64:
 		return parse_seed(ps, v, &out->seed);
 	case GENOPT_BIAS_LIST:
-		return parse_bias(ps, v, &out->token, &out->f);
+		return parse_bias(ps, p, v, &out->token, &out->f);
 	case GENOPT_BREAKERS:
 		return parse_breakers(ps, v, out);
 	case GENOPT_FLAG:
@@ -355,8 +396,10 @@ int genopt_take(struct genopt_parser *ps, const struct genopt *p, int argc, char
 	if (parse_value(ps, p, a, argv[*i], v))
 		return -1;
 taken:
-	if (shared)
+	if (shared) {
 		ps->count[p->id]++;
+		ps->value[p->id] = p->kind == GENOPT_FLOAT ? (double)v->f : (double)v->i;
+	}
 	return 0;
 }
 
@@ -371,6 +414,16 @@ int genopt_finish(const struct genopt_parser *ps)
 	if ((n[GENOPT_GRAMMAR] > 0) + (n[GENOPT_JSON_SCHEMA] > 0) + (n[GENOPT_REGEX] > 0) > 1) {
 		fprintf(ps->msg, "%s: give at most one of --grammar, --json-schema and --regex\n",
 			ps->prog);
+		return -1;
+	}
+	/* The job refuses min_new_tokens over max_new_tokens.  Without -n the
+	 * daemon's default (or its per-uid limit) decides, which only it
+	 * knows. */
+	if (n[GENOPT_MIN_NEW] && n[GENOPT_MAX_NEW] &&
+	    ps->value[GENOPT_MIN_NEW] > ps->value[GENOPT_MAX_NEW]) {
+		fprintf(ps->msg, "%s: --min-new %.0f is over -n %.0f (min_new_tokens <= "
+			"max_new_tokens)\n", ps->prog, ps->value[GENOPT_MIN_NEW],
+			ps->value[GENOPT_MAX_NEW]);
 		return -1;
 	}
 	return 0;

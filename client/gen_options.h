@@ -16,6 +16,7 @@
 #include <stdio.h>
 
 #include "client/exl_wire.h"
+#include "client/gen_ranges.h"
 
 /* In the order --help lists them. */
 enum genopt_id {
@@ -78,7 +79,7 @@ enum genopt_kind {
 	GENOPT_U64,        /* an unsigned 64-bit integer */
 	GENOPT_STR_LIST,   /* repeatable text, at most max_count */
 	GENOPT_ID_LIST,    /* repeatable token id in [min, max], at most max_count */
-	GENOPT_BIAS_LIST,  /* repeatable ID=V (V a number within 1e6, or -inf) */
+	GENOPT_BIAS_LIST,  /* repeatable ID=V (V in token_bias's wire range, or -inf) */
 	GENOPT_BREAKERS,   /* comma-separated strings with \n \t \, \\ escapes */
 };
 
@@ -90,6 +91,9 @@ struct genopt {
 	const char *name;
 	const char *alt;          /* another spelling, or NULL */
 	enum genopt_kind kind;
+	/* INT, INT_OPT, FLOAT, ID_LIST: the values taken.  For an option whose
+	 * wire key has a range (client/gen_ranges.h), genopt_parser_init()
+	 * sets them from it; a program may narrow them afterwards. */
 	double min, max;
 	int max_count;            /* repeatable kinds: how many times */
 	const char *wire;         /* its key in a generate request (docs/protocol.md) */
@@ -118,6 +122,8 @@ struct genopt_parser {
 	 * after genopt_parser_init(). */
 	struct genopt opts[GENOPT_N];
 	int count[GENOPT_N];      /* how often each option was taken */
+	double value[GENOPT_N];   /* INT, INT_OPT, FLOAT: the last value taken */
+	const struct genrange *range[GENOPT_N]; /* each option's wire range, or NULL */
 };
 
 extern const struct genopt genopt_table[GENOPT_N];
@@ -135,8 +141,9 @@ const struct genopt *genopt_find(const struct genopt_parser *ps, const char *a);
 int genopt_take(struct genopt_parser *ps, const struct genopt *opt, int argc, char **argv,
 		int *i, struct genopt_value *v);
 
-/* After the last option: --cfg-scale goes with --negative, and at most one
- * of --grammar, --json-schema and --regex.  -1 after printing why. */
+/* After the last option: --cfg-scale goes with --negative, at most one of
+ * --grammar, --json-schema and --regex, and --min-new is not over -n when
+ * both are given.  -1 after printing why. */
 int genopt_finish(const struct genopt_parser *ps);
 
 /* One --help line, and every shared option's in order. */

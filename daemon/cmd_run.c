@@ -13,10 +13,12 @@
  * counts the decode passes (every generated token but the first, which
  * comes from the prompt pass), as llama.cpp's benchmarks do.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "client/logits_file.h"
 #include "daemon/cmd_run.h"
 #include "daemon/commands.h"
 #include "daemon/engine.h"
@@ -39,6 +41,9 @@ struct run_state {
 	 * stop string that begins in the healed text ends the output inside
 	 * the prompt, and then the result's text is printed instead. */
 	bool prompt_pending;
+	FILE *logits;             /* --dump-logits, or NULL */
+	int logits_errno;         /* the first failed write's, or 0 */
+	bool logits_missing;      /* a chunk with tokens came without logits */
 };
 
 static void print_probs(const struct run_state *st, const struct exl_chunk *c)
@@ -70,6 +75,12 @@ static int on_chunk(struct exl_job *job, const struct exl_chunk *c, void *user)
 	struct run_state *st = user;
 
 	(void)job;
+	if (st->logits && c->n_tokens && !st->logits_errno) {
+		if (!c->logits)
+			st->logits_missing = true;
+		else if (logits_write(st->logits, c->logits, (size_t)c->n_tokens * (size_t)c->n_vocab))
+			st->logits_errno = errno ? errno : EIO;
+	}
 	if (st->o->json)
 		return EXL_CHUNK_OK;
 	if (c->text_len && st->prompt_pending) {
@@ -157,6 +168,14 @@ int cmd_run(int argc, char **argv)
 	if (pr) {
 		run_opts_free(&o);
 		return pr > 0 ? 0 : 2;
+	}
+	if (o.dump_logits) {
+		st.logits = fopen(o.dump_logits, "wb");
+		if (!st.logits) {
+			snprintf(err, sizeof(err), "--dump-logits: cannot open '%s': %s", o.dump_logits,
+				 strerror(errno));
+			goto fail;
+		}
 	}
 	if (exl_backend_create_by_name(o.device, o.threads, &be, err, sizeof(err)))
 		goto fail;
@@ -262,6 +281,20 @@ int cmd_run(int argc, char **argv)
 		started = false;
 		goto fail;
 	}
+	if (st.logits) {
+		FILE *f = st.logits;
+
+		st.logits = NULL;
+		if (fclose(f) && !st.logits_errno)
+			st.logits_errno = errno ? errno : EIO;
+		if (st.logits_missing || st.logits_errno) {
+			snprintf(err, sizeof(err), "--dump-logits: cannot write '%s': %s",
+				 o.dump_logits, st.logits_missing ? "a step came without its logits" :
+				 strerror(st.logits_errno));
+			started = false;
+			goto fail;
+		}
+	}
 	if (r->reason == EXL_STOP_ERROR) {
 		snprintf(err, sizeof(err), "%s", r->error ? r->error : "generation failed");
 		started = false;
@@ -291,6 +324,8 @@ fail:
 	fflush(stdout);
 	fprintf(stderr, "exld run: %s\n", err);
 out:
+	if (st.logits)
+		fclose(st.logits);
 	/* The engine first: a job still in it ends (on_done) before it is freed. */
 	exl_engine_free(e);
 	exl_job_free(job);

@@ -21,6 +21,7 @@ struct run_opts {
 	bool warmup;
 	bool json;
 	int top_probs;
+	const char *dump_logits;  /* --dump-logits FILE (client/logits_file.h) */
 	struct exl_gen_settings s;
 	/* the lists s points into, sized by argc */
 	const char **stops;

@@ -22,6 +22,7 @@ enum {
 	OPT_KV_TOKENS,
 	OPT_DEVICE,
 	OPT_WARMUP,
+	OPT_DUMP_LOGITS,
 	OPT_HELP,
 };
 
@@ -43,6 +44,8 @@ static const struct genopt own_tail[] = {
 	  "cpu (default), cuda or cuda:N" },
 	{ OPT_WARMUP, "--warmup", NULL, GENOPT_FLAG, 0, 0, 0, NULL, NULL,
 	  "run one untimed pass first (touches every weight page)" },
+	{ OPT_DUMP_LOGITS, "--dump-logits", NULL, GENOPT_STR, 0, 0, 0, NULL, "FILE",
+	  "write each new token's logits: raw little-endian float32 [tokens][vocab]" },
 	{ OPT_HELP, "--help", "-h", GENOPT_FLAG, 0, 0, 0, NULL, NULL, "this text" },
 };
 
@@ -113,6 +116,7 @@ static void store_own(struct run_opts *o, const struct genopt_value *v)
 	case OPT_KV_TOKENS: o->kv_tokens = v->i; break;
 	case OPT_DEVICE: o->device = v->str; break;
 	case OPT_WARMUP: o->warmup = true; break;
+	case OPT_DUMP_LOGITS: o->dump_logits = v->str; break;
 	default: break;
 	}
 }
@@ -237,6 +241,8 @@ int run_parse_args(int argc, char **argv, struct run_opts *o)
 		o->s.return_probs = true;
 		o->s.return_top_k = o->top_probs;
 	}
+	if (o->dump_logits)
+		o->s.return_logits = true;
 	return 0;
 }
 

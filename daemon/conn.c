@@ -400,7 +400,7 @@ static void op_hello(struct exl_conn *c, const struct exl_req *req, const struct
 	}
 	c->said_hello = true;
 	reply_init(&r);
-	exl_pack_reply(&r.pk, &r.sb, EXL_OP_HELLO, id, c->sink->ring ? 8 : 6);
+	exl_pack_reply(&r.pk, &r.sb, EXL_OP_HELLO, id, c->sink->ring ? 9 : 7);
 	exl_pack_key(&r.pk, "version");
 	msgpack_pack_int(&r.pk, EXL_PROTOCOL_VERSION);
 	exl_pack_key(&r.pk, "server");
@@ -411,6 +411,11 @@ static void op_hello(struct exl_conn *c, const struct exl_req *req, const struct
 	msgpack_pack_uint32(&r.pk, (uint32_t)c->uid);
 	exl_pack_key(&r.pk, "pid");
 	msgpack_pack_int32(&r.pk, (int32_t)c->pid);
+	/* what a client may ask for: it sends no option of a group not here */
+	exl_pack_key(&r.pk, "features");
+	msgpack_pack_array(&r.pk, exl_daemon_n_features);
+	for (size_t i = 0; i < exl_daemon_n_features; i++)
+		exl_pack_cstr(&r.pk, exl_daemon_features[i]);
 	exl_pack_key(&r.pk, "ring");
 	if (c->sink->ring) {
 		msgpack_pack_true(&r.pk);

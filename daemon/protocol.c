@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "client/gen_ranges.h"
 #include "daemon/config.h"
 #include "daemon/protocol.h"
 
@@ -13,6 +14,16 @@ _Static_assert(EXL_MAX_BANNED == EXL_GEN_MAX_BANNED, "wire and generator disagre
 _Static_assert(EXL_MAX_STRING_ITEM == EXL_GEN_MAX_STRING_LEN, "wire and generator disagree");
 _Static_assert(EXL_MAX_BIAS == EXL_GEN_MAX_BIAS, "wire and generator disagree");
 _Static_assert(EXL_MAX_TOP_K_RETURN == EXL_GEN_MAX_TOP_PROBS, "wire and generator disagree");
+
+/* Every group of optional generate keys that dec_generate() decodes (the
+ * hello reply lists them; docs/protocol.md has the keys of each). */
+const char *const exl_daemon_features[] = {
+	EXL_FEAT_PENALTIES, EXL_FEAT_NO_REPEAT_NGRAM, EXL_FEAT_TYPICAL, EXL_FEAT_TFS,
+	EXL_FEAT_TOP_A, EXL_FEAT_TOKEN_BIAS, EXL_FEAT_DRY, EXL_FEAT_XTC, EXL_FEAT_MIROSTAT,
+	EXL_FEAT_BANNED_STRINGS, EXL_FEAT_TOKEN_HEALING, EXL_FEAT_CFG, EXL_FEAT_GRAMMAR,
+	EXL_FEAT_JSON_SCHEMA, EXL_FEAT_REGEX, EXL_FEAT_RETURN_LOGITS,
+};
+const size_t exl_daemon_n_features = sizeof(exl_daemon_features) / sizeof(exl_daemon_features[0]);
 
 /* ---- framing ---------------------------------------------------------- */
 
@@ -262,27 +273,57 @@ static int get_int(struct dec *d, const char *key, int64_t min, int64_t max, int
 	return 0;
 }
 
-static int get_int32(struct dec *d, const char *key, int min, int max, int *out)
+/* A numeric generate option: its range is the shared table's
+ * (client/gen_ranges.h), which the command lines check before sending. */
+static int get_ranged(struct dec *d, const char *key, double *out)
 {
-	int64_t v = *out;
+	const struct genrange *r = genrange_find(key);
+	const msgpack_object *o = find(d->map, key);
+	char what[96];
+	int64_t i;
+	double v;
 
-	if (get_int(d, key, min, max, &v))
+	if (!o)
+		return 0;
+	genrange_describe(r, what, sizeof(what));
+	if (r->integer) {
+		if (!obj_int(o, &i)) {
+			if (o->type == MSGPACK_OBJECT_POSITIVE_INTEGER)
+				return fail(d, key, "wants %s, got %llu", what,
+					    (unsigned long long)o->via.u64);
+			return fail(d, key, "wants %s, got %s", what, type_name(o));
+		}
+		if (!genrange_ok(r, (double)i))
+			return fail(d, key, "wants %s, got %lld", what, (long long)i);
+		*out = (double)i;
+		return 0;
+	}
+	if (!obj_num(o, &v))
+		return fail(d, key, "wants %s, got %s", what, type_name(o));
+	/* float in the settings: the rounded value is the one that must fit
+	 * (checked after the double, which may have no float) */
+	if (!genrange_ok(r, v) || !genrange_ok(r, (double)(float)v))
+		return fail(d, key, "wants %s, got %g", what, v);
+	*out = v;
+	return 0;
+}
+
+static int get_rint(struct dec *d, const char *key, int *out)
+{
+	double v = *out;
+
+	if (get_ranged(d, key, &v))
 		return -1;
 	*out = (int)v;
 	return 0;
 }
 
-static int get_float(struct dec *d, const char *key, double min, double max, float *out)
+static int get_rfloat(struct dec *d, const char *key, float *out)
 {
-	const msgpack_object *o = find(d->map, key);
-	double v;
+	double v = *out;
 
-	if (!o)
-		return 0;
-	if (!obj_num(o, &v))
-		return fail(d, key, "wants a number, got %s", type_name(o));
-	if (!(v >= min && v <= max))
-		return fail(d, key, "wants a number in [%g, %g], got %g", min, max, v);
+	if (get_ranged(d, key, &v))
+		return -1;
 	*out = (float)v;
 	return 0;
 }
@@ -481,10 +522,13 @@ static int dec_detokenize(struct dec *d, struct exl_req *req)
 static int dec_bias(struct dec *d, struct exl_req_generate *g)
 {
 	const msgpack_object *o = find(d->map, "token_bias");
+	const struct genrange *range = genrange_find("token_bias");
+	char what[96];
 	uint32_t n;
 
 	if (!o)
 		return 0;
+	genrange_describe(range, what, sizeof(what));
 	if (o->type != MSGPACK_OBJECT_MAP && o->type != MSGPACK_OBJECT_ARRAY)
 		return fail(d, "token_bias", "wants a map id -> bias or an array of [id, bias], got %s",
 			    type_name(o));
@@ -510,8 +554,8 @@ static int dec_bias(struct dec *d, struct exl_req_generate *g)
 		}
 		if (!obj_int(k, &id) || id < 0 || id > INT32_MAX)
 			return fail(d, "token_bias", "item %u: wants a token id (integer >= 0) as key", i);
-		if (!obj_num(v, &b) || !(b >= -1e30 && b <= 1e30))
-			return fail(d, "token_bias", "item %u: wants a finite number as bias", i);
+		if (!obj_num(v, &b) || !genrange_ok(range, b) || !genrange_ok(range, (double)(float)b))
+			return fail(d, "token_bias", "item %u: wants %s as bias", i, what);
 		g->bias[i].id = (int32_t)id;
 		g->bias[i].bias = (float)b;
 	}
@@ -635,7 +679,6 @@ static int dec_generate(struct dec *d, struct exl_req_generate *g, size_t max_te
 	struct exl_gen_settings *s = &g->s;
 	struct exl_sampler_params *sp = &s->sampling;
 	bool present = false;
-	const double big = 1e9;
 
 	memset(g, 0, sizeof(*g));
 	exl_gen_settings_init(s);
@@ -660,12 +703,12 @@ static int dec_generate(struct dec *d, struct exl_req_generate *g, size_t max_te
 	    get_bool(d, "decode_special", &s->decode_special_tokens) ||
 	    get_bool(d, "completion_only", &s->completion_only) ||
 	    get_bool(d, "token_healing", &s->token_healing) ||
-	    get_int32(d, "max_new_tokens", 0, 1 << 24, &s->max_new_tokens) ||
-	    get_int32(d, "min_new_tokens", 0, 1 << 24, &s->min_new_tokens) ||
+	    get_rint(d, "max_new_tokens", &s->max_new_tokens) ||
+	    get_rint(d, "min_new_tokens", &s->min_new_tokens) ||
 	    get_bool(d, "ignore_eos", &s->ignore_eos) ||
-	    get_float(d, "cfg_scale", -big, big, &s->cfg_scale) ||
+	    get_rfloat(d, "cfg_scale", &s->cfg_scale) ||
 	    get_bool(d, "return_probs", &s->return_probs) ||
-	    get_int32(d, "return_top_k", 0, EXL_MAX_TOP_K_RETURN, &s->return_top_k) ||
+	    get_rint(d, "return_top_k", &s->return_top_k) ||
 	    get_bool(d, "return_logits", &s->return_logits))
 		return -1;
 	if (find(d->map, "seed")) {
@@ -680,30 +723,30 @@ static int dec_generate(struct dec *d, struct exl_req_generate *g, size_t max_te
 	}
 
 	/* Samplers: wire names -> struct exl_sampler_params. */
-	if (get_float(d, "temperature", 0, big, &sp->temperature) ||
+	if (get_rfloat(d, "temperature", &sp->temperature) ||
 	    get_bool(d, "temperature_last", &sp->temperature_last) ||
-	    get_int32(d, "top_k", 0, INT32_MAX, &sp->top_k) ||
-	    get_float(d, "top_p", 0, 1, &sp->top_p) ||
-	    get_float(d, "min_p", 0, 1, &sp->min_p) ||
-	    get_float(d, "typical", 0, 1, &sp->typical) ||
-	    get_float(d, "tfs", 0, 1, &sp->tfs) ||
-	    get_float(d, "top_a", 0, big, &sp->top_a) ||
-	    get_float(d, "repetition_penalty", 0, big, &sp->rep_pen) ||
-	    get_int32(d, "penalty_range", -1, INT32_MAX, &sp->rep_range) ||
-	    get_int32(d, "penalty_decay", 0, INT32_MAX, &sp->rep_decay) ||
-	    get_float(d, "frequency_penalty", -big, big, &sp->freq_pen) ||
-	    get_float(d, "presence_penalty", -big, big, &sp->pres_pen) ||
-	    get_int32(d, "no_repeat_ngram", 0, 1 << 20, &sp->no_repeat_ngram) ||
-	    get_float(d, "dry_multiplier", 0, big, &sp->dry_mult) ||
-	    get_float(d, "dry_base", 0, big, &sp->dry_base) ||
-	    get_int32(d, "dry_allowed_length", 0, 1 << 20, &sp->dry_allowed_len) ||
-	    get_int32(d, "dry_range", 0, INT32_MAX, &sp->dry_range) ||
+	    get_rint(d, "top_k", &sp->top_k) ||
+	    get_rfloat(d, "top_p", &sp->top_p) ||
+	    get_rfloat(d, "min_p", &sp->min_p) ||
+	    get_rfloat(d, "typical", &sp->typical) ||
+	    get_rfloat(d, "tfs", &sp->tfs) ||
+	    get_rfloat(d, "top_a", &sp->top_a) ||
+	    get_rfloat(d, "repetition_penalty", &sp->rep_pen) ||
+	    get_rint(d, "penalty_range", &sp->rep_range) ||
+	    get_rint(d, "penalty_decay", &sp->rep_decay) ||
+	    get_rfloat(d, "frequency_penalty", &sp->freq_pen) ||
+	    get_rfloat(d, "presence_penalty", &sp->pres_pen) ||
+	    get_rint(d, "no_repeat_ngram", &sp->no_repeat_ngram) ||
+	    get_rfloat(d, "dry_multiplier", &sp->dry_mult) ||
+	    get_rfloat(d, "dry_base", &sp->dry_base) ||
+	    get_rint(d, "dry_allowed_length", &sp->dry_allowed_len) ||
+	    get_rint(d, "dry_range", &sp->dry_range) ||
 	    dec_breakers(d, sp) ||
-	    get_float(d, "xtc_probability", 0, 1, &sp->xtc_prob) ||
-	    get_float(d, "xtc_threshold", 0, 1, &sp->xtc_thresh) ||
-	    get_int32(d, "mirostat", 0, 2, &sp->mirostat) ||
-	    get_float(d, "mirostat_tau", 0, big, &sp->mirostat_tau) ||
-	    get_float(d, "mirostat_eta", 0, big, &sp->mirostat_eta) ||
+	    get_rfloat(d, "xtc_probability", &sp->xtc_prob) ||
+	    get_rfloat(d, "xtc_threshold", &sp->xtc_thresh) ||
+	    get_rint(d, "mirostat", &sp->mirostat) ||
+	    get_rfloat(d, "mirostat_tau", &sp->mirostat_tau) ||
+	    get_rfloat(d, "mirostat_eta", &sp->mirostat_eta) ||
 	    dec_bias(d, g))
 		return -1;
 

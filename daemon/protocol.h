@@ -104,6 +104,11 @@ struct exl_req {
 	} u;
 };
 
+/* The optional features (exl_wire.h EXL_FEAT_*) this daemon implements,
+ * which the hello reply lists: all of them. */
+extern const char *const exl_daemon_features[];
+extern const size_t exl_daemon_n_features;
+
 /* Decodes the request root (a msgpack value from one message); arrays and
  * strings it makes are allocated in zone, which must outlive req.  Returns
  * EXL_OK, or an enum exl_code with a message in err ("generate: top_k:

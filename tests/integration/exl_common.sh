@@ -11,6 +11,7 @@ tmp=$(mktemp -d /tmp/exl-test-XXXXXX)
 sock=$tmp/exld.sock
 export EXLD_SOCKET=$sock
 dpid=
+fpid=
 fail=0
 
 ok() { printf 'ok: %s\n' "$1"; }
@@ -27,6 +28,7 @@ stop_daemon() {
 
 cleanup() {
 	stop_daemon
+	stop_fake
 	if [ "$fail" != 0 ] && [ -f "$tmp/daemon.log" ]; then
 		echo "--- daemon log"
 		tail -n 30 "$tmp/daemon.log"
@@ -35,6 +37,33 @@ cleanup() {
 }
 trap cleanup EXIT
 trap 'exit 1' INT TERM
+
+# start_fake SOCKET [fake_exld.py flags]: tests/integration/fake_exld.py
+# (a stand-in daemon) on SOCKET, logging each request's op to SOCKET.log.
+start_fake() {
+	stop_fake
+	fsock=$1
+	shift
+	rm -f "$fsock" "$fsock.log"
+	python3 "$(dirname "$0")/fake_exld.py" "$fsock" "$fsock.log" "$@" >>"$tmp/fake.out" 2>&1 &
+	fpid=$!
+	i=0
+	while [ $i -lt 100 ]; do
+		[ -S "$fsock" ] && return 0
+		kill -0 "$fpid" 2>/dev/null || break
+		sleep 0.1
+		i=$((i + 1))
+	done
+	echo "fake_exld.py did not start: $(cat "$tmp/fake.out")"
+	return 1
+}
+
+stop_fake() {
+	[ -n "$fpid" ] || return 0
+	kill -TERM "$fpid" 2>/dev/null
+	wait "$fpid" 2>/dev/null
+	fpid=
+}
 
 # start_daemon NAME[,NAME...] [extra exld flags]: exld on $sock with the test
 # models, returning once every named model is loaded.

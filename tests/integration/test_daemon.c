@@ -22,6 +22,12 @@
  *               DONE_SOCKET record, delivered on the socket
  *   mixed       exl_generate_many, and a blocking generate on a connection
  *               that streams a submitted job: nothing is lost
+ *   logits      return_logits: the rows reach exl_event (also events set
+ *               aside by a blocking generate), argmax = the greedy token
+ *   features    the hello lists exld's optional features; the library
+ *               refuses, unsent, an option of a feature a daemon (a fake
+ *               one on a thread: an older exld, or one listing some) did
+ *               not list
  */
 #include <errno.h>
 #include <msgpack.h>
@@ -1574,11 +1580,429 @@ early:
 	return ret;
 }
 
+/* ---- logits ---- */
+
+/* Checks a TOKENS event's logits: one row of the model's vocabulary per
+ * token, whose argmax (greedy, no penalties) is the token.  The rows
+ * counted so far go to *rows. */
+static int check_logit_rows(const struct exl_event *ev, size_t *rows, const char *what)
+{
+	if (!ev->n_ids)
+		return 0;
+	if (!ev->logits || ev->n_vocab != 512) {
+		fprintf(stderr, "%s: %zu tokens with logits %p of %zu\n", what, ev->n_ids,
+			(const void *)ev->logits, ev->n_vocab);
+		return -1;
+	}
+	for (size_t i = 0; i < ev->n_ids; i++) {
+		const float *row = ev->logits + i * ev->n_vocab;
+		size_t best = 0;
+
+		for (size_t k = 1; k < ev->n_vocab; k++)
+			if (row[k] > row[best])
+				best = k;
+		if ((int32_t)best != ev->ids[i]) {
+			fprintf(stderr, "%s: row %zu's argmax is %zu, the token %d\n", what, *rows + i,
+				best, ev->ids[i]);
+			return -1;
+		}
+	}
+	*rows += ev->n_ids;
+	return 0;
+}
+
+/* return_logits reaches the library user: each TOKENS event of a job
+ * streamed over the socket carries its rows, also when the events were set
+ * aside during a blocking generate; a ring job is refused as before. */
+static int test_logits(void)
+{
+	enum { N = 30 };
+	struct daemon d;
+	struct exl_client *c = NULL;
+	struct exl_gen_params p, plain;
+	struct exl_result r = { 0 };
+	struct exl_event ev;
+	uint64_t job;
+	size_t rows = 0;
+	int ret = 1;
+
+	if (h_prepare(&d) || h_start(&d, MODEL, NULL) || connect_to(&d, &c, true))
+		goto out;
+	greedy(&p, N);
+	greedy(&plain, N);
+	p.return_logits = 1;
+
+	/* AUTO on a ring connection: the library streams it over the socket */
+	CHECK(exl_submit(c, &p, prompts[0], &job) == 0, "submit: %s", exl_errmsg(c));
+	for (bool done = false; !done;) {
+		CHECK(exl_next(c, &ev, 30000) == 0, "next: %s", exl_errmsg(c));
+		if (ev.type == EXL_EVENT_DONE) {
+			CHECK(ev.logits == NULL, "a DONE event with logits");
+			CHECK(ev.result->new_tokens == N && rows == N, "%zu rows for %d tokens", rows,
+			      ev.result->new_tokens);
+			done = true;
+		} else {
+			CHECK(check_logit_rows(&ev, &rows, "streamed") == 0, "streamed rows");
+		}
+	}
+	printf("  return_logits: %zu rows of 512, each one's argmax its token\n", rows);
+
+	/* set aside while a blocking generate runs, handed out afterwards */
+	rows = 0;
+	CHECK(exl_submit(c, &p, prompts[1], &job) == 0, "submit: %s", exl_errmsg(c));
+	CHECK(exl_generate(c, &plain, prompts[2], &r) == 0, "generate: %s", exl_errmsg(c));
+	for (bool done = false; !done;) {
+		CHECK(exl_next(c, &ev, 30000) == 0, "next: %s", exl_errmsg(c));
+		CHECK(ev.job == job, "an event of job %llu", (unsigned long long)ev.job);
+		if (ev.type == EXL_EVENT_DONE)
+			done = true;
+		else
+			CHECK(check_logit_rows(&ev, &rows, "held") == 0, "held rows");
+	}
+	CHECK(rows == N, "%zu rows set aside for %d tokens", rows, N);
+	printf("  events set aside during exl_generate keep their logits\n");
+
+	/* without return_logits: none */
+	CHECK(exl_submit(c, &plain, prompts[3], &job) == 0, "submit: %s", exl_errmsg(c));
+	for (bool done = false; !done;) {
+		CHECK(exl_next(c, &ev, 30000) == 0, "next: %s", exl_errmsg(c));
+		CHECK(!ev.logits && !ev.n_vocab, "logits not asked for");
+		done = ev.type == EXL_EVENT_DONE;
+	}
+	/* asked for on the ring: the daemon's refusal, as documented */
+	p.stream = EXL_STREAM_MODE_RING;
+	CHECK(exl_submit(c, &p, prompts[4], &job) == EXL_E_BAD_REQUEST &&
+	      strstr(exl_errmsg(c), "return_logits"), "logits on the ring: %s", exl_errmsg(c));
+	CHECK(h_stop(&d) == 0, "exld did not exit 0");
+	ret = 0;
+out:
+	exl_close(c);
+	h_cleanup(&d);
+	exl_result_free(&r);
+	return ret;
+}
+
+/* ---- features ---- */
+
+/* The optional features exld lists in its hello, written out here (a
+ * feature the daemon gains is added here and to docs/protocol.md). */
+static const char *const daemon_features[] = {
+	"penalties", "no_repeat_ngram", "typical", "tfs", "top_a", "token_bias", "dry", "xtc",
+	"mirostat", "banned_strings", "token_healing", "cfg", "grammar", "json_schema", "regex",
+	"return_logits",
+};
+#define N_DAEMON_FEATURES (sizeof(daemon_features) / sizeof(daemon_features[0]))
+
+/* A stand-in daemon on a thread, for one connection: a hello reply with
+ * the features given (comma-separated), or without the key (an exld from
+ * before it), and no ring; each generate accepted and ended at once. */
+struct fake {
+	int lfd;
+	char dir[64];
+	char path[108];
+	const char *features;     /* NULL: no "features" key */
+	atomic_int generates;     /* generate requests that arrived */
+	pthread_t th;
+	bool running;
+};
+
+static void pk_str(msgpack_packer *pk, const char *s, size_t n)
+{
+	msgpack_pack_str_with_body(pk, s, n);
+}
+
+#define PK_KEY(pk, s) pk_str((pk), (s), strlen(s))
+
+/* Starts a reply map: op, the request's id, and n more fields. */
+static void fake_head(msgpack_packer *pk, const msgpack_object *req, const char *op, uint32_t n)
+{
+	const msgpack_object *id = get(req, "id");
+
+	msgpack_pack_map(pk, 1 + (id ? 1 : 0) + n);
+	PK_KEY(pk, "op");
+	PK_KEY(pk, op);
+	if (id) {
+		PK_KEY(pk, "id");
+		msgpack_pack_object(pk, *id);
+	}
+}
+
+static void fake_answer(struct fake *f, msgpack_packer *pk, const msgpack_object *req, uint64_t job)
+{
+	const msgpack_object *op = get(req, "op");
+
+	if (str_is(op, "hello")) {
+		fake_head(pk, req, "hello", f->features ? 7 : 6);
+		PK_KEY(pk, "version");
+		msgpack_pack_int(pk, EXL_PROTOCOL_VERSION);
+		PK_KEY(pk, "server");
+		PK_KEY(pk, "fake-exld 0.0.1");
+		PK_KEY(pk, "max_message");
+		msgpack_pack_uint32(pk, 1u << 24);
+		PK_KEY(pk, "uid");
+		msgpack_pack_uint32(pk, (uint32_t)getuid());
+		PK_KEY(pk, "pid");
+		msgpack_pack_int32(pk, (int32_t)getpid());
+		PK_KEY(pk, "ring");
+		msgpack_pack_false(pk);
+		if (f->features) {
+			size_t n = *f->features ? 1 : 0;
+			for (const char *s = f->features; *s; s++)
+				n += *s == ',';
+			PK_KEY(pk, "features");
+			msgpack_pack_array(pk, n);
+			for (const char *s = f->features; *s;) {
+				size_t len = strcspn(s, ",");
+				pk_str(pk, s, len);
+				s += len + (s[len] == ',');
+			}
+		}
+	} else if (str_is(op, "generate")) {
+		atomic_fetch_add(&f->generates, 1);
+		fake_head(pk, req, "generate", 3);
+		PK_KEY(pk, "job");
+		msgpack_pack_uint64(pk, job);
+		PK_KEY(pk, "model");
+		PK_KEY(pk, MODEL);
+		PK_KEY(pk, "prompt_tokens");
+		msgpack_pack_int(pk, 1);
+		fake_head(pk, req, "done", 4);
+		PK_KEY(pk, "job");
+		msgpack_pack_uint64(pk, job);
+		PK_KEY(pk, "stop_reason");
+		PK_KEY(pk, "max_new_tokens");
+		PK_KEY(pk, "prompt_tokens");
+		msgpack_pack_int(pk, 1);
+		PK_KEY(pk, "new_tokens");
+		msgpack_pack_int(pk, 0);
+	} else {
+		fake_head(pk, req, "error", 2);
+		PK_KEY(pk, "code");
+		PK_KEY(pk, "unknown_op");
+		PK_KEY(pk, "message");
+		PK_KEY(pk, "the fake knows hello and generate");
+	}
+}
+
+static void *fake_main(void *arg)
+{
+	struct fake *f = arg;
+	msgpack_unpacker unp;
+	msgpack_unpacked up;
+	uint64_t job = 0;
+	int fd = accept(f->lfd, NULL, NULL);
+
+	if (fd < 0)
+		return NULL;
+	msgpack_unpacker_init(&unp, 65536);
+	msgpack_unpacked_init(&up);
+	for (;;) {
+		while (msgpack_unpacker_next(&unp, &up) == MSGPACK_UNPACK_SUCCESS) {
+			msgpack_sbuffer sb;
+			msgpack_packer pk;
+
+			msgpack_sbuffer_init(&sb);
+			msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+			fake_answer(f, &pk, &up.data, ++job);
+			if (send(fd, sb.data, sb.size, MSG_NOSIGNAL) != (ssize_t)sb.size)
+				fprintf(stderr, "fake: send: %s\n", strerror(errno));
+			msgpack_sbuffer_destroy(&sb);
+		}
+		if (!msgpack_unpacker_reserve_buffer(&unp, 65536))
+			break;
+		ssize_t n = recv(fd, msgpack_unpacker_buffer(&unp),
+				 msgpack_unpacker_buffer_capacity(&unp), 0);
+		if (n <= 0)
+			break;
+		msgpack_unpacker_buffer_consumed(&unp, (size_t)n);
+	}
+	msgpack_unpacked_destroy(&up);
+	msgpack_unpacker_destroy(&unp);
+	close(fd);
+	return NULL;
+}
+
+static int fake_start(struct fake *f, const char *features)
+{
+	struct sockaddr_un a = { .sun_family = AF_UNIX };
+
+	memset(f, 0, sizeof(*f));
+	f->lfd = -1;
+	f->features = features;
+	snprintf(f->dir, sizeof(f->dir), "/tmp/exld-fake-XXXXXX");
+	if (!mkdtemp(f->dir))
+		return -1;
+	snprintf(f->path, sizeof(f->path), "%s/s.sock", f->dir);
+	snprintf(a.sun_path, sizeof(a.sun_path), "%s", f->path);
+	f->lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (f->lfd < 0 || bind(f->lfd, (struct sockaddr *)&a, sizeof(a)) < 0 || listen(f->lfd, 1) < 0)
+		return -1;
+	if (pthread_create(&f->th, NULL, fake_main, f))
+		return -1;
+	f->running = true;
+	return 0;
+}
+
+/* After the client closed: the thread ends with its connection (or, when
+ * none came, when the shutdown ends its accept). */
+static void fake_stop(struct fake *f)
+{
+	if (f->lfd >= 0)
+		shutdown(f->lfd, SHUT_RDWR);
+	if (f->running)
+		pthread_join(f->th, NULL);
+	f->running = false;
+	if (f->lfd >= 0)
+		close(f->lfd);
+	f->lfd = -1;
+	if (f->path[0])
+		unlink(f->path);
+	if (f->dir[0])
+		rmdir(f->dir);
+	f->path[0] = f->dir[0] = 0;
+}
+
+static int fake_connect(struct fake *f, struct exl_client **c)
+{
+	char err[512];
+	struct exl_connect_opts o = { .client_name = "test", .timeout_ms = 10000 };
+	int rc = exl_connect(c, f->path, &o, err, sizeof(err));
+
+	if (rc)
+		fprintf(stderr, "connect to the fake: %s\n", err);
+	return rc;
+}
+
+/* The hello reply lists exld's optional features, and the library refuses
+ * to send an option of a feature its daemon did not list: nothing leaves,
+ * EXL_E_UNSUPPORTED with a message naming the option and the feature. */
+static int test_features(void)
+{
+	struct daemon d;
+	struct raw r = { .fd = -1 };
+	struct exl_client *c = NULL;
+	struct exl_gen_params p;
+	struct exl_result res = { 0 };
+	struct fake f = { .lfd = -1 };
+	msgpack_sbuffer sb;
+	msgpack_unpacked up;
+	int ret = 1, rc;
+
+	msgpack_sbuffer_init(&sb);
+	msgpack_unpacked_init(&up);
+	if (h_prepare(&d) || h_start(&d, MODEL, NULL))
+		goto out;
+
+	/* exld's list, on the wire */
+	CHECK(raw_open(&d, &r) == 0, "connect: %s", strerror(errno));
+	pack_req(&sb, "hello", 1);
+	{
+		msgpack_packer pk;
+		msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+		PK_KEY(&pk, "ring");
+		msgpack_pack_false(&pk);
+	}
+	CHECK(send_sb(&r, &sb) == 0, "send hello");
+	CHECK(raw_read(&r, &up) == 1 && str_is(get(&up.data, "op"), "hello"), "no hello reply");
+	const msgpack_object *fl = get(&up.data, "features");
+	CHECK(fl && fl->type == MSGPACK_OBJECT_ARRAY && fl->via.array.size == N_DAEMON_FEATURES,
+	      "hello's features: %s, %u of them", fl ? "there" : "absent",
+	      fl && fl->type == MSGPACK_OBJECT_ARRAY ? fl->via.array.size : 0);
+	for (size_t i = 0; i < N_DAEMON_FEATURES; i++)
+		CHECK(str_is(&fl->via.array.ptr[i], daemon_features[i]), "feature %zu is not '%s'", i,
+		      daemon_features[i]);
+	printf("  exld's hello lists its %zu optional features\n", N_DAEMON_FEATURES);
+
+	/* through the library: every one listed, and options of each go */
+	CHECK(connect_to(&d, &c, true) == 0, "connect");
+	for (size_t i = 0; i < N_DAEMON_FEATURES; i++)
+		CHECK(exl_server_feature(c, daemon_features[i]), "'%s' not listed", daemon_features[i]);
+	CHECK(!exl_server_feature(c, "num_beams") && !exl_server_feature(c, ""), "num_beams listed");
+	greedy(&p, 8);
+	p.grammar = "root ::= [a-z ]+";
+	p.dry_multiplier = 0.5f;
+	p.mirostat = 2;
+	p.negative_prompt = "The end";
+	p.cfg_scale = 1.5f;
+	CHECK(exl_generate(c, &p, prompts[0], &res) == 0, "generate with optional options: %s",
+	      exl_errmsg(c));
+	exl_result_free(&res);
+	exl_close(c);
+	c = NULL;
+	CHECK(h_stop(&d) == 0, "exld did not exit 0");
+
+	/* a daemon from before the list: no optional feature */
+	CHECK(fake_start(&f, NULL) == 0, "fake: %s", strerror(errno));
+	CHECK(fake_connect(&f, &c) == 0, "connect to the fake");
+	CHECK(!exl_server_feature(c, "grammar"), "grammar listed by a hello without features");
+	greedy(&p, 4);
+	p.grammar = "root ::= \"a\"";
+	rc = exl_generate(c, &p, prompts[0], &res);
+	exl_result_free(&res);
+	CHECK(rc == EXL_E_UNSUPPORTED && !strcmp(exl_status_name(rc), "unsupported") &&
+	      strstr(exl_errmsg(c), "generate: grammar: this exld does not offer the feature "
+		     "\"grammar\" (its hello lists no features") &&
+	      strstr(exl_errmsg(c), "nothing was sent"),
+	      "grammar to an older daemon: %d (%s) '%s'", rc, exl_status_name(rc), exl_errmsg(c));
+	printf("  an older daemon: %s\n", exl_errmsg(c));
+	uint64_t job;
+	greedy(&p, 4);
+	p.dry_multiplier = 1;
+	rc = exl_submit(c, &p, prompts[0], &job);
+	CHECK(rc == EXL_E_UNSUPPORTED && strstr(exl_errmsg(c), "dry_multiplier") &&
+	      strstr(exl_errmsg(c), "\"dry\""), "dry to an older daemon: %d '%s'", rc, exl_errmsg(c));
+	/* core options, and a feature's option turned off, need nothing */
+	greedy(&p, 4);
+	p.top_p = 0.9f;
+	p.token_healing = 0;
+	CHECK(exl_generate(c, &p, prompts[0], &res) == 0, "core options to an older daemon: %s",
+	      exl_errmsg(c));
+	exl_result_free(&res);
+	exl_close(c);
+	c = NULL;
+	fake_stop(&f);
+	CHECK(atomic_load(&f.generates) == 1, "%d generate requests reached the fake, not 1",
+	      atomic_load(&f.generates));
+
+	/* a daemon listing some */
+	CHECK(fake_start(&f, "grammar,xtc") == 0, "fake: %s", strerror(errno));
+	CHECK(fake_connect(&f, &c) == 0, "connect to the fake");
+	CHECK(exl_server_feature(c, "grammar") && exl_server_feature(c, "xtc") &&
+	      !exl_server_feature(c, "dry"), "the fake's list");
+	greedy(&p, 4);
+	p.grammar = "root ::= \"a\"";
+	p.xtc_probability = 0.5f;
+	CHECK(exl_generate(c, &p, prompts[0], &res) == 0, "listed features: %s", exl_errmsg(c));
+	exl_result_free(&res);
+	p.repetition_penalty = 1.1f;
+	rc = exl_generate(c, &p, prompts[0], &res);
+	exl_result_free(&res);
+	CHECK(rc == EXL_E_UNSUPPORTED && strstr(exl_errmsg(c), "repetition_penalty") &&
+	      strstr(exl_errmsg(c), "\"penalties\" (its hello does not list it)"),
+	      "penalties not listed: %d '%s'", rc, exl_errmsg(c));
+	exl_close(c);
+	c = NULL;
+	fake_stop(&f);
+	CHECK(atomic_load(&f.generates) == 1, "%d generate requests reached the fake, not 1",
+	      atomic_load(&f.generates));
+	printf("  a partial list: listed features go, the others are refused unsent\n");
+	ret = 0;
+out:
+	exl_close(c);
+	fake_stop(&f);
+	if (r.fd >= 0)
+		raw_close(&r);
+	msgpack_unpacked_destroy(&up);
+	msgpack_sbuffer_destroy(&sb);
+	h_cleanup(&d);
+	return ret;
+}
+
 int main(int argc, char **argv)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	if (argc != 2) {
-		fprintf(stderr, "usage: test_daemon activate|concurrent|kill|garbage|drain|admin|limits|poll|suspend|bigdone|mixed\n");
+		fprintf(stderr, "usage: test_daemon activate|concurrent|kill|garbage|drain|admin|limits|poll|suspend|bigdone|mixed|logits|features\n");
 		return 2;
 	}
 	if (!h_models_dir()) {
@@ -1609,6 +2033,10 @@ int main(int argc, char **argv)
 		return test_bigdone();
 	if (!strcmp(argv[1], "mixed"))
 		return test_mixed();
+	if (!strcmp(argv[1], "logits"))
+		return test_logits();
+	if (!strcmp(argv[1], "features"))
+		return test_features();
 	fprintf(stderr, "unknown test '%s'\n", argv[1]);
 	return 2;
 }

@@ -1,9 +1,13 @@
 #!/bin/sh
 # The exl tool against a real exld: streamed output equals the result
-# (--json) and `exld run`; several prompts in one batch print in order; two
+# (--json) and `exld run`; --dump-logits writes exld run's rows; several prompts in one batch print in order; two
 # exl processes sharing one model each get their own correct output; -
-# reads stdin; models / load / unload / status / bench; exit statuses and
-# messages with no daemon, an unknown model, bad options.
+# reads stdin; models / load / unload / status / bench; every exit status
+# of docs/exl.md with its message: no daemon, an unknown model, bad options
+# (each option's range is the daemon's: a value it would refuse never
+# leaves exl), a load by a user who is not an admin, Ctrl-C, an option of a
+# feature the daemon does not list (the last three against
+# tests/integration/fake_exld.py, a stand-in daemon).
 set -u
 exld=${1:?usage: test_exl.sh EXLD EXL}
 exl=${2:?usage: test_exl.sh EXLD EXL}
@@ -63,6 +67,62 @@ if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null; then
 else
 	echo "skipped: the no-access check (needs root and setpriv)"
 fi
+
+# ---- option values: the daemon's ranges, refused before anything is sent ----
+# refused WHAT ARGS...: exl generate ARGS exits 2 (not 1, the daemon's
+# refusal) with a message naming WHAT.
+refused() {
+	what=$1
+	shift
+	"$exl" generate "$@" "Once upon a time" >/dev/null 2>"$tmp/e"
+	rc=$?
+	[ $rc = 2 ] && has "$tmp/e" "$what" && ! has "$tmp/e" "exl: generate:" ||
+		bad "$*: rc $rc (want 2, refused by exl): $(cat "$tmp/e")"
+}
+refused "--mirostat wants 0 or 2, not '1'" --mirostat 1
+refused "--mirostat" --mirostat 3
+refused "--temperature" --temperature 101
+refused "--top-k" --top-k 2147483648
+refused "--top-p" --top-p 1.01
+refused "--min-p" --min-p -0.1
+refused "--typical" --typical 1.5
+refused "--tfs" --tfs 2
+refused "--top-a" --top-a 1.5
+refused "--rep-pen wants a number in (0, 100]" --rep-pen 0
+refused "--rep-pen" --rep-pen 1e-50
+refused "--rep-pen" --rep-pen 101
+refused "--rep-range" --rep-range -2
+refused "--rep-decay" --rep-decay 16777217
+refused "--freq-pen" --freq-pen 101
+refused "--pres-pen" --pres-pen -101
+refused "--no-repeat-ngram" --no-repeat-ngram 65
+refused "--dry-mult" --dry-mult 101
+refused "--dry-base" --dry-base 0.9
+refused "--dry-allowed-len" --dry-allowed-len 0
+refused "--dry-allowed-len" --dry-allowed-len 513
+refused "--dry-range" --dry-range -1
+refused "--xtc-prob" --xtc-prob 1.1
+refused "--xtc-thresh" --xtc-thresh -0.1
+refused "--mirostat-tau" --mirostat-tau 0
+refused "--mirostat-eta" --mirostat-eta 1.1
+refused "--cfg-scale" --cfg-scale 101 --negative x
+refused "-n" -n 16777217
+refused "--min-new" --min-new -1
+refused "--min-new 10 is over -n 5" --min-new 10 -n 5
+refused "--top-probs" --top-probs 65
+refused "--bias" --bias 3=1e31
+refused "--stop-token" --stop-token -1
+refused "--stop: not valid UTF-8" --stop "$(printf 'caf\303')"
+refused "--ban: not valid UTF-8" --ban "$(printf '\251')"
+[ $fail = 0 ] && ok "out-of-range values: exit 2 before anything is sent"
+# The edges the daemon takes, exl takes too.
+for a in "--rep-pen 0.00005" "--mirostat-tau 0.00005" "--top-k 2147483647" "--rep-range 2147483647" \
+	"--mirostat 0" "--mirostat 2" "--bias 3=-inf" "--min-new 5 -n 5"; do
+	# shellcheck disable=SC2086
+	"$exl" generate -n 5 $a "Once upon a time" >/dev/null 2>"$tmp/e" ||
+		bad "$a: refused: $(cat "$tmp/e")"
+done
+[ $fail = 0 ] && ok "values at the edges of the daemon's ranges are taken"
 
 # ---- streaming equals the result, and exld run ----
 "$exl" generate -m stories260K -n 40 --temperature 0 "Once upon a time" >"$tmp/stream" 2>"$tmp/e"
@@ -128,6 +188,43 @@ cmp -s "$tmp/s1" "$tmp/s2" && bad "seeds 1 and 2 gave the same text" || ok "seed
 "$exld" run --model "$models/stories260K.gguf" --prompt "Once upon a time" -n 30 --seed 2 \
 	--threads 1 >"$tmp/run" 2>/dev/null
 cmp -s "$tmp/s2" "$tmp/run" && ok "seeded equals exld run" || bad "seed 2: $(cat "$tmp/s2") vs $(cat "$tmp/run")"
+
+# ---- --dump-logits: exl generate's rows are exld run's ----
+# check_logits BIN JSON: BIN is new_tokens rows of 512 float32 (little
+# endian), each row's argmax (first max) the token JSON reports there.
+check_logits() {
+	python3 -c 'import json, struct, sys
+data = open(sys.argv[1], "rb").read()
+ids = json.loads(open(sys.argv[2]).read().splitlines()[0])["token_ids"]
+v = 512
+if len(data) != len(ids) * v * 4:
+    sys.exit("%d bytes for %d tokens of %d" % (len(data), len(ids), v))
+f = struct.unpack("<%df" % (len(data) // 4), data)
+for i, t in enumerate(ids):
+    row = f[i * v:(i + 1) * v]
+    if row.index(max(row)) != t:
+        sys.exit("row %d: argmax %d, token %d" % (i, row.index(max(row)), t))' "$1" "$2"
+}
+for args in "-n 40" "-n 200 --stop-token 13"; do
+	# shellcheck disable=SC2086
+	"$exl" generate $args --temperature 0 --json --dump-logits "$tmp/gl.bin" "Once upon a time" \
+		>"$tmp/gj" 2>"$tmp/e"
+	rc=$?
+	# shellcheck disable=SC2086
+	"$exld" run --model "$models/stories260K.gguf" --prompt "Once upon a time" $args \
+		--temperature 0 --threads 1 --json --dump-logits "$tmp/rl.bin" >"$tmp/rj" 2>"$tmp/re"
+	rrc=$?
+	[ $rc = 0 ] && [ $rrc = 0 ] && cmp -s "$tmp/gl.bin" "$tmp/rl.bin" &&
+		check_logits "$tmp/gl.bin" "$tmp/gj" && check_logits "$tmp/rl.bin" "$tmp/rj" &&
+		ok "--dump-logits ($args): exl's rows are exld run's, one per token, argmax = token" ||
+		bad "--dump-logits ($args): rc $rc/$rrc $(cat "$tmp/e" "$tmp/re") $(ls -l "$tmp"/*.bin)"
+done
+has "$tmp/gj" '"stop_reason":"stop_token"' || bad "--stop-token 13 did not stop: $(cat "$tmp/gj")"
+"$exl" generate -n 5 --dump-logits "$tmp/gl.bin" "Once upon a time" "The little dog" \
+	>/dev/null 2>"$tmp/e"
+rc=$?
+[ $rc = 2 ] && has "$tmp/e" "--dump-logits takes one prompt, not 2" &&
+	ok "--dump-logits with two prompts: exit 2" || bad "--dump-logits, two prompts: rc $rc $(cat "$tmp/e")"
 
 # ---- several prompts in one batch: in order ----
 p1="Once upon a time"
@@ -295,6 +392,78 @@ rc=$?
 	bad "bench: rc $rc: $(cat "$tmp/o" "$tmp/e")"
 "$exl" bench -c 0 >/dev/null 2>&1
 [ $? = 2 ] && ok "bench -c 0: exit 2" || bad "bench -c 0"
+
+# ---- a stand-in daemon: a load by a non-admin (5), Ctrl-C (130) ----
+fsock=$tmp/fake.sock
+if start_fake "$fsock" --hang; then
+	"$exl" --socket "$fsock" load stories260K >/dev/null 2>"$tmp/e"
+	rc=$?
+	[ $rc = 5 ] && has "$tmp/e" "is not an admin" && has "$tmp/e" "for the daemon's admins" &&
+		ok "load by a non-admin: exit 5" || bad "non-admin load: rc $rc: $(cat "$tmp/e")"
+	# The fake never ends a job by itself: only the cancel exl sends on
+	# Ctrl-C does.
+	"$exl" --socket "$fsock" generate -n 5 "Once upon a time" >"$tmp/o" 2>"$tmp/e" &
+	gpid=$!
+	i=0
+	while [ $i -lt 100 ] && ! grep -q '^generate$' "$fsock.log" 2>/dev/null; do
+		sleep 0.1
+		i=$((i + 1))
+	done
+	kill -INT $gpid
+	wait $gpid
+	rc=$?
+	[ $rc = 130 ] && has "$tmp/e" "exl generate: interrupted" && grep -q '^cancel$' "$fsock.log" &&
+		ok "Ctrl-C: the job cancelled, exit 130" ||
+		bad "Ctrl-C: rc $rc: $(cat "$tmp/e"); requests: $(cat "$fsock.log")"
+	stop_fake
+else
+	bad "fake_exld.py"
+fi
+
+# ---- options the daemon does not offer (6): nothing is sent ----
+# exld lists every optional feature in its hello (daemon_features checks
+# the list): options of each go through.
+printf 'root ::= [a-z ]+\n' >"$tmp/g.gbnf"
+"$exl" generate -n 5 --grammar "$tmp/g.gbnf" --dry-mult 1 --xtc-prob 0.5 --mirostat 2 \
+	--rep-pen 1.1 --token-healing "Once upon a time" >/dev/null 2>"$tmp/e" &&
+	ok "exld offers every optional feature" || bad "optional features on exld: $(cat "$tmp/e")"
+# A daemon from before the features list offers none of them.
+if start_fake "$fsock"; then
+	"$exl" --socket "$fsock" generate -n 5 --grammar "$tmp/g.gbnf" "Once upon a time" \
+		>/dev/null 2>"$tmp/e"
+	rc=$?
+	[ $rc = 6 ] &&
+		has "$tmp/e" 'exl: generate: grammar: this exld does not offer the feature "grammar"' &&
+		has "$tmp/e" "its hello lists no features" && has "$tmp/e" "nothing was sent" &&
+		! grep -q '^generate$' "$fsock.log" &&
+		ok "an older daemon: --grammar refused, exit 6, nothing sent" ||
+		bad "older daemon, --grammar: rc $rc: $(cat "$tmp/e"); requests: $(cat "$fsock.log")"
+	"$exl" --socket "$fsock" generate -n 5 --temperature 0 --top-k 3 "Once upon a time" \
+		>/dev/null 2>"$tmp/e"
+	rc=$?
+	[ $rc = 0 ] && grep -q '^generate$' "$fsock.log" && ok "an older daemon: core options go" ||
+		bad "older daemon, core options: rc $rc: $(cat "$tmp/e")"
+else
+	bad "fake_exld.py"
+fi
+# One that lists some: those go, the others are refused.
+if start_fake "$fsock" --features grammar,xtc; then
+	"$exl" --socket "$fsock" generate -n 5 --grammar "$tmp/g.gbnf" --xtc-prob 0.5 \
+		"Once upon a time" >/dev/null 2>"$tmp/e"
+	rc=$?
+	[ $rc = 0 ] && [ "$(grep -c '^generate$' "$fsock.log")" = 1 ] || bad "listed: rc $rc $(cat "$tmp/e")"
+	"$exl" --socket "$fsock" generate -n 5 --grammar "$tmp/g.gbnf" --dry-mult 1 \
+		"Once upon a time" >/dev/null 2>"$tmp/e"
+	rc=$?
+	[ $rc = 6 ] && has "$tmp/e" 'dry_multiplier: this exld does not offer the feature "dry"' &&
+		has "$tmp/e" "its hello does not list it" &&
+		[ "$(grep -c '^generate$' "$fsock.log")" = 1 ] &&
+		ok "a partial list: listed features go, --dry-mult refused (exit 6)" ||
+		bad "partial list: rc $rc: $(cat "$tmp/e"); requests: $(cat "$fsock.log")"
+	stop_fake
+else
+	bad "fake_exld.py"
+fi
 
 # ---- the daemon goes away ----
 stop_daemon

@@ -1,7 +1,8 @@
 /* The daemon's wire layer without sockets: message framing (exl_scan),
  * request decoding into settings (every generate option lands in its
- * exl_gen_settings field), error codes and messages, reply encoding, and
- * the config file parser. */
+ * exl_gen_settings field), error codes and messages, the ranges of the
+ * numeric options (the decoder, the command lines' parser and the sampler
+ * take the same values), reply encoding, and the config file parser. */
 #include <math.h>
 #include <msgpack.h>
 #include <stdio.h>
@@ -9,8 +10,10 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "client/gen_options.h"
 #include "daemon/config.h"
 #include "daemon/protocol.h"
+#include "daemon/sampler.h"
 
 static int failures;
 
@@ -416,6 +419,149 @@ static void test_errors(void)
 	      "good names refused");
 }
 
+/* ---- ranges ---- */
+
+/* Each numeric generate option's allowed values, written out here from the
+ * generator's and the sampler's own checks (not from client/gen_ranges.c,
+ * which is what is tested): the decoder, the command lines' parser
+ * (exl and exld run share it) and the sampler must all agree. */
+static const struct {
+	const char *key, *flag;
+	bool integer;
+	double lo, hi;
+	bool lo_open;
+	bool sampler;             /* a sampler field: exl_sampler_params_check judges it too */
+} ranges[] = {
+	{ "max_new_tokens", "-n", true, 0, 1 << 24, false, false },
+	{ "min_new_tokens", "--min-new", true, 0, 1 << 24, false, false },
+	{ "temperature", "--temperature", false, 0, 100, false, true },
+	{ "top_k", "--top-k", true, 0, INT32_MAX, false, true },
+	{ "top_p", "--top-p", false, 0, 1, false, true },
+	{ "min_p", "--min-p", false, 0, 1, false, true },
+	{ "typical", "--typical", false, 0, 1, false, true },
+	{ "tfs", "--tfs", false, 0, 1, false, true },
+	{ "top_a", "--top-a", false, 0, 1, false, true },
+	{ "repetition_penalty", "--rep-pen", false, 0, 100, true, true },
+	{ "penalty_range", "--rep-range", true, -1, INT32_MAX, false, true },
+	{ "penalty_decay", "--rep-decay", true, 0, 1 << 24, false, true },
+	{ "frequency_penalty", "--freq-pen", false, -100, 100, false, true },
+	{ "presence_penalty", "--pres-pen", false, -100, 100, false, true },
+	{ "no_repeat_ngram", "--no-repeat-ngram", true, 0, 64, false, true },
+	{ "dry_multiplier", "--dry-mult", false, 0, 100, false, true },
+	{ "dry_base", "--dry-base", false, 1, 100, false, true },
+	{ "dry_allowed_length", "--dry-allowed-len", true, 1, EXL_DRY_MAX_MATCH, false, true },
+	{ "dry_range", "--dry-range", true, 0, INT32_MAX, false, true },
+	{ "xtc_probability", "--xtc-prob", false, 0, 1, false, true },
+	{ "xtc_threshold", "--xtc-thresh", false, 0, 1, false, true },
+	{ "mirostat", "--mirostat", true, 0, 2, false, true },
+	{ "mirostat_tau", "--mirostat-tau", false, 0, 100, true, true },
+	{ "mirostat_eta", "--mirostat-eta", false, 0, 1, false, true },
+	{ "cfg_scale", "--cfg-scale", false, -100, 100, false, false },
+	{ "return_top_k", "--top-probs", true, 0, EXL_MAX_TOP_K_RETURN, false, false },
+};
+
+/* A generate request {op, prompt, key: v}: its code, and the settings. */
+static int decode_value(const char *key, bool integer, double v, struct dec_result *d)
+{
+	msgpack_sbuffer sb;
+	msgpack_packer pk;
+
+	msgpack_sbuffer_init(&sb);
+	msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+	msgpack_pack_map(&pk, 3);
+	kv_str(&pk, "op", "generate");
+	kv_str(&pk, "prompt", "x");
+	if (integer)
+		kv_int(&pk, key, (long long)v);
+	else
+		kv_f(&pk, key, v);
+	decode(&sb, d);
+	msgpack_sbuffer_destroy(&sb);
+	return d->code;
+}
+
+/* The command lines' parser on "FLAG VALUE": 0 taken, -1 refused. */
+static int parse_value(FILE *msg, const char *flag, const char *value)
+{
+	struct genopt_parser ps;
+	struct genopt_value v;
+	char *argv[] = { (char *)flag, (char *)value, NULL };
+	int i = 0;
+
+	genopt_parser_init(&ps, "test", msg);
+	const struct genopt *p = genopt_find(&ps, flag);
+	if (!p)
+		return -2;
+	return genopt_take(&ps, p, 2, argv, &i, &v);
+}
+
+static void check_value(FILE *msg, size_t k, double v, bool want)
+{
+	char text[64], err[512];
+	struct dec_result d;
+
+	if (ranges[k].integer)
+		snprintf(text, sizeof(text), "%lld", (long long)v);
+	else
+		snprintf(text, sizeof(text), "%.17g", v);
+	int code = decode_value(ranges[k].key, ranges[k].integer, v, &d);
+	snprintf(err, sizeof(err), "%s", d.err);
+	CHECK((code == EXL_OK) == want, "decoder: %s = %s: code %d '%s' (want %s)", ranges[k].key,
+	      text, code, err, want ? "taken" : "refused");
+	if (code == EXL_OK && ranges[k].sampler) {
+		CHECK(exl_sampler_params_check(&d.req.u.gen.s.sampling, 512, err, sizeof(err)) == 0,
+		      "the decoder took %s = %s, the sampler refuses it: %s", ranges[k].key, text, err);
+	}
+	if (code != EXL_OK && !want)
+		CHECK(strstr(err, ranges[k].key) && strstr(err, "wants ") && strstr(err, ", got "),
+		      "decoder: %s = %s: message '%s'", ranges[k].key, text, err);
+	msgpack_unpacked_destroy(&d.up);
+	/* --mirostat alone means 2: "-1" after it is not its value */
+	if (!strcmp(ranges[k].flag, "--mirostat") && v < 0)
+		return;
+	int r = parse_value(msg, ranges[k].flag, text);
+	CHECK(r != -2, "no option %s", ranges[k].flag);
+	CHECK((r == 0) == want, "parser: %s %s: %s (want %s)", ranges[k].flag, text,
+	      r ? "refused" : "taken", want ? "taken" : "refused");
+}
+
+static void test_ranges(void)
+{
+	FILE *msg = fopen("/dev/null", "w");
+
+	CHECK(msg, "/dev/null");
+	if (!msg)
+		return;
+	for (size_t k = 0; k < sizeof(ranges) / sizeof(ranges[0]); k++) {
+		double lo = ranges[k].lo, hi = ranges[k].hi;
+		double step = ranges[k].integer ? 1 : 1e-3;
+
+		check_value(msg, k, lo, !ranges[k].lo_open);
+		check_value(msg, k, hi, true);
+		check_value(msg, k, lo - step * (fabs(lo) > 1 ? fabs(lo) : 1), false);
+		check_value(msg, k, hi + step * (fabs(hi) > 1 ? fabs(hi) : 1), false);
+		if (ranges[k].lo_open) {
+			check_value(msg, k, lo + 1e-30, true);
+			/* no float between 0 and 1e-50: it would go on the wire as 0 */
+			check_value(msg, k, lo + 1e-50, false);
+		}
+		if (!ranges[k].integer)
+			check_value(msg, k, (lo + hi) / 2, true);
+	}
+	/* mirostat: 0 off, 2 v2, nothing between */
+	for (size_t k = 0; k < sizeof(ranges) / sizeof(ranges[0]); k++)
+		if (!strcmp(ranges[k].key, "mirostat"))
+			check_value(msg, k, 1, false);
+	/* every range of the shared table is one of the above */
+	for (size_t t = 0; t < genrange_count; t++) {
+		bool found = !strcmp(genrange_table[t].key, "token_bias");
+		for (size_t k = 0; k < sizeof(ranges) / sizeof(ranges[0]); k++)
+			found |= !strcmp(genrange_table[t].key, ranges[k].key);
+		CHECK(found, "range %s is not tested", genrange_table[t].key);
+	}
+	fclose(msg);
+}
+
 static void test_encode(void)
 {
 	msgpack_sbuffer sb;
@@ -559,6 +705,7 @@ int main(void)
 	test_scan();
 	test_generate_fields();
 	test_errors();
+	test_ranges();
 	test_encode();
 	test_config();
 	if (failures) {
