@@ -22,6 +22,10 @@
  *               DONE_SOCKET record, delivered on the socket
  *   mixed       exl_generate_many, and a blocking generate on a connection
  *               that streams a submitted job: nothing is lost
+ *   utf8        str fields that are not UTF-8 are refused naming the byte;
+ *               byte tokens that make no character (in the prompt ids and
+ *               forced into the output) come back as U+FFFD: every str the
+ *               daemon sends is valid UTF-8
  */
 #include <errno.h>
 #include <msgpack.h>
@@ -1574,11 +1578,184 @@ early:
 	return ret;
 }
 
+/* ---- utf8: the daemon only sends valid UTF-8 in str fields ---- */
+
+/* Independent of the daemon's own check. */
+static bool utf8_ok(const uint8_t *s, size_t n)
+{
+	for (size_t i = 0; i < n;) {
+		uint8_t c = s[i], lo = 0x80, hi = 0xbf;
+		size_t k;
+
+		if (c < 0x80) {
+			i++;
+			continue;
+		}
+		if (c >= 0xc2 && c <= 0xdf) {
+			k = 2;
+		} else if (c >= 0xe0 && c <= 0xef) {
+			k = 3;
+			lo = c == 0xe0 ? 0xa0 : 0x80;
+			hi = c == 0xed ? 0x9f : 0xbf;
+		} else if (c >= 0xf0 && c <= 0xf4) {
+			k = 4;
+			lo = c == 0xf0 ? 0x90 : 0x80;
+			hi = c == 0xf4 ? 0x8f : 0xbf;
+		} else {
+			return false;
+		}
+		if (i + k > n || s[i + 1] < lo || s[i + 1] > hi)
+			return false;
+		for (size_t j = 2; j < k; j++)
+			if ((s[i + j] & 0xc0) != 0x80)
+				return false;
+		i += k;
+	}
+	return true;
+}
+
+/* Every str in o, keys included. */
+static bool all_strs_utf8(const msgpack_object *o)
+{
+	switch (o->type) {
+	case MSGPACK_OBJECT_STR:
+		return utf8_ok((const uint8_t *)o->via.str.ptr, o->via.str.size);
+	case MSGPACK_OBJECT_ARRAY:
+		for (uint32_t i = 0; i < o->via.array.size; i++)
+			if (!all_strs_utf8(&o->via.array.ptr[i]))
+				return false;
+		return true;
+	case MSGPACK_OBJECT_MAP:
+		for (uint32_t i = 0; i < o->via.map.size; i++)
+			if (!all_strs_utf8(&o->via.map.ptr[i].key) ||
+			    !all_strs_utf8(&o->via.map.ptr[i].val))
+				return false;
+		return true;
+	default:
+		return true;
+	}
+}
+
+#define FFFD "\xef\xbf\xbd"
+
+static int test_utf8(void)
+{
+	/* stories260K: <0xNN> is id 3 + NN */
+	enum { TOK_BOS = 1, TOK_E2 = 3 + 0xe2, TOK_FF = 3 + 0xff };
+	struct daemon d;
+	struct raw r = { .fd = -1 };
+	msgpack_sbuffer sb;
+	msgpack_packer pk;
+	msgpack_unpacked up;
+	char stream[256] = "", done_text[256] = "";
+	size_t stream_len = 0;
+	int ret = 1, n_msgs = 0;
+	bool done = false;
+
+	msgpack_sbuffer_init(&sb);
+	msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+	msgpack_unpacked_init(&up);
+	if (h_prepare(&d) || h_start(&d, MODEL, NULL))
+		goto out;
+	CHECK(raw_open(&d, &r) == 0, "connect");
+
+	/* A prompt with a byte that is no UTF-8 was echoed in done.text. */
+	pack_req(&sb, "generate", 3);
+	msgpack_pack_str_with_body(&pk, "prompt", 6);
+	msgpack_pack_str_with_body(&pk, "Once upon a time\xff", 17);
+	msgpack_pack_str_with_body(&pk, "max_new_tokens", 14);
+	msgpack_pack_int(&pk, 4);
+	msgpack_pack_str_with_body(&pk, "return_text", 11);
+	msgpack_pack_true(&pk);
+	CHECK(send_sb(&r, &sb) == 0, "send");
+	CHECK(raw_read(&r, &up) == 1 && all_strs_utf8(&up.data), "a reply that is not UTF-8");
+	CHECK(str_is(get(&up.data, "op"), "error") && str_is(get(&up.data, "code"), "bad_request"),
+	      "a prompt ending in 0xff was not refused");
+	{
+		const msgpack_object *m = get(&up.data, "message");
+		const char *want = "prompt: not valid UTF-8 (byte 0xff at offset 16)";
+		CHECK(m && m->type == MSGPACK_OBJECT_STR &&
+		      memmem(m->via.str.ptr, m->via.str.size, want, strlen(want)),
+		      "the message does not name the byte");
+		printf("  prompt \"Once upon a time\\xff\" -> bad_request: %.*s\n", (int)m->via.str.size,
+		       m->via.str.ptr);
+	}
+	/* stop strings and the id, which replies echo */
+	pack_req(&sb, "generate", 2);
+	msgpack_pack_str_with_body(&pk, "prompt", 6);
+	msgpack_pack_str_with_body(&pk, "x", 1);
+	msgpack_pack_str_with_body(&pk, "stop", 4);
+	msgpack_pack_array(&pk, 1);
+	msgpack_pack_str_with_body(&pk, "\xe2\x82", 2);
+	CHECK(send_sb(&r, &sb) == 0 && expect_error(&r, "bad_request", "stop [\"\\xe2\\x82\"]") == 0, " ");
+	pack_req(&sb, "status", 1);
+	msgpack_pack_str_with_body(&pk, "id", 2);
+	msgpack_pack_str_with_body(&pk, "\xc0\x80", 2);
+	CHECK(send_sb(&r, &sb) == 0 && expect_error(&r, "bad_request", "id \"\\xc0\\x80\"") == 0, " ");
+
+	/* The daemon's own text: prompt ids <0xFF> <0xE2> make no
+	 * character, and a bias forces <0xE2> three times, each cut off by the
+	 * next and the last by the end: U+FFFD for each, in the stream and in
+	 * done.text (the prompt's two, then the completion's three). */
+	pack_req(&sb, "generate", 7);
+	msgpack_pack_str_with_body(&pk, "prompt_ids", 10);
+	msgpack_pack_array(&pk, 3);
+	msgpack_pack_int(&pk, TOK_BOS);
+	msgpack_pack_int(&pk, TOK_FF);
+	msgpack_pack_int(&pk, TOK_E2);
+	msgpack_pack_str_with_body(&pk, "max_new_tokens", 14);
+	msgpack_pack_int(&pk, 3);
+	msgpack_pack_str_with_body(&pk, "temperature", 11);
+	msgpack_pack_int(&pk, 0);
+	msgpack_pack_str_with_body(&pk, "token_bias", 10);
+	msgpack_pack_map(&pk, 1);
+	msgpack_pack_int(&pk, TOK_E2);
+	msgpack_pack_double(&pk, 100.0);
+	msgpack_pack_str_with_body(&pk, "stream", 6);
+	msgpack_pack_str_with_body(&pk, "socket", 6);
+	msgpack_pack_str_with_body(&pk, "return_text", 11);
+	msgpack_pack_true(&pk);
+	msgpack_pack_str_with_body(&pk, "ignore_eos", 10);
+	msgpack_pack_true(&pk);
+	CHECK(send_sb(&r, &sb) == 0, "send");
+	while (!done) {
+		CHECK(raw_read(&r, &up) == 1, "no done message");
+		n_msgs++;
+		CHECK(all_strs_utf8(&up.data), "message %d holds a str that is not UTF-8", n_msgs);
+		const msgpack_object *op = get(&up.data, "op"), *t = get(&up.data, "text");
+		CHECK(!str_is(op, "error"), "the job was refused");
+		if (str_is(op, "token") && t && t->type == MSGPACK_OBJECT_STR) {
+			CHECK(stream_len + t->via.str.size < sizeof(stream), "too much text");
+			memcpy(stream + stream_len, t->via.str.ptr, t->via.str.size);
+			stream_len += t->via.str.size;
+		} else if (str_is(op, "done")) {
+			CHECK(t && t->type == MSGPACK_OBJECT_STR && t->via.str.size < sizeof(done_text),
+			      "done without text");
+			memcpy(done_text, t->via.str.ptr, t->via.str.size);
+			done = true;
+		}
+	}
+	CHECK(!strcmp(done_text, FFFD FFFD FFFD FFFD FFFD), "done.text '%s'", done_text);
+	/* the stream ends with the job: the last U+FFFD comes with done only */
+	CHECK(!strcmp(stream, FFFD FFFD) || !strcmp(stream, FFFD FFFD FFFD), "streamed '%s'", stream);
+	printf("  byte tokens that make no character: %d messages, all UTF-8; done.text = 5 x U+FFFD\n",
+	       n_msgs);
+	CHECK(h_stop(&d) == 0, "exld did not exit 0");
+	ret = 0;
+out:
+	if (r.fd >= 0)
+		raw_close(&r);
+	msgpack_unpacked_destroy(&up);
+	msgpack_sbuffer_destroy(&sb);
+	h_cleanup(&d);
+	return ret;
+}
+
 int main(int argc, char **argv)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	if (argc != 2) {
-		fprintf(stderr, "usage: test_daemon activate|concurrent|kill|garbage|drain|admin|limits|poll|suspend|bigdone|mixed\n");
+		fprintf(stderr, "usage: test_daemon activate|concurrent|kill|garbage|drain|admin|limits|poll|suspend|bigdone|mixed|utf8\n");
 		return 2;
 	}
 	if (!h_models_dir()) {
@@ -1609,6 +1786,8 @@ int main(int argc, char **argv)
 		return test_bigdone();
 	if (!strcmp(argv[1], "mixed"))
 		return test_mixed();
+	if (!strcmp(argv[1], "utf8"))
+		return test_utf8();
 	fprintf(stderr, "unknown test '%s'\n", argv[1]);
 	return 2;
 }

@@ -11,6 +11,7 @@
 
 #include "daemon/config.h"
 #include "daemon/protocol.h"
+#include "daemon/tokenizer.h"
 
 static int failures;
 
@@ -416,6 +417,128 @@ static void test_errors(void)
 	      "good names refused");
 }
 
+/* ---- UTF-8: every str the daemon reads or sends ---- */
+
+/* The message decode_str built: the request points into it. */
+static msgpack_sbuffer str_sb;
+
+/* {op, key: str} with explicit lengths (a generate gets a prompt too; list:
+ * the str is the second item of an array); key "" packs no field. */
+static int decode_str(const char *op, size_t op_len, const char *key, const char *v, size_t v_len,
+		      bool list, struct dec_result *d)
+{
+	msgpack_sbuffer *sb = &str_sb;
+	msgpack_packer pk;
+	bool gen = op_len == 8 && !memcmp(op, "generate", 8);
+	bool prompt_field = !strcmp(key, "prompt");
+
+	msgpack_sbuffer_clear(sb);
+	msgpack_packer_init(&pk, sb, msgpack_sbuffer_write);
+	msgpack_pack_map(&pk, 1 + (*key ? 1 : 0) + (gen && !prompt_field ? 1 : 0));
+	msgpack_pack_str_with_body(&pk, "op", 2);
+	msgpack_pack_str_with_body(&pk, op, op_len);
+	if (gen && !prompt_field)
+		kv_str(&pk, "prompt", "x");
+	if (*key) {
+		msgpack_pack_str_with_body(&pk, key, strlen(key));
+		if (list)
+			msgpack_pack_array(&pk, 2), msgpack_pack_str_with_body(&pk, "ok", 2);
+		msgpack_pack_str_with_body(&pk, v, v_len);
+	}
+	decode(sb, d);
+	return d->code;
+}
+
+static bool valid_utf8(const char *s)
+{
+	return exl_utf8_bad_at(s, strlen(s)) == strlen(s);
+}
+
+static void test_utf8(void)
+{
+	static const struct {
+		const char *op, *key;
+		const char *v;
+		size_t len;
+		bool list;
+		const char *in_msg;
+	} bad[] = {
+		{ "generate", "prompt", "h\xc3\xa9llo\xc3", 7, false,
+		  "generate: prompt: not valid UTF-8 (byte 0xc3 at offset 6)" },
+		{ "generate", "prompt", "ab\xff", 3, false, "prompt: not valid UTF-8 (byte 0xff at offset 2)" },
+		{ "generate", "prompt", "\xed\xa0\x80", 3, false, "(byte 0xed at offset 0)" }, /* surrogate */
+		{ "generate", "prompt", "x\xc0\xaf", 3, false, "(byte 0xc0 at offset 1)" },   /* overlong */
+		{ "generate", "prompt", "\xf4\x90\x80\x80", 4, false, "(byte 0xf4 at offset 0)" }, /* > U+10FFFF */
+		{ "generate", "negative_prompt", "\x80", 1, false, "negative_prompt: not valid UTF-8" },
+		{ "generate", "stop", "a\xff", 2, true,
+		  "stop: item 1: not valid UTF-8 (byte 0xff at offset 1)" },
+		{ "generate", "banned_strings", "\xfe", 1, true, "banned_strings: item 1: not valid UTF-8" },
+		{ "generate", "dry_sequence_breakers", "\xe2\x82", 2, true,
+		  "dry_sequence_breakers: item 1: not valid UTF-8" },
+		{ "generate", "grammar", "root ::= \"\xff\"", 12, false, "grammar: not valid UTF-8" },
+		{ "generate", "json_schema", "{\"const\": \"\xff\"}", 14, false, "json_schema: not valid UTF-8" },
+		{ "generate", "regex", "a\xffz", 3, false, "regex: not valid UTF-8" },
+		{ "tokenize", "text", "Once\xa0", 5, false, "tokenize: text: not valid UTF-8 (byte 0xa0 at offset 4)" },
+		{ "generate", "id", "\xff", 1, false, "id: not valid UTF-8" },
+	};
+	struct dec_result d;
+
+	msgpack_sbuffer_init(&str_sb);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		int code = decode_str(bad[i].op, strlen(bad[i].op), bad[i].key, bad[i].v, bad[i].len,
+				      bad[i].list, &d);
+		CHECK(code == EXL_E_BAD_REQUEST && strstr(d.err, bad[i].in_msg) && !d.req.id,
+		      "%s %s: code %d, message '%s'", bad[i].op, bad[i].key, code, d.err);
+		msgpack_unpacked_destroy(&d.up);
+	}
+
+	/* an op that is not UTF-8; an unknown one quoted without cutting a character */
+	CHECK(decode_str("gen\xff", 4, "", NULL, 0, false, &d) == EXL_E_BAD_REQUEST &&
+	      strstr(d.err, "op: not valid UTF-8 (byte 0xff at offset 3)"), "op: '%s'", d.err);
+	msgpack_unpacked_destroy(&d.up);
+	char op[80] = "";
+	for (int i = 0; i < 31; i++)
+		strcat(op, "\xc3\xa9");          /* 62 bytes */
+	strcat(op, "\xe6\x97\xa5");              /* bytes 62..64 straddle the 64-byte cut */
+	CHECK(decode_str(op, strlen(op), "", NULL, 0, false, &d) == EXL_E_UNKNOWN_OP &&
+	      valid_utf8(d.err) && strstr(d.err, "\xc3\xa9\""), "long op: '%s'", d.err);
+	msgpack_unpacked_destroy(&d.up);
+
+	/* valid text of every length passes untouched */
+	const char *good = "h\xc3\xa9llo \xe6\x97\xa5\xe6\x9c\xac \xf0\x9f\x98\x80";
+	CHECK(decode_str("generate", 8, "prompt", good, strlen(good), false, &d) == EXL_OK &&
+	      d.req.u.gen.prompt.len == strlen(good) &&
+	      !memcmp(d.req.u.gen.prompt.text, good, strlen(good)), "good prompt: '%s'", d.err);
+	msgpack_unpacked_destroy(&d.up);
+	CHECK(decode_str("generate", 8, "stop", good, strlen(good), true, &d) == EXL_OK &&
+	      d.req.u.gen.s.n_stop_strings == 2, "good stop: '%s'", d.err);
+	msgpack_unpacked_destroy(&d.up);
+
+	/* error messages quote input and model files: what is sent is UTF-8 */
+	msgpack_sbuffer sb;
+	msgpack_packer pk;
+	msgpack_unpacked up;
+	size_t off = 0;
+
+	msgpack_sbuffer_init(&sb);
+	msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+	exl_pack_error(&pk, &sb, NULL, EXL_E_BAD_REQUEST, "at 'ab\xe6\x97' \xff!");
+	msgpack_unpacked_init(&up);
+	CHECK(msgpack_unpack_next(&up, sb.data, sb.size, &off) == MSGPACK_UNPACK_SUCCESS &&
+	      up.data.type == MSGPACK_OBJECT_MAP && up.data.via.map.size == 3, "error reply");
+	if (up.data.type == MSGPACK_OBJECT_MAP && up.data.via.map.size == 3) {
+		const msgpack_object *m = &up.data.via.map.ptr[2].val;
+		static const char want[] = "at 'ab\xef\xbf\xbd\xef\xbf\xbd' \xef\xbf\xbd!";
+
+		CHECK(m->type == MSGPACK_OBJECT_STR && m->via.str.size == sizeof(want) - 1 &&
+		      !memcmp(m->via.str.ptr, want, sizeof(want) - 1), "message '%.*s'",
+		      (int)m->via.str.size, m->via.str.ptr);
+	}
+	msgpack_unpacked_destroy(&up);
+	msgpack_sbuffer_destroy(&sb);
+	msgpack_sbuffer_destroy(&str_sb);
+}
+
 static void test_encode(void)
 {
 	msgpack_sbuffer sb;
@@ -559,6 +682,7 @@ int main(void)
 	test_scan();
 	test_generate_fields();
 	test_errors();
+	test_utf8();
 	test_encode();
 	test_config();
 	if (failures) {
