@@ -22,6 +22,9 @@
  *               DONE_SOCKET record, delivered on the socket
  *   mixed       exl_generate_many, and a blocking generate on a connection
  *               that streams a submitted job: nothing is lost
+ *   wakes       a poll-mode ring reader that bumps poll_epoch for every
+ *               record and never reads its socket: at most one wake message
+ *               waits for it, not one per record
  *   utf8        str fields that are not UTF-8 are refused naming the byte;
  *               byte tokens that make no character (in the prompt ids and
  *               forced into the output) come back as U+FFFD: every str the
@@ -1578,6 +1581,89 @@ early:
 	return ret;
 }
 
+/* ---- wakes: a poll-mode reader that never reads its socket ---- */
+
+static int test_wakes(void)
+{
+	enum { JOBS = 4, N = 400 };
+	struct daemon d;
+	struct exl_client *c = NULL;
+	struct exl_gen_params p;
+	msgpack_unpacker unp;
+	msgpack_unpacked up;
+	uint64_t job[JOBS];
+	int ret = 1, n_done = 0, records = 0, wakes = 0, others = 0;
+	struct timespec t0, now;
+
+	msgpack_unpacker_init(&unp, 65536);
+	msgpack_unpacked_init(&up);
+	if (h_prepare(&d) || h_start(&d, MODEL, NULL) || connect_to(&d, &c, true))
+		goto out;
+	greedy(&p, N);
+	p.ignore_eos = 1;
+	p.stream = EXL_STREAM_MODE_RING;
+	for (int i = 0; i < JOBS; i++)
+		CHECK(exl_submit(c, &p, prompts[i], &job[i]) == 0, "submit: %s", exl_errmsg(c));
+
+	/* From here on the socket is never read: each record is taken from the
+	 * ring, and the reader re-arms poll mode with a new poll_epoch after
+	 * each, as an event loop would before sleeping in poll().  The daemon
+	 * used to queue one wake message per record, without bound. */
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	while (n_done < JOBS) {
+		struct exl_rec_hdr h;
+		const uint8_t *payload;
+		size_t len;
+		int got = exl_cl_ring_peek(c, &h, &payload, &len);
+
+		CHECK(got >= 0, "ring: %s", exl_errmsg(c));
+		if (got) {
+			records++;
+			if (h.type == EXL_REC_DONE || h.type == EXL_REC_DONE_SOCKET)
+				n_done++;
+			exl_cl_ring_release(c);
+			exl_cl_ring_arm_poll(c);
+			continue;
+		}
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		CHECK(now.tv_sec - t0.tv_sec < 120, "the jobs did not end (%d done)", n_done);
+		usleep(100);
+	}
+	exl_cl_ring_disarm(c);
+	CHECK(records >= JOBS * 50, "only %d records", records);
+
+	/* Now read what waited on the socket. */
+	for (;;) {
+		struct pollfd pf = { .fd = exl_fd(c), .events = POLLIN };
+		if (poll(&pf, 1, 500) <= 0)
+			break;
+		msgpack_unpacker_reserve_buffer(&unp, 65536);
+		ssize_t n = recv(exl_fd(c), msgpack_unpacker_buffer(&unp),
+				 msgpack_unpacker_buffer_capacity(&unp), MSG_DONTWAIT);
+		if (n <= 0)
+			break;
+		msgpack_unpacker_buffer_consumed(&unp, (size_t)n);
+		while (msgpack_unpacker_next(&unp, &up) == MSGPACK_UNPACK_SUCCESS) {
+			if (str_is(get(&up.data, "op"), "wake"))
+				wakes++;
+			else
+				others++;
+		}
+	}
+	printf("  %d ring records read, poll_epoch bumped after each, socket never read: "
+	       "%d wake messages were waiting (%d other messages)\n", records, wakes, others);
+	CHECK(wakes <= 2, "%d wake messages queued for %d records: not coalesced", wakes, records);
+	CHECK(others == 0, "%d unexpected messages", others);
+	CHECK(h_stop(&d) == 0, "exld did not exit 0");
+	ret = 0;
+out:
+	exl_close(c);
+	msgpack_unpacked_destroy(&up);
+	msgpack_unpacker_destroy(&unp);
+	h_cleanup(&d);
+	return ret;
+}
+
 /* ---- utf8: the daemon only sends valid UTF-8 in str fields ---- */
 
 /* Independent of the daemon's own check. */
@@ -1755,7 +1841,7 @@ int main(int argc, char **argv)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	if (argc != 2) {
-		fprintf(stderr, "usage: test_daemon activate|concurrent|kill|garbage|drain|admin|limits|poll|suspend|bigdone|mixed|utf8\n");
+		fprintf(stderr, "usage: test_daemon activate|concurrent|kill|garbage|drain|admin|limits|poll|suspend|bigdone|mixed|wakes|utf8\n");
 		return 2;
 	}
 	if (!h_models_dir()) {
@@ -1786,6 +1872,8 @@ int main(int argc, char **argv)
 		return test_bigdone();
 	if (!strcmp(argv[1], "mixed"))
 		return test_mixed();
+	if (!strcmp(argv[1], "wakes"))
+		return test_wakes();
 	if (!strcmp(argv[1], "utf8"))
 		return test_utf8();
 	fprintf(stderr, "unknown test '%s'\n", argv[1]);
