@@ -227,19 +227,33 @@ static bool obj_int(const msgpack_object *o, int64_t *v)
 	return false;
 }
 
+/* A float or any integer (up to 2^64 - 1), as a double that may be NaN or
+ * infinite: the caller range-checks it. */
 static bool obj_num(const msgpack_object *o, double *v)
 {
-	int64_t i;
-
-	if (o->type == MSGPACK_OBJECT_FLOAT32 || o->type == MSGPACK_OBJECT_FLOAT64) {
+	switch (o->type) {
+	case MSGPACK_OBJECT_FLOAT32:
+	case MSGPACK_OBJECT_FLOAT64:
 		*v = o->via.f64;
-		return !isnan(*v);
-	}
-	if (obj_int(o, &i)) {
-		*v = (double)i;
 		return true;
+	case MSGPACK_OBJECT_POSITIVE_INTEGER:
+		*v = (double)o->via.u64;
+		return true;
+	case MSGPACK_OBJECT_NEGATIVE_INTEGER:
+		*v = (double)o->via.i64;
+		return true;
+	default:
+		return false;
 	}
-	return false;
+}
+
+/* A number for a message: "NaN", "inf", "-inf" or %g. */
+static const char *num_str(double v, char *buf, size_t len)
+{
+	if (isnan(v))
+		return "NaN";
+	snprintf(buf, len, "%g", v);
+	return buf;
 }
 
 /* Each getter: 0 when absent (out untouched) or valid, -1 with a message. */
@@ -295,8 +309,11 @@ static int get_float(struct dec *d, const char *key, double min, double max, flo
 		return 0;
 	if (!obj_num(o, &v))
 		return fail(d, key, "wants a number, got %s", type_name(o));
-	if (!(v >= min && v <= max))
-		return fail(d, key, "wants a number in [%g, %g], got %g", min, max, v);
+	if (!(v >= min && v <= max)) {
+		char b[32];
+		return fail(d, key, "wants a number in [%g, %g], got %s", min, max,
+			    num_str(v, b, sizeof(b)));
+	}
 	*out = (float)v;
 	return 0;
 }
@@ -530,8 +547,14 @@ static int dec_bias(struct dec *d, struct exl_req_generate *g)
 		}
 		if (!obj_int(k, &id) || id < 0 || id > INT32_MAX)
 			return fail(d, "token_bias", "item %u: wants a token id (integer >= 0) as key", i);
-		if (!obj_num(v, &b) || !(b >= -1e30 && b <= 1e30))
-			return fail(d, "token_bias", "item %u: wants a finite number as bias", i);
+		if (!obj_num(v, &b))
+			return fail(d, "token_bias", "item %u: wants a number as bias, got %s", i,
+				    type_name(v));
+		if (!(b >= -1e30 && b <= 1e30)) {
+			char nb[32];
+			return fail(d, "token_bias", "item %u: wants a bias in [-1e30, 1e30], got %s",
+				    i, num_str(b, nb, sizeof(nb)));
+		}
 		g->bias[i].id = (int32_t)id;
 		g->bias[i].bias = (float)b;
 	}

@@ -347,6 +347,23 @@ static void v_neg(msgpack_packer *pk) { msgpack_pack_int(pk, -5); }
 static void v_float(msgpack_packer *pk) { msgpack_pack_double(pk, 0.5); }
 static void v_nan(msgpack_packer *pk) { msgpack_pack_double(pk, NAN); }
 static void v_big(msgpack_packer *pk) { msgpack_pack_uint64(pk, 1ull << 40); }
+static void v_inf(msgpack_packer *pk) { msgpack_pack_double(pk, -INFINITY); }
+static void v_nan32(msgpack_packer *pk) { msgpack_pack_float(pk, NAN); }
+static void v_2p63(msgpack_packer *pk) { msgpack_pack_uint64(pk, 1ull << 63); }
+static void v_u64max(msgpack_packer *pk) { msgpack_pack_uint64(pk, UINT64_MAX); }
+static void v_bias_nan(msgpack_packer *pk)
+{
+	msgpack_pack_map(pk, 1);
+	msgpack_pack_int(pk, 5);
+	msgpack_pack_double(pk, NAN);
+}
+static void v_bias_2p63(msgpack_packer *pk)
+{
+	msgpack_pack_array(pk, 1);
+	msgpack_pack_array(pk, 2);
+	msgpack_pack_int(pk, 5);
+	msgpack_pack_uint64(pk, 1ull << 63);
+}
 static void v_bad_stream(msgpack_packer *pk) { msgpack_pack_str_with_body(pk, "pigeon", 6); }
 static void v_nul(msgpack_packer *pk) { msgpack_pack_array(pk, 1); msgpack_pack_str_with_body(pk, "a\0b", 3); }
 static void v_empty_str(msgpack_packer *pk) { msgpack_pack_array(pk, 1); msgpack_pack_str_with_body(pk, "", 0); }
@@ -385,7 +402,20 @@ static void test_errors(void)
 		{ "generate", "top_k", v_str, EXL_E_BAD_REQUEST, "top_k: wants an integer" },
 		{ "generate", "top_k", v_float, EXL_E_BAD_REQUEST, "got a float" },
 		{ "generate", "max_new_tokens", v_neg, EXL_E_BAD_REQUEST, "got -5" },
-		{ "generate", "temperature", v_nan, EXL_E_BAD_REQUEST, "temperature" },
+		/* NaN and infinities are named as such, with the field */
+		{ "generate", "temperature", v_nan, EXL_E_BAD_REQUEST,
+		  "generate: temperature: wants a number in [0, 1e+09], got NaN" },
+		{ "generate", "top_p", v_nan32, EXL_E_BAD_REQUEST, "top_p: wants a number in [0, 1], got NaN" },
+		{ "generate", "min_p", v_inf, EXL_E_BAD_REQUEST, "min_p: wants a number in [0, 1], got -inf" },
+		{ "generate", "token_bias", v_bias_nan, EXL_E_BAD_REQUEST,
+		  "token_bias: item 0: wants a bias in [-1e30, 1e30], got NaN" },
+		/* any integer is a number: 2^63 and up are range-checked, not
+		 * refused as the wrong type */
+		{ "generate", "top_p", v_2p63, EXL_E_BAD_REQUEST,
+		  "top_p: wants a number in [0, 1], got 9.22337e+18" },
+		{ "generate", "temperature", v_u64max, EXL_E_BAD_REQUEST,
+		  "temperature: wants a number in [0, 1e+09], got 1.84467e+19" },
+		{ "generate", "token_bias", v_bias_2p63, EXL_OK, "" },
 		{ "generate", "temperature", v_str, EXL_E_BAD_REQUEST, "wants a number" },
 		{ "generate", "top_p", v_big, EXL_E_BAD_REQUEST, "top_p: wants a number in [0, 1]" },
 		{ "generate", "stream", v_bad_stream, EXL_E_BAD_REQUEST, "\"pigeon\"" },
@@ -452,6 +482,42 @@ static int decode_str(const char *op, size_t op_len, const char *key, const char
 static bool valid_utf8(const char *s)
 {
 	return exl_utf8_bad_at(s, strlen(s)) == strlen(s);
+}
+
+/* Float fields take integers of every msgpack width (docs/protocol.md). */
+static void test_int_floats(void)
+{
+	msgpack_sbuffer sb;
+	msgpack_packer pk;
+	struct dec_result d;
+
+	msgpack_sbuffer_init(&sb);
+	msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+	msgpack_pack_map(&pk, 6);
+	kv_str(&pk, "op", "generate");
+	kv_str(&pk, "prompt", "x");
+	msgpack_pack_str_with_body(&pk, "temperature", 11);
+	msgpack_pack_uint64(&pk, 2);                   /* positive fixint */
+	msgpack_pack_str_with_body(&pk, "presence_penalty", 16);
+	msgpack_pack_int64(&pk, -3);                   /* negative fixint */
+	msgpack_pack_str_with_body(&pk, "mirostat_tau", 12);
+	msgpack_pack_uint64(&pk, 1000000000ull);       /* uint32, at the limit */
+	msgpack_pack_str_with_body(&pk, "token_bias", 10);
+	msgpack_pack_map(&pk, 1);
+	msgpack_pack_int(&pk, 7);
+	msgpack_pack_int64(&pk, -(1ll << 40));         /* int64 */
+	decode(&sb, &d);
+	CHECK(d.code == EXL_OK, "integers in float fields: %s", d.err);
+	if (d.code == EXL_OK) {
+		const struct exl_sampler_params *sp = &d.req.u.gen.s.sampling;
+
+		CHECK(sp->temperature == 2.0f && sp->pres_pen == -3.0f && sp->mirostat_tau == 1e9f &&
+		      sp->n_bias == 1 && sp->bias[0].id == 7 && sp->bias[0].bias == -0x1p40f,
+		      "values %g %g %g %g", (double)sp->temperature, (double)sp->pres_pen,
+		      (double)sp->mirostat_tau, (double)sp->bias[0].bias);
+	}
+	msgpack_unpacked_destroy(&d.up);
+	msgpack_sbuffer_destroy(&sb);
 }
 
 static void test_utf8(void)
@@ -682,6 +748,7 @@ int main(void)
 	test_scan();
 	test_generate_fields();
 	test_errors();
+	test_int_floats();
 	test_utf8();
 	test_encode();
 	test_config();
