@@ -164,7 +164,9 @@ static inline int exl_code_from_name(const char *s, size_t len)
  * write_pos + size with release order, increments seq, and, when the
  * control page says sleeping != 0, wakes the reader: FUTEX_WAKE on seq for
  * sleeping == EXL_SLEEP_FUTEX, a "wake" message on the socket for
- * sleeping == EXL_SLEEP_POLL (once per value of poll_epoch).
+ * sleeping == EXL_SLEEP_POLL (once per value of poll_epoch, and only when
+ * the client has read everything sent to it: an unread message already
+ * makes its socket readable, so at most one wake ever waits unread).
  * It never overwrites bytes at or after the client's read_pos (clamped
  * into [write_pos - data_size, write_pos]); when a job's record does not
  * fit, that job pauses until read_pos moves.

@@ -2,9 +2,11 @@
 #include <errno.h>
 #include <event2/buffer.h>
 #include <event2/event.h>
+#include <linux/sockios.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -330,9 +332,24 @@ static void on_write(evutil_socket_t fd, short what, void *arg)
 	try_write(arg);
 }
 
+/* Whether the client has bytes from us it has not read: still queued here,
+ * or sent and waiting in its socket (SIOCOUTQ on a Unix socket counts the
+ * bytes the peer has not read yet). */
+static bool client_has_unread(const struct exl_conn *c)
+{
+	int n = 0;
+
+	if (evbuffer_get_length(c->out))
+		return true;
+	return ioctl(c->fd, SIOCOUTQ, &n) == 0 && n > 0;
+}
+
 void exl_conn_flush_sink(struct exl_conn *c)
 {
-	struct exl_outmsg *m = exl_sink_take_out(c->sink);
+	/* {op: "wake"} in msgpack */
+	static const uint8_t wake_msg[] = { 0x81, 0xa2, 'o', 'p', 0xa4, 'w', 'a', 'k', 'e' };
+	bool wake = false;
+	struct exl_outmsg *m = exl_sink_take_out(c->sink, &wake);
 
 	while (m) {
 		struct exl_outmsg *next = m->next;
@@ -340,6 +357,13 @@ void exl_conn_flush_sink(struct exl_conn *c)
 		free(m);
 		m = next;
 	}
+	/* A reader sleeping in poll() wakes for any unread byte and then
+	 * looks at its ring (the record that asked for this wake is already
+	 * there), so a wake is owed only when it has read everything.  That
+	 * keeps at most one wake waiting for a client that never reads its
+	 * socket, however often it bumps poll_epoch. */
+	if (wake && !client_has_unread(c))
+		queue(c, wake_msg, sizeof(wake_msg));
 	try_write(c);
 }
 

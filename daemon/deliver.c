@@ -291,7 +291,7 @@ static void pack_result(msgpack_packer *pk, msgpack_sbuffer *sb, const struct ex
 		exl_pack_key(pk, "code");
 		exl_pack_cstr(pk, exl_code_name(EXL_E_INTERNAL));
 		exl_pack_key(pk, "message");
-		exl_pack_cstr(pk, error);
+		exl_pack_text(pk, error, strlen(error));
 	}
 	if (j->return_text) {
 		exl_pack_key(pk, "text");

@@ -49,51 +49,9 @@ void exl_gen_settings_init(struct exl_gen_settings *s)
 	s->cfg_scale = 1.0f;
 }
 
-/* Offset of the first byte of s[0..n) that does not start a whole, valid
- * UTF-8 character (no overlong forms, surrogates or code points above
- * U+10FFFF); n when there is none. */
-static size_t utf8_bad_at(const char *s, size_t n)
-{
-	size_t i = 0;
-
-	while (i < n) {
-		unsigned char c = (unsigned char)s[i];
-		unsigned char lo = 0x80, hi = 0xbf;
-		size_t k;
-
-		if (c < 0x80) {
-			i++;
-			continue;
-		}
-		if (c >= 0xc2 && c <= 0xdf) {
-			k = 2;
-		} else if (c >= 0xe0 && c <= 0xef) {
-			k = 3;
-			lo = c == 0xe0 ? 0xa0 : 0x80;
-			hi = c == 0xed ? 0x9f : 0xbf;
-		} else if (c >= 0xf0 && c <= 0xf4) {
-			k = 4;
-			lo = c == 0xf0 ? 0x90 : 0x80;
-			hi = c == 0xf4 ? 0x8f : 0xbf;
-		} else {
-			return i;
-		}
-		if (i + k > n)
-			return i;
-		for (size_t j = 1; j < k; j++) {
-			unsigned char b = (unsigned char)s[i + j];
-
-			if (j == 1 ? b < lo || b > hi : (b >> 6) != 2)
-				return i;
-		}
-		i += k;
-	}
-	return n;
-}
-
 static bool utf8_complete(const char *s, size_t n)
 {
-	return utf8_bad_at(s, n) == n;
+	return exl_utf8_bad_at(s, n) == n;
 }
 
 #define FAIL(...) do { snprintf(err, errlen, __VA_ARGS__); goto fail; } while (0)
@@ -126,7 +84,7 @@ static int check_settings(const struct exl_gen_settings *s, int n_vocab, char *e
 		 * match inside one and cut it. */
 		if (!utf8_complete(s->stop_strings[i], n))
 			FAIL("stop string %d is not valid UTF-8 (bad byte at offset %zu)", i,
-			     utf8_bad_at(s->stop_strings[i], n));
+			     exl_utf8_bad_at(s->stop_strings[i], n));
 	}
 	if (s->n_banned_strings < 0 || s->n_banned_strings > EXL_GEN_MAX_BANNED ||
 	    (s->n_banned_strings && !s->banned_strings))
@@ -139,7 +97,7 @@ static int check_settings(const struct exl_gen_settings *s, int n_vocab, char *e
 			FAIL("banned string %d must be 1 to %d bytes", i, EXL_GEN_MAX_STRING_LEN);
 		if (!utf8_complete(s->banned_strings[i], n))
 			FAIL("banned string %d is not valid UTF-8 (bad byte at offset %zu)", i,
-			     utf8_bad_at(s->banned_strings[i], n));
+			     exl_utf8_bad_at(s->banned_strings[i], n));
 	}
 	if (!isfinite(s->cfg_scale) || s->cfg_scale < -100.0f || s->cfg_scale > 100.0f)
 		FAIL("cfg_scale must be in [-100, 100] (got %g)", (double)s->cfg_scale);

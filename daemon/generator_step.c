@@ -656,6 +656,44 @@ finish:
 	release(job);
 }
 
+/* The first logit that is NaN or infinite, or -1.  The scan tests
+ * exponent bits (all ones: inf or NaN) into one flag, which vectorizes, and
+ * only looks for the index when the flag is set. */
+static int first_nonfinite(const float *x, int n)
+{
+	uint32_t any = 0;
+
+	for (int i = 0; i < n; i++) {
+		uint32_t b;
+
+		memcpy(&b, &x[i], sizeof(b));
+		any |= (b & 0x7f800000u) == 0x7f800000u;
+	}
+	if (!any)
+		return -1;
+	for (int i = 0; i < n; i++)
+		if (!isfinite(x[i]))
+			return i;
+	return -1;
+}
+
+/* Ends the job when the model's logits are not all finite: sampling NaN
+ * would otherwise find no token it can pick and blame bans and filters. */
+static bool logits_bad(struct exl_job *job, const float *x, const char *which)
+{
+	int i = first_nonfinite(x, job->n_vocab);
+	char msg[256];
+
+	if (i < 0)
+		return false;
+	snprintf(msg, sizeof(msg), "the model produced %s logits at output token %d%s (the first "
+		 "at vocabulary id %d): a weight or activation is not finite",
+		 isnan(x[i]) ? "NaN" : "infinite", job->n_gen, which, i);
+	fail(job, msg);
+	release(job);
+	return true;
+}
+
 void exl_job_advance(struct exl_job *job, const float *cond, const float *neg)
 {
 	float *w = job->work;
@@ -669,6 +707,8 @@ void exl_job_advance(struct exl_job *job, const float *cond, const float *neg)
 		release(job);
 		return;
 	}
+	if (logits_bad(job, cond, "") || (neg && logits_bad(job, neg, " for the negative prompt")))
+		return;
 	if (neg && job->cfg_scale != 1.0f) {
 		float s = job->cfg_scale;
 

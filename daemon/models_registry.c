@@ -18,6 +18,7 @@
 #include "daemon/models_registry.h"
 #include "daemon/server.h"
 #include "daemon/sink.h"
+#include "daemon/tokenizer.h"
 #include "kernels/backend.h"
 #include "kernels/backend_select.h"
 
@@ -639,8 +640,11 @@ static void pack_entry(msgpack_packer *pk, const struct exl_model_entry *e)
 	/* The chat template, for clients that format conversations (exl chat). */
 	if (up) {
 		tmpl = gguf_find_kv(exl_model_gguf(e->model), "tokenizer.chat_template");
+		/* Sent as a msgpack str, so only when it is valid UTF-8. */
 		if (tmpl && (tmpl->val.type != GGUF_VT_STRING ||
-			     tmpl->val.str.len > EXL_MAX_CHAT_TEMPLATE))
+			     tmpl->val.str.len > EXL_MAX_CHAT_TEMPLATE ||
+			     exl_utf8_bad_at(tmpl->val.str.ptr, (size_t)tmpl->val.str.len) !=
+			     (size_t)tmpl->val.str.len))
 			tmpl = NULL;
 	}
 	msgpack_pack_map(pk, up ? 9 + (tmpl ? 1 : 0) : 3);

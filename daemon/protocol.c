@@ -7,6 +7,7 @@
 #include "client/gen_ranges.h"
 #include "daemon/config.h"
 #include "daemon/protocol.h"
+#include "daemon/tokenizer.h"
 
 _Static_assert(EXL_MAX_STOP_STRINGS == EXL_GEN_MAX_STOP_STRINGS, "wire and generator disagree");
 _Static_assert(EXL_MAX_STOP_TOKENS == EXL_GEN_MAX_STOP_TOKENS, "wire and generator disagree");
@@ -209,6 +210,19 @@ static const msgpack_object *find(const msgpack_object *map, const char *key)
 	return NULL;
 }
 
+/* msgpack str is UTF-8, and every str the daemon sends must be too: a str
+ * that reaches text (prompts, stop and banned strings, constraints, ids
+ * echoed back) and is not valid UTF-8 is refused here, naming where. */
+static int check_utf8(struct dec *d, const char *key, const msgpack_object *o, const char *what)
+{
+	size_t n = o->via.str.size, bad = exl_utf8_bad_at(o->via.str.ptr, n);
+
+	if (bad == n)
+		return 0;
+	return fail(d, key, "%snot valid UTF-8 (byte 0x%02x at offset %zu)", what,
+		    (unsigned)(uint8_t)o->via.str.ptr[bad], bad);
+}
+
 static bool obj_int(const msgpack_object *o, int64_t *v)
 {
 	if (o->type == MSGPACK_OBJECT_POSITIVE_INTEGER) {
@@ -224,19 +238,33 @@ static bool obj_int(const msgpack_object *o, int64_t *v)
 	return false;
 }
 
+/* A float or any integer (up to 2^64 - 1), as a double that may be NaN or
+ * infinite: the caller range-checks it. */
 static bool obj_num(const msgpack_object *o, double *v)
 {
-	int64_t i;
-
-	if (o->type == MSGPACK_OBJECT_FLOAT32 || o->type == MSGPACK_OBJECT_FLOAT64) {
+	switch (o->type) {
+	case MSGPACK_OBJECT_FLOAT32:
+	case MSGPACK_OBJECT_FLOAT64:
 		*v = o->via.f64;
-		return !isnan(*v);
-	}
-	if (obj_int(o, &i)) {
-		*v = (double)i;
 		return true;
+	case MSGPACK_OBJECT_POSITIVE_INTEGER:
+		*v = (double)o->via.u64;
+		return true;
+	case MSGPACK_OBJECT_NEGATIVE_INTEGER:
+		*v = (double)o->via.i64;
+		return true;
+	default:
+		return false;
 	}
-	return false;
+}
+
+/* A number for a message: "NaN", "inf", "-inf" or %g. */
+static const char *num_str(double v, char *buf, size_t len)
+{
+	if (isnan(v))
+		return "NaN";
+	snprintf(buf, len, "%g", v);
+	return buf;
 }
 
 /* Each getter: 0 when absent (out untouched) or valid, -1 with a message. */
@@ -302,8 +330,11 @@ static int get_ranged(struct dec *d, const char *key, double *out)
 		return fail(d, key, "wants %s, got %s", what, type_name(o));
 	/* float in the settings: the rounded value is the one that must fit
 	 * (checked after the double, which may have no float) */
-	if (!genrange_ok(r, v) || !genrange_ok(r, (double)(float)v))
-		return fail(d, key, "wants %s, got %g", what, v);
+	if (!genrange_ok(r, v) || !genrange_ok(r, (double)(float)v)) {
+		char b[32];
+
+		return fail(d, key, "wants %s, got %s", what, num_str(v, b, sizeof(b)));
+	}
 	*out = v;
 	return 0;
 }
@@ -340,6 +371,8 @@ static int get_str(struct dec *d, const char *key, size_t maxlen, const char **s
 	if (o->via.str.size > maxlen)
 		return fail_big(d, key, "string of %u bytes is over the limit of %zu", o->via.str.size,
 			    maxlen);
+	if (check_utf8(d, key, o, ""))
+		return -1;
 	*s = o->via.str.ptr;
 	*len = o->via.str.size;
 	return 0;
@@ -423,6 +456,10 @@ static int get_str_list(struct dec *d, const char *key, int max, size_t maxlen,
 		if (it->via.str.size == 0 || it->via.str.size > maxlen)
 			return fail(d, key, "item %u: wants 1 to %zu bytes, got %u", i, maxlen,
 				    it->via.str.size);
+		char what[32];
+		snprintf(what, sizeof(what), "item %u: ", i);
+		if (check_utf8(d, key, it, what))
+			return -1;
 		a[i] = zone_cstr(d, key, it->via.str.ptr, it->via.str.size);
 		if (!a[i])
 			return -1;
@@ -554,8 +591,14 @@ static int dec_bias(struct dec *d, struct exl_req_generate *g)
 		}
 		if (!obj_int(k, &id) || id < 0 || id > INT32_MAX)
 			return fail(d, "token_bias", "item %u: wants a token id (integer >= 0) as key", i);
-		if (!obj_num(v, &b) || !genrange_ok(range, b) || !genrange_ok(range, (double)(float)b))
-			return fail(d, "token_bias", "item %u: wants %s as bias", i, what);
+		if (!obj_num(v, &b))
+			return fail(d, "token_bias", "item %u: wants %s as bias, got %s", i, what,
+				    type_name(v));
+		if (!genrange_ok(range, b) || !genrange_ok(range, (double)(float)b)) {
+			char nb[32];
+			return fail(d, "token_bias", "item %u: wants %s as bias, got %s", i, what,
+				    num_str(b, nb, sizeof(nb)));
+		}
 		g->bias[i].id = (int32_t)id;
 		g->bias[i].bias = (float)b;
 	}
@@ -590,6 +633,10 @@ static int dec_stop(struct dec *d, struct exl_req_generate *g)
 			if (it->via.str.size == 0 || it->via.str.size > EXL_MAX_STRING_ITEM)
 				return fail(d, "stop", "item %u: a stop string wants 1 to %d bytes, got %u",
 					    i, EXL_MAX_STRING_ITEM, it->via.str.size);
+			char what[32];
+			snprintf(what, sizeof(what), "item %u: ", i);
+			if (check_utf8(d, "stop", it, what))
+				return -1;
 			strs[n_str] = zone_cstr(d, "stop", it->via.str.ptr, it->via.str.size);
 			if (!strs[n_str++])
 				return -1;
@@ -812,6 +859,9 @@ int exl_req_decode(const msgpack_object *root, msgpack_zone *zone, struct exl_re
 			     EXL_MAX_ID_BYTES, type_name(o));
 			return EXL_E_BAD_REQUEST;
 		}
+		/* Every reply echoes it: it must be sendable. */
+		if (o->type == MSGPACK_OBJECT_STR && check_utf8(&d, "id", o, ""))
+			return EXL_E_BAD_REQUEST;
 		req->id = o;
 	}
 	o = find(root, "op");
@@ -823,13 +873,18 @@ int exl_req_decode(const msgpack_object *root, msgpack_zone *zone, struct exl_re
 		fail(&d, "op", "wants a string, got %s", type_name(o));
 		return EXL_E_BAD_REQUEST;
 	}
+	if (check_utf8(&d, "op", o, ""))
+		return EXL_E_BAD_REQUEST;
 	size_t i;
 	for (i = 0; i < sizeof(op_table) / sizeof(op_table[0]); i++)
 		if (key_is(o, op_table[i].name))
 			break;
 	if (i == sizeof(op_table) / sizeof(op_table[0])) {
-		snprintf(err, errlen, "unknown op \"%.*s\"",
-			 (int)(o->via.str.size > 64 ? 64 : o->via.str.size), o->via.str.ptr);
+		/* Quoted up to 64 bytes, cut before a character, not in one. */
+		size_t n = o->via.str.size > 64 ? 64 : o->via.str.size;
+		while (n > 0 && n < o->via.str.size && ((uint8_t)o->via.str.ptr[n] & 0xc0) == 0x80)
+			n--;
+		snprintf(err, errlen, "unknown op \"%.*s\"", (int)n, o->via.str.ptr);
 		return EXL_E_UNKNOWN_OP;
 	}
 	req->op = op_table[i].op;
@@ -912,6 +967,43 @@ void exl_pack_strn(msgpack_packer *pk, const char *s, size_t n)
 	msgpack_pack_str_body(pk, s, n);
 }
 
+void exl_pack_text(msgpack_packer *pk, const char *s, size_t n)
+{
+	static const char fffd[3] = { (char)0xef, (char)0xbf, (char)0xbd };
+	size_t bad = exl_utf8_bad_at(s, n), out = bad, i;
+
+	if (bad == n) {
+		exl_pack_strn(pk, s, n);
+		return;
+	}
+	/* Each byte that starts no valid character becomes U+FFFD (3 bytes):
+	 * first the length, then the pieces. */
+	for (i = bad; i < n;) {
+		size_t k = exl_utf8_bad_at(s + i, n - i);
+
+		if (k == 0) {
+			out += 3;
+			i++;
+		} else {
+			out += k;
+			i += k;
+		}
+	}
+	msgpack_pack_str(pk, out);
+	msgpack_pack_str_body(pk, s, bad);
+	for (i = bad; i < n;) {
+		size_t k = exl_utf8_bad_at(s + i, n - i);
+
+		if (k == 0) {
+			msgpack_pack_str_body(pk, fffd, 3);
+			i++;
+		} else {
+			msgpack_pack_str_body(pk, s + i, k);
+			i += k;
+		}
+	}
+}
+
 void exl_pack_reply(msgpack_packer *pk, msgpack_sbuffer *sb, const char *op,
 		    const struct exl_packed_id *id, uint32_t n_fields)
 {
@@ -933,5 +1025,7 @@ void exl_pack_error(msgpack_packer *pk, msgpack_sbuffer *sb, const struct exl_pa
 	exl_pack_key(pk, "code");
 	exl_pack_cstr(pk, exl_code_name(code));
 	exl_pack_key(pk, "message");
-	exl_pack_cstr(pk, message);
+	/* Messages quote input (cut to a length, maybe inside a character)
+	 * and model files. */
+	exl_pack_text(pk, message, strlen(message));
 }

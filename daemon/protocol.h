@@ -134,7 +134,11 @@ void exl_pack_reply(msgpack_packer *pk, msgpack_sbuffer *sb, const char *op,
 		    const struct exl_packed_id *id, uint32_t n_fields);
 void exl_pack_key(msgpack_packer *pk, const char *key);
 void exl_pack_cstr(msgpack_packer *pk, const char *s);
+/* s must be valid UTF-8 (msgpack str): text the daemon made itself. */
 void exl_pack_strn(msgpack_packer *pk, const char *s, size_t n);
+/* Text that may not be valid UTF-8 (messages quoting input or model
+ * files): each byte that starts no valid character is sent as U+FFFD. */
+void exl_pack_text(msgpack_packer *pk, const char *s, size_t n);
 
 /* A complete error message. */
 void exl_pack_error(msgpack_packer *pk, msgpack_sbuffer *sb, const struct exl_packed_id *id,

@@ -233,7 +233,7 @@ static void on_mail(evutil_socket_t fd, short what, void *arg)
 				exl_conn_flush_sink(c);
 			} else {
 				/* the connection is gone: drop what it was sent */
-				struct exl_outmsg *o = exl_sink_take_out(m->sink);
+				struct exl_outmsg *o = exl_sink_take_out(m->sink, NULL);
 				while (o) {
 					struct exl_outmsg *n = o->next;
 					free(o);

@@ -7,9 +7,6 @@
 #include "daemon/server.h"
 #include "daemon/sink.h"
 
-/* {op: "wake"} in msgpack */
-static const uint8_t wake_msg[] = { 0x81, 0xa2, 'o', 'p', 0xa4, 'w', 'a', 'k', 'e' };
-
 struct exl_sink *exl_sink_create(struct exl_server *srv, uid_t uid, pid_t pid, uint64_t conn_id)
 {
 	struct exl_sink *s = calloc(1, sizeof(*s));
@@ -102,13 +99,16 @@ size_t exl_sink_backlog(struct exl_sink *s)
 	return n + atomic_load(&s->loop_buffered);
 }
 
-struct exl_outmsg *exl_sink_take_out(struct exl_sink *s)
+struct exl_outmsg *exl_sink_take_out(struct exl_sink *s, bool *wake)
 {
 	pthread_mutex_lock(&s->mu);
 	struct exl_outmsg *m = s->out_head;
 	s->out_head = s->out_tail = NULL;
 	s->out_bytes = 0;
 	s->out_posted = false;
+	if (wake)
+		*wake = s->wake_wanted;
+	s->wake_wanted = false;
 	pthread_mutex_unlock(&s->mu);
 	return m;
 }
@@ -173,13 +173,29 @@ bool exl_sink_retry_pending(struct exl_sink *s)
 		s->pend_posted = false;
 	pthread_mutex_unlock(&s->mu);
 	if (wake)
-		exl_sink_send(s, wake_msg, sizeof(wake_msg));
+		exl_sink_wake(s);
 	return left;
 }
 
 void exl_sink_wake(struct exl_sink *s)
 {
-	exl_sink_send(s, wake_msg, sizeof(wake_msg));
+	bool post;
+
+	if (atomic_load(&s->closed))
+		return;
+	/* Not a queued message: a reader that re-arms poll mode for every
+	 * record without reading its socket would make that queue grow
+	 * without bound.  The loop decides whether the wake is still owed. */
+	pthread_mutex_lock(&s->mu);
+	s->wake_wanted = true;
+	post = !s->out_posted;
+	s->out_posted = true;
+	pthread_mutex_unlock(&s->mu);
+	if (post && !exl_server_post_sink(s->srv, EXL_MAIL_SINK_OUT, s)) {
+		pthread_mutex_lock(&s->mu);
+		s->out_posted = false;
+		pthread_mutex_unlock(&s->mu);
+	}
 }
 
 int exl_sink_ring_record(struct exl_sink *s, uint16_t type, uint64_t job, const void *data,

@@ -45,6 +45,7 @@ struct exl_sink {
 	struct exl_outmsg *out_head, *out_tail;
 	size_t out_bytes;
 	bool out_posted;             /* the loop has been told about out */
+	bool wake_wanted;            /* a poll-mode reader is owed a wake */
 	struct exl_outmsg *pend_head, *pend_tail;
 	bool pend_posted;
 	struct exl_srv_job *jobs;    /* live jobs (for cancel by id) */
@@ -62,8 +63,9 @@ void exl_sink_unref(struct exl_sink *s);
 int exl_sink_send(struct exl_sink *s, const void *data, size_t len);
 /* Socket bytes queued and not yet sent. */
 size_t exl_sink_backlog(struct exl_sink *s);
-/* Loop: takes the queued socket messages, in order. */
-struct exl_outmsg *exl_sink_take_out(struct exl_sink *s);
+/* Loop: takes the queued socket messages, in order, and (when wake is not
+ * NULL) whether a wake was asked for since the last take. */
+struct exl_outmsg *exl_sink_take_out(struct exl_sink *s, bool *wake);
 
 /* Any thread: a ring record that found no room waits here, in order, and
  * the loop retries it.  -1 when out of memory. */
@@ -79,7 +81,10 @@ bool exl_sink_retry_pending(struct exl_sink *s);
 int exl_sink_ring_record(struct exl_sink *s, uint16_t type, uint64_t job, const void *data,
 			 size_t len);
 
-/* Any thread: sends a poll-mode reader its {op: "wake"} message. */
+/* Any thread: asks the loop to send a poll-mode reader its {op: "wake"}
+ * message.  Asks made before the loop looks are one; the loop sends it only
+ * when the client has read everything sent so far (exl_conn_flush_sink), so
+ * a client that never reads its socket has at most one wake waiting. */
 void exl_sink_wake(struct exl_sink *s);
 
 #endif

@@ -51,7 +51,13 @@ static const struct fim_kind {
 
 int32_t tok_lookup(const struct exl_tokenizer *t, const char *s, size_t len)
 {
-	int64_t id = tok_strmap_get(&t->text_map, &t->texts, s, len);
+	int64_t id;
+
+	/* Empty tokens (padding in some vocabularies) load but never match:
+	 * no text is made of them. */
+	if (!len)
+		return -1;
+	id = tok_strmap_get(&t->text_map, &t->texts, s, len);
 
 	return id >= 0 && id < t->n_vocab ? (int32_t)id : -1;
 }

@@ -88,7 +88,9 @@ int tok_pieces_build(struct exl_tokenizer *t, char *err, size_t errlen)
 			buf = nb;
 			cap = len;
 		}
-		if (a & (TOK_ATTR_SPECIAL | TOK_ATTR_USER_DEFINED)) {
+		if (!len) {
+			/* an empty token (padding) decodes to nothing */
+		} else if (a & (TOK_ATTR_SPECIAL | TOK_ATTR_USER_DEFINED)) {
 			memcpy(buf, s, len);
 			n = len;
 		} else if ((a & TOK_ATTR_BYTE) && (byte = byte_token_value(s, len)) >= 0) {

@@ -52,7 +52,10 @@ int tok_strtab_add(struct tok_strtab *t, const char *s, size_t len)
 		t->span = span;
 		t->cap = cap;
 	}
-	if (len > t->arena_cap - t->arena_len) {
+	/* The arena exists once a string is added, even an empty one: a
+	 * table of empty strings would otherwise hand out NULL pointers, which
+	 * memcmp and memcpy must not get even for length 0. */
+	if (!t->arena || len > t->arena_cap - t->arena_len) {
 		size_t cap = t->arena_cap ? t->arena_cap : 4096;
 		char *arena;
 
@@ -118,7 +121,7 @@ static void strmap_insert(struct tok_strmap *m, const struct tok_strtab *t, uint
 			return;
 		}
 		o = tok_strtab_get(t, v - 1, &olen);
-		if (olen == len && !memcmp(o, s, len)) {
+		if (olen == len && (!len || !memcmp(o, s, len))) {
 			m->slot[pos] = i + 1;
 			return;
 		}
@@ -168,7 +171,7 @@ int64_t tok_strmap_get(const struct tok_strmap *m, const struct tok_strtab *t, c
 		if (!v)
 			return -1;
 		o = tok_strtab_get(t, v - 1, &olen);
-		if (olen == len && !memcmp(o, s, len))
+		if (olen == len && (!len || !memcmp(o, s, len)))
 			return (int64_t)v - 1;
 	}
 }

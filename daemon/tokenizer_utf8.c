@@ -40,6 +40,21 @@ int tok_utf8_valid_len(const uint8_t *s, size_t n)
 	return len;
 }
 
+size_t exl_utf8_bad_at(const char *s, size_t n)
+{
+	const uint8_t *u = (const uint8_t *)s;
+	size_t i = 0;
+
+	while (i < n) {
+		int l = tok_utf8_valid_len(u + i, n - i);
+
+		if (!l)
+			return i;
+		i += (size_t)l;
+	}
+	return n;
+}
+
 uint32_t tok_utf8_decode(const uint8_t *s, int l)
 {
 	switch (l) {

@@ -28,6 +28,13 @@
  *               refuses, unsent, an option of a feature a daemon (a fake
  *               one on a thread: an older exld, or one listing some) did
  *               not list
+ *   wakes       a poll-mode ring reader that bumps poll_epoch for every
+ *               record and never reads its socket: at most one wake message
+ *               waits for it, not one per record
+ *   utf8        str fields that are not UTF-8 are refused naming the byte;
+ *               byte tokens that make no character (in the prompt ids and
+ *               forced into the output) come back as U+FFFD: every str the
+ *               daemon sends is valid UTF-8
  */
 #include <errno.h>
 #include <msgpack.h>
@@ -1998,11 +2005,268 @@ out:
 	return ret;
 }
 
+/* ---- wakes: a poll-mode reader that never reads its socket ---- */
+
+static int test_wakes(void)
+{
+	enum { JOBS = 4, N = 400 };
+	struct daemon d;
+	struct exl_client *c = NULL;
+	struct exl_gen_params p;
+	msgpack_unpacker unp;
+	msgpack_unpacked up;
+	uint64_t job[JOBS];
+	int ret = 1, n_done = 0, records = 0, wakes = 0, others = 0;
+	struct timespec t0, now;
+
+	msgpack_unpacker_init(&unp, 65536);
+	msgpack_unpacked_init(&up);
+	if (h_prepare(&d) || h_start(&d, MODEL, NULL) || connect_to(&d, &c, true))
+		goto out;
+	greedy(&p, N);
+	p.ignore_eos = 1;
+	p.stream = EXL_STREAM_MODE_RING;
+	for (int i = 0; i < JOBS; i++)
+		CHECK(exl_submit(c, &p, prompts[i], &job[i]) == 0, "submit: %s", exl_errmsg(c));
+
+	/* From here on the socket is never read: each record is taken from the
+	 * ring, and the reader re-arms poll mode with a new poll_epoch after
+	 * each, as an event loop would before sleeping in poll().  The daemon
+	 * used to queue one wake message per record, without bound. */
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	while (n_done < JOBS) {
+		struct exl_rec_hdr h;
+		const uint8_t *payload;
+		size_t len;
+		int got = exl_cl_ring_peek(c, &h, &payload, &len);
+
+		CHECK(got >= 0, "ring: %s", exl_errmsg(c));
+		if (got) {
+			records++;
+			if (h.type == EXL_REC_DONE || h.type == EXL_REC_DONE_SOCKET)
+				n_done++;
+			exl_cl_ring_release(c);
+			exl_cl_ring_arm_poll(c);
+			continue;
+		}
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		CHECK(now.tv_sec - t0.tv_sec < 120, "the jobs did not end (%d done)", n_done);
+		usleep(100);
+	}
+	exl_cl_ring_disarm(c);
+	CHECK(records >= JOBS * 50, "only %d records", records);
+
+	/* Now read what waited on the socket. */
+	for (;;) {
+		struct pollfd pf = { .fd = exl_fd(c), .events = POLLIN };
+		if (poll(&pf, 1, 500) <= 0)
+			break;
+		msgpack_unpacker_reserve_buffer(&unp, 65536);
+		ssize_t n = recv(exl_fd(c), msgpack_unpacker_buffer(&unp),
+				 msgpack_unpacker_buffer_capacity(&unp), MSG_DONTWAIT);
+		if (n <= 0)
+			break;
+		msgpack_unpacker_buffer_consumed(&unp, (size_t)n);
+		while (msgpack_unpacker_next(&unp, &up) == MSGPACK_UNPACK_SUCCESS) {
+			if (str_is(get(&up.data, "op"), "wake"))
+				wakes++;
+			else
+				others++;
+		}
+	}
+	printf("  %d ring records read, poll_epoch bumped after each, socket never read: "
+	       "%d wake messages were waiting (%d other messages)\n", records, wakes, others);
+	CHECK(wakes <= 2, "%d wake messages queued for %d records: not coalesced", wakes, records);
+	CHECK(others == 0, "%d unexpected messages", others);
+	CHECK(h_stop(&d) == 0, "exld did not exit 0");
+	ret = 0;
+out:
+	exl_close(c);
+	msgpack_unpacked_destroy(&up);
+	msgpack_unpacker_destroy(&unp);
+	h_cleanup(&d);
+	return ret;
+}
+
+/* ---- utf8: the daemon only sends valid UTF-8 in str fields ---- */
+
+/* Independent of the daemon's own check. */
+static bool utf8_ok(const uint8_t *s, size_t n)
+{
+	for (size_t i = 0; i < n;) {
+		uint8_t c = s[i], lo = 0x80, hi = 0xbf;
+		size_t k;
+
+		if (c < 0x80) {
+			i++;
+			continue;
+		}
+		if (c >= 0xc2 && c <= 0xdf) {
+			k = 2;
+		} else if (c >= 0xe0 && c <= 0xef) {
+			k = 3;
+			lo = c == 0xe0 ? 0xa0 : 0x80;
+			hi = c == 0xed ? 0x9f : 0xbf;
+		} else if (c >= 0xf0 && c <= 0xf4) {
+			k = 4;
+			lo = c == 0xf0 ? 0x90 : 0x80;
+			hi = c == 0xf4 ? 0x8f : 0xbf;
+		} else {
+			return false;
+		}
+		if (i + k > n || s[i + 1] < lo || s[i + 1] > hi)
+			return false;
+		for (size_t j = 2; j < k; j++)
+			if ((s[i + j] & 0xc0) != 0x80)
+				return false;
+		i += k;
+	}
+	return true;
+}
+
+/* Every str in o, keys included. */
+static bool all_strs_utf8(const msgpack_object *o)
+{
+	switch (o->type) {
+	case MSGPACK_OBJECT_STR:
+		return utf8_ok((const uint8_t *)o->via.str.ptr, o->via.str.size);
+	case MSGPACK_OBJECT_ARRAY:
+		for (uint32_t i = 0; i < o->via.array.size; i++)
+			if (!all_strs_utf8(&o->via.array.ptr[i]))
+				return false;
+		return true;
+	case MSGPACK_OBJECT_MAP:
+		for (uint32_t i = 0; i < o->via.map.size; i++)
+			if (!all_strs_utf8(&o->via.map.ptr[i].key) ||
+			    !all_strs_utf8(&o->via.map.ptr[i].val))
+				return false;
+		return true;
+	default:
+		return true;
+	}
+}
+
+#define FFFD "\xef\xbf\xbd"
+
+static int test_utf8(void)
+{
+	/* stories260K: <0xNN> is id 3 + NN */
+	enum { TOK_BOS = 1, TOK_E2 = 3 + 0xe2, TOK_FF = 3 + 0xff };
+	struct daemon d;
+	struct raw r = { .fd = -1 };
+	msgpack_sbuffer sb;
+	msgpack_packer pk;
+	msgpack_unpacked up;
+	char stream[256] = "", done_text[256] = "";
+	size_t stream_len = 0;
+	int ret = 1, n_msgs = 0;
+	bool done = false;
+
+	msgpack_sbuffer_init(&sb);
+	msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+	msgpack_unpacked_init(&up);
+	if (h_prepare(&d) || h_start(&d, MODEL, NULL))
+		goto out;
+	CHECK(raw_open(&d, &r) == 0, "connect");
+
+	/* A prompt with a byte that is no UTF-8 was echoed in done.text. */
+	pack_req(&sb, "generate", 3);
+	msgpack_pack_str_with_body(&pk, "prompt", 6);
+	msgpack_pack_str_with_body(&pk, "Once upon a time\xff", 17);
+	msgpack_pack_str_with_body(&pk, "max_new_tokens", 14);
+	msgpack_pack_int(&pk, 4);
+	msgpack_pack_str_with_body(&pk, "return_text", 11);
+	msgpack_pack_true(&pk);
+	CHECK(send_sb(&r, &sb) == 0, "send");
+	CHECK(raw_read(&r, &up) == 1 && all_strs_utf8(&up.data), "a reply that is not UTF-8");
+	CHECK(str_is(get(&up.data, "op"), "error") && str_is(get(&up.data, "code"), "bad_request"),
+	      "a prompt ending in 0xff was not refused");
+	{
+		const msgpack_object *m = get(&up.data, "message");
+		const char *want = "prompt: not valid UTF-8 (byte 0xff at offset 16)";
+		CHECK(m && m->type == MSGPACK_OBJECT_STR &&
+		      memmem(m->via.str.ptr, m->via.str.size, want, strlen(want)),
+		      "the message does not name the byte");
+		printf("  prompt \"Once upon a time\\xff\" -> bad_request: %.*s\n", (int)m->via.str.size,
+		       m->via.str.ptr);
+	}
+	/* stop strings and the id, which replies echo */
+	pack_req(&sb, "generate", 2);
+	msgpack_pack_str_with_body(&pk, "prompt", 6);
+	msgpack_pack_str_with_body(&pk, "x", 1);
+	msgpack_pack_str_with_body(&pk, "stop", 4);
+	msgpack_pack_array(&pk, 1);
+	msgpack_pack_str_with_body(&pk, "\xe2\x82", 2);
+	CHECK(send_sb(&r, &sb) == 0 && expect_error(&r, "bad_request", "stop [\"\\xe2\\x82\"]") == 0, " ");
+	pack_req(&sb, "status", 1);
+	msgpack_pack_str_with_body(&pk, "id", 2);
+	msgpack_pack_str_with_body(&pk, "\xc0\x80", 2);
+	CHECK(send_sb(&r, &sb) == 0 && expect_error(&r, "bad_request", "id \"\\xc0\\x80\"") == 0, " ");
+
+	/* The daemon's own text: prompt ids <0xFF> <0xE2> make no
+	 * character, and a bias forces <0xE2> three times, each cut off by the
+	 * next and the last by the end: U+FFFD for each, in the stream and in
+	 * done.text (the prompt's two, then the completion's three). */
+	pack_req(&sb, "generate", 7);
+	msgpack_pack_str_with_body(&pk, "prompt_ids", 10);
+	msgpack_pack_array(&pk, 3);
+	msgpack_pack_int(&pk, TOK_BOS);
+	msgpack_pack_int(&pk, TOK_FF);
+	msgpack_pack_int(&pk, TOK_E2);
+	msgpack_pack_str_with_body(&pk, "max_new_tokens", 14);
+	msgpack_pack_int(&pk, 3);
+	msgpack_pack_str_with_body(&pk, "temperature", 11);
+	msgpack_pack_int(&pk, 0);
+	msgpack_pack_str_with_body(&pk, "token_bias", 10);
+	msgpack_pack_map(&pk, 1);
+	msgpack_pack_int(&pk, TOK_E2);
+	msgpack_pack_double(&pk, 100.0);
+	msgpack_pack_str_with_body(&pk, "stream", 6);
+	msgpack_pack_str_with_body(&pk, "socket", 6);
+	msgpack_pack_str_with_body(&pk, "return_text", 11);
+	msgpack_pack_true(&pk);
+	msgpack_pack_str_with_body(&pk, "ignore_eos", 10);
+	msgpack_pack_true(&pk);
+	CHECK(send_sb(&r, &sb) == 0, "send");
+	while (!done) {
+		CHECK(raw_read(&r, &up) == 1, "no done message");
+		n_msgs++;
+		CHECK(all_strs_utf8(&up.data), "message %d holds a str that is not UTF-8", n_msgs);
+		const msgpack_object *op = get(&up.data, "op"), *t = get(&up.data, "text");
+		CHECK(!str_is(op, "error"), "the job was refused");
+		if (str_is(op, "token") && t && t->type == MSGPACK_OBJECT_STR) {
+			CHECK(stream_len + t->via.str.size < sizeof(stream), "too much text");
+			memcpy(stream + stream_len, t->via.str.ptr, t->via.str.size);
+			stream_len += t->via.str.size;
+		} else if (str_is(op, "done")) {
+			CHECK(t && t->type == MSGPACK_OBJECT_STR && t->via.str.size < sizeof(done_text),
+			      "done without text");
+			memcpy(done_text, t->via.str.ptr, t->via.str.size);
+			done = true;
+		}
+	}
+	CHECK(!strcmp(done_text, FFFD FFFD FFFD FFFD FFFD), "done.text '%s'", done_text);
+	/* the stream ends with the job: the last U+FFFD comes with done only */
+	CHECK(!strcmp(stream, FFFD FFFD) || !strcmp(stream, FFFD FFFD FFFD), "streamed '%s'", stream);
+	printf("  byte tokens that make no character: %d messages, all UTF-8; done.text = 5 x U+FFFD\n",
+	       n_msgs);
+	CHECK(h_stop(&d) == 0, "exld did not exit 0");
+	ret = 0;
+out:
+	if (r.fd >= 0)
+		raw_close(&r);
+	msgpack_unpacked_destroy(&up);
+	msgpack_sbuffer_destroy(&sb);
+	h_cleanup(&d);
+	return ret;
+}
+
 int main(int argc, char **argv)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	if (argc != 2) {
-		fprintf(stderr, "usage: test_daemon activate|concurrent|kill|garbage|drain|admin|limits|poll|suspend|bigdone|mixed|logits|features\n");
+		fprintf(stderr, "usage: test_daemon activate|concurrent|kill|garbage|drain|admin|limits|"
+			"poll|suspend|bigdone|mixed|logits|features|wakes|utf8\n");
 		return 2;
 	}
 	if (!h_models_dir()) {
@@ -2037,6 +2301,10 @@ int main(int argc, char **argv)
 		return test_logits();
 	if (!strcmp(argv[1], "features"))
 		return test_features();
+	if (!strcmp(argv[1], "wakes"))
+		return test_wakes();
+	if (!strcmp(argv[1], "utf8"))
+		return test_utf8();
 	fprintf(stderr, "unknown test '%s'\n", argv[1]);
 	return 2;
 }

@@ -4,7 +4,8 @@
  * healing, min_new_tokens, CFG, prompt options, sampler settings, batch
  * reproducibility, cancel from another thread, KV admission, pause/resume,
  * the filter hook, prefix sharing, chunked prefill and per-token
- * probabilities.
+ * probabilities; a copy of the model with a NaN weight ends its job with an
+ * error naming the non-finite logits.
  *
  * usage: test_generator CASE   (exit 77 when the models are absent)
  */
@@ -14,8 +15,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "daemon/engine.h"
+#include "daemon/gguf.h"
+#include "daemon/gguf_write.h"
 #include "daemon/generator.h"
 #include "daemon/kvcache.h"
 #include "daemon/model.h"
@@ -1791,6 +1795,108 @@ static void case_errors(void)
 	free(t);
 }
 
+/* ---- non-finite logits ---- */
+
+/* Loads a copy of the model with row `row` of F32 tensor `tensor` made
+ * NaN (the file is written to a temporary directory and removed; the
+ * weights stay mapped). */
+static struct exl_model *load_poisoned(const char *tensor, uint64_t row)
+{
+	const char *dir = getenv("EXLD_MODELS");
+	char src_path[4096], tmp[] = "/tmp/exld-nan-XXXXXX", path[64], err[512];
+	struct gguf_file *src;
+	struct gguf_writer *w = gguf_writer_new();
+	float *copy = NULL;
+	struct exl_model *m;
+
+	snprintf(src_path, sizeof(src_path), "%s/%s.gguf", dir, model_name);
+	src = gguf_open(src_path, err, sizeof(err));
+	if (!src || !w || !mkdtemp(tmp))
+		DIE("poisoned copy of %s: %s", src_path, src ? "out of memory or no /tmp" : err);
+	for (uint64_t i = 0; i < src->n_kv; i++) {
+		char key[256];
+
+		snprintf(key, sizeof(key), "%.*s", (int)src->kv[i].key.len, src->kv[i].key.ptr);
+		gguf_writer_set(w, key, &src->kv[i].val);
+	}
+	for (uint64_t i = 0; i < src->n_tensors; i++) {
+		const struct gguf_tensor *t = &src->tensors[i];
+		char name[256];
+		const void *data = t->data;
+
+		snprintf(name, sizeof(name), "%.*s", (int)t->name.len, t->name.ptr);
+		if (!strcmp(name, tensor)) {
+			if (t->type != 0 /* F32 */ || row >= t->nbytes / 4 / t->ne[0])
+				DIE("%s is not F32 or has no row %llu", name, (unsigned long long)row);
+			copy = malloc(t->nbytes);
+			if (!copy)
+				DIE("oom");
+			memcpy(copy, t->data, t->nbytes);
+			for (uint64_t k = 0; k < t->ne[0]; k++)
+				copy[row * t->ne[0] + k] = NAN;
+			data = copy;
+		}
+		gguf_writer_add_tensor(w, name, t->type, t->n_dims, t->ne, data);
+	}
+	if (!copy)
+		DIE("no tensor %s", tensor);
+	snprintf(path, sizeof(path), "%s/nan.gguf", tmp);
+	if (gguf_writer_write_file(w, path, err, sizeof(err)))
+		DIE("write %s: %s", path, err);
+	gguf_writer_free(w);
+	gguf_close(src);
+	free(copy);
+	m = exl_model_load(path, be, err, sizeof(err));
+	if (!m)
+		DIE("load %s: %s", path, err);
+	unlink(path);
+	rmdir(tmp);
+	return m;
+}
+
+/* NaN logits used to reach the sampler, which found no token it could
+ * pick and blamed bans, filter and healing.  The job now ends at the
+ * first such step with an error that says what the model did. */
+static void case_nan_logits(void)
+{
+	struct exl_model *good = model;
+	struct exl_gen_settings s;
+	struct rec *r = new_rec();
+	int32_t *ids;
+	char err[256];
+
+	/* " there" is the second token of the known continuation, and not in
+	 * the prompt: its embedding made NaN, the first two tokens come out
+	 * right and the step that reads " there" gives NaN logits. */
+	int n = exl_tokenize(exl_model_tokenizer(good), " there", 6, false, false, &ids, err,
+			     sizeof(err));
+
+	if (n < 1)
+		DIE("tokenize: %s", err);
+	model = load_poisoned("token_embd.weight", (uint64_t)ids[n - 1]);
+	free(ids);
+	greedy(&s, 20);
+	run_one(&s, "Once upon a time", NULL, r);
+	CHECK(r->reason == EXL_STOP_ERROR, "reason %d, text '%s'", r->reason, r->rtext);
+	CHECK(strstr(r->error, "the model produced NaN logits at output token 2"), "error '%s'",
+	      r->error);
+	CHECK(!strcmp(r->rtext, ", there") && r->n_rtoks == 2, "result '%s' (%d tokens)", r->rtext,
+	      r->n_rtoks);
+	printf("  NaN embedding of \" there\": %s (after '%s')\n", r->error, r->rtext);
+	exl_model_free(model);
+
+	/* The final norm made NaN: every logit of the first step. */
+	model = load_poisoned("output_norm.weight", 0);
+	greedy(&s, 20);
+	run_one(&s, "Once upon a time", NULL, r);
+	CHECK(r->reason == EXL_STOP_ERROR && strstr(r->error, "NaN logits at output token 0") &&
+	      r->n_rtoks == 0, "reason %d, error '%s', %d tokens", r->reason, r->error, r->n_rtoks);
+	printf("  NaN output norm: %s\n", r->error);
+	exl_model_free(model);
+	model = good;
+	free(r);
+}
+
 struct tcase {
 	const char *name;
 	void (*fn)(void);
@@ -1817,6 +1923,7 @@ static const struct tcase cases[] = {
 	{ "prompt", case_prompt },
 	{ "end_all", case_end_all },
 	{ "errors", case_errors },
+	{ "nan_logits", case_nan_logits },
 };
 
 int main(int argc, char **argv)

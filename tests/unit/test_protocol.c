@@ -14,6 +14,7 @@
 #include "daemon/config.h"
 #include "daemon/protocol.h"
 #include "daemon/sampler.h"
+#include "daemon/tokenizer.h"
 
 static int failures;
 
@@ -349,6 +350,23 @@ static void v_neg(msgpack_packer *pk) { msgpack_pack_int(pk, -5); }
 static void v_float(msgpack_packer *pk) { msgpack_pack_double(pk, 0.5); }
 static void v_nan(msgpack_packer *pk) { msgpack_pack_double(pk, NAN); }
 static void v_big(msgpack_packer *pk) { msgpack_pack_uint64(pk, 1ull << 40); }
+static void v_inf(msgpack_packer *pk) { msgpack_pack_double(pk, -INFINITY); }
+static void v_nan32(msgpack_packer *pk) { msgpack_pack_float(pk, NAN); }
+static void v_2p63(msgpack_packer *pk) { msgpack_pack_uint64(pk, 1ull << 63); }
+static void v_u64max(msgpack_packer *pk) { msgpack_pack_uint64(pk, UINT64_MAX); }
+static void v_bias_nan(msgpack_packer *pk)
+{
+	msgpack_pack_map(pk, 1);
+	msgpack_pack_int(pk, 5);
+	msgpack_pack_double(pk, NAN);
+}
+static void v_bias_2p63(msgpack_packer *pk)
+{
+	msgpack_pack_array(pk, 1);
+	msgpack_pack_array(pk, 2);
+	msgpack_pack_int(pk, 5);
+	msgpack_pack_uint64(pk, 1ull << 63);
+}
 static void v_bad_stream(msgpack_packer *pk) { msgpack_pack_str_with_body(pk, "pigeon", 6); }
 static void v_nul(msgpack_packer *pk) { msgpack_pack_array(pk, 1); msgpack_pack_str_with_body(pk, "a\0b", 3); }
 static void v_empty_str(msgpack_packer *pk) { msgpack_pack_array(pk, 1); msgpack_pack_str_with_body(pk, "", 0); }
@@ -387,7 +405,20 @@ static void test_errors(void)
 		{ "generate", "top_k", v_str, EXL_E_BAD_REQUEST, "top_k: wants an integer" },
 		{ "generate", "top_k", v_float, EXL_E_BAD_REQUEST, "got a float" },
 		{ "generate", "max_new_tokens", v_neg, EXL_E_BAD_REQUEST, "got -5" },
-		{ "generate", "temperature", v_nan, EXL_E_BAD_REQUEST, "temperature" },
+		/* NaN and infinities are named as such, with the field */
+		{ "generate", "temperature", v_nan, EXL_E_BAD_REQUEST,
+		  "generate: temperature: wants a number in [0, 1e+09], got NaN" },
+		{ "generate", "top_p", v_nan32, EXL_E_BAD_REQUEST, "top_p: wants a number in [0, 1], got NaN" },
+		{ "generate", "min_p", v_inf, EXL_E_BAD_REQUEST, "min_p: wants a number in [0, 1], got -inf" },
+		{ "generate", "token_bias", v_bias_nan, EXL_E_BAD_REQUEST,
+		  "token_bias: item 0: wants a bias in [-1e30, 1e30], got NaN" },
+		/* any integer is a number: 2^63 and up are range-checked, not
+		 * refused as the wrong type */
+		{ "generate", "top_p", v_2p63, EXL_E_BAD_REQUEST,
+		  "top_p: wants a number in [0, 1], got 9.22337e+18" },
+		{ "generate", "temperature", v_u64max, EXL_E_BAD_REQUEST,
+		  "temperature: wants a number in [0, 1e+09], got 1.84467e+19" },
+		{ "generate", "token_bias", v_bias_2p63, EXL_OK, "" },
 		{ "generate", "temperature", v_str, EXL_E_BAD_REQUEST, "wants a number" },
 		{ "generate", "top_p", v_big, EXL_E_BAD_REQUEST, "top_p: wants a number in [0, 1]" },
 		{ "generate", "stream", v_bad_stream, EXL_E_BAD_REQUEST, "\"pigeon\"" },
@@ -562,6 +593,164 @@ static void test_ranges(void)
 	fclose(msg);
 }
 
+/* ---- UTF-8: every str the daemon reads or sends ---- */
+
+/* The message decode_str built: the request points into it. */
+static msgpack_sbuffer str_sb;
+
+/* {op, key: str} with explicit lengths (a generate gets a prompt too; list:
+ * the str is the second item of an array); key "" packs no field. */
+static int decode_str(const char *op, size_t op_len, const char *key, const char *v, size_t v_len,
+		      bool list, struct dec_result *d)
+{
+	msgpack_sbuffer *sb = &str_sb;
+	msgpack_packer pk;
+	bool gen = op_len == 8 && !memcmp(op, "generate", 8);
+	bool prompt_field = !strcmp(key, "prompt");
+
+	msgpack_sbuffer_clear(sb);
+	msgpack_packer_init(&pk, sb, msgpack_sbuffer_write);
+	msgpack_pack_map(&pk, 1 + (*key ? 1 : 0) + (gen && !prompt_field ? 1 : 0));
+	msgpack_pack_str_with_body(&pk, "op", 2);
+	msgpack_pack_str_with_body(&pk, op, op_len);
+	if (gen && !prompt_field)
+		kv_str(&pk, "prompt", "x");
+	if (*key) {
+		msgpack_pack_str_with_body(&pk, key, strlen(key));
+		if (list)
+			msgpack_pack_array(&pk, 2), msgpack_pack_str_with_body(&pk, "ok", 2);
+		msgpack_pack_str_with_body(&pk, v, v_len);
+	}
+	decode(sb, d);
+	return d->code;
+}
+
+static bool valid_utf8(const char *s)
+{
+	return exl_utf8_bad_at(s, strlen(s)) == strlen(s);
+}
+
+/* Float fields take integers of every msgpack width (docs/protocol.md). */
+static void test_int_floats(void)
+{
+	msgpack_sbuffer sb;
+	msgpack_packer pk;
+	struct dec_result d;
+
+	msgpack_sbuffer_init(&sb);
+	msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+	msgpack_pack_map(&pk, 6);
+	kv_str(&pk, "op", "generate");
+	kv_str(&pk, "prompt", "x");
+	msgpack_pack_str_with_body(&pk, "temperature", 11);
+	msgpack_pack_uint64(&pk, 2);                   /* positive fixint */
+	msgpack_pack_str_with_body(&pk, "presence_penalty", 16);
+	msgpack_pack_int64(&pk, -3);                   /* negative fixint */
+	msgpack_pack_str_with_body(&pk, "mirostat_tau", 12);
+	msgpack_pack_uint64(&pk, 1000000000ull);       /* uint32, at the limit */
+	msgpack_pack_str_with_body(&pk, "token_bias", 10);
+	msgpack_pack_map(&pk, 1);
+	msgpack_pack_int(&pk, 7);
+	msgpack_pack_int64(&pk, -(1ll << 40));         /* int64 */
+	decode(&sb, &d);
+	CHECK(d.code == EXL_OK, "integers in float fields: %s", d.err);
+	if (d.code == EXL_OK) {
+		const struct exl_sampler_params *sp = &d.req.u.gen.s.sampling;
+
+		CHECK(sp->temperature == 2.0f && sp->pres_pen == -3.0f && sp->mirostat_tau == 1e9f &&
+		      sp->n_bias == 1 && sp->bias[0].id == 7 && sp->bias[0].bias == -0x1p40f,
+		      "values %g %g %g %g", (double)sp->temperature, (double)sp->pres_pen,
+		      (double)sp->mirostat_tau, (double)sp->bias[0].bias);
+	}
+	msgpack_unpacked_destroy(&d.up);
+	msgpack_sbuffer_destroy(&sb);
+}
+
+static void test_utf8(void)
+{
+	static const struct {
+		const char *op, *key;
+		const char *v;
+		size_t len;
+		bool list;
+		const char *in_msg;
+	} bad[] = {
+		{ "generate", "prompt", "h\xc3\xa9llo\xc3", 7, false,
+		  "generate: prompt: not valid UTF-8 (byte 0xc3 at offset 6)" },
+		{ "generate", "prompt", "ab\xff", 3, false, "prompt: not valid UTF-8 (byte 0xff at offset 2)" },
+		{ "generate", "prompt", "\xed\xa0\x80", 3, false, "(byte 0xed at offset 0)" }, /* surrogate */
+		{ "generate", "prompt", "x\xc0\xaf", 3, false, "(byte 0xc0 at offset 1)" },   /* overlong */
+		{ "generate", "prompt", "\xf4\x90\x80\x80", 4, false, "(byte 0xf4 at offset 0)" }, /* > U+10FFFF */
+		{ "generate", "negative_prompt", "\x80", 1, false, "negative_prompt: not valid UTF-8" },
+		{ "generate", "stop", "a\xff", 2, true,
+		  "stop: item 1: not valid UTF-8 (byte 0xff at offset 1)" },
+		{ "generate", "banned_strings", "\xfe", 1, true, "banned_strings: item 1: not valid UTF-8" },
+		{ "generate", "dry_sequence_breakers", "\xe2\x82", 2, true,
+		  "dry_sequence_breakers: item 1: not valid UTF-8" },
+		{ "generate", "grammar", "root ::= \"\xff\"", 12, false, "grammar: not valid UTF-8" },
+		{ "generate", "json_schema", "{\"const\": \"\xff\"}", 14, false, "json_schema: not valid UTF-8" },
+		{ "generate", "regex", "a\xffz", 3, false, "regex: not valid UTF-8" },
+		{ "tokenize", "text", "Once\xa0", 5, false, "tokenize: text: not valid UTF-8 (byte 0xa0 at offset 4)" },
+		{ "generate", "id", "\xff", 1, false, "id: not valid UTF-8" },
+	};
+	struct dec_result d;
+
+	msgpack_sbuffer_init(&str_sb);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		int code = decode_str(bad[i].op, strlen(bad[i].op), bad[i].key, bad[i].v, bad[i].len,
+				      bad[i].list, &d);
+		CHECK(code == EXL_E_BAD_REQUEST && strstr(d.err, bad[i].in_msg) && !d.req.id,
+		      "%s %s: code %d, message '%s'", bad[i].op, bad[i].key, code, d.err);
+		msgpack_unpacked_destroy(&d.up);
+	}
+
+	/* an op that is not UTF-8; an unknown one quoted without cutting a character */
+	CHECK(decode_str("gen\xff", 4, "", NULL, 0, false, &d) == EXL_E_BAD_REQUEST &&
+	      strstr(d.err, "op: not valid UTF-8 (byte 0xff at offset 3)"), "op: '%s'", d.err);
+	msgpack_unpacked_destroy(&d.up);
+	char op[80] = "";
+	for (int i = 0; i < 31; i++)
+		strcat(op, "\xc3\xa9");          /* 62 bytes */
+	strcat(op, "\xe6\x97\xa5");              /* bytes 62..64 straddle the 64-byte cut */
+	CHECK(decode_str(op, strlen(op), "", NULL, 0, false, &d) == EXL_E_UNKNOWN_OP &&
+	      valid_utf8(d.err) && strstr(d.err, "\xc3\xa9\""), "long op: '%s'", d.err);
+	msgpack_unpacked_destroy(&d.up);
+
+	/* valid text of every length passes untouched */
+	const char *good = "h\xc3\xa9llo \xe6\x97\xa5\xe6\x9c\xac \xf0\x9f\x98\x80";
+	CHECK(decode_str("generate", 8, "prompt", good, strlen(good), false, &d) == EXL_OK &&
+	      d.req.u.gen.prompt.len == strlen(good) &&
+	      !memcmp(d.req.u.gen.prompt.text, good, strlen(good)), "good prompt: '%s'", d.err);
+	msgpack_unpacked_destroy(&d.up);
+	CHECK(decode_str("generate", 8, "stop", good, strlen(good), true, &d) == EXL_OK &&
+	      d.req.u.gen.s.n_stop_strings == 2, "good stop: '%s'", d.err);
+	msgpack_unpacked_destroy(&d.up);
+
+	/* error messages quote input and model files: what is sent is UTF-8 */
+	msgpack_sbuffer sb;
+	msgpack_packer pk;
+	msgpack_unpacked up;
+	size_t off = 0;
+
+	msgpack_sbuffer_init(&sb);
+	msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+	exl_pack_error(&pk, &sb, NULL, EXL_E_BAD_REQUEST, "at 'ab\xe6\x97' \xff!");
+	msgpack_unpacked_init(&up);
+	CHECK(msgpack_unpack_next(&up, sb.data, sb.size, &off) == MSGPACK_UNPACK_SUCCESS &&
+	      up.data.type == MSGPACK_OBJECT_MAP && up.data.via.map.size == 3, "error reply");
+	if (up.data.type == MSGPACK_OBJECT_MAP && up.data.via.map.size == 3) {
+		const msgpack_object *m = &up.data.via.map.ptr[2].val;
+		static const char want[] = "at 'ab\xef\xbf\xbd\xef\xbf\xbd' \xef\xbf\xbd!";
+
+		CHECK(m->type == MSGPACK_OBJECT_STR && m->via.str.size == sizeof(want) - 1 &&
+		      !memcmp(m->via.str.ptr, want, sizeof(want) - 1), "message '%.*s'",
+		      (int)m->via.str.size, m->via.str.ptr);
+	}
+	msgpack_unpacked_destroy(&up);
+	msgpack_sbuffer_destroy(&sb);
+	msgpack_sbuffer_destroy(&str_sb);
+}
+
 static void test_encode(void)
 {
 	msgpack_sbuffer sb;
@@ -706,6 +895,8 @@ int main(void)
 	test_generate_fields();
 	test_errors();
 	test_ranges();
+	test_int_floats();
+	test_utf8();
 	test_encode();
 	test_config();
 	if (failures) {

@@ -9,6 +9,9 @@
  *                           byte tokens, invalid bytes as U+FFFD, the
  *                           leading space, hidden special tokens
  *   test_tokenizer errors   metadata the loader must refuse, and bad calls
+ *   test_tokenizer empty    empty-string tokens (padding in real vocabularies,
+ *                           and a vocabulary of nothing else): they load,
+ *                           never match text and decode to nothing
  *
  * The vocabularies are written with gguf_write and read back from memory,
  * so the tokenizer sees exactly what it would see in a file.
@@ -647,6 +650,111 @@ static int test_errors(void)
 	return 0;
 }
 
+/* ---- empty-string tokens ---- */
+
+/* Whether ids[0..n) holds none of the tokens [lo, hi). */
+static bool none_in(const int32_t *ids, int n, int32_t lo, int32_t hi)
+{
+	for (int i = 0; i < n; i++)
+		if (ids[i] >= lo && ids[i] < hi)
+			return false;
+	return true;
+}
+
+static int test_empty(void)
+{
+	static const int32_t types[] = { T_NORMAL, T_CONTROL, T_USER, T_UNUSED, T_BYTE, T_UNKNOWN };
+	struct vocab v = { 0 }, b = { 0 };
+	struct meta m = { .model = "llama", .bos = -1, .eos = -1, .add_space_prefix = -1 };
+	struct meta mb = { .model = "gpt2", .pre = "gpt-2", .merges = bpe_merges,
+			   .n_merges = (int)(sizeof(bpe_merges) / sizeof(bpe_merges[0])),
+			   .bos = -1, .eos = -1, .add_space_prefix = -1, .no_scores = true };
+	char err[256] = "";
+	struct exl_tokenizer *t;
+	int32_t *ids, first;
+	char *s;
+	int n;
+
+	/* A vocabulary of nothing but empty strings (as a converter that lost
+	 * the texts would write): it loads; text comes out as unknown tokens,
+	 * never as one of the empty ones matched by text. */
+	for (int i = 0; i < 6; i++)
+		add(&v, "", types[i], 0);
+	t = load(&v, &m, err, sizeof(err));
+	CHECK(t);
+	if (!t)
+		fprintf(stderr, "all-empty vocabulary: %s\n", err);
+	if (t) {
+		CHECK(exl_tokenizer_n_vocab(t) == 6);
+		n = exl_tokenize(t, "ab", 2, false, false, &ids, err, sizeof(err));
+		CHECK(n >= 0);
+		for (int i = 0; i < n; i++)
+			CHECK(ids[i] == 0); /* <unk>, by id */
+		if (n >= 0)
+			free(ids);
+		n = exl_tokenize(t, "", 0, false, true, &ids, err, sizeof(err));
+		CHECK(n == 0);
+		if (n >= 0)
+			free(ids);
+		s = exl_detokenize(t, (const int32_t[]){ 0, 1, 2, 3, 4, 5 }, 6, true, false);
+		CHECK(s && !strcmp(s, ""));
+		free(s);
+		exl_tokenizer_free(t);
+	}
+	vocab_free(&v);
+
+	/* Empty padding tokens of every type after a real SentencePiece
+	 * vocabulary: the same tokens as without them, and none of them. */
+	spm_vocab(&v);
+	first = v.n;
+	for (int i = 0; i < 6; i++)
+		add(&v, "", types[i], 0);
+	t = load(&v, &m, err, sizeof(err));
+	CHECK(t);
+	if (t) {
+		CHECK(ENC(t, "hello world", false, false, SP "hello", SP "world"));
+		CHECK(ENC(t, "hello<tag>", false, true, SP "hello", "<tag>"));
+		n = exl_tokenize(t, "a<|ctl|>\xff", 9, true, true, &ids, err, sizeof(err));
+		CHECK(n > 0 && none_in(ids, n, first, v.n));
+		if (n >= 0)
+			free(ids);
+		s = exl_detokenize(t, (const int32_t[]){ first, id_of(t, SP "hello"), first + 3 }, 3,
+				   true, true);
+		CHECK(s && !strcmp(s, "hello"));
+		free(s);
+		exl_tokenizer_free(t);
+	}
+	vocab_free(&v);
+
+	/* The same for byte-level BPE, with an empty merge and a merge whose
+	 * right side is empty. */
+	bpe_vocab(&b);
+	first = b.n;
+	for (int i = 0; i < 6; i++)
+		add(&b, "", types[i], 0);
+	{
+		const char *merges[sizeof(bpe_merges) / sizeof(bpe_merges[0]) + 2];
+
+		memcpy(merges, bpe_merges, sizeof(bpe_merges));
+		merges[mb.n_merges] = "";
+		merges[mb.n_merges + 1] = "h ";
+		mb.merges = merges;
+		mb.n_merges += 2;
+		t = load(&b, &mb, err, sizeof(err));
+		CHECK(t);
+		if (t) {
+			CHECK(ENC(t, "hello world", false, false, "hello", "\xc4\xa0world"));
+			n = exl_tokenize(t, "h<|endoftext|>", 14, false, true, &ids, err, sizeof(err));
+			CHECK(n == 2 && none_in(ids, n, first, b.n));
+			if (n >= 0)
+				free(ids);
+			exl_tokenizer_free(t);
+		}
+	}
+	vocab_free(&b);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	static const struct {
@@ -654,6 +762,7 @@ int main(int argc, char **argv)
 		int (*fn)(void);
 	} tests[] = {
 		{ "spm", test_spm }, { "bpe", test_bpe }, { "detok", test_detok }, { "errors", test_errors },
+		{ "empty", test_empty },
 	};
 
 	for (size_t i = 0; argc == 2 && i < sizeof(tests) / sizeof(tests[0]); i++) {
@@ -664,6 +773,6 @@ int main(int argc, char **argv)
 		printf("%d checks, %d failed\n", n_checks, n_failed);
 		return n_failed ? 1 : 0;
 	}
-	fprintf(stderr, "usage: test_tokenizer spm|bpe|detok|errors\n");
+	fprintf(stderr, "usage: test_tokenizer spm|bpe|detok|errors|empty\n");
 	return 2;
 }
