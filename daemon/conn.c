@@ -154,6 +154,21 @@ void exl_conn_refuse(int fd, int code, const char *msg)
 	close(fd);
 }
 
+/* Logs msg, sends it as a connection-level limit error, drops the input
+ * and closes c once the error is written (c may be gone on return). */
+static void close_with_limit(struct exl_conn *c, const char *msg)
+{
+	exl_log(EXL_LOG_WARN, "conn %llu (uid %u pid %d): %s", (unsigned long long)c->id,
+		(unsigned)c->uid, (int)c->pid, msg);
+	send_error(c, NULL, EXL_E_LIMIT, msg);
+	c->closing = true;
+	event_del(c->rev);
+	c->reading = false;
+	c->in_len = 0;
+	set_in_buffer(c, 0);
+	try_write(c);
+}
+
 bool exl_conn_timed_out(struct exl_conn *c, uint64_t now_ns, uint64_t timeout_ns)
 {
 	char msg[160];
@@ -167,15 +182,7 @@ bool exl_conn_timed_out(struct exl_conn *c, uint64_t now_ns, uint64_t timeout_ns
 		 c->n_requests ? "the rest of a started message did not arrive" :
 				 "no request arrived",
 		 (unsigned long long)(timeout_ns / 1000000));
-	exl_log(EXL_LOG_INFO, "conn %llu (uid %u pid %d): %s", (unsigned long long)c->id,
-		(unsigned)c->uid, (int)c->pid, msg);
-	send_error(c, NULL, EXL_E_LIMIT, msg);
-	c->closing = true;
-	event_del(c->rev);
-	c->reading = false;
-	c->in_len = 0;
-	set_in_buffer(c, 0);
-	try_write(c);
+	close_with_limit(c, msg);
 	return true;
 }
 
@@ -888,15 +895,7 @@ static void on_read(evutil_socket_t fd, short what, void *arg)
 			snprintf(msg, sizeof(msg), "the daemon already holds max_pending_bytes "
 				 "(%llu) of unfinished requests; closing this connection, try again",
 				 (unsigned long long)exl_server_config(c->srv)->max_pending_bytes);
-			exl_log(EXL_LOG_WARN, "conn %llu (uid %u pid %d): %s", (unsigned long long)c->id,
-				(unsigned)c->uid, (int)c->pid, msg);
-			send_error(c, NULL, EXL_E_LIMIT, msg);
-			c->closing = true;
-			event_del(c->rev);
-			c->reading = false;
-			c->in_len = 0;
-			set_in_buffer(c, 0);
-			try_write(c);
+			close_with_limit(c, msg);
 			return;
 		}
 		if (set_in_buffer(c, cap)) {

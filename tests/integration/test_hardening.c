@@ -169,33 +169,52 @@ static long file_size(const char *path)
 	return stat(path, &st) ? -1 : (long)st.st_size;
 }
 
-/* Connects, generates 8 greedy tokens and checks them against `exld run`.
- * 0 when served, else -1 with why in err. */
-static int served(const char *sock, const char *want, char *err, size_t errlen)
+/* Connects and generates 8 greedy tokens of PROMPT on model (NULL: the
+ * only one).  0 with the text in text; 1 when the job ran and ended with an
+ * error, or the daemon refused it (the message in err); -1 when no daemon
+ * answered (why in err). */
+static int generate8(const char *sock, const char *model, char *text, size_t textlen,
+		     char *err, size_t errlen)
 {
 	struct exl_connect_opts o = { .timeout_ms = 20000 };
 	struct exl_client *c = NULL;
 	struct exl_gen_params p;
 	struct exl_result r;
-	int rc = -1;
+	int rc = 1;
 
 	if (exl_connect(&c, sock, &o, err, errlen))
 		return -1;
 	exl_gen_params_init(&p);
 	p.temperature = 0;
 	p.max_new_tokens = 8;
-	if (exl_generate(c, &p, PROMPT, &r)) {
-		snprintf(err, errlen, "generate: %s", exl_errmsg(c));
-		goto out;
-	}
-	if (strcmp(r.text, want))
-		snprintf(err, errlen, "got '%s', want '%s'", r.text, want);
+	p.model = model;
+	memset(&r, 0, sizeof(r));
+	/* a job that ended with an error still has its result */
+	if (exl_generate(c, &p, PROMPT, &r))
+		snprintf(err, errlen, "%s", exl_errmsg(c));
+	else if (!strcmp(r.stop_reason, "error"))
+		snprintf(err, errlen, "%s", r.error ? r.error : "(no message)");
+	else if (r.new_tokens <= 0)
+		snprintf(err, errlen, "no tokens (%s)", r.stop_reason);
 	else
-		rc = 0;
+		rc = 0, snprintf(text, textlen, "%s", r.text);
 	exl_result_free(&r);
-out:
 	exl_close(c);
 	return rc;
+}
+
+/* 8 greedy tokens equal to `exld run`'s (want); 0, or -1 with why in err. */
+static int served(const char *sock, const char *want, char *err, size_t errlen)
+{
+	char text[256];
+
+	if (generate8(sock, NULL, text, sizeof(text), err, errlen))
+		return -1;
+	if (strcmp(text, want)) {
+		snprintf(err, errlen, "got '%s', want '%s'", text, want);
+		return -1;
+	}
+	return 0;
 }
 
 /* served() as uid in a child process. */
@@ -607,36 +626,13 @@ static int copy_file(const char *from, const char *to, int flags)
  * naming the changed file, -1 otherwise (why in err). */
 static int gen_on(const char *sock, const char *model, char *err, size_t errlen)
 {
-	struct exl_connect_opts o = { .timeout_ms = 20000 };
-	struct exl_client *c = NULL;
-	struct exl_gen_params p;
-	struct exl_result r;
-	int rc = -1;
+	char text[256];
+	int rc = generate8(sock, model, text, sizeof(text), err, errlen);
 
-	if (exl_connect(&c, sock, &o, err, errlen))
-		return -1;
-	exl_gen_params_init(&p);
-	p.temperature = 0;
-	p.max_new_tokens = 8;
-	p.model = model;
-	memset(&r, 0, sizeof(r));
-	if (exl_generate(c, &p, PROMPT, &r)) {
-		/* a job that ended with an error still has its result */
-		snprintf(err, errlen, "%s", exl_errmsg(c));
-		rc = strstr(err, "changed on disk") ? 1 : -1;
-		exl_result_free(&r);
-		goto out;
-	}
-	if (!strcmp(r.stop_reason, "error")) {
-		snprintf(err, errlen, "%s", r.error ? r.error : "(no message)");
-		rc = strstr(err, "changed on disk") ? 1 : -1;
-	} else {
-		snprintf(err, errlen, "%d tokens, %s", r.new_tokens, r.stop_reason);
-		rc = r.new_tokens > 0 ? 0 : -1;
-	}
-	exl_result_free(&r);
-out:
-	exl_close(c);
+	if (rc == 0)
+		snprintf(err, errlen, "generated '%s'", text);
+	if (rc == 1)
+		return strstr(err, "changed on disk") ? 1 : -1;
 	return rc;
 }
 
