@@ -11,7 +11,6 @@
 #include "daemon/kvcache.h"
 #include "daemon/model_internal.h"
 #include "kernels/backend_select.h"
-#include "kernels/cpu/backend_cpu.h"
 
 static void dev_free(struct exl_backend *be, float **p)
 {
@@ -231,8 +230,6 @@ static const char *backend_msg(const struct exl_backend *be, const char *fallbac
 {
 	const char *msg = exl_backend_error(be);
 
-	if (!msg)
-		msg = exl_backend_cpu_error(be);
 	return msg && *msg ? msg : fallback;
 }
 

@@ -140,6 +140,11 @@ struct exl_backend_ops {
 	/* dst[0..bytes) = src[0..bytes), both backend memory, queued like the
 	 * ops (no host round trip, no wait).  -1 when it cannot be queued. */
 	int (*copy)(struct exl_backend *be, void *dst, const void *src, size_t bytes);
+	/* The message of the backend's last failed op (a queueing backend may
+	 * report it only at sync), or NULL when none failed; valid until the
+	 * next op.  Every backend has it, so callers never ask which backend
+	 * they hold. */
+	const char *(*error)(const struct exl_backend *be);
 };
 
 struct exl_backend {

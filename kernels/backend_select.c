@@ -57,9 +57,5 @@ int exl_backend_create_by_name(const char *spec, int n_threads, struct exl_backe
 
 const char *exl_backend_error(const struct exl_backend *be)
 {
-	if (be && be->ops && be->ops->name && !strcmp(be->ops->name, "cuda"))
-		return exl_backend_cuda_error(be);
-	if (be && be->ops && be->ops->name && !strcmp(be->ops->name, "cpu"))
-		return exl_backend_cpu_error(be);
-	return NULL;
+	return be && be->ops && be->ops->error ? be->ops->error(be) : NULL;
 }

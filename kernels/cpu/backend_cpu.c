@@ -444,6 +444,13 @@ static void op_destroy(struct exl_backend *be)
 	free(cb);
 }
 
+static const char *op_error(const struct exl_backend *be)
+{
+	const struct cpu_backend *cb = (const struct cpu_backend *)be;
+
+	return cb->err[0] ? cb->err : NULL;
+}
+
 static const struct exl_backend_ops cpu_ops = {
 	.name = "cpu",
 	.destroy = op_destroy,
@@ -468,6 +475,7 @@ static const struct exl_backend_ops cpu_ops = {
 	.softmax = op_softmax,
 	.mem_info = op_mem_info,
 	.copy = op_copy,
+	.error = op_error,
 };
 
 struct exl_backend *exl_backend_cpu_create(int n_threads, char *err, size_t errlen)
@@ -499,14 +507,6 @@ int exl_backend_cpu_threads(const struct exl_backend *be)
 	return exl_pool_size(((const struct cpu_backend *)be)->pool);
 }
 
-const char *exl_backend_cpu_error(const struct exl_backend *be)
-{
-	const struct cpu_backend *cb = (const struct cpu_backend *)be;
-
-	if (!be || be->ops != &cpu_ops)
-		return NULL;
-	return cb->err[0] ? cb->err : NULL;
-}
 
 const char *exl_backend_cpu_kernels(const struct exl_backend *be)
 {

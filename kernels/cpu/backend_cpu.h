@@ -1,12 +1,13 @@
 /* The CPU backend's C API beyond the op table (kernels/backend.h makes it:
  * exl_backend_cpu_create, exl_backend_cpu_threads).
  *
- * Ops run to completion before they return.  The op table has no error
- * channel, so an op given bad arguments (a token id out of range, a page
- * table entry outside the pool, a weight type matmul cannot do) records its
- * message, later ops do nothing, and the next ops->download or ops->sync
- * returns -1; ops->copy_in returns -1 meanwhile.  set_batch, alloc and
- * upload report their own failures at once without poisoning later ops.
+ * Ops run to completion before they return.  Most ops return nothing, so
+ * an op given bad arguments (a token id out of range, a page table entry
+ * outside the pool, a weight type matmul cannot do) records its message
+ * (ops->error reads it), later ops do nothing, and the next ops->download
+ * or ops->sync returns -1; ops->copy_in returns -1 meanwhile.  set_batch,
+ * alloc and upload report their own failures at once without poisoning
+ * later ops.
  */
 #ifndef EXL_BACKEND_CPU_H
 #define EXL_BACKEND_CPU_H
@@ -16,7 +17,6 @@
 /* The message of the failure the last ops->download / ops->sync reported,
  * or of one still pending; NULL when the last download / sync succeeded and
  * nothing failed since.  NULL for a backend that is not the CPU one. */
-const char *exl_backend_cpu_error(const struct exl_backend *be);
 
 /* The name of the row-kernel variant the backend's non-matmul ops use
  * ("scalar", "avx2", "avx512"), or NULL for a backend that is not the CPU

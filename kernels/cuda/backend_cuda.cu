@@ -823,6 +823,7 @@ static const struct exl_backend_ops cuda_ops = {
 	.softmax = cu_op_softmax,
 	.mem_info = op_mem_info,
 	.copy = op_copy,
+	.error = exl_backend_cuda_error,
 };
 
 extern "C" struct exl_backend *exl_backend_cuda_create(int device, char *err, size_t errlen)

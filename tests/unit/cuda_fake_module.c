@@ -371,6 +371,8 @@ static int op_mem_info(struct exl_backend *be, struct exl_backend_mem *m, char *
 	return 0;
 }
 
+static const char *fake_backend_error(const struct exl_backend *be);
+
 static const struct exl_backend_ops fake_ops = {
 	.name = "cuda",
 	.destroy = op_destroy,
@@ -395,6 +397,7 @@ static const struct exl_backend_ops fake_ops = {
 	.softmax = op_softmax,
 	.mem_info = op_mem_info,
 	.copy = op_copy,
+	.error = fake_backend_error,
 };
 
 static struct exl_backend *fake_create(int device, char *err, size_t errlen)

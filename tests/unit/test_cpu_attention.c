@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "kernels/backend.h"
+#include "kernels/backend_select.h"
 #include "kernels/cpu/backend_cpu.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/pool.h"
@@ -606,7 +607,7 @@ static void test_backend_memory(struct exl_backend *be)
 		memset(p, 0x5a, sizes[i]);
 		ops->free(be, p);
 	}
-	CHECK(ops->alloc(be, SIZE_MAX) == NULL && exl_backend_cpu_error(be),
+	CHECK(ops->alloc(be, SIZE_MAX) == NULL && exl_backend_error(be),
 	      "alloc of SIZE_MAX");
 	char host[100], back[100];
 	for (int i = 0; i < 100; i++)
@@ -617,8 +618,8 @@ static void test_backend_memory(struct exl_backend *be)
 	CHECK(ops->copy_in(be, dev, host, sizeof(host)) == 0, "copy_in");
 	CHECK(ops->download(be, back, dev, sizeof(back)) == 0 && !memcmp(back, host, 100),
 	      "download");
-	CHECK(exl_backend_cpu_error(be) == NULL, "error after a good download: %s",
-	      exl_backend_cpu_error(be));
+	CHECK(exl_backend_error(be) == NULL, "error after a good download: %s",
+	      exl_backend_error(be));
 	CHECK(ops->sync(be) == 0, "sync");
 	ops->free(be, dev);
 	ops->free(be, NULL);
@@ -647,12 +648,12 @@ static void test_backend_attention(struct exl_backend *be)
 		struct exl_batch_desc d = batch_desc(&s, &hist[i]);
 
 		batch_fill(&s, &hist[i]);
-		CHECK(ops->set_batch(be, &d) == 0, "set_batch: %s", exl_backend_cpu_error(be));
+		CHECK(ops->set_batch(be, &d) == 0, "set_batch: %s", exl_backend_error(be));
 		ops->kv_store(be, &s.kv, hist[i].k, hist[i].v);
 	}
 	struct exl_batch_desc d = batch_desc(&s, &fin);
 	batch_fill(&s, &fin);
-	CHECK(ops->set_batch(be, &d) == 0, "set_batch: %s", exl_backend_cpu_error(be));
+	CHECK(ops->set_batch(be, &d) == 0, "set_batch: %s", exl_backend_error(be));
 	ops->kv_store(be, &s.kv, fin.k, fin.v);
 	const size_t qn = (size_t)fin.n * nh * hd;
 	float *out = xcalloc(qn, sizeof(float)), *out2 = xcalloc(qn, sizeof(float));
@@ -660,7 +661,7 @@ static void test_backend_attention(struct exl_backend *be)
 	memcpy(q2, fin.q, qn * sizeof(float));
 	ops->rope(be, fin.q, fin.n, nh, hd, &rp);
 	ops->attention(be, &s.kv, fin.q, out, nh, scale);
-	CHECK(ops->sync(be) == 0, "sync after attention: %s", exl_backend_cpu_error(be));
+	CHECK(ops->sync(be) == 0, "sync after attention: %s", exl_backend_error(be));
 	CHECK(check_layout(&s, &fin) == 0, "op table kv_store layout");
 
 	/* the same through the drivers */
@@ -714,7 +715,7 @@ static void test_backend_embed(struct exl_backend *be)
 			      "quantize type %u", types[ti]);
 		struct exl_weight w = { types[ti], rows, cols, rb, ops->upload(be, data, rows * rb) };
 		ops->embed(be, &w, tokens, y, 40);
-		CHECK(ops->sync(be) == 0, "embed type %u: %s", types[ti], exl_backend_cpu_error(be));
+		CHECK(ops->sync(be) == 0, "embed type %u: %s", types[ti], exl_backend_error(be));
 		for (int i = 0; i < 40; i++) {
 			exl_dequantize_row(types[ti], data + (size_t)tokens[i] * rb, want, cols);
 			bad += memcmp(want, y + (size_t)i * cols, (size_t)cols * sizeof(float)) != 0;
@@ -741,7 +742,7 @@ static void test_backend_matmul(struct exl_backend *be)
 		x[i] = rnd_uniform();
 	struct exl_weight w = { EXL_F32, rows, cols, (size_t)cols * 4, W };
 	ops->matmul(be, &w, x, y, n);
-	CHECK(ops->sync(be) == 0, "matmul: %s", exl_backend_cpu_error(be));
+	CHECK(ops->sync(be) == 0, "matmul: %s", exl_backend_error(be));
 	for (int i = 0; i < n; i++) {
 		for (int r = 0; r < rows; r++) {
 			double s = 0.0;
@@ -766,16 +767,16 @@ static void expect_failure(struct exl_backend *be, const char *what, const char 
 	ops->add(be, a, b, 4);
 	CHECK(a[0] == 1.0f, "%s: op after a failure ran", what);
 	CHECK(ops->copy_in(be, a, b, sizeof(a)) == -1, "%s: copy_in after a failure", what);
-	const char *e = exl_backend_cpu_error(be);
+	const char *e = exl_backend_error(be);
 	CHECK(e && strstr(e, needle), "%s: message \"%s\" lacks \"%s\"", what, e ? e : "(none)",
 	      needle);
 	CHECK(ops->download(be, back, a, sizeof(a)) == -1, "%s: download did not fail", what);
-	e = exl_backend_cpu_error(be);
+	e = exl_backend_error(be);
 	CHECK(e && strstr(e, needle), "%s: message after download \"%s\"", what, e ? e : "(none)");
 	ops->add(be, a, b, 4);
 	CHECK(ops->download(be, back, a, sizeof(a)) == 0 && back[0] == 2.0f,
 	      "%s: the backend did not recover", what);
-	CHECK(exl_backend_cpu_error(be) == NULL, "%s: error kept after a clean pass", what);
+	CHECK(exl_backend_error(be) == NULL, "%s: error kept after a clean pass", what);
 }
 
 static void test_backend_errors(struct exl_backend *be)
@@ -789,18 +790,18 @@ static void test_backend_errors(struct exl_backend *be)
 	scenario_init(&s, 16, 4, 2, 64);
 	struct exl_batch_desc d = { 2, pos, seq, N_SEQ, s.max_pages, s.table };
 	CHECK(ops->set_batch(be, &d) == -1, "set_batch with sequence 7 of 5");
-	CHECK(exl_backend_cpu_error(be) && strstr(exl_backend_cpu_error(be), "sequence 7"),
-	      "set_batch message: %s", exl_backend_cpu_error(be));
+	CHECK(exl_backend_error(be) && strstr(exl_backend_error(be), "sequence 7"),
+	      "set_batch message: %s", exl_backend_error(be));
 	CHECK(ops->sync(be) == 0, "a refused set_batch poisons the queue");
 
 	seq[1] = 1;
 	pos[1] = 5 * 16; /* seq 1 has 1 page */
-	CHECK(ops->set_batch(be, &d) == 0, "set_batch: %s", exl_backend_cpu_error(be));
+	CHECK(ops->set_batch(be, &d) == 0, "set_batch: %s", exl_backend_error(be));
 	ops->kv_store(be, &s.kv, buf, buf);
 	expect_failure(be, "kv_store past the sequence's pages", "kv_store:");
 
 	pos[1] = 1;
-	CHECK(ops->set_batch(be, &d) == 0, "set_batch: %s", exl_backend_cpu_error(be));
+	CHECK(ops->set_batch(be, &d) == 0, "set_batch: %s", exl_backend_error(be));
 	ops->attention(be, &s.kv, buf, buf, 3, 0.1f);
 	expect_failure(be, "attention with 3 heads", "multiple");
 
@@ -896,7 +897,7 @@ int main(void)
 	}
 	be = exl_backend_cpu_create(-3, err, sizeof(err));
 	CHECK(be == NULL && strstr(err, "threads"), "create -3: %s", err);
-	CHECK(exl_backend_cpu_threads(NULL) == 0 && exl_backend_cpu_error(NULL) == NULL,
+	CHECK(exl_backend_cpu_threads(NULL) == 0 && exl_backend_error(NULL) == NULL,
 	      "NULL backend queries");
 	printf("%d checks, %d failed\n", checks, failures);
 	return failures ? 1 : 0;
