@@ -5,7 +5,7 @@
 
 #include "daemon/commands.h"
 #include "daemon/gguf.h"
-#include "kernels/dtype.h"
+#include "kernels/formats/dtype.h"
 
 #define ARRAY_SHOWN 8     /* array elements printed before "..." */
 #define STRING_SHOWN 160  /* string bytes printed before "..." */

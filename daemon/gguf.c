@@ -12,7 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "kernels/dtype.h"
+#include "kernels/formats/dtype.h"
 
 #define GGUF_MAGIC "GGUF"
 #define GGUF_DEFAULT_ALIGNMENT 32

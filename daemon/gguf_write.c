@@ -9,7 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "kernels/dtype.h"
+#include "kernels/formats/dtype.h"
 
 #define GGUF_VERSION 3
 #define DEFAULT_ALIGNMENT 32

@@ -12,8 +12,8 @@
 #include "daemon/gguf.h"
 #include "daemon/model_internal.h"
 #include "kernels/backend_select.h"
-#include "kernels/dtype.h"
-#include "kernels/quant.h"
+#include "kernels/formats/dtype.h"
+#include "kernels/formats/quant.h"
 
 #define MIB (1024.0 * 1024.0)
 

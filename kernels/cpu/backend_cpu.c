@@ -12,9 +12,9 @@
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/pool.h"
-#include "kernels/dtype.h"
+#include "kernels/formats/dtype.h"
 #include "kernels/mem_track.h"
-#include "kernels/quant.h"
+#include "kernels/formats/quant.h"
 
 struct cpu_backend {
 	struct exl_backend base;

@@ -8,7 +8,7 @@
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/matmul_impl.h"
-#include "kernels/dtype.h"
+#include "kernels/formats/dtype.h"
 
 static _Atomic(const struct exl_cpu_kernels *) current_kernels;
 

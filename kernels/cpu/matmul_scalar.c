@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "kernels/cpu/matmul_impl.h"
-#include "kernels/elem.h"
+#include "kernels/formats/elem.h"
 
 static int8_t quant_one(float v, float id)
 {

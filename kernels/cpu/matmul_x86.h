@@ -8,7 +8,7 @@
 #include <stdint.h>
 
 #include "kernels/cpu/matmul_impl.h"
-#include "kernels/elem.h"
+#include "kernels/formats/elem.h"
 
 /* Tiles are written once with the tile shape as arguments; forcing them
  * inline at call sites with constant shapes lets the compiler unroll the

@@ -21,7 +21,7 @@
 #include <string.h>
 
 #include "kernels/cpu/ops.h"
-#include "kernels/elem_math.h"
+#include "kernels/formats/elem_math.h"
 
 /* Bounds on a layout, far above any real model; they keep every product
  * below in range. */

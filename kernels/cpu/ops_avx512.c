@@ -5,8 +5,8 @@
 #include <math.h>
 
 #include "kernels/cpu/ops.h"
-#include "kernels/elem.h"
-#include "kernels/elem_math.h"
+#include "kernels/formats/elem.h"
+#include "kernels/formats/elem_math.h"
 
 #define INLINE static inline __attribute__((always_inline))
 

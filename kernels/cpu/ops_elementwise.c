@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "kernels/cpu/ops.h"
-#include "kernels/elem_math.h"
+#include "kernels/formats/elem_math.h"
 
 /* Floats below which an op is not worth spreading over the pool. */
 #define PAR_MIN_FLOATS 32768

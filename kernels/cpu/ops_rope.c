@@ -1,6 +1,6 @@
 /* RoPE on the CPU.
  *
- * The angles come from exl_rope_cos_sin (kernels/elem_math.h), the formula
+ * The angles come from exl_rope_cos_sin (kernels/formats/elem_math.h), the formula
  *   theta = pos * freq_scale * freq_base^(-2i / n_rot)
  * in double for every pair i, shared with the CUDA backend; the rotation
  * itself is float.  They depend only on the positions, so they are
@@ -16,7 +16,7 @@
 #include <stdlib.h>
 
 #include "kernels/cpu/ops.h"
-#include "kernels/elem_math.h"
+#include "kernels/formats/elem_math.h"
 
 /* Floats of x below which one thread does it all. */
 #define PAR_MIN_FLOATS 16384

@@ -3,8 +3,8 @@
 #include <math.h>
 
 #include "kernels/cpu/ops.h"
-#include "kernels/elem.h"
-#include "kernels/elem_math.h"
+#include "kernels/formats/elem.h"
+#include "kernels/formats/elem_math.h"
 
 static float sum_sq(const float *x, int n)
 {

@@ -2,17 +2,17 @@
  * (template parameter, so each kernel is compiled per type).
  *
  * Quantized types are read 32 weights at a time ("parts": part c of a row is
- * weights 32c .. 32c + 31) with the shared code of kernels/elem.h and
- * kernels/elem_math.h; plain types one element at a time. */
+ * weights 32c .. 32c + 31) with the shared code of kernels/formats/elem.h and
+ * kernels/formats/elem_math.h; plain types one element at a time. */
 #ifndef EXL_CUDA_DEQUANT_CUH
 #define EXL_CUDA_DEQUANT_CUH
 
 #include <stdint.h>
 
-#include "kernels/elem_math.h"
+#include "kernels/formats/elem_math.h"
 
 extern "C" {
-#include "kernels/dtype.h"
+#include "kernels/formats/dtype.h"
 }
 
 #define PART 32

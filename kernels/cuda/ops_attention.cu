@@ -10,7 +10,7 @@
 
 #include "kernels/cuda/cuda_internal.h"
 #include "kernels/cuda/reduce.cuh"
-#include "kernels/elem_math.h"
+#include "kernels/formats/elem_math.h"
 
 #define KV_THREADS 256
 #define ATT_THREADS 128

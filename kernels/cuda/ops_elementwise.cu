@@ -1,9 +1,9 @@
 /* Element-wise and row-wise ops: rmsnorm, add_bias, add, swiglu, rope,
  * softmax, gather_rows.  The per-element arithmetic comes from
- * kernels/elem_math.h, shared with (and tested through) the CPU side. */
+ * kernels/formats/elem_math.h, shared with (and tested through) the CPU side. */
 #include "kernels/cuda/cuda_internal.h"
 #include "kernels/cuda/reduce.cuh"
-#include "kernels/elem_math.h"
+#include "kernels/formats/elem_math.h"
 
 #define ROW_THREADS 256
 #define EW_THREADS 256

@@ -20,8 +20,8 @@
 
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/pool.h"
-#include "kernels/dtype.h"
-#include "kernels/quant.h"
+#include "kernels/formats/dtype.h"
+#include "kernels/formats/quant.h"
 
 static double now(void)
 {

@@ -12,9 +12,9 @@
 #include "cuda_test_util.h"
 #include "kernels/backend.h"
 #include "kernels/cuda/backend_cuda.h"
-#include "kernels/dtype.h"
-#include "kernels/elem.h"
-#include "kernels/quant.h"
+#include "kernels/formats/dtype.h"
+#include "kernels/formats/elem.h"
+#include "kernels/formats/quant.h"
 
 static int failures;
 static int checks;

@@ -6,7 +6,7 @@
 #include "daemon/gguf.h"
 #include "daemon/gguf_write.h"
 #include "model_test_util.h"
-#include "kernels/dtype.h"
+#include "kernels/formats/dtype.h"
 
 static const char *models;
 static struct exl_backend *be;

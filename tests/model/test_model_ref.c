@@ -49,7 +49,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "kernels/elem.h"
+#include "kernels/formats/elem.h"
 #include "model_test_util.h"
 #include "ref_forward.h"
 

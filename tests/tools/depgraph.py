@@ -33,7 +33,7 @@ PRODUCT = ("daemon/", "kernels/", "client/")
 # by a macro (matmul_avx512.c is the avx512 and the avx512vnni set), and the
 # dtype table the CUDA module (a dlopen'ed .so whose version script exports
 # only its entry point) carries a copy of.
-VARIANTS = {"kernels/cpu/matmul_avx512.c", "kernels/dtype.c"}
+VARIANTS = {"kernels/cpu/matmul_avx512.c", "kernels/formats/dtype.c"}
 # Every program has one.
 PER_PROGRAM = {"main"}
 

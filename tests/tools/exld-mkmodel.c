@@ -17,8 +17,8 @@
 
 #include "daemon/gguf.h"
 #include "daemon/gguf_write.h"
-#include "kernels/dtype.h"
-#include "kernels/quant.h"
+#include "kernels/formats/dtype.h"
+#include "kernels/formats/quant.h"
 
 #define MAX_THREADS 64
 #define MAX_KV_OVERRIDES 32

@@ -30,9 +30,9 @@
 #include "kernels/cpu/backend_cpu.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/pool.h"
-#include "kernels/dtype.h"
-#include "kernels/elem.h"
-#include "kernels/quant.h"
+#include "kernels/formats/dtype.h"
+#include "kernels/formats/elem.h"
+#include "kernels/formats/quant.h"
 
 static int failures;
 static int checks;

@@ -21,7 +21,7 @@
 
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/pool.h"
-#include "kernels/elem.h"
+#include "kernels/formats/elem.h"
 
 static int failures;
 static int checks;

@@ -1,4 +1,4 @@
-/* The shared per-element code (kernels/elem_math.h), used the way the CUDA
+/* The shared per-element code (kernels/formats/elem_math.h), used the way the CUDA
  * kernels use it, gives the CPU backend's results: RoPE angles and rotation
  * against the CPU rope op, SiLU against swiglu, the RMSNorm scale against
  * rmsnorm, the softmax pieces against softmax, and the CUDA attention
@@ -10,8 +10,8 @@
 #include <string.h>
 
 #include "kernels/backend.h"
-#include "kernels/elem.h"
-#include "kernels/elem_math.h"
+#include "kernels/formats/elem.h"
+#include "kernels/formats/elem_math.h"
 
 static int failures;
 static int checks;

@@ -1,7 +1,7 @@
-/* The shared per-element code the CUDA kernels run (kernels/elem.h,
- * kernels/elem_math.h), checked on the CPU:
+/* The shared per-element code the CUDA kernels run (kernels/formats/elem.h,
+ * kernels/formats/elem_math.h), checked on the CPU:
  *  - dequantization 32 weights at a time, as the CUDA matmul / embed kernels
- *    read rows, is bit-identical to kernels/quant.h's exl_dequantize_row and
+ *    read rows, is bit-identical to kernels/formats/quant.h's exl_dequantize_row and
  *    to elem.h's whole-block functions, over quantized real-looking rows and
  *    over random block bytes (every scale bit pattern);
  *  - the RoPE, SiLU, RMSNorm and softmax helpers against direct formulas. */
@@ -10,10 +10,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels/dtype.h"
-#include "kernels/elem.h"
-#include "kernels/elem_math.h"
-#include "kernels/quant.h"
+#include "kernels/formats/dtype.h"
+#include "kernels/formats/elem.h"
+#include "kernels/formats/elem_math.h"
+#include "kernels/formats/quant.h"
 
 static int failures;
 static int checks;

@@ -13,7 +13,7 @@
 
 #include "daemon/gguf.h"
 #include "daemon/gguf_write.h"
-#include "kernels/dtype.h"
+#include "kernels/formats/dtype.h"
 
 static int n_checks, n_failed;
 

@@ -19,7 +19,7 @@
 
 #include "daemon/gguf.h"
 #include "daemon/gguf_write.h"
-#include "kernels/dtype.h"
+#include "kernels/formats/dtype.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #define UNDER_ASAN 1

@@ -16,8 +16,8 @@
 #include <unistd.h>
 
 #include "daemon/gguf.h"
-#include "kernels/dtype.h"
-#include "kernels/quant.h"
+#include "kernels/formats/dtype.h"
+#include "kernels/formats/quant.h"
 
 extern char **environ;
 

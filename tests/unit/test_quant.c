@@ -7,9 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels/dtype.h"
-#include "kernels/elem.h"
-#include "kernels/quant.h"
+#include "kernels/formats/dtype.h"
+#include "kernels/formats/elem.h"
+#include "kernels/formats/quant.h"
 
 static int failures, checks;
 

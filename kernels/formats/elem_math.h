@@ -1,7 +1,7 @@
 /* Per-element math shared by the CPU and the CUDA backends: RoPE angles and
  * rotation, SiLU, the RMSNorm scale, the pieces of a numerically careful
  * (max-subtracted, online) softmax, and the dequantization of 32 weights of
- * a K-quant block at a time (a GPU thread's share of a row).  Every function is EXL_HD (kernels/elem.h):
+ * a K-quant block at a time (a GPU thread's share of a row).  Every function is EXL_HD (kernels/formats/elem.h):
  * plain static inline C on the host, __host__ __device__ under nvcc, so the
  * CPU unit tests cover the arithmetic the GPU runs.
  *
@@ -14,7 +14,7 @@
 #include <math.h>
 #include <stdbool.h>
 
-#include "kernels/elem.h"
+#include "kernels/formats/elem.h"
 
 /* RoPE.  Pair i (0 <= i < n_rot / 2) of a head at position pos rotates by
  *   theta = pos * freq_scale * freq_base^(-2i / n_rot),
@@ -101,7 +101,7 @@ EXL_HD float exl_softmax_rescale(float m_old, float m_new)
 
 /* Dequantization of one sub-block of 32 weights: weights 32c .. 32c + 31
  * (c = 0..7) of a 256-weight block, bit-identical to the matching stretch of
- * exl_dequant_q4_K / exl_dequant_q6_K (kernels/elem.h): the same operations
+ * exl_dequant_q4_K / exl_dequant_q6_K (kernels/formats/elem.h): the same operations
  * in the same order.  Q8_0 and Q4_0 blocks are 32 weights already. */
 EXL_HD void exl_dequant_q4_K_part(const block_q4_K *b, int c, float *y)
 {

@@ -3,10 +3,10 @@
 #include <math.h>
 #include <string.h>
 
-#include "kernels/dtype.h"
-#include "kernels/elem.h"
-#include "kernels/quant.h"
-#include "kernels/quant_internal.h"
+#include "kernels/formats/dtype.h"
+#include "kernels/formats/elem.h"
+#include "kernels/formats/quant.h"
+#include "kernels/formats/quant_internal.h"
 
 bool exl_dtype_supported(uint32_t type)
 {

@@ -11,8 +11,8 @@
 #include <math.h>
 #include <string.h>
 
-#include "kernels/elem.h"
-#include "kernels/quant_internal.h"
+#include "kernels/formats/elem.h"
+#include "kernels/formats/quant_internal.h"
 
 /* Asymmetric fit of n values to levels 0..nmax: x ~ scale * l - min with
  * min >= 0 (x = 0 stays representable).  Writes the levels to L and the min

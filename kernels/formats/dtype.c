@@ -1,4 +1,4 @@
-#include "kernels/dtype.h"
+#include "kernels/formats/dtype.h"
 
 static const struct exl_dtype_info dtype_table[EXL_DTYPE_COUNT] = {
 	[EXL_F32] = { "f32", 1, 4 },

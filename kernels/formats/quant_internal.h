@@ -4,7 +4,7 @@
 
 #include <math.h>
 
-#include "kernels/elem.h"
+#include "kernels/formats/elem.h"
 
 /* Round to nearest, ties to even; NaN and huge values clamp to a bounded
  * int so callers' range clamps stay defined. */
