@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "client/logits_file.h"
+#include "common/logits_file.h"
 #include "daemon/cmd_run.h"
 #include "daemon/commands.h"
 #include "daemon/engine.h"

@@ -6,7 +6,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 
-#include "client/json_string.h"
+#include "common/json_string.h"
 #include "daemon/generator.h"
 
 struct exl_tokenizer;
@@ -21,7 +21,7 @@ struct run_opts {
 	bool warmup;
 	bool json;
 	int top_probs;
-	const char *dump_logits;  /* --dump-logits FILE (client/logits_file.h) */
+	const char *dump_logits;  /* --dump-logits FILE (common/logits_file.h) */
 	struct exl_gen_settings s;
 	/* the lists s points into, sized by argc */
 	const char **stops;

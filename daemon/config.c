@@ -7,7 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "client/exl_wire.h"
+#include "exl_wire.h"
 #include "daemon/config.h"
 
 #define CONFIG_MAX_LINE 8192 /* bytes in one line */

@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "client/gen_ranges.h"
+#include "common/gen_ranges.h"
 #include "daemon/config.h"
 #include "daemon/protocol.h"
 #include "daemon/tokenizer.h"
@@ -302,7 +302,7 @@ static int get_int(struct dec *d, const char *key, int64_t min, int64_t max, int
 }
 
 /* A numeric generate option: its range is the shared table's
- * (client/gen_ranges.h), which the command lines check before sending. */
+ * (common/gen_ranges.h), which the command lines check before sending. */
 static int get_ranged(struct dec *d, const char *key, double *out)
 {
 	const struct genrange *r = genrange_find(key);

@@ -13,7 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "client/exl_wire.h"
+#include "exl_wire.h"
 #include "daemon/generator.h"
 
 /* ---- framing ---- */

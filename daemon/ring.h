@@ -1,5 +1,5 @@
 /* The producer side of a connection's shared-memory rings (layout and
- * protocol in client/exl_wire.h and docs/protocol.md).
+ * protocol in client/include/exl_wire.h and docs/protocol.md).
  *
  * A ring may be written from several engine threads (one per model the
  * connection has jobs on): exl_ring_write() serialises them with the
@@ -15,7 +15,7 @@
 #include <stdint.h>
 #include <sys/uio.h>
 
-#include "client/exl_wire.h"
+#include "exl_wire.h"
 
 struct exl_ring {
 	pthread_mutex_t mu;

@@ -21,7 +21,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "client/exlclient.h"
+#include "exlclient.h"
 #include "../integration/harness.h"
 
 static const char *sock_path;

@@ -52,8 +52,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "client/client_internal.h"
-#include "client/exlclient.h"
+#include "client/lib/client_internal.h"
+#include "exlclient.h"
 #include "harness.h"
 
 #define MODEL "stories260K"

@@ -11,7 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "client/exlclient.h"
+#include "exlclient.h"
 #include "daemon/json_parse.h"
 #include "harness.h"
 

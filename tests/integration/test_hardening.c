@@ -38,7 +38,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "client/exlclient.h"
+#include "exlclient.h"
 #include "harness.h"
 
 #define MODEL "stories260K"

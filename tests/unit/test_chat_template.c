@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "client/exl_chat_template.h"
+#include "client/exl/exl_chat_template.h"
 
 static int failures;
 

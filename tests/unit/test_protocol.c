@@ -10,7 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "client/gen_options.h"
+#include "common/gen_options.h"
 #include "daemon/config.h"
 #include "daemon/protocol.h"
 #include "daemon/sampler.h"
@@ -453,7 +453,7 @@ static void test_errors(void)
 /* ---- ranges ---- */
 
 /* Each numeric generate option's allowed values, written out here from the
- * generator's and the sampler's own checks (not from client/gen_ranges.c,
+ * generator's and the sampler's own checks (not from common/gen_ranges.c,
  * which is what is tested): the decoder, the command lines' parser
  * (exl and exld run share it) and the sampler must all agree. */
 static const struct {

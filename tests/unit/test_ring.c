@@ -11,7 +11,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "client/client_internal.h"
+#include "client/lib/client_internal.h"
 #include "daemon/ring.h"
 
 #ifndef F_SEAL_FUTURE_WRITE

@@ -8,9 +8,9 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "client/exlclient.h"
-#include "client/gen_options.h"
-#include "client/json_string.h"
+#include "exlclient.h"
+#include "common/gen_options.h"
+#include "common/json_string.h"
 
 /* Exit statuses (exl --help lists them). */
 enum {
@@ -64,7 +64,7 @@ struct gen_opts {
 	const char *model;
 	bool json;
 	int top_probs;            /* --top-probs K */
-	struct genopt_parser ps;  /* the shared table (client/gen_options.h) and its counts */
+	struct genopt_parser ps;  /* the shared table (common/gen_options.h) and its counts */
 	/* storage the params point into */
 	const char **stops;
 	int32_t *stop_tokens;
@@ -94,7 +94,7 @@ void gen_opts_usage(FILE *out);
 
 /* ---- JSON output (exl_json.c) ---- */
 
-/* json_string(): client/json_string.h */
+/* json_string(): common/json_string.h */
 
 /* Per-token candidates gathered from a stream, for --top-probs. */
 struct top_tokens {

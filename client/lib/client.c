@@ -10,7 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "client/client_internal.h"
+#include "client/lib/client_internal.h"
 
 #define READ_CHUNK (64u << 10)
 

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "client/exl_chat_template.h"
+#include "client/exl/exl_chat_template.h"
 
 static const char *const names[TMPL_COUNT] = {
 	[TMPL_CHATML] = "chatml",

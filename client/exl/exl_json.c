@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "client/exl_cli.h"
+#include "client/exl/exl_cli.h"
 
 /* ---- candidates from the stream ---- */
 

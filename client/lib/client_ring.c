@@ -11,7 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "client/client_internal.h"
+#include "client/lib/client_internal.h"
 
 int exl_cl_ring_map(struct exl_client *c, int data_fd, int ctrl_fd)
 {

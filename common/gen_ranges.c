@@ -4,8 +4,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "client/exl_wire.h"
-#include "client/gen_ranges.h"
+#include "exl_wire.h"
+#include "common/gen_ranges.h"
 
 #define I(key, min, max) { key, true, min, max, false, 0 }
 #define F(key, min, max) { key, false, min, max, false, 0 }

@@ -7,7 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "client/exl_cli.h"
+#include "client/exl/exl_cli.h"
 
 struct command {
 	const char *name;

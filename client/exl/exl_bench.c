@@ -7,7 +7,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "client/exl_cli.h"
+#include "client/exl/exl_cli.h"
 
 #define MAX_CLIENTS 1024
 #define POLL_MS 200

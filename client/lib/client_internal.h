@@ -7,7 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "client/exlclient.h"
+#include "exlclient.h"
 
 struct exl_held;
 

@@ -15,8 +15,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "client/exl_wire.h"
-#include "client/gen_ranges.h"
+#include "exl_wire.h"
+#include "common/gen_ranges.h"
 
 /* In the order --help lists them. */
 enum genopt_id {
@@ -92,7 +92,7 @@ struct genopt {
 	const char *alt;          /* another spelling, or NULL */
 	enum genopt_kind kind;
 	/* INT, INT_OPT, FLOAT, ID_LIST: the values taken.  For an option whose
-	 * wire key has a range (client/gen_ranges.h), genopt_parser_init()
+	 * wire key has a range (common/gen_ranges.h), genopt_parser_init()
 	 * sets them from it; a program may narrow them afterwards. */
 	double min, max;
 	int max_count;            /* repeatable kinds: how many times */

@@ -5,7 +5,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "client/client_internal.h"
+#include "client/lib/client_internal.h"
 
 /* While only ring jobs run, the wait is a futex wait: everything about
  * them is announced in the ring (even a result too large for it, which

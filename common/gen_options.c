@@ -1,11 +1,11 @@
 /* The generation options' table and the parser of their values, shared by
- * exl (client/exl_opts.c) and exld run (daemon/cmd_run_opts.c). */
+ * exl (client/exl/exl_opts.c) and exld run (daemon/cmd_run_opts.c). */
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "client/gen_options.h"
+#include "common/gen_options.h"
 
 #define MAX_FILE (16u << 20)
 
@@ -13,7 +13,7 @@
 #define OPT(id, name, alt, kind, min, max, n, wire, arg, help) \
 	[id] = { id, name, alt, kind, min, max, n, wire, arg, help }
 /* The same for an option whose wire key has a range: min and max are that
- * range (client/gen_ranges.c), filled in by genopt_parser_init(). */
+ * range (common/gen_ranges.c), filled in by genopt_parser_init(). */
 #define OPTW(id, name, alt, kind, n, wire, arg, help) \
 	[id] = { id, name, alt, kind, 0, 0, n, wire, arg, help }
 

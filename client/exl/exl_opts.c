@@ -1,4 +1,4 @@
-/* exl's generation options: the shared table (client/gen_options.h) mapped
+/* exl's generation options: the shared table (common/gen_options.h) mapped
  * onto struct exl_gen_params, plus --model and --json (docs/exl.md lists
  * them). */
 #include <math.h>
@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "client/exl_cli.h"
+#include "client/exl/exl_cli.h"
 
 _Static_assert(GENOPT_MAX_BREAKER_LEN < sizeof(((struct gen_opts *)0)->breakers[0]),
 	       "a breaker and its NUL fit");

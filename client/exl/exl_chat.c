@@ -11,8 +11,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "client/exl_chat_template.h"
-#include "client/exl_cli.h"
+#include "client/exl/exl_chat_template.h"
+#include "client/exl/exl_cli.h"
 
 #define POLL_MS 100
 #define MAX_LINE (1u << 20)

@@ -1,7 +1,7 @@
-/* JSON string literals (client/json_string.h). */
+/* JSON string literals (common/json_string.h). */
 #include <stdint.h>
 
-#include "client/json_string.h"
+#include "common/json_string.h"
 
 /* Bytes of the valid UTF-8 sequence at s (at most n bytes); 0 if invalid. */
 static size_t utf8_seq(const unsigned char *s, size_t n)

@@ -4,7 +4,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "client/exl_cli.h"
+#include "client/exl/exl_cli.h"
 
 #define BAR_WIDTH 30
 

@@ -8,8 +8,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "client/exl_cli.h"
-#include "client/logits_file.h"
+#include "client/exl/exl_cli.h"
+#include "common/logits_file.h"
 
 #define MAX_STDIN_PROMPT (16u << 20)
 #define POLL_MS 200

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "client/client_internal.h"
+#include "client/lib/client_internal.h"
 
 struct exl_held {
 	struct exl_held *next;
