@@ -10,6 +10,7 @@
 
 #include "kernels/cuda/backend_cuda.h"
 #include "kernels/cuda/cuda_internal.h"
+#include "kernels/cuda/cuda_module.h"
 
 #define MIB (1024.0 * 1024.0)
 
@@ -320,7 +321,7 @@ static void no_device_reason(cudaError_t e, char *err, size_t errlen)
 	snprintf(err, errlen, "no CUDA device: %s", cudaGetErrorString(e));
 }
 
-extern "C" int exl_cuda_device_count(char *err, size_t errlen)
+extern "C" int cudamod_device_count(char *err, size_t errlen)
 {
 	int n = 0;
 	cudaError_t e = cudaGetDeviceCount(&n);
@@ -340,7 +341,7 @@ extern "C" int exl_cuda_device_count(char *err, size_t errlen)
 
 static int check_device(int device, char *err, size_t errlen)
 {
-	int n = exl_cuda_device_count(err, errlen);
+	int n = cudamod_device_count(err, errlen);
 
 	if (n < 0)
 		return -1;
@@ -352,7 +353,7 @@ static int check_device(int device, char *err, size_t errlen)
 	return 0;
 }
 
-extern "C" int exl_cuda_mem_info(int device, size_t *free_bytes, size_t *total_bytes,
+extern "C" int cudamod_mem_info(int device, size_t *free_bytes, size_t *total_bytes,
 				 char *err, size_t errlen)
 {
 	int old = 0;
@@ -377,7 +378,7 @@ extern "C" int exl_cuda_mem_info(int device, size_t *free_bytes, size_t *total_b
 	return 0;
 }
 
-extern "C" int exl_cuda_device_name(int device, char *name, size_t namelen, int *major,
+extern "C" int cudamod_device_name(int device, char *name, size_t namelen, int *major,
 				    int *minor, char *err, size_t errlen)
 {
 	cudaDeviceProp prop;
@@ -401,12 +402,12 @@ extern "C" int exl_cuda_device_name(int device, char *name, size_t namelen, int 
 	return 0;
 }
 
-extern "C" int exl_backend_cuda_device(const struct exl_backend *be)
+extern "C" int cudamod_backend_device(const struct exl_backend *be)
 {
 	return ((const struct cuda_backend *)be)->device;
 }
 
-extern "C" const char *exl_backend_cuda_error(const struct exl_backend *be)
+extern "C" const char *cudamod_backend_error(const struct exl_backend *be)
 {
 	const struct cuda_backend *cb = (const struct cuda_backend *)be;
 
@@ -544,7 +545,7 @@ static int op_mem_info(struct exl_backend *be, struct exl_backend_mem *m, char *
 	snprintf(m->device, sizeof(m->device), "cuda:%d", cb->device);
 	m->weight_bytes = exl_mem_track_total(&cb->weights);
 	m->buffer_bytes = exl_mem_track_total(&cb->buffers);
-	if (exl_cuda_mem_info(cb->device, &fr, &tot, err, errlen))
+	if (cudamod_mem_info(cb->device, &fr, &tot, err, errlen))
 		return -1;
 	m->free_bytes = fr;
 	m->total_bytes = tot;
@@ -710,7 +711,7 @@ static int set_batch(struct cuda_backend *cb, const struct exl_batch_desc *b)
 }
 
 /* The start of a pass.  Its failure is reported at once, so it leaves the
- * queue usable (the message stays for exl_backend_cuda_error). */
+ * queue usable (the message stays for cudamod_backend_error). */
 static int op_set_batch(struct exl_backend *be, const struct exl_batch_desc *b)
 {
 	struct cuda_backend *cb = cuda_of(be);
@@ -823,10 +824,10 @@ static const struct exl_backend_ops cuda_ops = {
 	.softmax = cu_op_softmax,
 	.mem_info = op_mem_info,
 	.copy = op_copy,
-	.error = exl_backend_cuda_error,
+	.error = cudamod_backend_error,
 };
 
-extern "C" struct exl_backend *exl_backend_cuda_create(int device, char *err, size_t errlen)
+extern "C" struct exl_backend *cudamod_backend_create(int device, char *err, size_t errlen)
 {
 	struct cuda_backend *cb;
 	struct cuda_stage *stages[3];

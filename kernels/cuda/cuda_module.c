@@ -11,12 +11,12 @@ static const struct exl_cuda_module cuda_module = {
 	.table_size = sizeof(struct exl_cuda_module),
 	.ops_size = sizeof(struct exl_backend_ops),
 	.version = EXL_CUDA_MODULE_VERSION,
-	.create = exl_backend_cuda_create,
-	.device_count = exl_cuda_device_count,
-	.mem_info = exl_cuda_mem_info,
-	.device_name = exl_cuda_device_name,
-	.backend_device = exl_backend_cuda_device,
-	.backend_error = exl_backend_cuda_error,
+	.create = cudamod_backend_create,
+	.device_count = cudamod_device_count,
+	.mem_info = cudamod_mem_info,
+	.device_name = cudamod_device_name,
+	.backend_device = cudamod_backend_device,
+	.backend_error = cudamod_backend_error,
 };
 
 const struct exl_cuda_module *exl_cuda_module_v1(void)

@@ -46,6 +46,19 @@ struct exl_cuda_module {
 
 typedef const struct exl_cuda_module *(*exl_cuda_module_entry_fn)(void);
 
+/* The module's own implementations, which its table points at.  They are
+ * named apart from the exld side's functions of backend_cuda.h
+ * (kernels/cuda_module_load.c forwards those to the table), so no symbol
+ * is defined on both sides. */
+struct exl_backend *cudamod_backend_create(int device, char *err, size_t errlen);
+int cudamod_device_count(char *err, size_t errlen);
+int cudamod_mem_info(int device, size_t *free_bytes, size_t *total_bytes, char *err,
+		     size_t errlen);
+int cudamod_device_name(int device, char *name, size_t namelen, int *major, int *minor,
+			char *err, size_t errlen);
+int cudamod_backend_device(const struct exl_backend *be);
+const char *cudamod_backend_error(const struct exl_backend *be);
+
 const struct exl_cuda_module *exl_cuda_module_v1(void);
 
 #ifdef __cplusplus

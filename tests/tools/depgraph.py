@@ -117,7 +117,7 @@ def main():
     for c in commands:
         src = os.path.normpath(os.path.join(c["directory"], c["file"]))
         rel = product_path(src, root)
-        if not rel or rel.endswith(".cu"):
+        if not rel:
             continue
         obj = os.path.join(c["directory"], c["output"])
         if not os.path.exists(obj):
