@@ -3,7 +3,7 @@
 keeps (docs/architecture.md).
 
 Reads BUILD/compile_commands.json, runs nm on every object it lists whose
-source is product code (daemon/, kernels/, client/: not tests/), and links
+source is product code (daemon/, kernels/, client/, common/: not tests/), and links
 each undefined global symbol of an object to the object that defines it.
 That gives a graph of source files, and by their folders a graph of
 folders.  Checks:
@@ -28,7 +28,7 @@ import os
 import subprocess
 import sys
 
-PRODUCT = ("daemon/", "kernels/", "client/")
+PRODUCT = ("daemon/", "kernels/", "client/", "common/")
 # One source, several objects by design: SIMD variants whose symbols differ
 # by a macro (matmul_avx512.c is the avx512 and the avx512vnni set), and the
 # dtype table the CUDA module (a dlopen'ed .so whose version script exports
