@@ -240,7 +240,7 @@ int exl_engine_add(struct exl_engine *e, struct exl_job *job, char *err, size_t 
 	}
 	job->gen_limit = g;
 	job->state = EXL_JOB_QUEUED;
-	job->t_added = exl_gen_now();
+	job->t_added = exl_now_s();
 	e->queue[e->n_queue++] = job;
 	return 0;
 }
@@ -288,7 +288,7 @@ static bool try_admit(struct exl_engine *e, struct exl_job *job)
 	if (job->t_started == 0.0) {
 		/* the first admission; a suspended job coming back keeps its own */
 		job->cached_tokens = job->seq[0].kv.n_pos;
-		job->t_started = exl_gen_now();
+		job->t_started = exl_now_s();
 	}
 	return true;
 }
@@ -475,7 +475,7 @@ static void admit(struct exl_engine *e)
 	bool suspended = false;
 
 	requeue_suspended(e);
-	note_paused(e, exl_gen_now());
+	note_paused(e, exl_now_s());
 	while (e->n_queue) {
 		struct exl_job *job = e->queue[0];
 
@@ -487,7 +487,7 @@ static void admit(struct exl_engine *e)
 			continue;
 		}
 		/* No slot or no pages: the idle jobs make room, once. */
-		if (suspended || !suspend_idle(e, exl_gen_now()))
+		if (suspended || !suspend_idle(e, exl_now_s()))
 			break;
 		suspended = true;
 	}
@@ -643,7 +643,7 @@ static void note_rate(struct exl_engine *e)
 {
 	struct rate_mark *m = &e->marks[e->mark_head];
 
-	m->t = exl_gen_now();
+	m->t = exl_now_s();
 	m->gen = e->generated_tokens;
 	m->prompt = e->prompt_tokens;
 	e->mark_head = (e->mark_head + 1) % RATE_WINDOW;
@@ -668,14 +668,14 @@ int exl_engine_step(struct exl_engine *e, char *err, size_t errlen)
 		.want_logits = e->want, .n_seqs = e->n_seqs, .seqs = e->seqs,
 	};
 
-	double t0 = exl_gen_now();
+	double t0 = exl_now_s();
 
 	if (exl_model_forward(e->m, e->kv, &b, e->logits, err, errlen))
 		goto fail;
 	/* A big step's time is mostly per-token work (a small one's is the
 	 * weights read once), so only big steps teach the cost of a token. */
 	if (b.n_tokens >= STEP_MIN_PREFILL) {
-		double x = (exl_gen_now() - t0) / b.n_tokens;
+		double x = (exl_now_s() - t0) / b.n_tokens;
 
 		e->sec_per_token = e->sec_per_token > 0.0 ? 0.7 * e->sec_per_token + 0.3 * x : x;
 	}
@@ -783,7 +783,7 @@ void exl_engine_stats(const struct exl_engine *e, struct exl_engine_stats *st)
 	if (e->n_marks >= 2) {
 		int newest = (e->mark_head + RATE_WINDOW - 1) % RATE_WINDOW;
 		int oldest = (e->mark_head + RATE_WINDOW - e->n_marks) % RATE_WINDOW;
-		double now = exl_gen_now();
+		double now = exl_now_s();
 
 		/* the oldest mark inside the window */
 		for (int k = 0; k < e->n_marks - 1; k++) {

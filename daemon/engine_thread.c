@@ -29,14 +29,6 @@ struct exl_cmd {
 	bool cancel;
 };
 
-uint64_t exl_now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 void exl_engine_thread_wake(struct exl_engine_thread *t)
 {
 	uint64_t one = 1;

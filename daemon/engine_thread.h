@@ -15,6 +15,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "common/clock.h"
+
 #include "daemon/engine.h"
 #include "daemon/protocol.h"
 
@@ -85,7 +87,6 @@ void exl_engine_thread_wake(struct exl_engine_thread *t);
 void exl_engine_thread_forget(struct exl_engine_thread *t, struct exl_srv_job *j);
 
 void exl_engine_thread_stats(struct exl_engine_thread *t, struct exl_engine_stats *st);
-uint64_t exl_now_ns(void);
 
 /* deliver.c: the job callbacks (engine thread). */
 extern const struct exl_job_callbacks exl_deliver_callbacks;

@@ -32,14 +32,6 @@ const char *exl_stop_reason_name(enum exl_stop_reason r)
 	return reason_names[r];
 }
 
-double exl_gen_now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 void exl_gen_settings_init(struct exl_gen_settings *s)
 {
 	memset(s, 0, sizeof(*s));
@@ -601,7 +593,7 @@ void exl_job_complete(struct exl_job *job)
 	size_t pre = job->completion_only ? 0 : job->prompt_text_len - base + keep;
 	size_t body = end - base;
 
-	job->t_end = exl_gen_now();
+	job->t_end = exl_now_s();
 	free(job->result_text);
 	job->result_text = malloc(pre + body + 1);
 	memset(r, 0, sizeof(*r));

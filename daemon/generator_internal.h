@@ -4,6 +4,7 @@
 
 #include <stdatomic.h>
 
+#include "common/clock.h"
 #include "daemon/generator.h"
 #include "daemon/kvcache.h"
 #include "daemon/tokenizer.h"
@@ -149,7 +150,6 @@ struct exl_job {
 	double t_paused;           /* engine: first seen paused; 0 while not */
 };
 
-double exl_gen_now(void);
 
 /* ---- vocabulary scans (generator_vocab.c) ---- */
 

@@ -739,7 +739,7 @@ void exl_job_advance(struct exl_job *job, const float *cond, const float *neg)
 		return;
 	}
 	if (job->t_first == 0.0)
-		job->t_first = exl_gen_now();
+		job->t_first = exl_now_s();
 	accept(job, t, mu);
 }
 

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/clock.h"
 #include "client/exl/exl_cli.h"
 
 #define MAX_CLIENTS 1024
@@ -34,14 +35,6 @@ struct bench_client {
 	int prompt_tokens;
 	char reason[24];
 };
-
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 static void usage(FILE *out)
 {
@@ -84,7 +77,7 @@ static void *client_main(void *arg)
 		b->status = rc == EXL_E_CLOSED || rc == EXL_E_IO ? EXL_EXIT_CONNECT : cli_exit_status(rc);
 		return NULL;
 	}
-	b->t_submit = now_s();
+	b->t_submit = exl_now_s();
 	rc = exl_submit(c, b->p, b->prompt, &job);
 	if (rc)
 		goto fail;
@@ -102,10 +95,10 @@ static void *client_main(void *arg)
 			continue;
 		if (ev.type == EXL_EVENT_TOKENS) {
 			if (ev.n_ids && !b->t_first)
-				b->t_first = now_s();
+				b->t_first = exl_now_s();
 			continue;
 		}
-		b->t_done = now_s();
+		b->t_done = exl_now_s();
 		b->tokens = ev.result->new_tokens;
 		b->prompt_tokens = ev.result->prompt_tokens;
 		snprintf(b->reason, sizeof(b->reason), "%s", ev.result->stop_reason);

@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "client/lib/client_internal.h"
 
 #define READ_CHUNK (64u << 10)
@@ -125,14 +126,6 @@ int exl_cl_send(struct exl_client *c, const void *data, size_t len)
 	return EXL_OK;
 }
 
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* Reads what the socket has into the unpacker; keeps fds that come along
  * (the hello reply's).  0, or a status. */
 static int fill(struct exl_client *c, int timeout_ms)
@@ -187,7 +180,7 @@ static int fill(struct exl_client *c, int timeout_ms)
 
 int exl_cl_read_msg(struct exl_client *c, int timeout_ms, msgpack_unpacked *up)
 {
-	int64_t deadline = timeout_ms > 0 ? now_ms() + timeout_ms : 0;
+	int64_t deadline = timeout_ms > 0 ? exl_now_ms() + timeout_ms : 0;
 
 	for (;;) {
 		msgpack_unpack_return r = msgpack_unpacker_next(&c->unp, up);
@@ -200,7 +193,7 @@ int exl_cl_read_msg(struct exl_client *c, int timeout_ms, msgpack_unpacked *up)
 			return exl_cl_fail(c, EXL_E_PROTOCOL, "exld sent bytes that are not msgpack");
 		int wait = timeout_ms;
 		if (timeout_ms > 0) {
-			int64_t left = deadline - now_ms();
+			int64_t left = deadline - exl_now_ms();
 			wait = left > 0 ? (int)left : 0;
 		}
 		int rc = fill(c, wait);

@@ -5,6 +5,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/clock.h"
 #include "client/lib/client_internal.h"
 
 /* While only ring jobs run, the wait is a futex wait: everything about
@@ -729,18 +730,10 @@ static int drain_socket(struct exl_client *c, int timeout_ms)
 	return EXL_OK;
 }
 
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* The next event from the ring or the socket (not those set aside). */
 static int next_event(struct exl_client *c, struct exl_event *ev, int timeout_ms)
 {
-	int64_t deadline = timeout_ms > 0 ? now_ms() + timeout_ms : 0;
+	int64_t deadline = timeout_ms > 0 ? exl_now_ms() + timeout_ms : 0;
 	bool got;
 	int rc;
 
@@ -765,7 +758,7 @@ static int next_event(struct exl_client *c, struct exl_event *ev, int timeout_ms
 		if (timeout_ms == 0) {
 			left = 0;
 		} else if (timeout_ms > 0) {
-			int64_t l = deadline - now_ms();
+			int64_t l = deadline - exl_now_ms();
 			if (l <= 0)
 				return exl_cl_fail(c, EXL_E_TIMEOUT, "no event within %d ms", timeout_ms);
 			left = (int)l;
