@@ -212,7 +212,7 @@ static int lower_class(struct compiler *c, uint32_t cls)
 
 	if (k->n == 1 && r[0] == r[1]) {
 		uint8_t b[4];
-		int n = utf8_encode(r[0], b);
+		int n = exl_utf8_encode(r[0], b);
 
 		for (int i = 0; i < n; i++)
 			if (emit(c, GEL_BYTE, b[i]))

@@ -108,7 +108,7 @@ static void put_cp(struct exl_gbnf_out *o, uint32_t c, bool in_class)
 		gbnf_put(o, e, 2);
 		return;
 	}
-	n = utf8_encode(c, b);
+	n = exl_utf8_encode(c, b);
 	gbnf_put(o, (const char *)b, (size_t)n);
 }
 
@@ -119,7 +119,7 @@ void gbnf_literal(struct exl_gbnf_out *o, const char *s, size_t n)
 	gbnf_put(o, "\"", 1);
 	while (i < n) {
 		uint32_t c;
-		int k = utf8_decode((const uint8_t *)s + i, n - i, &c);
+		int k = exl_utf8_decode((const uint8_t *)s + i, n - i, &c);
 
 		if (!k) {
 			c = (uint8_t)s[i];

@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/utf8.h"
 #include "daemon/grammar.h"
 
 /* ---- the parser's output: rules over code-point classes ---- */
@@ -116,11 +117,6 @@ struct utf8_seq {
  * emit for each; a non-zero return stops and is returned. */
 int utf8_split_range(uint32_t lo, uint32_t hi, int (*emit)(const struct utf8_seq *s, void *u),
 		     void *u);
-/* Encodes c (<= 0x10FFFF) into out; returns the length. */
-int utf8_encode(uint32_t c, uint8_t out[4]);
-/* Decodes one character of n bytes at p; returns its length, 0 if invalid
- * (overlong, surrogate, out of range, truncated). */
-int utf8_decode(const uint8_t *p, size_t n, uint32_t *c);
 
 /* ---- the matcher ---- */
 

@@ -383,7 +383,7 @@ static int parse_char(struct parser *p, uint32_t *out)
 	int c = peek(p);
 
 	if (c != '\\') {
-		int n = utf8_decode((const uint8_t *)p->s + p->pos, p->len - p->pos, out);
+		int n = exl_utf8_decode((const uint8_t *)p->s + p->pos, p->len - p->pos, out);
 
 		if (!n)
 			return fail_at(p, at, "invalid UTF-8 in the grammar text");

@@ -1,66 +1,7 @@
 /* Code point ranges as UTF-8 byte patterns, so the matcher can work on
  * bytes (a token may end in the middle of a character). */
+#include "common/utf8.h"
 #include "daemon/grammar_internal.h"
-
-int utf8_encode(uint32_t c, uint8_t out[4])
-{
-	if (c < 0x80) {
-		out[0] = (uint8_t)c;
-		return 1;
-	}
-	if (c < 0x800) {
-		out[0] = (uint8_t)(0xC0 | c >> 6);
-		out[1] = (uint8_t)(0x80 | (c & 0x3F));
-		return 2;
-	}
-	if (c < 0x10000) {
-		out[0] = (uint8_t)(0xE0 | c >> 12);
-		out[1] = (uint8_t)(0x80 | (c >> 6 & 0x3F));
-		out[2] = (uint8_t)(0x80 | (c & 0x3F));
-		return 3;
-	}
-	out[0] = (uint8_t)(0xF0 | c >> 18);
-	out[1] = (uint8_t)(0x80 | (c >> 12 & 0x3F));
-	out[2] = (uint8_t)(0x80 | (c >> 6 & 0x3F));
-	out[3] = (uint8_t)(0x80 | (c & 0x3F));
-	return 4;
-}
-
-int utf8_decode(const uint8_t *p, size_t n, uint32_t *c)
-{
-	static const uint32_t min_of_len[5] = { 0, 0, 0x80, 0x800, 0x10000 };
-	int len;
-	uint32_t v;
-
-	if (!n)
-		return 0;
-	if (p[0] < 0x80) {
-		*c = p[0];
-		return 1;
-	} else if ((p[0] & 0xE0) == 0xC0) {
-		len = 2;
-		v = p[0] & 0x1F;
-	} else if ((p[0] & 0xF0) == 0xE0) {
-		len = 3;
-		v = p[0] & 0x0F;
-	} else if ((p[0] & 0xF8) == 0xF0) {
-		len = 4;
-		v = p[0] & 0x07;
-	} else {
-		return 0;
-	}
-	if (n < (size_t)len)
-		return 0;
-	for (int i = 1; i < len; i++) {
-		if ((p[i] & 0xC0) != 0x80)
-			return 0;
-		v = v << 6 | (p[i] & 0x3F);
-	}
-	if (v < min_of_len[len] || v > 0x10FFFF || (v >= 0xD800 && v <= 0xDFFF))
-		return 0;
-	*c = v;
-	return len;
-}
 
 static int enc_len(uint32_t c)
 {
@@ -93,8 +34,8 @@ static int split_same(uint32_t lo, uint32_t hi, int (*emit)(const struct utf8_se
 	struct utf8_seq s;
 	uint8_t a[4], b[4];
 
-	s.n = utf8_encode(lo, a);
-	utf8_encode(hi, b);
+	s.n = exl_utf8_encode(lo, a);
+	exl_utf8_encode(hi, b);
 	for (int i = 0; i < s.n; i++) {
 		s.lo[i] = a[i];
 		s.hi[i] = b[i];

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/utf8.h"
 #include "daemon/json_parse.h"
 
 struct block {
@@ -114,63 +115,6 @@ static int hex4(struct jp *p, uint32_t *v)
 	return 0;
 }
 
-static size_t put_utf8(char *o, uint32_t c)
-{
-	if (c < 0x80) {
-		o[0] = (char)c;
-		return 1;
-	}
-	if (c < 0x800) {
-		o[0] = (char)(0xC0 | c >> 6);
-		o[1] = (char)(0x80 | (c & 0x3F));
-		return 2;
-	}
-	if (c < 0x10000) {
-		o[0] = (char)(0xE0 | c >> 12);
-		o[1] = (char)(0x80 | (c >> 6 & 0x3F));
-		o[2] = (char)(0x80 | (c & 0x3F));
-		return 3;
-	}
-	o[0] = (char)(0xF0 | c >> 18);
-	o[1] = (char)(0x80 | (c >> 12 & 0x3F));
-	o[2] = (char)(0x80 | (c >> 6 & 0x3F));
-	o[3] = (char)(0x80 | (c & 0x3F));
-	return 4;
-}
-
-/* Checks one UTF-8 character at p->pos; returns its length or 0. */
-static size_t utf8_len(const struct jp *p)
-{
-	const unsigned char *s = (const unsigned char *)p->s + p->pos;
-	size_t n = p->len - p->pos, k;
-	uint32_t c;
-
-	if (s[0] < 0x80)
-		return 1;
-	if ((s[0] & 0xE0) == 0xC0) {
-		k = 2;
-		c = s[0] & 0x1F;
-	} else if ((s[0] & 0xF0) == 0xE0) {
-		k = 3;
-		c = s[0] & 0x0F;
-	} else if ((s[0] & 0xF8) == 0xF0) {
-		k = 4;
-		c = s[0] & 0x07;
-	} else {
-		return 0;
-	}
-	if (n < k)
-		return 0;
-	for (size_t i = 1; i < k; i++) {
-		if ((s[i] & 0xC0) != 0x80)
-			return 0;
-		c = c << 6 | (s[i] & 0x3F);
-	}
-	if ((k == 2 && c < 0x80) || (k == 3 && c < 0x800) || (k == 4 && c < 0x10000) ||
-	    c > 0x10FFFF || (c >= 0xD800 && c <= 0xDFFF))
-		return 0;
-	return k;
-}
 
 /* A string at p->pos (the opening quote); decoded into the arena. */
 static int parse_string(struct jp *p, const char **out, size_t *out_len)
@@ -202,7 +146,7 @@ static int parse_string(struct jp *p, const char **out, size_t *out_len)
 		if (c < 0x20)
 			return fail(p, p->pos, "control character in a string (escape it)");
 		if (c != '\\') {
-			size_t k = utf8_len(p);
+			size_t k = (size_t)exl_utf8_len((const uint8_t *)p->s + p->pos, p->len - p->pos);
 
 			if (!k)
 				return fail(p, p->pos, "invalid UTF-8 in a string");
@@ -243,7 +187,7 @@ static int parse_string(struct jp *p, const char **out, size_t *out_len)
 					return fail(p, esc, "high surrogate \\u%04X without its low half", v);
 				v = 0x10000 + ((v - 0xD800) << 10) + (lo - 0xDC00);
 			}
-			n += put_utf8(o + n, v);
+			n += (size_t)exl_utf8_encode(v, (uint8_t *)o + n);
 			break;
 		}
 		default:

@@ -391,7 +391,7 @@ static int parse_escape(struct rx *r, bool in_class, enum esc_kind *kind, uint32
 		return rfail(r, at, "escape '\\%c' is not supported", e);
 	/* Anything else stands for itself (after decoding UTF-8). */
 	r->pos--;
-	int k = utf8_decode((const uint8_t *)r->s + r->pos, r->len - r->pos, c);
+	int k = exl_utf8_decode((const uint8_t *)r->s + r->pos, r->len - r->pos, c);
 
 	if (!k)
 		return rfail(r, r->pos, "invalid UTF-8 in the pattern");
@@ -402,7 +402,7 @@ static int parse_escape(struct rx *r, bool in_class, enum esc_kind *kind, uint32
 /* A plain character at r->pos. */
 static int take_char(struct rx *r, uint32_t *c)
 {
-	int k = utf8_decode((const uint8_t *)r->s + r->pos, r->len - r->pos, c);
+	int k = exl_utf8_decode((const uint8_t *)r->s + r->pos, r->len - r->pos, c);
 
 	if (!k)
 		return rfail(r, r->pos, "invalid UTF-8 in the pattern");

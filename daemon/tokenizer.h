@@ -11,6 +11,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/utf8.h"
+
 struct gguf_file;
 struct exl_tokenizer;
 
@@ -40,10 +42,6 @@ bool exl_tokenizer_is_special(const struct exl_tokenizer *t, int32_t id);
 int exl_tokenize(const struct exl_tokenizer *t, const char *text, size_t len,
 		 bool add_bos, bool parse_special, int32_t **out, char *err, size_t errlen);
 
-/* Offset of the first byte of s[0..n) that does not start a whole, valid
- * UTF-8 character (no overlong forms, surrogates or code points above
- * U+10FFFF); n when all of it is valid.  s may be NULL when n is 0. */
-size_t exl_utf8_bad_at(const char *s, size_t n);
 
 /* The raw vocabulary entry of id (as stored in GGUF), or NULL when out of range. */
 const char *exl_token_text(const struct exl_tokenizer *t, int32_t id, size_t *len);

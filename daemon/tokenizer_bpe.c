@@ -37,7 +37,7 @@ static uint32_t byte_codepoint(uint8_t b)
 
 int tok_bpe_byte_char(uint8_t b, char out[2])
 {
-	return tok_utf8_encode(byte_codepoint(b), out);
+	return exl_utf8_encode(byte_codepoint(b), (uint8_t *)out);
 }
 
 int tok_bpe_char_byte(uint32_t cp)

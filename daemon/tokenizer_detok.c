@@ -53,8 +53,9 @@ static size_t bpe_piece(const char *s, size_t len, char *out)
 	size_t o = 0;
 
 	for (size_t i = 0; i < len;) {
-		int l = tok_utf8_valid_len(u + i, len - i);
-		int b = l ? tok_bpe_char_byte(tok_utf8_decode(u + i, l)) : -1;
+		uint32_t cp = 0;
+		int l = exl_utf8_decode(u + i, len - i, &cp);
+		int b = l ? tok_bpe_char_byte(cp) : -1;
 
 		if (!l)
 			l = 1;

@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/utf8.h"
 #include "daemon/tokenizer.h"
 
 /* Token attributes (tokenizer.ggml.token_type, plus strip flags). */
@@ -203,13 +204,6 @@ int tok_bpe_char_byte(uint32_t cp);
 /* Decoding (tokenizer_detok.c): fills t->pieces. */
 int tok_pieces_build(struct exl_tokenizer *t, char *err, size_t errlen);
 
-/* UTF-8 (tokenizer_utf8.c). */
-/* Length of the valid UTF-8 sequence at s (1..4), or 0 when s[0..n) does
- * not start with one. */
-int tok_utf8_valid_len(const uint8_t *s, size_t n);
-/* Decodes a valid sequence of length l. */
-uint32_t tok_utf8_decode(const uint8_t *s, int l);
-int tok_utf8_encode(uint32_t cp, char *out);
 /* Copies text with each byte that is not part of valid UTF-8 replaced by
  * U+FFFD.  *out is malloc'ed.  -1 on allocation failure. */
 int tok_utf8_sanitize(const char *text, uint32_t len, char **out, uint32_t *out_len);

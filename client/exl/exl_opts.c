@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/utf8.h"
 #include "client/exl/exl_cli.h"
 
 _Static_assert(GENOPT_MAX_BREAKER_LEN < sizeof(((struct gen_opts *)0)->breakers[0]),
@@ -124,33 +125,6 @@ void gen_opts_free(struct gen_opts *o)
 	o->breakers = NULL;
 }
 
-/* The offset of the first byte of s[0..n) that does not belong to a whole,
- * valid UTF-8 character (shortest form, no surrogates, at most U+10FFFF),
- * or n. */
-static size_t utf8_bad_at(const unsigned char *s, size_t n)
-{
-	size_t i = 0;
-
-	while (i < n) {
-		unsigned c = s[i];
-		size_t len = c < 0x80 ? 1 : (c & 0xe0) == 0xc0 ? 2 : (c & 0xf0) == 0xe0 ? 3 :
-			     (c & 0xf8) == 0xf0 ? 4 : 0;
-		uint32_t cp = len == 1 ? c : len == 2 ? c & 0x1f : len == 3 ? c & 0x0f : c & 0x07;
-
-		if (!len || i + len > n)
-			return i;
-		for (size_t k = 1; k < len; k++) {
-			if ((s[i + k] & 0xc0) != 0x80)
-				return i;
-			cp = cp << 6 | (s[i + k] & 0x3f);
-		}
-		if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) ||
-		    cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
-			return i;
-		i += len;
-	}
-	return n;
-}
 
 /* A stop or banned string goes on the wire, which takes 1 to
  * EXL_MAX_STRING_ITEM bytes; the job takes whole UTF-8 characters only
@@ -158,7 +132,7 @@ static size_t utf8_bad_at(const unsigned char *s, size_t n)
 static int wire_string(const struct gen_opts *o, const char *flag, const char *s)
 {
 	size_t n = strlen(s);
-	size_t bad = utf8_bad_at((const unsigned char *)s, n);
+	size_t bad = exl_utf8_bad_at((const char *)s, n);
 
 	if (!n || n > EXL_MAX_STRING_ITEM) {
 		fprintf(stderr, "%s: %s wants 1 to %d bytes\n", o->ps.prog, flag,

@@ -119,7 +119,7 @@ static void check_range(uint32_t lo, uint32_t hi)
 	 * is in range (surrogates never). */
 	for (uint32_t c = 0; c <= 0x10FFFF; c += (c < 0x3000 ? 1 : 97)) {
 		uint8_t b[4];
-		int n = utf8_encode(c, b), hits = 0;
+		int n = exl_utf8_encode(c, b), hits = 0;
 
 		for (int i = 0; i < q.n; i++)
 			hits += seq_matches(&q.s[i], b, n);
@@ -137,11 +137,11 @@ static void check_range(uint32_t lo, uint32_t hi)
 
 		for (int k = 0; k < q.s[i].n; k++)
 			b[k] = q.s[i].lo[k];
-		CHECK(utf8_decode(b, (size_t)q.s[i].n, &c) == q.s[i].n, "split %X-%X: pattern %d's "
+		CHECK(exl_utf8_decode(b, (size_t)q.s[i].n, &c) == q.s[i].n, "split %X-%X: pattern %d's "
 		      "low end is not valid UTF-8", lo, hi, i);
 		for (int k = 0; k < q.s[i].n; k++)
 			b[k] = q.s[i].hi[k];
-		CHECK(utf8_decode(b, (size_t)q.s[i].n, &c) == q.s[i].n, "split %X-%X: pattern %d's "
+		CHECK(exl_utf8_decode(b, (size_t)q.s[i].n, &c) == q.s[i].n, "split %X-%X: pattern %d's "
 		      "high end is not valid UTF-8", lo, hi, i);
 	}
 }
@@ -172,7 +172,7 @@ static void case_utf8(void)
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		uint32_t c;
 
-		CHECK(!utf8_decode((const uint8_t *)bad[i], strlen(bad[i]), &c), "decoded bad %zu", i);
+		CHECK(!exl_utf8_decode((const uint8_t *)bad[i], strlen(bad[i]), &c), "decoded bad %zu", i);
 	}
 }
 
