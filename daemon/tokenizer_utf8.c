@@ -46,6 +46,17 @@ size_t exl_utf8_bad_at(const char *s, size_t n)
 	size_t i = 0;
 
 	while (i < n) {
+		/* ASCII, most text, 8 bytes at a time: the daemon checks every
+		 * request's strings on its event loop, 16 MiB prompts too. */
+		if (n - i >= 8) {
+			uint64_t w;
+
+			memcpy(&w, u + i, 8);
+			if (!(w & 0x8080808080808080ull)) {
+				i += 8;
+				continue;
+			}
+		}
 		int l = tok_utf8_valid_len(u + i, n - i);
 
 		if (!l)
