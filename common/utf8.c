@@ -1,4 +1,6 @@
 /* UTF-8 (common/utf8.h). */
+#include <string.h>
+
 #include "common/utf8.h"
 
 int exl_utf8_len(const uint8_t *s, size_t n)
@@ -90,6 +92,17 @@ size_t exl_utf8_bad_at(const char *s, size_t n)
 	size_t i = 0;
 
 	while (i < n) {
+		/* ASCII, most text, 8 bytes at a time: the daemon checks every
+		 * request's strings on its event loop, 16 MiB prompts too. */
+		if (n - i >= 8) {
+			uint64_t w;
+
+			memcpy(&w, u + i, 8);
+			if (!(w & 0x8080808080808080ull)) {
+				i += 8;
+				continue;
+			}
+		}
 		int l = exl_utf8_len(u + i, n - i);
 
 		if (!l)

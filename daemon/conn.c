@@ -16,6 +16,7 @@
 #include "daemon/log.h"
 #include "daemon/model.h"
 #include "daemon/models_registry.h"
+#include "daemon/prep.h"
 #include "daemon/ring.h"
 #include "daemon/server.h"
 #include "daemon/sink.h"
@@ -324,7 +325,7 @@ static void try_write(struct exl_conn *c)
 		exl_conn_close(c);
 		return;
 	}
-	if (after < OUT_LIMIT && !c->reading && !c->closing) {
+	if (after < OUT_LIMIT && !c->reading && !c->closing && !c->prep_blocked) {
 		/* Requests already buffered are handled from on_read, not
 		 * from here, so this never recurses. */
 		set_reading(c, true);
@@ -533,95 +534,190 @@ static struct exl_model_entry *pick(struct exl_conn *c, const struct exl_req *re
 	return e;
 }
 
-static void op_tokenize(struct exl_conn *c, const struct exl_req *req,
-			const struct exl_packed_id *id)
-{
-	struct exl_model_entry *e = pick(c, req, id);
-	char err[256];
-	int32_t *ids = NULL;
-	struct reply r;
+/* ---- requests prepared off the loop (prep.h) ---- */
 
-	if (!e)
-		return;
-	const struct exl_tokenizer *tok = exl_model_tokenizer(e->model);
-	bool add_bos = req->u.tokenize.add_bos < 0 ? exl_tokenizer_add_bos(tok) :
-		       req->u.tokenize.add_bos;
-	int n = exl_tokenize(tok, req->u.tokenize.text, req->u.tokenize.len, add_bos,
-			     req->u.tokenize.special, &ids, err, sizeof(err));
-	if (n < 0) {
-		send_error(c, id, EXL_E_BAD_REQUEST, err);
-		return;
-	}
-	reply_init(&r);
-	exl_pack_reply(&r.pk, &r.sb, EXL_OP_TOKENIZE, id, 1);
-	exl_pack_key(&r.pk, "ids");
-	msgpack_pack_array(&r.pk, (size_t)n);
-	for (int i = 0; i < n; i++)
-		msgpack_pack_int32(&r.pk, ids[i]);
-	free(ids);
-	reply_send(c, &r);
+/* What handle_message does with the bytes of a message. */
+enum { MSG_DONE, MSG_CLOSE, MSG_WAIT };
+
+static void free_reference(const void *data, size_t len, void *arg)
+{
+	(void)len;
+	(void)arg;
+	free((void *)data);
 }
 
-static void op_detokenize(struct exl_conn *c, const struct exl_req *req,
-			  const struct exl_packed_id *id)
+/* Queues a reply the pool packed, without copying it (a tokenize reply
+ * may be tens of MiB). */
+static void queue_packed(struct exl_conn *c, msgpack_sbuffer *sb)
 {
-	struct exl_model_entry *e = pick(c, req, id);
-	struct reply r;
-	char msg[128];
+	size_t len = sb->size;
+	char *data = msgpack_sbuffer_release(sb);
 
-	if (!e)
+	if (!data)
 		return;
-	const struct exl_tokenizer *tok = exl_model_tokenizer(e->model);
-	int32_t n_vocab = exl_tokenizer_n_vocab(tok);
-	for (size_t i = 0; i < req->u.detokenize.n; i++) {
-		if (req->u.detokenize.ids[i] >= n_vocab) {
-			snprintf(msg, sizeof(msg), "detokenize: ids: item %zu: %d is not below the "
-				 "vocabulary size %d", i, req->u.detokenize.ids[i], n_vocab);
-			send_error(c, id, EXL_E_BAD_REQUEST, msg);
+	if (evbuffer_add_reference(c->out, data, len, free_reference, NULL)) {
+		free(data);
+		exl_log(EXL_LOG_ERR, "conn %llu: out of memory queueing %zu bytes; closing",
+			(unsigned long long)c->id, len);
+		c->closing = true;
+		return;
+	}
+	c->out_added += len;
+}
+
+/* Where p is prepared: 1 on the loop now (cheap, and nothing of the
+ * connection is in the pool to keep order with), 0 in the pool, -1 not
+ * yet (the pool is full: the message waits in the input buffer). */
+static int prep_place(struct exl_conn *c, const struct exl_prep *p)
+{
+	if (c->n_preps == 0 && exl_prep_cheap(p))
+		return 1;
+	return exl_prep_pool_room(exl_server_prep_pool(c->srv), c->n_preps, p->msg_len) ? 0 : -1;
+}
+
+static void prep_generate_done(struct exl_conn *c, struct exl_prep *p)
+{
+	struct exl_srv_job *j = p->job;
+
+	j->preparing = false;
+	if (p->code != EXL_OK) {
+		if (c && p->code > 0)
+			send_error(c, &p->id, p->code, p->err);
+		return; /* the job goes with p */
+	}
+	if (!c)
+		return; /* its connection closed meanwhile */
+	if (j->cancel_asked)
+		exl_job_cancel(j->job);
+	p->job = NULL;
+	/* j counts in n_jobs before p lets go of n_preparing (engine_thread.c) */
+	if (exl_engine_thread_add(p->et, j)) {
+		send_error(c, &p->id, EXL_E_INTERNAL, "generate: out of memory");
+		exl_srv_job_free(j);
+	}
+}
+
+/* p's result: the reply, an error, or the job handed to its engine; frees
+ * p.  The connection, or NULL when it closed meanwhile. */
+static struct exl_conn *prep_finish(struct exl_server *s, struct exl_prep *p)
+{
+	struct exl_conn *c = exl_sink_conn(p->sink);
+	struct exl_engine_thread *et = p->et;
+	bool pooled = p->pooled;
+
+	if (pooled) {
+		exl_prep_pool_done(exl_server_prep_pool(s), p);
+		if (c)
+			c->n_preps--;
+	}
+	if (p->req.op == EXL_OPC_GENERATE)
+		prep_generate_done(c, p);
+	else if (c && p->code > 0)
+		send_error(c, &p->id, p->code, p->err);
+	else if (c && p->code == EXL_OK)
+		queue_packed(c, &p->reply);
+	exl_prep_free(p);
+	/* the model may go only now (the job, if any, holds its engine) */
+	exl_engine_thread_prep_done(et);
+	if (pooled)
+		exl_server_prep_room(s);
+	return c;
+}
+
+void exl_conn_prep_done(struct exl_server *s, struct exl_prep *p)
+{
+	struct exl_conn *c = prep_finish(s, p);
+
+	if (c)
+		try_write(c);
+}
+
+void exl_conn_prep_unblock(struct exl_conn *c)
+{
+	c->prep_blocked = false;
+	/* The message that waited is whole: the wait was the daemon's, and
+	 * request_timeout_ms must not close the connection for it. */
+	if (c->in_len)
+		c->partial_since_ns = exl_now_ns();
+	/* a client behind on its replies is read again by try_write */
+	if (c->closing || c->reading || evbuffer_get_length(c->out) >= OUT_LIMIT)
+		return;
+	set_reading(c, true);
+	event_active(c->rev, EV_READ, 0);
+}
+
+/* Runs p now (place 1) or queues it in the pool (0); takes p. */
+static void prep_launch(struct exl_conn *c, struct exl_prep **pp, int place)
+{
+	struct exl_prep *p = *pp;
+
+	if (place == 0) {
+		/* the result's mail, so that posting it cannot fail */
+		p->mail = calloc(1, sizeof(*p->mail));
+		if (!p->mail) {
+			send_error(c, &p->id, EXL_E_INTERNAL, "out of memory");
 			return;
 		}
 	}
-	bool strip = req->u.detokenize.strip_leading_space && exl_tokenizer_kind(tok) == EXL_TOK_SPM;
-	char *text = exl_detokenize(tok, req->u.detokenize.ids, req->u.detokenize.n,
-				    req->u.detokenize.special, strip);
-	if (!text) {
-		send_error(c, id, EXL_E_INTERNAL, "detokenize: out of memory");
+	p->sink = c->sink;
+	exl_sink_ref(c->sink);
+	atomic_fetch_add(&p->et->n_preparing, 1);
+	*pp = NULL;
+	if (place == 1) {
+		exl_prep_run(p);
+		/* handle_message's caller writes (try_write may close c) */
+		prep_finish(c->srv, p);
 		return;
 	}
-	reply_init(&r);
-	exl_pack_reply(&r.pk, &r.sb, EXL_OP_DETOKENIZE, id, 1);
-	exl_pack_key(&r.pk, "text");
-	exl_pack_cstr(&r.pk, text);
-	free(text);
-	reply_send(c, &r);
+	c->n_preps++;
+	exl_prep_pool_submit(exl_server_prep_pool(c->srv), p);
 }
 
-static void op_generate(struct exl_conn *c, struct exl_req *req, const struct exl_packed_id *id)
+/* tokenize, detokenize */
+static int op_prepared(struct exl_conn *c, struct exl_prep **pp)
+{
+	struct exl_prep *p = *pp;
+	struct exl_model_entry *e = pick(c, &p->req, &p->id);
+
+	if (!e)
+		return MSG_DONE;
+	int place = prep_place(c, p);
+	if (place < 0)
+		return MSG_WAIT;
+	p->model = e->model;
+	p->et = e->et;
+	prep_launch(c, pp, place);
+	return MSG_DONE;
+}
+
+static int op_generate(struct exl_conn *c, struct exl_prep **pp)
 {
 	const struct exl_config *cfg = exl_server_config(c->srv);
-	struct exl_req_generate *g = &req->u.gen;
+	struct exl_prep *p = *pp;
+	const struct exl_packed_id *id = &p->id;
+	struct exl_req_generate *g = &p->req.u.gen;
 	char err[512];
 	int max_jobs, max_tokens;
 
 	if (exl_server_draining(c->srv)) {
 		send_error(c, id, EXL_E_SHUTDOWN, "generate: the daemon is shutting down");
-		return;
+		return MSG_DONE;
 	}
-	struct exl_model_entry *e = pick(c, req, id);
+	struct exl_model_entry *e = pick(c, &p->req, id);
 	if (!e)
-		return;
+		return MSG_DONE;
 	if (g->stream == EXL_STREAM_DEFAULT)
 		g->stream = c->sink->ring ? EXL_STREAM_RING : EXL_STREAM_SOCKET;
 	if (g->stream == EXL_STREAM_RING && !c->sink->ring) {
 		send_error(c, id, EXL_E_BAD_REQUEST,
 			   "generate: stream: \"ring\" needs a ring (say hello with ring: true first)");
-		return;
+		return MSG_DONE;
 	}
 	if (g->s.return_logits && g->stream != EXL_STREAM_SOCKET) {
 		send_error(c, id, EXL_E_BAD_REQUEST,
 			   "generate: return_logits: logits are streamed over the socket only "
 			   "(stream: \"socket\")");
-		return;
+		return MSG_DONE;
 	}
 	exl_config_uid_limits(cfg, c->uid, &max_jobs, &max_tokens);
 	/* The default length gives way to a lower limit; a length asked for
@@ -632,20 +728,24 @@ static void op_generate(struct exl_conn *c, struct exl_req *req, const struct ex
 		snprintf(err, sizeof(err), "generate: max_new_tokens %d is over uid %u's limit of %d",
 			 g->s.max_new_tokens, (unsigned)c->uid, max_tokens);
 		send_error(c, id, EXL_E_LIMIT, err);
-		return;
+		return MSG_DONE;
 	}
+	int place = prep_place(c, p);
+	if (place < 0)
+		return MSG_WAIT;
+	/* The job counts from here, while it is prepared too. */
 	if (atomic_fetch_add(&c->uidst->jobs, 1) >= max_jobs) {
 		atomic_fetch_sub(&c->uidst->jobs, 1);
 		snprintf(err, sizeof(err), "generate: uid %u already has %d jobs running (its limit)",
 			 (unsigned)c->uid, max_jobs);
 		send_error(c, id, EXL_E_LIMIT, err);
-		return;
+		return MSG_DONE;
 	}
 	struct exl_srv_job *j = calloc(1, sizeof(*j));
 	if (!j) {
 		atomic_fetch_sub(&c->uidst->jobs, 1);
 		send_error(c, id, EXL_E_INTERNAL, "generate: out of memory");
-		return;
+		return MSG_DONE;
 	}
 	j->uid = c->uidst;
 	j->sink = c->sink;
@@ -655,15 +755,9 @@ static void op_generate(struct exl_conn *c, struct exl_req *req, const struct ex
 	j->stream = g->stream;
 	j->return_text = g->return_text < 0 ? g->stream == EXL_STREAM_NONE : g->return_text;
 	j->id = exl_server_next_job_id(c->srv);
-	j->job = exl_job_create(e->model, &g->s, &g->prompt, g->has_negative ? &g->negative : NULL,
-				&exl_deliver_callbacks, j, err, sizeof(err));
-	if (!j->job) {
-		char msg[600];
-		snprintf(msg, sizeof(msg), "generate: %s", err);
-		send_error(c, id, EXL_E_BAD_REQUEST, msg);
-		exl_srv_job_free(j);
-		return;
-	}
+	j->preparing = true;
+	/* On the connection's list from now: a cancel finds it while it is
+	 * prepared. */
 	pthread_mutex_lock(&c->sink->mu);
 	j->sink_next = c->sink->jobs;
 	if (c->sink->jobs)
@@ -671,22 +765,33 @@ static void op_generate(struct exl_conn *c, struct exl_req *req, const struct ex
 	c->sink->jobs = j;
 	j->in_sink = true;
 	pthread_mutex_unlock(&c->sink->mu);
-	if (exl_engine_thread_add(e->et, j)) {
-		send_error(c, id, EXL_E_INTERNAL, "generate: out of memory");
-		exl_srv_job_free(j);
-	}
+	p->job = j;
+	p->model = e->model;
+	p->et = e->et;
+	prep_launch(c, pp, place);
+	return MSG_DONE;
 }
 
 static void op_cancel(struct exl_conn *c, const struct exl_req *req, const struct exl_packed_id *id)
 {
 	struct exl_engine_thread *et = NULL;
+	bool preparing = false;
 	struct reply r;
 	char msg[128];
 
 	pthread_mutex_lock(&c->sink->mu);
-	for (struct exl_srv_job *j = c->sink->jobs; j; j = j->sink_next)
-		if (j->id == req->u.cancel.job)
-			et = j->et;
+	for (struct exl_srv_job *j = c->sink->jobs; j; j = j->sink_next) {
+		if (j->id != req->u.cancel.job)
+			continue;
+		et = j->et;
+		/* Not on its engine yet: it is cancelled as it gets there
+		 * (prep_generate_done).  preparing is the loop's, as is j
+		 * until then. */
+		if (j->preparing) {
+			j->cancel_asked = true;
+			preparing = true;
+		}
+	}
 	pthread_mutex_unlock(&c->sink->mu);
 	/* et stays valid: engine threads are freed on this (the loop) thread,
 	 * and only after their last job ended. */
@@ -696,7 +801,7 @@ static void op_cancel(struct exl_conn *c, const struct exl_req *req, const struc
 		send_error(c, id, EXL_E_UNKNOWN_JOB, msg);
 		return;
 	}
-	if (exl_engine_thread_cancel_job(et, req->u.cancel.job)) {
+	if (!preparing && exl_engine_thread_cancel_job(et, req->u.cancel.job)) {
 		send_error(c, id, EXL_E_INTERNAL, "cancel: out of memory");
 		return;
 	}
@@ -774,49 +879,58 @@ static void op_resume(struct exl_conn *c)
 
 /* ---- input ---- */
 
-/* Handles one complete message; false when the connection must close. */
-static bool handle_message(struct exl_conn *c, const uint8_t *data, size_t len)
+/* Handles one complete message: MSG_DONE, MSG_CLOSE (the connection must
+ * close) or MSG_WAIT (not handled: it waits for room in the prep pool).
+ * The message is copied out of the input buffer first, so a request the
+ * pool prepares keeps its bytes however the buffer moves. */
+static int handle_message(struct exl_conn *c, const uint8_t *data, size_t len)
 {
-	msgpack_unpacked up;
-	struct exl_req req;
-	struct exl_packed_id id;
+	struct exl_prep *p = exl_prep_new(data, len);
 	char err[512];
 	size_t off = 0;
+	int rc = MSG_DONE;
 
-	msgpack_unpacked_init(&up);
-	msgpack_unpack_return ret = msgpack_unpack_next(&up, (const char *)data, len, &off);
+	if (!p) {
+		send_error(c, NULL, EXL_E_INTERNAL, "out of memory reading the request");
+		return MSG_DONE;
+	}
+	msgpack_unpack_return ret = msgpack_unpack_next(&p->up, (const char *)p->msg, len, &off);
 	if (ret == MSGPACK_UNPACK_NOMEM_ERROR) {
-		msgpack_unpacked_destroy(&up);
+		exl_prep_free(p);
 		send_error(c, NULL, EXL_E_INTERNAL, "out of memory decoding the request");
-		return true;
+		return MSG_DONE;
 	}
 	if (ret != MSGPACK_UNPACK_SUCCESS || off != len) {
-		msgpack_unpacked_destroy(&up);
+		exl_prep_free(p);
 		exl_log(EXL_LOG_INFO, "conn %llu (uid %u pid %d): not msgpack; closing",
 			(unsigned long long)c->id, (unsigned)c->uid, (int)c->pid);
-		return false;
+		return MSG_CLOSE;
 	}
-	int code = exl_req_decode(&up.data, up.zone, &req, err, sizeof(err));
-	exl_packed_id_set(&id, req.id);
-	c->n_requests++;
+	int code = exl_req_decode(&p->up.data, p->up.zone, &p->req, err, sizeof(err));
+	exl_packed_id_set(&p->id, p->req.id);
 	if (code) {
-		send_error(c, &id, code, err);
+		send_error(c, &p->id, code, err);
 	} else {
-		switch (req.op) {
-		case EXL_OPC_HELLO: op_hello(c, &req, &id); break;
-		case EXL_OPC_MODELS: op_models(c, &id); break;
-		case EXL_OPC_LOAD: op_load(c, &req, &id); break;
-		case EXL_OPC_UNLOAD: op_unload(c, &req, &id); break;
-		case EXL_OPC_TOKENIZE: op_tokenize(c, &req, &id); break;
-		case EXL_OPC_DETOKENIZE: op_detokenize(c, &req, &id); break;
-		case EXL_OPC_GENERATE: op_generate(c, &req, &id); break;
-		case EXL_OPC_CANCEL: op_cancel(c, &req, &id); break;
-		case EXL_OPC_STATUS: op_status(c, &id); break;
+		struct exl_req *req = &p->req;
+		const struct exl_packed_id *id = &p->id;
+
+		switch (req->op) {
+		case EXL_OPC_HELLO: op_hello(c, req, id); break;
+		case EXL_OPC_MODELS: op_models(c, id); break;
+		case EXL_OPC_LOAD: op_load(c, req, id); break;
+		case EXL_OPC_UNLOAD: op_unload(c, req, id); break;
+		case EXL_OPC_TOKENIZE: rc = op_prepared(c, &p); break;
+		case EXL_OPC_DETOKENIZE: rc = op_prepared(c, &p); break;
+		case EXL_OPC_GENERATE: rc = op_generate(c, &p); break;
+		case EXL_OPC_CANCEL: op_cancel(c, req, id); break;
+		case EXL_OPC_STATUS: op_status(c, id); break;
 		case EXL_OPC_RESUME: op_resume(c); break;
 		}
 	}
-	msgpack_unpacked_destroy(&up);
-	return true;
+	if (rc != MSG_WAIT)
+		c->n_requests++;
+	exl_prep_free(p); /* NULL when the pool took it */
+	return rc;
 }
 
 static void process_input(struct exl_conn *c)
@@ -844,9 +958,18 @@ static void process_input(struct exl_conn *c)
 			c->closing = true;
 			break;
 		}
-		if (!handle_message(c, c->in + off, mlen)) {
+		int rc = handle_message(c, c->in + off, mlen);
+		if (rc == MSG_CLOSE) {
 			exl_conn_close(c);
 			return;
+		}
+		if (rc == MSG_WAIT) {
+			/* read again when the pool takes a result
+			 * (exl_conn_prep_unblock); the message is scanned
+			 * again from its start then */
+			c->prep_blocked = true;
+			set_reading(c, false);
+			break;
 		}
 		off += mlen;
 		if (evbuffer_get_length(c->out) >= OUT_LIMIT) {

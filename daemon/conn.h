@@ -47,6 +47,8 @@ struct exl_conn {
 	bool closing;                   /* close once the output is written */
 	bool reading;                   /* rev is active */
 	bool retry_wanted;              /* ring records wait for room */
+	int n_preps;                    /* its requests in the prep pool (prep.h) */
+	bool prep_blocked;              /* a request waits for room in the pool: not reading */
 };
 
 /* SO_PEERCRED of fd; uid (uid_t)-1 when it cannot be had. */

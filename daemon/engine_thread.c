@@ -85,12 +85,26 @@ int exl_engine_thread_cancel_sink(struct exl_engine_thread *t, struct exl_sink *
 
 int exl_engine_thread_unload(struct exl_engine_thread *t, bool cancel)
 {
-	return post(t, CMD_UNLOAD, NULL, NULL, 0, cancel);
+	if (post(t, CMD_UNLOAD, NULL, NULL, 0, cancel))
+		return -1;
+	int none = 0;
+	atomic_compare_exchange_strong(&t->refusing, &none, EXL_E_BUSY);
+	return 0;
 }
 
 int exl_engine_thread_shutdown(struct exl_engine_thread *t)
 {
-	return post(t, CMD_SHUTDOWN, NULL, NULL, 0, false);
+	if (post(t, CMD_SHUTDOWN, NULL, NULL, 0, false))
+		return -1;
+	atomic_store(&t->refusing, EXL_E_SHUTDOWN);
+	return 0;
+}
+
+void exl_engine_thread_prep_done(struct exl_engine_thread *t)
+{
+	/* the last one lets an unloading thread exit: wake it to see */
+	if (atomic_fetch_sub(&t->n_preparing, 1) == 1)
+		exl_engine_thread_wake(t);
 }
 
 void exl_engine_thread_stats(struct exl_engine_thread *t, struct exl_engine_stats *st)
@@ -249,7 +263,12 @@ static void *thread_main(void *arg)
 		atomic_store(&t->heartbeat_ns, exl_now_ns());
 		run_commands(t);
 		int paused = resume_paused(t);
-		if ((t->unloading || t->stopping) && !t->jobs)
+		/* n_jobs also counts adds still in the queue; n_preparing the
+		 * requests that use the model off this thread (prep.h).  The
+		 * loop counts a prepared job in n_jobs before it lets go of
+		 * n_preparing, so no job falls between the two. */
+		if ((t->unloading || t->stopping) && !t->jobs && atomic_load(&t->n_jobs) == 0 &&
+		    atomic_load(&t->n_preparing) == 0)
 			break;
 		int n = 0;
 		if (exl_engine_has_work(t->eng)) {
@@ -296,6 +315,8 @@ struct exl_engine_thread *exl_engine_thread_start(struct exl_server *srv, struct
 	pthread_mutex_init(&t->mu, NULL);
 	atomic_init(&t->heartbeat_ns, exl_now_ns());
 	atomic_init(&t->n_jobs, 0);
+	atomic_init(&t->n_preparing, 0);
+	atomic_init(&t->refusing, 0);
 	t->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (t->efd < 0) {
 		snprintf(err, errlen, "eventfd: %s", strerror(errno));

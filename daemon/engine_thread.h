@@ -5,7 +5,9 @@
  *
  * Other threads talk to it only through its command queue (a mutex and an
  * eventfd): add a job, cancel a job or a connection's jobs, wake up
- * (a client freed ring room), unload, shut down.
+ * (a client freed ring room), unload, shut down.  A job arrives made: its
+ * prompt tokenized and its constraint compiled off the loop and off this
+ * thread (prep.h), so a huge prompt never stalls the model's streams.
  */
 #ifndef EXL_ENGINE_THREAD_H
 #define EXL_ENGINE_THREAD_H
@@ -39,6 +41,10 @@ struct exl_srv_job {
 	enum exl_stream stream;      /* RING, SOCKET or NONE */
 	bool return_text;
 	int n_vocab;
+	/* loop thread only: job is still being made (prep.h), not yet on
+	 * the engine; a cancel that came meanwhile */
+	bool preparing;
+	bool cancel_asked;
 	/* engine thread only */
 	bool paused;
 	uint64_t pause_need;         /* payload bytes of the chunk that did not fit */
@@ -58,7 +64,14 @@ struct exl_engine_thread {
 	struct exl_engine_stats stats;
 
 	atomic_uint_fast64_t heartbeat_ns; /* CLOCK_MONOTONIC of the last loop turn */
-	atomic_int n_jobs;           /* live jobs */
+	atomic_int n_jobs;           /* live jobs, and jobs posted but not yet run_add'ed */
+	/* Requests of this model being prepared (prep.h): while any is, the
+	 * thread does not exit, so the model and its tokenizer, which they
+	 * use, are not freed under them.  The loop counts them in and out. */
+	atomic_int n_preparing;
+	/* 0, or EXL_E_BUSY / EXL_E_SHUTDOWN once an unload / shutdown was
+	 * posted: requests not yet prepared are refused with it. */
+	atomic_int refusing;
 
 	/* engine thread only */
 	struct exl_srv_job *jobs;
@@ -81,6 +94,9 @@ int exl_engine_thread_cancel_sink(struct exl_engine_thread *t, struct exl_sink *
 int exl_engine_thread_unload(struct exl_engine_thread *t, bool cancel);
 /* Ends every job with reason shutdown; the thread exits. */
 int exl_engine_thread_shutdown(struct exl_engine_thread *t);
+/* Loop: a request counted in n_preparing is done with the model; the
+ * thread may exit after this (do not touch t again unless it has jobs). */
+void exl_engine_thread_prep_done(struct exl_engine_thread *t);
 void exl_engine_thread_wake(struct exl_engine_thread *t);
 
 /* Engine thread: drops an ended job from the live list. */

@@ -785,7 +785,7 @@ void exl_registry_pack_status(struct exl_registry *r, msgpack_packer *pk)
 		memset(&st, 0, sizeof(st));
 		if (e->et)
 			exl_engine_thread_stats(e->et, &st);
-		msgpack_pack_map(pk, 19);
+		msgpack_pack_map(pk, 20);
 		exl_pack_key(pk, "name");
 		exl_pack_cstr(pk, e->name);
 		exl_pack_key(pk, "state");
@@ -798,6 +798,8 @@ void exl_registry_pack_status(struct exl_registry *r, msgpack_packer *pk)
 		msgpack_pack_int(pk, st.queued);
 		exl_pack_key(pk, "jobs_suspended");
 		msgpack_pack_int(pk, st.suspended);
+		exl_pack_key(pk, "preparing");
+		msgpack_pack_int(pk, e->et ? atomic_load(&e->et->n_preparing) : 0);
 		exl_pack_key(pk, "tokens_generated");
 		msgpack_pack_uint64(pk, st.generated_tokens);
 		exl_pack_key(pk, "tokens_prompt");

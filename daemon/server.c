@@ -20,6 +20,7 @@
 #include "daemon/engine_thread.h"
 #include "daemon/log.h"
 #include "daemon/models_registry.h"
+#include "daemon/prep.h"
 #include "daemon/ring.h"
 #include "daemon/server.h"
 #include "daemon/sink.h"
@@ -34,6 +35,7 @@ struct exl_server {
 	struct exl_config cfg;
 	struct event_base *base;
 	struct exl_registry *reg;
+	struct exl_prep_pool *prep;
 
 	int listen_fd;
 	bool own_socket;              /* bound by us: unlink at exit */
@@ -79,6 +81,14 @@ struct event_base *exl_server_base(struct exl_server *s) { return s->base; }
 bool exl_server_draining(const struct exl_server *s) { return s->draining; }
 int exl_server_n_connections(const struct exl_server *s) { return s->n_conns; }
 uint64_t exl_server_next_job_id(struct exl_server *s) { return ++s->next_job_id; }
+struct exl_prep_pool *exl_server_prep_pool(struct exl_server *s) { return s->prep; }
+
+void exl_server_prep_room(struct exl_server *s)
+{
+	for (struct exl_conn *c = s->conns; c; c = c->next)
+		if (c->prep_blocked)
+			exl_conn_prep_unblock(c);
+}
 
 double exl_server_uptime(const struct exl_server *s)
 {
@@ -261,6 +271,9 @@ static void on_mail(evutil_socket_t fd, short what, void *arg)
 			break;
 		case EXL_MAIL_ENGINE_EXITED:
 			exl_registry_on_engine_exited(s->reg, (struct exl_engine_thread *)(uintptr_t)m->a);
+			break;
+		case EXL_MAIL_PREP_DONE:
+			exl_conn_prep_done(s, m->prep);
 			break;
 		}
 		if (m->sink)
@@ -677,6 +690,9 @@ static void free_server(struct exl_server *s)
 	while (s->conns)
 		exl_conn_close(s->conns);
 	close_listener(s);
+	/* Before the models go: the pool's threads may use them.  Idle by
+	 * now (each engine waited for its model's preparations). */
+	exl_prep_pool_free(s->prep);
 	/* The engines are gone (drained) or never started. */
 	exl_registry_free(s->reg);
 	/* Mail posted last (results of the drain) holds sink references. */
@@ -685,6 +701,8 @@ static void free_server(struct exl_server *s)
 		struct exl_mail *next = m->next;
 		if (m->sink)
 			exl_sink_unref(m->sink);
+		if (m->prep)
+			exl_prep_free(m->prep);
 		free(m);
 		m = next;
 	}
@@ -733,6 +751,11 @@ int exl_server_run(const struct exl_config *cfg)
 	s->reg = exl_registry_create(s, &s->cfg);
 	if (!s->base || s->mail_fd < 0 || !s->reg) {
 		exl_log(EXL_LOG_ERR, "setting up the event loop failed");
+		goto out;
+	}
+	s->prep = exl_prep_pool_create(s, err, sizeof(err));
+	if (!s->prep) {
+		exl_log(EXL_LOG_ERR, "%s", err);
 		goto out;
 	}
 	s->mail_ev = event_new(s->base, s->mail_fd, EV_READ | EV_PERSIST, on_mail, s);

@@ -3,10 +3,13 @@
  *
  * Threads: the event loop thread owns the sockets, the connections and the
  * model registry; each loaded model has an engine thread
- * (engine_thread.c); a load runs on a loader thread (models_registry.c).
- * They talk through mutex-protected queues with an eventfd each way: the
- * loop's mailbox (exl_server_post) and each engine thread's command queue.
- * A connection's sink (sink.h) is the one object both sides hold.
+ * (engine_thread.c); a load runs on a loader thread (models_registry.c);
+ * a small pool prepares requests whose cost grows with what the client
+ * sent (tokenize, detokenize, a generate's prompt and constraint: prep.h),
+ * so the loop never spends seconds on one client.  They talk through
+ * mutex-protected queues with an eventfd each way: the loop's mailbox
+ * (exl_server_post) and each engine thread's command queue.  A
+ * connection's sink (sink.h) is the one object both sides hold.
  */
 #ifndef EXL_SERVER_H
 #define EXL_SERVER_H
@@ -42,13 +45,17 @@ enum exl_mail_kind {
 	EXL_MAIL_LOAD_PROGRESS,  /* entry: a = bytes done, b = total */
 	EXL_MAIL_LOAD_DONE,      /* entry: the loader thread finished */
 	EXL_MAIL_ENGINE_EXITED,  /* entry: its engine thread ended */
+	EXL_MAIL_PREP_DONE,      /* prep: a request the pool prepared (prep.h) */
 };
+
+struct exl_prep;
 
 struct exl_mail {
 	struct exl_mail *next;
 	enum exl_mail_kind kind;
 	struct exl_sink *sink;          /* a reference, dropped by the loop */
 	struct exl_model_entry *entry;
+	struct exl_prep *prep;          /* the loop's from here on */
 	uint64_t a, b;
 };
 
@@ -74,6 +81,9 @@ double exl_server_uptime(const struct exl_server *s);
 void exl_server_nudge_engines(struct exl_server *s);
 /* A connection closed: cancel its jobs on every engine. */
 void exl_server_cancel_sink(struct exl_server *s, struct exl_sink *sink);
+struct exl_prep_pool *exl_server_prep_pool(struct exl_server *s);
+/* The pool took a result: connections waiting for room read again. */
+void exl_server_prep_room(struct exl_server *s);
 
 /* server.c <-> conn.c */
 struct exl_conn;
@@ -85,6 +95,10 @@ void exl_conn_flush_sink(struct exl_conn *c);
 /* Retries ring records that waited for room; true when some still wait. */
 bool exl_conn_retry_pending(struct exl_conn *c);
 bool exl_conn_output_empty(const struct exl_conn *c);
+/* EXL_MAIL_PREP_DONE: replies, or hands the job to its engine; frees p. */
+void exl_conn_prep_done(struct exl_server *s, struct exl_prep *p);
+/* Reads c again if it waited for room in the pool. */
+void exl_conn_prep_unblock(struct exl_conn *c);
 struct exl_conn *exl_sink_conn(struct exl_sink *sink);
 void exl_server_conn_closed(struct exl_server *s, struct exl_conn *c);
 void exl_server_want_retry(struct exl_server *s);
