@@ -1313,6 +1313,39 @@ out:
 
 /* ---- suspend: a client that stops reading ---- */
 
+/* The model's counters, read off the wire: tokens_prompt, and
+ * tokens_recomputed (-1 when this exld does not report it). */
+static int wire_counters(struct daemon *d, uint64_t *prompt, int64_t *recomputed)
+{
+	struct raw r = { .fd = -1 };
+	msgpack_sbuffer sb;
+	msgpack_unpacked up;
+	int ret = -1;
+
+	msgpack_sbuffer_init(&sb);
+	msgpack_unpacked_init(&up);
+	if (raw_open(d, &r))
+		goto out;
+	pack_req(&sb, "status", 0);
+	if (send_sb(&r, &sb) || raw_read(&r, &up) != 1)
+		goto out;
+	const msgpack_object *models = get(&up.data, "models");
+	if (!models || models->type != MSGPACK_OBJECT_ARRAY || models->via.array.size != 1)
+		goto out;
+	const msgpack_object *m = &models->via.array.ptr[0];
+	const msgpack_object *rc = get(m, "tokens_recomputed");
+
+	*prompt = u64_of(get(m, "tokens_prompt"));
+	*recomputed = rc ? (int64_t)u64_of(rc) : -1;
+	ret = *prompt == UINT64_MAX ? -1 : 0;
+out:
+	if (r.fd >= 0)
+		raw_close(&r);
+	msgpack_unpacked_destroy(&up);
+	msgpack_sbuffer_destroy(&sb);
+	return ret;
+}
+
 struct text_buf {
 	char *s;
 	size_t len, cap;
@@ -1334,14 +1367,16 @@ static int text_add(struct text_buf *b, const char *s, size_t n)
 	return 0;
 }
 
-/* Client A takes the whole KV pool with two long jobs and stops reading;
- * client B's short job must still run (A's jobs give their pages back
- * after suspend_after_ms), and when A reads again its jobs go on to
- * exactly the text they would have had: their KV is recomputed from their
- * tokens. */
+/* Client A reserves the whole KV pool with two long jobs and stops
+ * reading; client B's job must still run: A's jobs give up their
+ * reservations (after suspend_after_ms), and since B needs more pages than
+ * are free beside the ones they keep, one of them gives its pages back
+ * too.  When A reads again its jobs go on to exactly the text they would
+ * have had: the reclaimed one maps back what the prefix cache kept and
+ * recomputes the rest from its tokens. */
 static int test_suspend(void)
 {
-	enum { N_A = 2, N_LONG = 500, N_SHORT = 20 };
+	enum { N_A = 2, N_LONG = 500, N_B = 1015 };
 	struct daemon d;
 	struct exl_client *a = NULL, *b = NULL;
 	struct exl_connect_opts oa = { .ring_size = 65536, .timeout_ms = 30000 };
@@ -1351,7 +1386,8 @@ static int test_suspend(void)
 	struct exl_result r = { 0 };
 	struct text_buf got[N_A] = { { 0 } };
 	char *want[N_A] = { NULL }, *want_b = NULL, err[256], conf[128];
-	uint64_t job[N_A];
+	uint64_t job[N_A], prompt_tokens;
+	int64_t recomputed;
 	bool done[N_A] = { false };
 	int ret = 1, n_done = 0;
 
@@ -1361,12 +1397,13 @@ static int test_suspend(void)
 		want[i] = h_expected(model_path, prompts[i], N_LONG);
 		CHECK(want[i] != NULL, "exld run on '%s'", prompts[i]);
 	}
-	want_b = h_expected(model_path, prompts[5], N_SHORT);
+	want_b = h_expected(model_path, prompts[5], N_B);
 	CHECK(want_b != NULL, "exld run on '%s'", prompts[5]);
 	snprintf(conf, sizeof(conf), "%s/exld.conf", d.dir);
 	FILE *f = fopen(conf, "w");
 	CHECK(f != NULL, "writing %s", conf);
-	/* 32 pages of 32: two jobs of ~505 positions reserve all of them */
+	/* 32 pages of 32: two jobs of ~505 positions reserve all of them;
+	 * paused, they hold a few each, and B reserves all 32 */
 	fprintf(f, "kv_tokens = 1024\nkv_page_size = 32\nsuspend_after_ms = 300\n");
 	fclose(f);
 	const char *extra[] = { "--config", conf, NULL };
@@ -1389,8 +1426,8 @@ static int test_suspend(void)
 	printf("  A's %d jobs paused on its full ring; %d of %d KV pages free\n", N_A,
 	       ms.kv_pages_free, ms.kv_pages);
 
-	/* B: blocked until A's jobs give their pages back */
-	greedy(&p, N_SHORT);
+	/* B: blocked until A's jobs give up their reservations and pages */
+	greedy(&p, N_B);
 	CHECK(exl_generate(b, &p, prompts[5], &r) == 0,
 	      "B's job did not run while A held the pool: %s", exl_errmsg(b));
 	CHECK(!strcmp(r.text, want_b), "B's text '%s' != exld run '%s'", r.text, want_b);
@@ -1406,7 +1443,7 @@ static int test_suspend(void)
 	printf("  B's job ran while A did not read (%d of %d KV pages free after it)\n",
 	       ms.kv_pages_free, ms.kv_pages);
 
-	/* A reads again: its jobs recompute their KV and finish */
+	/* A reads again: its jobs map or recompute their KV and finish */
 	while (n_done < N_A) {
 		struct exl_event ev;
 		int i;
@@ -1428,7 +1465,12 @@ static int test_suspend(void)
 		CHECK(got[i].s && !strcmp(got[i].s, want[i]),
 		      "A's job %d after its suspension:\n'%s'\n!= exld run\n'%s'", i,
 		      got[i].s ? got[i].s : "", want[i]);
-	printf("  A read again: both jobs finished with exld run's %d-token text\n", N_LONG);
+	/* B reserved the whole pool, so it ran only once A's jobs gave their
+	 * pages back; how many positions they recomputed depends on what of
+	 * their pages B (which may stop at EOS) left in the prefix cache. */
+	CHECK(wire_counters(&d, &prompt_tokens, &recomputed) == 0, "status");
+	printf("  A read again: both jobs finished with exld run's %d-token text (%lld positions "
+	       "recomputed)\n", N_LONG, (long long)recomputed);
 	CHECK(h_stop(&d) == 0, "exld did not exit 0");
 	ret = 0;
 out:
