@@ -24,7 +24,8 @@ void exl_config_defaults(struct exl_config *c)
 	c->max_batch_tokens = 512;
 	c->prefill_chunk = 256;
 	c->max_running_jobs = 64;
-	c->suspend_after_ms = 1000;
+	c->suspend_after_ms = 0;
+	c->resume_yield_ms = 1000;
 	c->step_target_ms = 1000;
 	c->max_jobs_per_uid = 64;
 	c->max_new_tokens = 4096;
@@ -292,6 +293,10 @@ int exl_config_set(struct exl_config *c, const char *key, const char *v, char *e
 		if (parse_long(key, v, 0, 86400000, &x, err, errlen))
 			return -1;
 		c->suspend_after_ms = (int)x;
+	} else if (!strcmp(key, "resume_yield_ms")) {
+		if (parse_long(key, v, 0, 86400000, &x, err, errlen))
+			return -1;
+		c->resume_yield_ms = (int)x;
 	} else if (!strcmp(key, "max_jobs_per_uid")) {
 		if (parse_long(key, v, 0, 1000000, &x, err, errlen))
 			return -1;

@@ -34,7 +34,9 @@ struct exl_config {
 	int max_batch_tokens;           /* engine: tokens per forward pass */
 	int prefill_chunk;              /* engine: prompt tokens of one job per step */
 	int max_running_jobs;           /* engine: admitted jobs per model */
-	int suspend_after_ms;           /* engine: a paused job keeps its KV this long while others wait */
+	int suspend_after_ms;           /* engine: a paused job keeps its slot this long while others wait */
+	int resume_yield_ms;            /* engine: a suspended job that can go on lets fresh ones go
+					 * first this long */
 	int step_target_ms;             /* engine: prompt chunks cut so a step takes about this long */
 	int max_jobs_per_uid;           /* concurrent jobs of one uid */
 	int max_new_tokens;             /* per job */

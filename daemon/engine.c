@@ -1,5 +1,19 @@
 /* Continuous batching: admission by KV pages, one forward pass per step over
- * every job that can advance, then sampling and streaming per job. */
+ * every job that can advance, then sampling and streaming per job.
+ *
+ * Admission and clients that stop reading.  A job whose consumer's ring is
+ * full is paused: it stays admitted, with its slot, its reservation (the
+ * pages it still needs to reach its full length) and its KV pages, so that
+ * it goes on at once when its consumer reads.  When the queue's head
+ * cannot be admitted, paused jobs give up their slot and their reservation
+ * (they are suspended) but keep their pages, longest paused first, until
+ * the head fits; only when that is not enough do suspended jobs give their
+ * pages back too (reclaimed), longest suspended first.  Reclaimed pages
+ * that are full stay registered in the prefix cache, so a reclaimed job
+ * that resumes maps back what no one has overwritten since and recomputes
+ * the rest.  A suspended job whose consumer reads again queues behind the
+ * jobs that never ran, for at most resume_yield seconds (see enqueue).  See
+ * docs/configuration.md, "A client that stops reading: admission". */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,11 +53,17 @@ struct exl_engine {
 	int cap_queue;
 	struct exl_job **active;   /* in admission order */
 	int n_active;
-	/* Jobs whose consumer stopped reading and that gave their KV pages and
-	 * their slot back while others waited (see suspend_idle). */
+	/* Jobs whose consumer stopped reading and that gave their slot and
+	 * reservation back while others waited; they keep their KV pages until
+	 * reclaimed (see make_room). */
 	struct exl_job **suspended;
 	int n_suspended;
 	int cap_suspended;
+	/* make_room's scratch: the paused jobs it may suspend, and per page
+	 * the references they and the other jobs out of the batch hold (all
+	 * zero between calls) */
+	struct exl_job **cand;
+	int32_t *held_refs;
 
 	/* the batch being built */
 	int32_t *tokens;
@@ -63,6 +83,7 @@ struct exl_engine {
 
 	uint64_t prompt_tokens;
 	uint64_t generated_tokens;
+	uint64_t recomputed_tokens; /* positions computed again after a reclaim */
 	uint64_t steps;
 	struct rate_mark marks[RATE_WINDOW];
 	int n_marks;
@@ -75,7 +96,8 @@ void exl_engine_config_init(struct exl_engine_config *c)
 	c->prefill_chunk = 256;
 	c->max_jobs = 64;
 	c->max_seq_len = 0;
-	c->suspend_after = 1.0;
+	c->suspend_after = 0.0;
+	c->resume_yield = 1.0;
 	c->step_target = 0.0;
 }
 
@@ -123,6 +145,11 @@ struct exl_engine *exl_engine_create(struct exl_model *m, struct exl_kvcache *kv
 			 c->suspend_after);
 		return NULL;
 	}
+	if (!(c->resume_yield >= 0.0 && c->resume_yield <= 86400.0)) {
+		snprintf(err, errlen, "resume_yield must be in [0, 86400] seconds (got %g)",
+			 c->resume_yield);
+		return NULL;
+	}
 	e = calloc(1, sizeof(*e));
 	if (!e)
 		goto oom;
@@ -139,7 +166,10 @@ struct exl_engine *exl_engine_create(struct exl_model *m, struct exl_kvcache *kv
 	e->want = malloc((size_t)c->max_batch_tokens * sizeof(*e->want));
 	e->seqs = malloc(2 * (size_t)c->max_jobs * sizeof(*e->seqs));
 	e->bj = malloc((size_t)c->max_jobs * sizeof(*e->bj));
-	if (!e->active || !e->tokens || !e->seq || !e->want || !e->seqs || !e->bj)
+	e->cand = malloc((size_t)c->max_jobs * sizeof(*e->cand));
+	e->held_refs = calloc((size_t)e->n_pages, sizeof(*e->held_refs));
+	if (!e->active || !e->tokens || !e->seq || !e->want || !e->seqs || !e->bj || !e->cand ||
+	    !e->held_refs)
 		goto oom;
 	return e;
 oom:
@@ -161,6 +191,8 @@ void exl_engine_free(struct exl_engine *e)
 	free(e->want);
 	free(e->seqs);
 	free(e->bj);
+	free(e->cand);
+	free(e->held_refs);
 	free(e->logits);
 	free(e);
 }
@@ -185,6 +217,33 @@ static int64_t job_pages(const struct exl_job *job, int g, int page_size)
 	for (int i = 0; i < job->n_seqs; i++)
 		n += pages_for(seq_positions(job->seq[i].prompt_len, g), page_size);
 	return n;
+}
+
+/* Queues job by its t_rank, behind every job of the same or an earlier
+ * rank; -1 when out of memory.  A fresh job ranks by when it was added.  A
+ * suspended job that can go on again ranks resume_yield seconds after that
+ * moment (requeue_suspended): jobs that never ran go ahead of it, which is
+ * what keeps clients that keep stopping from delaying everyone, but only
+ * those that come within resume_yield, so it cannot starve either. */
+static int enqueue(struct exl_engine *e, struct exl_job *job)
+{
+	int at = e->n_queue;
+
+	if (e->n_queue == e->cap_queue) {
+		int cap = e->cap_queue * 2 + 16;
+		struct exl_job **q = realloc(e->queue, (size_t)cap * sizeof(*q));
+
+		if (!q)
+			return -1;
+		e->queue = q;
+		e->cap_queue = cap;
+	}
+	while (at > 0 && e->queue[at - 1]->t_rank > job->t_rank)
+		at--;
+	memmove(e->queue + at + 1, e->queue + at, (size_t)(e->n_queue - at) * sizeof(*e->queue));
+	e->queue[at] = job;
+	e->n_queue++;
+	return 0;
 }
 
 int exl_engine_add(struct exl_engine *e, struct exl_job *job, char *err, size_t errlen)
@@ -227,21 +286,14 @@ int exl_engine_add(struct exl_engine *e, struct exl_job *job, char *err, size_t 
 		}
 		g = lo;
 	}
-	if (e->n_queue == e->cap_queue) {
-		int cap = e->cap_queue * 2 + 16;
-		struct exl_job **q = realloc(e->queue, (size_t)cap * sizeof(*q));
-
-		if (!q) {
-			snprintf(err, errlen, "out of memory queueing the job");
-			return -1;
-		}
-		e->queue = q;
-		e->cap_queue = cap;
+	job->t_added = exl_now_s();
+	job->t_rank = job->t_added;
+	if (enqueue(e, job)) {
+		snprintf(err, errlen, "out of memory queueing the job");
+		return -1;
 	}
 	job->gen_limit = g;
 	job->state = EXL_JOB_QUEUED;
-	job->t_added = exl_now_s();
-	e->queue[e->n_queue++] = job;
 	return 0;
 }
 
@@ -254,6 +306,17 @@ static int seq_outstanding(const struct exl_engine *e, const struct exl_job *job
 	return exl_kv_seq_pages_needed(e->kv, &q->kv, full - q->kv.n_pos);
 }
 
+static int64_t job_outstanding(const struct exl_engine *e, const struct exl_job *job)
+{
+	int64_t n = 0;
+
+	for (int i = 0; i < job->n_seqs; i++)
+		n += seq_outstanding(e, job, i);
+	return n;
+}
+
+/* The admitted jobs' reservations: what the running ones still have to
+ * take.  Suspended jobs reserve nothing. */
 static int64_t outstanding(const struct exl_engine *e)
 {
 	int64_t n = 0;
@@ -261,40 +324,29 @@ static int64_t outstanding(const struct exl_engine *e)
 	for (int j = 0; j < e->n_active; j++) {
 		const struct exl_job *job = e->active[j];
 
-		if (job->state != EXL_JOB_RUNNING)
-			continue;
-		for (int i = 0; i < job->n_seqs; i++)
-			n += seq_outstanding(e, job, i);
+		if (job->state == EXL_JOB_RUNNING)
+			n += job_outstanding(e, job);
 	}
 	return n;
 }
 
-static bool try_admit(struct exl_engine *e, struct exl_job *job)
+/* Whether a job that needs `need` more pages would be admitted now. */
+static bool fits(const struct exl_engine *e, int64_t need)
 {
-	int64_t need = 0;
-
-	for (int i = 0; i < job->n_seqs; i++) {
-		struct exl_gen_seq *q = &job->seq[i];
-
-		exl_kv_seq_share_prefix(e->kv, &q->kv, q->tokens, q->n_tokens);
-		need += seq_outstanding(e, job, i);
-	}
-	if (exl_kvcache_free_pages(e->kv) - outstanding(e) < need) {
-		exl_job_release_kv(job, e->kv);
-		return false;
-	}
-	job->kv = e->kv;
-	job->state = EXL_JOB_RUNNING;
-	if (job->t_started == 0.0) {
-		/* the first admission; a suspended job coming back keeps its own */
-		job->cached_tokens = job->seq[0].kv.n_pos;
-		job->t_started = exl_now_s();
-	}
-	return true;
+	return e->n_active < e->cfg.max_jobs &&
+	       exl_kvcache_free_pages(e->kv) - outstanding(e) >= need;
 }
 
-/* The job leaves the engine: KV back, on_done.  Not for jobs in active[]
- * (see finish_active). */
+static bool holds_kv(const struct exl_job *job)
+{
+	for (int i = 0; i < job->n_seqs; i++)
+		if (job->seq[i].kv.n_pages)
+			return true;
+	return false;
+}
+
+/* The job leaves the engine: KV back, on_done.  The caller has taken it
+ * out of the active, queued or suspended list. */
 static void finish(struct exl_engine *e, struct exl_job *job)
 {
 	exl_job_release_kv(job, e->kv);
@@ -377,7 +429,7 @@ static void deliver_all(struct exl_engine *e)
 }
 
 /* Notes when each admitted job was first seen paused (its consumer's ring
- * full), so that suspend_idle can tell a slow reader from a gone one. */
+ * full), so that make_room can tell how long it has been. */
 static void note_paused(struct exl_engine *e, double now)
 {
 	for (int j = 0; j < e->n_active; j++) {
@@ -390,54 +442,214 @@ static void note_paused(struct exl_engine *e, double now)
 	}
 }
 
-/* A job whose consumer has not made room for suspend_after seconds gives
- * its KV pages and its slot back, so that a client that stops reading
- * cannot hold the pool (and everyone queued behind it) for as long as it
- * likes.  Its tokens stay; when its consumer reads again it queues again
- * (in its original order) and, once admitted, recomputes its KV from them.
- * The forward pass gives every position the same values whatever else is
- * in the batch, so the continuation is the one it would have had.  Returns
- * how many jobs it suspended. */
-static int suspend_idle(struct exl_engine *e, double now)
+/* A paused job may give up its slot once its consumer has had no room for
+ * suspend_after seconds (0 by default: at once, since it keeps its pages). */
+static bool suspendable(const struct exl_engine *e, const struct exl_job *job, double now)
 {
-	int n = 0;
+	return atomic_load(&job->paused) && job->t_paused != 0.0 &&
+	       now - job->t_paused >= e->cfg.suspend_after;
+}
 
-	for (int j = 0; j < e->n_active;) {
-		struct exl_job *job = e->active[j];
+/* Suspends active[j]: it gives up its slot and its reservation and keeps
+ * its pages (until reclaim).  Its tokens stay; when its consumer reads it
+ * queues again (requeue_suspended).  -1 when out of memory (it stays). */
+static int suspend(struct exl_engine *e, int j, double now)
+{
+	struct exl_job *job = e->active[j];
 
-		if (!atomic_load(&job->paused) || job->t_paused == 0.0 ||
-		    now - job->t_paused < e->cfg.suspend_after) {
-			j++;
-			continue;
+	if (e->n_suspended == e->cap_suspended) {
+		int cap = e->cap_suspended * 2 + 8;
+		struct exl_job **s = realloc(e->suspended, (size_t)cap * sizeof(*s));
+
+		if (!s)
+			return -1;
+		e->suspended = s;
+		e->cap_suspended = cap;
+	}
+	remove_active(e, j);
+	job->kv = NULL;
+	if (job->state == EXL_JOB_RUNNING)
+		job->state = EXL_JOB_QUEUED;
+	job->t_suspended = now;
+	e->suspended[e->n_suspended++] = job;
+	return 0;
+}
+
+/* A job out of the batch gives its pages back.  Full ones stay in the
+ * prefix cache until something else needs them, so once admitted again it
+ * maps back what is left of them (try_admit) and recomputes the rest: the
+ * forward pass gives every position the same values whatever else is in
+ * the batch, so the continuation is the one it would have had. */
+static void reclaim(struct exl_engine *e, struct exl_job *job)
+{
+	for (int i = 0; i < job->n_seqs; i++) {
+		struct exl_gen_seq *q = &job->seq[i];
+
+		if (q->kv.n_pos > q->n_had)
+			q->n_had = q->kv.n_pos;
+	}
+	exl_job_release_kv(job, e->kv);
+}
+
+/* One pass of reclaimable() over job's pages: pass 0 counts its references
+ * in held_refs; pass 1 counts, once each, the pages every reference of
+ * which was counted, and clears held_refs. */
+static int64_t tally_job(struct exl_engine *e, const struct exl_job *job, int pass)
+{
+	int64_t n = 0;
+
+	for (int i = 0; i < job->n_seqs; i++) {
+		const struct exl_kv_seq *s = &job->seq[i].kv;
+
+		for (int k = 0; k < s->n_pages; k++) {
+			int32_t p = s->pages[k];
+
+			if (pass == 0) {
+				e->held_refs[p]++;
+				continue;
+			}
+			if (!e->held_refs[p])
+				continue;
+			if (e->held_refs[p] == exl_kvcache_page_refcount(e->kv, p))
+				n++;
+			e->held_refs[p] = 0;
 		}
-		if (e->n_suspended == e->cap_suspended) {
-			int cap = e->cap_suspended * 2 + 8;
-			struct exl_job **s = realloc(e->suspended, (size_t)cap * sizeof(*s));
-
-			if (!s)
-				break; /* it stays admitted; admission waits as before */
-			e->suspended = s;
-			e->cap_suspended = cap;
-		}
-		remove_active(e, j);
-		exl_job_release_kv(job, e->kv);
-		job->kv = NULL;
-		if (job->state == EXL_JOB_RUNNING)
-			job->state = EXL_JOB_QUEUED;
-		e->suspended[e->n_suspended++] = job;
-		n++;
 	}
 	return n;
 }
 
+/* Pages that would come free if cand[0..n_cand), every suspended job and
+ * every queued job but head gave their pages back: those no other
+ * sequence (a running job's, head's shared prefix) references too. */
+static int64_t reclaimable(struct exl_engine *e, const struct exl_job *head, int n_cand)
+{
+	int64_t n = 0;
+
+	for (int pass = 0; pass < 2; pass++) {
+		for (int k = 0; k < n_cand; k++)
+			n += tally_job(e, e->cand[k], pass);
+		for (int k = 0; k < e->n_suspended; k++)
+			n += tally_job(e, e->suspended[k], pass);
+		for (int k = 0; k < e->n_queue; k++)
+			if (e->queue[k] != head)
+				n += tally_job(e, e->queue[k], pass);
+	}
+	return n;
+}
+
+/* The job whose pages go first: the one suspended longest ago, then the
+ * queued ones from the back of the queue (they would run soonest last). */
+static struct exl_job *reclaim_victim(const struct exl_engine *e, const struct exl_job *head)
+{
+	struct exl_job *v = NULL;
+
+	for (int k = 0; k < e->n_suspended; k++) {
+		struct exl_job *job = e->suspended[k];
+
+		if (holds_kv(job) && (!v || job->t_suspended < v->t_suspended))
+			v = job;
+	}
+	for (int k = e->n_queue - 1; !v && k >= 0; k--)
+		if (e->queue[k] != head && holds_kv(e->queue[k]))
+			v = e->queue[k];
+	return v;
+}
+
+/* head needs a slot and `need` pages more than are free beside the
+ * running jobs' reservations.  When suspending the paused jobs and taking
+ * back the pages of every job out of the batch would make it fit, does
+ * the least of that which does, cheapest first: paused jobs give up their
+ * slot and reservation, longest paused first (they keep their pages, so
+ * this costs them nothing but their place); then suspended jobs give
+ * their pages back, longest suspended first (they recompute what the
+ * prefix cache loses meanwhile).  Otherwise changes nothing: head waits
+ * for running jobs to pause or end.  Returns whether head fits now. */
+static bool make_room(struct exl_engine *e, const struct exl_job *head, int64_t need)
+{
+	double now = exl_now_s();
+	int64_t rest = 0;      /* reservations of the jobs that would stay */
+	int n_cand = 0;
+
+	for (int j = 0; j < e->n_active; j++) {
+		struct exl_job *job = e->active[j];
+
+		if (suspendable(e, job, now))
+			e->cand[n_cand++] = job;
+		else if (job->state == EXL_JOB_RUNNING)
+			rest += job_outstanding(e, job);
+	}
+	if (e->n_active - n_cand >= e->cfg.max_jobs ||
+	    exl_kvcache_free_pages(e->kv) + reclaimable(e, head, n_cand) - rest < need)
+		return false;
+	while (!fits(e, need)) {
+		int best = -1, j;
+
+		for (int k = 0; k < n_cand; k++)
+			if (e->cand[k] && (best < 0 || e->cand[k]->t_paused < e->cand[best]->t_paused))
+				best = k;
+		if (best < 0)
+			break;
+		for (j = 0; e->active[j] != e->cand[best]; j++)
+			;
+		if (suspend(e, j, now))
+			return false; /* out of memory: head waits, as before */
+		e->cand[best] = NULL;
+	}
+	while (!fits(e, need)) {
+		struct exl_job *v = reclaim_victim(e, head);
+
+		if (!v)
+			break;
+		reclaim(e, v);
+	}
+	return fits(e, need);
+}
+
+/* Admits the queue's head when its slot and its whole remaining length fit
+ * (making room as make_room may).  A fresh job, or one whose pages were
+ * reclaimed, first maps the longest prefix of its tokens (prompt and
+ * output) that the prefix cache still holds. */
+static bool try_admit(struct exl_engine *e, struct exl_job *job)
+{
+	bool kept = holds_kv(job);
+	int64_t need = 0;
+
+	for (int i = 0; i < job->n_seqs; i++) {
+		struct exl_gen_seq *q = &job->seq[i];
+
+		if (!kept)
+			exl_kv_seq_share_prefix(e->kv, &q->kv, q->tokens, q->n_tokens);
+		need += seq_outstanding(e, job, i);
+	}
+	if (!fits(e, need) && !make_room(e, job, need)) {
+		if (!kept)
+			exl_job_release_kv(job, e->kv);
+		return false;
+	}
+	for (int i = 0; i < job->n_seqs; i++) {
+		struct exl_gen_seq *q = &job->seq[i];
+
+		if (q->n_had > q->kv.n_pos)
+			e->recomputed_tokens += (uint64_t)(q->n_had - q->kv.n_pos);
+		q->n_had = 0;
+	}
+	job->kv = e->kv;
+	job->state = EXL_JOB_RUNNING;
+	if (job->t_started == 0.0) {
+		/* the first admission; a suspended job coming back keeps its own */
+		job->cached_tokens = job->seq[0].kv.n_pos;
+		job->t_started = exl_now_s();
+	}
+	return true;
+}
+
 /* Suspended jobs whose consumer has room again: an ended one delivers its
- * last chunk and leaves; the others go back into the queue, before every
- * job that was added after them. */
+ * last chunk and leaves; the others queue again, behind the jobs that
+ * never ran for at most resume_yield seconds (enqueue). */
 static void requeue_suspended(struct exl_engine *e)
 {
 	for (int j = 0; j < e->n_suspended;) {
 		struct exl_job *job = e->suspended[j];
-		int at = 0;
 
 		if (atomic_load(&job->paused) || !exl_job_deliver(job)) {
 			j++;
@@ -448,23 +660,11 @@ static void requeue_suspended(struct exl_engine *e)
 			finish(e, job);
 			continue;
 		}
-		if (e->n_queue == e->cap_queue) {
-			int cap = e->cap_queue * 2 + 16;
-			struct exl_job **q = realloc(e->queue, (size_t)cap * sizeof(*q));
-
-			if (!q) {
-				j++;
-				continue; /* it tries again next step */
-			}
-			e->queue = q;
-			e->cap_queue = cap;
+		job->t_rank = exl_now_s() + e->cfg.resume_yield;
+		if (enqueue(e, job)) {
+			j++;
+			continue; /* out of memory: it tries again next step */
 		}
-		while (at < e->n_queue && e->queue[at]->t_added <= job->t_added)
-			at++;
-		memmove(e->queue + at + 1, e->queue + at,
-			(size_t)(e->n_queue - at) * sizeof(*e->queue));
-		e->queue[at] = job;
-		e->n_queue++;
 		job->t_paused = 0.0;
 		remove_suspended(e, j);
 	}
@@ -472,24 +672,14 @@ static void requeue_suspended(struct exl_engine *e)
 
 static void admit(struct exl_engine *e)
 {
-	bool suspended = false;
-
 	requeue_suspended(e);
 	note_paused(e, exl_now_s());
-	while (e->n_queue) {
+	/* In order: the head is not overtaken, so it cannot starve. */
+	while (e->n_queue && try_admit(e, e->queue[0])) {
 		struct exl_job *job = e->queue[0];
 
-		/* In order: a large job at the head is not overtaken, so it
-		 * cannot starve. */
-		if (e->n_active < e->cfg.max_jobs && try_admit(e, job)) {
-			remove_queued(e, 0);
-			e->active[e->n_active++] = job;
-			continue;
-		}
-		/* No slot or no pages: the idle jobs make room, once. */
-		if (suspended || !suspend_idle(e, exl_now_s()))
-			break;
-		suspended = true;
+		remove_queued(e, 0);
+		e->active[e->n_active++] = job;
 	}
 }
 
@@ -777,6 +967,7 @@ void exl_engine_stats(const struct exl_engine *e, struct exl_engine_stats *st)
 	st->queued = e->n_queue;
 	st->prompt_tokens = e->prompt_tokens;
 	st->generated_tokens = e->generated_tokens;
+	st->recomputed_tokens = e->recomputed_tokens;
 	st->steps = e->steps;
 	st->kv_pages_free = exl_kvcache_free_pages(e->kv);
 	st->kv_pages_total = e->n_pages;

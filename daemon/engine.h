@@ -11,10 +11,11 @@
  * needs; until then it stays queued, in order.  A job whose prompt leaves
  * no room in the context (max_seq_len) or does not fit the whole pool is
  * refused by exl_engine_add; one whose prompt + max_new_tokens is longer
- * gets what fits and ends with reason max_context.  A job whose consumer has not
- * read for suspend_after seconds while others wait gives its pages and
- * its slot back and queues again when its consumer reads (suspend_idle in
- * engine.c).
+ * gets what fits and ends with reason max_context.  A job whose consumer is
+ * full (paused) gives up its slot and reservation as soon as the queue's
+ * head needs them, keeping its pages until the head needs those too; it
+ * queues again when its consumer reads, behind fresh jobs for at most
+ * resume_yield seconds (make_room and enqueue in engine.c).
  *
  * The engine uses a model and a KV cache it does not own.  Everything here
  * runs on the one engine thread (the model, the cache and the jobs belong
@@ -39,7 +40,10 @@ struct exl_engine_config {
 	int prefill_chunk;    /* 256: prompt tokens of one job per step */
 	int max_jobs;         /* 64: running (admitted) jobs; more wait queued */
 	int max_seq_len;      /* 0: the model's training context; prompt + output bound */
-	double suspend_after; /* 1.0: seconds a paused job keeps its KV while others wait */
+	double suspend_after; /* 0: seconds a paused job keeps its slot and reservation
+			       * while the queue's head waits for them */
+	double resume_yield;  /* 1.0: seconds a suspended job that can go on again lets
+			       * jobs that never ran go ahead of it */
 	double step_target;   /* 0 (off): seconds a step should take; prompt chunks are cut
 			       * to fit at the measured cost of a token */
 };
@@ -82,10 +86,11 @@ void exl_engine_end_all(struct exl_engine *e, enum exl_stop_reason reason);
 struct exl_engine_stats {
 	int active;               /* admitted jobs (running, prefilling or paused) */
 	int paused;               /* of active: consumer full (suspended ones included) */
-	int suspended;            /* of paused: gave their KV pages back */
+	int suspended;            /* of paused: gave their slot back (their pages go when needed) */
 	int queued;               /* waiting for admission */
 	uint64_t prompt_tokens;   /* totals since creation */
 	uint64_t generated_tokens;
+	uint64_t recomputed_tokens; /* positions computed again after their pages were reclaimed */
 	uint64_t steps;
 	double tokens_per_s;      /* generated tokens per second over the last few seconds */
 	double prompt_tokens_per_s;

@@ -17,6 +17,8 @@ struct exl_gen_seq {
 	int n_tokens;
 	int cap_tokens;
 	int prompt_len;
+	int n_had;        /* engine: positions of K/V it had when a suspended job's
+			   * pages were reclaimed (for tokens_recomputed) */
 };
 
 /* What the generator remembers per generated token, for rewinding and for
@@ -148,6 +150,8 @@ struct exl_job {
 	double t_first;
 	double t_end;
 	double t_paused;           /* engine: first seen paused; 0 while not */
+	double t_suspended;        /* engine: when it last gave up its slot */
+	double t_rank;             /* engine: its place in the queue (engine.c, enqueue) */
 };
 
 

@@ -278,6 +278,7 @@ static void *loader_main(void *arg)
 	ec.prefill_chunk = c->prefill_chunk;
 	ec.max_jobs = c->max_running_jobs;
 	ec.suspend_after = c->suspend_after_ms / 1000.0;
+	ec.resume_yield = c->resume_yield_ms / 1000.0;
 	ec.step_target = c->step_target_ms / 1000.0;
 	e->eng = exl_engine_create(e->model, e->kv, &ec, err, sizeof(err));
 	if (!e->eng) {
@@ -804,6 +805,8 @@ void exl_registry_pack_status(struct exl_registry *r, msgpack_packer *pk)
 		msgpack_pack_uint64(pk, st.generated_tokens);
 		exl_pack_key(pk, "tokens_prompt");
 		msgpack_pack_uint64(pk, st.prompt_tokens);
+		exl_pack_key(pk, "tokens_recomputed");
+		msgpack_pack_uint64(pk, st.recomputed_tokens);
 		exl_pack_key(pk, "steps");
 		msgpack_pack_uint64(pk, st.steps);
 		exl_pack_key(pk, "tok_s");

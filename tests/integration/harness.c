@@ -153,6 +153,12 @@ bool h_wait_notify(struct daemon *d, const char *what, int timeout_ms)
 	return true;
 }
 
+void h_sleep_notify(struct daemon *d, int ms)
+{
+	/* nothing the daemon sends contains this */
+	h_wait_notify(d, "\x01", ms);
+}
+
 /* A sanitizer build's daemon reports into its log and (UBSan) may still
  * exit 0: any report fails the test. */
 static int sanitizer_report(struct daemon *d)

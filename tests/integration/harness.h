@@ -49,6 +49,10 @@ int h_start_wrapped(struct daemon *d, const char *const *wrapper, const char *mo
 		    const char *const *extra);
 /* Waits up to timeout_ms for a notify datagram containing what. */
 bool h_wait_notify(struct daemon *d, const char *what, int timeout_ms);
+/* Sleeps ms while reading the daemon's notify datagrams: it sends a STATUS=
+ * line whenever its figures change (every 2 s while it works), and once
+ * the socket's queue is full sd_notify blocks the daemon's event loop. */
+void h_sleep_notify(struct daemon *d, int ms);
 /* SIGTERM and wait: the exit status (or -1 on a signal / timeout). */
 int h_stop(struct daemon *d);
 void h_cleanup(struct daemon *d);

@@ -3,6 +3,7 @@
  * tokens, banned strings (also a character spelled by byte tokens), token
  * healing, min_new_tokens, CFG, prompt options, sampler settings, batch
  * reproducibility, cancel from another thread, KV admission, pause/resume,
+ * suspension (pages kept, then reclaimed; fresh jobs first),
  * the filter hook, prefix sharing, chunked prefill and per-token
  * probabilities; a copy of the model with a NaN weight ends its job with an
  * error naming the non-finite logits.
@@ -1010,6 +1011,145 @@ static void case_pause(void)
 	free(other);
 }
 
+/* ---- suspension: a paused job and the queue ---- */
+
+/* Steps until r has paused (its consumer said PAUSE). */
+static void step_until_paused(struct env *e, struct rec *r)
+{
+	char err[256];
+
+	for (int guard = 0; !r->paused_once; guard++) {
+		if (guard > 100000)
+			DIE("the job never paused");
+		if (exl_engine_step(e->eng, err, sizeof(err)) < 0)
+			DIE("step: %s", err);
+	}
+}
+
+/* A paused job gives up its slot and reservation as soon as a queued job
+ * needs them, but keeps its pages: resumed, it recomputes nothing.  When
+ * the queued job needs its pages too, they are reclaimed; resumed, it maps
+ * back the full pages the prefix cache kept and recomputes the rest.
+ * Either way it ends with the text it has alone. */
+static void case_suspend(void)
+{
+	struct exl_gen_settings s;
+	struct rec *ref = new_rec(), *a = new_rec(), *b = new_rec();
+	struct exl_engine_stats st;
+
+	greedy(&s, 60);
+	run_one(&s, "Once upon a time", NULL, ref);
+	for (int round = 0; round < 2; round++) {
+		/* 6 pages of 16; A reserves 4 (5 + 59 positions) */
+		struct env e = make_env(96, 16, NULL);
+		bool reclaim = round == 1;
+
+		memset(a, 0, sizeof(*a));
+		memset(b, 0, sizeof(*b));
+		a->top_sorted = b->top_sorted = true;
+		/* paused holding 1 page (8 positions), or 2 (24) */
+		a->pause_at = reclaim ? 20 : 4;
+		greedy(&s, 60);
+		struct exl_job *ja = job_text(&s, "Once upon a time", NULL, a);
+
+		add(&e, ja);
+		step_until_paused(&e, a);
+		/* B reserves 4 pages (3 + 59 positions), or 5 (3 + 69): with A's
+		 * reservation neither fits; beside A's pages only the first does */
+		greedy(&s, reclaim ? 70 : 60);
+		struct exl_job *jb = job_text(&s, "The dog", NULL, b);
+
+		add(&e, jb);
+		run_until(&e, &b, 1);
+		exl_engine_stats(e.eng, &st);
+		CHECK(st.suspended == 1 && a->n_done == 0, "round %d: %d suspended while B ran",
+		      round, st.suspended);
+		exl_job_resume(ja);
+		run_until(&e, &a, 1);
+		exl_engine_stats(e.eng, &st);
+		CHECK(!strcmp(a->rtext, ref->rtext), "round %d: suspended job '%s' vs alone '%s'",
+		      round, a->rtext, ref->rtext);
+		check_consistent(a);
+		if (!reclaim)
+			CHECK(st.recomputed_tokens == 0, "kept pages, yet %llu positions recomputed",
+			      (unsigned long long)st.recomputed_tokens);
+		else
+			CHECK(st.recomputed_tokens > 0 && st.recomputed_tokens < 16,
+			      "reclaimed: %llu positions recomputed (want the part after its "
+			      "cached full page: 1..15)", (unsigned long long)st.recomputed_tokens);
+		printf("  round %d: %llu positions recomputed\n", round,
+		       (unsigned long long)st.recomputed_tokens);
+		exl_job_free(ja);
+		exl_job_free(jb);
+		free_env(&e);
+	}
+	free(ref);
+	free(a);
+	free(b);
+}
+
+/* One slot: A pauses, B takes the slot, A's consumer reads again while B
+ * runs, then fresh C comes.  With resume_yield 10 s, C goes before A; with
+ * 0, A (ready before C came) goes first. */
+static void case_suspend_order(void)
+{
+	struct exl_gen_settings s;
+	struct exl_engine_config cfg;
+
+	for (int round = 0; round < 2; round++) {
+		struct rec *a = new_rec(), *b = new_rec(), *c = new_rec();
+		struct rec *all[3] = { a, b, c };
+		bool yield = round == 0;
+		char err[256];
+
+		exl_engine_config_init(&cfg);
+		cfg.max_jobs = 1;
+		cfg.resume_yield = yield ? 10.0 : 0.0;
+		struct env e = make_env(2048, 16, &cfg);
+
+		a->pause_at = 3;
+		greedy(&s, 20);
+		struct exl_job *ja = job_text(&s, "Once upon a time", NULL, a);
+		struct exl_job *jb = job_text(&s, "The dog", NULL, b);
+		struct exl_job *jc = job_text(&s, "Lily liked to", NULL, c);
+
+		add(&e, ja);
+		step_until_paused(&e, a);
+		add(&e, jb);
+		if (exl_engine_step(e.eng, err, sizeof(err)) <= 0)
+			DIE("step: %s", err);
+		CHECK(b->n_chunks > 0 || b->n_done, "round %d: B did not take A's slot", round);
+		exl_job_resume(ja);
+		if (exl_engine_step(e.eng, err, sizeof(err)) < 0)
+			DIE("step: %s", err);
+		add(&e, jc);
+		int a_chunks = a->n_chunks;
+
+		run_until(&e, &b, 1);
+		CHECK(a->n_chunks == a_chunks, "round %d: A ran beside B with one slot", round);
+		/* B is done: the next step admits C or A */
+		for (int k = 0; k < 3; k++)
+			if (exl_engine_step(e.eng, err, sizeof(err)) < 0)
+				DIE("step: %s", err);
+		if (yield)
+			CHECK(c->n_chunks > 0 && a->n_chunks == a_chunks,
+			      "resume_yield 10 s: fresh C should go first (C %d chunks, A %d more)",
+			      c->n_chunks, a->n_chunks - a_chunks);
+		else
+			CHECK(a->n_chunks > a_chunks && c->n_chunks == 0,
+			      "resume_yield 0: A, ready first, should go first (A %d more chunks, C %d)",
+			      a->n_chunks - a_chunks, c->n_chunks);
+		run_until(&e, all, 3);
+		exl_job_free(ja);
+		exl_job_free(jb);
+		exl_job_free(jc);
+		free_env(&e);
+		free(a);
+		free(b);
+		free(c);
+	}
+}
+
 /* ---- the filter hook: lowercase letters and spaces only, complete
  * after 8 tokens ---- */
 
@@ -1916,6 +2056,8 @@ static const struct tcase cases[] = {
 	{ "cancel", case_cancel },
 	{ "kv_wait", case_kv_wait },
 	{ "pause", case_pause },
+	{ "suspend", case_suspend },
+	{ "suspend_order", case_suspend_order },
 	{ "filter", case_filter },
 	{ "prefix", case_prefix },
 	{ "probs", case_probs },

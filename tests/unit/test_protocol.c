@@ -818,6 +818,8 @@ static void test_config(void)
 		   "max_batch_tokens = 256\n"
 		   "prefill_chunk = 128\n"
 		   "max_running_jobs = 8\n"
+		   "suspend_after_ms = 250\n"
+		   "resume_yield_ms = 0\n"
 		   "max_jobs_per_uid = 2\n"
 		   "max_new_tokens = 100\n"
 		   "uid_limit = 1000 5 50\n"
@@ -832,6 +834,8 @@ static void test_config(void)
 	CHECK(c.n_load == 3 && !strcmp(c.load[2], "c"), "load list");
 	CHECK(c.threads == 3 && c.kv_tokens == 4096 && c.kv_page_size == 64, "numbers");
 	CHECK(c.max_batch_tokens == 256 && c.prefill_chunk == 128 && c.max_running_jobs == 8, "engine");
+	CHECK(c.suspend_after_ms == 250 && c.resume_yield_ms == 0, "suspend_after_ms %d, "
+	      "resume_yield_ms %d", c.suspend_after_ms, c.resume_yield_ms);
 	CHECK(c.max_message == 1u << 20 && c.ring_size == 256u << 10 && c.max_connections == 10, "sizes");
 	CHECK(!strcmp(c.device, "cuda:1"), "device");
 	int jobs, toks;
