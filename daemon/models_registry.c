@@ -786,7 +786,7 @@ void exl_registry_pack_status(struct exl_registry *r, msgpack_packer *pk)
 		memset(&st, 0, sizeof(st));
 		if (e->et)
 			exl_engine_thread_stats(e->et, &st);
-		msgpack_pack_map(pk, 20);
+		msgpack_pack_map(pk, 21); /* 15 here, 6 in pack_memory */
 		exl_pack_key(pk, "name");
 		exl_pack_cstr(pk, e->name);
 		exl_pack_key(pk, "state");
