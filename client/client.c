@@ -205,7 +205,15 @@ int exl_cl_read_msg(struct exl_client *c, int timeout_ms, msgpack_unpacked *up)
 			return exl_cl_fail(c, EXL_E_PROTOCOL, "exld sent a message nested deeper "
 					   "than %d or of 2^32 values", EXL_MAX_DEPTH);
 		if (sr == EXL_SCAN_DONE) {
+			/* An unpacker that failed is left inside a message: it
+			 * must not go on from there, through bytes the scan
+			 * never framed. */
+			if (c->unp_broken)
+				return exl_cl_fail(c, EXL_E_PROTOCOL, "a message from exld could not "
+						   "be read earlier: the stream is lost");
 			msgpack_unpack_return r = msgpack_unpacker_next(&c->unp, up);
+			if (r != MSGPACK_UNPACK_SUCCESS)
+				c->unp_broken = true;
 			if (r == MSGPACK_UNPACK_NOMEM_ERROR)
 				return exl_cl_fail(c, EXL_E_NOMEM, "out of memory reading a message of "
 						   "%zu bytes", len);

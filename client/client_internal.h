@@ -29,6 +29,7 @@ struct exl_client {
 	uint64_t next_id;
 	msgpack_unpacker unp;
 	struct exl_scan scan;           /* how much of the next message has come */
+	bool unp_broken;                /* msgpack-c failed a message: its state is lost */
 	int recv_fds[2];                /* fds that came with the hello reply */
 	int n_recv_fds;
 

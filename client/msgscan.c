@@ -101,12 +101,17 @@ enum exl_scan_result exl_scan_limits(struct exl_scan *s, const uint8_t *buf, siz
 			return EXL_SCAN_TOO_LARGE;
 		if (s->pos + hdr + payload > len)
 			return EXL_SCAN_NEED;
-		s->pos += hdr + (size_t)payload;
-		if (++s->values > max_values)
+		/* Every refusal comes before the state moves, so that asking
+		 * again gives the same answer.  It used to count the value
+		 * first: each call after a refusal went one header further,
+		 * until it "completed" a message in the middle of another one
+		 * (libexlclient, reading on after a refusal, then had
+		 * msgpack-c unpack from there: found by fuzz_ring). */
+		if ((uint64_t)s->values + 1 > max_values || (children && s->depth >= EXL_MAX_DEPTH))
 			return EXL_SCAN_TOO_LARGE;
+		s->pos += hdr + (size_t)payload;
+		s->values++;
 		if (children) {
-			if (s->depth >= EXL_MAX_DEPTH)
-				return EXL_SCAN_TOO_LARGE;
 			s->remain[s->depth++] = (uint32_t)children;
 			continue;
 		}

@@ -32,8 +32,10 @@ enum exl_scan_result {
 
 /* Continues scanning the message at the start of buf (len bytes buffered so
  * far).  Resumable: call again with the same state and more bytes.  After
- * EXL_SCAN_DONE the state is reset for the next message.  At most max
- * bytes and max_values values (every value at every level). */
+ * EXL_SCAN_DONE the state is reset for the next message; after
+ * EXL_SCAN_INVALID or EXL_SCAN_TOO_LARGE it is left as it was, so every
+ * later call says the same.  At most max bytes and max_values values
+ * (every value at every level). */
 enum exl_scan_result exl_scan_limits(struct exl_scan *s, const uint8_t *buf, size_t len,
 				     size_t max, uint32_t max_values, size_t *msg_len);
 

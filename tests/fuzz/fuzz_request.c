@@ -9,8 +9,9 @@
  * stream stops where the daemon would close the connection.  It aborts
  * when
  *   - exl_scan fed the stream in pieces (as reads deliver it) does not
- *     frame it exactly as it does whole, or frames a message msgpack-c
- *     does not read as one value of that length;
+ *     frame it exactly as it does whole, frames a message msgpack-c does
+ *     not read as one value of that length, or, asked again after
+ *     refusing, does not refuse again;
  *   - a refusal has no message or a code that is not on the wire, or its
  *     error reply does not unpack to {op: "error", id, code, message} with
  *     the request's id echoed and a message of valid UTF-8;
@@ -372,6 +373,13 @@ int fuzz_one(const uint8_t *data, size_t size)
 		if (pr != r || (r == EXL_SCAN_DONE && plen != len))
 			broken("exl_scan read %zu bytes at %zu: %d (%zu bytes) whole, %d (%zu bytes) in "
 			       "pieces", left, off, (int)r, len, (int)pr, plen);
+		if (r == EXL_SCAN_INVALID || r == EXL_SCAN_TOO_LARGE) {
+			/* a refusal is final: asked again, the scan says it again */
+			enum exl_scan_result again = exl_scan(&whole, data + off, left, MAX_MESSAGE, &len);
+			if (again != r)
+				broken("exl_scan refused (%d) at %zu, then said %d", (int)r, off,
+				       (int)again);
+		}
 		if (r != EXL_SCAN_DONE)
 			break; /* need more, not msgpack, or too large: the connection ends */
 		if (len == 0 || len > left)

@@ -403,6 +403,22 @@ static void test_claimed_counts(void)
 	CHECK(exl_next(c, &ev, 0) == EXL_E_CLOSED, "a claimed 2^32 - 1 items: '%s'", exl_errmsg(c));
 	close(peer);
 	exl_close(c);
+	/* Nesting over the limit, refused; then bytes that would complete a
+	 * message in its middle, and a claim of 2^32 - 1 items.  The client
+	 * used to go on after the refusal, let msgpack-c unpack from inside
+	 * the refused message (msgpack-c nests to 32) and reach the claim:
+	 * every later read must be refused as well (found by fuzz_ring). */
+	c = socket_client(&peer);
+	uint8_t deep[EXL_MAX_DEPTH + 12 + 24 + sizeof(arr32)];
+	memset(deep, 0x81, EXL_MAX_DEPTH + 12);
+	memset(deep + EXL_MAX_DEPTH + 12, 0x33, 24);
+	memcpy(deep + EXL_MAX_DEPTH + 12 + 24, arr32, sizeof(arr32));
+	CHECK(write(peer, deep, sizeof(deep)) == (ssize_t)sizeof(deep), "write");
+	for (int i = 0; i < 40; i++)
+		CHECK(exl_next(c, &ev, 0) == EXL_E_PROTOCOL && strstr(exl_errmsg(c), "nested deeper"),
+		      "read %d after a message nested too deep: '%s'", i, exl_errmsg(c));
+	close(peer);
+	exl_close(c);
 	/* a map claiming 2^32 - 1 entries: over 2^32 values, refused at once */
 	c = socket_client(&peer);
 	CHECK(write(peer, map32, sizeof(map32)) == (ssize_t)sizeof(map32), "write");
