@@ -181,6 +181,7 @@ struct stream {
 	struct exl_client *c;
 	int peer;                 /* the daemon's end of the socket */
 	uint64_t wpos, start;
+	uint64_t max_pub;         /* the furthest write_pos the client was shown */
 	bool honest;              /* only what a correct daemon writes, so far */
 	uint64_t records;         /* records written (any kind) */
 	uint64_t messages;        /* socket messages sent (upper bound) */
@@ -242,10 +243,18 @@ static void put_rec(struct stream *s, uint16_t type, uint16_t flags, uint64_t jo
 	s->records++;
 }
 
+/* Shows the client write_pos w (true or not). */
+static void show_wpos(struct stream *s, uint64_t w)
+{
+	__atomic_store_n(&s->hdr->write_pos, w, __ATOMIC_RELEASE);
+	__atomic_fetch_add(&s->hdr->seq, 1, __ATOMIC_RELEASE);
+	if (w > s->max_pub)
+		s->max_pub = w;
+}
+
 static void publish(struct stream *s)
 {
-	__atomic_store_n(&s->hdr->write_pos, s->wpos, __ATOMIC_RELEASE);
-	__atomic_fetch_add(&s->hdr->seq, 1, __ATOMIC_RELEASE);
+	show_wpos(s, s->wpos);
 }
 
 /* One logical record, split as the daemon splits it; false when the
@@ -410,6 +419,9 @@ static void cmd_scribble(struct stream *s, struct in *in)
 		uint8_t *h = (uint8_t *)s->hdr + 64;
 		for (uint8_t i = 0; i < n; i++)
 			h[(off + i) % 24] = b[i];
+		uint64_t w = __atomic_load_n(&s->hdr->write_pos, __ATOMIC_ACQUIRE);
+		if (w > s->max_pub)
+			s->max_pub = w;
 	} else {
 		for (uint8_t i = 0; i < n; i++)
 			s->data[(off + i) & MASK] = b[i];
@@ -429,8 +441,7 @@ static void cmd_wpos(struct stream *s, struct in *in)
 	case 3: w = s->wpos + SIZE + 16; break;
 	default: w = s->wpos + 16 * (v & 0xff); break; /* past what was written */
 	}
-	__atomic_store_n(&s->hdr->write_pos, w, __ATOMIC_RELEASE);
-	__atomic_fetch_add(&s->hdr->seq, 1, __ATOMIC_RELEASE);
+	show_wpos(s, w);
 	if (kind & 0x80)
 		s->wpos = w & ~(uint64_t)15; /* and go on writing from there */
 	s->honest = false;
@@ -760,7 +771,7 @@ static void run_stream(struct in *in)
 	s.hdr->hdr_size = EXL_RING_HDR_SIZE;
 	s.hdr->data_size = SIZE;
 	s.hdr->max_record = MAX_RECORD;
-	s.start = s.wpos = start_pos(in);
+	s.start = s.wpos = s.max_pub = start_pos(in);
 	s.hdr->write_pos = s.wpos;
 	s.ctrl->read_pos = s.wpos;
 
@@ -803,9 +814,11 @@ static void run_stream(struct in *in)
 		}
 	}
 	/* Take what is left.  Every event uses up a record (16 bytes at
-	 * least) or a socket message, or is one set aside: more than that
-	 * is a client making events up, or going round in circles. */
-	uint64_t bound = (s.wpos - s.start) / 16 + s.messages + s.held + 4;
+	 * least, of those the client was shown) or a socket message, or is
+	 * one set aside: more than that is a client making events up, or
+	 * going round in circles. */
+	uint64_t shown = s.max_pub > s.wpos ? s.max_pub : s.wpos;
+	uint64_t bound = (shown - s.start) / 16 + s.messages + s.held + 4;
 	uint64_t got = 0;
 	s.nexts = 0;
 	while (next(&s, false))
@@ -1180,7 +1193,10 @@ static void run_map(struct in *in)
 	uint8_t cs = u8(in);
 	uint64_t ctrl_file = ctrl_sizes[cs % 5];
 	unsigned data_seals = seals_from(u8(in), true), ctrl_seals = seals_from(u8(in), false);
+	/* where the client starts reading: near the start, or anywhere */
 	struct exl_ring_ctrl ctl = { .read_pos = (uint64_t)(u16(in) & 0x0fff) * 16 };
+	if (fl & 8)
+		ctl.read_pos = u64(in);
 
 	int dfd = make_memfd("fuzz-ring", data_file, &h, sizeof(h), data_seals);
 	int cfd = make_memfd("fuzz-ctrl", ctrl_file, &ctl, sizeof(ctl), ctrl_seals);
