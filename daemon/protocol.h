@@ -3,7 +3,8 @@
  * msgpack encoding helpers replies use.  The spec is docs/protocol.md.
  *
  * Pure functions over buffers: no sockets, no threads, so the fuzz target
- * (tests/fuzz/fuzz_request.c) drives exactly this code.
+ * (tests/fuzz/fuzz_request.c) drives exactly this code.  Framing (exl_scan)
+ * is client/msgscan.h, which libexlclient uses too.
  */
 #ifndef EXL_PROTOCOL_H
 #define EXL_PROTOCOL_H
@@ -14,30 +15,8 @@
 #include <stdint.h>
 
 #include "exl_wire.h"
+#include "common/msgscan.h"
 #include "daemon/generator.h"
-
-/* ---- framing ---- */
-
-/* Where a scan of one message stands; zero it to start. */
-struct exl_scan {
-	size_t pos;        /* bytes of the message accounted for */
-	uint32_t values;
-	int depth;
-	uint32_t remain[EXL_MAX_DEPTH];
-};
-
-enum exl_scan_result {
-	EXL_SCAN_NEED = 0,      /* the message is not complete yet */
-	EXL_SCAN_DONE = 1,      /* *msg_len bytes form one msgpack value */
-	EXL_SCAN_INVALID = 2,   /* not msgpack */
-	EXL_SCAN_TOO_LARGE = 3, /* over max bytes, EXL_MAX_VALUES or EXL_MAX_DEPTH */
-};
-
-/* Continues scanning the message at the start of buf (len bytes buffered so
- * far).  Resumable: call again with the same state and more bytes.  After
- * EXL_SCAN_DONE the state is reset for the next message. */
-enum exl_scan_result exl_scan(struct exl_scan *s, const uint8_t *buf, size_t len, size_t max,
-			      size_t *msg_len);
 
 /* ---- requests ---- */
 

@@ -183,14 +183,41 @@ int exl_cl_read_msg(struct exl_client *c, int timeout_ms, msgpack_unpacked *up)
 	int64_t deadline = timeout_ms > 0 ? exl_now_ms() + timeout_ms : 0;
 
 	for (;;) {
-		msgpack_unpack_return r = msgpack_unpacker_next(&c->unp, up);
-		if (r == MSGPACK_UNPACK_SUCCESS) {
+		/* Unpacked only once all of it is here: msgpack-c allocates
+		 * for a container as soon as it reads its declared count, so a
+		 * few bytes claiming 2^32 entries would have it ask for
+		 * hundreds of GiB (found by fuzz_ring; client/msgscan.h). */
+		size_t len = 0;
+		enum exl_scan_result sr =
+			exl_scan_limits(&c->scan, (const uint8_t *)c->unp.buffer + c->unp.off,
+					c->unp.used - c->unp.off, SIZE_MAX, UINT32_MAX, &len);
+		if (sr == EXL_SCAN_INVALID)
+			return exl_cl_fail(c, EXL_E_PROTOCOL,
+					   "exld sent bytes that are not msgpack");
+		if (sr == EXL_SCAN_TOO_LARGE)
+			return exl_cl_fail(c, EXL_E_PROTOCOL, "exld sent a message nested deeper "
+					   "than %d or of 2^32 values", EXL_MAX_DEPTH);
+		if (sr == EXL_SCAN_DONE) {
+			/* An unpacker that failed is left inside a message: it
+			 * must not go on from there, through bytes the scan
+			 * never framed. */
+			if (c->unp_broken)
+				return exl_cl_fail(c, EXL_E_PROTOCOL, "a message from exld could not "
+						   "be read earlier: the stream is lost");
+			msgpack_unpack_return r = msgpack_unpacker_next(&c->unp, up);
+			if (r != MSGPACK_UNPACK_SUCCESS)
+				c->unp_broken = true;
+			if (r == MSGPACK_UNPACK_NOMEM_ERROR)
+				return exl_cl_fail(c, EXL_E_NOMEM, "out of memory reading a message of "
+						   "%zu bytes", len);
+			if (r != MSGPACK_UNPACK_SUCCESS)
+				return exl_cl_fail(c, EXL_E_PROTOCOL,
+						   "exld sent bytes that are not msgpack");
 			if (up->data.type != MSGPACK_OBJECT_MAP)
-				return exl_cl_fail(c, EXL_E_PROTOCOL, "exld sent a message that is not a map");
+				return exl_cl_fail(c, EXL_E_PROTOCOL,
+						   "exld sent a message that is not a map");
 			return EXL_OK;
 		}
-		if (r != MSGPACK_UNPACK_CONTINUE)
-			return exl_cl_fail(c, EXL_E_PROTOCOL, "exld sent bytes that are not msgpack");
 		int wait = timeout_ms;
 		if (timeout_ms > 0) {
 			int64_t left = deadline - exl_now_ms();

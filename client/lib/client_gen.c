@@ -537,8 +537,14 @@ static int done_record_event(struct exl_client *c, const uint8_t *p, size_t len,
 			     struct exl_event *ev)
 {
 	msgpack_unpacked up;
-	size_t off = 0;
+	struct exl_scan scan;
+	size_t off = 0, n = 0;
 
+	/* one whole value, framed first: msgpack-c would allocate for the
+	 * counts a container claims before finding the bytes missing */
+	memset(&scan, 0, sizeof(scan));
+	if (exl_scan_limits(&scan, p, len, len, UINT32_MAX, &n) != EXL_SCAN_DONE || n != len)
+		return exl_cl_fail(c, EXL_E_PROTOCOL, "a result record that is not a msgpack map");
 	msgpack_unpacked_init(&up);
 	if (msgpack_unpack_next(&up, (const char *)p, len, &off) != MSGPACK_UNPACK_SUCCESS ||
 	    up.data.type != MSGPACK_OBJECT_MAP) {
@@ -560,25 +566,30 @@ static int ring_event(struct exl_client *c, struct exl_event *ev, bool *got)
 	*got = false;
 	int r = exl_cl_ring_peek(c, &h, &p, &len);
 	if (r <= 0)
-		return r ? r : EXL_OK;
+		return r ? EXL_E_PROTOCOL : EXL_OK;
 	if (h.flags & EXL_REC_F_MORE) {
 		size_t total = 0;
 		uint64_t job = h.job;
 		uint16_t type = h.type;
 		for (;;) {
-			if (grow((void **)&c->frag, &c->frag_cap, total + len, 1))
-				return exl_cl_fail(c, EXL_E_NOMEM, "out of memory joining a record");
-			memcpy(c->frag + total, p, len);
-			total += len;
+			/* an empty piece adds nothing (c->frag may not exist yet) */
+			if (len) {
+				if (grow((void **)&c->frag, &c->frag_cap, total + len, 1))
+					return exl_cl_fail(c, EXL_E_NOMEM,
+							   "out of memory joining a record");
+				memcpy(c->frag + total, p, len);
+				total += len;
+			}
 			if (!(h.flags & EXL_REC_F_MORE))
 				break;
 			r = exl_cl_ring_peek(c, &h, &p, &len);
 			if (r < 0)
-				return r;
+				return EXL_E_PROTOCOL;
 			if (r == 0 || h.job != job || h.type != type)
 				return exl_cl_fail(c, EXL_E_PROTOCOL, "a split record is incomplete");
 		}
-		p = c->frag;
+		if (total)
+			p = c->frag; /* else the last piece's (empty) payload */
 		len = total;
 	}
 	*got = true;

@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "exlclient.h"
+#include "common/msgscan.h"
 
 struct exl_held;
 
@@ -27,6 +28,8 @@ struct exl_client {
 	bool features_listed;           /* the hello had the list (maybe empty) */
 	uint64_t next_id;
 	msgpack_unpacker unp;
+	struct exl_scan scan;           /* how much of the next message has come */
+	bool unp_broken;                /* msgpack-c failed a message: its state is lost */
 	int recv_fds[2];                /* fds that came with the hello reply */
 	int n_recv_fds;
 
@@ -124,7 +127,8 @@ void exl_cl_held_free_all(struct exl_client *c);
 /* client_ring.c */
 int exl_cl_ring_map(struct exl_client *c, int data_fd, int ctrl_fd);
 void exl_cl_ring_unmap(struct exl_client *c);
-/* The next record, or 0 when the ring is empty. */
+/* 1 and the next record, 0 when the ring is empty, or -1 when what the
+ * daemon wrote cannot be read (why in c->err: an EXL_E_PROTOCOL). */
 int exl_cl_ring_peek(struct exl_client *c, struct exl_rec_hdr *h, const uint8_t **payload,
 		     size_t *len);
 void exl_cl_ring_release(struct exl_client *c);

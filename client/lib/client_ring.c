@@ -1,7 +1,10 @@
 /* libexlclient: the shared-memory ring, consumer side (the protocol is in
  * exl_wire.h and docs/protocol.md). */
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <linux/futex.h>
 #include <stdatomic.h>
 #include <string.h>
@@ -13,11 +16,33 @@
 
 #include "client/lib/client_internal.h"
 
+/* A file the daemon could still shrink under our mapping would turn a later
+ * read or write of it into SIGBUS instead of an error: both memfds must be
+ * sealed against shrinking (exld seals them before it hands them over).
+ * Checked before their sizes, which the seal then keeps. */
+static int sealed(struct exl_client *c, int fd, const char *what)
+{
+	int seals = fcntl(fd, F_GET_SEALS);
+
+	if (seals < 0 || !(seals & F_SEAL_SHRINK))
+		return exl_cl_fail(c, EXL_E_PROTOCOL, "the %s memfd is not sealed against shrinking",
+				   what);
+	return EXL_OK;
+}
+
 int exl_cl_ring_map(struct exl_client *c, int data_fd, int ctrl_fd)
 {
-	struct stat st;
+	struct stat st, cst;
 	struct exl_ring_hdr h;
 
+	if (sealed(c, data_fd, "ring") || sealed(c, ctrl_fd, "control page"))
+		return EXL_E_PROTOCOL;
+	/* the control page is written: all of the page mapped must be file */
+	if (fstat(ctrl_fd, &cst) < 0)
+		return exl_cl_fail(c, EXL_E_IO, "the ring's control page: %s", strerror(errno));
+	if (cst.st_size < (off_t)EXL_CTRL_SIZE)
+		return exl_cl_fail(c, EXL_E_PROTOCOL, "the ring's control page is %lld bytes, not %u",
+				   (long long)cst.st_size, EXL_CTRL_SIZE);
 	if (fstat(data_fd, &st) < 0 || st.st_size < (off_t)EXL_RING_HDR_SIZE)
 		return exl_cl_fail(c, EXL_E_PROTOCOL, "the ring fd is not a ring");
 	if (pread(data_fd, &h, sizeof(h), 0) != (ssize_t)sizeof(h))
@@ -81,6 +106,21 @@ void exl_cl_ring_release(struct exl_client *c)
 	}
 }
 
+/* A ring that cannot be read: -1, and why in c->err.  (A status code would
+ * be positive, which callers would take for a record.) */
+#if defined(__GNUC__) || defined(__clang__)
+__attribute__((format(printf, 2, 3)))
+#endif
+static int ring_broken(struct exl_client *c, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(c->err, sizeof(c->err), fmt, ap);
+	va_end(ap);
+	return -1;
+}
+
 int exl_cl_ring_peek(struct exl_client *c, struct exl_rec_hdr *h, const uint8_t **payload,
 		     size_t *len)
 {
@@ -89,14 +129,14 @@ int exl_cl_ring_peek(struct exl_client *c, struct exl_rec_hdr *h, const uint8_t 
 		if (wp == c->rp)
 			return 0;
 		if (wp - c->rp > c->size || (c->rp & (EXL_REC_ALIGN - 1)))
-			return exl_cl_fail(c, EXL_E_PROTOCOL, "ring positions are inconsistent");
+			return ring_broken(c, "ring positions are inconsistent");
 		uint32_t off = (uint32_t)(c->rp & (c->size - 1));
 		if (off + sizeof(*h) > c->size)
-			return exl_cl_fail(c, EXL_E_PROTOCOL, "ring record header crosses the end");
+			return ring_broken(c, "ring record header crosses the end");
 		memcpy(h, c->data + off, sizeof(*h));
 		uint64_t sz = exl_rec_size(h->len);
 		if (off + sz > c->size || sz > wp - c->rp)
-			return exl_cl_fail(c, EXL_E_PROTOCOL, "ring record of %u bytes overruns", h->len);
+			return ring_broken(c, "ring record of %u bytes overruns", h->len);
 		if (h->type == EXL_REC_PAD) {
 			c->rp += sz;
 			c->release_pending = true;

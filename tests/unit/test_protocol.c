@@ -121,6 +121,26 @@ static void test_scan(void)
 	static const uint8_t bad[] = { 0x82, 0xa1, 'a', 0xc1 };
 	memset(&s, 0, sizeof(s));
 	CHECK(exl_scan(&s, bad, sizeof(bad), 1 << 20, &len) == EXL_SCAN_INVALID, "0xc1");
+	CHECK(exl_scan(&s, bad, sizeof(bad), 1 << 20, &len) == EXL_SCAN_INVALID, "0xc1 again");
+
+	/* A refusal is final: asking again gives it again.  The scan used to
+	 * move one header on per call after refusing too deep a nesting,
+	 * until it "completed" a message inside the one it had refused
+	 * (found by fuzz_ring: libexlclient went on reading from there). */
+	uint8_t deeper[EXL_MAX_DEPTH + 12 + 24];
+	memset(deeper, 0x81, EXL_MAX_DEPTH + 12);  /* {k: {k: ... */
+	memset(deeper + EXL_MAX_DEPTH + 12, 0x33, 24);
+	memset(&s, 0, sizeof(s));
+	for (int i = 0; i < 40; i++)
+		CHECK(exl_scan(&s, deeper, sizeof(deeper), 1 << 20, &len) == EXL_SCAN_TOO_LARGE,
+		      "call %d after refusing %d nested maps", i, EXL_MAX_DEPTH + 12);
+	static const uint8_t three[] = { 0x93, 1, 2, 3 };
+	memset(&s, 0, sizeof(s));
+	CHECK(exl_scan_limits(&s, three, sizeof(three), 1 << 20, 4, &len) == EXL_SCAN_DONE &&
+	      len == sizeof(three), "[1, 2, 3] in 4 values");
+	for (int i = 0; i < 5; i++)
+		CHECK(exl_scan_limits(&s, three, sizeof(three), 1 << 20, 3, &len) ==
+		      EXL_SCAN_TOO_LARGE, "call %d: [1, 2, 3] in 3 values", i);
 
 	/* scalars and empty containers are whole messages */
 	static const uint8_t scalars[] = { 0x05, 0xc0, 0x80, 0x90, 0xcb, 1, 2, 3, 4, 5, 6, 7, 8 };

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "client/lib/client_internal.h"
@@ -215,10 +216,243 @@ static void test_futex(void)
 	exl_ring_free(r);
 }
 
+/* ---- what a daemon hands over: refused unless it cannot change under us ---- */
+
+/* A memfd of size bytes starting with head, with seals added. */
+static int memfd_with(uint64_t size, const void *head, size_t head_len, unsigned seals)
+{
+	int fd = memfd_create("test-ring", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+
+	if (fd < 0 || ftruncate(fd, (off_t)size) ||
+	    (head_len && pwrite(fd, head, head_len, 0) != (ssize_t)head_len) ||
+	    (seals && fcntl(fd, F_ADD_SEALS, seals))) {
+		fprintf(stderr, "making a memfd: %s\n", strerror(errno));
+		exit(1);
+	}
+	return fd;
+}
+
+/* Maps a hand-made ring: data_seals / ctrl_seals on its memfds and a
+ * control page of ctrl_size bytes.  Returns exl_cl_ring_map's status. */
+static int map_handmade(unsigned data_seals, unsigned ctrl_seals, uint64_t ctrl_size, char *err,
+			size_t errlen)
+{
+	struct exl_ring_hdr h = { .magic = EXL_RING_MAGIC, .version = EXL_PROTOCOL_VERSION,
+				  .hdr_size = EXL_RING_HDR_SIZE, .data_size = EXL_RING_SIZE_MIN,
+				  .max_record = EXL_RING_SIZE_MIN / 4 };
+	int dfd = memfd_with(EXL_RING_HDR_SIZE + EXL_RING_SIZE_MIN, &h, sizeof(h), data_seals);
+	int cfd = memfd_with(ctrl_size, NULL, 0, ctrl_seals);
+	struct exl_client c;
+
+	memset(&c, 0, sizeof(c));
+	c.fd = -1;
+	int rc = exl_cl_ring_map(&c, dfd, cfd);
+	snprintf(err, errlen, "%s", c.err);
+	if (rc == EXL_OK) {
+		/* what exld does next cannot hurt: it cannot shrink either file */
+		CHECK(ftruncate(dfd, 0) < 0 && ftruncate(cfd, 0) < 0, "a mapped ring could shrink");
+		exl_cl_ring_arm_poll(&c);
+		CHECK(!exl_cl_ring_nonempty(&c), "a new ring with records");
+		exl_cl_ring_disarm(&c);
+		exl_cl_ring_unmap(&c);
+	} else {
+		CHECK(c.hdr == NULL && c.ctrl == NULL, "a refused ring left mapped");
+	}
+	close(dfd);
+	close(cfd);
+	return rc;
+}
+
+/* Found by fuzz_ring: a daemon could hand over a control page shorter than
+ * the page the client maps, or memfds it can still shrink; the client's
+ * next write to the control page, or read of the ring, was then SIGBUS. */
+static void test_map_refusals(void)
+{
+	const unsigned data_seals = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_FUTURE_WRITE | F_SEAL_SEAL;
+	const unsigned ctrl_seals = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL;
+	char err[512];
+	int rc;
+
+	rc = map_handmade(data_seals, ctrl_seals, EXL_CTRL_SIZE, err, sizeof(err));
+	CHECK(rc == EXL_OK, "exld's own seals and sizes refused: %s", err);
+	rc = map_handmade(data_seals, ctrl_seals, 0, err, sizeof(err));
+	CHECK(rc == EXL_E_PROTOCOL && strstr(err, "control page is 0 bytes"),
+	      "an empty control page: %d '%s'", rc, err);
+	rc = map_handmade(data_seals, ctrl_seals, EXL_CTRL_SIZE - 1, err, sizeof(err));
+	CHECK(rc == EXL_E_PROTOCOL && strstr(err, "control page is 4095 bytes"),
+	      "a short control page: %d '%s'", rc, err);
+	rc = map_handmade(0, ctrl_seals, EXL_CTRL_SIZE, err, sizeof(err));
+	CHECK(rc == EXL_E_PROTOCOL && strstr(err, "ring memfd is not sealed against shrinking"),
+	      "an unsealed ring: %d '%s'", rc, err);
+	rc = map_handmade(data_seals & ~(unsigned)F_SEAL_SHRINK, ctrl_seals, EXL_CTRL_SIZE, err,
+			  sizeof(err));
+	CHECK(rc == EXL_E_PROTOCOL, "a ring that can shrink: %d '%s'", rc, err);
+	rc = map_handmade(data_seals, F_SEAL_GROW, EXL_CTRL_SIZE, err, sizeof(err));
+	CHECK(rc == EXL_E_PROTOCOL && strstr(err, "control page memfd is not sealed"),
+	      "a control page that can shrink: %d '%s'", rc, err);
+	/* only shrinking matters: a ring sealed against that alone is taken */
+	rc = map_handmade(F_SEAL_SHRINK, F_SEAL_SHRINK, EXL_CTRL_SIZE, err, sizeof(err));
+	CHECK(rc == EXL_OK, "sealed against shrinking only: %s", err);
+}
+
+/* ---- records a daemon got wrong ---- */
+
+/* Found by fuzz_ring: exl_cl_ring_peek reported a broken ring with a
+ * positive status, which its callers took for "a record": exl_next then
+ * read the payload pointer and length it never set (a split record whose
+ * next piece overran the ring crashed it).  Broken is -1 now, and
+ * exl_next's EXL_E_PROTOCOL. */
+static void test_broken_records(void)
+{
+	char err[256];
+	struct exl_ring *r = exl_ring_create(EXL_RING_SIZE_MIN, err, sizeof(err));
+	struct exl_client c;
+	struct exl_event ev;
+	struct exl_rec_hdr h;
+	const uint8_t *p;
+	size_t len;
+
+	CHECK(r != NULL, "create: %s", err);
+	if (!r)
+		return;
+	memset(&c, 0, sizeof(c));
+	c.fd = -1;
+	CHECK(exl_cl_ring_map(&c, r->data_fd, r->ctrl_fd) == EXL_OK, "map: %s", c.err);
+
+	/* write_pos more than a ring ahead */
+	__atomic_store_n(&r->hdr->write_pos, EXL_RING_SIZE_MIN + 16, __ATOMIC_RELEASE);
+	CHECK(exl_cl_ring_peek(&c, &h, &p, &len) == -1 && strstr(c.err, "inconsistent"),
+	      "write_pos a ring ahead: '%s'", c.err);
+	CHECK(exl_next(&c, &ev, 0) == EXL_E_PROTOCOL, "exl_next on it: '%s'", c.err);
+
+	/* a record split with MORE whose next piece claims 8 MiB */
+	struct exl_rec_hdr first = { .len = 16, .type = EXL_REC_TOKENS, .flags = EXL_REC_F_MORE,
+				     .job = 2 };
+	struct exl_rec_hdr second = { .len = 0x7fffff, .type = EXL_REC_TOKENS, .job = 2 };
+	memset(r->data, 0, 64);
+	memcpy(r->data, &first, sizeof(first));
+	memcpy(r->data + 32, &second, sizeof(second));
+	__atomic_store_n(&r->hdr->write_pos, 64, __ATOMIC_RELEASE);
+	c.rp = 0;
+	CHECK(exl_next(&c, &ev, 0) == EXL_E_PROTOCOL && strstr(c.err, "8388607 bytes overruns"),
+	      "a split record that overruns: '%s'", c.err);
+
+	/* Found by fuzz_ring: a split record whose pieces are all empty
+	 * joined them with a NULL buffer (UB: NULL + 0, memcpy from NULL). */
+	struct exl_rec_hdr empty_more = { .type = EXL_REC_TOKENS, .flags = EXL_REC_F_MORE,
+					  .job = 3 };
+	struct exl_rec_hdr empty_last = { .type = EXL_REC_TOKENS, .job = 3 };
+	free(c.frag); /* as a client that has joined nothing yet */
+	c.frag = NULL;
+	c.frag_cap = 0;
+	memcpy(r->data + 64, &empty_more, sizeof(empty_more));
+	memcpy(r->data + 80, &empty_last, sizeof(empty_last));
+	__atomic_store_n(&r->hdr->write_pos, 96, __ATOMIC_RELEASE);
+	c.rp = 64;
+	CHECK(exl_next(&c, &ev, 0) == EXL_E_PROTOCOL && strstr(c.err, "a tokens record of 0 bytes"),
+	      "a split record of empty pieces: '%s'", c.err);
+	free(c.frag);
+	exl_cl_ring_unmap(&c);
+	exl_ring_free(r);
+}
+
+/* ---- counts that claim more than the bytes that came ---- */
+
+/* A client without a ring on one end of a socket pair; *peer is the
+ * daemon's end. */
+static struct exl_client *socket_client(int *peer)
+{
+	struct exl_client *c = calloc(1, sizeof(*c));
+	int sv[2];
+
+	if (!c || !msgpack_unpacker_init(&c->unp, 4096) ||
+	    socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv)) {
+		fprintf(stderr, "client setup: %s\n", strerror(errno));
+		exit(1);
+	}
+	c->fd = sv[0];
+	*peer = sv[1];
+	return c;
+}
+
+/* Found by fuzz_ring: msgpack-c allocates for a container when it reads
+ * the count the container claims, so five bytes of a daemon (a map32
+ * header of 2^32 - 1 entries) made the client ask malloc for 256 GiB, on
+ * the socket and in a DONE record alike (under ASan: an abort).  Now a
+ * message is unpacked only once all of its bytes are there. */
+static void test_claimed_counts(void)
+{
+	static const uint8_t map32[] = { 0xdf, 0xff, 0xff, 0xff, 0xff };
+	static const uint8_t arr32[] = { 0xdd, 0xff, 0xff, 0xff, 0xff };
+	/* {op: "done", job: 5} */
+	static const uint8_t done[] = { 0x82, 0xa2, 'o', 'p', 0xa4, 'd', 'o', 'n', 'e',
+					0xa3, 'j', 'o', 'b', 0x05 };
+	struct exl_event ev;
+	int peer;
+
+	/* a message that arrives in two parts is handed out once whole */
+	struct exl_client *c = socket_client(&peer);
+	CHECK(write(peer, done, 6) == 6, "write");
+	CHECK(exl_next(c, &ev, 0) == EXL_E_TIMEOUT, "half a message: '%s'", exl_errmsg(c));
+	CHECK(write(peer, done + 6, sizeof(done) - 6) == (ssize_t)sizeof(done) - 6, "write");
+	CHECK(exl_next(c, &ev, 0) == EXL_OK && ev.type == EXL_EVENT_DONE && ev.job == 5,
+	      "the whole message: '%s'", exl_errmsg(c));
+	/* an array claiming 2^32 - 1 items, then the end of the stream */
+	CHECK(write(peer, arr32, sizeof(arr32)) == (ssize_t)sizeof(arr32), "write");
+	shutdown(peer, SHUT_WR);
+	CHECK(exl_next(c, &ev, 0) == EXL_E_CLOSED, "a claimed 2^32 - 1 items: '%s'", exl_errmsg(c));
+	close(peer);
+	exl_close(c);
+	/* Nesting over the limit, refused; then bytes that would complete a
+	 * message in its middle, and a claim of 2^32 - 1 items.  The client
+	 * used to go on after the refusal, let msgpack-c unpack from inside
+	 * the refused message (msgpack-c nests to 32) and reach the claim:
+	 * every later read must be refused as well (found by fuzz_ring). */
+	c = socket_client(&peer);
+	uint8_t deep[EXL_MAX_DEPTH + 12 + 24 + sizeof(arr32)];
+	memset(deep, 0x81, EXL_MAX_DEPTH + 12);
+	memset(deep + EXL_MAX_DEPTH + 12, 0x33, 24);
+	memcpy(deep + EXL_MAX_DEPTH + 12 + 24, arr32, sizeof(arr32));
+	CHECK(write(peer, deep, sizeof(deep)) == (ssize_t)sizeof(deep), "write");
+	for (int i = 0; i < 40; i++)
+		CHECK(exl_next(c, &ev, 0) == EXL_E_PROTOCOL && strstr(exl_errmsg(c), "nested deeper"),
+		      "read %d after a message nested too deep: '%s'", i, exl_errmsg(c));
+	close(peer);
+	exl_close(c);
+	/* a map claiming 2^32 - 1 entries: over 2^32 values, refused at once */
+	c = socket_client(&peer);
+	CHECK(write(peer, map32, sizeof(map32)) == (ssize_t)sizeof(map32), "write");
+	CHECK(exl_next(c, &ev, 0) == EXL_E_PROTOCOL && strstr(exl_errmsg(c), "2^32 values"),
+	      "a claimed 2^32 - 1 entries: '%s'", exl_errmsg(c));
+	close(peer);
+	exl_close(c);
+
+	/* the same claim as a DONE record in the ring */
+	char err[256];
+	struct exl_ring *r = exl_ring_create(EXL_RING_SIZE_MIN, err, sizeof(err));
+	struct exl_client rc;
+	bool wake;
+	CHECK(r != NULL, "create: %s", err);
+	if (!r)
+		return;
+	memset(&rc, 0, sizeof(rc));
+	rc.fd = -1;
+	CHECK(exl_cl_ring_map(&rc, r->data_fd, r->ctrl_fd) == EXL_OK, "map: %s", rc.err);
+	struct iovec iov = { (void *)arr32, sizeof(arr32) };
+	CHECK(exl_ring_write(r, EXL_REC_DONE, 6, &iov, 1, &wake) == EXL_RING_WRITTEN, "write");
+	CHECK(exl_next(&rc, &ev, 0) == EXL_E_PROTOCOL && strstr(rc.err, "not a msgpack map"),
+	      "a DONE record claiming 2^32 items: '%s'", rc.err);
+	exl_cl_ring_unmap(&rc);
+	exl_ring_free(r);
+}
+
 int main(void)
 {
 	test_roundtrip();
 	test_futex();
+	test_map_refusals();
+	test_broken_records();
+	test_claimed_counts();
 	if (failures) {
 		fprintf(stderr, "%d checks failed\n", failures);
 		return 1;
