@@ -95,7 +95,7 @@ static int on_chunk(struct exl_job *job, const struct exl_chunk *c, void *user)
 	return EXL_CHUNK_OK;
 }
 
-static void on_done(struct exl_job *job, const struct exl_result *r, void *user)
+static void on_done(struct exl_job *job, const struct exl_gen_result *r, void *user)
 {
 	struct run_state *st = user;
 
@@ -110,7 +110,7 @@ static int count_tokens(const struct exl_tokenizer *tok, const struct run_opts *
 {
 	int32_t *ids = NULL;
 	bool bos = o->s.add_bos < 0 ? exl_tokenizer_add_bos(tok) : o->s.add_bos == 1;
-	int n = exl_tokenize(tok, text, strlen(text), bos, o->s.encode_special_tokens, &ids,
+	int n = exl_tok_encode(tok, text, strlen(text), bos, o->s.encode_special_tokens, &ids,
 			     err, errlen);
 
 	free(ids);
@@ -266,7 +266,7 @@ int cmd_run(int argc, char **argv)
 	if (drive(e, &st, err, sizeof(err)))
 		goto fail;
 
-	const struct exl_result *r = exl_job_result(job);
+	const struct exl_gen_result *r = exl_job_result(job);
 
 	if (o.json) {
 		if (run_print_json(stdout, r, tok))

@@ -37,7 +37,7 @@ int run_parse_args(int argc, char **argv, struct run_opts *o);
 void run_opts_free(struct run_opts *o);
 
 /* The result as one JSON object on one line. */
-int run_print_json(FILE *out, const struct exl_result *r, const struct exl_tokenizer *tok);
+int run_print_json(FILE *out, const struct exl_gen_result *r, const struct exl_tokenizer *tok);
 
 /* JSON string literal of n bytes (invalid UTF-8 becomes U+FFFD). */
 static inline void run_json_string(FILE *out, const char *s, size_t n)

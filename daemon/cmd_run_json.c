@@ -14,7 +14,7 @@ static void token_text(FILE *out, const struct exl_tokenizer *tok, int32_t id)
 	json_string(out, buf, n < sizeof(buf) ? n : sizeof(buf));
 }
 
-int run_print_json(FILE *out, const struct exl_result *r, const struct exl_tokenizer *tok)
+int run_print_json(FILE *out, const struct exl_gen_result *r, const struct exl_tokenizer *tok)
 {
 	fputs("{\"text\":", out);
 	json_string(out, r->text, r->text_len);

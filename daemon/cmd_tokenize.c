@@ -152,7 +152,7 @@ int cmd_tokenize(int argc, char **argv)
 	text = read_stdin(&len, err, sizeof(err));
 	if (!text)
 		goto fail;
-	n = exl_tokenize(t, text, len, !o.no_bos && exl_tokenizer_add_bos(t), o.special, &ids, err,
+	n = exl_tok_encode(t, text, len, !o.no_bos && exl_tokenizer_add_bos(t), o.special, &ids, err,
 			 sizeof(err));
 	if (n < 0)
 		goto fail;

@@ -244,7 +244,7 @@ static int on_chunk(struct exl_job *job, const struct exl_chunk *c, void *user)
 }
 
 static void pack_result(msgpack_packer *pk, msgpack_sbuffer *sb, const struct exl_srv_job *j,
-			const struct exl_result *r)
+			const struct exl_gen_result *r)
 {
 	const char *reason = j->fail[0] ? "error" : exl_stop_reason_name(r->reason);
 	const char *error = j->fail[0] ? j->fail : r->reason == EXL_STOP_ERROR ?
@@ -307,7 +307,7 @@ static void pack_result(msgpack_packer *pk, msgpack_sbuffer *sb, const struct ex
 		pack_top(pk, r->top_ids, r->top_probs, r->n_tokens, r->top_k);
 }
 
-static void on_done(struct exl_job *job, const struct exl_result *r, void *user)
+static void on_done(struct exl_job *job, const struct exl_gen_result *r, void *user)
 {
 	struct exl_srv_job *j = user;
 	struct exl_sink *s = j->sink;

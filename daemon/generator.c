@@ -175,7 +175,7 @@ static int prompt_ids(const struct exl_tokenizer *tok, const struct exl_gen_sett
 		return -1;
 	}
 	bool bos = s->add_bos < 0 ? exl_tokenizer_add_bos(tok) : s->add_bos == 1;
-	int n = exl_tokenize(tok, p->text ? p->text : "", p->len, bos, s->encode_special_tokens,
+	int n = exl_tok_encode(tok, p->text ? p->text : "", p->len, bos, s->encode_special_tokens,
 			     out, err, errlen);
 
 	if (n < 0)
@@ -415,7 +415,7 @@ struct exl_job *exl_job_create(const struct exl_model *m, const struct exl_gen_s
 	if (prompt->ids) {
 		const struct exl_gen_seq *q = &job->seq[0];
 
-		job->prompt_text = exl_detokenize(tok, q->tokens, (size_t)q->n_tokens,
+		job->prompt_text = exl_tok_decode(tok, q->tokens, (size_t)q->n_tokens,
 						  s->decode_special_tokens, true);
 		if (!job->prompt_text)
 			goto oom;
@@ -551,7 +551,7 @@ int exl_job_prompt_tokens(const struct exl_job *job)
 	return job->seq[0].prompt_len;
 }
 
-const struct exl_result *exl_job_result(const struct exl_job *job)
+const struct exl_gen_result *exl_job_result(const struct exl_job *job)
 {
 	return job->state == EXL_JOB_DONE ? &job->result : NULL;
 }
@@ -575,7 +575,7 @@ void exl_job_end(struct exl_job *job, enum exl_stop_reason reason, const char *e
 
 void exl_job_complete(struct exl_job *job)
 {
-	struct exl_result *r = &job->result;
+	struct exl_gen_result *r = &job->result;
 	size_t base = job->text_base, keep = base;
 	/* A job that ended early shows only what was known safe. */
 	size_t end = job->reason == EXL_STOP_CANCELLED || job->reason == EXL_STOP_UNLOADED ||

@@ -142,7 +142,7 @@ struct exl_chunk {
 /* Probabilities (chunk and result) are softmax of the model's logits for
  * that position (after CFG, before bias, penalties and truncation), like
  * llama.cpp's n_probs. */
-struct exl_result {
+struct exl_gen_result {
 	enum exl_stop_reason reason;
 	const char *error;         /* reason error: what went wrong; else NULL */
 	const char *text;          /* NUL-terminated; prompt + completion unless completion_only */
@@ -173,7 +173,7 @@ struct exl_result {
 
 struct exl_job_callbacks {
 	int (*on_chunk)(struct exl_job *job, const struct exl_chunk *c, void *user);
-	void (*on_done)(struct exl_job *job, const struct exl_result *r, void *user);
+	void (*on_done)(struct exl_job *job, const struct exl_gen_result *r, void *user);
 };
 
 /* Tokenizes the prompt(s), checks every setting against the model, and
@@ -198,6 +198,6 @@ void *exl_job_user(const struct exl_job *job);
 /* Prompt length in tokens (after tokenization and token healing). */
 int exl_job_prompt_tokens(const struct exl_job *job);
 /* The result, valid once on_done has been called, until exl_job_free. */
-const struct exl_result *exl_job_result(const struct exl_job *job);
+const struct exl_gen_result *exl_job_result(const struct exl_job *job);
 
 #endif

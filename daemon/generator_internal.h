@@ -142,7 +142,7 @@ struct exl_job {
 	int stop_string;           /* index into stop, or -1 */
 	char error[256];
 	char *result_text;
-	struct exl_result result;
+	struct exl_gen_result result;
 
 	/* times (CLOCK_MONOTONIC seconds) */
 	double t_added;

@@ -117,7 +117,7 @@ static void run_tokenize(struct exl_prep *p)
 		       p->req.u.tokenize.add_bos;
 	int32_t *ids = NULL;
 	msgpack_packer pk;
-	int n = exl_tokenize(tok, p->req.u.tokenize.text, p->req.u.tokenize.len, add_bos,
+	int n = exl_tok_encode(tok, p->req.u.tokenize.text, p->req.u.tokenize.len, add_bos,
 			     p->req.u.tokenize.special, &ids, p->err, sizeof(p->err));
 
 	if (n < 0) {
@@ -151,7 +151,7 @@ static void run_detokenize(struct exl_prep *p)
 	}
 	bool strip = p->req.u.detokenize.strip_leading_space &&
 		     exl_tokenizer_kind(tok) == EXL_TOK_SPM;
-	char *text = exl_detokenize(tok, ids, n, p->req.u.detokenize.special, strip);
+	char *text = exl_tok_decode(tok, ids, n, p->req.u.detokenize.special, strip);
 	if (!text) {
 		snprintf(p->err, sizeof(p->err), "detokenize: out of memory");
 		p->code = EXL_E_INTERNAL;

@@ -1,4 +1,4 @@
-/* Tokenizer loading from GGUF metadata, accessors, and exl_tokenize: special
+/* Tokenizer loading from GGUF metadata, accessors, and exl_tok_encode: special
  * tokens out first, then each stretch of text through its model's encoder. */
 #include <ctype.h>
 #include <stdio.h>
@@ -432,7 +432,7 @@ const char *exl_token_text(const struct exl_tokenizer *t, int32_t id, size_t *le
 	return tok_strtab_get(&t->texts, (uint32_t)id, len);
 }
 
-int exl_tokenize(const struct exl_tokenizer *t, const char *text, size_t len, bool add_bos,
+int exl_tok_encode(const struct exl_tokenizer *t, const char *text, size_t len, bool add_bos,
 		 bool parse_special, int32_t **out, char *err, size_t errlen)
 {
 	struct tok_out o = { 0 };

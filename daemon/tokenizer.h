@@ -39,7 +39,7 @@ bool exl_tokenizer_is_special(const struct exl_tokenizer *t, int32_t id);
  * tokens written in the text become their ids; otherwise they are plain
  * text.  *out is malloc'ed and owned by the caller.  Returns the count, or
  * -1 with a message. */
-int exl_tokenize(const struct exl_tokenizer *t, const char *text, size_t len,
+int exl_tok_encode(const struct exl_tokenizer *t, const char *text, size_t len,
 		 bool add_bos, bool parse_special, int32_t **out, char *err, size_t errlen);
 
 
@@ -75,7 +75,7 @@ int exl_detok_push(struct exl_detok *d, int32_t id, char **out, size_t *out_len,
 int exl_detok_flush(struct exl_detok *d, char **out, size_t *out_len, size_t *out_cap);
 
 /* Whole-sequence convenience: malloc'ed NUL-terminated text, or NULL. */
-char *exl_detokenize(const struct exl_tokenizer *t, const int32_t *ids, size_t n,
+char *exl_tok_decode(const struct exl_tokenizer *t, const int32_t *ids, size_t n,
 		     bool decode_special, bool strip_leading_space);
 
 #endif

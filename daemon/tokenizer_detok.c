@@ -282,7 +282,7 @@ int exl_detok_flush(struct exl_detok *d, char **out, size_t *out_len, size_t *ou
 	return put_replacement(&s);
 }
 
-char *exl_detokenize(const struct exl_tokenizer *t, const int32_t *ids, size_t n,
+char *exl_tok_decode(const struct exl_tokenizer *t, const int32_t *ids, size_t n,
 		     bool decode_special, bool strip_leading_space)
 {
 	struct exl_detok d;

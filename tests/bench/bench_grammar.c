@@ -258,7 +258,7 @@ static int bench_vocab(const char *path, const char *schema, const char *doc, in
 	printf("  schema compiled in %.2f ms: %zu rules, %zu elements\n", (c1 - c0) / 1e3,
 	       exl_grammar_n_rules(gr), exl_grammar_n_elems(gr));
 	exl_grammar_free(gr);
-	n_ids = exl_tokenize(tok, doc, strlen(doc), false, false, &ids, err, sizeof(err));
+	n_ids = exl_tok_encode(tok, doc, strlen(doc), false, false, &ids, err, sizeof(err));
 	if (n_ids < 0) {
 		fprintf(stderr, "bench_grammar: %s\n", err);
 		exl_vocab_trie_put(t);

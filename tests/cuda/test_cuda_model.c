@@ -91,7 +91,7 @@ static void test_batch_matches_alone(void **state)
 	assert_non_null(logits);
 	for (int j = 0; j < N_SEQ; j++) {
 		int32_t *ids;
-		int k = exl_tokenize(tok, prompts[j], strlen(prompts[j]), true, false, &ids, err,
+		int k = exl_tok_encode(tok, prompts[j], strlen(prompts[j]), true, false, &ids, err,
 				     sizeof(err));
 
 		if (k < 0)

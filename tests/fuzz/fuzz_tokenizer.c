@@ -131,7 +131,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 	memcpy(text, data + 1, len);
 
-	n = exl_tokenize(t, text, len, add_bos, parse_special, &ids, err, sizeof(err));
+	n = exl_tok_encode(t, text, len, add_bos, parse_special, &ids, err, sizeof(err));
 	if (n < 0) {
 		fprintf(stderr, "tokenize failed: %s\n", err);
 		abort();

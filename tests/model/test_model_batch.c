@@ -51,7 +51,7 @@ static void test_batch_matches_alone(void **state)
 
 	for (int j = 0; j < N_SEQ; j++) {
 		int32_t *ids;
-		int n = exl_tokenize(tok, prompts[j], strlen(prompts[j]), true, false, &ids, err,
+		int n = exl_tok_encode(tok, prompts[j], strlen(prompts[j]), true, false, &ids, err,
 				     sizeof(err));
 		if (n < 0)
 			fail_msg("tokenize: %s", err);
@@ -172,8 +172,8 @@ static void test_rewind_into_shared_page(void **state)
 	const char *other = " big red dog";
 	int32_t *p, *q, alone_a[8], alone_b[8], gen_b[8], mixed[64];
 	char err[512];
-	int n = exl_tokenize(tok, text, strlen(text), true, false, &p, err, sizeof(err));
-	int nq = exl_tokenize(tok, other, strlen(other), false, false, &q, err, sizeof(err));
+	int n = exl_tok_encode(tok, text, strlen(text), true, false, &p, err, sizeof(err));
+	int nq = exl_tok_encode(tok, other, strlen(other), false, false, &q, err, sizeof(err));
 
 	assert_true(n > 17 && n < 48);
 	assert_true(nq > 0 && nq < 8);

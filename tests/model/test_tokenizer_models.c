@@ -247,7 +247,7 @@ static int test_vocab(void)
 			const struct vcase *c = &v[f].cases[i];
 			char err[256];
 			int32_t *ids;
-			int k = exl_tokenize(v[f].tok, c->text, c->len, false, false, &ids, err, sizeof(err));
+			int k = exl_tok_encode(v[f].tok, c->text, c->len, false, false, &ids, err, sizeof(err));
 			char *text;
 
 			if (k < 0) {
@@ -260,7 +260,7 @@ static int test_vocab(void)
 				bad++;
 			}
 			/* decoding the reference ids gives the text back */
-			text = exl_detokenize(v[f].tok, c->ids, (size_t)c->n_ids, false, true);
+			text = exl_tok_decode(v[f].tok, c->ids, (size_t)c->n_ids, false, true);
 			if (!text || strlen(text) != c->len || memcmp(text, c->text, c->len)) {
 				fprintf(stderr, "%s case %d decodes to \"%s\"\n", v[f].name, i,
 					text ? text : "(null)");
@@ -312,7 +312,7 @@ static int test_stories(void)
 	CHECK(text_len > 0 && text[text_len - 1] == '\n');
 	text[--text_len] = '\0';
 
-	dec = exl_detokenize(t, want, (size_t)n_want, false, true);
+	dec = exl_tok_decode(t, want, (size_t)n_want, false, true);
 	CHECK(dec && !strcmp(dec, text));
 	if (dec && strcmp(dec, text))
 		fprintf(stderr, "decoded:\n%s\nwant:\n%s\n", dec, text);
@@ -323,15 +323,15 @@ static int test_stories(void)
 	CHECK(!exl_detok_flush(&d, &stream, &stream_len, &stream_cap));
 	CHECK(stream_len == text_len && !memcmp(stream, text, text_len));
 
-	n_got = exl_tokenize(t, text, text_len, false, false, &got, err, sizeof(err));
+	n_got = exl_tok_encode(t, text, text_len, false, false, &got, err, sizeof(err));
 	CHECK(ids_equal(got, n_got, want, n_want));
 	free(got);
-	n_got = exl_tokenize(t, text, text_len, exl_tokenizer_add_bos(t), false, &got, err, sizeof(err));
+	n_got = exl_tok_encode(t, text, text_len, exl_tokenizer_add_bos(t), false, &got, err, sizeof(err));
 	CHECK(n_got == n_want + 1 && got[0] == exl_tokenizer_bos(t) && got[0] == 1 &&
 	      ids_equal(got + 1, n_got - 1, want, n_want));
 	free(got);
 	/* The README's prompt. */
-	n_got = exl_tokenize(t, "Once upon a time", 16, true, false, &got, err, sizeof(err));
+	n_got = exl_tok_encode(t, "Once upon a time", 16, true, false, &got, err, sizeof(err));
 	CHECK(n_got == 5 && got[0] == 1);
 	free(got);
 
@@ -360,7 +360,7 @@ static void *work(void *arg)
 				const struct vcase *c = &w->v[f].cases[i];
 				char err[256];
 				int32_t *ids;
-				int k = exl_tokenize(w->v[f].tok, c->text, c->len, false, false, &ids,
+				int k = exl_tok_encode(w->v[f].tok, c->text, c->len, false, false, &ids,
 						     err, sizeof(err));
 
 				if (k < 0 || !ids_equal(ids, k, c->ids, c->n_ids))

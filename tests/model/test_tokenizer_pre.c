@@ -230,7 +230,7 @@ static int check_name(const char *mkmodel, const char *vocab, const char *data,
 		}
 		n_want = parse_line(line, (size_t)(nl - line), want, 4096);
 		line = nl + 1;
-		n_got = exl_tokenize(tok, cases[c].text, cases[c].len, false, false, &got, err,
+		n_got = exl_tok_encode(tok, cases[c].text, cases[c].len, false, false, &got, err,
 				     sizeof(err));
 		n_checks++;
 		if (n_want < 0 || n_got != n_want ||
@@ -250,7 +250,7 @@ static int check_name(const char *mkmodel, const char *vocab, const char *data,
 			bad++;
 			n_failed++;
 		}
-		text = n_got >= 0 ? exl_detokenize(tok, got, (size_t)n_got, false, false) : NULL;
+		text = n_got >= 0 ? exl_tok_decode(tok, got, (size_t)n_got, false, false) : NULL;
 		if (!text || strlen(text) != cases[c].len || memcmp(text, cases[c].text, cases[c].len)) {
 			fprintf(stderr, "%s: case %d does not decode back to its text\n", name, c);
 			CHECK(0);

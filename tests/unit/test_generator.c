@@ -205,7 +205,7 @@ static int on_chunk(struct exl_job *job, const struct exl_chunk *c, void *user)
 	return EXL_CHUNK_OK;
 }
 
-static void on_done(struct exl_job *job, const struct exl_result *res, void *user)
+static void on_done(struct exl_job *job, const struct exl_gen_result *res, void *user)
 {
 	struct rec *r = user;
 
@@ -487,7 +487,7 @@ static void case_stop_token(void)
 	CHECK(r->reason == EXL_STOP_TOKEN && r->stop_token == stop && r->n_rtoks == first + 1,
 	      "reason %s token %d after %d tokens (want %d)", exl_stop_reason_name(r->reason),
 	      r->stop_token, r->n_rtoks, first + 1);
-	char *upto = exl_detokenize(exl_model_tokenizer(model), ref->rtoks, (size_t)first, false, false);
+	char *upto = exl_tok_decode(exl_model_tokenizer(model), ref->rtoks, (size_t)first, false, false);
 
 	CHECK(upto && !strcmp(r->rtext, upto), "text '%s' want '%s'", r->rtext, upto ? upto : "");
 	free(upto);
@@ -1378,7 +1378,7 @@ static const struct exl_tokenizer *stream_tok;
  * so far (a token's id comes once its text is complete). */
 static void tokens_match_text(struct rec *r)
 {
-	char *t = exl_detokenize(stream_tok, r->toks, (size_t)r->n_toks, false, false);
+	char *t = exl_tok_decode(stream_tok, r->toks, (size_t)r->n_toks, false, false);
 
 	CHECK(t && !strcmp(t, r->text), "streamed tokens spell '%s', streamed text '%s'",
 	      t ? t : "", r->text);
@@ -1915,7 +1915,7 @@ static void case_errors(void)
 	greedy(&s, 20);
 	run_one(&s, "Once upon a time", NULL, r);
 	int32_t *pid;
-	int n = exl_tokenize(exl_model_tokenizer(model), "Once upon a time", 16, true, false, &pid,
+	int n = exl_tok_encode(exl_model_tokenizer(model), "Once upon a time", 16, true, false, &pid,
 			     err, sizeof(err));
 
 	CHECK(n > 0, "tokenize: %s", err);
@@ -2008,7 +2008,7 @@ static void case_nan_logits(void)
 	/* " there" is the second token of the known continuation, and not in
 	 * the prompt: its embedding made NaN, the first two tokens come out
 	 * right and the step that reads " there" gives NaN logits. */
-	int n = exl_tokenize(exl_model_tokenizer(good), " there", 6, false, false, &ids, err,
+	int n = exl_tok_encode(exl_model_tokenizer(good), " there", 6, false, false, &ids, err,
 			     sizeof(err));
 
 	if (n < 1)

@@ -148,7 +148,7 @@ static bool encodes_as(const struct exl_tokenizer *t, const char *text, bool add
 {
 	int32_t *ids;
 	char err[256];
-	int n = exl_tokenize(t, text, strlen(text), add_bos, parse_special, &ids, err, sizeof(err));
+	int n = exl_tok_encode(t, text, strlen(text), add_bos, parse_special, &ids, err, sizeof(err));
 	int n_want = 0;
 	bool ok;
 
@@ -255,14 +255,14 @@ static int test_spm(void)
 	/* decode */
 	{
 		int32_t ids[] = { 1, id_of(t, SP "hello"), id_of(t, SP "world"), 2 };
-		char *s = exl_detokenize(t, ids, 4, false, true);
+		char *s = exl_tok_decode(t, ids, 4, false, true);
 
 		CHECK(s && !strcmp(s, "hello world"));
 		free(s);
-		s = exl_detokenize(t, ids, 4, false, false);
+		s = exl_tok_decode(t, ids, 4, false, false);
 		CHECK(s && !strcmp(s, " hello world"));
 		free(s);
-		s = exl_detokenize(t, ids, 4, true, true);
+		s = exl_tok_decode(t, ids, 4, true, true);
 		CHECK(s && !strcmp(s, "<s> hello world</s>"));
 		free(s);
 	}
@@ -298,7 +298,7 @@ static int test_spm(void)
 	if (t) {
 		CHECK(ENC(t, "hello world", false, false, "hello", SP "world"));
 		int32_t id = id_of(t, SP "world");
-		char *s = exl_detokenize(t, &id, 1, false, true);
+		char *s = exl_tok_decode(t, &id, 1, false, true);
 
 		CHECK(s && !strcmp(s, " world"));
 		free(s);
@@ -416,18 +416,18 @@ static int test_bpe(void)
 	CHECK(ENC(t, "hello<|user|>", false, false, "hello", "<|user|>"));
 	{
 		int32_t *ids;
-		int n = exl_tokenize(t, "x", 1, true, false, &ids, err, sizeof(err));
+		int n = exl_tok_encode(t, "x", 1, true, false, &ids, err, sizeof(err));
 
 		CHECK(n == -1 && strstr(err, "BOS"));
 	}
 	/* decode undoes the byte mapping */
 	{
 		int32_t ids[] = { id_of(t, "hello"), id_of(t, "\xc4\xa0world"), eot };
-		char *s = exl_detokenize(t, ids, 3, false, true);
+		char *s = exl_tok_decode(t, ids, 3, false, true);
 
 		CHECK(s && !strcmp(s, "hello world"));
 		free(s);
-		s = exl_detokenize(t, ids, 3, true, true);
+		s = exl_tok_decode(t, ids, 3, true, true);
 		CHECK(s && !strcmp(s, "hello world<|endoftext|>"));
 		free(s);
 	}
@@ -559,11 +559,11 @@ static int test_detok(void)
 	/* whole-sequence decode flushes */
 	{
 		int32_t ids[] = { id_of(t, "<0x41>"), id_of(t, "<0xE2>") };
-		char *s = exl_detokenize(t, ids, 2, false, false);
+		char *s = exl_tok_decode(t, ids, 2, false, false);
 
 		CHECK(s && !strcmp(s, "A" FFFD));
 		free(s);
-		s = exl_detokenize(t, NULL, 0, false, false);
+		s = exl_tok_decode(t, NULL, 0, false, false);
 		CHECK(s && !strcmp(s, ""));
 		free(s);
 	}
@@ -631,8 +631,8 @@ static int test_errors(void)
 		CHECK(exl_token_text(t, v.n, &(size_t){ 0 }) == NULL);
 		int32_t *ids;
 
-		CHECK(exl_tokenize(t, NULL, 5, false, false, &ids, err, sizeof(err)) == -1);
-		CHECK(exl_tokenize(t, NULL, 0, false, false, &ids, err, sizeof(err)) == 0);
+		CHECK(exl_tok_encode(t, NULL, 5, false, false, &ids, err, sizeof(err)) == -1);
+		CHECK(exl_tok_encode(t, NULL, 0, false, false, &ids, err, sizeof(err)) == 0);
 		free(ids);
 		exl_tokenizer_free(t);
 	}
@@ -686,17 +686,17 @@ static int test_empty(void)
 		fprintf(stderr, "all-empty vocabulary: %s\n", err);
 	if (t) {
 		CHECK(exl_tokenizer_n_vocab(t) == 6);
-		n = exl_tokenize(t, "ab", 2, false, false, &ids, err, sizeof(err));
+		n = exl_tok_encode(t, "ab", 2, false, false, &ids, err, sizeof(err));
 		CHECK(n >= 0);
 		for (int i = 0; i < n; i++)
 			CHECK(ids[i] == 0); /* <unk>, by id */
 		if (n >= 0)
 			free(ids);
-		n = exl_tokenize(t, "", 0, false, true, &ids, err, sizeof(err));
+		n = exl_tok_encode(t, "", 0, false, true, &ids, err, sizeof(err));
 		CHECK(n == 0);
 		if (n >= 0)
 			free(ids);
-		s = exl_detokenize(t, (const int32_t[]){ 0, 1, 2, 3, 4, 5 }, 6, true, false);
+		s = exl_tok_decode(t, (const int32_t[]){ 0, 1, 2, 3, 4, 5 }, 6, true, false);
 		CHECK(s && !strcmp(s, ""));
 		free(s);
 		exl_tokenizer_free(t);
@@ -714,11 +714,11 @@ static int test_empty(void)
 	if (t) {
 		CHECK(ENC(t, "hello world", false, false, SP "hello", SP "world"));
 		CHECK(ENC(t, "hello<tag>", false, true, SP "hello", "<tag>"));
-		n = exl_tokenize(t, "a<|ctl|>\xff", 9, true, true, &ids, err, sizeof(err));
+		n = exl_tok_encode(t, "a<|ctl|>\xff", 9, true, true, &ids, err, sizeof(err));
 		CHECK(n > 0 && none_in(ids, n, first, v.n));
 		if (n >= 0)
 			free(ids);
-		s = exl_detokenize(t, (const int32_t[]){ first, id_of(t, SP "hello"), first + 3 }, 3,
+		s = exl_tok_decode(t, (const int32_t[]){ first, id_of(t, SP "hello"), first + 3 }, 3,
 				   true, true);
 		CHECK(s && !strcmp(s, "hello"));
 		free(s);
@@ -744,7 +744,7 @@ static int test_empty(void)
 		CHECK(t);
 		if (t) {
 			CHECK(ENC(t, "hello world", false, false, "hello", "\xc4\xa0world"));
-			n = exl_tokenize(t, "h<|endoftext|>", 14, false, true, &ids, err, sizeof(err));
+			n = exl_tok_encode(t, "h<|endoftext|>", 14, false, true, &ids, err, sizeof(err));
 			CHECK(n == 2 && none_in(ids, n, first, b.n));
 			if (n >= 0)
 				free(ids);
