@@ -200,11 +200,26 @@ static int test_activate(void)
 			 "--socket", "/nonexistent/exld.sock", NULL };
 	if (h_spawn(&d, argv))
 		goto out;
-	/* systemd-socket-activate binds before it starts exld; wait for it. */
+	/* systemd-socket-activate binds, then listens, then starts exld: the
+	 * socket file exists a moment before a connect is taken (refused). */
 	for (int i = 0; i < 500 && access(d.sock, F_OK); i++)
 		usleep(10000);
-	if (connect_to(&d, &c, true))
-		goto out;
+	{
+		struct exl_connect_opts o = { .client_name = "test", .timeout_ms = 30000 };
+		char err[512];
+		int rc = -1;
+
+		for (int i = 0; i < 500; i++) {
+			rc = exl_connect(&c, d.sock, &o, err, sizeof(err));
+			if (!rc || !strstr(err, "refused"))
+				break;
+			usleep(10000);
+		}
+		if (rc) {
+			fprintf(stderr, "connect %s: %s\n", d.sock, err);
+			goto out;
+		}
+	}
 	if (!h_wait_notify(&d, "READY=1", 30000)) {
 		fprintf(stderr, "FAIL: no READY=1 on NOTIFY_SOCKET; got: %s\n", d.notes);
 		goto out;
