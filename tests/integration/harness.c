@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -54,6 +55,8 @@ int h_prepare(struct daemon *d)
 	memset(d, 0, sizeof(*d));
 	d->pid = -1;
 	d->notify_fd = -1;
+	pthread_mutex_init(&d->notes_mu, NULL);
+	atomic_init(&d->notify_th_stop, false);
 	snprintf(d->dir, sizeof(d->dir), "/tmp/exld-test-XXXXXX");
 	if (!mkdtemp(d->dir)) {
 		perror("mkdtemp");
@@ -68,6 +71,35 @@ int h_prepare(struct daemon *d)
 		return -1;
 	}
 	return 0;
+}
+
+/* Appends one datagram, if one came, to d->notes; false when none came
+ * within timeout_ms. */
+static bool read_note(struct daemon *d, int timeout_ms)
+{
+	struct pollfd p = { .fd = d->notify_fd, .events = POLLIN };
+	char buf[1024];
+
+	if (poll(&p, 1, timeout_ms) <= 0)
+		return false;
+	ssize_t n = recv(d->notify_fd, buf, sizeof(buf) - 1, MSG_DONTWAIT);
+	if (n <= 0)
+		return true;
+	buf[n] = 0;
+	pthread_mutex_lock(&d->notes_mu);
+	size_t used = strlen(d->notes);
+	snprintf(d->notes + used, sizeof(d->notes) - used, "%s\n", buf);
+	pthread_mutex_unlock(&d->notes_mu);
+	return true;
+}
+
+static void *notify_main(void *arg)
+{
+	struct daemon *d = arg;
+
+	while (!atomic_load(&d->notify_th_stop))
+		read_note(d, 100);
+	return NULL;
 }
 
 int h_spawn(struct daemon *d, char *const argv[])
@@ -90,6 +122,15 @@ int h_spawn(struct daemon *d, char *const argv[])
 		execv(argv[0], argv);
 		fprintf(stderr, "exec %s: %s\n", argv[0], strerror(errno));
 		_exit(127);
+	}
+	if (!d->notify_th_started && d->notify_fd >= 0) {
+		int rc = pthread_create(&d->notify_th, NULL, notify_main, d);
+
+		if (rc) {
+			fprintf(stderr, "starting the notify reader: %s\n", strerror(rc));
+			return -1;
+		}
+		d->notify_th_started = true;
 	}
 	return 0;
 }
@@ -136,27 +177,21 @@ bool h_wait_notify(struct daemon *d, const char *what, int timeout_ms)
 {
 	long end = now_ms() + timeout_ms;
 
-	while (!strstr(d->notes, what)) {
+	for (;;) {
+		pthread_mutex_lock(&d->notes_mu);
+		bool found = strstr(d->notes, what) != NULL;
+		pthread_mutex_unlock(&d->notes_mu);
 		long left = end - now_ms();
-		struct pollfd p = { .fd = d->notify_fd, .events = POLLIN };
-		char buf[1024];
 
-		if (left <= 0 || poll(&p, 1, (int)left) <= 0)
+		if (found)
+			return true;
+		if (left <= 0)
 			return false;
-		ssize_t n = recv(d->notify_fd, buf, sizeof(buf) - 1, 0);
-		if (n <= 0)
-			continue;
-		buf[n] = 0;
-		size_t used = strlen(d->notes);
-		snprintf(d->notes + used, sizeof(d->notes) - used, "%s\n", buf);
+		if (d->notify_th_started)
+			usleep(5000);
+		else
+			read_note(d, (int)left);
 	}
-	return true;
-}
-
-void h_sleep_notify(struct daemon *d, int ms)
-{
-	/* nothing the daemon sends contains this */
-	h_wait_notify(d, "\x01", ms);
 }
 
 /* A sanitizer build's daemon reports into its log and (UBSan) may still
@@ -229,6 +264,11 @@ void h_cleanup(struct daemon *d)
 	if (d->pid > 0) {
 		kill(d->pid, SIGKILL);
 		waitpid(d->pid, NULL, 0);
+	}
+	if (d->notify_th_started) {
+		atomic_store(&d->notify_th_stop, true);
+		pthread_join(d->notify_th, NULL);
+		d->notify_th_started = false;
 	}
 	if (d->notify_fd >= 0)
 		close(d->notify_fd);

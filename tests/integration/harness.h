@@ -5,6 +5,8 @@
 #ifndef EXL_TEST_HARNESS_H
 #define EXL_TEST_HARNESS_H
 
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <sys/types.h>
@@ -29,7 +31,16 @@ struct daemon {
 	char sock[100];       /* the daemon's socket */
 	char notify[100];     /* NOTIFY_SOCKET path */
 	int notify_fd;
-	char notes[8192];     /* every notify datagram received, '\n'-separated */
+	/* Every notify datagram received, '\n'-separated.  A thread reads the
+	 * socket from h_spawn to h_cleanup and appends here: exld sends a
+	 * STATUS= line whenever its figures change (every 2 s while it
+	 * works), and once the socket's queue (net.unix.max_dgram_qlen, 10)
+	 * is full, sd_notify blocks the daemon's event loop. */
+	char notes[8192];
+	pthread_mutex_t notes_mu;
+	pthread_t notify_th;
+	bool notify_th_started;
+	atomic_bool notify_th_stop;
 };
 
 /* Paths from the environment meson sets; NULL when the models are absent. */
@@ -49,10 +60,6 @@ int h_start_wrapped(struct daemon *d, const char *const *wrapper, const char *mo
 		    const char *const *extra);
 /* Waits up to timeout_ms for a notify datagram containing what. */
 bool h_wait_notify(struct daemon *d, const char *what, int timeout_ms);
-/* Sleeps ms while reading the daemon's notify datagrams: it sends a STATUS=
- * line whenever its figures change (every 2 s while it works), and once
- * the socket's queue is full sd_notify blocks the daemon's event loop. */
-void h_sleep_notify(struct daemon *d, int ms);
 /* SIGTERM and wait: the exit status (or -1 on a signal / timeout). */
 int h_stop(struct daemon *d);
 void h_cleanup(struct daemon *d);

@@ -257,7 +257,7 @@ static char *expected_text(void)
  * be served, and the daemon must hold at most most_fds descriptors. */
 static int lockout_round(const char *conf_text, int n, int hog_limit, const char *want)
 {
-	struct daemon d;
+	struct daemon d = { .pid = -1, .notify_fd = -1 }; /* for h_cleanup before h_prepare */
 	char conf[256], err[512];
 	int *fds = calloc((size_t)n, sizeof(int));
 	int ret = 1;
@@ -330,7 +330,7 @@ out:
 
 static int test_fdlimit(void)
 {
-	struct daemon d;
+	struct daemon d = { .pid = -1, .notify_fd = -1 }; /* for h_cleanup before h_prepare */
 	enum { N = 1100 };
 	static int fds[N];
 	char conf[256], err[512], log[320];
@@ -399,7 +399,7 @@ struct sender {
 
 static int test_pending(void)
 {
-	struct daemon d;
+	struct daemon d = { .pid = -1, .notify_fd = -1 }; /* for h_cleanup before h_prepare */
 	enum { N = 64 };
 	static struct sender s[N];
 	static uint8_t chunk[1 << 16];
@@ -557,7 +557,7 @@ static int closed_with_timeout(int fd, int timeout_ms)
 
 static int test_timeout(void)
 {
-	struct daemon d;
+	struct daemon d = { .pid = -1, .notify_fd = -1 }; /* for h_cleanup before h_prepare */
 	char conf[256], err[512];
 	char *want = NULL;
 	int fds[2] = { -1, -1 }, ret = 1;
