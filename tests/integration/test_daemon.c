@@ -60,6 +60,7 @@
 #include "client/lib/client_internal.h"
 #include "exlclient.h"
 #include "harness.h"
+#include "raw_conn.h"
 
 #define MODEL "stories260K"
 
@@ -507,70 +508,6 @@ out:
 
 /* ---- garbage ---- */
 
-struct raw {
-	int fd;
-	msgpack_unpacker unp;
-};
-
-static int raw_open(struct daemon *d, struct raw *r)
-{
-	struct sockaddr_un a = { .sun_family = AF_UNIX };
-
-	snprintf(a.sun_path, sizeof(a.sun_path), "%s", d->sock);
-	r->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (r->fd < 0 || connect(r->fd, (struct sockaddr *)&a, sizeof(a)) < 0)
-		return -1;
-	msgpack_unpacker_init(&r->unp, 65536);
-	return 0;
-}
-
-static void raw_close(struct raw *r)
-{
-	close(r->fd);
-	msgpack_unpacker_destroy(&r->unp);
-}
-
-static int raw_send(struct raw *r, const void *p, size_t n)
-{
-	return send(r->fd, p, n, MSG_NOSIGNAL) == (ssize_t)n ? 0 : -1;
-}
-
-/* 1: a message in *up, 0: the daemon closed, -1: nothing within 10 s. */
-static int raw_read(struct raw *r, msgpack_unpacked *up)
-{
-	for (;;) {
-		if (msgpack_unpacker_next(&r->unp, up) == MSGPACK_UNPACK_SUCCESS)
-			return 1;
-		struct pollfd p = { .fd = r->fd, .events = POLLIN };
-		if (poll(&p, 1, 10000) <= 0)
-			return -1;
-		msgpack_unpacker_reserve_buffer(&r->unp, 65536);
-		ssize_t n = recv(r->fd, msgpack_unpacker_buffer(&r->unp),
-				 msgpack_unpacker_buffer_capacity(&r->unp), 0);
-		if (n <= 0)
-			return 0;
-		msgpack_unpacker_buffer_consumed(&r->unp, (size_t)n);
-	}
-}
-
-static const msgpack_object *get(const msgpack_object *m, const char *key)
-{
-	if (m->type != MSGPACK_OBJECT_MAP)
-		return NULL;
-	for (uint32_t i = 0; i < m->via.map.size; i++) {
-		const msgpack_object *k = &m->via.map.ptr[i].key;
-		if (k->type == MSGPACK_OBJECT_STR && k->via.str.size == strlen(key) &&
-		    !memcmp(k->via.str.ptr, key, k->via.str.size))
-			return &m->via.map.ptr[i].val;
-	}
-	return NULL;
-}
-
-static bool str_is(const msgpack_object *o, const char *s)
-{
-	return o && o->type == MSGPACK_OBJECT_STR && o->via.str.size == strlen(s) &&
-	       !memcmp(o->via.str.ptr, s, o->via.str.size);
-}
 
 /* Expects an error reply with code; prints its message. */
 static int expect_error(struct raw *r, const char *code, const char *what)
@@ -578,7 +515,7 @@ static int expect_error(struct raw *r, const char *code, const char *what)
 	msgpack_unpacked up;
 
 	msgpack_unpacked_init(&up);
-	int n = raw_read(r, &up);
+	int n = raw_read(r, &up, 10000);
 	bool ok = n == 1 && str_is(get(&up.data, "op"), "error") && str_is(get(&up.data, "code"), code);
 	if (ok) {
 		const msgpack_object *m = get(&up.data, "message");
@@ -601,7 +538,7 @@ static int expect_closed(struct raw *r, const char *what)
 	msgpack_unpacked_init(&up);
 	int n;
 	/* an error message may come first */
-	while ((n = raw_read(r, &up)) == 1)
+	while ((n = raw_read(r, &up, 10000)) == 1)
 		;
 	msgpack_unpacked_destroy(&up);
 	if (n != 0) {
@@ -731,7 +668,7 @@ static int test_garbage(void)
 	{
 		msgpack_unpacked up;
 		msgpack_unpacked_init(&up);
-		CHECK(raw_read(&r, &up) == 1 && str_is(get(&up.data, "op"), "tokenize"),
+		CHECK(raw_read(&r, &up, 10000) == 1 && str_is(get(&up.data, "op"), "tokenize"),
 		      "tokenize after the errors");
 		const msgpack_object *ids = get(&up.data, "ids");
 		CHECK(ids && ids->type == MSGPACK_OBJECT_ARRAY && ids->via.array.size == 5 &&
@@ -1027,7 +964,7 @@ static int check_status_memory(struct daemon *d, struct exl_client *c)
 	/* The same on the wire, key by key. */
 	CHECK(raw_open(d, &r) == 0, "connect");
 	pack_req(&sb, "status", 0);
-	CHECK(send_sb(&r, &sb) == 0 && raw_read(&r, &up) == 1, "raw status");
+	CHECK(send_sb(&r, &sb) == 0 && raw_read(&r, &up, 10000) == 1, "raw status");
 	const msgpack_object *models = get(&up.data, "models");
 	CHECK(models && models->type == MSGPACK_OBJECT_ARRAY && models->via.array.size == 1,
 	      "status models");
@@ -1347,7 +1284,7 @@ static int wire_counters(struct daemon *d, uint64_t *prompt, int64_t *recomputed
 	if (raw_open(d, &r))
 		goto out;
 	pack_req(&sb, "status", 0);
-	if (send_sb(&r, &sb) || raw_read(&r, &up) != 1)
+	if (send_sb(&r, &sb) || raw_read(&r, &up, 10000) != 1)
 		goto out;
 	const msgpack_object *models = get(&up.data, "models");
 	if (!models || models->type != MSGPACK_OBJECT_ARRAY || models->via.array.size != 1)
@@ -2359,7 +2296,7 @@ static int test_features(void)
 		msgpack_pack_false(&pk);
 	}
 	CHECK(send_sb(&r, &sb) == 0, "send hello");
-	CHECK(raw_read(&r, &up) == 1 && str_is(get(&up.data, "op"), "hello"), "no hello reply");
+	CHECK(raw_read(&r, &up, 10000) == 1 && str_is(get(&up.data, "op"), "hello"), "no hello reply");
 	const msgpack_object *fl = get(&up.data, "features");
 	CHECK(fl && fl->type == MSGPACK_OBJECT_ARRAY && fl->via.array.size == N_DAEMON_FEATURES,
 	      "hello's features: %s, %u of them", fl ? "there" : "absent",
@@ -2627,7 +2564,7 @@ static int test_utf8(void)
 	msgpack_pack_str_with_body(&pk, "return_text", 11);
 	msgpack_pack_true(&pk);
 	CHECK(send_sb(&r, &sb) == 0, "send");
-	CHECK(raw_read(&r, &up) == 1 && all_strs_utf8(&up.data), "a reply that is not UTF-8");
+	CHECK(raw_read(&r, &up, 10000) == 1 && all_strs_utf8(&up.data), "a reply that is not UTF-8");
 	CHECK(str_is(get(&up.data, "op"), "error") && str_is(get(&up.data, "code"), "bad_request"),
 	      "a prompt ending in 0xff was not refused");
 	{
@@ -2678,7 +2615,7 @@ static int test_utf8(void)
 	msgpack_pack_true(&pk);
 	CHECK(send_sb(&r, &sb) == 0, "send");
 	while (!done) {
-		CHECK(raw_read(&r, &up) == 1, "no done message");
+		CHECK(raw_read(&r, &up, 10000) == 1, "no done message");
 		n_msgs++;
 		CHECK(all_strs_utf8(&up.data), "message %d holds a str that is not UTF-8", n_msgs);
 		const msgpack_object *op = get(&up.data, "op"), *t = get(&up.data, "text");

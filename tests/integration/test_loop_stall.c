@@ -45,6 +45,7 @@
 
 #include "exlclient.h"
 #include "harness.h"
+#include "raw_conn.h"
 
 #define MODEL "stories260K"
 #define PROMPT "Once upon a time"
@@ -474,84 +475,6 @@ out:
 
 /* ---- ops ---- */
 
-struct raw {
-	int fd;
-	msgpack_unpacker unp;
-};
-
-static int raw_open(struct daemon *d, struct raw *r)
-{
-	struct sockaddr_un a = { .sun_family = AF_UNIX };
-
-	snprintf(a.sun_path, sizeof(a.sun_path), "%s", d->sock);
-	r->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (r->fd < 0 || connect(r->fd, (struct sockaddr *)&a, sizeof(a)) < 0)
-		return -1;
-	msgpack_unpacker_init(&r->unp, 65536);
-	return 0;
-}
-
-static void raw_close(struct raw *r)
-{
-	if (r->fd < 0)
-		return;
-	close(r->fd);
-	r->fd = -1;
-	msgpack_unpacker_destroy(&r->unp);
-}
-
-static int raw_send_sb(struct raw *r, msgpack_sbuffer *sb)
-{
-	size_t off = 0;
-
-	while (off < sb->size) {
-		ssize_t n = send(r->fd, sb->data + off, sb->size - off, MSG_NOSIGNAL);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return -1;
-		off += (size_t)n;
-	}
-	msgpack_sbuffer_clear(sb);
-	return 0;
-}
-
-/* 1: a message in *up, 0: the daemon closed, -1: nothing within timeout. */
-static int raw_read(struct raw *r, msgpack_unpacked *up, int timeout_ms)
-{
-	for (;;) {
-		if (msgpack_unpacker_next(&r->unp, up) == MSGPACK_UNPACK_SUCCESS)
-			return 1;
-		struct pollfd p = { .fd = r->fd, .events = POLLIN };
-		if (poll(&p, 1, timeout_ms) <= 0)
-			return -1;
-		msgpack_unpacker_reserve_buffer(&r->unp, 1 << 20);
-		ssize_t n = recv(r->fd, msgpack_unpacker_buffer(&r->unp),
-				 msgpack_unpacker_buffer_capacity(&r->unp), 0);
-		if (n <= 0)
-			return 0;
-		msgpack_unpacker_buffer_consumed(&r->unp, (size_t)n);
-	}
-}
-
-static const msgpack_object *get(const msgpack_object *m, const char *key)
-{
-	if (m->type != MSGPACK_OBJECT_MAP)
-		return NULL;
-	for (uint32_t i = 0; i < m->via.map.size; i++) {
-		const msgpack_object *k = &m->via.map.ptr[i].key;
-		if (k->type == MSGPACK_OBJECT_STR && k->via.str.size == strlen(key) &&
-		    !memcmp(k->via.str.ptr, key, k->via.str.size))
-			return &m->via.map.ptr[i].val;
-	}
-	return NULL;
-}
-
-static bool str_is(const msgpack_object *o, const char *s)
-{
-	return o && o->type == MSGPACK_OBJECT_STR && o->via.str.size == strlen(s) &&
-	       !memcmp(o->via.str.ptr, s, o->via.str.size);
-}
 
 static uint64_t u64_of(const msgpack_object *o)
 {
