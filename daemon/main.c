@@ -2,7 +2,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "daemon/commands.h"
+#include "daemon/commands/commands.h"
 
 struct subcommand {
 	const char *name;

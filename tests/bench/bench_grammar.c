@@ -26,11 +26,11 @@
 #include <string.h>
 #include <time.h>
 
-#include "daemon/gguf.h"
-#include "daemon/grammar.h"
-#include "daemon/grammar_filter.h"
-#include "daemon/tokenizer.h"
-#include "daemon/vocab_trie.h"
+#include "daemon/core/gguf/gguf.h"
+#include "daemon/core/grammar/grammar.h"
+#include "daemon/core/grammar/grammar_filter.h"
+#include "daemon/core/tokenizer/tokenizer.h"
+#include "daemon/core/grammar/vocab_trie.h"
 
 static const char default_schema[] =
 	"{\"type\":\"object\",\"additionalProperties\":false,"

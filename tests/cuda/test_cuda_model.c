@@ -12,9 +12,9 @@
 #include <cmocka.h>
 
 #include "cuda_test_util.h"
-#include "daemon/kvcache.h"
-#include "daemon/model.h"
-#include "daemon/tokenizer.h"
+#include "daemon/core/model/kvcache.h"
+#include "daemon/core/model/model.h"
+#include "daemon/core/tokenizer/tokenizer.h"
 #include "../model/model_test_util.h"
 
 #define N_SEQ 8

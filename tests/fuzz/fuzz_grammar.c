@@ -13,10 +13,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "daemon/grammar.h"
-#include "daemon/grammar_filter.h"
-#include "daemon/grammar_internal.h"
-#include "daemon/vocab_trie.h"
+#include "daemon/core/grammar/grammar.h"
+#include "daemon/core/grammar/grammar_filter.h"
+#include "daemon/core/grammar/grammar_internal.h"
+#include "daemon/core/grammar/vocab_trie.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

@@ -36,10 +36,10 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "daemon/config.h"
-#include "daemon/protocol.h"
-#include "daemon/sampler.h"
-#include "daemon/tokenizer.h"
+#include "daemon/server/wire/config.h"
+#include "daemon/server/wire/protocol.h"
+#include "daemon/core/sampler/sampler.h"
+#include "daemon/core/tokenizer/tokenizer.h"
 #include "tests/fuzz/fuzz_target.h"
 
 #define MAX_MESSAGE (1u << 20)

@@ -13,8 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "daemon/gguf.h"
-#include "daemon/tokenizer.h"
+#include "daemon/core/gguf/gguf.h"
+#include "daemon/core/tokenizer/tokenizer.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

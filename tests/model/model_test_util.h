@@ -18,8 +18,8 @@
 
 #include <cmocka.h>
 
-#include "daemon/kvcache.h"
-#include "daemon/model.h"
+#include "daemon/core/model/kvcache.h"
+#include "daemon/core/model/model.h"
 #include "kernels/backend.h"
 
 #define SKIP_STATUS 77

@@ -20,7 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "daemon/gguf.h"
+#include "daemon/core/gguf/gguf.h"
 #include "ref_forward.h"
 
 #define GGML_TYPE_F32 0

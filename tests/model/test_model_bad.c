@@ -3,8 +3,8 @@
  * or of an unsupported type, another architecture, a missing key). */
 #include <unistd.h>
 
-#include "daemon/gguf.h"
-#include "daemon/gguf_write.h"
+#include "daemon/core/gguf/gguf.h"
+#include "daemon/core/gguf/gguf_write.h"
 #include "model_test_util.h"
 #include "kernels/formats/dtype.h"
 

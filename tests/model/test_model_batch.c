@@ -4,7 +4,7 @@
  * one sequence reusing another's cached prefix pages), give each the greedy
  * tokens it gives when run alone; so does a sequence that rewinds into a
  * page it shares. */
-#include "daemon/tokenizer.h"
+#include "daemon/core/tokenizer/tokenizer.h"
 #include "model_test_util.h"
 
 #define N_SEQ 8

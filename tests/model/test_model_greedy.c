@@ -10,9 +10,9 @@
 
 #include <cmocka.h>
 
-#include "daemon/kvcache.h"
-#include "daemon/model.h"
-#include "daemon/tokenizer.h"
+#include "daemon/core/model/kvcache.h"
+#include "daemon/core/model/model.h"
+#include "daemon/core/tokenizer/tokenizer.h"
 #include "model_test_util.h"
 
 static const char *models;

@@ -25,8 +25,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "daemon/gguf.h"
-#include "daemon/tokenizer.h"
+#include "daemon/core/gguf/gguf.h"
+#include "daemon/core/tokenizer/tokenizer.h"
 #include "read_file.h"
 
 static int n_checks, n_failed;

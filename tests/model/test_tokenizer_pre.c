@@ -21,8 +21,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "daemon/gguf.h"
-#include "daemon/tokenizer.h"
+#include "daemon/core/gguf/gguf.h"
+#include "daemon/core/tokenizer/tokenizer.h"
 #include "read_file.h"
 
 #define MAX_CASES 4096

@@ -15,8 +15,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "daemon/gguf.h"
-#include "daemon/gguf_write.h"
+#include "daemon/core/gguf/gguf.h"
+#include "daemon/core/gguf/gguf_write.h"
 #include "kernels/formats/dtype.h"
 #include "kernels/formats/quant.h"
 

@@ -31,8 +31,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "daemon/kvcache.h"
-#include "daemon/model.h"
+#include "daemon/core/model/kvcache.h"
+#include "daemon/core/model/model.h"
 #include "kernels/backend.h"
 #include "kernels/backend_select.h"
 

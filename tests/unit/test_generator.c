@@ -18,13 +18,13 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "daemon/engine.h"
-#include "daemon/gguf.h"
-#include "daemon/gguf_write.h"
-#include "daemon/generator.h"
-#include "daemon/kvcache.h"
-#include "daemon/model.h"
-#include "daemon/tokenizer.h"
+#include "daemon/core/generator/engine.h"
+#include "daemon/core/gguf/gguf.h"
+#include "daemon/core/gguf/gguf_write.h"
+#include "daemon/core/generator/generator.h"
+#include "daemon/core/model/kvcache.h"
+#include "daemon/core/model/model.h"
+#include "daemon/core/tokenizer/tokenizer.h"
 #include "kernels/backend.h"
 
 static int failures;

@@ -11,8 +11,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "daemon/gguf.h"
-#include "daemon/gguf_write.h"
+#include "daemon/core/gguf/gguf.h"
+#include "daemon/core/gguf/gguf_write.h"
 #include "kernels/formats/dtype.h"
 
 static int n_checks, n_failed;

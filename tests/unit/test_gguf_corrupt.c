@@ -17,8 +17,8 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-#include "daemon/gguf.h"
-#include "daemon/gguf_write.h"
+#include "daemon/core/gguf/gguf.h"
+#include "daemon/core/gguf/gguf_write.h"
 #include "kernels/formats/dtype.h"
 
 #if defined(__SANITIZE_ADDRESS__)

@@ -12,9 +12,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "daemon/grammar.h"
-#include "daemon/grammar_internal.h"
-#include "daemon/vocab_trie.h"
+#include "daemon/core/grammar/grammar.h"
+#include "daemon/core/grammar/grammar_internal.h"
+#include "daemon/core/grammar/vocab_trie.h"
 
 static int failures;
 

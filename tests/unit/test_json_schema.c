@@ -16,13 +16,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "daemon/grammar.h"
-#include "daemon/grammar_filter.h"
-#include "daemon/grammar_internal.h"
-#include "daemon/json_parse.h"
-#include "daemon/json_schema.h"
-#include "daemon/regex_grammar.h"
-#include "daemon/vocab_trie.h"
+#include "daemon/core/grammar/grammar.h"
+#include "daemon/core/grammar/grammar_filter.h"
+#include "daemon/core/grammar/grammar_internal.h"
+#include "daemon/core/grammar/json_parse.h"
+#include "daemon/core/grammar/json_schema.h"
+#include "daemon/core/grammar/regex_grammar.h"
+#include "daemon/core/grammar/vocab_trie.h"
 
 static int failures;
 

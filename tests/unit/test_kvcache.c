@@ -9,7 +9,7 @@
 
 #include <cmocka.h>
 
-#include "daemon/kvcache.h"
+#include "daemon/core/model/kvcache.h"
 #include "kernels/backend.h"
 
 #define PS 4      /* page size */

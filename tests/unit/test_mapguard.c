@@ -11,7 +11,7 @@
 #include <signal.h>
 #include <sys/mman.h>
 
-#include "daemon/mapguard.h"
+#include "daemon/core/model/mapguard.h"
 #include "model_test_util.h"
 
 static const char *mkmodel;

@@ -15,7 +15,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "daemon/gguf.h"
+#include "daemon/core/gguf/gguf.h"
 #include "kernels/formats/dtype.h"
 #include "kernels/formats/quant.h"
 

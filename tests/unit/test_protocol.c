@@ -11,10 +11,10 @@
 #include <unistd.h>
 
 #include "common/gen_options.h"
-#include "daemon/config.h"
-#include "daemon/protocol.h"
-#include "daemon/sampler.h"
-#include "daemon/tokenizer.h"
+#include "daemon/server/wire/config.h"
+#include "daemon/server/wire/protocol.h"
+#include "daemon/core/sampler/sampler.h"
+#include "daemon/core/tokenizer/tokenizer.h"
 
 static int failures;
 

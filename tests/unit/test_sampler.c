@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "daemon/sampler.h"
+#include "daemon/core/sampler/sampler.h"
 
 static int failures;
 

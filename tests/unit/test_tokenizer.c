@@ -20,9 +20,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "daemon/gguf.h"
-#include "daemon/gguf_write.h"
-#include "daemon/tokenizer.h"
+#include "daemon/core/gguf/gguf.h"
+#include "daemon/core/gguf/gguf_write.h"
+#include "daemon/core/tokenizer/tokenizer.h"
 
 static int n_checks, n_failed;
 

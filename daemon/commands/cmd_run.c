@@ -1,0 +1,338 @@
+/* exld run: load a model, complete one prompt through the generator and
+ * the batching engine (the daemon's code path, without the daemon), and
+ * stream the text to stdout, or print the result as one JSON line.  The
+ * engine bounds the job by the model's context as the daemon's does: a
+ * prompt that leaves no room is refused (status 1), longer output ends
+ * with max_context.
+ *
+ * Every generation option of the daemon is an option here (see --help and
+ * docs/sampling.md).  The last line on stderr is the timing, as key=value
+ * pairs for scripts:
+ *   timing: prompt_tokens=N prompt_tok_s=X gen_tokens=N gen_tok_s=X
+ * prompt_tok_s is the prompt over the time to the first token; gen_tok_s
+ * counts the decode passes (every generated token but the first, which
+ * comes from the prompt pass), as llama.cpp's benchmarks do.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/logits_file.h"
+#include "daemon/commands/cmd_run.h"
+#include "daemon/commands/commands.h"
+#include "daemon/core/generator/engine.h"
+#include "daemon/core/generator/generator.h"
+#include "daemon/core/model/kvcache.h"
+#include "daemon/core/model/model.h"
+#include "daemon/core/tokenizer/tokenizer.h"
+#include "kernels/backend.h"
+#include "kernels/backend_select.h"
+
+#define RUN_PAGE_SIZE 256
+#define RUN_BATCH_TOKENS 512
+
+struct run_state {
+	const struct run_opts *o;
+	const struct exl_tokenizer *tok;
+	bool done;
+	bool write_failed;
+	/* With token healing the prompt is printed with the first text: a
+	 * stop string that begins in the healed text ends the output inside
+	 * the prompt, and then the result's text is printed instead. */
+	bool prompt_pending;
+	FILE *logits;             /* --dump-logits, or NULL */
+	int logits_errno;         /* the first failed write's, or 0 */
+	bool logits_missing;      /* a chunk with tokens came without logits */
+};
+
+static void print_probs(const struct run_state *st, const struct exl_chunk *c)
+{
+	char buf[128];
+
+	for (int i = 0; i < c->n_tokens; i++) {
+		size_t n = exl_token_bytes(st->tok, c->tokens[i], true, buf, sizeof(buf));
+
+		fprintf(stderr, "token %d ", (int)c->tokens[i]);
+		run_json_string(stderr, buf, n < sizeof(buf) ? n : sizeof(buf));
+		fprintf(stderr, " p=%.4f top:", c->probs ? (double)c->probs[i] : 0.0);
+		for (int k = 0; k < c->top_k; k++) {
+			int32_t id = c->top_ids[(size_t)i * (size_t)c->top_k + (size_t)k];
+
+			if (id < 0)
+				break;
+			n = exl_token_bytes(st->tok, id, true, buf, sizeof(buf));
+			fprintf(stderr, " %d ", (int)id);
+			run_json_string(stderr, buf, n < sizeof(buf) ? n : sizeof(buf));
+			fprintf(stderr, " %.4f", (double)c->top_probs[(size_t)i * (size_t)c->top_k + (size_t)k]);
+		}
+		fputc('\n', stderr);
+	}
+}
+
+static int on_chunk(struct exl_job *job, const struct exl_chunk *c, void *user)
+{
+	struct run_state *st = user;
+
+	(void)job;
+	if (st->logits && c->n_tokens && !st->logits_errno) {
+		if (!c->logits)
+			st->logits_missing = true;
+		else if (logits_write(st->logits, c->logits, (size_t)c->n_tokens * (size_t)c->n_vocab))
+			st->logits_errno = errno ? errno : EIO;
+	}
+	if (st->o->json)
+		return EXL_CHUNK_OK;
+	if (c->text_len && st->prompt_pending) {
+		fputs(st->o->prompt, stdout);
+		st->prompt_pending = false;
+	}
+	if (c->text_len && fwrite(c->text, 1, c->text_len, stdout) != c->text_len)
+		st->write_failed = true;
+	fflush(stdout);
+	if (st->o->top_probs)
+		print_probs(st, c);
+	return EXL_CHUNK_OK;
+}
+
+static void on_done(struct exl_job *job, const struct exl_gen_result *r, void *user)
+{
+	struct run_state *st = user;
+
+	(void)job;
+	(void)r;
+	st->done = true;
+}
+
+/* Tokens of the negative prompt, to size the KV cache. */
+static int count_tokens(const struct exl_tokenizer *tok, const struct run_opts *o, const char *text,
+			char *err, size_t errlen)
+{
+	int32_t *ids = NULL;
+	bool bos = o->s.add_bos < 0 ? exl_tokenizer_add_bos(tok) : o->s.add_bos == 1;
+	int n = exl_tok_encode(tok, text, strlen(text), bos, o->s.encode_special_tokens, &ids,
+			     err, errlen);
+
+	free(ids);
+	return n;
+}
+
+/* Runs the job added to e to its end. */
+static int drive(struct exl_engine *e, struct run_state *st, char *err, size_t errlen)
+{
+	while (!st->done)
+		if (exl_engine_step(e, err, errlen) < 0)
+			return -1;
+	return 0;
+}
+
+/* One untimed pass over a single token touches every weight page. */
+static int warmup(struct exl_model *m, struct exl_engine *e, char *err, size_t errlen)
+{
+	const struct exl_tokenizer *tok = exl_model_tokenizer(m);
+	struct exl_gen_settings s;
+	struct run_opts quiet = { .json = true };
+	struct run_state st = { .o = &quiet, .tok = tok };
+	static const struct exl_job_callbacks cb = { on_chunk, on_done };
+	int32_t first = exl_tokenizer_bos(tok) >= 0 ? exl_tokenizer_bos(tok) : 0;
+	struct exl_prompt p = { NULL, 0, &first, 1 };
+
+	exl_gen_settings_init(&s);
+	s.max_new_tokens = 1;
+	s.sampling.temperature = 0.0f;
+	struct exl_job *job = exl_job_create(m, &s, &p, NULL, &cb, &st, err, errlen);
+
+	if (!job)
+		return -1;
+	int r = exl_engine_add(e, job, err, errlen) ? -1 : drive(e, &st, err, errlen);
+
+	exl_job_free(job);
+	return r;
+}
+
+int cmd_run(int argc, char **argv)
+{
+	static const struct exl_job_callbacks cb = { on_chunk, on_done };
+	struct run_opts o;
+	struct exl_backend *be = NULL;
+	struct exl_model *m = NULL;
+	struct exl_kvcache *kv = NULL;
+	struct exl_engine *e = NULL;
+	struct exl_job *job = NULL;
+	struct run_state st = { .o = &o };
+	char err[512];
+	int status = 1;
+	bool started = false;
+
+	int pr = run_parse_args(argc, argv, &o);
+	if (pr) {
+		run_opts_free(&o);
+		return pr > 0 ? 0 : 2;
+	}
+	if (o.dump_logits) {
+		st.logits = fopen(o.dump_logits, "wb");
+		if (!st.logits) {
+			snprintf(err, sizeof(err), "--dump-logits: cannot open '%s': %s", o.dump_logits,
+				 strerror(errno));
+			goto fail;
+		}
+	}
+	if (exl_backend_create_by_name(o.device, o.threads, &be, err, sizeof(err)))
+		goto fail;
+	m = exl_model_load(o.model, be, err, sizeof(err));
+	if (!m)
+		goto fail;
+	const struct exl_tokenizer *tok = exl_model_tokenizer(m);
+
+	st.tok = tok;
+	struct exl_prompt prompt = { o.prompt, strlen(o.prompt), NULL, 0 };
+	struct exl_prompt neg = { o.negative, o.negative ? strlen(o.negative) : 0, NULL, 0 };
+
+	job = exl_job_create(m, &o.s, &prompt, o.negative ? &neg : NULL, &cb, &st, err, sizeof(err));
+	if (!job) {
+		status = 2;
+		goto fail;
+	}
+	struct exl_engine_config cfg;
+
+	/* max_seq_len stays 0: the model's context, as in the daemon. */
+	exl_engine_config_init(&cfg);
+	cfg.max_batch_tokens = RUN_BATCH_TOKENS;
+	cfg.prefill_chunk = RUN_BATCH_TOKENS;
+	cfg.max_jobs = 2;
+	int n_ctx = exl_engine_max_seq_len(m, &cfg);
+	int n_prompt = exl_job_prompt_tokens(job);
+	int n_new = o.s.max_new_tokens;
+	long need[2] = { (long)n_prompt + n_new, 0 };
+	long longest = n_prompt;
+	int n_seqs = 1;
+
+	if (o.negative) {
+		int n_neg = count_tokens(tok, &o, o.negative, err, sizeof(err));
+
+		if (n_neg < 0)
+			goto fail;
+		need[n_seqs++] = (long)n_neg + n_new;
+		if (n_neg > longest)
+			longest = n_neg;
+	}
+	/* No sequence outgrows the context (a prompt that fills it is
+	 * refused when the job is added). */
+	for (int i = 0; i < n_seqs; i++)
+		if (need[i] > n_ctx)
+			need[i] = n_ctx;
+	/* Pages small enough for every sequence to have its own. */
+	long kv_tokens, page;
+
+	if (o.kv_tokens) {
+		kv_tokens = o.kv_tokens;
+		page = kv_tokens / n_seqs;
+	} else {
+		page = need[0] > need[1] ? need[0] : need[1];
+		if (page > RUN_PAGE_SIZE)
+			page = RUN_PAGE_SIZE;
+		kv_tokens = 0;
+		for (int i = 0; i < n_seqs; i++)
+			kv_tokens += (need[i] + page - 1) / page * page;
+	}
+	if (page > RUN_PAGE_SIZE)
+		page = RUN_PAGE_SIZE;
+	if (page < 1)
+		page = 1;
+	if (kv_tokens > (1 << 24))
+		kv_tokens = 1 << 24;
+	kv = exl_model_kvcache_create(m, (int)kv_tokens, (int)page, err, sizeof(err));
+	if (!kv)
+		goto fail;
+
+	e = exl_engine_create(m, kv, &cfg, err, sizeof(err));
+	if (!e)
+		goto fail;
+	if (o.warmup && warmup(m, e, err, sizeof(err)))
+		goto fail;
+	/* The daemon's refusal (too_large there), before any output. */
+	if (exl_engine_add(e, job, err, sizeof(err)))
+		goto fail;
+
+	if (!o.json && !o.s.completion_only) {
+		if (o.s.token_healing) {
+			st.prompt_pending = true;
+		} else {
+			fputs(o.prompt, stdout);
+			fflush(stdout);
+		}
+	}
+	started = true;
+	if (drive(e, &st, err, sizeof(err)))
+		goto fail;
+
+	const struct exl_gen_result *r = exl_job_result(job);
+
+	if (o.json) {
+		if (run_print_json(stdout, r, tok))
+			st.write_failed = true;
+	} else {
+		if (st.prompt_pending)
+			fwrite(r->text, 1, r->text_len, stdout);
+		fputc('\n', stdout);
+	}
+	if (fflush(stdout) || st.write_failed) {
+		snprintf(err, sizeof(err), "cannot write the output");
+		started = false;
+		goto fail;
+	}
+	if (st.logits) {
+		FILE *f = st.logits;
+
+		st.logits = NULL;
+		if (fclose(f) && !st.logits_errno)
+			st.logits_errno = errno ? errno : EIO;
+		if (st.logits_missing || st.logits_errno) {
+			snprintf(err, sizeof(err), "--dump-logits: cannot write '%s': %s",
+				 o.dump_logits, st.logits_missing ? "a step came without its logits" :
+				 strerror(st.logits_errno));
+			started = false;
+			goto fail;
+		}
+	}
+	if (r->reason == EXL_STOP_ERROR) {
+		snprintf(err, sizeof(err), "%s", r->error ? r->error : "generation failed");
+		started = false;
+		goto fail;
+	}
+	if (r->reason == EXL_STOP_MAX_CONTEXT && longest + r->new_tokens >= n_ctx)
+		fprintf(stderr, "exld run: reached the end of the context (%d tokens)\n", n_ctx);
+	else if (r->reason == EXL_STOP_MAX_CONTEXT)
+		fprintf(stderr, "exld run: KV cache full at %d tokens, stopping (raise --kv-tokens)\n",
+			exl_kvcache_n_pages(kv) * exl_kvcache_page_size(kv));
+	double t_first = r->time_to_first_token - r->time_queued;
+	double t_gen = r->time_total - r->time_to_first_token;
+	int decoded = r->new_tokens > 1 ? r->new_tokens - 1 : 0;
+
+	fprintf(stderr, "timing: prompt_tokens=%d prompt_tok_s=%.2f gen_tokens=%d gen_tok_s=%.2f\n",
+		r->prompt_tokens, t_first > 0 ? r->prompt_tokens / t_first : 0.0, r->new_tokens,
+		t_gen > 0 && decoded ? decoded / t_gen : 0.0);
+	status = 0;
+	goto out;
+
+fail:
+	if (started && !o.json) {
+		if (st.prompt_pending)
+			fputs(o.prompt, stdout);
+		fputc('\n', stdout);
+	}
+	fflush(stdout);
+	fprintf(stderr, "exld run: %s\n", err);
+out:
+	if (st.logits)
+		fclose(st.logits);
+	/* The engine first: a job still in it ends (on_done) before it is freed. */
+	exl_engine_free(e);
+	exl_job_free(job);
+	exl_kvcache_free(kv);
+	exl_model_free(m);
+	if (be)
+		be->ops->destroy(be);
+	run_opts_free(&o);
+	return status;
+}

@@ -1,0 +1,686 @@
+/* The paged KV cache: page pool, per-sequence page tables, prefix sharing
+ * and copy on write.
+ *
+ * Every page is in exactly one of three states:
+ *   in use  - refcount > 0, referenced by that many sequence page tables;
+ *   cached  - refcount 0 but registered for prefix sharing, kept in LRU
+ *             order so a later sequence with the same prefix can revive it;
+ *   free    - refcount 0, not registered, on the free stack.
+ * Allocation takes free pages first and evicts the least recently released
+ * cached page only when none is left, so "free pages" counts both.
+ *
+ * A registered page records the chained hash of every token up to its end,
+ * its own tokens, and its parent (the page before it in the sequence that
+ * registered it) together with the parent's generation.  A page's generation
+ * changes whenever its registered content is dropped, so a match verified
+ * page by page (same tokens, same parent at the same generation) proves the
+ * whole prefix equal, without trusting the hash.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "daemon/core/model/kvcache.h"
+#include "kernels/backend_select.h"
+
+#define MIB (1024.0 * 1024.0)
+
+struct exl_kvcache {
+	struct exl_backend *be;
+	int n_layers;
+	int n_kv_heads;
+	int head_dim;
+	int page_size;
+	int n_pages;
+	size_t page_bytes; /* bytes of K (or V) of one page in one layer */
+	struct exl_kv_layer *layers;
+
+	int32_t *refcount;
+	uint32_t *gen;
+	bool *registered;
+	uint64_t *hash;     /* chained hash of the prefix ending with the page */
+	int32_t *parent;    /* page before it when registered, -1 for the first */
+	uint32_t *parent_gen;
+	int32_t *page_tokens; /* [n_pages][page_size], valid while registered */
+
+	int32_t *bucket;    /* hash table heads, n_buckets, -1 when empty */
+	int32_t *bucket_next;
+	uint32_t n_buckets; /* power of two */
+
+	int32_t *free_stack;
+	int n_free_stack;
+	int32_t *lru_prev;  /* cached pages, least recently released first */
+	int32_t *lru_next;
+	int32_t lru_head;
+	int32_t lru_tail;
+	int n_cached;
+};
+
+static uint64_t mix64(uint64_t x)
+{
+	x ^= x >> 30;
+	x *= 0xbf58476d1ce4e5b9ULL;
+	x ^= x >> 27;
+	x *= 0x94d049bb133111ebULL;
+	x ^= x >> 31;
+	return x;
+}
+
+static uint64_t chain_hash(uint64_t h, const int32_t *tokens, int n)
+{
+	for (int i = 0; i < n; i++)
+		h = mix64(h ^ ((uint64_t)(uint32_t)tokens[i] + 0x9e3779b97f4a7c15ULL));
+	return h;
+}
+
+#define HASH_SEED 0x6b76636163686531ULL
+
+/* ---- page bookkeeping ---- */
+
+static void lru_unlink(struct exl_kvcache *kv, int32_t p)
+{
+	int32_t prev = kv->lru_prev[p], next = kv->lru_next[p];
+
+	if (prev >= 0)
+		kv->lru_next[prev] = next;
+	else
+		kv->lru_head = next;
+	if (next >= 0)
+		kv->lru_prev[next] = prev;
+	else
+		kv->lru_tail = prev;
+	kv->lru_prev[p] = kv->lru_next[p] = -1;
+	kv->n_cached--;
+}
+
+static void lru_append(struct exl_kvcache *kv, int32_t p)
+{
+	kv->lru_prev[p] = kv->lru_tail;
+	kv->lru_next[p] = -1;
+	if (kv->lru_tail >= 0)
+		kv->lru_next[kv->lru_tail] = p;
+	else
+		kv->lru_head = p;
+	kv->lru_tail = p;
+	kv->n_cached++;
+}
+
+static void hash_insert(struct exl_kvcache *kv, int32_t p)
+{
+	uint32_t b = (uint32_t)kv->hash[p] & (kv->n_buckets - 1);
+
+	kv->bucket_next[p] = kv->bucket[b];
+	kv->bucket[b] = p;
+	kv->registered[p] = true;
+}
+
+/* Drops p's registration; its content no longer vouches for any prefix. */
+static void unregister_page(struct exl_kvcache *kv, int32_t p)
+{
+	uint32_t b = (uint32_t)kv->hash[p] & (kv->n_buckets - 1);
+	int32_t *link = &kv->bucket[b];
+
+	while (*link >= 0 && *link != p)
+		link = &kv->bucket_next[*link];
+	if (*link == p)
+		*link = kv->bucket_next[p];
+	kv->bucket_next[p] = -1;
+	kv->registered[p] = false;
+	kv->gen[p]++;
+}
+
+/* Takes one page for exclusive use; the caller has checked free_pages. */
+static int32_t page_alloc(struct exl_kvcache *kv)
+{
+	int32_t p;
+
+	if (kv->n_free_stack > 0) {
+		p = kv->free_stack[--kv->n_free_stack];
+	} else {
+		p = kv->lru_head;
+		lru_unlink(kv, p);
+		unregister_page(kv, p);
+	}
+	kv->refcount[p] = 1;
+	return p;
+}
+
+static void page_ref(struct exl_kvcache *kv, int32_t p)
+{
+	if (kv->refcount[p]++ == 0)
+		lru_unlink(kv, p); /* only registered pages sit at refcount 0 and can be revived */
+}
+
+static void page_unref(struct exl_kvcache *kv, int32_t p)
+{
+	if (--kv->refcount[p] > 0)
+		return;
+	if (kv->registered[p])
+		lru_append(kv, p);
+	else
+		kv->free_stack[kv->n_free_stack++] = p;
+}
+
+/* ---- sizing ---- */
+
+uint64_t exl_kv_bytes_per_token(int n_layers, int n_kv_heads, int head_dim)
+{
+	uint64_t heads;
+
+	if (n_layers <= 0 || n_kv_heads <= 0 || head_dim <= 0)
+		return 0;
+	/* K and V, 2 bytes each; two ints multiply without overflow */
+	heads = (uint64_t)n_layers * (uint64_t)n_kv_heads;
+	if (heads > UINT64_MAX / 4 / (uint64_t)head_dim)
+		return 0;
+	return 4u * heads * (uint64_t)head_dim;
+}
+
+int exl_kv_tokens_for_memory(uint64_t free_bytes, uint64_t bytes_per_token, int page_size,
+			     int64_t max_tokens)
+{
+	uint64_t usable, pages, cap_pages;
+
+	if (!bytes_per_token || page_size <= 0)
+		return 0;
+	/* EXL_KV_FREE_PERCENT of free_bytes without overflowing */
+	usable = free_bytes / 100 * EXL_KV_FREE_PERCENT +
+		 free_bytes % 100 * EXL_KV_FREE_PERCENT / 100;
+	pages = usable / bytes_per_token / (uint64_t)page_size;
+	if (max_tokens <= 0 || max_tokens > EXL_KV_MAX_TOKENS)
+		max_tokens = EXL_KV_MAX_TOKENS;
+	/* The cap in whole pages, rounded up so a full context fits, but never
+	 * past EXL_KV_MAX_TOKENS. */
+	cap_pages = ((uint64_t)max_tokens + (uint64_t)page_size - 1) / (uint64_t)page_size;
+	if (cap_pages * (uint64_t)page_size > EXL_KV_MAX_TOKENS)
+		cap_pages = EXL_KV_MAX_TOKENS / (uint64_t)page_size;
+	if (pages > cap_pages)
+		pages = cap_pages;
+	return (int)(pages * (uint64_t)page_size);
+}
+
+int exl_kvcache_auto_tokens(struct exl_backend *be, int n_layers, int n_kv_heads, int head_dim,
+			    int page_size, int64_t max_tokens, char *err, size_t errlen)
+{
+	uint64_t per_token = exl_kv_bytes_per_token(n_layers, n_kv_heads, head_dim);
+	struct exl_backend_mem mem;
+	char msg[300];
+	int tokens;
+
+	if (!per_token || page_size <= 0) {
+		snprintf(err, errlen, "kv cache: bad shape (layers %d, kv heads %d, head dim %d, "
+			 "page size %d)", n_layers, n_kv_heads, head_dim, page_size);
+		return -1;
+	}
+	if (be->ops->mem_info(be, &mem, msg, sizeof(msg))) {
+		snprintf(err, errlen, "kv cache: cannot size the pool from free memory on %s: %s",
+			 mem.device, msg);
+		return -1;
+	}
+	if (!mem.total_bytes)
+		return EXL_KV_DEFAULT_TOKENS; /* host memory: no pool of its own to fill */
+	tokens = exl_kv_tokens_for_memory(mem.free_bytes, per_token, page_size, max_tokens);
+	if (tokens <= 0) {
+		snprintf(err, errlen, "kv cache: not even one page of %d tokens (%.2f MiB) fits in "
+			 "%d%% of the %.1f MiB free (of %.1f MiB) on %s after the weights",
+			 page_size, (double)per_token * page_size / MIB, EXL_KV_FREE_PERCENT,
+			 mem.free_bytes / MIB, mem.total_bytes / MIB, mem.device);
+		return -1;
+	}
+	return tokens;
+}
+
+/* Refuses a pool of `need` bytes that a device with its own memory has no
+ * room for, naming both numbers. */
+static int check_pool_fits(struct exl_backend *be, uint64_t need, int n_tokens, char *err,
+			   size_t errlen)
+{
+	struct exl_backend_mem mem;
+	char msg[300];
+
+	if (be->ops->mem_info(be, &mem, msg, sizeof(msg))) {
+		snprintf(err, errlen, "kv cache: cannot tell whether %.1f MiB fit on %s: %s",
+			 need / MIB, mem.device, msg);
+		return -1;
+	}
+	if (!mem.total_bytes || need <= mem.free_bytes)
+		return 0;
+	snprintf(err, errlen, "kv cache: %d tokens need %.1f MiB of VRAM (%llu bytes), %.1f MiB "
+		 "free of %.1f MiB on %s (lower kv_tokens, or leave it unset to size the pool "
+		 "from free memory)", n_tokens, need / MIB, (unsigned long long)need,
+		 mem.free_bytes / MIB, mem.total_bytes / MIB, mem.device);
+	return -1;
+}
+
+/* ---- creation ---- */
+
+struct exl_kvcache *exl_kvcache_create(struct exl_backend *be, int n_layers, int n_kv_heads,
+				       int head_dim, int n_tokens, int page_size,
+				       char *err, size_t errlen)
+{
+	struct exl_kvcache *kv;
+
+	if (n_layers <= 0 || n_kv_heads <= 0 || head_dim <= 0 || n_tokens <= 0 || page_size <= 0) {
+		snprintf(err, errlen, "kv cache: bad shape (layers %d, kv heads %d, head dim %d, "
+			 "tokens %d, page size %d)", n_layers, n_kv_heads, head_dim, n_tokens,
+			 page_size);
+		return NULL;
+	}
+	if (page_size > (1 << 20)) {
+		snprintf(err, errlen, "kv cache: page size %d too large", page_size);
+		return NULL;
+	}
+	int n_pages = n_tokens / page_size + (n_tokens % page_size != 0);
+	size_t per_pos = (size_t)n_kv_heads * (size_t)head_dim * 2;
+	if ((size_t)n_kv_heads > SIZE_MAX / 2 / (size_t)head_dim ||
+	    per_pos > SIZE_MAX / (size_t)page_size ||
+	    per_pos * (size_t)page_size > SIZE_MAX / (size_t)n_pages) {
+		snprintf(err, errlen, "kv cache: %d tokens of %d x %d too large", n_tokens,
+			 n_kv_heads, head_dim);
+		return NULL;
+	}
+
+	kv = calloc(1, sizeof(*kv));
+	if (!kv)
+		goto oom;
+	kv->be = be;
+	kv->n_layers = n_layers;
+	kv->n_kv_heads = n_kv_heads;
+	kv->head_dim = head_dim;
+	kv->page_size = page_size;
+	kv->n_pages = n_pages;
+	kv->page_bytes = per_pos * (size_t)page_size;
+	kv->lru_head = kv->lru_tail = -1;
+
+	kv->n_buckets = 16;
+	while (kv->n_buckets < 2u * (uint32_t)n_pages)
+		kv->n_buckets <<= 1;
+
+	size_t np = (size_t)n_pages;
+	kv->layers = calloc((size_t)n_layers, sizeof(*kv->layers));
+	kv->refcount = calloc(np, sizeof(*kv->refcount));
+	kv->gen = calloc(np, sizeof(*kv->gen));
+	kv->registered = calloc(np, sizeof(*kv->registered));
+	kv->hash = calloc(np, sizeof(*kv->hash));
+	kv->parent = calloc(np, sizeof(*kv->parent));
+	kv->parent_gen = calloc(np, sizeof(*kv->parent_gen));
+	kv->page_tokens = calloc(np * (size_t)page_size, sizeof(*kv->page_tokens));
+	kv->bucket = malloc(kv->n_buckets * sizeof(*kv->bucket));
+	kv->bucket_next = malloc(np * sizeof(*kv->bucket_next));
+	kv->free_stack = malloc(np * sizeof(*kv->free_stack));
+	kv->lru_prev = malloc(np * sizeof(*kv->lru_prev));
+	kv->lru_next = malloc(np * sizeof(*kv->lru_next));
+	if (!kv->layers || !kv->refcount || !kv->gen || !kv->registered || !kv->hash ||
+	    !kv->parent || !kv->parent_gen || !kv->page_tokens || !kv->bucket ||
+	    !kv->bucket_next || !kv->free_stack || !kv->lru_prev || !kv->lru_next)
+		goto oom;
+	for (uint32_t b = 0; b < kv->n_buckets; b++)
+		kv->bucket[b] = -1;
+	/* Pushed in reverse so page 0 is handed out first. */
+	for (int p = 0; p < n_pages; p++) {
+		kv->bucket_next[p] = -1;
+		kv->lru_prev[p] = kv->lru_next[p] = -1;
+		kv->free_stack[p] = n_pages - 1 - p;
+	}
+	kv->n_free_stack = n_pages;
+
+	if ((uint64_t)kv->page_bytes * np > UINT64_MAX / 2 / (uint64_t)n_layers) {
+		snprintf(err, errlen, "kv cache: %d tokens of %d layers too large", n_tokens,
+			 n_layers);
+		exl_kvcache_free(kv);
+		return NULL;
+	}
+	if (check_pool_fits(be, exl_kvcache_bytes(kv), n_tokens, err, errlen)) {
+		exl_kvcache_free(kv);
+		return NULL;
+	}
+	for (int l = 0; l < n_layers; l++) {
+		struct exl_kv_layer *kl = &kv->layers[l];
+		const char *why;
+
+		kl->page_size = page_size;
+		kl->n_kv_heads = n_kv_heads;
+		kl->head_dim = head_dim;
+		kl->n_pages = n_pages;
+		kl->k = be->ops->alloc(be, kv->page_bytes * np);
+		kl->v = kl->k ? be->ops->alloc(be, kv->page_bytes * np) : NULL;
+		if (!kl->k || !kl->v) {
+			why = exl_backend_error(be);
+			snprintf(err, errlen, "kv cache: cannot allocate %zu bytes on backend %s "
+				 "for layer %d of %d (%d tokens, %.1f MiB in all): %s",
+				 2 * kv->page_bytes * np, be->ops->name, l, n_layers, n_tokens,
+				 exl_kvcache_bytes(kv) / MIB, why ? why : "no reason given");
+			exl_kvcache_free(kv);
+			return NULL;
+		}
+	}
+	return kv;
+oom:
+	snprintf(err, errlen, "kv cache: out of memory");
+	exl_kvcache_free(kv);
+	return NULL;
+}
+
+void exl_kvcache_free(struct exl_kvcache *kv)
+{
+	if (!kv)
+		return;
+	if (kv->layers) {
+		for (int l = 0; l < kv->n_layers; l++) {
+			if (kv->layers[l].k)
+				kv->be->ops->free(kv->be, kv->layers[l].k);
+			if (kv->layers[l].v)
+				kv->be->ops->free(kv->be, kv->layers[l].v);
+		}
+	}
+	free(kv->layers);
+	free(kv->refcount);
+	free(kv->gen);
+	free(kv->registered);
+	free(kv->hash);
+	free(kv->parent);
+	free(kv->parent_gen);
+	free(kv->page_tokens);
+	free(kv->bucket);
+	free(kv->bucket_next);
+	free(kv->free_stack);
+	free(kv->lru_prev);
+	free(kv->lru_next);
+	free(kv);
+}
+
+uint64_t exl_kvcache_bytes(const struct exl_kvcache *kv)
+{
+	return 2u * (uint64_t)kv->page_bytes * (uint64_t)kv->n_pages * (uint64_t)kv->n_layers;
+}
+
+int exl_kvcache_page_size(const struct exl_kvcache *kv)
+{
+	return kv->page_size;
+}
+
+int exl_kvcache_n_pages(const struct exl_kvcache *kv)
+{
+	return kv->n_pages;
+}
+
+int exl_kvcache_free_pages(const struct exl_kvcache *kv)
+{
+	return kv->n_free_stack + kv->n_cached;
+}
+
+int exl_kvcache_cached_pages(const struct exl_kvcache *kv)
+{
+	return kv->n_cached;
+}
+
+int exl_kvcache_page_refcount(const struct exl_kvcache *kv, int32_t page)
+{
+	if (page < 0 || page >= kv->n_pages)
+		return -1;
+	return kv->refcount[page];
+}
+
+const struct exl_kv_layer *exl_kvcache_layer(const struct exl_kvcache *kv, int layer)
+{
+	if (layer < 0 || layer >= kv->n_layers)
+		return NULL;
+	return &kv->layers[layer];
+}
+
+/* ---- sequences ---- */
+
+void exl_kv_seq_init(struct exl_kv_seq *s)
+{
+	memset(s, 0, sizeof(*s));
+}
+
+void exl_kv_seq_release(struct exl_kvcache *kv, struct exl_kv_seq *s)
+{
+	/* Last page first: the LRU then evicts the tail of a released prefix
+	 * before its head, which more sequences are likely to share. */
+	for (int i = s->n_pages - 1; i >= 0; i--)
+		page_unref(kv, s->pages[i]);
+	free(s->pages);
+	free(s->tokens);
+	exl_kv_seq_init(s);
+}
+
+static int grow_pages(struct exl_kv_seq *s, int n)
+{
+	if (n <= s->cap_pages)
+		return 0;
+	int cap = s->cap_pages ? s->cap_pages : 4;
+	while (cap < n)
+		cap = cap > INT32_MAX / 2 ? n : cap * 2;
+	int32_t *p = realloc(s->pages, (size_t)cap * sizeof(*p));
+	if (!p)
+		return -1;
+	s->pages = p;
+	s->cap_pages = cap;
+	return 0;
+}
+
+static int grow_tokens(struct exl_kv_seq *s, int n)
+{
+	if (n <= s->cap_tokens)
+		return 0;
+	int cap = s->cap_tokens ? s->cap_tokens : 64;
+	while (cap < n)
+		cap = cap > INT32_MAX / 2 ? n : cap * 2;
+	int32_t *t = realloc(s->tokens, (size_t)cap * sizeof(*t));
+	if (!t)
+		return -1;
+	s->tokens = t;
+	s->cap_tokens = cap;
+	return 0;
+}
+
+/* The registered page holding tokens[0..page_size) as the continuation of
+ * parent, or -1. */
+static int32_t lookup_page(const struct exl_kvcache *kv, uint64_t h, int32_t parent,
+			   const int32_t *tokens)
+{
+	uint32_t b = (uint32_t)h & (kv->n_buckets - 1);
+
+	for (int32_t p = kv->bucket[b]; p >= 0; p = kv->bucket_next[p]) {
+		if (kv->hash[p] != h || kv->parent[p] != parent)
+			continue;
+		if (parent >= 0 && kv->parent_gen[p] != kv->gen[parent])
+			continue;
+		if (memcmp(&kv->page_tokens[(size_t)p * (size_t)kv->page_size], tokens,
+			   (size_t)kv->page_size * sizeof(*tokens)))
+			continue;
+		return p;
+	}
+	return -1;
+}
+
+int exl_kv_seq_share_prefix(struct exl_kvcache *kv, struct exl_kv_seq *s,
+			    const int32_t *tokens, int n)
+{
+	int ps = kv->page_size;
+
+	if (s->n_pos != 0 || s->n_pages != 0 || n <= ps)
+		return 0;
+	int max_pages = (n - 1) / ps;
+	uint64_t h = HASH_SEED;
+	int32_t parent = -1;
+	int matched = 0;
+
+	if (grow_pages(s, max_pages) || grow_tokens(s, max_pages * ps))
+		return 0;
+	for (int i = 0; i < max_pages; i++) {
+		const int32_t *pt = tokens + (size_t)i * (size_t)ps;
+
+		h = chain_hash(h, pt, ps);
+		int32_t p = lookup_page(kv, h, parent, pt);
+		if (p < 0)
+			break;
+		page_ref(kv, p);
+		s->pages[matched++] = p;
+		parent = p;
+	}
+	s->n_pages = matched;
+	s->n_pos = matched * ps;
+	memcpy(s->tokens, tokens, (size_t)s->n_pos * sizeof(*tokens));
+	return s->n_pos;
+}
+
+/* Pages of s that positions [n_pos, n_pos + n) fall in: [*first, *end). */
+static void write_span(const struct exl_kvcache *kv, const struct exl_kv_seq *s, int n,
+		       int *first, int *end)
+{
+	int ps = kv->page_size;
+	int64_t last = (int64_t)s->n_pos + n;
+
+	*first = s->n_pos / ps;
+	*end = (int)((last + ps - 1) / ps);
+}
+
+int exl_kv_seq_pages_needed(const struct exl_kvcache *kv, const struct exl_kv_seq *s, int n)
+{
+	int first, end, need = 0;
+
+	if (n <= 0)
+		return 0;
+	write_span(kv, s, n, &first, &end);
+	for (int i = first; i < end; i++) {
+		if (i >= s->n_pages || kv->refcount[s->pages[i]] > 1)
+			need++;
+	}
+	return need;
+}
+
+/* Device to device, queued ahead of the pass that writes the copy: no
+ * host round trip and no wait. */
+static int copy_page(struct exl_kvcache *kv, int32_t dst, int32_t src)
+{
+	struct exl_backend *be = kv->be;
+	size_t off_d = (size_t)dst * kv->page_bytes, off_s = (size_t)src * kv->page_bytes;
+
+	for (int l = 0; l < kv->n_layers; l++) {
+		char *k = kv->layers[l].k, *v = kv->layers[l].v;
+
+		if (be->ops->copy(be, k + off_d, k + off_s, kv->page_bytes) ||
+		    be->ops->copy(be, v + off_d, v + off_s, kv->page_bytes))
+			return -1;
+	}
+	return 0;
+}
+
+int exl_kv_seq_reserve(struct exl_kvcache *kv, struct exl_kv_seq *s, int n)
+{
+	int first, end;
+
+	if (n < 0 || n > INT32_MAX - s->n_pos)
+		return -1;
+	if (n == 0)
+		return 0;
+	if (exl_kv_seq_pages_needed(kv, s, n) > exl_kvcache_free_pages(kv))
+		return -1;
+	write_span(kv, s, n, &first, &end);
+	if (grow_pages(s, end) || grow_tokens(s, s->n_pos + n))
+		return -1;
+
+	/* Copy on write first: a failed copy leaves s as it was. */
+	for (int i = first; i < end && i < s->n_pages; i++) {
+		int32_t old = s->pages[i];
+
+		if (kv->refcount[old] > 1) {
+			int32_t p = page_alloc(kv);
+
+			if (copy_page(kv, p, old)) {
+				page_unref(kv, p);
+				return -1;
+			}
+			kv->refcount[old]--;
+			s->pages[i] = p;
+		} else if (kv->registered[old]) {
+			/* Ours alone: its tail is about to change. */
+			unregister_page(kv, old);
+		}
+	}
+	for (int i = s->n_pages; i < end; i++)
+		s->pages[i] = page_alloc(kv);
+	if (end > s->n_pages)
+		s->n_pages = end;
+	return 0;
+}
+
+int exl_kv_seq_writable(const struct exl_kvcache *kv, const struct exl_kv_seq *s, int n)
+{
+	int first, end;
+
+	if (n <= 0)
+		return 1;
+	if (n > INT32_MAX - s->n_pos)
+		return 0;
+	write_span(kv, s, n, &first, &end);
+	if (end > s->n_pages)
+		return 0;
+	for (int i = first; i < end; i++) {
+		if (kv->refcount[s->pages[i]] != 1 || kv->registered[s->pages[i]])
+			return 0;
+	}
+	return 1;
+}
+
+/* Registers page index i of s, now full, for sharing when its whole prefix
+ * is registered and no equal page already is. */
+static void register_full_page(struct exl_kvcache *kv, struct exl_kv_seq *s, int i)
+{
+	int ps = kv->page_size;
+	int32_t p = s->pages[i];
+	int32_t parent = i > 0 ? s->pages[i - 1] : -1;
+	const int32_t *pt = s->tokens + (size_t)i * (size_t)ps;
+	uint64_t h;
+
+	if (kv->registered[p])
+		return;
+	if (parent >= 0 && !kv->registered[parent])
+		return;
+	h = parent >= 0 ? kv->hash[parent] : HASH_SEED;
+	h = chain_hash(h, pt, ps);
+	if (lookup_page(kv, h, parent, pt) >= 0)
+		return;
+	kv->hash[p] = h;
+	kv->parent[p] = parent;
+	kv->parent_gen[p] = parent >= 0 ? kv->gen[parent] : 0;
+	memcpy(&kv->page_tokens[(size_t)p * (size_t)ps], pt, (size_t)ps * sizeof(*pt));
+	hash_insert(kv, p);
+}
+
+int exl_kv_seq_commit(struct exl_kvcache *kv, struct exl_kv_seq *s, const int32_t *tokens, int n)
+{
+	int ps = kv->page_size;
+
+	if (n < 0 || n > INT32_MAX - s->n_pos || (int64_t)s->n_pos + n > (int64_t)s->n_pages * ps ||
+	    s->n_pos + n > s->cap_tokens)
+		return -1;
+	if (n == 0)
+		return 0;
+	memcpy(s->tokens + s->n_pos, tokens, (size_t)n * sizeof(*tokens));
+	int before = s->n_pos / ps;
+	s->n_pos += n;
+	int full = s->n_pos / ps;
+	for (int i = before; i < full; i++)
+		register_full_page(kv, s, i);
+	return 0;
+}
+
+void exl_kv_seq_truncate(struct exl_kvcache *kv, struct exl_kv_seq *s, int n_pos)
+{
+	int ps = kv->page_size;
+
+	if (n_pos < 0)
+		n_pos = 0;
+	if (n_pos > s->n_pos)
+		n_pos = s->n_pos;
+	s->n_pos = n_pos;
+	int keep = n_pos / ps + (n_pos % ps != 0);
+	for (int i = s->n_pages - 1; i >= keep; i--)
+		page_unref(kv, s->pages[i]);
+	if (s->n_pages > keep)
+		s->n_pages = keep;
+}

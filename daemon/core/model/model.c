@@ -1,0 +1,139 @@
+/* A model's lifetime: load (metadata, tokenizer, weights), accessors, free. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "daemon/core/gguf/gguf.h"
+#include "daemon/core/model/kvcache.h"
+#include "daemon/core/model/mapguard.h"
+#include "daemon/core/model/model_internal.h"
+#include "daemon/core/tokenizer/tokenizer.h"
+
+struct exl_model *exl_model_load(const char *path, struct exl_backend *be,
+				 char *err, size_t errlen)
+{
+	struct exl_model *m;
+	char msg[512];
+
+	m = calloc(1, sizeof(*m));
+	if (!m) {
+		snprintf(err, errlen, "%s: out of memory", path);
+		return NULL;
+	}
+	m->be = be;
+	atomic_init(&m->file_fault, 0);
+	m->path = strdup(path);
+	if (!m->path) {
+		snprintf(msg, sizeof(msg), "out of memory");
+		goto fail;
+	}
+	m->gguf = gguf_open(path, msg, sizeof(msg));
+	if (!m->gguf)
+		goto fail;
+	if (stat(path, &m->file_st)) {
+		snprintf(msg, sizeof(msg), "stat: %s", strerror(errno));
+		goto fail;
+	}
+	if (m->gguf->mapped) {
+		if (exl_mapguard_add(m->gguf->base, m->gguf->size, &m->file_fault, msg, sizeof(msg)))
+			goto fail;
+		m->guarded = true;
+	}
+	if (exl_hparams_read(m->gguf, &m->hp, msg, sizeof(msg)))
+		goto fail;
+	m->tok = exl_tokenizer_load(m->gguf, msg, sizeof(msg));
+	if (!m->tok)
+		goto fail;
+	if (exl_tokenizer_n_vocab(m->tok) != m->hp.n_vocab) {
+		snprintf(msg, sizeof(msg), "tokenizer has %d tokens, model %d",
+			 exl_tokenizer_n_vocab(m->tok), m->hp.n_vocab);
+		goto fail;
+	}
+	if (exl_model_bind_tensors(m, msg, sizeof(msg)))
+		goto fail;
+	if (atomic_load(&m->file_fault)) {
+		snprintf(msg, sizeof(msg), "the file was truncated while it loaded");
+		goto fail;
+	}
+	return m;
+fail:
+	snprintf(err, errlen, "%s: %s", path, msg);
+	exl_model_free(m);
+	return NULL;
+}
+
+void exl_model_free(struct exl_model *m)
+{
+	if (!m)
+		return;
+	exl_model_scratch_free(m);
+	for (int i = 0; i < m->n_uploads; i++)
+		m->be->ops->unload(m->be, m->uploads[i]);
+	free(m->uploads);
+	free(m->layers);
+	if (m->tok)
+		exl_tokenizer_free(m->tok);
+	if (m->guarded)
+		exl_mapguard_remove(m->gguf->base);
+	if (m->gguf)
+		gguf_close(m->gguf);
+	free(m->path);
+	free(m);
+}
+
+int exl_model_check_file(struct exl_model *m, char *why, size_t whylen)
+{
+	struct stat st;
+
+	if (atomic_load(&m->file_fault)) {
+		snprintf(why, whylen, "%s was truncated while loaded", m->path);
+		return 2;
+	}
+	if (stat(m->path, &st)) {
+		/* removed: the mapping keeps the old file whole */
+		snprintf(why, whylen, "%s: %s (the loaded copy goes on)", m->path, strerror(errno));
+		return 1;
+	}
+	if (st.st_dev != m->file_st.st_dev || st.st_ino != m->file_st.st_ino) {
+		snprintf(why, whylen, "%s was replaced by another file; the loaded one goes on "
+			 "until the model is unloaded and loaded again", m->path);
+		return 1;
+	}
+	if (st.st_size != m->file_st.st_size ||
+	    st.st_mtim.tv_sec != m->file_st.st_mtim.tv_sec ||
+	    st.st_mtim.tv_nsec != m->file_st.st_mtim.tv_nsec) {
+		atomic_store(&m->file_fault, 1);
+		snprintf(why, whylen, "%s was rewritten in place while loaded", m->path);
+		return 2;
+	}
+	return 0;
+}
+
+const struct exl_hparams *exl_model_hparams(const struct exl_model *m)
+{
+	return &m->hp;
+}
+
+const struct exl_tokenizer *exl_model_tokenizer(const struct exl_model *m)
+{
+	return m->tok;
+}
+
+const struct gguf_file *exl_model_gguf(const struct exl_model *m)
+{
+	return m->gguf;
+}
+
+size_t exl_model_weight_bytes(const struct exl_model *m)
+{
+	return m->weight_bytes;
+}
+
+struct exl_kvcache *exl_model_kvcache_create(struct exl_model *m, int n_tokens, int page_size,
+					     char *err, size_t errlen)
+{
+	return exl_kvcache_create(m->be, m->hp.n_layer, m->hp.n_head_kv, m->hp.head_dim,
+				  n_tokens, page_size, err, errlen);
+}

@@ -1,0 +1,374 @@
+/* The batched forward pass of a llama-family model over the paged KV cache.
+ *
+ * All buffers come from the model's scratch, which grows with the largest
+ * batch seen and is reused, so a pass allocates nothing once warm.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "daemon/core/model/kvcache.h"
+#include "daemon/core/model/model_internal.h"
+#include "kernels/backend_select.h"
+
+static void dev_free(struct exl_backend *be, float **p)
+{
+	if (*p)
+		be->ops->free(be, *p);
+	*p = NULL;
+}
+
+static void scratch_free_tokens(struct exl_model *m)
+{
+	struct exl_scratch *s = &m->s;
+	struct exl_backend *be = m->be;
+
+	dev_free(be, &s->x);
+	dev_free(be, &s->x_out);
+	dev_free(be, &s->xn);
+	dev_free(be, &s->q);
+	dev_free(be, &s->k);
+	dev_free(be, &s->v);
+	dev_free(be, &s->att);
+	dev_free(be, &s->proj);
+	dev_free(be, &s->gate);
+	dev_free(be, &s->up);
+	free(s->pos);
+	free(s->seq);
+	free(s->rows);
+	s->pos = s->seq = s->rows = NULL;
+	s->cap_tokens = 0;
+}
+
+void exl_model_scratch_free(struct exl_model *m)
+{
+	struct exl_scratch *s = &m->s;
+
+	scratch_free_tokens(m);
+	dev_free(m->be, &s->logits);
+	s->cap_logits = 0;
+	free(s->seq_start);
+	free(s->seq_count);
+	free(s->page_table);
+	s->seq_start = s->seq_count = s->page_table = NULL;
+	s->cap_seqs = 0;
+	s->cap_page_table = 0;
+}
+
+static float *dev_alloc(struct exl_backend *be, size_t rows, size_t cols, bool *ok)
+{
+	float *p = be->ops->alloc(be, rows * cols * sizeof(float));
+
+	if (!p)
+		*ok = false;
+	return p;
+}
+
+/* Room for n tokens; rounded up so batch sizes that wander a little do not
+ * reallocate every pass. */
+static int scratch_reserve_tokens(struct exl_model *m, int n, char *err, size_t errlen)
+{
+	const struct exl_hparams *hp = &m->hp;
+	struct exl_scratch *s = &m->s;
+	struct exl_backend *be = m->be;
+	bool ok = true;
+
+	if (n <= s->cap_tokens)
+		return 0;
+	scratch_free_tokens(m);
+	size_t cap = ((size_t)n + 31) & ~(size_t)31;
+	size_t q_dim = (size_t)hp->n_head * (size_t)hp->head_dim;
+	size_t kv_dim = (size_t)hp->n_head_kv * (size_t)hp->head_dim;
+
+	s->x = dev_alloc(be, cap, (size_t)hp->n_embd, &ok);
+	s->x_out = dev_alloc(be, cap, (size_t)hp->n_embd, &ok);
+	s->xn = dev_alloc(be, cap, (size_t)hp->n_embd, &ok);
+	s->q = dev_alloc(be, cap, q_dim, &ok);
+	s->k = dev_alloc(be, cap, kv_dim, &ok);
+	s->v = dev_alloc(be, cap, kv_dim, &ok);
+	s->att = dev_alloc(be, cap, q_dim, &ok);
+	s->proj = dev_alloc(be, cap, (size_t)hp->n_embd, &ok);
+	s->gate = dev_alloc(be, cap, (size_t)hp->n_ff, &ok);
+	s->up = dev_alloc(be, cap, (size_t)hp->n_ff, &ok);
+	s->pos = malloc(cap * sizeof(*s->pos));
+	s->seq = malloc(cap * sizeof(*s->seq));
+	s->rows = malloc(cap * sizeof(*s->rows));
+	if (!ok || !s->pos || !s->seq || !s->rows) {
+		scratch_free_tokens(m);
+		snprintf(err, errlen, "cannot allocate scratch for a batch of %d tokens on "
+			 "backend %s", n, be->ops->name);
+		return -1;
+	}
+	s->cap_tokens = (int)cap;
+	return 0;
+}
+
+static int scratch_reserve_logits(struct exl_model *m, int n, char *err, size_t errlen)
+{
+	struct exl_scratch *s = &m->s;
+	bool ok = true;
+
+	if (n <= s->cap_logits)
+		return 0;
+	dev_free(m->be, &s->logits);
+	s->cap_logits = 0;
+	size_t cap = ((size_t)n + 7) & ~(size_t)7;
+	s->logits = dev_alloc(m->be, cap, (size_t)m->hp.n_vocab, &ok);
+	if (!ok) {
+		snprintf(err, errlen, "cannot allocate logits for %d tokens on backend %s", n,
+			 m->be->ops->name);
+		return -1;
+	}
+	s->cap_logits = (int)cap;
+	return 0;
+}
+
+static int scratch_reserve_seqs(struct exl_model *m, int n_seqs, size_t table, char *err,
+				size_t errlen)
+{
+	struct exl_scratch *s = &m->s;
+
+	if (n_seqs > s->cap_seqs) {
+		int32_t *a = realloc(s->seq_start, (size_t)n_seqs * sizeof(*a));
+		if (a)
+			s->seq_start = a;
+		int32_t *c = realloc(s->seq_count, (size_t)n_seqs * sizeof(*c));
+		if (c)
+			s->seq_count = c;
+		if (!a || !c)
+			goto oom;
+		s->cap_seqs = n_seqs;
+	}
+	if (table > s->cap_page_table) {
+		int32_t *t = realloc(s->page_table, table * sizeof(*t));
+		if (!t)
+			goto oom;
+		s->page_table = t;
+		s->cap_page_table = table;
+	}
+	return 0;
+oom:
+	snprintf(err, errlen, "out of memory for a batch of %d sequences", n_seqs);
+	return -1;
+}
+
+/* Checks the batch, fills pos / seq / rows / seq_start / seq_count and the
+ * page table.  Returns the number of rows that want logits, or -1. */
+static int plan_batch(struct exl_model *m, struct exl_kvcache *kv, const struct exl_batch *b,
+		      struct exl_batch_desc *desc, char *err, size_t errlen)
+{
+	struct exl_scratch *s = &m->s;
+	int n = b->n_tokens, n_out = 0, max_pages = 1;
+
+	for (int j = 0; j < b->n_seqs; j++) {
+		s->seq_start[j] = -1;
+		s->seq_count[j] = 0;
+		if (!b->seqs[j]) {
+			snprintf(err, errlen, "batch sequence %d is NULL", j);
+			return -1;
+		}
+	}
+	for (int i = 0; i < n; i++) {
+		int j = b->seq[i];
+
+		if (j < 0 || j >= b->n_seqs) {
+			snprintf(err, errlen, "batch token %d: sequence index %d out of range "
+				 "[0, %d)", i, j, b->n_seqs);
+			return -1;
+		}
+		if (b->tokens[i] < 0 || b->tokens[i] >= m->hp.n_vocab) {
+			snprintf(err, errlen, "batch token %d: id %d out of range [0, %d)", i,
+				 b->tokens[i], m->hp.n_vocab);
+			return -1;
+		}
+		if (s->seq_start[j] < 0) {
+			s->seq_start[j] = i;
+		} else if (b->seq[i - 1] != j) {
+			snprintf(err, errlen, "batch token %d: the tokens of sequence %d are not "
+				 "consecutive", i, j);
+			return -1;
+		}
+		s->pos[i] = b->seqs[j]->n_pos + s->seq_count[j]++;
+		s->seq[i] = j;
+		if (b->want_logits[i])
+			s->rows[n_out++] = i;
+	}
+	for (int j = 0; j < b->n_seqs; j++) {
+		const struct exl_kv_seq *sq = b->seqs[j];
+
+		if (!exl_kv_seq_writable(kv, sq, s->seq_count[j])) {
+			snprintf(err, errlen, "batch sequence %d: positions %d..%d are not reserved "
+				 "for it alone", j, sq->n_pos, sq->n_pos + s->seq_count[j] - 1);
+			return -1;
+		}
+		if (sq->n_pages > max_pages)
+			max_pages = sq->n_pages;
+	}
+	size_t table = (size_t)b->n_seqs * (size_t)max_pages;
+	if (scratch_reserve_seqs(m, b->n_seqs, table, err, errlen))
+		return -1;
+	for (int j = 0; j < b->n_seqs; j++) {
+		const struct exl_kv_seq *sq = b->seqs[j];
+		int32_t *row = s->page_table + (size_t)j * (size_t)max_pages;
+
+		memcpy(row, sq->pages, (size_t)sq->n_pages * sizeof(*row));
+		for (int p = sq->n_pages; p < max_pages; p++)
+			row[p] = -1;
+	}
+	desc->n_tokens = n;
+	desc->pos = s->pos;
+	desc->seq = s->seq;
+	desc->n_seqs = b->n_seqs;
+	desc->max_pages = max_pages;
+	desc->page_table = s->page_table;
+	return n_out;
+}
+
+/* What the backend said about its last failure, or a plain fallback. */
+static const char *backend_msg(const struct exl_backend *be, const char *fallback)
+{
+	const char *msg = exl_backend_error(be);
+
+	return msg && *msg ? msg : fallback;
+}
+
+static int file_changed(const struct exl_model *m, char *err, size_t errlen)
+{
+	snprintf(err, errlen, "the model file %s changed on disk while loaded (rewritten or "
+		 "truncated in place); unload the model and load it again (replace model files "
+		 "with mv, not cp)", m->path);
+	return -1;
+}
+
+int exl_model_forward(struct exl_model *m, struct exl_kvcache *kv, const struct exl_batch *b,
+		      float *logits, char *err, size_t errlen)
+{
+	const struct exl_hparams *hp = &m->hp;
+	const struct exl_backend_ops *ops = m->be->ops;
+	struct exl_backend *be = m->be;
+	struct exl_scratch *s = &m->s;
+	struct exl_batch_desc desc;
+	struct exl_rope_params rp = {
+		.n_rot = hp->n_rot,
+		.freq_base = hp->rope_freq_base,
+		.freq_scale = hp->rope_freq_scale,
+		.neox = hp->rope_neox,
+	};
+	const float scale = 1.0f / sqrtf((float)hp->head_dim);
+	const int q_dim = hp->n_head * hp->head_dim;
+	const size_t embd = (size_t)hp->n_embd;
+	int n = b->n_tokens;
+
+	if (atomic_load(&m->file_fault))
+		return file_changed(m, err, errlen);
+	if (n <= 0 || b->n_seqs <= 0 || !b->tokens || !b->seq || !b->want_logits || !b->seqs) {
+		snprintf(err, errlen, "empty or incomplete batch (%d tokens, %d sequences)", n,
+			 b->n_seqs);
+		return -1;
+	}
+	const struct exl_kv_layer *kl0 = exl_kvcache_layer(kv, 0);
+	if (!kl0 || !exl_kvcache_layer(kv, hp->n_layer - 1) || kl0->n_kv_heads != hp->n_head_kv ||
+	    kl0->head_dim != hp->head_dim) {
+		snprintf(err, errlen, "kv cache is not shaped for this model");
+		return -1;
+	}
+	if (scratch_reserve_tokens(m, n, err, errlen) ||
+	    scratch_reserve_seqs(m, b->n_seqs, 0, err, errlen))
+		return -1;
+	int n_out = plan_batch(m, kv, b, &desc, err, errlen);
+	if (n_out < 0)
+		return -1;
+	if (n_out > 0 && !logits) {
+		snprintf(err, errlen, "batch wants logits for %d tokens but has no buffer", n_out);
+		return -1;
+	}
+	if (scratch_reserve_logits(m, n_out, err, errlen))
+		return -1;
+	if (ops->set_batch(be, &desc)) {
+		snprintf(err, errlen, "backend %s: %s", ops->name,
+			 backend_msg(be, "refused the batch layout"));
+		return -1;
+	}
+
+	float *x = s->x;
+	ops->embed(be, &m->tok_embd, b->tokens, x, n);
+	for (int il = 0; il < hp->n_layer; il++) {
+		const struct exl_layer_weights *lw = &m->layers[il];
+		const struct exl_kv_layer *kl = exl_kvcache_layer(kv, il);
+		bool last = il == hp->n_layer - 1;
+		const float *att = s->att;
+		int nr = n;
+
+		ops->rmsnorm(be, s->xn, x, lw->attn_norm, n, hp->n_embd, hp->rms_eps);
+		ops->matmul(be, &lw->wq, s->xn, s->q, n);
+		ops->matmul(be, &lw->wk, s->xn, s->k, n);
+		ops->matmul(be, &lw->wv, s->xn, s->v, n);
+		if (lw->bq)
+			ops->add_bias(be, s->q, lw->bq, n, (int)lw->wq.rows);
+		if (lw->bk)
+			ops->add_bias(be, s->k, lw->bk, n, (int)lw->wk.rows);
+		if (lw->bv)
+			ops->add_bias(be, s->v, lw->bv, n, (int)lw->wv.rows);
+		ops->rope(be, s->q, n, hp->n_head, hp->head_dim, &rp);
+		ops->rope(be, s->k, n, hp->n_head_kv, hp->head_dim, &rp);
+		ops->kv_store(be, kl, s->k, s->v);
+		if (last && n_out == 0)
+			break; /* nothing reads this layer's output */
+		ops->attention(be, kl, s->q, s->att, hp->n_head, scale);
+
+		/* Past the last attention only the rows that want logits matter. */
+		if (last && n_out < n) {
+			ops->gather_rows(be, s->q, s->att, s->rows, n_out, q_dim);
+			ops->gather_rows(be, s->x_out, x, s->rows, n_out, hp->n_embd);
+			att = s->q;
+			x = s->x_out;
+			nr = n_out;
+		}
+		ops->matmul(be, &lw->wo, att, s->proj, nr);
+		ops->add(be, x, s->proj, (size_t)nr * embd);
+
+		ops->rmsnorm(be, s->xn, x, lw->ffn_norm, nr, hp->n_embd, hp->rms_eps);
+		ops->matmul(be, &lw->w_gate, s->xn, s->gate, nr);
+		ops->matmul(be, &lw->w_up, s->xn, s->up, nr);
+		ops->swiglu(be, s->gate, s->up, (size_t)nr * (size_t)hp->n_ff);
+		ops->matmul(be, &lw->w_down, s->gate, s->proj, nr);
+		ops->add(be, x, s->proj, (size_t)nr * embd);
+	}
+	if (n_out > 0) {
+		ops->rmsnorm(be, s->xn, x, m->output_norm, n_out, hp->n_embd, hp->rms_eps);
+		ops->matmul(be, &m->output, s->xn, s->logits, n_out);
+		if (ops->download(be, logits, s->logits,
+				  (size_t)n_out * (size_t)hp->n_vocab * sizeof(float))) {
+			snprintf(err, errlen, "backend %s: %s", ops->name,
+				 backend_msg(be, "cannot read back the logits"));
+			return -1;
+		}
+	} else if (ops->sync(be)) {
+		snprintf(err, errlen, "backend %s: %s", ops->name,
+			 backend_msg(be, "failed running the batch"));
+		return -1;
+	}
+	/* A queueing backend reports a failed op only now. */
+	const char *be_err = exl_backend_error(be);
+	if (be_err) {
+		snprintf(err, errlen, "backend %s: %s", ops->name, be_err);
+		return -1;
+	}
+	/* Weights read from a truncated file came back as zeros (mapguard.h):
+	 * these logits mean nothing. */
+	if (atomic_load(&m->file_fault))
+		return file_changed(m, err, errlen);
+
+	for (int j = 0; j < b->n_seqs; j++) {
+		if (!s->seq_count[j])
+			continue;
+		if (exl_kv_seq_commit(kv, b->seqs[j], b->tokens + s->seq_start[j],
+				      s->seq_count[j])) {
+			snprintf(err, errlen, "batch sequence %d: cannot commit %d positions", j,
+				 s->seq_count[j]);
+			return -1;
+		}
+	}
+	return 0;
+}

@@ -1,0 +1,87 @@
+/* The model's insides, shared by model_hparams.c, model_load.c and
+ * model_forward.c only. */
+#ifndef EXL_MODEL_INTERNAL_H
+#define EXL_MODEL_INTERNAL_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <sys/stat.h>
+
+#include "daemon/core/model/model.h"
+
+struct gguf_file;
+
+struct exl_layer_weights {
+	const float *attn_norm; /* [n_embd] */
+	struct exl_weight wq;   /* [n_head * head_dim][n_embd] */
+	struct exl_weight wk;   /* [n_head_kv * head_dim][n_embd] */
+	struct exl_weight wv;
+	const float *bq;        /* biases (qwen2), NULL when absent */
+	const float *bk;
+	const float *bv;
+	struct exl_weight wo;   /* [n_embd][n_head * head_dim] */
+	const float *ffn_norm;
+	struct exl_weight w_gate; /* [n_ff][n_embd] */
+	struct exl_weight w_up;
+	struct exl_weight w_down; /* [n_embd][n_ff] */
+};
+
+/* Per-pass buffers, grown with the batch; backend memory unless noted. */
+struct exl_scratch {
+	int cap_tokens;
+	float *x;      /* residual stream [n][n_embd] */
+	float *x_out;  /* residual of the rows that want logits, last layer */
+	float *xn;     /* normed input [n][n_embd] */
+	float *q;      /* [n][n_head * head_dim] */
+	float *k;      /* [n][n_head_kv * head_dim] */
+	float *v;
+	float *att;    /* attention output [n][n_head * head_dim] */
+	float *proj;   /* output of wo / w_down [n][n_embd] */
+	float *gate;   /* [n][n_ff] */
+	float *up;
+	float *logits; /* [cap_logits][n_vocab] */
+	int cap_logits;
+	/* host */
+	int32_t *pos;
+	int32_t *seq;
+	int32_t *rows;       /* batch rows that want logits */
+	int32_t *seq_start;  /* first batch row of each sequence, -1 when none */
+	int32_t *seq_count;
+	int cap_seqs;
+	int32_t *page_table;
+	size_t cap_page_table;
+};
+
+struct exl_model {
+	struct exl_hparams hp;
+	struct exl_backend *be;
+	struct gguf_file *gguf;
+	char *path;
+	struct stat file_st;      /* the file as it was loaded */
+	bool guarded;             /* the mapping is in mapguard */
+	atomic_int file_fault;    /* the file changed under the mapping */
+	struct exl_tokenizer *tok;
+
+	struct exl_weight tok_embd; /* [n_vocab][n_embd] */
+	const float *output_norm;
+	struct exl_weight output;   /* tok_embd when tied */
+	struct exl_layer_weights *layers;
+
+	/* Every pointer ops->upload returned, for unload. */
+	const void **uploads;
+	int n_uploads;
+	size_t weight_bytes;
+
+	struct exl_scratch s;
+};
+
+/* Fills hp from f's metadata; -1 with a message for a missing or out of range
+ * key or an unsupported architecture. */
+int exl_hparams_read(const struct gguf_file *f, struct exl_hparams *hp, char *err, size_t errlen);
+
+/* Binds and uploads every tensor of m->hp's layout from m->gguf. */
+int exl_model_bind_tensors(struct exl_model *m, char *err, size_t errlen);
+
+void exl_model_scratch_free(struct exl_model *m);
+
+#endif

@@ -1,0 +1,254 @@
+/* Binding a llama-family model's tensors by name, with shape and type
+ * checks, and handing them to the backend.
+ *
+ * Binding runs twice over the same names: a plan pass checks every tensor
+ * and adds up the bytes the backend will hold, so a model that cannot fit
+ * on the device is refused with the numbers before anything is uploaded;
+ * then the pass that uploads. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "daemon/core/gguf/gguf.h"
+#include "daemon/core/model/model_internal.h"
+#include "kernels/backend_select.h"
+#include "kernels/formats/dtype.h"
+#include "kernels/formats/quant.h"
+
+#define MIB (1024.0 * 1024.0)
+
+struct binder {
+	struct exl_model *m;
+	bool plan;       /* check and count only; *data is the host bytes */
+	uint64_t bytes;  /* plan: bytes the upload pass will upload */
+};
+
+static const char *type_name(uint32_t t)
+{
+	const struct exl_dtype_info *info = exl_dtype_info(t);
+
+	return info ? info->name : "unknown";
+}
+
+static void shape_str(char *buf, size_t len, const uint64_t *ne, uint32_t n_dims)
+{
+	size_t off = 0;
+
+	off += (size_t)snprintf(buf, len, "[");
+	for (uint32_t d = 0; d < n_dims && off < len; d++)
+		off += (size_t)snprintf(buf + off, len - off, "%s%llu", d ? ", " : "",
+					(unsigned long long)ne[d]);
+	if (off < len)
+		snprintf(buf + off, len - off, "]");
+}
+
+static int track_upload(struct exl_model *m, const void *p)
+{
+	const void **u = realloc(m->uploads, ((size_t)m->n_uploads + 1) * sizeof(*u));
+
+	if (!u)
+		return -1;
+	m->uploads = u;
+	m->uploads[m->n_uploads++] = p;
+	return 0;
+}
+
+/* Finds name with shape [ne0] (ne1 == 0) or [ne0, ne1], checks its type and
+ * uploads it (the plan pass counts its bytes instead).  A tensor that is
+ * absent gives *data = NULL and 0 when optional. */
+static int bind(struct binder *bd, const char *name, uint64_t ne0, uint64_t ne1, bool matmul,
+		bool optional, const struct gguf_tensor **out, const void **data, char *err,
+		size_t errlen)
+{
+	struct exl_model *m = bd->m;
+	const struct gguf_tensor *t = gguf_find_tensor(m->gguf, name);
+	const char *why;
+	uint64_t want[2] = { ne0, ne1 };
+	uint32_t want_dims = ne1 ? 2 : 1;
+	char ws[64], fs[96];
+
+	*data = NULL;
+	if (!t) {
+		if (optional)
+			return 0;
+		snprintf(err, errlen, "missing tensor '%s'", name);
+		return -1;
+	}
+	bool ok = t->ne[0] == want[0] && t->ne[1] == (ne1 ? ne1 : 1);
+	for (uint32_t d = 2; d < GGUF_MAX_DIMS; d++)
+		ok = ok && t->ne[d] == 1;
+	if (!ok) {
+		shape_str(ws, sizeof(ws), want, want_dims);
+		shape_str(fs, sizeof(fs), t->ne, t->n_dims ? t->n_dims : 1);
+		snprintf(err, errlen, "tensor '%s' has shape %s, expected %s", name, fs, ws);
+		return -1;
+	}
+	if (matmul ? !exl_dtype_supported(t->type) : t->type != EXL_F32) {
+		snprintf(err, errlen, "tensor '%s' has unsupported type %s (type %u)%s", name,
+			 type_name(t->type), t->type, matmul ? "" : ", expected f32");
+		return -1;
+	}
+	size_t row_bytes = exl_dtype_row_bytes(t->type, t->ne[0]);
+	if (!row_bytes || t->nbytes / row_bytes != t->ne[1] || t->nbytes % row_bytes) {
+		snprintf(err, errlen, "tensor '%s': %llu bytes do not hold %llu rows of %llu %s",
+			 name, (unsigned long long)t->nbytes, (unsigned long long)t->ne[1],
+			 (unsigned long long)t->ne[0], type_name(t->type));
+		return -1;
+	}
+	if (bd->plan) {
+		bd->bytes += t->nbytes;
+		*data = t->data;
+		*out = t;
+		return 0;
+	}
+	*data = m->be->ops->upload(m->be, t->data, t->nbytes);
+	if (!*data) {
+		why = exl_backend_error(m->be);
+		snprintf(err, errlen, "tensor '%s': cannot upload %llu bytes to backend %s (%.1f MiB "
+			 "of weights uploaded before it): %s", name, (unsigned long long)t->nbytes,
+			 m->be->ops->name, m->weight_bytes / MIB, why ? why : "no reason given");
+		return -1;
+	}
+	if (track_upload(m, *data)) {
+		m->be->ops->unload(m->be, *data);
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	m->weight_bytes += t->nbytes;
+	*out = t;
+	return 0;
+}
+
+static int bind_vec(struct binder *bd, const char *name, int n, bool optional,
+		    const float **out, char *err, size_t errlen)
+{
+	const struct gguf_tensor *t;
+	const void *d;
+
+	if (bind(bd, name, (uint64_t)n, 0, false, optional, &t, &d, err, errlen))
+		return -1;
+	*out = d;
+	return 0;
+}
+
+/* A matmul weight of rows x cols (GGUF shape [cols, rows]). */
+static int bind_mat(struct binder *bd, const char *name, int rows, int cols,
+		    struct exl_weight *w, char *err, size_t errlen)
+{
+	const struct gguf_tensor *t;
+	const void *d;
+
+	if (bind(bd, name, (uint64_t)cols, (uint64_t)rows, true, false, &t, &d, err, errlen))
+		return -1;
+	w->type = t->type;
+	w->rows = rows;
+	w->cols = cols;
+	w->row_bytes = exl_dtype_row_bytes(t->type, (uint64_t)cols);
+	w->data = d;
+	return 0;
+}
+
+static int bind_layer(struct binder *bd, int il, char *err, size_t errlen)
+{
+	struct exl_model *m = bd->m;
+	const struct exl_hparams *hp = &m->hp;
+	struct exl_layer_weights *lw = &m->layers[il];
+	int q_dim = hp->n_head * hp->head_dim, kv_dim = hp->n_head_kv * hp->head_dim;
+	bool bias = hp->arch == EXL_ARCH_QWEN2;
+	char name[96];
+
+#define NAME(suffix) (snprintf(name, sizeof(name), "blk.%d.%s", il, suffix), name)
+	if (bind_vec(bd, NAME("attn_norm.weight"), hp->n_embd, false, &lw->attn_norm, err, errlen) ||
+	    bind_mat(bd, NAME("attn_q.weight"), q_dim, hp->n_embd, &lw->wq, err, errlen) ||
+	    bind_mat(bd, NAME("attn_k.weight"), kv_dim, hp->n_embd, &lw->wk, err, errlen) ||
+	    bind_mat(bd, NAME("attn_v.weight"), kv_dim, hp->n_embd, &lw->wv, err, errlen) ||
+	    bind_mat(bd, NAME("attn_output.weight"), hp->n_embd, q_dim, &lw->wo, err, errlen) ||
+	    bind_vec(bd, NAME("ffn_norm.weight"), hp->n_embd, false, &lw->ffn_norm, err, errlen) ||
+	    bind_mat(bd, NAME("ffn_gate.weight"), hp->n_ff, hp->n_embd, &lw->w_gate, err, errlen) ||
+	    bind_mat(bd, NAME("ffn_up.weight"), hp->n_ff, hp->n_embd, &lw->w_up, err, errlen) ||
+	    bind_mat(bd, NAME("ffn_down.weight"), hp->n_embd, hp->n_ff, &lw->w_down, err, errlen))
+		return -1;
+	/* qwen2 always has q/k/v biases; some llama conversions do too. */
+	if (bind_vec(bd, NAME("attn_q.bias"), q_dim, !bias, &lw->bq, err, errlen) ||
+	    bind_vec(bd, NAME("attn_k.bias"), kv_dim, !bias, &lw->bk, err, errlen) ||
+	    bind_vec(bd, NAME("attn_v.bias"), kv_dim, !bias, &lw->bv, err, errlen))
+		return -1;
+#undef NAME
+	return 0;
+}
+
+/* One pass over every tensor of the layout. */
+static int bind_all(struct binder *bd, char *err, size_t errlen)
+{
+	struct exl_model *m = bd->m;
+	const struct exl_hparams *hp = &m->hp;
+	const void *d;
+	const struct gguf_tensor *t;
+
+	if (bind_mat(bd, "token_embd.weight", hp->n_vocab, hp->n_embd, &m->tok_embd, err,
+		     errlen) ||
+	    bind_vec(bd, "output_norm.weight", hp->n_embd, false, &m->output_norm, err, errlen))
+		return -1;
+	if (bind(bd, "output.weight", (uint64_t)hp->n_embd, (uint64_t)hp->n_vocab, true, true,
+		 &t, &d, err, errlen))
+		return -1;
+	if (d) {
+		m->output.type = t->type;
+		m->output.rows = hp->n_vocab;
+		m->output.cols = hp->n_embd;
+		m->output.row_bytes = exl_dtype_row_bytes(t->type, (uint64_t)hp->n_embd);
+		m->output.data = d;
+		m->hp.tied_embeddings = false;
+	} else {
+		m->output = m->tok_embd;
+		m->hp.tied_embeddings = true;
+	}
+
+	if (!m->layers)
+		m->layers = calloc((size_t)hp->n_layer, sizeof(*m->layers));
+	if (!m->layers) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	for (int il = 0; il < hp->n_layer; il++)
+		if (bind_layer(bd, il, err, errlen))
+			return -1;
+	return 0;
+}
+
+/* Refuses weights of `need` bytes that a device with its own memory has no
+ * room for, naming both numbers. */
+static int check_fits(struct exl_model *m, uint64_t need, char *err, size_t errlen)
+{
+	struct exl_backend_mem mem;
+	char msg[300];
+
+	if (m->be->ops->mem_info(m->be, &mem, msg, sizeof(msg))) {
+		snprintf(err, errlen, "cannot tell whether %.1f MiB of weights fit on %s: %s",
+			 need / MIB, mem.device, msg);
+		return -1;
+	}
+	if (!mem.total_bytes || need <= mem.free_bytes)
+		return 0;
+	snprintf(err, errlen, "model needs %.1f MiB of VRAM for its weights (%llu bytes), "
+		 "%.1f MiB free of %.1f MiB on %s", need / MIB, (unsigned long long)need,
+		 mem.free_bytes / MIB, mem.total_bytes / MIB, mem.device);
+	return -1;
+}
+
+int exl_model_bind_tensors(struct exl_model *m, char *err, size_t errlen)
+{
+	struct binder bd = { m, true, 0 };
+
+	/* Llama 3.1 style frequency factors change every rotation; the rope
+	 * op has no input for them, so running without them would be wrong. */
+	if (gguf_find_tensor(m->gguf, "rope_freqs.weight")) {
+		snprintf(err, errlen, "tensor 'rope_freqs.weight' (llama3 rope frequency "
+			 "scaling) is not supported");
+		return -1;
+	}
+	if (bind_all(&bd, err, errlen) || check_fits(m, bd.bytes, err, errlen))
+		return -1;
+	bd.plan = false;
+	return bind_all(&bd, err, errlen);
+}
