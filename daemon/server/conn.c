@@ -11,16 +11,18 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "daemon/server/conn.h"
-#include "daemon/server/engine_thread.h"
-#include "daemon/core/util/log.h"
+#include "common/clock.h"
 #include "daemon/core/model/model.h"
-#include "daemon/server/models_registry.h"
-#include "daemon/server/prep.h"
-#include "daemon/server/ring.h"
-#include "daemon/server/server.h"
-#include "daemon/server/sink.h"
 #include "daemon/core/tokenizer/tokenizer.h"
+#include "daemon/core/util/log.h"
+#include "daemon/server/conn.h"
+#include "daemon/server/delivery/job.h"
+#include "daemon/server/delivery/ring.h"
+#include "daemon/server/delivery/sink.h"
+#include "daemon/server/engine/engine_thread.h"
+#include "daemon/server/engine/models_registry.h"
+#include "daemon/server/engine/prep.h"
+#include "daemon/server/loop.h"
 
 #define READ_CHUNK (64u << 10)
 /* Replies queued for a client that does not read: past this, the daemon
@@ -34,9 +36,36 @@ static void send_error(struct exl_conn *c, const struct exl_packed_id *id, int c
 		       const char *msg);
 static void process_input(struct exl_conn *c);
 
-struct exl_conn *exl_sink_conn(struct exl_sink *sink)
+/* Ring records wait for room: the loop retries them soon (server.c). */
+static void want_retry(struct exl_loop *lp)
 {
-	return sink->conn;
+	struct timeval tv = { 0, EXL_LOOP_RETRY_MS * 1000 };
+
+	if (!lp->retry_armed) {
+		evtimer_add(lp->retry_ev, &tv);
+		lp->retry_armed = true;
+	}
+}
+
+/* The budget of input buffered for unfinished messages (max_pending_bytes):
+ * whether bytes more fit, and moving the count (negative gives back). */
+static bool pending_fits(const struct exl_loop *lp, size_t bytes)
+{
+	return bytes <= lp->cfg.max_pending_bytes &&
+	       lp->pending_bytes <= lp->cfg.max_pending_bytes - bytes;
+}
+
+static void pending_add(struct exl_loop *lp, int64_t bytes)
+{
+	lp->pending_bytes += (uint64_t)bytes;
+}
+
+/* The pool took a result: connections waiting for room read again. */
+static void prep_room(struct exl_loop *lp)
+{
+	for (struct exl_conn *c = lp->conns; c; c = c->next)
+		if (c->prep_blocked)
+			exl_conn_prep_unblock(c);
 }
 
 void exl_conn_peer_cred(int fd, uid_t *uid, pid_t *pid)
@@ -52,7 +81,7 @@ void exl_conn_peer_cred(int fd, uid_t *uid, pid_t *pid)
 	}
 }
 
-struct exl_conn *exl_conn_create(struct exl_server *s, int fd, uint64_t conn_id, char *err,
+struct exl_conn *exl_conn_create(struct exl_loop *lp, int fd, uint64_t conn_id, char *err,
 				 size_t errlen)
 {
 	struct exl_conn *c = calloc(1, sizeof(*c));
@@ -61,7 +90,7 @@ struct exl_conn *exl_conn_create(struct exl_server *s, int fd, uint64_t conn_id,
 		snprintf(err, errlen, "out of memory");
 		return NULL;
 	}
-	c->srv = s;
+	c->lp = lp;
 	c->fd = fd;
 	c->id = conn_id;
 	c->pass_fds[0] = c->pass_fds[1] = -1;
@@ -70,11 +99,11 @@ struct exl_conn *exl_conn_create(struct exl_server *s, int fd, uint64_t conn_id,
 		snprintf(err, errlen, "SO_PEERCRED: %s", strerror(errno));
 		goto fail;
 	}
-	c->uidst = exl_server_uid_stats(s, c->uid);
-	c->sink = exl_sink_create(s, c->uid, c->pid, conn_id);
+	c->uidst = exl_uid_stats_get(&lp->uids, c->uid);
+	c->sink = exl_sink_create(&lp->mail, c->uid, c->pid, conn_id);
 	c->out = evbuffer_new();
-	c->rev = event_new(exl_server_base(s), fd, EV_READ | EV_PERSIST, on_read, c);
-	c->wev = event_new(exl_server_base(s), fd, EV_WRITE | EV_PERSIST, on_write, c);
+	c->rev = event_new(lp->base, fd, EV_READ | EV_PERSIST, on_read, c);
+	c->wev = event_new(lp->base, fd, EV_WRITE | EV_PERSIST, on_write, c);
 	if (!c->uidst || !c->sink || !c->out || !c->rev || !c->wev) {
 		snprintf(err, errlen, "out of memory");
 		goto fail;
@@ -88,6 +117,11 @@ struct exl_conn *exl_conn_create(struct exl_server *s, int fd, uint64_t conn_id,
 		goto fail;
 	}
 	c->reading = true;
+	c->next = lp->conns;
+	if (lp->conns)
+		lp->conns->prev = c;
+	lp->conns = c;
+	lp->n_conns++;
 	return c;
 fail:
 	if (c->rev)
@@ -129,7 +163,7 @@ static int set_in_buffer(struct exl_conn *c, size_t cap)
 		return -1;
 	if (!cap && c->in)
 		munmap(c->in, c->in_cap);
-	exl_server_pending_add(c->srv, (int64_t)over_base(cap) - (int64_t)over_base(c->in_cap));
+	pending_add(c->lp, (int64_t)over_base(cap) - (int64_t)over_base(c->in_cap));
 	c->in = p;
 	c->in_cap = cap;
 	return 0;
@@ -196,8 +230,16 @@ void exl_conn_close(struct exl_conn *c)
 		c->uidst->conns--;
 	atomic_store(&s->closed, true);
 	s->conn = NULL;
-	exl_registry_cancel_sink(exl_server_registry(c->srv), s);
-	exl_server_conn_closed(c->srv, c);
+	exl_registry_cancel_sink(c->lp->reg, s);
+	if (c->prev)
+		c->prev->next = c->next;
+	else
+		c->lp->conns = c->next;
+	if (c->next)
+		c->next->prev = c->prev;
+	c->lp->n_conns--;
+	/* a descriptor is free again */
+	event_active(c->lp->closed_ev, EV_TIMEOUT, 0);
 	event_free(c->rev);
 	event_free(c->wev);
 	evbuffer_free(c->out);
@@ -320,7 +362,7 @@ static void try_write(struct exl_conn *c)
 	atomic_store(&c->sink->loop_buffered, after);
 	/* Socket-streamed jobs pause on a backlog; tell them it shrank. */
 	if (before >= EXL_SINK_SOCKET_LIMIT / 2 && after < EXL_SINK_SOCKET_LIMIT / 2)
-		exl_server_nudge_engines(c->srv);
+		exl_registry_wake_all(c->lp->reg);
 	if (after == 0 && c->closing) {
 		exl_conn_close(c);
 		return;
@@ -413,7 +455,7 @@ static void send_error(struct exl_conn *c, const struct exl_packed_id *id, int c
 
 static void op_hello(struct exl_conn *c, const struct exl_req *req, const struct exl_packed_id *id)
 {
-	const struct exl_config *cfg = exl_server_config(c->srv);
+	const struct exl_config *cfg = &c->lp->cfg;
 	struct reply r;
 	char err[256];
 	uint32_t ring_size = req->u.hello.ring_size ? req->u.hello.ring_size : cfg->ring_size;
@@ -474,7 +516,7 @@ static void op_models(struct exl_conn *c, const struct exl_packed_id *id)
 	reply_init(&r);
 	exl_pack_reply(&r.pk, &r.sb, EXL_OP_MODELS, id, 1);
 	exl_pack_key(&r.pk, "models");
-	exl_registry_pack_models(exl_server_registry(c->srv), &r.pk);
+	exl_registry_pack_models(c->lp->reg, &r.pk);
 	reply_send(c, &r);
 }
 
@@ -482,7 +524,7 @@ static bool admin(struct exl_conn *c, const char *op, const struct exl_packed_id
 {
 	char msg[128];
 
-	if (exl_config_is_admin(exl_server_config(c->srv), c->uid))
+	if (exl_config_is_admin(&c->lp->cfg, c->uid))
 		return true;
 	snprintf(msg, sizeof(msg), "%s: uid %u is not an admin", op, (unsigned)c->uid);
 	send_error(c, id, EXL_E_FORBIDDEN, msg);
@@ -495,13 +537,13 @@ static void op_load(struct exl_conn *c, const struct exl_req *req, const struct 
 
 	if (!admin(c, "load", id))
 		return;
-	if (exl_server_draining(c->srv)) {
+	if (c->lp->draining) {
 		send_error(c, id, EXL_E_SHUTDOWN, "load: the daemon is shutting down");
 		return;
 	}
 	exl_log(EXL_LOG_INFO, "conn %llu (uid %u pid %d): load '%s'", (unsigned long long)c->id,
 		(unsigned)c->uid, (int)c->pid, req->model);
-	int code = exl_registry_load(exl_server_registry(c->srv), req->model, c->sink, id, false,
+	int code = exl_registry_load(c->lp->reg, req->model, c->sink, id, false,
 				     err, sizeof(err));
 	if (code)
 		send_error(c, id, code, err);
@@ -515,7 +557,7 @@ static void op_unload(struct exl_conn *c, const struct exl_req *req, const struc
 		return;
 	exl_log(EXL_LOG_INFO, "conn %llu (uid %u pid %d): unload '%s'", (unsigned long long)c->id,
 		(unsigned)c->uid, (int)c->pid, req->model);
-	int code = exl_registry_unload(exl_server_registry(c->srv), req->model, req->u.unload.cancel,
+	int code = exl_registry_unload(c->lp->reg, req->model, req->u.unload.cancel,
 				       c->sink, id, err, sizeof(err));
 	if (code)
 		send_error(c, id, code, err);
@@ -527,7 +569,7 @@ static struct exl_model_entry *pick(struct exl_conn *c, const struct exl_req *re
 	char err[256];
 	int code;
 
-	struct exl_model_entry *e = exl_registry_pick(exl_server_registry(c->srv), req->model,
+	struct exl_model_entry *e = exl_registry_pick(c->lp->reg, req->model,
 						      &code, err, sizeof(err));
 	if (!e)
 		send_error(c, id, code, err);
@@ -572,7 +614,7 @@ static int prep_place(struct exl_conn *c, const struct exl_prep *p)
 {
 	if (c->n_preps == 0 && exl_prep_cheap(p))
 		return 1;
-	return exl_prep_pool_room(exl_server_prep_pool(c->srv), c->n_preps, p->msg_len) ? 0 : -1;
+	return exl_prep_pool_room(c->lp->prep, c->n_preps, p->msg_len) ? 0 : -1;
 }
 
 static void prep_generate_done(struct exl_conn *c, struct exl_prep *p)
@@ -599,14 +641,14 @@ static void prep_generate_done(struct exl_conn *c, struct exl_prep *p)
 
 /* p's result: the reply, an error, or the job handed to its engine; frees
  * p.  The connection, or NULL when it closed meanwhile. */
-static struct exl_conn *prep_finish(struct exl_server *s, struct exl_prep *p)
+static struct exl_conn *prep_finish(struct exl_loop *lp, struct exl_prep *p)
 {
-	struct exl_conn *c = exl_sink_conn(p->sink);
+	struct exl_conn *c = p->sink->conn;
 	struct exl_engine_thread *et = p->et;
 	bool pooled = p->pooled;
 
 	if (pooled) {
-		exl_prep_pool_done(exl_server_prep_pool(s), p);
+		exl_prep_pool_done(lp->prep, p);
 		if (c)
 			c->n_preps--;
 	}
@@ -620,13 +662,13 @@ static struct exl_conn *prep_finish(struct exl_server *s, struct exl_prep *p)
 	/* the model may go only now (the job, if any, holds its engine) */
 	exl_engine_thread_prep_done(et);
 	if (pooled)
-		exl_server_prep_room(s);
+		prep_room(lp);
 	return c;
 }
 
-void exl_conn_prep_done(struct exl_server *s, struct exl_prep *p)
+void exl_conn_prep_done(struct exl_loop *lp, struct exl_prep *p)
 {
-	struct exl_conn *c = prep_finish(s, p);
+	struct exl_conn *c = prep_finish(lp, p);
 
 	if (c)
 		try_write(c);
@@ -666,11 +708,11 @@ static void prep_launch(struct exl_conn *c, struct exl_prep **pp, int place)
 	if (place == 1) {
 		exl_prep_run(p);
 		/* handle_message's caller writes (try_write may close c) */
-		prep_finish(c->srv, p);
+		prep_finish(c->lp, p);
 		return;
 	}
 	c->n_preps++;
-	exl_prep_pool_submit(exl_server_prep_pool(c->srv), p);
+	exl_prep_pool_submit(c->lp->prep, p);
 }
 
 /* tokenize, detokenize */
@@ -692,14 +734,14 @@ static int op_prepared(struct exl_conn *c, struct exl_prep **pp)
 
 static int op_generate(struct exl_conn *c, struct exl_prep **pp)
 {
-	const struct exl_config *cfg = exl_server_config(c->srv);
+	const struct exl_config *cfg = &c->lp->cfg;
 	struct exl_prep *p = *pp;
 	const struct exl_packed_id *id = &p->id;
 	struct exl_req_generate *g = &p->req.u.gen;
 	char err[512];
 	int max_jobs, max_tokens;
 
-	if (exl_server_draining(c->srv)) {
+	if (c->lp->draining) {
 		send_error(c, id, EXL_E_SHUTDOWN, "generate: the daemon is shutting down");
 		return MSG_DONE;
 	}
@@ -734,37 +776,23 @@ static int op_generate(struct exl_conn *c, struct exl_prep **pp)
 	if (place < 0)
 		return MSG_WAIT;
 	/* The job counts from here, while it is prepared too. */
-	if (atomic_fetch_add(&c->uidst->jobs, 1) >= max_jobs) {
-		atomic_fetch_sub(&c->uidst->jobs, 1);
-		snprintf(err, sizeof(err), "generate: uid %u already has %d jobs running (its limit)",
-			 (unsigned)c->uid, max_jobs);
-		send_error(c, id, EXL_E_LIMIT, err);
-		return MSG_DONE;
-	}
-	struct exl_srv_job *j = calloc(1, sizeof(*j));
+	int code;
+	struct exl_srv_job *j = exl_srv_job_create(c->sink, c->uidst, max_jobs,
+						   ++c->lp->next_job_id, &code);
 	if (!j) {
-		atomic_fetch_sub(&c->uidst->jobs, 1);
-		send_error(c, id, EXL_E_INTERNAL, "generate: out of memory");
+		if (code == EXL_E_LIMIT)
+			snprintf(err, sizeof(err), "generate: uid %u already has %d jobs running "
+				 "(its limit)", (unsigned)c->uid, max_jobs);
+		else
+			snprintf(err, sizeof(err), "generate: out of memory");
+		send_error(c, id, code, err);
 		return MSG_DONE;
 	}
-	j->uid = c->uidst;
-	j->sink = c->sink;
-	exl_sink_ref(c->sink);
 	j->et = e->et;
+	j->model = e->et->name;
 	j->req_id = *id;
 	j->stream = g->stream;
 	j->return_text = g->return_text < 0 ? g->stream == EXL_STREAM_NONE : g->return_text;
-	j->id = exl_server_next_job_id(c->srv);
-	j->preparing = true;
-	/* On the connection's list from now: a cancel finds it while it is
-	 * prepared. */
-	pthread_mutex_lock(&c->sink->mu);
-	j->sink_next = c->sink->jobs;
-	if (c->sink->jobs)
-		c->sink->jobs->sink_prev = j;
-	c->sink->jobs = j;
-	j->in_sink = true;
-	pthread_mutex_unlock(&c->sink->mu);
 	p->job = j;
 	p->model = e->model;
 	p->et = e->et;
@@ -774,25 +802,12 @@ static int op_generate(struct exl_conn *c, struct exl_prep **pp)
 
 static void op_cancel(struct exl_conn *c, const struct exl_req *req, const struct exl_packed_id *id)
 {
-	struct exl_engine_thread *et = NULL;
-	bool preparing = false;
+	bool preparing;
+	struct exl_engine_thread *et = exl_srv_job_mark_cancel(c->sink, req->u.cancel.job,
+								&preparing);
 	struct reply r;
 	char msg[128];
 
-	pthread_mutex_lock(&c->sink->mu);
-	for (struct exl_srv_job *j = c->sink->jobs; j; j = j->sink_next) {
-		if (j->id != req->u.cancel.job)
-			continue;
-		et = j->et;
-		/* Not on its engine yet: it is cancelled as it gets there
-		 * (prep_generate_done).  preparing is the loop's, as is j
-		 * until then. */
-		if (j->preparing) {
-			j->cancel_asked = true;
-			preparing = true;
-		}
-	}
-	pthread_mutex_unlock(&c->sink->mu);
 	/* et stays valid: engine threads are freed on this (the loop) thread,
 	 * and only after their last job ended. */
 	if (!et) {
@@ -829,12 +844,12 @@ static uint64_t rss_bytes(void)
 
 static void op_status(struct exl_conn *c, const struct exl_packed_id *id)
 {
-	const struct exl_config *cfg = exl_server_config(c->srv);
+	const struct exl_config *cfg = &c->lp->cfg;
 	int n_models, jobs, max_jobs, max_tokens;
 	double tok_s;
 	struct reply r;
 
-	exl_registry_totals(exl_server_registry(c->srv), &n_models, &jobs, &tok_s);
+	exl_registry_totals(c->lp->reg, &n_models, &jobs, &tok_s);
 	exl_config_uid_limits(cfg, c->uid, &max_jobs, &max_tokens);
 	reply_init(&r);
 	exl_pack_reply(&r.pk, &r.sb, EXL_OP_STATUS, id, 13);
@@ -843,20 +858,20 @@ static void op_status(struct exl_conn *c, const struct exl_packed_id *id)
 	exl_pack_key(&r.pk, "pid");
 	msgpack_pack_int32(&r.pk, (int32_t)getpid());
 	exl_pack_key(&r.pk, "uptime");
-	msgpack_pack_double(&r.pk, exl_server_uptime(c->srv));
+	msgpack_pack_double(&r.pk, (double)(exl_now_ns() - c->lp->start_ns) / 1e9);
 	exl_pack_key(&r.pk, "connections");
-	msgpack_pack_int(&r.pk, exl_server_n_connections(c->srv));
+	msgpack_pack_int(&r.pk, c->lp->n_conns);
 	exl_pack_key(&r.pk, "jobs");
 	msgpack_pack_int(&r.pk, jobs);
 	exl_pack_key(&r.pk, "tok_s");
 	msgpack_pack_double(&r.pk, tok_s);
 	exl_pack_key(&r.pk, "draining");
-	if (exl_server_draining(c->srv))
+	if (c->lp->draining)
 		msgpack_pack_true(&r.pk);
 	else
 		msgpack_pack_false(&r.pk);
 	exl_pack_key(&r.pk, "models");
-	exl_registry_pack_status(exl_server_registry(c->srv), &r.pk);
+	exl_registry_pack_status(c->lp->reg, &r.pk);
 	exl_pack_key(&r.pk, "uid");
 	msgpack_pack_uint32(&r.pk, (uint32_t)c->uid);
 	exl_pack_key(&r.pk, "uid_jobs");
@@ -873,8 +888,8 @@ static void op_status(struct exl_conn *c, const struct exl_packed_id *id)
 static void op_resume(struct exl_conn *c)
 {
 	if (exl_sink_retry_pending(c->sink))
-		exl_server_want_retry(c->srv);
-	exl_server_nudge_engines(c->srv);
+		want_retry(c->lp);
+	exl_registry_wake_all(c->lp->reg);
 }
 
 /* ---- input ---- */
@@ -935,7 +950,7 @@ static int handle_message(struct exl_conn *c, const uint8_t *data, size_t len)
 
 static void process_input(struct exl_conn *c)
 {
-	size_t max = exl_server_config(c->srv)->max_message;
+	size_t max = c->lp->cfg.max_message;
 	size_t off = 0;
 
 	while (!c->closing && off < c->in_len) {
@@ -997,7 +1012,7 @@ static void process_input(struct exl_conn *c)
 static void on_read(evutil_socket_t fd, short what, void *arg)
 {
 	struct exl_conn *c = arg;
-	size_t max = exl_server_config(c->srv)->max_message + (size_t)READ_CHUNK;
+	size_t max = c->lp->cfg.max_message + (size_t)READ_CHUNK;
 	union {
 		struct cmsghdr h;
 		char buf[CMSG_SPACE(16 * sizeof(int))];
@@ -1012,12 +1027,12 @@ static void on_read(evutil_socket_t fd, short what, void *arg)
 		 * the first IN_BASE bytes of each are always there, so small
 		 * requests are read whatever others hold. */
 		if (over_base(cap) > over_base(c->in_cap) &&
-		    !exl_server_pending_fits(c->srv, over_base(cap) - over_base(c->in_cap))) {
+		    !pending_fits(c->lp, over_base(cap) - over_base(c->in_cap))) {
 			char msg[200];
 
 			snprintf(msg, sizeof(msg), "the daemon already holds max_pending_bytes "
 				 "(%llu) of unfinished requests; closing this connection, try again",
-				 (unsigned long long)exl_server_config(c->srv)->max_pending_bytes);
+				 (unsigned long long)c->lp->cfg.max_pending_bytes);
 			close_with_limit(c, msg);
 			return;
 		}

@@ -13,13 +13,14 @@
 
 struct event;
 struct evbuffer;
-struct exl_server;
+struct exl_loop;
+struct exl_prep;
 struct exl_sink;
 struct exl_uid_stats;
 
 struct exl_conn {
-	struct exl_conn *next, *prev;   /* the server's list */
-	struct exl_server *srv;
+	struct exl_conn *next, *prev;   /* the loop's list */
+	struct exl_loop *lp;
 	int fd;
 	uint64_t id;
 	uid_t uid;
@@ -50,6 +51,23 @@ struct exl_conn {
 	int n_preps;                    /* its requests in the prep pool (prep.h) */
 	bool prep_blocked;              /* a request waits for room in the pool: not reading */
 };
+
+/* A connection on fd (accepted, non-blocking), on lp's list; NULL with a
+ * message when it cannot be had (fd is the caller's then). */
+struct exl_conn *exl_conn_create(struct exl_loop *lp, int fd, uint64_t conn_id, char *err,
+				 size_t errlen);
+/* Cancels its jobs, unlinks and frees it; closes its socket. */
+void exl_conn_close(struct exl_conn *c);
+
+/* Moves the sink's queued socket messages into the connection's output. */
+void exl_conn_flush_sink(struct exl_conn *c);
+/* Retries ring records that waited for room; true when some still wait. */
+bool exl_conn_retry_pending(struct exl_conn *c);
+bool exl_conn_output_empty(const struct exl_conn *c);
+/* EXL_MAIL_PREP_DONE: replies, or hands the job to its engine; frees p. */
+void exl_conn_prep_done(struct exl_loop *lp, struct exl_prep *p);
+/* Reads c again if it waited for room in the pool. */
+void exl_conn_prep_unblock(struct exl_conn *c);
 
 /* SO_PEERCRED of fd; uid (uid_t)-1 when it cannot be had. */
 void exl_conn_peer_cred(int fd, uid_t *uid, pid_t *pid);

@@ -2,13 +2,11 @@
  * mailbox from the other threads, signals, sd_notify and the watchdog. */
 #include <errno.h>
 #include <event2/event.h>
-#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <fcntl.h>
-#include <sys/eventfd.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -16,26 +14,24 @@
 #include <systemd/sd-daemon.h>
 #include <unistd.h>
 
-#include "daemon/server/conn.h"
-#include "daemon/server/engine_thread.h"
+#include "common/clock.h"
 #include "daemon/core/util/log.h"
-#include "daemon/server/models_registry.h"
-#include "daemon/server/prep.h"
-#include "daemon/server/ring.h"
+#include "daemon/server/conn.h"
+#include "daemon/server/delivery/mailbox.h"
+#include "daemon/server/delivery/ring.h"
+#include "daemon/server/delivery/sink.h"
+#include "daemon/server/engine/models_registry.h"
+#include "daemon/server/engine/prep.h"
+#include "daemon/server/loop.h"
 #include "daemon/server/server.h"
-#include "daemon/server/sink.h"
 
-#define RETRY_MS 2            /* ring records waiting for room are retried this often */
 #define STATUS_MS 2000        /* STATUS= line refresh */
 #define DRAIN_POLL_MS 20
 #define ACCEPT_PAUSE_MS 100   /* out of fds: accepts wait this long, or for a close */
 #define REFUSAL_LOG_MS 10000  /* refused connections are logged once per this */
 
 struct exl_server {
-	struct exl_config cfg;
-	struct event_base *base;
-	struct exl_registry *reg;
-	struct exl_prep_pool *prep;
+	struct exl_loop lp;           /* what conn.c shares (loop.h) */
 
 	int listen_fd;
 	bool own_socket;              /* bound by us: unlink at exit */
@@ -46,146 +42,40 @@ struct exl_server {
 	uint64_t refused;             /* connections refused since the last log line */
 	uint64_t refused_log_ns;
 	char refused_why[256];
-	uint64_t pending_bytes;       /* see exl_server_pending_fits */
 	struct event *sweep_ev;
-
-	struct exl_conn *conns;
-	int n_conns;
 	uint64_t next_conn_id;
-	uint64_t next_job_id;
-	struct exl_uid_stats *uids;
 
-	pthread_mutex_t mail_mu;
-	struct exl_mail *mail_head, *mail_tail;
-	int mail_fd;
 	struct event *mail_ev;
-
 	struct event *sigterm_ev, *sigint_ev;
-	struct event *retry_ev, *status_ev, *watchdog_ev, *drain_ev;
-	bool retry_armed;
+	struct event *status_ev, *watchdog_ev, *drain_ev;
 	uint64_t watchdog_usec;
 
 	bool ready;
-	bool draining;
 	uint64_t drain_flush_start;   /* 0 until the engines are gone */
 	int exit_code;
-	uint64_t start_ns;
 	char last_status[256];
 };
 
-/* ---- accessors ---- */
-
-const struct exl_config *exl_server_config(const struct exl_server *s) { return &s->cfg; }
-struct exl_registry *exl_server_registry(struct exl_server *s) { return s->reg; }
-struct event_base *exl_server_base(struct exl_server *s) { return s->base; }
-bool exl_server_draining(const struct exl_server *s) { return s->draining; }
-int exl_server_n_connections(const struct exl_server *s) { return s->n_conns; }
-uint64_t exl_server_next_job_id(struct exl_server *s) { return ++s->next_job_id; }
-struct exl_prep_pool *exl_server_prep_pool(struct exl_server *s) { return s->prep; }
-
-void exl_server_prep_room(struct exl_server *s)
-{
-	for (struct exl_conn *c = s->conns; c; c = c->next)
-		if (c->prep_blocked)
-			exl_conn_prep_unblock(c);
-}
-
-double exl_server_uptime(const struct exl_server *s)
-{
-	return (double)(exl_now_ns() - s->start_ns) / 1e9;
-}
-
-struct exl_uid_stats *exl_server_uid_stats(struct exl_server *s, uid_t uid)
-{
-	for (struct exl_uid_stats *u = s->uids; u; u = u->next)
-		if (u->uid == uid)
-			return u;
-	struct exl_uid_stats *u = calloc(1, sizeof(*u));
-	if (!u)
-		return NULL;
-	u->uid = uid;
-	atomic_init(&u->jobs, 0);
-	u->next = s->uids;
-	s->uids = u;
-	return u;
-}
-
-void exl_server_nudge_engines(struct exl_server *s)
-{
-	exl_registry_wake_all(s->reg);
-}
-
-void exl_server_cancel_sink(struct exl_server *s, struct exl_sink *sink)
-{
-	exl_registry_cancel_sink(s->reg, sink);
-}
-
-bool exl_server_pending_fits(const struct exl_server *s, size_t bytes)
-{
-	return bytes <= s->cfg.max_pending_bytes &&
-	       s->pending_bytes <= s->cfg.max_pending_bytes - bytes;
-}
-
-void exl_server_pending_add(struct exl_server *s, int64_t bytes)
-{
-	s->pending_bytes += (uint64_t)bytes;
-}
-
 static void resume_accepting(struct exl_server *s);
 
-void exl_server_conn_closed(struct exl_server *s, struct exl_conn *c)
+static void on_conn_closed(evutil_socket_t fd, short what, void *arg)
 {
-	if (c->prev)
-		c->prev->next = c->next;
-	else
-		s->conns = c->next;
-	if (c->next)
-		c->next->prev = c->prev;
-	s->n_conns--;
-	/* a descriptor is free again */
+	struct exl_server *s = arg;
+
+	(void)fd;
+	(void)what;
 	if (s->accept_paused)
 		resume_accepting(s);
 }
 
-void exl_server_want_retry(struct exl_server *s)
+static void want_retry(struct exl_server *s)
 {
-	struct timeval tv = { 0, RETRY_MS * 1000 };
+	struct timeval tv = { 0, EXL_LOOP_RETRY_MS * 1000 };
 
-	if (!s->retry_armed) {
-		evtimer_add(s->retry_ev, &tv);
-		s->retry_armed = true;
+	if (!s->lp.retry_armed) {
+		evtimer_add(s->lp.retry_ev, &tv);
+		s->lp.retry_armed = true;
 	}
-}
-
-/* ---- mailbox ---- */
-
-void exl_server_post(struct exl_server *s, struct exl_mail *m)
-{
-	uint64_t one = 1;
-
-	m->next = NULL;
-	pthread_mutex_lock(&s->mail_mu);
-	if (s->mail_tail)
-		s->mail_tail->next = m;
-	else
-		s->mail_head = m;
-	s->mail_tail = m;
-	pthread_mutex_unlock(&s->mail_mu);
-	if (write(s->mail_fd, &one, sizeof(one)) < 0 && errno != EAGAIN)
-		exl_log(EXL_LOG_ERR, "mailbox eventfd: %s", strerror(errno));
-}
-
-bool exl_server_post_sink(struct exl_server *s, enum exl_mail_kind kind, struct exl_sink *sink)
-{
-	struct exl_mail *m = calloc(1, sizeof(*m));
-
-	if (!m)
-		return false;
-	m->kind = kind;
-	m->sink = sink;
-	exl_sink_ref(sink);
-	exl_server_post(s, m);
-	return true;
 }
 
 static void notify_status(struct exl_server *s, const char *status)
@@ -200,18 +90,18 @@ static void check_startup(struct exl_server *s)
 {
 	char err[600];
 
-	if (s->ready || s->draining)
+	if (s->ready || s->lp.draining)
 		return;
-	if (exl_registry_startup_failed(s->reg, err, sizeof(err))) {
+	if (exl_registry_startup_failed(s->lp.reg, err, sizeof(err))) {
 		exl_log(EXL_LOG_ERR, "start-up model failed; exiting: %s", err);
 		sd_notifyf(0, "STATUS=failed: %s", err);
 		s->exit_code = 1;
-		s->draining = true;
-		exl_registry_shutdown(s->reg);
+		s->lp.draining = true;
+		exl_registry_shutdown(s->lp.reg);
 		event_active(s->drain_ev, EV_TIMEOUT, 0);
 		return;
 	}
-	if (exl_registry_startup_pending(s->reg))
+	if (exl_registry_startup_pending(s->lp.reg))
 		return;
 	s->ready = true;
 	sd_notify(0, "READY=1");
@@ -222,62 +112,59 @@ static void check_startup(struct exl_server *s)
 static void on_mail(evutil_socket_t fd, short what, void *arg)
 {
 	struct exl_server *s = arg;
-	uint64_t v;
+	struct exl_mail *m = exl_mailbox_take(&s->lp.mail);
 
+	(void)fd;
 	(void)what;
-	if (read(fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
-		exl_log(EXL_LOG_ERR, "mailbox eventfd: %s", strerror(errno));
-	pthread_mutex_lock(&s->mail_mu);
-	struct exl_mail *m = s->mail_head;
-	s->mail_head = s->mail_tail = NULL;
-	pthread_mutex_unlock(&s->mail_mu);
-
 	while (m) {
 		struct exl_mail *next = m->next;
-		struct exl_conn *c = m->sink ? m->sink->conn : NULL;
+		struct exl_conn *c;
 		char st[160];
 
 		switch (m->kind) {
 		case EXL_MAIL_SINK_OUT:
+			c = m->u.sink->conn;
 			if (c) {
 				exl_conn_flush_sink(c);
 			} else {
 				/* the connection is gone: drop what it was sent */
-				struct exl_outmsg *o = exl_sink_take_out(m->sink, NULL);
+				struct exl_outmsg *o = exl_sink_take_out(m->u.sink, NULL);
 				while (o) {
 					struct exl_outmsg *n = o->next;
 					free(o);
 					o = n;
 				}
 			}
+			exl_sink_unref(m->u.sink);
 			break;
 		case EXL_MAIL_SINK_PENDING:
+			c = m->u.sink->conn;
 			if (c && exl_conn_retry_pending(c)) {
 				c->retry_wanted = true;
-				exl_server_want_retry(s);
+				want_retry(s);
 			}
+			exl_sink_unref(m->u.sink);
 			break;
 		case EXL_MAIL_LOAD_PROGRESS:
-			exl_registry_on_progress(s->reg, m->entry, m->a, m->b);
-			if (!s->ready && m->b) {
-				snprintf(st, sizeof(st), "loading %s: %llu%%", m->entry->name,
-					 (unsigned long long)(m->a * 100 / m->b));
+			exl_registry_on_progress(s->lp.reg, m->u.load.entry, m->u.load.done,
+						 m->u.load.total);
+			if (!s->ready && m->u.load.total) {
+				snprintf(st, sizeof(st), "loading %s: %llu%%", m->u.load.entry->name,
+					 (unsigned long long)(m->u.load.done * 100 / m->u.load.total));
 				notify_status(s, st);
 			}
 			break;
 		case EXL_MAIL_LOAD_DONE:
-			exl_registry_on_load_done(s->reg, m->entry);
+			exl_registry_on_load_done(s->lp.reg, m->u.load.entry);
 			check_startup(s);
 			break;
 		case EXL_MAIL_ENGINE_EXITED:
-			exl_registry_on_engine_exited(s->reg, (struct exl_engine_thread *)(uintptr_t)m->a);
+			exl_registry_on_engine_exited(s->lp.reg, m->u.engine);
 			break;
 		case EXL_MAIL_PREP_DONE:
-			exl_conn_prep_done(s, m->prep);
+			exl_conn_prep_done(&s->lp, m->u.prep);
 			break;
 		}
-		if (m->sink)
-			exl_sink_unref(m->sink);
 		free(m);
 		m = next;
 	}
@@ -292,15 +179,15 @@ static void on_retry(evutil_socket_t fd, short what, void *arg)
 
 	(void)fd;
 	(void)what;
-	s->retry_armed = false;
-	for (struct exl_conn *c = s->conns; c; c = c->next) {
+	s->lp.retry_armed = false;
+	for (struct exl_conn *c = s->lp.conns; c; c = c->next) {
 		if (!c->retry_wanted)
 			continue;
 		c->retry_wanted = exl_conn_retry_pending(c);
 		again |= c->retry_wanted;
 	}
 	if (again)
-		exl_server_want_retry(s);
+		want_retry(s);
 }
 
 static void on_status(evutil_socket_t fd, short what, void *arg)
@@ -312,13 +199,13 @@ static void on_status(evutil_socket_t fd, short what, void *arg)
 
 	(void)fd;
 	(void)what;
-	if (!s->ready || s->draining)
+	if (!s->ready || s->lp.draining)
 		return;
-	exl_registry_check_files(s->reg);
-	exl_registry_totals(s->reg, &n_models, &jobs, &tok_s);
+	exl_registry_check_files(s->lp.reg);
+	exl_registry_totals(s->lp.reg, &n_models, &jobs, &tok_s);
 	snprintf(st, sizeof(st), "%d model%s, %d job%s, %.1f tok/s, %d connection%s", n_models,
-		 n_models == 1 ? "" : "s", jobs, jobs == 1 ? "" : "s", tok_s, s->n_conns,
-		 s->n_conns == 1 ? "" : "s");
+		 n_models == 1 ? "" : "s", jobs, jobs == 1 ? "" : "s", tok_s, s->lp.n_conns,
+		 s->lp.n_conns == 1 ? "" : "s");
 	notify_status(s, st);
 }
 
@@ -330,7 +217,7 @@ static void on_watchdog(evutil_socket_t fd, short what, void *arg)
 	(void)what;
 	/* Pinged only while every engine thread turns its loop: a stuck
 	 * forward pass lets systemd restart us. */
-	if (exl_registry_heartbeats_ok(s->reg, s->watchdog_usec * 1000 / 2))
+	if (exl_registry_heartbeats_ok(s->lp.reg, s->watchdog_usec * 1000 / 2))
 		sd_notify(0, "WATCHDOG=1");
 	else
 		exl_log(EXL_LOG_WARN, "an engine thread has not turned its loop for %.1f s",
@@ -381,7 +268,7 @@ static void out_of_fds(struct exl_server *s, int lfd, int err)
 	char why[160];
 
 	snprintf(why, sizeof(why), "accept: %s with %d connections open; raise LimitNOFILE "
-		 "or lower max_connections", strerror(err), s->n_conns);
+		 "or lower max_connections", strerror(err), s->lp.n_conns);
 	/* the clients waiting in the backlog, a few at a time */
 	for (int i = 0; i < 64 && s->spare_fd >= 0; i++) {
 		close(s->spare_fd);
@@ -418,21 +305,21 @@ static int uid_connection_limit(const struct exl_config *cfg)
 static bool admit_connection(struct exl_server *s, uid_t uid, char *why, size_t whylen)
 {
 	struct exl_uid_stats *u;
-	int limit = uid_connection_limit(&s->cfg);
+	int limit = uid_connection_limit(&s->lp.cfg);
 
-	if (s->draining) {
+	if (s->lp.draining) {
 		snprintf(why, whylen, "exld is shutting down");
 		return false;
 	}
-	if (s->n_conns >= s->cfg.max_connections) {
-		snprintf(why, whylen, "exld has max_connections (%d) open", s->cfg.max_connections);
+	if (s->lp.n_conns >= s->lp.cfg.max_connections) {
+		snprintf(why, whylen, "exld has max_connections (%d) open", s->lp.cfg.max_connections);
 		return false;
 	}
 	if (uid == (uid_t)-1) {
 		snprintf(why, whylen, "SO_PEERCRED: %s", strerror(errno));
 		return false;
 	}
-	u = exl_server_uid_stats(s, uid);
+	u = exl_uid_stats_get(&s->lp.uids, uid);
 	if (!u) {
 		snprintf(why, whylen, "out of memory");
 		return false;
@@ -440,7 +327,7 @@ static bool admit_connection(struct exl_server *s, uid_t uid, char *why, size_t 
 	if (u->conns >= limit) {
 		snprintf(why, whylen, "uid %u already has %d connections (max_connections_per_uid %d, "
 			 "max_connections %d less connections_reserved)", (unsigned)uid, u->conns,
-			 s->cfg.max_connections_per_uid, s->cfg.max_connections);
+			 s->lp.cfg.max_connections_per_uid, s->lp.cfg.max_connections);
 		return false;
 	}
 	return true;
@@ -476,17 +363,12 @@ static void on_accept(evutil_socket_t lfd, short what, void *arg)
 			note_refusal(s, err);
 			continue;
 		}
-		struct exl_conn *c = exl_conn_create(s, fd, ++s->next_conn_id, err, sizeof(err));
+		struct exl_conn *c = exl_conn_create(&s->lp, fd, ++s->next_conn_id, err, sizeof(err));
 		if (!c) {
 			exl_conn_refuse(fd, EXL_E_INTERNAL, err);
 			note_refusal(s, err);
 			continue;
 		}
-		c->next = s->conns;
-		if (s->conns)
-			s->conns->prev = c;
-		s->conns = c;
-		s->n_conns++;
 		exl_log(EXL_LOG_DEBUG, "conn %llu: uid %u pid %d", (unsigned long long)c->id,
 			(unsigned)c->uid, (int)c->pid);
 	}
@@ -498,8 +380,8 @@ static void on_accept(evutil_socket_t lfd, short what, void *arg)
 static void on_sweep(evutil_socket_t fd, short what, void *arg)
 {
 	struct exl_server *s = arg;
-	uint64_t now = exl_now_ns(), timeout = (uint64_t)s->cfg.request_timeout_ms * 1000000ull;
-	struct exl_conn *c = s->conns;
+	uint64_t now = exl_now_ns(), timeout = (uint64_t)s->lp.cfg.request_timeout_ms * 1000000ull;
+	struct exl_conn *c = s->lp.conns;
 
 	(void)fd;
 	(void)what;
@@ -533,7 +415,7 @@ static void raise_fd_limit(void)
 
 static int bind_socket(struct exl_server *s, char *err, size_t errlen)
 {
-	const char *path = s->cfg.socket_path;
+	const char *path = s->lp.cfg.socket_path;
 	struct sockaddr_un addr = { .sun_family = AF_UNIX };
 	struct stat st;
 
@@ -562,7 +444,7 @@ static int bind_socket(struct exl_server *s, char *err, size_t errlen)
 			close(probe);
 		unlink(path); /* stale: nobody listens */
 	}
-	mode_t old = umask(0777 & ~s->cfg.socket_mode);
+	mode_t old = umask(0777 & ~s->lp.cfg.socket_mode);
 	int rc = bind(fd, (struct sockaddr *)&addr, sizeof(addr));
 	umask(old);
 	if (rc < 0) {
@@ -570,7 +452,7 @@ static int bind_socket(struct exl_server *s, char *err, size_t errlen)
 		goto fail;
 	}
 	s->own_socket = true;
-	if (chmod(path, s->cfg.socket_mode) < 0 || listen(fd, 128) < 0) {
+	if (chmod(path, s->lp.cfg.socket_mode) < 0 || listen(fd, 128) < 0) {
 		snprintf(err, errlen, "%s: %s", path, strerror(errno));
 		goto fail;
 	}
@@ -607,8 +489,8 @@ static int open_listener(struct exl_server *s, char *err, size_t errlen)
 	}
 	int fd = bind_socket(s, err, errlen);
 	if (fd >= 0)
-		exl_log(EXL_LOG_INFO, "listening on %s (mode %04o)", s->cfg.socket_path,
-			s->cfg.socket_mode);
+		exl_log(EXL_LOG_INFO, "listening on %s (mode %04o)", s->lp.cfg.socket_path,
+			s->lp.cfg.socket_mode);
 	return fd;
 }
 
@@ -622,7 +504,7 @@ static void close_listener(struct exl_server *s)
 		close(s->listen_fd);
 		s->listen_fd = -1;
 		if (s->own_socket)
-			unlink(s->cfg.socket_path);
+			unlink(s->lp.cfg.socket_path);
 	}
 }
 
@@ -635,7 +517,7 @@ static void on_drain(evutil_socket_t fd, short what, void *arg)
 
 	(void)fd;
 	(void)what;
-	if (!exl_registry_empty(s->reg)) {
+	if (!exl_registry_empty(s->lp.reg)) {
 		evtimer_add(s->drain_ev, &tv);
 		return;
 	}
@@ -644,36 +526,36 @@ static void on_drain(evutil_socket_t fd, short what, void *arg)
 	if (!s->drain_flush_start)
 		s->drain_flush_start = exl_now_ns();
 	int busy = 0;
-	for (struct exl_conn *c = s->conns; c; c = c->next) {
+	for (struct exl_conn *c = s->lp.conns; c; c = c->next) {
 		if (c->retry_wanted)
 			c->retry_wanted = exl_conn_retry_pending(c);
 		busy += c->retry_wanted || !exl_conn_output_empty(c);
 	}
 	if (busy && exl_now_ns() - s->drain_flush_start <
-			    (uint64_t)s->cfg.drain_timeout_ms * 1000000ull) {
+			    (uint64_t)s->lp.cfg.drain_timeout_ms * 1000000ull) {
 		evtimer_add(s->drain_ev, &tv);
 		return;
 	}
 	if (busy)
 		exl_log(EXL_LOG_WARN, "%d client%s had not taken %s results within "
 			"drain_timeout_ms (%d); they are lost", busy, busy == 1 ? "" : "s",
-			busy == 1 ? "its" : "their", s->cfg.drain_timeout_ms);
+			busy == 1 ? "its" : "their", s->lp.cfg.drain_timeout_ms);
 	else
 		exl_log(EXL_LOG_INFO, "every result was delivered");
-	event_base_loopbreak(s->base);
+	event_base_loopbreak(s->lp.base);
 }
 
 static void start_drain(struct exl_server *s, const char *why)
 {
-	if (s->draining) {
+	if (s->lp.draining) {
 		exl_log(EXL_LOG_INFO, "%s while draining; still waiting for jobs to end", why);
 		return;
 	}
 	exl_log(EXL_LOG_INFO, "%s: draining", why);
-	s->draining = true;
+	s->lp.draining = true;
 	sd_notify(0, "STOPPING=1\nSTATUS=draining: ending jobs");
 	close_listener(s);
-	exl_registry_shutdown(s->reg);
+	exl_registry_shutdown(s->lp.reg);
 	event_active(s->drain_ev, EV_TIMEOUT, 0);
 }
 
@@ -687,43 +569,37 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
 
 static void free_server(struct exl_server *s)
 {
-	while (s->conns)
-		exl_conn_close(s->conns);
+	while (s->lp.conns)
+		exl_conn_close(s->lp.conns);
 	close_listener(s);
 	/* Before the models go: the pool's threads may use them.  Idle by
 	 * now (each engine waited for its model's preparations). */
-	exl_prep_pool_free(s->prep);
+	exl_prep_pool_free(s->lp.prep);
 	/* The engines are gone (drained) or never started. */
-	exl_registry_free(s->reg);
+	exl_registry_free(s->lp.reg);
 	/* Mail posted last (results of the drain) holds sink references. */
-	struct exl_mail *m = s->mail_head;
+	struct exl_mail *m = s->lp.mail.fd >= 0 ? exl_mailbox_take(&s->lp.mail) : NULL;
 	while (m) {
 		struct exl_mail *next = m->next;
-		if (m->sink)
-			exl_sink_unref(m->sink);
-		if (m->prep)
-			exl_prep_free(m->prep);
+		if (m->kind == EXL_MAIL_SINK_OUT || m->kind == EXL_MAIL_SINK_PENDING)
+			exl_sink_unref(m->u.sink);
+		else if (m->kind == EXL_MAIL_PREP_DONE)
+			exl_prep_free(m->u.prep);
 		free(m);
 		m = next;
 	}
-	struct event *evs[] = { s->mail_ev, s->sigterm_ev, s->sigint_ev, s->retry_ev,
-				s->status_ev, s->watchdog_ev, s->drain_ev, s->accept_resume_ev,
-				s->sweep_ev };
+	struct event *evs[] = { s->mail_ev, s->sigterm_ev, s->sigint_ev, s->lp.retry_ev,
+				s->lp.closed_ev, s->status_ev, s->watchdog_ev, s->drain_ev,
+				s->accept_resume_ev, s->sweep_ev };
 	for (size_t i = 0; i < sizeof(evs) / sizeof(evs[0]); i++)
 		if (evs[i])
 			event_free(evs[i]);
-	if (s->mail_fd >= 0)
-		close(s->mail_fd);
+	exl_mailbox_destroy(&s->lp.mail);
 	if (s->spare_fd >= 0)
 		close(s->spare_fd);
-	while (s->uids) {
-		struct exl_uid_stats *u = s->uids;
-		s->uids = u->next;
-		free(u);
-	}
-	if (s->base)
-		event_base_free(s->base);
-	pthread_mutex_destroy(&s->mail_mu);
+	exl_uid_table_free(&s->lp.uids);
+	if (s->lp.base)
+		event_base_free(s->lp.base);
 	free(s);
 }
 
@@ -737,38 +613,42 @@ int exl_server_run(const struct exl_config *cfg)
 		exl_log(EXL_LOG_ERR, "out of memory");
 		return 1;
 	}
-	s->cfg = *cfg;
+	s->lp.cfg = *cfg;
 	s->listen_fd = -1;
-	s->mail_fd = -1;
-	s->start_ns = exl_now_ns();
+	s->lp.mail.fd = -1;
+	s->lp.start_ns = exl_now_ns();
 	raise_fd_limit();
 	s->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
-	pthread_mutex_init(&s->mail_mu, NULL);
 	signal(SIGPIPE, SIG_IGN);
 
-	s->base = event_base_new();
-	s->mail_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	s->reg = exl_registry_create(s, &s->cfg);
-	if (!s->base || s->mail_fd < 0 || !s->reg) {
-		exl_log(EXL_LOG_ERR, "setting up the event loop failed");
-		goto out;
-	}
-	s->prep = exl_prep_pool_create(s, err, sizeof(err));
-	if (!s->prep) {
+	if (exl_mailbox_init(&s->lp.mail, err, sizeof(err))) {
 		exl_log(EXL_LOG_ERR, "%s", err);
 		goto out;
 	}
-	s->mail_ev = event_new(s->base, s->mail_fd, EV_READ | EV_PERSIST, on_mail, s);
-	s->sigterm_ev = evsignal_new(s->base, SIGTERM, on_signal, s);
-	s->sigint_ev = evsignal_new(s->base, SIGINT, on_signal, s);
-	s->retry_ev = evtimer_new(s->base, on_retry, s);
-	s->status_ev = event_new(s->base, -1, EV_PERSIST, on_status, s);
-	s->drain_ev = evtimer_new(s->base, on_drain, s);
-	s->accept_resume_ev = evtimer_new(s->base, on_accept_resume, s);
-	s->sweep_ev = event_new(s->base, -1, EV_PERSIST, on_sweep, s);
-	int sweep_ms = s->cfg.request_timeout_ms / 4;
+	s->lp.base = event_base_new();
+	s->lp.reg = exl_registry_create(&s->lp.mail, &s->lp.cfg);
+	if (!s->lp.base || !s->lp.reg) {
+		exl_log(EXL_LOG_ERR, "setting up the event loop failed");
+		goto out;
+	}
+	s->lp.prep = exl_prep_pool_create(&s->lp.mail, err, sizeof(err));
+	if (!s->lp.prep) {
+		exl_log(EXL_LOG_ERR, "%s", err);
+		goto out;
+	}
+	s->mail_ev = event_new(s->lp.base, s->lp.mail.fd, EV_READ | EV_PERSIST, on_mail, s);
+	s->sigterm_ev = evsignal_new(s->lp.base, SIGTERM, on_signal, s);
+	s->sigint_ev = evsignal_new(s->lp.base, SIGINT, on_signal, s);
+	s->lp.retry_ev = evtimer_new(s->lp.base, on_retry, s);
+	s->lp.closed_ev = event_new(s->lp.base, -1, 0, on_conn_closed, s);
+	s->status_ev = event_new(s->lp.base, -1, EV_PERSIST, on_status, s);
+	s->drain_ev = evtimer_new(s->lp.base, on_drain, s);
+	s->accept_resume_ev = evtimer_new(s->lp.base, on_accept_resume, s);
+	s->sweep_ev = event_new(s->lp.base, -1, EV_PERSIST, on_sweep, s);
+	int sweep_ms = s->lp.cfg.request_timeout_ms / 4;
 	struct timeval sweep_tv = { sweep_ms / 1000, (sweep_ms % 1000) * 1000 };
-	if (!s->mail_ev || !s->sigterm_ev || !s->sigint_ev || !s->retry_ev || !s->status_ev ||
+	if (!s->mail_ev || !s->sigterm_ev || !s->sigint_ev || !s->lp.retry_ev || !s->lp.closed_ev ||
+	    !s->status_ev ||
 	    !s->drain_ev || !s->accept_resume_ev || !s->sweep_ev || event_add(s->mail_ev, NULL) ||
 	    event_add(s->sigterm_ev, NULL) || event_add(s->sigint_ev, NULL) ||
 	    event_add(s->sweep_ev, &sweep_tv)) {
@@ -783,7 +663,7 @@ int exl_server_run(const struct exl_config *cfg)
 		exl_log(EXL_LOG_ERR, "%s", err);
 		goto out;
 	}
-	s->listen_ev = event_new(s->base, s->listen_fd, EV_READ | EV_PERSIST, on_accept, s);
+	s->listen_ev = event_new(s->lp.base, s->listen_fd, EV_READ | EV_PERSIST, on_accept, s);
 	if (!s->listen_ev || event_add(s->listen_ev, NULL)) {
 		exl_log(EXL_LOG_ERR, "setting up the listener failed");
 		goto out;
@@ -793,7 +673,7 @@ int exl_server_run(const struct exl_config *cfg)
 	if (sd_watchdog_enabled(0, &usec) > 0 && usec) {
 		struct timeval tv = { (time_t)(usec / 2 / 1000000), (suseconds_t)(usec / 2 % 1000000) };
 		s->watchdog_usec = usec;
-		s->watchdog_ev = event_new(s->base, -1, EV_PERSIST, on_watchdog, s);
+		s->watchdog_ev = event_new(s->lp.base, -1, EV_PERSIST, on_watchdog, s);
 		if (!s->watchdog_ev || event_add(s->watchdog_ev, &tv)) {
 			exl_log(EXL_LOG_ERR, "setting up the watchdog timer failed");
 			goto out;
@@ -802,23 +682,23 @@ int exl_server_run(const struct exl_config *cfg)
 	}
 
 	for (int i = 0; i < cfg->n_load; i++) {
-		if (exl_registry_load(s->reg, cfg->load[i], NULL, NULL, true, err, sizeof(err))) {
+		if (exl_registry_load(s->lp.reg, cfg->load[i], NULL, NULL, true, err, sizeof(err))) {
 			exl_log(EXL_LOG_ERR, "start-up model: %s", err);
 			sd_notifyf(0, "STATUS=failed: %s", err);
-			s->draining = true;
-			exl_registry_shutdown(s->reg);
+			s->lp.draining = true;
+			exl_registry_shutdown(s->lp.reg);
 			/* Loads already started finish first; then out. */
-			while (!exl_registry_empty(s->reg))
-				event_base_loop(s->base, EVLOOP_ONCE);
+			while (!exl_registry_empty(s->lp.reg))
+				event_base_loop(s->lp.base, EVLOOP_ONCE);
 			goto out;
 		}
 	}
 	check_startup(s);
-	event_base_dispatch(s->base);
+	event_base_dispatch(s->lp.base);
 	rc = s->exit_code;
 	exl_log(EXL_LOG_INFO, rc ? "stopped after an error" : "stopped");
 out:
-	for (struct exl_conn *c = s->conns; c; c = c->next)
+	for (struct exl_conn *c = s->lp.conns; c; c = c->next)
 		if (c->sink->ring)
 			exl_ring_shutdown(c->sink->ring);
 	free_server(s);

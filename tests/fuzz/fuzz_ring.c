@@ -48,7 +48,7 @@
 #include <unistd.h>
 
 #include "client/lib/client_internal.h"
-#include "daemon/server/ring.h"
+#include "daemon/server/delivery/ring.h"
 #include "tests/fuzz/fuzz_target.h"
 
 #ifndef F_SEAL_FUTURE_WRITE

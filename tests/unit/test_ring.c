@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #include "client/lib/client_internal.h"
-#include "daemon/server/ring.h"
+#include "daemon/server/delivery/ring.h"
 
 #ifndef F_SEAL_FUTURE_WRITE
 #define F_SEAL_FUTURE_WRITE 0x0010

@@ -16,7 +16,7 @@
 #include "daemon/server/wire/config.h"
 #include "daemon/server/wire/protocol.h"
 
-struct exl_server;
+struct exl_mailbox;
 struct exl_sink;
 struct exl_model;
 struct exl_engine_thread;
@@ -60,7 +60,7 @@ struct exl_registry;
  * from now on, so its jobs end with an error that says why. */
 void exl_registry_check_files(struct exl_registry *r);
 
-struct exl_registry *exl_registry_create(struct exl_server *srv, const struct exl_config *cfg);
+struct exl_registry *exl_registry_create(struct exl_mailbox *mail, const struct exl_config *cfg);
 /* After every engine thread and loader has ended. */
 void exl_registry_free(struct exl_registry *r);
 
@@ -84,7 +84,8 @@ void exl_registry_on_progress(struct exl_registry *r, struct exl_model_entry *e,
 void exl_registry_on_load_done(struct exl_registry *r, struct exl_model_entry *e);
 void exl_registry_on_engine_exited(struct exl_registry *r, struct exl_engine_thread *t);
 
-/* Every engine thread ends its jobs with reason shutdown and exits. */
+/* Every engine thread ends its jobs with reason shutdown and exits; loads
+ * still running end refused. */
 void exl_registry_shutdown(struct exl_registry *r);
 /* No model loaded, loading or unloading. */
 bool exl_registry_empty(const struct exl_registry *r);

@@ -14,7 +14,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-struct exl_server;
+struct exl_mailbox;
 struct exl_conn;
 struct exl_ring;
 struct exl_srv_job;
@@ -34,7 +34,7 @@ struct exl_outmsg {
 struct exl_sink {
 	atomic_int refs;
 	atomic_bool closed;          /* the connection is gone */
-	struct exl_server *srv;
+	struct exl_mailbox *mail;    /* the loop's: tells it of queued output */
 	struct exl_conn *conn;       /* loop thread only; NULL once closed */
 	struct exl_ring *ring;       /* set by hello, before any job uses it */
 	uid_t uid;
@@ -53,7 +53,7 @@ struct exl_sink {
 	atomic_size_t loop_buffered; /* bytes waiting in the connection's output */
 };
 
-struct exl_sink *exl_sink_create(struct exl_server *srv, uid_t uid, pid_t pid, uint64_t conn_id);
+struct exl_sink *exl_sink_create(struct exl_mailbox *mail, uid_t uid, pid_t pid, uint64_t conn_id);
 void exl_sink_ref(struct exl_sink *s);
 /* Frees the sink (and its ring) with the last reference; any thread. */
 void exl_sink_unref(struct exl_sink *s);

@@ -3,11 +3,11 @@
 #include <string.h>
 #include <sys/uio.h>
 
-#include "daemon/server/ring.h"
-#include "daemon/server/server.h"
-#include "daemon/server/sink.h"
+#include "daemon/server/delivery/mailbox.h"
+#include "daemon/server/delivery/ring.h"
+#include "daemon/server/delivery/sink.h"
 
-struct exl_sink *exl_sink_create(struct exl_server *srv, uid_t uid, pid_t pid, uint64_t conn_id)
+struct exl_sink *exl_sink_create(struct exl_mailbox *mail, uid_t uid, pid_t pid, uint64_t conn_id)
 {
 	struct exl_sink *s = calloc(1, sizeof(*s));
 
@@ -17,7 +17,7 @@ struct exl_sink *exl_sink_create(struct exl_server *srv, uid_t uid, pid_t pid, u
 	atomic_init(&s->closed, false);
 	atomic_init(&s->loop_buffered, 0);
 	pthread_mutex_init(&s->mu, NULL);
-	s->srv = srv;
+	s->mail = mail;
 	s->uid = uid;
 	s->pid = pid;
 	s->conn_id = conn_id;
@@ -47,6 +47,16 @@ void exl_sink_unref(struct exl_sink *s)
 	exl_ring_free(s->ring);
 	pthread_mutex_destroy(&s->mu);
 	free(s);
+}
+
+/* Tells the loop, with a reference it drops. */
+static bool post_loop(struct exl_sink *s, enum exl_mail_kind kind)
+{
+	exl_sink_ref(s);
+	if (exl_mail_post_sink(s->mail, kind, s))
+		return true;
+	exl_sink_unref(s);
+	return false;
 }
 
 static struct exl_outmsg *new_msg(uint16_t type, uint64_t job, const void *data, size_t len)
@@ -82,7 +92,7 @@ int exl_sink_send(struct exl_sink *s, const void *data, size_t len)
 	post = !s->out_posted;
 	s->out_posted = true;
 	pthread_mutex_unlock(&s->mu);
-	if (post && !exl_server_post_sink(s->srv, EXL_MAIL_SINK_OUT, s)) {
+	if (post && !post_loop(s, EXL_MAIL_SINK_OUT)) {
 		pthread_mutex_lock(&s->mu);
 		s->out_posted = false;
 		pthread_mutex_unlock(&s->mu);
@@ -130,7 +140,7 @@ int exl_sink_defer_record(struct exl_sink *s, uint16_t type, uint64_t job, const
 	post = !s->pend_posted;
 	s->pend_posted = true;
 	pthread_mutex_unlock(&s->mu);
-	if (post && !exl_server_post_sink(s->srv, EXL_MAIL_SINK_PENDING, s)) {
+	if (post && !post_loop(s, EXL_MAIL_SINK_PENDING)) {
 		pthread_mutex_lock(&s->mu);
 		s->pend_posted = false;
 		pthread_mutex_unlock(&s->mu);
@@ -191,7 +201,7 @@ void exl_sink_wake(struct exl_sink *s)
 	post = !s->out_posted;
 	s->out_posted = true;
 	pthread_mutex_unlock(&s->mu);
-	if (post && !exl_server_post_sink(s->srv, EXL_MAIL_SINK_OUT, s)) {
+	if (post && !post_loop(s, EXL_MAIL_SINK_OUT)) {
 		pthread_mutex_lock(&s->mu);
 		s->out_posted = false;
 		pthread_mutex_unlock(&s->mu);

@@ -8,10 +8,12 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "daemon/server/engine_thread.h"
 #include "daemon/core/util/log.h"
-#include "daemon/server/server.h"
-#include "daemon/server/sink.h"
+#include "daemon/server/delivery/deliver.h"
+#include "daemon/server/delivery/job.h"
+#include "daemon/server/delivery/mailbox.h"
+#include "daemon/server/delivery/sink.h"
+#include "daemon/server/engine/engine_thread.h"
 
 /* How long an idle engine thread sleeps between heartbeats, and how often
  * it looks at the rings of paused jobs when nothing else wakes it. */
@@ -125,7 +127,8 @@ static void link_job(struct exl_engine_thread *t, struct exl_srv_job *j)
 	t->jobs = j;
 }
 
-void exl_engine_thread_forget(struct exl_engine_thread *t, struct exl_srv_job *j)
+/* Drops an ended job from the live list. */
+static void forget(struct exl_engine_thread *t, struct exl_srv_job *j)
 {
 	if (j->prev)
 		j->prev->next = j->next;
@@ -146,6 +149,29 @@ static void cancel(struct exl_srv_job *j)
 		exl_job_resume(j->job);
 	}
 }
+
+static int on_chunk(struct exl_job *job, const struct exl_chunk *c, void *user)
+{
+	struct exl_srv_job *j = user;
+
+	(void)job;
+	return exl_deliver_chunk(j, c);
+}
+
+static void on_done(struct exl_job *job, const struct exl_gen_result *r, void *user)
+{
+	struct exl_srv_job *j = user;
+
+	(void)job;
+	forget(j->et, j);
+	exl_deliver_result(j, r);
+	exl_srv_job_free(j);
+}
+
+const struct exl_job_callbacks exl_engine_thread_callbacks = {
+	.on_chunk = on_chunk,
+	.on_done = on_done,
+};
 
 static void run_add(struct exl_engine_thread *t, struct exl_srv_job *j)
 {
@@ -288,19 +314,12 @@ static void *thread_main(void *arg)
 		wait_wake(t, paused || exl_engine_has_work(t->eng) ? PAUSED_POLL_MS : IDLE_WAIT_MS);
 	}
 	snapshot_stats(t);
-	struct exl_mail *m = calloc(1, sizeof(*m));
-	if (!m) {
+	if (!exl_mail_post_engine_exited(t->mail, t))
 		exl_log(EXL_LOG_ERR, "%s: out of memory telling the loop the engine stopped", t->name);
-		return NULL;
-	}
-	m->kind = EXL_MAIL_ENGINE_EXITED;
-	m->entry = NULL;
-	m->a = (uint64_t)(uintptr_t)t;
-	exl_server_post(t->srv, m);
 	return NULL;
 }
 
-struct exl_engine_thread *exl_engine_thread_start(struct exl_server *srv, struct exl_engine *eng,
+struct exl_engine_thread *exl_engine_thread_start(struct exl_mailbox *mail, struct exl_engine *eng,
 						  const char *name, char *err, size_t errlen)
 {
 	struct exl_engine_thread *t = calloc(1, sizeof(*t));
@@ -309,7 +328,7 @@ struct exl_engine_thread *exl_engine_thread_start(struct exl_server *srv, struct
 		snprintf(err, errlen, "out of memory");
 		return NULL;
 	}
-	t->srv = srv;
+	t->mail = mail;
 	t->eng = eng;
 	snprintf(t->name, sizeof(t->name), "%s", name);
 	pthread_mutex_init(&t->mu, NULL);

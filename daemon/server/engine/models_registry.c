@@ -10,14 +10,14 @@
 #include <unistd.h>
 
 #include "daemon/core/generator/engine.h"
-#include "daemon/server/engine_thread.h"
+#include "daemon/server/engine/engine_thread.h"
 #include "daemon/core/gguf/gguf.h"
 #include "daemon/core/model/kvcache.h"
 #include "daemon/core/util/log.h"
 #include "daemon/core/model/model.h"
-#include "daemon/server/models_registry.h"
-#include "daemon/server/server.h"
-#include "daemon/server/sink.h"
+#include "daemon/server/delivery/mailbox.h"
+#include "daemon/server/delivery/sink.h"
+#include "daemon/server/engine/models_registry.h"
 #include "daemon/core/tokenizer/tokenizer.h"
 #include "kernels/backend.h"
 #include "kernels/backend_select.h"
@@ -27,19 +27,20 @@
 #define MAX_LISTED 4096                 /* files listed by "models" */
 
 struct exl_registry {
-	struct exl_server *srv;
+	struct exl_mailbox *mail;
 	const struct exl_config *cfg;
+	bool shutting_down;           /* exl_registry_shutdown was called */
 	struct exl_model_entry *head;
 	char startup_err[700];
 };
 
-struct exl_registry *exl_registry_create(struct exl_server *srv, const struct exl_config *cfg)
+struct exl_registry *exl_registry_create(struct exl_mailbox *mail, const struct exl_config *cfg)
 {
 	struct exl_registry *r = calloc(1, sizeof(*r));
 
 	if (!r)
 		return NULL;
-	r->srv = srv;
+	r->mail = mail;
 	r->cfg = cfg;
 	return r;
 }
@@ -150,22 +151,15 @@ struct exl_model_entry *exl_registry_pick(struct exl_registry *r, const char *na
 /* ---- loading ---- */
 
 static void post_entry(struct exl_registry *r, enum exl_mail_kind kind, struct exl_model_entry *e,
-		       uint64_t a, uint64_t b)
+		       uint64_t done, uint64_t total)
 {
-	struct exl_mail *m = calloc(1, sizeof(*m));
-
-	if (!m) {
-		/* Only progress may be lost; LOAD_DONE retries until it fits. */
-		if (kind != EXL_MAIL_LOAD_DONE)
-			return;
-		while (!(m = calloc(1, sizeof(*m))))
-			usleep(10000);
-	}
-	m->kind = kind;
-	m->entry = e;
-	m->a = a;
-	m->b = b;
-	exl_server_post(r->srv, m);
+	if (exl_mail_post_load(r->mail, kind, e, done, total))
+		return;
+	/* Only progress may be lost; LOAD_DONE retries until it fits. */
+	if (kind != EXL_MAIL_LOAD_DONE)
+		return;
+	while (!exl_mail_post_load(r->mail, kind, e, done, total))
+		usleep(10000);
 }
 
 struct loader_arg {
@@ -436,12 +430,12 @@ void exl_registry_on_load_done(struct exl_registry *r, struct exl_model_entry *e
 
 	pthread_join(e->loader, NULL);
 	e->loader_running = false;
-	if (e->load_code == EXL_OK && exl_server_draining(r->srv)) {
+	if (e->load_code == EXL_OK && r->shutting_down) {
 		e->load_code = EXL_E_SHUTDOWN;
 		snprintf(e->load_err, sizeof(e->load_err), "the daemon is shutting down");
 	}
 	if (e->load_code == EXL_OK) {
-		e->et = exl_engine_thread_start(r->srv, e->eng, e->name, err, sizeof(err));
+		e->et = exl_engine_thread_start(r->mail, e->eng, e->name, err, sizeof(err));
 		if (!e->et) {
 			e->load_code = EXL_E_INTERNAL;
 			snprintf(e->load_err, sizeof(e->load_err), "loading '%s': %s", e->name, err);
@@ -528,6 +522,7 @@ void exl_registry_on_engine_exited(struct exl_registry *r, struct exl_engine_thr
 
 void exl_registry_shutdown(struct exl_registry *r)
 {
+	r->shutting_down = true;
 	for (struct exl_model_entry *e = r->head; e; e = e->next) {
 		if (e->et && exl_engine_thread_shutdown(e->et))
 			exl_log(EXL_LOG_ERR, "out of memory telling '%s' to stop", e->name);

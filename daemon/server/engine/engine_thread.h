@@ -22,39 +22,14 @@
 #include "daemon/core/generator/engine.h"
 #include "daemon/server/wire/protocol.h"
 
-struct exl_server;
+struct exl_mailbox;
 struct exl_sink;
-struct exl_uid_stats;
-struct exl_engine_thread;
-
-/* A generate request's job, as the daemon tracks it. */
-struct exl_srv_job {
-	struct exl_srv_job *next, *prev;           /* the engine thread's live list */
-	struct exl_srv_job *sink_next, *sink_prev; /* the sink's live list (sink->mu) */
-	bool in_sink;                              /* on that list (sink->mu) */
-	struct exl_job *job;
-	uint64_t id;                 /* the wire job id */
-	struct exl_sink *sink;       /* a reference */
-	struct exl_engine_thread *et;
-	struct exl_uid_stats *uid;   /* its jobs count includes this job */
-	struct exl_packed_id req_id;
-	enum exl_stream stream;      /* RING, SOCKET or NONE */
-	bool return_text;
-	int n_vocab;
-	/* loop thread only: job is still being made (prep.h), not yet on
-	 * the engine; a cancel that came meanwhile */
-	bool preparing;
-	bool cancel_asked;
-	/* engine thread only */
-	bool paused;
-	uint64_t pause_need;         /* payload bytes of the chunk that did not fit */
-	char fail[256];              /* why the daemon ended it, when it did */
-};
+struct exl_srv_job;
 
 struct exl_engine_thread {
 	pthread_t th;
 	bool started;
-	struct exl_server *srv;
+	struct exl_mailbox *mail;    /* the loop's: EXL_MAIL_ENGINE_EXITED */
 	struct exl_engine *eng;
 	char name[EXL_MAX_NAME + 1];
 	int efd;                     /* wakes the thread */
@@ -81,7 +56,7 @@ struct exl_engine_thread {
 
 /* Starts a thread running eng (which it does not own).  NULL with a
  * message on failure. */
-struct exl_engine_thread *exl_engine_thread_start(struct exl_server *srv, struct exl_engine *eng,
+struct exl_engine_thread *exl_engine_thread_start(struct exl_mailbox *mail, struct exl_engine *eng,
 						  const char *name, char *err, size_t errlen);
 /* Waits for the thread (after it posted EXL_MAIL_ENGINE_EXITED) and frees it. */
 void exl_engine_thread_join(struct exl_engine_thread *t);
@@ -99,20 +74,11 @@ int exl_engine_thread_shutdown(struct exl_engine_thread *t);
 void exl_engine_thread_prep_done(struct exl_engine_thread *t);
 void exl_engine_thread_wake(struct exl_engine_thread *t);
 
-/* Engine thread: drops an ended job from the live list. */
-void exl_engine_thread_forget(struct exl_engine_thread *t, struct exl_srv_job *j);
-
 void exl_engine_thread_stats(struct exl_engine_thread *t, struct exl_engine_stats *st);
 
-/* deliver.c: the job callbacks (engine thread). */
-extern const struct exl_job_callbacks exl_deliver_callbacks;
-/* Frees a job that never reached an engine (loop thread or engine thread). */
-void exl_srv_job_free(struct exl_srv_job *j);
-/* Whether a paused job's consumer has room again (engine thread). */
-bool exl_deliver_has_room(struct exl_srv_job *j);
-/* Queues the generate reply for j (accepted). */
-void exl_deliver_accepted(struct exl_srv_job *j);
-/* Sends an error reply for j's request (not accepted). */
-void exl_deliver_refused(struct exl_srv_job *j, int code, const char *message);
+/* The callbacks of every server job's generator job (user: its
+ * exl_srv_job): its stream and result to its connection (deliver.h), and
+ * at its end off the thread's live list and freed. */
+extern const struct exl_job_callbacks exl_engine_thread_callbacks;
 
 #endif

@@ -1,57 +1,19 @@
 /* A job's stream and result, delivered to its connection: TOKENS and DONE
  * records in the shared ring, or token / done messages on the socket.
- * The callbacks run on the job's engine thread. */
+ * Called on the job's engine thread. */
 #include <msgpack.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/uio.h>
 
-#include "daemon/server/engine_thread.h"
+#include "common/clock.h"
+#include "daemon/core/generator/generator.h"
 #include "daemon/core/util/log.h"
-#include "daemon/server/ring.h"
-#include "daemon/server/server.h"
-#include "daemon/server/sink.h"
-
-/* Drops j from its connection's live jobs (so a cancel of it is
- * unknown_job from here on); idempotent. */
-static void unlink_from_sink(struct exl_srv_job *j)
-{
-	struct exl_sink *s = j->sink;
-
-	pthread_mutex_lock(&s->mu);
-	if (j->in_sink) {
-		if (j->sink_prev)
-			j->sink_prev->sink_next = j->sink_next;
-		else
-			s->jobs = j->sink_next;
-		if (j->sink_next)
-			j->sink_next->sink_prev = j->sink_prev;
-		j->in_sink = false;
-	}
-	pthread_mutex_unlock(&s->mu);
-}
-
-/* The job no longer counts: off the connection's list and its uid's count.
- * Idempotent. */
-static void retire(struct exl_srv_job *j)
-{
-	unlink_from_sink(j);
-	if (j->uid)
-		atomic_fetch_sub(&j->uid->jobs, 1);
-	j->uid = NULL;
-}
-
-void exl_srv_job_free(struct exl_srv_job *j)
-{
-	struct exl_sink *s = j->sink;
-
-	retire(j);
-	if (j->job)
-		exl_job_free(j->job);
-	exl_sink_unref(s);
-	free(j);
-}
+#include "daemon/server/delivery/deliver.h"
+#include "daemon/server/delivery/job.h"
+#include "daemon/server/delivery/ring.h"
+#include "daemon/server/delivery/sink.h"
 
 static void send_sbuf(struct exl_sink *s, msgpack_sbuffer *sb)
 {
@@ -71,7 +33,7 @@ void exl_deliver_accepted(struct exl_srv_job *j)
 	exl_pack_key(&pk, "job");
 	msgpack_pack_uint64(&pk, j->id);
 	exl_pack_key(&pk, "model");
-	exl_pack_cstr(&pk, j->et->name);
+	exl_pack_cstr(&pk, j->model);
 	exl_pack_key(&pk, "prompt_tokens");
 	msgpack_pack_int(&pk, exl_job_prompt_tokens(j->job));
 	send_sbuf(j->sink, &sb);
@@ -222,11 +184,8 @@ static int chunk_to_socket(struct exl_srv_job *j, const struct exl_chunk *c)
 	return EXL_CHUNK_OK;
 }
 
-static int on_chunk(struct exl_job *job, const struct exl_chunk *c, void *user)
+int exl_deliver_chunk(struct exl_srv_job *j, const struct exl_chunk *c)
 {
-	struct exl_srv_job *j = user;
-
-	(void)job;
 	if (atomic_load(&j->sink->closed)) {
 		exl_job_cancel(j->job);
 		return EXL_CHUNK_OK;
@@ -284,7 +243,7 @@ static void pack_result(msgpack_packer *pk, msgpack_sbuffer *sb, const struct ex
 	exl_pack_key(pk, "time_total");
 	msgpack_pack_double(pk, r->time_total);
 	exl_pack_key(pk, "model");
-	exl_pack_cstr(pk, j->et->name);
+	exl_pack_cstr(pk, j->model);
 	if (error) {
 		exl_pack_key(pk, "error");
 		msgpack_pack_map(pk, 2);
@@ -307,18 +266,15 @@ static void pack_result(msgpack_packer *pk, msgpack_sbuffer *sb, const struct ex
 		pack_top(pk, r->top_ids, r->top_probs, r->n_tokens, r->top_k);
 }
 
-static void on_done(struct exl_job *job, const struct exl_gen_result *r, void *user)
+void exl_deliver_result(struct exl_srv_job *j, const struct exl_gen_result *r)
 {
-	struct exl_srv_job *j = user;
 	struct exl_sink *s = j->sink;
 	msgpack_sbuffer sb;
 	msgpack_packer pk;
 
-	(void)job;
-	exl_engine_thread_forget(j->et, j);
 	/* before the result goes out: a client that has it must find the
 	 * job gone and its uid's count lowered */
-	retire(j);
+	exl_srv_job_retire(j);
 	if (!atomic_load(&s->closed)) {
 		msgpack_sbuffer_init(&sb);
 		msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
@@ -338,10 +294,4 @@ static void on_done(struct exl_job *job, const struct exl_gen_result *r, void *u
 		}
 		msgpack_sbuffer_destroy(&sb);
 	}
-	exl_srv_job_free(j);
 }
-
-const struct exl_job_callbacks exl_deliver_callbacks = {
-	.on_chunk = on_chunk,
-	.on_done = on_done,
-};

@@ -35,7 +35,7 @@
 
 #include "daemon/server/wire/protocol.h"
 
-struct exl_server;
+struct exl_mailbox;
 struct exl_sink;
 struct exl_model;
 struct exl_engine_thread;
@@ -94,7 +94,7 @@ void exl_prep_run(struct exl_prep *p);
 
 /* The pool.  Loop thread, but for the workers inside. */
 struct exl_prep_pool;
-struct exl_prep_pool *exl_prep_pool_create(struct exl_server *srv, char *err, size_t errlen);
+struct exl_prep_pool *exl_prep_pool_create(struct exl_mailbox *mail, char *err, size_t errlen);
 /* Stops the threads and frees what is still queued (the daemon is done). */
 void exl_prep_pool_free(struct exl_prep_pool *pool);
 /* Whether a request of len message bytes, from a connection with n_conn

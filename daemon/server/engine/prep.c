@@ -6,13 +6,14 @@
 #include <string.h>
 #include <sys/mman.h>
 
-#include "daemon/server/engine_thread.h"
-#include "daemon/core/util/log.h"
 #include "daemon/core/model/model.h"
-#include "daemon/server/prep.h"
-#include "daemon/server/server.h"
-#include "daemon/server/sink.h"
 #include "daemon/core/tokenizer/tokenizer.h"
+#include "daemon/core/util/log.h"
+#include "daemon/server/delivery/job.h"
+#include "daemon/server/delivery/mailbox.h"
+#include "daemon/server/delivery/sink.h"
+#include "daemon/server/engine/engine_thread.h"
+#include "daemon/server/engine/prep.h"
 
 /* Message copies from this size on are mappings of their own, as the
  * connections' input buffers are (conn.c): glibc raises its mmap threshold
@@ -28,7 +29,7 @@ struct worker {
 };
 
 struct exl_prep_pool {
-	struct exl_server *srv;
+	struct exl_mailbox *mail;
 	pthread_mutex_t mu;               /* guards the queue, running[] and stop */
 	pthread_cond_t cond;
 	struct exl_prep *head, *tail;     /* waiting, in arrival order */
@@ -173,7 +174,7 @@ static void run_generate(struct exl_prep *p)
 	 * until then nothing calls them. */
 	p->job->job = exl_job_create(p->model, &g->s, &g->prompt,
 				     g->has_negative ? &g->negative : NULL,
-				     &exl_deliver_callbacks, p->job, err, sizeof(err));
+				     &exl_engine_thread_callbacks, p->job, err, sizeof(err));
 	if (!p->job->job) {
 		snprintf(p->err, sizeof(p->err), "generate: %s", err);
 		p->code = EXL_E_BAD_REQUEST;
@@ -263,10 +264,8 @@ static void *worker_main(void *arg)
 		exl_prep_run(p);
 		struct exl_mail *m = p->mail;
 		p->mail = NULL;
-		m->kind = EXL_MAIL_PREP_DONE;
-		m->prep = p;
 		/* p belongs to the loop from here on */
-		exl_server_post(pool->srv, m);
+		exl_mail_post_prep_done(pool->mail, m, p);
 
 		pthread_mutex_lock(&pool->mu);
 		/* The connection's next request may run now; its result is
@@ -278,7 +277,7 @@ static void *worker_main(void *arg)
 	return NULL;
 }
 
-struct exl_prep_pool *exl_prep_pool_create(struct exl_server *srv, char *err, size_t errlen)
+struct exl_prep_pool *exl_prep_pool_create(struct exl_mailbox *mail, char *err, size_t errlen)
 {
 	struct exl_prep_pool *pool = calloc(1, sizeof(*pool));
 
@@ -286,7 +285,7 @@ struct exl_prep_pool *exl_prep_pool_create(struct exl_server *srv, char *err, si
 		snprintf(err, errlen, "out of memory");
 		return NULL;
 	}
-	pool->srv = srv;
+	pool->mail = mail;
 	pthread_mutex_init(&pool->mu, NULL);
 	pthread_cond_init(&pool->cond, NULL);
 	for (int k = 0; k < EXL_PREP_THREADS; k++) {
