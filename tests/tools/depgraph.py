@@ -13,7 +13,9 @@ folders.  Checks:
   - no global symbol defined in two source files;
   - no product source compiled into more than one object, except variants
     of one kernel file compiled with other instruction-set flags, which
-    define symbols of their own (listed in VARIANTS).
+    define symbols of their own (listed in VARIANTS);
+  - no file under daemon/ or kernels/ includes anything of client/ but its
+    public headers (client/include/, what gets installed).
 
     depgraph.py BUILD_DIR [--max-scc N] [--dot FILE] [--report]
 
@@ -37,6 +39,42 @@ PRODUCT = ("daemon/", "kernels/", "client/", "common/")
 VARIANTS = {"kernels/cpu/matmul_avx512.c", "kernels/formats/dtype.c", "common/msgscan.c"}
 # Every program has one.
 PER_PROGRAM = {"main"}
+
+
+# Folders whose files may include from client/ only its public headers.
+SERVER_SIDE = ("daemon/", "kernels/")
+CLIENT_PUBLIC = "client/include/"
+
+
+def include_violations(root):
+    """Includes from daemon/ or kernels/ that reach into client/ past its
+    public header folder, as 'file:line: include' strings.  An include is
+    resolved as the compiler would: next to the file first, then from the
+    project root (client/include/ is on the include path too, so a bare
+    "exlclient.h" is the public one)."""
+    out = []
+    for top in SERVER_SIDE:
+        for dirpath, _, names in os.walk(os.path.join(root, top)):
+            for name in names:
+                if not name.endswith((".c", ".h", ".cu", ".cuh", ".cpp")):
+                    continue
+                path = os.path.join(dirpath, name)
+                rel = os.path.relpath(path, root)
+                with open(path, errors="replace") as f:
+                    for n, line in enumerate(f, 1):
+                        t = line.strip()
+                        if not t.startswith("#") or "include" not in t or '"' not in t:
+                            continue
+                        inc = t.split('"')[1]
+                        cands = [os.path.normpath(os.path.join(dirpath, inc)),
+                                 os.path.normpath(os.path.join(root, inc))]
+                        hit = next((c for c in cands if os.path.exists(c)), None)
+                        if not hit:
+                            continue
+                        hrel = os.path.relpath(hit, root)
+                        if hrel.startswith("client/") and not hrel.startswith(CLIENT_PUBLIC):
+                            out.append(f"{rel}:{n}: includes {hrel}")
+    return out
 
 
 def product_path(src, root):
@@ -118,7 +156,9 @@ def main():
     for c in commands:
         src = os.path.normpath(os.path.join(c["directory"], c["file"]))
         rel = product_path(src, root)
-        if not rel:
+        # Test programs may compile product sources into themselves (the
+        # libFuzzer targets do, instrumented): not the product's objects.
+        if not rel or c["output"].startswith("tests/"):
             continue
         obj = os.path.join(c["directory"], c["output"])
         if not os.path.exists(obj):
@@ -170,6 +210,9 @@ def main():
         if len(scc) > 1:
             problems.append("a cycle between folders: " + " ".join(sorted(scc)))
 
+    for v in include_violations(root):
+        problems.append("client/ reached past its public headers: " + v)
+
     if a.dot:
         with open(a.dot, "w") as f:
             f.write("digraph folders {\n")
@@ -186,7 +229,8 @@ def main():
         print("FAIL " + p)
     if not problems:
         print(f"depgraph: no folder cycle, no file cycle over {a.max_scc}, no symbol defined "
-              f"twice, no source compiled twice ({len(nodes)} sources)")
+              f"twice, no source compiled twice, no include of client/ internals from the "
+              f"daemon or kernels ({len(nodes)} sources)")
     return 1 if problems else 0
 
 
