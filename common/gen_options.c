@@ -1,5 +1,5 @@
 /* The generation options' table and the parser of their values, shared by
- * exl (client/exl/exl_opts.c) and exld run (daemon/cmd_run_opts.c). */
+ * exl (client/exl/exl_opts.c) and exld run (daemon/commands/cmd_run_opts.c). */
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>

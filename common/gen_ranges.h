@@ -1,13 +1,13 @@
 /* The allowed values of a generate request's numeric options, in one
  * table that both sides use: the daemon's request decoder
- * (daemon/protocol.c) refuses a value outside them, and the command lines
+ * (daemon/server/wire/protocol.c) refuses a value outside them, and the command lines
  * (common/gen_options.c: exl generate / chat / bench and exld run) refuse
  * it before anything is sent.  A value one side takes and the other
  * refuses would turn a usage error (exit 2) into a failed request (exit 1)
  * or the reverse, so there is no second copy of these numbers.
  *
  * They are exactly what the generator and the sampler accept
- * (daemon/generator.c check_settings, daemon/sampler.c
+ * (daemon/core/generator/generator.c check_settings, daemon/core/sampler/sampler.c
  * exl_sampler_params_check); tests/unit/test_protocol.c holds the three to
  * each other.  Values only the model can judge (token ids below its
  * vocabulary size) are not here.

@@ -5,7 +5,7 @@
  * The input is a byte stream as a client would write it to the socket.
  * Every message exl_scan frames (with the daemon's limits, max_message
  * 1 MiB) is unpacked with msgpack-c and decoded with exl_req_decode, then
- * answered the way daemon/conn.c answers a refusal (exl_pack_error).  The
+ * answered the way daemon/server/conn.c answers a refusal (exl_pack_error).  The
  * stream stops where the daemon would close the connection.  It aborts
  * when
  *   - exl_scan fed the stream in pieces (as reads deliver it) does not

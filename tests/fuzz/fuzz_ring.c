@@ -21,7 +21,7 @@
  * client calls the stream broken.
  *
  * Producer mode (2): a hostile client's control page against the daemon's
- * producer (daemon/ring.c): read_pos anywhere (behind, ahead, far off),
+ * producer (daemon/server/delivery/ring.c): read_pos anywhere (behind, ahead, far off),
  * sleeping and poll_epoch any value, between writes of every size.  It
  * aborts when a write lands outside the data area or over bytes the
  * (clamped) read position has not passed, when what was written does not

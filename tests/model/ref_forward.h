@@ -1,7 +1,7 @@
 /* A naive reference forward pass for tests: double precision, plain loops,
  * one sequence, written from the llama.cpp semantics of the llama and qwen2
- * architectures rather than from daemon/model_forward.c, so the two can be
- * checked against each other.  It reads F32 GGUFs through daemon/gguf.h
+ * architectures rather than from daemon/core/model/model_forward.c, so the two can be
+ * checked against each other.  It reads F32 GGUFs through daemon/core/gguf/gguf.h
  * and nothing else of the project.
  */
 #ifndef EXL_TEST_REF_FORWARD_H

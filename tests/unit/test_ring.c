@@ -1,5 +1,5 @@
 /* The shared-memory ring end to end in one process: the daemon's producer
- * (daemon/ring.c) against libexlclient's consumer, over many wraps, with
+ * (daemon/server/delivery/ring.c) against libexlclient's consumer, over many wraps, with
  * split records, a full ring, a lying control page, the memfd seals, and a
  * futex wait woken by a write. */
 #include <errno.h>

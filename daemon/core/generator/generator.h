@@ -4,7 +4,7 @@
  *
  * A job is created by its owner (any thread: creation only reads the
  * model's tokenizer and hyperparameters, which are immutable after load),
- * handed to an engine (daemon/engine.h) which runs it on the engine thread,
+ * handed to an engine (daemon/core/generator/engine.h) which runs it on the engine thread,
  * and reports through two callbacks, both called on the engine thread:
  *
  *   on_chunk  for every step that has something new to stream;
@@ -79,7 +79,7 @@ struct exl_gen_settings {
 	bool has_seed;               /* false: a seed is drawn from the OS (reported in the result) */
 	uint64_t seed;
 
-	struct exl_sampler_params sampling; /* see daemon/sampler.h */
+	struct exl_sampler_params sampling; /* see daemon/core/sampler/sampler.h */
 
 	/* Stop conditions, any number of each. */
 	const int32_t *stop_tokens;  /* in addition to the tokenizer's EOG ids */
@@ -100,7 +100,7 @@ struct exl_gen_settings {
 	 * exl_job_create() fails. */
 	struct exl_filter *filter;   /* NULL */
 	/* Or a constraint the job compiles into its filter
-	 * (daemon/grammar_filter.h): at most one of the three, not together
+	 * (daemon/core/grammar/grammar_filter.h): at most one of the three, not together
 	 * with filter.  NUL-terminated, borrowed. */
 	const char *grammar;         /* NULL: GBNF grammar text */
 	const char *json_schema;     /* NULL: a JSON schema (JSON text) */

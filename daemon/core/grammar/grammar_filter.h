@@ -1,10 +1,10 @@
-/* Constrained decoding filters (daemon/filter.h) from a GBNF grammar, a
+/* Constrained decoding filters (daemon/core/grammar/filter.h) from a GBNF grammar, a
  * JSON schema or a regular expression.
  *
  * The filter judges the bytes each token adds to the output text: a token
  * is allowed when its bytes continue a valid parse, found by walking the
- * vocabulary prefix tree (daemon/vocab_trie.h) with the parse state
- * (daemon/grammar.h).  Tokens that produce no text (control tokens) are
+ * vocabulary prefix tree (daemon/core/grammar/vocab_trie.h) with the parse state
+ * (daemon/core/grammar/grammar.h).  Tokens that produce no text (control tokens) are
  * never allowed; the generator adds the end-of-generation ids once the
  * filter is complete.
  */

@@ -19,7 +19,7 @@ void exl_config_defaults(struct exl_config *c)
 	c->socket_mode = 0660;
 	snprintf(c->models_dir, sizeof(c->models_dir), "/var/lib/exld/models");
 	c->threads = 0;
-	c->kv_tokens = 0; /* sized at load: daemon/kvcache.h, exl_kvcache_auto_tokens */
+	c->kv_tokens = 0; /* sized at load: daemon/core/model/kvcache.h, exl_kvcache_auto_tokens */
 	c->kv_page_size = 32;
 	c->max_batch_tokens = 512;
 	c->prefill_chunk = 256;
