@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 #include "exlclient.h"
-#include "daemon/core/grammar/json_parse.h"
+#include "common/json_parse.h"
 #include "harness.h"
 
 #define MODEL "stories260K"

@@ -19,7 +19,7 @@
 #include "daemon/core/grammar/grammar.h"
 #include "daemon/core/grammar/grammar_filter.h"
 #include "daemon/core/grammar/grammar_internal.h"
-#include "daemon/core/grammar/json_parse.h"
+#include "common/json_parse.h"
 #include "daemon/core/grammar/json_schema.h"
 #include "daemon/core/grammar/regex_grammar.h"
 #include "daemon/core/grammar/vocab_trie.h"

@@ -15,7 +15,7 @@
 #include <string.h>
 
 #include "daemon/core/grammar/grammar.h"
-#include "daemon/core/grammar/json_parse.h"
+#include "common/json_parse.h"
 #include "daemon/core/grammar/json_schema.h"
 #include "daemon/core/grammar/json_schema_internal.h"
 #include "daemon/core/grammar/regex_grammar.h"

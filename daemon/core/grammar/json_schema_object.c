@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "daemon/core/grammar/json_parse.h"
+#include "common/json_parse.h"
 #include "daemon/core/grammar/json_schema.h"
 #include "daemon/core/grammar/json_schema_internal.h"
 

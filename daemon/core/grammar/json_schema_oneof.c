@@ -27,7 +27,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "daemon/core/grammar/json_parse.h"
+#include "common/json_parse.h"
 #include "daemon/core/grammar/json_schema_internal.h"
 
 #define MAX_DEPTH 24

@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "common/utf8.h"
-#include "daemon/core/grammar/json_parse.h"
+#include "common/json_parse.h"
 
 struct block {
 	struct block *next;

@@ -1,4 +1,4 @@
-/* A small JSON parser (RFC 8259) for JSON schemas: a tree of values with
+/* A small JSON parser (RFC 8259), for JSON schemas and HTTP bodies: a tree of values with
  * object keys in document order, bounded nesting, errors naming the line
  * and column.  Strings are decoded to UTF-8 (with NULs kept: use the
  * lengths); numbers keep their text as well as their value. */
