@@ -119,7 +119,8 @@ const char *token_text(struct token_texts *tt, int32_t id, size_t *len);
 /* One result as one line of JSON, with the fields of `exld run --json`:
  * text (prefix + r->text), token_ids, stop_reason, stop_string, stop_token,
  * error, prompt_tokens, cached_tokens, new_tokens, seed, timings, and
- * probs / top when given. */
+ * probs / top, draft_proposed / draft_accepted (speculative decoding) and
+ * num_beams / beam_score (beam search) when given. */
 int json_result(FILE *out, const struct exl_result *r, const struct top_tokens *top,
 		struct token_texts *tt);
 

@@ -63,6 +63,11 @@ static const size_t field[GENOPT_N] = {
 	[GENOPT_COMPLETION_ONLY] = P(completion_only),
 	[GENOPT_SPECIAL] = P(encode_special),
 	[GENOPT_DECODE_SPECIAL] = P(decode_special),
+	[GENOPT_DRAFT_MODEL] = P(draft_model),
+	[GENOPT_DRAFT_TOKENS] = P(draft_tokens),
+	[GENOPT_NGRAM_DRAFT] = P(ngram_draft),
+	[GENOPT_BEAMS] = P(num_beams),
+	[GENOPT_LENGTH_PENALTY] = P(length_penalty),
 };
 
 /* exl's wording and ranges where they differ from exld run's. */

@@ -22,6 +22,7 @@ struct run_opts {
 	bool json;
 	int top_probs;
 	const char *dump_logits;  /* --dump-logits FILE (common/logits_file.h) */
+	const char *draft_model;  /* --draft-model FILE|NAME */
 	struct exl_gen_settings s;
 	/* the lists s points into, sized by argc */
 	const char **stops;

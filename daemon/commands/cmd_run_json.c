@@ -39,6 +39,11 @@ int run_print_json(FILE *out, const struct exl_gen_result *r, const struct exl_t
 		r->prompt_tokens, r->cached_tokens, r->new_tokens, (unsigned long long)r->seed);
 	fprintf(out, ",\"timings\":{\"queued_ms\":%.3f,\"first_token_ms\":%.3f,\"total_ms\":%.3f}",
 		r->time_queued * 1e3, r->time_to_first_token * 1e3, r->time_total * 1e3);
+	if (r->draft_proposed)
+		fprintf(out, ",\"draft_proposed\":%d,\"draft_accepted\":%d", r->draft_proposed,
+			r->draft_accepted);
+	if (r->num_beams)
+		fprintf(out, ",\"num_beams\":%d,\"beam_score\":%.6f", r->num_beams, r->beam_score);
 	if (r->probs) {
 		fputs(",\"probs\":[", out);
 		for (int i = 0; i < r->n_tokens; i++)

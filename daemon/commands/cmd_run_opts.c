@@ -94,6 +94,11 @@ static const size_t field[GENOPT_N] = {
 	[GENOPT_SPECIAL] = S(encode_special_tokens),
 	[GENOPT_DECODE_SPECIAL] = S(decode_special_tokens),
 	[GENOPT_TOP_PROBS] = O(top_probs),
+	[GENOPT_DRAFT_MODEL] = O(draft_model),
+	[GENOPT_DRAFT_TOKENS] = S(draft_tokens),
+	[GENOPT_NGRAM_DRAFT] = S(ngram_draft),
+	[GENOPT_BEAMS] = S(num_beams),
+	[GENOPT_LENGTH_PENALTY] = S(length_penalty),
 };
 
 static void usage(FILE *out, const struct genopt_parser *ps)
@@ -205,6 +210,9 @@ int run_parse_args(int argc, char **argv, struct run_opts *o)
 	genopt_parser_init(&ps, "exld run", stderr);
 	ps.opts[GENOPT_MAX_NEW].help = "tokens to generate (default 128)";
 	ps.opts[GENOPT_MIROSTAT].help = "mirostat v2 (V: 0 = off, 2 = v2; v1 is not offered)";
+	ps.opts[GENOPT_DRAFT_MODEL].arg = "FILE|NAME";
+	ps.opts[GENOPT_DRAFT_MODEL].help = "speculative decoding: proposals from this GGUF (NAME: "
+					   "NAME.gguf beside --model), same vocabulary";
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
 		const struct genopt *p = genopt_find_in(own_head, N_HEAD, a);

@@ -960,6 +960,18 @@ bool exl_engine_has_drafter(const struct exl_engine *e, const char *name)
 	return find_drafter(e, name) != NULL;
 }
 
+int exl_engine_open_drafter(struct exl_engine *e, const char *name, const char *path,
+			    struct exl_backend *be, char *err, size_t errlen)
+{
+	struct exl_drafter *d = exl_drafter_open(name, path, be, e->m, e->n_pages * e->page_size,
+						 e->page_size, e->cfg.max_batch_tokens, err,
+						 errlen);
+
+	if (!d)
+		return -1;
+	return exl_engine_attach_drafter(e, d, err, errlen);
+}
+
 static void forget_drafter(struct exl_drafter *d, struct exl_job **jobs, int n)
 {
 	for (int j = 0; j < n; j++) {

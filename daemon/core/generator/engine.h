@@ -35,6 +35,7 @@ struct exl_model;
 struct exl_kvcache;
 struct exl_engine;
 struct exl_drafter;
+struct exl_backend;
 
 struct exl_engine_config {
 	int max_batch_tokens; /* 512: tokens in one forward pass */
@@ -111,6 +112,11 @@ void exl_engine_stats(const struct exl_engine *e, struct exl_engine_stats *st);
 int exl_engine_attach_drafter(struct exl_engine *e, struct exl_drafter *d, char *err,
 			      size_t errlen);
 bool exl_engine_has_drafter(const struct exl_engine *e, const char *name);
+/* Opens the GGUF at path on be (the engine's model's backend) as the
+ * drafter name and attaches it: its KV pool as large as the engine's,
+ * its passes at most max_batch_tokens.  -1 with a message. */
+int exl_engine_open_drafter(struct exl_engine *e, const char *name, const char *path,
+			    struct exl_backend *be, char *err, size_t errlen);
 /* Closes the drafter name if open; its jobs go on without proposals (their
  * output is the same, only slower). */
 void exl_engine_drop_drafter(struct exl_engine *e, const char *name);

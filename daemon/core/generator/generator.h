@@ -62,7 +62,7 @@ const char *exl_stop_reason_name(enum exl_stop_reason r);
 #define EXL_GEN_MAX_DRAFT_TOKENS 16
 #define EXL_GEN_MAX_NGRAM_DRAFT 16
 #define EXL_GEN_MAX_BEAMS 16
-#define EXL_GEN_MAX_DRAFT_NAME 64  /* bytes of a draft model's name */
+#define EXL_GEN_MAX_DRAFT_NAME 128 /* bytes of a draft model's name */
 
 /* Every option of a job.  exl_gen_settings_init() sets the documented
  * defaults.  Pointers are borrowed: exl_job_create() copies what it keeps. */
