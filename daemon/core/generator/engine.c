@@ -32,6 +32,9 @@
 #define STEP_MIN_PREFILL 16
 /* Draft models one engine may hold. */
 #define MAX_DRAFTERS 8
+/* A job whose proposals keep failing stops proposing, and tries one
+ * proposal again after this many steps. */
+#define DRAFT_PROBE_EVERY 8
 
 struct batch_job {
 	struct exl_job *job;
@@ -1022,7 +1025,14 @@ static void propose(struct exl_engine *e)
 			decoding &= pending(job, i) == 1;
 		if (!decoding || room <= 0)
 			continue;
-		d->want = d->max_tokens < room ? d->max_tokens : room;
+		if (!d->len) {
+			if (++d->idle < DRAFT_PROBE_EVERY)
+				continue;
+			d->idle = 0;
+		}
+		d->want = d->len ? d->len : 1;
+		if (d->want > room)
+			d->want = room;
 		if (d->ngram)
 			d->n_prop = exl_draft_ngram(job->seq[0].tokens, job->seq[0].n_tokens, d->ngram,
 						    d->prop, d->want);
@@ -1043,6 +1053,23 @@ static void propose(struct exl_engine *e)
 		}
 		k++;
 	}
+}
+
+/* How many proposals a job asks for next, after n of them gave m
+ * accepted: transformers' "heuristic" schedule (two more after all were
+ * accepted, one fewer otherwise, down to 1), taken down to 0 when a
+ * single proposal fails: then a probe every DRAFT_PROBE_EVERY steps.  A
+ * proposal costs a draft pass and a row of the model's pass; one the
+ * model rejects buys nothing, so a job whose proposals keep failing
+ * decodes about as fast as without drafting instead of much slower. */
+static void next_len(struct exl_job_draft *d, int n, int m)
+{
+	if (m == n)
+		d->len = d->len + 2 < d->max_tokens ? d->len + 2 : d->max_tokens;
+	else if (m == 0 && n <= 1)
+		d->len = 0;
+	else
+		d->len = d->len > 2 ? d->len - 1 : 1;
 }
 
 /* After a job consumed its rows: its KV keeps the positions whose tokens
@@ -1088,6 +1115,7 @@ static void advance_rows(struct exl_engine *e, const struct batch_job *bj)
 	if (bj->n_rows > 1) {
 		job->draft.proposed += bj->n_rows - 1;
 		job->draft.accepted += r;
+		next_len(&job->draft, bj->n_rows - 1, r);
 		e->draft_proposed += (uint64_t)(bj->n_rows - 1);
 		e->draft_accepted += (uint64_t)r;
 		if (job->state != EXL_JOB_ENDING)

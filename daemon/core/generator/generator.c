@@ -528,6 +528,7 @@ struct exl_job *exl_job_create(const struct exl_model *m, const struct exl_gen_s
 	}
 	exl_kv_seq_init(&job->draft.kv);
 	job->draft.max_tokens = s->draft_tokens;
+	job->draft.len = s->draft_tokens;
 	job->draft.ngram = s->ngram_draft;
 	if (s->draft_model) {
 		job->draft.model = strdup(s->draft_model);

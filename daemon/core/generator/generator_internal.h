@@ -57,6 +57,8 @@ struct exl_job_draft {
 	int32_t *prop;             /* this step's proposals [max_tokens] */
 	int n_prop;
 	int want;                  /* drafter: proposals asked of it this step */
+	int len;                   /* proposals to ask for next (engine.c, next_len) */
+	int idle;                  /* steps without proposals since len fell to 0 */
 	int proposed;              /* totals, for the result */
 	int accepted;
 };
