@@ -1005,8 +1005,8 @@ void exl_engine_drop_drafter(struct exl_engine *e, const char *name)
 }
 
 /* Fills draft.prop for every decoding job that drafts: as many tokens as
- * draft_tokens and its room allow (the last token it may generate is
- * never proposed: it would have nothing to verify it).  A drafter that
+ * its schedule (next_len) and its room allow (the last token it may
+ * generate is never proposed: nothing would verify it).  A drafter that
  * fails is dropped; its jobs go on without proposals, to the same output. */
 static void propose(struct exl_engine *e)
 {
