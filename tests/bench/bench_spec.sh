@@ -22,7 +22,7 @@
 # Environment: PAIRS (interleaved pairs, default 5), THREADS (default 2),
 # N_GEN (default 64), DRAFT_TOKENS (default 4), MODEL_DIR (where the
 # models are made and kept, default /tmp/exld-bench-spec; 2.9 GB, never in
-# the repository), SKIP_DAEMON=1 (parts 1 and 2 only).
+# the repository), PARTS (default "1 2 3").
 set -eu
 build=${1:-build}
 src=$(cd "$(dirname "$0")/../.." && pwd)
@@ -100,17 +100,23 @@ pair_runs() {
 echo "decode tok/s (exld run, $n_gen tokens, greedy, $threads threads), medians of $pairs interleaved pairs"
 printf '%-34s %8s %8s %6s   %s\n' "" plain drafting ratio "proposals accepted (all runs)"
 short="The history of the city begins"
-pair_runs "Q4_0 twin drafts $k" "$short" --draft-model "$draft" --draft-tokens "$k"
+parts=${PARTS:-1 2 3}
+has_part() { case " $parts " in *" $1 "*) return 0 ;; esac; return 1; }
+if has_part 1; then
+	pair_runs "Q4_0 twin drafts $k" "$short" --draft-model "$draft" --draft-tokens "$k"
+fi
 
 # A prompt the output repeats: the model's own continuation, then the
 # short prompt again (greedy picks the same continuation after it as long
 # as the model copies what it saw; a random model may not).
-"$exld" run --model "$target" --prompt "$short" -n "$n_gen" --temperature 0 \
-	--threads "$threads" --completion-only >"$tmp/cont" 2>/dev/null
-rep_prompt="$short$(cat "$tmp/cont") $short"
-pair_runs "n-gram (3) on a repeating prompt" "$rep_prompt" --ngram-draft 3 --draft-tokens "$k"
-
-[ "${SKIP_DAEMON:-0}" = 1 ] && exit 0
+if has_part 2; then
+	"$exld" run --model "$target" --prompt "$short" -n "$n_gen" --temperature 0 \
+		--threads "$threads" --completion-only >"$tmp/cont" 2>/dev/null
+	rep_prompt="$short$(cat "$tmp/cont") $short"
+	pair_runs "n-gram (3) on a repeating prompt" "$rep_prompt" --ngram-draft 3 \
+		--draft-tokens "$k"
+fi
+has_part 3 || exit 0
 
 # The daemon: 8 jobs in one batch, plain and drafting.
 sock=$tmp/exld.sock
@@ -137,9 +143,9 @@ batch() {
 i=0
 while [ $i -lt "$pairs" ]; do
 	batch "$@" >>"$tmp/b_plain"
-	sed 's/"timings".*//' "$tmp/batch.json" >"$tmp/b_plain.ids"
+	ids "$tmp/batch.json" >"$tmp/b_plain.ids"
 	batch --draft-model tl-q4_0 --draft-tokens "$k" "$@" >>"$tmp/b_spec"
-	sed 's/"timings".*//' "$tmp/batch.json" >"$tmp/b_spec.ids"
+	ids "$tmp/batch.json" >"$tmp/b_spec.ids"
 	cmp -s "$tmp/b_plain.ids" "$tmp/b_spec.ids" ||
 		{ echo "daemon: drafting changed the output" >&2; exit 1; }
 	sed -n 's/.*"draft_proposed":\([0-9]*\),"draft_accepted":\([0-9]*\).*/\2 \1/p' \

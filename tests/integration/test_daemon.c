@@ -2695,6 +2695,7 @@ static void spec_params(struct exl_gen_params *p, int i, bool draft)
 		p->regex = "[A-Za-z ,.']+";
 	}
 	p->return_probs = 1;
+	p->return_text = 1; /* the result carries every id */
 	if (!draft || i >= 6)
 		return;
 	if (i % 3 == 2) {
@@ -2782,6 +2783,9 @@ static int test_spec(void)
 	int proposed = 0, accepted = 0;
 
 	for (int i = 0; i < SPEC_N; i++) {
+		CHECK(plain[i].n_ids > 0 && (plain[i].n_ids == SPEC_NEW ||
+					      strcmp(plain[i].stop_reason, "max_new_tokens")),
+		      "job %d: %zu ids, %s", i, plain[i].n_ids, plain[i].stop_reason);
 		CHECK(!strcmp(plain[i].stop_reason, drafted[i].stop_reason) &&
 		      plain[i].n_ids == drafted[i].n_ids &&
 		      !memcmp(plain[i].ids, drafted[i].ids, plain[i].n_ids * sizeof(int32_t)),
