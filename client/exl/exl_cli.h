@@ -9,7 +9,7 @@
 #include <stdio.h>
 
 #include "exlclient.h"
-#include "common/gen_options.h"
+#include "common/cli/gen_options.h"
 #include "common/json_string.h"
 
 /* Exit statuses (exl --help lists them). */
@@ -64,7 +64,7 @@ struct gen_opts {
 	const char *model;
 	bool json;
 	int top_probs;            /* --top-probs K */
-	struct genopt_parser ps;  /* the shared table (common/gen_options.h) and its counts */
+	struct genopt_parser ps;  /* the shared table (common/cli/gen_options.h) and its counts */
 	/* storage the params point into */
 	const char **stops;
 	int32_t *stop_tokens;

@@ -1,4 +1,4 @@
-/* exl's generation options: the shared table (common/gen_options.h) mapped
+/* exl's generation options: the shared table (common/cli/gen_options.h) mapped
  * onto struct exl_gen_params, plus --model and --json (docs/exl.md lists
  * them). */
 #include <math.h>

@@ -1,12 +1,12 @@
 /* exld run's command line: the shared generation options
- * (common/gen_options.h), checked for form and range there (values the model
+ * (common/cli/gen_options.h), checked for form and range there (values the model
  * decides, like token ids, are checked when the job is created), mapped onto
  * struct exl_gen_settings, plus run's own options. */
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/gen_options.h"
+#include "common/cli/gen_options.h"
 #include "daemon/commands/cmd_run.h"
 
 _Static_assert(GENOPT_MAX_BREAKERS == EXL_SAMPLER_MAX_BREAKERS, "breakers: CLI and sampler disagree");

@@ -1,11 +1,11 @@
 /* The generation options' table and the parser of their values, shared by
- * exl (client/exl/exl_opts.c) and exld run (daemon/cmd_run_opts.c). */
+ * exl (client/exl/exl_opts.c) and exld run (daemon/commands/cmd_run_opts.c). */
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/gen_options.h"
+#include "common/cli/gen_options.h"
 
 #define MAX_FILE (16u << 20)
 
