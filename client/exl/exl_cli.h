@@ -9,7 +9,7 @@
 #include <stdio.h>
 
 #include "exlclient.h"
-#include "common/cli/gen_options.h"
+#include "common/cli/gen_args.h"
 #include "common/json_string.h"
 
 /* Exit statuses (exl --help lists them). */
@@ -64,16 +64,9 @@ struct gen_opts {
 	const char *model;
 	bool json;
 	int top_probs;            /* --top-probs K */
-	struct genopt_parser ps;  /* the shared table (common/cli/gen_options.h) and its counts */
-	/* storage the params point into */
-	const char **stops;
-	int32_t *stop_tokens;
-	const char **bans;
-	int32_t *bias_ids;
-	float *bias_values;
-	char (*breakers)[64];
-	const char **breaker_ptrs;
-	char *constraint_text;    /* --grammar / --json-schema file contents */
+	/* The shared options' parser (common/cli/gen_args.h: the members
+	 * above that they set), and the lists p points into. */
+	struct gen_args a;
 };
 
 /* Sizes the lists for argc arguments.  -1 with a message on failure. */

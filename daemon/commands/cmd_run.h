@@ -6,6 +6,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 
+#include "common/cli/gen_args.h"
 #include "common/json_string.h"
 #include "daemon/core/generator/generator.h"
 
@@ -23,12 +24,10 @@ struct run_opts {
 	int top_probs;
 	const char *dump_logits;  /* --dump-logits FILE (common/logits_file.h) */
 	struct exl_gen_settings s;
-	/* the lists s points into, sized by argc */
-	const char **stops;
-	int32_t *stop_tokens;
-	const char **bans;
-	struct exl_token_bias *bias;
-	char *constraint_text;   /* --grammar / --json-schema file contents */
+	/* The shared options' parser (common/cli/gen_args.h: the members
+	 * above that they set), and the lists s points into. */
+	struct gen_args a;
+	struct exl_token_bias *bias; /* the --bias pairs, in the sampler's shape */
 };
 
 /* Fills o from argv.  0: run; 1: help printed; -1: a message was printed
