@@ -10,7 +10,6 @@
 
 #include "exlclient.h"
 #include "common/cli/gen_args.h"
-#include "common/json_string.h"
 
 /* Exit statuses (exl --help lists them). */
 enum {
@@ -85,9 +84,7 @@ int gen_opts_finish(struct gen_opts *o, const char *cmd);
 /* The generation options' help lines. */
 void gen_opts_usage(FILE *out);
 
-/* ---- JSON output (exl_json.c) ---- */
-
-/* json_string(): common/json_string.h */
+/* ---- output: JSON and --top-probs lines (exl_json.c) ---- */
 
 /* Per-token candidates gathered from a stream, for --top-probs. */
 struct top_tokens {
@@ -109,12 +106,15 @@ void token_texts_free(struct token_texts *tt);
 /* The text of id (never NULL: "" when the daemon could not say). */
 const char *token_text(struct token_texts *tt, int32_t id, size_t *len);
 
-/* One result as one line of JSON, with the fields of `exld run --json`:
- * text (prefix + r->text), token_ids, stop_reason, stop_string, stop_token,
- * error, prompt_tokens, cached_tokens, new_tokens, seed, timings, and
- * probs / top when given. */
+/* One result as one line of JSON, the same as `exld run --json`'s
+ * (common/cli/gen_output.h), with top's candidates when given. */
 int json_result(FILE *out, const struct exl_result *r, const struct top_tokens *top,
 		struct token_texts *tt);
+
+/* exld run's --top-probs lines for a TOKENS event, on out, each after
+ * prefix. */
+void print_top_probs(FILE *out, const char *prefix, const struct exl_event *ev,
+		     struct token_texts *tt);
 
 /* ---- commands ---- */
 

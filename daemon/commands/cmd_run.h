@@ -1,5 +1,6 @@
-/* exld run's insides: options (cmd_run_opts.c) and the JSON result
- * (cmd_run_json.c), used by cmd_run.c only. */
+/* exld run's insides: options (cmd_run_opts.c) and its output, the JSON
+ * result and the --top-probs lines (cmd_run_json.c), used by cmd_run.c
+ * only. */
 #ifndef EXL_CMD_RUN_H
 #define EXL_CMD_RUN_H
 
@@ -7,7 +8,6 @@
 #include <stdio.h>
 
 #include "common/cli/gen_args.h"
-#include "common/json_string.h"
 #include "daemon/core/generator/generator.h"
 
 struct exl_tokenizer;
@@ -35,13 +35,10 @@ struct run_opts {
 int run_parse_args(int argc, char **argv, struct run_opts *o);
 void run_opts_free(struct run_opts *o);
 
-/* The result as one JSON object on one line. */
+/* The result as one JSON object on one line (common/cli/gen_output.h). */
 int run_print_json(FILE *out, const struct exl_gen_result *r, const struct exl_tokenizer *tok);
 
-/* JSON string literal of n bytes (invalid UTF-8 becomes U+FFFD). */
-static inline void run_json_string(FILE *out, const char *s, size_t n)
-{
-	json_string(out, s, n);
-}
+/* The --top-probs lines of a chunk, on out. */
+void run_print_probs(FILE *out, const struct exl_chunk *c, const struct exl_tokenizer *tok);
 
 #endif
