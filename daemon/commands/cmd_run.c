@@ -46,30 +46,6 @@ struct run_state {
 	bool logits_missing;      /* a chunk with tokens came without logits */
 };
 
-static void print_probs(const struct run_state *st, const struct exl_chunk *c)
-{
-	char buf[128];
-
-	for (int i = 0; i < c->n_tokens; i++) {
-		size_t n = exl_token_bytes(st->tok, c->tokens[i], true, buf, sizeof(buf));
-
-		fprintf(stderr, "token %d ", (int)c->tokens[i]);
-		run_json_string(stderr, buf, n < sizeof(buf) ? n : sizeof(buf));
-		fprintf(stderr, " p=%.4f top:", c->probs ? (double)c->probs[i] : 0.0);
-		for (int k = 0; k < c->top_k; k++) {
-			int32_t id = c->top_ids[(size_t)i * (size_t)c->top_k + (size_t)k];
-
-			if (id < 0)
-				break;
-			n = exl_token_bytes(st->tok, id, true, buf, sizeof(buf));
-			fprintf(stderr, " %d ", (int)id);
-			run_json_string(stderr, buf, n < sizeof(buf) ? n : sizeof(buf));
-			fprintf(stderr, " %.4f", (double)c->top_probs[(size_t)i * (size_t)c->top_k + (size_t)k]);
-		}
-		fputc('\n', stderr);
-	}
-}
-
 static int on_chunk(struct exl_job *job, const struct exl_chunk *c, void *user)
 {
 	struct run_state *st = user;
@@ -91,7 +67,7 @@ static int on_chunk(struct exl_job *job, const struct exl_chunk *c, void *user)
 		st->write_failed = true;
 	fflush(stdout);
 	if (st->o->top_probs)
-		print_probs(st, c);
+		run_print_probs(stderr, c, st->tok);
 	return EXL_CHUNK_OK;
 }
 

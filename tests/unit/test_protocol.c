@@ -10,7 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "common/gen_options.h"
+#include "common/cli/gen_options.h"
 #include "daemon/server/wire/config.h"
 #include "daemon/server/wire/protocol.h"
 #include "daemon/core/sampler/sampler.h"
