@@ -609,7 +609,7 @@ static int test_garbage(void)
 	free(huge);
 	char *got = read_all(fd, 10000, NULL);
 	close(fd);
-	CHECK(!got || !got[0] || strstr(got, " 413 ") || strstr(got, " 400 "),
+	CHECK(got && strstr(got, " 413 "),
 	      "oversized body: %.200s", got ? got : "");
 	free(got);
 

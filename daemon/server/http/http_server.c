@@ -563,6 +563,14 @@ static void on_request(struct evhttp_request *req, void *arg)
 	uid_t uid;
 
 	if (!path || !path[0]) {
+		/* evhttp calls back without the URI for a request it failed
+		 * to read: a body over max_message is 413 */
+		if (evhttp_request_get_response_code(req) == 413) {
+			snprintf(msg, sizeof(msg), "the request body is over max_message (%u bytes)",
+				 h->lp->cfg.max_message);
+			exl_http_send_error(req, EXL_HTTP_STYLE_OPENAI, 413, "too_large", NULL, msg);
+			return;
+		}
 		exl_http_send_error(req, EXL_HTTP_STYLE_OPENAI, 400, "invalid_request_error", NULL,
 				    "a request wants a path");
 		return;
