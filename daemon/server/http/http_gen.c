@@ -206,6 +206,9 @@ void exl_http_req_fail(struct exl_http_req *r, int status, const char *code, con
 		       const char *msg)
 {
 	exl_log(EXL_LOG_DEBUG, "http %llu: %d %s", (unsigned long long)r->id, status, msg);
+	/* a client still there always gets an answer */
+	if (status == 0)
+		status = 500;
 	if (r->req && !r->started) {
 		exl_http_send_error(r->req, r->style, status, code, param, msg);
 	} else if (r->req) {
@@ -689,7 +692,7 @@ static bool prep_finish(struct exl_http *h, struct exl_prep *p)
 			if (p->code > 0)
 				fail_code(r, p->code, p->err);
 			else
-				exl_http_req_fail(r, 0, "", NULL, "the client hung up");
+				exl_http_req_fail(r, 500, "internal", NULL, "the request was dropped");
 			alive = false;
 		} else {
 			p->job = NULL;

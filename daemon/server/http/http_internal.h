@@ -111,8 +111,9 @@ void exl_http_start_generate(struct exl_http *h, struct evhttp_request *req,
 			     enum exl_http_api api, struct exl_json_doc *doc, uid_t uid);
 void exl_http_start_tokenize(struct exl_http *h, struct evhttp_request *req, bool detok,
 			     struct exl_json_doc *doc, uid_t uid);
-/* Ends r: replies with the error when the client is still there (status
- * 0: no reply), cancels its jobs, frees it. */
+/* Ends r: replies with the error when the client is still there (as the
+ * stream's last event once it started; status 0 is 500), cancels its
+ * jobs, frees it. */
 void exl_http_req_fail(struct exl_http_req *r, int status, const char *code, const char *param,
 		       const char *msg);
 
