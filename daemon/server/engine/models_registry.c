@@ -148,6 +148,15 @@ struct exl_model_entry *exl_registry_pick(struct exl_registry *r, const char *na
 	return e;
 }
 
+struct exl_model_entry *exl_registry_next_loaded(struct exl_registry *r,
+						 struct exl_model_entry *prev)
+{
+	for (struct exl_model_entry *e = prev ? prev->next : r->head; e; e = e->next)
+		if (e->state == EXL_MODEL_LOADED && e->model && e->et)
+			return e;
+	return NULL;
+}
+
 /* ---- loading ---- */
 
 static void post_entry(struct exl_registry *r, enum exl_mail_kind kind, struct exl_model_entry *e,
