@@ -254,8 +254,9 @@ int exl_model_forward(struct exl_model *m, struct exl_kvcache *kv, const struct 
 		.freq_base = hp->rope_freq_base,
 		.freq_scale = hp->rope_freq_scale,
 		.neox = hp->rope_neox,
+		.attn_factor = 1.0f,
 	};
-	const float scale = 1.0f / sqrtf((float)hp->head_dim);
+	const struct exl_attn_params ap = { .scale = 1.0f / sqrtf((float)hp->head_dim) };
 	const int q_dim = hp->n_head * hp->head_dim;
 	const size_t embd = (size_t)hp->n_embd;
 	int n = b->n_tokens;
@@ -315,7 +316,7 @@ int exl_model_forward(struct exl_model *m, struct exl_kvcache *kv, const struct 
 		ops->kv_store(be, kl, s->k, s->v);
 		if (last && n_out == 0)
 			break; /* nothing reads this layer's output */
-		ops->attention(be, kl, s->q, s->att, hp->n_head, scale);
+		ops->attention(be, kl, s->q, s->att, hp->n_head, &ap);
 
 		/* Past the last attention only the rows that want logits matter. */
 		if (last && n_out < n) {
