@@ -193,10 +193,18 @@ static void check_model(const char *path, const int32_t *text, uint32_t seed)
 	const struct exl_hparams *hp = exl_model_hparams(m);
 	const struct ref_hparams *rp = ref_model_hparams(ref16);
 
-	printf("%s: embd %d, %d layers, heads %d/%d of %d, rope %d dims %s base %g scale %g,%s%s\n",
-	       path, rp->n_embd, rp->n_layer, rp->n_head, rp->n_head_kv, rp->head_dim, rp->n_rot,
-	       rp->neox ? "neox" : "pairs", rp->freq_base, rp->freq_scale,
-	       rp->tied ? " tied" : "", rp->qkv_bias ? " q/k/v biases" : "");
+	printf("%s: %s, embd %d, %d layers, heads %d/%d of %d, rope %d dims %s base %g scale %g"
+	       "%s%s%s%s%s%s\n", path, rp->arch, rp->n_embd, rp->n_layer, rp->n_head, rp->n_head_kv,
+	       rp->head_dim, rp->n_rot, rp->neox ? "neox" : "pairs", rp->freq_base, rp->freq_scale,
+	       rp->tied ? ", tied" : "", rp->qkv_bias ? ", q/k/v biases" : "",
+	       rp->qk_norm ? ", q/k norms" : "", rp->rope_factors ? ", " : "",
+	       rp->rope_factors ? rp->rope_factors : "", rp->fused ? ", fused q/k/v, gate/up" : "");
+	if (rp->gemma)
+		printf("  gemma: window %d, local base %g scale %g, softcap %g / %g\n", rp->n_swa,
+		       rp->freq_base_swa, rp->freq_scale_swa, rp->attn_softcap, rp->final_softcap);
+	if (rp->n_expert)
+		printf("  experts: %d, %d used, %d wide\n", rp->n_expert, rp->n_expert_used,
+		       rp->n_ff_exp);
 	assert_int_equal(hp->n_vocab, rp->n_vocab);
 	assert_int_equal(hp->n_embd, rp->n_embd);
 	assert_int_equal(hp->n_head, rp->n_head);
@@ -208,6 +216,17 @@ static void check_model(const char *path, const int32_t *text, uint32_t seed)
 	assert_true(fabs(hp->rope_freq_base - rp->freq_base) <= 1e-6 * rp->freq_base);
 	assert_true(fabs(hp->rope_freq_scale - rp->freq_scale) <= 1e-7);
 	assert_true(fabs(hp->rms_eps - rp->eps) <= 1e-6 * rp->eps);
+	assert_string_equal(hp->arch_name, rp->arch);
+	assert_int_equal(hp->qk_norm, rp->qk_norm);
+	assert_int_equal(hp->n_swa, rp->n_swa);
+	for (int l = 0; l < rp->n_layer && rp->n_swa; l++)
+		assert_int_equal(exl_layer_is_swa(hp, l), rp->swa[l]);
+	assert_true(fabs(hp->attn_softcap - rp->attn_softcap) <= 1e-6);
+	assert_true(fabs(hp->final_softcap - rp->final_softcap) <= 1e-6);
+	assert_true(fabs(hp->attn_scale - rp->attn_scale) <= 1e-7 * rp->attn_scale);
+	assert_true(fabs(hp->rope_attn_factor - rp->attn_factor) <= 1e-6);
+	assert_int_equal(hp->n_expert, rp->n_expert);
+	assert_int_equal(hp->n_expert_used, rp->n_expert_used);
 
 	int nv = rp->n_vocab;
 	size_t kv_elems = (size_t)rp->n_layer * N_TOKENS * (size_t)rp->n_head_kv *
@@ -293,6 +312,10 @@ static const struct synth_case cases[] = {
 	{ "llama_all", { "--dim", "96", "--layers", "3", "--heads", "6", "--kv-heads", "2",
 			 "--head-dim", "24", "--rope-dim", "16", "--rope-base", "500000",
 			 "--rope-scale", "4", "--eps", "1e-6", "--ff", "160", "--tied", NULL } },
+	/* llama 3.1: rope_freqs divides the angles (factors 1 to 8 over the
+	 * head, for an original context of 32, so they matter here) */
+	{ "llama_rope_freqs", { "--dim", "128", "--layers", "2", "--heads", "4", "--kv-heads",
+				"2", "--rope-freqs", "--rope-base", "500000", "--ff", "256", NULL } },
 };
 
 static void test_synth(void **state)

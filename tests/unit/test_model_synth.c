@@ -215,7 +215,9 @@ static void test_rope_scaling(void **state)
 		{ "attn1.gguf", { "--rope-scale", "4", "--kv", "llama.rope.scaling.attn_factor=f32:1" },
 		  0.25f, NULL },
 		{ "attn2.gguf", { "--rope-scale", "4", "--kv", "llama.rope.scaling.attn_factor=f32:1.5" },
-		  0, "llama.rope.scaling.attn_factor 1.5 is not supported" },
+		  0.25f, NULL },
+		{ "attn0.gguf", { "--kv", "llama.rope.scaling.attn_factor=f32:0" },
+		  0, "llama.rope.scaling.attn_factor 0 is out of range" },
 		{ "huge.gguf", { "--rope-scale", "4", "--kv", "llama.rope.scaling.factor=f32:1e9" }, 0,
 		  "rope scaling factor 1e+09 is out of range" },
 	};
@@ -254,8 +256,12 @@ static void test_attention_shape(void **state)
 	const char *kv_differ[] = { "--head-dim", "32", "--kv", "llama.attention.value_length=u32:16",
 				    NULL };
 	try_load("kv_differ.gguf", kv_differ, "key_length 32 != value_length 16 is not supported");
-	const char *moe[] = { "--kv", "llama.expert_count=u32:8", NULL };
-	try_load("moe.gguf", moe, "mixture-of-experts models (llama.expert_count = 8)");
+	const char *moe[] = { "--arch", "qwen2", "--kv", "qwen2.expert_count=u32:8", NULL };
+	try_load("moe.gguf", moe, "qwen2 models with experts (qwen2.expert_count = 8) are not "
+		 "supported");
+	const char *moe_l[] = { "--kv", "llama.expert_count=u32:8", NULL };
+	try_load("moe_l.gguf", moe_l, "llama models with experts (llama.expert_count = 8) are not "
+		 "supported");
 	const char *rope_odd[] = { "--kv", "llama.rope.dimension_count=u32:7", NULL };
 	try_load("rope_odd.gguf", rope_odd, "llama.rope.dimension_count 7 is odd");
 }

@@ -73,6 +73,7 @@ void exl_model_free(struct exl_model *m)
 		m->be->ops->unload(m->be, m->uploads[i]);
 	free(m->uploads);
 	free(m->layers);
+	free(m->experts);
 	if (m->tok)
 		exl_tokenizer_free(m->tok);
 	if (m->guarded)
@@ -109,6 +110,11 @@ int exl_model_check_file(struct exl_model *m, char *why, size_t whylen)
 		return 2;
 	}
 	return 0;
+}
+
+void exl_model_set_context(struct exl_model *m, int n_ctx)
+{
+	exl_model_pick_rope_factors(m, n_ctx);
 }
 
 const struct exl_hparams *exl_model_hparams(const struct exl_model *m)
