@@ -316,6 +316,12 @@ static const struct synth_case cases[] = {
 	 * head, for an original context of 32, so they matter here) */
 	{ "llama_rope_freqs", { "--dim", "128", "--layers", "2", "--heads", "4", "--kv-heads",
 				"2", "--rope-freqs", "--rope-base", "500000", "--ff", "256", NULL } },
+	/* qwen3: per-head q/k norms before the rope */
+	{ "qwen3", { "--arch", "qwen3", "--dim", "128", "--layers", "2", "--heads", "4",
+		     "--kv-heads", "2", "--ff", "256", NULL } },
+	{ "qwen3_head_dim", { "--arch", "qwen3", "--dim", "96", "--layers", "2", "--heads", "4",
+			      "--kv-heads", "2", "--head-dim", "40", "--ff", "192", "--tied",
+			      NULL } },
 };
 
 static void test_synth(void **state)

@@ -160,6 +160,65 @@ static void test_llama_q4_k(void **state)
 	unlink(path);
 }
 
+/* Each architecture beyond llama and qwen2 loads with its own block read
+ * from the file, and gives a sequence the same logits in a mixed batch as
+ * alone: gemma's sliding window over the 9-token prompt (window 4), the
+ * experts a batch's tokens share going through their weights together. */
+static void test_archs(void **state)
+{
+	(void)state;
+	static const struct {
+		const char *name;
+		const char *args[24];
+		enum exl_arch arch;
+	} cases[] = {
+		{ "qwen3.gguf", { "--arch", "qwen3", "--dim", "128", "--heads", "4", "--kv-heads",
+				  "2", "--ff", "256", NULL }, EXL_ARCH_QWEN3 },
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char path[256];
+
+		make_model(cases[i].name, path, sizeof(path), cases[i].args);
+		struct exl_model *m = load(path);
+		const struct exl_hparams *hp = exl_model_hparams(m);
+
+		printf("%s: %s\n", cases[i].name, hp->arch_name);
+		assert_int_equal(hp->arch, cases[i].arch);
+		assert_true(hp->rope_neox == (hp->arch != EXL_ARCH_LLAMA));
+		switch (hp->arch) {
+		case EXL_ARCH_PHI3:
+			assert_true(fabsf(hp->rope_attn_factor - 1.1547005f) < 1e-6f);
+			assert_int_equal(hp->n_ctx_orig, 512);
+			break;
+		case EXL_ARCH_GEMMA2:
+			assert_int_equal(hp->n_swa, 4);
+			assert_true(exl_layer_is_swa(hp, 0) && !exl_layer_is_swa(hp, 1));
+			assert_true(hp->attn_softcap == 50.0f && hp->final_softcap == 30.0f);
+			assert_true(hp->embd_scale && hp->post_norms && hp->ffn_act == EXL_FFN_GELU);
+			assert_true(hp->tied_embeddings);
+			break;
+		case EXL_ARCH_GEMMA3:
+			assert_true(exl_layer_is_swa(hp, 0) && exl_layer_is_swa(hp, 1) &&
+				    !exl_layer_is_swa(hp, 2));
+			assert_true(hp->qk_norm && hp->attn_softcap == 0.0f);
+			assert_true(hp->rope_freq_base == 1000000.0f &&
+				    hp->rope_freq_base_swa == 10000.0f);
+			break;
+		case EXL_ARCH_LLAMA:
+		case EXL_ARCH_QWEN3MOE:
+			assert_true(hp->n_expert > 0 && hp->n_expert_used == 2);
+			break;
+		default:
+			assert_true(hp->qk_norm);
+			break;
+		}
+		check_batch_invariance(m);
+		exl_model_free(m);
+		unlink(path);
+	}
+}
+
 /* exld-mkmodel args, then the load error expected (NULL: loads). */
 static struct exl_model *try_load(const char *name, const char *const *args, const char *want_err)
 {
@@ -285,6 +344,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_qwen2),
 		cmocka_unit_test(test_llama_tied_q8_0),
 		cmocka_unit_test(test_llama_q4_k),
+		cmocka_unit_test(test_archs),
 		cmocka_unit_test(test_rope_scaling),
 		cmocka_unit_test(test_attention_shape),
 	};
