@@ -322,6 +322,17 @@ static const struct synth_case cases[] = {
 	{ "qwen3_head_dim", { "--arch", "qwen3", "--dim", "96", "--layers", "2", "--heads", "4",
 			      "--kv-heads", "2", "--head-dim", "40", "--ff", "192", "--tied",
 			      NULL } },
+	/* phi3: fused attn_qkv and gate/up; long rope factors and the
+	 * attention factor (context 4096 past the original 512), short ones
+	 * (within 8192), none */
+	{ "phi3_long", { "--arch", "phi3", "--dim", "128", "--layers", "2", "--heads", "4",
+			 "--kv-heads", "2", "--ff", "256", "--ctx", "4096", "--longrope", "512",
+			 NULL } },
+	{ "phi3_short", { "--arch", "phi3", "--dim", "128", "--layers", "2", "--heads", "4",
+			  "--kv-heads", "2", "--ff", "256", "--ctx", "4096", "--longrope", "8192",
+			  NULL } },
+	{ "phi3", { "--arch", "phi3", "--dim", "96", "--layers", "2", "--heads", "4", "--kv-heads",
+		    "4", "--ff", "160", NULL } },
 };
 
 static void test_synth(void **state)

@@ -174,6 +174,8 @@ static void test_archs(void **state)
 	} cases[] = {
 		{ "qwen3.gguf", { "--arch", "qwen3", "--dim", "128", "--heads", "4", "--kv-heads",
 				  "2", "--ff", "256", NULL }, EXL_ARCH_QWEN3 },
+		{ "phi3.gguf", { "--arch", "phi3", "--dim", "128", "--heads", "4", "--ff", "256",
+				 "--ctx", "4096", "--longrope", "512", NULL }, EXL_ARCH_PHI3 },
 	};
 
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
