@@ -333,6 +333,11 @@ static const struct synth_case cases[] = {
 			  NULL } },
 	{ "phi3", { "--arch", "phi3", "--dim", "96", "--layers", "2", "--heads", "4", "--kv-heads",
 		    "4", "--ff", "160", NULL } },
+	/* gemma2: sqrt(dim) embeddings, post norms, GELU, scores capped at
+	 * 50 and logits at 30, layer 0 local with a window of 8 (of 24
+	 * positions) */
+	{ "gemma2", { "--arch", "gemma2", "--dim", "128", "--layers", "2", "--heads", "4",
+		      "--kv-heads", "2", "--head-dim", "48", "--ff", "256", "--swa", "8", NULL } },
 };
 
 static void test_synth(void **state)

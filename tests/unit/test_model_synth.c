@@ -176,6 +176,8 @@ static void test_archs(void **state)
 				  "2", "--ff", "256", NULL }, EXL_ARCH_QWEN3 },
 		{ "phi3.gguf", { "--arch", "phi3", "--dim", "128", "--heads", "4", "--ff", "256",
 				 "--ctx", "4096", "--longrope", "512", NULL }, EXL_ARCH_PHI3 },
+		{ "gemma2.gguf", { "--arch", "gemma2", "--dim", "128", "--heads", "4", "--kv-heads",
+				   "2", "--ff", "256", "--swa", "4", NULL }, EXL_ARCH_GEMMA2 },
 	};
 
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
