@@ -338,6 +338,15 @@ static const struct synth_case cases[] = {
 	 * positions) */
 	{ "gemma2", { "--arch", "gemma2", "--dim", "128", "--layers", "2", "--heads", "4",
 		      "--kv-heads", "2", "--head-dim", "48", "--ff", "256", "--swa", "8", NULL } },
+	/* gemma3: q/k norms, local layers at base 10000 and global ones at
+	 * 1e6 scaled by 8 (the 4B's rope), 1 local : 1 global here, and the
+	 * default 5 : 1 over 6 layers */
+	{ "gemma3", { "--arch", "gemma3", "--dim", "128", "--layers", "2", "--heads", "4",
+		      "--kv-heads", "2", "--ff", "256", "--swa", "8", "--swa-pattern", "2",
+		      "--rope-scale", "8", NULL } },
+	{ "gemma3_6", { "--arch", "gemma3", "--dim", "64", "--layers", "6", "--heads", "4",
+			"--kv-heads", "1", "--head-dim", "32", "--ff", "128", "--swa", "5",
+			"--tied", NULL } },
 };
 
 static void test_synth(void **state)

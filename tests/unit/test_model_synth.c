@@ -178,6 +178,9 @@ static void test_archs(void **state)
 				 "--ctx", "4096", "--longrope", "512", NULL }, EXL_ARCH_PHI3 },
 		{ "gemma2.gguf", { "--arch", "gemma2", "--dim", "128", "--heads", "4", "--kv-heads",
 				   "2", "--ff", "256", "--swa", "4", NULL }, EXL_ARCH_GEMMA2 },
+		{ "gemma3.gguf", { "--arch", "gemma3", "--dim", "128", "--layers", "3", "--heads",
+				   "4", "--ff", "256", "--swa", "4", "--swa-pattern", "3", NULL },
+		  EXL_ARCH_GEMMA3 },
 	};
 
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {

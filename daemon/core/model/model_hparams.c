@@ -32,6 +32,7 @@ static const struct arch_desc archs[] = {
 	{ "qwen3", EXL_ARCH_QWEN3, true, true, false, 0 },
 	{ "phi3", EXL_ARCH_PHI3, true, false, false, 0 },
 	{ "gemma2", EXL_ARCH_GEMMA2, true, false, true, 0 },
+	{ "gemma3", EXL_ARCH_GEMMA3, true, true, true, 0 },
 };
 
 static int get_int(const struct gguf_file *f, const char *arch, const char *key, bool required,
