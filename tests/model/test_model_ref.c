@@ -347,6 +347,13 @@ static const struct synth_case cases[] = {
 	{ "gemma3_6", { "--arch", "gemma3", "--dim", "64", "--layers", "6", "--heads", "4",
 			"--kv-heads", "1", "--head-dim", "32", "--ff", "128", "--swa", "5",
 			"--tied", NULL } },
+	/* Mixtral: llama with 4 experts, 2 per token */
+	{ "mixtral", { "--dim", "128", "--layers", "2", "--heads", "4", "--kv-heads", "2",
+		       "--ff", "128", "--experts", "4", "--experts-used", "2", NULL } },
+	/* qwen3moe: q/k norms and 8 narrow experts, 3 per token */
+	{ "qwen3moe", { "--arch", "qwen3moe", "--dim", "128", "--layers", "2", "--heads", "4",
+			"--kv-heads", "2", "--ff", "256", "--experts", "8", "--experts-used", "3",
+			"--expert-ff", "64", NULL } },
 };
 
 static void test_synth(void **state)

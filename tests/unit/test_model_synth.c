@@ -181,6 +181,11 @@ static void test_archs(void **state)
 		{ "gemma3.gguf", { "--arch", "gemma3", "--dim", "128", "--layers", "3", "--heads",
 				   "4", "--ff", "256", "--swa", "4", "--swa-pattern", "3", NULL },
 		  EXL_ARCH_GEMMA3 },
+		{ "mixtral.gguf", { "--dim", "128", "--heads", "4", "--ff", "128", "--experts", "4",
+				    "--type", "q8_0", NULL }, EXL_ARCH_LLAMA },
+		{ "qwen3moe.gguf", { "--arch", "qwen3moe", "--dim", "128", "--heads", "4", "--ff",
+				     "256", "--experts", "8", "--experts-used", "2", NULL },
+		  EXL_ARCH_QWEN3MOE },
 	};
 
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
@@ -325,9 +330,8 @@ static void test_attention_shape(void **state)
 	const char *moe[] = { "--arch", "qwen2", "--kv", "qwen2.expert_count=u32:8", NULL };
 	try_load("moe.gguf", moe, "qwen2 models with experts (qwen2.expert_count = 8) are not "
 		 "supported");
-	const char *moe_l[] = { "--kv", "llama.expert_count=u32:8", NULL };
-	try_load("moe_l.gguf", moe_l, "llama models with experts (llama.expert_count = 8) are not "
-		 "supported");
+	const char *moe_k[] = { "--kv", "llama.expert_count=u32:8", NULL };
+	try_load("moe_k.gguf", moe_k, "missing metadata key 'llama.expert_used_count'");
 	const char *rope_odd[] = { "--kv", "llama.rope.dimension_count=u32:7", NULL };
 	try_load("rope_odd.gguf", rope_odd, "llama.rope.dimension_count 7 is odd");
 }

@@ -27,9 +27,10 @@ struct arch_desc {
 };
 
 static const struct arch_desc archs[] = {
-	{ "llama", EXL_ARCH_LLAMA, false, false, false, 0 },
+	{ "llama", EXL_ARCH_LLAMA, false, false, false, 1 },
 	{ "qwen2", EXL_ARCH_QWEN2, true, false, false, 0 },
 	{ "qwen3", EXL_ARCH_QWEN3, true, true, false, 0 },
+	{ "qwen3moe", EXL_ARCH_QWEN3MOE, true, true, false, 2 },
 	{ "phi3", EXL_ARCH_PHI3, true, false, false, 0 },
 	{ "gemma2", EXL_ARCH_GEMMA2, true, false, true, 0 },
 	{ "gemma3", EXL_ARCH_GEMMA3, true, true, true, 0 },
