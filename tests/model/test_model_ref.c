@@ -82,7 +82,10 @@ static void make_tokens(int32_t *tokens, int n, int n_vocab, uint32_t seed)
 }
 
 /* Copies what seq's pages hold of every layer's K and V (F16, read as
- * floats) into k and v, [n_layer][N_TOKENS][n_head_kv * head_dim]. */
+ * floats) into k and v, [n_layer][N_TOKENS][n_head_kv * head_dim], for the
+ * positions seq holds: those of pages a sliding window gave back keep what
+ * an earlier call read (after every step, each position is read while
+ * still held). */
 static void read_kv(const struct exl_kvcache *kv, const struct exl_kv_seq *seq, int n_layer,
 		    float *k, float *v)
 {
@@ -91,9 +94,12 @@ static void read_kv(const struct exl_kvcache *kv, const struct exl_kv_seq *seq, 
 		const uint16_t *K = ly->k, *V = ly->v;
 		size_t hd = (size_t)ly->head_dim, kv_dim = (size_t)ly->n_kv_heads * hd;
 
-		for (int p = 0; p < N_TOKENS; p++) {
-			size_t page = (size_t)seq->pages[p / ly->page_size];
+		for (int p = 0; p < seq->n_pos; p++) {
+			int32_t pg = seq->pages[p / ly->page_size];
+			size_t page = (size_t)pg;
 
+			if (pg < 0)
+				continue;
 			for (int h = 0; h < ly->n_kv_heads; h++) {
 				/* the CPU backend's page layout: [page][kv head][slot][head_dim] */
 				size_t src = ((page * (size_t)ly->n_kv_heads + (size_t)h) *
@@ -137,9 +143,11 @@ static void exl_logits(struct exl_model *m, const int32_t *tokens, float *out, f
 		assert_int_equal(exl_kv_seq_reserve(kv, &seq, n), 0);
 		if (exl_model_forward(m, kv, &b, out + (size_t)off * (size_t)nv, err, sizeof(err)))
 			fail_msg("forward: %s", err);
+		read_kv(kv, &seq, exl_model_hparams(m)->n_layer, kv_k, kv_v);
 	}
 	assert_int_equal(seq.n_pos, N_TOKENS);
-	read_kv(kv, &seq, exl_model_hparams(m)->n_layer, kv_k, kv_v);
+	if (exl_kvcache_window(kv))
+		printf("the window gave back %d of %d pages\n", seq.n_dropped, seq.n_pages);
 	exl_kv_seq_release(kv, &seq);
 	exl_kvcache_free(kv);
 }
@@ -347,6 +355,11 @@ static const struct synth_case cases[] = {
 	{ "gemma3_6", { "--arch", "gemma3", "--dim", "64", "--layers", "6", "--heads", "4",
 			"--kv-heads", "1", "--head-dim", "32", "--ff", "128", "--swa", "5",
 			"--tied", NULL } },
+	/* every layer local: the cache gives the first page back once the
+	 * window (8) and a page have passed it */
+	{ "gemma3_local", { "--arch", "gemma3", "--dim", "128", "--layers", "2", "--heads", "4",
+			    "--kv-heads", "2", "--ff", "256", "--swa", "8", "--swa-pattern", "11",
+			    NULL } },
 	/* Mixtral: llama with 4 experts, 2 per token */
 	{ "mixtral", { "--dim", "128", "--layers", "2", "--heads", "4", "--kv-heads", "2",
 		       "--ff", "128", "--experts", "4", "--experts-used", "2", NULL } },

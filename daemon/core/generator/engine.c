@@ -504,7 +504,7 @@ static int64_t tally_job(struct exl_engine *e, const struct exl_job *job, int pa
 	for (int i = 0; i < job->n_seqs; i++) {
 		const struct exl_kv_seq *s = &job->seq[i].kv;
 
-		for (int k = 0; k < s->n_pages; k++) {
+		for (int k = s->n_dropped; k < s->n_pages; k++) {
 			int32_t p = s->pages[k];
 
 			if (pass == 0) {

@@ -115,7 +115,9 @@ const struct exl_tokenizer *exl_model_tokenizer(const struct exl_model *m);
 const struct gguf_file *exl_model_gguf(const struct exl_model *m);
 size_t exl_model_weight_bytes(const struct exl_model *m);
 
-/* A KV cache shaped for m holding n_tokens positions in pages of page_size. */
+/* A KV cache shaped for m holding n_tokens positions in pages of page_size.
+ * When every layer of m attends through a sliding window, the cache gives
+ * a sequence's pages behind the window back (exl_kvcache_set_window). */
 struct exl_kvcache *exl_model_kvcache_create(struct exl_model *m, int n_tokens, int page_size,
 					     char *err, size_t errlen);
 
