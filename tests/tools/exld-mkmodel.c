@@ -54,6 +54,7 @@ struct opts {
 	int64_t experts, experts_used, expert_ff;
 	int64_t swa;       /* gemma: attention.sliding_window; 0: the default */
 	const char *swa_pattern;
+	bool phi3_vocab;   /* the vocabulary has Phi-3's <|endoftext|> */
 	bool tied;
 	const char *vocab_from;
 	const char *out;
@@ -951,6 +952,8 @@ static int copy_vocab(struct gguf_writer *w, struct opts *o, const char *path, i
 		return -1;
 	}
 	*n_vocab = (int64_t)toks->count;
+	for (uint64_t i = 0; i < toks->count && !o->phi3_vocab; i++)
+		o->phi3_vocab = gguf_str_eq(toks->strs[i], "<|endoftext|>");
 	for (uint64_t i = 0; i < f->n_kv; i++) {
 		const struct gguf_kv *kv = &f->kv[i];
 
@@ -1072,7 +1075,13 @@ static void set_metadata(struct gguf_writer *w, struct opts *o)
 			ftype = type_names[k].ftype;
 #define KEY(suffix) (snprintf(key, sizeof(key), "%s.%s", o->arch, suffix), key)
 	meta_str(w, o, "general.architecture", o->arch);
-	snprintf(name, sizeof(name), "exld-mkmodel random %s", o->arch);
+	/* llama.cpp marks Phi-3's special tokens by the model's name: a name
+	 * with "phi3" in it makes it look up <|endoftext|> and refuse a
+	 * vocabulary without it */
+	if (o->phi3 && !o->phi3_vocab)
+		snprintf(name, sizeof(name), "exld-mkmodel random Phi 3 architecture");
+	else
+		snprintf(name, sizeof(name), "exld-mkmodel random %s", o->arch);
 	meta_str(w, o, "general.name", name);
 	meta_u32(w, o, "general.file_type", ftype);
 	if (o->type != EXL_F32 && o->type != EXL_F16 && o->type != EXL_BF16)
