@@ -106,8 +106,14 @@ int exl_cpu_batch_set(struct exl_cpu_batch *cb, const struct exl_batch_desc *b, 
 	return 0;
 }
 
-int exl_cpu_kv_check(struct exl_cpu_batch *b, const struct exl_kv_layer *kv, char *err,
-		     size_t errlen)
+/* The first position a token at pos sees through a window (0: all). */
+static inline int window_start(int pos, int window)
+{
+	return window > 0 && pos >= window ? pos - window + 1 : 0;
+}
+
+int exl_cpu_kv_check(struct exl_cpu_batch *b, const struct exl_kv_layer *kv, int window,
+		     char *err, size_t errlen)
 {
 	if (b->n_tokens <= 0) {
 		snprintf(err, errlen, "no batch layout (set_batch first)");
@@ -120,13 +126,15 @@ int exl_cpu_kv_check(struct exl_cpu_batch *b, const struct exl_kv_layer *kv, cha
 		return -1;
 	}
 	/* Every layer of a cache has the same page geometry: check the table
-	 * once per batch. */
-	if (b->checked_page_size == kv->page_size && b->checked_n_pages == kv->n_pages)
+	 * once per batch, again only for a window that reaches further back
+	 * than the one checked (window 0 reaches back furthest). */
+	if (b->checked_page_size == kv->page_size && b->checked_n_pages == kv->n_pages &&
+	    (b->checked_window == 0 || (window > 0 && window <= b->checked_window)))
 		return 0;
 	for (int t = 0; t < b->n_tokens; t++) {
 		const int last = b->pos[t] / kv->page_size;
 		const int32_t *row = b->page_table + (size_t)b->seq[t] * (size_t)b->max_pages;
-		int first = 0;
+		int first = window_start(b->pos[t], window) / kv->page_size;
 
 		if (last >= b->max_pages) {
 			snprintf(err, errlen, "token %d at position %d needs page %d of its "
@@ -136,7 +144,8 @@ int exl_cpu_kv_check(struct exl_cpu_batch *b, const struct exl_kv_layer *kv, cha
 		}
 		/* A sequence's tokens come in order: from the previous token's
 		 * last page on, each page is checked once. */
-		if (t > 0 && b->seq[t - 1] == b->seq[t] && b->pos[t - 1] <= b->pos[t])
+		if (t > 0 && b->seq[t - 1] == b->seq[t] && b->pos[t - 1] <= b->pos[t] &&
+		    b->pos[t - 1] / kv->page_size > first)
 			first = b->pos[t - 1] / kv->page_size;
 		for (int j = first; j <= last; j++) {
 			if (row[j] < 0 || row[j] >= kv->n_pages) {
@@ -148,6 +157,7 @@ int exl_cpu_kv_check(struct exl_cpu_batch *b, const struct exl_kv_layer *kv, cha
 	}
 	b->checked_page_size = kv->page_size;
 	b->checked_n_pages = kv->n_pages;
+	b->checked_window = window;
 	return 0;
 }
 
@@ -238,6 +248,8 @@ struct attention_job {
 	int n_pieces;         /* pieces per group */
 	int n_part;           /* partitions per unit */
 	float scale;
+	float softcap;
+	int window;
 	unsigned char *scratch; /* per thread: thread_bytes */
 	size_t thread_bytes;
 	float *partial;       /* n_part > 1: per (unit, partition) partial_floats */
@@ -296,8 +308,9 @@ static void attend_item(const struct attention_job *j, size_t item, unsigned cha
 	const size_t t = tk / (size_t)kv->n_kv_heads;
 	const int32_t *row = b->page_table + (size_t)b->seq[t] * (size_t)b->max_pages;
 	const int len = b->pos[t] + 1;
-	const int per = (len + j->n_part - 1) / j->n_part;
-	const int p1 = (part + 1) * per < len ? (part + 1) * per : len;
+	const int start = window_start(b->pos[t], j->window);
+	const int per = (len - start + j->n_part - 1) / j->n_part;
+	const int p1 = start + (part + 1) * per < len ? start + (part + 1) * per : len;
 	const uint16_t *K = kv->k;
 	const uint16_t *V = kv->v;
 	const int ps = kv->page_size;
@@ -313,6 +326,7 @@ static void attend_item(const struct attention_job *j, size_t item, unsigned cha
 	const uint16_t **vp = kp + EXL_ATTN_CHUNK;
 
 	st.g = g;
+	st.softcap = j->softcap;
 	st.q = j->q + (t * (size_t)j->n_heads + (size_t)h0) * hd;
 	st.acc = acc;
 	st.s = (float *)(void *)(scratch +
@@ -323,7 +337,7 @@ static void attend_item(const struct attention_job *j, size_t item, unsigned cha
 	}
 	memset(acc, 0, (size_t)g * hd * sizeof(float));
 
-	for (int p = part * per; p < p1;) {
+	for (int p = start + part * per; p < p1;) {
 		int n = 0;
 
 		/* up to a chunk of positions, gathered over page boundaries */
@@ -431,7 +445,7 @@ static void merge_fn(void *ctx, int ith, int nth)
 int exl_cpu_attention(struct exl_pool *pool, const struct exl_cpu_ops *k,
 		      struct exl_attn_scratch *scratch, const struct exl_cpu_batch *b,
 		      const struct exl_kv_layer *kv, const float *q, float *out, int n_heads,
-		      float scale, char *err, size_t errlen)
+		      const struct exl_attn_params *ap, char *err, size_t errlen)
 {
 	struct attention_job j;
 	const int nth = pool ? exl_pool_size(pool) : 1;
@@ -445,8 +459,10 @@ int exl_cpu_attention(struct exl_pool *pool, const struct exl_cpu_ops *k,
 			 "multiple)", n_heads, kv->n_kv_heads);
 		return -1;
 	}
-	if (!isfinite(scale)) {
-		snprintf(err, errlen, "attention: scale %g", (double)scale);
+	if (!isfinite(ap->scale) || !(ap->softcap >= 0.0f) || !isfinite(ap->softcap) ||
+	    ap->window < 0) {
+		snprintf(err, errlen, "attention: scale %g, softcap %g, window %d",
+			 (double)ap->scale, (double)ap->softcap, ap->window);
 		return -1;
 	}
 	memset(&j, 0, sizeof(j));
@@ -458,12 +474,16 @@ int exl_cpu_attention(struct exl_pool *pool, const struct exl_cpu_ops *k,
 	j.n_heads = n_heads;
 	j.group = n_heads / kv->n_kv_heads;
 	j.n_pieces = piece_count(j.group);
-	j.scale = scale;
+	j.scale = ap->scale;
+	j.softcap = ap->softcap;
+	j.window = ap->window;
 	j.n_units = (size_t)b->n_tokens * (size_t)kv->n_kv_heads * (size_t)j.n_pieces;
 	for (int t = 0; t < b->n_tokens; t++) {
-		work += (size_t)b->pos[t] + 1;
-		if (b->pos[t] + 1 > max_len)
-			max_len = b->pos[t] + 1;
+		const int len = b->pos[t] + 1 - window_start(b->pos[t], ap->window);
+
+		work += (size_t)len;
+		if (len > max_len)
+			max_len = len;
 	}
 	work *= (size_t)n_heads * hd;
 	j.n_part = 1;

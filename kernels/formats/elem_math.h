@@ -42,6 +42,18 @@ EXL_HD void exl_rope_cos_sin(int pos, int i, int n_rot, float freq_base, float f
 	*s = (float)sin(theta);
 }
 
+/* The same with the angle divided by the pair's frequency factor ff and
+ * both results multiplied by mscale (struct exl_rope_params' freq_factors
+ * and attn_factor); ff = mscale = 1 gives exl_rope_cos_sin's bits. */
+EXL_HD void exl_rope_cos_sin_ext(int pos, int i, int n_rot, float freq_base, float freq_scale,
+				 float ff, float mscale, float *c, float *s)
+{
+	double theta = exl_rope_angle(pos, i, n_rot, freq_base, freq_scale) / (double)ff;
+
+	*c = (float)cos(theta) * mscale;
+	*s = (float)sin(theta) * mscale;
+}
+
 /* The two offsets within a head that pair i rotates: NeoX halves layout
  * (i, i + n_rot/2), else adjacent elements (2i, 2i + 1).  Dimensions at and
  * past n_rot are not rotated. */
@@ -74,6 +86,26 @@ EXL_HD void exl_rope_rotate(float *x, int a, int b, float c, float s)
 EXL_HD float exl_silu(float x)
 {
 	return x / (1.0f + expf(-x));
+}
+
+/* GELU in the tanh form gemma's FFN was trained with:
+ * 0.5 x (1 + tanh(z)), z = sqrt(2/pi) (x + 0.044715 x^3), computed as the
+ * equal x / (1 + exp(-2z)): 1 + tanh(z) cancels to a few correct bits for
+ * x below -3, the exponential keeps float's relative precision.  Very
+ * negative x makes exp(-2z) +inf and the result a signed zero, very
+ * positive x gives x; never NaN. */
+EXL_HD float exl_gelu_tanh(float x)
+{
+	const float k2 = 1.5957691216057308f; /* 2 sqrt(2 / pi) */
+
+	return x / (1.0f + expf(-k2 * x * (1.0f + 0.044715f * x * x)));
+}
+
+/* Soft capping (gemma2's attention scores and final logits): cap * tanh(x /
+ * cap), which keeps |x| below cap and is nearly x when |x| << cap. */
+EXL_HD float exl_softcap(float x, float cap)
+{
+	return cap * tanhf(x / cap);
 }
 
 /* RMSNorm: the factor each element of a row is multiplied by (before the

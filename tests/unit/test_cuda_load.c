@@ -148,7 +148,7 @@ static int case_lazy(const char *module)
 	CHECK(mapped("libexld-cuda.so") && mapped("libcudart") && mapped("libcublas"),
 	      "module or cudart/cublas not mapped after the first CUDA call");
 	/* RTLD_LOCAL, and only the entry point exported in any case. */
-	CHECK(dlsym(RTLD_DEFAULT, "exl_cuda_module_v1") == NULL,
+	CHECK(dlsym(RTLD_DEFAULT, "exl_cuda_module_v2") == NULL,
 	      "the module's entry point is in the global scope");
 	return 0;
 }
@@ -274,7 +274,7 @@ static int case_bad(const char *kind, const char *path)
 		snprintf(want, sizeof(want), "cannot load CUDA backend module: %s: ", path);
 	} else if (!strcmp(kind, "nosym")) {
 		snprintf(want, sizeof(want), "not an exld CUDA backend module: %s: ", path);
-		also = "exl_cuda_module_v1";
+		also = "exl_cuda_module_v2";
 	} else if (!strcmp(kind, "badabi")) {
 		snprintf(want, sizeof(want), "CUDA backend module %s does not fit this exld (ABI 999,",
 			 path);

@@ -88,7 +88,7 @@ static void test_rope(void)
 
 	for (int v = 0; v < 16; v++) {
 		struct exl_rope_params p = { v & 1 ? 32 : 64, v & 2 ? 1000000.0f : 10000.0f,
-					     v & 4 ? 0.25f : 1.0f, (v & 8) != 0 };
+					     v & 4 ? 0.25f : 1.0f, (v & 8) != 0, NULL, 1.0f };
 
 		for (size_t i = 0; i < n; i++)
 			x[i] = ref[i] = rnd_normal();
@@ -297,7 +297,9 @@ static void test_attention(void)
 	const float scale = 1.0f / sqrtf((float)HD);
 	for (size_t i = 0; i < (size_t)n * HEADS * HD; i++)
 		q[i] = rnd_normal();
-	cpu->ops->attention(cpu, &kv, q, out, HEADS, scale);
+	const struct exl_attn_params ap = { scale, 0.0f, 0 };
+
+	cpu->ops->attention(cpu, &kv, q, out, HEADS, &ap);
 	CHECK(cpu->ops->sync(cpu) == 0, "sync");
 
 	double e = 0.0;
