@@ -13,18 +13,6 @@
 
 #define SKIP 77
 
-/* Fails the test: prints why and jumps to the caller's "out" label (which
- * stops the daemon), with ret still 1. */
-#define CHECK(cond, ...)                                                         \
-	do {                                                                     \
-		if (!(cond)) {                                                   \
-			fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
-			fprintf(stderr, __VA_ARGS__);                            \
-			fprintf(stderr, "\n");                                   \
-			goto out;                                                \
-		}                                                                \
-	} while (0)
-
 struct daemon {
 	pid_t pid;
 	char dir[64];         /* private temporary directory */

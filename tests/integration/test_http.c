@@ -37,6 +37,7 @@
 
 #include "exlclient.h"
 #include "harness.h"
+#include "tests/common/check.h"
 
 /* Where requests go: a TCP port on 127.0.0.1, or a Unix socket. */
 struct target {
@@ -227,80 +228,80 @@ static int test_errors(void)
 	int ret = 1;
 
 	snprintf(addr, sizeof(addr), "127.0.0.1:%d", t.port);
-	CHECK(h_prepare(&d) == 0 && start(&d, addr, NULL) == 0, "daemon did not start");
+	REQUIRE(h_prepare(&d) == 0 && start(&d, addr, NULL) == 0, "daemon did not start");
 
-	CHECK(post(&t, "/v1/completions", "{\"prompt\": \"x\", ", &r) == 0 && r.status == 400 &&
-	      strstr(r.body, "\"type\":\"invalid_request_error\"") &&
-	      strstr(r.body, "not JSON"), "truncated JSON: %d %s", r.status, r.body);
+	REQUIRE(post(&t, "/v1/completions", "{\"prompt\": \"x\", ", &r) == 0 && r.status == 400 &&
+		strstr(r.body, "\"type\":\"invalid_request_error\"") &&
+		strstr(r.body, "not JSON"), "truncated JSON: %d %s", r.status, r.body);
 	resp_free(&r);
-	CHECK(post(&t, "/v1/completions", "[1, 2]", &r) == 0 && r.status == 400 &&
-	      strstr(r.body, "must be a JSON object"), "an array body: %d %s", r.status, r.body);
+	REQUIRE(post(&t, "/v1/completions", "[1, 2]", &r) == 0 && r.status == 400 &&
+		strstr(r.body, "must be a JSON object"), "an array body: %d %s", r.status, r.body);
 	resp_free(&r);
-	CHECK(post(&t, "/v1/completions", "{\"prompt\": \"x\", \"top_k\": -3}", &r) == 0 &&
-	      r.status == 400 && strstr(r.body, "\"param\":\"top_k\"") &&
-	      strstr(r.body, "wants an integer in [0, 2147483647]"), "top_k -3: %d %s", r.status,
-	      r.body);
+	REQUIRE(post(&t, "/v1/completions", "{\"prompt\": \"x\", \"top_k\": -3}", &r) == 0 &&
+		r.status == 400 && strstr(r.body, "\"param\":\"top_k\"") &&
+		strstr(r.body, "wants an integer in [0, 2147483647]"), "top_k -3: %d %s", r.status,
+		r.body);
 	resp_free(&r);
-	CHECK(post(&t, "/v1/chat/completions", "{\"messages\": [{\"role\": \"user\", \"content\": "
+	REQUIRE(post(&t, "/v1/chat/completions", "{\"messages\": [{\"role\": \"user\", \"content\": "
 		   "\"x\"}], \"temperature\": \"hot\"}", &r) == 0 && r.status == 400 &&
-	      strstr(r.body, "\"param\":\"temperature\""), "temperature hot: %d %s", r.status, r.body);
+		strstr(r.body, "\"param\":\"temperature\""), "temperature hot: %d %s", r.status, r.body);
 	resp_free(&r);
-	CHECK(post(&t, "/v1/chat/completions", "{\"model\": \"stories260K\"}", &r) == 0 &&
-	      r.status == 400 && strstr(r.body, "\"param\":\"messages\""), "no messages: %d %s",
-	      r.status, r.body);
+	REQUIRE(post(&t, "/v1/chat/completions", "{\"model\": \"stories260K\"}", &r) == 0 &&
+		r.status == 400 && strstr(r.body, "\"param\":\"messages\""), "no messages: %d %s",
+		r.status, r.body);
 	resp_free(&r);
-	CHECK(post(&t, "/api/generate", "{\"model\": \"stories260K\", \"prompt\": \"x\", "
+	REQUIRE(post(&t, "/api/generate", "{\"model\": \"stories260K\", \"prompt\": \"x\", "
 		   "\"options\": {\"num_predict\": \"many\"}}", &r) == 0 && r.status == 400 &&
-	      strstr(r.body, "{\"error\":\"options.num_predict: "), "ollama bad option: %d %s",
-	      r.status, r.body);
+		strstr(r.body, "{\"error\":\"options.num_predict: "), "ollama bad option: %d %s",
+		r.status, r.body);
 	resp_free(&r);
-	CHECK(post(&t, "/v1/completions", "{\"model\": \"nonesuch\", \"prompt\": \"x\"}", &r) == 0 &&
-	      r.status == 404 && strstr(r.body, "\"code\":\"model_not_found\""),
-	      "unknown model: %d %s", r.status, r.body);
+	REQUIRE(post(&t, "/v1/completions", "{\"model\": \"nonesuch\", \"prompt\": \"x\"}", &r) == 0 &&
+		r.status == 404 && strstr(r.body, "\"code\":\"model_not_found\""),
+		"unknown model: %d %s", r.status, r.body);
 	resp_free(&r);
-	CHECK(post(&t, "/api/chat", "{\"model\": \"nonesuch\", \"messages\": []}", &r) == 0 &&
-	      r.status == 404 && strstr(r.body, "{\"error\":\""), "ollama unknown model: %d %s",
-	      r.status, r.body);
+	REQUIRE(post(&t, "/api/chat", "{\"model\": \"nonesuch\", \"messages\": []}", &r) == 0 &&
+		r.status == 404 && strstr(r.body, "{\"error\":\""), "ollama unknown model: %d %s",
+		r.status, r.body);
 	resp_free(&r);
-	CHECK(post(&t, "/api/pull", "{\"model\": \"llama3\"}", &r) == 0 && r.status == 501 &&
-	      strstr(r.body, "/api/pull is not implemented"), "pull: %d %s", r.status, r.body);
+	REQUIRE(post(&t, "/api/pull", "{\"model\": \"llama3\"}", &r) == 0 && r.status == 501 &&
+		strstr(r.body, "/api/pull is not implemented"), "pull: %d %s", r.status, r.body);
 	resp_free(&r);
-	CHECK(post(&t, "/v1/embeddings", "{}", &r) == 0 && r.status == 501 &&
-	      strstr(r.body, "\"code\":\"not_implemented\""), "embeddings: %d %s", r.status, r.body);
+	REQUIRE(post(&t, "/v1/embeddings", "{}", &r) == 0 && r.status == 501 &&
+		strstr(r.body, "\"code\":\"not_implemented\""), "embeddings: %d %s", r.status, r.body);
 	resp_free(&r);
-	CHECK(request(&t, "GET", "/v1/nothing", NULL, NULL, &r) == 0 && r.status == 404,
-	      "unknown path: %d", r.status);
+	REQUIRE(request(&t, "GET", "/v1/nothing", NULL, NULL, &r) == 0 && r.status == 404,
+		"unknown path: %d", r.status);
 	resp_free(&r);
-	CHECK(request(&t, "GET", "/v1/completions", NULL, NULL, &r) == 0 && r.status == 405,
-	      "GET completions: %d", r.status);
+	REQUIRE(request(&t, "GET", "/v1/completions", NULL, NULL, &r) == 0 && r.status == 405,
+		"GET completions: %d", r.status);
 	resp_free(&r);
-	CHECK(post(&t, "/v1/completions", "{\"prompt\": \"x\", \"max_tokens\": 16777216}", &r) == 0 &&
-	      r.status == 429 && strstr(r.body, "limit"), "over max_new_tokens: %d %s", r.status,
-	      r.body);
+	REQUIRE(post(&t, "/v1/completions", "{\"prompt\": \"x\", \"max_tokens\": 16777216}", &r) == 0 &&
+		r.status == 429 && strstr(r.body, "limit"), "over max_new_tokens: %d %s", r.status,
+		r.body);
 	resp_free(&r);
 	/* a web page's request (DNS rebinding, or a cross-origin POST) */
-	CHECK(request(&t, "GET", "/v1/models", "Host: evil.example:80\r\n", NULL, &r) == 0 &&
-	      r.status == 403, "foreign Host: %d", r.status);
+	REQUIRE(request(&t, "GET", "/v1/models", "Host: evil.example:80\r\n", NULL, &r) == 0 &&
+		r.status == 403, "foreign Host: %d", r.status);
 	resp_free(&r);
-	CHECK(request(&t, "POST", "/v1/completions", "Origin: http://evil.example\r\n",
+	REQUIRE(request(&t, "POST", "/v1/completions", "Origin: http://evil.example\r\n",
 		      "{\"prompt\": \"x\"}", &r) == 0 && r.status == 403, "foreign Origin: %d",
-	      r.status);
+		r.status);
 	resp_free(&r);
-	CHECK(request(&t, "GET", "/v1/models", "Origin: http://localhost:3000\r\n", NULL, &r) == 0 &&
-	      r.status == 200 && strstr(r.body, "\"id\":\"stories260K\""), "models: %d %s", r.status,
-	      r.body);
+	REQUIRE(request(&t, "GET", "/v1/models", "Origin: http://localhost:3000\r\n", NULL, &r) == 0 &&
+		r.status == 200 && strstr(r.body, "\"id\":\"stories260K\""), "models: %d %s", r.status,
+		r.body);
 	resp_free(&r);
 
 	/* greedy text as `exld run --completion-only` gives it */
 	char model[600];
 	snprintf(model, sizeof(model), "%s/stories260K.gguf", h_models_dir());
 	char *want = h_expected(model, "Once upon a time", 24);
-	CHECK(want, "exld run failed");
-	CHECK(post(&t, "/v1/completions", "{\"prompt\": \"Once upon a time\", \"max_tokens\": 24, "
+	REQUIRE(want, "exld run failed");
+	REQUIRE(post(&t, "/v1/completions", "{\"prompt\": \"Once upon a time\", \"max_tokens\": 24, "
 		   "\"temperature\": 0}", &r) == 0 && r.status == 200, "completion: %d", r.status);
 	char needle[512];
 	snprintf(needle, sizeof(needle), "\"text\":\"%s\"", want);
-	CHECK(strstr(r.body, needle), "completion %s, want %s", r.body, want);
+	REQUIRE(strstr(r.body, needle), "completion %s, want %s", r.body, want);
 	free(want);
 	resp_free(&r);
 	ret = 0;
@@ -333,28 +334,28 @@ static int test_apikey(void)
 	int ret = 1;
 
 	snprintf(addr, sizeof(addr), "127.0.0.1:%d", t.port);
-	CHECK(h_prepare(&d) == 0, "prepare");
-	CHECK(write_config(&d, "key.conf", "http_api_key = s3cret-key\n", conf, sizeof(conf)) == 0,
-	      "config");
+	REQUIRE(h_prepare(&d) == 0, "prepare");
+	REQUIRE(write_config(&d, "key.conf", "http_api_key = s3cret-key\n", conf, sizeof(conf)) == 0,
+		"config");
 	const char *more[] = { "--config", conf, NULL };
-	CHECK(start(&d, addr, more) == 0, "daemon did not start");
-	CHECK(request(&t, "GET", "/v1/models", NULL, NULL, &r) == 0 && r.status == 401 &&
-	      strstr(r.body, "\"code\":\"invalid_api_key\""), "no key: %d %s", r.status, r.body);
+	REQUIRE(start(&d, addr, more) == 0, "daemon did not start");
+	REQUIRE(request(&t, "GET", "/v1/models", NULL, NULL, &r) == 0 && r.status == 401 &&
+		strstr(r.body, "\"code\":\"invalid_api_key\""), "no key: %d %s", r.status, r.body);
 	resp_free(&r);
-	CHECK(request(&t, "GET", "/v1/models", "Authorization: Bearer s3cret-kez\r\n", NULL, &r) == 0 &&
-	      r.status == 401, "wrong key: %d", r.status);
+	REQUIRE(request(&t, "GET", "/v1/models", "Authorization: Bearer s3cret-kez\r\n", NULL, &r) == 0 &&
+		r.status == 401, "wrong key: %d", r.status);
 	resp_free(&r);
-	CHECK(request(&t, "GET", "/v1/models", "Authorization: Bearer s3cret-key-\r\n", NULL, &r) == 0 &&
-	      r.status == 401, "longer key: %d", r.status);
+	REQUIRE(request(&t, "GET", "/v1/models", "Authorization: Bearer s3cret-key-\r\n", NULL, &r) == 0 &&
+		r.status == 401, "longer key: %d", r.status);
 	resp_free(&r);
-	CHECK(request(&t, "POST", "/api/generate", NULL, "{}", &r) == 0 && r.status == 401 &&
-	      strstr(r.body, "{\"error\":\""), "ollama no key: %d %s", r.status, r.body);
+	REQUIRE(request(&t, "POST", "/api/generate", NULL, "{}", &r) == 0 && r.status == 401 &&
+		strstr(r.body, "{\"error\":\""), "ollama no key: %d %s", r.status, r.body);
 	resp_free(&r);
-	CHECK(request(&t, "GET", "/v1/models", "Authorization: Bearer s3cret-key\r\n", NULL, &r) == 0 &&
-	      r.status == 200, "right key: %d %s", r.status, r.body);
+	REQUIRE(request(&t, "GET", "/v1/models", "Authorization: Bearer s3cret-key\r\n", NULL, &r) == 0 &&
+		r.status == 200, "right key: %d %s", r.status, r.body);
 	resp_free(&r);
-	CHECK(request(&t, "GET", "/health", NULL, NULL, &r) == 0 && r.status == 200 &&
-	      strstr(r.body, "\"status\":\"ok\""), "health: %d %s", r.status, r.body);
+	REQUIRE(request(&t, "GET", "/health", NULL, NULL, &r) == 0 && r.status == 200 &&
+		strstr(r.body, "\"status\":\"ok\""), "health: %d %s", r.status, r.body);
 	resp_free(&r);
 	ret = 0;
 out:
@@ -434,14 +435,14 @@ static int test_disconnect(void)
 	int ret = 1;
 
 	snprintf(addr, sizeof(addr), "127.0.0.1:%d", t.port);
-	CHECK(h_prepare(&d) == 0 && make_long_model(&d, dir, sizeof(dir), conf, sizeof(conf)) == 0,
-	      "prepare");
+	REQUIRE(h_prepare(&d) == 0 && make_long_model(&d, dir, sizeof(dir), conf, sizeof(conf)) == 0,
+		"prepare");
 	const char *extra[] = { "--http", addr, "--models", dir, "--load", "long", "--config", conf,
 				NULL };
-	CHECK(h_start(&d, NULL, extra) == 0, "daemon did not start");
-	CHECK(hang_up(&d, &t, "{\"prompt\": \"Once\", \"max_tokens\": 20000, \"ignore_eos\": true}",
+	REQUIRE(h_start(&d, NULL, extra) == 0, "daemon did not start");
+	REQUIRE(hang_up(&d, &t, "{\"prompt\": \"Once\", \"max_tokens\": 20000, \"ignore_eos\": true}",
 		      300, "not streaming") == 0, "not streaming");
-	CHECK(hang_up(&d, &t, "{\"prompt\": \"Once\", \"max_tokens\": 20000, \"ignore_eos\": true, "
+	REQUIRE(hang_up(&d, &t, "{\"prompt\": \"Once\", \"max_tokens\": 20000, \"ignore_eos\": true, "
 		      "\"stream\": true}", 300, "streaming") == 0, "streaming");
 	ret = 0;
 out:
@@ -460,7 +461,7 @@ static int test_uid(void)
 	struct resp r = { 0 };
 	int ret = 1, jobs = -1, uid_jobs = -1;
 
-	CHECK(h_prepare(&d) == 0, "prepare");
+	REQUIRE(h_prepare(&d) == 0, "prepare");
 	snprintf(sock, sizeof(sock), "%s/http.sock", d.dir);
 	tu.path = sock;
 	snprintf(unix_addr, sizeof(unix_addr), "unix:%s", sock);
@@ -469,20 +470,20 @@ static int test_uid(void)
 	 * 4242, which may run none */
 	snprintf(text, sizeof(text), "uid_limit = %u 1 8\nhttp_uid = 4242\nuid_limit = 4242 0 100\n",
 		 (unsigned)getuid());
-	CHECK(write_config(&d, "uid.conf", text, conf, sizeof(conf)) == 0, "config");
+	REQUIRE(write_config(&d, "uid.conf", text, conf, sizeof(conf)) == 0, "config");
 	const char *more[] = { "--http", tcp_addr, "--config", conf, NULL };
-	CHECK(start(&d, unix_addr, more) == 0, "daemon did not start");
+	REQUIRE(start(&d, unix_addr, more) == 0, "daemon did not start");
 
-	CHECK(post(&tu, "/v1/completions", "{\"prompt\": \"x\", \"max_tokens\": 9}", &r) == 0 &&
-	      r.status == 429 && strstr(r.body, "uid"), "unix, 9 tokens: %d %s", r.status, r.body);
-	CHECK(strstr(r.body, "limit of 8"), "unix: not our uid's limit: %s", r.body);
+	REQUIRE(post(&tu, "/v1/completions", "{\"prompt\": \"x\", \"max_tokens\": 9}", &r) == 0 &&
+		r.status == 429 && strstr(r.body, "uid"), "unix, 9 tokens: %d %s", r.status, r.body);
+	REQUIRE(strstr(r.body, "limit of 8"), "unix: not our uid's limit: %s", r.body);
 	resp_free(&r);
-	CHECK(post(&tu, "/v1/completions", "{\"prompt\": \"x\", \"max_tokens\": 8, "
+	REQUIRE(post(&tu, "/v1/completions", "{\"prompt\": \"x\", \"max_tokens\": 8, "
 		   "\"temperature\": 0}", &r) == 0 && r.status == 200, "unix, 8 tokens: %d %s",
-	      r.status, r.body);
+		r.status, r.body);
 	resp_free(&r);
-	CHECK(post(&tt, "/v1/completions", "{\"prompt\": \"x\", \"max_tokens\": 8}", &r) == 0 &&
-	      r.status == 429 && strstr(r.body, "uid 4242"), "tcp: %d %s", r.status, r.body);
+	REQUIRE(post(&tt, "/v1/completions", "{\"prompt\": \"x\", \"max_tokens\": 8}", &r) == 0 &&
+		r.status == 429 && strstr(r.body, "uid 4242"), "tcp: %d %s", r.status, r.body);
 	resp_free(&r);
 
 	/* a running job over the unix listener counts in our uid's jobs */
@@ -491,15 +492,15 @@ static int test_uid(void)
 	char head[256];
 	snprintf(head, sizeof(head), "POST /v1/completions HTTP/1.1\r\nHost: x\r\n"
 		 "Connection: close\r\nContent-Length: %zu\r\n\r\n%s", strlen(body), body);
-	CHECK(fd >= 0 && send_all(fd, head, strlen(head)) == 0, "send");
+	REQUIRE(fd >= 0 && send_all(fd, head, strlen(head)) == 0, "send");
 	/* the one job it may have: a second is refused while it runs, or it
 	 * is already done; either way the count is ours */
 	char *all = read_all(fd, 10000, NULL);
 	close(fd);
-	CHECK(all && strstr(all, "data: [DONE]"), "stream: %s", all ? all : "(nothing)");
+	REQUIRE(all && strstr(all, "data: [DONE]"), "stream: %s", all ? all : "(nothing)");
 	free(all);
-	CHECK(daemon_status(&d, &jobs, NULL, &uid_jobs) == 0 && jobs == 0 && uid_jobs == 0,
-	      "after: jobs %d uid_jobs %d", jobs, uid_jobs);
+	REQUIRE(daemon_status(&d, &jobs, NULL, &uid_jobs) == 0 && jobs == 0 && uid_jobs == 0,
+		"after: jobs %d uid_jobs %d", jobs, uid_jobs);
 	ret = 0;
 out:
 	resp_free(&r);
@@ -550,7 +551,7 @@ static int test_garbage(void)
 	int ret = 1;
 
 	snprintf(addr, sizeof(addr), "127.0.0.1:%d", t.port);
-	CHECK(h_prepare(&d) == 0 && start(&d, addr, NULL) == 0, "daemon did not start");
+	REQUIRE(h_prepare(&d) == 0 && start(&d, addr, NULL) == 0, "daemon did not start");
 	for (int i = 0; i < 400; i++) {
 		const char *s = seeds[rnd() % (sizeof(seeds) / sizeof(seeds[0]))];
 		size_t n = strlen(s);
@@ -588,7 +589,7 @@ static int test_garbage(void)
 			}
 		}
 		int fd = dial(&t);
-		CHECK(fd >= 0, "input %d: the daemon is gone", i);
+		REQUIRE(fd >= 0, "input %d: the daemon is gone", i);
 		send_all(fd, buf, n);
 		if (rnd() % 2)
 			shutdown(fd, SHUT_WR);
@@ -600,24 +601,24 @@ static int test_garbage(void)
 	/* a body as large as the daemon takes, and one byte more */
 	size_t big = (16u << 20) + 1;
 	char *huge = malloc(big + 256);
-	CHECK(huge, "out of memory");
+	REQUIRE(huge, "out of memory");
 	int hl = snprintf(huge, 256, "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
 			  "Content-Length: %zu\r\n\r\n", big);
 	memset(huge + hl, '[', big);
 	int fd = dial(&t);
-	CHECK(fd >= 0, "dial");
+	REQUIRE(fd >= 0, "dial");
 	send_all(fd, huge, (size_t)hl + big);
 	free(huge);
 	char *got = read_all(fd, 10000, NULL);
 	close(fd);
-	CHECK(got && strstr(got, " 413 "),
-	      "oversized body: %.200s", got ? got : "");
+	REQUIRE(got && strstr(got, " 413 "),
+		"oversized body: %.200s", got ? got : "");
 	free(got);
 
-	CHECK(post(&t, "/v1/completions", "{\"prompt\": \"Once upon a time\", \"max_tokens\": 4, "
+	REQUIRE(post(&t, "/v1/completions", "{\"prompt\": \"Once upon a time\", \"max_tokens\": 4, "
 		   "\"temperature\": 0}", &r) == 0 && r.status == 200, "after the garbage: %d",
-	      r.status);
-	CHECK(kill(d.pid, 0) == 0, "the daemon died");
+		r.status);
+	REQUIRE(kill(d.pid, 0) == 0, "the daemon died");
 	ret = 0;
 out:
 	resp_free(&r);
@@ -638,27 +639,27 @@ static int test_drain(void)
 			   "\"stream\": true}";
 
 	snprintf(addr, sizeof(addr), "127.0.0.1:%d", t.port);
-	CHECK(h_prepare(&d) == 0 && make_long_model(&d, dir, sizeof(dir), conf, sizeof(conf)) == 0,
-	      "prepare");
+	REQUIRE(h_prepare(&d) == 0 && make_long_model(&d, dir, sizeof(dir), conf, sizeof(conf)) == 0,
+		"prepare");
 	const char *extra[] = { "--http", addr, "--models", dir, "--load", "long", "--config", conf,
 				NULL };
-	CHECK(h_start(&d, NULL, extra) == 0, "daemon did not start");
+	REQUIRE(h_start(&d, NULL, extra) == 0, "daemon did not start");
 	int fd = dial(&t);
 	snprintf(head, sizeof(head), "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
 		 "Content-Length: %zu\r\n\r\n%s", strlen(body), body);
-	CHECK(fd >= 0 && send_all(fd, head, strlen(head)) == 0, "send");
+	REQUIRE(fd >= 0 && send_all(fd, head, strlen(head)) == 0, "send");
 	long end = now_ms() + 10000;
 	while (now_ms() < end && (daemon_status(&d, &jobs, NULL, NULL) || jobs != 1))
 		usleep(10000);
-	CHECK(jobs == 1, "the job never ran");
+	REQUIRE(jobs == 1, "the job never ran");
 	kill(d.pid, SIGTERM);
 	char *all = read_all(fd, 15000, NULL);
 	close(fd);
-	CHECK(all && strstr(all, "\"code\":\"shutdown\""),
-	      "the stream's end: %.300s", all ? all + (strlen(all) > 300 ? strlen(all) - 300 : 0) : "");
+	REQUIRE(all && strstr(all, "\"code\":\"shutdown\""),
+		"the stream's end: %.300s", all ? all + (strlen(all) > 300 ? strlen(all) - 300 : 0) : "");
 	free(all);
 	int st = h_stop(&d);
-	CHECK(st == 0, "exit status %d", st);
+	REQUIRE(st == 0, "exit status %d", st);
 	ret = 0;
 out:
 	h_stop(&d);

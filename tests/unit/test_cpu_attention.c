@@ -33,19 +33,7 @@
 #include "kernels/formats/dtype.h"
 #include "kernels/formats/elem.h"
 #include "kernels/formats/quant.h"
-
-static int failures;
-static int checks;
-
-#define CHECK(cond, ...) do { \
-	checks++; \
-	if (!(cond)) { \
-		failures++; \
-		fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__, #cond); \
-		fprintf(stderr, __VA_ARGS__); \
-		fputc('\n', stderr); \
-	} \
-} while (0)
+#include "tests/common/check.h"
 
 static uint64_t rng_state = 0x853c49e6748fea9bull;
 
@@ -934,6 +922,6 @@ int main(void)
 	CHECK(be == NULL && strstr(err, "threads"), "create -3: %s", err);
 	CHECK(exl_backend_cpu_threads(NULL) == 0 && exl_backend_error(NULL) == NULL,
 	      "NULL backend queries");
-	printf("%d checks, %d failed\n", checks, failures);
-	return failures ? 1 : 0;
+	printf("%d checks, %d failed\n", check_count, check_failures);
+	return check_failures ? 1 : 0;
 }

@@ -25,19 +25,7 @@
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/pool.h"
 #include "kernels/formats/elem.h"
-
-static int failures;
-static int checks;
-
-#define CHECK(cond, ...) do { \
-	checks++; \
-	if (!(cond)) { \
-		failures++; \
-		fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__, #cond); \
-		fprintf(stderr, __VA_ARGS__); \
-		fputc('\n', stderr); \
-	} \
-} while (0)
+#include "tests/common/check.h"
 
 static uint64_t rng_state = 0x2545f4914f6cdd1dull;
 
@@ -673,6 +661,6 @@ int main(void)
 		}
 	}
 	exl_pool_destroy(pool);
-	printf("%d checks, %d failed\n", checks, failures);
-	return failures ? 1 : 0;
+	printf("%d checks, %d failed\n", check_count, check_failures);
+	return check_failures ? 1 : 0;
 }

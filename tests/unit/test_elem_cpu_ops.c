@@ -12,19 +12,7 @@
 #include "kernels/backend.h"
 #include "kernels/formats/elem.h"
 #include "kernels/formats/elem_math.h"
-
-static int failures;
-static int checks;
-
-#define CHECK(cond, ...) do { \
-	checks++; \
-	if (!(cond)) { \
-		failures++; \
-		fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__, #cond); \
-		fprintf(stderr, __VA_ARGS__); \
-		fputc('\n', stderr); \
-	} \
-} while (0)
+#include "tests/common/check.h"
 
 static struct exl_backend *cpu;
 static uint64_t rng_state = 0x853c49e6748fea9bull;
@@ -336,6 +324,6 @@ int main(void)
 	test_swiglu_rms_softmax();
 	test_attention();
 	cpu->ops->destroy(cpu);
-	printf("%d checks, %d failed\n", checks, failures);
-	return failures ? 1 : 0;
+	printf("%d checks, %d failed\n", check_count, check_failures);
+	return check_failures ? 1 : 0;
 }

@@ -14,19 +14,7 @@
 #include "kernels/formats/elem.h"
 #include "kernels/formats/elem_math.h"
 #include "kernels/formats/quant.h"
-
-static int failures;
-static int checks;
-
-#define CHECK(cond, ...) do { \
-	checks++; \
-	if (!(cond)) { \
-		failures++; \
-		fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__, #cond); \
-		fprintf(stderr, __VA_ARGS__); \
-		fputc('\n', stderr); \
-	} \
-} while (0)
+#include "tests/common/check.h"
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
 
@@ -310,6 +298,6 @@ int main(void)
 	test_plain_elems();
 	test_rope();
 	test_silu_rms_softmax();
-	printf("%d checks, %d failed\n", checks, failures);
-	return failures ? 1 : 0;
+	printf("%d checks, %d failed\n", check_count, check_failures);
+	return check_failures ? 1 : 0;
 }

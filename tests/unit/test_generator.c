@@ -26,17 +26,7 @@
 #include "daemon/core/model/model.h"
 #include "daemon/core/tokenizer/tokenizer.h"
 #include "kernels/backend.h"
-
-static int failures;
-
-#define CHECK(cond, ...) do { \
-	if (!(cond)) { \
-		failures++; \
-		fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__, #cond); \
-		fprintf(stderr, __VA_ARGS__); \
-		fputc('\n', stderr); \
-	} \
-} while (0)
+#include "tests/common/check.h"
 
 #define DIE(...) do { fprintf(stderr, __VA_ARGS__); fputc('\n', stderr); exit(1); } while (0)
 
@@ -2079,14 +2069,14 @@ int main(int argc, char **argv)
 		if (strcmp(which, "all") && strcmp(which, cases[i].name))
 			continue;
 		found = true;
-		int before = failures;
+		int before = check_failures;
 
 		cases[i].fn();
-		printf("%-12s %s\n", cases[i].name, failures == before ? "ok" : "FAILED");
+		printf("%-12s %s\n", cases[i].name, check_failures == before ? "ok" : "FAILED");
 	}
 	if (!found)
 		DIE("unknown case '%s'", which);
 	exl_model_free(model);
 	be->ops->destroy(be);
-	return failures ? 1 : 0;
+	return check_failures ? 1 : 0;
 }

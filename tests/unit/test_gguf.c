@@ -14,17 +14,7 @@
 #include "daemon/core/gguf/gguf.h"
 #include "daemon/core/gguf/gguf_write.h"
 #include "kernels/formats/dtype.h"
-
-static int n_checks, n_failed;
-
-#define CHECK(cond)                                                               \
-	do {                                                                      \
-		n_checks++;                                                       \
-		if (!(cond)) {                                                    \
-			n_failed++;                                               \
-			fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
-		}                                                                 \
-	} while (0)
+#include "tests/common/check.h"
 
 static bool str_equal(struct gguf_str a, struct gguf_str b)
 {
@@ -471,6 +461,6 @@ int main(int argc, char **argv)
 	rc = !strcmp(argv[1], "roundtrip") ? roundtrip() : stories();
 	if (rc == 77)
 		return 77;
-	printf("%d checks, %d failed\n", n_checks, n_failed);
-	return n_failed ? 1 : 0;
+	printf("%d checks, %d failed\n", check_count, check_failures);
+	return check_failures ? 1 : 0;
 }

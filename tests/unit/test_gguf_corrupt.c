@@ -10,7 +10,6 @@
  *   test_gguf_corrupt synthetic   on a file made by gguf_write
  *   test_gguf_corrupt stories     on ../shared/models/stories260K.gguf
  */
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +19,7 @@
 #include "daemon/core/gguf/gguf.h"
 #include "daemon/core/gguf/gguf_write.h"
 #include "kernels/formats/dtype.h"
+#include "tests/common/check.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #define UNDER_ASAN 1
@@ -39,26 +39,7 @@ const char *__asan_default_options(void)
 }
 #endif
 
-static int n_checks, n_failed;
 static unsigned long n_refused, n_accepted;
-
-static void failf(const char *fmt, ...)
-{
-	va_list ap;
-
-	n_failed++;
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputc('\n', stderr);
-}
-
-#define CHECK(cond)                                                          \
-	do {                                                                 \
-		n_checks++;                                                  \
-		if (!(cond))                                                 \
-			failf("%s:%d: check failed: %s", __FILE__, __LINE__, #cond); \
-	} while (0)
 
 static uint64_t rng_state;
 
@@ -109,7 +90,7 @@ static void walk(const struct gguf_file *f)
 		if (!exl_dtype_info(t->type) || t->n_dims < 1 || t->n_dims > 4 ||
 		    t->offset % f->alignment || d < f->base || t->nbytes > f->size ||
 		    d + t->nbytes > f->base + f->size)
-			failf("accepted tensor %llu is invalid", (unsigned long long)i);
+			FAIL("accepted tensor %llu is invalid", (unsigned long long)i);
 		else
 			sink += d[0] + d[t->nbytes - 1];
 	}
@@ -124,7 +105,7 @@ static int try_exact(const uint8_t *buf, size_t n, const char *what, char *err, 
 
 	err[0] = '\0';
 	f = gguf_open_buffer(buf, n, err, errlen);
-	n_checks++;
+	check_count++;
 	if (f) {
 		walk(f);
 		gguf_close(f);
@@ -133,9 +114,9 @@ static int try_exact(const uint8_t *buf, size_t n, const char *what, char *err, 
 	}
 	n_refused++;
 	if (!err[0] || strncmp(err, "gguf: ", 6) || !strstr(err, "(at offset "))
-		failf("%s: refused with a malformed message: '%s'", what, err);
+		FAIL("%s: refused with a malformed message: '%s'", what, err);
 	if (strstr(err, "out of memory"))
-		failf("%s: tried a huge allocation: %s", what, err);
+		FAIL("%s: tried a huge allocation: %s", what, err);
 	return 0;
 }
 
@@ -145,7 +126,7 @@ static int try_copy(const uint8_t *buf, size_t n, const char *what, char *err, s
 	int rc;
 
 	if (!copy) {
-		failf("out of memory for a %zu-byte copy", n);
+		FAIL("out of memory for a %zu-byte copy", n);
 		return 0;
 	}
 	memcpy(copy, buf, n);
@@ -169,16 +150,16 @@ static void expect_refused(uint8_t *work, size_t size, size_t off, uint64_t v, u
 	uint8_t saved[8];
 
 	if (off + width > size) {
-		failf("%s: field at %zu is outside the file", what, off);
+		FAIL("%s: field at %zu is outside the file", what, off);
 		return;
 	}
 	memcpy(saved, work + off, width);
 	put_le(work + off, v, width);
 	snprintf(desc, sizeof(desc), "%s = %llu at offset %zu", what, (unsigned long long)v, off);
 	if (try_exact(work, size, desc, err, sizeof(err)))
-		failf("%s: accepted", desc);
+		FAIL("%s: accepted", desc);
 	else if (want && !strstr(err, want))
-		failf("%s: message '%s' lacks '%s'", desc, err, want);
+		FAIL("%s: message '%s' lacks '%s'", desc, err, want);
 	memcpy(work + off, saved, width);
 }
 
@@ -275,21 +256,21 @@ static void truncations(const uint8_t *buf, size_t size, size_t header_end, size
 	for (size_t n = 0; n <= header_end + 64 && n < data_end; n++) {
 		snprintf(what, sizeof(what), "prefix of %zu bytes", n);
 		if (try_copy(buf, n, what, err, sizeof(err)))
-			failf("%s: accepted", what);
+			FAIL("%s: accepted", what);
 	}
 	step = size / 97 + 1;
 	for (size_t n = header_end + 64; n < data_end; n += step + (rng_next() % 64)) {
 		snprintf(what, sizeof(what), "prefix of %zu bytes", n);
 		if (try_copy(buf, n, what, err, sizeof(err)))
-			failf("%s: accepted", what);
+			FAIL("%s: accepted", what);
 	}
 	snprintf(what, sizeof(what), "prefix of %zu bytes", data_end - 1);
 	if (try_copy(buf, data_end - 1, what, err, sizeof(err)))
-		failf("%s: accepted", what);
+		FAIL("%s: accepted", what);
 	for (size_t n = data_end; n <= size; n++) {
 		snprintf(what, sizeof(what), "prefix of %zu bytes (padding cut)", n);
 		if (!try_copy(buf, n, what, err, sizeof(err)))
-			failf("%s: refused: %s", what, err);
+			FAIL("%s: refused: %s", what, err);
 	}
 }
 
@@ -346,7 +327,7 @@ static void corrupt_all(const uint8_t *orig, size_t size, int flip_iterations)
 	memcpy(work, orig, size);
 	f = gguf_open_buffer(work, size, err, sizeof(err));
 	if (!f) {
-		failf("the uncorrupted file is refused: %s", err);
+		FAIL("the uncorrupted file is refused: %s", err);
 		free(work);
 		return;
 	}
@@ -597,7 +578,7 @@ int main(int argc, char **argv)
 	rc = !strcmp(argv[1], "synthetic") ? synthetic() : stories();
 	if (rc == 77)
 		return 77;
-	printf("%d checks (%lu refused, %lu accepted), %d failed\n", n_checks, n_refused,
-	       n_accepted, n_failed);
-	return n_failed ? 1 : 0;
+	printf("%d checks (%lu refused, %lu accepted), %d failed\n", check_count, n_refused,
+	       n_accepted, check_failures);
+	return check_failures ? 1 : 0;
 }

@@ -13,18 +13,7 @@
 #include "daemon/server/http/http_map.h"
 #include "daemon/server/http/json_out.h"
 #include "daemon/server/wire/config.h"
-
-static int failures;
-
-#define CHECK(cond, ...)                                                          \
-	do {                                                                      \
-		if (!(cond)) {                                                    \
-			fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);      \
-			fprintf(stderr, __VA_ARGS__);                             \
-			fprintf(stderr, "\n");                                    \
-			failures++;                                               \
-		}                                                                 \
-	} while (0)
+#include "tests/common/check.h"
 
 struct mapped {
 	struct exl_json_doc *doc;
@@ -42,7 +31,7 @@ static void map(struct mapped *m, enum exl_http_api api, const char *body)
 	m->doc = exl_json_parse(body, strlen(body), err, sizeof(err));
 	if (!m->doc) {
 		fprintf(stderr, "FAIL: test body is not JSON: %s\n", err);
-		failures++;
+		check_failures++;
 		m->rc = -2;
 		return;
 	}
@@ -248,8 +237,8 @@ int main(void)
 	test_openai();
 	test_chat_and_ollama();
 	test_config_and_writer();
-	if (failures) {
-		fprintf(stderr, "%d failures\n", failures);
+	if (check_failures) {
+		fprintf(stderr, "%d failures\n", check_failures);
 		return 1;
 	}
 	printf("http_map: all passed\n");

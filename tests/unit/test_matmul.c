@@ -18,18 +18,9 @@
 #include "kernels/cpu/pool.h"
 #include "kernels/formats/dtype.h"
 #include "kernels/formats/quant.h"
+#include "tests/common/check.h"
 
-static int failures, checks, skipped;
-
-#define CHECK(cond, ...) do { \
-	checks++; \
-	if (!(cond)) { \
-		failures++; \
-		fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__, #cond); \
-		fprintf(stderr, __VA_ARGS__); \
-		fputc('\n', stderr); \
-	} \
-} while (0)
+static int skipped;
 
 static const char *const sets[] = { "avx2", "avx512", "avx512vnni" };
 
@@ -320,6 +311,6 @@ int main(int argc, char **argv)
 		exl_pool_destroy(pool2);
 	if (pool3)
 		exl_pool_destroy(pool3);
-	printf("%d passed, %d failed, %d skipped\n", checks - failures, failures, skipped);
-	return failures ? 1 : 0;
+	printf("%d passed, %d failed, %d skipped\n", check_count - check_failures, check_failures, skipped);
+	return check_failures ? 1 : 0;
 }

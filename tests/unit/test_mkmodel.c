@@ -18,21 +18,12 @@
 #include "daemon/core/gguf/gguf.h"
 #include "kernels/formats/dtype.h"
 #include "kernels/formats/quant.h"
+#include "tests/common/check.h"
 
 extern char **environ;
 
-static int n_checks, n_failed;
 static const char *mkmodel;
 static char tmpdir[] = "/tmp/test_mkmodel_XXXXXX";
-
-#define CHECK(cond)                                                               \
-	do {                                                                      \
-		n_checks++;                                                       \
-		if (!(cond)) {                                                    \
-			n_failed++;                                               \
-			fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
-		}                                                                 \
-	} while (0)
 
 /* Runs mkmodel with args (NULL-terminated); its stderr lands in errbuf.
  * Returns the exit status, or -1 when it did not exit normally. */
@@ -492,6 +483,6 @@ int main(int argc, char **argv)
 	cleanup();
 	if (rc == 77)
 		return 77;
-	printf("%d checks, %d failed\n", n_checks, n_failed);
-	return n_failed ? 1 : 0;
+	printf("%d checks, %d failed\n", check_count, check_failures);
+	return check_failures ? 1 : 0;
 }

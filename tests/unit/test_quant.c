@@ -10,18 +10,7 @@
 #include "kernels/formats/dtype.h"
 #include "kernels/formats/elem.h"
 #include "kernels/formats/quant.h"
-
-static int failures, checks;
-
-#define CHECK(cond, ...) do { \
-	checks++; \
-	if (!(cond)) { \
-		failures++; \
-		fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__, #cond); \
-		fprintf(stderr, __VA_ARGS__); \
-		fputc('\n', stderr); \
-	} \
-} while (0)
+#include "tests/common/check.h"
 
 /* ---- fp16 / bf16 ---- */
 
@@ -273,6 +262,6 @@ int main(void)
 	test_fp16();
 	test_layouts();
 	test_roundtrip();
-	printf("%d passed, %d failed\n", checks - failures, failures);
-	return failures ? 1 : 0;
+	printf("%d passed, %d failed\n", check_count - check_failures, check_failures);
+	return check_failures ? 1 : 0;
 }

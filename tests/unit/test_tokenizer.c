@@ -23,17 +23,7 @@
 #include "daemon/core/gguf/gguf.h"
 #include "daemon/core/gguf/gguf_write.h"
 #include "daemon/core/tokenizer/tokenizer.h"
-
-static int n_checks, n_failed;
-
-#define CHECK(cond)                                                                       \
-	do {                                                                              \
-		n_checks++;                                                               \
-		if (!(cond)) {                                                            \
-			n_failed++;                                                       \
-			fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
-		}                                                                         \
-	} while (0)
+#include "tests/common/check.h"
 
 #define SP "\xe2\x96\x81" /* U+2581, SentencePiece's space */
 
@@ -769,9 +759,9 @@ int main(int argc, char **argv)
 		if (strcmp(argv[1], tests[i].name))
 			continue;
 		if (tests[i].fn())
-			n_failed++;
-		printf("%d checks, %d failed\n", n_checks, n_failed);
-		return n_failed ? 1 : 0;
+			check_failures++;
+		printf("%d checks, %d failed\n", check_count, check_failures);
+		return check_failures ? 1 : 0;
 	}
 	fprintf(stderr, "usage: test_tokenizer spm|bpe|detok|errors|empty\n");
 	return 2;
