@@ -67,7 +67,7 @@ static int on_chunk(struct exl_job *job, const struct exl_chunk *c, void *user)
 		st->write_failed = true;
 	fflush(stdout);
 	if (st->o->top_probs)
-		run_print_probs(stderr, c, st->tok);
+		exl_run_print_probs(stderr, c, st->tok);
 	return EXL_CHUNK_OK;
 }
 
@@ -126,7 +126,7 @@ static int warmup(struct exl_model *m, struct exl_engine *e, char *err, size_t e
 	return r;
 }
 
-int cmd_run(int argc, char **argv)
+int exl_cmd_run(int argc, char **argv)
 {
 	static const struct exl_job_callbacks cb = { on_chunk, on_done };
 	struct run_opts o;
@@ -140,9 +140,9 @@ int cmd_run(int argc, char **argv)
 	int status = 1;
 	bool started = false;
 
-	int pr = run_parse_args(argc, argv, &o);
+	int pr = exl_run_parse_args(argc, argv, &o);
 	if (pr) {
-		run_opts_free(&o);
+		exl_run_opts_free(&o);
 		return pr > 0 ? 0 : 2;
 	}
 	if (o.dump_logits) {
@@ -245,7 +245,7 @@ int cmd_run(int argc, char **argv)
 	const struct exl_gen_result *r = exl_job_result(job);
 
 	if (o.json) {
-		if (run_print_json(stdout, r, tok))
+		if (exl_run_print_json(stdout, r, tok))
 			st.write_failed = true;
 	} else {
 		if (st.prompt_pending)
@@ -309,6 +309,6 @@ out:
 	exl_model_free(m);
 	if (be)
 		be->ops->destroy(be);
-	run_opts_free(&o);
+	exl_run_opts_free(&o);
 	return status;
 }

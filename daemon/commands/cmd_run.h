@@ -31,14 +31,14 @@ struct run_opts {
 };
 
 /* Fills o from argv.  0: run; 1: help printed; -1: a message was printed
- * (exit status 2).  run_opts_free() in every case. */
-int run_parse_args(int argc, char **argv, struct run_opts *o);
-void run_opts_free(struct run_opts *o);
+ * (exit status 2).  exl_run_opts_free() in every case. */
+int exl_run_parse_args(int argc, char **argv, struct run_opts *o);
+void exl_run_opts_free(struct run_opts *o);
 
 /* The result as one JSON object on one line (common/cli/gen_output.h). */
-int run_print_json(FILE *out, const struct exl_gen_result *r, const struct exl_tokenizer *tok);
+int exl_run_print_json(FILE *out, const struct exl_gen_result *r, const struct exl_tokenizer *tok);
 
 /* The --top-probs lines of a chunk, on out. */
-void run_print_probs(FILE *out, const struct exl_chunk *c, const struct exl_tokenizer *tok);
+void exl_run_print_probs(FILE *out, const struct exl_chunk *c, const struct exl_tokenizer *tok);
 
 #endif

@@ -26,7 +26,7 @@ static const char *text_of(void *ctx, int32_t id, size_t *len)
 	return t->buf;
 }
 
-void run_print_probs(FILE *out, const struct exl_chunk *c, const struct exl_tokenizer *tok)
+void exl_run_print_probs(FILE *out, const struct exl_chunk *c, const struct exl_tokenizer *tok)
 {
 	struct tok_text tt = { .tok = tok, .max = 128 };
 	struct gen_probs t = {
@@ -38,7 +38,7 @@ void run_print_probs(FILE *out, const struct exl_chunk *c, const struct exl_toke
 	gen_print_probs(out, "", &t, text_of, &tt);
 }
 
-int run_print_json(FILE *out, const struct exl_gen_result *r, const struct exl_tokenizer *tok)
+int exl_run_print_json(FILE *out, const struct exl_gen_result *r, const struct exl_tokenizer *tok)
 {
 	struct tok_text tt = { .tok = tok, .max = sizeof(tt.buf) };
 	size_t n = r->n_tokens > 0 ? (size_t)r->n_tokens : 0;

@@ -109,7 +109,7 @@ static int hook_lists(struct run_opts *o)
 	return 0;
 }
 
-int run_parse_args(int argc, char **argv, struct run_opts *o)
+int exl_run_parse_args(int argc, char **argv, struct run_opts *o)
 {
 	struct gen_args *a = &o->a;
 	char err[128];
@@ -168,7 +168,7 @@ int run_parse_args(int argc, char **argv, struct run_opts *o)
 	return 0;
 }
 
-void run_opts_free(struct run_opts *o)
+void exl_run_opts_free(struct run_opts *o)
 {
 	gen_args_free(&o->a);
 	free(o->bias);

@@ -42,7 +42,7 @@ static const struct flag flags[] = {
 	{ "--http", "http" },
 };
 
-int cmd_serve(int argc, char **argv)
+int exl_cmd_serve(int argc, char **argv)
 {
 	struct exl_config cfg;
 	const char *config_path = EXL_CONFIG_DEFAULT_PATH;

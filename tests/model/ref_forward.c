@@ -66,7 +66,7 @@ static int meta_int(const struct gguf_file *f, const char *arch, const char *suf
 	uint32_t v;
 
 	snprintf(key, sizeof(key), "%s.%s", arch, suffix);
-	if (!gguf_find_kv(f, key)) {
+	if (!exl_gguf_find_kv(f, key)) {
 		if (required) {
 			snprintf(err, errlen, "reference: no metadata key %s", key);
 			return -1;
@@ -74,7 +74,7 @@ static int meta_int(const struct gguf_file *f, const char *arch, const char *suf
 		*out = def;
 		return 0;
 	}
-	if (!gguf_get_u32(f, key, &v) || v > (1u << 24)) {
+	if (!exl_gguf_get_u32(f, key, &v) || v > (1u << 24)) {
 		snprintf(err, errlen, "reference: bad metadata key %s", key);
 		return -1;
 	}
@@ -89,11 +89,11 @@ static int meta_float(const struct gguf_file *f, const char *arch, const char *s
 	float v;
 
 	snprintf(key, sizeof(key), "%s.%s", arch, suffix);
-	if (!gguf_find_kv(f, key)) {
+	if (!exl_gguf_find_kv(f, key)) {
 		*out = def;
 		return 0;
 	}
-	if (!gguf_get_f32(f, key, &v)) {
+	if (!exl_gguf_get_f32(f, key, &v)) {
 		snprintf(err, errlen, "reference: bad metadata key %s", key);
 		return -1;
 	}
@@ -106,7 +106,7 @@ static int meta_float(const struct gguf_file *f, const char *arch, const char *s
 static int load_tensor3(const struct gguf_file *f, const char *name, int n_mat, int rows,
 			int cols, bool optional, double **out, char *err, size_t errlen)
 {
-	const struct gguf_tensor *t = gguf_find_tensor(f, name);
+	const struct gguf_tensor *t = exl_gguf_find_tensor(f, name);
 	size_t n = (size_t)n_mat * (size_t)rows * (size_t)cols;
 
 	*out = NULL;
@@ -160,14 +160,14 @@ static int read_hparams(const struct gguf_file *f, struct ref_hparams *hp, char 
 			size_t errlen)
 {
 	char arch[32], key[160], type[32];
-	const struct gguf_array *toks = gguf_get_arr(f, "tokenizer.ggml.tokens");
+	const struct gguf_array *toks = exl_gguf_get_arr(f, "tokenizer.ggml.tokens");
 	double factor = 0;
 
 	static const char *const known[] = { "llama", "qwen2", "qwen3", "qwen3moe", "phi3",
 					     "gemma2", "gemma3" };
 	bool ok = false;
 
-	if (gguf_get_str(f, "general.architecture", arch, sizeof(arch)))
+	if (exl_gguf_get_str(f, "general.architecture", arch, sizeof(arch)))
 		for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++)
 			ok = ok || !strcmp(arch, known[i]);
 	if (!ok) {
@@ -229,7 +229,7 @@ static int read_hparams(const struct gguf_file *f, struct ref_hparams *hp, char 
 	 * the older rope.scale_linear; "none" never scales. */
 	snprintf(key, sizeof(key), "%s.rope.scaling.type", arch);
 	snprintf(type, sizeof(type), "linear");
-	if (gguf_find_kv(f, key) && !gguf_get_str(f, key, type, sizeof(type))) {
+	if (exl_gguf_find_kv(f, key) && !exl_gguf_get_str(f, key, type, sizeof(type))) {
 		snprintf(err, errlen, "reference: bad %s", key);
 		return -1;
 	}
@@ -238,8 +238,9 @@ static int read_hparams(const struct gguf_file *f, struct ref_hparams *hp, char 
 		return -1;
 	}
 	snprintf(key, sizeof(key), "%s.rope.scaling.factor", arch);
-	if (meta_float(f, arch, gguf_find_kv(f, key) ? "rope.scaling.factor" : "rope.scale_linear",
-		       0, &factor, err, errlen))
+	if (meta_float(f, arch,
+		       exl_gguf_find_kv(f, key) ? "rope.scaling.factor" : "rope.scale_linear", 0,
+		       &factor, err, errlen))
 		return -1;
 	hp->freq_scale = factor > 0 && !strcmp(type, "linear") ? 1.0 / factor : 1.0;
 	if (meta_float(f, arch, "rope.scaling.attn_factor", 1.0, &hp->attn_factor, err, errlen))
@@ -252,11 +253,11 @@ static int read_hparams(const struct gguf_file *f, struct ref_hparams *hp, char 
 	if (meta_int(f, arch, "rope.scaling.original_context_length", hp->n_ctx_train, false,
 		     &orig, err, errlen))
 		return -1;
-	if (gguf_find_tensor(f, "rope_freqs.weight"))
+	if (exl_gguf_find_tensor(f, "rope_freqs.weight"))
 		hp->rope_factors = "rope_freqs.weight";
-	else if (hp->n_ctx_train > orig && gguf_find_tensor(f, "rope_factors_long.weight"))
+	else if (hp->n_ctx_train > orig && exl_gguf_find_tensor(f, "rope_factors_long.weight"))
 		hp->rope_factors = "rope_factors_long.weight";
-	else if (hp->n_ctx_train <= orig && gguf_find_tensor(f, "rope_factors_short.weight"))
+	else if (hp->n_ctx_train <= orig && exl_gguf_find_tensor(f, "rope_factors_short.weight"))
 		hp->rope_factors = "rope_factors_short.weight";
 
 	hp->attn_scale = 1.0 / sqrt((double)hp->head_dim);
@@ -284,7 +285,7 @@ static int read_hparams(const struct gguf_file *f, struct ref_hparams *hp, char 
 	if (!g2)
 		hp->freq_scale_swa = 1.0;
 	snprintf(key, sizeof(key), "%s.attention.sliding_window_pattern", arch);
-	pat = gguf_get_arr(f, key);
+	pat = exl_gguf_get_arr(f, key);
 	if (pat) {
 		if (pat->elem_type != GGUF_VT_BOOL || pat->count != (uint64_t)hp->n_layer) {
 			snprintf(err, errlen, "reference: %s is not one bool a layer", key);
@@ -346,7 +347,7 @@ void ref_model_free(struct ref_model *m)
 
 struct ref_model *ref_model_open(const char *path, bool kv_f16, char *err, size_t errlen)
 {
-	struct gguf_file *f = gguf_open(path, err, errlen);
+	struct gguf_file *f = exl_gguf_open(path, err, errlen);
 	struct ref_model *m = NULL;
 	struct ref_hparams *hp;
 	int q_dim, kv_dim;
@@ -445,11 +446,11 @@ struct ref_model *ref_model_open(const char *path, bool kv_f16, char *err, size_
 		if (l == 0)
 			hp->qkv_bias = ly->bq != NULL;
 	}
-	gguf_close(f);
+	exl_gguf_close(f);
 	return m;
 fail:
 	ref_model_free(m);
-	gguf_close(f);
+	exl_gguf_close(f);
 	return NULL;
 }
 

@@ -46,7 +46,7 @@ static const char *models_dir(void)
 static struct exl_tokenizer *open_tok(const char *path)
 {
 	char err[512];
-	struct gguf_file *f = gguf_open(path, err, sizeof(err));
+	struct gguf_file *f = exl_gguf_open(path, err, sizeof(err));
 	struct exl_tokenizer *t;
 
 	if (!f) {
@@ -56,7 +56,7 @@ static struct exl_tokenizer *open_tok(const char *path)
 	t = exl_tokenizer_load(f, err, sizeof(err));
 	if (!t)
 		fprintf(stderr, "%s: %s\n", path, err);
-	gguf_close(f);
+	exl_gguf_close(f);
 	return t;
 }
 

@@ -190,10 +190,10 @@ static int check_name(const char *mkmodel, const char *vocab, const char *data,
 		free(out);
 		return 1;
 	}
-	f = gguf_open(gguf_path, err, sizeof(err));
+	f = exl_gguf_open(gguf_path, err, sizeof(err));
 	if (f) {
 		tok = exl_tokenizer_load(f, err, sizeof(err));
-		gguf_close(f);
+		exl_gguf_close(f);
 	}
 	unlink(gguf_path);
 	if (!tok) {

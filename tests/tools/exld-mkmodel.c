@@ -813,7 +813,7 @@ static bool put_override(struct gguf_writer *w, struct opts *o, const char *key)
 	for (int i = 0; i < o->n_kv; i++) {
 		if (!strcmp(o->kv[i].key, key)) {
 			o->kv[i].used = true;
-			gguf_writer_set(w, key, &o->kv[i].val);
+			exl_gguf_writer_set(w, key, &o->kv[i].val);
 			return true;
 		}
 	}
@@ -824,25 +824,25 @@ static bool put_override(struct gguf_writer *w, struct opts *o, const char *key)
 static void meta_u32(struct gguf_writer *w, struct opts *o, const char *key, uint32_t v)
 {
 	if (!put_override(w, o, key))
-		gguf_writer_set_u32(w, key, v);
+		exl_gguf_writer_set_u32(w, key, v);
 }
 
 static void meta_f32(struct gguf_writer *w, struct opts *o, const char *key, float v)
 {
 	if (!put_override(w, o, key))
-		gguf_writer_set_f32(w, key, v);
+		exl_gguf_writer_set_f32(w, key, v);
 }
 
 static void meta_str(struct gguf_writer *w, struct opts *o, const char *key, const char *v)
 {
 	if (!put_override(w, o, key))
-		gguf_writer_set_str(w, key, v);
+		exl_gguf_writer_set_str(w, key, v);
 }
 
 static void meta_bool(struct gguf_writer *w, struct opts *o, const char *key, bool v)
 {
 	if (!put_override(w, o, key))
-		gguf_writer_set_bool(w, key, v);
+		exl_gguf_writer_set_bool(w, key, v);
 }
 
 /* The overrides of keys the tool does not write, after all the others. */
@@ -850,7 +850,7 @@ static void put_new_overrides(struct gguf_writer *w, const struct opts *o)
 {
 	for (int i = 0; i < o->n_kv; i++)
 		if (!o->kv[i].used)
-			gguf_writer_set(w, o->kv[i].key, &o->kv[i].val);
+			exl_gguf_writer_set(w, o->kv[i].key, &o->kv[i].val);
 }
 
 /* The synthetic vocabulary: <unk> <s> </s>, the 256 byte tokens, then
@@ -908,19 +908,19 @@ static int synthetic_vocab(struct gguf_writer *w, struct opts *o, int64_t n)
 	meta_str(w, o, "tokenizer.ggml.model", "llama");
 	meta_str(w, o, "tokenizer.ggml.pre", "default");
 	if (!put_override(w, o, "tokenizer.ggml.tokens"))
-		gguf_writer_set_str_arr(w, "tokenizer.ggml.tokens", (const char *const *)toks,
-					(uint64_t)n);
+		exl_gguf_writer_set_str_arr(w, "tokenizer.ggml.tokens", (const char *const *)toks,
+					    (uint64_t)n);
 	if (!put_override(w, o, "tokenizer.ggml.scores"))
-		gguf_writer_set_arr(w, "tokenizer.ggml.scores", GGUF_VT_FLOAT32, scores, (uint64_t)n);
+		exl_gguf_writer_set_arr(w, "tokenizer.ggml.scores", GGUF_VT_FLOAT32, scores, (uint64_t)n);
 	if (!put_override(w, o, "tokenizer.ggml.token_type"))
-		gguf_writer_set_arr(w, "tokenizer.ggml.token_type", GGUF_VT_INT32, types,
-				    (uint64_t)n);
+		exl_gguf_writer_set_arr(w, "tokenizer.ggml.token_type", GGUF_VT_INT32, types,
+					(uint64_t)n);
 	meta_u32(w, o, "tokenizer.ggml.unknown_token_id", 0);
 	meta_u32(w, o, "tokenizer.ggml.bos_token_id", 1);
 	meta_u32(w, o, "tokenizer.ggml.eos_token_id", 2);
 	meta_bool(w, o, "tokenizer.ggml.add_bos_token", true);
 	meta_bool(w, o, "tokenizer.ggml.add_eos_token", false);
-	rc = gguf_writer_error(w) ? -1 : 0;
+	rc = exl_gguf_writer_error(w) ? -1 : 0;
 out:
 	if (toks)
 		for (int64_t i = 0; i < n; i++)
@@ -928,7 +928,7 @@ out:
 	free(toks);
 	free(scores);
 	free(types);
-	if (rc && !gguf_writer_error(w))
+	if (rc && !exl_gguf_writer_error(w))
 		fprintf(stderr, "exld-mkmodel: out of memory for the vocabulary\n");
 	return rc;
 }
@@ -938,22 +938,22 @@ out:
 static int copy_vocab(struct gguf_writer *w, struct opts *o, const char *path, int64_t *n_vocab)
 {
 	char err[512], key[512];
-	struct gguf_file *f = gguf_open(path, err, sizeof(err));
+	struct gguf_file *f = exl_gguf_open(path, err, sizeof(err));
 	const struct gguf_array *toks;
 
 	if (!f) {
 		fprintf(stderr, "exld-mkmodel: %s: %s\n", path, err);
 		return -1;
 	}
-	toks = gguf_get_arr(f, "tokenizer.ggml.tokens");
+	toks = exl_gguf_get_arr(f, "tokenizer.ggml.tokens");
 	if (!toks || toks->elem_type != GGUF_VT_STRING || toks->count == 0) {
 		fprintf(stderr, "exld-mkmodel: %s has no tokenizer.ggml.tokens string array\n", path);
-		gguf_close(f);
+		exl_gguf_close(f);
 		return -1;
 	}
 	*n_vocab = (int64_t)toks->count;
 	for (uint64_t i = 0; i < toks->count && !o->phi3_vocab; i++)
-		o->phi3_vocab = gguf_str_eq(toks->strs[i], "<|endoftext|>");
+		o->phi3_vocab = exl_gguf_str_eq(toks->strs[i], "<|endoftext|>");
 	for (uint64_t i = 0; i < f->n_kv; i++) {
 		const struct gguf_kv *kv = &f->kv[i];
 
@@ -962,9 +962,9 @@ static int copy_vocab(struct gguf_writer *w, struct opts *o, const char *path, i
 		memcpy(key, kv->key.ptr, (size_t)kv->key.len);
 		key[kv->key.len] = '\0';
 		if (!put_override(w, o, key))
-			gguf_writer_set(w, key, &kv->val);
+			exl_gguf_writer_set(w, key, &kv->val);
 	}
-	gguf_close(f);
+	exl_gguf_close(f);
 	return 0;
 }
 
@@ -987,7 +987,7 @@ static int add3(struct gguf_writer *w, struct tensor_spec *specs, int *n, const 
 	t->exact = o->exact;
 	t->pool_seed = o->seed * 0x9e3779b97f4a7c15ull ^ 0x706f6f6cull;
 	t->rope_base = o->rope_base;
-	return gguf_writer_add_tensor_fill(w, name, t->type, dims, ne, fill_tensor, t);
+	return exl_gguf_writer_add_tensor_fill(w, name, t->type, dims, ne, fill_tensor, t);
 }
 
 static int add(struct gguf_writer *w, struct tensor_spec *specs, int *n, const struct opts *o,
@@ -1061,7 +1061,7 @@ static int add_tensors(struct gguf_writer *w, struct tensor_spec *specs, int *n,
 	add(w, specs, n, o, "output_norm.weight", FILL_NORM, o->dim, 1);
 	if (!o->tied)
 		add(w, specs, n, o, "output.weight", FILL_MATRIX, o->dim, o->vocab);
-	return gguf_writer_error(w) ? -1 : 0;
+	return exl_gguf_writer_error(w) ? -1 : 0;
 }
 
 static void set_metadata(struct gguf_writer *w, struct opts *o)
@@ -1131,7 +1131,7 @@ static void set_metadata(struct gguf_writer *w, struct opts *o)
 		for (int64_t l = 0; l < o->layers; l++)
 			flags[l] = o->swa_pattern[l] == '1';
 		if (!put_override(w, o, KEY("attention.sliding_window_pattern")))
-			gguf_writer_set_arr(w, key, GGUF_VT_BOOL, flags, (uint64_t)o->layers);
+			exl_gguf_writer_set_arr(w, key, GGUF_VT_BOOL, flags, (uint64_t)o->layers);
 	} else if (o->swa_pattern) {
 		meta_u32(w, o, KEY("attention.sliding_window_pattern"),
 			 (uint32_t)strtoul(o->swa_pattern, NULL, 10));
@@ -1157,7 +1157,7 @@ int main(int argc, char **argv)
 	}
 	rc = 1;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
-	w = gguf_writer_new();
+	w = exl_gguf_writer_new();
 	if (!w) {
 		fprintf(stderr, "exld-mkmodel: out of memory\n");
 		return 1;
@@ -1191,8 +1191,8 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	if (add_tensors(w, specs, &n_specs, &o) ||
-	    gguf_writer_write_file(w, o.out, err, sizeof(err))) {
-		fprintf(stderr, "exld-mkmodel: %s\n", gguf_writer_error(w) ? gguf_writer_error(w) : err);
+	    exl_gguf_writer_write_file(w, o.out, err, sizeof(err))) {
+		fprintf(stderr, "exld-mkmodel: %s\n", exl_gguf_writer_error(w) ? exl_gguf_writer_error(w) : err);
 		goto out;
 	}
 	clock_gettime(CLOCK_MONOTONIC, &t1);
@@ -1206,7 +1206,7 @@ int main(int argc, char **argv)
 		(double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9);
 	rc = 0;
 out:
-	gguf_writer_free(w);
+	exl_gguf_writer_free(w);
 	free(specs);
 	free_pools();
 	return rc;

@@ -104,7 +104,8 @@ static void check_range(uint32_t lo, uint32_t hi)
 {
 	struct seqs q = { .n = 0 };
 
-	CHECK(!utf8_split_range(lo, hi, collect, &q), "split %X-%X: too many patterns", lo, hi);
+	CHECK(!exl_grammar_utf8_split_range(lo, hi, collect, &q), "split %X-%X: too many patterns",
+	      lo, hi);
 	/* Every code point: its encoding matches exactly one pattern iff it
 	 * is in range (surrogates never). */
 	for (uint32_t c = 0; c <= 0x10FFFF; c += (c < 0x3000 ? 1 : 97)) {

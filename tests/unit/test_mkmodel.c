@@ -138,7 +138,7 @@ static void check_values(const struct gguf_tensor *t, const char *kind)
 static void check_tensor(const struct gguf_file *f, const char *name, uint32_t type, uint64_t ne0,
 			 uint64_t ne1, const char *kind)
 {
-	const struct gguf_tensor *t = gguf_find_tensor(f, name);
+	const struct gguf_tensor *t = exl_gguf_find_tensor(f, name);
 
 	if (!t) {
 		fprintf(stderr, "missing tensor %s\n", name);
@@ -158,7 +158,7 @@ static void check_tensor(const struct gguf_file *f, const char *name, uint32_t t
 static void check_model(const char *path, const struct shape *s)
 {
 	char err[512], key[128], buf[64];
-	struct gguf_file *f = gguf_open(path, err, sizeof(err));
+	struct gguf_file *f = exl_gguf_open(path, err, sizeof(err));
 	int head_dim = s->dim / s->heads, kv_dim = head_dim * s->kv_heads;
 	bool qwen2 = !strcmp(s->arch, "qwen2");
 	uint32_t u;
@@ -170,12 +170,13 @@ static void check_model(const char *path, const struct shape *s)
 		return;
 	}
 	CHECK(f->version == 3 && f->alignment == 32);
-	CHECK(gguf_get_str(f, "general.architecture", buf, sizeof(buf)) && !strcmp(buf, s->arch));
-	CHECK(gguf_get_u32(f, "general.file_type", &u) && u == s->ftype);
+	CHECK(exl_gguf_get_str(f, "general.architecture", buf, sizeof(buf)) &&
+	      !strcmp(buf, s->arch));
+	CHECK(exl_gguf_get_u32(f, "general.file_type", &u) && u == s->ftype);
 #define HP(suffix, want)                                                            \
 	do {                                                                        \
 		snprintf(key, sizeof(key), "%s.%s", s->arch, suffix);               \
-		CHECK(gguf_get_u32(f, key, &u) && u == (uint32_t)(want));           \
+		CHECK(exl_gguf_get_u32(f, key, &u) && u == (uint32_t)(want));           \
 	} while (0)
 	HP("embedding_length", s->dim);
 	HP("block_count", s->layers);
@@ -187,15 +188,15 @@ static void check_model(const char *path, const struct shape *s)
 	HP("vocab_size", s->vocab);
 #undef HP
 	snprintf(key, sizeof(key), "%s.attention.layer_norm_rms_epsilon", s->arch);
-	CHECK(gguf_get_f32(f, key, &v) && v == (qwen2 ? 1e-6f : 1e-5f));
+	CHECK(exl_gguf_get_f32(f, key, &v) && v == (qwen2 ? 1e-6f : 1e-5f));
 	snprintf(key, sizeof(key), "%s.rope.freq_base", s->arch);
-	CHECK(gguf_get_f32(f, key, &v) && v == (qwen2 ? 1e6f : 1e4f));
+	CHECK(exl_gguf_get_f32(f, key, &v) && v == (qwen2 ? 1e6f : 1e4f));
 	CHECK(f->n_tensors == (uint64_t)(3 - s->tied + s->layers * (9 + (qwen2 ? 3 : 0))));
 
 	check_tensor(f, "token_embd.weight", s->type, s->dim, s->vocab, "weight");
 	check_tensor(f, "output_norm.weight", EXL_F32, s->dim, 1, "norm");
 	if (s->tied)
-		CHECK(gguf_find_tensor(f, "output.weight") == NULL);
+		CHECK(exl_gguf_find_tensor(f, "output.weight") == NULL);
 	else
 		check_tensor(f, "output.weight", s->type, s->dim, s->vocab, "weight");
 	for (int l = 0; l < s->layers; l++) {
@@ -218,27 +219,27 @@ static void check_model(const char *path, const struct shape *s)
 			T("attn_v.bias", EXL_F32, kv_dim, 1, "bias");
 		} else {
 			snprintf(name, sizeof(name), "blk.%d.attn_q.bias", l);
-			CHECK(gguf_find_tensor(f, name) == NULL);
+			CHECK(exl_gguf_find_tensor(f, name) == NULL);
 		}
 #undef T
 	}
 
 	/* rows differ, also where blocks come from the pool */
-	const struct gguf_tensor *t = gguf_find_tensor(f, "token_embd.weight");
+	const struct gguf_tensor *t = exl_gguf_find_tensor(f, "token_embd.weight");
 	size_t rb = exl_dtype_row_bytes(t->type, t->ne[0]);
 	int same = 0;
 
 	for (uint64_t r = 1; r < t->ne[1]; r++)
 		same += !memcmp((const uint8_t *)t->data, (const uint8_t *)t->data + r * rb, rb);
 	CHECK(same == 0);
-	gguf_close(f);
+	exl_gguf_close(f);
 }
 
 /* The synthetic vocabulary: specials, byte tokens, then unique pieces. */
 static void check_synthetic_vocab(const char *path, int vocab)
 {
 	char err[512], buf[64];
-	struct gguf_file *f = gguf_open(path, err, sizeof(err));
+	struct gguf_file *f = exl_gguf_open(path, err, sizeof(err));
 	const struct gguf_array *toks, *types, *scores;
 	int64_t i64;
 	uint32_t u;
@@ -247,28 +248,32 @@ static void check_synthetic_vocab(const char *path, int vocab)
 	CHECK(f != NULL);
 	if (!f)
 		return;
-	CHECK(gguf_get_str(f, "tokenizer.ggml.model", buf, sizeof(buf)) && !strcmp(buf, "llama"));
-	CHECK(gguf_get_u32(f, "tokenizer.ggml.bos_token_id", &u) && u == 1);
-	CHECK(gguf_get_u32(f, "tokenizer.ggml.eos_token_id", &u) && u == 2);
-	CHECK(gguf_get_u32(f, "tokenizer.ggml.unknown_token_id", &u) && u == 0);
-	CHECK(gguf_get_bool(f, "tokenizer.ggml.add_bos_token", &b) && b);
-	toks = gguf_get_arr(f, "tokenizer.ggml.tokens");
-	types = gguf_get_arr(f, "tokenizer.ggml.token_type");
-	scores = gguf_get_arr(f, "tokenizer.ggml.scores");
+	CHECK(exl_gguf_get_str(f, "tokenizer.ggml.model", buf, sizeof(buf)) &&
+	      !strcmp(buf, "llama"));
+	CHECK(exl_gguf_get_u32(f, "tokenizer.ggml.bos_token_id", &u) && u == 1);
+	CHECK(exl_gguf_get_u32(f, "tokenizer.ggml.eos_token_id", &u) && u == 2);
+	CHECK(exl_gguf_get_u32(f, "tokenizer.ggml.unknown_token_id", &u) && u == 0);
+	CHECK(exl_gguf_get_bool(f, "tokenizer.ggml.add_bos_token", &b) && b);
+	toks = exl_gguf_get_arr(f, "tokenizer.ggml.tokens");
+	types = exl_gguf_get_arr(f, "tokenizer.ggml.token_type");
+	scores = exl_gguf_get_arr(f, "tokenizer.ggml.scores");
 	CHECK(toks && toks->elem_type == GGUF_VT_STRING && toks->count == (uint64_t)vocab);
 	CHECK(types && types->elem_type == GGUF_VT_INT32 && types->count == (uint64_t)vocab);
 	CHECK(scores && scores->elem_type == GGUF_VT_FLOAT32 && scores->count == (uint64_t)vocab);
 	if (toks && toks->count == (uint64_t)vocab && types && types->count == (uint64_t)vocab) {
-		CHECK(gguf_str_eq(toks->strs[0], "<unk>") && gguf_str_eq(toks->strs[1], "<s>") &&
-		      gguf_str_eq(toks->strs[2], "</s>"));
-		CHECK(gguf_str_eq(toks->strs[3], "<0x00>") && gguf_str_eq(toks->strs[3 + 0x41], "<0x41>") &&
-		      gguf_str_eq(toks->strs[258], "<0xFF>"));
-		CHECK(gguf_str_eq(toks->strs[259], "\xe2\x96\x81"));
-		CHECK(gguf_str_eq(toks->strs[260], "\xe2\x96\x81" "a") && gguf_str_eq(toks->strs[261], "a"));
-		CHECK(gguf_arr_get_i64(types, 0, &i64) && i64 == 2);
-		CHECK(gguf_arr_get_i64(types, 1, &i64) && i64 == 3);
-		CHECK(gguf_arr_get_i64(types, 100, &i64) && i64 == 6);
-		CHECK(gguf_arr_get_i64(types, 299, &i64) && i64 == 1);
+		CHECK(exl_gguf_str_eq(toks->strs[0], "<unk>") &&
+		      exl_gguf_str_eq(toks->strs[1], "<s>") &&
+		      exl_gguf_str_eq(toks->strs[2], "</s>"));
+		CHECK(exl_gguf_str_eq(toks->strs[3], "<0x00>") &&
+		      exl_gguf_str_eq(toks->strs[3 + 0x41], "<0x41>") &&
+		      exl_gguf_str_eq(toks->strs[258], "<0xFF>"));
+		CHECK(exl_gguf_str_eq(toks->strs[259], "\xe2\x96\x81"));
+		CHECK(exl_gguf_str_eq(toks->strs[260], "\xe2\x96\x81" "a") &&
+		      exl_gguf_str_eq(toks->strs[261], "a"));
+		CHECK(exl_gguf_arr_get_i64(types, 0, &i64) && i64 == 2);
+		CHECK(exl_gguf_arr_get_i64(types, 1, &i64) && i64 == 3);
+		CHECK(exl_gguf_arr_get_i64(types, 100, &i64) && i64 == 6);
+		CHECK(exl_gguf_arr_get_i64(types, 299, &i64) && i64 == 1);
 		/* all distinct */
 		int dups = 0;
 
@@ -278,7 +283,7 @@ static void check_synthetic_vocab(const char *path, int vocab)
 					!memcmp(toks->strs[i].ptr, toks->strs[j].ptr, toks->strs[i].len);
 		CHECK(dups == 0);
 	}
-	gguf_close(f);
+	exl_gguf_close(f);
 }
 
 static int synthetic(void)
@@ -402,14 +407,14 @@ static int vocab_from(void)
 		fprintf(stderr, "%s\n", err);
 		return 0;
 	}
-	v = gguf_open(vpath, err, sizeof(err));
-	f = gguf_open(path, err, sizeof(err));
+	v = exl_gguf_open(vpath, err, sizeof(err));
+	f = exl_gguf_open(path, err, sizeof(err));
 	CHECK(v && f);
 	if (v && f) {
 		uint32_t u;
 
-		CHECK(gguf_get_u32(f, "llama.vocab_size", &u) && u == 32000);
-		CHECK(gguf_find_tensor(f, "token_embd.weight")->ne[1] == 32000);
+		CHECK(exl_gguf_get_u32(f, "llama.vocab_size", &u) && u == 32000);
+		CHECK(exl_gguf_find_tensor(f, "token_embd.weight")->ne[1] == 32000);
 		for (uint64_t i = 0; i < v->n_kv; i++) {
 			const struct gguf_kv *kv = &v->kv[i];
 			char key[256];
@@ -418,7 +423,7 @@ static int vocab_from(void)
 				continue;
 			memcpy(key, kv->key.ptr, kv->key.len);
 			key[kv->key.len] = '\0';
-			const struct gguf_kv *c = gguf_find_kv(f, key);
+			const struct gguf_kv *c = exl_gguf_find_kv(f, key);
 
 			CHECK(c != NULL);
 			if (!c)
@@ -435,7 +440,7 @@ static int vocab_from(void)
 						       !memcmp(x->strs[k].ptr, y->strs[k].ptr, x->strs[k].len);
 				}
 				if (same && x->elem_type != GGUF_VT_STRING && x->elem_type != GGUF_VT_ARRAY)
-					same = !memcmp(x->data, y->data, x->count * gguf_vtype_size(x->elem_type));
+					same = !memcmp(x->data, y->data, x->count * exl_gguf_vtype_size(x->elem_type));
 				CHECK(same);
 			} else if (c->val.type == GGUF_VT_STRING) {
 				CHECK(c->val.str.len == kv->val.str.len &&
@@ -446,8 +451,8 @@ static int vocab_from(void)
 		}
 		CHECK(copied >= 5);
 	}
-	gguf_close(v);
-	gguf_close(f);
+	exl_gguf_close(v);
+	exl_gguf_close(f);
 
 	const char *mismatch[] = { "--vocab", "1000", "--vocab-from", vpath, "-o", path, NULL };
 

@@ -29,7 +29,7 @@ struct exl_model *exl_model_load(const char *path, struct exl_backend *be,
 		snprintf(msg, sizeof(msg), "out of memory");
 		goto fail;
 	}
-	m->gguf = gguf_open(path, msg, sizeof(msg));
+	m->gguf = exl_gguf_open(path, msg, sizeof(msg));
 	if (!m->gguf)
 		goto fail;
 	if (stat(path, &m->file_st)) {
@@ -79,7 +79,7 @@ void exl_model_free(struct exl_model *m)
 	if (m->guarded)
 		exl_mapguard_remove(m->gguf->base);
 	if (m->gguf)
-		gguf_close(m->gguf);
+		exl_gguf_close(m->gguf);
 	free(m->path);
 	free(m);
 }

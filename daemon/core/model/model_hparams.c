@@ -43,7 +43,7 @@ static int get_int(const struct gguf_file *f, const char *arch, const char *key,
 	uint32_t v;
 
 	snprintf(full, sizeof(full), "%s.%s", arch, key);
-	if (!gguf_find_kv(f, full)) {
+	if (!exl_gguf_find_kv(f, full)) {
 		if (required) {
 			snprintf(err, errlen, "missing metadata key '%s'", full);
 			return -1;
@@ -51,7 +51,7 @@ static int get_int(const struct gguf_file *f, const char *arch, const char *key,
 		*out = def;
 		return 0;
 	}
-	if (!gguf_get_u32(f, full, &v)) {
+	if (!exl_gguf_get_u32(f, full, &v)) {
 		snprintf(err, errlen, "metadata key '%s' is not a non-negative 32-bit integer", full);
 		return -1;
 	}
@@ -70,7 +70,7 @@ static int get_float(const struct gguf_file *f, const char *arch, const char *ke
 	char full[160];
 
 	snprintf(full, sizeof(full), "%s.%s", arch, key);
-	if (!gguf_find_kv(f, full)) {
+	if (!exl_gguf_find_kv(f, full)) {
 		if (required) {
 			snprintf(err, errlen, "missing metadata key '%s'", full);
 			return -1;
@@ -78,7 +78,7 @@ static int get_float(const struct gguf_file *f, const char *arch, const char *ke
 		*out = def;
 		return 0;
 	}
-	if (!gguf_get_f32(f, full, out) || !isfinite(*out)) {
+	if (!exl_gguf_get_f32(f, full, out) || !isfinite(*out)) {
 		snprintf(err, errlen, "metadata key '%s' is not a finite float", full);
 		return -1;
 	}
@@ -107,8 +107,8 @@ static int read_rope_scaling(const struct gguf_file *f, struct exl_hparams *hp, 
 		    INT32_MAX, &hp->n_ctx_orig, err, errlen))
 		return -1;
 	snprintf(key, sizeof(key), "%s.rope.scaling.type", a);
-	if (gguf_find_kv(f, key)) {
-		if (!gguf_get_str(f, key, type, sizeof(type))) {
+	if (exl_gguf_find_kv(f, key)) {
+		if (!exl_gguf_get_str(f, key, type, sizeof(type))) {
 			snprintf(err, errlen, "metadata key '%s' is not a short string", key);
 			return -1;
 		}
@@ -128,7 +128,7 @@ static int read_rope_scaling(const struct gguf_file *f, struct exl_hparams *hp, 
 	 * rope.scale_linear; like llama.cpp, that key stands in for a missing
 	 * rope.scaling.factor with or without a type. */
 	snprintf(key, sizeof(key), "%s.rope.scaling.factor", a);
-	if (get_float(f, a, gguf_find_kv(f, key) ? "rope.scaling.factor" : "rope.scale_linear",
+	if (get_float(f, a, exl_gguf_find_kv(f, key) ? "rope.scaling.factor" : "rope.scale_linear",
 		      false, 1.0f, &factor, err, errlen))
 		return -1;
 	if (factor == 0.0f) /* what converters write for "no scaling" */
@@ -152,8 +152,8 @@ static int read_experts(const struct gguf_file *f, struct exl_hparams *hp, int e
 	hp->n_expert = experts;
 	hp->expert_weights_scale = 1.0f;
 	snprintf(key, sizeof(key), "%s.expert_feed_forward_length", a);
-	if (get_int(f, a, "feed_forward_length", !experts || !gguf_find_kv(f, key), 0, 1, MAX_FF,
-		    &hp->n_ff, err, errlen))
+	if (get_int(f, a, "feed_forward_length", !experts || !exl_gguf_find_kv(f, key), 0, 1,
+		    MAX_FF, &hp->n_ff, err, errlen))
 		return -1;
 	if (!experts)
 		return 0;
@@ -178,7 +178,7 @@ static int read_experts(const struct gguf_file *f, struct exl_hparams *hp, int e
 	if (hp->expert_weights_scale == 0.0f)
 		hp->expert_weights_scale = 1.0f;
 	snprintf(key, sizeof(key), "%s.expert_shared_count", a);
-	if (gguf_find_kv(f, key)) {
+	if (exl_gguf_find_kv(f, key)) {
 		snprintf(err, errlen, "shared experts (%s) are not supported", key);
 		return -1;
 	}
@@ -200,7 +200,7 @@ static int read_swa_pattern(const struct gguf_file *f, struct exl_hparams *hp, i
 
 	memset(hp->swa_layers, 0, sizeof(hp->swa_layers));
 	snprintf(key, sizeof(key), "%s.attention.sliding_window_pattern", a);
-	arr = gguf_get_arr(f, key);
+	arr = exl_gguf_get_arr(f, key);
 	if (arr) {
 		if (arr->count != (uint64_t)hp->n_layer) {
 			snprintf(err, errlen, "metadata key '%s' has %llu entries for %d layers", key,
@@ -212,7 +212,7 @@ static int read_swa_pattern(const struct gguf_file *f, struct exl_hparams *hp, i
 
 			if (arr->elem_type == GGUF_VT_BOOL)
 				v = ((const uint8_t *)arr->data)[il];
-			else if (!gguf_arr_get_i64(arr, (uint64_t)il, &v)) {
+			else if (!exl_gguf_arr_get_i64(arr, (uint64_t)il, &v)) {
 				snprintf(err, errlen, "metadata key '%s' is not an array of flags",
 					 key);
 				return -1;
@@ -286,7 +286,7 @@ int exl_hparams_read(const struct gguf_file *f, struct exl_hparams *hp, char *er
 	int key_len, val_len, experts;
 
 	memset(hp, 0, sizeof(*hp));
-	if (!gguf_get_str(f, "general.architecture", hp->arch_name, sizeof(hp->arch_name))) {
+	if (!exl_gguf_get_str(f, "general.architecture", hp->arch_name, sizeof(hp->arch_name))) {
 		snprintf(err, errlen, "missing or overlong metadata key 'general.architecture'");
 		return -1;
 	}
@@ -301,7 +301,7 @@ int exl_hparams_read(const struct gguf_file *f, struct exl_hparams *hp, char *er
 	hp->arch = ad->arch;
 	hp->rope_neox = ad->rope_neox;
 	hp->qk_norm = ad->qk_norm;
-	if (!gguf_get_str(f, "general.name", hp->name, sizeof(hp->name)))
+	if (!exl_gguf_get_str(f, "general.name", hp->name, sizeof(hp->name)))
 		hp->name[0] = '\0';
 
 	if (get_int(f, a, "embedding_length", true, 0, 1, MAX_EMBD, &hp->n_embd, err, errlen) ||
@@ -370,7 +370,7 @@ int exl_hparams_read(const struct gguf_file *f, struct exl_hparams *hp, char *er
 	if (ad->gemma && read_gemma(f, hp, err, errlen))
 		return -1;
 
-	toks = gguf_get_arr(f, "tokenizer.ggml.tokens");
+	toks = exl_gguf_get_arr(f, "tokenizer.ggml.tokens");
 	if (!toks || toks->elem_type != GGUF_VT_STRING) {
 		snprintf(err, errlen, "missing metadata key 'tokenizer.ggml.tokens'");
 		return -1;

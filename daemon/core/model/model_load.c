@@ -62,7 +62,7 @@ static int bind3(struct binder *bd, const char *name, uint64_t ne0, uint64_t ne1
 		 char *err, size_t errlen)
 {
 	struct exl_model *m = bd->m;
-	const struct gguf_tensor *t = gguf_find_tensor(m->gguf, name);
+	const struct gguf_tensor *t = exl_gguf_find_tensor(m->gguf, name);
 	const char *why;
 	uint64_t want[3] = { ne0, ne1, ne2 };
 	uint32_t want_dims = ne2 ? 3 : ne1 ? 2 : 1;
@@ -339,7 +339,7 @@ static int bind_rope_factors(struct binder *bd, char *err, size_t errlen)
 			 hp->arch == EXL_ARCH_PHI3 };
 
 	for (int i = 0; i < 3; i++) {
-		if (!want[i] && gguf_find_tensor(m->gguf, names[i])) {
+		if (!want[i] && exl_gguf_find_tensor(m->gguf, names[i])) {
 			snprintf(err, errlen, "tensor '%s' (rope frequency factors) is not "
 				 "supported for architecture '%s'", names[i], hp->arch_name);
 			return -1;

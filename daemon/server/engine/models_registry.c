@@ -644,7 +644,7 @@ static void pack_entry(msgpack_packer *pk, const struct exl_model_entry *e)
 
 	/* The chat template, for clients that format conversations (exl chat). */
 	if (up) {
-		tmpl = gguf_find_kv(exl_model_gguf(e->model), "tokenizer.chat_template");
+		tmpl = exl_gguf_find_kv(exl_model_gguf(e->model), "tokenizer.chat_template");
 		/* Sent as a msgpack str, so only when it is valid UTF-8. */
 		if (tmpl && (tmpl->val.type != GGUF_VT_STRING ||
 			     tmpl->val.str.len > EXL_MAX_CHAT_TEMPLATE ||

@@ -276,7 +276,7 @@ static size_t special_text(const struct exl_model *m, int32_t id, char *buf, siz
 /* The model's tokenizer.chat_template, or ChatML when it has none. */
 static void model_template(const struct exl_model *m, const char **t, size_t *len)
 {
-	const struct gguf_kv *kv = gguf_find_kv(exl_model_gguf(m), "tokenizer.chat_template");
+	const struct gguf_kv *kv = exl_gguf_find_kv(exl_model_gguf(m), "tokenizer.chat_template");
 
 	if (kv && kv->val.type == GGUF_VT_STRING && kv->val.str.len > 0) {
 		*t = kv->val.str.ptr;

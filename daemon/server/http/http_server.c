@@ -134,7 +134,7 @@ static void reply_w(struct evhttp_request *req, struct exl_jw *w)
 /* The model's tokenizer.chat_template when it is text we may send. */
 static const struct gguf_kv *chat_template_kv(const struct exl_model *m)
 {
-	const struct gguf_kv *kv = gguf_find_kv(exl_model_gguf(m), "tokenizer.chat_template");
+	const struct gguf_kv *kv = exl_gguf_find_kv(exl_model_gguf(m), "tokenizer.chat_template");
 
 	if (!kv || kv->val.type != GGUF_VT_STRING)
 		return NULL;
