@@ -415,6 +415,312 @@ static void mm_q4_0(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, 
 	EXL_TILE_LOOP(tile_q4_0, m, r0, r1, c0, c1, 2, 4);
 }
 
+/* ---- Q4_1, Q5_0, Q5_1, IQ4_NL: the other 32-weight types ----
+ *
+ * Their nibbles are laid out as Q4_0's, so they share its act_q4_0 (pairs
+ * of blocks of x stored as [x0..15 of both | x16..31 of both]) and its
+ * pair steps: levels of two blocks in two vectors, int32 dots, one float
+ * FMA per pair of blocks and output.  Q5_0 / Q5_1 OR in their fifth bits
+ * (qh bit i -> byte i), IQ4_NL looks its levels up with a byte shuffle;
+ * Q5_0's -16 is taken off through 16 * x, as Q4_0's -8; Q4_1 / Q5_1 add
+ * their offset as m_w * s_x per block (s_x = d_x * sum of x's block). */
+
+#define B32_FIVE(T) ((T) == EXL_Q5_0 || (T) == EXL_Q5_1)
+#define B32_HAS_MIN(T) ((T) == EXL_Q4_1 || (T) == EXL_Q5_1)
+
+EXL_INLINE size_t b32_size(const int T)
+{
+	return T == EXL_Q4_1 ? sizeof(block_q4_1) : T == EXL_Q5_0 ? sizeof(block_q5_0) :
+	       T == EXL_Q5_1 ? sizeof(block_q5_1) : sizeof(block_iq4_nl);
+}
+
+EXL_INLINE size_t b32_qs(const int T)
+{
+	return T == EXL_Q4_1 ? offsetof(block_q4_1, qs) : T == EXL_Q5_0 ? offsetof(block_q5_0, qs) :
+	       T == EXL_Q5_1 ? offsetof(block_q5_1, qs) : offsetof(block_iq4_nl, qs);
+}
+
+EXL_INLINE size_t b32_qh(const int T)
+{
+	return T == EXL_Q5_0 ? offsetof(block_q5_0, qh) : offsetof(block_q5_1, qh);
+}
+
+/* the fp16 scale d is at offset 0 of every one; m at 2 of Q4_1 / Q5_1 */
+#define B32_D 0
+#define B32_M 2
+
+EXL_INLINE const uint8_t *b32(const uint8_t *row, int64_t b, const int T)
+{
+	return row + (size_t)b * b32_size(T);
+}
+
+EXL_INLINE int b32_u16(const uint8_t *p)
+{
+	uint16_t v;
+
+	memcpy(&v, p, sizeof(v));
+	return v;
+}
+
+EXL_INLINE uint32_t b32_u32(const uint8_t *p)
+{
+	uint32_t v;
+
+	memcpy(&v, p, sizeof(v));
+	return v;
+}
+
+/* Bit i of x as byte i: 0xff when set, else 0. */
+EXL_INLINE __m256i bits_to_bytes(uint32_t x)
+{
+	const __m256i spread = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
+						2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
+	const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ull);
+	__m256i v = _mm256_shuffle_epi8(_mm256_set1_epi32((int)x), spread);
+
+	return _mm256_cmpeq_epi8(_mm256_and_si256(v, bit), bit);
+}
+
+/* The IQ4 levels as a byte-shuffle table, in both lanes. */
+EXL_INLINE __m256i iq4_table(void)
+{
+	return _mm256_broadcastsi128_si256(_mm_set_epi64x((long long)EXL_IQ4NL_HI, (long long)EXL_IQ4NL_LO));
+}
+
+/* The fp16 field at byte off of blocks b .. b + 7 as 8 floats. */
+EXL_INLINE __m256 b32_half8(const uint8_t *row, int64_t b, const int T, size_t off)
+{
+	__m128i h = _mm_cvtsi32_si128(b32_u16(b32(row, b, T) + off));
+
+	h = _mm_insert_epi16(h, b32_u16(b32(row, b + 1, T) + off), 1);
+	h = _mm_insert_epi16(h, b32_u16(b32(row, b + 2, T) + off), 2);
+	h = _mm_insert_epi16(h, b32_u16(b32(row, b + 3, T) + off), 3);
+	h = _mm_insert_epi16(h, b32_u16(b32(row, b + 4, T) + off), 4);
+	h = _mm_insert_epi16(h, b32_u16(b32(row, b + 5, T) + off), 5);
+	h = _mm_insert_epi16(h, b32_u16(b32(row, b + 6, T) + off), 6);
+	h = _mm_insert_epi16(h, b32_u16(b32(row, b + 7, T) + off), 7);
+	return _mm256_cvtph_ps(h);
+}
+
+EXL_INLINE float b32_half(const uint8_t *row, int64_t b, const int T, size_t off)
+{
+	return exl_f16((uint16_t)b32_u16(b32(row, b, T) + off));
+}
+
+/* The levels (0..31 unsigned, or IQ4_NL's signed ones) of blocks b and
+ * b + 1 as weights 0..15 of both, then 16..31 of both. */
+EXL_INLINE void b32_pair(const uint8_t *row, int64_t b, const int T, __m256i *lo, __m256i *hi)
+{
+	const uint8_t *p0 = b32(row, b, T), *p1 = b32(row, b + 1, T);
+	const __m256i lo4 = _mm256_set1_epi8(0x0f);
+	__m256i v = _mm256_set_m128i(_mm_loadu_si128((const __m128i *)(const void *)(p1 + b32_qs(T))),
+				     _mm_loadu_si128((const __m128i *)(const void *)(p0 + b32_qs(T))));
+
+	*lo = _mm256_and_si256(v, lo4);
+	*hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), lo4);
+	if (B32_FIVE(T)) {
+		const __m256i m10 = _mm256_set1_epi8(0x10);
+		uint32_t h0 = b32_u32(p0 + b32_qh(T)), h1 = b32_u32(p1 + b32_qh(T));
+
+		*lo = _mm256_or_si256(*lo, _mm256_and_si256(bits_to_bytes((h0 & 0xffffu) | h1 << 16), m10));
+		*hi = _mm256_or_si256(*hi, _mm256_and_si256(bits_to_bytes(h0 >> 16 | (h1 & 0xffff0000u)), m10));
+	}
+	if (T == EXL_IQ4_NL) {
+		*lo = _mm256_shuffle_epi8(iq4_table(), *lo);
+		*hi = _mm256_shuffle_epi8(iq4_table(), *hi);
+	}
+}
+
+/* The levels of block b in element order (a trailing odd block). */
+EXL_INLINE __m256i b32_one(const uint8_t *row, int64_t b, const int T)
+{
+	const uint8_t *p = b32(row, b, T);
+	__m128i q = _mm_loadu_si128((const __m128i *)(const void *)(p + b32_qs(T)));
+	__m256i v = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(q, 4), q), _mm256_set1_epi8(0x0f));
+
+	if (B32_FIVE(T))
+		v = _mm256_or_si256(v, _mm256_and_si256(bits_to_bytes(b32_u32(p + b32_qh(T))),
+							_mm256_set1_epi8(0x10)));
+	if (T == EXL_IQ4_NL)
+		v = _mm256_shuffle_epi8(iq4_table(), v);
+	return v;
+}
+
+/* levels . x as int32 lanes.  Unsigned levels: maddubs pairs are at most
+ * 2 * 31 * 127, two of them fit int16, as do Q5_0's less xo (16 * x).
+ * IQ4_NL's signed levels go through |w| * (x with w's sign), whose pairs
+ * reach 2 * 127 * 127: each to int32 alone. */
+EXL_INLINE __m256i b32_dot(__m256i lo, __m256i hi, __m256i xl, __m256i xh, __m256i xo, const int T)
+{
+	const __m256i ones = _mm256_set1_epi16(1);
+
+	if (T == EXL_IQ4_NL) {
+		__m256i a = _mm256_maddubs_epi16(_mm256_sign_epi8(lo, lo), _mm256_sign_epi8(xl, lo));
+		__m256i c = _mm256_maddubs_epi16(_mm256_sign_epi8(hi, hi), _mm256_sign_epi8(xh, hi));
+
+		return _mm256_add_epi32(_mm256_madd_epi16(a, ones), _mm256_madd_epi16(c, ones));
+	}
+	__m256i d = _mm256_add_epi16(_mm256_maddubs_epi16(lo, xl), _mm256_maddubs_epi16(hi, xh));
+
+	if (T == EXL_Q5_0)
+		d = _mm256_sub_epi16(d, xo);
+	return _mm256_madd_epi16(d, ones);
+}
+
+/* The same for one block in element order. */
+EXL_INLINE __m256i b32_dot_one(__m256i v, __m256i x, const int T)
+{
+	const __m256i ones = _mm256_set1_epi16(1);
+
+	if (T == EXL_IQ4_NL)
+		return _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_sign_epi8(v, v), _mm256_sign_epi8(x, v)),
+					 ones);
+	__m256i d = _mm256_maddubs_epi16(v, x);
+
+	if (T == EXL_Q5_0)
+		d = _mm256_sub_epi16(d, _mm256_maddubs_epi16(_mm256_set1_epi8(16), x));
+	return _mm256_madd_epi16(d, ones);
+}
+
+/* Blocks b, b + 1; their scales are pair p of dws / dxs. */
+EXL_INLINE void b32_pair_step(const uint8_t *const *w, const int8_t *const *xq, int64_t b,
+			      const __m256 *dws, const __m256 *dxs, int p, const int R, const int C,
+			      const int T, size_t pf, __m256 acc[4][4])
+{
+	__m256i xl[4], xh[4], xo[4];
+	__m256 dx[4];
+
+	for (int j = 0; j < C; j++) {
+		xl[j] = _mm256_loadu_si256((const __m256i *)(const void *)(xq[j] + 32 * b));
+		xh[j] = _mm256_loadu_si256((const __m256i *)(const void *)(xq[j] + 32 * b + 32));
+		xo[j] = _mm256_setzero_si256();
+		if (T == EXL_Q5_0) /* 16 * x as int16 pair sums */
+			xo[j] = _mm256_add_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(16), xl[j]),
+						 _mm256_maddubs_epi16(_mm256_set1_epi8(16), xh[j]));
+		dx[j] = spread_pair(dxs[j], p);
+	}
+	for (int i = 0; i < R; i++) {
+		__m256i lo, hi;
+		__m256 dw = spread_pair(dws[i], p);
+
+		if (pf) /* decode-shaped: fetch later rows ahead */
+			_mm_prefetch((const char *)b32(w[i], b, T) + pf, _MM_HINT_T0);
+		b32_pair(w[i], b, T, &lo, &hi);
+		for (int j = 0; j < C; j++) {
+			__m256i d = b32_dot(lo, hi, xl[j], xh[j], xo[j], T);
+
+			acc[i][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d), _mm256_mul_ps(dw, dx[j]), acc[i][j]);
+		}
+	}
+}
+
+EXL_INLINE void tile_b32(const struct exl_mm_ctx *m, int64_t r, int c, const int R, const int C,
+			 const int T)
+{
+	const uint8_t *w[4];
+	const int8_t *xq[4];
+	const float *xd[4], *xs[4];
+	__m256 acc[4][4];
+	int64_t nb = m->cols / 32, b = 0;
+	const size_t pf = exl_prefetch_distance(m->n, m->row_bytes, R);
+
+	for (int i = 0; i < R; i++)
+		w[i] = exl_row(m, r + i);
+	for (int j = 0; j < C; j++) {
+		const uint8_t *a = m->act + (size_t)(c + j) * m->act_stride;
+		xq[j] = (const int8_t *)a;
+		xd[j] = exl_act_q8_0_d(a, m->cols);
+		xs[j] = exl_act_q8_0_s(a, m->cols);
+	}
+	for (int i = 0; i < R; i++)
+		for (int j = 0; j < C; j++)
+			acc[i][j] = _mm256_setzero_ps();
+
+	for (; b + 8 <= nb; b += 8) {
+		__m256 dws[4], dxs[4];
+
+		for (int j = 0; j < C; j++)
+			dxs[j] = _mm256_loadu_ps(xd[j] + b);
+		for (int i = 0; i < R; i++) {
+			dws[i] = b32_half8(w[i], b, T, B32_D);
+			if (B32_HAS_MIN(T)) {
+				__m256 mw = b32_half8(w[i], b, T, B32_M);
+
+				for (int j = 0; j < C; j++)
+					acc[i][j] = _mm256_fmadd_ps(mw, _mm256_loadu_ps(xs[j] + b), acc[i][j]);
+			}
+		}
+		for (int p = 0; p < 4; p++)
+			b32_pair_step(w, xq, b + 2 * p, dws, dxs, p, R, C, T, pf, acc);
+	}
+	for (; b + 2 <= nb; b += 2) {
+		__m256 dws[4], dxs[4];
+
+		for (int j = 0; j < C; j++)
+			dxs[j] = _mm256_setr_ps(xd[j][b], xd[j][b + 1], 0, 0, 0, 0, 0, 0);
+		for (int i = 0; i < R; i++) {
+			dws[i] = _mm256_setr_ps(b32_half(w[i], b, T, B32_D), b32_half(w[i], b + 1, T, B32_D),
+						0, 0, 0, 0, 0, 0);
+			if (B32_HAS_MIN(T)) {
+				__m256 mw = _mm256_setr_ps(b32_half(w[i], b, T, B32_M),
+							   b32_half(w[i], b + 1, T, B32_M), 0, 0, 0, 0, 0, 0);
+
+				for (int j = 0; j < C; j++)
+					acc[i][j] = _mm256_fmadd_ps(mw, _mm256_setr_ps(xs[j][b], xs[j][b + 1],
+										       0, 0, 0, 0, 0, 0),
+								    acc[i][j]);
+			}
+		}
+		b32_pair_step(w, xq, b, dws, dxs, 0, R, C, T, pf, acc);
+	}
+	if (b < nb) {
+		/* the odd last block, in element order */
+		for (int i = 0; i < R; i++) {
+			__m256i v = b32_one(w[i], b, T);
+			float dw = b32_half(w[i], b, T, B32_D);
+
+			for (int j = 0; j < C; j++) {
+				__m256i xv = _mm256_loadu_si256((const __m256i *)(const void *)(xq[j] + 32 * b));
+
+				if (B32_HAS_MIN(T))
+					acc[i][j] = _mm256_fmadd_ps(
+						_mm256_setr_ps(b32_half(w[i], b, T, B32_M), 0, 0, 0, 0, 0, 0, 0),
+						_mm256_setr_ps(xs[j][b], 0, 0, 0, 0, 0, 0, 0), acc[i][j]);
+				acc[i][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(b32_dot_one(v, xv, T)),
+							    _mm256_set1_ps(dw * xd[j][b]), acc[i][j]);
+			}
+		}
+	}
+	for (int i = 0; i < R; i++)
+		for (int j = 0; j < C; j++)
+			*exl_out(m, c + j, r + i) = exl_hsum256(acc[i][j]);
+}
+
+#define TILE_Q4_1(m, r, c, R, C) tile_b32(m, r, c, R, C, EXL_Q4_1)
+#define TILE_Q5_0(m, r, c, R, C) tile_b32(m, r, c, R, C, EXL_Q5_0)
+#define TILE_Q5_1(m, r, c, R, C) tile_b32(m, r, c, R, C, EXL_Q5_1)
+#define TILE_IQ4_NL(m, r, c, R, C) tile_b32(m, r, c, R, C, EXL_IQ4_NL)
+
+static void mm_q4_1(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, int c1)
+{
+	EXL_TILE_LOOP(TILE_Q4_1, m, r0, r1, c0, c1, 2, 4);
+}
+
+static void mm_q5_0(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, int c1)
+{
+	EXL_TILE_LOOP(TILE_Q5_0, m, r0, r1, c0, c1, 2, 4);
+}
+
+static void mm_q5_1(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, int c1)
+{
+	EXL_TILE_LOOP(TILE_Q5_1, m, r0, r1, c0, c1, 2, 4);
+}
+
+static void mm_iq4_nl(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, int c1)
+{
+	EXL_TILE_LOOP(TILE_IQ4_NL, m, r0, r1, c0, c1, 2, 4);
+}
+
 /* ---- K-quants x Q8_K activations ---- */
 
 EXL_INLINE void tile_q4_K(const struct exl_mm_ctx *m, int64_t r, int c, const int R, const int C)
@@ -620,6 +926,10 @@ const struct exl_cpu_kernels exl_cpu_kernels_avx2 = {
 	.mm_bf16 = mm_bf16,
 	.mm_q8_0 = mm_q8_0,
 	.mm_q4_0 = mm_q4_0,
+	.mm_q4_1 = mm_q4_1,
+	.mm_q5_0 = mm_q5_0,
+	.mm_q5_1 = mm_q5_1,
+	.mm_iq4_nl = mm_iq4_nl,
 	.mm_q4_K = mm_q4_K,
 	.mm_q6_K = mm_q6_K,
 };

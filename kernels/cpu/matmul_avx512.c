@@ -647,6 +647,329 @@ static void mm_q4_0(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, 
 	EXL_TILE_LOOP(tile_q4_0, m, r0, r1, c0, c1, 4, 4);
 }
 
+/* ---- Q4_1, Q5_0, Q5_1, IQ4_NL: the other 32-weight types ----
+ *
+ * Laid out as Q4_0, so they share this set's act_q4_0 (groups of four
+ * blocks of x as [x0..15 of each | x16..31 of each], a trailing group of
+ * fewer in element order) and the shape of its steps: four blocks' levels
+ * in two vectors, each 128-bit lane one block, int32 dots, one float FMA
+ * per four blocks and output.  Fifth bits (Q5_0 / Q5_1) come in through a
+ * byte mask from qh; IQ4_NL's levels through a byte shuffle, its signed
+ * dot as the Q8_0 kernels do theirs (with VNNI: levels + 128, less
+ * 128 * sum(x); without: |w| * (x with w's sign)).  Q5_0's -16 is taken
+ * off as 16 * sum(x) at the start of each dot; Q4_1 / Q5_1 add m_w * s_x
+ * per block, eight blocks at a time. */
+
+#define B32_FIVE(T) ((T) == EXL_Q5_0 || (T) == EXL_Q5_1)
+#define B32_HAS_MIN(T) ((T) == EXL_Q4_1 || (T) == EXL_Q5_1)
+/* the fp16 scale d is at offset 0 of every one; m at 2 of Q4_1 / Q5_1 */
+#define B32_D 0
+#define B32_M 2
+
+EXL_INLINE size_t b32_size(const int T)
+{
+	return T == EXL_Q4_1 ? sizeof(block_q4_1) : T == EXL_Q5_0 ? sizeof(block_q5_0) :
+	       T == EXL_Q5_1 ? sizeof(block_q5_1) : sizeof(block_iq4_nl);
+}
+
+EXL_INLINE size_t b32_qs(const int T)
+{
+	return T == EXL_Q4_1 ? offsetof(block_q4_1, qs) : T == EXL_Q5_0 ? offsetof(block_q5_0, qs) :
+	       T == EXL_Q5_1 ? offsetof(block_q5_1, qs) : offsetof(block_iq4_nl, qs);
+}
+
+EXL_INLINE size_t b32_qh(const int T)
+{
+	return T == EXL_Q5_0 ? offsetof(block_q5_0, qh) : offsetof(block_q5_1, qh);
+}
+
+EXL_INLINE const uint8_t *b32(const uint8_t *row, int64_t b, const int T)
+{
+	return row + (size_t)b * b32_size(T);
+}
+
+EXL_INLINE int b32_u16(const uint8_t *p)
+{
+	uint16_t v;
+
+	memcpy(&v, p, sizeof(v));
+	return v;
+}
+
+EXL_INLINE uint64_t b32_u32(const uint8_t *p)
+{
+	uint32_t v;
+
+	memcpy(&v, p, sizeof(v));
+	return v;
+}
+
+EXL_INLINE float b32_half(const uint8_t *row, int64_t b, const int T, size_t off)
+{
+	return exl_f16((uint16_t)b32_u16(b32(row, b, T) + off));
+}
+
+/* The fp16 field at byte off of blocks b .. b + n - 1 (n <= 8) as floats,
+ * zeros after. */
+EXL_INLINE __m256 b32_halves(const uint8_t *row, int64_t b, int n, const int T, size_t off)
+{
+	__m128i h = _mm_setzero_si128();
+
+	h = _mm_insert_epi16(h, b32_u16(b32(row, b, T) + off), 0);
+	if (n > 1)
+		h = _mm_insert_epi16(h, b32_u16(b32(row, b + 1, T) + off), 1);
+	if (n > 2)
+		h = _mm_insert_epi16(h, b32_u16(b32(row, b + 2, T) + off), 2);
+	if (n > 3)
+		h = _mm_insert_epi16(h, b32_u16(b32(row, b + 3, T) + off), 3);
+	if (n > 4) {
+		h = _mm_insert_epi16(h, b32_u16(b32(row, b + 4, T) + off), 4);
+		h = _mm_insert_epi16(h, b32_u16(b32(row, b + 5, T) + off), 5);
+		h = _mm_insert_epi16(h, b32_u16(b32(row, b + 6, T) + off), 6);
+		h = _mm_insert_epi16(h, b32_u16(b32(row, b + 7, T) + off), 7);
+	}
+	return _mm256_cvtph_ps(h);
+}
+
+/* Levels 0..15 to the type's own: the fifth bits (bit k of fifth for byte
+ * k) or IQ4_NL's table. */
+EXL_INLINE __m512i b32_fix(__m512i lev, uint64_t fifth, const int T)
+{
+	if (B32_FIVE(T))
+		lev = _mm512_or_si512(lev, _mm512_maskz_mov_epi8((__mmask64)fifth, _mm512_set1_epi8(0x10)));
+	if (T == EXL_IQ4_NL) {
+		const __m512i tab = _mm512_broadcast_i32x4(
+			_mm_set_epi64x((long long)EXL_IQ4NL_HI, (long long)EXL_IQ4NL_LO));
+
+		lev = _mm512_shuffle_epi8(tab, lev);
+	}
+	return lev;
+}
+
+/* Blocks b .. b + 3 as [weights 0..15 of each] and [16..31 of each]. */
+EXL_INLINE void b32_quad(const uint8_t *row, int64_t b, const int T, __m512i *lo, __m512i *hi)
+{
+	const __m512i lo4 = _mm512_set1_epi8(0x0f);
+	__m512i v = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)(const void *)(b32(row, b, T) + b32_qs(T))));
+	uint64_t flo = 0, fhi = 0;
+
+	v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(const void *)(b32(row, b + 1, T) + b32_qs(T))), 1);
+	v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(const void *)(b32(row, b + 2, T) + b32_qs(T))), 2);
+	v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(const void *)(b32(row, b + 3, T) + b32_qs(T))), 3);
+	if (B32_FIVE(T)) {
+		for (int k = 0; k < 4; k++) {
+			uint64_t h = b32_u32(b32(row, b + k, T) + b32_qh(T));
+
+			flo |= (h & 0xffffu) << (16 * k);
+			fhi |= (h >> 16) << (16 * k);
+		}
+	}
+	*lo = b32_fix(_mm512_and_si512(v, lo4), flo, T);
+	*hi = b32_fix(_mm512_and_si512(_mm512_srli_epi16(v, 4), lo4), fhi, T);
+}
+
+/* Block b, and b + 1 when two, in element order: [0..31 of b | 0..31 of
+ * b + 1] (zero levels, before the type's fix, for a missing second). */
+EXL_INLINE __m512i b32_elem(const uint8_t *row, int64_t b, int two, const int T)
+{
+	const __m512i sh = _mm512_set_epi64(0x0004000400040004ll, 0x0004000400040004ll, 0, 0,
+					    0x0004000400040004ll, 0x0004000400040004ll, 0, 0);
+	__m128i q0 = _mm_loadu_si128((const __m128i *)(const void *)(b32(row, b, T) + b32_qs(T)));
+	__m128i q1 = two ? _mm_loadu_si128((const __m128i *)(const void *)(b32(row, b + 1, T) + b32_qs(T)))
+			 : _mm_setzero_si128();
+	__m512i v = _mm512_castsi128_si512(q0);
+	uint64_t f = 0;
+
+	v = _mm512_inserti32x4(v, q0, 1);
+	v = _mm512_inserti32x4(v, q1, 2);
+	v = _mm512_inserti32x4(v, q1, 3);
+	/* 128-bit lanes 1 and 3 take the high nibbles */
+	v = _mm512_and_si512(_mm512_srlv_epi16(v, sh), _mm512_set1_epi8(0x0f));
+	if (B32_FIVE(T)) {
+		f = b32_u32(b32(row, b, T) + b32_qh(T));
+		if (two)
+			f |= b32_u32(b32(row, b + 1, T) + b32_qh(T)) << 32;
+	}
+	return b32_fix(v, f, T);
+}
+
+/* What each dot starts from for x: Q5_0 -16 * sum(x); IQ4_NL with VNNI
+ * -128 * sum(x) (its levels go in + 128); else 0. */
+EXL_INLINE __m512i b32_xo(__m512i x, const int T)
+{
+	if (T == EXL_Q5_0)
+		return _mm512_sub_epi32(_mm512_setzero_si512(),
+					dot_u8s8(_mm512_setzero_si512(), _mm512_set1_epi8(16), x));
+#ifdef EXL_MM_VNNI
+	if (T == EXL_IQ4_NL)
+		return _mm512_sub_epi32(_mm512_setzero_si512(),
+					_mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_set1_epi8((char)0x80), x));
+#endif
+	return _mm512_setzero_si512();
+}
+
+/* acc + the dot of levels and x, four products per int32 lane. */
+EXL_INLINE __m512i b32_dot(__m512i acc, __m512i lev, __m512i x, const int T)
+{
+	if (T != EXL_IQ4_NL) /* levels 0..31: maddubs pairs fit int16 */
+		return dot_u8s8(acc, lev, x);
+#ifdef EXL_MM_VNNI
+	return _mm512_dpbusd_epi32(acc, _mm512_xor_si512(lev, _mm512_set1_epi8((char)0x80)), x);
+#else
+	__m512i aw = _mm512_abs_epi8(lev);
+	__m512i sx = _mm512_mask_sub_epi8(x, _mm512_movepi8_mask(lev), _mm512_setzero_si512(), x);
+
+	return _mm512_add_epi32(acc, _mm512_madd_epi16(_mm512_maddubs_epi16(aw, sx), _mm512_set1_epi16(1)));
+#endif
+}
+
+/* Four blocks at b (x in this set's group order); dw4 / dx4 hold their
+ * scales in quad g. */
+EXL_INLINE void b32_quad_step(const uint8_t *const *w, const int8_t *const *xq, int64_t b,
+			      const __m512 *dws, const __m512 *dxs, int g, const int R, const int C,
+			      const int T, size_t pf, __m512 acc[4][4])
+{
+	__m512i xl[4], xh[4], xo[4];
+	__m512 dx[4];
+
+	for (int j = 0; j < C; j++) {
+		xl[j] = _mm512_loadu_si512(xq[j] + 32 * b);
+		xh[j] = _mm512_loadu_si512(xq[j] + 32 * b + 64);
+		xo[j] = _mm512_add_epi32(b32_xo(xl[j], T), b32_xo(xh[j], T));
+		dx[j] = spread_quad(dxs[j], g);
+	}
+	for (int i = 0; i < R; i++) {
+		__m512i lo, hi;
+		__m512 dw = spread_quad(dws[i], g);
+
+		if (pf) { /* decode-shaped: fetch later rows ahead (72-96 bytes) */
+			_mm_prefetch((const char *)b32(w[i], b, T) + pf, _MM_HINT_T0);
+			_mm_prefetch((const char *)b32(w[i], b, T) + pf + 64, _MM_HINT_T0);
+		}
+		b32_quad(w[i], b, T, &lo, &hi);
+		for (int j = 0; j < C; j++) {
+			__m512i d = b32_dot(b32_dot(xo[j], lo, xl[j], T), hi, xh[j], T);
+
+			acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d), _mm512_mul_ps(dw, dx[j]), acc[i][j]);
+		}
+	}
+}
+
+/* One or two blocks at b in element order (the last 1..3). */
+EXL_INLINE void b32_elem_step(const uint8_t *const *w, const int8_t *const *xq, const float *const *xd,
+			      const float *const *xs, int64_t b, int two, const int R, const int C,
+			      const int T, __m512 acc[4][4])
+{
+	__m512i xv[4], xo[4];
+	__m512 dx[4];
+
+	for (int j = 0; j < C; j++) {
+		xv[j] = act_pair(xq[j], b, two);
+		xo[j] = b32_xo(xv[j], T);
+		dx[j] = act_scale_pair(xd[j], b, two);
+	}
+	for (int i = 0; i < R; i++) {
+		__m512i v = b32_elem(w[i], b, two, T);
+		__m512 dw = pair_ps(b32_half(w[i], b, T, B32_D), two ? b32_half(w[i], b + 1, T, B32_D) : 0.0f);
+
+		for (int j = 0; j < C; j++) {
+			if (B32_HAS_MIN(T)) {
+				__m512 mw = _mm512_zextps128_ps512(_mm_setr_ps(
+					b32_half(w[i], b, T, B32_M), two ? b32_half(w[i], b + 1, T, B32_M) : 0.0f,
+					0, 0));
+				__m512 sx = _mm512_zextps128_ps512(_mm_setr_ps(xs[j][b], two ? xs[j][b + 1] : 0.0f,
+									       0, 0));
+
+				acc[i][j] = _mm512_fmadd_ps(mw, sx, acc[i][j]);
+			}
+			__m512i d = b32_dot(xo[j], v, xv[j], T);
+
+			acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d), _mm512_mul_ps(dw, dx[j]), acc[i][j]);
+		}
+	}
+}
+
+EXL_INLINE void tile_b32(const struct exl_mm_ctx *m, int64_t r, int c, const int R, const int C,
+			 const int T)
+{
+	const uint8_t *w[4];
+	const int8_t *xq[4];
+	const float *xd[4], *xs[4];
+	__m512 acc[4][4];
+	int64_t nb = m->cols / 32, b = 0;
+	const size_t pf = exl_prefetch_distance(m->n, m->row_bytes, R);
+
+	for (int i = 0; i < R; i++)
+		w[i] = exl_row(m, r + i);
+	for (int j = 0; j < C; j++) {
+		const uint8_t *a = m->act + (size_t)(c + j) * m->act_stride;
+		xq[j] = (const int8_t *)a;
+		xd[j] = exl_act_q8_0_d(a, m->cols);
+		xs[j] = exl_act_q8_0_s(a, m->cols);
+	}
+	for (int i = 0; i < R; i++)
+		for (int j = 0; j < C; j++)
+			acc[i][j] = _mm512_setzero_ps();
+
+	for (; b + 4 <= nb; b += 4 * (b + 8 <= nb ? 2 : 1)) {
+		/* eight blocks at a time (two quads), or a last four */
+		const int n8 = b + 8 <= nb ? 8 : 4;
+		__m512 dws[4], dxs[4];
+
+		for (int j = 0; j < C; j++)
+			dxs[j] = n8 == 8 ? _mm512_zextps256_ps512(_mm256_loadu_ps(xd[j] + b))
+					 : _mm512_zextps128_ps512(_mm_loadu_ps(xd[j] + b));
+		for (int i = 0; i < R; i++) {
+			dws[i] = _mm512_zextps256_ps512(b32_halves(w[i], b, n8, T, B32_D));
+			if (B32_HAS_MIN(T)) {
+				__m512 mw = _mm512_zextps256_ps512(b32_halves(w[i], b, n8, T, B32_M));
+
+				for (int j = 0; j < C; j++) {
+					__m512 sx = n8 == 8 ? _mm512_zextps256_ps512(_mm256_loadu_ps(xs[j] + b))
+							    : _mm512_zextps128_ps512(_mm_loadu_ps(xs[j] + b));
+
+					acc[i][j] = _mm512_fmadd_ps(mw, sx, acc[i][j]);
+				}
+			}
+		}
+		for (int g = 0; g < n8 / 4; g++)
+			b32_quad_step(w, xq, b + 4 * g, dws, dxs, g, R, C, T, pf, acc);
+	}
+	/* the last 1..3 blocks, in element order */
+	for (; b + 2 <= nb; b += 2)
+		b32_elem_step(w, xq, xd, xs, b, 1, R, C, T, acc);
+	if (b < nb)
+		b32_elem_step(w, xq, xd, xs, b, 0, R, C, T, acc);
+	for (int i = 0; i < R; i++)
+		for (int j = 0; j < C; j++)
+			*exl_out(m, c + j, r + i) = hsum512(acc[i][j]);
+}
+
+#define TILE_Q4_1(m, r, c, R, C) tile_b32(m, r, c, R, C, EXL_Q4_1)
+#define TILE_Q5_0(m, r, c, R, C) tile_b32(m, r, c, R, C, EXL_Q5_0)
+#define TILE_Q5_1(m, r, c, R, C) tile_b32(m, r, c, R, C, EXL_Q5_1)
+#define TILE_IQ4_NL(m, r, c, R, C) tile_b32(m, r, c, R, C, EXL_IQ4_NL)
+
+static void mm_q4_1(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, int c1)
+{
+	EXL_TILE_LOOP(TILE_Q4_1, m, r0, r1, c0, c1, 4, 4);
+}
+
+static void mm_q5_0(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, int c1)
+{
+	EXL_TILE_LOOP(TILE_Q5_0, m, r0, r1, c0, c1, 4, 4);
+}
+
+static void mm_q5_1(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, int c1)
+{
+	EXL_TILE_LOOP(TILE_Q5_1, m, r0, r1, c0, c1, 4, 4);
+}
+
+static void mm_iq4_nl(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, int c1)
+{
+	EXL_TILE_LOOP(TILE_IQ4_NL, m, r0, r1, c0, c1, 4, 4);
+}
+
 /* ---- K-quants x Q8_K activations ---- */
 
 /* Q4_K: 64 bytes of qs hold sub-blocks 4t, 4t+2 in their low nibbles and
@@ -890,6 +1213,10 @@ const struct exl_cpu_kernels SET_SYMBOL = {
 	.mm_bf16 = mm_bf16,
 	.mm_q8_0 = mm_q8_0,
 	.mm_q4_0 = mm_q4_0,
+	.mm_q4_1 = mm_q4_1,
+	.mm_q5_0 = mm_q5_0,
+	.mm_q5_1 = mm_q5_1,
+	.mm_iq4_nl = mm_iq4_nl,
 	.mm_q4_K = mm_q4_K,
 	.mm_q6_K = mm_q6_K,
 };

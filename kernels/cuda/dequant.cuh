@@ -23,6 +23,10 @@ template <> struct wtype<EXL_Q8_0> { static const bool quant = true; };
 template <> struct wtype<EXL_Q4_0> { static const bool quant = true; };
 template <> struct wtype<EXL_Q4_K> { static const bool quant = true; };
 template <> struct wtype<EXL_Q6_K> { static const bool quant = true; };
+template <> struct wtype<EXL_Q4_1> { static const bool quant = true; };
+template <> struct wtype<EXL_Q5_0> { static const bool quant = true; };
+template <> struct wtype<EXL_Q5_1> { static const bool quant = true; };
+template <> struct wtype<EXL_IQ4_NL> { static const bool quant = true; };
 template <> struct wtype<EXL_F32> { static const bool quant = false; };
 template <> struct wtype<EXL_F16> { static const bool quant = false; };
 template <> struct wtype<EXL_BF16> { static const bool quant = false; };
@@ -39,6 +43,14 @@ static __device__ __forceinline__ void load_part(const uint8_t *row, int c, floa
 		exl_dequant_q4_K_part((const block_q4_K *)row + c / 8, c % 8, y);
 	} else if constexpr (T == EXL_Q6_K) {
 		exl_dequant_q6_K_part((const block_q6_K *)row + c / 8, c % 8, y);
+	} else if constexpr (T == EXL_Q4_1) {
+		exl_dequant_q4_1((const block_q4_1 *)row + c, y);
+	} else if constexpr (T == EXL_Q5_0) {
+		exl_dequant_q5_0((const block_q5_0 *)row + c, y);
+	} else if constexpr (T == EXL_Q5_1) {
+		exl_dequant_q5_1((const block_q5_1 *)row + c, y);
+	} else if constexpr (T == EXL_IQ4_NL) {
+		exl_dequant_iq4_nl((const block_iq4_nl *)row + c, y);
 	}
 }
 
@@ -58,7 +70,8 @@ static __device__ __forceinline__ float load_elem(const uint8_t *row, int k)
 static inline bool cuda_wtype_ok(uint32_t t)
 {
 	return t == EXL_F32 || t == EXL_F16 || t == EXL_BF16 || t == EXL_Q8_0 ||
-	       t == EXL_Q4_0 || t == EXL_Q4_K || t == EXL_Q6_K;
+	       t == EXL_Q4_0 || t == EXL_Q4_1 || t == EXL_Q5_0 || t == EXL_Q5_1 ||
+	       t == EXL_IQ4_NL || t == EXL_Q4_K || t == EXL_Q6_K;
 }
 
 #endif

@@ -17,6 +17,10 @@ bool exl_dtype_supported(uint32_t type)
 	case EXL_BF16:
 	case EXL_Q8_0:
 	case EXL_Q4_0:
+	case EXL_Q4_1:
+	case EXL_Q5_0:
+	case EXL_Q5_1:
+	case EXL_IQ4_NL:
 	case EXL_Q4_K:
 	case EXL_Q6_K:
 		return true;
@@ -28,10 +32,6 @@ bool exl_dtype_supported(uint32_t type)
 bool exl_quantize_supported(uint32_t type)
 {
 	switch (type) {
-	case EXL_Q4_1:
-	case EXL_Q5_0:
-	case EXL_Q5_1:
-	case EXL_IQ4_NL:
 	case EXL_Q2_K:
 	case EXL_Q3_K:
 	case EXL_Q5_K:
