@@ -991,9 +991,16 @@ static void act_q4_K(const float *x, uint8_t *act, int64_t cols)
 	}
 }
 
-EXL_INLINE void tile_q4_K(const struct exl_mm_ctx *m, int64_t r, int c, const int R, const int C)
+/* Q4_K, and Q5_K (five): the same with the fifth bit of each weight from
+ * qh (bit j of qh[l] for weight l of sub-block j), brought to bit 4 per
+ * 256-bit half by a variable shift; levels 0..31 keep maddubs pairs in
+ * int16.  Both blocks start with d, dmin, scales[12]. */
+EXL_INLINE void tile_q45_K(const struct exl_mm_ctx *m, int64_t r, int c, const int R, const int C,
+			   const int five)
 {
-	const block_q4_K *w[4];
+	const size_t bsize = five ? sizeof(block_q5_K) : sizeof(block_q4_K);
+	const size_t qs_off = five ? offsetof(block_q5_K, qs) : offsetof(block_q4_K, qs);
+	const uint8_t *w[4];
 	const int8_t *xq[4];
 	const float *xd[4];
 	const int16_t *xs[4];
@@ -1003,7 +1010,7 @@ EXL_INLINE void tile_q4_K(const struct exl_mm_ctx *m, int64_t r, int c, const in
 	const __m512i lo4 = _mm512_set1_epi8(0x0f);
 
 	for (int i = 0; i < R; i++)
-		w[i] = (const block_q4_K *)(const void *)exl_row(m, r + i);
+		w[i] = exl_row(m, r + i);
 	for (int j = 0; j < C; j++) {
 		const uint8_t *a = m->act + (size_t)(c + j) * m->act_stride;
 		xq[j] = (const int8_t *)a;
@@ -1018,19 +1025,23 @@ EXL_INLINE void tile_q4_K(const struct exl_mm_ctx *m, int64_t r, int c, const in
 		/* few outputs (decode): two dot chains, not one, per output */
 		__m512i isum[4][4], isum2[4][4];
 		const int dual = R * C <= 2;
-		__m512i sc16[4];
+		__m512i sc16[4], hb[4];
 		__m256i mins[4];
 
 		for (int i = 0; i < R; i++) {
+			const block_q4_K *wb = (const block_q4_K *)(const void *)(w[i] + b * bsize);
 			uint32_t s[2], n[2];
 
 			if (pf) { /* decode-shaped: fetch later rows ahead */
-				const char *p = (const char *)(w[i] + b) + pf;
+				const char *p = (const char *)wb + pf;
 				_mm_prefetch(p, _MM_HINT_T0);
 				_mm_prefetch(p + 64, _MM_HINT_T0);
 				_mm_prefetch(p + 128, _MM_HINT_T0);
 			}
-			exl_q4_K_scales(w[i][b].scales, s, n);
+			if (five)
+				hb[i] = _mm512_broadcast_i64x4(_mm256_loadu_si256(
+					(const __m256i *)(const void *)((const block_q5_K *)(const void *)wb)->qh));
+			exl_q4_K_scales(wb->scales, s, n);
 			__m128i s8 = _mm_setr_epi32((int)s[0], (int)s[1], 0, 0);
 			__m128i m8 = _mm_setr_epi32((int)n[0], (int)n[1], 0, 0);
 			sc16[i] = _mm512_castsi128_si512(_mm_cvtepu8_epi16(s8));
@@ -1052,10 +1063,23 @@ EXL_INLINE void tile_q4_K(const struct exl_mm_ctx *m, int64_t r, int c, const in
 				xl[j] = _mm512_loadu_si512(xq[j] + 256 * b + 128 * t);
 				xh[j] = _mm512_loadu_si512(xq[j] + 256 * b + 128 * t + 64);
 			}
+			/* fifth bits: sub-blocks 4t, 4t+2 (low) and 4t+1, 4t+3 (high) */
+			const __m512i shl = _mm512_inserti64x4(_mm512_set1_epi16((short)a0), _mm256_set1_epi16((short)a1), 1);
+			const __m512i shh = _mm512_inserti64x4(_mm512_set1_epi16((short)b0), _mm256_set1_epi16((short)b1), 1);
+
 			for (int i = 0; i < R; i++) {
-				__m512i q = _mm512_loadu_si512(w[i][b].qs + 64 * t);
+				__m512i q = _mm512_loadu_si512(w[i] + b * bsize + qs_off + 64 * t);
 				__m512i ql = _mm512_and_si512(q, lo4);
 				__m512i qh = _mm512_and_si512(_mm512_srli_epi16(q, 4), lo4);
+
+				if (five) {
+					const __m512i one = _mm512_set1_epi8(1);
+
+					ql = _mm512_or_si512(ql, _mm512_slli_epi16(
+						_mm512_and_si512(_mm512_srlv_epi16(hb[i], shl), one), 4));
+					qh = _mm512_or_si512(qh, _mm512_slli_epi16(
+						_mm512_and_si512(_mm512_srlv_epi16(hb[i], shh), one), 4));
+				}
 				__m512i sl = _mm512_permutexvar_epi16(il, sc16[i]);
 				__m512i sh = _mm512_permutexvar_epi16(ih, sc16[i]);
 
@@ -1069,7 +1093,8 @@ EXL_INLINE void tile_q4_K(const struct exl_mm_ctx *m, int64_t r, int c, const in
 			}
 		}
 		for (int i = 0; i < R; i++) {
-			float d = exl_f16(w[i][b].d), dmin = exl_f16(w[i][b].dmin);
+			const block_q4_K *wb = (const block_q4_K *)(const void *)(w[i] + b * bsize);
+			float d = exl_f16(wb->d), dmin = exl_f16(wb->dmin);
 
 			for (int j = 0; j < C; j++) {
 				__m256i bs = _mm256_loadu_si256((const __m256i *)(const void *)(xs[j] + 16 * b));
@@ -1089,9 +1114,17 @@ EXL_INLINE void tile_q4_K(const struct exl_mm_ctx *m, int64_t r, int c, const in
 			*exl_out(m, c + j, r + i) = hsum512(acc[i][j]);
 }
 
+#define TILE_Q4_K(m, r, c, R, C) tile_q45_K(m, r, c, R, C, 0)
+#define TILE_Q5_K(m, r, c, R, C) tile_q45_K(m, r, c, R, C, 1)
+
 static void mm_q4_K(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, int c1)
 {
-	EXL_TILE_LOOP(tile_q4_K, m, r0, r1, c0, c1, 2, 4);
+	EXL_TILE_LOOP(TILE_Q4_K, m, r0, r1, c0, c1, 2, 4);
+}
+
+static void mm_q5_K(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, int c1)
+{
+	EXL_TILE_LOOP(TILE_Q5_K, m, r0, r1, c0, c1, 2, 4);
 }
 
 EXL_INLINE void tile_q6_K(const struct exl_mm_ctx *m, int64_t r, int c, const int R, const int C)
@@ -1202,12 +1235,308 @@ static void mm_q6_K(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, 
 	EXL_TILE_LOOP(tile_q6_K, m, r0, r1, c0, c1, 2, 4);
 }
 
+/* The 16 signed 6-bit scales of a Q3_K block (exl_q3_K_scale) as bytes,
+ * with 32-bit operations. */
+EXL_INLINE __m128i q3_K_scales(const uint8_t *s12)
+{
+	uint32_t a0, a1, a2;
+
+	memcpy(&a0, s12, 4);
+	memcpy(&a1, s12 + 4, 4);
+	memcpy(&a2, s12 + 8, 4);
+	__m128i v = _mm_setr_epi32((int)((a0 & 0x0f0f0f0fu) | ((a2 & 0x03030303u) << 4)),
+				   (int)((a1 & 0x0f0f0f0fu) | (((a2 >> 2) & 0x03030303u) << 4)),
+				   (int)(((a0 >> 4) & 0x0f0f0f0fu) | (((a2 >> 4) & 0x03030303u) << 4)),
+				   (int)(((a1 >> 4) & 0x0f0f0f0fu) | (((a2 >> 6) & 0x03030303u) << 4)));
+
+	return _mm_sub_epi8(v, _mm_set1_epi8(32));
+}
+
+/* int16 lanes in four groups of 8: v[g], v[g+1], v[g+2], v[g+3] of the 16
+ * int16 in v's low 256 bits. */
+EXL_INLINE __m512i scale_quad16(__m512i v, int g)
+{
+	const __m512i idx = _mm512_set_epi16(
+		g + 3, g + 3, g + 3, g + 3, g + 3, g + 3, g + 3, g + 3,
+		g + 2, g + 2, g + 2, g + 2, g + 2, g + 2, g + 2, g + 2,
+		g + 1, g + 1, g + 1, g + 1, g + 1, g + 1, g + 1, g + 1,
+		g, g, g, g, g, g, g, g);
+
+	return _mm512_permutexvar_epi16(idx, v);
+}
+
+/* Q2_K and Q3_K (three): 16 groups of 16 with their own scale.  Byte l of
+ * each 32 of qs holds weights 32s + l of its half in bits 2s, 2s + 1: the
+ * 32 bytes broadcast to both halves of a vector and shifted by 2s and
+ * 2s + 2 give sub-blocks c = 4h + s and c + 1, 64 consecutive weights
+ * (four groups).  Q3_K adds 4 where bit c of hmask[l] is set (levels 0..7)
+ * and takes 4 * the scaled group sums of x off in integers; Q2_K takes its
+ * 4-bit mins off in float through the group sums. */
+EXL_INLINE void tile_q23_K(const struct exl_mm_ctx *m, int64_t r, int c, const int R, const int C,
+			   const int three)
+{
+	const uint8_t *w[4];
+	const int8_t *xq[4];
+	const float *xd[4];
+	const int16_t *xs[4];
+	__m512 acc[4][4];
+	int64_t nb = m->cols / 256;
+	const size_t bsize = three ? sizeof(block_q3_K) : sizeof(block_q2_K);
+	const size_t pf = exl_prefetch_distance(m->n, m->row_bytes, R);
+	const __m512i m3 = _mm512_set1_epi8(3);
+
+	for (int i = 0; i < R; i++)
+		w[i] = exl_row(m, r + i);
+	for (int j = 0; j < C; j++) {
+		const uint8_t *a = m->act + (size_t)(c + j) * m->act_stride;
+		xq[j] = (const int8_t *)a;
+		xd[j] = exl_act_q8_K_d(a, m->cols);
+		xs[j] = exl_act_q8_K_bsums(a, m->cols);
+	}
+	for (int i = 0; i < R; i++)
+		for (int j = 0; j < C; j++)
+			acc[i][j] = _mm512_setzero_ps();
+
+	for (int64_t b = 0; b < nb; b++) {
+		__m512i isum[4][4], sc16[4], hm[4];
+		const uint8_t *qs[4];
+
+		for (int i = 0; i < R; i++) {
+			const uint8_t *wb = w[i] + (size_t)b * bsize;
+			__m128i s8;
+
+			if (pf) { /* decode-shaped: fetch later rows ahead */
+				const char *p = (const char *)wb + pf;
+				_mm_prefetch(p, _MM_HINT_T0);
+				_mm_prefetch(p + 64, _MM_HINT_T0);
+			}
+			if (three) {
+				const block_q3_K *q3 = (const block_q3_K *)(const void *)wb;
+
+				s8 = q3_K_scales(q3->scales);
+				hm[i] = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(const void *)q3->hmask));
+				qs[i] = q3->qs;
+			} else {
+				const block_q2_K *q2 = (const block_q2_K *)(const void *)wb;
+
+				s8 = _mm_and_si128(_mm_loadu_si128((const __m128i *)(const void *)q2->scales),
+						   _mm_set1_epi8(0x0f));
+				qs[i] = q2->qs;
+			}
+			sc16[i] = _mm512_castsi256_si512(_mm256_cvtepi8_epi16(s8));
+			for (int j = 0; j < C; j++)
+				isum[i][j] = _mm512_setzero_si512();
+		}
+		for (int h = 0; h < 2; h++) {
+			for (int s2 = 0; s2 < 4; s2 += 2) {
+				const int sub = 4 * h + s2;
+				const __m512i shq = _mm512_inserti64x4(_mm512_set1_epi16((short)(2 * s2)),
+								       _mm256_set1_epi16((short)(2 * s2 + 2)), 1);
+				const __m512i shm = _mm512_inserti64x4(_mm512_set1_epi16((short)sub),
+								       _mm256_set1_epi16((short)(sub + 1)), 1);
+				__m512i xv[4];
+
+				for (int j = 0; j < C; j++)
+					xv[j] = _mm512_loadu_si512(xq[j] + 256 * b + 32 * sub);
+				for (int i = 0; i < R; i++) {
+					__m512i q32 = _mm512_broadcast_i64x4(
+						_mm256_loadu_si256((const __m256i *)(const void *)(qs[i] + 32 * h)));
+					__m512i q = _mm512_and_si512(_mm512_srlv_epi16(q32, shq), m3);
+					__m512i sv = scale_quad16(sc16[i], 2 * sub);
+
+					if (three) {
+						__m512i hbit = _mm512_and_si512(_mm512_srlv_epi16(hm[i], shm),
+										_mm512_set1_epi8(1));
+
+						q = _mm512_or_si512(q, _mm512_slli_epi16(hbit, 2));
+					}
+					for (int j = 0; j < C; j++)
+						isum[i][j] = dot_s16(isum[i][j], _mm512_maddubs_epi16(q, xv[j]), sv);
+				}
+			}
+		}
+		for (int i = 0; i < R; i++) {
+			const uint8_t *wb = w[i] + (size_t)b * bsize;
+
+			for (int j = 0; j < C; j++) {
+				__m256i bs = _mm256_loadu_si256((const __m256i *)(const void *)(xs[j] + 16 * b));
+				float dx = xd[j][b];
+
+				if (three) {
+					const block_q3_K *q3 = (const block_q3_K *)(const void *)wb;
+					/* levels are offset by 4: 4 * sum over groups of scale * group sum */
+					__m256i off = _mm256_slli_epi32(
+						_mm256_madd_epi16(_mm512_castsi512_si256(sc16[i]), bs), 2);
+					__m512i t = _mm512_sub_epi32(isum[i][j], _mm512_zextsi256_si512(off));
+
+					acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(t),
+								    _mm512_set1_ps(exl_f16(q3->d) * dx), acc[i][j]);
+				} else {
+					const block_q2_K *q2 = (const block_q2_K *)(const void *)wb;
+					__m256i mins = _mm256_cvtepu8_epi16(_mm_srli_epi16(
+						_mm_andnot_si128(_mm_set1_epi8(0x0f),
+								 _mm_loadu_si128((const __m128i *)(const void *)q2->scales)), 4));
+					__m512 msum = _mm512_zextps256_ps512(_mm256_cvtepi32_ps(_mm256_madd_epi16(mins, bs)));
+
+					acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[i][j]),
+								    _mm512_set1_ps(exl_f16(q2->d) * dx), acc[i][j]);
+					acc[i][j] = _mm512_fnmadd_ps(msum, _mm512_set1_ps(exl_f16(q2->dmin) * dx),
+								     acc[i][j]);
+				}
+			}
+		}
+	}
+	for (int i = 0; i < R; i++)
+		for (int j = 0; j < C; j++)
+			*exl_out(m, c + j, r + i) = hsum512(acc[i][j]);
+}
+
+#define TILE_Q2_K(m, r, c, R, C) tile_q23_K(m, r, c, R, C, 0)
+#define TILE_Q3_K(m, r, c, R, C) tile_q23_K(m, r, c, R, C, 1)
+
+static void mm_q2_K(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, int c1)
+{
+	EXL_TILE_LOOP(TILE_Q2_K, m, r0, r1, c0, c1, 2, 4);
+}
+
+static void mm_q3_K(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, int c1)
+{
+	EXL_TILE_LOOP(TILE_Q3_K, m, r0, r1, c0, c1, 2, 4);
+}
+
+/* ---- IQ4_XS x Q8_K activations ----
+ *
+ * Sub-block j's 16 bytes of qs hold its weights l (low nibble) and 16 + l
+ * (high), as an IQ4_NL block's: this set's act_iq4_xs stores each group of
+ * four sub-blocks of x as act_q4_0 stores four blocks, so a 64-byte load
+ * of qs gives the levels of four sub-blocks in x's order, one per 128-bit
+ * lane.  Levels through a byte shuffle; signed dots as |w| * (x with w's
+ * sign), whose int16 pairs are multiplied by the sub-block's scale into
+ * int32 (vpdpwssd with VNNI). */
+static void act_iq4_xs(const float *x, uint8_t *act, int64_t cols)
+{
+	int8_t tmp[128];
+
+	exl_act_q8_K_avx2(x, act, cols);
+	for (int64_t g = 0; g + 4 <= cols / 32; g += 4) {
+		int8_t *q = (int8_t *)act + 32 * g;
+
+		memcpy(tmp, q, 128);
+		for (int k = 0; k < 4; k++) {
+			memcpy(q + 16 * k, tmp + 32 * k, 16);
+			memcpy(q + 64 + 16 * k, tmp + 32 * k + 16, 16);
+		}
+	}
+}
+
+/* The 8 scales (-32..31) of an IQ4_XS block as int16 in the low 128 bits. */
+EXL_INLINE __m512i iq4_xs_scales(const block_iq4_xs *w)
+{
+	uint32_t sl;
+	uint64_t lo, hi, h = w->scales_h;
+
+	memcpy(&sl, w->scales_l, 4);
+	/* nibbles: even sub-blocks from the low ones, odd from the high */
+	lo = sl & 0x0f0f0f0fu;
+	hi = (sl >> 4) & 0x0f0f0f0fu;
+	lo = (lo | lo << 16) & 0x0000ffff0000ffffull;
+	lo = (lo | lo << 8) & 0x00ff00ff00ff00ffull;
+	hi = (hi | hi << 16) & 0x0000ffff0000ffffull;
+	hi = (hi | hi << 8) & 0x00ff00ff00ff00ffull;
+	/* 2-bit fields of scales_h, one a byte */
+	h = (h | h << 24) & 0x000000ff000000ffull;
+	h = (h | h << 12) & 0x000f000f000f000full;
+	h = (h | h << 6) & 0x0303030303030303ull;
+	__m128i s8 = _mm_sub_epi8(_mm_cvtsi64_si128((long long)(lo | hi << 8 | h << 4)), _mm_set1_epi8(32));
+
+	return _mm512_castsi128_si512(_mm_cvtepi8_epi16(s8));
+}
+
+EXL_INLINE void tile_iq4_xs(const struct exl_mm_ctx *m, int64_t r, int c, const int R, const int C)
+{
+	const block_iq4_xs *w[4];
+	const int8_t *xq[4];
+	const float *xd[4];
+	__m512 acc[4][4];
+	int64_t nb = m->cols / 256;
+	const size_t pf = exl_prefetch_distance(m->n, m->row_bytes, R);
+	const __m512i lo4 = _mm512_set1_epi8(0x0f);
+	const __m512i tab = _mm512_broadcast_i32x4(_mm_set_epi64x((long long)EXL_IQ4NL_HI, (long long)EXL_IQ4NL_LO));
+
+	for (int i = 0; i < R; i++)
+		w[i] = (const block_iq4_xs *)(const void *)exl_row(m, r + i);
+	for (int j = 0; j < C; j++) {
+		const uint8_t *a = m->act + (size_t)(c + j) * m->act_stride;
+		xq[j] = (const int8_t *)a;
+		xd[j] = exl_act_q8_K_d(a, m->cols);
+	}
+	for (int i = 0; i < R; i++)
+		for (int j = 0; j < C; j++)
+			acc[i][j] = _mm512_setzero_ps();
+
+	for (int64_t b = 0; b < nb; b++) {
+		__m512i isum[4][4], sc[4];
+
+		for (int i = 0; i < R; i++) {
+			if (pf) { /* decode-shaped: fetch later rows ahead */
+				const char *p = (const char *)(w[i] + b) + pf;
+				_mm_prefetch(p, _MM_HINT_T0);
+				_mm_prefetch(p + 64, _MM_HINT_T0);
+				_mm_prefetch(p + 128, _MM_HINT_T0);
+			}
+			sc[i] = iq4_xs_scales(&w[i][b]);
+			for (int j = 0; j < C; j++)
+				isum[i][j] = _mm512_setzero_si512();
+		}
+		for (int t = 0; t < 2; t++) {
+			__m512i xl[4], xh[4];
+
+			for (int j = 0; j < C; j++) {
+				xl[j] = _mm512_loadu_si512(xq[j] + 256 * b + 128 * t);
+				xh[j] = _mm512_loadu_si512(xq[j] + 256 * b + 128 * t + 64);
+			}
+			for (int i = 0; i < R; i++) {
+				__m512i q = _mm512_loadu_si512(w[i][b].qs + 64 * t);
+				__m512i lo = _mm512_shuffle_epi8(tab, _mm512_and_si512(q, lo4));
+				__m512i hi = _mm512_shuffle_epi8(tab, _mm512_and_si512(_mm512_srli_epi16(q, 4), lo4));
+				__m512i alo = _mm512_abs_epi8(lo), ahi = _mm512_abs_epi8(hi);
+				__mmask64 nlo = _mm512_movepi8_mask(lo), nhi = _mm512_movepi8_mask(hi);
+				__m512i sv = scale_quad16(sc[i], 4 * t);
+
+				for (int j = 0; j < C; j++) {
+					__m512i sl = _mm512_mask_sub_epi8(xl[j], nlo, _mm512_setzero_si512(), xl[j]);
+					__m512i sh = _mm512_mask_sub_epi8(xh[j], nhi, _mm512_setzero_si512(), xh[j]);
+
+					isum[i][j] = dot_s16(isum[i][j], _mm512_maddubs_epi16(alo, sl), sv);
+					isum[i][j] = dot_s16(isum[i][j], _mm512_maddubs_epi16(ahi, sh), sv);
+				}
+			}
+		}
+		for (int i = 0; i < R; i++) {
+			float d = exl_f16(w[i][b].d);
+
+			for (int j = 0; j < C; j++)
+				acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[i][j]),
+							    _mm512_set1_ps(d * xd[j][b]), acc[i][j]);
+		}
+	}
+	for (int i = 0; i < R; i++)
+		for (int j = 0; j < C; j++)
+			*exl_out(m, c + j, r + i) = hsum512(acc[i][j]);
+}
+
+static void mm_iq4_xs(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, int c1)
+{
+	EXL_TILE_LOOP(tile_iq4_xs, m, r0, r1, c0, c1, 2, 4);
+}
+
 const struct exl_cpu_kernels SET_SYMBOL = {
 	.name = SET_NAME,
 	.act_q8_0 = exl_act_q8_0_avx2,
 	.act_q4_0 = act_q4_0,
 	.act_q8_K = exl_act_q8_K_avx2,
 	.act_q4_K = act_q4_K,
+	.act_iq4_xs = act_iq4_xs,
 	.mm_f32 = mm_f32,
 	.mm_f16 = mm_f16,
 	.mm_bf16 = mm_bf16,
@@ -1217,6 +1546,10 @@ const struct exl_cpu_kernels SET_SYMBOL = {
 	.mm_q5_0 = mm_q5_0,
 	.mm_q5_1 = mm_q5_1,
 	.mm_iq4_nl = mm_iq4_nl,
+	.mm_q2_K = mm_q2_K,
+	.mm_q3_K = mm_q3_K,
 	.mm_q4_K = mm_q4_K,
+	.mm_q5_K = mm_q5_K,
 	.mm_q6_K = mm_q6_K,
+	.mm_iq4_xs = mm_iq4_xs,
 };

@@ -21,8 +21,12 @@ bool exl_dtype_supported(uint32_t type)
 	case EXL_Q5_0:
 	case EXL_Q5_1:
 	case EXL_IQ4_NL:
+	case EXL_Q2_K:
+	case EXL_Q3_K:
 	case EXL_Q4_K:
+	case EXL_Q5_K:
 	case EXL_Q6_K:
+	case EXL_IQ4_XS:
 		return true;
 	default:
 		return false;
@@ -31,15 +35,7 @@ bool exl_dtype_supported(uint32_t type)
 
 bool exl_quantize_supported(uint32_t type)
 {
-	switch (type) {
-	case EXL_Q2_K:
-	case EXL_Q3_K:
-	case EXL_Q5_K:
-	case EXL_IQ4_XS:
-		return true;
-	default:
-		return exl_dtype_supported(type);
-	}
+	return exl_dtype_supported(type);
 }
 
 void exl_quantize_row_q8_0_ref(const float *x, void *dst, int64_t n)

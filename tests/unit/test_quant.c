@@ -286,8 +286,19 @@ static void test_roundtrip(void)
 	CHECK(exl_quantize_row(99, x, q, 32) == 0, "unknown type");
 	CHECK(exl_dequantize_row(EXL_Q6_K, q, y, 100) == -1, "partial K block");
 	CHECK(exl_dequantize_row(EXL_IQ2_XS, q, y, 256) == -1, "uncomputed type");
-	CHECK(exl_dtype_supported(EXL_Q4_K) && !exl_dtype_supported(EXL_Q5_K) &&
-	      !exl_dtype_supported(EXL_Q8_K), "supported set");
+	/* the computed set: every type with a quantizer (Q8_K is the
+	 * activation format, the other IQ types have no kernels) */
+	for (uint32_t t = 0; t < EXL_DTYPE_COUNT; t++) {
+		bool want = t == EXL_F32 || t == EXL_F16 || t == EXL_BF16 || t == EXL_Q8_0 ||
+			    t == EXL_Q4_0 || t == EXL_Q4_1 || t == EXL_Q5_0 || t == EXL_Q5_1 ||
+			    t == EXL_IQ4_NL || t == EXL_Q2_K || t == EXL_Q3_K || t == EXL_Q4_K ||
+			    t == EXL_Q5_K || t == EXL_Q6_K || t == EXL_IQ4_XS;
+
+		CHECK(exl_dtype_supported(t) == want && exl_quantize_supported(t) == want,
+		      "type %u (%s) supported %d, writable %d", t,
+		      exl_dtype_info(t) ? exl_dtype_info(t)->name : "-", exl_dtype_supported(t),
+		      exl_quantize_supported(t));
+	}
 
 	/* Q8_0 known bytes: 0..31 -> d = 31/127, q = round(i * 127 / 31) */
 	{
