@@ -9,7 +9,8 @@
 # Environment: PAIRS (interleaved ours/peer runs per type, default 3),
 # TYPES (default "q8_0 q4_0 f16"), THREADS (default 2), N_GEN (default 64),
 # MODEL_DIR (where the random models are made and kept, default /tmp; they
-# are several GB and never belong in the repository), PEER (default
+# are several GB and never belong in the repository), PEER_ARGS (more
+# options for the peer, e.g. "--poll 0" or "--cpu-variant haswell"), PEER (default
 # /tmp/peer/peer-bench-native; installed when missing with
 # ../shared/tools/peer/setup.sh, relative to the checkout).
 #
@@ -29,6 +30,7 @@ threads=${THREADS:-2}
 n_gen=${N_GEN:-64}
 model_dir=${MODEL_DIR:-/tmp}
 peer=${PEER:-/tmp/peer/peer-bench-native}
+peer_args=${PEER_ARGS:-}
 vocab=${VOCAB:-$src/../shared/models/vocab/ggml-vocab-llama-spm.gguf}
 
 for f in "$exld" "$mkmodel"; do
@@ -98,7 +100,8 @@ for type in $types; do
 		echo "$line" | sed -n 's/.*prompt_tok_s=\([0-9.]*\).*/\1/p' >>"$tmp/ours_pp"
 		echo "$line" | sed -n 's/.*gen_tok_s=\([0-9.]*\).*/\1/p' >>"$tmp/ours_tg"
 
-		"$peer" --model "$model" --prompt "$prompt" --n "$n_gen" --threads "$threads" \
+		# shellcheck disable=SC2086
+		"$peer" --model "$model" --prompt "$prompt" --n "$n_gen" --threads "$threads" $peer_args \
 			>"$tmp/peer.json" 2>"$tmp/err" || { cat "$tmp/err" >&2; exit 1; }
 		sed -n 's/.*"prompt_tok_s": *\([0-9.eE+-]*\).*/\1/p' "$tmp/peer.json" >>"$tmp/peer_pp"
 		sed -n 's/.*"gen_tok_s": *\([0-9.eE+-]*\).*/\1/p' "$tmp/peer.json" >>"$tmp/peer_tg"
