@@ -133,8 +133,9 @@ EXL_HD float exl_softmax_rescale(float m_old, float m_new)
 
 /* Dequantization of one sub-block of 32 weights: weights 32c .. 32c + 31
  * (c = 0..7) of a 256-weight block, bit-identical to the matching stretch of
- * exl_dequant_q4_K / exl_dequant_q6_K (kernels/formats/elem.h): the same operations
- * in the same order.  Q8_0 and Q4_0 blocks are 32 weights already. */
+ * exl_dequant_q4_K / q5_K / q6_K (kernels/formats/elem.h): the same operations
+ * in the same order.  The 32-weight types are one block a part; Q2_K, Q3_K
+ * and IQ4_XS have their parts in elem.h. */
 EXL_HD void exl_dequant_q4_K_part(const block_q4_K *b, int c, float *y)
 {
 	float d = exl_fp16_to_fp32(b->d);
@@ -152,6 +153,22 @@ EXL_HD void exl_dequant_q4_K_part(const block_q4_K *b, int c, float *y)
 		for (int l = 0; l < 32; l++)
 			y[l] = d1 * (float)(q[l] & 0x0f) - m1;
 	}
+}
+
+EXL_HD void exl_dequant_q5_K_part(const block_q5_K *b, int c, float *y)
+{
+	float d = exl_fp16_to_fp32(b->d);
+	float dmin = exl_fp16_to_fp32(b->dmin);
+	const uint8_t *q = b->qs + 32 * (c / 2);
+	const uint8_t u = (uint8_t)(1u << c);
+	uint8_t sc, m;
+
+	exl_get_scale_min_k4(c, b->scales, &sc, &m);
+	float d1 = d * (float)sc, m1 = dmin * (float)m;
+	const int shift = 4 * (c & 1);
+
+	for (int l = 0; l < 32; l++)
+		y[l] = d1 * (float)(((q[l] >> shift) & 0x0f) + ((b->qh[l] & u) ? 16 : 0)) - m1;
 }
 
 EXL_HD void exl_dequant_q6_K_part(const block_q6_K *b, int c, float *y)

@@ -211,8 +211,9 @@ out:
 
 static void test_matmul(void)
 {
-	const uint32_t types[] = { EXL_F32, EXL_F16, EXL_BF16, EXL_Q8_0, EXL_Q4_0, EXL_Q4_K,
-				   EXL_Q6_K };
+	const uint32_t types[] = { EXL_F32, EXL_F16, EXL_BF16, EXL_Q8_0, EXL_Q4_0, EXL_Q4_1,
+				   EXL_Q5_0, EXL_Q5_1, EXL_IQ4_NL, EXL_Q2_K, EXL_Q3_K, EXL_Q4_K,
+				   EXL_Q5_K, EXL_Q6_K, EXL_IQ4_XS };
 	const int ns[] = { 1, 2, 5, 8, 9, 17, 64 };
 
 	for (size_t t = 0; t < sizeof(types) / sizeof(types[0]); t++) {
@@ -281,8 +282,9 @@ out:
 
 static void test_embed(void)
 {
-	const uint32_t types[] = { EXL_F32, EXL_F16, EXL_BF16, EXL_Q8_0, EXL_Q4_0, EXL_Q4_K,
-				   EXL_Q6_K };
+	const uint32_t types[] = { EXL_F32, EXL_F16, EXL_BF16, EXL_Q8_0, EXL_Q4_0, EXL_Q4_1,
+				   EXL_Q5_0, EXL_Q5_1, EXL_IQ4_NL, EXL_Q2_K, EXL_Q3_K, EXL_Q4_K,
+				   EXL_Q5_K, EXL_Q6_K, EXL_IQ4_XS };
 
 	for (size_t t = 0; t < sizeof(types) / sizeof(types[0]); t++)
 		test_embed_one(types[t], 50, 512);

@@ -139,10 +139,11 @@ static void test_misshaped_tensor(void **state)
 static void test_unsupported_type(void **state)
 {
 	(void)state;
-	/* attn_q is [64, 64]: whole q5_0 blocks, a type the matmul lacks. */
-	struct edit e = { .kind = EDIT_TYPE, .name = "blk.0.attn_q.weight", .type = EXL_Q5_0 };
+	/* attn_q is [64, 64]: whole q8_1 blocks, a type GGML knows and the
+	 * matmul lacks (it is GGML's activation format). */
+	struct edit e = { .kind = EDIT_TYPE, .name = "blk.0.attn_q.weight", .type = EXL_Q8_1 };
 
-	expect_refused(&e, "tensor 'blk.0.attn_q.weight' has unsupported type q5_0");
+	expect_refused(&e, "tensor 'blk.0.attn_q.weight' has unsupported type q8_1 (type 9)");
 	/* Norms must be f32. */
 	e.name = "blk.1.attn_norm.weight";
 	e.type = EXL_F16;

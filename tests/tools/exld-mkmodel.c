@@ -236,9 +236,9 @@ static int parallel_for(int64_t n, int threads, range_fn fn, void *ctx)
 	return failed;
 }
 
-/* Quantizing every row of a billion-weight model with the K-quants' scale
- * search takes minutes, so large K-quant tensors are assembled from a pool
- * of POOL_BLOCKS random blocks quantized by exl_quantize_row: each block of
+/* Quantizing every row of a billion-weight model with the K-quants' or the
+ * IQ4 types' scale search takes minutes, so their tensors of over a million
+ * weights are assembled from a pool of POOL_BLOCKS random blocks quantized by exl_quantize_row: each block of
  * each row is a pool block picked by the row's PRNG.  The rows all differ
  * and every block is a real quantization of random floats of the right
  * scale.  --exact quantizes every row instead. */
@@ -364,21 +364,38 @@ static void free_pools(void)
 	n_pools = 0;
 }
 
+/* The types whose quantizers search scales (K-quants, IQ4). */
+static bool slow_quantizer(uint32_t type)
+{
+	switch (type) {
+	case EXL_Q2_K:
+	case EXL_Q3_K:
+	case EXL_Q4_K:
+	case EXL_Q5_K:
+	case EXL_Q6_K:
+	case EXL_IQ4_NL:
+	case EXL_IQ4_XS:
+		return true;
+	default:
+		return false;
+	}
+}
+
 static int fill_tensor(void *ctx, void *dst, size_t nbytes, char *err, size_t errlen)
 {
 	const struct tensor_spec *t = ctx;
 	size_t row_bytes = exl_dtype_row_bytes(t->type, (uint64_t)t->cols);
 	struct row_ctx c = { .t = t, .dst = dst, .row_bytes = row_bytes };
-	uint64_t blocks;
+	uint64_t weights;
 
 	if (row_bytes == 0 || row_bytes * (size_t)t->rows != nbytes) {
 		snprintf(err, errlen, "%s: %zu bytes for %" PRId64 " rows of %zu", t->name, nbytes,
 			 t->rows, row_bytes);
 		return -1;
 	}
-	blocks = (uint64_t)t->rows * (row_bytes / exl_dtype_info(t->type)->block_bytes);
-	if (!t->exact && (t->type == EXL_Q4_K || t->type == EXL_Q6_K) && t->kind == FILL_MATRIX &&
-	    blocks > POOL_BLOCKS / 4) {
+	weights = (uint64_t)t->rows * (uint64_t)t->cols;
+	if (!t->exact && slow_quantizer(t->type) && t->kind == FILL_MATRIX &&
+	    weights > (uint64_t)POOL_BLOCKS / 4 * QK_K) {
 		c.pool = get_pool(t, err, errlen);
 		if (!c.pool)
 			return -1;
@@ -403,8 +420,16 @@ static const struct {
 	{ "bf16", EXL_BF16, 32 },
 	{ "q8_0", EXL_Q8_0, 7 },
 	{ "q4_0", EXL_Q4_0, 2 },
-	{ "q4_k", EXL_Q4_K, 14 },
+	{ "q4_1", EXL_Q4_1, 3 },
+	{ "q5_0", EXL_Q5_0, 8 },
+	{ "q5_1", EXL_Q5_1, 9 },
+	{ "q2_k", EXL_Q2_K, 10 },
+	{ "q3_k", EXL_Q3_K, 11 },  /* Q3_K_S: every matrix Q3_K */
+	{ "q4_k", EXL_Q4_K, 14 },  /* Q4_K_S */
+	{ "q5_k", EXL_Q5_K, 16 },  /* Q5_K_S */
 	{ "q6_k", EXL_Q6_K, 18 },
+	{ "iq4_nl", EXL_IQ4_NL, 25 },
+	{ "iq4_xs", EXL_IQ4_XS, 30 },
 };
 
 static void usage(FILE *out)
@@ -419,8 +444,9 @@ static void usage(FILE *out)
 		"  --ff N           feed-forward length (default 4*dim*2/3 rounded up to 32)\n"
 		"  --vocab N        vocabulary size (default 512, or that of --vocab-from)\n"
 		"  --ctx N          context length (default 2048)\n"
-		"  --type T         weight type: f32 f16 bf16 q8_0 q4_0 q4_k q6_k (default f32);\n"
-		"                   norms and biases are always f32\n"
+		"  --type T         weight type: f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q2_k\n"
+		"                   q3_k q4_k q5_k q6_k iq4_nl iq4_xs (default f32); norms and\n"
+		"                   biases are always f32\n"
 		"  --seed N         PRNG seed (default 1)\n"
 		"  --arch A         llama, qwen2 (q/k/v biases), qwen3 (per-head q/k norms),\n"
 		"                   qwen3moe (q/k norms, experts: give --experts), phi3\n"
@@ -462,10 +488,10 @@ static void usage(FILE *out)
 		"                   size wins); without it a synthetic byte-level SentencePiece\n"
 		"                   vocabulary (<unk> <s> </s>, 256 byte tokens, filler pieces)\n"
 		"  --threads N      threads for generating and quantizing (default: all CPUs)\n"
-		"  --exact          q4_k/q6_k: quantize every row (slow on big models); by\n"
-		"                   default tensors over %d blocks draw each block from a pool\n"
-		"                   of %d quantized random blocks\n"
-		"  -o FILE          output file\n", POOL_BLOCKS / 4, POOL_BLOCKS);
+		"  --exact          K-quants and IQ4 types: quantize every row (slow on big\n"
+		"                   models); by default tensors over %d weights draw each\n"
+		"                   block from a pool of %d quantized random blocks\n"
+		"  -o FILE          output file\n", POOL_BLOCKS / 4 * QK_K, POOL_BLOCKS);
 }
 
 static int parse_int(const char *opt, const char *s, int64_t lo, int64_t hi, int64_t *out)
@@ -664,7 +690,8 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			for (k = 0; k < n && strcmp(val, type_names[k].name); k++)
 				;
 			if (k == n) {
-				fprintf(stderr, "exld-mkmodel: unknown --type '%s' (f32 f16 bf16 q8_0 q4_0 q4_k q6_k)\n", val);
+				fprintf(stderr, "exld-mkmodel: unknown --type '%s' (f32 f16 bf16 q8_0 q4_0 q4_1"
+					" q5_0 q5_1 q2_k q3_k q4_k q5_k q6_k iq4_nl iq4_xs)\n", val);
 				return -1;
 			}
 			o->type = type_names[k].type;
