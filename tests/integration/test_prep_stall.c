@@ -27,7 +27,7 @@
  *                       alone   prompt         schema        tokenize       n
  *   before              9-36    17624-19203    6030-13896    19313-19347    2
  *   after               6-84    20-348         20-480        36-258         6-11
- *   after, ASan/UBSan   18-51   60-176         44-97         62-89          3
+ *   after, ASan/UBSan   18-51   60-176         44-97         62-89          4
  *
  * Most gaps after are 20-170 ms; 4 runs of 26 (release) went over 200.
  *
