@@ -11,6 +11,22 @@
 #include <stddef.h>
 #include <sys/types.h>
 
+/* 1 in a build with AddressSanitizer (gcc's macro, clang's feature test):
+ * tests scale their sizes and time bounds by it. */
+#if defined(__SANITIZE_ADDRESS__)
+#define H_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define H_ASAN 1
+#endif
+#endif
+#ifndef H_ASAN
+#define H_ASAN 0
+#endif
+
+/* Sleeps ms milliseconds, through signals. */
+void h_sleep_ms(long ms);
+
 #define SKIP 77
 
 struct daemon {

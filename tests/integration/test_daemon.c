@@ -65,18 +65,6 @@
 
 #define MODEL "stories260K"
 
-#if defined(__SANITIZE_ADDRESS__)
-static const bool asan = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-static const bool asan = true;
-#else
-static const bool asan = false;
-#endif
-#else
-static const bool asan = false;
-#endif
-
 static char model_path[1200];
 
 static const char *const prompts[16] = {
@@ -491,7 +479,7 @@ static int test_kill(void)
 	/* 200 leaked 64 KiB rings alone would be 12.5 MiB.  Under
 	 * AddressSanitizer freed memory sits in its quarantine, so RSS says
 	 * nothing; LeakSanitizer checks the daemon's exit instead (h_stop). */
-	if (asan)
+	if (H_ASAN)
 		printf("AddressSanitizer build: RSS not compared, leaks checked at exit\n");
 	else
 		REQUIRE(rss1 - rss0 < 4096, "RSS grew by %ld KiB over 200 killed clients", rss1 - rss0);
@@ -1464,7 +1452,7 @@ static double mono_s(void)
  * release build's is the real check. */
 static double time_bound(double seconds)
 {
-	return asan ? 10.0 * seconds : seconds;
+	return H_ASAN ? 10.0 * seconds : seconds;
 }
 
 /* The pools.  A stalled job reserves its whole context (2048 positions, 64
@@ -1610,7 +1598,7 @@ static void *trickle_main(void *arg)
 			break;
 		}
 		atomic_fetch_add(&t->events, 1);
-		usleep(asan ? 300000 : 100000);
+		usleep(H_ASAN ? 300000 : 100000);
 	}
 out:
 	free(ids);
@@ -1682,7 +1670,7 @@ static void *normal_main(void *arg)
 static int test_trickle(void)
 {
 	enum { N_TRICKLE = 8, N_WANT = 200 };
-	const int window_s = asan ? 20 : 10; /* time_bound's reasons */
+	const int window_s = H_ASAN ? 20 : 10; /* time_bound's reasons */
 	struct daemon d;
 	struct trickle t[N_TRICKLE];
 	struct normal_load nl = { 0 };

@@ -53,14 +53,6 @@ static long now_ms(void)
 	return ts.tv_sec * 1000L + ts.tv_nsec / 1000000L;
 }
 
-static void sleep_ms(long ms)
-{
-	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
-
-	while (nanosleep(&ts, &ts) && errno == EINTR)
-		;
-}
-
 /* Writes text to d->dir/exld.conf; the path in path. */
 static int write_conf(struct daemon *d, const char *text, char *path, size_t len)
 {
@@ -105,7 +97,7 @@ static int open_idle(const char *path, int *fds, int n)
 		int rc, tries = 0;
 		while ((rc = connect(fds[i], (struct sockaddr *)&a, sizeof(a))) && errno == EAGAIN &&
 		       tries++ < 100)
-			sleep_ms(2);
+			h_sleep_ms(2);
 		if (rc) {
 			close(fds[i]);
 			fds[i] = -1;
@@ -275,7 +267,7 @@ static int lockout_round(const char *conf_text, int n, int hog_limit, const char
 		goto out;
 	int base = count_fds(d.pid);
 	int opened = open_idle(d.sock, fds, n);
-	sleep_ms(500); /* the daemon accepts (and refuses) what it can */
+	h_sleep_ms(500); /* the daemon accepts (and refuses) what it can */
 	int held = count_fds(d.pid) - base;
 	printf("  %s", conf_text);
 	printf("  uid 0 opened %d of %d idle connections; the daemon holds %d of them\n", opened,
@@ -356,9 +348,9 @@ static int test_fdlimit(void)
 	if (h_start_wrapped(&d, wrap, MODEL, extra))
 		goto out;
 	int opened = open_idle(d.sock, fds, N);
-	sleep_ms(1000);
+	h_sleep_ms(1000);
 	long log0 = file_size(log), cpu0 = cpu_ticks(d.pid), t0 = now_ms();
-	sleep_ms(3000);
+	h_sleep_ms(3000);
 	long log1 = file_size(log), cpu1 = cpu_ticks(d.pid), t1 = now_ms();
 	double cores = (double)(cpu1 - cpu0) / (double)sysconf(_SC_CLK_TCK) /
 		       ((double)(t1 - t0) / 1000.0);
@@ -377,7 +369,7 @@ static int test_fdlimit(void)
 	printf("  a new client -> %s\n", err);
 	/* room again once some close */
 	close_all(fds, 200);
-	sleep_ms(300);
+	h_sleep_ms(300);
 	REQUIRE(served(d.sock, want, err, sizeof(err)) == 0, "after 200 closed: %s", err);
 	printf("  after 200 connections closed: served\n");
 	ret = 0;
@@ -509,7 +501,7 @@ static int test_pending(void)
 		}
 	}
 	REQUIRE(!left, "%d senders were still sending after 60 s", left);
-	sleep_ms(500);
+	h_sleep_ms(500);
 	long rss1 = h_rss_kib(d.pid);
 	printf("  64 connections x %zu-byte messages, all but the last byte: %d closed by the "
 	       "daemon, RSS %ld -> %ld KiB (+%ld MiB)\n", msg, closed, rss0, rss1,
@@ -591,7 +583,7 @@ static int test_timeout(void)
 	struct exl_model_info *models = NULL;
 	size_t n_models = 0;
 	REQUIRE(exl_connect(&c, d.sock, &o, err, sizeof(err)) == 0, "connect: %s", err);
-	sleep_ms(1500);
+	h_sleep_ms(1500);
 	REQUIRE(exl_models(c, &models, &n_models) == 0, "a connection idle after hello: %s",
 		exl_errmsg(c));
 	free(models);
@@ -713,10 +705,10 @@ static int test_drain(void)
 		REQUIRE(exl_connect(&c[i], d.sock, &o, err, sizeof(err)) == 0, "connect: %s", err);
 		REQUIRE(exl_submit(c[i], &p, PROMPT, &job) == 0, "submit: %s", exl_errmsg(c[i]));
 	}
-	sleep_ms(500);
+	h_sleep_ms(500);
 	kill(d.pid, SIGTERM);
 	/* nobody reads for 5 s, more than the fixed 3 s the drain used to wait */
-	sleep_ms(5000);
+	h_sleep_ms(5000);
 	for (int i = 0; i < N; i++) {
 		long tokens = 0;
 		const char *reason = NULL;

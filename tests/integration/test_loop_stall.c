@@ -44,6 +44,7 @@
 #include <unistd.h>
 
 #include "exlclient.h"
+#include "common/clock.h"
 #include "harness.h"
 #include "raw_conn.h"
 #include "tests/common/check.h"
@@ -54,37 +55,9 @@
  * a quarter under AddressSanitizer (see big_size). */
 #define BIG big_size()
 
-#if defined(__SANITIZE_ADDRESS__)
-static const bool asan = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-static const bool asan = true;
-#else
-static const bool asan = false;
-#endif
-#else
-static const bool asan = false;
-#endif
-
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static void sleep_ms(long ms)
-{
-	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
-
-	while (nanosleep(&ts, &ts) && errno == EINTR)
-		;
-}
-
 static double bound_s(void)
 {
-	return asan ? 1.5 : 0.5;
+	return H_ASAN ? 1.5 : 0.5;
 }
 
 /* The large requests' text: 16 MiB less room for the other keys.  Under
@@ -93,7 +66,7 @@ static double bound_s(void)
  * and the bounds are about the loop, not the size. */
 static size_t big_size(void)
 {
-	return (asan ? (size_t)4 << 20 : (size_t)16 << 20) - 4096;
+	return (H_ASAN ? (size_t)4 << 20 : (size_t)16 << 20) - 4096;
 }
 
 /* n bytes of story text (ASCII), NUL-terminated; malloc'ed. */
@@ -212,13 +185,13 @@ static void *tokenizer_main(void *arg)
 
 	t->rc = connect_to(t->d, &c) ? -1 : 0;
 	atomic_store(&t->started, true);
-	t->t0 = now_s();
+	t->t0 = exl_now_s();
 	if (!t->rc) {
 		t->rc = exl_tokenize(c, MODEL, t->text, t->len, -1, false, &ids, &t->n_ids);
 		if (t->rc)
 			snprintf(t->err, sizeof(t->err), "%s", exl_errmsg(c));
 	}
-	t->t1 = now_s();
+	t->t1 = exl_now_s();
 	free(ids);
 	exl_close(c);
 	atomic_store(&t->finished, true);
@@ -251,12 +224,12 @@ static int test_status(void)
 	REQUIRE(pthread_create(&th, NULL, tokenizer_main, &t) == 0, "pthread_create");
 	joined = false;
 	while (!atomic_load(&t.started))
-		sleep_ms(1);
+		h_sleep_ms(1);
 	/* Status every 20 ms until the tokenize reply has come. */
 	while (!atomic_load(&t.finished)) {
-		double t0 = now_s();
+		double t0 = exl_now_s();
 		int rc = exl_status(sc, &st);
-		double dt = now_s() - t0;
+		double dt = exl_now_s() - t0;
 
 		REQUIRE(rc == 0, "status: %s", exl_errmsg(sc));
 		free(st.models);
@@ -265,7 +238,7 @@ static int test_status(void)
 			if (dt > worst)
 				worst = dt;
 		}
-		sleep_ms(20);
+		h_sleep_ms(20);
 	}
 	pthread_join(th, NULL);
 	joined = true;
@@ -273,7 +246,7 @@ static int test_status(void)
 	REQUIRE(t.rc == 0, "tokenize of %zu bytes: %s", t.len, t.err);
 	printf("  tokenize of %zu bytes: %zu ids in %.2f s\n", t.len, t.n_ids, during);
 	printf("  %d status requests meanwhile: worst latency %.1f ms (bound %.0f ms%s)\n", n,
-	       worst * 1e3, bound_s() * 1e3, asan ? ", scaled for ASan" : "");
+	       worst * 1e3, bound_s() * 1e3, H_ASAN ? ", scaled for ASan" : "");
 	REQUIRE(t.n_ids > BIG / 16, "only %zu ids", t.n_ids);
 	REQUIRE(n >= 3, "only %d status requests while the tokenize ran", n);
 	REQUIRE(worst < bound_s(), "a status took %.1f ms while another client's tokenize ran",
@@ -307,7 +280,7 @@ struct streamer {
 
 static int note(struct streamer *s)
 {
-	double t = now_s();
+	double t = exl_now_s();
 
 	pthread_mutex_lock(&s->mu);
 	if (s->n == s->cap) {
@@ -409,22 +382,22 @@ static int test_stream(void)
 	REQUIRE(notify_start(&nr, &d) == 0, "pthread_create");
 	REQUIRE(pthread_create(&th, NULL, streamer_main, &s) == 0, "pthread_create");
 	joined = false;
-	sleep_ms(1000);
+	h_sleep_ms(1000);
 
 	/* The streamer alone, as a reference. */
-	double q0 = now_s();
-	sleep_ms(1000);
-	double quiet = worst_gap(&s, q0, now_s());
+	double q0 = exl_now_s();
+	h_sleep_ms(1000);
+	double quiet = worst_gap(&s, q0, exl_now_s());
 
 	/* A 16 MiB prompt (4 MiB under ASan): tokenized, then refused as
 	 * longer than the context. */
 	exl_gen_params_init(&p);
 	p.max_new_tokens = 1;
 	p.stream = EXL_STREAM_MODE_NONE;
-	double a0 = now_s();
+	double a0 = exl_now_s();
 	int rc = big_generate(&d, &p, text, msg, sizeof(msg));
-	double a1 = now_s();
-	sleep_ms(500);
+	double a1 = exl_now_s();
+	h_sleep_ms(500);
 	double gap_prompt = worst_gap(&s, a0, a1);
 	printf("  generate with a %zu-byte prompt: %s (%s) after %.2f s\n", BIG,
 	       exl_status_name(rc), msg, a1 - a0);
@@ -436,10 +409,10 @@ static int test_stream(void)
 	p.max_new_tokens = 8;
 	p.stream = EXL_STREAM_MODE_NONE;
 	p.json_schema = schema;
-	double b0 = now_s();
+	double b0 = exl_now_s();
 	rc = big_generate(&d, &p, PROMPT, msg, sizeof(msg));
-	double b1 = now_s();
-	sleep_ms(500);
+	double b1 = exl_now_s();
+	h_sleep_ms(500);
 	double gap_schema = worst_gap(&s, b0, b1);
 	printf("  generate with a %zu-byte JSON schema: %s (%.120s) after %.2f s\n",
 	       strlen(schema), exl_status_name(rc), msg, b1 - b0);
@@ -452,7 +425,7 @@ static int test_stream(void)
 	printf("  streamer: %d jobs, %zu events; largest gap: alone %.1f ms, during the "
 	       "prompt %.1f ms, during the schema %.1f ms (bound %.0f ms%s)\n", s.jobs, s.n,
 	       quiet * 1e3, gap_prompt * 1e3, gap_schema * 1e3, bound_s() * 1e3,
-	       asan ? ", scaled for ASan" : "");
+	       H_ASAN ? ", scaled for ASan" : "");
 	REQUIRE(s.rc == 0, "streamer: %s", s.err);
 	REQUIRE(gap_prompt < bound_s(), "the stream stalled %.1f ms while a %zu-byte prompt was "
 		"tokenized", gap_prompt * 1e3, BIG);
@@ -761,7 +734,7 @@ static int ops_limit(struct daemon *d, struct exl_client *c, const char *big)
 	pk_str(&pk, "stream");
 	pk_str(&pk, "none");
 	REQUIRE(raw_send_sb(&r, &sb) == 0, "send");
-	sleep_ms(300);
+	h_sleep_ms(300);
 	exl_gen_params_init(&p);
 	p.temperature = 0;
 	p.max_new_tokens = 4;
@@ -825,17 +798,17 @@ static int ops_close(struct daemon *d, struct exl_client *c, const char *big)
 	pack_tokenize(&sb, 1, big, BIG);
 	pack_generate(&sb, 2, 300);
 	REQUIRE(raw_send_sb(&r, &sb) == 0, "send");
-	sleep_ms(300);
+	h_sleep_ms(300);
 	raw_close(&r);
-	double t0 = now_s();
-	while (now_s() - t0 < 300) {
+	double t0 = exl_now_s();
+	while (exl_now_s() - t0 < 300) {
 		n = preparing(&s);
 		REQUIRE(n >= 0, "status (preparing) failed");
 		if (n > most)
 			most = n;
 		if (!n)
 			break;
-		sleep_ms(100);
+		h_sleep_ms(100);
 	}
 	REQUIRE(n == 0, "still %d requests being prepared after 300 s", n);
 	REQUIRE(most >= 1, "status never showed the tokenize being prepared");
@@ -844,7 +817,7 @@ static int ops_close(struct daemon *d, struct exl_client *c, const char *big)
 	REQUIRE(st.uid_jobs == 0, "the closed connection's job still counts (uid_jobs %d)",
 		st.uid_jobs);
 	printf("  a connection closed while its %zu-byte tokenize was prepared: status showed "
-	       "%d preparing, 0 after %.2f s; uid_jobs back to 0\n", BIG, most, now_s() - t0);
+	       "%d preparing, 0 after %.2f s; uid_jobs back to 0\n", BIG, most, exl_now_s() - t0);
 	ret = 0;
 out:
 	msgpack_sbuffer_destroy(&sb);
@@ -863,11 +836,11 @@ static int ops_unload(struct daemon *d, struct exl_client *c, const char *big)
 
 	REQUIRE(pthread_create(&th, NULL, tokenizer_main, &t) == 0, "pthread_create");
 	while (!atomic_load(&t.started))
-		sleep_ms(1);
-	sleep_ms(500);
-	double u0 = now_s();
+		h_sleep_ms(1);
+	h_sleep_ms(500);
+	double u0 = exl_now_s();
 	int rc = exl_unload(c, MODEL, false);
-	double u1 = now_s();
+	double u1 = exl_now_s();
 	pthread_join(th, NULL);
 	REQUIRE(rc == 0, "unload: %s", exl_errmsg(c));
 	REQUIRE(t.rc == 0 || t.rc == EXL_E_BUSY, "tokenize during unload: %s", t.err);
@@ -889,8 +862,8 @@ static int ops_shutdown(struct daemon *d, const char *big)
 
 	REQUIRE(pthread_create(&th, NULL, tokenizer_main, &t) == 0, "pthread_create");
 	while (!atomic_load(&t.started))
-		sleep_ms(1);
-	sleep_ms(500);
+		h_sleep_ms(1);
+	h_sleep_ms(500);
 	kill(d->pid, SIGTERM);
 	pthread_join(th, NULL);
 	REQUIRE(t.rc == 0 || t.rc == EXL_E_SHUTDOWN, "tokenize during shutdown: %s",

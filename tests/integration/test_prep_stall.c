@@ -50,39 +50,12 @@
 #include <time.h>
 
 #include "exlclient.h"
+#include "common/clock.h"
 #include "harness.h"
 #include "tests/common/check.h"
 
 #define MODEL "stories260K"
 #define PROMPT "Once upon a time"
-
-#if defined(__SANITIZE_ADDRESS__)
-static const bool asan = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-static const bool asan = true;
-#else
-static const bool asan = false;
-#endif
-#else
-static const bool asan = false;
-#endif
-
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static void sleep_ms(long ms)
-{
-	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
-
-	while (nanosleep(&ts, &ts) && errno == EINTR)
-		;
-}
 
 /* 1 s: twice the largest gap measured after (480 ms, once in 26 runs on a
  * busy machine; 176 ms under ASan), and a sixth of the smallest before
@@ -99,7 +72,7 @@ static double bound_s(void)
  * tokenizer is some 6 times slower. */
 static size_t big_size(void)
 {
-	return (asan ? (size_t)2 << 20 : (size_t)16 << 20) - 4096;
+	return (H_ASAN ? (size_t)2 << 20 : (size_t)16 << 20) - 4096;
 }
 
 /* n bytes of story text (ASCII), NUL-terminated; malloc'ed. */
@@ -148,7 +121,7 @@ static char *big_schema(int n)
 
 static int schema_properties(void)
 {
-	return asan ? 4000 : 17000;
+	return H_ASAN ? 4000 : 17000;
 }
 
 /* A streamed job's length: most of the 2048-token context, 0.5-1.5 s at
@@ -157,7 +130,7 @@ static int schema_properties(void)
  * second too, so that jobs end during each preparation there as well. */
 static int job_tokens(void)
 {
-	return asan ? 32 : 2000;
+	return H_ASAN ? 32 : 2000;
 }
 
 static int connect_to(struct daemon *d, bool ring, struct exl_client **c)
@@ -190,7 +163,7 @@ struct streamer {
 
 static int note(struct streamer *s)
 {
-	double t = now_s();
+	double t = exl_now_s();
 
 	pthread_mutex_lock(&s->mu);
 	if (s->n == s->cap) {
@@ -264,7 +237,7 @@ static double worst_gap(struct streamer *s, double w0, double w1)
  * ended and is counted. */
 static bool event_after(struct streamer *s, double t, double timeout_s)
 {
-	double end = now_s() + timeout_s;
+	double end = exl_now_s() + timeout_s;
 
 	for (;;) {
 		pthread_mutex_lock(&s->mu);
@@ -273,9 +246,9 @@ static bool event_after(struct streamer *s, double t, double timeout_s)
 
 		if (seen)
 			return true;
-		if (now_s() > end || atomic_load(&s->rc))
+		if (exl_now_s() > end || atomic_load(&s->rc))
 			return false;
-		sleep_ms(5);
+		h_sleep_ms(5);
 	}
 }
 
@@ -364,14 +337,14 @@ static int run_case(enum kind k)
 	joined = false;
 
 	/* The streamer alone for a second, once it runs, as a reference. */
-	sleep_ms(1000);
-	double q0 = now_s();
-	sleep_ms(1000);
-	double quiet = worst_gap(&s, q0, now_s());
+	h_sleep_ms(1000);
+	double q0 = exl_now_s();
+	h_sleep_ms(1000);
+	double quiet = worst_gap(&s, q0, exl_now_s());
 
-	double w0 = now_s();
+	double w0 = exl_now_s();
 	REQUIRE(expensive(&d, k, what, sizeof(what)) == 0);
-	double w1 = now_s();
+	double w1 = exl_now_s();
 	REQUIRE(event_after(&s, w1, 30.0), "no event after the request (streamer: %s)",
 		atomic_load(&s.rc) ? s.err : "running");
 	double gap = worst_gap(&s, w0, w1);
