@@ -1,7 +1,7 @@
 /* The allowed values of a generate request's numeric options, in one
  * table that both sides use: the daemon's request decoder
  * (daemon/server/wire/protocol.c) refuses a value outside them, and the command lines
- * (common/gen_options.c: exl generate / chat / bench and exld run) refuse
+ * (common/cli/gen_options.c: exl generate / chat / bench and exld run) refuse
  * it before anything is sent.  A value one side takes and the other
  * refuses would turn a usage error (exit 2) into a failed request (exit 1)
  * or the reverse, so there is no second copy of these numbers.

@@ -11,10 +11,10 @@ struct subcommand {
 };
 
 static const struct subcommand subcommands[] = {
-	{ "run", cmd_run, "run --model FILE --prompt TEXT [options]  complete a prompt (options: exld run --help)" },
-	{ "inspect", cmd_inspect, "inspect FILE              print a GGUF model's metadata and tensors" },
-	{ "tokenize", cmd_tokenize, "tokenize --model FILE [--no-bos] [--special]  text on stdin -> token ids" },
-	{ "detokenize", cmd_detokenize, "detokenize --model FILE [--special]  token ids on stdin -> text" },
+	{ "run", exl_cmd_run, "run --model FILE --prompt TEXT [options]  complete a prompt (options: exld run --help)" },
+	{ "inspect", exl_cmd_inspect, "inspect FILE              print a GGUF model's metadata and tensors" },
+	{ "tokenize", exl_cmd_tokenize, "tokenize --model FILE [--no-bos] [--special]  text on stdin -> token ids" },
+	{ "detokenize", exl_cmd_detokenize, "detokenize --model FILE [--special]  token ids on stdin -> text" },
 };
 
 static void usage(FILE *out)
@@ -28,7 +28,7 @@ int main(int argc, char **argv)
 {
 	/* No subcommand, or options: the daemon itself. */
 	if (argc < 2 || (argv[1][0] == '-' && strcmp(argv[1], "-h")))
-		return cmd_serve(argc, argv);
+		return exl_cmd_serve(argc, argv);
 	if (argc >= 2) {
 		for (size_t i = 0; i < sizeof(subcommands) / sizeof(subcommands[0]); i++)
 			if (!strcmp(argv[1], subcommands[i].name))

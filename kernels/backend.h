@@ -59,11 +59,27 @@ struct exl_batch_desc {
 	const int32_t *page_table; /* [n_seqs][max_pages] */
 };
 
+/* Pair i of a head at position pos turns by
+ *   pos * freq_scale * freq_base^(-2i / n_rot) / freq_factors[i]
+ * and its cosine and sine are multiplied by attn_factor. */
 struct exl_rope_params {
 	int n_rot;          /* rotated dims per head (<= head_dim) */
 	float freq_base;
 	float freq_scale;   /* linear scaling: angle uses pos * freq_scale */
 	bool neox;          /* halves layout (x[i], x[i + n_rot/2]); else adjacent pairs */
+	/* Per-pair divisors of the angle (llama 3.1's rope_freqs, phi3's
+	 * rope_factors_long/short): n_rot / 2 floats of backend memory that
+	 * stay valid and unchanged while the model is loaded, or NULL. */
+	const float *freq_factors;
+	float attn_factor;  /* 1 for none (phi3's rope.scaling.attn_factor) */
+};
+
+/* How attention scores a query against a key, and which keys it sees. */
+struct exl_attn_params {
+	float scale;        /* score = q . k * scale */
+	float softcap;      /* > 0: score = softcap * tanh(score / softcap) (gemma2) */
+	int window;         /* > 0: a token at position p sees only positions
+			     * p - window + 1 .. p (sliding window); 0: all of 0..p */
 };
 
 /* What a backend holds, for status reports and for sizing the KV pool.
@@ -120,11 +136,14 @@ struct exl_backend_ops {
 	/* Writes k, v ([n][n_kv_heads][head_dim]) of every batch token into its page. */
 	void (*kv_store)(struct exl_backend *be, const struct exl_kv_layer *kv,
 			 const float *k, const float *v);
-	/* out[n][n_heads][head_dim] = softmax(q . K^T * scale) . V over each token's
-	 * causal window in its sequence's pages; head h reads KV head
-	 * h / (n_heads / n_kv_heads) (GQA). */
+	/* out[n][n_heads][head_dim] = softmax(score(q, K)) . V over each token's
+	 * causal window in its sequence's pages (p->window limits it further;
+	 * pages wholly before a token's window are never read and may be -1 in
+	 * the page table); head h reads KV head h / (n_heads / n_kv_heads)
+	 * (GQA). */
 	void (*attention)(struct exl_backend *be, const struct exl_kv_layer *kv,
-			  const float *q, float *out, int n_heads, float scale);
+			  const float *q, float *out, int n_heads,
+			  const struct exl_attn_params *p);
 	/* dst[i][:] = src[rows[i]][:] for i < n, dim floats per row (rows host memory) */
 	void (*gather_rows)(struct exl_backend *be, float *dst, const float *src,
 			    const int32_t *rows, int n, int dim);
@@ -145,6 +164,18 @@ struct exl_backend_ops {
 	 * next op.  Every backend has it, so callers never ask which backend
 	 * they hold. */
 	const char *(*error)(const struct exl_backend *be);
+
+	/* x[k] *= s, k < count */
+	void (*scale)(struct exl_backend *be, float *x, float s, size_t count);
+	/* x[k] = cap * tanh(x[k] / cap), k < count (gemma2's final logits) */
+	void (*softcap)(struct exl_backend *be, float *x, float cap, size_t count);
+	/* g[k] = gelu(g[k]) * u[k], k < count; gelu in its tanh form */
+	void (*geglu)(struct exl_backend *be, float *g, const float *u, size_t count);
+	/* y[rows[i]][:] += w[i] * x[i][:] for i < n, dim floats per row; rows
+	 * and w host memory, no row twice in one call (mixture of experts: one
+	 * expert's outputs back to the tokens that chose it). */
+	void (*add_rows_scaled)(struct exl_backend *be, float *y, const float *x,
+				const int32_t *rows, const float *w, int n, int dim);
 };
 
 struct exl_backend {

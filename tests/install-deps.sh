@@ -8,3 +8,10 @@ $SUDO apt-get install -y -q --no-install-recommends \
 	build-essential meson ninja-build pkg-config \
 	libmsgpack-dev libevent-dev libsystemd-dev libpcre2-dev libcmocka-dev \
 	python3 python3-jsonschema systemd tmux
+# The HTTP front's tests use the npm clients people use (openai, ollama),
+# pinned by tests/node/package-lock.json; node comes with the machine, or
+# from Debian when it does not.
+if ! command -v npm >/dev/null 2>&1; then
+	$SUDO apt-get install -y -q --no-install-recommends nodejs npm
+fi
+npm ci --prefix "$(dirname "$0")/node" --no-audit --no-fund

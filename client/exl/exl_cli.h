@@ -9,8 +9,7 @@
 #include <stdio.h>
 
 #include "exlclient.h"
-#include "common/gen_options.h"
-#include "common/json_string.h"
+#include "common/cli/gen_args.h"
 
 /* Exit statuses (exl --help lists them). */
 enum {
@@ -64,16 +63,9 @@ struct gen_opts {
 	const char *model;
 	bool json;
 	int top_probs;            /* --top-probs K */
-	struct genopt_parser ps;  /* the shared table (common/gen_options.h) and its counts */
-	/* storage the params point into */
-	const char **stops;
-	int32_t *stop_tokens;
-	const char **bans;
-	int32_t *bias_ids;
-	float *bias_values;
-	char (*breakers)[64];
-	const char **breaker_ptrs;
-	char *constraint_text;    /* --grammar / --json-schema file contents */
+	/* The shared options' parser (common/cli/gen_args.h: the members
+	 * above that they set), and the lists p points into. */
+	struct gen_args a;
 };
 
 /* Sizes the lists for argc arguments.  -1 with a message on failure. */
@@ -92,9 +84,7 @@ int gen_opts_finish(struct gen_opts *o, const char *cmd);
 /* The generation options' help lines. */
 void gen_opts_usage(FILE *out);
 
-/* ---- JSON output (exl_json.c) ---- */
-
-/* json_string(): common/json_string.h */
+/* ---- output: JSON and --top-probs lines (exl_json.c) ---- */
 
 /* Per-token candidates gathered from a stream, for --top-probs. */
 struct top_tokens {
@@ -116,13 +106,15 @@ void token_texts_free(struct token_texts *tt);
 /* The text of id (never NULL: "" when the daemon could not say). */
 const char *token_text(struct token_texts *tt, int32_t id, size_t *len);
 
-/* One result as one line of JSON, with the fields of `exld run --json`:
- * text (prefix + r->text), token_ids, stop_reason, stop_string, stop_token,
- * error, prompt_tokens, cached_tokens, new_tokens, seed, timings, and
- * probs / top, draft_proposed / draft_accepted (speculative decoding) and
- * num_beams / beam_score (beam search) when given. */
+/* One result as one line of JSON, the same as `exld run --json`'s
+ * (common/cli/gen_output.h), with top's candidates when given. */
 int json_result(FILE *out, const struct exl_result *r, const struct top_tokens *top,
 		struct token_texts *tt);
+
+/* exld run's --top-probs lines for a TOKENS event, on out, each after
+ * prefix. */
+void print_top_probs(FILE *out, const char *prefix, const struct exl_event *ev,
+		     struct token_texts *tt);
 
 /* ---- commands ---- */
 

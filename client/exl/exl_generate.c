@@ -116,30 +116,15 @@ static size_t find_job(const struct gen_state *st, uint64_t job)
 	return st->n;
 }
 
-/* exld run's --top-probs lines, on stderr. */
+/* exld run's --top-probs lines, on stderr; with several prompts each
+ * says whose it is. */
 static void print_probs(struct gen_state *st, size_t i, const struct exl_event *ev)
 {
-	for (size_t t = 0; t < ev->n_ids; t++) {
-		size_t len;
-		const char *text = token_text(st->tt, ev->ids[t], &len);
+	char prefix[32] = "";
 
-		if (st->n > 1)
-			fprintf(stderr, "[%zu] ", i + 1);
-		fprintf(stderr, "token %d ", (int)ev->ids[t]);
-		json_string(stderr, text, len);
-		fprintf(stderr, " p=%.4f top:", ev->probs ? (double)ev->probs[t] : 0.0);
-		for (int k = 0; k < ev->n_top; k++) {
-			int32_t id = ev->top_ids[t * (size_t)ev->n_top + (size_t)k];
-
-			if (id < 0)
-				break;
-			text = token_text(st->tt, id, &len);
-			fprintf(stderr, " %d ", (int)id);
-			json_string(stderr, text, len);
-			fprintf(stderr, " %.4f", (double)ev->top_probs[t * (size_t)ev->n_top + (size_t)k]);
-		}
-		fputc('\n', stderr);
-	}
+	if (st->n > 1)
+		snprintf(prefix, sizeof(prefix), "[%zu] ", i + 1);
+	print_top_probs(stderr, prefix, ev, st->tt);
 }
 
 /* --dump-logits: the event's rows, as they come (one job, so in order). */

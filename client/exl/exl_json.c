@@ -1,11 +1,13 @@
-/* exl --json: results as one line of JSON each, and the token texts and
- * candidates that go with --top-probs. */
+/* exl --json and --top-probs: the token texts and candidates they show,
+ * gathered from the daemon, and the client's results put in the terms of
+ * the writer exld run uses too (common/cli/gen_output.h). */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "client/exl/exl_cli.h"
+#include "common/cli/gen_output.h"
 
 /* ---- candidates from the stream ---- */
 
@@ -141,66 +143,45 @@ const char *token_text(struct token_texts *tt, int32_t id, size_t *len)
 	return text;
 }
 
-/* ---- a result ---- */
+/* ---- the shared output (common/cli/gen_output.h) ---- */
+
+static const char *text_of(void *tt, int32_t id, size_t *len)
+{
+	return token_text(tt, id, len);
+}
+
+void print_top_probs(FILE *out, const char *prefix, const struct exl_event *ev,
+		     struct token_texts *tt)
+{
+	struct gen_probs t = {
+		.ids = ev->ids, .n = ev->n_ids, .probs = ev->probs,
+		.top_k = ev->n_top, .top_ids = ev->top_ids, .top_probs = ev->top_probs,
+	};
+
+	gen_print_probs(out, prefix, &t, text_of, tt);
+}
 
 int json_result(FILE *out, const struct exl_result *r, const struct top_tokens *top,
 		struct token_texts *tt)
 {
-	fputs("{\"text\":", out);
-	json_string(out, r->text ? r->text : "", r->text ? r->text_len : 0);
-	fputs(",\"token_ids\":[", out);
-	for (size_t i = 0; i < r->n_ids; i++)
-		fprintf(out, "%s%d", i ? "," : "", (int)r->ids[i]);
-	fprintf(out, "],\"stop_reason\":");
-	json_string(out, r->stop_reason, strlen(r->stop_reason));
-	fputs(",\"stop_string\":", out);
-	if (r->stop_string)
-		json_string(out, r->stop_string, strlen(r->stop_string));
-	else
-		fputs("null", out);
-	if (r->stop_token >= 0)
-		fprintf(out, ",\"stop_token\":%d", (int)r->stop_token);
-	else
-		fputs(",\"stop_token\":null", out);
-	if (r->error) {
-		fputs(",\"error\":", out);
-		json_string(out, r->error, strlen(r->error));
-	}
-	fprintf(out, ",\"prompt_tokens\":%d,\"cached_tokens\":%d,\"new_tokens\":%d,\"seed\":%llu",
-		r->prompt_tokens, r->cached_tokens, r->new_tokens, (unsigned long long)r->seed);
-	fprintf(out, ",\"timings\":{\"queued_ms\":%.3f,\"first_token_ms\":%.3f,\"total_ms\":%.3f}",
-		r->time_queued * 1e3, r->time_to_first * 1e3, r->time_total * 1e3);
-	if (r->draft_proposed)
-		fprintf(out, ",\"draft_proposed\":%d,\"draft_accepted\":%d", r->draft_proposed,
-			r->draft_accepted);
-	if (r->num_beams)
-		fprintf(out, ",\"num_beams\":%d,\"beam_score\":%.6f", r->num_beams, r->beam_score);
-	if (r->probs) {
-		fputs(",\"probs\":[", out);
-		for (size_t i = 0; i < r->n_ids; i++)
-			fprintf(out, "%s%.6g", i ? "," : "", (double)r->probs[i]);
-		fputc(']', out);
-	}
-	if (top && top->k && top->n) {
-		fputs(",\"top\":[", out);
-		for (size_t i = 0; i < top->n; i++) {
-			fputs(i ? ",[" : "[", out);
-			for (int k = 0; k < top->k; k++) {
-				int32_t id = top->ids[i * (size_t)top->k + (size_t)k];
-				size_t len;
-				const char *text;
+	struct gen_report g = {
+		.text = r->text ? r->text : "", .text_len = r->text ? r->text_len : 0,
+		.ids = r->ids, .n_ids = r->n_ids,
+		.stop_reason = r->stop_reason, .stop_string = r->stop_string,
+		.stop_token = r->stop_token, .error = r->error,
+		.prompt_tokens = r->prompt_tokens, .cached_tokens = r->cached_tokens,
+		.new_tokens = r->new_tokens, .seed = r->seed,
+		.time_queued = r->time_queued, .time_to_first = r->time_to_first,
+		.time_total = r->time_total, .probs = r->probs,
+		.draft_proposed = r->draft_proposed, .draft_accepted = r->draft_accepted,
+		.num_beams = r->num_beams, .beam_score = r->beam_score,
+	};
 
-				if (id < 0)
-					break;
-				text = token_text(tt, id, &len);
-				fprintf(out, "%s{\"id\":%d,\"text\":", k ? "," : "", (int)id);
-				json_string(out, text, len);
-				fprintf(out, ",\"p\":%.6g}", (double)top->probs[i * (size_t)top->k + (size_t)k]);
-			}
-			fputc(']', out);
-		}
-		fputc(']', out);
+	if (top && top->k && top->n) {
+		g.top_k = top->k;
+		g.n_top = top->n;
+		g.top_ids = top->ids;
+		g.top_probs = top->probs;
 	}
-	fputs("}\n", out);
-	return ferror(out) ? -1 : 0;
+	return gen_json_result(out, &g, text_of, tt);
 }

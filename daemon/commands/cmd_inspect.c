@@ -47,11 +47,11 @@ static void print_elem(FILE *out, const struct gguf_array *a, uint64_t i, int de
 		break;
 	case GGUF_VT_FLOAT32:
 	case GGUF_VT_FLOAT64:
-		if (gguf_arr_get_f64(a, i, &dv))
+		if (exl_gguf_arr_get_f64(a, i, &dv))
 			fprintf(out, "%g", dv);
 		break;
 	case GGUF_VT_BOOL:
-		if (gguf_arr_get_i64(a, i, &iv))
+		if (exl_gguf_arr_get_i64(a, i, &iv))
 			fputs(iv ? "true" : "false", out);
 		break;
 	case GGUF_VT_UINT64: {
@@ -62,7 +62,7 @@ static void print_elem(FILE *out, const struct gguf_array *a, uint64_t i, int de
 		break;
 	}
 	default:
-		if (gguf_arr_get_i64(a, i, &iv))
+		if (exl_gguf_arr_get_i64(a, i, &iv))
 			fprintf(out, "%" PRId64, iv);
 		break;
 	}
@@ -120,7 +120,7 @@ static void print_value(FILE *out, const struct gguf_value *v)
 static void print_type(FILE *out, const struct gguf_value *v)
 {
 	if (v->type != GGUF_VT_ARRAY) {
-		fputs(gguf_vtype_name(v->type), out);
+		fputs(exl_gguf_vtype_name(v->type), out);
 		return;
 	}
 	/* array[array[string]] for nested arrays, by their first element */
@@ -133,7 +133,7 @@ static void print_type(FILE *out, const struct gguf_value *v)
 		a = &a->arrs[0];
 		depth++;
 	}
-	fputs(gguf_vtype_name(a->elem_type), out);
+	fputs(exl_gguf_vtype_name(a->elem_type), out);
 	for (int i = 0; i <= depth; i++)
 		fputc(']', out);
 }
@@ -157,7 +157,7 @@ static void print_hparam(FILE *out, const struct gguf_file *f, const char *arch,
 	const struct gguf_kv *kv;
 
 	snprintf(key, sizeof(key), "%s.%s", arch, suffix);
-	kv = gguf_find_kv(f, key);
+	kv = exl_gguf_find_kv(f, key);
 	fprintf(out, "  %-34s ", suffix);
 	if (kv)
 		print_value(out, &kv->val);
@@ -206,12 +206,12 @@ static void print_summary(FILE *out, const char *path, const struct gguf_file *f
 	fprintf(out, "alignment:     %u\n", f->alignment);
 	fprintf(out, "kv pairs:      %" PRIu64 "\n", f->n_kv);
 	fprintf(out, "tensors:       %" PRIu64 "\n", f->n_tensors);
-	if (gguf_get_str(f, "general.name", str, sizeof(str)))
+	if (exl_gguf_get_str(f, "general.name", str, sizeof(str)))
 		fprintf(out, "name:          %s\n", str);
-	if (!gguf_get_str(f, "general.architecture", arch, sizeof(arch)))
+	if (!exl_gguf_get_str(f, "general.architecture", arch, sizeof(arch)))
 		snprintf(arch, sizeof(arch), "?");
 	fprintf(out, "architecture:  %s\n", arch);
-	if (gguf_get_u64(f, "general.file_type", &ftype))
+	if (exl_gguf_get_u64(f, "general.file_type", &ftype))
 		fprintf(out, "file type:     %" PRIu64 "\n", ftype);
 	fprintf(out, "hyperparameters:\n");
 	for (size_t i = 0; i < sizeof(hparams) / sizeof(hparams[0]); i++)
@@ -232,14 +232,14 @@ static void print_summary(FILE *out, const char *path, const struct gguf_file *f
 	}
 
 	fprintf(out, "tokenizer:     ");
-	if (gguf_get_str(f, "tokenizer.ggml.model", str, sizeof(str)))
+	if (exl_gguf_get_str(f, "tokenizer.ggml.model", str, sizeof(str)))
 		fprintf(out, "%s", str);
 	else
 		fputs("-", out);
-	tokens = gguf_get_arr(f, "tokenizer.ggml.tokens");
+	tokens = exl_gguf_get_arr(f, "tokenizer.ggml.tokens");
 	if (tokens)
 		fprintf(out, ", vocabulary %" PRIu64, tokens->count);
-	if (gguf_get_str(f, "tokenizer.ggml.pre", str, sizeof(str)))
+	if (exl_gguf_get_str(f, "tokenizer.ggml.pre", str, sizeof(str)))
 		fprintf(out, ", pre %s", str);
 	fputc('\n', out);
 
@@ -299,7 +299,7 @@ static void usage(FILE *out)
 		     "  --kv   print every metadata key with its type and value instead\n");
 }
 
-int cmd_inspect(int argc, char **argv)
+int exl_cmd_inspect(int argc, char **argv)
 {
 	const char *path = NULL;
 	bool show_kv = false;
@@ -327,7 +327,7 @@ int cmd_inspect(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
-	f = gguf_open(path, err, sizeof(err));
+	f = exl_gguf_open(path, err, sizeof(err));
 	if (!f) {
 		fprintf(stderr, "exld inspect: %s: %s\n", path, err);
 		return 1;
@@ -336,7 +336,7 @@ int cmd_inspect(int argc, char **argv)
 		print_kv(stdout, f);
 	else
 		print_summary(stdout, path, f);
-	gguf_close(f);
+	exl_gguf_close(f);
 	if (fflush(stdout) || ferror(stdout)) {
 		fprintf(stderr, "exld inspect: error writing output\n");
 		return 1;

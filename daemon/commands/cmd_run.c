@@ -46,30 +46,6 @@ struct run_state {
 	bool logits_missing;      /* a chunk with tokens came without logits */
 };
 
-static void print_probs(const struct run_state *st, const struct exl_chunk *c)
-{
-	char buf[128];
-
-	for (int i = 0; i < c->n_tokens; i++) {
-		size_t n = exl_token_bytes(st->tok, c->tokens[i], true, buf, sizeof(buf));
-
-		fprintf(stderr, "token %d ", (int)c->tokens[i]);
-		run_json_string(stderr, buf, n < sizeof(buf) ? n : sizeof(buf));
-		fprintf(stderr, " p=%.4f top:", c->probs ? (double)c->probs[i] : 0.0);
-		for (int k = 0; k < c->top_k; k++) {
-			int32_t id = c->top_ids[(size_t)i * (size_t)c->top_k + (size_t)k];
-
-			if (id < 0)
-				break;
-			n = exl_token_bytes(st->tok, id, true, buf, sizeof(buf));
-			fprintf(stderr, " %d ", (int)id);
-			run_json_string(stderr, buf, n < sizeof(buf) ? n : sizeof(buf));
-			fprintf(stderr, " %.4f", (double)c->top_probs[(size_t)i * (size_t)c->top_k + (size_t)k]);
-		}
-		fputc('\n', stderr);
-	}
-}
-
 static int on_chunk(struct exl_job *job, const struct exl_chunk *c, void *user)
 {
 	struct run_state *st = user;
@@ -91,7 +67,7 @@ static int on_chunk(struct exl_job *job, const struct exl_chunk *c, void *user)
 		st->write_failed = true;
 	fflush(stdout);
 	if (st->o->top_probs)
-		print_probs(st, c);
+		exl_run_print_probs(stderr, c, st->tok);
 	return EXL_CHUNK_OK;
 }
 
@@ -188,7 +164,7 @@ static int warmup(struct exl_model *m, struct exl_engine *e, char *err, size_t e
 	return r;
 }
 
-int cmd_run(int argc, char **argv)
+int exl_cmd_run(int argc, char **argv)
 {
 	static const struct exl_job_callbacks cb = { on_chunk, on_done };
 	struct run_opts o;
@@ -203,9 +179,9 @@ int cmd_run(int argc, char **argv)
 	int status = 1;
 	bool started = false;
 
-	int pr = run_parse_args(argc, argv, &o);
+	int pr = exl_run_parse_args(argc, argv, &o);
 	if (pr) {
-		run_opts_free(&o);
+		exl_run_opts_free(&o);
 		return pr > 0 ? 0 : 2;
 	}
 	if (o.dump_logits) {
@@ -324,7 +300,7 @@ int cmd_run(int argc, char **argv)
 	const struct exl_gen_result *r = exl_job_result(job);
 
 	if (o.json) {
-		if (run_print_json(stdout, r, tok))
+		if (exl_run_print_json(stdout, r, tok))
 			st.write_failed = true;
 	} else {
 		if (st.prompt_pending)
@@ -392,6 +368,6 @@ out:
 	exl_model_free(m);
 	if (be)
 		be->ops->destroy(be);
-	run_opts_free(&o);
+	exl_run_opts_free(&o);
 	return status;
 }

@@ -1,12 +1,13 @@
-/* exld run's insides: options (cmd_run_opts.c) and the JSON result
- * (cmd_run_json.c), used by cmd_run.c only. */
+/* exld run's insides: options (cmd_run_opts.c) and its output, the JSON
+ * result and the --top-probs lines (cmd_run_json.c), used by cmd_run.c
+ * only. */
 #ifndef EXL_CMD_RUN_H
 #define EXL_CMD_RUN_H
 
 #include <stdbool.h>
 #include <stdio.h>
 
-#include "common/json_string.h"
+#include "common/cli/gen_args.h"
 #include "daemon/core/generator/generator.h"
 
 struct exl_tokenizer;
@@ -24,26 +25,21 @@ struct run_opts {
 	const char *dump_logits;  /* --dump-logits FILE (common/logits_file.h) */
 	const char *draft_model;  /* --draft-model FILE|NAME */
 	struct exl_gen_settings s;
-	/* the lists s points into, sized by argc */
-	const char **stops;
-	int32_t *stop_tokens;
-	const char **bans;
-	struct exl_token_bias *bias;
-	char *constraint_text;   /* --grammar / --json-schema file contents */
+	/* The shared options' parser (common/cli/gen_args.h: the members
+	 * above that they set), and the lists s points into. */
+	struct gen_args a;
+	struct exl_token_bias *bias; /* the --bias pairs, in the sampler's shape */
 };
 
 /* Fills o from argv.  0: run; 1: help printed; -1: a message was printed
- * (exit status 2).  run_opts_free() in every case. */
-int run_parse_args(int argc, char **argv, struct run_opts *o);
-void run_opts_free(struct run_opts *o);
+ * (exit status 2).  exl_run_opts_free() in every case. */
+int exl_run_parse_args(int argc, char **argv, struct run_opts *o);
+void exl_run_opts_free(struct run_opts *o);
 
-/* The result as one JSON object on one line. */
-int run_print_json(FILE *out, const struct exl_gen_result *r, const struct exl_tokenizer *tok);
+/* The result as one JSON object on one line (common/cli/gen_output.h). */
+int exl_run_print_json(FILE *out, const struct exl_gen_result *r, const struct exl_tokenizer *tok);
 
-/* JSON string literal of n bytes (invalid UTF-8 becomes U+FFFD). */
-static inline void run_json_string(FILE *out, const char *s, size_t n)
-{
-	json_string(out, s, n);
-}
+/* The --top-probs lines of a chunk, on out. */
+void exl_run_print_probs(FILE *out, const struct exl_chunk *c, const struct exl_tokenizer *tok);
 
 #endif

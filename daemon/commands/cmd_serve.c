@@ -12,7 +12,7 @@ static void serve_usage(FILE *out)
 {
 	fprintf(out,
 		"usage: exld [--config FILE] [--socket PATH] [--models DIR] [--load NAME[,NAME...]]\n"
-		"            [--threads N] [--kv-tokens N] [--device DEV] [--verbose]\n"
+		"            [--threads N] [--kv-tokens N] [--device DEV] [--http ADDR]... [--verbose]\n"
 		"Runs the daemon in the foreground until SIGTERM.\n"
 		"  --config FILE    settings file (default " EXL_CONFIG_DEFAULT_PATH ", skipped when absent)\n"
 		"  --socket PATH    listen here (unless systemd passes a socket)\n"
@@ -21,6 +21,8 @@ static void serve_usage(FILE *out)
 		"  --threads N      CPU threads per model (0: one per core)\n"
 		"  --kv-tokens N    KV cache positions per model\n"
 		"  --device DEV     cpu, cuda or cuda:N\n"
+		"  --http ADDR      also serve the OpenAI / Ollama HTTP API on 127.0.0.1:PORT,\n"
+		"                   [::1]:PORT or unix:/path (repeatable; replaces the file's)\n"
 		"  --verbose        log every connection event\n"
 		"Flags override the config file; see docs/configuration.md for every setting.\n");
 }
@@ -37,14 +39,16 @@ static const struct flag flags[] = {
 	{ "--threads", "threads" },
 	{ "--kv-tokens", "kv_tokens" },
 	{ "--device", "device" },
+	{ "--http", "http" },
 };
 
-int cmd_serve(int argc, char **argv)
+int exl_cmd_serve(int argc, char **argv)
 {
 	struct exl_config cfg;
 	const char *config_path = EXL_CONFIG_DEFAULT_PATH;
 	bool config_explicit = false;
 	char err[1024];
+	bool http_seen = false;
 	int i;
 
 	exl_log_init();
@@ -93,6 +97,11 @@ int cmd_serve(int argc, char **argv)
 		}
 		if (!strcmp(flags[f].key, "load"))
 			cfg.n_load = 0;
+		/* repeatable: the first --http replaces the file's list */
+		if (!strcmp(flags[f].key, "http") && !http_seen) {
+			cfg.n_http = 0;
+			http_seen = true;
+		}
 		if (exl_config_set(&cfg, flags[f].key, argv[++i], err, sizeof(err))) {
 			fprintf(stderr, "exld: %s: %s\n", flags[f].name, err);
 			return 2;

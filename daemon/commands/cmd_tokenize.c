@@ -122,7 +122,7 @@ oom:
 
 static struct exl_tokenizer *open_tokenizer(const char *path, char *err, size_t errlen)
 {
-	struct gguf_file *f = gguf_open(path, err, errlen);
+	struct gguf_file *f = exl_gguf_open(path, err, errlen);
 	struct exl_tokenizer *t;
 	char msg[384];
 
@@ -131,11 +131,11 @@ static struct exl_tokenizer *open_tokenizer(const char *path, char *err, size_t 
 	t = exl_tokenizer_load(f, msg, sizeof(msg));
 	if (!t)
 		snprintf(err, errlen, "%s: %s", path, msg);
-	gguf_close(f);
+	exl_gguf_close(f);
 	return t;
 }
 
-int cmd_tokenize(int argc, char **argv)
+int exl_cmd_tokenize(int argc, char **argv)
 {
 	struct tok_opts o;
 	struct exl_tokenizer *t = NULL;
@@ -227,7 +227,7 @@ fail:
 	return -1;
 }
 
-int cmd_detokenize(int argc, char **argv)
+int exl_cmd_detokenize(int argc, char **argv)
 {
 	struct tok_opts o;
 	struct exl_tokenizer *t = NULL;

@@ -3,10 +3,10 @@
 #ifndef EXL_COMMANDS_H
 #define EXL_COMMANDS_H
 
-int cmd_inspect(int argc, char **argv);
-int cmd_tokenize(int argc, char **argv);
-int cmd_detokenize(int argc, char **argv);
-int cmd_run(int argc, char **argv);
-int cmd_serve(int argc, char **argv); /* the daemon itself */
+int exl_cmd_inspect(int argc, char **argv);
+int exl_cmd_tokenize(int argc, char **argv);
+int exl_cmd_detokenize(int argc, char **argv);
+int exl_cmd_run(int argc, char **argv);
+int exl_cmd_serve(int argc, char **argv); /* the daemon itself */
 
 #endif

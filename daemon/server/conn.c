@@ -61,7 +61,7 @@ static void pending_add(struct exl_loop *lp, int64_t bytes)
 }
 
 /* The pool took a result: connections waiting for room read again. */
-static void prep_room(struct exl_loop *lp)
+void exl_conn_prep_room(struct exl_loop *lp)
 {
 	for (struct exl_conn *c = lp->conns; c; c = c->next)
 		if (c->prep_blocked)
@@ -662,7 +662,7 @@ static struct exl_conn *prep_finish(struct exl_loop *lp, struct exl_prep *p)
 	/* the model may go only now (the job, if any, holds its engine) */
 	exl_engine_thread_prep_done(et);
 	if (pooled)
-		prep_room(lp);
+		exl_conn_prep_room(lp);
 	return c;
 }
 

@@ -66,6 +66,9 @@ bool exl_conn_retry_pending(struct exl_conn *c);
 bool exl_conn_output_empty(const struct exl_conn *c);
 /* EXL_MAIL_PREP_DONE: replies, or hands the job to its engine; frees p. */
 void exl_conn_prep_done(struct exl_loop *lp, struct exl_prep *p);
+/* The pool took a result of someone else's (the HTTP front's):
+ * connections waiting for room read again. */
+void exl_conn_prep_room(struct exl_loop *lp);
 /* Reads c again if it waited for room in the pool. */
 void exl_conn_prep_unblock(struct exl_conn *c);
 

@@ -22,6 +22,7 @@
 #include "daemon/server/delivery/sink.h"
 #include "daemon/server/engine/models_registry.h"
 #include "daemon/server/engine/prep.h"
+#include "daemon/server/http/http.h"
 #include "daemon/server/loop.h"
 #include "daemon/server/server.h"
 
@@ -36,6 +37,7 @@ struct exl_server {
 	int listen_fd;
 	bool own_socket;              /* bound by us: unlink at exit */
 	struct event *listen_ev;
+	struct exl_http *http;        /* the HTTP front, when configured */
 	struct event *accept_resume_ev;
 	bool accept_paused;           /* out of fds: listen_ev is off */
 	int spare_fd;                 /* given up to accept and refuse when out of fds */
@@ -126,6 +128,8 @@ static void on_mail(evutil_socket_t fd, short what, void *arg)
 			c = m->u.sink->conn;
 			if (c) {
 				exl_conn_flush_sink(c);
+			} else if (m->u.sink->http) {
+				exl_http_flush_sink(m->u.sink->http);
 			} else {
 				/* the connection is gone: drop what it was sent */
 				struct exl_outmsg *o = exl_sink_take_out(m->u.sink, NULL);
@@ -162,7 +166,15 @@ static void on_mail(evutil_socket_t fd, short what, void *arg)
 			exl_registry_on_engine_exited(s->lp.reg, m->u.engine);
 			break;
 		case EXL_MAIL_PREP_DONE:
-			exl_conn_prep_done(&s->lp, m->u.prep);
+			/* A request of the HTTP front's, unless it ended (then
+			 * conn.c drops it as it does a closed connection's). */
+			if (m->u.prep->sink->http) {
+				exl_http_prep_done(s->http, m->u.prep);
+				exl_conn_prep_room(&s->lp);
+			} else {
+				exl_conn_prep_done(&s->lp, m->u.prep);
+			}
+			exl_http_prep_room(s->http);
 			break;
 		}
 		free(m);
@@ -531,6 +543,7 @@ static void on_drain(evutil_socket_t fd, short what, void *arg)
 			c->retry_wanted = exl_conn_retry_pending(c);
 		busy += c->retry_wanted || !exl_conn_output_empty(c);
 	}
+	busy += exl_http_busy(s->http);
 	if (busy && exl_now_ns() - s->drain_flush_start <
 			    (uint64_t)s->lp.cfg.drain_timeout_ms * 1000000ull) {
 		evtimer_add(s->drain_ev, &tv);
@@ -555,6 +568,7 @@ static void start_drain(struct exl_server *s, const char *why)
 	s->lp.draining = true;
 	sd_notify(0, "STOPPING=1\nSTATUS=draining: ending jobs");
 	close_listener(s);
+	exl_http_stop_listening(s->http);
 	exl_registry_shutdown(s->lp.reg);
 	event_active(s->drain_ev, EV_TIMEOUT, 0);
 }
@@ -569,6 +583,8 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
 
 static void free_server(struct exl_server *s)
 {
+	/* its requests cancel their jobs through the registry */
+	exl_http_free(s->http);
 	while (s->lp.conns)
 		exl_conn_close(s->lp.conns);
 	close_listener(s);
@@ -666,6 +682,10 @@ int exl_server_run(const struct exl_config *cfg)
 	s->listen_ev = event_new(s->lp.base, s->listen_fd, EV_READ | EV_PERSIST, on_accept, s);
 	if (!s->listen_ev || event_add(s->listen_ev, NULL)) {
 		exl_log(EXL_LOG_ERR, "setting up the listener failed");
+		goto out;
+	}
+	if (exl_http_start(&s->lp, &s->http, err, sizeof(err))) {
+		exl_log(EXL_LOG_ERR, "%s", err);
 		goto out;
 	}
 

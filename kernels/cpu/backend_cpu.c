@@ -23,7 +23,10 @@ struct cpu_backend {
 	struct exl_matmul_scratch mm;
 	struct exl_cpu_batch batch;
 	unsigned batch_id;       /* bumped by every set_batch (keys the rope tables) */
-	struct exl_rope_cache rope;
+	/* Two sets of tables: models whose layers alternate between two rope
+	 * settings (gemma's local and global layers) keep both. */
+	struct exl_rope_cache rope[2];
+	unsigned rope_uses;
 	struct exl_attn_scratch attn;
 	struct exl_mem_track weights; /* what upload was given: mapped file bytes */
 	struct exl_mem_track buffers; /* what alloc handed out: host RAM */
@@ -381,7 +384,17 @@ static void op_rope(struct exl_backend *be, float *x, int n, int n_heads, int he
 		     n, cb->batch.n_tokens);
 		return;
 	}
-	if (exl_cpu_rope(cb->pool, cb->k, &cb->rope, cb->batch_id, cb->batch.pos, x, n, n_heads,
+	struct exl_rope_cache *rc = &cb->rope[0];
+
+	if (!exl_rope_cache_matches(rc, cb->batch_id, n, p)) {
+		struct exl_rope_cache *other = &cb->rope[1];
+
+		if (exl_rope_cache_matches(other, cb->batch_id, n, p) ||
+		    other->last_use < rc->last_use)
+			rc = other;
+	}
+	rc->last_use = ++cb->rope_uses;
+	if (exl_cpu_rope(cb->pool, cb->k, rc, cb->batch_id, cb->batch.pos, x, n, n_heads,
 			 head_dim, p, msg, sizeof(msg)))
 		fail(cb, "%s", msg);
 }
@@ -398,7 +411,9 @@ static void op_kv_store(struct exl_backend *be, const struct exl_kv_layer *kv, c
 		fail(cb, "kv_store: missing K or V");
 		return;
 	}
-	if (exl_cpu_kv_check(&cb->batch, kv, msg, sizeof(msg))) {
+	/* kv_store writes each token's own page only; its window's first
+	 * position is its own */
+	if (exl_cpu_kv_check(&cb->batch, kv, 1, msg, sizeof(msg))) {
 		fail(cb, "kv_store: %s", msg);
 		return;
 	}
@@ -406,24 +421,89 @@ static void op_kv_store(struct exl_backend *be, const struct exl_kv_layer *kv, c
 }
 
 static void op_attention(struct exl_backend *be, const struct exl_kv_layer *kv, const float *q,
-			 float *out, int n_heads, float scale)
+			 float *out, int n_heads, const struct exl_attn_params *p)
 {
 	struct cpu_backend *cb = cpu_of(be);
 	char msg[200];
 
 	if (cb->failed)
 		return;
-	if (!q || !out) {
-		fail(cb, "attention: missing q or output");
+	if (!q || !out || !p) {
+		fail(cb, "attention: missing q, output or parameters");
 		return;
 	}
-	if (exl_cpu_kv_check(&cb->batch, kv, msg, sizeof(msg))) {
+	if (p->window < 0) {
+		fail(cb, "attention: window %d", p->window);
+		return;
+	}
+	if (exl_cpu_kv_check(&cb->batch, kv, p->window, msg, sizeof(msg))) {
 		fail(cb, "attention: %s", msg);
 		return;
 	}
-	if (exl_cpu_attention(cb->pool, cb->k, &cb->attn, &cb->batch, kv, q, out, n_heads, scale,
+	if (exl_cpu_attention(cb->pool, cb->k, &cb->attn, &cb->batch, kv, q, out, n_heads, p,
 			      msg, sizeof(msg)))
 		fail(cb, "%s", msg);
+}
+
+/* ---- scale, softcap, geglu, add_rows_scaled --------------------------- */
+
+static void op_scale(struct exl_backend *be, float *x, float s, size_t count)
+{
+	struct cpu_backend *cb = cpu_of(be);
+
+	if (cb->failed || !count)
+		return;
+	if (!x || !isfinite(s)) {
+		fail(cb, "scale: missing buffer or factor %g", (double)s);
+		return;
+	}
+	exl_cpu_scale(cb->pool, x, s, count);
+}
+
+static void op_softcap(struct exl_backend *be, float *x, float cap, size_t count)
+{
+	struct cpu_backend *cb = cpu_of(be);
+
+	if (cb->failed || !count)
+		return;
+	if (!x || !(cap > 0.0f) || !isfinite(cap)) {
+		fail(cb, "softcap: missing buffer or cap %g", (double)cap);
+		return;
+	}
+	exl_cpu_softcap(cb->pool, x, cap, count);
+}
+
+static void op_geglu(struct exl_backend *be, float *g, const float *u, size_t count)
+{
+	struct cpu_backend *cb = cpu_of(be);
+
+	if (cb->failed || !count)
+		return;
+	if (!g || !u) {
+		fail(cb, "geglu: missing buffer");
+		return;
+	}
+	exl_cpu_geglu(cb->pool, g, u, count);
+}
+
+static void op_add_rows_scaled(struct exl_backend *be, float *y, const float *x,
+			       const int32_t *rows, const float *w, int n, int dim)
+{
+	struct cpu_backend *cb = cpu_of(be);
+
+	if (!rows_ok(cb, "add_rows_scaled", y, x, rows, n, dim))
+		return;
+	if (n && !w) {
+		fail(cb, "add_rows_scaled: missing weights");
+		return;
+	}
+	for (int i = 0; i < n; i++) {
+		if (rows[i] < 0) {
+			fail(cb, "add_rows_scaled: row %d at %d", rows[i], i);
+			return;
+		}
+	}
+	exl_cpu_add_rows_scaled(cb->pool, y, x, rows, w, n, dim);
 }
 
 /* ---- lifetime --------------------------------------------------------- */
@@ -437,7 +517,8 @@ static void op_destroy(struct exl_backend *be)
 	exl_pool_destroy(cb->pool);
 	exl_matmul_scratch_free(&cb->mm);
 	exl_cpu_batch_free(&cb->batch);
-	exl_rope_cache_free(&cb->rope);
+	exl_rope_cache_free(&cb->rope[0]);
+	exl_rope_cache_free(&cb->rope[1]);
 	exl_attn_scratch_free(&cb->attn);
 	exl_mem_track_free(&cb->weights);
 	exl_mem_track_free(&cb->buffers);
@@ -476,6 +557,10 @@ static const struct exl_backend_ops cpu_ops = {
 	.mem_info = op_mem_info,
 	.copy = op_copy,
 	.error = op_error,
+	.scale = op_scale,
+	.softcap = op_softcap,
+	.geglu = op_geglu,
+	.add_rows_scaled = op_add_rows_scaled,
 };
 
 struct exl_backend *exl_backend_cpu_create(int n_threads, char *err, size_t errlen)

@@ -9,6 +9,7 @@
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/matmul_impl.h"
 #include "kernels/formats/dtype.h"
+#include "kernels/formats/quant.h"
 
 static _Atomic(const struct exl_cpu_kernels *) current_kernels;
 
@@ -225,24 +226,65 @@ int exl_cpu_matmul(struct exl_pool *pool, const struct exl_weight *w,
 		j.fn = k->mm_bf16;
 		break;
 	case EXL_Q8_0:
+		j.fn = k->mm_q8_0;
+		j.act_fn = k->act_q8_0;
+		break;
 	case EXL_Q4_0:
-		j.fn = w->type == EXL_Q8_0 ? k->mm_q8_0 : k->mm_q4_0;
-		j.act_fn = w->type == EXL_Q8_0 ? k->act_q8_0 : k->act_q4_0;
-		act_bytes = exl_act_q8_0_bytes(w->cols);
+		j.fn = k->mm_q4_0;
+		j.act_fn = k->act_q4_0;
+		break;
+	case EXL_Q4_1:
+		j.fn = k->mm_q4_1;
+		j.act_fn = k->act_q4_0;
+		break;
+	case EXL_Q5_0:
+		j.fn = k->mm_q5_0;
+		j.act_fn = k->act_q4_0;
+		break;
+	case EXL_Q5_1:
+		j.fn = k->mm_q5_1;
+		j.act_fn = k->act_q4_0;
+		break;
+	case EXL_IQ4_NL:
+		j.fn = k->mm_iq4_nl;
+		j.act_fn = k->act_q4_0;
+		break;
+	case EXL_Q2_K:
+		j.fn = k->mm_q2_K;
+		j.act_fn = k->act_q8_K;
+		break;
+	case EXL_Q3_K:
+		j.fn = k->mm_q3_K;
+		j.act_fn = k->act_q8_K;
 		break;
 	case EXL_Q4_K:
-	case EXL_Q6_K:
-		j.fn = w->type == EXL_Q4_K ? k->mm_q4_K : k->mm_q6_K;
-		j.act_fn = w->type == EXL_Q4_K ? k->act_q4_K : k->act_q8_K;
-		act_bytes = exl_act_q8_K_bytes(w->cols);
+		j.fn = k->mm_q4_K;
+		j.act_fn = k->act_q4_K;
 		break;
-	default: {
+	case EXL_Q5_K:
+		j.fn = k->mm_q5_K;
+		j.act_fn = k->act_q4_K;
+		break;
+	case EXL_Q6_K:
+		j.fn = k->mm_q6_K;
+		j.act_fn = k->act_q8_K;
+		break;
+	case EXL_IQ4_XS:
+		j.fn = k->mm_iq4_xs;
+		j.act_fn = k->act_iq4_xs;
+		break;
+	default:
+		break;
+	}
+	if (!j.fn || !exl_dtype_supported(w->type)) {
 		const struct exl_dtype_info *info = exl_dtype_info(w->type);
 		snprintf(err, errlen, "matmul: weight type %s is not supported on the CPU",
 			 info ? info->name : "(unknown)");
 		return -1;
 	}
-	}
+	if (j.act_fn)
+		act_bytes = exl_dtype_info(w->type)->block_elems == 32 ? exl_act_q8_0_bytes(w->cols)
+									: exl_act_q8_K_bytes(w->cols);
 
 	j.m = (struct exl_mm_ctx){
 		.w = w->data,

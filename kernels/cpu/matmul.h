@@ -3,7 +3,8 @@
  *
  * Quantized weights are multiplied in integers, as GGML does: the
  * activations are quantized once per call to 8 bits (32-element blocks for
- * Q8_0/Q4_0 weights, 256-element blocks for the K-quants) and each block
+ * the 32-weight types, 256-element blocks for the K-quants and IQ4_XS) and
+ * each block
  * product is an exact integer dot scaled by the two block scales.  F32,
  * F16 and BF16 weights are multiplied in float.
  *

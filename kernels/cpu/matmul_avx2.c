@@ -415,11 +415,324 @@ static void mm_q4_0(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, 
 	EXL_TILE_LOOP(tile_q4_0, m, r0, r1, c0, c1, 2, 4);
 }
 
+/* ---- Q4_1, Q5_0, Q5_1, IQ4_NL: the other 32-weight types ----
+ *
+ * Their nibbles are laid out as Q4_0's, so they share its act_q4_0 (pairs
+ * of blocks of x stored as [x0..15 of both | x16..31 of both]) and its
+ * pair steps: levels of two blocks in two vectors, int32 dots, one float
+ * FMA per pair of blocks and output.  Q5_0 / Q5_1 OR in their fifth bits
+ * (qh bit i -> byte i), IQ4_NL looks its levels up with a byte shuffle;
+ * Q5_0's -16 is taken off through 16 * x, as Q4_0's -8; Q4_1 / Q5_1 add
+ * their offset as m_w * s_x per block (s_x = d_x * sum of x's block). */
+
+#define B32_FIVE(T) ((T) == EXL_Q5_0 || (T) == EXL_Q5_1)
+#define B32_HAS_MIN(T) ((T) == EXL_Q4_1 || (T) == EXL_Q5_1)
+
+EXL_INLINE size_t b32_size(const int T)
+{
+	return T == EXL_Q4_1 ? sizeof(block_q4_1) : T == EXL_Q5_0 ? sizeof(block_q5_0) :
+	       T == EXL_Q5_1 ? sizeof(block_q5_1) : sizeof(block_iq4_nl);
+}
+
+EXL_INLINE size_t b32_qs(const int T)
+{
+	return T == EXL_Q4_1 ? offsetof(block_q4_1, qs) : T == EXL_Q5_0 ? offsetof(block_q5_0, qs) :
+	       T == EXL_Q5_1 ? offsetof(block_q5_1, qs) : offsetof(block_iq4_nl, qs);
+}
+
+EXL_INLINE size_t b32_qh(const int T)
+{
+	return T == EXL_Q5_0 ? offsetof(block_q5_0, qh) : offsetof(block_q5_1, qh);
+}
+
+/* the fp16 scale d is at offset 0 of every one; m at 2 of Q4_1 / Q5_1 */
+#define B32_D 0
+#define B32_M 2
+
+EXL_INLINE const uint8_t *b32(const uint8_t *row, int64_t b, const int T)
+{
+	return row + (size_t)b * b32_size(T);
+}
+
+EXL_INLINE int b32_u16(const uint8_t *p)
+{
+	uint16_t v;
+
+	memcpy(&v, p, sizeof(v));
+	return v;
+}
+
+EXL_INLINE uint32_t b32_u32(const uint8_t *p)
+{
+	uint32_t v;
+
+	memcpy(&v, p, sizeof(v));
+	return v;
+}
+
+/* Bit i of x as byte i: 0xff when set, else 0. */
+EXL_INLINE __m256i bits_to_bytes(uint32_t x)
+{
+	const __m256i spread = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
+						2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
+	const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ull);
+	__m256i v = _mm256_shuffle_epi8(_mm256_set1_epi32((int)x), spread);
+
+	return _mm256_cmpeq_epi8(_mm256_and_si256(v, bit), bit);
+}
+
+/* The IQ4 levels as a byte-shuffle table, in both lanes. */
+EXL_INLINE __m256i iq4_table(void)
+{
+	return _mm256_broadcastsi128_si256(_mm_set_epi64x((long long)EXL_IQ4NL_HI, (long long)EXL_IQ4NL_LO));
+}
+
+/* The fp16 field at byte off of blocks b .. b + 7 as 8 floats. */
+EXL_INLINE __m256 b32_half8(const uint8_t *row, int64_t b, const int T, size_t off)
+{
+	__m128i h = _mm_cvtsi32_si128(b32_u16(b32(row, b, T) + off));
+
+	h = _mm_insert_epi16(h, b32_u16(b32(row, b + 1, T) + off), 1);
+	h = _mm_insert_epi16(h, b32_u16(b32(row, b + 2, T) + off), 2);
+	h = _mm_insert_epi16(h, b32_u16(b32(row, b + 3, T) + off), 3);
+	h = _mm_insert_epi16(h, b32_u16(b32(row, b + 4, T) + off), 4);
+	h = _mm_insert_epi16(h, b32_u16(b32(row, b + 5, T) + off), 5);
+	h = _mm_insert_epi16(h, b32_u16(b32(row, b + 6, T) + off), 6);
+	h = _mm_insert_epi16(h, b32_u16(b32(row, b + 7, T) + off), 7);
+	return _mm256_cvtph_ps(h);
+}
+
+EXL_INLINE float b32_half(const uint8_t *row, int64_t b, const int T, size_t off)
+{
+	return exl_f16((uint16_t)b32_u16(b32(row, b, T) + off));
+}
+
+/* The levels (0..31 unsigned, or IQ4_NL's signed ones) of blocks b and
+ * b + 1 as weights 0..15 of both, then 16..31 of both. */
+EXL_INLINE void b32_pair(const uint8_t *row, int64_t b, const int T, __m256i *lo, __m256i *hi)
+{
+	const uint8_t *p0 = b32(row, b, T), *p1 = b32(row, b + 1, T);
+	const __m256i lo4 = _mm256_set1_epi8(0x0f);
+	__m256i v = _mm256_set_m128i(_mm_loadu_si128((const __m128i *)(const void *)(p1 + b32_qs(T))),
+				     _mm_loadu_si128((const __m128i *)(const void *)(p0 + b32_qs(T))));
+
+	*lo = _mm256_and_si256(v, lo4);
+	*hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), lo4);
+	if (B32_FIVE(T)) {
+		const __m256i m10 = _mm256_set1_epi8(0x10);
+		uint32_t h0 = b32_u32(p0 + b32_qh(T)), h1 = b32_u32(p1 + b32_qh(T));
+
+		*lo = _mm256_or_si256(*lo, _mm256_and_si256(bits_to_bytes((h0 & 0xffffu) | h1 << 16), m10));
+		*hi = _mm256_or_si256(*hi, _mm256_and_si256(bits_to_bytes(h0 >> 16 | (h1 & 0xffff0000u)), m10));
+	}
+	if (T == EXL_IQ4_NL) {
+		*lo = _mm256_shuffle_epi8(iq4_table(), *lo);
+		*hi = _mm256_shuffle_epi8(iq4_table(), *hi);
+	}
+}
+
+/* The levels of block b in element order (a trailing odd block). */
+EXL_INLINE __m256i b32_one(const uint8_t *row, int64_t b, const int T)
+{
+	const uint8_t *p = b32(row, b, T);
+	__m128i q = _mm_loadu_si128((const __m128i *)(const void *)(p + b32_qs(T)));
+	__m256i v = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(q, 4), q), _mm256_set1_epi8(0x0f));
+
+	if (B32_FIVE(T))
+		v = _mm256_or_si256(v, _mm256_and_si256(bits_to_bytes(b32_u32(p + b32_qh(T))),
+							_mm256_set1_epi8(0x10)));
+	if (T == EXL_IQ4_NL)
+		v = _mm256_shuffle_epi8(iq4_table(), v);
+	return v;
+}
+
+/* levels . x as int32 lanes.  Unsigned levels: maddubs pairs are at most
+ * 2 * 31 * 127, two of them fit int16, as do Q5_0's less xo (16 * x).
+ * IQ4_NL's signed levels go through |w| * (x with w's sign), whose pairs
+ * reach 2 * 127 * 127: each to int32 alone. */
+EXL_INLINE __m256i b32_dot(__m256i lo, __m256i hi, __m256i xl, __m256i xh, __m256i xo, const int T)
+{
+	const __m256i ones = _mm256_set1_epi16(1);
+
+	if (T == EXL_IQ4_NL) {
+		__m256i a = _mm256_maddubs_epi16(_mm256_sign_epi8(lo, lo), _mm256_sign_epi8(xl, lo));
+		__m256i c = _mm256_maddubs_epi16(_mm256_sign_epi8(hi, hi), _mm256_sign_epi8(xh, hi));
+
+		return _mm256_add_epi32(_mm256_madd_epi16(a, ones), _mm256_madd_epi16(c, ones));
+	}
+	__m256i d = _mm256_add_epi16(_mm256_maddubs_epi16(lo, xl), _mm256_maddubs_epi16(hi, xh));
+
+	if (T == EXL_Q5_0)
+		d = _mm256_sub_epi16(d, xo);
+	return _mm256_madd_epi16(d, ones);
+}
+
+/* The same for one block in element order. */
+EXL_INLINE __m256i b32_dot_one(__m256i v, __m256i x, const int T)
+{
+	const __m256i ones = _mm256_set1_epi16(1);
+
+	if (T == EXL_IQ4_NL)
+		return _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_sign_epi8(v, v), _mm256_sign_epi8(x, v)),
+					 ones);
+	__m256i d = _mm256_maddubs_epi16(v, x);
+
+	if (T == EXL_Q5_0)
+		d = _mm256_sub_epi16(d, _mm256_maddubs_epi16(_mm256_set1_epi8(16), x));
+	return _mm256_madd_epi16(d, ones);
+}
+
+/* Blocks b, b + 1; their scales are pair p of dws / dxs. */
+EXL_INLINE void b32_pair_step(const uint8_t *const *w, const int8_t *const *xq, int64_t b,
+			      const __m256 *dws, const __m256 *dxs, int p, const int R, const int C,
+			      const int T, size_t pf, __m256 acc[4][4])
+{
+	__m256i xl[4], xh[4], xo[4];
+	__m256 dx[4];
+
+	for (int j = 0; j < C; j++) {
+		xl[j] = _mm256_loadu_si256((const __m256i *)(const void *)(xq[j] + 32 * b));
+		xh[j] = _mm256_loadu_si256((const __m256i *)(const void *)(xq[j] + 32 * b + 32));
+		xo[j] = _mm256_setzero_si256();
+		if (T == EXL_Q5_0) /* 16 * x as int16 pair sums */
+			xo[j] = _mm256_add_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(16), xl[j]),
+						 _mm256_maddubs_epi16(_mm256_set1_epi8(16), xh[j]));
+		dx[j] = spread_pair(dxs[j], p);
+	}
+	for (int i = 0; i < R; i++) {
+		__m256i lo, hi;
+		__m256 dw = spread_pair(dws[i], p);
+
+		if (pf) /* decode-shaped: fetch later rows ahead */
+			_mm_prefetch((const char *)b32(w[i], b, T) + pf, _MM_HINT_T0);
+		b32_pair(w[i], b, T, &lo, &hi);
+		for (int j = 0; j < C; j++) {
+			__m256i d = b32_dot(lo, hi, xl[j], xh[j], xo[j], T);
+
+			acc[i][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d), _mm256_mul_ps(dw, dx[j]), acc[i][j]);
+		}
+	}
+}
+
+EXL_INLINE void tile_b32(const struct exl_mm_ctx *m, int64_t r, int c, const int R, const int C,
+			 const int T)
+{
+	const uint8_t *w[4];
+	const int8_t *xq[4];
+	const float *xd[4], *xs[4];
+	__m256 acc[4][4];
+	int64_t nb = m->cols / 32, b = 0;
+	const size_t pf = exl_prefetch_distance(m->n, m->row_bytes, R);
+
+	for (int i = 0; i < R; i++)
+		w[i] = exl_row(m, r + i);
+	for (int j = 0; j < C; j++) {
+		const uint8_t *a = m->act + (size_t)(c + j) * m->act_stride;
+		xq[j] = (const int8_t *)a;
+		xd[j] = exl_act_q8_0_d(a, m->cols);
+		xs[j] = exl_act_q8_0_s(a, m->cols);
+	}
+	for (int i = 0; i < R; i++)
+		for (int j = 0; j < C; j++)
+			acc[i][j] = _mm256_setzero_ps();
+
+	for (; b + 8 <= nb; b += 8) {
+		__m256 dws[4], dxs[4];
+
+		for (int j = 0; j < C; j++)
+			dxs[j] = _mm256_loadu_ps(xd[j] + b);
+		for (int i = 0; i < R; i++) {
+			dws[i] = b32_half8(w[i], b, T, B32_D);
+			if (B32_HAS_MIN(T)) {
+				__m256 mw = b32_half8(w[i], b, T, B32_M);
+
+				for (int j = 0; j < C; j++)
+					acc[i][j] = _mm256_fmadd_ps(mw, _mm256_loadu_ps(xs[j] + b), acc[i][j]);
+			}
+		}
+		for (int p = 0; p < 4; p++)
+			b32_pair_step(w, xq, b + 2 * p, dws, dxs, p, R, C, T, pf, acc);
+	}
+	for (; b + 2 <= nb; b += 2) {
+		__m256 dws[4], dxs[4];
+
+		for (int j = 0; j < C; j++)
+			dxs[j] = _mm256_setr_ps(xd[j][b], xd[j][b + 1], 0, 0, 0, 0, 0, 0);
+		for (int i = 0; i < R; i++) {
+			dws[i] = _mm256_setr_ps(b32_half(w[i], b, T, B32_D), b32_half(w[i], b + 1, T, B32_D),
+						0, 0, 0, 0, 0, 0);
+			if (B32_HAS_MIN(T)) {
+				__m256 mw = _mm256_setr_ps(b32_half(w[i], b, T, B32_M),
+							   b32_half(w[i], b + 1, T, B32_M), 0, 0, 0, 0, 0, 0);
+
+				for (int j = 0; j < C; j++)
+					acc[i][j] = _mm256_fmadd_ps(mw, _mm256_setr_ps(xs[j][b], xs[j][b + 1],
+										       0, 0, 0, 0, 0, 0),
+								    acc[i][j]);
+			}
+		}
+		b32_pair_step(w, xq, b, dws, dxs, 0, R, C, T, pf, acc);
+	}
+	if (b < nb) {
+		/* the odd last block, in element order */
+		for (int i = 0; i < R; i++) {
+			__m256i v = b32_one(w[i], b, T);
+			float dw = b32_half(w[i], b, T, B32_D);
+
+			for (int j = 0; j < C; j++) {
+				__m256i xv = _mm256_loadu_si256((const __m256i *)(const void *)(xq[j] + 32 * b));
+
+				if (B32_HAS_MIN(T))
+					acc[i][j] = _mm256_fmadd_ps(
+						_mm256_setr_ps(b32_half(w[i], b, T, B32_M), 0, 0, 0, 0, 0, 0, 0),
+						_mm256_setr_ps(xs[j][b], 0, 0, 0, 0, 0, 0, 0), acc[i][j]);
+				acc[i][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(b32_dot_one(v, xv, T)),
+							    _mm256_set1_ps(dw * xd[j][b]), acc[i][j]);
+			}
+		}
+	}
+	for (int i = 0; i < R; i++)
+		for (int j = 0; j < C; j++)
+			*exl_out(m, c + j, r + i) = exl_hsum256(acc[i][j]);
+}
+
+#define TILE_Q4_1(m, r, c, R, C) tile_b32(m, r, c, R, C, EXL_Q4_1)
+#define TILE_Q5_0(m, r, c, R, C) tile_b32(m, r, c, R, C, EXL_Q5_0)
+#define TILE_Q5_1(m, r, c, R, C) tile_b32(m, r, c, R, C, EXL_Q5_1)
+#define TILE_IQ4_NL(m, r, c, R, C) tile_b32(m, r, c, R, C, EXL_IQ4_NL)
+
+static void mm_q4_1(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, int c1)
+{
+	EXL_TILE_LOOP(TILE_Q4_1, m, r0, r1, c0, c1, 2, 4);
+}
+
+static void mm_q5_0(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, int c1)
+{
+	EXL_TILE_LOOP(TILE_Q5_0, m, r0, r1, c0, c1, 2, 4);
+}
+
+static void mm_q5_1(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, int c1)
+{
+	EXL_TILE_LOOP(TILE_Q5_1, m, r0, r1, c0, c1, 2, 4);
+}
+
+static void mm_iq4_nl(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, int c1)
+{
+	EXL_TILE_LOOP(TILE_IQ4_NL, m, r0, r1, c0, c1, 2, 4);
+}
+
 /* ---- K-quants x Q8_K activations ---- */
 
-EXL_INLINE void tile_q4_K(const struct exl_mm_ctx *m, int64_t r, int c, const int R, const int C)
+/* Q4_K, and Q5_K (five): the same with the fifth bit of each weight from
+ * qh (bit 2k of qh[l] for weight 64k + l, bit 2k + 1 for 64k + 32 + l);
+ * levels 0..31 keep maddubs pairs within int16.  Both blocks start with d,
+ * dmin, scales[12], so only qs differs in place. */
+EXL_INLINE void tile_q45_K(const struct exl_mm_ctx *m, int64_t r, int c, const int R, const int C,
+			   const int five)
 {
-	const block_q4_K *w[2];
+	const size_t bsize = five ? sizeof(block_q5_K) : sizeof(block_q4_K);
+	const size_t qs_off = five ? offsetof(block_q5_K, qs) : offsetof(block_q4_K, qs);
+	const uint8_t *w[2];
 	const int8_t *xq[4];
 	const float *xd[4];
 	const int16_t *xs[4];
@@ -429,7 +742,7 @@ EXL_INLINE void tile_q4_K(const struct exl_mm_ctx *m, int64_t r, int c, const in
 	const __m256i lo4 = _mm256_set1_epi8(0x0f);
 
 	for (int i = 0; i < R; i++)
-		w[i] = (const block_q4_K *)(const void *)exl_row(m, r + i);
+		w[i] = exl_row(m, r + i);
 	for (int j = 0; j < C; j++) {
 		const uint8_t *a = m->act + (size_t)(c + j) * m->act_stride;
 		xq[j] = (const int8_t *)a;
@@ -442,18 +755,21 @@ EXL_INLINE void tile_q4_K(const struct exl_mm_ctx *m, int64_t r, int c, const in
 
 	for (int64_t b = 0; b < nb; b++) {
 		uint8_t sc[2][8], mn[2][8];
-		__m256i isum[2][4];
+		__m256i isum[2][4], hb[2];
 
 		for (int i = 0; i < R; i++) {
+			const block_q4_K *wb = (const block_q4_K *)(const void *)(w[i] + b * bsize);
 			uint32_t s[2], n[2];
 
 			if (pf) { /* decode-shaped: fetch later rows ahead */
-				const char *p = (const char *)(w[i] + b) + pf;
+				const char *p = (const char *)wb + pf;
 				_mm_prefetch(p, _MM_HINT_T0);
 				_mm_prefetch(p + 64, _MM_HINT_T0);
 				_mm_prefetch(p + 128, _MM_HINT_T0);
 			}
-			exl_q4_K_scales(w[i][b].scales, s, n);
+			if (five)
+				hb[i] = _mm256_loadu_si256((const __m256i *)(const void *)((const block_q5_K *)(const void *)wb)->qh);
+			exl_q4_K_scales(wb->scales, s, n);
 			memcpy(sc[i], s, 8);
 			memcpy(mn[i], n, 8);
 			for (int j = 0; j < C; j++)
@@ -468,9 +784,17 @@ EXL_INLINE void tile_q4_K(const struct exl_mm_ctx *m, int64_t r, int c, const in
 				xh[j] = _mm256_loadu_si256((const __m256i *)(const void *)(xb + 32));
 			}
 			for (int i = 0; i < R; i++) {
-				__m256i q = _mm256_loadu_si256((const __m256i *)(const void *)(w[i][b].qs + 32 * k));
+				__m256i q = _mm256_loadu_si256((const __m256i *)(const void *)(w[i] + b * bsize + qs_off + 32 * k));
 				__m256i ql = _mm256_and_si256(q, lo4);
 				__m256i qh = _mm256_and_si256(_mm256_srli_epi16(q, 4), lo4);
+
+				if (five) {
+					/* bits 2k and 2k + 1 of qh[l] to bit 4 */
+					__m256i h = _mm256_srli_epi16(hb[i], 2 * k);
+
+					ql = _mm256_or_si256(ql, _mm256_slli_epi16(_mm256_and_si256(h, _mm256_set1_epi8(1)), 4));
+					qh = _mm256_or_si256(qh, _mm256_slli_epi16(_mm256_and_si256(h, _mm256_set1_epi8(2)), 3));
+				}
 				__m256i sl = _mm256_set1_epi16(sc[i][2 * k]);
 				__m256i sh = _mm256_set1_epi16(sc[i][2 * k + 1]);
 
@@ -484,7 +808,8 @@ EXL_INLINE void tile_q4_K(const struct exl_mm_ctx *m, int64_t r, int c, const in
 		for (int i = 0; i < R; i++) {
 			__m128i m8 = _mm_loadl_epi64((const __m128i *)(const void *)mn[i]);
 			__m256i mins = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m8, m8));
-			float d = exl_f16(w[i][b].d), dmin = exl_f16(w[i][b].dmin);
+			const block_q4_K *wb = (const block_q4_K *)(const void *)(w[i] + b * bsize);
+			float d = exl_f16(wb->d), dmin = exl_f16(wb->dmin);
 
 			for (int j = 0; j < C; j++) {
 				__m256i bs = _mm256_loadu_si256((const __m256i *)(const void *)(xs[j] + 16 * b));
@@ -503,9 +828,17 @@ EXL_INLINE void tile_q4_K(const struct exl_mm_ctx *m, int64_t r, int c, const in
 			*exl_out(m, c + j, r + i) = exl_hsum256(acc[i][j]);
 }
 
+#define TILE_Q4_K(m, r, c, R, C) tile_q45_K(m, r, c, R, C, 0)
+#define TILE_Q5_K(m, r, c, R, C) tile_q45_K(m, r, c, R, C, 1)
+
 static void mm_q4_K(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, int c1)
 {
-	EXL_TILE_LOOP(tile_q4_K, m, r0, r1, c0, c1, 2, 2);
+	EXL_TILE_LOOP(TILE_Q4_K, m, r0, r1, c0, c1, 2, 2);
+}
+
+static void mm_q5_K(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, int c1)
+{
+	EXL_TILE_LOOP(TILE_Q5_K, m, r0, r1, c0, c1, 2, 2);
 }
 
 EXL_INLINE __m256i scales2(int8_t a, int8_t b)
@@ -609,17 +942,313 @@ static void mm_q6_K(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, 
 	EXL_TILE_LOOP(tile_q6_K, m, r0, r1, c0, c1, 2, 2);
 }
 
+/* [v[2p] x8 | v[2p + 1] x8] from 8 int16 v held in both lanes of v2 */
+EXL_INLINE __m256i scale_pair16(__m256i v2, int p)
+{
+	const __m256i base = _mm256_setr_epi8(0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1,
+					      2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3);
+
+	return _mm256_shuffle_epi8(v2, _mm256_add_epi8(base, _mm256_set1_epi8((char)(4 * p))));
+}
+
+/* The 16 signed 6-bit scales of a Q3_K block (exl_q3_K_scale) as bytes,
+ * with 32-bit operations. */
+EXL_INLINE __m128i q3_K_scales(const uint8_t *s12)
+{
+	uint32_t a0, a1, a2;
+
+	memcpy(&a0, s12, 4);
+	memcpy(&a1, s12 + 4, 4);
+	memcpy(&a2, s12 + 8, 4);
+	__m128i v = _mm_setr_epi32((int)((a0 & 0x0f0f0f0fu) | ((a2 & 0x03030303u) << 4)),
+				   (int)((a1 & 0x0f0f0f0fu) | (((a2 >> 2) & 0x03030303u) << 4)),
+				   (int)(((a0 >> 4) & 0x0f0f0f0fu) | (((a2 >> 4) & 0x03030303u) << 4)),
+				   (int)(((a1 >> 4) & 0x0f0f0f0fu) | (((a2 >> 6) & 0x03030303u) << 4)));
+
+	return _mm_sub_epi8(v, _mm_set1_epi8(32));
+}
+
+/* Q2_K and Q3_K (three): 16 groups of 16 with their own scale.  Byte l
+ * of each 32 of qs holds weights 32s + l of its half in bits 2s, 2s + 1,
+ * so a shift and a mask give 32 consecutive weights (sub-block c = 4h + s);
+ * Q3_K adds 4 where bit c of hmask[l] is set (levels 0..7) and takes 4 *
+ * the scaled group sums of x off in integers, Q2_K takes its 4-bit mins
+ * off in float through the group sums.  maddubs pairs are at most
+ * 2 * 7 * 127, times a scale of at most 32 in madd. */
+EXL_INLINE void tile_q23_K(const struct exl_mm_ctx *m, int64_t r, int c, const int R, const int C,
+			   const int three)
+{
+	const uint8_t *w[2];
+	const int8_t *xq[4];
+	const float *xd[4];
+	const int16_t *xs[4];
+	__m256 acc[2][4];
+	int64_t nb = m->cols / 256;
+	const size_t bsize = three ? sizeof(block_q3_K) : sizeof(block_q2_K);
+	const size_t pf = exl_prefetch_distance(m->n, m->row_bytes, R);
+	const __m256i m3 = _mm256_set1_epi8(3);
+
+	for (int i = 0; i < R; i++)
+		w[i] = exl_row(m, r + i);
+	for (int j = 0; j < C; j++) {
+		const uint8_t *a = m->act + (size_t)(c + j) * m->act_stride;
+		xq[j] = (const int8_t *)a;
+		xd[j] = exl_act_q8_K_d(a, m->cols);
+		xs[j] = exl_act_q8_K_bsums(a, m->cols);
+	}
+	for (int i = 0; i < R; i++)
+		for (int j = 0; j < C; j++)
+			acc[i][j] = _mm256_setzero_ps();
+
+	for (int64_t b = 0; b < nb; b++) {
+		__m256i isum[2][4], sc_lo[2], sc_hi[2], sc16[2], hm[2];
+		const uint8_t *qs[2];
+
+		for (int i = 0; i < R; i++) {
+			const uint8_t *wb = w[i] + (size_t)b * bsize;
+			__m128i s8;
+
+			if (pf) { /* decode-shaped: fetch later rows ahead */
+				const char *p = (const char *)wb + pf;
+				_mm_prefetch(p, _MM_HINT_T0);
+				_mm_prefetch(p + 64, _MM_HINT_T0);
+			}
+			if (three) {
+				const block_q3_K *q3 = (const block_q3_K *)(const void *)wb;
+
+				s8 = q3_K_scales(q3->scales);
+				hm[i] = _mm256_loadu_si256((const __m256i *)(const void *)q3->hmask);
+				qs[i] = q3->qs;
+			} else {
+				const block_q2_K *q2 = (const block_q2_K *)(const void *)wb;
+
+				s8 = _mm_and_si128(_mm_loadu_si128((const __m128i *)(const void *)q2->scales),
+						   _mm_set1_epi8(0x0f));
+				qs[i] = q2->qs;
+			}
+			sc16[i] = _mm256_cvtepi8_epi16(s8);
+			sc_lo[i] = _mm256_broadcastsi128_si256(_mm256_castsi256_si128(sc16[i]));
+			sc_hi[i] = _mm256_broadcastsi128_si256(_mm256_extracti128_si256(sc16[i], 1));
+			for (int j = 0; j < C; j++)
+				isum[i][j] = _mm256_setzero_si256();
+		}
+		for (int h = 0; h < 2; h++) {
+			__m256i q32[2];
+
+			for (int i = 0; i < R; i++)
+				q32[i] = _mm256_loadu_si256((const __m256i *)(const void *)(qs[i] + 32 * h));
+			for (int s2 = 0; s2 < 4; s2++) {
+				const int sub = 4 * h + s2;
+				__m256i xv[4];
+
+				for (int j = 0; j < C; j++)
+					xv[j] = _mm256_loadu_si256((const __m256i *)(const void *)(xq[j] + 256 * b + 32 * sub));
+				for (int i = 0; i < R; i++) {
+					__m256i q = _mm256_and_si256(_mm256_srli_epi16(q32[i], 2 * s2), m3);
+					__m256i sv = scale_pair16(h ? sc_hi[i] : sc_lo[i], s2);
+
+					if (three) {
+						__m256i hbit = _mm256_and_si256(_mm256_srli_epi16(hm[i], sub),
+										_mm256_set1_epi8(1));
+
+						q = _mm256_or_si256(q, _mm256_slli_epi16(hbit, 2));
+					}
+					for (int j = 0; j < C; j++)
+						isum[i][j] = _mm256_add_epi32(isum[i][j],
+							_mm256_madd_epi16(_mm256_maddubs_epi16(q, xv[j]), sv));
+				}
+			}
+		}
+		for (int i = 0; i < R; i++) {
+			const uint8_t *wb = w[i] + (size_t)b * bsize;
+
+			for (int j = 0; j < C; j++) {
+				__m256i bs = _mm256_loadu_si256((const __m256i *)(const void *)(xs[j] + 16 * b));
+				float dx = xd[j][b];
+
+				if (three) {
+					const block_q3_K *q3 = (const block_q3_K *)(const void *)wb;
+					/* levels are offset by 4: 4 * sum over groups of scale * group sum */
+					__m256i off = _mm256_slli_epi32(_mm256_madd_epi16(sc16[i], bs), 2);
+
+					acc[i][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(isum[i][j], off)),
+								    _mm256_set1_ps(exl_f16(q3->d) * dx), acc[i][j]);
+				} else {
+					const block_q2_K *q2 = (const block_q2_K *)(const void *)wb;
+					__m256i mins = _mm256_cvtepu8_epi16(_mm_srli_epi16(
+						_mm_andnot_si128(_mm_set1_epi8(0x0f),
+								 _mm_loadu_si128((const __m128i *)(const void *)q2->scales)), 4));
+					__m256i msum = _mm256_madd_epi16(mins, bs);
+
+					acc[i][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[i][j]),
+								    _mm256_set1_ps(exl_f16(q2->d) * dx), acc[i][j]);
+					acc[i][j] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(msum),
+								     _mm256_set1_ps(exl_f16(q2->dmin) * dx), acc[i][j]);
+				}
+			}
+		}
+	}
+	for (int i = 0; i < R; i++)
+		for (int j = 0; j < C; j++)
+			*exl_out(m, c + j, r + i) = exl_hsum256(acc[i][j]);
+}
+
+#define TILE_Q2_K(m, r, c, R, C) tile_q23_K(m, r, c, R, C, 0)
+#define TILE_Q3_K(m, r, c, R, C) tile_q23_K(m, r, c, R, C, 1)
+
+static void mm_q2_K(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, int c1)
+{
+	EXL_TILE_LOOP(TILE_Q2_K, m, r0, r1, c0, c1, 2, 2);
+}
+
+static void mm_q3_K(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, int c1)
+{
+	EXL_TILE_LOOP(TILE_Q3_K, m, r0, r1, c0, c1, 2, 2);
+}
+
+/* ---- IQ4_XS x Q8_K activations ----
+ *
+ * Sub-block j's 16 bytes of qs hold its weights l (low nibble) and 16 + l
+ * (high), as an IQ4_NL block's: this set's act_iq4_xs stores each pair of
+ * sub-blocks of x as act_q4_0 stores a pair of blocks, so one 32-byte load
+ * of qs gives the levels of two sub-blocks in x's order.  Levels through
+ * a byte shuffle; signed dots as |w| * (x with w's sign), whose pairs
+ * (<= 2 * 127 * 127) go to int32 one by one, times the sub-block's scale. */
+static void act_iq4_xs(const float *x, uint8_t *act, int64_t cols)
+{
+	int8_t tmp[64];
+
+	exl_act_q8_K_avx2(x, act, cols);
+	for (int64_t b = 0; b + 2 <= cols / 32; b += 2) {
+		int8_t *q = (int8_t *)act + 32 * b;
+
+		memcpy(tmp, q, 64);
+		memcpy(q + 16, tmp + 32, 16);
+		memcpy(q + 32, tmp + 16, 16);
+	}
+}
+
+/* The 8 scales (-32..31) of an IQ4_XS block as int16, in both lanes. */
+EXL_INLINE __m256i iq4_xs_scales(const block_iq4_xs *w)
+{
+	uint32_t sl;
+	uint64_t lo, hi, h = w->scales_h;
+
+	memcpy(&sl, w->scales_l, 4);
+	/* nibbles: even sub-blocks from the low ones, odd from the high */
+	lo = sl & 0x0f0f0f0fu;
+	hi = (sl >> 4) & 0x0f0f0f0fu;
+	lo = (lo | lo << 16) & 0x0000ffff0000ffffull;
+	lo = (lo | lo << 8) & 0x00ff00ff00ff00ffull;
+	hi = (hi | hi << 16) & 0x0000ffff0000ffffull;
+	hi = (hi | hi << 8) & 0x00ff00ff00ff00ffull;
+	/* 2-bit fields of scales_h, one a byte */
+	h = (h | h << 24) & 0x000000ff000000ffull;
+	h = (h | h << 12) & 0x000f000f000f000full;
+	h = (h | h << 6) & 0x0303030303030303ull;
+	__m128i s8 = _mm_sub_epi8(_mm_cvtsi64_si128((long long)(lo | hi << 8 | h << 4)), _mm_set1_epi8(32));
+
+	return _mm256_broadcastsi128_si256(_mm_cvtepi8_epi16(s8));
+}
+
+EXL_INLINE void tile_iq4_xs(const struct exl_mm_ctx *m, int64_t r, int c, const int R, const int C)
+{
+	const block_iq4_xs *w[2];
+	const int8_t *xq[4];
+	const float *xd[4];
+	__m256 acc[2][4];
+	int64_t nb = m->cols / 256;
+	const size_t pf = exl_prefetch_distance(m->n, m->row_bytes, R);
+	const __m256i lo4 = _mm256_set1_epi8(0x0f);
+	const __m256i tab = iq4_table();
+
+	for (int i = 0; i < R; i++)
+		w[i] = (const block_iq4_xs *)(const void *)exl_row(m, r + i);
+	for (int j = 0; j < C; j++) {
+		const uint8_t *a = m->act + (size_t)(c + j) * m->act_stride;
+		xq[j] = (const int8_t *)a;
+		xd[j] = exl_act_q8_K_d(a, m->cols);
+	}
+	for (int i = 0; i < R; i++)
+		for (int j = 0; j < C; j++)
+			acc[i][j] = _mm256_setzero_ps();
+
+	for (int64_t b = 0; b < nb; b++) {
+		__m256i isum[2][4], sc[2];
+
+		for (int i = 0; i < R; i++) {
+			if (pf) { /* decode-shaped: fetch later rows ahead */
+				const char *p = (const char *)(w[i] + b) + pf;
+				_mm_prefetch(p, _MM_HINT_T0);
+				_mm_prefetch(p + 64, _MM_HINT_T0);
+				_mm_prefetch(p + 128, _MM_HINT_T0);
+			}
+			sc[i] = iq4_xs_scales(&w[i][b]);
+			for (int j = 0; j < C; j++)
+				isum[i][j] = _mm256_setzero_si256();
+		}
+		for (int k = 0; k < 4; k++) {
+			__m256i xl[4], xh[4];
+
+			for (int j = 0; j < C; j++) {
+				const int8_t *xb = xq[j] + 256 * b + 64 * k;
+				xl[j] = _mm256_loadu_si256((const __m256i *)(const void *)xb);
+				xh[j] = _mm256_loadu_si256((const __m256i *)(const void *)(xb + 32));
+			}
+			for (int i = 0; i < R; i++) {
+				__m256i q = _mm256_loadu_si256((const __m256i *)(const void *)(w[i][b].qs + 32 * k));
+				__m256i lo = _mm256_shuffle_epi8(tab, _mm256_and_si256(q, lo4));
+				__m256i hi = _mm256_shuffle_epi8(tab, _mm256_and_si256(_mm256_srli_epi16(q, 4), lo4));
+				__m256i alo = _mm256_sign_epi8(lo, lo), ahi = _mm256_sign_epi8(hi, hi);
+				__m256i sv = scale_pair16(sc[i], k);
+
+				for (int j = 0; j < C; j++) {
+					__m256i pl = _mm256_maddubs_epi16(alo, _mm256_sign_epi8(xl[j], lo));
+					__m256i ph = _mm256_maddubs_epi16(ahi, _mm256_sign_epi8(xh[j], hi));
+
+					isum[i][j] = _mm256_add_epi32(isum[i][j],
+						_mm256_add_epi32(_mm256_madd_epi16(pl, sv), _mm256_madd_epi16(ph, sv)));
+				}
+			}
+		}
+		for (int i = 0; i < R; i++) {
+			float d = exl_f16(w[i][b].d);
+
+			for (int j = 0; j < C; j++)
+				acc[i][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[i][j]),
+							    _mm256_set1_ps(d * xd[j][b]), acc[i][j]);
+		}
+	}
+	for (int i = 0; i < R; i++)
+		for (int j = 0; j < C; j++)
+			*exl_out(m, c + j, r + i) = exl_hsum256(acc[i][j]);
+}
+
+static void mm_iq4_xs(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, int c1)
+{
+	EXL_TILE_LOOP(tile_iq4_xs, m, r0, r1, c0, c1, 2, 2);
+}
+
 const struct exl_cpu_kernels exl_cpu_kernels_avx2 = {
 	.name = "avx2",
 	.act_q8_0 = exl_act_q8_0_avx2,
 	.act_q4_0 = act_q4_0,
 	.act_q8_K = exl_act_q8_K_avx2,
 	.act_q4_K = exl_act_q8_K_avx2,
+	.act_iq4_xs = act_iq4_xs,
 	.mm_f32 = mm_f32,
 	.mm_f16 = mm_f16,
 	.mm_bf16 = mm_bf16,
 	.mm_q8_0 = mm_q8_0,
 	.mm_q4_0 = mm_q4_0,
+	.mm_q4_1 = mm_q4_1,
+	.mm_q5_0 = mm_q5_0,
+	.mm_q5_1 = mm_q5_1,
+	.mm_iq4_nl = mm_iq4_nl,
+	.mm_q2_K = mm_q2_K,
+	.mm_q3_K = mm_q3_K,
 	.mm_q4_K = mm_q4_K,
+	.mm_q5_K = mm_q5_K,
 	.mm_q6_K = mm_q6_K,
+	.mm_iq4_xs = mm_iq4_xs,
 };

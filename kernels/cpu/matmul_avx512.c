@@ -647,6 +647,329 @@ static void mm_q4_0(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, 
 	EXL_TILE_LOOP(tile_q4_0, m, r0, r1, c0, c1, 4, 4);
 }
 
+/* ---- Q4_1, Q5_0, Q5_1, IQ4_NL: the other 32-weight types ----
+ *
+ * Laid out as Q4_0, so they share this set's act_q4_0 (groups of four
+ * blocks of x as [x0..15 of each | x16..31 of each], a trailing group of
+ * fewer in element order) and the shape of its steps: four blocks' levels
+ * in two vectors, each 128-bit lane one block, int32 dots, one float FMA
+ * per four blocks and output.  Fifth bits (Q5_0 / Q5_1) come in through a
+ * byte mask from qh; IQ4_NL's levels through a byte shuffle, its signed
+ * dot as the Q8_0 kernels do theirs (with VNNI: levels + 128, less
+ * 128 * sum(x); without: |w| * (x with w's sign)).  Q5_0's -16 is taken
+ * off as 16 * sum(x) at the start of each dot; Q4_1 / Q5_1 add m_w * s_x
+ * per block, eight blocks at a time. */
+
+#define B32_FIVE(T) ((T) == EXL_Q5_0 || (T) == EXL_Q5_1)
+#define B32_HAS_MIN(T) ((T) == EXL_Q4_1 || (T) == EXL_Q5_1)
+/* the fp16 scale d is at offset 0 of every one; m at 2 of Q4_1 / Q5_1 */
+#define B32_D 0
+#define B32_M 2
+
+EXL_INLINE size_t b32_size(const int T)
+{
+	return T == EXL_Q4_1 ? sizeof(block_q4_1) : T == EXL_Q5_0 ? sizeof(block_q5_0) :
+	       T == EXL_Q5_1 ? sizeof(block_q5_1) : sizeof(block_iq4_nl);
+}
+
+EXL_INLINE size_t b32_qs(const int T)
+{
+	return T == EXL_Q4_1 ? offsetof(block_q4_1, qs) : T == EXL_Q5_0 ? offsetof(block_q5_0, qs) :
+	       T == EXL_Q5_1 ? offsetof(block_q5_1, qs) : offsetof(block_iq4_nl, qs);
+}
+
+EXL_INLINE size_t b32_qh(const int T)
+{
+	return T == EXL_Q5_0 ? offsetof(block_q5_0, qh) : offsetof(block_q5_1, qh);
+}
+
+EXL_INLINE const uint8_t *b32(const uint8_t *row, int64_t b, const int T)
+{
+	return row + (size_t)b * b32_size(T);
+}
+
+EXL_INLINE int b32_u16(const uint8_t *p)
+{
+	uint16_t v;
+
+	memcpy(&v, p, sizeof(v));
+	return v;
+}
+
+EXL_INLINE uint64_t b32_u32(const uint8_t *p)
+{
+	uint32_t v;
+
+	memcpy(&v, p, sizeof(v));
+	return v;
+}
+
+EXL_INLINE float b32_half(const uint8_t *row, int64_t b, const int T, size_t off)
+{
+	return exl_f16((uint16_t)b32_u16(b32(row, b, T) + off));
+}
+
+/* The fp16 field at byte off of blocks b .. b + n - 1 (n <= 8) as floats,
+ * zeros after. */
+EXL_INLINE __m256 b32_halves(const uint8_t *row, int64_t b, int n, const int T, size_t off)
+{
+	__m128i h = _mm_setzero_si128();
+
+	h = _mm_insert_epi16(h, b32_u16(b32(row, b, T) + off), 0);
+	if (n > 1)
+		h = _mm_insert_epi16(h, b32_u16(b32(row, b + 1, T) + off), 1);
+	if (n > 2)
+		h = _mm_insert_epi16(h, b32_u16(b32(row, b + 2, T) + off), 2);
+	if (n > 3)
+		h = _mm_insert_epi16(h, b32_u16(b32(row, b + 3, T) + off), 3);
+	if (n > 4) {
+		h = _mm_insert_epi16(h, b32_u16(b32(row, b + 4, T) + off), 4);
+		h = _mm_insert_epi16(h, b32_u16(b32(row, b + 5, T) + off), 5);
+		h = _mm_insert_epi16(h, b32_u16(b32(row, b + 6, T) + off), 6);
+		h = _mm_insert_epi16(h, b32_u16(b32(row, b + 7, T) + off), 7);
+	}
+	return _mm256_cvtph_ps(h);
+}
+
+/* Levels 0..15 to the type's own: the fifth bits (bit k of fifth for byte
+ * k) or IQ4_NL's table. */
+EXL_INLINE __m512i b32_fix(__m512i lev, uint64_t fifth, const int T)
+{
+	if (B32_FIVE(T))
+		lev = _mm512_or_si512(lev, _mm512_maskz_mov_epi8((__mmask64)fifth, _mm512_set1_epi8(0x10)));
+	if (T == EXL_IQ4_NL) {
+		const __m512i tab = _mm512_broadcast_i32x4(
+			_mm_set_epi64x((long long)EXL_IQ4NL_HI, (long long)EXL_IQ4NL_LO));
+
+		lev = _mm512_shuffle_epi8(tab, lev);
+	}
+	return lev;
+}
+
+/* Blocks b .. b + 3 as [weights 0..15 of each] and [16..31 of each]. */
+EXL_INLINE void b32_quad(const uint8_t *row, int64_t b, const int T, __m512i *lo, __m512i *hi)
+{
+	const __m512i lo4 = _mm512_set1_epi8(0x0f);
+	__m512i v = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)(const void *)(b32(row, b, T) + b32_qs(T))));
+	uint64_t flo = 0, fhi = 0;
+
+	v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(const void *)(b32(row, b + 1, T) + b32_qs(T))), 1);
+	v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(const void *)(b32(row, b + 2, T) + b32_qs(T))), 2);
+	v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(const void *)(b32(row, b + 3, T) + b32_qs(T))), 3);
+	if (B32_FIVE(T)) {
+		for (int k = 0; k < 4; k++) {
+			uint64_t h = b32_u32(b32(row, b + k, T) + b32_qh(T));
+
+			flo |= (h & 0xffffu) << (16 * k);
+			fhi |= (h >> 16) << (16 * k);
+		}
+	}
+	*lo = b32_fix(_mm512_and_si512(v, lo4), flo, T);
+	*hi = b32_fix(_mm512_and_si512(_mm512_srli_epi16(v, 4), lo4), fhi, T);
+}
+
+/* Block b, and b + 1 when two, in element order: [0..31 of b | 0..31 of
+ * b + 1] (zero levels, before the type's fix, for a missing second). */
+EXL_INLINE __m512i b32_elem(const uint8_t *row, int64_t b, int two, const int T)
+{
+	const __m512i sh = _mm512_set_epi64(0x0004000400040004ll, 0x0004000400040004ll, 0, 0,
+					    0x0004000400040004ll, 0x0004000400040004ll, 0, 0);
+	__m128i q0 = _mm_loadu_si128((const __m128i *)(const void *)(b32(row, b, T) + b32_qs(T)));
+	__m128i q1 = two ? _mm_loadu_si128((const __m128i *)(const void *)(b32(row, b + 1, T) + b32_qs(T)))
+			 : _mm_setzero_si128();
+	__m512i v = _mm512_castsi128_si512(q0);
+	uint64_t f = 0;
+
+	v = _mm512_inserti32x4(v, q0, 1);
+	v = _mm512_inserti32x4(v, q1, 2);
+	v = _mm512_inserti32x4(v, q1, 3);
+	/* 128-bit lanes 1 and 3 take the high nibbles */
+	v = _mm512_and_si512(_mm512_srlv_epi16(v, sh), _mm512_set1_epi8(0x0f));
+	if (B32_FIVE(T)) {
+		f = b32_u32(b32(row, b, T) + b32_qh(T));
+		if (two)
+			f |= b32_u32(b32(row, b + 1, T) + b32_qh(T)) << 32;
+	}
+	return b32_fix(v, f, T);
+}
+
+/* What each dot starts from for x: Q5_0 -16 * sum(x); IQ4_NL with VNNI
+ * -128 * sum(x) (its levels go in + 128); else 0. */
+EXL_INLINE __m512i b32_xo(__m512i x, const int T)
+{
+	if (T == EXL_Q5_0)
+		return _mm512_sub_epi32(_mm512_setzero_si512(),
+					dot_u8s8(_mm512_setzero_si512(), _mm512_set1_epi8(16), x));
+#ifdef EXL_MM_VNNI
+	if (T == EXL_IQ4_NL)
+		return _mm512_sub_epi32(_mm512_setzero_si512(),
+					_mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_set1_epi8((char)0x80), x));
+#endif
+	return _mm512_setzero_si512();
+}
+
+/* acc + the dot of levels and x, four products per int32 lane. */
+EXL_INLINE __m512i b32_dot(__m512i acc, __m512i lev, __m512i x, const int T)
+{
+	if (T != EXL_IQ4_NL) /* levels 0..31: maddubs pairs fit int16 */
+		return dot_u8s8(acc, lev, x);
+#ifdef EXL_MM_VNNI
+	return _mm512_dpbusd_epi32(acc, _mm512_xor_si512(lev, _mm512_set1_epi8((char)0x80)), x);
+#else
+	__m512i aw = _mm512_abs_epi8(lev);
+	__m512i sx = _mm512_mask_sub_epi8(x, _mm512_movepi8_mask(lev), _mm512_setzero_si512(), x);
+
+	return _mm512_add_epi32(acc, _mm512_madd_epi16(_mm512_maddubs_epi16(aw, sx), _mm512_set1_epi16(1)));
+#endif
+}
+
+/* Four blocks at b (x in this set's group order); dw4 / dx4 hold their
+ * scales in quad g. */
+EXL_INLINE void b32_quad_step(const uint8_t *const *w, const int8_t *const *xq, int64_t b,
+			      const __m512 *dws, const __m512 *dxs, int g, const int R, const int C,
+			      const int T, size_t pf, __m512 acc[4][4])
+{
+	__m512i xl[4], xh[4], xo[4];
+	__m512 dx[4];
+
+	for (int j = 0; j < C; j++) {
+		xl[j] = _mm512_loadu_si512(xq[j] + 32 * b);
+		xh[j] = _mm512_loadu_si512(xq[j] + 32 * b + 64);
+		xo[j] = _mm512_add_epi32(b32_xo(xl[j], T), b32_xo(xh[j], T));
+		dx[j] = spread_quad(dxs[j], g);
+	}
+	for (int i = 0; i < R; i++) {
+		__m512i lo, hi;
+		__m512 dw = spread_quad(dws[i], g);
+
+		if (pf) { /* decode-shaped: fetch later rows ahead (72-96 bytes) */
+			_mm_prefetch((const char *)b32(w[i], b, T) + pf, _MM_HINT_T0);
+			_mm_prefetch((const char *)b32(w[i], b, T) + pf + 64, _MM_HINT_T0);
+		}
+		b32_quad(w[i], b, T, &lo, &hi);
+		for (int j = 0; j < C; j++) {
+			__m512i d = b32_dot(b32_dot(xo[j], lo, xl[j], T), hi, xh[j], T);
+
+			acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d), _mm512_mul_ps(dw, dx[j]), acc[i][j]);
+		}
+	}
+}
+
+/* One or two blocks at b in element order (the last 1..3). */
+EXL_INLINE void b32_elem_step(const uint8_t *const *w, const int8_t *const *xq, const float *const *xd,
+			      const float *const *xs, int64_t b, int two, const int R, const int C,
+			      const int T, __m512 acc[4][4])
+{
+	__m512i xv[4], xo[4];
+	__m512 dx[4];
+
+	for (int j = 0; j < C; j++) {
+		xv[j] = act_pair(xq[j], b, two);
+		xo[j] = b32_xo(xv[j], T);
+		dx[j] = act_scale_pair(xd[j], b, two);
+	}
+	for (int i = 0; i < R; i++) {
+		__m512i v = b32_elem(w[i], b, two, T);
+		__m512 dw = pair_ps(b32_half(w[i], b, T, B32_D), two ? b32_half(w[i], b + 1, T, B32_D) : 0.0f);
+
+		for (int j = 0; j < C; j++) {
+			if (B32_HAS_MIN(T)) {
+				__m512 mw = _mm512_zextps128_ps512(_mm_setr_ps(
+					b32_half(w[i], b, T, B32_M), two ? b32_half(w[i], b + 1, T, B32_M) : 0.0f,
+					0, 0));
+				__m512 sx = _mm512_zextps128_ps512(_mm_setr_ps(xs[j][b], two ? xs[j][b + 1] : 0.0f,
+									       0, 0));
+
+				acc[i][j] = _mm512_fmadd_ps(mw, sx, acc[i][j]);
+			}
+			__m512i d = b32_dot(xo[j], v, xv[j], T);
+
+			acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d), _mm512_mul_ps(dw, dx[j]), acc[i][j]);
+		}
+	}
+}
+
+EXL_INLINE void tile_b32(const struct exl_mm_ctx *m, int64_t r, int c, const int R, const int C,
+			 const int T)
+{
+	const uint8_t *w[4];
+	const int8_t *xq[4];
+	const float *xd[4], *xs[4];
+	__m512 acc[4][4];
+	int64_t nb = m->cols / 32, b = 0;
+	const size_t pf = exl_prefetch_distance(m->n, m->row_bytes, R);
+
+	for (int i = 0; i < R; i++)
+		w[i] = exl_row(m, r + i);
+	for (int j = 0; j < C; j++) {
+		const uint8_t *a = m->act + (size_t)(c + j) * m->act_stride;
+		xq[j] = (const int8_t *)a;
+		xd[j] = exl_act_q8_0_d(a, m->cols);
+		xs[j] = exl_act_q8_0_s(a, m->cols);
+	}
+	for (int i = 0; i < R; i++)
+		for (int j = 0; j < C; j++)
+			acc[i][j] = _mm512_setzero_ps();
+
+	for (; b + 4 <= nb; b += 4 * (b + 8 <= nb ? 2 : 1)) {
+		/* eight blocks at a time (two quads), or a last four */
+		const int n8 = b + 8 <= nb ? 8 : 4;
+		__m512 dws[4], dxs[4];
+
+		for (int j = 0; j < C; j++)
+			dxs[j] = n8 == 8 ? _mm512_zextps256_ps512(_mm256_loadu_ps(xd[j] + b))
+					 : _mm512_zextps128_ps512(_mm_loadu_ps(xd[j] + b));
+		for (int i = 0; i < R; i++) {
+			dws[i] = _mm512_zextps256_ps512(b32_halves(w[i], b, n8, T, B32_D));
+			if (B32_HAS_MIN(T)) {
+				__m512 mw = _mm512_zextps256_ps512(b32_halves(w[i], b, n8, T, B32_M));
+
+				for (int j = 0; j < C; j++) {
+					__m512 sx = n8 == 8 ? _mm512_zextps256_ps512(_mm256_loadu_ps(xs[j] + b))
+							    : _mm512_zextps128_ps512(_mm_loadu_ps(xs[j] + b));
+
+					acc[i][j] = _mm512_fmadd_ps(mw, sx, acc[i][j]);
+				}
+			}
+		}
+		for (int g = 0; g < n8 / 4; g++)
+			b32_quad_step(w, xq, b + 4 * g, dws, dxs, g, R, C, T, pf, acc);
+	}
+	/* the last 1..3 blocks, in element order */
+	for (; b + 2 <= nb; b += 2)
+		b32_elem_step(w, xq, xd, xs, b, 1, R, C, T, acc);
+	if (b < nb)
+		b32_elem_step(w, xq, xd, xs, b, 0, R, C, T, acc);
+	for (int i = 0; i < R; i++)
+		for (int j = 0; j < C; j++)
+			*exl_out(m, c + j, r + i) = hsum512(acc[i][j]);
+}
+
+#define TILE_Q4_1(m, r, c, R, C) tile_b32(m, r, c, R, C, EXL_Q4_1)
+#define TILE_Q5_0(m, r, c, R, C) tile_b32(m, r, c, R, C, EXL_Q5_0)
+#define TILE_Q5_1(m, r, c, R, C) tile_b32(m, r, c, R, C, EXL_Q5_1)
+#define TILE_IQ4_NL(m, r, c, R, C) tile_b32(m, r, c, R, C, EXL_IQ4_NL)
+
+static void mm_q4_1(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, int c1)
+{
+	EXL_TILE_LOOP(TILE_Q4_1, m, r0, r1, c0, c1, 4, 4);
+}
+
+static void mm_q5_0(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, int c1)
+{
+	EXL_TILE_LOOP(TILE_Q5_0, m, r0, r1, c0, c1, 4, 4);
+}
+
+static void mm_q5_1(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, int c1)
+{
+	EXL_TILE_LOOP(TILE_Q5_1, m, r0, r1, c0, c1, 4, 4);
+}
+
+static void mm_iq4_nl(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, int c1)
+{
+	EXL_TILE_LOOP(TILE_IQ4_NL, m, r0, r1, c0, c1, 4, 4);
+}
+
 /* ---- K-quants x Q8_K activations ---- */
 
 /* Q4_K: 64 bytes of qs hold sub-blocks 4t, 4t+2 in their low nibbles and
@@ -668,9 +991,16 @@ static void act_q4_K(const float *x, uint8_t *act, int64_t cols)
 	}
 }
 
-EXL_INLINE void tile_q4_K(const struct exl_mm_ctx *m, int64_t r, int c, const int R, const int C)
+/* Q4_K, and Q5_K (five): the same with the fifth bit of each weight from
+ * qh (bit j of qh[l] for weight l of sub-block j), brought to bit 4 per
+ * 256-bit half by a variable shift; levels 0..31 keep maddubs pairs in
+ * int16.  Both blocks start with d, dmin, scales[12]. */
+EXL_INLINE void tile_q45_K(const struct exl_mm_ctx *m, int64_t r, int c, const int R, const int C,
+			   const int five)
 {
-	const block_q4_K *w[4];
+	const size_t bsize = five ? sizeof(block_q5_K) : sizeof(block_q4_K);
+	const size_t qs_off = five ? offsetof(block_q5_K, qs) : offsetof(block_q4_K, qs);
+	const uint8_t *w[4];
 	const int8_t *xq[4];
 	const float *xd[4];
 	const int16_t *xs[4];
@@ -680,7 +1010,7 @@ EXL_INLINE void tile_q4_K(const struct exl_mm_ctx *m, int64_t r, int c, const in
 	const __m512i lo4 = _mm512_set1_epi8(0x0f);
 
 	for (int i = 0; i < R; i++)
-		w[i] = (const block_q4_K *)(const void *)exl_row(m, r + i);
+		w[i] = exl_row(m, r + i);
 	for (int j = 0; j < C; j++) {
 		const uint8_t *a = m->act + (size_t)(c + j) * m->act_stride;
 		xq[j] = (const int8_t *)a;
@@ -695,19 +1025,23 @@ EXL_INLINE void tile_q4_K(const struct exl_mm_ctx *m, int64_t r, int c, const in
 		/* few outputs (decode): two dot chains, not one, per output */
 		__m512i isum[4][4], isum2[4][4];
 		const int dual = R * C <= 2;
-		__m512i sc16[4];
+		__m512i sc16[4], hb[4];
 		__m256i mins[4];
 
 		for (int i = 0; i < R; i++) {
+			const block_q4_K *wb = (const block_q4_K *)(const void *)(w[i] + b * bsize);
 			uint32_t s[2], n[2];
 
 			if (pf) { /* decode-shaped: fetch later rows ahead */
-				const char *p = (const char *)(w[i] + b) + pf;
+				const char *p = (const char *)wb + pf;
 				_mm_prefetch(p, _MM_HINT_T0);
 				_mm_prefetch(p + 64, _MM_HINT_T0);
 				_mm_prefetch(p + 128, _MM_HINT_T0);
 			}
-			exl_q4_K_scales(w[i][b].scales, s, n);
+			if (five)
+				hb[i] = _mm512_broadcast_i64x4(_mm256_loadu_si256(
+					(const __m256i *)(const void *)((const block_q5_K *)(const void *)wb)->qh));
+			exl_q4_K_scales(wb->scales, s, n);
 			__m128i s8 = _mm_setr_epi32((int)s[0], (int)s[1], 0, 0);
 			__m128i m8 = _mm_setr_epi32((int)n[0], (int)n[1], 0, 0);
 			sc16[i] = _mm512_castsi128_si512(_mm_cvtepu8_epi16(s8));
@@ -729,10 +1063,23 @@ EXL_INLINE void tile_q4_K(const struct exl_mm_ctx *m, int64_t r, int c, const in
 				xl[j] = _mm512_loadu_si512(xq[j] + 256 * b + 128 * t);
 				xh[j] = _mm512_loadu_si512(xq[j] + 256 * b + 128 * t + 64);
 			}
+			/* fifth bits: sub-blocks 4t, 4t+2 (low) and 4t+1, 4t+3 (high) */
+			const __m512i shl = _mm512_inserti64x4(_mm512_set1_epi16((short)a0), _mm256_set1_epi16((short)a1), 1);
+			const __m512i shh = _mm512_inserti64x4(_mm512_set1_epi16((short)b0), _mm256_set1_epi16((short)b1), 1);
+
 			for (int i = 0; i < R; i++) {
-				__m512i q = _mm512_loadu_si512(w[i][b].qs + 64 * t);
+				__m512i q = _mm512_loadu_si512(w[i] + b * bsize + qs_off + 64 * t);
 				__m512i ql = _mm512_and_si512(q, lo4);
 				__m512i qh = _mm512_and_si512(_mm512_srli_epi16(q, 4), lo4);
+
+				if (five) {
+					const __m512i one = _mm512_set1_epi8(1);
+
+					ql = _mm512_or_si512(ql, _mm512_slli_epi16(
+						_mm512_and_si512(_mm512_srlv_epi16(hb[i], shl), one), 4));
+					qh = _mm512_or_si512(qh, _mm512_slli_epi16(
+						_mm512_and_si512(_mm512_srlv_epi16(hb[i], shh), one), 4));
+				}
 				__m512i sl = _mm512_permutexvar_epi16(il, sc16[i]);
 				__m512i sh = _mm512_permutexvar_epi16(ih, sc16[i]);
 
@@ -746,7 +1093,8 @@ EXL_INLINE void tile_q4_K(const struct exl_mm_ctx *m, int64_t r, int c, const in
 			}
 		}
 		for (int i = 0; i < R; i++) {
-			float d = exl_f16(w[i][b].d), dmin = exl_f16(w[i][b].dmin);
+			const block_q4_K *wb = (const block_q4_K *)(const void *)(w[i] + b * bsize);
+			float d = exl_f16(wb->d), dmin = exl_f16(wb->dmin);
 
 			for (int j = 0; j < C; j++) {
 				__m256i bs = _mm256_loadu_si256((const __m256i *)(const void *)(xs[j] + 16 * b));
@@ -766,9 +1114,17 @@ EXL_INLINE void tile_q4_K(const struct exl_mm_ctx *m, int64_t r, int c, const in
 			*exl_out(m, c + j, r + i) = hsum512(acc[i][j]);
 }
 
+#define TILE_Q4_K(m, r, c, R, C) tile_q45_K(m, r, c, R, C, 0)
+#define TILE_Q5_K(m, r, c, R, C) tile_q45_K(m, r, c, R, C, 1)
+
 static void mm_q4_K(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, int c1)
 {
-	EXL_TILE_LOOP(tile_q4_K, m, r0, r1, c0, c1, 2, 4);
+	EXL_TILE_LOOP(TILE_Q4_K, m, r0, r1, c0, c1, 2, 4);
+}
+
+static void mm_q5_K(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, int c1)
+{
+	EXL_TILE_LOOP(TILE_Q5_K, m, r0, r1, c0, c1, 2, 4);
 }
 
 EXL_INLINE void tile_q6_K(const struct exl_mm_ctx *m, int64_t r, int c, const int R, const int C)
@@ -879,17 +1235,321 @@ static void mm_q6_K(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, 
 	EXL_TILE_LOOP(tile_q6_K, m, r0, r1, c0, c1, 2, 4);
 }
 
+/* The 16 signed 6-bit scales of a Q3_K block (exl_q3_K_scale) as bytes,
+ * with 32-bit operations. */
+EXL_INLINE __m128i q3_K_scales(const uint8_t *s12)
+{
+	uint32_t a0, a1, a2;
+
+	memcpy(&a0, s12, 4);
+	memcpy(&a1, s12 + 4, 4);
+	memcpy(&a2, s12 + 8, 4);
+	__m128i v = _mm_setr_epi32((int)((a0 & 0x0f0f0f0fu) | ((a2 & 0x03030303u) << 4)),
+				   (int)((a1 & 0x0f0f0f0fu) | (((a2 >> 2) & 0x03030303u) << 4)),
+				   (int)(((a0 >> 4) & 0x0f0f0f0fu) | (((a2 >> 4) & 0x03030303u) << 4)),
+				   (int)(((a1 >> 4) & 0x0f0f0f0fu) | (((a2 >> 6) & 0x03030303u) << 4)));
+
+	return _mm_sub_epi8(v, _mm_set1_epi8(32));
+}
+
+/* int16 lanes in four groups of 8: v[g], v[g+1], v[g+2], v[g+3] of the 16
+ * int16 in v's low 256 bits. */
+EXL_INLINE __m512i scale_quad16(__m512i v, int g)
+{
+	const __m512i idx = _mm512_set_epi16(
+		g + 3, g + 3, g + 3, g + 3, g + 3, g + 3, g + 3, g + 3,
+		g + 2, g + 2, g + 2, g + 2, g + 2, g + 2, g + 2, g + 2,
+		g + 1, g + 1, g + 1, g + 1, g + 1, g + 1, g + 1, g + 1,
+		g, g, g, g, g, g, g, g);
+
+	return _mm512_permutexvar_epi16(idx, v);
+}
+
+/* Q2_K and Q3_K (three): 16 groups of 16 with their own scale.  Byte l of
+ * each 32 of qs holds weights 32s + l of its half in bits 2s, 2s + 1: the
+ * 32 bytes broadcast to both halves of a vector and shifted by 2s and
+ * 2s + 2 give sub-blocks c = 4h + s and c + 1, 64 consecutive weights
+ * (four groups).  Q3_K adds 4 where bit c of hmask[l] is set (levels 0..7)
+ * and takes 4 * the scaled group sums of x off in integers; Q2_K takes its
+ * 4-bit mins off in float through the group sums. */
+EXL_INLINE void tile_q23_K(const struct exl_mm_ctx *m, int64_t r, int c, const int R, const int C,
+			   const int three)
+{
+	const uint8_t *w[4];
+	const int8_t *xq[4];
+	const float *xd[4];
+	const int16_t *xs[4];
+	__m512 acc[4][4];
+	int64_t nb = m->cols / 256;
+	const size_t bsize = three ? sizeof(block_q3_K) : sizeof(block_q2_K);
+	const size_t pf = exl_prefetch_distance(m->n, m->row_bytes, R);
+	const __m512i m3 = _mm512_set1_epi8(3);
+
+	for (int i = 0; i < R; i++)
+		w[i] = exl_row(m, r + i);
+	for (int j = 0; j < C; j++) {
+		const uint8_t *a = m->act + (size_t)(c + j) * m->act_stride;
+		xq[j] = (const int8_t *)a;
+		xd[j] = exl_act_q8_K_d(a, m->cols);
+		xs[j] = exl_act_q8_K_bsums(a, m->cols);
+	}
+	for (int i = 0; i < R; i++)
+		for (int j = 0; j < C; j++)
+			acc[i][j] = _mm512_setzero_ps();
+
+	for (int64_t b = 0; b < nb; b++) {
+		__m512i isum[4][4], sc16[4], hm[4];
+		const uint8_t *qs[4];
+
+		for (int i = 0; i < R; i++) {
+			const uint8_t *wb = w[i] + (size_t)b * bsize;
+			__m128i s8;
+
+			if (pf) { /* decode-shaped: fetch later rows ahead */
+				const char *p = (const char *)wb + pf;
+				_mm_prefetch(p, _MM_HINT_T0);
+				_mm_prefetch(p + 64, _MM_HINT_T0);
+			}
+			if (three) {
+				const block_q3_K *q3 = (const block_q3_K *)(const void *)wb;
+
+				s8 = q3_K_scales(q3->scales);
+				hm[i] = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(const void *)q3->hmask));
+				qs[i] = q3->qs;
+			} else {
+				const block_q2_K *q2 = (const block_q2_K *)(const void *)wb;
+
+				s8 = _mm_and_si128(_mm_loadu_si128((const __m128i *)(const void *)q2->scales),
+						   _mm_set1_epi8(0x0f));
+				qs[i] = q2->qs;
+			}
+			sc16[i] = _mm512_castsi256_si512(_mm256_cvtepi8_epi16(s8));
+			for (int j = 0; j < C; j++)
+				isum[i][j] = _mm512_setzero_si512();
+		}
+		for (int h = 0; h < 2; h++) {
+			for (int s2 = 0; s2 < 4; s2 += 2) {
+				const int sub = 4 * h + s2;
+				const __m512i shq = _mm512_inserti64x4(_mm512_set1_epi16((short)(2 * s2)),
+								       _mm256_set1_epi16((short)(2 * s2 + 2)), 1);
+				const __m512i shm = _mm512_inserti64x4(_mm512_set1_epi16((short)sub),
+								       _mm256_set1_epi16((short)(sub + 1)), 1);
+				__m512i xv[4];
+
+				for (int j = 0; j < C; j++)
+					xv[j] = _mm512_loadu_si512(xq[j] + 256 * b + 32 * sub);
+				for (int i = 0; i < R; i++) {
+					__m512i q32 = _mm512_broadcast_i64x4(
+						_mm256_loadu_si256((const __m256i *)(const void *)(qs[i] + 32 * h)));
+					__m512i q = _mm512_and_si512(_mm512_srlv_epi16(q32, shq), m3);
+					__m512i sv = scale_quad16(sc16[i], 2 * sub);
+
+					if (three) {
+						__m512i hbit = _mm512_and_si512(_mm512_srlv_epi16(hm[i], shm),
+										_mm512_set1_epi8(1));
+
+						q = _mm512_or_si512(q, _mm512_slli_epi16(hbit, 2));
+					}
+					for (int j = 0; j < C; j++)
+						isum[i][j] = dot_s16(isum[i][j], _mm512_maddubs_epi16(q, xv[j]), sv);
+				}
+			}
+		}
+		for (int i = 0; i < R; i++) {
+			const uint8_t *wb = w[i] + (size_t)b * bsize;
+
+			for (int j = 0; j < C; j++) {
+				__m256i bs = _mm256_loadu_si256((const __m256i *)(const void *)(xs[j] + 16 * b));
+				float dx = xd[j][b];
+
+				if (three) {
+					const block_q3_K *q3 = (const block_q3_K *)(const void *)wb;
+					/* levels are offset by 4: 4 * sum over groups of scale * group sum */
+					__m256i off = _mm256_slli_epi32(
+						_mm256_madd_epi16(_mm512_castsi512_si256(sc16[i]), bs), 2);
+					__m512i t = _mm512_sub_epi32(isum[i][j], _mm512_zextsi256_si512(off));
+
+					acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(t),
+								    _mm512_set1_ps(exl_f16(q3->d) * dx), acc[i][j]);
+				} else {
+					const block_q2_K *q2 = (const block_q2_K *)(const void *)wb;
+					__m256i mins = _mm256_cvtepu8_epi16(_mm_srli_epi16(
+						_mm_andnot_si128(_mm_set1_epi8(0x0f),
+								 _mm_loadu_si128((const __m128i *)(const void *)q2->scales)), 4));
+					__m512 msum = _mm512_zextps256_ps512(_mm256_cvtepi32_ps(_mm256_madd_epi16(mins, bs)));
+
+					acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[i][j]),
+								    _mm512_set1_ps(exl_f16(q2->d) * dx), acc[i][j]);
+					acc[i][j] = _mm512_fnmadd_ps(msum, _mm512_set1_ps(exl_f16(q2->dmin) * dx),
+								     acc[i][j]);
+				}
+			}
+		}
+	}
+	for (int i = 0; i < R; i++)
+		for (int j = 0; j < C; j++)
+			*exl_out(m, c + j, r + i) = hsum512(acc[i][j]);
+}
+
+#define TILE_Q2_K(m, r, c, R, C) tile_q23_K(m, r, c, R, C, 0)
+#define TILE_Q3_K(m, r, c, R, C) tile_q23_K(m, r, c, R, C, 1)
+
+static void mm_q2_K(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, int c1)
+{
+	EXL_TILE_LOOP(TILE_Q2_K, m, r0, r1, c0, c1, 2, 4);
+}
+
+static void mm_q3_K(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, int c1)
+{
+	EXL_TILE_LOOP(TILE_Q3_K, m, r0, r1, c0, c1, 2, 4);
+}
+
+/* ---- IQ4_XS x Q8_K activations ----
+ *
+ * Sub-block j's 16 bytes of qs hold its weights l (low nibble) and 16 + l
+ * (high), as an IQ4_NL block's: this set's act_iq4_xs stores each group of
+ * four sub-blocks of x as act_q4_0 stores four blocks, so a 64-byte load
+ * of qs gives the levels of four sub-blocks in x's order, one per 128-bit
+ * lane.  Levels through a byte shuffle; signed dots as |w| * (x with w's
+ * sign), whose int16 pairs are multiplied by the sub-block's scale into
+ * int32 (vpdpwssd with VNNI). */
+static void act_iq4_xs(const float *x, uint8_t *act, int64_t cols)
+{
+	int8_t tmp[128];
+
+	exl_act_q8_K_avx2(x, act, cols);
+	for (int64_t g = 0; g + 4 <= cols / 32; g += 4) {
+		int8_t *q = (int8_t *)act + 32 * g;
+
+		memcpy(tmp, q, 128);
+		for (int k = 0; k < 4; k++) {
+			memcpy(q + 16 * k, tmp + 32 * k, 16);
+			memcpy(q + 64 + 16 * k, tmp + 32 * k + 16, 16);
+		}
+	}
+}
+
+/* The 8 scales (-32..31) of an IQ4_XS block as int16 in the low 128 bits. */
+EXL_INLINE __m512i iq4_xs_scales(const block_iq4_xs *w)
+{
+	uint32_t sl;
+	uint64_t lo, hi, h = w->scales_h;
+
+	memcpy(&sl, w->scales_l, 4);
+	/* nibbles: even sub-blocks from the low ones, odd from the high */
+	lo = sl & 0x0f0f0f0fu;
+	hi = (sl >> 4) & 0x0f0f0f0fu;
+	lo = (lo | lo << 16) & 0x0000ffff0000ffffull;
+	lo = (lo | lo << 8) & 0x00ff00ff00ff00ffull;
+	hi = (hi | hi << 16) & 0x0000ffff0000ffffull;
+	hi = (hi | hi << 8) & 0x00ff00ff00ff00ffull;
+	/* 2-bit fields of scales_h, one a byte */
+	h = (h | h << 24) & 0x000000ff000000ffull;
+	h = (h | h << 12) & 0x000f000f000f000full;
+	h = (h | h << 6) & 0x0303030303030303ull;
+	__m128i s8 = _mm_sub_epi8(_mm_cvtsi64_si128((long long)(lo | hi << 8 | h << 4)), _mm_set1_epi8(32));
+
+	return _mm512_castsi128_si512(_mm_cvtepi8_epi16(s8));
+}
+
+EXL_INLINE void tile_iq4_xs(const struct exl_mm_ctx *m, int64_t r, int c, const int R, const int C)
+{
+	const block_iq4_xs *w[4];
+	const int8_t *xq[4];
+	const float *xd[4];
+	__m512 acc[4][4];
+	int64_t nb = m->cols / 256;
+	const size_t pf = exl_prefetch_distance(m->n, m->row_bytes, R);
+	const __m512i lo4 = _mm512_set1_epi8(0x0f);
+	const __m512i tab = _mm512_broadcast_i32x4(_mm_set_epi64x((long long)EXL_IQ4NL_HI, (long long)EXL_IQ4NL_LO));
+
+	for (int i = 0; i < R; i++)
+		w[i] = (const block_iq4_xs *)(const void *)exl_row(m, r + i);
+	for (int j = 0; j < C; j++) {
+		const uint8_t *a = m->act + (size_t)(c + j) * m->act_stride;
+		xq[j] = (const int8_t *)a;
+		xd[j] = exl_act_q8_K_d(a, m->cols);
+	}
+	for (int i = 0; i < R; i++)
+		for (int j = 0; j < C; j++)
+			acc[i][j] = _mm512_setzero_ps();
+
+	for (int64_t b = 0; b < nb; b++) {
+		__m512i isum[4][4], sc[4];
+
+		for (int i = 0; i < R; i++) {
+			if (pf) { /* decode-shaped: fetch later rows ahead */
+				const char *p = (const char *)(w[i] + b) + pf;
+				_mm_prefetch(p, _MM_HINT_T0);
+				_mm_prefetch(p + 64, _MM_HINT_T0);
+				_mm_prefetch(p + 128, _MM_HINT_T0);
+			}
+			sc[i] = iq4_xs_scales(&w[i][b]);
+			for (int j = 0; j < C; j++)
+				isum[i][j] = _mm512_setzero_si512();
+		}
+		for (int t = 0; t < 2; t++) {
+			__m512i xl[4], xh[4];
+
+			for (int j = 0; j < C; j++) {
+				xl[j] = _mm512_loadu_si512(xq[j] + 256 * b + 128 * t);
+				xh[j] = _mm512_loadu_si512(xq[j] + 256 * b + 128 * t + 64);
+			}
+			for (int i = 0; i < R; i++) {
+				__m512i q = _mm512_loadu_si512(w[i][b].qs + 64 * t);
+				__m512i lo = _mm512_shuffle_epi8(tab, _mm512_and_si512(q, lo4));
+				__m512i hi = _mm512_shuffle_epi8(tab, _mm512_and_si512(_mm512_srli_epi16(q, 4), lo4));
+				__m512i alo = _mm512_abs_epi8(lo), ahi = _mm512_abs_epi8(hi);
+				__mmask64 nlo = _mm512_movepi8_mask(lo), nhi = _mm512_movepi8_mask(hi);
+				__m512i sv = scale_quad16(sc[i], 4 * t);
+
+				for (int j = 0; j < C; j++) {
+					__m512i sl = _mm512_mask_sub_epi8(xl[j], nlo, _mm512_setzero_si512(), xl[j]);
+					__m512i sh = _mm512_mask_sub_epi8(xh[j], nhi, _mm512_setzero_si512(), xh[j]);
+
+					isum[i][j] = dot_s16(isum[i][j], _mm512_maddubs_epi16(alo, sl), sv);
+					isum[i][j] = dot_s16(isum[i][j], _mm512_maddubs_epi16(ahi, sh), sv);
+				}
+			}
+		}
+		for (int i = 0; i < R; i++) {
+			float d = exl_f16(w[i][b].d);
+
+			for (int j = 0; j < C; j++)
+				acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[i][j]),
+							    _mm512_set1_ps(d * xd[j][b]), acc[i][j]);
+		}
+	}
+	for (int i = 0; i < R; i++)
+		for (int j = 0; j < C; j++)
+			*exl_out(m, c + j, r + i) = hsum512(acc[i][j]);
+}
+
+static void mm_iq4_xs(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, int c1)
+{
+	EXL_TILE_LOOP(tile_iq4_xs, m, r0, r1, c0, c1, 2, 4);
+}
+
 const struct exl_cpu_kernels SET_SYMBOL = {
 	.name = SET_NAME,
 	.act_q8_0 = exl_act_q8_0_avx2,
 	.act_q4_0 = act_q4_0,
 	.act_q8_K = exl_act_q8_K_avx2,
 	.act_q4_K = act_q4_K,
+	.act_iq4_xs = act_iq4_xs,
 	.mm_f32 = mm_f32,
 	.mm_f16 = mm_f16,
 	.mm_bf16 = mm_bf16,
 	.mm_q8_0 = mm_q8_0,
 	.mm_q4_0 = mm_q4_0,
+	.mm_q4_1 = mm_q4_1,
+	.mm_q5_0 = mm_q5_0,
+	.mm_q5_1 = mm_q5_1,
+	.mm_iq4_nl = mm_iq4_nl,
+	.mm_q2_K = mm_q2_K,
+	.mm_q3_K = mm_q3_K,
 	.mm_q4_K = mm_q4_K,
+	.mm_q5_K = mm_q5_K,
 	.mm_q6_K = mm_q6_K,
+	.mm_iq4_xs = mm_iq4_xs,
 };

@@ -3,16 +3,17 @@
  *
  * Activations (one "act row" per input vector, each starting 64-byte
  * aligned, act_stride bytes apart):
- *   Q8_0 act (for Q8_0 / Q4_0 weights), cols/32 blocks:
+ *   Q8_0 act (for the 32-weight types), cols/32 blocks:
  *     int8 qs[cols] | float d[cols/32] | float s[cols/32]
  *     value k = d[k/32] * qs[k];  s[b] = d[b] * sum of block b's qs
- *   Q8_K act (for Q4_K / Q6_K weights), cols/256 blocks:
+ *   Q8_K act (for the 256-weight types), cols/256 blocks:
  *     int8 qs[cols] | float d[cols/256] | int16 bsums[cols/16]
  *     bsums[g] = sum of qs[16g .. 16g+15]
  * qs are in [-127, 127].  Every variant's activation quantizer computes
  * the same values as the scalar one (d = max|x| / 127, q = round-to-even(x
- * / d)); a variant's act_q4_0 / act_q4_K may store a block's qs in another
- * order that its Q4_0 / Q4_K kernel expects (bsums stay in element order).
+ * / d)); a variant's act_q4_0 / act_q4_K / act_iq4_xs may store a block's
+ * qs in another order that its kernels expect (bsums stay in element
+ * order).
  */
 #ifndef EXL_CPU_MATMUL_IMPL_H
 #define EXL_CPU_MATMUL_IMPL_H
@@ -45,16 +46,27 @@ typedef void (*exl_act_fn)(const float *x, uint8_t *act, int64_t cols);
 struct exl_cpu_kernels {
 	const char *name;
 	exl_act_fn act_q8_0;  /* for Q8_0 weights */
-	exl_act_fn act_q4_0;  /* for Q4_0 weights: a variant may reorder qs */
-	exl_act_fn act_q8_K;  /* for Q6_K weights */
-	exl_act_fn act_q4_K;  /* for Q4_K weights: a variant may reorder qs */
+	/* for the 32-weight types whose byte j holds weights j and j + 16
+	 * (Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL): a variant may reorder qs */
+	exl_act_fn act_q4_0;
+	exl_act_fn act_q8_K;  /* for Q2_K, Q3_K, Q6_K weights */
+	exl_act_fn act_q4_K;  /* for Q4_K, Q5_K weights: a variant may reorder qs */
+	exl_act_fn act_iq4_xs; /* for IQ4_XS weights: a variant may reorder qs */
 	exl_mm_fn mm_f32;
 	exl_mm_fn mm_f16;
 	exl_mm_fn mm_bf16;
 	exl_mm_fn mm_q8_0;
 	exl_mm_fn mm_q4_0;
+	exl_mm_fn mm_q4_1;
+	exl_mm_fn mm_q5_0;
+	exl_mm_fn mm_q5_1;
+	exl_mm_fn mm_iq4_nl;
+	exl_mm_fn mm_q2_K;
+	exl_mm_fn mm_q3_K;
 	exl_mm_fn mm_q4_K;
+	exl_mm_fn mm_q5_K;
 	exl_mm_fn mm_q6_K;
+	exl_mm_fn mm_iq4_xs;
 };
 
 static inline size_t exl_act_align(size_t n)

@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "kernels/cpu/matmul_impl.h"
+#include "kernels/formats/dtype.h"
 #include "kernels/formats/elem.h"
 
 /* Tiles are written once with the tile shape as arguments; forcing them

@@ -16,6 +16,7 @@
 
 #include "kernels/backend.h"
 #include "kernels/cpu/pool.h"
+#include "kernels/formats/elem_math.h"
 
 /* Positions attention folds in at once (the size of its score buffer), and
  * the most query heads one call handles (heads that read the same KV head
@@ -33,7 +34,17 @@ struct exl_attn_state {
 	float l[EXL_ATTN_MAX_GROUP];
 	float *acc;       /* [g][head_dim] */
 	float *s;         /* scratch: [g][EXL_ATTN_CHUNK] */
+	float softcap;    /* > 0: scores are soft-capped (exl_attn_softcap) */
 };
+
+/* Soft-caps the scores of a chunk, g rows of n (kernels call it between
+ * scoring and the softmax when st->softcap > 0). */
+static inline void exl_attn_softcap(float *s, int g, int n, float cap)
+{
+	for (int i = 0; i < g; i++)
+		for (int j = 0; j < n; j++)
+			s[i * EXL_ATTN_CHUNK + j] = exl_softcap(s[i * EXL_ATTN_CHUNK + j], cap);
+}
 
 struct exl_cpu_ops {
 	const char *name;
@@ -91,6 +102,11 @@ void exl_cpu_softmax(struct exl_pool *pool, const struct exl_cpu_ops *k, float *
 		     int dim);
 void exl_cpu_gather_rows(struct exl_pool *pool, float *dst, const float *src,
 			 const int32_t *rows, int n, int dim);
+void exl_cpu_scale(struct exl_pool *pool, float *x, float s, size_t count);
+void exl_cpu_softcap(struct exl_pool *pool, float *x, float cap, size_t count);
+void exl_cpu_geglu(struct exl_pool *pool, float *g, const float *u, size_t count);
+void exl_cpu_add_rows_scaled(struct exl_pool *pool, float *y, const float *x,
+			     const int32_t *rows, const float *w, int n, int dim);
 
 /* RoPE tables for one batch: per token, cos and signed sin of every rotated
  * element (n_tokens x n_rot each), rebuilt only when the positions or the
@@ -106,7 +122,14 @@ struct exl_rope_cache {
 	float freq_base;
 	float freq_scale;
 	bool neox;
+	const float *freq_factors;
+	float attn_factor;
+	unsigned last_use;  /* when several caches take turns: the oldest goes */
 };
+
+/* Whether rc holds the tables of batch_id for n tokens under p. */
+bool exl_rope_cache_matches(const struct exl_rope_cache *rc, unsigned batch_id, int n,
+			    const struct exl_rope_params *p);
 
 void exl_rope_cache_free(struct exl_rope_cache *rc);
 
@@ -127,9 +150,11 @@ struct exl_cpu_batch {
 	int32_t *page_table;
 	size_t cap_tokens;
 	size_t cap_table;
-	/* the KV page geometry the page table was last checked against */
+	/* the KV page geometry and window the page table was last checked
+	 * against */
 	int checked_page_size;
 	int checked_n_pages;
+	int checked_window;
 };
 
 /* Copies b into cb after checking it.  -1 with a message (cb then holds no
@@ -138,9 +163,11 @@ int exl_cpu_batch_set(struct exl_cpu_batch *cb, const struct exl_batch_desc *b, 
 		      size_t errlen);
 void exl_cpu_batch_free(struct exl_cpu_batch *cb);
 
-/* Checks that every page a batch token writes or reads is in kv's pool. */
-int exl_cpu_kv_check(struct exl_cpu_batch *b, const struct exl_kv_layer *kv, char *err,
-		     size_t errlen);
+/* Checks that every page a batch token writes or reads is in kv's pool:
+ * those from its window's first position (window 0: position 0) to its
+ * own. */
+int exl_cpu_kv_check(struct exl_cpu_batch *b, const struct exl_kv_layer *kv, int window,
+		     char *err, size_t errlen);
 
 void exl_cpu_kv_store(struct exl_pool *pool, const struct exl_cpu_ops *k,
 		      const struct exl_cpu_batch *b, const struct exl_kv_layer *kv,
@@ -160,6 +187,6 @@ void exl_attn_scratch_free(struct exl_attn_scratch *s);
 int exl_cpu_attention(struct exl_pool *pool, const struct exl_cpu_ops *k,
 		      struct exl_attn_scratch *scratch, const struct exl_cpu_batch *b,
 		      const struct exl_kv_layer *kv, const float *q, float *out, int n_heads,
-		      float scale, char *err, size_t errlen);
+		      const struct exl_attn_params *ap, char *err, size_t errlen);
 
 #endif

@@ -114,8 +114,14 @@ int exl_cpu_batch_set(struct exl_cpu_batch *cb, const struct exl_batch_desc *b, 
 	return 0;
 }
 
-int exl_cpu_kv_check(struct exl_cpu_batch *b, const struct exl_kv_layer *kv, char *err,
-		     size_t errlen)
+/* The first position a token at pos sees through a window (0: all). */
+static inline int window_start(int pos, int window)
+{
+	return window > 0 && pos >= window ? pos - window + 1 : 0;
+}
+
+int exl_cpu_kv_check(struct exl_cpu_batch *b, const struct exl_kv_layer *kv, int window,
+		     char *err, size_t errlen)
 {
 	if (b->n_tokens <= 0) {
 		snprintf(err, errlen, "no batch layout (set_batch first)");
@@ -128,13 +134,15 @@ int exl_cpu_kv_check(struct exl_cpu_batch *b, const struct exl_kv_layer *kv, cha
 		return -1;
 	}
 	/* Every layer of a cache has the same page geometry: check the table
-	 * once per batch. */
-	if (b->checked_page_size == kv->page_size && b->checked_n_pages == kv->n_pages)
+	 * once per batch, again only for a window that reaches further back
+	 * than the one checked (window 0 reaches back furthest). */
+	if (b->checked_page_size == kv->page_size && b->checked_n_pages == kv->n_pages &&
+	    (b->checked_window == 0 || (window > 0 && window <= b->checked_window)))
 		return 0;
 	for (int t = 0; t < b->n_tokens; t++) {
 		const int last = b->pos[t] / kv->page_size;
 		const int32_t *row = b->page_table + (size_t)b->seq[t] * (size_t)b->max_pages;
-		int first = 0;
+		int first = window_start(b->pos[t], window) / kv->page_size;
 
 		if (last >= b->max_pages) {
 			snprintf(err, errlen, "token %d at position %d needs page %d of its "
@@ -144,7 +152,8 @@ int exl_cpu_kv_check(struct exl_cpu_batch *b, const struct exl_kv_layer *kv, cha
 		}
 		/* A sequence's tokens come in order: from the previous token's
 		 * last page on, each page is checked once. */
-		if (t > 0 && b->seq[t - 1] == b->seq[t] && b->pos[t - 1] <= b->pos[t])
+		if (t > 0 && b->seq[t - 1] == b->seq[t] && b->pos[t - 1] <= b->pos[t] &&
+		    b->pos[t - 1] / kv->page_size > first)
 			first = b->pos[t - 1] / kv->page_size;
 		for (int j = first; j <= last; j++) {
 			if (row[j] < 0 || row[j] >= kv->n_pages) {
@@ -156,6 +165,7 @@ int exl_cpu_kv_check(struct exl_cpu_batch *b, const struct exl_kv_layer *kv, cha
 	}
 	b->checked_page_size = kv->page_size;
 	b->checked_n_pages = kv->n_pages;
+	b->checked_window = window;
 	return 0;
 }
 
@@ -261,6 +271,8 @@ struct attention_job {
 	int n_pieces;         /* pieces per group */
 	bool split;           /* items are (unit, partition) pairs, else units */
 	float scale;
+	float softcap;
+	int window;
 	unsigned char *scratch; /* per thread: thread_bytes */
 	size_t thread_bytes;
 	size_t local_off;     /* !split: offset in a thread's scratch of its PART_MAX
@@ -338,6 +350,7 @@ static void attend_span(const struct attention_job *j, size_t u, int p0, int p1,
 	const uint16_t **vp = kp + EXL_ATTN_CHUNK;
 
 	st->g = g;
+	st->softcap = j->softcap;
 	st->q = j->q + (t * (size_t)j->n_heads + (size_t)h0) * hd;
 	st->acc = acc;
 	st->s = (float *)(void *)(scratch +
@@ -372,20 +385,22 @@ static void attend_span(const struct attention_job *j, size_t u, int p0, int p1,
 	}
 }
 
-static int unit_len(const struct attention_job *j, size_t u)
+/* Unit u's window: positions [*start, *end). */
+static void unit_window(const struct attention_job *j, size_t u, int *start, int *end)
 {
 	const size_t t = u / (size_t)j->n_pieces / (size_t)j->kv->n_kv_heads;
 
-	return j->b->pos[t] + 1;
+	*start = window_start(j->b->pos[t], j->window);
+	*end = j->b->pos[t] + 1;
 }
 
-/* Partition part of n_part of a window of len positions: [*p0, *p1). */
-static void part_span(int len, int n_part, int part, int *p0, int *p1)
+/* Partition part of n_part of the window [start, end): [*p0, *p1). */
+static void part_span(int start, int end, int n_part, int part, int *p0, int *p1)
 {
-	const int per = (len + n_part - 1) / n_part;
+	const int per = (end - start + n_part - 1) / n_part;
 
-	*p0 = part * per < len ? part * per : len;
-	*p1 = (part + 1) * per < len ? (part + 1) * per : len;
+	*p0 = start + part * per < end ? start + part * per : end;
+	*p1 = start + (part + 1) * per < end ? start + (part + 1) * per : end;
 }
 
 /* A window in one partition: the output straight from its state. */
@@ -457,15 +472,16 @@ static void merge_unit(const struct attention_job *j, size_t u, const float *par
 static void attend_item(const struct attention_job *j, size_t item, unsigned char *scratch)
 {
 	const size_t u = j->split ? item / PART_MAX : item;
-	const int len = unit_len(j, u);
-	const int n_part = part_count(len);
 	struct exl_attn_state st;
-	int p0, p1;
+	int start, end, p0, p1;
+
+	unit_window(j, u, &start, &end);
+	const int n_part = part_count(end - start);
 
 	if (n_part == 1) {
 		if (j->split && item % PART_MAX)
 			return;
-		attend_span(j, u, 0, len, scratch, &st);
+		attend_span(j, u, start, end, scratch, &st);
 		write_out(j, u, &st);
 		return;
 	}
@@ -474,7 +490,7 @@ static void attend_item(const struct attention_job *j, size_t item, unsigned cha
 
 		if (part >= n_part)
 			return;
-		part_span(len, n_part, part, &p0, &p1);
+		part_span(start, end, n_part, part, &p0, &p1);
 		attend_span(j, u, p0, p1, scratch, &st);
 		save_partial(j, &st, j->partial + item * j->partial_floats);
 		return;
@@ -482,7 +498,7 @@ static void attend_item(const struct attention_job *j, size_t item, unsigned cha
 	float *local = (float *)(void *)(scratch + j->local_off);
 
 	for (int part = 0; part < n_part; part++) {
-		part_span(len, n_part, part, &p0, &p1);
+		part_span(start, end, n_part, part, &p0, &p1);
 		attend_span(j, u, p0, p1, scratch, &st);
 		save_partial(j, &st, local + (size_t)part * j->partial_floats);
 	}
@@ -515,7 +531,10 @@ static void merge_fn(void *ctx, int ith, int nth)
 
 	exl_pool_split(j->n_units, ith, nth, &ub, &ue);
 	for (size_t u = ub; u < ue; u++) {
-		const int n_part = part_count(unit_len(j, u));
+		int start, end;
+
+		unit_window(j, u, &start, &end);
+		const int n_part = part_count(end - start);
 
 		if (n_part > 1)
 			merge_unit(j, u, j->partial + u * PART_MAX * j->partial_floats, n_part);
@@ -525,7 +544,7 @@ static void merge_fn(void *ctx, int ith, int nth)
 int exl_cpu_attention(struct exl_pool *pool, const struct exl_cpu_ops *k,
 		      struct exl_attn_scratch *scratch, const struct exl_cpu_batch *b,
 		      const struct exl_kv_layer *kv, const float *q, float *out, int n_heads,
-		      float scale, char *err, size_t errlen)
+		      const struct exl_attn_params *ap, char *err, size_t errlen)
 {
 	struct attention_job j;
 	const int nth = pool ? exl_pool_size(pool) : 1;
@@ -539,8 +558,10 @@ int exl_cpu_attention(struct exl_pool *pool, const struct exl_cpu_ops *k,
 			 "multiple)", n_heads, kv->n_kv_heads);
 		return -1;
 	}
-	if (!isfinite(scale)) {
-		snprintf(err, errlen, "attention: scale %g", (double)scale);
+	if (!isfinite(ap->scale) || !(ap->softcap >= 0.0f) || !isfinite(ap->softcap) ||
+	    ap->window < 0) {
+		snprintf(err, errlen, "attention: scale %g, softcap %g, window %d",
+			 (double)ap->scale, (double)ap->softcap, ap->window);
 		return -1;
 	}
 	memset(&j, 0, sizeof(j));
@@ -552,12 +573,16 @@ int exl_cpu_attention(struct exl_pool *pool, const struct exl_cpu_ops *k,
 	j.n_heads = n_heads;
 	j.group = n_heads / kv->n_kv_heads;
 	j.n_pieces = piece_count(j.group);
-	j.scale = scale;
+	j.scale = ap->scale;
+	j.softcap = ap->softcap;
+	j.window = ap->window;
 	j.n_units = (size_t)b->n_tokens * (size_t)kv->n_kv_heads * (size_t)j.n_pieces;
 	for (int t = 0; t < b->n_tokens; t++) {
-		work += (size_t)b->pos[t] + 1;
-		if (b->pos[t] + 1 > max_len)
-			max_len = b->pos[t] + 1;
+		const int len = b->pos[t] + 1 - window_start(b->pos[t], ap->window);
+
+		work += (size_t)len;
+		if (len > max_len)
+			max_len = len;
 	}
 	work *= (size_t)n_heads * hd;
 	/* Spreading partitions over threads is worth it only when the units

@@ -373,6 +373,8 @@ INLINE void chunk(struct exl_attn_state *st, const uint16_t *const *k, const uin
 		scores(st->q, hd, k, j, st->s, scale, G, P);
 	for (; j < n; j++)
 		scores(st->q, hd, k, j, st->s, scale, G, 1);
+	if (st->softcap > 0.0f)
+		exl_attn_softcap(st->s, G, n, st->softcap);
 	for (int g = 0; g < G; g++) {
 		float *s = st->s + g * EXL_ATTN_CHUNK;
 		float m_new = st->m[g];

@@ -1,5 +1,5 @@
 /* Drivers of the row and element-wise ops: rmsnorm, add, add_bias, swiglu,
- * softmax, gather_rows.  Small ops (one decode token's vector) run on the
+ * softmax, gather_rows, scale, softcap, geglu, add_rows_scaled.  Small ops (one decode token's vector) run on the
  * calling thread: waking the pool would cost more than the work. */
 #include <string.h>
 
@@ -183,4 +183,102 @@ void exl_cpu_gather_rows(struct exl_pool *pool, float *dst, const float *src,
 	struct gather_job j = { dst, src, rows, n, dim };
 
 	run(pool, gather_fn, &j, (size_t)n * (size_t)dim);
+}
+
+/* ---- scale, softcap, geglu: plain loops ------------------------------- */
+
+struct map_job {
+	float *x;
+	const float *u;
+	float s;
+	size_t count;
+};
+
+static void scale_fn(void *ctx, int ith, int nth)
+{
+	const struct map_job *j = ctx;
+	size_t b, e;
+
+	split_floats(j->count, ith, nth, &b, &e);
+	for (size_t i = b; i < e; i++)
+		j->x[i] *= j->s;
+}
+
+void exl_cpu_scale(struct exl_pool *pool, float *x, float s, size_t count)
+{
+	struct map_job j = { x, NULL, s, count };
+
+	run(pool, scale_fn, &j, count);
+}
+
+static void softcap_fn(void *ctx, int ith, int nth)
+{
+	const struct map_job *j = ctx;
+	size_t b, e;
+
+	split_floats(j->count, ith, nth, &b, &e);
+	for (size_t i = b; i < e; i++)
+		j->x[i] = exl_softcap(j->x[i], j->s);
+}
+
+void exl_cpu_softcap(struct exl_pool *pool, float *x, float cap, size_t count)
+{
+	struct map_job j = { x, NULL, cap, count };
+
+	/* a tanh per element */
+	run(pool, softcap_fn, &j, count * 4);
+}
+
+static void geglu_fn(void *ctx, int ith, int nth)
+{
+	const struct map_job *j = ctx;
+	size_t b, e;
+
+	split_floats(j->count, ith, nth, &b, &e);
+	for (size_t i = b; i < e; i++)
+		j->x[i] = exl_gelu_tanh(j->x[i]) * j->u[i];
+}
+
+void exl_cpu_geglu(struct exl_pool *pool, float *g, const float *u, size_t count)
+{
+	struct map_job j = { g, u, 0.0f, count };
+
+	run(pool, geglu_fn, &j, count * 4);
+}
+
+/* ---- add_rows_scaled -------------------------------------------------- */
+
+struct add_rows_job {
+	float *y;
+	const float *x;
+	const int32_t *rows;
+	const float *w;
+	int n, dim;
+};
+
+/* Each row of y is written by the one i that names it (no row twice), so
+ * the rows split over threads without locks. */
+static void add_rows_fn(void *ctx, int ith, int nth)
+{
+	const struct add_rows_job *j = ctx;
+	const size_t dim = (size_t)j->dim;
+	size_t b, e;
+
+	exl_pool_split((size_t)j->n, ith, nth, &b, &e);
+	for (size_t i = b; i < e; i++) {
+		float *y = j->y + (size_t)j->rows[i] * dim;
+		const float *x = j->x + i * dim;
+		const float w = j->w[i];
+
+		for (size_t d = 0; d < dim; d++)
+			y[d] += w * x[d];
+	}
+}
+
+void exl_cpu_add_rows_scaled(struct exl_pool *pool, float *y, const float *x,
+			     const int32_t *rows, const float *w, int n, int dim)
+{
+	struct add_rows_job j = { y, x, rows, w, n, dim };
+
+	run(pool, add_rows_fn, &j, (size_t)n * (size_t)dim);
 }

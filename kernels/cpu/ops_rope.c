@@ -10,6 +10,8 @@
  * of the tables:
  *   adjacent pairs: c[2i] = c[2i+1] = cos, s[2i] = -sin, s[2i+1] = sin
  *   neox halves:    c[i] = c[i+h] = cos,   s[i] = -sin,   s[i+h] = sin
+ * Frequency factors divide pair i's angle, and attn_factor scales both
+ * tables (exl_rope_cos_sin_ext).
  */
 #include <math.h>
 #include <stdio.h>
@@ -53,7 +55,9 @@ static void build_row(const struct exl_rope_cache *rc, int32_t pos, float *c, fl
 		float cs, sn;
 		int a, b;
 
-		exl_rope_cos_sin(pos, i, n_rot, rc->freq_base, rc->freq_scale, &cs, &sn);
+		exl_rope_cos_sin_ext(pos, i, n_rot, rc->freq_base, rc->freq_scale,
+				     rc->freq_factors ? rc->freq_factors[i] : 1.0f, rc->attn_factor,
+				     &cs, &sn);
 		exl_rope_pair(i, n_rot, rc->neox, &a, &b);
 
 		c[a] = cs;
@@ -109,6 +113,15 @@ static int reserve(struct exl_rope_cache *rc, size_t floats, char *err, size_t e
 	return 0;
 }
 
+bool exl_rope_cache_matches(const struct exl_rope_cache *rc, unsigned batch_id, int n,
+			    const struct exl_rope_params *p)
+{
+	return rc->valid && rc->batch_id == batch_id && rc->n_tokens == n &&
+	       rc->n_rot == p->n_rot && rc->freq_base == p->freq_base &&
+	       rc->freq_scale == p->freq_scale && rc->neox == p->neox &&
+	       rc->freq_factors == p->freq_factors && rc->attn_factor == p->attn_factor;
+}
+
 int exl_cpu_rope(struct exl_pool *pool, const struct exl_cpu_ops *k, struct exl_rope_cache *rc,
 		 unsigned batch_id, const int32_t *pos, float *x, int n, int n_heads,
 		 int head_dim, const struct exl_rope_params *p, char *err, size_t errlen)
@@ -126,14 +139,20 @@ int exl_cpu_rope(struct exl_pool *pool, const struct exl_cpu_ops *k, struct exl_
 		return -1;
 	}
 	if (!(p->freq_base > 0.0f) || !isfinite(p->freq_base) || !(p->freq_scale > 0.0f) ||
-	    !isfinite(p->freq_scale)) {
-		snprintf(err, errlen, "rope: frequency base %g and scale %g must be positive",
-			 (double)p->freq_base, (double)p->freq_scale);
+	    !isfinite(p->freq_scale) || !(p->attn_factor > 0.0f) || !isfinite(p->attn_factor)) {
+		snprintf(err, errlen, "rope: frequency base %g, scale %g and attention factor %g "
+			 "must be positive", (double)p->freq_base, (double)p->freq_scale,
+			 (double)p->attn_factor);
 		return -1;
 	}
-	if (!rc->valid || rc->batch_id != batch_id || rc->n_tokens != n ||
-	    rc->n_rot != p->n_rot || rc->freq_base != p->freq_base ||
-	    rc->freq_scale != p->freq_scale || rc->neox != p->neox) {
+	for (int i = 0; p->freq_factors && i < p->n_rot / 2; i++) {
+		if (!(p->freq_factors[i] > 0.0f) || !isfinite(p->freq_factors[i])) {
+			snprintf(err, errlen, "rope: frequency factor %d is %g (must be positive)",
+				 i, (double)p->freq_factors[i]);
+			return -1;
+		}
+	}
+	if (!exl_rope_cache_matches(rc, batch_id, n, p)) {
 		rc->valid = false;
 		if (reserve(rc, (size_t)n * (size_t)p->n_rot, err, errlen))
 			return -1;
@@ -143,6 +162,8 @@ int exl_cpu_rope(struct exl_pool *pool, const struct exl_cpu_ops *k, struct exl_
 		rc->freq_base = p->freq_base;
 		rc->freq_scale = p->freq_scale;
 		rc->neox = p->neox;
+		rc->freq_factors = p->freq_factors;
+		rc->attn_factor = p->attn_factor;
 		j.build = true;
 	}
 	if (pool && exl_pool_size(pool) > 1 &&

@@ -98,6 +98,8 @@ static void attn_chunk(struct exl_attn_state *st, const uint16_t *const *k,
 			for (size_t d = 0; d < hd; d++)
 				dot += q[d] * exl_fp16_to_fp32(k[j][d]);
 			s[j] = dot * scale;
+			if (st->softcap > 0.0f)
+				s[j] = exl_softcap(s[j], st->softcap);
 			m_new = fmaxf(m_new, s[j]);
 		}
 		const float corr = exl_softmax_rescale(st->m[g], m_new);

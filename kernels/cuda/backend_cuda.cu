@@ -661,7 +661,8 @@ static int set_batch(struct cuda_backend *cb, const struct exl_batch_desc *b)
 	if (!cu_enter(cb))
 		return -1;
 	bt->n_tokens = 0;
-	cb->rope.valid = false;
+	cb->rope[0].valid = false;
+	cb->rope[1].valid = false;
 	if (!b || b->n_tokens <= 0 || b->n_seqs <= 0 || b->max_pages <= 0 || !b->pos ||
 	    !b->seq || !b->page_table) {
 		cu_note(cb, "set_batch: empty or incomplete batch layout");
@@ -707,6 +708,7 @@ static int set_batch(struct cuda_backend *cb, const struct exl_batch_desc *b)
 	bt->max_pos = max_pos;
 	bt->checked_page_size = 0;
 	bt->checked_n_pages = 0;
+	bt->checked_window = 0;
 	return 0;
 }
 
@@ -722,7 +724,8 @@ static int op_set_batch(struct exl_backend *be, const struct exl_batch_desc *b)
 	return rc;
 }
 
-bool cu_check_kv(struct cuda_backend *cb, const struct exl_kv_layer *kv, const char *op)
+bool cu_check_kv(struct cuda_backend *cb, const struct exl_kv_layer *kv, int window,
+		 const char *op)
 {
 	struct cuda_batch *bt = &cb->batch;
 
@@ -735,9 +738,17 @@ bool cu_check_kv(struct cuda_backend *cb, const struct exl_kv_layer *kv, const c
 		cu_fail(cb, "%s: malformed KV layer", op);
 		return false;
 	}
-	if (bt->checked_page_size == kv->page_size && bt->checked_n_pages == kv->n_pages)
+	if (window < 0) {
+		cu_fail(cb, "%s: window %d", op, window);
+		return false;
+	}
+	/* A check covers every window that reaches back no further (window 0
+	 * reaches back furthest). */
+	if (bt->checked_page_size == kv->page_size && bt->checked_n_pages == kv->n_pages &&
+	    (bt->checked_window == 0 || (window > 0 && window <= bt->checked_window)))
 		return true;
-	/* Every token reads pages 0 .. pos / page_size of its sequence. */
+	/* Every token reads the pages of its window's positions, those of
+	 * pos - window + 1 .. pos (window 0: 0 .. pos), of its sequence. */
 	for (int t = 0; t < bt->n_tokens; t++) {
 		int last = bt->pos[t] / kv->page_size;
 		const int32_t *row;
@@ -750,8 +761,10 @@ bool cu_check_kv(struct cuda_backend *cb, const struct exl_kv_layer *kv, const c
 		row = bt->page_table + (size_t)bt->seq[t] * (size_t)bt->max_pages;
 		/* A sequence's tokens are in order, so checking from the previous
 		 * token's last page on covers each page once. */
-		int first = 0;
-		if (t > 0 && bt->seq[t - 1] == bt->seq[t] && bt->pos[t - 1] <= bt->pos[t])
+		int first = window > 0 && bt->pos[t] >= window ?
+			(bt->pos[t] - window + 1) / kv->page_size : 0;
+		if (t > 0 && bt->seq[t - 1] == bt->seq[t] && bt->pos[t - 1] <= bt->pos[t] &&
+		    bt->pos[t - 1] / kv->page_size > first)
 			first = bt->pos[t - 1] / kv->page_size;
 		for (int j = first; j <= last; j++) {
 			if (row[j] < 0 || row[j] >= kv->n_pages) {
@@ -763,6 +776,7 @@ bool cu_check_kv(struct cuda_backend *cb, const struct exl_kv_layer *kv, const c
 	}
 	bt->checked_page_size = kv->page_size;
 	bt->checked_n_pages = kv->n_pages;
+	bt->checked_window = window;
 	return true;
 }
 
@@ -785,8 +799,9 @@ static void op_destroy(struct exl_backend *be)
 		cudaFree(cb->w16);
 	if (cb->x16)
 		cudaFree(cb->x16);
-	if (cb->rope.tab)
-		cudaFree(cb->rope.tab);
+	for (int i = 0; i < 2; i++)
+		if (cb->rope[i].tab)
+			cudaFree(cb->rope[i].tab);
 	if (cb->cublas)
 		cublasDestroy(cb->cublas);
 	if (cb->stream)
@@ -825,6 +840,10 @@ static const struct exl_backend_ops cuda_ops = {
 	.mem_info = op_mem_info,
 	.copy = op_copy,
 	.error = cudamod_backend_error,
+	.scale = cu_op_scale,
+	.softcap = cu_op_softcap,
+	.geglu = cu_op_geglu,
+	.add_rows_scaled = cu_op_add_rows_scaled,
 };
 
 extern "C" struct exl_backend *cudamod_backend_create(int device, char *err, size_t errlen)

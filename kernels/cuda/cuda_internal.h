@@ -55,9 +55,10 @@ struct cuda_batch {
 	const int32_t *d_pos;  /* device copies (inside the stages below) */
 	const int32_t *d_seq;
 	const int32_t *d_page_table;
-	/* The last KV geometry the page table was checked against. */
+	/* The last KV geometry and window the page table was checked against. */
 	int checked_page_size;
 	int checked_n_pages;
+	int checked_window;
 };
 
 /* RoPE's cos/sin table for the current batch ([n_tokens][n_rot / 2] float2
@@ -69,6 +70,9 @@ struct cuda_rope_table {
 	int n_rot;
 	float freq_base;
 	float freq_scale;
+	const float *freq_factors;
+	float attn_factor;
+	unsigned last_use;
 };
 
 struct cuda_backend {
@@ -87,7 +91,10 @@ struct cuda_backend {
 	struct exl_mem_track buffers;
 
 	struct cuda_batch batch;
-	struct cuda_rope_table rope;
+	/* Two tables: gemma's local and global layers rotate with different
+	 * bases, and alternate. */
+	struct cuda_rope_table rope[2];
+	unsigned rope_uses;
 	struct cuda_stage st_pos, st_seq, st_table;
 	struct cuda_arena arena;
 
@@ -135,7 +142,8 @@ bool cu_scratch(struct cuda_backend *cb, void **buf, size_t *cap, size_t bytes,
 
 /* Checks the page table of the current batch against a KV layer: every page
  * any token reads or writes is inside the pool. */
-bool cu_check_kv(struct cuda_backend *cb, const struct exl_kv_layer *kv, const char *op);
+bool cu_check_kv(struct cuda_backend *cb, const struct exl_kv_layer *kv, int window,
+		 const char *op);
 
 /* Grid size for a grid-stride loop over count items, block threads each. */
 static inline unsigned cu_grid(size_t count, unsigned block)
@@ -162,9 +170,14 @@ void cu_op_rope(struct exl_backend *be, float *x, int n, int n_heads, int head_d
 void cu_op_kv_store(struct exl_backend *be, const struct exl_kv_layer *kv, const float *k,
 		    const float *v);
 void cu_op_attention(struct exl_backend *be, const struct exl_kv_layer *kv, const float *q,
-		     float *out, int n_heads, float scale);
+		     float *out, int n_heads, const struct exl_attn_params *p);
 void cu_op_gather_rows(struct exl_backend *be, float *dst, const float *src,
 		       const int32_t *rows, int n, int dim);
 void cu_op_softmax(struct exl_backend *be, float *x, int n, int dim);
+void cu_op_scale(struct exl_backend *be, float *x, float s, size_t count);
+void cu_op_softcap(struct exl_backend *be, float *x, float cap, size_t count);
+void cu_op_geglu(struct exl_backend *be, float *g, const float *u, size_t count);
+void cu_op_add_rows_scaled(struct exl_backend *be, float *y, const float *x,
+			   const int32_t *rows, const float *w, int n, int dim);
 
 #endif

@@ -19,7 +19,7 @@ static const struct exl_cuda_module cuda_module = {
 	.backend_error = cudamod_backend_error,
 };
 
-const struct exl_cuda_module *exl_cuda_module_v1(void)
+const struct exl_cuda_module *exl_cuda_module_v2(void)
 {
 	return &cuda_module;
 }

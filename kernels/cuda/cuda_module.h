@@ -22,8 +22,8 @@
 extern "C" {
 #endif
 
-#define EXL_CUDA_MODULE_ABI 1
-#define EXL_CUDA_MODULE_ENTRY "exl_cuda_module_v1"
+#define EXL_CUDA_MODULE_ABI 2
+#define EXL_CUDA_MODULE_ENTRY "exl_cuda_module_v2"
 #define EXL_CUDA_MODULE_FILE "libexld-cuda.so"
 
 struct exl_cuda_module {
@@ -59,7 +59,7 @@ int cudamod_device_name(int device, char *name, size_t namelen, int *major, int 
 int cudamod_backend_device(const struct exl_backend *be);
 const char *cudamod_backend_error(const struct exl_backend *be);
 
-const struct exl_cuda_module *exl_cuda_module_v1(void);
+const struct exl_cuda_module *exl_cuda_module_v2(void);
 
 #ifdef __cplusplus
 }

@@ -2,8 +2,10 @@
  * (template parameter, so each kernel is compiled per type).
  *
  * Quantized types are read 32 weights at a time ("parts": part c of a row is
- * weights 32c .. 32c + 31) with the shared code of kernels/formats/elem.h and
- * kernels/formats/elem_math.h; plain types one element at a time. */
+ * weights 32c .. 32c + 31: a whole block of the 32-weight types, a
+ * sub-block of the 256-weight ones) with the shared code of
+ * kernels/formats/elem.h and kernels/formats/elem_math.h; plain types one
+ * element at a time. */
 #ifndef EXL_CUDA_DEQUANT_CUH
 #define EXL_CUDA_DEQUANT_CUH
 
@@ -23,6 +25,14 @@ template <> struct wtype<EXL_Q8_0> { static const bool quant = true; };
 template <> struct wtype<EXL_Q4_0> { static const bool quant = true; };
 template <> struct wtype<EXL_Q4_K> { static const bool quant = true; };
 template <> struct wtype<EXL_Q6_K> { static const bool quant = true; };
+template <> struct wtype<EXL_Q4_1> { static const bool quant = true; };
+template <> struct wtype<EXL_Q5_0> { static const bool quant = true; };
+template <> struct wtype<EXL_Q5_1> { static const bool quant = true; };
+template <> struct wtype<EXL_IQ4_NL> { static const bool quant = true; };
+template <> struct wtype<EXL_Q2_K> { static const bool quant = true; };
+template <> struct wtype<EXL_Q3_K> { static const bool quant = true; };
+template <> struct wtype<EXL_Q5_K> { static const bool quant = true; };
+template <> struct wtype<EXL_IQ4_XS> { static const bool quant = true; };
 template <> struct wtype<EXL_F32> { static const bool quant = false; };
 template <> struct wtype<EXL_F16> { static const bool quant = false; };
 template <> struct wtype<EXL_BF16> { static const bool quant = false; };
@@ -39,6 +49,22 @@ static __device__ __forceinline__ void load_part(const uint8_t *row, int c, floa
 		exl_dequant_q4_K_part((const block_q4_K *)row + c / 8, c % 8, y);
 	} else if constexpr (T == EXL_Q6_K) {
 		exl_dequant_q6_K_part((const block_q6_K *)row + c / 8, c % 8, y);
+	} else if constexpr (T == EXL_Q4_1) {
+		exl_dequant_q4_1((const block_q4_1 *)row + c, y);
+	} else if constexpr (T == EXL_Q5_0) {
+		exl_dequant_q5_0((const block_q5_0 *)row + c, y);
+	} else if constexpr (T == EXL_Q5_1) {
+		exl_dequant_q5_1((const block_q5_1 *)row + c, y);
+	} else if constexpr (T == EXL_IQ4_NL) {
+		exl_dequant_iq4_nl((const block_iq4_nl *)row + c, y);
+	} else if constexpr (T == EXL_Q2_K) {
+		exl_dequant_q2_K_part((const block_q2_K *)row + c / 8, c % 8, y);
+	} else if constexpr (T == EXL_Q3_K) {
+		exl_dequant_q3_K_part((const block_q3_K *)row + c / 8, c % 8, y);
+	} else if constexpr (T == EXL_Q5_K) {
+		exl_dequant_q5_K_part((const block_q5_K *)row + c / 8, c % 8, y);
+	} else if constexpr (T == EXL_IQ4_XS) {
+		exl_dequant_iq4_xs_part((const block_iq4_xs *)row + c / 8, c % 8, y);
 	}
 }
 
@@ -58,7 +84,9 @@ static __device__ __forceinline__ float load_elem(const uint8_t *row, int k)
 static inline bool cuda_wtype_ok(uint32_t t)
 {
 	return t == EXL_F32 || t == EXL_F16 || t == EXL_BF16 || t == EXL_Q8_0 ||
-	       t == EXL_Q4_0 || t == EXL_Q4_K || t == EXL_Q6_K;
+	       t == EXL_Q4_0 || t == EXL_Q4_1 || t == EXL_Q5_0 || t == EXL_Q5_1 ||
+	       t == EXL_IQ4_NL || t == EXL_Q2_K || t == EXL_Q3_K || t == EXL_Q4_K ||
+	       t == EXL_Q5_K || t == EXL_Q6_K || t == EXL_IQ4_XS;
 }
 
 #endif

@@ -57,7 +57,7 @@ void cu_op_kv_store(struct exl_backend *be, const struct exl_kv_layer *kv, const
 	const struct cuda_batch *bt = &cb->batch;
 	size_t count;
 
-	if (!cu_enter(cb) || !cu_check_kv(cb, kv, "kv_store"))
+	if (!cu_enter(cb) || !cu_check_kv(cb, kv, 1, "kv_store"))
 		return;
 	count = (size_t)bt->n_tokens * (size_t)kv->n_kv_heads * (size_t)kv->head_dim;
 	kv_store_kernel<<<cu_grid(count, KV_THREADS), KV_THREADS, 0, cb->stream>>>(
@@ -69,8 +69,8 @@ void cu_op_kv_store(struct exl_backend *be, const struct exl_kv_layer *kv, const
 
 /* ---- attention -------------------------------------------------------- */
 
-/* One block per (token, head).  The token's window, positions 0..pos, goes
- * by in tiles of ATT_THREADS positions: each thread scores one position,
+/* One block per (token, head).  The token's window, positions start..pos
+ * (start 0 unless a sliding window cuts it), goes by in tiles of ATT_THREADS positions: each thread scores one position,
  * then the tile's softmax weights are folded into the running (online)
  * softmax: maximum m, denominator l, and the weighted sum of V rows in acc,
  * of which thread i holds dimensions i, i + ATT_THREADS, ...
@@ -80,7 +80,8 @@ void cu_op_kv_store(struct exl_backend *be, const struct exl_kv_layer *kv, const
 static __global__ void __launch_bounds__(ATT_THREADS)
 attention_kernel(const float *q, float *out, const __half *K, const __half *V,
 		 const int32_t *pos, const int32_t *seq, const int32_t *pt, int max_pages,
-		 int n_heads, int n_kv_heads, int head_dim, int page_size, float scale)
+		 int n_heads, int n_kv_heads, int head_dim, int page_size, float scale,
+		 float softcap, int window)
 {
 	__shared__ float sq[ATT_MAX_HEAD_DIM];
 	__shared__ float sw[ATT_THREADS];
@@ -90,6 +91,7 @@ attention_kernel(const float *q, float *out, const __half *K, const __half *V,
 	const int kvh = h / (n_heads / n_kv_heads);
 	const int32_t *row = pt + (size_t)seq[t] * (size_t)max_pages;
 	const int len = pos[t] + 1;
+	const int start = window > 0 && len > window ? len - window : 0;
 	const float *qh = q + ((size_t)t * (size_t)n_heads + (size_t)h) * (size_t)head_dim;
 	float acc[ATT_ACC];
 	float m = -INFINITY;
@@ -102,7 +104,7 @@ attention_kernel(const float *q, float *out, const __half *K, const __half *V,
 		sq[d] = qh[d];
 	__syncthreads();
 
-	for (int base = 0; base < len; base += ATT_THREADS) {
+	for (int base = start; base < len; base += ATT_THREADS) {
 		const int p = base + (int)threadIdx.x;
 		const int n_tile = min(ATT_THREADS, len - base);
 		float s = -INFINITY;
@@ -115,6 +117,8 @@ attention_kernel(const float *q, float *out, const __half *K, const __half *V,
 			for (int d = 0; d < head_dim; d++)
 				dot += sq[d] * __half2float(kp[d]);
 			s = dot * scale;
+			if (softcap > 0.0f)
+				s = exl_softcap(s, softcap);
 		}
 		/* Position base (< len) is in every tile's first slot, so m_new is
 		 * finite from the first tile on. */
@@ -157,13 +161,20 @@ attention_kernel(const float *q, float *out, const __half *K, const __half *V,
 }
 
 void cu_op_attention(struct exl_backend *be, const struct exl_kv_layer *kv, const float *q,
-		     float *out, int n_heads, float scale)
+		     float *out, int n_heads, const struct exl_attn_params *p)
 {
 	struct cuda_backend *cb = cuda_of(be);
 	const struct cuda_batch *bt = &cb->batch;
 	size_t blocks;
 
-	if (!cu_enter(cb) || !cu_check_kv(cb, kv, "attention"))
+	if (!cu_enter(cb))
+		return;
+	if (!p || !isfinite(p->scale) || !(p->softcap >= 0.0f) || !isfinite(p->softcap) ||
+	    p->window < 0) {
+		cu_fail(cb, "attention: missing or bad parameters");
+		return;
+	}
+	if (!cu_check_kv(cb, kv, p->window, "attention"))
 		return;
 	if (n_heads <= 0 || n_heads % kv->n_kv_heads) {
 		cu_fail(cb, "attention: %d heads do not share %d KV heads evenly", n_heads,
@@ -184,6 +195,6 @@ void cu_op_attention(struct exl_backend *be, const struct exl_kv_layer *kv, cons
 	attention_kernel<<<(unsigned)blocks, ATT_THREADS, 0, cb->stream>>>(
 		q, out, (const __half *)kv->k, (const __half *)kv->v, bt->d_pos, bt->d_seq,
 		bt->d_page_table, bt->max_pages, n_heads, kv->n_kv_heads, kv->head_dim,
-		kv->page_size, scale);
+		kv->page_size, p->scale, p->softcap, p->window);
 	cu_launched(cb, "attention");
 }

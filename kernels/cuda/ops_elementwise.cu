@@ -1,6 +1,9 @@
 /* Element-wise and row-wise ops: rmsnorm, add_bias, add, swiglu, rope,
- * softmax, gather_rows.  The per-element arithmetic comes from
- * kernels/formats/elem_math.h, shared with (and tested through) the CPU side. */
+ * softmax, gather_rows, scale, softcap, geglu, add_rows_scaled.  The
+ * per-element arithmetic comes from kernels/formats/elem_math.h, shared with
+ * (and tested through) the CPU side. */
+#include <string.h>
+
 #include "kernels/cuda/cuda_internal.h"
 #include "kernels/cuda/reduce.cuh"
 #include "kernels/formats/elem_math.h"
@@ -116,16 +119,18 @@ void cu_op_swiglu(struct exl_backend *be, float *g, const float *u, size_t count
  * once per batch, so the double arithmetic costs n_tokens * n_rot / 2
  * evaluations, not one per head and layer. */
 static __global__ void rope_table_kernel(float2 *tab, const int32_t *pos, size_t n_entries,
-					 int n_rot, float freq_base, float freq_scale)
+					 int n_rot, float freq_base, float freq_scale,
+					 const float *freq_factors, float attn_factor)
 {
 	const int half = n_rot / 2;
 
 	for (size_t k = (size_t)blockIdx.x * blockDim.x + threadIdx.x; k < n_entries;
 	     k += (size_t)gridDim.x * blockDim.x) {
+		const int i = (int)(k % (size_t)half);
 		float c, s;
 
-		exl_rope_cos_sin(pos[k / (size_t)half], (int)(k % (size_t)half), n_rot, freq_base,
-				 freq_scale, &c, &s);
+		exl_rope_cos_sin_ext(pos[k / (size_t)half], i, n_rot, freq_base, freq_scale,
+				     freq_factors ? freq_factors[i] : 1.0f, attn_factor, &c, &s);
 		tab[k] = make_float2(c, s);
 	}
 }
@@ -150,35 +155,51 @@ static __global__ void rope_kernel(float *x, const float2 *tab, size_t n_pairs, 
 	}
 }
 
-/* Builds the angle table unless the one in place is for this batch and
- * these parameters (q and k of every layer share it). */
-static bool rope_table(struct cuda_backend *cb, int n, const struct exl_rope_params *p)
+static bool rope_table_matches(const struct cuda_rope_table *rt,
+			       const struct exl_rope_params *p)
 {
-	struct cuda_rope_table *rt = &cb->rope;
+	return rt->valid && rt->n_rot == p->n_rot && rt->freq_base == p->freq_base &&
+	       rt->freq_scale == p->freq_scale && rt->freq_factors == p->freq_factors &&
+	       rt->attn_factor == p->attn_factor;
+}
+
+/* The angle table for this batch and these parameters (q and k of every
+ * layer share it): one of the two in place, or the older one rebuilt.
+ * NULL with the backend failed. */
+static const struct cuda_rope_table *rope_table(struct cuda_backend *cb, int n,
+						const struct exl_rope_params *p)
+{
+	struct cuda_rope_table *rt = &cb->rope[0];
 	size_t entries = (size_t)n * (size_t)(p->n_rot / 2);
 
-	if (rt->valid && rt->n_rot == p->n_rot && rt->freq_base == p->freq_base &&
-	    rt->freq_scale == p->freq_scale)
-		return true;
+	if (!rope_table_matches(rt, p) &&
+	    (rope_table_matches(&cb->rope[1], p) || cb->rope[1].last_use < rt->last_use))
+		rt = &cb->rope[1];
+	rt->last_use = ++cb->rope_uses;
+	if (rope_table_matches(rt, p))
+		return rt;
 	rt->valid = false;
 	if (!cu_scratch(cb, &rt->tab, &rt->cap, entries * sizeof(float2), "rope"))
-		return false;
+		return NULL;
 	rope_table_kernel<<<cu_grid(entries, EW_THREADS), EW_THREADS, 0, cb->stream>>>(
 		(float2 *)rt->tab, cb->batch.d_pos, entries, p->n_rot, p->freq_base,
-		p->freq_scale);
+		p->freq_scale, p->freq_factors, p->attn_factor);
 	if (!cu_launched(cb, "rope: angle table"))
-		return false;
+		return NULL;
 	rt->valid = true;
 	rt->n_rot = p->n_rot;
 	rt->freq_base = p->freq_base;
 	rt->freq_scale = p->freq_scale;
-	return true;
+	rt->freq_factors = p->freq_factors;
+	rt->attn_factor = p->attn_factor;
+	return rt;
 }
 
 void cu_op_rope(struct exl_backend *be, float *x, int n, int n_heads, int head_dim,
 		const struct exl_rope_params *p)
 {
 	struct cuda_backend *cb = cuda_of(be);
+	const struct cuda_rope_table *rt;
 	size_t n_pairs;
 
 	if (!cu_enter(cb))
@@ -190,9 +211,10 @@ void cu_op_rope(struct exl_backend *be, float *x, int n, int n_heads, int head_d
 		return;
 	}
 	if (!(p->freq_base > 0.0f) || !isfinite(p->freq_base) || !(p->freq_scale > 0.0f) ||
-	    !isfinite(p->freq_scale)) {
-		cu_fail(cb, "rope: frequency base %g and scale %g must be positive",
-			(double)p->freq_base, (double)p->freq_scale);
+	    !isfinite(p->freq_scale) || !(p->attn_factor > 0.0f) || !isfinite(p->attn_factor)) {
+		cu_fail(cb, "rope: frequency base %g, scale %g and attention factor %g must be "
+			"positive", (double)p->freq_base, (double)p->freq_scale,
+			(double)p->attn_factor);
 		return;
 	}
 	if (!n)
@@ -202,11 +224,12 @@ void cu_op_rope(struct exl_backend *be, float *x, int n, int n_heads, int head_d
 			cb->batch.n_tokens);
 		return;
 	}
-	if (!rope_table(cb, n, p))
+	rt = rope_table(cb, n, p);
+	if (!rt)
 		return;
 	n_pairs = (size_t)n * (size_t)n_heads * (size_t)(p->n_rot / 2);
 	rope_kernel<<<cu_grid(n_pairs, EW_THREADS), EW_THREADS, 0, cb->stream>>>(
-		x, (const float2 *)cb->rope.tab, n_pairs, n_heads, head_dim, p->n_rot, p->neox);
+		x, (const float2 *)rt->tab, n_pairs, n_heads, head_dim, p->n_rot, p->neox);
 	cu_launched(cb, "rope");
 }
 
@@ -294,4 +317,124 @@ void cu_op_gather_rows(struct exl_backend *be, float *dst, const float *src,
 	gather_rows_kernel<<<cu_grid(count, EW_THREADS), EW_THREADS, 0, cb->stream>>>(
 		dst, src, d_rows, count, dim);
 	cu_launched(cb, "gather_rows");
+}
+
+/* ---- scale, softcap, geglu -------------------------------------------- */
+
+static __global__ void scale_kernel(float *x, float s, size_t count)
+{
+	for (size_t k = (size_t)blockIdx.x * blockDim.x + threadIdx.x; k < count;
+	     k += (size_t)gridDim.x * blockDim.x)
+		x[k] *= s;
+}
+
+void cu_op_scale(struct exl_backend *be, float *x, float s, size_t count)
+{
+	struct cuda_backend *cb = cuda_of(be);
+
+	if (!cu_enter(cb) || !count)
+		return;
+	if (!isfinite(s)) {
+		cu_fail(cb, "scale: factor %g", (double)s);
+		return;
+	}
+	scale_kernel<<<cu_grid(count, EW_THREADS), EW_THREADS, 0, cb->stream>>>(x, s, count);
+	cu_launched(cb, "scale");
+}
+
+static __global__ void softcap_kernel(float *x, float cap, size_t count)
+{
+	for (size_t k = (size_t)blockIdx.x * blockDim.x + threadIdx.x; k < count;
+	     k += (size_t)gridDim.x * blockDim.x)
+		x[k] = exl_softcap(x[k], cap);
+}
+
+void cu_op_softcap(struct exl_backend *be, float *x, float cap, size_t count)
+{
+	struct cuda_backend *cb = cuda_of(be);
+
+	if (!cu_enter(cb) || !count)
+		return;
+	if (!(cap > 0.0f) || !isfinite(cap)) {
+		cu_fail(cb, "softcap: cap %g", (double)cap);
+		return;
+	}
+	softcap_kernel<<<cu_grid(count, EW_THREADS), EW_THREADS, 0, cb->stream>>>(x, cap, count);
+	cu_launched(cb, "softcap");
+}
+
+static __global__ void geglu_kernel(float *g, const float *u, size_t count)
+{
+	for (size_t k = (size_t)blockIdx.x * blockDim.x + threadIdx.x; k < count;
+	     k += (size_t)gridDim.x * blockDim.x)
+		g[k] = exl_gelu_tanh(g[k]) * u[k];
+}
+
+void cu_op_geglu(struct exl_backend *be, float *g, const float *u, size_t count)
+{
+	struct cuda_backend *cb = cuda_of(be);
+
+	if (!cu_enter(cb) || !count)
+		return;
+	geglu_kernel<<<cu_grid(count, EW_THREADS), EW_THREADS, 0, cb->stream>>>(g, u, count);
+	cu_launched(cb, "geglu");
+}
+
+/* ---- add_rows_scaled -------------------------------------------------- */
+
+/* No row of y is named twice in one call, so no two threads add into the
+ * same element. */
+static __global__ void add_rows_scaled_kernel(float *y, const float *x, const int32_t *rows,
+					      const float *w, size_t count, int dim)
+{
+	for (size_t k = (size_t)blockIdx.x * blockDim.x + threadIdx.x; k < count;
+	     k += (size_t)gridDim.x * blockDim.x) {
+		const size_t i = k / (size_t)dim;
+		const size_t j = k % (size_t)dim;
+
+		y[(size_t)rows[i] * (size_t)dim + j] += w[i] * x[k];
+	}
+}
+
+void cu_op_add_rows_scaled(struct exl_backend *be, float *y, const float *x,
+			   const int32_t *rows, const float *w, int n, int dim)
+{
+	struct cuda_backend *cb = cuda_of(be);
+	const int32_t *d_rows;
+	const float *d_w;
+	size_t count, bytes;
+	char *h, *d;
+
+	if (!cu_enter(cb))
+		return;
+	if (n < 0 || dim <= 0 || (n && (!rows || !w))) {
+		cu_fail(cb, "add_rows_scaled: bad shape %d x %d", n, dim);
+		return;
+	}
+	if (!n)
+		return;
+	for (int i = 0; i < n; i++) {
+		if (rows[i] < 0) {
+			cu_fail(cb, "add_rows_scaled: row %d is %d", i, rows[i]);
+			return;
+		}
+	}
+	/* Rows and weights in one piece of the arena: a second put could
+	 * start the arena over on top of the first. */
+	bytes = (size_t)n * (sizeof(int32_t) + sizeof(float));
+	h = (char *)cu_arena_host(cb, bytes, "add_rows_scaled");
+	if (!h)
+		return;
+	memcpy(h, rows, (size_t)n * sizeof(int32_t));
+	memcpy(h + (size_t)n * sizeof(int32_t), w, (size_t)n * sizeof(float));
+	d = (char *)cb->arena.dev + (h - (char *)cb->arena.host);
+	if (!cu_ok(cb, cudaMemcpyAsync(d, h, bytes, cudaMemcpyHostToDevice, cb->stream),
+		   "add_rows_scaled"))
+		return;
+	d_rows = (const int32_t *)d;
+	d_w = (const float *)(d + (size_t)n * sizeof(int32_t));
+	count = (size_t)n * (size_t)dim;
+	add_rows_scaled_kernel<<<cu_grid(count, EW_THREADS), EW_THREADS, 0, cb->stream>>>(
+		y, x, d_rows, d_w, count, dim);
+	cu_launched(cb, "add_rows_scaled");
 }

@@ -215,7 +215,15 @@ static void gemm(struct cuda_backend *cb, const struct exl_weight *w, const floa
 		switch (w->type) {
 		case EXL_Q8_0: dequant_tile<EXL_Q8_0>(cb, w, r0, tr); break;
 		case EXL_Q4_0: dequant_tile<EXL_Q4_0>(cb, w, r0, tr); break;
+		case EXL_Q4_1: dequant_tile<EXL_Q4_1>(cb, w, r0, tr); break;
+		case EXL_Q5_0: dequant_tile<EXL_Q5_0>(cb, w, r0, tr); break;
+		case EXL_Q5_1: dequant_tile<EXL_Q5_1>(cb, w, r0, tr); break;
+		case EXL_IQ4_NL: dequant_tile<EXL_IQ4_NL>(cb, w, r0, tr); break;
 		case EXL_Q4_K: dequant_tile<EXL_Q4_K>(cb, w, r0, tr); break;
+		case EXL_Q2_K: dequant_tile<EXL_Q2_K>(cb, w, r0, tr); break;
+		case EXL_Q3_K: dequant_tile<EXL_Q3_K>(cb, w, r0, tr); break;
+		case EXL_Q5_K: dequant_tile<EXL_Q5_K>(cb, w, r0, tr); break;
+		case EXL_IQ4_XS: dequant_tile<EXL_IQ4_XS>(cb, w, r0, tr); break;
 		case EXL_Q6_K: dequant_tile<EXL_Q6_K>(cb, w, r0, tr); break;
 		default: break;
 		}
@@ -272,7 +280,15 @@ void cu_op_matmul(struct exl_backend *be, const struct exl_weight *w, const floa
 	case EXL_BF16: gemv<EXL_BF16>(cb, w, x, y, n); break;
 	case EXL_Q8_0: gemv<EXL_Q8_0>(cb, w, x, y, n); break;
 	case EXL_Q4_0: gemv<EXL_Q4_0>(cb, w, x, y, n); break;
+	case EXL_Q4_1: gemv<EXL_Q4_1>(cb, w, x, y, n); break;
+	case EXL_Q5_0: gemv<EXL_Q5_0>(cb, w, x, y, n); break;
+	case EXL_Q5_1: gemv<EXL_Q5_1>(cb, w, x, y, n); break;
+	case EXL_IQ4_NL: gemv<EXL_IQ4_NL>(cb, w, x, y, n); break;
 	case EXL_Q4_K: gemv<EXL_Q4_K>(cb, w, x, y, n); break;
+	case EXL_Q2_K: gemv<EXL_Q2_K>(cb, w, x, y, n); break;
+	case EXL_Q3_K: gemv<EXL_Q3_K>(cb, w, x, y, n); break;
+	case EXL_Q5_K: gemv<EXL_Q5_K>(cb, w, x, y, n); break;
+	case EXL_IQ4_XS: gemv<EXL_IQ4_XS>(cb, w, x, y, n); break;
 	case EXL_Q6_K: gemv<EXL_Q6_K>(cb, w, x, y, n); break;
 	default: break;
 	}
@@ -343,7 +359,15 @@ void cu_op_embed(struct exl_backend *be, const struct exl_weight *w, const int32
 	case EXL_BF16: embed<EXL_BF16>(cb, w, d_tokens, y, n); break;
 	case EXL_Q8_0: embed<EXL_Q8_0>(cb, w, d_tokens, y, n); break;
 	case EXL_Q4_0: embed<EXL_Q4_0>(cb, w, d_tokens, y, n); break;
+	case EXL_Q4_1: embed<EXL_Q4_1>(cb, w, d_tokens, y, n); break;
+	case EXL_Q5_0: embed<EXL_Q5_0>(cb, w, d_tokens, y, n); break;
+	case EXL_Q5_1: embed<EXL_Q5_1>(cb, w, d_tokens, y, n); break;
+	case EXL_IQ4_NL: embed<EXL_IQ4_NL>(cb, w, d_tokens, y, n); break;
 	case EXL_Q4_K: embed<EXL_Q4_K>(cb, w, d_tokens, y, n); break;
+	case EXL_Q2_K: embed<EXL_Q2_K>(cb, w, d_tokens, y, n); break;
+	case EXL_Q3_K: embed<EXL_Q3_K>(cb, w, d_tokens, y, n); break;
+	case EXL_Q5_K: embed<EXL_Q5_K>(cb, w, d_tokens, y, n); break;
+	case EXL_IQ4_XS: embed<EXL_IQ4_XS>(cb, w, d_tokens, y, n); break;
 	case EXL_Q6_K: embed<EXL_Q6_K>(cb, w, d_tokens, y, n); break;
 	default: break;
 	}

@@ -42,6 +42,66 @@ typedef struct {
 } block_q4_0;
 EXL_STATIC_ASSERT(sizeof(block_q4_0) == 18, "block_q4_0 layout");
 
+/* Q4_1: 32 weights, w = d * nibble + m; nibbles as in Q4_0. */
+typedef struct {
+	uint16_t d; /* fp16 scale */
+	uint16_t m; /* fp16 offset (the block's minimum) */
+	uint8_t qs[EXL_QK4_0 / 2];
+} block_q4_1;
+EXL_STATIC_ASSERT(sizeof(block_q4_1) == 20, "block_q4_1 layout");
+
+/* Q5_0: 32 weights, w = d * (q - 16) with q five bits: the low four as in
+ * Q4_0's nibbles, the fifth of weight j in bit j of qh read as a
+ * little-endian 32-bit word. */
+typedef struct {
+	uint16_t d;
+	uint8_t qh[4];
+	uint8_t qs[EXL_QK4_0 / 2];
+} block_q5_0;
+EXL_STATIC_ASSERT(sizeof(block_q5_0) == 22, "block_q5_0 layout");
+
+/* Q5_1: as Q5_0 with w = d * q + m. */
+typedef struct {
+	uint16_t d;
+	uint16_t m;
+	uint8_t qh[4];
+	uint8_t qs[EXL_QK4_0 / 2];
+} block_q5_1;
+EXL_STATIC_ASSERT(sizeof(block_q5_1) == 24, "block_q5_1 layout");
+
+/* IQ4_NL: 32 weights, w = d * exl_iq4nl_value(nibble), nibbles as in Q4_0:
+ * 16 non-uniform levels, denser near zero where most weights are. */
+typedef struct {
+	uint16_t d;
+	uint8_t qs[EXL_QK4_0 / 2];
+} block_iq4_nl;
+EXL_STATIC_ASSERT(sizeof(block_iq4_nl) == 18, "block_iq4_nl layout");
+
+/* Q2_K: 256 weights in 16 groups of 16; scales[g] holds group g's 4-bit
+ * scale (low nibble) and 4-bit min (high): w = d * sc * q - dmin * m, q two
+ * bits.  Weight 128h + 32s + l (h = 0..1, s = 0..3, l = 0..31) is bits
+ * 2s, 2s + 1 of qs[32h + l]; group g covers weights 16g .. 16g + 15. */
+typedef struct {
+	uint8_t scales[EXL_QK_K / 16];
+	uint8_t qs[EXL_QK_K / 4];
+	uint16_t d;
+	uint16_t dmin;
+} block_q2_K;
+EXL_STATIC_ASSERT(sizeof(block_q2_K) == 84, "block_q2_K layout");
+
+/* Q3_K: 256 weights in 16 groups of 16 with a signed 6-bit scale each
+ * (packed in scales[12], see exl_q3_K_scale): w = d * (sc - 32) * q,
+ * q = low two bits - (high bit clear ? 4 : 0), so -4..3.  Weight
+ * 128h + 32s + l takes its low bits as Q2_K does and its high bit from bit
+ * 4h + s of hmask[l]. */
+typedef struct {
+	uint8_t hmask[EXL_QK_K / 8];
+	uint8_t qs[EXL_QK_K / 4];
+	uint8_t scales[12];
+	uint16_t d;
+} block_q3_K;
+EXL_STATIC_ASSERT(sizeof(block_q3_K) == 110, "block_q3_K layout");
+
 /* Q4_K: 256 weights in 8 sub-blocks of 32, each with a 6-bit scale and a
  * 6-bit min packed into scales[12]: w = d * sc * q - dmin * m.  qs holds 4
  * chunks of 64 weights; in chunk c byte l has weight 64c + l in its low
@@ -74,6 +134,18 @@ typedef struct {
 	uint16_t d;
 } block_q6_K;
 EXL_STATIC_ASSERT(sizeof(block_q6_K) == 210, "block_q6_K layout");
+
+/* IQ4_XS: 256 weights in 8 sub-blocks of 32 with a 6-bit scale each (low
+ * four bits: nibble j % 2 of scales_l[j / 2]; high two: bits 2j, 2j + 1 of
+ * scales_h): w = d * (sc - 32) * exl_iq4nl_value(nibble).  Sub-block j's
+ * nibbles are qs[16j .. 16j + 15], laid out as one IQ4_NL block's. */
+typedef struct {
+	uint16_t d;
+	uint16_t scales_h;
+	uint8_t scales_l[EXL_QK_K / 64];
+	uint8_t qs[EXL_QK_K / 2];
+} block_iq4_xs;
+EXL_STATIC_ASSERT(sizeof(block_iq4_xs) == 136, "block_iq4_xs layout");
 
 /* Q8_K: the activation format K-quant dot products use: float scale, 256
  * int8 values and the sums of each group of 16. */
@@ -204,6 +276,49 @@ EXL_HD void exl_get_scale_min_k4(int j, const uint8_t *q, uint8_t *sc, uint8_t *
 	}
 }
 
+/* The signed 6-bit scale (-32..31) of group g (0..15) of a Q3_K block:
+ * low four bits in the low (g < 8) or high nibble of scales[g % 8], high
+ * two in bits 2 * (g / 4) of scales[8 + g % 4]. */
+EXL_HD int exl_q3_K_scale(const uint8_t *s, int g)
+{
+	int lo = g < 8 ? s[g] & 0x0f : s[g - 8] >> 4;
+	int hi = (s[8 + (g & 3)] >> (2 * (g >> 2))) & 3;
+
+	return (lo | hi << 4) - 32;
+}
+
+/* The signed 6-bit scale (-32..31) of sub-block j (0..7) of an IQ4_XS
+ * block. */
+EXL_HD int exl_iq4_xs_scale(const block_iq4_xs *b, int j)
+{
+	int lo = (b->scales_l[j / 2] >> (4 * (j % 2))) & 0x0f;
+	int hi = (b->scales_h >> (2 * j)) & 3;
+
+	return (lo | hi << 4) - 32;
+}
+
+/* The 16 levels of IQ4_NL and IQ4_XS, in GGML's order: -127 -104 -83 -65
+ * -49 -35 -22 -10 1 13 25 38 53 69 89 113, as two's complement bytes
+ * packed little-endian into two words.  Arithmetic, not a table, so the
+ * same code runs on the GPU (a host array is not visible there); the SIMD
+ * kernels load the words as a byte-shuffle table. */
+#define EXL_IQ4NL_LO 0xf6eaddcfbfad9881ull
+#define EXL_IQ4NL_HI 0x7159453526190d01ull
+
+EXL_HD int exl_iq4nl_value(int i)
+{
+	uint64_t w = i < 8 ? EXL_IQ4NL_LO : EXL_IQ4NL_HI;
+	int v = (int)((w >> (8 * (i & 7))) & 0xff);
+
+	return v - ((v & 0x80) << 1);
+}
+
+/* The 32-bit word of fifth bits of a Q5_0 / Q5_1 block. */
+EXL_HD uint32_t exl_q5_qh(const uint8_t *qh)
+{
+	return (uint32_t)qh[0] | (uint32_t)qh[1] << 8 | (uint32_t)qh[2] << 16 | (uint32_t)qh[3] << 24;
+}
+
 /* One block into 32 floats. */
 EXL_HD void exl_dequant_q8_0(const block_q8_0 *b, float *y)
 {
@@ -221,6 +336,124 @@ EXL_HD void exl_dequant_q4_0(const block_q4_0 *b, float *y)
 		y[j] = d * (float)((int)(b->qs[j] & 0x0f) - 8);
 		y[j + EXL_QK4_0 / 2] = d * (float)((int)(b->qs[j] >> 4) - 8);
 	}
+}
+
+/* The float steps below are GGML's (q * d + m, d * q), so dequantized
+ * values match its dequantize_row_* bit for bit (test_quant's goldens). */
+EXL_HD void exl_dequant_q4_1(const block_q4_1 *b, float *y)
+{
+	float d = exl_fp16_to_fp32(b->d);
+	float m = exl_fp16_to_fp32(b->m);
+
+	for (int j = 0; j < EXL_QK4_0 / 2; j++) {
+		y[j] = (float)(b->qs[j] & 0x0f) * d + m;
+		y[j + EXL_QK4_0 / 2] = (float)(b->qs[j] >> 4) * d + m;
+	}
+}
+
+EXL_HD void exl_dequant_q5_0(const block_q5_0 *b, float *y)
+{
+	float d = exl_fp16_to_fp32(b->d);
+	uint32_t qh = exl_q5_qh(b->qh);
+
+	for (int j = 0; j < EXL_QK4_0 / 2; j++) {
+		int q0 = (int)((b->qs[j] & 0x0f) | ((qh >> j) & 1) << 4) - 16;
+		int q1 = (int)((b->qs[j] >> 4) | ((qh >> (j + 16)) & 1) << 4) - 16;
+
+		y[j] = (float)q0 * d;
+		y[j + EXL_QK4_0 / 2] = (float)q1 * d;
+	}
+}
+
+EXL_HD void exl_dequant_q5_1(const block_q5_1 *b, float *y)
+{
+	float d = exl_fp16_to_fp32(b->d);
+	float m = exl_fp16_to_fp32(b->m);
+	uint32_t qh = exl_q5_qh(b->qh);
+
+	for (int j = 0; j < EXL_QK4_0 / 2; j++) {
+		int q0 = (int)((b->qs[j] & 0x0f) | ((qh >> j) & 1) << 4);
+		int q1 = (int)((b->qs[j] >> 4) | ((qh >> (j + 16)) & 1) << 4);
+
+		y[j] = (float)q0 * d + m;
+		y[j + EXL_QK4_0 / 2] = (float)q1 * d + m;
+	}
+}
+
+EXL_HD void exl_dequant_iq4_nl(const block_iq4_nl *b, float *y)
+{
+	float d = exl_fp16_to_fp32(b->d);
+
+	for (int j = 0; j < EXL_QK4_0 / 2; j++) {
+		y[j] = d * (float)exl_iq4nl_value(b->qs[j] & 0x0f);
+		y[j + EXL_QK4_0 / 2] = d * (float)exl_iq4nl_value(b->qs[j] >> 4);
+	}
+}
+
+/* Sub-block c (weights 32c .. 32c + 31) of the 256-weight types whose
+ * layout is easiest read that way; the whole-block dequantizers below are
+ * these eight times, and the CUDA kernels read rows 32 weights at a time
+ * with them (kernels/cuda/dequant.cuh). */
+EXL_HD void exl_dequant_q2_K_part(const block_q2_K *b, int c, float *y)
+{
+	float d = exl_fp16_to_fp32(b->d);
+	float dmin = exl_fp16_to_fp32(b->dmin);
+	const uint8_t *q = b->qs + 32 * (c / 4);
+	const int shift = 2 * (c % 4);
+
+	for (int half = 0; half < 2; half++) {
+		uint8_t sc = b->scales[2 * c + half];
+		float dl = d * (float)(sc & 0x0f), ml = dmin * (float)(sc >> 4);
+
+		for (int l = 16 * half; l < 16 * half + 16; l++)
+			y[l] = dl * (float)((q[l] >> shift) & 3) - ml;
+	}
+}
+
+EXL_HD void exl_dequant_q3_K_part(const block_q3_K *b, int c, float *y)
+{
+	float d = exl_fp16_to_fp32(b->d);
+	const uint8_t *q = b->qs + 32 * (c / 4);
+	const int shift = 2 * (c % 4);
+
+	for (int half = 0; half < 2; half++) {
+		float dl = d * (float)exl_q3_K_scale(b->scales, 2 * c + half);
+
+		for (int l = 16 * half; l < 16 * half + 16; l++) {
+			int v = (int)((q[l] >> shift) & 3) - ((b->hmask[l] >> c) & 1 ? 0 : 4);
+
+			y[l] = dl * (float)v;
+		}
+	}
+}
+
+EXL_HD void exl_dequant_iq4_xs_part(const block_iq4_xs *b, int c, float *y)
+{
+	float dl = exl_fp16_to_fp32(b->d) * (float)exl_iq4_xs_scale(b, c);
+	const uint8_t *q = b->qs + 16 * c;
+
+	for (int j = 0; j < 16; j++) {
+		y[j] = dl * (float)exl_iq4nl_value(q[j] & 0x0f);
+		y[j + 16] = dl * (float)exl_iq4nl_value(q[j] >> 4);
+	}
+}
+
+EXL_HD void exl_dequant_q2_K(const block_q2_K *b, float *y)
+{
+	for (int c = 0; c < 8; c++)
+		exl_dequant_q2_K_part(b, c, y + 32 * c);
+}
+
+EXL_HD void exl_dequant_q3_K(const block_q3_K *b, float *y)
+{
+	for (int c = 0; c < 8; c++)
+		exl_dequant_q3_K_part(b, c, y + 32 * c);
+}
+
+EXL_HD void exl_dequant_iq4_xs(const block_iq4_xs *b, float *y)
+{
+	for (int c = 0; c < 8; c++)
+		exl_dequant_iq4_xs_part(b, c, y + 32 * c);
 }
 
 /* One block into 256 floats. */

@@ -42,6 +42,18 @@ EXL_HD void exl_rope_cos_sin(int pos, int i, int n_rot, float freq_base, float f
 	*s = (float)sin(theta);
 }
 
+/* The same with the angle divided by the pair's frequency factor ff and
+ * both results multiplied by mscale (struct exl_rope_params' freq_factors
+ * and attn_factor); ff = mscale = 1 gives exl_rope_cos_sin's bits. */
+EXL_HD void exl_rope_cos_sin_ext(int pos, int i, int n_rot, float freq_base, float freq_scale,
+				 float ff, float mscale, float *c, float *s)
+{
+	double theta = exl_rope_angle(pos, i, n_rot, freq_base, freq_scale) / (double)ff;
+
+	*c = (float)cos(theta) * mscale;
+	*s = (float)sin(theta) * mscale;
+}
+
 /* The two offsets within a head that pair i rotates: NeoX halves layout
  * (i, i + n_rot/2), else adjacent elements (2i, 2i + 1).  Dimensions at and
  * past n_rot are not rotated. */
@@ -76,6 +88,26 @@ EXL_HD float exl_silu(float x)
 	return x / (1.0f + expf(-x));
 }
 
+/* GELU in the tanh form gemma's FFN was trained with:
+ * 0.5 x (1 + tanh(z)), z = sqrt(2/pi) (x + 0.044715 x^3), computed as the
+ * equal x / (1 + exp(-2z)): 1 + tanh(z) cancels to a few correct bits for
+ * x below -3, the exponential keeps float's relative precision.  Very
+ * negative x makes exp(-2z) +inf and the result a signed zero, very
+ * positive x gives x; never NaN. */
+EXL_HD float exl_gelu_tanh(float x)
+{
+	const float k2 = 1.5957691216057308f; /* 2 sqrt(2 / pi) */
+
+	return x / (1.0f + expf(-k2 * x * (1.0f + 0.044715f * x * x)));
+}
+
+/* Soft capping (gemma2's attention scores and final logits): cap * tanh(x /
+ * cap), which keeps |x| below cap and is nearly x when |x| << cap. */
+EXL_HD float exl_softcap(float x, float cap)
+{
+	return cap * tanhf(x / cap);
+}
+
 /* RMSNorm: the factor each element of a row is multiplied by (before the
  * weight), from the row's sum of squares. */
 EXL_HD float exl_rms_inv(float sum_sq, int dim, float eps)
@@ -101,8 +133,9 @@ EXL_HD float exl_softmax_rescale(float m_old, float m_new)
 
 /* Dequantization of one sub-block of 32 weights: weights 32c .. 32c + 31
  * (c = 0..7) of a 256-weight block, bit-identical to the matching stretch of
- * exl_dequant_q4_K / exl_dequant_q6_K (kernels/formats/elem.h): the same operations
- * in the same order.  Q8_0 and Q4_0 blocks are 32 weights already. */
+ * exl_dequant_q4_K / q5_K / q6_K (kernels/formats/elem.h): the same operations
+ * in the same order.  The 32-weight types are one block a part; Q2_K, Q3_K
+ * and IQ4_XS have their parts in elem.h. */
 EXL_HD void exl_dequant_q4_K_part(const block_q4_K *b, int c, float *y)
 {
 	float d = exl_fp16_to_fp32(b->d);
@@ -120,6 +153,22 @@ EXL_HD void exl_dequant_q4_K_part(const block_q4_K *b, int c, float *y)
 		for (int l = 0; l < 32; l++)
 			y[l] = d1 * (float)(q[l] & 0x0f) - m1;
 	}
+}
+
+EXL_HD void exl_dequant_q5_K_part(const block_q5_K *b, int c, float *y)
+{
+	float d = exl_fp16_to_fp32(b->d);
+	float dmin = exl_fp16_to_fp32(b->dmin);
+	const uint8_t *q = b->qs + 32 * (c / 2);
+	const uint8_t u = (uint8_t)(1u << c);
+	uint8_t sc, m;
+
+	exl_get_scale_min_k4(c, b->scales, &sc, &m);
+	float d1 = d * (float)sc, m1 = dmin * (float)m;
+	const int shift = 4 * (c & 1);
+
+	for (int l = 0; l < 32; l++)
+		y[l] = d1 * (float)(((q[l] >> shift) & 0x0f) + ((b->qh[l] & u) ? 16 : 0)) - m1;
 }
 
 EXL_HD void exl_dequant_q6_K_part(const block_q6_K *b, int c, float *y)

@@ -1,5 +1,6 @@
 /* Row quantization / dequantization dispatch and the simple formats
- * (F32, F16, BF16, Q8_0, Q4_0, Q8_K).  K-quant searches: quant_k.c. */
+ * (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q8_K).  K-quant and
+ * IQ4 scale searches: quant_k.c. */
 #include <math.h>
 #include <string.h>
 
@@ -16,8 +17,16 @@ bool exl_dtype_supported(uint32_t type)
 	case EXL_BF16:
 	case EXL_Q8_0:
 	case EXL_Q4_0:
+	case EXL_Q4_1:
+	case EXL_Q5_0:
+	case EXL_Q5_1:
+	case EXL_IQ4_NL:
+	case EXL_Q2_K:
+	case EXL_Q3_K:
 	case EXL_Q4_K:
+	case EXL_Q5_K:
 	case EXL_Q6_K:
+	case EXL_IQ4_XS:
 		return true;
 	default:
 		return false;
@@ -104,6 +113,102 @@ static void quantize_row_q4_0(const float *x, block_q4_0 *y, int64_t nb)
 	}
 }
 
+/* Q5_0: as Q4_0 with 32 levels, the extreme at -16.  The levels are
+ * rounded against the scale as stored (fp16). */
+static void quantize_row_q5_0(const float *x, block_q5_0 *y, int64_t nb)
+{
+	for (int64_t b = 0; b < nb; b++, x += EXL_QK4_0) {
+		float amax = 0, extreme = 0;
+		uint32_t qh = 0;
+
+		for (int i = 0; i < EXL_QK4_0; i++) {
+			if (fabsf(x[i]) > amax) {
+				amax = fabsf(x[i]);
+				extreme = x[i];
+			}
+		}
+		y[b].d = exl_fp32_to_fp16(extreme / -16.0f);
+		float d = exl_fp16_to_fp32(y[b].d);
+		float id = d != 0 ? 1.0f / d : 0.0f;
+
+		for (int j = 0; j < EXL_QK4_0 / 2; j++) {
+			int q0 = exl_nearest_int(x[j] * id) + 16;
+			int q1 = exl_nearest_int(x[j + EXL_QK4_0 / 2] * id) + 16;
+
+			q0 = q0 < 0 ? 0 : q0 > 31 ? 31 : q0;
+			q1 = q1 < 0 ? 0 : q1 > 31 ? 31 : q1;
+			y[b].qs[j] = (uint8_t)((q0 & 0x0f) | ((q1 & 0x0f) << 4));
+			qh |= (uint32_t)(q0 >> 4) << j | (uint32_t)(q1 >> 4) << (j + 16);
+		}
+		for (int k = 0; k < 4; k++)
+			y[b].qh[k] = (uint8_t)(qh >> (8 * k));
+	}
+}
+
+/* Q4_1 / Q5_1: levels 0..nmax spread over [min, max] of the block, the
+ * offset the minimum; levels rounded against d and m as stored.  Writes
+ * d, m, the levels to L. */
+static void fit_block_min(const float *x, int nmax, uint16_t *dh, uint16_t *mh, uint8_t *L)
+{
+	float lo = x[0], hi = x[0];
+
+	for (int i = 1; i < EXL_QK4_0; i++) {
+		lo = fminf(lo, x[i]);
+		hi = fmaxf(hi, x[i]);
+	}
+	*dh = exl_fp32_to_fp16((hi - lo) / (float)nmax);
+	*mh = exl_fp32_to_fp16(lo);
+	float d = exl_fp16_to_fp32(*dh), m = exl_fp16_to_fp32(*mh);
+	float id = d != 0 ? 1.0f / d : 0.0f;
+
+	for (int i = 0; i < EXL_QK4_0; i++) {
+		int q = exl_nearest_int((x[i] - m) * id);
+		L[i] = (uint8_t)(q < 0 ? 0 : q > nmax ? nmax : q);
+	}
+}
+
+static void quantize_row_q4_1(const float *x, block_q4_1 *y, int64_t nb)
+{
+	uint8_t L[EXL_QK4_0];
+
+	for (int64_t b = 0; b < nb; b++, x += EXL_QK4_0) {
+		fit_block_min(x, 15, &y[b].d, &y[b].m, L);
+		for (int j = 0; j < EXL_QK4_0 / 2; j++)
+			y[b].qs[j] = (uint8_t)(L[j] | L[j + 16] << 4);
+	}
+}
+
+static void quantize_row_q5_1(const float *x, block_q5_1 *y, int64_t nb)
+{
+	uint8_t L[EXL_QK4_0];
+
+	for (int64_t b = 0; b < nb; b++, x += EXL_QK4_0) {
+		uint32_t qh = 0;
+
+		fit_block_min(x, 31, &y[b].d, &y[b].m, L);
+		for (int j = 0; j < EXL_QK4_0 / 2; j++) {
+			y[b].qs[j] = (uint8_t)((L[j] & 0x0f) | (L[j + 16] & 0x0f) << 4);
+			qh |= (uint32_t)(L[j] >> 4) << j | (uint32_t)(L[j + 16] >> 4) << (j + 16);
+		}
+		for (int k = 0; k < 4; k++)
+			y[b].qh[k] = (uint8_t)(qh >> (8 * k));
+	}
+}
+
+static void quantize_row_iq4_nl(const float *x, block_iq4_nl *y, int64_t nb)
+{
+	uint8_t L[EXL_QK4_0];
+
+	for (int64_t b = 0; b < nb; b++, x += EXL_QK4_0) {
+		float d = exl_fit_iq4(x, L);
+
+		y[b].d = exl_fp32_to_fp16(d);
+		exl_round_iq4(x, exl_fp16_to_fp32(y[b].d), L);
+		for (int j = 0; j < EXL_QK4_0 / 2; j++)
+			y[b].qs[j] = (uint8_t)(L[j] | L[j + 16] << 4);
+	}
+}
+
 static int64_t whole_blocks(uint32_t type, int64_t n)
 {
 	const struct exl_dtype_info *info = exl_dtype_info(type);
@@ -142,13 +247,41 @@ size_t exl_quantize_row(uint32_t type, const float *src, void *dst, int64_t n)
 	case EXL_Q4_0:
 		quantize_row_q4_0(src, dst, nb);
 		break;
+	case EXL_Q4_1:
+		quantize_row_q4_1(src, dst, nb);
+		break;
+	case EXL_Q5_0:
+		quantize_row_q5_0(src, dst, nb);
+		break;
+	case EXL_Q5_1:
+		quantize_row_q5_1(src, dst, nb);
+		break;
+	case EXL_IQ4_NL:
+		quantize_row_iq4_nl(src, dst, nb);
+		break;
+	case EXL_Q2_K:
+		for (int64_t b = 0; b < nb; b++)
+			exl_quantize_block_q2_K(src + b * EXL_QK_K, (block_q2_K *)dst + b);
+		break;
+	case EXL_Q3_K:
+		for (int64_t b = 0; b < nb; b++)
+			exl_quantize_block_q3_K(src + b * EXL_QK_K, (block_q3_K *)dst + b);
+		break;
 	case EXL_Q4_K:
 		for (int64_t b = 0; b < nb; b++)
 			exl_quantize_block_q4_K(src + b * EXL_QK_K, (block_q4_K *)dst + b);
 		break;
+	case EXL_Q5_K:
+		for (int64_t b = 0; b < nb; b++)
+			exl_quantize_block_q5_K(src + b * EXL_QK_K, (block_q5_K *)dst + b);
+		break;
 	case EXL_Q6_K:
 		for (int64_t b = 0; b < nb; b++)
 			exl_quantize_block_q6_K(src + b * EXL_QK_K, (block_q6_K *)dst + b);
+		break;
+	case EXL_IQ4_XS:
+		for (int64_t b = 0; b < nb; b++)
+			exl_quantize_block_iq4_xs(src + b * EXL_QK_K, (block_iq4_xs *)dst + b);
 		break;
 	default:
 		return 0;
@@ -186,6 +319,34 @@ int exl_dequantize_row(uint32_t type, const void *src, float *dst, int64_t n)
 	case EXL_Q4_0:
 		for (int64_t b = 0; b < nb; b++)
 			exl_dequant_q4_0((const block_q4_0 *)src + b, dst + b * EXL_QK4_0);
+		return 0;
+	case EXL_Q4_1:
+		for (int64_t b = 0; b < nb; b++)
+			exl_dequant_q4_1((const block_q4_1 *)src + b, dst + b * EXL_QK4_0);
+		return 0;
+	case EXL_Q5_0:
+		for (int64_t b = 0; b < nb; b++)
+			exl_dequant_q5_0((const block_q5_0 *)src + b, dst + b * EXL_QK4_0);
+		return 0;
+	case EXL_Q5_1:
+		for (int64_t b = 0; b < nb; b++)
+			exl_dequant_q5_1((const block_q5_1 *)src + b, dst + b * EXL_QK4_0);
+		return 0;
+	case EXL_IQ4_NL:
+		for (int64_t b = 0; b < nb; b++)
+			exl_dequant_iq4_nl((const block_iq4_nl *)src + b, dst + b * EXL_QK4_0);
+		return 0;
+	case EXL_Q2_K:
+		for (int64_t b = 0; b < nb; b++)
+			exl_dequant_q2_K((const block_q2_K *)src + b, dst + b * EXL_QK_K);
+		return 0;
+	case EXL_Q3_K:
+		for (int64_t b = 0; b < nb; b++)
+			exl_dequant_q3_K((const block_q3_K *)src + b, dst + b * EXL_QK_K);
+		return 0;
+	case EXL_IQ4_XS:
+		for (int64_t b = 0; b < nb; b++)
+			exl_dequant_iq4_xs((const block_iq4_xs *)src + b, dst + b * EXL_QK_K);
 		return 0;
 	case EXL_Q4_K:
 		for (int64_t b = 0; b < nb; b++)

@@ -11,7 +11,8 @@
 #include <stdint.h>
 
 /* The weight types the backends compute with (matmul and embedding):
- * F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K. */
+ * F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K, Q3_K, Q4_K,
+ * Q5_K, Q6_K, IQ4_XS. */
 bool exl_dtype_supported(uint32_t type);
 
 /* True when exl_quantize_row can write `type` (the supported set). */
@@ -25,8 +26,8 @@ bool exl_quantize_supported(uint32_t type);
  * token. */
 size_t exl_quantize_row(uint32_t type, const float *src, void *dst, int64_t n);
 
-/* Dequantizes n elements of a row of `type` into dst.  Types: the supported
- * set plus Q8_K and Q5_K.  Returns 0, or -1 for another type or an n that
+/* Dequantizes n elements of a row of `type` into dst.  Types: the writable
+ * set plus Q8_K.  Returns 0, or -1 for another type or an n that
  * is not a positive whole number of blocks. */
 int exl_dequantize_row(uint32_t type, const void *src, float *dst, int64_t n);
 

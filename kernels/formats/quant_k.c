@@ -1,4 +1,5 @@
-/* Reference quantizers for the K-quants Q4_K and Q6_K.
+/* Reference quantizers for the K-quants (Q2_K, Q3_K, Q4_K, Q5_K, Q6_K) and
+ * the IQ4 types (IQ4_NL, IQ4_XS).
  *
  * Each sub-block gets its own scale (and, for Q4_K, min) from a small
  * search: a range of candidate inverse scales around the naive one is tried,
@@ -137,9 +138,12 @@ static float fit_scale_sym(int n, int nmax, const float *x, int8_t *L)
 	return best_scale;
 }
 
-void exl_quantize_block_q4_K(const float *x, block_q4_K *y)
+/* Q4_K / Q5_K: 8 sub-blocks of 32 on levels 0..nmax, each with a 6-bit
+ * scale and min under the fp16 d and dmin.  Writes those to y's fields
+ * and the levels, re-rounded against the scales as stored, to L. */
+static void quantize_k_scale_min(const float *x, int nmax, uint16_t *dh, uint16_t *dminh,
+				 uint8_t *packed, uint8_t *L)
 {
-	uint8_t L[EXL_QK_K];
 	float w[32];
 	float scales[8], mins[8];
 	float max_scale = 0, max_min = 0;
@@ -154,7 +158,7 @@ void exl_quantize_block_q4_K(const float *x, block_q4_K *y)
 		/* large values matter more, but no value is ignored */
 		for (int l = 0; l < 32; l++)
 			w[l] = rms + fabsf(xs[l]);
-		scales[j] = fit_scale_min(32, 15, xs, w, L + 32 * j, &mins[j]);
+		scales[j] = fit_scale_min(32, nmax, xs, w, L + 32 * j, &mins[j]);
 		max_scale = fmaxf(max_scale, scales[j]);
 		max_min = fmaxf(max_min, mins[j]);
 	}
@@ -162,7 +166,7 @@ void exl_quantize_block_q4_K(const float *x, block_q4_K *y)
 	float iscale = max_scale > 0 ? 63.0f / max_scale : 0.0f;
 	float imin = max_min > 0 ? 63.0f / max_min : 0.0f;
 
-	memset(y->scales, 0, sizeof(y->scales));
+	memset(packed, 0, EXL_K_SCALE_SIZE);
 	for (int j = 0; j < 8; j++) {
 		int ls = exl_nearest_int(iscale * scales[j]);
 		int lm = exl_nearest_int(imin * mins[j]);
@@ -170,24 +174,24 @@ void exl_quantize_block_q4_K(const float *x, block_q4_K *y)
 		ls = ls < 0 ? 0 : ls > 63 ? 63 : ls;
 		lm = lm < 0 ? 0 : lm > 63 ? 63 : lm;
 		if (j < 4) {
-			y->scales[j] |= (uint8_t)ls;
-			y->scales[j + 4] |= (uint8_t)lm;
+			packed[j] |= (uint8_t)ls;
+			packed[j + 4] |= (uint8_t)lm;
 		} else {
-			y->scales[j + 4] = (uint8_t)((ls & 0x0f) | ((lm & 0x0f) << 4));
-			y->scales[j - 4] |= (uint8_t)((ls >> 4) << 6);
-			y->scales[j] |= (uint8_t)((lm >> 4) << 6);
+			packed[j + 4] = (uint8_t)((ls & 0x0f) | ((lm & 0x0f) << 4));
+			packed[j - 4] |= (uint8_t)((ls >> 4) << 6);
+			packed[j] |= (uint8_t)((lm >> 4) << 6);
 		}
 	}
-	y->d = exl_fp32_to_fp16(max_scale / 63.0f);
-	y->dmin = exl_fp32_to_fp16(max_min / 63.0f);
+	*dh = exl_fp32_to_fp16(max_scale / 63.0f);
+	*dminh = exl_fp32_to_fp16(max_min / 63.0f);
 
 	/* re-round against the scales as stored */
-	float d = exl_fp16_to_fp32(y->d);
-	float dmin = exl_fp16_to_fp32(y->dmin);
+	float d = exl_fp16_to_fp32(*dh);
+	float dmin = exl_fp16_to_fp32(*dminh);
 	for (int j = 0; j < 8; j++) {
 		uint8_t sc, m;
 
-		exl_get_scale_min_k4(j, y->scales, &sc, &m);
+		exl_get_scale_min_k4(j, packed, &sc, &m);
 		float ds = d * (float)sc;
 		float dm = dmin * (float)m;
 		if (ds == 0) {
@@ -196,12 +200,242 @@ void exl_quantize_block_q4_K(const float *x, block_q4_K *y)
 		}
 		for (int l = 0; l < 32; l++) {
 			int q = exl_nearest_int((x[32 * j + l] + dm) / ds);
-			L[32 * j + l] = (uint8_t)(q < 0 ? 0 : q > 15 ? 15 : q);
+			L[32 * j + l] = (uint8_t)(q < 0 ? 0 : q > nmax ? nmax : q);
 		}
 	}
+}
+
+void exl_quantize_block_q4_K(const float *x, block_q4_K *y)
+{
+	uint8_t L[EXL_QK_K];
+
+	quantize_k_scale_min(x, 15, &y->d, &y->dmin, y->scales, L);
 	for (int c = 0; c < 4; c++)
 		for (int l = 0; l < 32; l++)
 			y->qs[32 * c + l] = (uint8_t)(L[64 * c + l] | (L[64 * c + 32 + l] << 4));
+}
+
+/* Q5_K: Q4_K's nibbles plus a fifth bit per weight: weight 64c + l (low
+ * nibble of qs[32c + l]) has it in bit 2c of qh[l], weight 64c + 32 + l in
+ * bit 2c + 1. */
+void exl_quantize_block_q5_K(const float *x, block_q5_K *y)
+{
+	uint8_t L[EXL_QK_K];
+
+	quantize_k_scale_min(x, 31, &y->d, &y->dmin, y->scales, L);
+	memset(y->qh, 0, sizeof(y->qh));
+	for (int c = 0; c < 4; c++) {
+		for (int l = 0; l < 32; l++) {
+			uint8_t lo = L[64 * c + l], hi = L[64 * c + 32 + l];
+
+			y->qs[32 * c + l] = (uint8_t)((lo & 0x0f) | ((hi & 0x0f) << 4));
+			y->qh[l] |= (uint8_t)((lo >> 4) << (2 * c) | (hi >> 4) << (2 * c + 1));
+		}
+	}
+}
+
+/* Q2_K: 16 groups of 16 on levels 0..3, each with a 4-bit scale and min
+ * under the fp16 d and dmin. */
+void exl_quantize_block_q2_K(const float *x, block_q2_K *y)
+{
+	uint8_t L[EXL_QK_K];
+	float w[16];
+	float scales[16], mins[16];
+	float max_scale = 0, max_min = 0;
+
+	for (int g = 0; g < 16; g++) {
+		const float *xs = x + 16 * g;
+		float s2 = 0;
+
+		for (int l = 0; l < 16; l++)
+			s2 += xs[l] * xs[l];
+		float rms = sqrtf(s2 / 16);
+		for (int l = 0; l < 16; l++)
+			w[l] = rms + fabsf(xs[l]);
+		scales[g] = fit_scale_min(16, 3, xs, w, L + 16 * g, &mins[g]);
+		max_scale = fmaxf(max_scale, scales[g]);
+		max_min = fmaxf(max_min, mins[g]);
+	}
+
+	float iscale = max_scale > 0 ? 15.0f / max_scale : 0.0f;
+	float imin = max_min > 0 ? 15.0f / max_min : 0.0f;
+
+	y->d = exl_fp32_to_fp16(max_scale / 15.0f);
+	y->dmin = exl_fp32_to_fp16(max_min / 15.0f);
+	float d = exl_fp16_to_fp32(y->d);
+	float dmin = exl_fp16_to_fp32(y->dmin);
+
+	for (int g = 0; g < 16; g++) {
+		int ls = exl_nearest_int(iscale * scales[g]);
+		int lm = exl_nearest_int(imin * mins[g]);
+
+		ls = ls < 0 ? 0 : ls > 15 ? 15 : ls;
+		lm = lm < 0 ? 0 : lm > 15 ? 15 : lm;
+		y->scales[g] = (uint8_t)(ls | lm << 4);
+
+		/* re-round against the scales as stored */
+		float ds = d * (float)ls, dm = dmin * (float)lm;
+		for (int l = 0; l < 16; l++) {
+			int q = ds == 0 ? 0 : exl_nearest_int((x[16 * g + l] + dm) / ds);
+			L[16 * g + l] = (uint8_t)(q < 0 ? 0 : q > 3 ? 3 : q);
+		}
+	}
+	memset(y->qs, 0, sizeof(y->qs));
+	for (int k = 0; k < EXL_QK_K; k++) {
+		int h = k / 128, s = (k / 32) % 4, l = k % 32;
+
+		y->qs[32 * h + l] |= (uint8_t)(L[k] << (2 * s));
+	}
+}
+
+/* Q3_K: 16 groups of 16 on levels -4..3 with signed 6-bit scales under one
+ * fp16 d; the largest scale maps to -32, where the range is widest. */
+void exl_quantize_block_q3_K(const float *x, block_q3_K *y)
+{
+	int8_t L[EXL_QK_K];
+	float scales[16];
+	float max_scale = 0, max_abs = 0;
+
+	for (int g = 0; g < 16; g++) {
+		scales[g] = fit_scale_sym(16, 4, x + 16 * g, L + 16 * g);
+		if (fabsf(scales[g]) > max_abs) {
+			max_abs = fabsf(scales[g]);
+			max_scale = scales[g];
+		}
+	}
+	memset(y, 0, sizeof(*y));
+	float iscale = max_abs > 1e-15f ? -32.0f / max_scale : 0.0f;
+
+	y->d = exl_fp32_to_fp16(iscale != 0 ? 1.0f / iscale : 0.0f);
+	float d = exl_fp16_to_fp32(y->d);
+	for (int g = 0; g < 16; g++) {
+		int ls = exl_nearest_int(iscale * scales[g]);
+
+		ls = ls < -32 ? -32 : ls > 31 ? 31 : ls;
+		unsigned v = (unsigned)(ls + 32);
+		if (g < 8)
+			y->scales[g] |= (uint8_t)(v & 0x0f);
+		else
+			y->scales[g - 8] |= (uint8_t)((v & 0x0f) << 4);
+		y->scales[8 + g % 4] |= (uint8_t)((v >> 4) << (2 * (g / 4)));
+
+		float ds = d * (float)ls;
+		for (int l = 0; l < 16; l++) {
+			int q = ds == 0 ? 0 : exl_nearest_int(x[16 * g + l] / ds);
+			L[16 * g + l] = (int8_t)(q < -4 ? -4 : q > 3 ? 3 : q);
+		}
+	}
+	for (int k = 0; k < EXL_QK_K; k++) {
+		int h = k / 128, s = (k / 32) % 4, l = k % 32;
+		unsigned u = (unsigned)(L[k] + 4);
+
+		y->qs[32 * h + l] |= (uint8_t)((u & 3) << (2 * s));
+		if (u & 4)
+			y->hmask[l] |= (uint8_t)(1u << (4 * h + s));
+	}
+}
+
+/* ---- IQ4_NL / IQ4_XS: 16 fixed non-uniform levels ---- */
+
+/* The level nearest v, by the midpoints between neighbours. */
+static int iq4_nearest(float v)
+{
+	int i = 0;
+
+	while (i < 15 && v > 0.5f * (float)(exl_iq4nl_value(i) + exl_iq4nl_value(i + 1)))
+		i++;
+	return i;
+}
+
+void exl_round_iq4(const float *x, float d, uint8_t *L)
+{
+	float id = d != 0 ? 1.0f / d : 0.0f;
+
+	for (int i = 0; i < 32; i++)
+		L[i] = (uint8_t)iq4_nearest(x[i] * id);
+}
+
+float exl_fit_iq4(const float *x, uint8_t *L)
+{
+	float amax = 0, extreme = 0, s2 = 0, w[32];
+	float best_d = 0, best_score = -1;
+	uint8_t trial[32];
+
+	for (int i = 0; i < 32; i++) {
+		s2 += x[i] * x[i];
+		if (fabsf(x[i]) > amax) {
+			amax = fabsf(x[i]);
+			extreme = x[i];
+		}
+	}
+	if (amax < 1e-30f) {
+		exl_round_iq4(x, 0, L);
+		return 0;
+	}
+	float rms = sqrtf(s2 / 32);
+	for (int i = 0; i < 32; i++)
+		w[i] = rms + fabsf(x[i]);
+
+	/* the extreme value near the widest level, -127: the levels are
+	 * denser near zero, so a slightly larger scale can serve the rest
+	 * better */
+	for (int step = -12; step <= 12; step++) {
+		float d = extreme / (-127.0f + 2.0f * (float)step);
+		float sxv = 0, svv = 0;
+
+		exl_round_iq4(x, d, trial);
+		for (int i = 0; i < 32; i++) {
+			float v = (float)exl_iq4nl_value(trial[i]);
+
+			sxv += w[i] * x[i] * v;
+			svv += w[i] * v * v;
+		}
+		/* least-squares scale sxv / svv leaves error sum(w x^2) -
+		 * sxv^2 / svv: maximize sxv^2 / svv */
+		if (svv <= 0)
+			continue;
+		float score = sxv * sxv / svv;
+		if (score > best_score) {
+			best_score = score;
+			best_d = sxv / svv;
+			memcpy(L, trial, 32);
+		}
+	}
+	return best_d;
+}
+
+/* IQ4_XS: each sub-block of 32 fitted as IQ4_NL would be, the scales then
+ * quantized to signed 6 bits under one fp16 d (the largest to -32) and the
+ * levels re-rounded against the scales as stored. */
+void exl_quantize_block_iq4_xs(const float *x, block_iq4_xs *y)
+{
+	uint8_t L[EXL_QK_K];
+	float dl[8];
+	float max_scale = 0, max_abs = 0;
+
+	for (int j = 0; j < 8; j++) {
+		dl[j] = exl_fit_iq4(x + 32 * j, L + 32 * j);
+		if (fabsf(dl[j]) > max_abs) {
+			max_abs = fabsf(dl[j]);
+			max_scale = dl[j];
+		}
+	}
+	memset(y, 0, sizeof(*y));
+	float iscale = max_abs > 1e-30f ? -32.0f / max_scale : 0.0f;
+
+	y->d = exl_fp32_to_fp16(iscale != 0 ? 1.0f / iscale : 0.0f);
+	float d = exl_fp16_to_fp32(y->d);
+	for (int j = 0; j < 8; j++) {
+		int ls = exl_nearest_int(iscale * dl[j]);
+
+		ls = ls < -32 ? -32 : ls > 31 ? 31 : ls;
+		unsigned v = (unsigned)(ls + 32);
+		y->scales_l[j / 2] |= (uint8_t)((v & 0x0f) << (4 * (j % 2)));
+		y->scales_h |= (uint16_t)((v >> 4) << (2 * j));
+		exl_round_iq4(x + 32 * j, d * (float)ls, L + 32 * j);
+		for (int l = 0; l < 16; l++)
+			y->qs[16 * j + l] = (uint8_t)(L[32 * j + l] | L[32 * j + 16 + l] << 4);
+	}
 }
 
 void exl_quantize_block_q6_K(const float *x, block_q6_K *y)

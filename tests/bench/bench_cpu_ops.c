@@ -80,7 +80,7 @@ static const char *const op_names[] = { "rmsnorm", "rope q", "rope k", "kv_store
 static void run_op(struct env *e, enum op op)
 {
 	char err[200];
-	struct exl_rope_params rp = { HD, 10000.0f, 1.0f, false };
+	struct exl_rope_params rp = { HD, 10000.0f, 1.0f, false, NULL, 1.0f };
 
 	switch (op) {
 	case OP_RMSNORM:
@@ -101,7 +101,7 @@ static void run_op(struct env *e, enum op op)
 		break;
 	case OP_ATTENTION:
 		exl_cpu_attention(e->pool, e->k, &e->as, &e->batch, &e->kv, e->q, e->out, N_HEAD,
-				  0.125f, err, sizeof(err));
+				  &(struct exl_attn_params){ 0.125f, 0.0f, 0 }, err, sizeof(err));
 		break;
 	case OP_SWIGLU:
 		exl_cpu_swiglu(e->pool, e->k, e->g, e->u, (size_t)e->n * FF);
@@ -164,7 +164,7 @@ static void bench(struct env *e, int n, int ctx)
 	e->kv.n_kv_heads = N_KV;
 	e->kv.head_dim = HD;
 	e->kv.n_pages = n_pages;
-	if (exl_cpu_kv_check(&e->batch, &e->kv, err, sizeof(err))) {
+	if (exl_cpu_kv_check(&e->batch, &e->kv, 0, err, sizeof(err))) {
 		fprintf(stderr, "%s\n", err);
 		exit(1);
 	}
@@ -195,7 +195,7 @@ static void bench(struct env *e, int n, int ctx)
 	for (int t = 0; t < n; t++)
 		pos[t] = ctx - n + t;
 	exl_cpu_batch_set(&e->batch, &d, err, sizeof(err));
-	exl_cpu_kv_check(&e->batch, &e->kv, err, sizeof(err));
+	exl_cpu_kv_check(&e->batch, &e->kv, 0, err, sizeof(err));
 
 	printf("%s, %d token%s at positions %d..%d:\n", e->k->name, n, n > 1 ? "s" : "",
 	       ctx - n, ctx - 1);

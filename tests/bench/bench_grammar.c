@@ -217,14 +217,14 @@ fail_quiet:
 static int bench_vocab(const char *path, const char *schema, const char *doc, int runs)
 {
 	char err[512];
-	struct gguf_file *g = gguf_open(path, err, sizeof(err));
+	struct gguf_file *g = exl_gguf_open(path, err, sizeof(err));
 	struct exl_tokenizer *tok = g ? exl_tokenizer_load(g, err, sizeof(err)) : NULL;
 	struct stats real = { 0 }, sampled = { 0 };
 	int32_t *ids = NULL;
 	int n_ids, rc = -1;
 	long n_real = 0, n_sampled = 0;
 
-	gguf_close(g);
+	exl_gguf_close(g);
 	if (!tok) {
 		fprintf(stderr, "bench_grammar: %s: %s\n", path, err);
 		return -1;

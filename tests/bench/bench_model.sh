@@ -9,7 +9,8 @@
 # Environment: PAIRS (interleaved ours/peer runs per type, default 3),
 # TYPES (default "q8_0 q4_0 f16"), THREADS (default 2), N_GEN (default 64),
 # MODEL_DIR (where the random models are made and kept, default /tmp; they
-# are several GB and never belong in the repository), PEER (default
+# are several GB and never belong in the repository), PEER_ARGS (more
+# options for the peer, e.g. "--poll 0" or "--cpu-variant haswell"), PEER (default
 # /tmp/peer/peer-bench-native; installed when missing with
 # ../shared/tools/peer/setup.sh, relative to the checkout).
 #
@@ -29,6 +30,7 @@ threads=${THREADS:-2}
 n_gen=${N_GEN:-64}
 model_dir=${MODEL_DIR:-/tmp}
 peer=${PEER:-/tmp/peer/peer-bench-native}
+peer_args=${PEER_ARGS:-}
 vocab=${VOCAB:-$src/../shared/models/vocab/ggml-vocab-llama-spm.gguf}
 
 for f in "$exld" "$mkmodel"; do
@@ -66,7 +68,11 @@ streamed_bytes() {
 		function rowb(t, n) {
 			if (t == "f32") return n * 4; if (t == "f16" || t == "bf16") return n * 2
 			if (t == "q8_0") return n / 32 * 34; if (t == "q4_0") return n / 32 * 18
-			if (t == "q4_k") return n / 256 * 144; if (t == "q6_k") return n / 256 * 210
+			if (t == "q4_1") return n / 32 * 20; if (t == "q5_0") return n / 32 * 22
+			if (t == "q5_1") return n / 32 * 24; if (t == "iq4_nl") return n / 32 * 18
+			if (t == "q2_k") return n / 256 * 84; if (t == "q3_k") return n / 256 * 110
+			if (t == "q4_k") return n / 256 * 144; if (t == "q5_k") return n / 256 * 176
+			if (t == "q6_k") return n / 256 * 210; if (t == "iq4_xs") return n / 256 * 136
 			return -1 }
 		/^weight bytes:/ { total = $NF; gsub(/[()]/, "", total) }
 		$1 == "token_embd.weight" { gsub(/[][,]/, " "); emb = rowb($2, $3) * $4 }
@@ -94,7 +100,8 @@ for type in $types; do
 		echo "$line" | sed -n 's/.*prompt_tok_s=\([0-9.]*\).*/\1/p' >>"$tmp/ours_pp"
 		echo "$line" | sed -n 's/.*gen_tok_s=\([0-9.]*\).*/\1/p' >>"$tmp/ours_tg"
 
-		"$peer" --model "$model" --prompt "$prompt" --n "$n_gen" --threads "$threads" \
+		# shellcheck disable=SC2086
+		"$peer" --model "$model" --prompt "$prompt" --n "$n_gen" --threads "$threads" $peer_args \
 			>"$tmp/peer.json" 2>"$tmp/err" || { cat "$tmp/err" >&2; exit 1; }
 		sed -n 's/.*"prompt_tok_s": *\([0-9.eE+-]*\).*/\1/p' "$tmp/peer.json" >>"$tmp/peer_pp"
 		sed -n 's/.*"gen_tok_s": *\([0-9.eE+-]*\).*/\1/p' "$tmp/peer.json" >>"$tmp/peer_tg"

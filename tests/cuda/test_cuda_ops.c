@@ -15,19 +15,7 @@
 #include "kernels/formats/dtype.h"
 #include "kernels/formats/elem.h"
 #include "kernels/formats/quant.h"
-
-static int failures;
-static int checks;
-
-#define CHECK(cond, ...) do { \
-	checks++; \
-	if (!(cond)) { \
-		failures++; \
-		fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__, #cond); \
-		fprintf(stderr, __VA_ARGS__); \
-		fputc('\n', stderr); \
-	} \
-} while (0)
+#include "tests/common/check.h"
 
 static struct exl_backend *cpu, *gpu;
 
@@ -223,8 +211,9 @@ out:
 
 static void test_matmul(void)
 {
-	const uint32_t types[] = { EXL_F32, EXL_F16, EXL_BF16, EXL_Q8_0, EXL_Q4_0, EXL_Q4_K,
-				   EXL_Q6_K };
+	const uint32_t types[] = { EXL_F32, EXL_F16, EXL_BF16, EXL_Q8_0, EXL_Q4_0, EXL_Q4_1,
+				   EXL_Q5_0, EXL_Q5_1, EXL_IQ4_NL, EXL_Q2_K, EXL_Q3_K, EXL_Q4_K,
+				   EXL_Q5_K, EXL_Q6_K, EXL_IQ4_XS };
 	const int ns[] = { 1, 2, 5, 8, 9, 17, 64 };
 
 	for (size_t t = 0; t < sizeof(types) / sizeof(types[0]); t++) {
@@ -293,8 +282,9 @@ out:
 
 static void test_embed(void)
 {
-	const uint32_t types[] = { EXL_F32, EXL_F16, EXL_BF16, EXL_Q8_0, EXL_Q4_0, EXL_Q4_K,
-				   EXL_Q6_K };
+	const uint32_t types[] = { EXL_F32, EXL_F16, EXL_BF16, EXL_Q8_0, EXL_Q4_0, EXL_Q4_1,
+				   EXL_Q5_0, EXL_Q5_1, EXL_IQ4_NL, EXL_Q2_K, EXL_Q3_K, EXL_Q4_K,
+				   EXL_Q5_K, EXL_Q6_K, EXL_IQ4_XS };
 
 	for (size_t t = 0; t < sizeof(types) / sizeof(types[0]); t++)
 		test_embed_one(types[t], 50, 512);
@@ -385,10 +375,41 @@ static void do_softmax(struct exl_backend *be, float *a, const float *b, void *a
 	be->ops->softmax(be, a, s->n, s->dim);
 }
 
+static void do_scale(struct exl_backend *be, float *a, const float *b, void *arg)
+{
+	struct shape *s = arg;
+
+	(void)b;
+	be->ops->scale(be, a, 0.37f, (size_t)s->n * (size_t)s->dim);
+}
+
+static void do_softcap(struct exl_backend *be, float *a, const float *b, void *arg)
+{
+	struct shape *s = arg;
+
+	(void)b;
+	be->ops->softcap(be, a, 30.0f, (size_t)s->n * (size_t)s->dim);
+}
+
+static void do_geglu(struct exl_backend *be, float *a, const float *b, void *arg)
+{
+	struct shape *s = arg;
+
+	be->ops->geglu(be, a, b, (size_t)s->n * (size_t)s->dim);
+}
+
 struct gather {
 	const int32_t *rows;
 	int n, dim;
+	const float *w;
 };
+
+static void do_add_rows_scaled(struct exl_backend *be, float *a, const float *b, void *arg)
+{
+	struct gather *g = arg;
+
+	be->ops->add_rows_scaled(be, a, b, g->rows, g->w, g->n, g->dim);
+}
 
 static void do_gather(struct exl_backend *be, float *a, const float *b, void *arg)
 {
@@ -421,6 +442,12 @@ static void test_rowwise(void)
 	for (size_t i = 0; i < n; i++)
 		x[i] = rnd_uniform() * 20.0f;
 	compare_op("swiglu", do_swiglu, &s, x, n, y, n, 1e-7, 1e-6);
+	/* geglu, softcap: tanhf on both sides, a couple of ulp */
+	compare_op("geglu", do_geglu, &s, x, n, y, n, 1e-7, 1e-6);
+	for (size_t i = 0; i < n; i++)
+		x[i] = rnd_normal() * 40.0f;
+	compare_op("softcap", do_softcap, &s, x, n, NULL, 0, 1e-6, 1e-6);
+	compare_op("scale", do_scale, &s, x, n, NULL, 0, 0.0, 0.0);
 	/* softmax over rows with masked (-inf) entries and a large range. */
 	struct shape sm = { 4, 1000, 0.0f };
 	float *z = xmalloc(4000 * sizeof(float));
@@ -429,8 +456,14 @@ static void test_rowwise(void)
 	compare_op("softmax", do_softmax, &sm, z, 4000, NULL, 0, 1e-8, 1e-5);
 	/* gather_rows: copies, exact. */
 	const int32_t rows[] = { 6, 0, 3, 3, 5 };
-	struct gather g = { rows, 5, s.dim };
+	struct gather g = { rows, 5, s.dim, NULL };
 	compare_op("gather_rows", do_gather, &g, y, (size_t)5 * (size_t)s.dim, x, n, 0.0, 0.0);
+	/* add_rows_scaled: a product and a sum each, without FMA: identical */
+	const int32_t out_rows[] = { 6, 0, 3, 5 };
+	const float wts[] = { 0.25f, -1.5f, 0.7f, 1.0f };
+	struct gather ga = { out_rows, 4, s.dim, wts };
+	compare_op("add_rows_scaled", do_add_rows_scaled, &ga, x, n, y,
+		   (size_t)4 * (size_t)s.dim, 0.0, 1e-7);
 	free(x);
 	free(y);
 	free(w);
@@ -473,12 +506,14 @@ struct rope_arg {
 	struct exl_rope_params p;
 };
 
+/* b: the frequency factors, when given (each backend its own copy) */
 static void do_rope(struct exl_backend *be, float *a, const float *b, void *arg)
 {
 	struct rope_arg *r = arg;
+	struct exl_rope_params p = r->p;
 
-	(void)b;
-	be->ops->rope(be, a, r->n, r->n_heads, r->head_dim, &r->p);
+	p.freq_factors = b;
+	be->ops->rope(be, a, r->n, r->n_heads, r->head_dim, &p);
 }
 
 static void test_rope(void)
@@ -496,19 +531,25 @@ static void test_rope(void)
 		add_tokens(&s, 0, (int)(rnd_u32() % (i < 20 ? 4096u : 1u << 24)), 1);
 	if (!set_batch_both(&s, 1, 1, table))
 		return;
+	/* frequency factors as llama 3.1's: 1 to 8 */
+	float ff[32];
+	for (int i = 0; i < 32; i++)
+		ff[i] = 1.0f + 7.0f * (float)i / 31.0f;
 	for (int layout = 0; layout < 2; layout++) {
-		for (int partial = 0; partial < 2; partial++) {
+		for (int partial = 0; partial < 3; partial++) {
 			struct rope_arg r = { s.n, 6, 64,
 					      { partial ? 32 : 64, layout ? 1000000.0f : 10000.0f,
-						partial ? 0.25f : 1.0f, layout == 1 } };
+						partial ? 0.25f : 1.0f, layout == 1, NULL,
+						partial == 2 ? 1.19f : 1.0f } };
 			size_t n = (size_t)s.n * 6 * 64;
 			float *x = xmalloc(n * sizeof(float));
 			char what[64];
 
 			fill_normal(x, n, 1.0f);
-			snprintf(what, sizeof(what), "rope %s n_rot %d", layout ? "neox" : "normal",
-				 r.p.n_rot);
-			compare_op(what, do_rope, &r, x, n, NULL, 0, 1e-6, 0.0);
+			snprintf(what, sizeof(what), "rope %s n_rot %d%s", layout ? "neox" : "normal",
+				 r.p.n_rot, partial == 2 ? " factors" : "");
+			compare_op(what, do_rope, &r, x, n, partial == 2 ? ff : NULL,
+				   partial == 2 ? 16 : 0, 1e-6, 0.0);
 			free(x);
 		}
 	}
@@ -519,6 +560,8 @@ struct attn_case {
 	int n_seqs;
 	int history[4]; /* positions already cached per sequence */
 	int fresh[4];   /* tokens per sequence in the tested batch */
+	float softcap;
+	int window;
 };
 
 static void kv_store_both(const struct exl_kv_layer *kc, const struct exl_kv_layer *kg,
@@ -613,8 +656,10 @@ static void test_attention_case(const struct attn_case *c)
 	gout = gpu->ops->alloc(gpu, nq * sizeof(float));
 	if (!gq || !gout)
 		goto out;
-	cpu->ops->attention(cpu, &kc, q, out_c, c->n_heads, scale);
-	gpu->ops->attention(gpu, &kg, gq, gout, c->n_heads, scale);
+	const struct exl_attn_params ap = { scale, c->softcap, c->window };
+
+	cpu->ops->attention(cpu, &kc, q, out_c, c->n_heads, &ap);
+	gpu->ops->attention(gpu, &kg, gq, gout, c->n_heads, &ap);
 	if (!from_gpu(out_g, gout, nq * sizeof(float)))
 		goto out;
 
@@ -625,13 +670,14 @@ static void test_attention_case(const struct attn_case *c)
 	for (int t = 0; t < s.n; t++) {
 		const int32_t *row = table + (size_t)s.seq[t] * (size_t)max_pages;
 		int len = s.pos[t] + 1;
+		int start = c->window && len > c->window ? len - c->window : 0;
 
 		for (int h = 0; h < c->n_heads; h++) {
 			const float *qh = q + ((size_t)t * c->n_heads + h) * c->head_dim;
 			int kvh = h / group;
 			double m = -INFINITY, l = 0.0;
 
-			for (int p = 0; p < len; p++) {
+			for (int p = start; p < len; p++) {
 				size_t off = (((size_t)row[p / c->page_size] * c->n_kv_heads + kvh) *
 					      c->page_size + p % c->page_size) * c->head_dim;
 				double dot = 0.0;
@@ -639,9 +685,11 @@ static void test_attention_case(const struct attn_case *c)
 				for (int d = 0; d < c->head_dim; d++)
 					dot += (double)qh[d] * exl_fp16_to_fp32(kpool[off + d]);
 				sc[p] = dot * scale;
+				if (c->softcap > 0)
+					sc[p] = c->softcap * tanh(sc[p] / c->softcap);
 				m = sc[p] > m ? sc[p] : m;
 			}
-			for (int p = 0; p < len; p++) {
+			for (int p = start; p < len; p++) {
 				sc[p] = exp(sc[p] - m);
 				l += sc[p];
 			}
@@ -649,7 +697,7 @@ static void test_attention_case(const struct attn_case *c)
 				double o = 0.0;
 				size_t i = ((size_t)t * c->n_heads + h) * c->head_dim + d;
 
-				for (int p = 0; p < len; p++) {
+				for (int p = start; p < len; p++) {
 					size_t off = (((size_t)row[p / c->page_size] * c->n_kv_heads +
 						       kvh) * c->page_size + p % c->page_size) *
 						     c->head_dim;
@@ -691,14 +739,17 @@ static void test_attention(void)
 {
 	const struct attn_case cases[] = {
 		/* decode, prefill from 0 and a short continuation, GQA 4:1 */
-		{ 8, 2, 64, 16, 3, { 37, 0, 100 }, { 1, 20, 3 } },
+		{ 8, 2, 64, 16, 3, { 37, 0, 100 }, { 1, 20, 3 }, 0.0f, 0 },
 		/* stories260K's shape: head_dim 8, GQA 2:1 */
-		{ 8, 4, 8, 16, 2, { 5, 0 }, { 1, 30 } },
+		{ 8, 4, 8, 16, 2, { 5, 0 }, { 1, 30 }, 0.0f, 0 },
 		/* long windows (several tiles of 128 positions), head_dim 128,
 		 * one KV head for all */
-		{ 4, 1, 128, 32, 2, { 690, 250 }, { 9, 1 } },
+		{ 4, 1, 128, 32, 2, { 690, 250 }, { 9, 1 }, 0.0f, 0 },
 		/* head_dim 256 (two dims per thread), page of 1 position */
-		{ 2, 2, 256, 1, 1, { 130 }, { 2 } },
+		{ 2, 2, 256, 1, 1, { 130 }, { 2 }, 0.0f, 0 },
+		/* gemma2's soft-capped scores, a sliding window of 100 over
+		 * windows longer and shorter than it */
+		{ 8, 2, 64, 16, 3, { 300, 0, 90 }, { 1, 20, 30 }, 5.0f, 100 },
 	};
 
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
@@ -842,6 +893,6 @@ int main(void)
 	test_errors();
 	gpu->ops->destroy(gpu);
 	cpu->ops->destroy(cpu);
-	printf("%d checks, %d failed\n", checks, failures);
-	return failures ? 1 : 0;
+	printf("%d checks, %d failed\n", check_count, check_failures);
+	return check_failures ? 1 : 0;
 }

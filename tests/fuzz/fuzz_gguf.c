@@ -21,7 +21,8 @@ static void walk_array(const struct gguf_array *a)
 			walk_array(&a->arrs[i]);
 	}
 	if (a->count && a->elem_type != GGUF_VT_STRING && a->elem_type != GGUF_VT_ARRAY)
-		sink += ((const uint8_t *)a->data)[a->count * gguf_vtype_size(a->elem_type) - 1];
+		sink += ((const uint8_t *)a->data)[a->count * exl_gguf_vtype_size(a->elem_type) -
+						   1];
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -38,7 +39,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (size)
 		memcpy(buf, data, size);
 	err[0] = '\0';
-	f = gguf_open_buffer(buf, size, err, sizeof(err));
+	f = exl_gguf_open_buffer(buf, size, err, sizeof(err));
 	if (!f) {
 		if (!err[0] || strncmp(err, "gguf: ", 6))
 			abort(); /* refused without a message */
@@ -59,9 +60,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 		sink += ((const uint8_t *)t->data)[0] + ((const uint8_t *)t->data)[t->nbytes - 1];
 	}
-	if (gguf_get_u32(f, "general.alignment", &u))
+	if (exl_gguf_get_u32(f, "general.alignment", &u))
 		sink += u;
-	gguf_close(f);
+	exl_gguf_close(f);
 	free(buf);
 	return 0;
 }

@@ -45,10 +45,10 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 		struct gguf_file *f;
 
 		snprintf(path, sizeof(path), "%s/%s", dir, files[i]);
-		f = gguf_open(path, err, sizeof(err));
+		f = exl_gguf_open(path, err, sizeof(err));
 		if (f)
 			toks[i] = exl_tokenizer_load(f, err, sizeof(err));
-		gguf_close(f);
+		exl_gguf_close(f);
 		if (!toks[i]) {
 			fprintf(stderr, "fuzz_tokenizer: %s: %s (set EXLD_MODELS)\n", path, err);
 			abort();

@@ -353,3 +353,11 @@ char *h_expected(const char *model_path, const char *prompt, int n)
 	memmove(out, out + pl, len - pl);
 	return out;
 }
+
+void h_sleep_ms(long ms)
+{
+	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
+
+	while (nanosleep(&ts, &ts) && errno == EINTR)
+		;
+}

@@ -68,20 +68,9 @@
 #include "exlclient.h"
 #include "harness.h"
 #include "raw_conn.h"
+#include "tests/common/check.h"
 
 #define MODEL "stories260K"
-
-#if defined(__SANITIZE_ADDRESS__)
-static const bool asan = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-static const bool asan = true;
-#else
-static const bool asan = false;
-#endif
-#else
-static const bool asan = false;
-#endif
 
 static char model_path[1200];
 
@@ -472,38 +461,38 @@ static int test_kill(void)
 	greedy(&p, 60);
 	long rss0 = 0;
 	for (int i = 0; i < 220; i++) {
-		CHECK(kill_one(&d) == 0, "client %d never got its first event", i);
+		REQUIRE(kill_one(&d) == 0, "client %d never got its first event", i);
 		if (i == 19) {
-			CHECK(wait_quiet(c, 1, &st) == 0, "jobs %d, connections %d after 20 kills",
-			      st.jobs, st.connections);
+			REQUIRE(wait_quiet(c, 1, &st) == 0, "jobs %d, connections %d after 20 kills",
+				st.jobs, st.connections);
 			rss0 = h_rss_kib(d.pid);
 		}
 		if (i % 50 == 49) {
 			/* another client, unaffected */
-			CHECK(stream_job(c, &p, prompts[5], &text, reason, sizeof(reason)) == 0,
-			      "witness stream failed");
-			CHECK(!strcmp(text, expected), "witness got '%s', exld run gives '%s'", text,
-			      expected);
+			REQUIRE(stream_job(c, &p, prompts[5], &text, reason, sizeof(reason)) == 0,
+				"witness stream failed");
+			REQUIRE(!strcmp(text, expected), "witness got '%s', exld run gives '%s'", text,
+				expected);
 			free(text);
 			text = NULL;
 		}
 	}
 	/* The killed clients' jobs were paused on full rings: only the
 	 * cancellation on close can have ended them. */
-	CHECK(wait_quiet(c, 1, &st) == 0, "after 220 kills: %d jobs, %d connections left",
-	      st.jobs, st.connections);
+	REQUIRE(wait_quiet(c, 1, &st) == 0, "after 220 kills: %d jobs, %d connections left",
+		st.jobs, st.connections);
 	long rss1 = h_rss_kib(d.pid);
 	printf("RSS after 20 kills %ld KiB, after 220 kills %ld KiB\n", rss0, rss1);
 	/* 200 leaked 64 KiB rings alone would be 12.5 MiB.  Under
 	 * AddressSanitizer freed memory sits in its quarantine, so RSS says
 	 * nothing; LeakSanitizer checks the daemon's exit instead (h_stop). */
-	if (asan)
+	if (H_ASAN)
 		printf("AddressSanitizer build: RSS not compared, leaks checked at exit\n");
 	else
-		CHECK(rss1 - rss0 < 4096, "RSS grew by %ld KiB over 200 killed clients", rss1 - rss0);
+		REQUIRE(rss1 - rss0 < 4096, "RSS grew by %ld KiB over 200 killed clients", rss1 - rss0);
 	exl_close(c);
 	c = NULL;
-	CHECK(h_stop(&d) == 0, "exld did not exit 0 after SIGTERM");
+	REQUIRE(h_stop(&d) == 0, "exld did not exit 0 after SIGTERM");
 	ret = 0;
 out:
 	exl_close(c);
@@ -514,7 +503,6 @@ out:
 }
 
 /* ---- garbage ---- */
-
 
 /* Expects an error reply with code; prints its message. */
 static int expect_error(struct raw *r, const char *code, const char *what)
@@ -611,29 +599,29 @@ static int test_garbage(void)
 		goto out;
 
 	/* One connection collects every recoverable mistake and stays usable. */
-	CHECK(raw_open(&d, &r) == 0, "connect");
-	CHECK(raw_send(&r, "GET / HTTP/1.1\r\n", 1) == 0, "send");  /* 'G' is fixint 71 */
-	CHECK(expect_error(&r, "bad_request", "a bare integer") == 0, " ");
+	REQUIRE(raw_open(&d, &r) == 0, "connect");
+	REQUIRE(raw_send(&r, "GET / HTTP/1.1\r\n", 1) == 0, "send");  /* 'G' is fixint 71 */
+	REQUIRE(expect_error(&r, "bad_request", "a bare integer") == 0);
 	pack_req(&sb, "fly", 0);
-	CHECK(send_sb(&r, &sb) == 0 && expect_error(&r, "unknown_op", "op \"fly\"") == 0, " ");
+	REQUIRE(send_sb(&r, &sb) == 0 && expect_error(&r, "unknown_op", "op \"fly\"") == 0);
 	msgpack_pack_map(&pk, 1);
 	msgpack_pack_str_with_body(&pk, "op", 2);
 	msgpack_pack_int(&pk, 5);
-	CHECK(send_sb(&r, &sb) == 0 && expect_error(&r, "bad_request", "op: 5") == 0, " ");
+	REQUIRE(send_sb(&r, &sb) == 0 && expect_error(&r, "bad_request", "op: 5") == 0);
 	msgpack_pack_map(&pk, 1);
 	msgpack_pack_str_with_body(&pk, "id", 2);
 	msgpack_pack_int(&pk, 1);
-	CHECK(send_sb(&r, &sb) == 0 && expect_error(&r, "bad_request", "no op") == 0, " ");
+	REQUIRE(send_sb(&r, &sb) == 0 && expect_error(&r, "bad_request", "no op") == 0);
 	pack_req(&sb, "generate", 1);
 	msgpack_pack_str_with_body(&pk, "prompt", 6);
 	msgpack_pack_int(&pk, 123);
-	CHECK(send_sb(&r, &sb) == 0 && expect_error(&r, "bad_request", "prompt: 123") == 0, " ");
+	REQUIRE(send_sb(&r, &sb) == 0 && expect_error(&r, "bad_request", "prompt: 123") == 0);
 	pack_req(&sb, "generate", 2);
 	msgpack_pack_str_with_body(&pk, "prompt", 6);
 	msgpack_pack_str_with_body(&pk, "x", 1);
 	msgpack_pack_str_with_body(&pk, "top_k", 5);
 	msgpack_pack_double(&pk, 0.5);
-	CHECK(send_sb(&r, &sb) == 0 && expect_error(&r, "bad_request", "top_k: 0.5") == 0, " ");
+	REQUIRE(send_sb(&r, &sb) == 0 && expect_error(&r, "bad_request", "top_k: 0.5") == 0);
 	pack_req(&sb, "generate", 2);
 	msgpack_pack_str_with_body(&pk, "prompt", 6);
 	msgpack_pack_str_with_body(&pk, "x", 1);
@@ -641,45 +629,45 @@ static int test_garbage(void)
 	msgpack_pack_array(&pk, 400);
 	for (int i = 0; i < 400; i++)
 		msgpack_pack_int(&pk, 1);
-	CHECK(send_sb(&r, &sb) == 0 && expect_error(&r, "too_large", "400 stop conditions") == 0, " ");
+	REQUIRE(send_sb(&r, &sb) == 0 && expect_error(&r, "too_large", "400 stop conditions") == 0);
 	pack_req(&sb, "generate", 2);
 	msgpack_pack_str_with_body(&pk, "prompt", 6);
 	msgpack_pack_str_with_body(&pk, "x", 1);
 	msgpack_pack_str_with_body(&pk, "max_new_tokens", 14);
 	msgpack_pack_int(&pk, 100000000);
-	CHECK(send_sb(&r, &sb) == 0 && expect_error(&r, "bad_request", "max_new_tokens 1e8") == 0, " ");
+	REQUIRE(send_sb(&r, &sb) == 0 && expect_error(&r, "bad_request", "max_new_tokens 1e8") == 0);
 	pack_req(&sb, "load", 1);
 	msgpack_pack_str_with_body(&pk, "model", 5);
 	msgpack_pack_str_with_body(&pk, "../../etc/passwd", 16);
-	CHECK(send_sb(&r, &sb) == 0 && expect_error(&r, "bad_request", "load ../../etc/passwd") == 0, " ");
+	REQUIRE(send_sb(&r, &sb) == 0 && expect_error(&r, "bad_request", "load ../../etc/passwd") == 0);
 	pack_req(&sb, "tokenize", 2);
 	msgpack_pack_str_with_body(&pk, "model", 5);
 	msgpack_pack_str_with_body(&pk, "nosuch", 6);
 	msgpack_pack_str_with_body(&pk, "text", 4);
 	msgpack_pack_str_with_body(&pk, "a", 1);
-	CHECK(send_sb(&r, &sb) == 0 && expect_error(&r, "unknown_model", "tokenize, unknown model") == 0, " ");
+	REQUIRE(send_sb(&r, &sb) == 0 && expect_error(&r, "unknown_model", "tokenize, unknown model") == 0);
 	pack_req(&sb, "detokenize", 1);
 	msgpack_pack_str_with_body(&pk, "ids", 3);
 	msgpack_pack_array(&pk, 1);
 	msgpack_pack_int(&pk, 99999);
-	CHECK(send_sb(&r, &sb) == 0 && expect_error(&r, "bad_request", "detokenize id 99999") == 0, " ");
+	REQUIRE(send_sb(&r, &sb) == 0 && expect_error(&r, "bad_request", "detokenize id 99999") == 0);
 	pack_req(&sb, "cancel", 1);
 	msgpack_pack_str_with_body(&pk, "job", 3);
 	msgpack_pack_int(&pk, 424242);
-	CHECK(send_sb(&r, &sb) == 0 && expect_error(&r, "unknown_job", "cancel of no job") == 0, " ");
+	REQUIRE(send_sb(&r, &sb) == 0 && expect_error(&r, "unknown_job", "cancel of no job") == 0);
 	/* ... and the same connection still answers */
 	pack_req(&sb, "tokenize", 1);
 	msgpack_pack_str_with_body(&pk, "text", 4);
 	msgpack_pack_str_with_body(&pk, "Once upon a time", 16);
-	CHECK(send_sb(&r, &sb) == 0, "send");
+	REQUIRE(send_sb(&r, &sb) == 0, "send");
 	{
 		msgpack_unpacked up;
 		msgpack_unpacked_init(&up);
-		CHECK(raw_read(&r, &up, 10000) == 1 && str_is(get(&up.data, "op"), "tokenize"),
-		      "tokenize after the errors");
+		REQUIRE(raw_read(&r, &up, 10000) == 1 && str_is(get(&up.data, "op"), "tokenize"),
+			"tokenize after the errors");
 		const msgpack_object *ids = get(&up.data, "ids");
-		CHECK(ids && ids->type == MSGPACK_OBJECT_ARRAY && ids->via.array.size == 5 &&
-		      ids->via.array.ptr[1].via.u64 == 403, "tokenize gave the wrong ids");
+		REQUIRE(ids && ids->type == MSGPACK_OBJECT_ARRAY && ids->via.array.size == 5 &&
+			ids->via.array.ptr[1].via.u64 == 403, "tokenize gave the wrong ids");
 		msgpack_unpacked_destroy(&up);
 		printf("  the same connection still tokenizes\n");
 	}
@@ -687,8 +675,8 @@ static int test_garbage(void)
 
 	/* Unrecoverable input closes that connection only. */
 	static const uint8_t invalid[] = { 0x81, 0xc1 };
-	CHECK(raw_open(&d, &r) == 0 && raw_send(&r, invalid, sizeof(invalid)) == 0, "send");
-	CHECK(expect_closed(&r, "byte 0xc1") == 0, " ");
+	REQUIRE(raw_open(&d, &r) == 0 && raw_send(&r, invalid, sizeof(invalid)) == 0, "send");
+	REQUIRE(expect_closed(&r, "byte 0xc1") == 0);
 	raw_close(&r);
 
 	uint8_t junk[4096];
@@ -696,43 +684,43 @@ static int test_garbage(void)
 	for (size_t i = 0; i < sizeof(junk); i++)
 		junk[i] = (uint8_t)rand();
 	junk[100] = 0xc1;
-	CHECK(raw_open(&d, &r) == 0 && raw_send(&r, junk, sizeof(junk)) == 0, "send");
-	CHECK(expect_closed(&r, "4 KiB of random bytes") == 0, " ");
+	REQUIRE(raw_open(&d, &r) == 0 && raw_send(&r, junk, sizeof(junk)) == 0, "send");
+	REQUIRE(expect_closed(&r, "4 KiB of random bytes") == 0);
 	raw_close(&r);
 
 	static const uint8_t huge_str[] = { 0x81, 0xa2, 'o', 'p', 0xdb, 0xff, 0xff, 0xff, 0xf0, 'x' };
-	CHECK(raw_open(&d, &r) == 0 && raw_send(&r, huge_str, sizeof(huge_str)) == 0, "send");
-	CHECK(expect_error(&r, "too_large", "str32 of 4 GiB") == 0, " ");
-	CHECK(expect_closed(&r, "  then") == 0, " ");
+	REQUIRE(raw_open(&d, &r) == 0 && raw_send(&r, huge_str, sizeof(huge_str)) == 0, "send");
+	REQUIRE(expect_error(&r, "too_large", "str32 of 4 GiB") == 0);
+	REQUIRE(expect_closed(&r, "  then") == 0);
 	raw_close(&r);
 
 	static const uint8_t huge_arr[] = { 0x81, 0xa2, 'o', 'p', 0xdd, 0xff, 0xff, 0xff, 0xff };
-	CHECK(raw_open(&d, &r) == 0 && raw_send(&r, huge_arr, sizeof(huge_arr)) == 0, "send");
-	CHECK(expect_error(&r, "too_large", "array32 of 4G items") == 0, " ");
+	REQUIRE(raw_open(&d, &r) == 0 && raw_send(&r, huge_arr, sizeof(huge_arr)) == 0, "send");
+	REQUIRE(expect_error(&r, "too_large", "array32 of 4G items") == 0);
 	raw_close(&r);
 
 	uint8_t deep[40];
 	for (int i = 0; i < 40; i++)
 		deep[i] = 0x91; /* [[[[...]]]] */
-	CHECK(raw_open(&d, &r) == 0 && raw_send(&r, deep, sizeof(deep)) == 0, "send");
-	CHECK(expect_error(&r, "too_large", "40 nested arrays") == 0, " ");
+	REQUIRE(raw_open(&d, &r) == 0 && raw_send(&r, deep, sizeof(deep)) == 0, "send");
+	REQUIRE(expect_error(&r, "too_large", "40 nested arrays") == 0);
 	raw_close(&r);
 
 	/* truncated: a map that promises 3 pairs, then the client leaves */
 	static const uint8_t trunc[] = { 0x83, 0xa2, 'o', 'p', 0xa6, 's', 't', 'a' };
-	CHECK(raw_open(&d, &r) == 0 && raw_send(&r, trunc, sizeof(trunc)) == 0, "send");
+	REQUIRE(raw_open(&d, &r) == 0 && raw_send(&r, trunc, sizeof(trunc)) == 0, "send");
 	shutdown(r.fd, SHUT_WR);
-	CHECK(expect_closed(&r, "truncated map") == 0, " ");
+	REQUIRE(expect_closed(&r, "truncated map") == 0);
 	raw_close(&r);
 
 	/* a truncated message held open while another client is served */
-	CHECK(raw_open(&d, &r) == 0 && raw_send(&r, trunc, sizeof(trunc)) == 0, "send");
-	CHECK(still_serves(&d, expected) == 0, "serving beside a stalled partial message");
+	REQUIRE(raw_open(&d, &r) == 0 && raw_send(&r, trunc, sizeof(trunc)) == 0, "send");
+	REQUIRE(still_serves(&d, expected) == 0, "serving beside a stalled partial message");
 	raw_close(&r);
 
-	CHECK(still_serves(&d, expected) == 0, "serving after the garbage");
+	REQUIRE(still_serves(&d, expected) == 0, "serving after the garbage");
 	printf("  a good client still gets the right stream\n");
-	CHECK(h_stop(&d) == 0, "exld did not exit 0 after SIGTERM");
+	REQUIRE(h_stop(&d) == 0, "exld did not exit 0 after SIGTERM");
 	ret = 0;
 out:
 	msgpack_sbuffer_destroy(&sb);
@@ -761,29 +749,29 @@ static int test_drain(void)
 	unsetenv("WATCHDOG_USEC");
 	if (started)
 		goto out;
-	CHECK(h_wait_notify(&d, "WATCHDOG=1", 5000), "no WATCHDOG=1 within 5 s: %s", d.notes);
-	CHECK(exl_connect(&c, d.sock, &o, err, sizeof(err)) == 0, "connect: %s", err);
+	REQUIRE(h_wait_notify(&d, "WATCHDOG=1", 5000), "no WATCHDOG=1 within 5 s: %s", d.notes);
+	REQUIRE(exl_connect(&c, d.sock, &o, err, sizeof(err)) == 0, "connect: %s", err);
 	greedy(&p, 400);
 	p.return_top_k = 64; /* the ring fills and the job pauses: it runs until drained */
-	CHECK(exl_submit(c, &p, prompts[1], &job) == 0, "submit: %s", exl_errmsg(c));
-	CHECK(exl_next(c, &ev, 10000) == 0, "first event: %s", exl_errmsg(c));
+	REQUIRE(exl_submit(c, &p, prompts[1], &job) == 0, "submit: %s", exl_errmsg(c));
+	REQUIRE(exl_next(c, &ev, 10000) == 0, "first event: %s", exl_errmsg(c));
 	kill(d.pid, SIGTERM);
 	const char *reason = NULL;
 	for (int i = 0; i < 100000; i++) {
 		int rc = exl_next(c, &ev, 10000);
-		CHECK(rc == 0, "while draining: %s", exl_errmsg(c));
+		REQUIRE(rc == 0, "while draining: %s", exl_errmsg(c));
 		if (ev.type == EXL_EVENT_DONE) {
 			reason = ev.result->stop_reason;
 			break;
 		}
 	}
-	CHECK(reason && !strcmp(reason, "shutdown"), "the job ended with '%s', not shutdown",
-	      reason ? reason : "(nothing)");
+	REQUIRE(reason && !strcmp(reason, "shutdown"), "the job ended with '%s', not shutdown",
+		reason ? reason : "(nothing)");
 	int status;
-	CHECK(waitpid(d.pid, &status, 0) == d.pid, "waitpid");
+	REQUIRE(waitpid(d.pid, &status, 0) == d.pid, "waitpid");
 	d.pid = -1;
-	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "exld exited with status %d", status);
-	CHECK(h_wait_notify(&d, "STOPPING=1", 1000), "no STOPPING=1 notification");
+	REQUIRE(WIFEXITED(status) && WEXITSTATUS(status) == 0, "exld exited with status %d", status);
+	REQUIRE(h_wait_notify(&d, "STOPPING=1", 1000), "no STOPPING=1 notification");
 	printf("WATCHDOG=1 pings; SIGTERM: the running job ended with 'shutdown', exld exited 0\n");
 	ret = 0;
 out:
@@ -883,33 +871,33 @@ static int unload_waits(struct daemon *d, struct exl_client *c, struct exl_clien
 
 	greedy(&p, 400);
 	p.return_top_k = 64;
-	CHECK(connect_to(d, &c3, true) == 0, "connect");
-	CHECK(exl_submit(c2, &p, prompts[2], &job) == 0, "submit: %s", exl_errmsg(c2));
-	CHECK(exl_next(c2, &ev, 10000) == 0, "first event");
+	REQUIRE(connect_to(d, &c3, true) == 0, "connect");
+	REQUIRE(exl_submit(c2, &p, prompts[2], &job) == 0, "submit: %s", exl_errmsg(c2));
+	REQUIRE(exl_next(c2, &ev, 10000) == 0, "first event");
 	for (int i = 0; i < 500 && ms.jobs_paused != 1; i++) {
-		CHECK(model_status(c3, &ms) == 0, "status: %s", exl_errmsg(c3));
+		REQUIRE(model_status(c3, &ms) == 0, "status: %s", exl_errmsg(c3));
 		usleep(10000);
 	}
-	CHECK(ms.jobs_paused == 1, "the job did not pause");
-	CHECK(pthread_create(&th, NULL, unload_main, &u) == 0, "thread");
+	REQUIRE(ms.jobs_paused == 1, "the job did not pause");
+	REQUIRE(pthread_create(&th, NULL, unload_main, &u) == 0, "thread");
 	started = true;
 	for (int i = 0; i < 500 && strcmp(ms.state, "unloading"); i++) {
-		CHECK(model_status(c3, &ms) == 0, "status: %s", exl_errmsg(c3));
+		REQUIRE(model_status(c3, &ms) == 0, "status: %s", exl_errmsg(c3));
 		usleep(10000);
 	}
-	CHECK(!strcmp(ms.state, "unloading"), "model state '%s', not unloading", ms.state);
+	REQUIRE(!strcmp(ms.state, "unloading"), "model state '%s', not unloading", ms.state);
 	usleep(300000);
-	CHECK(!atomic_load(&u.returned), "the unload returned while a job ran (rc %d)", u.rc);
+	REQUIRE(!atomic_load(&u.returned), "the unload returned while a job ran (rc %d)", u.rc);
 	for (int i = 0; i < 100000 && !reason; i++) {
-		CHECK(exl_next(c2, &ev, 10000) == 0, "reading the job: %s", exl_errmsg(c2));
+		REQUIRE(exl_next(c2, &ev, 10000) == 0, "reading the job: %s", exl_errmsg(c2));
 		if (ev.type == EXL_EVENT_DONE)
 			reason = ev.result->stop_reason;
 	}
-	CHECK(reason && !strcmp(reason, "max_new_tokens"), "the job ended with '%s'",
-	      reason ? reason : "");
+	REQUIRE(reason && !strcmp(reason, "max_new_tokens"), "the job ended with '%s'",
+		reason ? reason : "");
 	pthread_join(th, NULL);
 	started = false;
-	CHECK(u.rc == 0, "unload: %d", u.rc);
+	REQUIRE(u.rc == 0, "unload: %d", u.rc);
 	ret = 0;
 out:
 	if (started)
@@ -944,46 +932,46 @@ static int check_status_memory(struct daemon *d, struct exl_client *c)
 	msgpack_sbuffer_init(&sb);
 	msgpack_unpacked_init(&up);
 	memset(&st, 0, sizeof(st));
-	CHECK(exl_models(c, &ml, &n) == 0, "models: %s", exl_errmsg(c));
+	REQUIRE(exl_models(c, &ml, &n) == 0, "models: %s", exl_errmsg(c));
 	for (size_t i = 0; i < n; i++)
 		if (!strcmp(ml[i].name, MODEL))
 			weights = ml[i].weight_bytes;
-	CHECK(weights > 0, "models gives no weight bytes for " MODEL);
-	CHECK(exl_status(c, &st) == 0, "status: %s", exl_errmsg(c));
+	REQUIRE(weights > 0, "models gives no weight bytes for " MODEL);
+	REQUIRE(exl_status(c, &st) == 0, "status: %s", exl_errmsg(c));
 	for (size_t i = 0; i < st.n_models; i++)
 		if (!strcmp(st.models[i].name, MODEL))
 			m = &st.models[i];
-	CHECK(m, MODEL " is not in the status");
-	CHECK(!strcmp(m->device, "cpu"), "device \"%s\"", m->device);
-	CHECK(m->weight_bytes == weights, "status weight_bytes %llu, models %llu",
-	      (unsigned long long)m->weight_bytes, (unsigned long long)weights);
-	CHECK(m->kv_pages * 32 == 8192 && m->kv_bytes > 0 &&
-	      m->kv_bytes % ((uint64_t)m->kv_pages * 32) == 0,
-	      "kv pool: %d pages, %llu bytes", m->kv_pages, (unsigned long long)m->kv_bytes);
-	CHECK(m->buffer_bytes >= m->kv_bytes, "buffer bytes %llu < kv bytes %llu",
-	      (unsigned long long)m->buffer_bytes, (unsigned long long)m->kv_bytes);
-	CHECK(m->device_free == 0 && m->device_total == 0, "cpu device memory %llu of %llu",
-	      (unsigned long long)m->device_free, (unsigned long long)m->device_total);
+	REQUIRE(m, MODEL " is not in the status");
+	REQUIRE(!strcmp(m->device, "cpu"), "device \"%s\"", m->device);
+	REQUIRE(m->weight_bytes == weights, "status weight_bytes %llu, models %llu",
+		(unsigned long long)m->weight_bytes, (unsigned long long)weights);
+	REQUIRE(m->kv_pages * 32 == 8192 && m->kv_bytes > 0 &&
+		m->kv_bytes % ((uint64_t)m->kv_pages * 32) == 0,
+		"kv pool: %d pages, %llu bytes", m->kv_pages, (unsigned long long)m->kv_bytes);
+	REQUIRE(m->buffer_bytes >= m->kv_bytes, "buffer bytes %llu < kv bytes %llu",
+		(unsigned long long)m->buffer_bytes, (unsigned long long)m->kv_bytes);
+	REQUIRE(m->device_free == 0 && m->device_total == 0, "cpu device memory %llu of %llu",
+		(unsigned long long)m->device_free, (unsigned long long)m->device_total);
 	printf("status: %s on %s, weights %llu, kv %llu, buffers %llu bytes\n", m->name,
 	       m->device, (unsigned long long)m->weight_bytes, (unsigned long long)m->kv_bytes,
 	       (unsigned long long)m->buffer_bytes);
 
 	/* The same on the wire, key by key. */
-	CHECK(raw_open(d, &r) == 0, "connect");
+	REQUIRE(raw_open(d, &r) == 0, "connect");
 	pack_req(&sb, "status", 0);
-	CHECK(send_sb(&r, &sb) == 0 && raw_read(&r, &up, 10000) == 1, "raw status");
+	REQUIRE(send_sb(&r, &sb) == 0 && raw_read(&r, &up, 10000) == 1, "raw status");
 	const msgpack_object *models = get(&up.data, "models");
-	CHECK(models && models->type == MSGPACK_OBJECT_ARRAY && models->via.array.size == 1,
-	      "status models");
+	REQUIRE(models && models->type == MSGPACK_OBJECT_ARRAY && models->via.array.size == 1,
+		"status models");
 	const msgpack_object *e = &models->via.array.ptr[0];
-	CHECK(str_is(get(e, "device"), "cpu"), "wire: device");
+	REQUIRE(str_is(get(e, "device"), "cpu"), "wire: device");
 	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
-		CHECK(u64_of(get(e, keys[i])) != UINT64_MAX, "wire: %s missing or not an unsigned "
-		      "integer", keys[i]);
-	CHECK(u64_of(get(e, "weight_bytes")) == weights &&
-	      u64_of(get(e, "kv_bytes")) == m->kv_bytes &&
-	      u64_of(get(e, "device_free")) == 0 && u64_of(get(e, "device_total")) == 0,
-	      "wire values differ from the library's");
+		REQUIRE(u64_of(get(e, keys[i])) != UINT64_MAX, "wire: %s missing or not an unsigned "
+			"integer", keys[i]);
+	REQUIRE(u64_of(get(e, "weight_bytes")) == weights &&
+		u64_of(get(e, "kv_bytes")) == m->kv_bytes &&
+		u64_of(get(e, "device_free")) == 0 && u64_of(get(e, "device_total")) == 0,
+		"wire values differ from the library's");
 	ret = 0;
 out:
 	if (r.fd >= 0)
@@ -1011,14 +999,14 @@ static int test_admin(void)
 	snprintf(dir, sizeof(dir), "%s/models", d.dir);
 	snprintf(link_to, sizeof(link_to), "%s", model_path);
 	snprintf(path, sizeof(path), "%s/" MODEL ".gguf", dir);
-	CHECK(mkdir(dir, 0700) == 0 && symlink(link_to, path) == 0, "model dir %s", dir);
+	REQUIRE(mkdir(dir, 0700) == 0 && symlink(link_to, path) == 0, "model dir %s", dir);
 	snprintf(path, sizeof(path), "%s/broken.gguf", dir);
 	{
 		FILE *in = fopen(model_path, "rb"), *outf = fopen(path, "wb");
 		char buf[100000];
 		size_t got = in ? fread(buf, 1, sizeof(buf), in) : 0;
-		CHECK(in && outf && got == sizeof(buf) && fwrite(buf, 1, got, outf) == got,
-		      "writing %s", path);
+		REQUIRE(in && outf && got == sizeof(buf) && fwrite(buf, 1, got, outf) == got,
+			"writing %s", path);
 		fclose(in);
 		fclose(outf);
 	}
@@ -1029,68 +1017,68 @@ static int test_admin(void)
 		snprintf(cmd, sizeof(cmd), "%s/tests/tools/exld-mkmodel --dim 512 --layers 8 "
 			 "--heads 8 --vocab 1024 --type q8_0 --threads 1 -o %s/big.gguf >/dev/null",
 			 bd ? bd : "build", dir);
-		CHECK(system(cmd) == 0, "%s", cmd);
+		REQUIRE(system(cmd) == 0, "%s", cmd);
 	}
 	/* uid 65534 reaches the socket too (the admin check is what stops it) */
 	char conf[200];
 	snprintf(conf, sizeof(conf), "%s/exld.conf", d.dir);
 	FILE *cf = fopen(conf, "w");
-	CHECK(cf != NULL, "writing %s", conf);
+	REQUIRE(cf != NULL, "writing %s", conf);
 	fprintf(cf, "socket_mode = 0666\n");
 	fclose(cf);
-	CHECK(chmod(d.dir, 0711) == 0, "chmod %s", d.dir);
+	REQUIRE(chmod(d.dir, 0711) == 0, "chmod %s", d.dir);
 	const char *extra[] = { "--models", dir, "--config", conf, NULL };
 	if (h_start(&d, NULL, extra) || connect_to(&d, &c, true))
 		goto out;
 	if (getuid() == 0) {
-		CHECK(not_admin_refused(&d) == 0, "a non-admin uid could load or unload");
+		REQUIRE(not_admin_refused(&d) == 0, "a non-admin uid could load or unload");
 		printf("load and unload from uid 65534 (not an admin) -> forbidden\n");
 	} else {
 		printf("not root: the non-admin refusal is not checked\n");
 	}
-	CHECK(exl_models(c, &ml, &n) == 0, "models: %s", exl_errmsg(c));
+	REQUIRE(exl_models(c, &ml, &n) == 0, "models: %s", exl_errmsg(c));
 	bool listed = false;
 	for (size_t i = 0; i < n; i++)
 		listed |= !strcmp(ml[i].name, MODEL) && !strcmp(ml[i].state, "available");
 	free(ml);
-	CHECK(listed, MODEL " is not listed as available");
+	REQUIRE(listed, MODEL " is not listed as available");
 	struct exl_gen_params p;
 	struct exl_result r;
 	greedy(&p, 10);
-	CHECK(exl_generate(c, &p, "Hi", &r) == EXL_E_UNKNOWN_MODEL, "generate with no model loaded");
-	CHECK(exl_load(c, "nosuch", NULL, NULL) == EXL_E_NOT_FOUND, "load nosuch: %s", exl_errmsg(c));
-	CHECK(exl_load(c, "../" MODEL, NULL, NULL) == EXL_E_BAD_REQUEST, "load ../: %s", exl_errmsg(c));
-	CHECK(exl_load(c, "broken", NULL, NULL) == EXL_E_LOAD_FAILED && strstr(exl_errmsg(c), "past the end"),
-	      "load broken: %s", exl_errmsg(c));
+	REQUIRE(exl_generate(c, &p, "Hi", &r) == EXL_E_UNKNOWN_MODEL, "generate with no model loaded");
+	REQUIRE(exl_load(c, "nosuch", NULL, NULL) == EXL_E_NOT_FOUND, "load nosuch: %s", exl_errmsg(c));
+	REQUIRE(exl_load(c, "../" MODEL, NULL, NULL) == EXL_E_BAD_REQUEST, "load ../: %s", exl_errmsg(c));
+	REQUIRE(exl_load(c, "broken", NULL, NULL) == EXL_E_LOAD_FAILED && strstr(exl_errmsg(c), "past the end"),
+		"load broken: %s", exl_errmsg(c));
 	printf("load of a truncated file -> load_failed: %s\n", exl_errmsg(c));
-	CHECK(exl_load(c, MODEL, on_progress, prog) == 0, "load: %s", exl_errmsg(c));
-	CHECK(prog[1] == 1185376 && prog[0] == prog[1], "progress ended at %llu of %llu",
-	      (unsigned long long)prog[0], (unsigned long long)prog[1]);
+	REQUIRE(exl_load(c, MODEL, on_progress, prog) == 0, "load: %s", exl_errmsg(c));
+	REQUIRE(prog[1] == 1185376 && prog[0] == prog[1], "progress ended at %llu of %llu",
+		(unsigned long long)prog[0], (unsigned long long)prog[1]);
 	{
 		struct stat bst;
 		uint64_t big[5] = { 0, 0, 0, 0, 1 };
 		char bp[200];
 		snprintf(bp, sizeof(bp), "%s/big.gguf", dir);
-		CHECK(stat(bp, &bst) == 0, "stat %s", bp);
-		CHECK(exl_load(c, "big", on_progress_steps, big) == 0, "load big: %s", exl_errmsg(c));
+		REQUIRE(stat(bp, &bst) == 0, "stat %s", bp);
+		REQUIRE(exl_load(c, "big", on_progress_steps, big) == 0, "load big: %s", exl_errmsg(c));
 		/* reports while it runs (the first at 0; more every so often),
 		 * never backwards, the last at the total */
-		CHECK(big[1] == (uint64_t)bst.st_size && big[0] == big[1] && big[2] >= 2 &&
-		      big[4] == 0 && !big[3],
-		      "big: progress %llu of %llu in %llu reports, the first at %llu (went back: "
-		      "%llu)", (unsigned long long)big[0], (unsigned long long)big[1],
-		      (unsigned long long)big[2], (unsigned long long)big[4],
-		      (unsigned long long)big[3]);
+		REQUIRE(big[1] == (uint64_t)bst.st_size && big[0] == big[1] && big[2] >= 2 &&
+			big[4] == 0 && !big[3],
+			"big: progress %llu of %llu in %llu reports, the first at %llu (went back: "
+			"%llu)", (unsigned long long)big[0], (unsigned long long)big[1],
+			(unsigned long long)big[2], (unsigned long long)big[4],
+			(unsigned long long)big[3]);
 		printf("load of a %lld-byte model: %llu progress reports from 0 to the total\n",
 		       (long long)bst.st_size, (unsigned long long)big[2]);
-		CHECK(exl_unload(c, "big", false) == 0, "unload big: %s", exl_errmsg(c));
+		REQUIRE(exl_unload(c, "big", false) == 0, "unload big: %s", exl_errmsg(c));
 	}
-	CHECK(exl_load(c, MODEL, NULL, NULL) == EXL_E_EXISTS, "second load: %s", exl_errmsg(c));
-	CHECK(check_status_memory(&d, c) == 0, "status memory fields");
-	CHECK(exl_generate(c, &p, "Hi", &r) == 0, "generate: %s", exl_errmsg(c));
+	REQUIRE(exl_load(c, MODEL, NULL, NULL) == EXL_E_EXISTS, "second load: %s", exl_errmsg(c));
+	REQUIRE(check_status_memory(&d, c) == 0, "status memory fields");
+	REQUIRE(exl_generate(c, &p, "Hi", &r) == 0, "generate: %s", exl_errmsg(c));
 	exl_result_free(&r);
-	CHECK(exl_unload(c, MODEL, false) == 0, "unload: %s", exl_errmsg(c));
-	CHECK(exl_unload(c, MODEL, false) == EXL_E_UNKNOWN_MODEL, "second unload");
+	REQUIRE(exl_unload(c, MODEL, false) == 0, "unload: %s", exl_errmsg(c));
+	REQUIRE(exl_unload(c, MODEL, false) == EXL_E_UNKNOWN_MODEL, "second unload");
 	printf("load (progress %llu/%llu bytes), generate, unload by name\n",
 	       (unsigned long long)prog[0], (unsigned long long)prog[1]);
 
@@ -1100,32 +1088,32 @@ static int test_admin(void)
 	char err[256];
 	uint64_t job;
 	struct exl_event ev;
-	CHECK(exl_load(c, MODEL, NULL, NULL) == 0, "reload: %s", exl_errmsg(c));
-	CHECK(exl_connect(&c2, d.sock, &o, err, sizeof(err)) == 0, "connect: %s", err);
-	CHECK(unload_waits(&d, c, c2) == 0, "unload without cancel");
+	REQUIRE(exl_load(c, MODEL, NULL, NULL) == 0, "reload: %s", exl_errmsg(c));
+	REQUIRE(exl_connect(&c2, d.sock, &o, err, sizeof(err)) == 0, "connect: %s", err);
+	REQUIRE(unload_waits(&d, c, c2) == 0, "unload without cancel");
 	printf("unload without cancel: the model stays until its paused job ends "
 	       "(max_new_tokens), then goes\n");
 	exl_close(c2);
 	c2 = NULL;
 
 	/* unload with cancel: a paused job ends with reason unloaded */
-	CHECK(exl_load(c, MODEL, NULL, NULL) == 0, "reload: %s", exl_errmsg(c));
-	CHECK(exl_connect(&c2, d.sock, &o, err, sizeof(err)) == 0, "connect: %s", err);
+	REQUIRE(exl_load(c, MODEL, NULL, NULL) == 0, "reload: %s", exl_errmsg(c));
+	REQUIRE(exl_connect(&c2, d.sock, &o, err, sizeof(err)) == 0, "connect: %s", err);
 	greedy(&p, 400);
 	p.return_top_k = 64;
-	CHECK(exl_submit(c2, &p, prompts[2], &job) == 0, "submit: %s", exl_errmsg(c2));
-	CHECK(exl_next(c2, &ev, 10000) == 0, "first event");
-	CHECK(exl_unload(c, MODEL, true) == 0, "unload cancel: %s", exl_errmsg(c));
+	REQUIRE(exl_submit(c2, &p, prompts[2], &job) == 0, "submit: %s", exl_errmsg(c2));
+	REQUIRE(exl_next(c2, &ev, 10000) == 0, "first event");
+	REQUIRE(exl_unload(c, MODEL, true) == 0, "unload cancel: %s", exl_errmsg(c));
 	const char *reason = NULL;
 	for (int i = 0; i < 100000 && !reason; i++) {
-		CHECK(exl_next(c2, &ev, 10000) == 0, "after unload: %s", exl_errmsg(c2));
+		REQUIRE(exl_next(c2, &ev, 10000) == 0, "after unload: %s", exl_errmsg(c2));
 		if (ev.type == EXL_EVENT_DONE)
 			reason = ev.result->stop_reason;
 	}
-	CHECK(reason && !strcmp(reason, "unloaded"), "job ended with '%s'", reason ? reason : "");
+	REQUIRE(reason && !strcmp(reason, "unloaded"), "job ended with '%s'", reason ? reason : "");
 	exl_close(c2);
 	printf("unload with cancel: the running job ended with 'unloaded'\n");
-	CHECK(h_stop(&d) == 0, "exld did not exit 0");
+	REQUIRE(h_stop(&d) == 0, "exld did not exit 0");
 	ret = 0;
 out:
 	exl_close(c);
@@ -1151,58 +1139,58 @@ static int test_limits(void)
 		goto out;
 	snprintf(conf, sizeof(conf), "%s/exld.conf", d.dir);
 	FILE *f = fopen(conf, "w");
-	CHECK(f != NULL, "writing %s", conf);
+	REQUIRE(f != NULL, "writing %s", conf);
 	fprintf(f, "# limits for the test\nmax_jobs_per_uid = 1\nmax_new_tokens = 200\n"
 		"max_connections_per_uid = 2\n");
 	fclose(f);
 	const char *extra[] = { "--config", conf, NULL };
 	if (h_start(&d, MODEL, extra))
 		goto out;
-	CHECK(exl_connect(&c, d.sock, &o, err, sizeof(err)) == 0, "connect: %s", err);
-	CHECK(exl_connect(&c2, d.sock, &o, err, sizeof(err)) == 0, "connect: %s", err);
+	REQUIRE(exl_connect(&c, d.sock, &o, err, sizeof(err)) == 0, "connect: %s", err);
+	REQUIRE(exl_connect(&c2, d.sock, &o, err, sizeof(err)) == 0, "connect: %s", err);
 	{
 		struct exl_client *c3 = NULL;
 		int rc = exl_connect(&c3, d.sock, &o, err, sizeof(err));
-		CHECK(rc == EXL_E_LIMIT && c3 == NULL && strstr(err, "max_connections_per_uid"),
-		      "a third connection of the uid: rc %d: %s", rc, err);
+		REQUIRE(rc == EXL_E_LIMIT && c3 == NULL && strstr(err, "max_connections_per_uid"),
+			"a third connection of the uid: rc %d: %s", rc, err);
 		printf("  a third connection of the uid -> limit: %s\n", err);
 	}
 	greedy(&p, 201);
-	CHECK(exl_submit(c, &p, prompts[0], &job) == EXL_E_LIMIT, "max_new_tokens 201 over 200: %s",
-	      exl_errmsg(c));
+	REQUIRE(exl_submit(c, &p, prompts[0], &job) == EXL_E_LIMIT, "max_new_tokens 201 over 200: %s",
+		exl_errmsg(c));
 	printf("  max_new_tokens over the limit -> limit: %s\n", exl_errmsg(c));
 	/* no max_new_tokens: the default (256) is cut to the limit, not refused */
 	exl_gen_params_init(&p);
 	p.temperature = 0;
 	p.ignore_eos = 1;
-	CHECK(exl_generate(c, &p, prompts[0], &r) == 0, "a job with the default length: %s",
-	      exl_errmsg(c));
-	CHECK(r.new_tokens == 200 && !strcmp(r.stop_reason, "max_new_tokens"),
-	      "the default length under a limit of 200: %d tokens, '%s'", r.new_tokens,
-	      r.stop_reason);
+	REQUIRE(exl_generate(c, &p, prompts[0], &r) == 0, "a job with the default length: %s",
+		exl_errmsg(c));
+	REQUIRE(r.new_tokens == 200 && !strcmp(r.stop_reason, "max_new_tokens"),
+		"the default length under a limit of 200: %d tokens, '%s'", r.new_tokens,
+		r.stop_reason);
 	exl_result_free(&r);
 	printf("  no max_new_tokens under a limit of 200 -> 200 tokens\n");
 	greedy(&p, 200);
 	p.return_top_k = 64; /* pauses on the small ring: stays running */
-	CHECK(exl_submit(c, &p, prompts[0], &job) == 0, "first job: %s", exl_errmsg(c));
-	CHECK(exl_next(c, &ev, 10000) == 0, "first event");
+	REQUIRE(exl_submit(c, &p, prompts[0], &job) == 0, "first job: %s", exl_errmsg(c));
+	REQUIRE(exl_next(c, &ev, 10000) == 0, "first event");
 	/* the same uid on another connection */
-	CHECK(exl_submit(c2, &p, prompts[1], &job2) == EXL_E_LIMIT, "second job of the uid: %s",
-	      exl_errmsg(c2));
+	REQUIRE(exl_submit(c2, &p, prompts[1], &job2) == EXL_E_LIMIT, "second job of the uid: %s",
+		exl_errmsg(c2));
 	printf("  a second concurrent job of the uid -> limit: %s\n", exl_errmsg(c2));
-	CHECK(exl_cancel(c, job) == 0, "cancel: %s", exl_errmsg(c));
+	REQUIRE(exl_cancel(c, job) == 0, "cancel: %s", exl_errmsg(c));
 	const char *reason = NULL;
 	for (int i = 0; i < 100000 && !reason; i++) {
-		CHECK(exl_next(c, &ev, 10000) == 0, "after cancel: %s", exl_errmsg(c));
+		REQUIRE(exl_next(c, &ev, 10000) == 0, "after cancel: %s", exl_errmsg(c));
 		if (ev.type == EXL_EVENT_DONE)
 			reason = ev.result->stop_reason;
 	}
-	CHECK(reason && !strcmp(reason, "cancelled"), "cancelled job ended with '%s'",
-	      reason ? reason : "");
-	CHECK(exl_cancel(c, job) == EXL_E_UNKNOWN_JOB, "cancel of an ended job");
+	REQUIRE(reason && !strcmp(reason, "cancelled"), "cancelled job ended with '%s'",
+		reason ? reason : "");
+	REQUIRE(exl_cancel(c, job) == EXL_E_UNKNOWN_JOB, "cancel of an ended job");
 	greedy(&p, 20);
-	CHECK(exl_generate(c2, &p, prompts[1], &r) == 0, "the uid may run a job again: %s",
-	      exl_errmsg(c2));
+	REQUIRE(exl_generate(c2, &p, prompts[1], &r) == 0, "the uid may run a job again: %s",
+		exl_errmsg(c2));
 	exl_result_free(&r);
 	printf("  cancel -> 'cancelled'; then the uid runs again\n");
 	/* a closed connection no longer counts (the daemon sees the close in
@@ -1215,9 +1203,9 @@ static int test_limits(void)
 		if (rc3)
 			usleep(10000);
 	}
-	CHECK(rc3 == 0, "connecting after closing one: %s", err);
+	REQUIRE(rc3 == 0, "connecting after closing one: %s", err);
 	printf("  after closing one, the uid connects again\n");
-	CHECK(h_stop(&d) == 0, "exld did not exit 0");
+	REQUIRE(h_stop(&d) == 0, "exld did not exit 0");
 	ret = 0;
 out:
 	exl_close(c);
@@ -1244,29 +1232,29 @@ static int test_poll(void)
 	if (h_prepare(&d) || h_start(&d, MODEL, NULL) || connect_to(&d, &c, true))
 		goto out;
 	greedy(&p, 60);
-	CHECK(exl_submit(c, &p, prompts[4], &job) == 0, "submit: %s", exl_errmsg(c));
+	REQUIRE(exl_submit(c, &p, prompts[4], &job) == 0, "submit: %s", exl_errmsg(c));
 	for (bool done = false; !done;) {
 		struct exl_event ev;
 		int rc = exl_next(c, &ev, 0);
 		if (rc == EXL_E_TIMEOUT) {
 			struct pollfd pf = { .fd = exl_fd(c), .events = POLLIN };
-			CHECK(poll(&pf, 1, 10000) == 1, "exl_fd never became readable");
+			REQUIRE(poll(&pf, 1, 10000) == 1, "exl_fd never became readable");
 			waits++;
 			continue;
 		}
-		CHECK(rc == 0, "next: %s", exl_errmsg(c));
+		REQUIRE(rc == 0, "next: %s", exl_errmsg(c));
 		if (ev.type == EXL_EVENT_DONE) {
 			done = true;
 		} else {
-			CHECK(len + ev.text_len < sizeof(text), "too much text");
+			REQUIRE(len + ev.text_len < sizeof(text), "too much text");
 			memcpy(text + len, ev.text, ev.text_len);
 			len += ev.text_len;
 			text[len] = 0;
 		}
 	}
-	CHECK(!strcmp(text, expected), "poll-mode stream '%s' != exld run '%s'", text, expected);
+	REQUIRE(!strcmp(text, expected), "poll-mode stream '%s' != exld run '%s'", text, expected);
 	printf("event-loop reading (%d polls on exl_fd): the stream equals exld run's output\n", waits);
-	CHECK(h_stop(&d) == 0, "exld did not exit 0");
+	REQUIRE(h_stop(&d) == 0, "exld did not exit 0");
 	ret = 0;
 out:
 	exl_close(c);
@@ -1359,13 +1347,13 @@ static int test_suspend(void)
 		goto out;
 	for (int i = 0; i < N_A; i++) {
 		want[i] = h_expected(model_path, prompts[i], N_LONG);
-		CHECK(want[i] != NULL, "exld run on '%s'", prompts[i]);
+		REQUIRE(want[i] != NULL, "exld run on '%s'", prompts[i]);
 	}
 	want_b = h_expected(model_path, prompts[5], N_B);
-	CHECK(want_b != NULL, "exld run on '%s'", prompts[5]);
+	REQUIRE(want_b != NULL, "exld run on '%s'", prompts[5]);
 	snprintf(conf, sizeof(conf), "%s/exld.conf", d.dir);
 	FILE *f = fopen(conf, "w");
-	CHECK(f != NULL, "writing %s", conf);
+	REQUIRE(f != NULL, "writing %s", conf);
 	/* 32 pages of 32: two jobs of ~505 positions reserve all of them;
 	 * paused, they hold a few each, and B reserves all 32 */
 	fprintf(f, "kv_tokens = 1024\nkv_page_size = 32\nsuspend_after_ms = 300\n");
@@ -1373,37 +1361,37 @@ static int test_suspend(void)
 	const char *extra[] = { "--config", conf, NULL };
 	if (h_start(&d, MODEL, extra))
 		goto out;
-	CHECK(exl_connect(&a, d.sock, &oa, err, sizeof(err)) == 0, "connect: %s", err);
-	CHECK(exl_connect(&b, d.sock, &ob, err, sizeof(err)) == 0, "connect: %s", err);
+	REQUIRE(exl_connect(&a, d.sock, &oa, err, sizeof(err)) == 0, "connect: %s", err);
+	REQUIRE(exl_connect(&b, d.sock, &ob, err, sizeof(err)) == 0, "connect: %s", err);
 	greedy(&p, N_LONG);
 	p.return_top_k = 64; /* fills the 64 KiB ring long before the end */
 	for (int i = 0; i < N_A; i++)
-		CHECK(exl_submit(a, &p, prompts[i], &job[i]) == 0, "submit: %s", exl_errmsg(a));
+		REQUIRE(exl_submit(a, &p, prompts[i], &job[i]) == 0, "submit: %s", exl_errmsg(a));
 	for (int i = 0; i < 1000; i++) {
-		CHECK(model_status(b, &ms) == 0, "status: %s", exl_errmsg(b));
+		REQUIRE(model_status(b, &ms) == 0, "status: %s", exl_errmsg(b));
 		if (ms.jobs_paused == N_A)
 			break;
 		usleep(10000);
 	}
-	CHECK(ms.jobs_paused == N_A, "A's jobs never paused (%d paused, %d running)",
-	      ms.jobs_paused, ms.jobs_running);
+	REQUIRE(ms.jobs_paused == N_A, "A's jobs never paused (%d paused, %d running)",
+		ms.jobs_paused, ms.jobs_running);
 	printf("  A's %d jobs paused on its full ring; %d of %d KV pages free\n", N_A,
 	       ms.kv_pages_free, ms.kv_pages);
 
 	/* B: blocked until A's jobs give up their reservations and pages */
 	greedy(&p, N_B);
-	CHECK(exl_generate(b, &p, prompts[5], &r) == 0,
-	      "B's job did not run while A held the pool: %s", exl_errmsg(b));
-	CHECK(!strcmp(r.text, want_b), "B's text '%s' != exld run '%s'", r.text, want_b);
+	REQUIRE(exl_generate(b, &p, prompts[5], &r) == 0,
+		"B's job did not run while A held the pool: %s", exl_errmsg(b));
+	REQUIRE(!strcmp(r.text, want_b), "B's text '%s' != exld run '%s'", r.text, want_b);
 	/* the figures are a snapshot the engine takes between steps */
 	for (int i = 0; i < 500; i++) {
-		CHECK(model_status(b, &ms) == 0, "status: %s", exl_errmsg(b));
+		REQUIRE(model_status(b, &ms) == 0, "status: %s", exl_errmsg(b));
 		if (ms.jobs_queued == 0)
 			break;
 		usleep(10000);
 	}
-	CHECK(ms.jobs_paused == N_A && ms.jobs_queued == 0, "after B: %d paused, %d queued",
-	      ms.jobs_paused, ms.jobs_queued);
+	REQUIRE(ms.jobs_paused == N_A && ms.jobs_queued == 0, "after B: %d paused, %d queued",
+		ms.jobs_paused, ms.jobs_queued);
 	printf("  B's job ran while A did not read (%d of %d KV pages free after it)\n",
 	       ms.kv_pages_free, ms.kv_pages);
 
@@ -1412,30 +1400,30 @@ static int test_suspend(void)
 		struct exl_event ev;
 		int i;
 
-		CHECK(exl_next(a, &ev, 30000) == 0, "A: next: %s", exl_errmsg(a));
+		REQUIRE(exl_next(a, &ev, 30000) == 0, "A: next: %s", exl_errmsg(a));
 		for (i = 0; i < N_A && ev.job != job[i]; i++)
 			;
-		CHECK(i < N_A && !done[i], "A: an event for job %llu", (unsigned long long)ev.job);
+		REQUIRE(i < N_A && !done[i], "A: an event for job %llu", (unsigned long long)ev.job);
 		if (ev.type == EXL_EVENT_DONE) {
-			CHECK(!strcmp(ev.result->stop_reason, "max_new_tokens"),
-			      "A's job %d ended with '%s'", i, ev.result->stop_reason);
+			REQUIRE(!strcmp(ev.result->stop_reason, "max_new_tokens"),
+				"A's job %d ended with '%s'", i, ev.result->stop_reason);
 			done[i] = true;
 			n_done++;
 			continue;
 		}
-		CHECK(text_add(&got[i], ev.text, ev.text_len) == 0, "out of memory");
+		REQUIRE(text_add(&got[i], ev.text, ev.text_len) == 0, "out of memory");
 	}
 	for (int i = 0; i < N_A; i++)
-		CHECK(got[i].s && !strcmp(got[i].s, want[i]),
-		      "A's job %d after its suspension:\n'%s'\n!= exld run\n'%s'", i,
-		      got[i].s ? got[i].s : "", want[i]);
+		REQUIRE(got[i].s && !strcmp(got[i].s, want[i]),
+			"A's job %d after its suspension:\n'%s'\n!= exld run\n'%s'", i,
+			got[i].s ? got[i].s : "", want[i]);
 	/* B reserved the whole pool, so it ran only once A's jobs gave their
 	 * pages back; how many positions they recomputed depends on what of
 	 * their pages B (which may stop at EOS) left in the prefix cache. */
-	CHECK(wire_counters(&d, &prompt_tokens, &recomputed) == 0, "status");
+	REQUIRE(wire_counters(&d, &prompt_tokens, &recomputed) == 0, "status");
 	printf("  A read again: both jobs finished with exld run's %d-token text (%lld positions "
 	       "recomputed)\n", N_LONG, (long long)recomputed);
-	CHECK(h_stop(&d) == 0, "exld did not exit 0");
+	REQUIRE(h_stop(&d) == 0, "exld did not exit 0");
 	ret = 0;
 out:
 	exl_result_free(&r);
@@ -1471,7 +1459,7 @@ static double mono_s(void)
  * release build's is the real check. */
 static double time_bound(double seconds)
 {
-	return asan ? 10.0 * seconds : seconds;
+	return H_ASAN ? 10.0 * seconds : seconds;
 }
 
 /* The pools.  A stalled job reserves its whole context (2048 positions, 64
@@ -1503,45 +1491,45 @@ static int test_stalled(void)
 	if (h_prepare(&d))
 		goto out;
 	want = h_expected(model_path, prompts[0], N_NORMAL);
-	CHECK(want != NULL, "exld run on '%s'", prompts[0]);
+	REQUIRE(want != NULL, "exld run on '%s'", prompts[0]);
 	snprintf(conf, sizeof(conf), "%s/exld.conf", d.dir);
 	FILE *f = fopen(conf, "w");
-	CHECK(f != NULL, "writing %s", conf);
+	REQUIRE(f != NULL, "writing %s", conf);
 	fputs(STALL_CONF, f);
 	fclose(f);
 	const char *extra[] = { "--config", conf, NULL };
 	if (h_start(&d, MODEL, extra))
 		goto out;
-	CHECK(exl_connect(&c, d.sock, &on, err, sizeof(err)) == 0, "connect: %s", err);
+	REQUIRE(exl_connect(&c, d.sock, &on, err, sizeof(err)) == 0, "connect: %s", err);
 	greedy(&p, 2000);
 	p.ignore_eos = 1;
 	p.return_top_k = 64;
 	for (int i = 0; i < N_STALLED; i++) {
 		uint64_t job;
 
-		CHECK(exl_connect(&stalled[i], d.sock, &os, err, sizeof(err)) == 0, "connect: %s",
-		      err);
-		CHECK(exl_submit(stalled[i], &p, prompts[1 + i], &job) == 0, "submit: %s",
-		      exl_errmsg(stalled[i]));
+		REQUIRE(exl_connect(&stalled[i], d.sock, &os, err, sizeof(err)) == 0, "connect: %s",
+			err);
+		REQUIRE(exl_submit(stalled[i], &p, prompts[1 + i], &job) == 0, "submit: %s",
+			exl_errmsg(stalled[i]));
 	}
 
 	/* Right behind them: the normal request. */
 	greedy(&p, N_NORMAL);
 	double t0 = mono_s();
-	CHECK(exl_generate(c, &p, prompts[0], &r) == 0, "the normal request: %s", exl_errmsg(c));
+	REQUIRE(exl_generate(c, &p, prompts[0], &r) == 0, "the normal request: %s", exl_errmsg(c));
 	double took = mono_s() - t0;
-	CHECK(model_status(c, &ms) == 0, "status: %s", exl_errmsg(c));
+	REQUIRE(model_status(c, &ms) == 0, "status: %s", exl_errmsg(c));
 	printf("  a %d-token request behind %d stalled readers: %.2f s (queued %.2f s); then %d "
 	       "paused, %d of them suspended, %d queued\n", N_NORMAL, N_STALLED, took,
 	       r.time_queued, ms.jobs_paused, ms.jobs_suspended, ms.jobs_queued);
-	CHECK(!strcmp(r.text, want), "its text '%s' != exld run '%s'", r.text, want);
-	CHECK(took < time_bound(2.0), "it took %.2f s (bound %.1f s)", took, time_bound(2.0));
+	REQUIRE(!strcmp(r.text, want), "its text '%s' != exld run '%s'", r.text, want);
+	REQUIRE(took < time_bound(2.0), "it took %.2f s (bound %.1f s)", took, time_bound(2.0));
 	/* gone, so the drain at SIGTERM does not wait for them to read */
 	for (int i = 0; i < N_STALLED; i++) {
 		exl_close(stalled[i]);
 		stalled[i] = NULL;
 	}
-	CHECK(h_stop(&d) == 0, "exld did not exit 0");
+	REQUIRE(h_stop(&d) == 0, "exld did not exit 0");
 	ret = 0;
 out:
 	exl_result_free(&r);
@@ -1617,7 +1605,7 @@ static void *trickle_main(void *arg)
 			break;
 		}
 		atomic_fetch_add(&t->events, 1);
-		usleep(asan ? 300000 : 100000);
+		usleep(H_ASAN ? 300000 : 100000);
 	}
 out:
 	free(ids);
@@ -1689,7 +1677,7 @@ static void *normal_main(void *arg)
 static int test_trickle(void)
 {
 	enum { N_TRICKLE = 8, N_WANT = 200 };
-	const int window_s = asan ? 20 : 10; /* time_bound's reasons */
+	const int window_s = H_ASAN ? 20 : 10; /* time_bound's reasons */
 	struct daemon d;
 	struct trickle t[N_TRICKLE];
 	struct normal_load nl = { 0 };
@@ -1707,7 +1695,7 @@ static int test_trickle(void)
 	if (h_prepare(&d))
 		goto out;
 	want_normal = h_expected(model_path, prompts[0], 64);
-	CHECK(want_normal != NULL, "exld run on '%s'", prompts[0]);
+	REQUIRE(want_normal != NULL, "exld run on '%s'", prompts[0]);
 	for (int i = 0; i < N_TRICKLE; i++) {
 		/* distinct from the first page on: no prefix is shared */
 		snprintf(t[i].prompt, sizeof(t[i].prompt), "%s %s %s", prompts[1 + i], prompts[15],
@@ -1716,21 +1704,21 @@ static int test_trickle(void)
 		t[i].stop = &stop;
 		atomic_init(&t[i].events, 0);
 		t[i].want = h_expected(model_path, t[i].prompt, N_WANT);
-		CHECK(t[i].want != NULL, "exld run on trickle prompt %d", i);
+		REQUIRE(t[i].want != NULL, "exld run on trickle prompt %d", i);
 	}
 	snprintf(conf, sizeof(conf), "%s/exld.conf", d.dir);
 	FILE *f = fopen(conf, "w");
-	CHECK(f != NULL, "writing %s", conf);
+	REQUIRE(f != NULL, "writing %s", conf);
 	fputs(TRICKLE_CONF, f);
 	fclose(f);
 	const char *extra[] = { "--config", conf, NULL };
 	if (h_start(&d, MODEL, extra))
 		goto out;
-	CHECK(wire_counters(&d, &prompt0, &rec0) == 0, "status");
+	REQUIRE(wire_counters(&d, &prompt0, &rec0) == 0, "status");
 	nl = (struct normal_load){ .d = &d, .want = want_normal, .stop = &stop_normal };
 	atomic_init(&nl.prompt_computed, 0);
 	for (int i = 0; i < N_TRICKLE; i++) {
-		CHECK(pthread_create(&th[i], NULL, trickle_main, &t[i]) == 0, "thread");
+		REQUIRE(pthread_create(&th[i], NULL, trickle_main, &t[i]) == 0, "thread");
 		started[i] = true;
 	}
 	/* Four fit at a time: the others start as the first four fill their
@@ -1744,10 +1732,10 @@ static int test_trickle(void)
 		for (int i = 0; i < N_TRICKLE; i++)
 			streaming += atomic_load(&t[i].events) > 0;
 	}
-	CHECK(streaming == N_TRICKLE, "%d of %d trickle jobs streamed within %.0f s", streaming,
-	      N_TRICKLE, time_bound(10.0));
+	REQUIRE(streaming == N_TRICKLE, "%d of %d trickle jobs streamed within %.0f s", streaming,
+		N_TRICKLE, time_bound(10.0));
 	printf("  the %d trickle jobs streamed after %.2f s\n", N_TRICKLE, mono_s() - t0);
-	CHECK(pthread_create(&nth, NULL, normal_main, &nl) == 0, "thread");
+	REQUIRE(pthread_create(&nth, NULL, normal_main, &nl) == 0, "thread");
 	nstarted = true;
 	sleep((unsigned)window_s);
 	/* The normal requests stop, so that what they computed is known, and
@@ -1756,7 +1744,7 @@ static int test_trickle(void)
 	pthread_join(nth, NULL);
 	nstarted = false;
 	usleep(300000);
-	CHECK(wire_counters(&d, &prompt1, &rec1) == 0, "status");
+	REQUIRE(wire_counters(&d, &prompt1, &rec1) == 0, "status");
 	/* which trickle prompts were computed: those whose job streamed */
 	uint64_t normal = atomic_load(&nl.prompt_computed), first = 0;
 	int running = 0, least = -1;
@@ -1789,24 +1777,24 @@ static int test_trickle(void)
 		printf("  tokens_recomputed (prompt and output positions computed again): %lld\n",
 		       (long long)(rec1 - rec0));
 	for (int i = 0; i < N_TRICKLE; i++) {
-		CHECK(!t[i].msg[0], "trickle reader %d: %s", i, t[i].msg);
+		REQUIRE(!t[i].msg[0], "trickle reader %d: %s", i, t[i].msg);
 		size_t n = t[i].got.len < strlen(t[i].want) ? t[i].got.len : strlen(t[i].want);
 
-		CHECK(n == 0 || !memcmp(t[i].got.s, t[i].want, n),
-		      "trickle reader %d's stream '%s' is not exld run's '%s'", i,
-		      t[i].got.s ? t[i].got.s : "", t[i].want);
+		REQUIRE(n == 0 || !memcmp(t[i].got.s, t[i].want, n),
+			"trickle reader %d's stream '%s' is not exld run's '%s'", i,
+			t[i].got.s ? t[i].got.s : "", t[i].want);
 	}
-	CHECK(!nl.msg[0], "normal requests: %s", nl.msg);
-	CHECK(running == N_TRICKLE, "%d of %d trickle jobs streamed", running, N_TRICKLE);
-	CHECK(nl.done > 0 && nl.worst < time_bound(2.0),
-	      "%d normal requests, the slowest %.2f s (bound %.1f s)", nl.done, nl.worst,
-	      time_bound(2.0));
+	REQUIRE(!nl.msg[0], "normal requests: %s", nl.msg);
+	REQUIRE(running == N_TRICKLE, "%d of %d trickle jobs streamed", running, N_TRICKLE);
+	REQUIRE(nl.done > 0 && nl.worst < time_bound(2.0),
+		"%d normal requests, the slowest %.2f s (bound %.1f s)", nl.done, nl.worst,
+		time_bound(2.0));
 	int64_t prompts_total = 0;
 
 	for (int i = 0; i < N_TRICKLE; i++)
 		prompts_total += t[i].prompt_tokens;
-	CHECK(again <= prompts_total, "%lld prompt tokens recomputed: more than each trickle "
-	      "prompt once (%lld)", (long long)again, (long long)prompts_total);
+	REQUIRE(again <= prompts_total, "%lld prompt tokens recomputed: more than each trickle "
+		"prompt once (%lld)", (long long)again, (long long)prompts_total);
 	/* Output positions too: the jobs are suspended nearly every time
 	 * they pause, and a job that gave its pages back at each suspension
 	 * would recompute part of a page every 100 ms (some 10,000 positions
@@ -1815,10 +1803,10 @@ static int test_trickle(void)
 	 * steps make more frequent: at most each prompt's worth per 10 s. */
 	int64_t allowed = prompts_total * window_s / 10;
 
-	CHECK(rec1 < 0 || rec1 - rec0 <= allowed, "%lld positions recomputed: more than each "
-	      "trickle prompt's worth per 10 s (%lld)", (long long)(rec1 - rec0),
-	      (long long)allowed);
-	CHECK(h_stop(&d) == 0, "exld did not exit 0");
+	REQUIRE(rec1 < 0 || rec1 - rec0 <= allowed, "%lld positions recomputed: more than each "
+		"trickle prompt's worth per 10 s (%lld)", (long long)(rec1 - rec0),
+		(long long)allowed);
+	REQUIRE(h_stop(&d) == 0, "exld did not exit 0");
 	ret = 0;
 out:
 	atomic_store(&stop, true);
@@ -1857,21 +1845,21 @@ static int test_bigdone(void)
 		return 1;
 	if (h_prepare(&d) || h_start(&d, MODEL, NULL))
 		goto out;
-	CHECK(exl_connect(&c, d.sock, &o, err, sizeof(err)) == 0, "connect: %s", err);
+	REQUIRE(exl_connect(&c, d.sock, &o, err, sizeof(err)) == 0, "connect: %s", err);
 	/* the text, ids and 64 candidates of 300 tokens: far over 64 KiB */
 	greedy(&p, N);
 	p.return_text = 1;
 	p.return_top_k = 64;
 
 	/* Through the library: the whole result arrives. */
-	CHECK(exl_generate(c, &p, prompts[3], &r) == 0, "generate: %s", exl_errmsg(c));
-	CHECK(r.text && !strcmp(r.text, want), "text '%s' != exld run '%s'", r.text ? r.text : "",
-	      want);
-	CHECK(r.new_tokens == N, "%d tokens", r.new_tokens);
+	REQUIRE(exl_generate(c, &p, prompts[3], &r) == 0, "generate: %s", exl_errmsg(c));
+	REQUIRE(r.text && !strcmp(r.text, want), "text '%s' != exld run '%s'", r.text ? r.text : "",
+		want);
+	REQUIRE(r.new_tokens == N, "%d tokens", r.new_tokens);
 	printf("  a %d-token result with 64 candidates each arrives whole\n", N);
 
 	/* In the ring itself: the job's records end with DONE_SOCKET. */
-	CHECK(exl_submit(c, &p, prompts[3], &job) == 0, "submit: %s", exl_errmsg(c));
+	REQUIRE(exl_submit(c, &p, prompts[3], &job) == 0, "submit: %s", exl_errmsg(c));
 	/* a wait ends at each record: bound the waits, not the records */
 	for (int waits = 0; marker < 0 && waits < 10000;) {
 		struct exl_rec_hdr h;
@@ -1879,25 +1867,25 @@ static int test_bigdone(void)
 		size_t len;
 		int got = exl_cl_ring_peek(c, &h, &payload, &len);
 
-		CHECK(got >= 0, "ring: %s", exl_errmsg(c));
+		REQUIRE(got >= 0, "ring: %s", exl_errmsg(c));
 		if (got == 0) {
 			exl_cl_ring_release(c);
 			exl_cl_ring_wait(c, 1000);
 			waits++;
 			continue;
 		}
-		CHECK(h.job == job, "a record of job %llu", (unsigned long long)h.job);
+		REQUIRE(h.job == job, "a record of job %llu", (unsigned long long)h.job);
 		if (h.type == EXL_REC_DONE || h.type == EXL_REC_DONE_SOCKET)
 			marker = h.type;
 	}
 	exl_cl_ring_release(c);
-	CHECK(marker == EXL_REC_DONE_SOCKET, "the job's last ring record is of type %d, not "
-	      "DONE_SOCKET (%d)", marker, EXL_REC_DONE_SOCKET);
-	CHECK(exl_next(c, &ev, 30000) == 0, "next: %s", exl_errmsg(c));
-	CHECK(ev.type == EXL_EVENT_DONE && ev.job == job, "after DONE_SOCKET: event %d of job %llu",
-	      ev.type, (unsigned long long)ev.job);
+	REQUIRE(marker == EXL_REC_DONE_SOCKET, "the job's last ring record is of type %d, not "
+		"DONE_SOCKET (%d)", marker, EXL_REC_DONE_SOCKET);
+	REQUIRE(exl_next(c, &ev, 30000) == 0, "next: %s", exl_errmsg(c));
+	REQUIRE(ev.type == EXL_EVENT_DONE && ev.job == job, "after DONE_SOCKET: event %d of job %llu",
+		ev.type, (unsigned long long)ev.job);
 	printf("  the ring announced it (DONE_SOCKET); the socket delivered it\n");
-	CHECK(h_stop(&d) == 0, "exld did not exit 0");
+	REQUIRE(h_stop(&d) == 0, "exld did not exit 0");
 	ret = 0;
 out:
 	exl_result_free(&r);
@@ -1937,35 +1925,35 @@ static int test_mixed(void)
 	greedy(&p, N);
 
 	/* several prompts in one blocking call */
-	CHECK(exl_generate_many(c, &p, prompt_list, MANY, many) == 0, "generate_many: %s",
-	      exl_errmsg(c));
+	REQUIRE(exl_generate_many(c, &p, prompt_list, MANY, many) == 0, "generate_many: %s",
+		exl_errmsg(c));
 	n_many = MANY;
 	for (int i = 0; i < MANY; i++)
-		CHECK(many[i].text && !strcmp(many[i].text, want[i]) && many[i].new_tokens == N,
-		      "generate_many[%d]: '%s' != exld run '%s'", i,
-		      many[i].text ? many[i].text : "", want[i]);
+		REQUIRE(many[i].text && !strcmp(many[i].text, want[i]) && many[i].new_tokens == N,
+			"generate_many[%d]: '%s' != exld run '%s'", i,
+			many[i].text ? many[i].text : "", want[i]);
 	printf("  exl_generate_many: %d prompts, each exld run's text\n", MANY);
 
 	/* a submitted job streams while a blocking generate runs */
-	CHECK(exl_submit(c, &p, prompts[9], &job) == 0, "submit: %s", exl_errmsg(c));
-	CHECK(exl_generate(c, &p, prompt_list[0], &r) == 0, "generate: %s", exl_errmsg(c));
-	CHECK(!strcmp(r.text, want[0]), "generate: '%s' != '%s'", r.text, want[0]);
+	REQUIRE(exl_submit(c, &p, prompts[9], &job) == 0, "submit: %s", exl_errmsg(c));
+	REQUIRE(exl_generate(c, &p, prompt_list[0], &r) == 0, "generate: %s", exl_errmsg(c));
+	REQUIRE(!strcmp(r.text, want[0]), "generate: '%s' != '%s'", r.text, want[0]);
 	for (bool done = false; !done;) {
-		CHECK(exl_next(c, &ev, 30000) == 0, "next: %s", exl_errmsg(c));
-		CHECK(ev.job == job, "an event of job %llu", (unsigned long long)ev.job);
+		REQUIRE(exl_next(c, &ev, 30000) == 0, "next: %s", exl_errmsg(c));
+		REQUIRE(ev.job == job, "an event of job %llu", (unsigned long long)ev.job);
 		if (ev.type == EXL_EVENT_DONE) {
-			CHECK(!strcmp(ev.result->stop_reason, "max_new_tokens") &&
-			      ev.result->new_tokens == N, "the submitted job ended '%s' after %d",
-			      ev.result->stop_reason, ev.result->new_tokens);
+			REQUIRE(!strcmp(ev.result->stop_reason, "max_new_tokens") &&
+				ev.result->new_tokens == N, "the submitted job ended '%s' after %d",
+				ev.result->stop_reason, ev.result->new_tokens);
 			done = true;
 		} else {
-			CHECK(text_add(&got, ev.text, ev.text_len) == 0, "out of memory");
+			REQUIRE(text_add(&got, ev.text, ev.text_len) == 0, "out of memory");
 		}
 	}
-	CHECK(got.s && !strcmp(got.s, want[MANY]), "the submitted job streamed '%s', not '%s'",
-	      got.s ? got.s : "", want[MANY]);
+	REQUIRE(got.s && !strcmp(got.s, want[MANY]), "the submitted job streamed '%s', not '%s'",
+		got.s ? got.s : "", want[MANY]);
 	printf("  a job streamed around a blocking generate: all its events, exld run's text\n");
-	CHECK(h_stop(&d) == 0, "exld did not exit 0");
+	REQUIRE(h_stop(&d) == 0, "exld did not exit 0");
 	ret = 0;
 out:
 	exl_close(c);
@@ -2033,47 +2021,47 @@ static int test_logits(void)
 	p.return_logits = 1;
 
 	/* AUTO on a ring connection: the library streams it over the socket */
-	CHECK(exl_submit(c, &p, prompts[0], &job) == 0, "submit: %s", exl_errmsg(c));
+	REQUIRE(exl_submit(c, &p, prompts[0], &job) == 0, "submit: %s", exl_errmsg(c));
 	for (bool done = false; !done;) {
-		CHECK(exl_next(c, &ev, 30000) == 0, "next: %s", exl_errmsg(c));
+		REQUIRE(exl_next(c, &ev, 30000) == 0, "next: %s", exl_errmsg(c));
 		if (ev.type == EXL_EVENT_DONE) {
-			CHECK(ev.logits == NULL, "a DONE event with logits");
-			CHECK(ev.result->new_tokens == N && rows == N, "%zu rows for %d tokens", rows,
-			      ev.result->new_tokens);
+			REQUIRE(ev.logits == NULL, "a DONE event with logits");
+			REQUIRE(ev.result->new_tokens == N && rows == N, "%zu rows for %d tokens", rows,
+				ev.result->new_tokens);
 			done = true;
 		} else {
-			CHECK(check_logit_rows(&ev, &rows, "streamed") == 0, "streamed rows");
+			REQUIRE(check_logit_rows(&ev, &rows, "streamed") == 0, "streamed rows");
 		}
 	}
 	printf("  return_logits: %zu rows of 512, each one's argmax its token\n", rows);
 
 	/* set aside while a blocking generate runs, handed out afterwards */
 	rows = 0;
-	CHECK(exl_submit(c, &p, prompts[1], &job) == 0, "submit: %s", exl_errmsg(c));
-	CHECK(exl_generate(c, &plain, prompts[2], &r) == 0, "generate: %s", exl_errmsg(c));
+	REQUIRE(exl_submit(c, &p, prompts[1], &job) == 0, "submit: %s", exl_errmsg(c));
+	REQUIRE(exl_generate(c, &plain, prompts[2], &r) == 0, "generate: %s", exl_errmsg(c));
 	for (bool done = false; !done;) {
-		CHECK(exl_next(c, &ev, 30000) == 0, "next: %s", exl_errmsg(c));
-		CHECK(ev.job == job, "an event of job %llu", (unsigned long long)ev.job);
+		REQUIRE(exl_next(c, &ev, 30000) == 0, "next: %s", exl_errmsg(c));
+		REQUIRE(ev.job == job, "an event of job %llu", (unsigned long long)ev.job);
 		if (ev.type == EXL_EVENT_DONE)
 			done = true;
 		else
-			CHECK(check_logit_rows(&ev, &rows, "held") == 0, "held rows");
+			REQUIRE(check_logit_rows(&ev, &rows, "held") == 0, "held rows");
 	}
-	CHECK(rows == N, "%zu rows set aside for %d tokens", rows, N);
+	REQUIRE(rows == N, "%zu rows set aside for %d tokens", rows, N);
 	printf("  events set aside during exl_generate keep their logits\n");
 
 	/* without return_logits: none */
-	CHECK(exl_submit(c, &plain, prompts[3], &job) == 0, "submit: %s", exl_errmsg(c));
+	REQUIRE(exl_submit(c, &plain, prompts[3], &job) == 0, "submit: %s", exl_errmsg(c));
 	for (bool done = false; !done;) {
-		CHECK(exl_next(c, &ev, 30000) == 0, "next: %s", exl_errmsg(c));
-		CHECK(!ev.logits && !ev.n_vocab, "logits not asked for");
+		REQUIRE(exl_next(c, &ev, 30000) == 0, "next: %s", exl_errmsg(c));
+		REQUIRE(!ev.logits && !ev.n_vocab, "logits not asked for");
 		done = ev.type == EXL_EVENT_DONE;
 	}
 	/* asked for on the ring: the daemon's refusal, as documented */
 	p.stream = EXL_STREAM_MODE_RING;
-	CHECK(exl_submit(c, &p, prompts[4], &job) == EXL_E_BAD_REQUEST &&
-	      strstr(exl_errmsg(c), "return_logits"), "logits on the ring: %s", exl_errmsg(c));
-	CHECK(h_stop(&d) == 0, "exld did not exit 0");
+	REQUIRE(exl_submit(c, &p, prompts[4], &job) == EXL_E_BAD_REQUEST &&
+		strstr(exl_errmsg(c), "return_logits"), "logits on the ring: %s", exl_errmsg(c));
+	REQUIRE(h_stop(&d) == 0, "exld did not exit 0");
 	ret = 0;
 out:
 	exl_close(c);
@@ -2294,7 +2282,7 @@ static int test_features(void)
 		goto out;
 
 	/* exld's list, on the wire */
-	CHECK(raw_open(&d, &r) == 0, "connect: %s", strerror(errno));
+	REQUIRE(raw_open(&d, &r) == 0, "connect: %s", strerror(errno));
 	pack_req(&sb, "hello", 1);
 	{
 		msgpack_packer pk;
@@ -2302,89 +2290,89 @@ static int test_features(void)
 		PK_KEY(&pk, "ring");
 		msgpack_pack_false(&pk);
 	}
-	CHECK(send_sb(&r, &sb) == 0, "send hello");
-	CHECK(raw_read(&r, &up, 10000) == 1 && str_is(get(&up.data, "op"), "hello"), "no hello reply");
+	REQUIRE(send_sb(&r, &sb) == 0, "send hello");
+	REQUIRE(raw_read(&r, &up, 10000) == 1 && str_is(get(&up.data, "op"), "hello"), "no hello reply");
 	const msgpack_object *fl = get(&up.data, "features");
-	CHECK(fl && fl->type == MSGPACK_OBJECT_ARRAY && fl->via.array.size == N_DAEMON_FEATURES,
-	      "hello's features: %s, %u of them", fl ? "there" : "absent",
-	      fl && fl->type == MSGPACK_OBJECT_ARRAY ? fl->via.array.size : 0);
+	REQUIRE(fl && fl->type == MSGPACK_OBJECT_ARRAY && fl->via.array.size == N_DAEMON_FEATURES,
+		"hello's features: %s, %u of them", fl ? "there" : "absent",
+		fl && fl->type == MSGPACK_OBJECT_ARRAY ? fl->via.array.size : 0);
 	for (size_t i = 0; i < N_DAEMON_FEATURES; i++)
-		CHECK(str_is(&fl->via.array.ptr[i], daemon_features[i]), "feature %zu is not '%s'", i,
-		      daemon_features[i]);
+		REQUIRE(str_is(&fl->via.array.ptr[i], daemon_features[i]), "feature %zu is not '%s'", i,
+			daemon_features[i]);
 	printf("  exld's hello lists its %zu optional features\n", N_DAEMON_FEATURES);
 
 	/* through the library: every one listed, and options of each go */
-	CHECK(connect_to(&d, &c, true) == 0, "connect");
+	REQUIRE(connect_to(&d, &c, true) == 0, "connect");
 	for (size_t i = 0; i < N_DAEMON_FEATURES; i++)
-		CHECK(exl_server_feature(c, daemon_features[i]), "'%s' not listed", daemon_features[i]);
-	CHECK(!exl_server_feature(c, "num_beams") && !exl_server_feature(c, ""), "num_beams listed");
+		REQUIRE(exl_server_feature(c, daemon_features[i]), "'%s' not listed", daemon_features[i]);
+	REQUIRE(!exl_server_feature(c, "num_beams") && !exl_server_feature(c, ""), "num_beams listed");
 	greedy(&p, 8);
 	p.grammar = "root ::= [a-z ]+";
 	p.dry_multiplier = 0.5f;
 	p.mirostat = 2;
 	p.negative_prompt = "The end";
 	p.cfg_scale = 1.5f;
-	CHECK(exl_generate(c, &p, prompts[0], &res) == 0, "generate with optional options: %s",
-	      exl_errmsg(c));
+	REQUIRE(exl_generate(c, &p, prompts[0], &res) == 0, "generate with optional options: %s",
+		exl_errmsg(c));
 	exl_result_free(&res);
 	exl_close(c);
 	c = NULL;
-	CHECK(h_stop(&d) == 0, "exld did not exit 0");
+	REQUIRE(h_stop(&d) == 0, "exld did not exit 0");
 
 	/* a daemon from before the list: no optional feature */
-	CHECK(fake_start(&f, NULL) == 0, "fake: %s", strerror(errno));
-	CHECK(fake_connect(&f, &c) == 0, "connect to the fake");
-	CHECK(!exl_server_feature(c, "grammar"), "grammar listed by a hello without features");
+	REQUIRE(fake_start(&f, NULL) == 0, "fake: %s", strerror(errno));
+	REQUIRE(fake_connect(&f, &c) == 0, "connect to the fake");
+	REQUIRE(!exl_server_feature(c, "grammar"), "grammar listed by a hello without features");
 	greedy(&p, 4);
 	p.grammar = "root ::= \"a\"";
 	rc = exl_generate(c, &p, prompts[0], &res);
 	exl_result_free(&res);
-	CHECK(rc == EXL_E_UNSUPPORTED && !strcmp(exl_status_name(rc), "unsupported") &&
-	      strstr(exl_errmsg(c), "generate: grammar: this exld does not offer the feature "
+	REQUIRE(rc == EXL_E_UNSUPPORTED && !strcmp(exl_status_name(rc), "unsupported") &&
+		strstr(exl_errmsg(c), "generate: grammar: this exld does not offer the feature "
 		     "\"grammar\" (its hello lists no features") &&
-	      strstr(exl_errmsg(c), "nothing was sent"),
-	      "grammar to an older daemon: %d (%s) '%s'", rc, exl_status_name(rc), exl_errmsg(c));
+		strstr(exl_errmsg(c), "nothing was sent"),
+		"grammar to an older daemon: %d (%s) '%s'", rc, exl_status_name(rc), exl_errmsg(c));
 	printf("  an older daemon: %s\n", exl_errmsg(c));
 	uint64_t job;
 	greedy(&p, 4);
 	p.dry_multiplier = 1;
 	rc = exl_submit(c, &p, prompts[0], &job);
-	CHECK(rc == EXL_E_UNSUPPORTED && strstr(exl_errmsg(c), "dry_multiplier") &&
-	      strstr(exl_errmsg(c), "\"dry\""), "dry to an older daemon: %d '%s'", rc, exl_errmsg(c));
+	REQUIRE(rc == EXL_E_UNSUPPORTED && strstr(exl_errmsg(c), "dry_multiplier") &&
+		strstr(exl_errmsg(c), "\"dry\""), "dry to an older daemon: %d '%s'", rc, exl_errmsg(c));
 	/* core options, and a feature's option turned off, need nothing */
 	greedy(&p, 4);
 	p.top_p = 0.9f;
 	p.token_healing = 0;
-	CHECK(exl_generate(c, &p, prompts[0], &res) == 0, "core options to an older daemon: %s",
-	      exl_errmsg(c));
+	REQUIRE(exl_generate(c, &p, prompts[0], &res) == 0, "core options to an older daemon: %s",
+		exl_errmsg(c));
 	exl_result_free(&res);
 	exl_close(c);
 	c = NULL;
 	fake_stop(&f);
-	CHECK(atomic_load(&f.generates) == 1, "%d generate requests reached the fake, not 1",
-	      atomic_load(&f.generates));
+	REQUIRE(atomic_load(&f.generates) == 1, "%d generate requests reached the fake, not 1",
+		atomic_load(&f.generates));
 
 	/* a daemon listing some */
-	CHECK(fake_start(&f, "grammar,xtc") == 0, "fake: %s", strerror(errno));
-	CHECK(fake_connect(&f, &c) == 0, "connect to the fake");
-	CHECK(exl_server_feature(c, "grammar") && exl_server_feature(c, "xtc") &&
-	      !exl_server_feature(c, "dry"), "the fake's list");
+	REQUIRE(fake_start(&f, "grammar,xtc") == 0, "fake: %s", strerror(errno));
+	REQUIRE(fake_connect(&f, &c) == 0, "connect to the fake");
+	REQUIRE(exl_server_feature(c, "grammar") && exl_server_feature(c, "xtc") &&
+		!exl_server_feature(c, "dry"), "the fake's list");
 	greedy(&p, 4);
 	p.grammar = "root ::= \"a\"";
 	p.xtc_probability = 0.5f;
-	CHECK(exl_generate(c, &p, prompts[0], &res) == 0, "listed features: %s", exl_errmsg(c));
+	REQUIRE(exl_generate(c, &p, prompts[0], &res) == 0, "listed features: %s", exl_errmsg(c));
 	exl_result_free(&res);
 	p.repetition_penalty = 1.1f;
 	rc = exl_generate(c, &p, prompts[0], &res);
 	exl_result_free(&res);
-	CHECK(rc == EXL_E_UNSUPPORTED && strstr(exl_errmsg(c), "repetition_penalty") &&
-	      strstr(exl_errmsg(c), "\"penalties\" (its hello does not list it)"),
-	      "penalties not listed: %d '%s'", rc, exl_errmsg(c));
+	REQUIRE(rc == EXL_E_UNSUPPORTED && strstr(exl_errmsg(c), "repetition_penalty") &&
+		strstr(exl_errmsg(c), "\"penalties\" (its hello does not list it)"),
+		"penalties not listed: %d '%s'", rc, exl_errmsg(c));
 	exl_close(c);
 	c = NULL;
 	fake_stop(&f);
-	CHECK(atomic_load(&f.generates) == 1, "%d generate requests reached the fake, not 1",
-	      atomic_load(&f.generates));
+	REQUIRE(atomic_load(&f.generates) == 1, "%d generate requests reached the fake, not 1",
+		atomic_load(&f.generates));
 	printf("  a partial list: listed features go, the others are refused unsent\n");
 	ret = 0;
 out:
@@ -2420,7 +2408,7 @@ static int test_wakes(void)
 	p.ignore_eos = 1;
 	p.stream = EXL_STREAM_MODE_RING;
 	for (int i = 0; i < JOBS; i++)
-		CHECK(exl_submit(c, &p, prompts[i], &job[i]) == 0, "submit: %s", exl_errmsg(c));
+		REQUIRE(exl_submit(c, &p, prompts[i], &job[i]) == 0, "submit: %s", exl_errmsg(c));
 
 	/* From here on the socket is never read: each record is taken from the
 	 * ring, and the reader re-arms poll mode with a new poll_epoch after
@@ -2433,7 +2421,7 @@ static int test_wakes(void)
 		size_t len;
 		int got = exl_cl_ring_peek(c, &h, &payload, &len);
 
-		CHECK(got >= 0, "ring: %s", exl_errmsg(c));
+		REQUIRE(got >= 0, "ring: %s", exl_errmsg(c));
 		if (got) {
 			records++;
 			if (h.type == EXL_REC_DONE || h.type == EXL_REC_DONE_SOCKET)
@@ -2443,11 +2431,11 @@ static int test_wakes(void)
 			continue;
 		}
 		clock_gettime(CLOCK_MONOTONIC, &now);
-		CHECK(now.tv_sec - t0.tv_sec < 120, "the jobs did not end (%d done)", n_done);
+		REQUIRE(now.tv_sec - t0.tv_sec < 120, "the jobs did not end (%d done)", n_done);
 		usleep(100);
 	}
 	exl_cl_ring_disarm(c);
-	CHECK(records >= JOBS * 50, "only %d records", records);
+	REQUIRE(records >= JOBS * 50, "only %d records", records);
 
 	/* Now read what waited on the socket. */
 	for (;;) {
@@ -2469,9 +2457,9 @@ static int test_wakes(void)
 	}
 	printf("  %d ring records read, poll_epoch bumped after each, socket never read: "
 	       "%d wake messages were waiting (%d other messages)\n", records, wakes, others);
-	CHECK(wakes <= 2, "%d wake messages queued for %d records: not coalesced", wakes, records);
-	CHECK(others == 0, "%d unexpected messages", others);
-	CHECK(h_stop(&d) == 0, "exld did not exit 0");
+	REQUIRE(wakes <= 2, "%d wake messages queued for %d records: not coalesced", wakes, records);
+	REQUIRE(others == 0, "%d unexpected messages", others);
+	REQUIRE(h_stop(&d) == 0, "exld did not exit 0");
 	ret = 0;
 out:
 	exl_close(c);
@@ -2560,7 +2548,7 @@ static int test_utf8(void)
 	msgpack_unpacked_init(&up);
 	if (h_prepare(&d) || h_start(&d, MODEL, NULL))
 		goto out;
-	CHECK(raw_open(&d, &r) == 0, "connect");
+	REQUIRE(raw_open(&d, &r) == 0, "connect");
 
 	/* A prompt with a byte that is no UTF-8 was echoed in done.text. */
 	pack_req(&sb, "generate", 3);
@@ -2570,16 +2558,16 @@ static int test_utf8(void)
 	msgpack_pack_int(&pk, 4);
 	msgpack_pack_str_with_body(&pk, "return_text", 11);
 	msgpack_pack_true(&pk);
-	CHECK(send_sb(&r, &sb) == 0, "send");
-	CHECK(raw_read(&r, &up, 10000) == 1 && all_strs_utf8(&up.data), "a reply that is not UTF-8");
-	CHECK(str_is(get(&up.data, "op"), "error") && str_is(get(&up.data, "code"), "bad_request"),
-	      "a prompt ending in 0xff was not refused");
+	REQUIRE(send_sb(&r, &sb) == 0, "send");
+	REQUIRE(raw_read(&r, &up, 10000) == 1 && all_strs_utf8(&up.data), "a reply that is not UTF-8");
+	REQUIRE(str_is(get(&up.data, "op"), "error") && str_is(get(&up.data, "code"), "bad_request"),
+		"a prompt ending in 0xff was not refused");
 	{
 		const msgpack_object *m = get(&up.data, "message");
 		const char *want = "prompt: not valid UTF-8 (byte 0xff at offset 16)";
-		CHECK(m && m->type == MSGPACK_OBJECT_STR &&
-		      memmem(m->via.str.ptr, m->via.str.size, want, strlen(want)),
-		      "the message does not name the byte");
+		REQUIRE(m && m->type == MSGPACK_OBJECT_STR &&
+			memmem(m->via.str.ptr, m->via.str.size, want, strlen(want)),
+			"the message does not name the byte");
 		printf("  prompt \"Once upon a time\\xff\" -> bad_request: %.*s\n", (int)m->via.str.size,
 		       m->via.str.ptr);
 	}
@@ -2590,11 +2578,11 @@ static int test_utf8(void)
 	msgpack_pack_str_with_body(&pk, "stop", 4);
 	msgpack_pack_array(&pk, 1);
 	msgpack_pack_str_with_body(&pk, "\xe2\x82", 2);
-	CHECK(send_sb(&r, &sb) == 0 && expect_error(&r, "bad_request", "stop [\"\\xe2\\x82\"]") == 0, " ");
+	REQUIRE(send_sb(&r, &sb) == 0 && expect_error(&r, "bad_request", "stop [\"\\xe2\\x82\"]") == 0);
 	pack_req(&sb, "status", 1);
 	msgpack_pack_str_with_body(&pk, "id", 2);
 	msgpack_pack_str_with_body(&pk, "\xc0\x80", 2);
-	CHECK(send_sb(&r, &sb) == 0 && expect_error(&r, "bad_request", "id \"\\xc0\\x80\"") == 0, " ");
+	REQUIRE(send_sb(&r, &sb) == 0 && expect_error(&r, "bad_request", "id \"\\xc0\\x80\"") == 0);
 
 	/* The daemon's own text: prompt ids <0xFF> <0xE2> make no
 	 * character, and a bias forces <0xE2> three times, each cut off by the
@@ -2620,30 +2608,30 @@ static int test_utf8(void)
 	msgpack_pack_true(&pk);
 	msgpack_pack_str_with_body(&pk, "ignore_eos", 10);
 	msgpack_pack_true(&pk);
-	CHECK(send_sb(&r, &sb) == 0, "send");
+	REQUIRE(send_sb(&r, &sb) == 0, "send");
 	while (!done) {
-		CHECK(raw_read(&r, &up, 10000) == 1, "no done message");
+		REQUIRE(raw_read(&r, &up, 10000) == 1, "no done message");
 		n_msgs++;
-		CHECK(all_strs_utf8(&up.data), "message %d holds a str that is not UTF-8", n_msgs);
+		REQUIRE(all_strs_utf8(&up.data), "message %d holds a str that is not UTF-8", n_msgs);
 		const msgpack_object *op = get(&up.data, "op"), *t = get(&up.data, "text");
-		CHECK(!str_is(op, "error"), "the job was refused");
+		REQUIRE(!str_is(op, "error"), "the job was refused");
 		if (str_is(op, "token") && t && t->type == MSGPACK_OBJECT_STR) {
-			CHECK(stream_len + t->via.str.size < sizeof(stream), "too much text");
+			REQUIRE(stream_len + t->via.str.size < sizeof(stream), "too much text");
 			memcpy(stream + stream_len, t->via.str.ptr, t->via.str.size);
 			stream_len += t->via.str.size;
 		} else if (str_is(op, "done")) {
-			CHECK(t && t->type == MSGPACK_OBJECT_STR && t->via.str.size < sizeof(done_text),
-			      "done without text");
+			REQUIRE(t && t->type == MSGPACK_OBJECT_STR && t->via.str.size < sizeof(done_text),
+				"done without text");
 			memcpy(done_text, t->via.str.ptr, t->via.str.size);
 			done = true;
 		}
 	}
-	CHECK(!strcmp(done_text, FFFD FFFD FFFD FFFD FFFD), "done.text '%s'", done_text);
+	REQUIRE(!strcmp(done_text, FFFD FFFD FFFD FFFD FFFD), "done.text '%s'", done_text);
 	/* the stream ends with the job: the last U+FFFD comes with done only */
-	CHECK(!strcmp(stream, FFFD FFFD) || !strcmp(stream, FFFD FFFD FFFD), "streamed '%s'", stream);
+	REQUIRE(!strcmp(stream, FFFD FFFD) || !strcmp(stream, FFFD FFFD FFFD), "streamed '%s'", stream);
 	printf("  byte tokens that make no character: %d messages, all UTF-8; done.text = 5 x U+FFFD\n",
 	       n_msgs);
-	CHECK(h_stop(&d) == 0, "exld did not exit 0");
+	REQUIRE(h_stop(&d) == 0, "exld did not exit 0");
 	ret = 0;
 out:
 	if (r.fd >= 0)

@@ -14,6 +14,7 @@
 #include "exlclient.h"
 #include "common/json_parse.h"
 #include "harness.h"
+#include "tests/common/check.h"
 
 #define MODEL "stories260K"
 #define PROMPT "Once upon a time"
@@ -198,19 +199,19 @@ int main(void)
 		return 1;
 	snprintf(schema_path, sizeof(schema_path), "%s/schema.json", d.dir);
 	snprintf(grammar_path, sizeof(grammar_path), "%s/words.gbnf", d.dir);
-	CHECK(!write_file(schema_path, schema) && !write_file(grammar_path, grammar), "files");
+	REQUIRE(!write_file(schema_path, schema) && !write_file(grammar_path, grammar), "files");
 	for (int i = 0; i < N_JOBS; i++) {
 		jobs[i].kind = i % 3;
 		jobs[i].seed = 100 + i;
 		jobs[i].prefer = i % 2;
 		jobs[i].sock = d.sock;
 		jobs[i].file = jobs[i].kind == 0 ? schema_path : grammar_path;
-		CHECK(!expected(&jobs[i], model_path), "exld run for job %d", i);
-		CHECK(!strcmp(jobs[i].want_reason, "end_filter") ||
-		      !strcmp(jobs[i].want_reason, "stop_token"), "job %d: exld run ended with %s", i,
-		      jobs[i].want_reason);
+		REQUIRE(!expected(&jobs[i], model_path), "exld run for job %d", i);
+		REQUIRE(!strcmp(jobs[i].want_reason, "end_filter") ||
+			!strcmp(jobs[i].want_reason, "stop_token"), "job %d: exld run ended with %s", i,
+			jobs[i].want_reason);
 	}
-	CHECK(!h_start(&d, MODEL, NULL), "exld did not start");
+	REQUIRE(!h_start(&d, MODEL, NULL), "exld did not start");
 	for (int i = 0; i < N_JOBS; i++)
 		pthread_create(&th[i], NULL, worker, &jobs[i]);
 	for (int i = 0; i < N_JOBS; i++) {
@@ -219,25 +220,25 @@ int main(void)
 			fprintf(stderr, "FAIL: %s\n", jobs[i].msg);
 		ok += jobs[i].ok;
 	}
-	CHECK(ok == N_JOBS, "%d of %d constrained jobs matched exld run", ok, N_JOBS);
+	REQUIRE(ok == N_JOBS, "%d of %d constrained jobs matched exld run", ok, N_JOBS);
 
 	exl_gen_params_init(&p);
 	p.max_new_tokens = 8;
 	p.json_schema = "{\"type\":\"integer\",\"multipleOf\":2}";
-	CHECK(!refused(d.sock, &p, "generate: json_schema: at #/multipleOf: keyword 'multipleOf' is "
+	REQUIRE(!refused(d.sock, &p, "generate: json_schema: at #/multipleOf: keyword 'multipleOf' is "
 		       "not supported"), "bad schema");
 	p.json_schema = NULL;
 	p.grammar = "root ::= [a-";
-	CHECK(!refused(d.sock, &p, "generate: grammar: line 1, column 10: unterminated character "
+	REQUIRE(!refused(d.sock, &p, "generate: grammar: line 1, column 10: unterminated character "
 		       "class"), "bad grammar");
 	p.grammar = NULL;
 	p.regex = "a(?=b)";
-	CHECK(!refused(d.sock, &p, "generate: regex: at offset 1: lookaround assertions are not "
+	REQUIRE(!refused(d.sock, &p, "generate: regex: at offset 1: lookaround assertions are not "
 		       "supported"), "bad regex");
 	p.grammar = "root ::= \"x\"";
-	CHECK(!refused(d.sock, &p, "give at most one of grammar, json_schema and regex"),
-	      "two constraints");
-	CHECK(h_stop(&d) == 0, "exld did not exit 0 after SIGTERM");
+	REQUIRE(!refused(d.sock, &p, "give at most one of grammar, json_schema and regex"),
+		"two constraints");
+	REQUIRE(h_stop(&d) == 0, "exld did not exit 0 after SIGTERM");
 	printf("%d constrained jobs from concurrent clients equal exld run; bad constraints refused\n",
 	       N_JOBS);
 	ret = 0;

@@ -40,6 +40,7 @@
 
 #include "exlclient.h"
 #include "harness.h"
+#include "tests/common/check.h"
 
 #define MODEL "stories260K"
 #define PROMPT "Once upon a time"
@@ -50,14 +51,6 @@ static long now_ms(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return ts.tv_sec * 1000L + ts.tv_nsec / 1000000L;
-}
-
-static void sleep_ms(long ms)
-{
-	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
-
-	while (nanosleep(&ts, &ts) && errno == EINTR)
-		;
 }
 
 /* Writes text to d->dir/exld.conf; the path in path. */
@@ -104,7 +97,7 @@ static int open_idle(const char *path, int *fds, int n)
 		int rc, tries = 0;
 		while ((rc = connect(fds[i], (struct sockaddr *)&a, sizeof(a))) && errno == EAGAIN &&
 		       tries++ < 100)
-			sleep_ms(2);
+			h_sleep_ms(2);
 		if (rc) {
 			close(fds[i]);
 			fds[i] = -1;
@@ -262,34 +255,34 @@ static int lockout_round(const char *conf_text, int n, int hog_limit, const char
 	int *fds = calloc((size_t)n, sizeof(int));
 	int ret = 1;
 
-	CHECK(fds != NULL, "out of memory");
+	REQUIRE(fds != NULL, "out of memory");
 	for (int i = 0; i < n; i++)
 		fds[i] = -1;
 	if (h_prepare(&d))
 		goto out;
-	CHECK(write_conf(&d, conf_text, conf, sizeof(conf)) == 0, "writing %s", conf);
-	CHECK(chmod(d.dir, 0711) == 0, "chmod %s", d.dir);
+	REQUIRE(write_conf(&d, conf_text, conf, sizeof(conf)) == 0, "writing %s", conf);
+	REQUIRE(chmod(d.dir, 0711) == 0, "chmod %s", d.dir);
 	const char *extra[] = { "--config", conf, NULL };
 	if (h_start(&d, MODEL, extra))
 		goto out;
 	int base = count_fds(d.pid);
 	int opened = open_idle(d.sock, fds, n);
-	sleep_ms(500); /* the daemon accepts (and refuses) what it can */
+	h_sleep_ms(500); /* the daemon accepts (and refuses) what it can */
 	int held = count_fds(d.pid) - base;
 	printf("  %s", conf_text);
 	printf("  uid 0 opened %d of %d idle connections; the daemon holds %d of them\n", opened,
 	       n, held);
-	CHECK(held <= hog_limit, "the daemon holds %d connections of one uid, over %d", held,
-	      hog_limit);
+	REQUIRE(held <= hog_limit, "the daemon holds %d connections of one uid, over %d", held,
+		hog_limit);
 	long t0 = now_ms();
-	CHECK(served_as(65534, d.sock, want) == 0, "uid 65534 was not served");
+	REQUIRE(served_as(65534, d.sock, want) == 0, "uid 65534 was not served");
 	printf("  uid 65534 served (8 tokens, exld run's text) in %ld ms\n", now_ms() - t0);
 	/* and the hog's own next connection is refused with the reason */
 	struct exl_connect_opts o = { .timeout_ms = 10000 };
 	struct exl_client *c = NULL;
 	int rc = exl_connect(&c, d.sock, &o, err, sizeof(err));
-	CHECK(rc == EXL_E_LIMIT && strstr(err, "uid 0 already has"),
-	      "uid 0's next connection: rc %d: %s", rc, err);
+	REQUIRE(rc == EXL_E_LIMIT && strstr(err, "uid 0 already has"),
+		"uid 0's next connection: rc %d: %s", rc, err);
 	printf("  uid 0's next connection -> %s\n", err);
 	ret = 0;
 out:
@@ -309,9 +302,9 @@ static int test_lockout(void)
 		printf("skipped: connecting as a second uid needs root\n");
 		return SKIP;
 	}
-	CHECK(allow_fds(4096) == 0, "raising this process's fd limit: %s", strerror(errno));
+	REQUIRE(allow_fds(4096) == 0, "raising this process's fd limit: %s", strerror(errno));
 	want = expected_text();
-	CHECK(want != NULL, "exld run failed");
+	REQUIRE(want != NULL, "exld run failed");
 	/* the defaults: 64 connections per uid */
 	if (lockout_round("socket_mode = 0666\n", 1100, 64, want))
 		goto out;
@@ -339,12 +332,12 @@ static int test_fdlimit(void)
 
 	for (int i = 0; i < N; i++)
 		fds[i] = -1;
-	CHECK(allow_fds(4096) == 0, "raising this process's fd limit: %s", strerror(errno));
+	REQUIRE(allow_fds(4096) == 0, "raising this process's fd limit: %s", strerror(errno));
 	want = expected_text();
-	CHECK(want != NULL, "exld run failed");
+	REQUIRE(want != NULL, "exld run failed");
 	if (h_prepare(&d))
 		goto out;
-	CHECK(write_conf(&d, "max_connections = 2000\nmax_connections_per_uid = 0\n"
+	REQUIRE(write_conf(&d, "max_connections = 2000\nmax_connections_per_uid = 0\n"
 			 "connections_reserved = 0\nrequest_timeout_ms = 120000\n", conf,
 			 sizeof(conf)) == 0, "writing %s", conf);
 	snprintf(log, sizeof(log), "%s/daemon.log", d.dir);
@@ -355,29 +348,29 @@ static int test_fdlimit(void)
 	if (h_start_wrapped(&d, wrap, MODEL, extra))
 		goto out;
 	int opened = open_idle(d.sock, fds, N);
-	sleep_ms(1000);
+	h_sleep_ms(1000);
 	long log0 = file_size(log), cpu0 = cpu_ticks(d.pid), t0 = now_ms();
-	sleep_ms(3000);
+	h_sleep_ms(3000);
 	long log1 = file_size(log), cpu1 = cpu_ticks(d.pid), t1 = now_ms();
 	double cores = (double)(cpu1 - cpu0) / (double)sysconf(_SC_CLK_TCK) /
 		       ((double)(t1 - t0) / 1000.0);
 
 	printf("  fd limit 1024, %d of %d connections made; over 3 s the daemon used %.3f of a "
 	       "core and logged %ld bytes\n", opened, N, cores, log1 - log0);
-	CHECK(cpu0 >= 0 && cpu1 >= 0 && log0 >= 0, "reading /proc or the log");
-	CHECK(cores < 0.2, "%.3f of a core while out of descriptors", cores);
-	CHECK(log1 - log0 < 1000000, "%ld bytes of log in 3 s", log1 - log0);
+	REQUIRE(cpu0 >= 0 && cpu1 >= 0 && log0 >= 0, "reading /proc or the log");
+	REQUIRE(cores < 0.2, "%.3f of a core while out of descriptors", cores);
+	REQUIRE(log1 - log0 < 1000000, "%ld bytes of log in 3 s", log1 - log0);
 	/* out of descriptors: a new client is told so, not left hanging */
 	struct exl_connect_opts o = { .timeout_ms = 20000 };
 	struct exl_client *c = NULL;
 	int rc = exl_connect(&c, d.sock, &o, err, sizeof(err));
-	CHECK(rc != 0 && strstr(err, "file descriptors"), "a client while out of fds: rc %d: %s",
-	      rc, rc ? err : "connected");
+	REQUIRE(rc != 0 && strstr(err, "file descriptors"), "a client while out of fds: rc %d: %s",
+		rc, rc ? err : "connected");
 	printf("  a new client -> %s\n", err);
 	/* room again once some close */
 	close_all(fds, 200);
-	sleep_ms(300);
-	CHECK(served(d.sock, want, err, sizeof(err)) == 0, "after 200 closed: %s", err);
+	h_sleep_ms(300);
+	REQUIRE(served(d.sock, want, err, sizeof(err)) == 0, "after 200 closed: %s", err);
 	printf("  after 200 connections closed: served\n");
 	ret = 0;
 out:
@@ -411,10 +404,10 @@ static int test_pending(void)
 	for (int i = 0; i < N; i++)
 		s[i].fd = -1;
 	want = expected_text();
-	CHECK(want != NULL, "exld run failed");
+	REQUIRE(want != NULL, "exld run failed");
 	if (h_prepare(&d))
 		goto out;
-	CHECK(write_conf(&d, "max_connections_per_uid = 100\nrequest_timeout_ms = 120000\n",
+	REQUIRE(write_conf(&d, "max_connections_per_uid = 100\nrequest_timeout_ms = 120000\n",
 			 conf, sizeof(conf)) == 0, "writing %s", conf);
 	/* ASan keeps freed memory in a quarantine (256 MiB by default), which
 	 * is its RSS, not the daemon's buffering */
@@ -441,8 +434,8 @@ static int test_pending(void)
 		uint8_t *h = s[i].head;
 
 		s[i].fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-		CHECK(s[i].fd >= 0 && !connect(s[i].fd, (struct sockaddr *)&a, sizeof(a)),
-		      "connect %d: %s", i, strerror(errno));
+		REQUIRE(s[i].fd >= 0 && !connect(s[i].fd, (struct sockaddr *)&a, sizeof(a)),
+			"connect %d: %s", i, strerror(errno));
 		h[0] = 0x82;
 		h[1] = 0xa2, memcpy(h + 2, "op", 2);
 		h[4] = 0xa8, memcpy(h + 5, "generate", 8);
@@ -507,16 +500,16 @@ static int test_pending(void)
 			}
 		}
 	}
-	CHECK(!left, "%d senders were still sending after 60 s", left);
-	sleep_ms(500);
+	REQUIRE(!left, "%d senders were still sending after 60 s", left);
+	h_sleep_ms(500);
 	long rss1 = h_rss_kib(d.pid);
 	printf("  64 connections x %zu-byte messages, all but the last byte: %d closed by the "
 	       "daemon, RSS %ld -> %ld KiB (+%ld MiB)\n", msg, closed, rss0, rss1,
 	       (rss1 - rss0) / 1024);
-	CHECK(rss0 > 0 && rss1 > 0, "reading RSS");
-	CHECK(rss1 - rss0 <= 256 * 1024, "RSS grew by %ld MiB", (rss1 - rss0) / 1024);
+	REQUIRE(rss0 > 0 && rss1 > 0, "reading RSS");
+	REQUIRE(rss1 - rss0 <= 256 * 1024, "RSS grew by %ld MiB", (rss1 - rss0) / 1024);
 	long t0 = now_ms();
-	CHECK(served(d.sock, want, err, sizeof(err)) == 0, "another client: %s", err);
+	REQUIRE(served(d.sock, want, err, sizeof(err)) == 0, "another client: %s", err);
 	printf("  another client served in %ld ms\n", now_ms() - t0);
 	ret = 0;
 out:
@@ -563,36 +556,36 @@ static int test_timeout(void)
 	int fds[2] = { -1, -1 }, ret = 1;
 
 	want = expected_text();
-	CHECK(want != NULL, "exld run failed");
+	REQUIRE(want != NULL, "exld run failed");
 	if (h_prepare(&d))
 		goto out;
-	CHECK(write_conf(&d, "request_timeout_ms = 600\n", conf, sizeof(conf)) == 0, "writing %s",
-	      conf);
+	REQUIRE(write_conf(&d, "request_timeout_ms = 600\n", conf, sizeof(conf)) == 0, "writing %s",
+		conf);
 	const char *extra[] = { "--config", conf, NULL };
 	if (h_start(&d, MODEL, extra))
 		goto out;
-	CHECK(open_idle(d.sock, fds, 2) == 2, "connect");
+	REQUIRE(open_idle(d.sock, fds, 2) == 2, "connect");
 	/* the second sends the first bytes of a message and stops */
-	CHECK(send(fds[1], "\x82\xa2op\xa8gen", 8, MSG_NOSIGNAL) == 8, "send");
+	REQUIRE(send(fds[1], "\x82\xa2op\xa8gen", 8, MSG_NOSIGNAL) == 8, "send");
 	long t0 = now_ms();
-	CHECK(closed_with_timeout(fds[0], 5000), "a connection that never sent a request was not "
-	      "closed with a request_timeout_ms error");
+	REQUIRE(closed_with_timeout(fds[0], 5000), "a connection that never sent a request was not "
+		"closed with a request_timeout_ms error");
 	long t_idle = now_ms() - t0;
-	CHECK(closed_with_timeout(fds[1], 5000), "a half-sent message was not closed with a "
-	      "request_timeout_ms error");
+	REQUIRE(closed_with_timeout(fds[1], 5000), "a half-sent message was not closed with a "
+		"request_timeout_ms error");
 	long t_half = now_ms() - t0;
 	printf("  request_timeout_ms 600: a silent connection closed after %ld ms, a half-sent "
 	       "message after %ld ms, each with a limit error\n", t_idle, t_half);
-	CHECK(t_idle >= 500 && t_half >= 500, "closed too early");
+	REQUIRE(t_idle >= 500 && t_half >= 500, "closed too early");
 	/* a client that keeps a connection after its requests is not idle */
 	struct exl_connect_opts o = { .timeout_ms = 10000 };
 	struct exl_client *c = NULL;
 	struct exl_model_info *models = NULL;
 	size_t n_models = 0;
-	CHECK(exl_connect(&c, d.sock, &o, err, sizeof(err)) == 0, "connect: %s", err);
-	sleep_ms(1500);
-	CHECK(exl_models(c, &models, &n_models) == 0, "a connection idle after hello: %s",
-	      exl_errmsg(c));
+	REQUIRE(exl_connect(&c, d.sock, &o, err, sizeof(err)) == 0, "connect: %s", err);
+	h_sleep_ms(1500);
+	REQUIRE(exl_models(c, &models, &n_models) == 0, "a connection idle after hello: %s",
+		exl_errmsg(c));
 	free(models);
 	exl_close(c);
 	printf("  a connection idle for 1.5 s after its hello still answers\n");
@@ -645,41 +638,41 @@ static int test_rewrite(void)
 	if (h_prepare(&d))
 		goto out;
 	snprintf(models, sizeof(models), "%s/models", d.dir);
-	CHECK(mkdir(models, 0755) == 0, "mkdir %s", models);
+	REQUIRE(mkdir(models, 0755) == 0, "mkdir %s", models);
 	const char *names[] = { "stories260K", "aidreams260K" };
 	for (int i = 0; i < 2; i++) {
 		snprintf(src, sizeof(src), "%s/%s.gguf", h_models_dir(), names[i]);
 		snprintf(path, sizeof(path), "%s/%s.gguf", models, names[i]);
-		CHECK(copy_file(src, path, O_CREAT | O_EXCL) == 0, "copying %s", src);
+		REQUIRE(copy_file(src, path, O_CREAT | O_EXCL) == 0, "copying %s", src);
 	}
 	const char *extra[] = { "--models", models, "--load", "stories260K,aidreams260K", NULL };
 	if (h_start(&d, NULL, extra))
 		goto out;
-	CHECK(gen_on(d.sock, MODEL, err, sizeof(err)) == 0, "before: %s", err);
+	REQUIRE(gen_on(d.sock, MODEL, err, sizeof(err)) == 0, "before: %s", err);
 	/* what `cp aidreams260K.gguf stories260K.gguf` does: truncate, write
 	 * a shorter file into the same inode */
 	snprintf(path, sizeof(path), "%s/%s.gguf", models, MODEL);
 	snprintf(src, sizeof(src), "%s/aidreams260K.gguf", h_models_dir());
-	CHECK(copy_file(src, path, O_TRUNC) == 0, "overwriting %s", path);
+	REQUIRE(copy_file(src, path, O_TRUNC) == 0, "overwriting %s", path);
 	int rc = gen_on(d.sock, MODEL, err, sizeof(err));
-	CHECK(rc == 1, "a job on the overwritten model: %s", err);
+	REQUIRE(rc == 1, "a job on the overwritten model: %s", err);
 	printf("  stories260K.gguf overwritten in place while loaded: its job -> %s\n", err);
-	CHECK(kill(d.pid, 0) == 0, "exld died");
-	CHECK(gen_on(d.sock, "aidreams260K", err, sizeof(err)) == 0, "the other model: %s", err);
+	REQUIRE(kill(d.pid, 0) == 0, "exld died");
+	REQUIRE(gen_on(d.sock, "aidreams260K", err, sizeof(err)) == 0, "the other model: %s", err);
 	printf("  the other model still generates (%s)\n", err);
 	rc = gen_on(d.sock, MODEL, err, sizeof(err));
-	CHECK(rc == 1, "a second job on the overwritten model: %s", err);
+	REQUIRE(rc == 1, "a second job on the overwritten model: %s", err);
 	/* unload and load again: the new file serves */
 	struct exl_connect_opts o = { .timeout_ms = 30000 };
 	struct exl_client *c = NULL;
-	CHECK(exl_connect(&c, d.sock, &o, err, sizeof(err)) == 0, "connect: %s", err);
+	REQUIRE(exl_connect(&c, d.sock, &o, err, sizeof(err)) == 0, "connect: %s", err);
 	rc = exl_unload(c, MODEL, true) || exl_load(c, MODEL, NULL, NULL);
 	snprintf(err, sizeof(err), "%s", exl_errmsg(c));
 	exl_close(c);
-	CHECK(rc == 0, "unload and load: %s", err);
-	CHECK(gen_on(d.sock, MODEL, err, sizeof(err)) == 0, "after reloading: %s", err);
+	REQUIRE(rc == 0, "unload and load: %s", err);
+	REQUIRE(gen_on(d.sock, MODEL, err, sizeof(err)) == 0, "after reloading: %s", err);
 	printf("  after unload and load: generates again (%s); exld never died\n", err);
-	CHECK(h_stop(&d) == 0, "exld did not stop cleanly");
+	REQUIRE(h_stop(&d) == 0, "exld did not stop cleanly");
 	ret = 0;
 out:
 	h_cleanup(&d);
@@ -709,20 +702,20 @@ static int test_drain(void)
 	for (int i = 0; i < N; i++) {
 		uint64_t job;
 
-		CHECK(exl_connect(&c[i], d.sock, &o, err, sizeof(err)) == 0, "connect: %s", err);
-		CHECK(exl_submit(c[i], &p, PROMPT, &job) == 0, "submit: %s", exl_errmsg(c[i]));
+		REQUIRE(exl_connect(&c[i], d.sock, &o, err, sizeof(err)) == 0, "connect: %s", err);
+		REQUIRE(exl_submit(c[i], &p, PROMPT, &job) == 0, "submit: %s", exl_errmsg(c[i]));
 	}
-	sleep_ms(500);
+	h_sleep_ms(500);
 	kill(d.pid, SIGTERM);
 	/* nobody reads for 5 s, more than the fixed 3 s the drain used to wait */
-	sleep_ms(5000);
+	h_sleep_ms(5000);
 	for (int i = 0; i < N; i++) {
 		long tokens = 0;
 		const char *reason = NULL;
 
 		for (;;) {
 			int rc = exl_next(c[i], &ev, 30000);
-			CHECK(rc == 0, "client %d after %ld tokens: %s", i, tokens, exl_errmsg(c[i]));
+			REQUIRE(rc == 0, "client %d after %ld tokens: %s", i, tokens, exl_errmsg(c[i]));
 			if (ev.type == EXL_EVENT_DONE) {
 				reason = ev.result->stop_reason;
 				break;
@@ -733,9 +726,9 @@ static int test_drain(void)
 		got_done++;
 	}
 	int status;
-	CHECK(waitpid(d.pid, &status, 0) == d.pid, "waitpid");
+	REQUIRE(waitpid(d.pid, &status, 0) == d.pid, "waitpid");
 	d.pid = -1;
-	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "exld exited with status %d", status);
+	REQUIRE(WIFEXITED(status) && WEXITSTATUS(status) == 0, "exld exited with status %d", status);
 	printf("  %d of %d slow readers got their done; exld exited 0\n", got_done, N);
 	ret = 0;
 out:

@@ -44,8 +44,10 @@
 #include <unistd.h>
 
 #include "exlclient.h"
+#include "common/clock.h"
 #include "harness.h"
 #include "raw_conn.h"
+#include "tests/common/check.h"
 
 #define MODEL "stories260K"
 #define PROMPT "Once upon a time"
@@ -53,37 +55,9 @@
  * a quarter under AddressSanitizer (see big_size). */
 #define BIG big_size()
 
-#if defined(__SANITIZE_ADDRESS__)
-static const bool asan = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-static const bool asan = true;
-#else
-static const bool asan = false;
-#endif
-#else
-static const bool asan = false;
-#endif
-
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static void sleep_ms(long ms)
-{
-	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
-
-	while (nanosleep(&ts, &ts) && errno == EINTR)
-		;
-}
-
 static double bound_s(void)
 {
-	return asan ? 1.5 : 0.5;
+	return H_ASAN ? 1.5 : 0.5;
 }
 
 /* The large requests' text: 16 MiB less room for the other keys.  Under
@@ -92,7 +66,7 @@ static double bound_s(void)
  * and the bounds are about the loop, not the size. */
 static size_t big_size(void)
 {
-	return (asan ? (size_t)4 << 20 : (size_t)16 << 20) - 4096;
+	return (H_ASAN ? (size_t)4 << 20 : (size_t)16 << 20) - 4096;
 }
 
 /* n bytes of story text (ASCII), NUL-terminated; malloc'ed. */
@@ -211,13 +185,13 @@ static void *tokenizer_main(void *arg)
 
 	t->rc = connect_to(t->d, &c) ? -1 : 0;
 	atomic_store(&t->started, true);
-	t->t0 = now_s();
+	t->t0 = exl_now_s();
 	if (!t->rc) {
 		t->rc = exl_tokenize(c, MODEL, t->text, t->len, -1, false, &ids, &t->n_ids);
 		if (t->rc)
 			snprintf(t->err, sizeof(t->err), "%s", exl_errmsg(c));
 	}
-	t->t1 = now_s();
+	t->t1 = exl_now_s();
 	free(ids);
 	exl_close(c);
 	atomic_store(&t->finished, true);
@@ -239,45 +213,45 @@ static int test_status(void)
 
 	t.len = BIG;
 	text = story(BIG);
-	CHECK(text != NULL, "out of memory");
+	REQUIRE(text != NULL, "out of memory");
 	t.text = text;
 	if (h_prepare(&d) || h_start(&d, MODEL, NULL))
 		goto out;
-	CHECK(notify_start(&nr, &d) == 0, "pthread_create");
-	CHECK(connect_to(&d, &sc) == 0, " ");
-	CHECK(exl_status(sc, &st) == 0, "status: %s", exl_errmsg(sc));
+	REQUIRE(notify_start(&nr, &d) == 0, "pthread_create");
+	REQUIRE(connect_to(&d, &sc) == 0);
+	REQUIRE(exl_status(sc, &st) == 0, "status: %s", exl_errmsg(sc));
 	free(st.models);
-	CHECK(pthread_create(&th, NULL, tokenizer_main, &t) == 0, "pthread_create");
+	REQUIRE(pthread_create(&th, NULL, tokenizer_main, &t) == 0, "pthread_create");
 	joined = false;
 	while (!atomic_load(&t.started))
-		sleep_ms(1);
+		h_sleep_ms(1);
 	/* Status every 20 ms until the tokenize reply has come. */
 	while (!atomic_load(&t.finished)) {
-		double t0 = now_s();
+		double t0 = exl_now_s();
 		int rc = exl_status(sc, &st);
-		double dt = now_s() - t0;
+		double dt = exl_now_s() - t0;
 
-		CHECK(rc == 0, "status: %s", exl_errmsg(sc));
+		REQUIRE(rc == 0, "status: %s", exl_errmsg(sc));
 		free(st.models);
 		if (!atomic_load(&t.finished)) {
 			n++;
 			if (dt > worst)
 				worst = dt;
 		}
-		sleep_ms(20);
+		h_sleep_ms(20);
 	}
 	pthread_join(th, NULL);
 	joined = true;
 	during = t.t1 - t.t0;
-	CHECK(t.rc == 0, "tokenize of %zu bytes: %s", t.len, t.err);
+	REQUIRE(t.rc == 0, "tokenize of %zu bytes: %s", t.len, t.err);
 	printf("  tokenize of %zu bytes: %zu ids in %.2f s\n", t.len, t.n_ids, during);
 	printf("  %d status requests meanwhile: worst latency %.1f ms (bound %.0f ms%s)\n", n,
-	       worst * 1e3, bound_s() * 1e3, asan ? ", scaled for ASan" : "");
-	CHECK(t.n_ids > BIG / 16, "only %zu ids", t.n_ids);
-	CHECK(n >= 3, "only %d status requests while the tokenize ran", n);
-	CHECK(worst < bound_s(), "a status took %.1f ms while another client's tokenize ran",
-	      worst * 1e3);
-	CHECK(h_stop(&d) == 0, "exld did not exit 0");
+	       worst * 1e3, bound_s() * 1e3, H_ASAN ? ", scaled for ASan" : "");
+	REQUIRE(t.n_ids > BIG / 16, "only %zu ids", t.n_ids);
+	REQUIRE(n >= 3, "only %d status requests while the tokenize ran", n);
+	REQUIRE(worst < bound_s(), "a status took %.1f ms while another client's tokenize ran",
+		worst * 1e3);
+	REQUIRE(h_stop(&d) == 0, "exld did not exit 0");
 	ret = 0;
 out:
 	if (!joined)
@@ -306,7 +280,7 @@ struct streamer {
 
 static int note(struct streamer *s)
 {
-	double t = now_s();
+	double t = exl_now_s();
 
 	pthread_mutex_lock(&s->mu);
 	if (s->n == s->cap) {
@@ -402,48 +376,48 @@ static int test_stream(void)
 	pthread_mutex_init(&s.mu, NULL);
 	text = story(BIG);
 	schema = big_schema();
-	CHECK(text && schema, "out of memory");
+	REQUIRE(text && schema, "out of memory");
 	if (h_prepare(&d) || h_start(&d, MODEL, NULL))
 		goto out;
-	CHECK(notify_start(&nr, &d) == 0, "pthread_create");
-	CHECK(pthread_create(&th, NULL, streamer_main, &s) == 0, "pthread_create");
+	REQUIRE(notify_start(&nr, &d) == 0, "pthread_create");
+	REQUIRE(pthread_create(&th, NULL, streamer_main, &s) == 0, "pthread_create");
 	joined = false;
-	sleep_ms(1000);
+	h_sleep_ms(1000);
 
 	/* The streamer alone, as a reference. */
-	double q0 = now_s();
-	sleep_ms(1000);
-	double quiet = worst_gap(&s, q0, now_s());
+	double q0 = exl_now_s();
+	h_sleep_ms(1000);
+	double quiet = worst_gap(&s, q0, exl_now_s());
 
 	/* A 16 MiB prompt (4 MiB under ASan): tokenized, then refused as
 	 * longer than the context. */
 	exl_gen_params_init(&p);
 	p.max_new_tokens = 1;
 	p.stream = EXL_STREAM_MODE_NONE;
-	double a0 = now_s();
+	double a0 = exl_now_s();
 	int rc = big_generate(&d, &p, text, msg, sizeof(msg));
-	double a1 = now_s();
-	sleep_ms(500);
+	double a1 = exl_now_s();
+	h_sleep_ms(500);
 	double gap_prompt = worst_gap(&s, a0, a1);
 	printf("  generate with a %zu-byte prompt: %s (%s) after %.2f s\n", BIG,
 	       exl_status_name(rc), msg, a1 - a0);
-	CHECK(rc == EXL_E_TOO_LARGE, "the %zu-byte prompt was not refused as too large: %s",
-	      BIG, exl_status_name(rc));
+	REQUIRE(rc == EXL_E_TOO_LARGE, "the %zu-byte prompt was not refused as too large: %s",
+		BIG, exl_status_name(rc));
 
 	/* A 1 MiB JSON schema: compiled, then refused (its grammar is too large). */
 	exl_gen_params_init(&p);
 	p.max_new_tokens = 8;
 	p.stream = EXL_STREAM_MODE_NONE;
 	p.json_schema = schema;
-	double b0 = now_s();
+	double b0 = exl_now_s();
 	rc = big_generate(&d, &p, PROMPT, msg, sizeof(msg));
-	double b1 = now_s();
-	sleep_ms(500);
+	double b1 = exl_now_s();
+	h_sleep_ms(500);
 	double gap_schema = worst_gap(&s, b0, b1);
 	printf("  generate with a %zu-byte JSON schema: %s (%.120s) after %.2f s\n",
 	       strlen(schema), exl_status_name(rc), msg, b1 - b0);
-	CHECK(rc == EXL_E_BAD_REQUEST, "the 1 MiB schema was not refused: %s",
-	      exl_status_name(rc));
+	REQUIRE(rc == EXL_E_BAD_REQUEST, "the 1 MiB schema was not refused: %s",
+		exl_status_name(rc));
 
 	atomic_store(&s.stop, true);
 	pthread_join(th, NULL);
@@ -451,13 +425,13 @@ static int test_stream(void)
 	printf("  streamer: %d jobs, %zu events; largest gap: alone %.1f ms, during the "
 	       "prompt %.1f ms, during the schema %.1f ms (bound %.0f ms%s)\n", s.jobs, s.n,
 	       quiet * 1e3, gap_prompt * 1e3, gap_schema * 1e3, bound_s() * 1e3,
-	       asan ? ", scaled for ASan" : "");
-	CHECK(s.rc == 0, "streamer: %s", s.err);
-	CHECK(gap_prompt < bound_s(), "the stream stalled %.1f ms while a %zu-byte prompt was "
-	      "tokenized", gap_prompt * 1e3, BIG);
-	CHECK(gap_schema < bound_s(), "the stream stalled %.1f ms while a 1 MiB schema was "
-	      "compiled", gap_schema * 1e3);
-	CHECK(h_stop(&d) == 0, "exld did not exit 0");
+	       H_ASAN ? ", scaled for ASan" : "");
+	REQUIRE(s.rc == 0, "streamer: %s", s.err);
+	REQUIRE(gap_prompt < bound_s(), "the stream stalled %.1f ms while a %zu-byte prompt was "
+		"tokenized", gap_prompt * 1e3, BIG);
+	REQUIRE(gap_schema < bound_s(), "the stream stalled %.1f ms while a 1 MiB schema was "
+		"compiled", gap_schema * 1e3);
+	REQUIRE(h_stop(&d) == 0, "exld did not exit 0");
 	ret = 0;
 out:
 	if (!joined) {
@@ -474,7 +448,6 @@ out:
 }
 
 /* ---- ops ---- */
-
 
 static uint64_t u64_of(const msgpack_object *o)
 {
@@ -587,17 +560,17 @@ static int ops_roundtrip(struct daemon *d, struct exl_client *c)
 	size_t n = 0;
 	int ret = 1;
 
-	CHECK(text != NULL, "out of memory");
-	CHECK(exl_tokenize(c, MODEL, text, len, -1, false, &ids, &n) == 0, "tokenize: %s",
-	      exl_errmsg(c));
+	REQUIRE(text != NULL, "out of memory");
+	REQUIRE(exl_tokenize(c, MODEL, text, len, -1, false, &ids, &n) == 0, "tokenize: %s",
+		exl_errmsg(c));
 	long nw = cli_tokenize(d, text, len, &want);
-	CHECK(nw > 0, "exld tokenize failed");
-	CHECK((size_t)nw == n && !memcmp(ids, want, n * sizeof(*ids)),
-	      "tokenize of %zu bytes: %zu ids, exld tokenize gives %ld", len, n, nw);
-	CHECK(exl_detokenize(c, MODEL, ids, n, false, &back) == 0, "detokenize: %s",
-	      exl_errmsg(c));
-	CHECK(strlen(back) == len && !memcmp(back, text, len), "detokenize of %zu ids did not "
-	      "give the text back", n);
+	REQUIRE(nw > 0, "exld tokenize failed");
+	REQUIRE((size_t)nw == n && !memcmp(ids, want, n * sizeof(*ids)),
+		"tokenize of %zu bytes: %zu ids, exld tokenize gives %ld", len, n, nw);
+	REQUIRE(exl_detokenize(c, MODEL, ids, n, false, &back) == 0, "detokenize: %s",
+		exl_errmsg(c));
+	REQUIRE(strlen(back) == len && !memcmp(back, text, len), "detokenize of %zu ids did not "
+		"give the text back", n);
 	printf("  tokenize of %zu bytes: %zu ids, as exld tokenize; detokenize gives it back\n",
 	       len, n);
 	ret = 0;
@@ -624,35 +597,35 @@ static int ops_cancel(struct daemon *d, const char *big)
 
 	msgpack_sbuffer_init(&sb);
 	msgpack_unpacked_init(&up);
-	CHECK(raw_open(d, &r) == 0, "connect");
+	REQUIRE(raw_open(d, &r) == 0, "connect");
 	/* the next job's id: one more than this one's */
 	pack_generate(&sb, 1, 1);
-	CHECK(raw_send_sb(&r, &sb) == 0, "send");
+	REQUIRE(raw_send_sb(&r, &sb) == 0, "send");
 	while (!job) {
-		CHECK(raw_read(&r, &up, 30000) == 1, "no reply to the first generate");
+		REQUIRE(raw_read(&r, &up, 30000) == 1, "no reply to the first generate");
 		if (str_is(get(&up.data, "op"), "generate"))
 			job = u64_of(get(&up.data, "job"));
 	}
 	for (bool done = false; !done;) {
-		CHECK(raw_read(&r, &up, 30000) == 1, "no result for the first generate");
+		REQUIRE(raw_read(&r, &up, 30000) == 1, "no result for the first generate");
 		done = str_is(get(&up.data, "op"), "done");
 	}
 	job++;
 	pack_tokenize(&sb, 2, big, BIG);
 	pack_generate(&sb, 3, 300);
 	pack_simple(&sb, "cancel", 4, "job", job);
-	CHECK(raw_send_sb(&r, &sb) == 0, "send");
+	REQUIRE(raw_send_sb(&r, &sb) == 0, "send");
 	while (!got_done) {
-		CHECK(raw_read(&r, &up, 120000) == 1, "a reply missing (cancel %d, tokenize %d, "
-		      "generate %d)", got_cancel, got_tok, got_gen);
+		REQUIRE(raw_read(&r, &up, 120000) == 1, "a reply missing (cancel %d, tokenize %d, "
+			"generate %d)", got_cancel, got_tok, got_gen);
 		const msgpack_object *op = get(&up.data, "op");
 		uint64_t id = u64_of(get(&up.data, "id"));
 
 		order++;
 		if (str_is(op, "error")) {
 			const msgpack_object *m = get(&up.data, "message");
-			CHECK(false, "error for request %llu: %.*s", (unsigned long long)id,
-			      m ? (int)m->via.str.size : 0, m ? m->via.str.ptr : "");
+			REQUIRE(false, "error for request %llu: %.*s", (unsigned long long)id,
+				m ? (int)m->via.str.size : 0, m ? m->via.str.ptr : "");
 		} else if (str_is(op, "cancel")) {
 			got_cancel = true;
 			cancel_at = order;
@@ -660,21 +633,21 @@ static int ops_cancel(struct daemon *d, const char *big)
 			got_tok = true;
 			tok_at = order;
 		} else if (str_is(op, "generate")) {
-			CHECK(u64_of(get(&up.data, "job")) == job, "the generate got job %llu, not %llu",
-			      (unsigned long long)u64_of(get(&up.data, "job")), (unsigned long long)job);
+			REQUIRE(u64_of(get(&up.data, "job")) == job, "the generate got job %llu, not %llu",
+				(unsigned long long)u64_of(get(&up.data, "job")), (unsigned long long)job);
 			got_gen = true;
 		} else if (str_is(op, "token")) {
-			CHECK(got_gen, "a token before the generate's accepted reply");
+			REQUIRE(got_gen, "a token before the generate's accepted reply");
 		} else if (str_is(op, "done")) {
 			const msgpack_object *why = get(&up.data, "stop_reason");
-			CHECK(got_gen, "a result before the generate's accepted reply");
-			CHECK(str_is(why, "cancelled"), "the job cancelled while it was prepared ended "
-			      "with %.*s", why ? (int)why->via.str.size : 0, why ? why->via.str.ptr : "");
+			REQUIRE(got_gen, "a result before the generate's accepted reply");
+			REQUIRE(str_is(why, "cancelled"), "the job cancelled while it was prepared ended "
+				"with %.*s", why ? (int)why->via.str.size : 0, why ? why->via.str.ptr : "");
 			got_done = true;
 		}
 	}
-	CHECK(got_cancel && got_tok, "cancel %d, tokenize %d", got_cancel, got_tok);
-	CHECK(cancel_at < tok_at, "the cancel was answered only after the tokenize before it");
+	REQUIRE(got_cancel && got_tok, "cancel %d, tokenize %d", got_cancel, got_tok);
+	REQUIRE(cancel_at < tok_at, "the cancel was answered only after the tokenize before it");
 	printf("  a cancel of a job waiting behind its connection's %zu-byte tokenize: answered "
 	       "first; then the tokenize's ids, accepted, done \"cancelled\"\n", BIG);
 	ret = 0;
@@ -703,15 +676,15 @@ static int ops_pipeline(struct daemon *d)
 
 	msgpack_sbuffer_init(&sb);
 	msgpack_unpacked_init(&up);
-	CHECK(text != NULL, "out of memory");
-	CHECK(raw_open(d, &r) == 0, "connect");
+	REQUIRE(text != NULL, "out of memory");
+	REQUIRE(raw_open(d, &r) == 0, "connect");
 	for (int i = 1; i <= N; i++)
 		pack_tokenize(&sb, (uint64_t)i, text, len);
 	pack_simple(&sb, "status", 100, NULL, 0);
-	CHECK(raw_send_sb(&r, &sb) == 0, "send");
+	REQUIRE(raw_send_sb(&r, &sb) == 0, "send");
 	while (next <= N || !status) {
-		CHECK(raw_read(&r, &up, 60000) == 1, "a reply missing (tokenize %llu next, status %d)",
-		      (unsigned long long)next, status);
+		REQUIRE(raw_read(&r, &up, 60000) == 1, "a reply missing (tokenize %llu next, status %d)",
+			(unsigned long long)next, status);
 		const msgpack_object *op = get(&up.data, "op");
 		uint64_t id = u64_of(get(&up.data, "id"));
 
@@ -719,9 +692,9 @@ static int ops_pipeline(struct daemon *d)
 			status = true;
 			continue;
 		}
-		CHECK(str_is(op, "tokenize"), "reply %llu is not a tokenize", (unsigned long long)id);
-		CHECK(id == next, "tokenize reply %llu came before %llu", (unsigned long long)id,
-		      (unsigned long long)next);
+		REQUIRE(str_is(op, "tokenize"), "reply %llu is not a tokenize", (unsigned long long)id);
+		REQUIRE(id == next, "tokenize reply %llu came before %llu", (unsigned long long)id,
+			(unsigned long long)next);
 		next++;
 	}
 	printf("  %d pipelined tokenizes of %zu bytes on one connection (4 at most in the pool): "
@@ -749,7 +722,7 @@ static int ops_limit(struct daemon *d, struct exl_client *c, const char *big)
 
 	msgpack_sbuffer_init(&sb);
 	msgpack_unpacked_init(&up);
-	CHECK(raw_open(d, &r) == 0, "connect");
+	REQUIRE(raw_open(d, &r) == 0, "connect");
 	msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
 	msgpack_pack_map(&pk, 4);
 	pk_str(&pk, "op");
@@ -760,21 +733,21 @@ static int ops_limit(struct daemon *d, struct exl_client *c, const char *big)
 	msgpack_pack_str_with_body(&pk, big, BIG);
 	pk_str(&pk, "stream");
 	pk_str(&pk, "none");
-	CHECK(raw_send_sb(&r, &sb) == 0, "send");
-	sleep_ms(300);
+	REQUIRE(raw_send_sb(&r, &sb) == 0, "send");
+	h_sleep_ms(300);
 	exl_gen_params_init(&p);
 	p.temperature = 0;
 	p.max_new_tokens = 4;
 	rc = exl_generate(c, &p, PROMPT, &res);
 	if (!rc)
 		exl_result_free(&res);
-	CHECK(rc == EXL_E_LIMIT, "a second job while the first was prepared: %s (%s)",
-	      exl_status_name(rc), exl_errmsg(c));
-	CHECK(raw_read(&r, &up, 300000) == 1, "no reply to the large generate");
+	REQUIRE(rc == EXL_E_LIMIT, "a second job while the first was prepared: %s (%s)",
+		exl_status_name(rc), exl_errmsg(c));
+	REQUIRE(raw_read(&r, &up, 300000) == 1, "no reply to the large generate");
 	const msgpack_object *code = get(&up.data, "code");
-	CHECK(str_is(code, "too_large"), "the large generate was not refused as too large");
+	REQUIRE(str_is(code, "too_large"), "the large generate was not refused as too large");
 	rc = exl_generate(c, &p, PROMPT, &res);
-	CHECK(rc == 0, "a job after the refusal: %s", exl_errmsg(c));
+	REQUIRE(rc == 0, "a job after the refusal: %s", exl_errmsg(c));
 	exl_result_free(&res);
 	printf("  max_jobs_per_uid 1: a generate while another is prepared gets limit; after "
 	       "that one's refusal, the uid runs again\n");
@@ -821,30 +794,30 @@ static int ops_close(struct daemon *d, struct exl_client *c, const char *big)
 	int ret = 1, n = -1, most = 0;
 
 	msgpack_sbuffer_init(&sb);
-	CHECK(raw_open(d, &r) == 0 && raw_open(d, &s) == 0, "connect");
+	REQUIRE(raw_open(d, &r) == 0 && raw_open(d, &s) == 0, "connect");
 	pack_tokenize(&sb, 1, big, BIG);
 	pack_generate(&sb, 2, 300);
-	CHECK(raw_send_sb(&r, &sb) == 0, "send");
-	sleep_ms(300);
+	REQUIRE(raw_send_sb(&r, &sb) == 0, "send");
+	h_sleep_ms(300);
 	raw_close(&r);
-	double t0 = now_s();
-	while (now_s() - t0 < 300) {
+	double t0 = exl_now_s();
+	while (exl_now_s() - t0 < 300) {
 		n = preparing(&s);
-		CHECK(n >= 0, "status (preparing) failed");
+		REQUIRE(n >= 0, "status (preparing) failed");
 		if (n > most)
 			most = n;
 		if (!n)
 			break;
-		sleep_ms(100);
+		h_sleep_ms(100);
 	}
-	CHECK(n == 0, "still %d requests being prepared after 300 s", n);
-	CHECK(most >= 1, "status never showed the tokenize being prepared");
-	CHECK(exl_status(c, &st) == 0, "status: %s", exl_errmsg(c));
+	REQUIRE(n == 0, "still %d requests being prepared after 300 s", n);
+	REQUIRE(most >= 1, "status never showed the tokenize being prepared");
+	REQUIRE(exl_status(c, &st) == 0, "status: %s", exl_errmsg(c));
 	free(st.models);
-	CHECK(st.uid_jobs == 0, "the closed connection's job still counts (uid_jobs %d)",
-	      st.uid_jobs);
+	REQUIRE(st.uid_jobs == 0, "the closed connection's job still counts (uid_jobs %d)",
+		st.uid_jobs);
 	printf("  a connection closed while its %zu-byte tokenize was prepared: status showed "
-	       "%d preparing, 0 after %.2f s; uid_jobs back to 0\n", BIG, most, now_s() - t0);
+	       "%d preparing, 0 after %.2f s; uid_jobs back to 0\n", BIG, most, exl_now_s() - t0);
 	ret = 0;
 out:
 	msgpack_sbuffer_destroy(&sb);
@@ -861,19 +834,19 @@ static int ops_unload(struct daemon *d, struct exl_client *c, const char *big)
 	pthread_t th;
 	int ret = 1;
 
-	CHECK(pthread_create(&th, NULL, tokenizer_main, &t) == 0, "pthread_create");
+	REQUIRE(pthread_create(&th, NULL, tokenizer_main, &t) == 0, "pthread_create");
 	while (!atomic_load(&t.started))
-		sleep_ms(1);
-	sleep_ms(500);
-	double u0 = now_s();
+		h_sleep_ms(1);
+	h_sleep_ms(500);
+	double u0 = exl_now_s();
 	int rc = exl_unload(c, MODEL, false);
-	double u1 = now_s();
+	double u1 = exl_now_s();
 	pthread_join(th, NULL);
-	CHECK(rc == 0, "unload: %s", exl_errmsg(c));
-	CHECK(t.rc == 0 || t.rc == EXL_E_BUSY, "tokenize during unload: %s", t.err);
+	REQUIRE(rc == 0, "unload: %s", exl_errmsg(c));
+	REQUIRE(t.rc == 0 || t.rc == EXL_E_BUSY, "tokenize during unload: %s", t.err);
 	printf("  unload while a %zu-byte tokenize was prepared: unloaded in %.2f s; the "
 	       "tokenize got %s (%zu ids)\n", BIG, u1 - u0, exl_status_name(t.rc), t.n_ids);
-	CHECK(exl_load(c, MODEL, NULL, NULL) == 0, "load again: %s", exl_errmsg(c));
+	REQUIRE(exl_load(c, MODEL, NULL, NULL) == 0, "load again: %s", exl_errmsg(c));
 	ret = 0;
 out:
 	return ret;
@@ -887,16 +860,16 @@ static int ops_shutdown(struct daemon *d, const char *big)
 	pthread_t th;
 	int ret = 1;
 
-	CHECK(pthread_create(&th, NULL, tokenizer_main, &t) == 0, "pthread_create");
+	REQUIRE(pthread_create(&th, NULL, tokenizer_main, &t) == 0, "pthread_create");
 	while (!atomic_load(&t.started))
-		sleep_ms(1);
-	sleep_ms(500);
+		h_sleep_ms(1);
+	h_sleep_ms(500);
 	kill(d->pid, SIGTERM);
 	pthread_join(th, NULL);
-	CHECK(t.rc == 0 || t.rc == EXL_E_SHUTDOWN, "tokenize during shutdown: %s",
-	      exl_status_name(t.rc));
+	REQUIRE(t.rc == 0 || t.rc == EXL_E_SHUTDOWN, "tokenize during shutdown: %s",
+		exl_status_name(t.rc));
 	int status = h_stop(d);
-	CHECK(status == 0, "exld exited with %d", status);
+	REQUIRE(status == 0, "exld exited with %d", status);
 	printf("  SIGTERM while a %zu-byte tokenize was prepared: tokenize %s, exld exited 0\n",
 	       BIG, exl_status_name(t.rc));
 	ret = 0;
@@ -914,16 +887,16 @@ static int test_ops(void)
 	int ret = 1;
 
 	big = story(BIG);
-	CHECK(big != NULL, "out of memory");
+	REQUIRE(big != NULL, "out of memory");
 	if (h_prepare(&d))
 		goto out;
 	snprintf(conf, sizeof(conf), "%s/exld.conf", d.dir);
 	FILE *f = fopen(conf, "w");
-	CHECK(f && fputs("max_jobs_per_uid = 1\n", f) >= 0 && fclose(f) == 0, "writing %s", conf);
+	REQUIRE(f && fputs("max_jobs_per_uid = 1\n", f) >= 0 && fclose(f) == 0, "writing %s", conf);
 	if (h_start(&d, MODEL, extra))
 		goto out;
-	CHECK(notify_start(&nr, &d) == 0, "pthread_create");
-	CHECK(connect_to(&d, &c) == 0, " ");
+	REQUIRE(notify_start(&nr, &d) == 0, "pthread_create");
+	REQUIRE(connect_to(&d, &c) == 0);
 	if (ops_roundtrip(&d, c) || ops_pipeline(&d) || ops_limit(&d, c, big) ||
 	    ops_cancel(&d, big) || ops_close(&d, c, big) || ops_unload(&d, c, big))
 		goto out;

@@ -1,19 +1,31 @@
 /* The reference forward pass (see ref_forward.h).
  *
- * Per token at position p, per layer (llama.cpp's llm_build_llama /
- * llm_build_qwen2):
+ * x = token_embd[token] (gemma: times sqrt(n_embd)), then per token at
+ * position p, per layer (llama.cpp's graphs for llama, qwen2, qwen3,
+ * qwen3moe, phi3, gemma2, gemma3):
  *   h   = rmsnorm(x) * attn_norm
- *   q,k,v = Wq h (+ bq), Wk h (+ bk), Wv h (+ bv)
+ *   q,k,v = Wq h (+ bq), Wk h (+ bk), Wv h (+ bv); phi3's attn_qkv holds
+ *       Wq, Wk, Wv one after the other
+ *   qwen3, gemma3: each head of q and k rmsnorm'd by attn_q_norm / attn_k_norm
  *   rope(q), rope(k): the first n_rot dimensions of each head rotate by
- *       angle p * freq_scale * base^(-2i / n_rot) for pair i; llama pairs
- *       (2i, 2i+1), qwen2 (neox) pairs (i, i + n_rot/2)
- *   att = softmax(q k^T / sqrt(head_dim)) v over positions 0..p, query head
- *       j reading key/value head j / (n_head / n_head_kv)
- *   x  += Wo att
+ *       angle p * freq_scale * base^(-2i / n_rot) / factor[i] for pair i
+ *       (factor: llama 3.1's rope_freqs, phi3's long or short factors, else
+ *       1), cosine and sine times rope.scaling.attn_factor; llama pairs
+ *       (2i, 2i+1), the others (neox) (i, i + n_rot/2); gemma's local layers
+ *       with their own base and scale
+ *   att = softmax(s) v with s = q k^T * scale (1/sqrt(head_dim), gemma's
+ *       27B 1/sqrt(n_embd/n_head)), gemma2: s = c tanh(s / c), over
+ *       positions 0..p, or p - window + 1 .. p in a local layer; query head
+ *       j reads key/value head j / (n_head / n_head_kv)
+ *   o   = Wo att, gemma: rmsnorm(o) * post_attention_norm;  x += o
  *   h   = rmsnorm(x) * ffn_norm
- *   x  += Wdown (silu(Wgate h) * Wup h)
+ *   f   = Wdown (act(Wgate h) * Wup h), act silu (gemma: gelu, tanh form;
+ *       phi3's ffn_up holds Wgate then Wup); or with experts: the router's
+ *       softmax over Wr h, the n_expert_used most probable experts, their
+ *       probabilities renormalized to sum 1 (times expert_weights_scale)
+ *       weighing each one's f;  gemma: rmsnorm(f) * post_ffw_norm;  x += f
  * then logits = Wout (rmsnorm(x) * output_norm), Wout = token_embd when
- * there is no output.weight.
+ * there is no output.weight, gemma2: c tanh(logits / c).
  */
 #include <math.h>
 #include <stdio.h>
@@ -27,12 +39,16 @@
 
 struct ref_layer {
 	double *attn_norm, *wq, *wk, *wv, *bq, *bk, *bv, *wo;
+	double *q_norm, *k_norm, *post_attn_norm, *post_ffn_norm;
 	double *ffn_norm, *w_gate, *w_up, *w_down;
+	double *router;                    /* [n_expert][n_embd] */
+	double *e_gate, *e_up, *e_down;    /* [n_expert][rows][cols] */
 	double *k_cache, *v_cache; /* [n_ctx][n_head_kv * head_dim] */
 };
 
 struct ref_model {
 	struct ref_hparams hp;
+	double *rope_factors; /* [n_rot / 2] or NULL */
 	bool kv_f16;
 	const float *taken_k, *taken_v; /* ref_model_take_kv */
 	int taken_n_pos;
@@ -50,7 +66,7 @@ static int meta_int(const struct gguf_file *f, const char *arch, const char *suf
 	uint32_t v;
 
 	snprintf(key, sizeof(key), "%s.%s", arch, suffix);
-	if (!gguf_find_kv(f, key)) {
+	if (!exl_gguf_find_kv(f, key)) {
 		if (required) {
 			snprintf(err, errlen, "reference: no metadata key %s", key);
 			return -1;
@@ -58,7 +74,7 @@ static int meta_int(const struct gguf_file *f, const char *arch, const char *suf
 		*out = def;
 		return 0;
 	}
-	if (!gguf_get_u32(f, key, &v) || v > (1u << 24)) {
+	if (!exl_gguf_get_u32(f, key, &v) || v > (1u << 24)) {
 		snprintf(err, errlen, "reference: bad metadata key %s", key);
 		return -1;
 	}
@@ -73,11 +89,11 @@ static int meta_float(const struct gguf_file *f, const char *arch, const char *s
 	float v;
 
 	snprintf(key, sizeof(key), "%s.%s", arch, suffix);
-	if (!gguf_find_kv(f, key)) {
+	if (!exl_gguf_find_kv(f, key)) {
 		*out = def;
 		return 0;
 	}
-	if (!gguf_get_f32(f, key, &v)) {
+	if (!exl_gguf_get_f32(f, key, &v)) {
 		snprintf(err, errlen, "reference: bad metadata key %s", key);
 		return -1;
 	}
@@ -85,13 +101,13 @@ static int meta_float(const struct gguf_file *f, const char *arch, const char *s
 	return 0;
 }
 
-/* The F32 tensor name of exactly rows x cols (GGUF ne = [cols, rows]) as
- * doubles; *out = NULL when absent and optional. */
-static int load_tensor(const struct gguf_file *f, const char *name, int rows, int cols,
-		       bool optional, double **out, char *err, size_t errlen)
+/* The F32 tensor name of exactly n_mat x rows x cols (GGUF ne = [cols,
+ * rows, n_mat]) as doubles; *out = NULL when absent and optional. */
+static int load_tensor3(const struct gguf_file *f, const char *name, int n_mat, int rows,
+			int cols, bool optional, double **out, char *err, size_t errlen)
 {
-	const struct gguf_tensor *t = gguf_find_tensor(f, name);
-	size_t n = (size_t)rows * (size_t)cols;
+	const struct gguf_tensor *t = exl_gguf_find_tensor(f, name);
+	size_t n = (size_t)n_mat * (size_t)rows * (size_t)cols;
 
 	*out = NULL;
 	if (!t) {
@@ -104,9 +120,10 @@ static int load_tensor(const struct gguf_file *f, const char *name, int rows, in
 		snprintf(err, errlen, "reference: tensor %s is not F32", name);
 		return -1;
 	}
-	if (t->ne[0] != (uint64_t)cols || t->ne[1] != (uint64_t)rows || t->ne[2] != 1 ||
-	    t->ne[3] != 1 || t->nbytes != n * sizeof(float)) {
-		snprintf(err, errlen, "reference: tensor %s is not [%d, %d]", name, cols, rows);
+	if (t->ne[0] != (uint64_t)cols || t->ne[1] != (uint64_t)rows ||
+	    t->ne[2] != (uint64_t)n_mat || t->ne[3] != 1 || t->nbytes != n * sizeof(float)) {
+		snprintf(err, errlen, "reference: tensor %s is not [%d, %d, %d]", name, cols, rows,
+			 n_mat);
 		return -1;
 	}
 	*out = malloc(n * sizeof(double));
@@ -123,19 +140,46 @@ static int load_tensor(const struct gguf_file *f, const char *name, int rows, in
 	return 0;
 }
 
+static int load_tensor(const struct gguf_file *f, const char *name, int rows, int cols,
+		       bool optional, double **out, char *err, size_t errlen)
+{
+	return load_tensor3(f, name, 1, rows, cols, optional, out, err, errlen);
+}
+
+/* Rows [first, first + n) of the rows x cols matrix w, copied. */
+static double *rows_copy(const double *w, int first, int n, int cols)
+{
+	double *r = malloc((size_t)n * (size_t)cols * sizeof(double));
+
+	if (r)
+		memcpy(r, w + (size_t)first * (size_t)cols, (size_t)n * (size_t)cols * sizeof(double));
+	return r;
+}
+
 static int read_hparams(const struct gguf_file *f, struct ref_hparams *hp, char *err,
 			size_t errlen)
 {
 	char arch[32], key[160], type[32];
-	const struct gguf_array *toks = gguf_get_arr(f, "tokenizer.ggml.tokens");
+	const struct gguf_array *toks = exl_gguf_get_arr(f, "tokenizer.ggml.tokens");
 	double factor = 0;
 
-	if (!gguf_get_str(f, "general.architecture", arch, sizeof(arch)) ||
-	    (strcmp(arch, "llama") && strcmp(arch, "qwen2"))) {
-		snprintf(err, errlen, "reference: architecture is not llama or qwen2");
+	static const char *const known[] = { "llama", "qwen2", "qwen3", "qwen3moe", "phi3",
+					     "gemma2", "gemma3" };
+	bool ok = false;
+
+	if (exl_gguf_get_str(f, "general.architecture", arch, sizeof(arch)))
+		for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++)
+			ok = ok || !strcmp(arch, known[i]);
+	if (!ok) {
+		snprintf(err, errlen, "reference: architecture is none of llama qwen2 qwen3 "
+			 "qwen3moe phi3 gemma2 gemma3");
 		return -1;
 	}
-	hp->neox = !strcmp(arch, "qwen2");
+	snprintf(hp->arch, sizeof(hp->arch), "%s", arch);
+	hp->neox = strcmp(arch, "llama") != 0;
+	hp->qk_norm = !strcmp(arch, "qwen3") || !strcmp(arch, "qwen3moe") || !strcmp(arch, "gemma3");
+	hp->gemma = !strncmp(arch, "gemma", 5);
+	hp->fused = !strcmp(arch, "phi3");
 	if (!toks) {
 		snprintf(err, errlen, "reference: no tokenizer.ggml.tokens");
 		return -1;
@@ -146,8 +190,26 @@ static int read_hparams(const struct gguf_file *f, struct ref_hparams *hp, char 
 	    meta_int(f, arch, "attention.head_count", 0, true, &hp->n_head, err, errlen) ||
 	    meta_int(f, arch, "attention.head_count_kv", hp->n_head, false, &hp->n_head_kv, err,
 		     errlen) ||
-	    meta_int(f, arch, "feed_forward_length", 0, true, &hp->n_ff, err, errlen))
+	    meta_int(f, arch, "feed_forward_length", 0, true, &hp->n_ff, err, errlen) ||
+	    meta_int(f, arch, "context_length", 0, true, &hp->n_ctx_train, err, errlen) ||
+	    meta_int(f, arch, "expert_count", 0, false, &hp->n_expert, err, errlen))
 		return -1;
+	if (hp->n_layer > 1024) {
+		snprintf(err, errlen, "reference: %d layers", hp->n_layer);
+		return -1;
+	}
+	if (hp->n_expert) {
+		double ws;
+
+		if (meta_int(f, arch, "expert_used_count", 0, true, &hp->n_expert_used, err,
+			     errlen) ||
+		    meta_int(f, arch, "expert_feed_forward_length",
+			     strcmp(arch, "llama") ? hp->n_ff / hp->n_expert_used : hp->n_ff, false,
+			     &hp->n_ff_exp, err, errlen) ||
+		    meta_float(f, arch, "expert_weights_scale", 0.0, &ws, err, errlen))
+			return -1;
+		hp->expert_weights_scale = ws == 0.0 ? 1.0 : ws;
+	}
 	if (!hp->n_head || !hp->n_head_kv || hp->n_head % hp->n_head_kv) {
 		snprintf(err, errlen, "reference: bad head counts");
 		return -1;
@@ -167,7 +229,7 @@ static int read_hparams(const struct gguf_file *f, struct ref_hparams *hp, char 
 	 * the older rope.scale_linear; "none" never scales. */
 	snprintf(key, sizeof(key), "%s.rope.scaling.type", arch);
 	snprintf(type, sizeof(type), "linear");
-	if (gguf_find_kv(f, key) && !gguf_get_str(f, key, type, sizeof(type))) {
+	if (exl_gguf_find_kv(f, key) && !exl_gguf_get_str(f, key, type, sizeof(type))) {
 		snprintf(err, errlen, "reference: bad %s", key);
 		return -1;
 	}
@@ -176,18 +238,71 @@ static int read_hparams(const struct gguf_file *f, struct ref_hparams *hp, char 
 		return -1;
 	}
 	snprintf(key, sizeof(key), "%s.rope.scaling.factor", arch);
-	if (meta_float(f, arch, gguf_find_kv(f, key) ? "rope.scaling.factor" : "rope.scale_linear",
-		       0, &factor, err, errlen))
+	if (meta_float(f, arch,
+		       exl_gguf_find_kv(f, key) ? "rope.scaling.factor" : "rope.scale_linear", 0,
+		       &factor, err, errlen))
 		return -1;
 	hp->freq_scale = factor > 0 && !strcmp(type, "linear") ? 1.0 / factor : 1.0;
-	double attn_factor;
+	if (meta_float(f, arch, "rope.scaling.attn_factor", 1.0, &hp->attn_factor, err, errlen))
+		return -1;
 
-	if (meta_float(f, arch, "rope.scaling.attn_factor", 1.0, &attn_factor, err, errlen))
+	/* phi3's factors: the long ones when the context may pass the
+	 * original one (the model runs up to its whole context here) */
+	int orig;
+
+	if (meta_int(f, arch, "rope.scaling.original_context_length", hp->n_ctx_train, false,
+		     &orig, err, errlen))
 		return -1;
-	if (attn_factor != 1.0) {
-		snprintf(err, errlen, "reference: rope.scaling.attn_factor is not 1");
+	if (exl_gguf_find_tensor(f, "rope_freqs.weight"))
+		hp->rope_factors = "rope_freqs.weight";
+	else if (hp->n_ctx_train > orig && exl_gguf_find_tensor(f, "rope_factors_long.weight"))
+		hp->rope_factors = "rope_factors_long.weight";
+	else if (hp->n_ctx_train <= orig && exl_gguf_find_tensor(f, "rope_factors_short.weight"))
+		hp->rope_factors = "rope_factors_short.weight";
+
+	hp->attn_scale = 1.0 / sqrt((double)hp->head_dim);
+	hp->freq_base_swa = hp->freq_base;
+	hp->freq_scale_swa = hp->freq_scale;
+	if (!hp->gemma)
+		return 0;
+	/* gemma2: every other layer local (the last of each 2 global), window
+	 * 4096 unless given, scores soft-capped at 50, logits at 30; gemma3: a
+	 * window only when given, the last of each 6 layers global, local
+	 * layers at base 10000 unscaled, logits capped only when given */
+	bool g2 = !strcmp(arch, "gemma2");
+	int pattern = g2 ? 2 : 6;
+	const struct gguf_array *pat;
+
+	if (meta_int(f, arch, "attention.sliding_window", g2 ? 4096 : 0, false, &hp->n_swa, err,
+		     errlen) ||
+	    meta_float(f, arch, "final_logit_softcapping", g2 ? 30.0 : 0.0, &hp->final_softcap,
+		       err, errlen) ||
+	    (g2 && meta_float(f, arch, "attn_logit_softcapping", 50.0, &hp->attn_softcap, err,
+			      errlen)) ||
+	    meta_float(f, arch, "rope.freq_base_swa", g2 ? hp->freq_base : 10000.0,
+		       &hp->freq_base_swa, err, errlen))
 		return -1;
+	if (!g2)
+		hp->freq_scale_swa = 1.0;
+	snprintf(key, sizeof(key), "%s.attention.sliding_window_pattern", arch);
+	pat = exl_gguf_get_arr(f, key);
+	if (pat) {
+		if (pat->elem_type != GGUF_VT_BOOL || pat->count != (uint64_t)hp->n_layer) {
+			snprintf(err, errlen, "reference: %s is not one bool a layer", key);
+			return -1;
+		}
+		for (int l = 0; l < hp->n_layer; l++)
+			hp->swa[l] = ((const uint8_t *)pat->data)[l] != 0;
+	} else {
+		if (meta_int(f, arch, "attention.sliding_window_pattern", pattern, false, &pattern,
+			     err, errlen))
+			return -1;
+		for (int l = 0; l < hp->n_layer; l++)
+			hp->swa[l] = pattern == 0 || l % pattern < pattern - 1;
 	}
+	/* the 27B models (46 and 62 layers) scale by the width per head */
+	if (hp->n_layer == (g2 ? 46 : 62))
+		hp->attn_scale = 1.0 / sqrt((double)(hp->n_embd / hp->n_head));
 	return 0;
 }
 
@@ -210,10 +325,19 @@ void ref_model_free(struct ref_model *m)
 		free(ly->w_gate);
 		free(ly->w_up);
 		free(ly->w_down);
+		free(ly->q_norm);
+		free(ly->k_norm);
+		free(ly->post_attn_norm);
+		free(ly->post_ffn_norm);
+		free(ly->router);
+		free(ly->e_gate);
+		free(ly->e_up);
+		free(ly->e_down);
 		free(ly->k_cache);
 		free(ly->v_cache);
 	}
 	free(m->layers);
+	free(m->rope_factors);
 	free(m->tok_embd);
 	free(m->output_norm);
 	if (m->output != m->tok_embd)
@@ -223,7 +347,7 @@ void ref_model_free(struct ref_model *m)
 
 struct ref_model *ref_model_open(const char *path, bool kv_f16, char *err, size_t errlen)
 {
-	struct gguf_file *f = gguf_open(path, err, errlen);
+	struct gguf_file *f = exl_gguf_open(path, err, errlen);
 	struct ref_model *m = NULL;
 	struct ref_hparams *hp;
 	int q_dim, kv_dim;
@@ -256,33 +380,77 @@ struct ref_model *ref_model_open(const char *path, bool kv_f16, char *err, size_
 	hp->tied = !m->output;
 	if (hp->tied)
 		m->output = m->tok_embd;
+	if (hp->rope_factors &&
+	    load_tensor(f, hp->rope_factors, 1, hp->n_rot / 2, false, &m->rope_factors, err, errlen))
+		goto fail;
 	for (int l = 0; l < hp->n_layer; l++) {
 		struct ref_layer *ly = &m->layers[l];
+		int ff = hp->n_expert ? hp->n_ff_exp : hp->n_ff;
 #define T(suffix, rows, cols, opt, dst)                                                   \
 	(snprintf(name, sizeof(name), "blk.%d.%s", l, suffix),                            \
 	 load_tensor(f, name, rows, cols, opt, dst, err, errlen))
+#define T3(suffix, n, rows, cols, dst)                                                    \
+	(snprintf(name, sizeof(name), "blk.%d.%s", l, suffix),                            \
+	 load_tensor3(f, name, n, rows, cols, false, dst, err, errlen))
 		if (T("attn_norm.weight", 1, hp->n_embd, false, &ly->attn_norm) ||
-		    T("attn_q.weight", q_dim, hp->n_embd, false, &ly->wq) ||
-		    T("attn_k.weight", kv_dim, hp->n_embd, false, &ly->wk) ||
-		    T("attn_v.weight", kv_dim, hp->n_embd, false, &ly->wv) ||
 		    T("attn_q.bias", 1, q_dim, true, &ly->bq) ||
 		    T("attn_k.bias", 1, kv_dim, true, &ly->bk) ||
 		    T("attn_v.bias", 1, kv_dim, true, &ly->bv) ||
 		    T("attn_output.weight", hp->n_embd, q_dim, false, &ly->wo) ||
 		    T("ffn_norm.weight", 1, hp->n_embd, false, &ly->ffn_norm) ||
-		    T("ffn_gate.weight", hp->n_ff, hp->n_embd, false, &ly->w_gate) ||
-		    T("ffn_up.weight", hp->n_ff, hp->n_embd, false, &ly->w_up) ||
-		    T("ffn_down.weight", hp->n_embd, hp->n_ff, false, &ly->w_down))
+		    (hp->qk_norm &&
+		     (T("attn_q_norm.weight", 1, hp->head_dim, false, &ly->q_norm) ||
+		      T("attn_k_norm.weight", 1, hp->head_dim, false, &ly->k_norm))) ||
+		    (hp->gemma &&
+		     (T("post_attention_norm.weight", 1, hp->n_embd, false, &ly->post_attn_norm) ||
+		      T("post_ffw_norm.weight", 1, hp->n_embd, false, &ly->post_ffn_norm))))
 			goto fail;
+		if (hp->fused) {
+			double *qkv = NULL, *gu = NULL;
+
+			if (T("attn_qkv.weight", q_dim + 2 * kv_dim, hp->n_embd, false, &qkv) ||
+			    T("ffn_up.weight", 2 * ff, hp->n_embd, false, &gu)) {
+				free(qkv);
+				goto fail;
+			}
+			ly->wq = rows_copy(qkv, 0, q_dim, hp->n_embd);
+			ly->wk = rows_copy(qkv, q_dim, kv_dim, hp->n_embd);
+			ly->wv = rows_copy(qkv, q_dim + kv_dim, kv_dim, hp->n_embd);
+			ly->w_gate = rows_copy(gu, 0, ff, hp->n_embd);
+			ly->w_up = rows_copy(gu, ff, ff, hp->n_embd);
+			free(qkv);
+			free(gu);
+			if (!ly->wq || !ly->wk || !ly->wv || !ly->w_gate || !ly->w_up) {
+				snprintf(err, errlen, "reference: out of memory");
+				goto fail;
+			}
+		} else if (T("attn_q.weight", q_dim, hp->n_embd, false, &ly->wq) ||
+			   T("attn_k.weight", kv_dim, hp->n_embd, false, &ly->wk) ||
+			   T("attn_v.weight", kv_dim, hp->n_embd, false, &ly->wv)) {
+			goto fail;
+		}
+		if (hp->n_expert) {
+			if (T("ffn_gate_inp.weight", hp->n_expert, hp->n_embd, false, &ly->router) ||
+			    T3("ffn_gate_exps.weight", hp->n_expert, ff, hp->n_embd, &ly->e_gate) ||
+			    T3("ffn_up_exps.weight", hp->n_expert, ff, hp->n_embd, &ly->e_up) ||
+			    T3("ffn_down_exps.weight", hp->n_expert, hp->n_embd, ff, &ly->e_down))
+				goto fail;
+		} else if ((!hp->fused &&
+			    (T("ffn_gate.weight", ff, hp->n_embd, false, &ly->w_gate) ||
+			     T("ffn_up.weight", ff, hp->n_embd, false, &ly->w_up))) ||
+			   T("ffn_down.weight", hp->n_embd, ff, false, &ly->w_down)) {
+			goto fail;
+		}
 #undef T
+#undef T3
 		if (l == 0)
 			hp->qkv_bias = ly->bq != NULL;
 	}
-	gguf_close(f);
+	exl_gguf_close(f);
 	return m;
 fail:
 	ref_model_free(m);
-	gguf_close(f);
+	exl_gguf_close(f);
 	return NULL;
 }
 
@@ -351,18 +519,23 @@ static void matvec(double *out, const double *w, const double *b, const double *
 	}
 }
 
-/* Rotates the first n_rot dimensions of each of n_heads heads of v. */
-static void rope(const struct ref_hparams *hp, double *v, int n_heads, int pos)
+/* Rotates the first n_rot dimensions of each of n_heads heads of v (base
+ * and scale: the layer's). */
+static void rope(const struct ref_model *m, double *v, int n_heads, int pos, double base,
+		 double scale)
 {
+	const struct ref_hparams *hp = &m->hp;
 	int half = hp->n_rot / 2;
 
 	for (int h = 0; h < n_heads; h++) {
 		double *x = v + (size_t)h * (size_t)hp->head_dim;
 
 		for (int i = 0; i < half; i++) {
-			double theta = pos * hp->freq_scale *
-				       pow(hp->freq_base, -2.0 * i / (double)hp->n_rot);
-			double c = cos(theta), s = sin(theta);
+			double theta = pos * scale * pow(base, -2.0 * i / (double)hp->n_rot);
+
+			if (m->rope_factors)
+				theta /= m->rope_factors[i];
+			double c = cos(theta) * hp->attn_factor, s = sin(theta) * hp->attn_factor;
 			int a = hp->neox ? i : 2 * i;
 			int b = hp->neox ? i + half : 2 * i + 1;
 			double x0 = x[a], x1 = x[b];
@@ -376,6 +549,77 @@ static void rope(const struct ref_hparams *hp, double *v, int n_heads, int pos)
 static double silu(double x)
 {
 	return x / (1.0 + exp(-x));
+}
+
+static double gelu(double x)
+{
+	/* 0.5 x (1 + tanh z), as x sigmoid(2z): no cancellation for x < 0 */
+	return x / (1.0 + exp(-2.0 * sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
+}
+
+/* Each of n heads of x (head_dim each) rmsnorm'd by w. */
+static void head_norm(double *x, const double *w, int n, int head_dim, double eps)
+{
+	for (int h = 0; h < n; h++)
+		rmsnorm(x + (size_t)h * (size_t)head_dim, x + (size_t)h * (size_t)head_dim, w,
+			head_dim, eps);
+}
+
+/* out[n_embd] = the FFN of h: dense, or the weighted experts. a and b are
+ * scratch of n_ff (n_ff_exp) doubles, e of n_embd. */
+static void ffn(const struct ref_model *m, const struct ref_layer *ly, const double *h,
+		double *out, double *a, double *b, double *e)
+{
+	const struct ref_hparams *hp = &m->hp;
+
+	if (!hp->n_expert) {
+		matvec(a, ly->w_gate, NULL, h, hp->n_ff, hp->n_embd);
+		matvec(b, ly->w_up, NULL, h, hp->n_ff, hp->n_embd);
+		for (int i = 0; i < hp->n_ff; i++)
+			a[i] = (hp->gemma ? gelu(a[i]) : silu(a[i])) * b[i];
+		matvec(out, ly->w_down, NULL, a, hp->n_embd, hp->n_ff);
+		return;
+	}
+	double logit[1024], prob[1024], mx = -INFINITY, sum = 0, picked = 0;
+	int chosen[1024];
+	int ne = hp->n_expert, ff = hp->n_ff_exp;
+	size_t up_sz = (size_t)ff * (size_t)hp->n_embd;
+
+	matvec(logit, ly->router, NULL, h, ne, hp->n_embd);
+	for (int i = 0; i < ne; i++)
+		mx = logit[i] > mx ? logit[i] : mx;
+	for (int i = 0; i < ne; i++) {
+		prob[i] = exp(logit[i] - mx);
+		sum += prob[i];
+	}
+	for (int k = 0; k < hp->n_expert_used; k++) {
+		int best = -1;
+
+		for (int i = 0; i < ne; i++) {
+			bool used = false;
+
+			for (int j = 0; j < k; j++)
+				used = used || chosen[j] == i;
+			if (!used && (best < 0 || prob[i] > prob[best]))
+				best = i;
+		}
+		chosen[k] = best;
+		picked += prob[best] / sum;
+	}
+	for (int i = 0; i < hp->n_embd; i++)
+		out[i] = 0;
+	for (int k = 0; k < hp->n_expert_used; k++) {
+		int x = chosen[k];
+		double w = prob[x] / sum / picked * hp->expert_weights_scale;
+
+		matvec(a, ly->e_gate + (size_t)x * up_sz, NULL, h, ff, hp->n_embd);
+		matvec(b, ly->e_up + (size_t)x * up_sz, NULL, h, ff, hp->n_embd);
+		for (int i = 0; i < ff; i++)
+			a[i] = silu(a[i]) * b[i];
+		matvec(e, ly->e_down + (size_t)x * up_sz, NULL, a, hp->n_embd, ff);
+		for (int i = 0; i < hp->n_embd; i++)
+			out[i] += w * e[i];
+	}
 }
 
 /* Grows every layer's K/V cache to hold n positions. */
@@ -478,8 +722,10 @@ int ref_forward(struct ref_model *m, const int32_t *tokens, int n, double *logit
 	const struct ref_hparams *hp = &m->hp;
 	int q_dim = hp->n_head * hp->head_dim, kv_dim = hp->n_head_kv * hp->head_dim;
 	int group = hp->n_head / hp->n_head_kv;
-	int width = q_dim > hp->n_ff ? q_dim : hp->n_ff;
+	int ff = hp->n_expert ? hp->n_ff_exp : hp->n_ff;
+	int width = q_dim > ff ? q_dim : ff;
 	double *x = NULL, *h = NULL, *q = NULL, *att = NULL, *a = NULL, *b = NULL, *score = NULL;
+	double *e = NULL, *fo = NULL;
 	int rc = -1;
 
 	if (width < hp->n_embd)
@@ -494,7 +740,9 @@ int ref_forward(struct ref_model *m, const int32_t *tokens, int n, double *logit
 	a = malloc((size_t)width * sizeof(double));
 	b = malloc((size_t)width * sizeof(double));
 	score = malloc((size_t)n * sizeof(double));
-	if (!x || !h || !q || !att || !a || !b || !score) {
+	e = malloc((size_t)width * sizeof(double));
+	fo = malloc((size_t)hp->n_embd * sizeof(double));
+	if (!x || !h || !q || !att || !a || !b || !score || !e || !fo) {
 		snprintf(err, errlen, "reference: out of memory");
 		goto out;
 	}
@@ -505,17 +753,27 @@ int ref_forward(struct ref_model *m, const int32_t *tokens, int n, double *logit
 		}
 		memcpy(x, m->tok_embd + (size_t)tokens[p] * (size_t)hp->n_embd,
 		       (size_t)hp->n_embd * sizeof(double));
+		for (int i = 0; hp->gemma && i < hp->n_embd; i++)
+			x[i] *= sqrt((double)hp->n_embd);
 		for (int l = 0; l < hp->n_layer; l++) {
 			struct ref_layer *ly = &m->layers[l];
 			double *kp = ly->k_cache + (size_t)p * (size_t)kv_dim;
 			double *vp = ly->v_cache + (size_t)p * (size_t)kv_dim;
+			bool local = hp->n_swa > 0 && hp->swa[l];
+			int first = local && p >= hp->n_swa ? p - hp->n_swa + 1 : 0;
 
 			rmsnorm(h, x, ly->attn_norm, hp->n_embd, hp->eps);
 			matvec(q, ly->wq, ly->bq, h, q_dim, hp->n_embd);
 			matvec(kp, ly->wk, ly->bk, h, kv_dim, hp->n_embd);
 			matvec(vp, ly->wv, ly->bv, h, kv_dim, hp->n_embd);
-			rope(hp, q, hp->n_head, p);
-			rope(hp, kp, hp->n_head_kv, p);
+			if (ly->q_norm) {
+				head_norm(q, ly->q_norm, hp->n_head, hp->head_dim, hp->eps);
+				head_norm(kp, ly->k_norm, hp->n_head_kv, hp->head_dim, hp->eps);
+			}
+			rope(m, q, hp->n_head, p, local ? hp->freq_base_swa : hp->freq_base,
+			     local ? hp->freq_scale_swa : hp->freq_scale);
+			rope(m, kp, hp->n_head_kv, p, local ? hp->freq_base_swa : hp->freq_base,
+			     local ? hp->freq_scale_swa : hp->freq_scale);
 			if (m->taken_k) {
 				if (take_kv(m, l, p, kp, vp, err, errlen))
 					goto out;
@@ -530,16 +788,18 @@ int ref_forward(struct ref_model *m, const int32_t *tokens, int n, double *logit
 				size_t koff = (size_t)(hd / group) * (size_t)hp->head_dim;
 				double mx = -INFINITY, sum = 0;
 
-				for (int t = 0; t <= p; t++) {
+				for (int t = first; t <= p; t++) {
 					const double *kt = ly->k_cache + (size_t)t * (size_t)kv_dim + koff;
 					double s = 0;
 
 					for (int i = 0; i < hp->head_dim; i++)
 						s += qh[i] * kt[i];
-					score[t] = s / sqrt((double)hp->head_dim);
+					score[t] = s * hp->attn_scale;
+					if (hp->attn_softcap > 0)
+						score[t] = hp->attn_softcap * tanh(score[t] / hp->attn_softcap);
 					mx = score[t] > mx ? score[t] : mx;
 				}
-				for (int t = 0; t <= p; t++) {
+				for (int t = first; t <= p; t++) {
 					score[t] = exp(score[t] - mx);
 					sum += score[t];
 				}
@@ -547,7 +807,7 @@ int ref_forward(struct ref_model *m, const int32_t *tokens, int n, double *logit
 
 				for (int i = 0; i < hp->head_dim; i++)
 					o[i] = 0;
-				for (int t = 0; t <= p; t++) {
+				for (int t = first; t <= p; t++) {
 					const double *vt = ly->v_cache + (size_t)t * (size_t)kv_dim + koff;
 
 					for (int i = 0; i < hp->head_dim; i++)
@@ -555,21 +815,24 @@ int ref_forward(struct ref_model *m, const int32_t *tokens, int n, double *logit
 				}
 			}
 			matvec(a, ly->wo, NULL, att, hp->n_embd, q_dim);
+			if (ly->post_attn_norm)
+				rmsnorm(a, a, ly->post_attn_norm, hp->n_embd, hp->eps);
 			for (int i = 0; i < hp->n_embd; i++)
 				x[i] += a[i];
 
 			rmsnorm(h, x, ly->ffn_norm, hp->n_embd, hp->eps);
-			matvec(a, ly->w_gate, NULL, h, hp->n_ff, hp->n_embd);
-			matvec(b, ly->w_up, NULL, h, hp->n_ff, hp->n_embd);
-			for (int i = 0; i < hp->n_ff; i++)
-				a[i] = silu(a[i]) * b[i];
-			matvec(b, ly->w_down, NULL, a, hp->n_embd, hp->n_ff);
+			ffn(m, ly, h, fo, a, b, e);
+			if (ly->post_ffn_norm)
+				rmsnorm(fo, fo, ly->post_ffn_norm, hp->n_embd, hp->eps);
 			for (int i = 0; i < hp->n_embd; i++)
-				x[i] += b[i];
+				x[i] += fo[i];
 		}
+		double *lg = logits + (size_t)p * (size_t)hp->n_vocab;
+
 		rmsnorm(h, x, m->output_norm, hp->n_embd, hp->eps);
-		matvec(logits + (size_t)p * (size_t)hp->n_vocab, m->output, NULL, h, hp->n_vocab,
-		       hp->n_embd);
+		matvec(lg, m->output, NULL, h, hp->n_vocab, hp->n_embd);
+		for (int i = 0; hp->final_softcap > 0 && i < hp->n_vocab; i++)
+			lg[i] = hp->final_softcap * tanh(lg[i] / hp->final_softcap);
 	}
 	rc = 0;
 out:
@@ -580,5 +843,7 @@ out:
 	free(a);
 	free(b);
 	free(score);
+	free(e);
+	free(fo);
 	return rc;
 }

@@ -1,8 +1,9 @@
 /* A naive reference forward pass for tests: double precision, plain loops,
- * one sequence, written from the llama.cpp semantics of the llama and qwen2
- * architectures rather than from daemon/core/model/model_forward.c, so the two can be
- * checked against each other.  It reads F32 GGUFs through daemon/core/gguf/gguf.h
- * and nothing else of the project.
+ * one sequence, written from the llama.cpp semantics of the llama (with
+ * llama 3.1's rope_freqs and Mixtral's experts), qwen2, qwen3, qwen3moe,
+ * phi3, gemma2 and gemma3 architectures rather than from
+ * daemon/core/model/model_forward.c, so the two can be checked against each other.  It
+ * reads F32 GGUFs through daemon/core/gguf/gguf.h and nothing else of the project.
  */
 #ifndef EXL_TEST_REF_FORWARD_H
 #define EXL_TEST_REF_FORWARD_H
@@ -16,11 +17,25 @@ struct ref_model;
 /* What the reference read from the file's metadata (for the tests to print
  * and to check against the loader). */
 struct ref_hparams {
-	bool neox;          /* qwen2: rotate the halves of each head, not pairs */
+	char arch[32];
+	bool neox;          /* all but llama: rotate the halves of each head, not pairs */
 	int n_vocab, n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff, n_rot;
+	int n_ctx_train;
 	double eps, freq_base, freq_scale;
 	bool tied;          /* no output.weight: logits from token_embd */
 	bool qkv_bias;
+	bool fused;         /* phi3: attn_qkv, ffn_up holding gate and up */
+	bool qk_norm;       /* qwen3, qwen3moe, gemma3 */
+	bool gemma;         /* embedding scale, post norms, GELU */
+	double attn_factor; /* rope.scaling.attn_factor */
+	const char *rope_factors; /* the factor tensor in use, or NULL */
+	double attn_scale;
+	double attn_softcap, final_softcap; /* 0: none */
+	int n_swa;          /* sliding window of the local layers, 0: none */
+	bool swa[1024];     /* which layers are local */
+	double freq_base_swa, freq_scale_swa;
+	int n_expert, n_expert_used, n_ff_exp; /* 0 experts: dense */
+	double expert_weights_scale;
 };
 
 /* Opens an F32 llama or qwen2 GGUF; NULL with a message otherwise.

@@ -36,7 +36,7 @@ static char *cstr(struct gguf_str s)
 /* Writes a copy of stories260K with edit e applied; returns its path. */
 static void write_edited(const struct edit *e, char *path, size_t pathlen)
 {
-	struct gguf_writer *w = gguf_writer_new();
+	struct gguf_writer *w = exl_gguf_writer_new();
 	void *zeros = NULL;
 	char err[512];
 
@@ -46,9 +46,9 @@ static void write_edited(const struct edit *e, char *path, size_t pathlen)
 
 		if ((e->kind == EDIT_SET_STR || e->kind == EDIT_DROP_KEY) && !strcmp(key, e->name)) {
 			if (e->kind == EDIT_SET_STR)
-				gguf_writer_set_str(w, key, e->str);
+				exl_gguf_writer_set_str(w, key, e->str);
 		} else {
-			gguf_writer_set(w, key, &src->kv[i].val);
+			exl_gguf_writer_set(w, key, &src->kv[i].val);
 		}
 		free(key);
 	}
@@ -72,16 +72,16 @@ static void write_edited(const struct edit *e, char *path, size_t pathlen)
 			assert_true(bytes > 0);
 			zeros = calloc(1, bytes);
 			assert_non_null(zeros);
-			gguf_writer_add_tensor(w, name, e->type, t->n_dims, ne, zeros);
+			exl_gguf_writer_add_tensor(w, name, e->type, t->n_dims, ne, zeros);
 		} else {
-			gguf_writer_add_tensor(w, name, t->type, t->n_dims, ne, t->data);
+			exl_gguf_writer_add_tensor(w, name, t->type, t->n_dims, ne, t->data);
 		}
 		free(name);
 	}
 	snprintf(path, pathlen, "%s/bad.gguf", tmpdir);
-	if (gguf_writer_write_file(w, path, err, sizeof(err)))
+	if (exl_gguf_writer_write_file(w, path, err, sizeof(err)))
 		fail_msg("writing %s: %s", path, err);
-	gguf_writer_free(w);
+	exl_gguf_writer_free(w);
 	free(zeros);
 }
 
@@ -139,10 +139,11 @@ static void test_misshaped_tensor(void **state)
 static void test_unsupported_type(void **state)
 {
 	(void)state;
-	/* attn_q is [64, 64]: whole q5_0 blocks, a type the matmul lacks. */
-	struct edit e = { .kind = EDIT_TYPE, .name = "blk.0.attn_q.weight", .type = EXL_Q5_0 };
+	/* attn_q is [64, 64]: whole q8_1 blocks, a type GGML knows and the
+	 * matmul lacks (it is GGML's activation format). */
+	struct edit e = { .kind = EDIT_TYPE, .name = "blk.0.attn_q.weight", .type = EXL_Q8_1 };
 
-	expect_refused(&e, "tensor 'blk.0.attn_q.weight' has unsupported type q5_0");
+	expect_refused(&e, "tensor 'blk.0.attn_q.weight' has unsupported type q8_1 (type 9)");
 	/* Norms must be f32. */
 	e.name = "blk.1.attn_norm.weight";
 	e.type = EXL_F16;
@@ -200,7 +201,7 @@ static int group_setup(void **state)
 		return -1;
 	}
 	test_model_path(path, sizeof(path), models, "stories260K.gguf");
-	src = gguf_open(path, err, sizeof(err));
+	src = exl_gguf_open(path, err, sizeof(err));
 	if (!src) {
 		print_error("%s\n", err);
 		return -1;
@@ -211,7 +212,7 @@ static int group_setup(void **state)
 static int group_teardown(void **state)
 {
 	(void)state;
-	gguf_close(src);
+	exl_gguf_close(src);
 	be->ops->destroy(be);
 	rmdir(tmpdir);
 	return 0;

@@ -82,7 +82,10 @@ static void make_tokens(int32_t *tokens, int n, int n_vocab, uint32_t seed)
 }
 
 /* Copies what seq's pages hold of every layer's K and V (F16, read as
- * floats) into k and v, [n_layer][N_TOKENS][n_head_kv * head_dim]. */
+ * floats) into k and v, [n_layer][N_TOKENS][n_head_kv * head_dim], for the
+ * positions seq holds: those of pages a sliding window gave back keep what
+ * an earlier call read (after every step, each position is read while
+ * still held). */
 static void read_kv(const struct exl_kvcache *kv, const struct exl_kv_seq *seq, int n_layer,
 		    float *k, float *v)
 {
@@ -91,9 +94,12 @@ static void read_kv(const struct exl_kvcache *kv, const struct exl_kv_seq *seq, 
 		const uint16_t *K = ly->k, *V = ly->v;
 		size_t hd = (size_t)ly->head_dim, kv_dim = (size_t)ly->n_kv_heads * hd;
 
-		for (int p = 0; p < N_TOKENS; p++) {
-			size_t page = (size_t)seq->pages[p / ly->page_size];
+		for (int p = 0; p < seq->n_pos; p++) {
+			int32_t pg = seq->pages[p / ly->page_size];
+			size_t page = (size_t)pg;
 
+			if (pg < 0)
+				continue;
 			for (int h = 0; h < ly->n_kv_heads; h++) {
 				/* the CPU backend's page layout: [page][kv head][slot][head_dim] */
 				size_t src = ((page * (size_t)ly->n_kv_heads + (size_t)h) *
@@ -137,9 +143,11 @@ static void exl_logits(struct exl_model *m, const int32_t *tokens, float *out, f
 		assert_int_equal(exl_kv_seq_reserve(kv, &seq, n), 0);
 		if (exl_model_forward(m, kv, &b, out + (size_t)off * (size_t)nv, err, sizeof(err)))
 			fail_msg("forward: %s", err);
+		read_kv(kv, &seq, exl_model_hparams(m)->n_layer, kv_k, kv_v);
 	}
 	assert_int_equal(seq.n_pos, N_TOKENS);
-	read_kv(kv, &seq, exl_model_hparams(m)->n_layer, kv_k, kv_v);
+	if (exl_kvcache_window(kv))
+		printf("the window gave back %d of %d pages\n", seq.n_dropped, seq.n_pages);
 	exl_kv_seq_release(kv, &seq);
 	exl_kvcache_free(kv);
 }
@@ -193,10 +201,18 @@ static void check_model(const char *path, const int32_t *text, uint32_t seed)
 	const struct exl_hparams *hp = exl_model_hparams(m);
 	const struct ref_hparams *rp = ref_model_hparams(ref16);
 
-	printf("%s: embd %d, %d layers, heads %d/%d of %d, rope %d dims %s base %g scale %g,%s%s\n",
-	       path, rp->n_embd, rp->n_layer, rp->n_head, rp->n_head_kv, rp->head_dim, rp->n_rot,
-	       rp->neox ? "neox" : "pairs", rp->freq_base, rp->freq_scale,
-	       rp->tied ? " tied" : "", rp->qkv_bias ? " q/k/v biases" : "");
+	printf("%s: %s, embd %d, %d layers, heads %d/%d of %d, rope %d dims %s base %g scale %g"
+	       "%s%s%s%s%s%s\n", path, rp->arch, rp->n_embd, rp->n_layer, rp->n_head, rp->n_head_kv,
+	       rp->head_dim, rp->n_rot, rp->neox ? "neox" : "pairs", rp->freq_base, rp->freq_scale,
+	       rp->tied ? ", tied" : "", rp->qkv_bias ? ", q/k/v biases" : "",
+	       rp->qk_norm ? ", q/k norms" : "", rp->rope_factors ? ", " : "",
+	       rp->rope_factors ? rp->rope_factors : "", rp->fused ? ", fused q/k/v, gate/up" : "");
+	if (rp->gemma)
+		printf("  gemma: window %d, local base %g scale %g, softcap %g / %g\n", rp->n_swa,
+		       rp->freq_base_swa, rp->freq_scale_swa, rp->attn_softcap, rp->final_softcap);
+	if (rp->n_expert)
+		printf("  experts: %d, %d used, %d wide\n", rp->n_expert, rp->n_expert_used,
+		       rp->n_ff_exp);
 	assert_int_equal(hp->n_vocab, rp->n_vocab);
 	assert_int_equal(hp->n_embd, rp->n_embd);
 	assert_int_equal(hp->n_head, rp->n_head);
@@ -208,6 +224,17 @@ static void check_model(const char *path, const int32_t *text, uint32_t seed)
 	assert_true(fabs(hp->rope_freq_base - rp->freq_base) <= 1e-6 * rp->freq_base);
 	assert_true(fabs(hp->rope_freq_scale - rp->freq_scale) <= 1e-7);
 	assert_true(fabs(hp->rms_eps - rp->eps) <= 1e-6 * rp->eps);
+	assert_string_equal(hp->arch_name, rp->arch);
+	assert_int_equal(hp->qk_norm, rp->qk_norm);
+	assert_int_equal(hp->n_swa, rp->n_swa);
+	for (int l = 0; l < rp->n_layer && rp->n_swa; l++)
+		assert_int_equal(exl_layer_is_swa(hp, l), rp->swa[l]);
+	assert_true(fabs(hp->attn_softcap - rp->attn_softcap) <= 1e-6);
+	assert_true(fabs(hp->final_softcap - rp->final_softcap) <= 1e-6);
+	assert_true(fabs(hp->attn_scale - rp->attn_scale) <= 1e-7 * rp->attn_scale);
+	assert_true(fabs(hp->rope_attn_factor - rp->attn_factor) <= 1e-6);
+	assert_int_equal(hp->n_expert, rp->n_expert);
+	assert_int_equal(hp->n_expert_used, rp->n_expert_used);
 
 	int nv = rp->n_vocab;
 	size_t kv_elems = (size_t)rp->n_layer * N_TOKENS * (size_t)rp->n_head_kv *
@@ -293,6 +320,53 @@ static const struct synth_case cases[] = {
 	{ "llama_all", { "--dim", "96", "--layers", "3", "--heads", "6", "--kv-heads", "2",
 			 "--head-dim", "24", "--rope-dim", "16", "--rope-base", "500000",
 			 "--rope-scale", "4", "--eps", "1e-6", "--ff", "160", "--tied", NULL } },
+	/* llama 3.1: rope_freqs divides the angles (factors 1 to 8 over the
+	 * head, for an original context of 32, so they matter here) */
+	{ "llama_rope_freqs", { "--dim", "128", "--layers", "2", "--heads", "4", "--kv-heads",
+				"2", "--rope-freqs", "--rope-base", "500000", "--ff", "256", NULL } },
+	/* qwen3: per-head q/k norms before the rope */
+	{ "qwen3", { "--arch", "qwen3", "--dim", "128", "--layers", "2", "--heads", "4",
+		     "--kv-heads", "2", "--ff", "256", NULL } },
+	{ "qwen3_head_dim", { "--arch", "qwen3", "--dim", "96", "--layers", "2", "--heads", "4",
+			      "--kv-heads", "2", "--head-dim", "40", "--ff", "192", "--tied",
+			      NULL } },
+	/* phi3: fused attn_qkv and gate/up; long rope factors and the
+	 * attention factor (context 4096 past the original 512), short ones
+	 * (within 8192), none */
+	{ "phi3_long", { "--arch", "phi3", "--dim", "128", "--layers", "2", "--heads", "4",
+			 "--kv-heads", "2", "--ff", "256", "--ctx", "4096", "--longrope", "512",
+			 NULL } },
+	{ "phi3_short", { "--arch", "phi3", "--dim", "128", "--layers", "2", "--heads", "4",
+			  "--kv-heads", "2", "--ff", "256", "--ctx", "4096", "--longrope", "8192",
+			  NULL } },
+	{ "phi3", { "--arch", "phi3", "--dim", "96", "--layers", "2", "--heads", "4", "--kv-heads",
+		    "4", "--ff", "160", NULL } },
+	/* gemma2: sqrt(dim) embeddings, post norms, GELU, scores capped at
+	 * 50 and logits at 30, layer 0 local with a window of 8 (of 24
+	 * positions) */
+	{ "gemma2", { "--arch", "gemma2", "--dim", "128", "--layers", "2", "--heads", "4",
+		      "--kv-heads", "2", "--head-dim", "48", "--ff", "256", "--swa", "8", NULL } },
+	/* gemma3: q/k norms, local layers at base 10000 and global ones at
+	 * 1e6 scaled by 8 (the 4B's rope), 1 local : 1 global here, and the
+	 * default 5 : 1 over 6 layers */
+	{ "gemma3", { "--arch", "gemma3", "--dim", "128", "--layers", "2", "--heads", "4",
+		      "--kv-heads", "2", "--ff", "256", "--swa", "8", "--swa-pattern", "2",
+		      "--rope-scale", "8", NULL } },
+	{ "gemma3_6", { "--arch", "gemma3", "--dim", "64", "--layers", "6", "--heads", "4",
+			"--kv-heads", "1", "--head-dim", "32", "--ff", "128", "--swa", "5",
+			"--tied", NULL } },
+	/* every layer local: the cache gives the first page back once the
+	 * window (8) and a page have passed it */
+	{ "gemma3_local", { "--arch", "gemma3", "--dim", "128", "--layers", "2", "--heads", "4",
+			    "--kv-heads", "2", "--ff", "256", "--swa", "8", "--swa-pattern", "11",
+			    NULL } },
+	/* Mixtral: llama with 4 experts, 2 per token */
+	{ "mixtral", { "--dim", "128", "--layers", "2", "--heads", "4", "--kv-heads", "2",
+		       "--ff", "128", "--experts", "4", "--experts-used", "2", NULL } },
+	/* qwen3moe: q/k norms and 8 narrow experts, 3 per token */
+	{ "qwen3moe", { "--arch", "qwen3moe", "--dim", "128", "--layers", "2", "--heads", "4",
+			"--kv-heads", "2", "--ff", "256", "--experts", "8", "--experts-used", "3",
+			"--expert-ff", "64", NULL } },
 };
 
 static void test_synth(void **state)

@@ -28,17 +28,7 @@
 #include "daemon/core/gguf/gguf.h"
 #include "daemon/core/tokenizer/tokenizer.h"
 #include "read_file.h"
-
-static int n_checks, n_failed;
-
-#define CHECK(cond)                                                                       \
-	do {                                                                              \
-		n_checks++;                                                               \
-		if (!(cond)) {                                                            \
-			n_failed++;                                                       \
-			fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
-		}                                                                         \
-	} while (0)
+#include "tests/common/check.h"
 
 static const char *models_dir(void)
 {
@@ -56,7 +46,7 @@ static const char *models_dir(void)
 static struct exl_tokenizer *open_tok(const char *path)
 {
 	char err[512];
-	struct gguf_file *f = gguf_open(path, err, sizeof(err));
+	struct gguf_file *f = exl_gguf_open(path, err, sizeof(err));
 	struct exl_tokenizer *t;
 
 	if (!f) {
@@ -66,7 +56,7 @@ static struct exl_tokenizer *open_tok(const char *path)
 	t = exl_tokenizer_load(f, err, sizeof(err));
 	if (!t)
 		fprintf(stderr, "%s: %s\n", path, err);
-	gguf_close(f);
+	exl_gguf_close(f);
 	return t;
 }
 
@@ -201,7 +191,7 @@ static int load_all(const char *models, struct vfile **out)
 
 		free(names[i]);
 		if (rc < 0) {
-			n_failed++;
+			check_failures++;
 			vfile_free(&v[n]);
 		} else if (rc > 0) {
 			n++;
@@ -415,7 +405,7 @@ int main(int argc, char **argv)
 	if (rc == 77)
 		return 77;
 	if (rc)
-		n_failed++;
-	printf("%d checks, %d failed\n", n_checks, n_failed);
-	return n_failed ? 1 : 0;
+		check_failures++;
+	printf("%d checks, %d failed\n", check_count, check_failures);
+	return check_failures ? 1 : 0;
 }

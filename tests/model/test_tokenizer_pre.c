@@ -24,23 +24,13 @@
 #include "daemon/core/gguf/gguf.h"
 #include "daemon/core/tokenizer/tokenizer.h"
 #include "read_file.h"
+#include "tests/common/check.h"
 
 #define MAX_CASES 4096
 #define MAX_SHOWN 3 /* mismatches printed in full per name */
 #define MAX_LISTED 64 /* mismatching case numbers listed per name */
 
 extern char **environ;
-
-static int n_checks, n_failed;
-
-#define CHECK(cond)                                                                       \
-	do {                                                                              \
-		n_checks++;                                                               \
-		if (!(cond)) {                                                            \
-			n_failed++;                                                       \
-			fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
-		}                                                                         \
-	} while (0)
 
 struct tcase {
 	const char *text;
@@ -200,10 +190,10 @@ static int check_name(const char *mkmodel, const char *vocab, const char *data,
 		free(out);
 		return 1;
 	}
-	f = gguf_open(gguf_path, err, sizeof(err));
+	f = exl_gguf_open(gguf_path, err, sizeof(err));
 	if (f) {
 		tok = exl_tokenizer_load(f, err, sizeof(err));
-		gguf_close(f);
+		exl_gguf_close(f);
 	}
 	unlink(gguf_path);
 	if (!tok) {
@@ -232,7 +222,7 @@ static int check_name(const char *mkmodel, const char *vocab, const char *data,
 		line = nl + 1;
 		n_got = exl_tok_encode(tok, cases[c].text, cases[c].len, false, false, &got, err,
 				     sizeof(err));
-		n_checks++;
+		check_count++;
 		if (n_want < 0 || n_got != n_want ||
 		    memcmp(got, want, (size_t)n_got * sizeof(*got))) {
 			if (bad < MAX_SHOWN) {
@@ -248,7 +238,7 @@ static int check_name(const char *mkmodel, const char *vocab, const char *data,
 			if (bad < MAX_LISTED)
 				listed[bad] = c;
 			bad++;
-			n_failed++;
+			check_failures++;
 		}
 		text = n_got >= 0 ? exl_tok_decode(tok, got, (size_t)n_got, false, false) : NULL;
 		if (!text || strlen(text) != cases[c].len || memcmp(text, cases[c].text, cases[c].len)) {
@@ -352,9 +342,9 @@ int main(int argc, char **argv)
 	}
 	rmdir(tmpdir);
 	printf("%d pre-tokenizers, %d differ from llama.cpp; %d checks, %d failed\n", n_names,
-	       n_bad_names, n_checks, n_failed);
+	       n_bad_names, check_count, check_failures);
 	free(buf);
 	free(names);
 	free(cases);
-	return n_failed ? 1 : 0;
+	return check_failures ? 1 : 0;
 }

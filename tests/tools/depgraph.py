@@ -83,13 +83,15 @@ def product_path(src, root):
 
 
 def nm_symbols(obj):
-    """(defined, undefined) global symbol sets of one object."""
-    out = subprocess.run(["nm", "-P", "--defined-only", "-g", obj], capture_output=True,
-                         text=True, check=True).stdout
-    defined = {line.split()[0] for line in out.splitlines() if line.strip()}
-    out = subprocess.run(["nm", "-P", "-u", obj], capture_output=True, text=True,
+    """(defined, undefined) global symbol sets of one object, from one nm."""
+    out = subprocess.run(["nm", "-P", "-g", obj], capture_output=True, text=True,
                          check=True).stdout
-    undefined = {line.split()[0] for line in out.splitlines() if line.strip()}
+    defined, undefined = set(), set()
+    for line in out.splitlines():
+        f = line.split()
+        if len(f) < 2:
+            continue
+        (undefined if f[1] in ("U", "w", "v") else defined).add(f[0])
     return defined, undefined
 
 

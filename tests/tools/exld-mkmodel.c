@@ -1,7 +1,10 @@
-/* exld-mkmodel: writes a random-weight llama (or qwen2) GGUF of any shape,
- * for benchmarks and tests: head size, rope dimensions, base, epsilon and
- * scaling included, and any other metadata key through --kv.  Tensor names, shapes and metadata are those
- * llama.cpp's llama and qwen2 architectures load, so the same file runs in
+/* exld-mkmodel: writes a random-weight GGUF of any shape, for benchmarks
+ * and tests: llama (with llama 3.1's rope_freqs, or Mixtral's experts),
+ * qwen2, qwen3, qwen3moe, phi3 (fused q/k/v and gate/up, longrope factors),
+ * gemma2 and gemma3 (post norms, soft-capping, sliding windows); head size,
+ * rope dimensions, base, epsilon and scaling included, and any other
+ * metadata key through --kv.  Tensor names, shapes and metadata are those
+ * llama.cpp's loader reads for each architecture, so the same file runs in
  * both engines.  The weights come from a seeded PRNG per row, so a file
  * depends only on its options, never on the thread count.
  */
@@ -43,6 +46,15 @@ struct opts {
 	uint64_t seed;
 	const char *arch;
 	bool qkv_bias;
+	bool qk_norm;      /* qwen3, qwen3moe, gemma3 */
+	bool gemma;        /* post norms; gemma2 has no output.weight */
+	bool phi3;         /* fused attn_qkv and gate/up */
+	bool rope_freqs;   /* llama: rope_freqs.weight */
+	int64_t longrope;  /* phi3: original context of the rope factors; 0 none */
+	int64_t experts, experts_used, expert_ff;
+	int64_t swa;       /* gemma: attention.sliding_window; 0: the default */
+	const char *swa_pattern;
+	bool phi3_vocab;   /* the vocabulary has Phi-3's <|endoftext|> */
 	bool tied;
 	const char *vocab_from;
 	const char *out;
@@ -51,7 +63,8 @@ struct opts {
 };
 
 /* What one tensor's fill produces. */
-enum fill_kind { FILL_MATRIX, FILL_NORM, FILL_BIAS };
+enum fill_kind { FILL_MATRIX, FILL_NORM, FILL_BIAS, FILL_ROPE_FREQS, FILL_ROPE_LONG,
+		 FILL_ROPE_SHORT };
 
 struct tensor_spec {
 	char name[64];
@@ -63,6 +76,7 @@ struct tensor_spec {
 	uint64_t pool_seed;
 	bool exact; /* quantize every row, never from a block pool */
 	int threads;
+	double rope_base; /* FILL_ROPE_FREQS: the frequencies the factors divide */
 };
 
 static uint64_t splitmix64(uint64_t *s)
@@ -142,6 +156,39 @@ static void gen_row(const struct tensor_spec *t, int64_t row, float *x)
 		for (int64_t i = 0; i < t->cols; i++)
 			x[i] = 0.05f * rng_sym(&r);
 		break;
+	case FILL_ROPE_FREQS:
+		/* llama 3.1's factors (as its converter computes them: factor
+		 * 8, low and high frequency factors 1 and 4) for an original
+		 * context of 32 positions instead of 8192, so that every kind
+		 * of factor (1, 8 and the smooth ones between) turns pairs the
+		 * positions of a short test reach */
+		for (int64_t i = 0; i < t->cols; i++) {
+			const double old_ctx = 32, lo = 1, hi = 4, factor = 8;
+			double freq = pow(t->rope_base, -2.0 * (double)i / (double)(2 * t->cols));
+			double wavelen = 2 * 3.14159265358979323846 / freq;
+
+			if (wavelen < old_ctx / hi) {
+				x[i] = 1.0f;
+			} else if (wavelen > old_ctx / lo) {
+				x[i] = (float)factor;
+			} else {
+				double smooth = (old_ctx / wavelen - lo) / (hi - lo);
+
+				x[i] = (float)(1.0 / ((1 - smooth) / factor + smooth));
+			}
+		}
+		break;
+	case FILL_ROPE_LONG:
+	case FILL_ROPE_SHORT:
+		/* phi3's factors grow along the head, short ones near 1 and
+		 * long ones to tens */
+		for (int64_t i = 0; i < t->cols; i++) {
+			double up = (double)i / (double)t->cols;
+
+			x[i] = (float)(1.0 + (t->kind == FILL_ROPE_LONG ? 30.0 : 1.5) * up * up *
+				       (0.8 + 0.2 * (rng_sym(&r) + 1.0) / 2.0));
+		}
+		break;
 	}
 }
 
@@ -189,9 +236,9 @@ static int parallel_for(int64_t n, int threads, range_fn fn, void *ctx)
 	return failed;
 }
 
-/* Quantizing every row of a billion-weight model with the K-quants' scale
- * search takes minutes, so large K-quant tensors are assembled from a pool
- * of POOL_BLOCKS random blocks quantized by exl_quantize_row: each block of
+/* Quantizing every row of a billion-weight model with the K-quants' or the
+ * IQ4 types' scale search takes minutes, so their tensors of over a million
+ * weights are assembled from a pool of POOL_BLOCKS random blocks quantized by exl_quantize_row: each block of
  * each row is a pool block picked by the row's PRNG.  The rows all differ
  * and every block is a real quantization of random floats of the right
  * scale.  --exact quantizes every row instead. */
@@ -317,21 +364,38 @@ static void free_pools(void)
 	n_pools = 0;
 }
 
+/* The types whose quantizers search scales (K-quants, IQ4). */
+static bool slow_quantizer(uint32_t type)
+{
+	switch (type) {
+	case EXL_Q2_K:
+	case EXL_Q3_K:
+	case EXL_Q4_K:
+	case EXL_Q5_K:
+	case EXL_Q6_K:
+	case EXL_IQ4_NL:
+	case EXL_IQ4_XS:
+		return true;
+	default:
+		return false;
+	}
+}
+
 static int fill_tensor(void *ctx, void *dst, size_t nbytes, char *err, size_t errlen)
 {
 	const struct tensor_spec *t = ctx;
 	size_t row_bytes = exl_dtype_row_bytes(t->type, (uint64_t)t->cols);
 	struct row_ctx c = { .t = t, .dst = dst, .row_bytes = row_bytes };
-	uint64_t blocks;
+	uint64_t weights;
 
 	if (row_bytes == 0 || row_bytes * (size_t)t->rows != nbytes) {
 		snprintf(err, errlen, "%s: %zu bytes for %" PRId64 " rows of %zu", t->name, nbytes,
 			 t->rows, row_bytes);
 		return -1;
 	}
-	blocks = (uint64_t)t->rows * (row_bytes / exl_dtype_info(t->type)->block_bytes);
-	if (!t->exact && (t->type == EXL_Q4_K || t->type == EXL_Q6_K) && t->kind == FILL_MATRIX &&
-	    blocks > POOL_BLOCKS / 4) {
+	weights = (uint64_t)t->rows * (uint64_t)t->cols;
+	if (!t->exact && slow_quantizer(t->type) && t->kind == FILL_MATRIX &&
+	    weights > (uint64_t)POOL_BLOCKS / 4 * QK_K) {
 		c.pool = get_pool(t, err, errlen);
 		if (!c.pool)
 			return -1;
@@ -356,15 +420,23 @@ static const struct {
 	{ "bf16", EXL_BF16, 32 },
 	{ "q8_0", EXL_Q8_0, 7 },
 	{ "q4_0", EXL_Q4_0, 2 },
-	{ "q4_k", EXL_Q4_K, 14 },
+	{ "q4_1", EXL_Q4_1, 3 },
+	{ "q5_0", EXL_Q5_0, 8 },
+	{ "q5_1", EXL_Q5_1, 9 },
+	{ "q2_k", EXL_Q2_K, 10 },
+	{ "q3_k", EXL_Q3_K, 11 },  /* Q3_K_S: every matrix Q3_K */
+	{ "q4_k", EXL_Q4_K, 14 },  /* Q4_K_S */
+	{ "q5_k", EXL_Q5_K, 16 },  /* Q5_K_S */
 	{ "q6_k", EXL_Q6_K, 18 },
+	{ "iq4_nl", EXL_IQ4_NL, 25 },
+	{ "iq4_xs", EXL_IQ4_XS, 30 },
 };
 
 static void usage(FILE *out)
 {
 	fprintf(out,
 		"usage: exld-mkmodel [options] -o FILE\n"
-		"Writes a random-weight llama-architecture GGUF.\n"
+		"Writes a random-weight GGUF of one of llama.cpp's architectures.\n"
 		"  --dim N          embedding length (default 64)\n"
 		"  --layers N       blocks (default 2)\n"
 		"  --heads N        attention heads (default 4)\n"
@@ -372,10 +444,29 @@ static void usage(FILE *out)
 		"  --ff N           feed-forward length (default 4*dim*2/3 rounded up to 32)\n"
 		"  --vocab N        vocabulary size (default 512, or that of --vocab-from)\n"
 		"  --ctx N          context length (default 2048)\n"
-		"  --type T         weight type: f32 f16 bf16 q8_0 q4_0 q4_k q6_k (default f32);\n"
-		"                   norms and biases are always f32\n"
+		"  --type T         weight type: f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q2_k\n"
+		"                   q3_k q4_k q5_k q6_k iq4_nl iq4_xs (default f32); norms and\n"
+		"                   biases are always f32\n"
 		"  --seed N         PRNG seed (default 1)\n"
-		"  --arch A         llama or qwen2 (qwen2 adds q/k/v biases) (default llama)\n"
+		"  --arch A         llama, qwen2 (q/k/v biases), qwen3 (per-head q/k norms),\n"
+		"                   qwen3moe (q/k norms, experts: give --experts), phi3\n"
+		"                   (fused attn_qkv, ffn_up holding gate and up), gemma2\n"
+		"                   (post norms, GELU, soft-capping, sliding window, tied),\n"
+		"                   gemma3 (gemma2's block with q/k norms, no attention\n"
+		"                   soft-capping, 5 local layers in 6) (default llama)\n"
+		"  --rope-freqs     llama: a rope_freqs.weight tensor (llama 3.1's frequency\n"
+		"                   factors, for an original context of 32 positions)\n"
+		"  --longrope N     phi3: rope_factors_long/short tensors, original context N\n"
+		"                   (rope.scaling.original_context_length) and the\n"
+		"                   rope.scaling.attn_factor phi3's converter derives from\n"
+		"                   --ctx / N\n"
+		"  --experts N      llama (Mixtral) or qwen3moe: N experts per layer\n"
+		"  --experts-used K experts each token goes through (default 2)\n"
+		"  --expert-ff N    qwen3moe: expert_feed_forward_length (default --ff / K)\n"
+		"  --swa N          gemma2/gemma3: attention.sliding_window N (gemma2's\n"
+		"                   default 4096; gemma3 has none unless given)\n"
+		"  --swa-pattern P  attention.sliding_window_pattern: a number n (the last\n"
+		"                   layer of every n is global) or one 0/1 a layer (1: local)\n"
 		"  --head-dim N     size of one attention head (default dim/heads); when given,\n"
 		"                   attention.key_length and value_length are written and\n"
 		"                   q/k/v/output are shaped heads*N / kv-heads*N\n"
@@ -397,10 +488,10 @@ static void usage(FILE *out)
 		"                   size wins); without it a synthetic byte-level SentencePiece\n"
 		"                   vocabulary (<unk> <s> </s>, 256 byte tokens, filler pieces)\n"
 		"  --threads N      threads for generating and quantizing (default: all CPUs)\n"
-		"  --exact          q4_k/q6_k: quantize every row (slow on big models); by\n"
-		"                   default tensors over %d blocks draw each block from a pool\n"
-		"                   of %d quantized random blocks\n"
-		"  -o FILE          output file\n", POOL_BLOCKS / 4, POOL_BLOCKS);
+		"  --exact          K-quants and IQ4 types: quantize every row (slow on big\n"
+		"                   models); by default tensors over %d weights draw each\n"
+		"                   block from a pool of %d quantized random blocks\n"
+		"  -o FILE          output file\n", POOL_BLOCKS / 4 * QK_K, POOL_BLOCKS);
 }
 
 static int parse_int(const char *opt, const char *s, int64_t lo, int64_t hi, int64_t *out)
@@ -526,6 +617,10 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			o->exact = true;
 			continue;
 		}
+		if (!strcmp(a, "--rope-freqs")) {
+			o->rope_freqs = true;
+			continue;
+		}
 		if (!val) {
 			fprintf(stderr, "exld-mkmodel: %s needs a value (or is unknown)\n", a);
 			return -1;
@@ -548,6 +643,16 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			target = &o->head_dim, hi = 4096;
 		else if (!strcmp(a, "--rope-dim"))
 			target = &o->rope_dim, hi = 4096;
+		else if (!strcmp(a, "--longrope"))
+			target = &o->longrope, hi = 1 << 24;
+		else if (!strcmp(a, "--experts"))
+			target = &o->experts, hi = 256;
+		else if (!strcmp(a, "--experts-used"))
+			target = &o->experts_used, hi = 256;
+		else if (!strcmp(a, "--expert-ff"))
+			target = &o->expert_ff;
+		else if (!strcmp(a, "--swa"))
+			target = &o->swa, hi = 1 << 24;
 		if (target) {
 			if (parse_int(a, val, lo, hi, target))
 				return -1;
@@ -585,16 +690,26 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			for (k = 0; k < n && strcmp(val, type_names[k].name); k++)
 				;
 			if (k == n) {
-				fprintf(stderr, "exld-mkmodel: unknown --type '%s' (f32 f16 bf16 q8_0 q4_0 q4_k q6_k)\n", val);
+				fprintf(stderr, "exld-mkmodel: unknown --type '%s' (f32 f16 bf16 q8_0 q4_0 q4_1"
+					" q5_0 q5_1 q2_k q3_k q4_k q5_k q6_k iq4_nl iq4_xs)\n", val);
 				return -1;
 			}
 			o->type = type_names[k].type;
 		} else if (!strcmp(a, "--arch")) {
-			if (strcmp(val, "llama") && strcmp(val, "qwen2")) {
-				fprintf(stderr, "exld-mkmodel: unknown --arch '%s' (llama or qwen2)\n", val);
+			static const char *const archs[] = { "llama", "qwen2", "qwen3", "qwen3moe",
+							     "phi3", "gemma2", "gemma3" };
+			size_t k, n = sizeof(archs) / sizeof(archs[0]);
+
+			for (k = 0; k < n && strcmp(val, archs[k]); k++)
+				;
+			if (k == n) {
+				fprintf(stderr, "exld-mkmodel: unknown --arch '%s' (llama qwen2 qwen3 "
+					"qwen3moe phi3 gemma2 gemma3)\n", val);
 				return -1;
 			}
 			o->arch = val;
+		} else if (!strcmp(a, "--swa-pattern")) {
+			o->swa_pattern = val;
 		} else if (!strcmp(a, "--vocab-from")) {
 			o->vocab_from = val;
 		} else if (!strcmp(a, "-o")) {
@@ -606,6 +721,51 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		i++;
 	}
 	o->qkv_bias = !strcmp(o->arch, "qwen2");
+	o->qk_norm = !strcmp(o->arch, "qwen3") || !strcmp(o->arch, "qwen3moe") ||
+		     !strcmp(o->arch, "gemma3");
+	o->gemma = !strncmp(o->arch, "gemma", 5);
+	o->phi3 = !strcmp(o->arch, "phi3");
+	/* llama.cpp's gemma2 reads no output.weight: a file with one has a
+	 * tensor it does not load, which it refuses */
+	if (!strcmp(o->arch, "gemma2"))
+		o->tied = true;
+	if (o->rope_freqs && strcmp(o->arch, "llama")) {
+		fprintf(stderr, "exld-mkmodel: --rope-freqs is for --arch llama\n");
+		return -1;
+	}
+	if (o->longrope && !o->phi3) {
+		fprintf(stderr, "exld-mkmodel: --longrope is for --arch phi3\n");
+		return -1;
+	}
+	if ((o->swa || o->swa_pattern) && !o->gemma) {
+		fprintf(stderr, "exld-mkmodel: --swa and --swa-pattern are for gemma2 and gemma3\n");
+		return -1;
+	}
+	if (o->experts && strcmp(o->arch, "llama") && strcmp(o->arch, "qwen3moe")) {
+		fprintf(stderr, "exld-mkmodel: --experts is for --arch llama or qwen3moe\n");
+		return -1;
+	}
+	if (!strcmp(o->arch, "qwen3moe") && !o->experts) {
+		fprintf(stderr, "exld-mkmodel: --arch qwen3moe needs --experts\n");
+		return -1;
+	}
+	if (o->experts) {
+		if (!o->experts_used)
+			o->experts_used = o->experts < 2 ? o->experts : 2;
+		if (o->experts_used > o->experts) {
+			fprintf(stderr, "exld-mkmodel: --experts-used %" PRId64 " is more than "
+				"--experts %" PRId64 "\n", o->experts_used, o->experts);
+			return -1;
+		}
+	} else if (o->experts_used || o->expert_ff) {
+		fprintf(stderr, "exld-mkmodel: --experts-used and --expert-ff need --experts\n");
+		return -1;
+	}
+	if (o->expert_ff && strcmp(o->arch, "qwen3moe")) {
+		fprintf(stderr, "exld-mkmodel: --expert-ff is for --arch qwen3moe (Mixtral's "
+			"experts are --ff wide)\n");
+		return -1;
+	}
 	if (!o->out) {
 		fprintf(stderr, "exld-mkmodel: -o FILE is required\n");
 		return -1;
@@ -614,6 +774,14 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		o->kv_heads = o->heads;
 	if (!o->ff)
 		o->ff = ((o->dim * 8 / 3) + 31) / 32 * 32;
+	/* each architecture's usual epsilon and rope base */
+	bool small_base = !strcmp(o->arch, "llama") || o->phi3 || !strcmp(o->arch, "gemma2");
+	if (!o->eps)
+		o->eps = !strcmp(o->arch, "llama") || o->phi3 ? 1e-5 : 1e-6;
+	if (!o->rope_base)
+		o->rope_base = small_base ? 10000.0 : 1000000.0;
+	if (o->experts && !strcmp(o->arch, "qwen3moe") && !o->expert_ff)
+		o->expert_ff = o->ff / o->experts_used;
 	if (!o->head_dim && (o->dim % o->heads || (o->dim / o->heads) % 2)) {
 		fprintf(stderr, "exld-mkmodel: --dim %" PRId64 " must be --heads %" PRId64
 			" times an even head size (or give --head-dim)\n", o->dim, o->heads);
@@ -635,7 +803,8 @@ static int parse_args(int argc, char **argv, struct opts *o)
 	/* Every weight row is dim, ff or heads * head_dim long. */
 	const struct exl_dtype_info *info = exl_dtype_info(o->type);
 
-	if (o->dim % info->block_elems || o->ff % info->block_elems) {
+	if (o->dim % info->block_elems || o->ff % info->block_elems ||
+	    o->expert_ff % info->block_elems) {
 		fprintf(stderr, "exld-mkmodel: --type %s needs --dim and --ff to be multiples of %u"
 			" (have %" PRId64 " and %" PRId64 ")\n", info->name, info->block_elems, o->dim, o->ff);
 		return -1;
@@ -644,6 +813,17 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		fprintf(stderr, "exld-mkmodel: --type %s needs --heads times the head size to be a"
 			" multiple of %u (have %" PRId64 ")\n", info->name, info->block_elems,
 			o->heads * head_dim);
+		return -1;
+	}
+	if (o->swa_pattern && strspn(o->swa_pattern, "0123456789") != strlen(o->swa_pattern)) {
+		fprintf(stderr, "exld-mkmodel: --swa-pattern wants a number or digits\n");
+		return -1;
+	}
+	if (o->swa_pattern && strlen(o->swa_pattern) > 1 &&
+	    (strspn(o->swa_pattern, "01") != strlen(o->swa_pattern) ||
+	     (int64_t)strlen(o->swa_pattern) != o->layers)) {
+		fprintf(stderr, "exld-mkmodel: --swa-pattern '%s' is neither a number nor one 0/1 "
+			"for each of the %" PRId64 " layers\n", o->swa_pattern, o->layers);
 		return -1;
 	}
 	if (!o->threads) {
@@ -660,7 +840,7 @@ static bool put_override(struct gguf_writer *w, struct opts *o, const char *key)
 	for (int i = 0; i < o->n_kv; i++) {
 		if (!strcmp(o->kv[i].key, key)) {
 			o->kv[i].used = true;
-			gguf_writer_set(w, key, &o->kv[i].val);
+			exl_gguf_writer_set(w, key, &o->kv[i].val);
 			return true;
 		}
 	}
@@ -671,25 +851,25 @@ static bool put_override(struct gguf_writer *w, struct opts *o, const char *key)
 static void meta_u32(struct gguf_writer *w, struct opts *o, const char *key, uint32_t v)
 {
 	if (!put_override(w, o, key))
-		gguf_writer_set_u32(w, key, v);
+		exl_gguf_writer_set_u32(w, key, v);
 }
 
 static void meta_f32(struct gguf_writer *w, struct opts *o, const char *key, float v)
 {
 	if (!put_override(w, o, key))
-		gguf_writer_set_f32(w, key, v);
+		exl_gguf_writer_set_f32(w, key, v);
 }
 
 static void meta_str(struct gguf_writer *w, struct opts *o, const char *key, const char *v)
 {
 	if (!put_override(w, o, key))
-		gguf_writer_set_str(w, key, v);
+		exl_gguf_writer_set_str(w, key, v);
 }
 
 static void meta_bool(struct gguf_writer *w, struct opts *o, const char *key, bool v)
 {
 	if (!put_override(w, o, key))
-		gguf_writer_set_bool(w, key, v);
+		exl_gguf_writer_set_bool(w, key, v);
 }
 
 /* The overrides of keys the tool does not write, after all the others. */
@@ -697,7 +877,7 @@ static void put_new_overrides(struct gguf_writer *w, const struct opts *o)
 {
 	for (int i = 0; i < o->n_kv; i++)
 		if (!o->kv[i].used)
-			gguf_writer_set(w, o->kv[i].key, &o->kv[i].val);
+			exl_gguf_writer_set(w, o->kv[i].key, &o->kv[i].val);
 }
 
 /* The synthetic vocabulary: <unk> <s> </s>, the 256 byte tokens, then
@@ -755,19 +935,19 @@ static int synthetic_vocab(struct gguf_writer *w, struct opts *o, int64_t n)
 	meta_str(w, o, "tokenizer.ggml.model", "llama");
 	meta_str(w, o, "tokenizer.ggml.pre", "default");
 	if (!put_override(w, o, "tokenizer.ggml.tokens"))
-		gguf_writer_set_str_arr(w, "tokenizer.ggml.tokens", (const char *const *)toks,
-					(uint64_t)n);
+		exl_gguf_writer_set_str_arr(w, "tokenizer.ggml.tokens", (const char *const *)toks,
+					    (uint64_t)n);
 	if (!put_override(w, o, "tokenizer.ggml.scores"))
-		gguf_writer_set_arr(w, "tokenizer.ggml.scores", GGUF_VT_FLOAT32, scores, (uint64_t)n);
+		exl_gguf_writer_set_arr(w, "tokenizer.ggml.scores", GGUF_VT_FLOAT32, scores, (uint64_t)n);
 	if (!put_override(w, o, "tokenizer.ggml.token_type"))
-		gguf_writer_set_arr(w, "tokenizer.ggml.token_type", GGUF_VT_INT32, types,
-				    (uint64_t)n);
+		exl_gguf_writer_set_arr(w, "tokenizer.ggml.token_type", GGUF_VT_INT32, types,
+					(uint64_t)n);
 	meta_u32(w, o, "tokenizer.ggml.unknown_token_id", 0);
 	meta_u32(w, o, "tokenizer.ggml.bos_token_id", 1);
 	meta_u32(w, o, "tokenizer.ggml.eos_token_id", 2);
 	meta_bool(w, o, "tokenizer.ggml.add_bos_token", true);
 	meta_bool(w, o, "tokenizer.ggml.add_eos_token", false);
-	rc = gguf_writer_error(w) ? -1 : 0;
+	rc = exl_gguf_writer_error(w) ? -1 : 0;
 out:
 	if (toks)
 		for (int64_t i = 0; i < n; i++)
@@ -775,7 +955,7 @@ out:
 	free(toks);
 	free(scores);
 	free(types);
-	if (rc && !gguf_writer_error(w))
+	if (rc && !exl_gguf_writer_error(w))
 		fprintf(stderr, "exld-mkmodel: out of memory for the vocabulary\n");
 	return rc;
 }
@@ -785,20 +965,22 @@ out:
 static int copy_vocab(struct gguf_writer *w, struct opts *o, const char *path, int64_t *n_vocab)
 {
 	char err[512], key[512];
-	struct gguf_file *f = gguf_open(path, err, sizeof(err));
+	struct gguf_file *f = exl_gguf_open(path, err, sizeof(err));
 	const struct gguf_array *toks;
 
 	if (!f) {
 		fprintf(stderr, "exld-mkmodel: %s: %s\n", path, err);
 		return -1;
 	}
-	toks = gguf_get_arr(f, "tokenizer.ggml.tokens");
+	toks = exl_gguf_get_arr(f, "tokenizer.ggml.tokens");
 	if (!toks || toks->elem_type != GGUF_VT_STRING || toks->count == 0) {
 		fprintf(stderr, "exld-mkmodel: %s has no tokenizer.ggml.tokens string array\n", path);
-		gguf_close(f);
+		exl_gguf_close(f);
 		return -1;
 	}
 	*n_vocab = (int64_t)toks->count;
+	for (uint64_t i = 0; i < toks->count && !o->phi3_vocab; i++)
+		o->phi3_vocab = exl_gguf_str_eq(toks->strs[i], "<|endoftext|>");
 	for (uint64_t i = 0; i < f->n_kv; i++) {
 		const struct gguf_kv *kv = &f->kv[i];
 
@@ -807,66 +989,112 @@ static int copy_vocab(struct gguf_writer *w, struct opts *o, const char *path, i
 		memcpy(key, kv->key.ptr, (size_t)kv->key.len);
 		key[kv->key.len] = '\0';
 		if (!put_override(w, o, key))
-			gguf_writer_set(w, key, &kv->val);
+			exl_gguf_writer_set(w, key, &kv->val);
 	}
-	gguf_close(f);
+	exl_gguf_close(f);
 	return 0;
 }
 
-static int add(struct gguf_writer *w, struct tensor_spec *specs, int *n, const struct opts *o,
-	       const char *name, enum fill_kind kind, int64_t cols, int64_t rows)
+/* A tensor of n_mat matrices of rows x cols (n_mat 1: a matrix or, with one
+ * row, a vector; more: a 3-D expert tensor [cols, rows, n_mat]). */
+static int add3(struct gguf_writer *w, struct tensor_spec *specs, int *n, const struct opts *o,
+		const char *name, enum fill_kind kind, int64_t cols, int64_t rows, int64_t n_mat)
 {
 	struct tensor_spec *t = &specs[(*n)++];
-	uint64_t ne[2] = { (uint64_t)cols, (uint64_t)rows };
+	uint64_t ne[3] = { (uint64_t)cols, (uint64_t)rows, (uint64_t)n_mat };
+	uint32_t dims = n_mat > 1 ? 3 : rows > 1 ? 2 : 1;
 
 	snprintf(t->name, sizeof(t->name), "%s", name);
 	t->kind = kind;
 	t->type = kind == FILL_MATRIX ? o->type : EXL_F32;
 	t->cols = cols;
-	t->rows = rows;
+	t->rows = rows * n_mat;
 	t->seed = o->seed * 0x9e3779b97f4a7c15ull ^ hash_str(name);
 	t->threads = o->threads;
 	t->exact = o->exact;
 	t->pool_seed = o->seed * 0x9e3779b97f4a7c15ull ^ 0x706f6f6cull;
-	return gguf_writer_add_tensor_fill(w, name, t->type, rows > 1 ? 2 : 1, ne, fill_tensor, t);
+	t->rope_base = o->rope_base;
+	return exl_gguf_writer_add_tensor_fill(w, name, t->type, dims, ne, fill_tensor, t);
 }
 
+static int add(struct gguf_writer *w, struct tensor_spec *specs, int *n, const struct opts *o,
+	       const char *name, enum fill_kind kind, int64_t cols, int64_t rows)
+{
+	return add3(w, specs, n, o, name, kind, cols, rows, 1);
+}
+
+/* Tensors in the order llama.cpp's converters write them, per block. */
 static int add_tensors(struct gguf_writer *w, struct tensor_spec *specs, int *n, const struct opts *o)
 {
 	int64_t head_dim = o->head_dim ? o->head_dim : o->dim / o->heads;
 	int64_t q_dim = head_dim * o->heads, kv_dim = head_dim * o->kv_heads;
+	int64_t rope_dim = o->rope_dim ? o->rope_dim : head_dim;
 	char name[64];
 
 	add(w, specs, n, o, "token_embd.weight", FILL_MATRIX, o->dim, o->vocab);
+	if (o->rope_freqs)
+		add(w, specs, n, o, "rope_freqs.weight", FILL_ROPE_FREQS, rope_dim / 2, 1);
+	if (o->longrope) {
+		add(w, specs, n, o, "rope_factors_long.weight", FILL_ROPE_LONG, rope_dim / 2, 1);
+		add(w, specs, n, o, "rope_factors_short.weight", FILL_ROPE_SHORT, rope_dim / 2, 1);
+	}
 	for (int64_t l = 0; l < o->layers; l++) {
 #define BLK(suffix) (snprintf(name, sizeof(name), "blk.%" PRId64 ".%s", l, suffix), name)
 		add(w, specs, n, o, BLK("attn_norm.weight"), FILL_NORM, o->dim, 1);
-		add(w, specs, n, o, BLK("attn_q.weight"), FILL_MATRIX, o->dim, q_dim);
-		add(w, specs, n, o, BLK("attn_k.weight"), FILL_MATRIX, o->dim, kv_dim);
-		add(w, specs, n, o, BLK("attn_v.weight"), FILL_MATRIX, o->dim, kv_dim);
+		if (o->phi3) {
+			add(w, specs, n, o, BLK("attn_qkv.weight"), FILL_MATRIX, o->dim,
+			    q_dim + 2 * kv_dim);
+		} else {
+			add(w, specs, n, o, BLK("attn_q.weight"), FILL_MATRIX, o->dim, q_dim);
+			add(w, specs, n, o, BLK("attn_k.weight"), FILL_MATRIX, o->dim, kv_dim);
+			add(w, specs, n, o, BLK("attn_v.weight"), FILL_MATRIX, o->dim, kv_dim);
+		}
 		if (o->qkv_bias) {
 			add(w, specs, n, o, BLK("attn_q.bias"), FILL_BIAS, q_dim, 1);
 			add(w, specs, n, o, BLK("attn_k.bias"), FILL_BIAS, kv_dim, 1);
 			add(w, specs, n, o, BLK("attn_v.bias"), FILL_BIAS, kv_dim, 1);
 		}
+		if (o->qk_norm) {
+			add(w, specs, n, o, BLK("attn_q_norm.weight"), FILL_NORM, head_dim, 1);
+			add(w, specs, n, o, BLK("attn_k_norm.weight"), FILL_NORM, head_dim, 1);
+		}
 		add(w, specs, n, o, BLK("attn_output.weight"), FILL_MATRIX, q_dim, o->dim);
+		if (o->gemma)
+			add(w, specs, n, o, BLK("post_attention_norm.weight"), FILL_NORM, o->dim, 1);
 		add(w, specs, n, o, BLK("ffn_norm.weight"), FILL_NORM, o->dim, 1);
-		add(w, specs, n, o, BLK("ffn_gate.weight"), FILL_MATRIX, o->dim, o->ff);
-		add(w, specs, n, o, BLK("ffn_up.weight"), FILL_MATRIX, o->dim, o->ff);
-		add(w, specs, n, o, BLK("ffn_down.weight"), FILL_MATRIX, o->ff, o->dim);
+		if (o->experts) {
+			int64_t ff = o->expert_ff ? o->expert_ff : o->ff;
+
+			add(w, specs, n, o, BLK("ffn_gate_inp.weight"), FILL_MATRIX, o->dim,
+			    o->experts);
+			add3(w, specs, n, o, BLK("ffn_gate_exps.weight"), FILL_MATRIX, o->dim, ff,
+			     o->experts);
+			add3(w, specs, n, o, BLK("ffn_up_exps.weight"), FILL_MATRIX, o->dim, ff,
+			     o->experts);
+			add3(w, specs, n, o, BLK("ffn_down_exps.weight"), FILL_MATRIX, ff, o->dim,
+			     o->experts);
+		} else if (o->phi3) {
+			add(w, specs, n, o, BLK("ffn_up.weight"), FILL_MATRIX, o->dim, 2 * o->ff);
+			add(w, specs, n, o, BLK("ffn_down.weight"), FILL_MATRIX, o->ff, o->dim);
+		} else {
+			add(w, specs, n, o, BLK("ffn_gate.weight"), FILL_MATRIX, o->dim, o->ff);
+			add(w, specs, n, o, BLK("ffn_up.weight"), FILL_MATRIX, o->dim, o->ff);
+			add(w, specs, n, o, BLK("ffn_down.weight"), FILL_MATRIX, o->ff, o->dim);
+		}
+		if (o->gemma)
+			add(w, specs, n, o, BLK("post_ffw_norm.weight"), FILL_NORM, o->dim, 1);
 #undef BLK
 	}
 	add(w, specs, n, o, "output_norm.weight", FILL_NORM, o->dim, 1);
 	if (!o->tied)
 		add(w, specs, n, o, "output.weight", FILL_MATRIX, o->dim, o->vocab);
-	return gguf_writer_error(w) ? -1 : 0;
+	return exl_gguf_writer_error(w) ? -1 : 0;
 }
 
 static void set_metadata(struct gguf_writer *w, struct opts *o)
 {
 	char key[128], name[96];
 	uint32_t ftype = 0;
-	bool llama = !strcmp(o->arch, "llama");
 	int64_t head_dim = o->head_dim ? o->head_dim : o->dim / o->heads;
 
 	for (size_t k = 0; k < sizeof(type_names) / sizeof(type_names[0]); k++)
@@ -874,7 +1102,13 @@ static void set_metadata(struct gguf_writer *w, struct opts *o)
 			ftype = type_names[k].ftype;
 #define KEY(suffix) (snprintf(key, sizeof(key), "%s.%s", o->arch, suffix), key)
 	meta_str(w, o, "general.architecture", o->arch);
-	snprintf(name, sizeof(name), "exld-mkmodel random %s", o->arch);
+	/* llama.cpp marks Phi-3's special tokens by the model's name: a name
+	 * with "phi3" in it makes it look up <|endoftext|> and refuse a
+	 * vocabulary without it */
+	if (o->phi3 && !o->phi3_vocab)
+		snprintf(name, sizeof(name), "exld-mkmodel random Phi 3 architecture");
+	else
+		snprintf(name, sizeof(name), "exld-mkmodel random %s", o->arch);
 	meta_str(w, o, "general.name", name);
 	meta_u32(w, o, "general.file_type", ftype);
 	if (o->type != EXL_F32 && o->type != EXL_F16 && o->type != EXL_BF16)
@@ -890,15 +1124,45 @@ static void set_metadata(struct gguf_writer *w, struct opts *o)
 		meta_u32(w, o, KEY("attention.key_length"), (uint32_t)o->head_dim);
 		meta_u32(w, o, KEY("attention.value_length"), (uint32_t)o->head_dim);
 	}
-	meta_f32(w, o, KEY("attention.layer_norm_rms_epsilon"),
-		 o->eps ? (float)o->eps : llama ? 1e-5f : 1e-6f);
-	meta_f32(w, o, KEY("rope.freq_base"),
-		 o->rope_base ? (float)o->rope_base : llama ? 10000.0f : 1000000.0f);
+	meta_f32(w, o, KEY("attention.layer_norm_rms_epsilon"), (float)o->eps);
+	meta_f32(w, o, KEY("rope.freq_base"), (float)o->rope_base);
 	meta_u32(w, o, KEY("rope.dimension_count"), (uint32_t)(o->rope_dim ? o->rope_dim : head_dim));
 	if (o->rope_scaling || o->rope_scale)
 		meta_str(w, o, KEY("rope.scaling.type"), o->rope_scaling ? o->rope_scaling : "linear");
 	if (o->rope_scale)
 		meta_f32(w, o, KEY("rope.scaling.factor"), (float)o->rope_scale);
+	if (o->longrope) {
+		/* as phi3's converter: sqrt(1 + ln(scale) / ln(original)) */
+		double scale = (double)o->ctx / (double)o->longrope;
+
+		meta_u32(w, o, KEY("rope.scaling.original_context_length"), (uint32_t)o->longrope);
+		meta_f32(w, o, KEY("rope.scaling.attn_factor"), scale > 1.0 ?
+			 (float)sqrt(1.0 + log(scale) / log((double)o->longrope)) : 1.0f);
+	}
+	if (o->experts) {
+		meta_u32(w, o, KEY("expert_count"), (uint32_t)o->experts);
+		meta_u32(w, o, KEY("expert_used_count"), (uint32_t)o->experts_used);
+		if (o->expert_ff)
+			meta_u32(w, o, KEY("expert_feed_forward_length"), (uint32_t)o->expert_ff);
+	}
+	if (!strcmp(o->arch, "gemma2")) {
+		meta_f32(w, o, KEY("attn_logit_softcapping"), 50.0f);
+		meta_f32(w, o, KEY("final_logit_softcapping"), 30.0f);
+		meta_u32(w, o, KEY("attention.sliding_window"), (uint32_t)(o->swa ? o->swa : 4096));
+	} else if (o->swa) {
+		meta_u32(w, o, KEY("attention.sliding_window"), (uint32_t)o->swa);
+	}
+	if (o->swa_pattern && strlen(o->swa_pattern) > 1) {
+		bool flags[4096];
+
+		for (int64_t l = 0; l < o->layers; l++)
+			flags[l] = o->swa_pattern[l] == '1';
+		if (!put_override(w, o, KEY("attention.sliding_window_pattern")))
+			exl_gguf_writer_set_arr(w, key, GGUF_VT_BOOL, flags, (uint64_t)o->layers);
+	} else if (o->swa_pattern) {
+		meta_u32(w, o, KEY("attention.sliding_window_pattern"),
+			 (uint32_t)strtoul(o->swa_pattern, NULL, 10));
+	}
 	meta_u32(w, o, KEY("vocab_size"), (uint32_t)o->vocab);
 #undef KEY
 }
@@ -920,7 +1184,7 @@ int main(int argc, char **argv)
 	}
 	rc = 1;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
-	w = gguf_writer_new();
+	w = exl_gguf_writer_new();
 	if (!w) {
 		fprintf(stderr, "exld-mkmodel: out of memory\n");
 		return 1;
@@ -948,14 +1212,14 @@ int main(int argc, char **argv)
 	set_metadata(w, &o);
 	put_new_overrides(w, &o);
 
-	specs = calloc((size_t)(o.layers * 12 + 3), sizeof(*specs));
+	specs = calloc((size_t)(o.layers * 20 + 8), sizeof(*specs));
 	if (!specs) {
 		fprintf(stderr, "exld-mkmodel: out of memory\n");
 		goto out;
 	}
 	if (add_tensors(w, specs, &n_specs, &o) ||
-	    gguf_writer_write_file(w, o.out, err, sizeof(err))) {
-		fprintf(stderr, "exld-mkmodel: %s\n", gguf_writer_error(w) ? gguf_writer_error(w) : err);
+	    exl_gguf_writer_write_file(w, o.out, err, sizeof(err))) {
+		fprintf(stderr, "exld-mkmodel: %s\n", exl_gguf_writer_error(w) ? exl_gguf_writer_error(w) : err);
 		goto out;
 	}
 	clock_gettime(CLOCK_MONOTONIC, &t1);
@@ -969,7 +1233,7 @@ int main(int argc, char **argv)
 		(double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9);
 	rc = 0;
 out:
-	gguf_writer_free(w);
+	exl_gguf_writer_free(w);
 	free(specs);
 	free_pools();
 	return rc;

@@ -315,9 +315,34 @@ static void op_kv_store(struct exl_backend *be, const struct exl_kv_layer *kv, c
 }
 
 static void op_attention(struct exl_backend *be, const struct exl_kv_layer *kv, const float *q,
-			 float *out, int n_heads, float scale)
+			 float *out, int n_heads, const struct exl_attn_params *p)
 {
-	(void)kv, (void)q, (void)out, (void)n_heads, (void)scale;
+	(void)kv, (void)q, (void)out, (void)n_heads, (void)p;
+	no_kernels(be);
+}
+
+static void op_scale(struct exl_backend *be, float *x, float s, size_t count)
+{
+	(void)x, (void)s, (void)count;
+	no_kernels(be);
+}
+
+static void op_softcap(struct exl_backend *be, float *x, float cap, size_t count)
+{
+	(void)x, (void)cap, (void)count;
+	no_kernels(be);
+}
+
+static void op_geglu(struct exl_backend *be, float *g, const float *u, size_t count)
+{
+	(void)g, (void)u, (void)count;
+	no_kernels(be);
+}
+
+static void op_add_rows_scaled(struct exl_backend *be, float *y, const float *x,
+			       const int32_t *rows, const float *w, int n, int dim)
+{
+	(void)y, (void)x, (void)rows, (void)w, (void)n, (void)dim;
 	no_kernels(be);
 }
 
@@ -398,6 +423,10 @@ static const struct exl_backend_ops fake_ops = {
 	.mem_info = op_mem_info,
 	.copy = op_copy,
 	.error = fake_backend_error,
+	.scale = op_scale,
+	.softcap = op_softcap,
+	.geglu = op_geglu,
+	.add_rows_scaled = op_add_rows_scaled,
 };
 
 static struct exl_backend *fake_create(int device, char *err, size_t errlen)
@@ -466,7 +495,7 @@ static const struct exl_cuda_module fake = {
 #endif
 };
 
-const struct exl_cuda_module *exl_cuda_module_v1(void)
+const struct exl_cuda_module *exl_cuda_module_v2(void)
 {
 	return &fake;
 }

@@ -8,18 +8,7 @@
 #include <string.h>
 
 #include "client/exl/exl_chat_template.h"
-
-static int failures;
-
-#define CHECK(cond, ...)                                                          \
-	do {                                                                      \
-		if (!(cond)) {                                                    \
-			fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);      \
-			fprintf(stderr, __VA_ARGS__);                             \
-			fprintf(stderr, "\n");                                    \
-			failures++;                                               \
-		}                                                                 \
-	} while (0)
+#include "tests/common/check.h"
 
 static const struct chat_msg conv[] = {
 	{ "system", "You are a helpful assistant" },
@@ -167,8 +156,8 @@ int main(void)
 	test_formats();
 	test_detect();
 	test_edges();
-	if (failures) {
-		fprintf(stderr, "%d failures\n", failures);
+	if (check_failures) {
+		fprintf(stderr, "%d failures\n", check_failures);
 		return 1;
 	}
 	printf("chat templates: ok\n");

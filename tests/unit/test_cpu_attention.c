@@ -35,19 +35,7 @@
 #include "kernels/formats/dtype.h"
 #include "kernels/formats/elem.h"
 #include "kernels/formats/quant.h"
-
-static int failures;
-static int checks;
-
-#define CHECK(cond, ...) do { \
-	checks++; \
-	if (!(cond)) { \
-		failures++; \
-		fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__, #cond); \
-		fprintf(stderr, __VA_ARGS__); \
-		fputc('\n', stderr); \
-	} \
-} while (0)
+#include "tests/common/check.h"
 
 static uint64_t rng_state = 0x853c49e6748fea9bull;
 
@@ -328,8 +316,8 @@ static int check_layout(const struct scenario *s, const struct batch *b)
 }
 
 /* The naive attention of the batch over the reference copies. */
-static void ref_attention(const struct scenario *s, const struct batch *b, float scale,
-			  double *out)
+static void ref_attention(const struct scenario *s, const struct batch *b,
+			  const struct exl_attn_params *ap, double *out)
 {
 	const int hd = s->head_dim;
 	const size_t kvr = (size_t)s->n_kv_heads * hd;
@@ -337,6 +325,7 @@ static void ref_attention(const struct scenario *s, const struct batch *b, float
 
 	for (int t = 0; t < b->n; t++) {
 		const int sq = b->seq[t], len = b->pos[t] + 1;
+		const int first = ap->window && len > ap->window ? len - ap->window : 0;
 		double *sc = xcalloc((size_t)len, sizeof(double));
 
 		for (int h = 0; h < s->n_heads; h++) {
@@ -345,22 +334,24 @@ static void ref_attention(const struct scenario *s, const struct batch *b, float
 			double m = -INFINITY, sum = 0.0;
 			double *o = out + ((size_t)t * s->n_heads + h) * hd;
 
-			for (int p = 0; p < len; p++) {
+			for (int p = first; p < len; p++) {
 				const float *k = s->ref_k[sq] + (size_t)p * kvr + (size_t)kvh * hd;
 				double dot = 0.0;
 
 				for (int d = 0; d < hd; d++)
 					dot += (double)q[d] * k[d];
-				sc[p] = dot * scale;
+				sc[p] = dot * ap->scale;
+				if (ap->softcap > 0)
+					sc[p] = ap->softcap * tanh(sc[p] / ap->softcap);
 				m = fmax(m, sc[p]);
 			}
-			for (int p = 0; p < len; p++) {
+			for (int p = first; p < len; p++) {
 				sc[p] = exp(sc[p] - m);
 				sum += sc[p];
 			}
 			for (int d = 0; d < hd; d++)
 				o[d] = 0.0;
-			for (int p = 0; p < len; p++) {
+			for (int p = first; p < len; p++) {
 				const float *v = s->ref_v[sq] + (size_t)p * kvr + (size_t)kvh * hd;
 
 				for (int d = 0; d < hd; d++)
@@ -396,6 +387,7 @@ static void run_drivers(const struct exl_cpu_ops *k, struct exl_pool *pool, int 
 	struct exl_cpu_batch cb = { 0 };
 	struct exl_attn_scratch scratch = { 0 };
 	const float scale = 1.0f / sqrtf((float)head_dim);
+	const struct exl_attn_params ap = { scale, 0.0f, 0 };
 	char err[200];
 	const char *pn = pool ? "pool3" : "single";
 
@@ -409,7 +401,7 @@ static void run_drivers(const struct exl_cpu_ops *k, struct exl_pool *pool, int 
 			continue;
 		batch_fill(&s, &hist[i]);
 		CHECK(exl_cpu_batch_set(&cb, &d, err, sizeof(err)) == 0, "history: %s", err);
-		CHECK(exl_cpu_kv_check(&cb, &s.kv, err, sizeof(err)) == 0, "history: %s", err);
+		CHECK(exl_cpu_kv_check(&cb, &s.kv, 0, err, sizeof(err)) == 0, "history: %s", err);
 		exl_cpu_kv_store(pool, k, &cb, &s.kv, hist[i].k, hist[i].v);
 		CHECK(check_layout(&s, &hist[i]) == 0, "%s/%s ps %d: history pass %d layout",
 		      k->name, pn, ps, i);
@@ -417,24 +409,39 @@ static void run_drivers(const struct exl_cpu_ops *k, struct exl_pool *pool, int 
 	struct exl_batch_desc d = batch_desc(&s, &fin);
 	batch_fill(&s, &fin);
 	CHECK(exl_cpu_batch_set(&cb, &d, err, sizeof(err)) == 0, "final: %s", err);
-	CHECK(exl_cpu_kv_check(&cb, &s.kv, err, sizeof(err)) == 0, "final: %s", err);
+	CHECK(exl_cpu_kv_check(&cb, &s.kv, 0, err, sizeof(err)) == 0, "final: %s", err);
 	exl_cpu_kv_store(pool, k, &cb, &s.kv, fin.k, fin.v);
 	CHECK(check_layout(&s, &fin) == 0, "%s/%s ps %d: final pass layout", k->name, pn, ps);
 
 	const size_t out_n = (size_t)fin.n * n_heads * head_dim;
 	float *out = xcalloc(out_n, sizeof(float));
 	double *ref = xcalloc(out_n, sizeof(double));
-	int r = exl_cpu_attention(pool, k, &scratch, &cb, &s.kv, fin.q, out, n_heads, scale, err,
+	int r = exl_cpu_attention(pool, k, &scratch, &cb, &s.kv, fin.q, out, n_heads, &ap, err,
 				  sizeof(err));
 	CHECK(r == 0, "attention: %s", err);
-	ref_attention(&s, &fin, scale, ref);
+	ref_attention(&s, &fin, &ap, ref);
 	CHECK(count_bad(out, ref, out_n, 2e-5) == 0,
 	      "%s/%s: attention ps %d heads %d/%d head_dim %d (%d tokens)", k->name, pn, ps,
 	      n_heads, n_kv_heads, head_dim, fin.n);
+	/* gemma2's soft-capped scores through a sliding window shorter than
+	 * some windows, across page boundaries */
+	for (int w = 1; w <= 3 * ps + 1; w += ps + 1) {
+		const struct exl_attn_params aw = { scale, 4.0f, w };
+
+		CHECK(exl_cpu_kv_check(&cb, &s.kv, w, err, sizeof(err)) == 0, "window: %s", err);
+		CHECK(exl_cpu_attention(pool, k, &scratch, &cb, &s.kv, fin.q, out, n_heads, &aw,
+					err, sizeof(err)) == 0, "attention: %s", err);
+		ref_attention(&s, &fin, &aw, ref);
+		CHECK(count_bad(out, ref, out_n, 2e-5) == 0,
+		      "%s/%s: attention ps %d heads %d/%d head_dim %d, window %d, softcap 4",
+		      k->name, pn, ps, n_heads, n_kv_heads, head_dim, w);
+	}
+	r = exl_cpu_attention(pool, k, &scratch, &cb, &s.kv, fin.q, out, n_heads, &ap, err,
+			      sizeof(err));
 	/* against the scalar variant on one thread: within 1e-5 */
 	float *outs = xcalloc(out_n, sizeof(float));
 	CHECK(exl_cpu_attention(NULL, &exl_cpu_ops_scalar, &scratch, &cb, &s.kv, fin.q, outs,
-				n_heads, scale, err, sizeof(err)) == 0, "attention: %s", err);
+				n_heads, &ap, err, sizeof(err)) == 0, "attention: %s", err);
 	for (size_t i = 0; i < out_n; i++)
 		ref[i] = outs[i];
 	CHECK(count_bad(out, ref, out_n, 1e-5) == 0,
@@ -452,11 +459,13 @@ static void run_drivers(const struct exl_cpu_ops *k, struct exl_pool *pool, int 
 }
 
 /* The attention of `n` query rows of sequence 0 at positions pos (all K/V
- * already stored), into out [n][n_heads][head_dim]. */
+ * already stored) through a sliding window (0: none), into out
+ * [n][n_heads][head_dim]. */
 static void attend_rows(const struct exl_cpu_ops *k, struct exl_pool *pool, struct scenario *s,
 			struct exl_attn_scratch *scratch, const int32_t *pos, int n,
-			const float *q, float *out)
+			const float *q, float *out, int window)
 {
+	const struct exl_attn_params ap = { 1.0f / sqrtf((float)s->head_dim), 0.0f, window };
 	int32_t seq[8] = { 0 };
 	struct exl_batch_desc d = {
 		.n_tokens = n, .pos = pos, .seq = seq, .n_seqs = N_SEQ,
@@ -466,9 +475,9 @@ static void attend_rows(const struct exl_cpu_ops *k, struct exl_pool *pool, stru
 	char err[200];
 
 	CHECK(exl_cpu_batch_set(&cb, &d, err, sizeof(err)) == 0 &&
-	      exl_cpu_kv_check(&cb, &s->kv, err, sizeof(err)) == 0, "rows: %s", err);
-	CHECK(exl_cpu_attention(pool, k, scratch, &cb, &s->kv, q, out, s->n_heads,
-				1.0f / sqrtf((float)s->head_dim), err, sizeof(err)) == 0,
+	      exl_cpu_kv_check(&cb, &s->kv, window, err, sizeof(err)) == 0, "rows: %s", err);
+	CHECK(exl_cpu_attention(pool, k, scratch, &cb, &s->kv, q, out, s->n_heads, &ap, err,
+				sizeof(err)) == 0,
 	      "rows attention: %s", err);
 	exl_cpu_batch_free(&cb);
 }
@@ -477,9 +486,11 @@ static void attend_rows(const struct exl_cpu_ops *k, struct exl_pool *pool, stru
  * last 5 positions of a window as 5 rows of one pass (a speculative step
  * verifying 4 drafted tokens), each alone (decode steps), and the last
  * beside rows of short windows (other jobs).  The partitions of a long
- * window must not depend on how many units the batch has. */
+ * window must not depend on how many units the batch has, with or without
+ * a sliding window (whose partitions start at the window's start). */
 static void same_bits_any_batch(const struct exl_cpu_ops *k, struct exl_pool *pool,
-				struct scenario *s, struct exl_attn_scratch *scratch, int len)
+				struct scenario *s, struct exl_attn_scratch *scratch, int len,
+				int window)
 {
 	enum { R = 5 };
 	const size_t row = (size_t)s->n_heads * s->head_dim;
@@ -495,23 +506,24 @@ static void same_bits_any_batch(const struct exl_cpu_ops *k, struct exl_pool *po
 		q[i] = 4.0f * rnd_uniform();
 	for (int i = 0; i < R; i++)
 		pos[i] = len - R + i;
-	attend_rows(k, pool, s, scratch, pos, R, q, together);
+	attend_rows(k, pool, s, scratch, pos, R, q, together, window);
 	for (int i = 0; i < R; i++) {
-		attend_rows(k, pool, s, scratch, &pos[i], 1, q + (size_t)i * row, alone);
+		attend_rows(k, pool, s, scratch, &pos[i], 1, q + (size_t)i * row, alone, window);
 		bad += memcmp(alone, together + (size_t)i * row, row * sizeof(float)) != 0;
 	}
 	CHECK(bad == 0, "%s/%s: %d of %d rows of one pass differ from the same positions "
-	      "alone (ps %d heads %d/%d head_dim %d, window %d)", k->name,
+	      "alone (ps %d heads %d/%d head_dim %d, length %d, window %d)", k->name,
 	      pool ? "pool3" : "single", bad, R, s->page_size, s->n_heads, s->n_kv_heads,
-	      s->head_dim, len);
+	      s->head_dim, len, window);
 	for (size_t i = 0; i < 3 * row; i++)
 		mq[i] = 4.0f * rnd_uniform();
 	memcpy(mq + 3 * row, q + (size_t)(R - 1) * row, row * sizeof(float));
-	attend_rows(k, pool, s, scratch, mpos, 4, mq, mixed);
+	attend_rows(k, pool, s, scratch, mpos, 4, mq, mixed, window);
 	CHECK(!memcmp(mixed + 3 * row, together + (size_t)(R - 1) * row, row * sizeof(float)),
 	      "%s/%s: the last position beside 3 short windows differs from it alone "
-	      "(ps %d heads %d/%d head_dim %d, window %d)", k->name, pool ? "pool3" : "single",
-	      s->page_size, s->n_heads, s->n_kv_heads, s->head_dim, len);
+	      "(ps %d heads %d/%d head_dim %d, length %d, window %d)", k->name,
+	      pool ? "pool3" : "single", s->page_size, s->n_heads, s->n_kv_heads, s->head_dim,
+	      len, window);
 	free(q);
 	free(together);
 	free(alone);
@@ -529,6 +541,7 @@ static void run_decode(const struct exl_cpu_ops *k, struct exl_pool *pool, int p
 	struct exl_cpu_batch cb = { 0 };
 	struct exl_attn_scratch scratch = { 0 };
 	const float scale = 1.0f / sqrtf((float)head_dim);
+	const struct exl_attn_params ap = { scale, 0.0f, 0 };
 	char err[200];
 
 	scenario_init(&s, ps, n_heads, n_kv_heads, head_dim);
@@ -566,21 +579,35 @@ static void run_decode(const struct exl_cpu_ops *k, struct exl_pool *pool, int p
 	batch_fill(&s, &hist);
 	batch_fill(&s, &fin);
 	CHECK(exl_cpu_batch_set(&cb, &dh, err, sizeof(err)) == 0 &&
-	      exl_cpu_kv_check(&cb, &s.kv, err, sizeof(err)) == 0, "decode history: %s", err);
+	      exl_cpu_kv_check(&cb, &s.kv, 0, err, sizeof(err)) == 0, "decode history: %s", err);
 	exl_cpu_kv_store(pool, k, &cb, &s.kv, hist.k, hist.v);
 	CHECK(exl_cpu_batch_set(&cb, &df, err, sizeof(err)) == 0 &&
-	      exl_cpu_kv_check(&cb, &s.kv, err, sizeof(err)) == 0, "decode: %s", err);
+	      exl_cpu_kv_check(&cb, &s.kv, 0, err, sizeof(err)) == 0, "decode: %s", err);
 	exl_cpu_kv_store(pool, k, &cb, &s.kv, fin.k, fin.v);
 	const size_t out_n = (size_t)n_heads * head_dim;
 	float *out = xcalloc(out_n, sizeof(float));
 	double *ref = xcalloc(out_n, sizeof(double));
-	CHECK(exl_cpu_attention(pool, k, &scratch, &cb, &s.kv, fin.q, out, n_heads, scale, err,
+	CHECK(exl_cpu_attention(pool, k, &scratch, &cb, &s.kv, fin.q, out, n_heads, &ap, err,
 				sizeof(err)) == 0, "attention: %s", err);
-	ref_attention(&s, &fin, scale, ref);
+	ref_attention(&s, &fin, &ap, ref);
 	CHECK(count_bad(out, ref, out_n, 2e-5) == 0,
 	      "%s/%s: decode attention ps %d heads %d/%d head_dim %d at %d", k->name,
 	      pool ? "pool3" : "single", ps, n_heads, n_kv_heads, head_dim, len - 1);
-	same_bits_any_batch(k, pool, &s, &scratch, len);
+	same_bits_any_batch(k, pool, &s, &scratch, len, 0);
+	same_bits_any_batch(k, pool, &s, &scratch, len, len - 2 * ps - 3);
+	/* a window of most of the sequence: still partitioned, from its start;
+	 * the pages wholly before it unmapped, as a cache that gave them back */
+	const struct exl_attn_params aw = { scale, 0.0f, len - 2 * ps - 3 };
+	cb.page_table[0] = -1;
+	cb.page_table[1] = -1;
+	cb.checked_page_size = 0;
+	CHECK(exl_cpu_kv_check(&cb, &s.kv, aw.window, err, sizeof(err)) == 0, "window: %s", err);
+	CHECK(exl_cpu_attention(pool, k, &scratch, &cb, &s.kv, fin.q, out, n_heads, &aw, err,
+				sizeof(err)) == 0, "attention: %s", err);
+	ref_attention(&s, &fin, &aw, ref);
+	CHECK(count_bad(out, ref, out_n, 2e-5) == 0,
+	      "%s/%s: decode attention ps %d heads %d/%d head_dim %d at %d, window %d", k->name,
+	      pool ? "pool3" : "single", ps, n_heads, n_kv_heads, head_dim, len - 1, aw.window);
 	free(out);
 	free(ref);
 	exl_attn_scratch_free(&scratch);
@@ -601,7 +628,7 @@ static void test_kv_check_errors(void)
 	scenario_init(&s, 16, 4, 2, 64);
 	d = (struct exl_batch_desc){ 2, pos, seq, N_SEQ, s.max_pages, s.table };
 	err[0] = '\0';
-	CHECK(exl_cpu_kv_check(&cb, &s.kv, err, sizeof(err)) == -1 && strstr(err, "set_batch"),
+	CHECK(exl_cpu_kv_check(&cb, &s.kv, 0, err, sizeof(err)) == -1 && strstr(err, "set_batch"),
 	      "kv_check without a batch: %s", err);
 
 	seq[1] = N_SEQ;
@@ -621,36 +648,37 @@ static void test_kv_check_errors(void)
 	/* seq 1 has one page (len 5): position 40 needs its page 2, which is -1 */
 	pos[1] = 40;
 	CHECK(exl_cpu_batch_set(&cb, &d, err, sizeof(err)) == 0, "set: %s", err);
-	CHECK(exl_cpu_kv_check(&cb, &s.kv, err, sizeof(err)) == -1 &&
+	CHECK(exl_cpu_kv_check(&cb, &s.kv, 0, err, sizeof(err)) == -1 &&
 	      strstr(err, "outside the pool"), "unmapped page: %s", err);
 	/* beyond the page table's row */
 	pos[1] = 16 * s.max_pages;
 	CHECK(exl_cpu_batch_set(&cb, &d, err, sizeof(err)) == 0, "set: %s", err);
-	CHECK(exl_cpu_kv_check(&cb, &s.kv, err, sizeof(err)) == -1 &&
+	CHECK(exl_cpu_kv_check(&cb, &s.kv, 0, err, sizeof(err)) == -1 &&
 	      strstr(err, "the page table has"), "past the table: %s", err);
 	/* a page number past the pool */
 	pos[1] = 0;
 	int32_t saved = s.table[s.max_pages];
 	s.table[s.max_pages] = s.n_pages;
 	CHECK(exl_cpu_batch_set(&cb, &d, err, sizeof(err)) == 0, "set: %s", err);
-	CHECK(exl_cpu_kv_check(&cb, &s.kv, err, sizeof(err)) == -1 &&
+	CHECK(exl_cpu_kv_check(&cb, &s.kv, 0, err, sizeof(err)) == -1 &&
 	      strstr(err, "outside the pool"), "page past the pool: %s", err);
 	s.table[s.max_pages] = saved;
 	/* the batch copies the table: fixing the caller's table needs a new set */
 	CHECK(exl_cpu_batch_set(&cb, &d, err, sizeof(err)) == 0, "set: %s", err);
-	CHECK(exl_cpu_kv_check(&cb, &s.kv, err, sizeof(err)) == 0, "good batch: %s", err);
+	CHECK(exl_cpu_kv_check(&cb, &s.kv, 0, err, sizeof(err)) == 0, "good batch: %s", err);
 	/* malformed layer */
 	struct exl_kv_layer bad = s.kv;
 	bad.page_size = 0;
-	CHECK(exl_cpu_kv_check(&cb, &bad, err, sizeof(err)) == -1, "page_size 0 accepted");
+	CHECK(exl_cpu_kv_check(&cb, &bad, 0, err, sizeof(err)) == -1, "page_size 0 accepted");
 	bad = s.kv;
 	bad.k = NULL;
-	CHECK(exl_cpu_kv_check(&cb, &bad, err, sizeof(err)) == -1, "no K accepted");
+	CHECK(exl_cpu_kv_check(&cb, &bad, 0, err, sizeof(err)) == -1, "no K accepted");
 
 	/* GQA mismatch */
 	struct exl_attn_scratch scr = { 0 };
 	float q[2 * 3 * 64], out[2 * 3 * 64];
-	CHECK(exl_cpu_attention(NULL, &exl_cpu_ops_scalar, &scr, &cb, &s.kv, q, out, 3, 0.125f,
+	CHECK(exl_cpu_attention(NULL, &exl_cpu_ops_scalar, &scr, &cb, &s.kv, q, out, 3,
+				&(struct exl_attn_params){ 0.125f, 0.0f, 0 },
 				err, sizeof(err)) == -1 && strstr(err, "multiple"),
 	      "3 heads over 2 KV heads: %s", err);
 	exl_attn_scratch_free(&scr);
@@ -707,7 +735,8 @@ static void test_backend_attention(struct exl_backend *be)
 	struct scenario s;
 	struct batch hist[2], fin;
 	const float scale = 0.125f;
-	const struct exl_rope_params rp = { hd, 10000.0f, 1.0f, false };
+	const struct exl_attn_params ap = { scale, 0.0f, 0 };
+	const struct exl_rope_params rp = { hd, 10000.0f, 1.0f, false, NULL, 1.0f };
 
 	CHECK(k != NULL, "backend variant %s", exl_backend_cpu_kernels(be));
 	if (!k)
@@ -731,7 +760,7 @@ static void test_backend_attention(struct exl_backend *be)
 	float *q2 = xcalloc(qn, sizeof(float));
 	memcpy(q2, fin.q, qn * sizeof(float));
 	ops->rope(be, fin.q, fin.n, nh, hd, &rp);
-	ops->attention(be, &s.kv, fin.q, out, nh, scale);
+	ops->attention(be, &s.kv, fin.q, out, nh, &ap);
 	CHECK(ops->sync(be) == 0, "sync after attention: %s", exl_backend_error(be));
 	CHECK(check_layout(&s, &fin) == 0, "op table kv_store layout");
 
@@ -741,11 +770,11 @@ static void test_backend_attention(struct exl_backend *be)
 	struct exl_attn_scratch scr = { 0 };
 	char err[200];
 	CHECK(exl_cpu_batch_set(&cb, &d, err, sizeof(err)) == 0 &&
-	      exl_cpu_kv_check(&cb, &s.kv, err, sizeof(err)) == 0, "drivers: %s", err);
+	      exl_cpu_kv_check(&cb, &s.kv, 0, err, sizeof(err)) == 0, "drivers: %s", err);
 	CHECK(exl_cpu_rope(NULL, k, &rc, 1, fin.pos, q2, fin.n, nh, hd, &rp, err,
 			   sizeof(err)) == 0, "rope: %s", err);
 	CHECK(!memcmp(q2, fin.q, qn * sizeof(float)), "op table rope differs from the driver");
-	CHECK(exl_cpu_attention(NULL, k, &scr, &cb, &s.kv, q2, out2, nh, scale, err,
+	CHECK(exl_cpu_attention(NULL, k, &scr, &cb, &s.kv, q2, out2, nh, &ap, err,
 				sizeof(err)) == 0, "attention: %s", err);
 	CHECK(!memcmp(out, out2, qn * sizeof(float)), "op table attention differs from the driver");
 	exl_rope_cache_free(&rc);
@@ -873,10 +902,10 @@ static void test_backend_errors(struct exl_backend *be)
 
 	pos[1] = 1;
 	CHECK(ops->set_batch(be, &d) == 0, "set_batch: %s", exl_backend_error(be));
-	ops->attention(be, &s.kv, buf, buf, 3, 0.1f);
+	ops->attention(be, &s.kv, buf, buf, 3, &(struct exl_attn_params){ 0.1f, 0.0f, 0 });
 	expect_failure(be, "attention with 3 heads", "multiple");
 
-	struct exl_rope_params rp = { 63, 10000.0f, 1.0f, false };
+	struct exl_rope_params rp = { 63, 10000.0f, 1.0f, false, NULL, 1.0f };
 	ops->rope(be, buf, 2, 4, 64, &rp);
 	expect_failure(be, "rope n_rot 63", "rotated");
 	rp.n_rot = 64;
@@ -970,6 +999,6 @@ int main(void)
 	CHECK(be == NULL && strstr(err, "threads"), "create -3: %s", err);
 	CHECK(exl_backend_cpu_threads(NULL) == 0 && exl_backend_error(NULL) == NULL,
 	      "NULL backend queries");
-	printf("%d checks, %d failed\n", checks, failures);
-	return failures ? 1 : 0;
+	printf("%d checks, %d failed\n", check_count, check_failures);
+	return check_failures ? 1 : 0;
 }

@@ -10,6 +10,9 @@
  *    and the rotation in double: |error| <= 2e-6 * (|x_a| + |x_b|) per pair
  *    (llama.cpp's 1e-5 relative with margin); unrotated dims bit-exact;
  *  - swiglu of an element bit-identical wherever it falls in the call;
+ *  - geglu (tanh GELU), softcap and scale against double formulas (4e-6,
+ *    1e-6 relative, exact), add_rows_scaled exactly (one product and sum
+ *    each);
  *  - F32 -> F16 bit-identical to elem.h's exl_fp32_to_fp16 (random bit
  *    patterns, NaN, inf, subnormals);
  *  - each SIMD variant against the scalar one: within 1e-6 relative (2e-6
@@ -22,19 +25,7 @@
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/pool.h"
 #include "kernels/formats/elem.h"
-
-static int failures;
-static int checks;
-
-#define CHECK(cond, ...) do { \
-	checks++; \
-	if (!(cond)) { \
-		failures++; \
-		fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__, #cond); \
-		fprintf(stderr, __VA_ARGS__); \
-		fputc('\n', stderr); \
-	} \
-} while (0)
+#include "tests/common/check.h"
 
 static uint64_t rng_state = 0x2545f4914f6cdd1dull;
 
@@ -264,6 +255,74 @@ static void test_swiglu(const struct ctx *c)
 	}
 }
 
+/* ---- geglu, softcap, scale, add_rows_scaled (drivers of plain loops) -- */
+
+static void test_gemma_ops(const struct ctx *c)
+{
+	static const size_t counts[] = { 1, 7, 33, 5632, 100003 };
+
+	for (size_t ci = 0; ci < sizeof(counts) / sizeof(counts[0]); ci++) {
+		const size_t n = counts[ci];
+		float *g = rnd_vec(n, 8.0f), *u = rnd_vec(n, 3.0f), *x = rnd_vec(n, 100.0f);
+		float *y = dup_vec(x, n);
+		double *ref = malloc(n * sizeof(double)), *ref2 = malloc(n * sizeof(double));
+
+		if (!ref || !ref2)
+			exit(2);
+		g[0] = 1000.0f;
+		if (n > 1)
+			g[1] = -1000.0f;
+		for (size_t i = 0; i < n; i++) {
+			double v = g[i];
+
+			/* 0.5 v (1 + tanh z) as v / (1 + exp(-2z)): in double too
+			 * the first cancels for very negative v */
+			ref[i] = v / (1.0 + exp(-2.0 * sqrt(2.0 / M_PI) * (v + 0.044715 * v * v * v))) *
+				 u[i];
+			ref2[i] = 30.0 * tanh((double)x[i] / 30.0);
+		}
+		/* for negative x gelu is x / exp(a), a up to tens, whose float
+		 * rounding (ulp(a), 1e-6 at a = 10) is the result's relative
+		 * error: 4e-6 down to results of 1e-9, where a passes 20;
+		 * smaller ones (inputs are of order 1 to 10) to an absolute
+		 * bound */
+		exl_cpu_geglu(c->pool, g, u, n);
+		CHECK(count_bad("geglu", g, ref, n, 4e-6, 1e-9) == 0, "%s/%s: geglu of %zu",
+		      c->k->name, c->pname, n);
+		exl_cpu_softcap(c->pool, x, 30.0f, n);
+		CHECK(count_bad("softcap", x, ref2, n, 1e-6, 1e-30) == 0, "%s/%s: softcap of %zu",
+		      c->k->name, c->pname, n);
+		for (size_t i = 0; i < n; i++)
+			ref[i] = y[i] * 0.37f; /* a float product, as the op's */
+		exl_cpu_scale(c->pool, y, 0.37f, n);
+		CHECK(count_bad("scale", y, ref, n, 0.0, 0.0) == 0, "%s/%s: scale of %zu",
+		      c->k->name, c->pname, n);
+		free(g);
+		free(u);
+		free(x);
+		free(y);
+		free(ref);
+		free(ref2);
+	}
+
+	/* 5 rows of 300 into a 9-row block: the rows named, and no other */
+	enum { DIM = 300 };
+	const int32_t rows[5] = { 8, 0, 3, 5, 1 };
+	const float w[5] = { 0.25f, -1.5f, 0.7f, 1.0f, 0.0f };
+	float *yy = rnd_vec(9 * DIM, 1.0f), *xx = rnd_vec(5 * DIM, 1.0f);
+	float *want = dup_vec(yy, 9 * DIM);
+
+	for (int i = 0; i < 5; i++)
+		for (int d = 0; d < DIM; d++)
+			want[rows[i] * DIM + d] += w[i] * xx[i * DIM + d];
+	exl_cpu_add_rows_scaled(c->pool, yy, xx, rows, w, 5, DIM);
+	CHECK(memcmp(yy, want, sizeof(float) * 9 * DIM) == 0, "%s/%s: add_rows_scaled",
+	      c->k->name, c->pname);
+	free(yy);
+	free(xx);
+	free(want);
+}
+
 /* An element's swiglu must not depend on where it falls in the call: the
  * model calls it once over a whole batch, so a token's activations would
  * otherwise change with the number of tokens beside it.  Every sub-range
@@ -360,9 +419,12 @@ static void rope_ref(const float *x, double *y, int n_heads, int head_dim, int p
 				       pow((double)p->freq_base, -2.0 * i / p->n_rot);
 			int a = p->neox ? i : 2 * i;
 			int b = p->neox ? i + h2 : 2 * i + 1;
+			double m = p->attn_factor;
 
-			yh[a] = xh[a] * cos(theta) - xh[b] * sin(theta);
-			yh[b] = xh[a] * sin(theta) + xh[b] * cos(theta);
+			if (p->freq_factors)
+				theta /= p->freq_factors[i];
+			yh[a] = (xh[a] * cos(theta) - xh[b] * sin(theta)) * m;
+			yh[b] = (xh[a] * sin(theta) + xh[b] * cos(theta)) * m;
 		}
 	}
 }
@@ -372,15 +434,23 @@ static void test_rope(const struct ctx *c)
 	struct cfg {
 		int n_heads, head_dim, n_rot;
 		float base, scale;
+		bool factors;      /* llama 3.1 style frequency factors */
+		float attn_factor;
 	};
 	static const struct cfg cfgs[] = {
-		{ 4, 64, 64, 10000.0f, 1.0f },
-		{ 3, 128, 128, 500000.0f, 1.0f },
-		{ 2, 64, 32, 10000.0f, 1.0f },     /* partial rotation */
-		{ 5, 80, 80, 1000000.0f, 0.25f },  /* linear scaling, odd head size */
-		{ 2, 16, 6, 10000.0f, 1.0f },      /* SIMD tails */
-		{ 1, 2, 2, 10000.0f, 0.5f },
+		{ 4, 64, 64, 10000.0f, 1.0f, false, 1.0f },
+		{ 3, 128, 128, 500000.0f, 1.0f, false, 1.0f },
+		{ 2, 64, 32, 10000.0f, 1.0f, false, 1.0f },     /* partial rotation */
+		{ 5, 80, 80, 1000000.0f, 0.25f, false, 1.0f },  /* linear scaling, odd head size */
+		{ 2, 16, 6, 10000.0f, 1.0f, false, 1.0f },      /* SIMD tails */
+		{ 1, 2, 2, 10000.0f, 0.5f, false, 1.0f },
+		{ 3, 128, 128, 500000.0f, 1.0f, true, 1.0f },   /* llama 3.1 */
+		{ 4, 96, 96, 10000.0f, 1.0f, true, 1.19f },     /* phi3 128k */
 	};
+	static float ff[64];
+
+	for (int i = 0; i < 64; i++)
+		ff[i] = 1.0f + 7.0f * (float)(i * i) / (63.0f * 63.0f);
 	static const int32_t positions[] = { 0, 1, 2, 17, 255, 1000, 4095, 32767, 100000, 500000 };
 	const int n = (int)(sizeof(positions) / sizeof(positions[0]));
 	struct exl_rope_cache rc = { 0 };
@@ -390,7 +460,8 @@ static void test_rope(const struct ctx *c)
 	for (size_t ci = 0; ci < sizeof(cfgs) / sizeof(cfgs[0]); ci++) {
 		for (int neox = 0; neox < 2; neox++) {
 			const struct cfg *g = &cfgs[ci];
-			const struct exl_rope_params p = { g->n_rot, g->base, g->scale, neox };
+			const struct exl_rope_params p = { g->n_rot, g->base, g->scale, neox,
+							   g->factors ? ff : NULL, g->attn_factor };
 			const size_t row = (size_t)g->n_heads * g->head_dim;
 			const size_t cnt = (size_t)n * row;
 			float *x = rnd_vec(cnt, 2.0f);
@@ -417,7 +488,8 @@ static void test_rope(const struct ctx *c)
 						for (int i = 0; i < g->n_rot / 2; i++) {
 							int a = neox ? i : 2 * i;
 							int b = neox ? i + g->n_rot / 2 : 2 * i + 1;
-							double tol = 2e-6 * (fabs(x0[o + a]) + fabs(x0[o + b]));
+							double tol = 2e-6 * g->attn_factor *
+								     (fabs(x0[o + a]) + fabs(x0[o + b]));
 
 							if (fabs(x[o + a] - ref[o + a]) > tol ||
 							    fabs(x[o + b] - ref[o + b]) > tol) {
@@ -447,7 +519,7 @@ static void test_rope(const struct ctx *c)
 	}
 	/* new positions under a new batch id rebuild the tables */
 	{
-		const struct exl_rope_params p = { 64, 10000.0f, 1.0f, false };
+		const struct exl_rope_params p = { 64, 10000.0f, 1.0f, false, NULL, 1.0f };
 		int32_t pos1[2] = { 5, 6 }, pos2[2] = { 700, 9 };
 		float x[2 * 64], x0[2 * 64];
 		double ref[2 * 64];
@@ -467,10 +539,16 @@ static void test_rope(const struct ctx *c)
 	{
 		int32_t pos[1] = { 0 };
 		float x[64] = { 0 };
+		static float bad_ff[32] = { 1.0f, 1.0f, 0.0f };
 		struct exl_rope_params bad[] = {
-			{ 0, 10000.0f, 1.0f, false }, { 65, 10000.0f, 1.0f, false },
-			{ 7, 10000.0f, 1.0f, true }, { 64, -1.0f, 1.0f, false },
-			{ 64, 10000.0f, 0.0f, false }, { 64, NAN, 1.0f, false },
+			{ 0, 10000.0f, 1.0f, false, NULL, 1.0f },
+			{ 65, 10000.0f, 1.0f, false, NULL, 1.0f },
+			{ 7, 10000.0f, 1.0f, true, NULL, 1.0f },
+			{ 64, -1.0f, 1.0f, false, NULL, 1.0f },
+			{ 64, 10000.0f, 0.0f, false, NULL, 1.0f },
+			{ 64, NAN, 1.0f, false, NULL, 1.0f },
+			{ 64, 10000.0f, 1.0f, false, NULL, 0.0f },
+			{ 64, 10000.0f, 1.0f, false, bad_ff, 1.0f },
 		};
 		for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 			err[0] = '\0';
@@ -577,9 +655,12 @@ int main(void)
 				test_f16(&c);
 				test_swiglu_position(&c);
 			}
+			/* last: the random inputs of the tests above stay those
+			 * they always had */
+			test_gemma_ops(&c);
 		}
 	}
 	exl_pool_destroy(pool);
-	printf("%d checks, %d failed\n", checks, failures);
-	return failures ? 1 : 0;
+	printf("%d checks, %d failed\n", check_count, check_failures);
+	return check_failures ? 1 : 0;
 }

@@ -16,19 +16,7 @@
 #include <time.h>
 
 #include "kernels/cpu/pool.h"
-
-static int failures;
-static int checks;
-
-#define CHECK(cond, ...) do { \
-	checks++; \
-	if (!(cond)) { \
-		failures++; \
-		fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__, #cond); \
-		fprintf(stderr, __VA_ARGS__); \
-		fputc('\n', stderr); \
-	} \
-} while (0)
+#include "tests/common/check.h"
 
 #define MAX_T 16
 
@@ -219,6 +207,6 @@ int main(void)
 		CHECK(p != NULL, "create %d: %s", n, err);
 		exl_pool_destroy(p);
 	}
-	printf("%d checks, %d failed\n", checks, failures);
-	return failures ? 1 : 0;
+	printf("%d checks, %d failed\n", check_count, check_failures);
+	return check_failures ? 1 : 0;
 }

@@ -30,17 +30,7 @@
 #include "kernels/backend.h"
 #include "kernels/backend_select.h"
 #include "kernels/cuda/backend_cuda.h"
-
-#define CHECK(cond, ...)                                                     \
-	do {                                                                 \
-		if (!(cond)) {                                               \
-			fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, \
-				__LINE__, #cond);                            \
-			fprintf(stderr, __VA_ARGS__);                        \
-			fputc('\n', stderr);                                 \
-			return 1;                                            \
-		}                                                            \
-	} while (0)
+#include "tests/common/check.h"
 
 static const char no_device[] = "no CUDA device: ";
 static const char no_driver[] = "no CUDA device: no NVIDIA driver found (libcuda.so.1 not loadable: ";
@@ -89,39 +79,41 @@ static int check_loaded_calls(void)
 	err[0] = '\0';
 	n = exl_cuda_device_count(err, sizeof(err));
 	if (n < 0) {
-		CHECK(starts_with(err, no_device), "device count: \"%s\"", err);
+		REQUIRE(starts_with(err, no_device), "device count: \"%s\"", err);
 		if (driver_missing())
-			CHECK(starts_with(err, no_driver) && !strstr(err, "insufficient"),
-			      "no driver library, but the message is \"%s\"", err);
+			REQUIRE(starts_with(err, no_driver) && !strstr(err, "insufficient"),
+				"no driver library, but the message is \"%s\"", err);
 		err[0] = '\0';
-		CHECK(exl_backend_create_by_name("cuda:0", 0, &be, err, sizeof(err)) == -1 &&
-		      !be && starts_with(err, no_device), "create: \"%s\"", err);
+		REQUIRE(exl_backend_create_by_name("cuda:0", 0, &be, err, sizeof(err)) == -1 &&
+			!be && starts_with(err, no_device), "create: \"%s\"", err);
 		err[0] = '\0';
-		CHECK(exl_cuda_mem_info(0, &fr, &tot, err, sizeof(err)) == -1 && fr == 0 &&
-		      tot == 0 && starts_with(err, no_device), "mem_info: \"%s\"", err);
+		REQUIRE(exl_cuda_mem_info(0, &fr, &tot, err, sizeof(err)) == -1 && fr == 0 &&
+			tot == 0 && starts_with(err, no_device), "mem_info: \"%s\"", err);
 		err[0] = '\0';
-		CHECK(exl_cuda_device_name(0, name, sizeof(name), &major, &minor, err,
+		REQUIRE(exl_cuda_device_name(0, name, sizeof(name), &major, &minor, err,
 					   sizeof(err)) == -1 && name[0] == '\0' &&
-		      major == 0 && minor == 0 && starts_with(err, no_device),
-		      "device_name: \"%s\"", err);
+			major == 0 && minor == 0 && starts_with(err, no_device),
+			"device_name: \"%s\"", err);
 		printf("module loaded; no device: %s\n", err);
 		return 0;
 	}
-	CHECK(n >= 1, "device count %d", n);
-	CHECK(exl_cuda_device_name(0, name, sizeof(name), &major, &minor, err,
+	REQUIRE(n >= 1, "device count %d", n);
+	REQUIRE(exl_cuda_device_name(0, name, sizeof(name), &major, &minor, err,
 				   sizeof(err)) == 0 && major > 0, "device_name: %s", err);
-	CHECK(exl_cuda_mem_info(0, &fr, &tot, err, sizeof(err)) == 0 && tot > 0 && fr <= tot,
-	      "mem_info: %s", err);
-	CHECK(exl_backend_create_by_name("cuda:0", 0, &be, err, sizeof(err)) == 0 && be,
-	      "create: %s", err);
-	CHECK(!strcmp(be->ops->name, "cuda"), "backend name %s", be->ops->name);
-	CHECK(exl_backend_cuda_device(be) == 0, "device %d", exl_backend_cuda_device(be));
-	CHECK(exl_backend_cuda_error(be) == NULL, "fresh backend has error %s",
-	      exl_backend_cuda_error(be));
-	CHECK(exl_backend_error(be) == NULL, "fresh backend has error %s", exl_backend_error(be));
+	REQUIRE(exl_cuda_mem_info(0, &fr, &tot, err, sizeof(err)) == 0 && tot > 0 && fr <= tot,
+		"mem_info: %s", err);
+	REQUIRE(exl_backend_create_by_name("cuda:0", 0, &be, err, sizeof(err)) == 0 && be,
+		"create: %s", err);
+	REQUIRE(!strcmp(be->ops->name, "cuda"), "backend name %s", be->ops->name);
+	REQUIRE(exl_backend_cuda_device(be) == 0, "device %d", exl_backend_cuda_device(be));
+	REQUIRE(exl_backend_cuda_error(be) == NULL, "fresh backend has error %s",
+		exl_backend_cuda_error(be));
+	REQUIRE(exl_backend_error(be) == NULL, "fresh backend has error %s", exl_backend_error(be));
 	be->ops->destroy(be);
 	printf("module loaded; %d device(s), 0: %s (%d.%d)\n", n, name, major, minor);
 	return 0;
+out:
+	return 1;
 }
 
 static int case_lazy(const char *module)
@@ -130,27 +122,29 @@ static int case_lazy(const char *module)
 	struct exl_backend *cpu;
 
 	setenv("EXLD_CUDA_MODULE", module, 1);
-	CHECK(!mapped("libexld-cuda") && !mapped("libcudart") && !mapped("libcublas"),
-	      "CUDA mapped before any CUDA call");
+	REQUIRE(!mapped("libexld-cuda") && !mapped("libcudart") && !mapped("libcublas"),
+		"CUDA mapped before any CUDA call");
 
 	/* CPU work and CUDA queries about a CPU backend load nothing. */
 	cpu = exl_backend_cpu_create(1, err, sizeof(err));
-	CHECK(cpu, "cpu backend: %s", err);
-	CHECK(exl_backend_cuda_error(cpu) == NULL, "cuda error of a cpu backend");
-	CHECK(exl_backend_cuda_device(cpu) == -1, "cuda device of a cpu backend");
-	CHECK(exl_backend_cuda_device(NULL) == -1, "cuda device of NULL");
+	REQUIRE(cpu, "cpu backend: %s", err);
+	REQUIRE(exl_backend_cuda_error(cpu) == NULL, "cuda error of a cpu backend");
+	REQUIRE(exl_backend_cuda_device(cpu) == -1, "cuda device of a cpu backend");
+	REQUIRE(exl_backend_cuda_device(NULL) == -1, "cuda device of NULL");
 	cpu->ops->destroy(cpu);
-	CHECK(!mapped("libexld-cuda") && !mapped("libcudart"),
-	      "CUDA mapped by CPU-only calls");
+	REQUIRE(!mapped("libexld-cuda") && !mapped("libcudart"),
+		"CUDA mapped by CPU-only calls");
 
 	if (check_loaded_calls())
 		return 1;
-	CHECK(mapped("libexld-cuda.so") && mapped("libcudart") && mapped("libcublas"),
-	      "module or cudart/cublas not mapped after the first CUDA call");
+	REQUIRE(mapped("libexld-cuda.so") && mapped("libcudart") && mapped("libcublas"),
+		"module or cudart/cublas not mapped after the first CUDA call");
 	/* RTLD_LOCAL, and only the entry point exported in any case. */
-	CHECK(dlsym(RTLD_DEFAULT, "exl_cuda_module_v1") == NULL,
-	      "the module's entry point is in the global scope");
+	REQUIRE(dlsym(RTLD_DEFAULT, "exl_cuda_module_v2") == NULL,
+		"the module's entry point is in the global scope");
 	return 0;
+out:
+	return 1;
 }
 
 struct thread_result {
@@ -178,24 +172,26 @@ static int case_threads(const char *module)
 	int i;
 
 	setenv("EXLD_CUDA_MODULE", module, 1);
-	CHECK(pthread_barrier_init(&start_line, NULL, N) == 0, "barrier");
+	REQUIRE(pthread_barrier_init(&start_line, NULL, N) == 0, "barrier");
 	for (i = 0; i < N; i++)
-		CHECK(pthread_create(&th[i], NULL, first_use, &res[i]) == 0, "thread %d", i);
+		REQUIRE(pthread_create(&th[i], NULL, first_use, &res[i]) == 0, "thread %d", i);
 	for (i = 0; i < N; i++)
 		pthread_join(th[i], NULL);
 	pthread_barrier_destroy(&start_line);
 	for (i = 0; i < N; i++) {
-		CHECK(res[i].rc == res[0].rc, "thread %d got %d, thread 0 %d", i, res[i].rc,
-		      res[0].rc);
-		CHECK(res[i].rc >= 1 || starts_with(res[i].err, no_device),
-		      "thread %d: %d \"%s\"", i, res[i].rc, res[i].err);
+		REQUIRE(res[i].rc == res[0].rc, "thread %d got %d, thread 0 %d", i, res[i].rc,
+			res[0].rc);
+		REQUIRE(res[i].rc >= 1 || starts_with(res[i].err, no_device),
+			"thread %d: %d \"%s\"", i, res[i].rc, res[i].err);
 		if (res[i].rc < 0)
-			CHECK(!strcmp(res[i].err, res[0].err), "thread %d: \"%s\" vs \"%s\"", i,
-			      res[i].err, res[0].err);
+			REQUIRE(!strcmp(res[i].err, res[0].err), "thread %d: \"%s\" vs \"%s\"", i,
+				res[i].err, res[0].err);
 	}
-	CHECK(mapped("libexld-cuda.so"), "module not mapped");
+	REQUIRE(mapped("libexld-cuda.so"), "module not mapped");
 	printf("%d threads: %d (%s)\n", N, res[0].rc, res[0].rc < 0 ? res[0].err : "devices");
 	return 0;
+out:
+	return 1;
 }
 
 static int case_buildtree(const char *module)
@@ -203,11 +199,13 @@ static int case_buildtree(const char *module)
 	char want[PATH_MAX];
 
 	unsetenv("EXLD_CUDA_MODULE");
-	CHECK(realpath(module, want), "no module at %s", module);
+	REQUIRE(realpath(module, want), "no module at %s", module);
 	if (check_loaded_calls())
 		return 1;
-	CHECK(mapped(want), "%s is not the module that was loaded", want);
+	REQUIRE(mapped(want), "%s is not the module that was loaded", want);
 	return 0;
+out:
+	return 1;
 }
 
 /* The first CUDA call fails with exactly `want` (or, want_prefix: a message
@@ -220,24 +218,26 @@ static int expect_failure(const char *want, bool want_prefix, const char *also)
 	size_t fr = 1, tot = 1;
 
 	err[0] = '\0';
-	CHECK(exl_cuda_device_count(err, sizeof(err)) == -1, "device count succeeded");
+	REQUIRE(exl_cuda_device_count(err, sizeof(err)) == -1, "device count succeeded");
 	if (want_prefix)
-		CHECK(starts_with(err, want) && strlen(err) > strlen(want),
-		      "got \"%s\", want \"%s...\"", err, want);
+		REQUIRE(starts_with(err, want) && strlen(err) > strlen(want),
+			"got \"%s\", want \"%s...\"", err, want);
 	else
-		CHECK(!strcmp(err, want), "got \"%s\", want \"%s\"", err, want);
+		REQUIRE(!strcmp(err, want), "got \"%s\", want \"%s\"", err, want);
 	if (also)
-		CHECK(strstr(err, also), "\"%s\" does not mention \"%s\"", err, also);
+		REQUIRE(strstr(err, also), "\"%s\" does not mention \"%s\"", err, also);
 	printf("message: %s\n", err);
 
 	err[0] = '\0';
-	CHECK(exl_backend_create_by_name("cuda", 0, &be, err, sizeof(err)) == -1 && !be &&
-	      starts_with(err, want), "create: \"%s\"", err);
+	REQUIRE(exl_backend_create_by_name("cuda", 0, &be, err, sizeof(err)) == -1 && !be &&
+		starts_with(err, want), "create: \"%s\"", err);
 	err[0] = '\0';
-	CHECK(exl_cuda_mem_info(0, &fr, &tot, err, sizeof(err)) == -1 && fr == 0 && tot == 0 &&
-	      starts_with(err, want), "mem_info: \"%s\"", err);
-	CHECK(!mapped("libcudart") && !mapped("libcublas"), "CUDA libraries mapped after a failed load");
+	REQUIRE(exl_cuda_mem_info(0, &fr, &tot, err, sizeof(err)) == -1 && fr == 0 && tot == 0 &&
+		starts_with(err, want), "mem_info: \"%s\"", err);
+	REQUIRE(!mapped("libcudart") && !mapped("libcublas"), "CUDA libraries mapped after a failed load");
 	return 0;
+out:
+	return 1;
 }
 
 static int case_missing(const char *module)
@@ -274,7 +274,7 @@ static int case_bad(const char *kind, const char *path)
 		snprintf(want, sizeof(want), "cannot load CUDA backend module: %s: ", path);
 	} else if (!strcmp(kind, "nosym")) {
 		snprintf(want, sizeof(want), "not an exld CUDA backend module: %s: ", path);
-		also = "exl_cuda_module_v1";
+		also = "exl_cuda_module_v2";
 	} else if (!strcmp(kind, "badabi")) {
 		snprintf(want, sizeof(want), "CUDA backend module %s does not fit this exld (ABI 999,",
 			 path);
@@ -295,12 +295,14 @@ static int case_none(void)
 	struct exl_backend *be = NULL;
 	char err[256];
 
-	CHECK(exl_cuda_device_count(err, sizeof(err)) == -1 && !strcmp(err, want),
-	      "device count: \"%s\"", err);
-	CHECK(exl_backend_create_by_name("cuda:1", 0, &be, err, sizeof(err)) == -1 && !be &&
-	      !strcmp(err, want), "create: \"%s\"", err);
+	REQUIRE(exl_cuda_device_count(err, sizeof(err)) == -1 && !strcmp(err, want),
+		"device count: \"%s\"", err);
+	REQUIRE(exl_backend_create_by_name("cuda:1", 0, &be, err, sizeof(err)) == -1 && !be &&
+		!strcmp(err, want), "create: \"%s\"", err);
 	printf("message: %s\n", err);
 	return 0;
+out:
+	return 1;
 }
 
 int main(int argc, char **argv)

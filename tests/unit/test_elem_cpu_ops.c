@@ -12,19 +12,7 @@
 #include "kernels/backend.h"
 #include "kernels/formats/elem.h"
 #include "kernels/formats/elem_math.h"
-
-static int failures;
-static int checks;
-
-#define CHECK(cond, ...) do { \
-	checks++; \
-	if (!(cond)) { \
-		failures++; \
-		fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__, #cond); \
-		fprintf(stderr, __VA_ARGS__); \
-		fputc('\n', stderr); \
-	} \
-} while (0)
+#include "tests/common/check.h"
 
 static struct exl_backend *cpu;
 static uint64_t rng_state = 0x853c49e6748fea9bull;
@@ -88,7 +76,7 @@ static void test_rope(void)
 
 	for (int v = 0; v < 16; v++) {
 		struct exl_rope_params p = { v & 1 ? 32 : 64, v & 2 ? 1000000.0f : 10000.0f,
-					     v & 4 ? 0.25f : 1.0f, (v & 8) != 0 };
+					     v & 4 ? 0.25f : 1.0f, (v & 8) != 0, NULL, 1.0f };
 
 		for (size_t i = 0; i < n; i++)
 			x[i] = ref[i] = rnd_normal();
@@ -297,7 +285,9 @@ static void test_attention(void)
 	const float scale = 1.0f / sqrtf((float)HD);
 	for (size_t i = 0; i < (size_t)n * HEADS * HD; i++)
 		q[i] = rnd_normal();
-	cpu->ops->attention(cpu, &kv, q, out, HEADS, scale);
+	const struct exl_attn_params ap = { scale, 0.0f, 0 };
+
+	cpu->ops->attention(cpu, &kv, q, out, HEADS, &ap);
 	CHECK(cpu->ops->sync(cpu) == 0, "sync");
 
 	double e = 0.0;
@@ -334,6 +324,6 @@ int main(void)
 	test_swiglu_rms_softmax();
 	test_attention();
 	cpu->ops->destroy(cpu);
-	printf("%d checks, %d failed\n", checks, failures);
-	return failures ? 1 : 0;
+	printf("%d checks, %d failed\n", check_count, check_failures);
+	return check_failures ? 1 : 0;
 }

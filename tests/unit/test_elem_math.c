@@ -14,19 +14,7 @@
 #include "kernels/formats/elem.h"
 #include "kernels/formats/elem_math.h"
 #include "kernels/formats/quant.h"
-
-static int failures;
-static int checks;
-
-#define CHECK(cond, ...) do { \
-	checks++; \
-	if (!(cond)) { \
-		failures++; \
-		fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__, #cond); \
-		fprintf(stderr, __VA_ARGS__); \
-		fputc('\n', stderr); \
-	} \
-} while (0)
+#include "tests/common/check.h"
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
 
@@ -68,6 +56,30 @@ static void dequant_part(uint32_t type, const void *row, int c, float *y)
 		break;
 	case EXL_Q6_K:
 		exl_dequant_q6_K_part((const block_q6_K *)row + c / 8, c % 8, y);
+		break;
+	case EXL_Q4_1:
+		exl_dequant_q4_1((const block_q4_1 *)row + c, y);
+		break;
+	case EXL_Q5_0:
+		exl_dequant_q5_0((const block_q5_0 *)row + c, y);
+		break;
+	case EXL_Q5_1:
+		exl_dequant_q5_1((const block_q5_1 *)row + c, y);
+		break;
+	case EXL_IQ4_NL:
+		exl_dequant_iq4_nl((const block_iq4_nl *)row + c, y);
+		break;
+	case EXL_Q2_K:
+		exl_dequant_q2_K_part((const block_q2_K *)row + c / 8, c % 8, y);
+		break;
+	case EXL_Q3_K:
+		exl_dequant_q3_K_part((const block_q3_K *)row + c / 8, c % 8, y);
+		break;
+	case EXL_Q5_K:
+		exl_dequant_q5_K_part((const block_q5_K *)row + c / 8, c % 8, y);
+		break;
+	case EXL_IQ4_XS:
+		exl_dequant_iq4_xs_part((const block_iq4_xs *)row + c / 8, c % 8, y);
 		break;
 	}
 }
@@ -121,6 +133,7 @@ static void test_k_parts_random_bytes(void)
 	for (int trial = 0; trial < 2000; trial++) {
 		block_q4_K q4;
 		block_q6_K q6;
+		block_q5_K q5;
 		float ref[256], got[256];
 		unsigned char *p;
 
@@ -145,6 +158,18 @@ static void test_k_parts_random_bytes(void)
 			exl_dequant_q6_K_part(&q6, c, got + 32 * c);
 		d = first_bit_diff(ref, got, 256);
 		CHECK(d < 0, "q6_K random block %d: weight %d: %.9g vs %.9g", trial, d,
+		      d < 0 ? 0.0 : ref[d], d < 0 ? 0.0 : got[d]);
+
+		p = (unsigned char *)&q5;
+		for (size_t i = 0; i < sizeof(q5); i++)
+			p[i] = (unsigned char)rnd_u32();
+		q5.d = rnd_scale16();
+		q5.dmin = rnd_scale16();
+		exl_dequant_q5_K(&q5, ref);
+		for (int c = 0; c < 8; c++)
+			exl_dequant_q5_K_part(&q5, c, got + 32 * c);
+		d = first_bit_diff(ref, got, 256);
+		CHECK(d < 0, "q5_K random block %d: weight %d: %.9g vs %.9g", trial, d,
 		      d < 0 ? 0.0 : ref[d], d < 0 ? 0.0 : got[d]);
 	}
 }
@@ -302,7 +327,8 @@ static void test_silu_rms_softmax(void)
 
 int main(void)
 {
-	const uint32_t qtypes[] = { EXL_Q8_0, EXL_Q4_0, EXL_Q4_K, EXL_Q6_K };
+	const uint32_t qtypes[] = { EXL_Q8_0, EXL_Q4_0, EXL_Q4_1, EXL_Q5_0, EXL_Q5_1, EXL_IQ4_NL,
+				    EXL_Q2_K, EXL_Q3_K, EXL_Q4_K, EXL_Q5_K, EXL_Q6_K, EXL_IQ4_XS };
 
 	for (size_t i = 0; i < sizeof(qtypes) / sizeof(qtypes[0]); i++)
 		test_parts_vs_quant_row(qtypes[i]);
@@ -310,6 +336,6 @@ int main(void)
 	test_plain_elems();
 	test_rope();
 	test_silu_rms_softmax();
-	printf("%d checks, %d failed\n", checks, failures);
-	return failures ? 1 : 0;
+	printf("%d checks, %d failed\n", check_count, check_failures);
+	return check_failures ? 1 : 0;
 }

@@ -27,17 +27,7 @@
 #include "daemon/core/model/model.h"
 #include "daemon/core/tokenizer/tokenizer.h"
 #include "kernels/backend.h"
-
-static int failures;
-
-#define CHECK(cond, ...) do { \
-	if (!(cond)) { \
-		failures++; \
-		fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__, #cond); \
-		fprintf(stderr, __VA_ARGS__); \
-		fputc('\n', stderr); \
-	} \
-} while (0)
+#include "tests/common/check.h"
 
 #define DIE(...) do { fprintf(stderr, __VA_ARGS__); fputc('\n', stderr); exit(1); } while (0)
 
@@ -1953,19 +1943,19 @@ static struct exl_model *load_poisoned(const char *tensor, uint64_t row)
 	const char *dir = getenv("EXLD_MODELS");
 	char src_path[4096], tmp[] = "/tmp/exld-nan-XXXXXX", path[64], err[512];
 	struct gguf_file *src;
-	struct gguf_writer *w = gguf_writer_new();
+	struct gguf_writer *w = exl_gguf_writer_new();
 	float *copy = NULL;
 	struct exl_model *m;
 
 	snprintf(src_path, sizeof(src_path), "%s/%s.gguf", dir, model_name);
-	src = gguf_open(src_path, err, sizeof(err));
+	src = exl_gguf_open(src_path, err, sizeof(err));
 	if (!src || !w || !mkdtemp(tmp))
 		DIE("poisoned copy of %s: %s", src_path, src ? "out of memory or no /tmp" : err);
 	for (uint64_t i = 0; i < src->n_kv; i++) {
 		char key[256];
 
 		snprintf(key, sizeof(key), "%.*s", (int)src->kv[i].key.len, src->kv[i].key.ptr);
-		gguf_writer_set(w, key, &src->kv[i].val);
+		exl_gguf_writer_set(w, key, &src->kv[i].val);
 	}
 	for (uint64_t i = 0; i < src->n_tensors; i++) {
 		const struct gguf_tensor *t = &src->tensors[i];
@@ -1984,15 +1974,15 @@ static struct exl_model *load_poisoned(const char *tensor, uint64_t row)
 				copy[row * t->ne[0] + k] = NAN;
 			data = copy;
 		}
-		gguf_writer_add_tensor(w, name, t->type, t->n_dims, t->ne, data);
+		exl_gguf_writer_add_tensor(w, name, t->type, t->n_dims, t->ne, data);
 	}
 	if (!copy)
 		DIE("no tensor %s", tensor);
 	snprintf(path, sizeof(path), "%s/nan.gguf", tmp);
-	if (gguf_writer_write_file(w, path, err, sizeof(err)))
+	if (exl_gguf_writer_write_file(w, path, err, sizeof(err)))
 		DIE("write %s: %s", path, err);
-	gguf_writer_free(w);
-	gguf_close(src);
+	exl_gguf_writer_free(w);
+	exl_gguf_close(src);
 	free(copy);
 	m = exl_model_load(path, be, err, sizeof(err));
 	if (!m)
@@ -2587,14 +2577,14 @@ int main(int argc, char **argv)
 		if (strcmp(which, "all") && strcmp(which, cases[i].name))
 			continue;
 		found = true;
-		int before = failures;
+		int before = check_failures;
 
 		cases[i].fn();
-		printf("%-12s %s\n", cases[i].name, failures == before ? "ok" : "FAILED");
+		printf("%-12s %s\n", cases[i].name, check_failures == before ? "ok" : "FAILED");
 	}
 	if (!found)
 		DIE("unknown case '%s'", which);
 	exl_model_free(model);
 	be->ops->destroy(be);
-	return failures ? 1 : 0;
+	return check_failures ? 1 : 0;
 }

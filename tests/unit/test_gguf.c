@@ -14,17 +14,7 @@
 #include "daemon/core/gguf/gguf.h"
 #include "daemon/core/gguf/gguf_write.h"
 #include "kernels/formats/dtype.h"
-
-static int n_checks, n_failed;
-
-#define CHECK(cond)                                                               \
-	do {                                                                      \
-		n_checks++;                                                       \
-		if (!(cond)) {                                                    \
-			n_failed++;                                               \
-			fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
-		}                                                                 \
-	} while (0)
+#include "tests/common/check.h"
 
 static bool str_equal(struct gguf_str a, struct gguf_str b)
 {
@@ -78,7 +68,8 @@ static bool array_equal(const struct gguf_array *a, const struct gguf_array *b)
 				return false;
 		return true;
 	}
-	return a->count == 0 || !memcmp(a->data, b->data, a->count * gguf_vtype_size(a->elem_type));
+	return a->count == 0 ||
+	       !memcmp(a->data, b->data, a->count * exl_gguf_vtype_size(a->elem_type));
 }
 
 /* Every value the round trip writes, with its key. */
@@ -183,7 +174,7 @@ static int fill_fail(void *ctx, void *dst, size_t nbytes, char *err, size_t errl
 
 static struct gguf_writer *build(int *fill_seed)
 {
-	struct gguf_writer *w = gguf_writer_new();
+	struct gguf_writer *w = exl_gguf_writer_new();
 	static const uint64_t ne_f32[] = { 3, 2 };
 	static const uint64_t ne_q8[] = { 64 };
 	static const uint64_t ne_fill[] = { 5, 3, 2, 1 };
@@ -191,14 +182,14 @@ static struct gguf_writer *build(int *fill_seed)
 	for (size_t i = 0; i < sizeof(tdata_q8); i++)
 		tdata_q8[i] = (uint8_t)(i ^ 0x5a);
 	CHECK(w != NULL);
-	CHECK(gguf_writer_set_alignment(w, 64) == 0);
+	CHECK(exl_gguf_writer_set_alignment(w, 64) == 0);
 	for (size_t i = 0; i < N_CASES; i++)
-		CHECK(gguf_writer_set(w, cases[i].key, &cases[i].v) == 0);
-	CHECK(gguf_writer_set_str(w, "general.architecture", "llama") == 0);
-	CHECK(gguf_writer_add_tensor(w, "a.weight", EXL_F32, 2, ne_f32, tdata_f32) == 0);
-	CHECK(gguf_writer_add_tensor(w, "b.weight", EXL_Q8_0, 1, ne_q8, tdata_q8) == 0);
-	CHECK(gguf_writer_add_tensor_fill(w, "c.weight", EXL_I8, 4, ne_fill, fill_bytes, fill_seed) == 0);
-	CHECK(gguf_writer_error(w) == NULL);
+		CHECK(exl_gguf_writer_set(w, cases[i].key, &cases[i].v) == 0);
+	CHECK(exl_gguf_writer_set_str(w, "general.architecture", "llama") == 0);
+	CHECK(exl_gguf_writer_add_tensor(w, "a.weight", EXL_F32, 2, ne_f32, tdata_f32) == 0);
+	CHECK(exl_gguf_writer_add_tensor(w, "b.weight", EXL_Q8_0, 1, ne_q8, tdata_q8) == 0);
+	CHECK(exl_gguf_writer_add_tensor_fill(w, "c.weight", EXL_I8, 4, ne_fill, fill_bytes, fill_seed) == 0);
+	CHECK(exl_gguf_writer_error(w) == NULL);
 	return w;
 }
 
@@ -218,7 +209,7 @@ static void check_read(const struct gguf_file *f, int fill_seed)
 	CHECK(f->n_tensors == 3);
 	CHECK(f->data_offset % 64 == 0);
 	for (size_t i = 0; i < N_CASES; i++) {
-		const struct gguf_kv *kv = gguf_find_kv(f, cases[i].key);
+		const struct gguf_kv *kv = exl_gguf_find_kv(f, cases[i].key);
 
 		CHECK(kv != NULL);
 		if (kv && !value_equal(&kv->val, &cases[i].v)) {
@@ -227,59 +218,59 @@ static void check_read(const struct gguf_file *f, int fill_seed)
 		}
 	}
 	/* key order is kept */
-	CHECK(gguf_str_eq(f->kv[0].key, "general.alignment"));
-	CHECK(gguf_str_eq(f->kv[1].key, "t.u8"));
+	CHECK(exl_gguf_str_eq(f->kv[0].key, "general.alignment"));
+	CHECK(exl_gguf_str_eq(f->kv[1].key, "t.u8"));
 
 	/* getters and their coercion */
-	CHECK(gguf_get_u32(f, "t.u8", &u32) && u32 == 200);
-	CHECK(gguf_get_u32(f, "t.u16", &u32) && u32 == 65535);
-	CHECK(gguf_get_u32(f, "t.u32", &u32) && u32 == 4000000000u);
-	CHECK(!gguf_get_u32(f, "t.u64", &u32));   /* does not fit */
-	CHECK(!gguf_get_u32(f, "t.i8", &u32));    /* negative */
-	CHECK(!gguf_get_u32(f, "t.str", &u32));   /* not an integer */
-	CHECK(!gguf_get_u32(f, "t.missing", &u32));
-	CHECK(gguf_get_u64(f, "t.u64", &u64) && u64 == 0xfffffffffffffff0ull);
-	CHECK(gguf_get_i64(f, "t.i8", &i64) && i64 == -100);
-	CHECK(gguf_get_i64(f, "t.i64", &i64) && i64 == INT64_MIN);
-	CHECK(gguf_get_i64(f, "t.u32", &i64) && i64 == 4000000000ll);
-	CHECK(!gguf_get_i64(f, "t.u64", &i64));   /* above INT64_MAX */
-	CHECK(gguf_get_f32(f, "t.f32", &f32) && f32 == 1.5f);
-	CHECK(gguf_get_f32(f, "t.f64", &f32) && fabsf(f32 - 2.7182817f) < 1e-6f);
-	CHECK(gguf_get_f32(f, "t.i16", &f32) && f32 == -32768.0f);
-	CHECK(!gguf_get_f32(f, "t.str", &f32));
-	CHECK(gguf_get_bool(f, "t.bool", &b) && b);
-	CHECK(gguf_get_bool(f, "t.false", &b) && !b);
-	CHECK(!gguf_get_bool(f, "t.u8", &b));
-	CHECK(gguf_get_str(f, "t.str", buf, sizeof(buf)) && !strcmp(buf, "hello world"));
-	CHECK(!gguf_get_str(f, "t.str", buf, 11)); /* no room for the NUL */
-	CHECK(gguf_get_str(f, "t.empty_str", buf, sizeof(buf)) && buf[0] == '\0');
-	CHECK(!gguf_get_str(f, "t.u8", buf, sizeof(buf)));
-	CHECK(gguf_get_arr(f, "t.arr.str") && gguf_get_arr(f, "t.arr.str")->count == 4);
-	CHECK(gguf_get_arr(f, "t.str") == NULL);
+	CHECK(exl_gguf_get_u32(f, "t.u8", &u32) && u32 == 200);
+	CHECK(exl_gguf_get_u32(f, "t.u16", &u32) && u32 == 65535);
+	CHECK(exl_gguf_get_u32(f, "t.u32", &u32) && u32 == 4000000000u);
+	CHECK(!exl_gguf_get_u32(f, "t.u64", &u32));   /* does not fit */
+	CHECK(!exl_gguf_get_u32(f, "t.i8", &u32));    /* negative */
+	CHECK(!exl_gguf_get_u32(f, "t.str", &u32));   /* not an integer */
+	CHECK(!exl_gguf_get_u32(f, "t.missing", &u32));
+	CHECK(exl_gguf_get_u64(f, "t.u64", &u64) && u64 == 0xfffffffffffffff0ull);
+	CHECK(exl_gguf_get_i64(f, "t.i8", &i64) && i64 == -100);
+	CHECK(exl_gguf_get_i64(f, "t.i64", &i64) && i64 == INT64_MIN);
+	CHECK(exl_gguf_get_i64(f, "t.u32", &i64) && i64 == 4000000000ll);
+	CHECK(!exl_gguf_get_i64(f, "t.u64", &i64));   /* above INT64_MAX */
+	CHECK(exl_gguf_get_f32(f, "t.f32", &f32) && f32 == 1.5f);
+	CHECK(exl_gguf_get_f32(f, "t.f64", &f32) && fabsf(f32 - 2.7182817f) < 1e-6f);
+	CHECK(exl_gguf_get_f32(f, "t.i16", &f32) && f32 == -32768.0f);
+	CHECK(!exl_gguf_get_f32(f, "t.str", &f32));
+	CHECK(exl_gguf_get_bool(f, "t.bool", &b) && b);
+	CHECK(exl_gguf_get_bool(f, "t.false", &b) && !b);
+	CHECK(!exl_gguf_get_bool(f, "t.u8", &b));
+	CHECK(exl_gguf_get_str(f, "t.str", buf, sizeof(buf)) && !strcmp(buf, "hello world"));
+	CHECK(!exl_gguf_get_str(f, "t.str", buf, 11)); /* no room for the NUL */
+	CHECK(exl_gguf_get_str(f, "t.empty_str", buf, sizeof(buf)) && buf[0] == '\0');
+	CHECK(!exl_gguf_get_str(f, "t.u8", buf, sizeof(buf)));
+	CHECK(exl_gguf_get_arr(f, "t.arr.str") && exl_gguf_get_arr(f, "t.arr.str")->count == 4);
+	CHECK(exl_gguf_get_arr(f, "t.str") == NULL);
 
-	const struct gguf_array *a = gguf_get_arr(f, "t.arr.i32");
+	const struct gguf_array *a = exl_gguf_get_arr(f, "t.arr.i32");
 	double d;
 
-	CHECK(a && gguf_arr_get_i64(a, 0, &i64) && i64 == INT32_MIN);
-	CHECK(a && gguf_arr_get_i64(a, 2, &i64) && i64 == -1);
-	CHECK(a && !gguf_arr_get_i64(a, 4, &i64));
-	a = gguf_get_arr(f, "t.arr.f32");
-	CHECK(a && gguf_arr_get_f64(a, 2, &d) && d == 3.25);
-	CHECK(a && !gguf_arr_get_i64(a, 0, &i64));
-	a = gguf_get_arr(f, "t.arr.u64");
-	CHECK(a && !gguf_arr_get_i64(a, 1, &i64));
-	a = gguf_get_arr(f, "t.arr.nested_deep");
+	CHECK(a && exl_gguf_arr_get_i64(a, 0, &i64) && i64 == INT32_MIN);
+	CHECK(a && exl_gguf_arr_get_i64(a, 2, &i64) && i64 == -1);
+	CHECK(a && !exl_gguf_arr_get_i64(a, 4, &i64));
+	a = exl_gguf_get_arr(f, "t.arr.f32");
+	CHECK(a && exl_gguf_arr_get_f64(a, 2, &d) && d == 3.25);
+	CHECK(a && !exl_gguf_arr_get_i64(a, 0, &i64));
+	a = exl_gguf_get_arr(f, "t.arr.u64");
+	CHECK(a && !exl_gguf_arr_get_i64(a, 1, &i64));
+	a = exl_gguf_get_arr(f, "t.arr.nested_deep");
 	CHECK(a && a->arrs[0].arrs[0].arrs[0].count == 3);
-	CHECK(a && gguf_arr_get_i64(&a->arrs[0].arrs[0].arrs[0], 2, &i64) && i64 == 3);
+	CHECK(a && exl_gguf_arr_get_i64(&a->arrs[0].arrs[0].arrs[0], 2, &i64) && i64 == 3);
 
-	t = gguf_find_tensor(f, "a.weight");
+	t = exl_gguf_find_tensor(f, "a.weight");
 	CHECK(t && t->type == EXL_F32 && t->n_dims == 2 && t->ne[0] == 3 && t->ne[1] == 2 &&
 	      t->ne[2] == 1 && t->nbytes == sizeof(tdata_f32) &&
 	      !memcmp(t->data, tdata_f32, sizeof(tdata_f32)) && t->offset == 0);
-	t = gguf_find_tensor(f, "b.weight");
+	t = exl_gguf_find_tensor(f, "b.weight");
 	CHECK(t && t->type == EXL_Q8_0 && t->n_dims == 1 && t->ne[0] == 64 && t->nbytes == 68 &&
 	      !memcmp(t->data, tdata_q8, 68) && t->offset == 64);
-	t = gguf_find_tensor(f, "c.weight");
+	t = exl_gguf_find_tensor(f, "c.weight");
 	CHECK(t && t->type == EXL_I8 && t->n_dims == 4 && t->ne[0] == 5 && t->ne[1] == 3 &&
 	      t->ne[2] == 2 && t->ne[3] == 1 && t->nbytes == 30 && t->offset == 192);
 	if (t) {
@@ -291,39 +282,39 @@ static void check_read(const struct gguf_file *f, int fill_seed)
 		CHECK(same);
 		CHECK((const uint8_t *)t->data + 30 <= f->base + f->size);
 	}
-	CHECK(gguf_find_tensor(f, "missing") == NULL);
+	CHECK(exl_gguf_find_tensor(f, "missing") == NULL);
 }
 
 static void check_writer_errors(void)
 {
-	struct gguf_writer *w = gguf_writer_new();
+	struct gguf_writer *w = exl_gguf_writer_new();
 	static const uint64_t ne_bad[] = { 33 };
 	char err[256];
 	void *buf;
 	size_t size;
 
-	CHECK(gguf_writer_set_u32(w, "k", 1) == 0);
-	CHECK(gguf_writer_set_u32(w, "k", 2) == -1); /* duplicate */
-	CHECK(gguf_writer_error(w) && strstr(gguf_writer_error(w), "duplicate key 'k'"));
-	CHECK(gguf_writer_set_u32(w, "other", 2) == -1); /* errors are sticky */
-	CHECK(gguf_writer_write_mem(w, &buf, &size, err, sizeof(err)) == -1);
+	CHECK(exl_gguf_writer_set_u32(w, "k", 1) == 0);
+	CHECK(exl_gguf_writer_set_u32(w, "k", 2) == -1); /* duplicate */
+	CHECK(exl_gguf_writer_error(w) && strstr(exl_gguf_writer_error(w), "duplicate key 'k'"));
+	CHECK(exl_gguf_writer_set_u32(w, "other", 2) == -1); /* errors are sticky */
+	CHECK(exl_gguf_writer_write_mem(w, &buf, &size, err, sizeof(err)) == -1);
 	CHECK(strstr(err, "duplicate key 'k'") != NULL);
-	gguf_writer_free(w);
+	exl_gguf_writer_free(w);
 
-	w = gguf_writer_new();
-	CHECK(gguf_writer_add_tensor(w, "q", EXL_Q8_0, 1, ne_bad, tdata_q8) == -1);
-	CHECK(gguf_writer_error(w) && strstr(gguf_writer_error(w), "whole number"));
-	gguf_writer_free(w);
+	w = exl_gguf_writer_new();
+	CHECK(exl_gguf_writer_add_tensor(w, "q", EXL_Q8_0, 1, ne_bad, tdata_q8) == -1);
+	CHECK(exl_gguf_writer_error(w) && strstr(exl_gguf_writer_error(w), "whole number"));
+	exl_gguf_writer_free(w);
 
-	w = gguf_writer_new();
-	CHECK(gguf_writer_set_alignment(w, 48) == -1);
-	gguf_writer_free(w);
+	w = exl_gguf_writer_new();
+	CHECK(exl_gguf_writer_set_alignment(w, 48) == -1);
+	exl_gguf_writer_free(w);
 
-	w = gguf_writer_new();
-	CHECK(gguf_writer_add_tensor_fill(w, "x", EXL_F32, 1, ne_bad, fill_fail, NULL) == 0);
-	CHECK(gguf_writer_write_mem(w, &buf, &size, err, sizeof(err)) == -1);
+	w = exl_gguf_writer_new();
+	CHECK(exl_gguf_writer_add_tensor_fill(w, "x", EXL_F32, 1, ne_bad, fill_fail, NULL) == 0);
+	CHECK(exl_gguf_writer_write_mem(w, &buf, &size, err, sizeof(err)) == -1);
 	CHECK(strstr(err, "fill refused") != NULL);
-	gguf_writer_free(w);
+	exl_gguf_writer_free(w);
 }
 
 static int roundtrip(void)
@@ -337,23 +328,23 @@ static int roundtrip(void)
 
 	init_nested();
 	w = build(&seed);
-	CHECK(gguf_writer_write_mem(w, &buf, &size, err, sizeof(err)) == 0);
-	f = gguf_open_buffer(buf, size, err, sizeof(err));
+	CHECK(exl_gguf_writer_write_mem(w, &buf, &size, err, sizeof(err)) == 0);
+	f = exl_gguf_open_buffer(buf, size, err, sizeof(err));
 	if (!f)
 		fprintf(stderr, "open_buffer: %s\n", err);
 	CHECK(f != NULL);
 	if (f) {
 		CHECK(f->size == size && !f->mapped);
 		check_read(f, seed);
-		gguf_close(f);
+		exl_gguf_close(f);
 	}
 
 	fd = mkstemp(path);
 	CHECK(fd >= 0);
 	close(fd);
 	seed = 3;
-	CHECK(gguf_writer_write_file(w, path, err, sizeof(err)) == 0);
-	f = gguf_open(path, err, sizeof(err));
+	CHECK(exl_gguf_writer_write_file(w, path, err, sizeof(err)) == 0);
+	f = exl_gguf_open(path, err, sizeof(err));
 	if (!f)
 		fprintf(stderr, "open: %s\n", err);
 	CHECK(f != NULL);
@@ -362,11 +353,11 @@ static int roundtrip(void)
 		check_read(f, seed);
 		/* the file and the buffer differ only in the fill tensor */
 		CHECK(f->size == size);
-		gguf_close(f);
+		exl_gguf_close(f);
 	}
 	unlink(path);
 	free(buf);
-	gguf_writer_free(w);
+	exl_gguf_writer_free(w);
 
 	check_writer_errors();
 	return 0;
@@ -391,7 +382,7 @@ static int stories(void)
 		printf("%s not found; skipping\n", path);
 		return 77;
 	}
-	f = gguf_open(path, err, sizeof(err));
+	f = exl_gguf_open(path, err, sizeof(err));
 	if (!f) {
 		fprintf(stderr, "%s\n", err);
 		CHECK(0);
@@ -402,36 +393,38 @@ static int stories(void)
 	CHECK(f->n_kv == 19);
 	CHECK(f->n_tensors == 48);
 	CHECK(f->size == 1185376);
-	CHECK(gguf_get_str(f, "general.architecture", buf, sizeof(buf)) && !strcmp(buf, "llama"));
-	CHECK(gguf_get_u32(f, "llama.embedding_length", &u) && u == 64);
-	CHECK(gguf_get_u32(f, "llama.block_count", &u) && u == 5);
-	CHECK(gguf_get_u32(f, "llama.attention.head_count", &u) && u == 8);
-	CHECK(gguf_get_u32(f, "llama.attention.head_count_kv", &u) && u == 4);
-	CHECK(gguf_get_u32(f, "llama.feed_forward_length", &u) && u == 172);
-	CHECK(gguf_get_u32(f, "llama.context_length", &u) && u == 2048);
-	CHECK(gguf_get_u32(f, "llama.rope.dimension_count", &u) && u == 8);
-	CHECK(gguf_get_f32(f, "llama.attention.layer_norm_rms_epsilon", &eps) && eps == 1e-5f);
-	CHECK(gguf_get_str(f, "tokenizer.ggml.model", buf, sizeof(buf)) && !strcmp(buf, "llama"));
-	CHECK(gguf_get_u32(f, "tokenizer.ggml.bos_token_id", &u) && u == 1);
-	CHECK(gguf_get_u32(f, "tokenizer.ggml.eos_token_id", &u) && u == 2);
-	tok = gguf_get_arr(f, "tokenizer.ggml.tokens");
+	CHECK(exl_gguf_get_str(f, "general.architecture", buf, sizeof(buf)) &&
+	      !strcmp(buf, "llama"));
+	CHECK(exl_gguf_get_u32(f, "llama.embedding_length", &u) && u == 64);
+	CHECK(exl_gguf_get_u32(f, "llama.block_count", &u) && u == 5);
+	CHECK(exl_gguf_get_u32(f, "llama.attention.head_count", &u) && u == 8);
+	CHECK(exl_gguf_get_u32(f, "llama.attention.head_count_kv", &u) && u == 4);
+	CHECK(exl_gguf_get_u32(f, "llama.feed_forward_length", &u) && u == 172);
+	CHECK(exl_gguf_get_u32(f, "llama.context_length", &u) && u == 2048);
+	CHECK(exl_gguf_get_u32(f, "llama.rope.dimension_count", &u) && u == 8);
+	CHECK(exl_gguf_get_f32(f, "llama.attention.layer_norm_rms_epsilon", &eps) && eps == 1e-5f);
+	CHECK(exl_gguf_get_str(f, "tokenizer.ggml.model", buf, sizeof(buf)) &&
+	      !strcmp(buf, "llama"));
+	CHECK(exl_gguf_get_u32(f, "tokenizer.ggml.bos_token_id", &u) && u == 1);
+	CHECK(exl_gguf_get_u32(f, "tokenizer.ggml.eos_token_id", &u) && u == 2);
+	tok = exl_gguf_get_arr(f, "tokenizer.ggml.tokens");
 	CHECK(tok && tok->elem_type == GGUF_VT_STRING && tok->count == 512);
 	if (tok && tok->elem_type == GGUF_VT_STRING && tok->count == 512) {
-		CHECK(gguf_str_eq(tok->strs[0], "<unk>"));
-		CHECK(gguf_str_eq(tok->strs[1], "<s>"));
-		CHECK(gguf_str_eq(tok->strs[3], "<0x00>"));
+		CHECK(exl_gguf_str_eq(tok->strs[0], "<unk>"));
+		CHECK(exl_gguf_str_eq(tok->strs[1], "<s>"));
+		CHECK(exl_gguf_str_eq(tok->strs[3], "<0x00>"));
 	}
-	tok = gguf_get_arr(f, "tokenizer.ggml.token_type");
+	tok = exl_gguf_get_arr(f, "tokenizer.ggml.token_type");
 	CHECK(tok && tok->elem_type == GGUF_VT_INT32 && tok->count == 512);
 
-	t = gguf_find_tensor(f, "token_embd.weight");
+	t = exl_gguf_find_tensor(f, "token_embd.weight");
 	CHECK(t && t->type == EXL_F32 && t->n_dims == 2 && t->ne[0] == 64 && t->ne[1] == 512 &&
 	      t->nbytes == 64 * 512 * 4);
-	t = gguf_find_tensor(f, "blk.0.attn_k.weight");
+	t = exl_gguf_find_tensor(f, "blk.0.attn_k.weight");
 	CHECK(t && t->n_dims == 2 && t->ne[0] == 64 && t->ne[1] == 32);
-	t = gguf_find_tensor(f, "blk.4.ffn_down.weight");
+	t = exl_gguf_find_tensor(f, "blk.4.ffn_down.weight");
 	CHECK(t && t->n_dims == 2 && t->ne[0] == 172 && t->ne[1] == 64);
-	t = gguf_find_tensor(f, "output_norm.weight");
+	t = exl_gguf_find_tensor(f, "output_norm.weight");
 	CHECK(t && t->n_dims == 1 && t->ne[0] == 64);
 	/* an RMSNorm weight of a trained model: finite and not all zero */
 	if (t) {
@@ -445,7 +438,7 @@ static int stories(void)
 		}
 		CHECK(finite && nonzero);
 	}
-	CHECK(gguf_find_tensor(f, "blk.5.attn_q.weight") == NULL);
+	CHECK(exl_gguf_find_tensor(f, "blk.5.attn_q.weight") == NULL);
 
 	uint64_t params = 0;
 
@@ -456,7 +449,7 @@ static int stories(void)
 		CHECK(x->offset % f->alignment == 0);
 	}
 	CHECK(params == 292800);
-	gguf_close(f);
+	exl_gguf_close(f);
 	return 0;
 }
 
@@ -471,6 +464,6 @@ int main(int argc, char **argv)
 	rc = !strcmp(argv[1], "roundtrip") ? roundtrip() : stories();
 	if (rc == 77)
 		return 77;
-	printf("%d checks, %d failed\n", n_checks, n_failed);
-	return n_failed ? 1 : 0;
+	printf("%d checks, %d failed\n", check_count, check_failures);
+	return check_failures ? 1 : 0;
 }

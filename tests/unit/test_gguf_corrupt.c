@@ -10,7 +10,6 @@
  *   test_gguf_corrupt synthetic   on a file made by gguf_write
  *   test_gguf_corrupt stories     on ../shared/models/stories260K.gguf
  */
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +19,7 @@
 #include "daemon/core/gguf/gguf.h"
 #include "daemon/core/gguf/gguf_write.h"
 #include "kernels/formats/dtype.h"
+#include "tests/common/check.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #define UNDER_ASAN 1
@@ -39,26 +39,7 @@ const char *__asan_default_options(void)
 }
 #endif
 
-static int n_checks, n_failed;
 static unsigned long n_refused, n_accepted;
-
-static void failf(const char *fmt, ...)
-{
-	va_list ap;
-
-	n_failed++;
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputc('\n', stderr);
-}
-
-#define CHECK(cond)                                                          \
-	do {                                                                 \
-		n_checks++;                                                  \
-		if (!(cond))                                                 \
-			failf("%s:%d: check failed: %s", __FILE__, __LINE__, #cond); \
-	} while (0)
 
 static uint64_t rng_state;
 
@@ -83,7 +64,7 @@ static void walk_array(const struct gguf_array *a)
 		for (uint64_t i = 0; i < a->count; i++)
 			walk_array(&a->arrs[i]);
 	} else if (a->count) {
-		size_t n = a->count * gguf_vtype_size(a->elem_type);
+		size_t n = a->count * exl_gguf_vtype_size(a->elem_type);
 
 		sink += ((const uint8_t *)a->data)[0] + ((const uint8_t *)a->data)[n - 1];
 	}
@@ -109,7 +90,7 @@ static void walk(const struct gguf_file *f)
 		if (!exl_dtype_info(t->type) || t->n_dims < 1 || t->n_dims > 4 ||
 		    t->offset % f->alignment || d < f->base || t->nbytes > f->size ||
 		    d + t->nbytes > f->base + f->size)
-			failf("accepted tensor %llu is invalid", (unsigned long long)i);
+			FAIL("accepted tensor %llu is invalid", (unsigned long long)i);
 		else
 			sink += d[0] + d[t->nbytes - 1];
 	}
@@ -123,19 +104,19 @@ static int try_exact(const uint8_t *buf, size_t n, const char *what, char *err, 
 	struct gguf_file *f;
 
 	err[0] = '\0';
-	f = gguf_open_buffer(buf, n, err, errlen);
-	n_checks++;
+	f = exl_gguf_open_buffer(buf, n, err, errlen);
+	check_count++;
 	if (f) {
 		walk(f);
-		gguf_close(f);
+		exl_gguf_close(f);
 		n_accepted++;
 		return 1;
 	}
 	n_refused++;
 	if (!err[0] || strncmp(err, "gguf: ", 6) || !strstr(err, "(at offset "))
-		failf("%s: refused with a malformed message: '%s'", what, err);
+		FAIL("%s: refused with a malformed message: '%s'", what, err);
 	if (strstr(err, "out of memory"))
-		failf("%s: tried a huge allocation: %s", what, err);
+		FAIL("%s: tried a huge allocation: %s", what, err);
 	return 0;
 }
 
@@ -145,7 +126,7 @@ static int try_copy(const uint8_t *buf, size_t n, const char *what, char *err, s
 	int rc;
 
 	if (!copy) {
-		failf("out of memory for a %zu-byte copy", n);
+		FAIL("out of memory for a %zu-byte copy", n);
 		return 0;
 	}
 	memcpy(copy, buf, n);
@@ -169,16 +150,16 @@ static void expect_refused(uint8_t *work, size_t size, size_t off, uint64_t v, u
 	uint8_t saved[8];
 
 	if (off + width > size) {
-		failf("%s: field at %zu is outside the file", what, off);
+		FAIL("%s: field at %zu is outside the file", what, off);
 		return;
 	}
 	memcpy(saved, work + off, width);
 	put_le(work + off, v, width);
 	snprintf(desc, sizeof(desc), "%s = %llu at offset %zu", what, (unsigned long long)v, off);
 	if (try_exact(work, size, desc, err, sizeof(err)))
-		failf("%s: accepted", desc);
+		FAIL("%s: accepted", desc);
 	else if (want && !strstr(err, want))
-		failf("%s: message '%s' lacks '%s'", desc, err, want);
+		FAIL("%s: message '%s' lacks '%s'", desc, err, want);
 	memcpy(work + off, saved, width);
 }
 
@@ -275,21 +256,21 @@ static void truncations(const uint8_t *buf, size_t size, size_t header_end, size
 	for (size_t n = 0; n <= header_end + 64 && n < data_end; n++) {
 		snprintf(what, sizeof(what), "prefix of %zu bytes", n);
 		if (try_copy(buf, n, what, err, sizeof(err)))
-			failf("%s: accepted", what);
+			FAIL("%s: accepted", what);
 	}
 	step = size / 97 + 1;
 	for (size_t n = header_end + 64; n < data_end; n += step + (rng_next() % 64)) {
 		snprintf(what, sizeof(what), "prefix of %zu bytes", n);
 		if (try_copy(buf, n, what, err, sizeof(err)))
-			failf("%s: accepted", what);
+			FAIL("%s: accepted", what);
 	}
 	snprintf(what, sizeof(what), "prefix of %zu bytes", data_end - 1);
 	if (try_copy(buf, data_end - 1, what, err, sizeof(err)))
-		failf("%s: accepted", what);
+		FAIL("%s: accepted", what);
 	for (size_t n = data_end; n <= size; n++) {
 		snprintf(what, sizeof(what), "prefix of %zu bytes (padding cut)", n);
 		if (!try_copy(buf, n, what, err, sizeof(err)))
-			failf("%s: refused: %s", what, err);
+			FAIL("%s: refused: %s", what, err);
 	}
 }
 
@@ -344,9 +325,9 @@ static void corrupt_all(const uint8_t *orig, size_t size, int flip_iterations)
 	if (!work)
 		return;
 	memcpy(work, orig, size);
-	f = gguf_open_buffer(work, size, err, sizeof(err));
+	f = exl_gguf_open_buffer(work, size, err, sizeof(err));
 	if (!f) {
-		failf("the uncorrupted file is refused: %s", err);
+		FAIL("the uncorrupted file is refused: %s", err);
 		free(work);
 		return;
 	}
@@ -362,7 +343,7 @@ static void corrupt_all(const uint8_t *orig, size_t size, int flip_iterations)
 	truncations(orig, size, hend, data_end);
 	huge_fields(f, work, size);
 	CHECK(!memcmp(work, orig, size));
-	gguf_close(f);
+	exl_gguf_close(f);
 	flips(work, size, hend, flip_iterations);
 	CHECK(!memcmp(work, orig, size));
 	free(work);
@@ -378,13 +359,13 @@ static void stories_messages(const uint8_t *orig, size_t size)
 	const struct gguf_tensor *t;
 
 	memcpy(work, orig, size);
-	f = gguf_open_buffer(orig, size, err, sizeof(err));
+	f = exl_gguf_open_buffer(orig, size, err, sizeof(err));
 	CHECK(f != NULL);
 	if (!f) {
 		free(work);
 		return;
 	}
-	kv = gguf_find_kv(f, "tokenizer.ggml.tokens");
+	kv = exl_gguf_find_kv(f, "tokenizer.ggml.tokens");
 	CHECK(kv != NULL);
 	if (kv) {
 		size_t count_at = (size_t)kv->offset + 8 + (size_t)kv->key.len + 4 + 4;
@@ -401,19 +382,19 @@ static void stories_messages(const uint8_t *orig, size_t size)
 	expect_refused(work, size, 0, 0x46554748, 4, "magic", "bad magic 48 47 55 46");
 
 	/* tokenizer.ggml.eos_token_id -> tokenizer.ggml.bos_token_id */
-	kv = gguf_find_kv(f, "tokenizer.ggml.eos_token_id");
+	kv = exl_gguf_find_kv(f, "tokenizer.ggml.eos_token_id");
 	CHECK(kv != NULL);
 	if (kv)
 		expect_refused(work, size, (size_t)kv->offset + 8 + 15, 'b', 1, "key",
 			       "duplicate key 'tokenizer.ggml.bos_token_id'");
 	/* blk.1.attn_q.weight -> blk.0.attn_q.weight */
-	t = gguf_find_tensor(f, "blk.1.attn_q.weight");
+	t = exl_gguf_find_tensor(f, "blk.1.attn_q.weight");
 	CHECK(t != NULL);
 	if (t)
 		expect_refused(work, size, at(f, t->name.ptr) + 4, '0', 1, "tensor name",
 			       "duplicate tensor name 'blk.0.attn_q.weight'");
 	/* token_embd.weight rows of 64 are not whole q4_k blocks */
-	t = gguf_find_tensor(f, "token_embd.weight");
+	t = exl_gguf_find_tensor(f, "token_embd.weight");
 	if (t)
 		expect_refused(work, size, at(f, t->name.ptr) + (size_t)t->name.len + 4 + 16, EXL_Q4_K, 4,
 			       "tensor type", "tensor 'token_embd.weight': row of 64 elements is not a whole number of q4_k blocks");
@@ -422,7 +403,7 @@ static void stories_messages(const uint8_t *orig, size_t size)
 	expect_refused(work, size, at(f, t->name.ptr) + (size_t)t->name.len + 4 + 8 * (t->n_dims - 1),
 		       t->ne[t->n_dims - 1] + 1, 8, "last dimension", "runs past the end of the file");
 	CHECK(!memcmp(work, orig, size));
-	gguf_close(f);
+	exl_gguf_close(f);
 	free(work);
 }
 
@@ -453,7 +434,7 @@ static uint8_t *nested_file(int depth, size_t *size)
 
 static int synthetic(void)
 {
-	struct gguf_writer *w = gguf_writer_new();
+	struct gguf_writer *w = exl_gguf_writer_new();
 	static const uint64_t ne_q8[] = { 64, 3 };
 	static const uint64_t ne_f16[] = { 4, 2, 2 };
 	static const uint32_t ids[] = { 1, 2, 3 };
@@ -467,13 +448,13 @@ static int synthetic(void)
 
 	for (size_t i = 0; i < sizeof(q8); i++)
 		q8[i] = (uint8_t)(i * 13);
-	gguf_writer_set_alignment(w, 64);
-	gguf_writer_set_str(w, "general.architecture", "llama");
-	gguf_writer_set_bool(w, "t.flag", true);
-	gguf_writer_set_arr(w, "t.ids", GGUF_VT_UINT32, ids, 3);
-	gguf_writer_set_arr(w, "t.flags", GGUF_VT_BOOL, flags, 2);
-	gguf_writer_set_str_arr(w, "tokenizer.ggml.tokens", toks, 5);
-	gguf_writer_set_f32(w, "t.eps", 1e-5f);
+	exl_gguf_writer_set_alignment(w, 64);
+	exl_gguf_writer_set_str(w, "general.architecture", "llama");
+	exl_gguf_writer_set_bool(w, "t.flag", true);
+	exl_gguf_writer_set_arr(w, "t.ids", GGUF_VT_UINT32, ids, 3);
+	exl_gguf_writer_set_arr(w, "t.flags", GGUF_VT_BOOL, flags, 2);
+	exl_gguf_writer_set_str_arr(w, "tokenizer.ggml.tokens", toks, 5);
+	exl_gguf_writer_set_f32(w, "t.eps", 1e-5f);
 
 	struct gguf_array inner[2] = {
 		{ .elem_type = GGUF_VT_UINT32, .count = 3, .data = ids },
@@ -482,32 +463,32 @@ static int synthetic(void)
 	struct gguf_value nested = { .type = GGUF_VT_ARRAY,
 		.arr = { .elem_type = GGUF_VT_ARRAY, .count = 2, .arrs = inner } };
 
-	gguf_writer_set(w, "t.nested", &nested);
-	gguf_writer_add_tensor(w, "w.q8", EXL_Q8_0, 2, ne_q8, q8);
-	gguf_writer_add_tensor(w, "w.f16", EXL_F16, 3, ne_f16, f16);
-	CHECK(gguf_writer_write_mem(w, &buf, &size, err, sizeof(err)) == 0);
-	gguf_writer_free(w);
+	exl_gguf_writer_set(w, "t.nested", &nested);
+	exl_gguf_writer_add_tensor(w, "w.q8", EXL_Q8_0, 2, ne_q8, q8);
+	exl_gguf_writer_add_tensor(w, "w.f16", EXL_F16, 3, ne_f16, f16);
+	CHECK(exl_gguf_writer_write_mem(w, &buf, &size, err, sizeof(err)) == 0);
+	exl_gguf_writer_free(w);
 	if (!buf)
 		return 0;
 
 	corrupt_all(buf, size, 4000);
 
-	f = gguf_open_buffer(buf, size, err, sizeof(err));
+	f = exl_gguf_open_buffer(buf, size, err, sizeof(err));
 	CHECK(f != NULL);
 	if (f) {
-		const struct gguf_kv *kv = gguf_find_kv(f, "general.alignment");
+		const struct gguf_kv *kv = exl_gguf_find_kv(f, "general.alignment");
 		size_t val_at = (size_t)kv->offset + 8 + 17 + 4;
 
 		expect_refused(buf, size, val_at, 48, 4, "alignment", "alignment 48 is not a nonzero power of two");
 		expect_refused(buf, size, val_at, 0, 4, "alignment", "alignment 0 is not a nonzero power of two");
 		expect_refused(buf, size, val_at - 4, GGUF_VT_FLOAT32, 4, "alignment type",
 			       "must be a non-negative integer, not float32");
-		kv = gguf_find_kv(f, "t.flag");
+		kv = exl_gguf_find_kv(f, "t.flag");
 		expect_refused(buf, size, (size_t)kv->offset + 8 + 6 + 4, 2, 1, "bool", "neither 0 nor 1");
-		kv = gguf_find_kv(f, "t.flags");
+		kv = exl_gguf_find_kv(f, "t.flags");
 		expect_refused(buf, size, at(f, kv->val.arr.data) + 1, 7, 1, "bool array",
 			       "bool array element 1 is 7");
-		gguf_close(f);
+		exl_gguf_close(f);
 	}
 	free(buf);
 
@@ -515,7 +496,7 @@ static int synthetic(void)
 	for (int depth = 15; depth <= 16; depth++) {
 		uint8_t *b = nested_file(depth, &size);
 
-		f = gguf_open_buffer(b, size, err, sizeof(err));
+		f = exl_gguf_open_buffer(b, size, err, sizeof(err));
 		if (depth == 15) {
 			CHECK(f != NULL);
 			if (!f)
@@ -523,7 +504,7 @@ static int synthetic(void)
 		} else {
 			CHECK(f == NULL && strstr(err, "nested more than 16 deep"));
 		}
-		gguf_close(f);
+		exl_gguf_close(f);
 		free(b);
 	}
 	buf = nested_file(1000000, &size);
@@ -534,15 +515,15 @@ static int synthetic(void)
 	buf = nested_file(0, &size);
 	put_le(buf, 0x46554747, 4);
 	((uint8_t *)buf)[4] = 2;
-	f = gguf_open_buffer(buf, size, err, sizeof(err));
+	f = exl_gguf_open_buffer(buf, size, err, sizeof(err));
 	CHECK(f && f->version == 2);
-	gguf_close(f);
+	exl_gguf_close(f);
 	free(buf);
 
-	/* gguf_open: missing file, empty file */
-	f = gguf_open("/nonexistent/x.gguf", err, sizeof(err));
+	/* exl_gguf_open: missing file, empty file */
+	f = exl_gguf_open("/nonexistent/x.gguf", err, sizeof(err));
 	CHECK(!f && strstr(err, "cannot open /nonexistent/x.gguf"));
-	f = gguf_open("/dev/null", err, sizeof(err));
+	f = exl_gguf_open("/dev/null", err, sizeof(err));
 	CHECK(!f && strstr(err, "not a regular file"));
 	return 0;
 }
@@ -597,7 +578,7 @@ int main(int argc, char **argv)
 	rc = !strcmp(argv[1], "synthetic") ? synthetic() : stories();
 	if (rc == 77)
 		return 77;
-	printf("%d checks (%lu refused, %lu accepted), %d failed\n", n_checks, n_refused,
-	       n_accepted, n_failed);
-	return n_failed ? 1 : 0;
+	printf("%d checks (%lu refused, %lu accepted), %d failed\n", check_count, n_refused,
+	       n_accepted, check_failures);
+	return check_failures ? 1 : 0;
 }

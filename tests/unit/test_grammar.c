@@ -15,8 +15,7 @@
 #include "daemon/core/grammar/grammar.h"
 #include "daemon/core/grammar/grammar_internal.h"
 #include "daemon/core/grammar/vocab_trie.h"
-
-static int failures;
+#include "tests/common/check.h"
 
 /* Under UBSan (the sanitizer build) undefined behaviour fails the test
  * rather than printing a line nobody reads. */
@@ -25,15 +24,6 @@ const char *__ubsan_default_options(void)
 {
 	return "halt_on_error=1:print_stacktrace=1";
 }
-
-#define CHECK(cond, ...) do { \
-	if (!(cond)) { \
-		fprintf(stderr, "%s:%d: ", __FILE__, __LINE__); \
-		fprintf(stderr, __VA_ARGS__); \
-		fputc('\n', stderr); \
-		failures++; \
-	} \
-} while (0)
 
 #define DIE(...) do { fprintf(stderr, __VA_ARGS__); fputc('\n', stderr); exit(1); } while (0)
 
@@ -114,7 +104,8 @@ static void check_range(uint32_t lo, uint32_t hi)
 {
 	struct seqs q = { .n = 0 };
 
-	CHECK(!utf8_split_range(lo, hi, collect, &q), "split %X-%X: too many patterns", lo, hi);
+	CHECK(!exl_grammar_utf8_split_range(lo, hi, collect, &q), "split %X-%X: too many patterns",
+	      lo, hi);
 	/* Every code point: its encoding matches exactly one pattern iff it
 	 * is in range (surrogates never). */
 	for (uint32_t c = 0; c <= 0x10FFFF; c += (c < 0x3000 ? 1 : 97)) {
@@ -779,19 +770,19 @@ int main(int argc, char **argv)
 		if (!all && strcmp(which, cases[i].name))
 			continue;
 		found = true;
-		int before = failures;
+		int before = check_failures;
 
 		cases[i].fn();
-		printf("%-8s %s\n", cases[i].name, failures == before ? "ok" : "FAILED");
+		printf("%-8s %s\n", cases[i].name, check_failures == before ? "ok" : "FAILED");
 	}
 	if (all || !strcmp(which, "fuzz")) {
-		int before = failures;
+		int before = check_failures;
 
 		found = true;
 		case_fuzz(iterations);
-		printf("%-8s %s\n", "fuzz", failures == before ? "ok" : "FAILED");
+		printf("%-8s %s\n", "fuzz", check_failures == before ? "ok" : "FAILED");
 	}
 	if (!found)
 		DIE("unknown case '%s'", which);
-	return failures ? 1 : 0;
+	return check_failures ? 1 : 0;
 }

@@ -23,8 +23,7 @@
 #include "daemon/core/grammar/json_schema.h"
 #include "daemon/core/grammar/regex_grammar.h"
 #include "daemon/core/grammar/vocab_trie.h"
-
-static int failures;
+#include "tests/common/check.h"
 
 /* Under UBSan (the sanitizer build) undefined behaviour fails the test
  * rather than printing a line nobody reads. */
@@ -33,15 +32,6 @@ const char *__ubsan_default_options(void)
 {
 	return "halt_on_error=1:print_stacktrace=1";
 }
-
-#define CHECK(cond, ...) do { \
-	if (!(cond)) { \
-		fprintf(stderr, "%s:%d: ", __FILE__, __LINE__); \
-		fprintf(stderr, __VA_ARGS__); \
-		fputc('\n', stderr); \
-		failures++; \
-	} \
-} while (0)
 
 #define DIE(...) do { fprintf(stderr, __VA_ARGS__); fputc('\n', stderr); exit(1); } while (0)
 
@@ -1304,12 +1294,12 @@ int main(int argc, char **argv)
 		if (strcmp(which, "all") && strcmp(which, cases[i].name))
 			continue;
 		found = true;
-		int before = failures;
+		int before = check_failures;
 
 		cases[i].fn();
-		printf("%-14s %s\n", cases[i].name, failures == before ? "ok" : "FAILED");
+		printf("%-14s %s\n", cases[i].name, check_failures == before ? "ok" : "FAILED");
 	}
 	if (!found)
 		DIE("unknown case '%s'", which);
-	return failures ? 1 : 0;
+	return check_failures ? 1 : 0;
 }

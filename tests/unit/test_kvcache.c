@@ -1,7 +1,7 @@
 /* The paged KV cache over the CPU backend: reserve / commit / truncate /
- * release, prefix sharing, copy on write, the page cache and pool
- * exhaustion, forks (beam search) and rolling back proposed tokens
- * (speculative decoding). */
+ * release, prefix sharing, copy on write, the page cache, pool exhaustion,
+ * the pages a sliding window gives back, forks (beam search) and rolling
+ * back proposed tokens (speculative decoding). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -347,6 +347,62 @@ static void test_cache_reuse_and_eviction(void **state)
 	check_all_free(kv);
 }
 
+/* Window 5, pages of 4: as the sequence moves, pages wholly behind its
+ * window and one more page go back to the pool (full ones to the prefix
+ * cache), their entries -1; a rewind within the kept page keeps the rest,
+ * one past it forgets everything. */
+static void test_window(void **state)
+{
+	struct fixture *f = *state;
+	struct exl_kvcache *kv = f->kv;
+	struct exl_kv_seq s, t;
+	int32_t toks[32];
+
+	for (int i = 0; i < 32; i++)
+		toks[i] = 100 + i;
+	exl_kvcache_set_window(kv, 5);
+	assert_int_equal(exl_kvcache_window(kv), 5);
+	exl_kv_seq_init(&s);
+	/* 12 positions: the next token (12) sees 8..12; page 1 (4..7) is the
+	 * one kept, page 0 goes */
+	seq_fill(kv, &s, toks, 12);
+	assert_int_equal(s.n_dropped, 1);
+	assert_int_equal(s.pages[0], -1);
+	assert_int_equal(exl_kvcache_free_pages(kv), 8 - 2);
+	/* one at a time up to 20: pages 1 and 2 go too (17 sees 13..17,
+	 * keeping from 9: page 2 ends at 12) */
+	for (int i = 12; i < 20; i++)
+		seq_fill(kv, &s, toks + i, 1);
+	assert_int_equal(s.n_pos, 20);
+	assert_int_equal(s.n_dropped, 3);
+	assert_int_equal(s.n_pages, 5);
+	assert_int_equal(exl_kvcache_free_pages(kv), 8 - 2);
+	for (int i = 0; i < s.n_dropped; i++)
+		assert_int_equal(s.pages[i], -1);
+	/* dropped full pages stay in the prefix cache: another sequence
+	 * with the same tokens maps them back */
+	exl_kv_seq_init(&t);
+	assert_int_equal(exl_kv_seq_share_prefix(kv, &t, toks, 13), 12);
+	exl_kv_seq_release(kv, &t);
+
+	/* a rewind of 3 (20 -> 17: sees 13..17, kept from 12) keeps all */
+	exl_kv_seq_truncate(kv, &s, 17);
+	assert_int_equal(s.n_pos, 17);
+	assert_int_equal(s.n_dropped, 3);
+	/* one to 14 needs 10..14: page 2 was given back, so all is forgotten */
+	exl_kv_seq_truncate(kv, &s, 14);
+	assert_int_equal(s.n_pos, 0);
+	assert_int_equal(s.n_pages, 0);
+	assert_int_equal(s.n_dropped, 0);
+	/* and the sequence starts over */
+	seq_fill(kv, &s, toks, 6);
+	assert_int_equal(s.n_dropped, 0);
+	exl_kv_seq_release(kv, &s);
+	for (int p = 0; p < exl_kvcache_n_pages(kv); p++)
+		assert_int_equal(exl_kvcache_page_refcount(kv, p), 0);
+	assert_int_equal(exl_kvcache_free_pages(kv), 8);
+}
+
 static void test_exhaustion(void **state)
 {
 	struct fixture *f = *state;
@@ -487,6 +543,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_exhaustion, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_fork, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_truncate_drafts, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_window, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);

@@ -18,18 +18,9 @@
 #include "kernels/cpu/pool.h"
 #include "kernels/formats/dtype.h"
 #include "kernels/formats/quant.h"
+#include "tests/common/check.h"
 
-static int failures, checks, skipped;
-
-#define CHECK(cond, ...) do { \
-	checks++; \
-	if (!(cond)) { \
-		failures++; \
-		fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__, #cond); \
-		fprintf(stderr, __VA_ARGS__); \
-		fputc('\n', stderr); \
-	} \
-} while (0)
+static int skipped;
 
 static const char *const sets[] = { "avx2", "avx512", "avx512vnni" };
 
@@ -44,14 +35,12 @@ static double gauss(void)
 static int act_block(uint32_t t)
 {
 	switch (t) {
-	case EXL_Q8_0:
-	case EXL_Q4_0:
-		return 32;
-	case EXL_Q4_K:
-	case EXL_Q6_K:
-		return 256;
-	default:
+	case EXL_F32:
+	case EXL_F16:
+	case EXL_BF16:
 		return 0;
+	default:
+		return (int)exl_dtype_info(t)->block_elems;
 	}
 }
 
@@ -240,11 +229,11 @@ static void test_errors(struct exl_matmul_scratch *s)
 	CHECK(exl_cpu_matmul(NULL, &w, x, y, 1, s, err, sizeof(err)) == -1, "wrong row_bytes");
 	w.row_bytes = 68;
 	CHECK(exl_cpu_matmul(NULL, &w, x, y, -1, s, err, sizeof(err)) == -1, "negative n");
-	w.type = EXL_Q5_K;
+	w.type = EXL_IQ2_XS;
 	w.cols = 256;
-	w.row_bytes = 176;
+	w.row_bytes = 74;
 	err[0] = 0;
-	CHECK(exl_cpu_matmul(NULL, &w, x, y, 1, s, err, sizeof(err)) == -1 && strstr(err, "q5_k"),
+	CHECK(exl_cpu_matmul(NULL, &w, x, y, 1, s, err, sizeof(err)) == -1 && strstr(err, "iq2_xs"),
 	      "unsupported type: %s", err);
 	CHECK(exl_cpu_kernels_select("avx9000", err, sizeof(err)) == -1 && strstr(err, "avx9000"),
 	      "unknown set");
@@ -256,7 +245,9 @@ static void test_errors(struct exl_matmul_scratch *s)
  * per type), the argument checks, or with no argument everything. */
 int main(int argc, char **argv)
 {
-	static const uint32_t types[] = { EXL_F32, EXL_F16, EXL_BF16, EXL_Q8_0, EXL_Q4_0, EXL_Q4_K, EXL_Q6_K };
+	static const uint32_t types[] = { EXL_F32, EXL_F16, EXL_BF16, EXL_Q8_0, EXL_Q4_0, EXL_Q4_1,
+					  EXL_Q5_0, EXL_Q5_1, EXL_IQ4_NL, EXL_Q2_K, EXL_Q3_K, EXL_Q4_K,
+					  EXL_Q5_K, EXL_Q6_K, EXL_IQ4_XS };
 	const char *only = argc > 1 ? argv[1] : NULL;
 	bool known = !only || !strcmp(only, "errors");
 	static const int64_t rows_list[] = { 1, 7, 33, 70 };
@@ -320,6 +311,6 @@ int main(int argc, char **argv)
 		exl_pool_destroy(pool2);
 	if (pool3)
 		exl_pool_destroy(pool3);
-	printf("%d passed, %d failed, %d skipped\n", checks - failures, failures, skipped);
-	return failures ? 1 : 0;
+	printf("%d passed, %d failed, %d skipped\n", check_count - check_failures, check_failures, skipped);
+	return check_failures ? 1 : 0;
 }

@@ -231,6 +231,77 @@ static void test_rows_same_bits(void **state)
 	free(alone);
 }
 
+/* Each architecture beyond llama and qwen2 loads with its own block read
+ * from the file, and gives a sequence the same logits in a mixed batch as
+ * alone: gemma's sliding window over the 9-token prompt (window 4), the
+ * experts a batch's tokens share going through their weights together. */
+static void test_archs(void **state)
+{
+	(void)state;
+	static const struct {
+		const char *name;
+		const char *args[24];
+		enum exl_arch arch;
+	} cases[] = {
+		{ "qwen3.gguf", { "--arch", "qwen3", "--dim", "128", "--heads", "4", "--kv-heads",
+				  "2", "--ff", "256", NULL }, EXL_ARCH_QWEN3 },
+		{ "phi3.gguf", { "--arch", "phi3", "--dim", "128", "--heads", "4", "--ff", "256",
+				 "--ctx", "4096", "--longrope", "512", NULL }, EXL_ARCH_PHI3 },
+		{ "gemma2.gguf", { "--arch", "gemma2", "--dim", "128", "--heads", "4", "--kv-heads",
+				   "2", "--ff", "256", "--swa", "4", NULL }, EXL_ARCH_GEMMA2 },
+		{ "gemma3.gguf", { "--arch", "gemma3", "--dim", "128", "--layers", "3", "--heads",
+				   "4", "--ff", "256", "--swa", "4", "--swa-pattern", "3", NULL },
+		  EXL_ARCH_GEMMA3 },
+		{ "mixtral.gguf", { "--dim", "128", "--heads", "4", "--ff", "128", "--experts", "4",
+				    "--type", "q8_0", NULL }, EXL_ARCH_LLAMA },
+		{ "qwen3moe.gguf", { "--arch", "qwen3moe", "--dim", "128", "--heads", "4", "--ff",
+				     "256", "--experts", "8", "--experts-used", "2", NULL },
+		  EXL_ARCH_QWEN3MOE },
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char path[256];
+
+		make_model(cases[i].name, path, sizeof(path), cases[i].args);
+		struct exl_model *m = load(path);
+		const struct exl_hparams *hp = exl_model_hparams(m);
+
+		printf("%s: %s\n", cases[i].name, hp->arch_name);
+		assert_int_equal(hp->arch, cases[i].arch);
+		assert_true(hp->rope_neox == (hp->arch != EXL_ARCH_LLAMA));
+		switch (hp->arch) {
+		case EXL_ARCH_PHI3:
+			assert_true(fabsf(hp->rope_attn_factor - 1.1547005f) < 1e-6f);
+			assert_int_equal(hp->n_ctx_orig, 512);
+			break;
+		case EXL_ARCH_GEMMA2:
+			assert_int_equal(hp->n_swa, 4);
+			assert_true(exl_layer_is_swa(hp, 0) && !exl_layer_is_swa(hp, 1));
+			assert_true(hp->attn_softcap == 50.0f && hp->final_softcap == 30.0f);
+			assert_true(hp->embd_scale && hp->post_norms && hp->ffn_act == EXL_FFN_GELU);
+			assert_true(hp->tied_embeddings);
+			break;
+		case EXL_ARCH_GEMMA3:
+			assert_true(exl_layer_is_swa(hp, 0) && exl_layer_is_swa(hp, 1) &&
+				    !exl_layer_is_swa(hp, 2));
+			assert_true(hp->qk_norm && hp->attn_softcap == 0.0f);
+			assert_true(hp->rope_freq_base == 1000000.0f &&
+				    hp->rope_freq_base_swa == 10000.0f);
+			break;
+		case EXL_ARCH_LLAMA:
+		case EXL_ARCH_QWEN3MOE:
+			assert_true(hp->n_expert > 0 && hp->n_expert_used == 2);
+			break;
+		default:
+			assert_true(hp->qk_norm);
+			break;
+		}
+		check_batch_invariance(m);
+		exl_model_free(m);
+		unlink(path);
+	}
+}
+
 /* exld-mkmodel args, then the load error expected (NULL: loads). */
 static struct exl_model *try_load(const char *name, const char *const *args, const char *want_err)
 {
@@ -286,7 +357,9 @@ static void test_rope_scaling(void **state)
 		{ "attn1.gguf", { "--rope-scale", "4", "--kv", "llama.rope.scaling.attn_factor=f32:1" },
 		  0.25f, NULL },
 		{ "attn2.gguf", { "--rope-scale", "4", "--kv", "llama.rope.scaling.attn_factor=f32:1.5" },
-		  0, "llama.rope.scaling.attn_factor 1.5 is not supported" },
+		  0.25f, NULL },
+		{ "attn0.gguf", { "--kv", "llama.rope.scaling.attn_factor=f32:0" },
+		  0, "llama.rope.scaling.attn_factor 0 is out of range" },
 		{ "huge.gguf", { "--rope-scale", "4", "--kv", "llama.rope.scaling.factor=f32:1e9" }, 0,
 		  "rope scaling factor 1e+09 is out of range" },
 	};
@@ -325,8 +398,11 @@ static void test_attention_shape(void **state)
 	const char *kv_differ[] = { "--head-dim", "32", "--kv", "llama.attention.value_length=u32:16",
 				    NULL };
 	try_load("kv_differ.gguf", kv_differ, "key_length 32 != value_length 16 is not supported");
-	const char *moe[] = { "--kv", "llama.expert_count=u32:8", NULL };
-	try_load("moe.gguf", moe, "mixture-of-experts models (llama.expert_count = 8)");
+	const char *moe[] = { "--arch", "qwen2", "--kv", "qwen2.expert_count=u32:8", NULL };
+	try_load("moe.gguf", moe, "qwen2 models with experts (qwen2.expert_count = 8) are not "
+		 "supported");
+	const char *moe_k[] = { "--kv", "llama.expert_count=u32:8", NULL };
+	try_load("moe_k.gguf", moe_k, "missing metadata key 'llama.expert_used_count'");
 	const char *rope_odd[] = { "--kv", "llama.rope.dimension_count=u32:7", NULL };
 	try_load("rope_odd.gguf", rope_odd, "llama.rope.dimension_count 7 is odd");
 }
@@ -350,6 +426,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_qwen2),
 		cmocka_unit_test(test_llama_tied_q8_0),
 		cmocka_unit_test(test_llama_q4_k),
+		cmocka_unit_test(test_archs),
 		cmocka_unit_test(test_rope_scaling),
 		cmocka_unit_test(test_attention_shape),
 		cmocka_unit_test(test_rows_same_bits),

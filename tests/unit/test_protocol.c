@@ -10,22 +10,12 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "common/gen_options.h"
+#include "common/cli/gen_options.h"
 #include "daemon/server/wire/config.h"
 #include "daemon/server/wire/protocol.h"
 #include "daemon/core/sampler/sampler.h"
 #include "daemon/core/tokenizer/tokenizer.h"
-
-static int failures;
-
-#define CHECK(cond, ...) do { \
-	if (!(cond)) { \
-		failures++; \
-		fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__, #cond); \
-		fprintf(stderr, __VA_ARGS__); \
-		fputc('\n', stderr); \
-	} \
-} while (0)
+#include "tests/common/check.h"
 
 /* ---- framing ---- */
 
@@ -934,8 +924,8 @@ int main(void)
 	test_utf8();
 	test_encode();
 	test_config();
-	if (failures) {
-		fprintf(stderr, "%d checks failed\n", failures);
+	if (check_failures) {
+		fprintf(stderr, "%d checks failed\n", check_failures);
 		return 1;
 	}
 	printf("protocol and config: all checks passed\n");

@@ -10,18 +10,7 @@
 #include "kernels/formats/dtype.h"
 #include "kernels/formats/elem.h"
 #include "kernels/formats/quant.h"
-
-static int failures, checks;
-
-#define CHECK(cond, ...) do { \
-	checks++; \
-	if (!(cond)) { \
-		failures++; \
-		fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__, #cond); \
-		fprintf(stderr, __VA_ARGS__); \
-		fputc('\n', stderr); \
-	} \
-} while (0)
+#include "tests/common/check.h"
 
 /* ---- fp16 / bf16 ---- */
 
@@ -104,7 +93,10 @@ struct golden {
 
 static const int golden_idx[14] = { 0, 1, 15, 16, 17, 31, 32, 63, 64, 100, 127, 128, 200, 255 };
 
-/* Produced by llama.cpp's dequantize_row_* for the same bytes. */
+/* Produced by llama.cpp's dequantize_row_* for the same bytes (q4_1 and
+ * later: its to_float through ggml_get_type_traits in the peer's prebuilt
+ * libggml-base, fill() copied into a 40-line program, fp16 fields set as
+ * below; /tmp/peer, ../shared/tools/peer/setup.sh). */
 static const struct golden goldens[] = {
 	{ "q4_0", EXL_Q4_0, 18, 32, 1, { 0, -1 }, { 0x3c00, 0 }, 57,
 	  { -7, 3, 7, 0, -2, 3 } },
@@ -121,10 +113,32 @@ static const struct golden goldens[] = {
 	{ "q6_K", EXL_Q6_K, 210, 256, 5, { 208, -1 }, { 0x2400, 0 }, 1038.42188,
 	  { 1.671875f, 38.453125f, 11.703125f, 28.875f, 32.8125f, -40.6875f, 7.34375f,
 	    41.796875f, 5.859375f, 3.984375f, 19.296875f, 19.46875f, -37.5f, 39.84375f } },
+	{ "q4_1", EXL_Q4_1, 20, 32, 6, { 0, 2 }, { 0x3400, 0xbc00 }, 78.5,
+	  { -0.5f, 1.25f, -0.25f, 0.75f, 0.0f, 0.0f, } },
+	{ "q5_0", EXL_Q5_0, 22, 32, 7, { 0, -1 }, { 0x3800, 0x0000 }, -77,
+	  { -7.0f, -1.0f, 1.5f, 1.0f, 1.0f, -7.0f, } },
+	{ "q5_1", EXL_Q5_1, 24, 32, 8, { 0, 2 }, { 0x2e66, 0xc000 }, -77.4406738,
+	  { -0.900268555f, -0.700317383f, -1.80004883f, -0.200439453f, 0.69934082f, -1.3001709f, } },
+	{ "iq4_nl", EXL_IQ4_NL, 18, 32, 9, { 0, -1 }, { 0x2400, 0x0000 }, 19.390625,
+	  { 1.765625f, 1.765625f, -1.015625f, -0.34375f, 0.203125f, 1.765625f, } },
+	{ "q2_K", EXL_Q2_K, 84, 256, 10, { 80, 82 }, { 0x2e66, 0x3400 }, -1174.34521,
+	  { -1.25036621f, 0.249267578f, -2.75f, 0.449707031f, -0.75f, 0.449707031f, 0.399047852f, -2.5f, -3.0501709f, -2.40014648f, -2.20019531f, 2.74926758f, -3.5f, -2.5f, } },
+	{ "q3_K", EXL_Q3_K, 110, 256, 11, { 108, -1 }, { 0x3000, 0x0000 }, 710.625,
+	  { -4.5f, 4.5f, -6.75f, -3.5f, -2.625f, -1.75f, 7.0f, 1.75f, -2.125f, -5.5f, 6.0f, 11.0f, 10.125f, 7.5f, } },
+	{ "iq4_xs", EXL_IQ4_XS, 136, 256, 12, { 0, -1 }, { 0x2000, 0x0000 }, 160.679688,
+	  { 3.5546875f, -4.8671875f, 2.6796875f, 5.6875f, 4.5390625f, -3.7734375f, 1.6171875f, 0.5859375f, 2.0859375f, 9.5234375f, 15.9921875f, -28.7734375f, 3.90625f, 7.0625f, } },
 };
 
 static void test_layouts(void)
 {
+	/* GGML's kvalues_iq4nl */
+	static const int iq4nl[16] = { -127, -104, -83, -65, -49, -35, -22, -10,
+				       1, 13, 25, 38, 53, 69, 89, 113 };
+
+	for (int i = 0; i < 16; i++)
+		CHECK(exl_iq4nl_value(i) == iq4nl[i], "iq4_nl level %d = %d, want %d", i,
+		      exl_iq4nl_value(i), iq4nl[i]);
+
 	for (size_t g = 0; g < sizeof(goldens) / sizeof(goldens[0]); g++) {
 		const struct golden *t = &goldens[g];
 		uint8_t b[300];
@@ -182,6 +196,18 @@ static void test_roundtrip(void)
 		{ EXL_Q4_0, 0.11, 1.0 / 8 + 1.0 / 256 },
 		{ EXL_Q4_K, 0.08, 0.2 },
 		{ EXL_Q6_K, 0.022, 0.05 },
+		/* Q4_1 / Q5_1: levels over [min, max] <= 2 max|x|, half a step
+		 * off at most; Q5_0: as Q4_0 with 32 levels; IQ4_NL: half the
+		 * widest gap between levels (24 at the ends) of a scale at most
+		 * max|x| / 103; the rest measured with a margin */
+		{ EXL_Q4_1, 0.09, 1.0 / 15 + 1.0 / 256 },
+		{ EXL_Q5_0, 0.055, 1.0 / 16 + 1.0 / 256 },
+		{ EXL_Q5_1, 0.045, 1.0 / 31 + 1.0 / 256 },
+		{ EXL_IQ4_NL, 0.09, 12.0 / 103 + 1.0 / 256 },
+		{ EXL_Q2_K, 0.40, 0.6 },
+		{ EXL_Q3_K, 0.20, 0.4 },
+		{ EXL_Q5_K, 0.04, 0.1 },
+		{ EXL_IQ4_XS, 0.09, 0.2 },
 	};
 	const int64_t n = 256 * 64;
 	float *x = malloc(sizeof(float) * n), *y = malloc(sizeof(float) * n);
@@ -212,12 +238,12 @@ static void test_roundtrip(void)
 				amax = fmax(amax, fabs(x[i]));
 				emax = fmax(emax, fabs(e));
 			}
-			if (amax > 0 && t != EXL_Q8_0 && t != EXL_Q4_0)
+			if (amax > 0 && exl_dtype_info(t)->block_elems != 32)
 				worst = fmax(worst, emax / amax);
 			if (amax == 0)
 				CHECK(emax == 0, "%s: zero block not exact", name);
 		}
-		if (t == EXL_Q8_0 || t == EXL_Q4_0) {
+		if (exl_dtype_info(t)->block_elems == 32) {
 			/* per 32-element block */
 			for (int64_t b = 0; b < n; b += 32) {
 				double amax = 0, emax = 0;
@@ -231,7 +257,7 @@ static void test_roundtrip(void)
 			}
 		}
 		double rel = sqrt(se / sx);
-		printf("roundtrip %-5s rel rmse %.5f, worst block error / max %.5f\n", name, rel, worst);
+		printf("roundtrip %-6s rel rmse %.5f, worst block error / max %.5f\n", name, rel, worst);
 		if (t == EXL_F32) {
 			CHECK(memcmp(x, y, sizeof(float) * n) == 0, "f32 not exact");
 			continue;
@@ -242,14 +268,26 @@ static void test_roundtrip(void)
 	}
 
 	/* refused: unknown or unwritable type, partial block, n <= 0 */
-	CHECK(exl_quantize_row(EXL_Q5_K, x, q, 256) == 0, "q5_k is not writable");
+	CHECK(exl_quantize_row(EXL_IQ2_XS, x, q, 256) == 0, "iq2_xs is not writable");
+	CHECK(exl_quantize_row(EXL_Q8_K, x, q, 256) == 0, "q8_k is not writable");
 	CHECK(exl_quantize_row(EXL_Q8_0, x, q, 33) == 0, "partial block");
 	CHECK(exl_quantize_row(EXL_Q4_K, x, q, 0) == 0, "n = 0");
 	CHECK(exl_quantize_row(99, x, q, 32) == 0, "unknown type");
 	CHECK(exl_dequantize_row(EXL_Q6_K, q, y, 100) == -1, "partial K block");
 	CHECK(exl_dequantize_row(EXL_IQ2_XS, q, y, 256) == -1, "uncomputed type");
-	CHECK(exl_dtype_supported(EXL_Q4_K) && !exl_dtype_supported(EXL_Q5_K) &&
-	      !exl_dtype_supported(EXL_Q8_K), "supported set");
+	/* the computed set: every type with a quantizer (Q8_K is the
+	 * activation format, the other IQ types have no kernels) */
+	for (uint32_t t = 0; t < EXL_DTYPE_COUNT; t++) {
+		bool want = t == EXL_F32 || t == EXL_F16 || t == EXL_BF16 || t == EXL_Q8_0 ||
+			    t == EXL_Q4_0 || t == EXL_Q4_1 || t == EXL_Q5_0 || t == EXL_Q5_1 ||
+			    t == EXL_IQ4_NL || t == EXL_Q2_K || t == EXL_Q3_K || t == EXL_Q4_K ||
+			    t == EXL_Q5_K || t == EXL_Q6_K || t == EXL_IQ4_XS;
+
+		CHECK(exl_dtype_supported(t) == want && exl_quantize_supported(t) == want,
+		      "type %u (%s) supported %d, writable %d", t,
+		      exl_dtype_info(t) ? exl_dtype_info(t)->name : "-", exl_dtype_supported(t),
+		      exl_quantize_supported(t));
+	}
 
 	/* Q8_0 known bytes: 0..31 -> d = 31/127, q = round(i * 127 / 31) */
 	{
@@ -273,6 +311,6 @@ int main(void)
 	test_fp16();
 	test_layouts();
 	test_roundtrip();
-	printf("%d passed, %d failed\n", checks - failures, failures);
-	return failures ? 1 : 0;
+	printf("%d passed, %d failed\n", check_count - check_failures, check_failures);
+	return check_failures ? 1 : 0;
 }

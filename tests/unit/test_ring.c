@@ -14,21 +14,11 @@
 
 #include "client/lib/client_internal.h"
 #include "daemon/server/delivery/ring.h"
+#include "tests/common/check.h"
 
 #ifndef F_SEAL_FUTURE_WRITE
 #define F_SEAL_FUTURE_WRITE 0x0010
 #endif
-
-static int failures;
-
-#define CHECK(cond, ...) do { \
-	if (!(cond)) { \
-		failures++; \
-		fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__, #cond); \
-		fprintf(stderr, __VA_ARGS__); \
-		fputc('\n', stderr); \
-	} \
-} while (0)
 
 static uint8_t pattern(uint64_t job, size_t i)
 {
@@ -453,8 +443,8 @@ int main(void)
 	test_map_refusals();
 	test_broken_records();
 	test_claimed_counts();
-	if (failures) {
-		fprintf(stderr, "%d checks failed\n", failures);
+	if (check_failures) {
+		fprintf(stderr, "%d checks failed\n", check_failures);
 		return 1;
 	}
 	printf("ring: all checks passed\n");

@@ -7,17 +7,7 @@
 #include <string.h>
 
 #include "daemon/core/sampler/sampler.h"
-
-static int failures;
-
-#define CHECK(cond, ...) do { \
-	if (!(cond)) { \
-		failures++; \
-		fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__, #cond); \
-		fprintf(stderr, __VA_ARGS__); \
-		fputc('\n', stderr); \
-	} \
-} while (0)
+#include "tests/common/check.h"
 
 static bool near(double a, double b, double tol)
 {
@@ -642,8 +632,8 @@ int main(void)
 	test_big_sort();
 	test_pipeline();
 	test_check();
-	if (failures) {
-		fprintf(stderr, "%d check(s) failed\n", failures);
+	if (check_failures) {
+		fprintf(stderr, "%d check(s) failed\n", check_failures);
 		return 1;
 	}
 	printf("sampler: all checks passed\n");

@@ -23,17 +23,7 @@
 #include "daemon/core/gguf/gguf.h"
 #include "daemon/core/gguf/gguf_write.h"
 #include "daemon/core/tokenizer/tokenizer.h"
-
-static int n_checks, n_failed;
-
-#define CHECK(cond)                                                                       \
-	do {                                                                              \
-		n_checks++;                                                               \
-		if (!(cond)) {                                                            \
-			n_failed++;                                                       \
-			fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
-		}                                                                         \
-	} while (0)
+#include "tests/common/check.h"
 
 #define SP "\xe2\x96\x81" /* U+2581, SentencePiece's space */
 
@@ -77,40 +67,40 @@ struct meta {
 /* Writes v + m as GGUF into *buf and opens it.  The caller frees both. */
 static struct gguf_file *build(const struct vocab *v, const struct meta *m, void **buf)
 {
-	struct gguf_writer *w = gguf_writer_new();
+	struct gguf_writer *w = exl_gguf_writer_new();
 	struct gguf_file *f = NULL;
 	char err[256];
 	size_t size;
 
 	*buf = NULL;
-	gguf_writer_set_str(w, "general.architecture", "llama");
+	exl_gguf_writer_set_str(w, "general.architecture", "llama");
 	if (m->model)
-		gguf_writer_set_str(w, "tokenizer.ggml.model", m->model);
+		exl_gguf_writer_set_str(w, "tokenizer.ggml.model", m->model);
 	if (m->pre)
-		gguf_writer_set_str(w, "tokenizer.ggml.pre", m->pre);
-	gguf_writer_set_str_arr(w, "tokenizer.ggml.tokens", (const char *const *)v->text, (uint64_t)v->n);
+		exl_gguf_writer_set_str(w, "tokenizer.ggml.pre", m->pre);
+	exl_gguf_writer_set_str_arr(w, "tokenizer.ggml.tokens", (const char *const *)v->text, (uint64_t)v->n);
 	if (!m->no_scores)
-		gguf_writer_set_arr(w, "tokenizer.ggml.scores", GGUF_VT_FLOAT32, v->score,
-				    (uint64_t)(v->n - m->short_scores));
+		exl_gguf_writer_set_arr(w, "tokenizer.ggml.scores", GGUF_VT_FLOAT32, v->score,
+					(uint64_t)(v->n - m->short_scores));
 	if (!m->no_types)
-		gguf_writer_set_arr(w, "tokenizer.ggml.token_type", GGUF_VT_INT32, v->type, (uint64_t)v->n);
+		exl_gguf_writer_set_arr(w, "tokenizer.ggml.token_type", GGUF_VT_INT32, v->type, (uint64_t)v->n);
 	if (m->merges)
-		gguf_writer_set_str_arr(w, "tokenizer.ggml.merges", m->merges, (uint64_t)m->n_merges);
+		exl_gguf_writer_set_str_arr(w, "tokenizer.ggml.merges", m->merges, (uint64_t)m->n_merges);
 	if (m->bos >= 0)
-		gguf_writer_set_u32(w, "tokenizer.ggml.bos_token_id", (uint32_t)m->bos);
+		exl_gguf_writer_set_u32(w, "tokenizer.ggml.bos_token_id", (uint32_t)m->bos);
 	if (m->eos >= 0)
-		gguf_writer_set_u32(w, "tokenizer.ggml.eos_token_id", (uint32_t)m->eos);
+		exl_gguf_writer_set_u32(w, "tokenizer.ggml.eos_token_id", (uint32_t)m->eos);
 	if (m->add_space_prefix >= 0)
-		gguf_writer_set_bool(w, "tokenizer.ggml.add_space_prefix", m->add_space_prefix);
-	if (gguf_writer_write_mem(w, buf, &size, err, sizeof(err))) {
+		exl_gguf_writer_set_bool(w, "tokenizer.ggml.add_space_prefix", m->add_space_prefix);
+	if (exl_gguf_writer_write_mem(w, buf, &size, err, sizeof(err))) {
 		fprintf(stderr, "cannot write the test vocabulary: %s\n", err);
 		goto out;
 	}
-	f = gguf_open_buffer(*buf, size, err, sizeof(err));
+	f = exl_gguf_open_buffer(*buf, size, err, sizeof(err));
 	if (!f)
 		fprintf(stderr, "cannot read the test vocabulary back: %s\n", err);
 out:
-	gguf_writer_free(w);
+	exl_gguf_writer_free(w);
 	return f;
 }
 
@@ -124,7 +114,7 @@ static struct exl_tokenizer *load(const struct vocab *v, const struct meta *m, c
 
 	if (f)
 		t = exl_tokenizer_load(f, err, errlen);
-	gguf_close(f);
+	exl_gguf_close(f);
 	free(buf);
 	return t;
 }
@@ -769,9 +759,9 @@ int main(int argc, char **argv)
 		if (strcmp(argv[1], tests[i].name))
 			continue;
 		if (tests[i].fn())
-			n_failed++;
-		printf("%d checks, %d failed\n", n_checks, n_failed);
-		return n_failed ? 1 : 0;
+			check_failures++;
+		printf("%d checks, %d failed\n", check_count, check_failures);
+		return check_failures ? 1 : 0;
 	}
 	fprintf(stderr, "usage: test_tokenizer spm|bpe|detok|errors|empty\n");
 	return 2;

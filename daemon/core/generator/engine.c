@@ -172,6 +172,9 @@ struct exl_engine *exl_engine_create(struct exl_model *m, struct exl_kvcache *kv
 	e->kv = kv;
 	e->cfg = *c;
 	e->cfg.max_seq_len = exl_engine_max_seq_len(m, c);
+	/* rope factors that depend on how long a sequence may grow (phi3's
+	 * long and short ones) follow the context this engine serves */
+	exl_model_set_context(m, e->cfg.max_seq_len);
 	e->n_vocab = hp->n_vocab;
 	e->page_size = exl_kvcache_page_size(kv);
 	e->n_pages = exl_kvcache_n_pages(kv);
@@ -549,7 +552,7 @@ static int64_t tally_job(struct exl_engine *e, const struct exl_job *job, int pa
 	for (int i = 0; i < job->n_seqs; i++) {
 		const struct exl_kv_seq *s = &job->seq[i].kv;
 
-		for (int k = 0; k < s->n_pages; k++) {
+		for (int k = s->n_dropped; k < s->n_pages; k++) {
 			int32_t p = s->pages[k];
 
 			if (pass == 0) {

@@ -60,7 +60,7 @@ static const uint8_t vtype_size[GGUF_VT_COUNT] = {
 	[GGUF_VT_INT64] = 8, [GGUF_VT_FLOAT64] = 8,
 };
 
-const char *gguf_vtype_name(enum gguf_vtype t)
+const char *exl_gguf_vtype_name(enum gguf_vtype t)
 {
 	if ((unsigned)t >= GGUF_VT_COUNT)
 		return "unknown";
@@ -170,7 +170,7 @@ static int rd_scalar(struct reader *r, enum gguf_vtype t, struct gguf_value *v)
 	unsigned n = vtype_size[t];
 	uint64_t raw;
 
-	if (need(r, n, gguf_vtype_name(t)))
+	if (need(r, n, exl_gguf_vtype_name(t)))
 		return -1;
 	raw = load_le(r->p + r->pos, n);
 	switch (t) {
@@ -209,7 +209,7 @@ static int rd_scalar(struct reader *r, enum gguf_vtype t, struct gguf_value *v)
 		memcpy(&v->f64, &raw, sizeof(v->f64));
 		break;
 	default:
-		return fail_at(r, r->pos, "internal: %s is not a scalar", gguf_vtype_name(t));
+		return fail_at(r, r->pos, "internal: %s is not a scalar", exl_gguf_vtype_name(t));
 	}
 	r->pos += n;
 	return 0;
@@ -253,7 +253,7 @@ static int rd_array_body(struct reader *r, struct gguf_array *a, int depth)
 {
 	size_t at = r->pos - 8; /* the count field */
 	uint64_t n = a->count;
-	const char *tn = gguf_vtype_name(a->elem_type);
+	const char *tn = exl_gguf_vtype_name(a->elem_type);
 
 	if (a->elem_type == GGUF_VT_STRING) {
 		if (n > remaining(r) / MIN_STR_BYTES)
@@ -317,7 +317,7 @@ static void free_value(struct gguf_value *v)
 		free_array(&v->arr);
 }
 
-void gguf_close(struct gguf_file *f)
+void exl_gguf_close(struct gguf_file *f)
 {
 	if (!f)
 		return;
@@ -471,7 +471,7 @@ static int value_as_i64(const struct gguf_value *v, int64_t *out)
 
 static int parse_alignment(struct reader *r, struct gguf_file *f)
 {
-	const struct gguf_kv *kv = gguf_find_kv(f, "general.alignment");
+	const struct gguf_kv *kv = exl_gguf_find_kv(f, "general.alignment");
 	uint64_t a;
 
 	f->alignment = GGUF_DEFAULT_ALIGNMENT;
@@ -480,7 +480,7 @@ static int parse_alignment(struct reader *r, struct gguf_file *f)
 	snprintf(r->where, sizeof(r->where), "key 'general.alignment'");
 	if (value_as_u64(&kv->val, &a))
 		return fail_at(r, (size_t)kv->offset, "must be a non-negative integer, not %s",
-			       gguf_vtype_name(kv->val.type));
+			       exl_gguf_vtype_name(kv->val.type));
 	if (a == 0 || a > UINT32_MAX || (a & (a - 1)))
 		return fail_at(r, (size_t)kv->offset, "alignment %llu is not a nonzero power of two",
 			       (unsigned long long)a);
@@ -677,13 +677,13 @@ static struct gguf_file *parse(const uint8_t *base, size_t size, char *err, size
 		goto fail;
 	return f;
 fail:
-	/* gguf_close must not unmap a buffer the caller owns */
+	/* exl_gguf_close must not unmap a buffer the caller owns */
 	f->mapped = false;
-	gguf_close(f);
+	exl_gguf_close(f);
 	return NULL;
 }
 
-struct gguf_file *gguf_open_buffer(const void *buf, size_t size, char *err, size_t errlen)
+struct gguf_file *exl_gguf_open_buffer(const void *buf, size_t size, char *err, size_t errlen)
 {
 	if (!buf && size) {
 		snprintf(err, errlen, "gguf: NULL buffer of %zu bytes", size);
@@ -692,7 +692,7 @@ struct gguf_file *gguf_open_buffer(const void *buf, size_t size, char *err, size
 	return parse(buf ? buf : "", size, err, errlen);
 }
 
-struct gguf_file *gguf_open(const char *path, char *err, size_t errlen)
+struct gguf_file *exl_gguf_open(const char *path, char *err, size_t errlen)
 {
 	struct gguf_file *f;
 	struct stat st;
@@ -739,56 +739,56 @@ struct gguf_file *gguf_open(const char *path, char *err, size_t errlen)
 	return f;
 }
 
-bool gguf_str_eq(struct gguf_str s, const char *c)
+bool exl_gguf_str_eq(struct gguf_str s, const char *c)
 {
 	size_t n = strlen(c);
 
 	return s.len == n && (n == 0 || !memcmp(s.ptr, c, n));
 }
 
-const struct gguf_kv *gguf_find_kv(const struct gguf_file *f, const char *key)
+const struct gguf_kv *exl_gguf_find_kv(const struct gguf_file *f, const char *key)
 {
 	for (uint64_t i = 0; i < f->n_kv; i++)
-		if (gguf_str_eq(f->kv[i].key, key))
+		if (exl_gguf_str_eq(f->kv[i].key, key))
 			return &f->kv[i];
 	return NULL;
 }
 
-const struct gguf_tensor *gguf_find_tensor(const struct gguf_file *f, const char *name)
+const struct gguf_tensor *exl_gguf_find_tensor(const struct gguf_file *f, const char *name)
 {
 	for (uint64_t i = 0; i < f->n_tensors; i++)
-		if (gguf_str_eq(f->tensors[i].name, name))
+		if (exl_gguf_str_eq(f->tensors[i].name, name))
 			return &f->tensors[i];
 	return NULL;
 }
 
-bool gguf_get_u64(const struct gguf_file *f, const char *key, uint64_t *out)
+bool exl_gguf_get_u64(const struct gguf_file *f, const char *key, uint64_t *out)
 {
-	const struct gguf_kv *kv = gguf_find_kv(f, key);
+	const struct gguf_kv *kv = exl_gguf_find_kv(f, key);
 
 	return kv && !value_as_u64(&kv->val, out);
 }
 
-bool gguf_get_u32(const struct gguf_file *f, const char *key, uint32_t *out)
+bool exl_gguf_get_u32(const struct gguf_file *f, const char *key, uint32_t *out)
 {
 	uint64_t v;
 
-	if (!gguf_get_u64(f, key, &v) || v > UINT32_MAX)
+	if (!exl_gguf_get_u64(f, key, &v) || v > UINT32_MAX)
 		return false;
 	*out = (uint32_t)v;
 	return true;
 }
 
-bool gguf_get_i64(const struct gguf_file *f, const char *key, int64_t *out)
+bool exl_gguf_get_i64(const struct gguf_file *f, const char *key, int64_t *out)
 {
-	const struct gguf_kv *kv = gguf_find_kv(f, key);
+	const struct gguf_kv *kv = exl_gguf_find_kv(f, key);
 
 	return kv && !value_as_i64(&kv->val, out);
 }
 
-bool gguf_get_f32(const struct gguf_file *f, const char *key, float *out)
+bool exl_gguf_get_f32(const struct gguf_file *f, const char *key, float *out)
 {
-	const struct gguf_kv *kv = gguf_find_kv(f, key);
+	const struct gguf_kv *kv = exl_gguf_find_kv(f, key);
 	int64_t i;
 
 	if (!kv)
@@ -804,9 +804,9 @@ bool gguf_get_f32(const struct gguf_file *f, const char *key, float *out)
 	return false;
 }
 
-bool gguf_get_bool(const struct gguf_file *f, const char *key, bool *out)
+bool exl_gguf_get_bool(const struct gguf_file *f, const char *key, bool *out)
 {
-	const struct gguf_kv *kv = gguf_find_kv(f, key);
+	const struct gguf_kv *kv = exl_gguf_find_kv(f, key);
 
 	if (!kv || kv->val.type != GGUF_VT_BOOL)
 		return false;
@@ -814,9 +814,9 @@ bool gguf_get_bool(const struct gguf_file *f, const char *key, bool *out)
 	return true;
 }
 
-bool gguf_get_str(const struct gguf_file *f, const char *key, char *buf, size_t buflen)
+bool exl_gguf_get_str(const struct gguf_file *f, const char *key, char *buf, size_t buflen)
 {
-	const struct gguf_kv *kv = gguf_find_kv(f, key);
+	const struct gguf_kv *kv = exl_gguf_find_kv(f, key);
 
 	if (!kv || kv->val.type != GGUF_VT_STRING || kv->val.str.len >= buflen)
 		return false;
@@ -826,9 +826,9 @@ bool gguf_get_str(const struct gguf_file *f, const char *key, char *buf, size_t 
 	return true;
 }
 
-const struct gguf_array *gguf_get_arr(const struct gguf_file *f, const char *key)
+const struct gguf_array *exl_gguf_get_arr(const struct gguf_file *f, const char *key)
 {
-	const struct gguf_kv *kv = gguf_find_kv(f, key);
+	const struct gguf_kv *kv = exl_gguf_find_kv(f, key);
 
 	if (!kv || kv->val.type != GGUF_VT_ARRAY)
 		return NULL;
@@ -849,7 +849,7 @@ static bool arr_raw(const struct gguf_array *a, uint64_t i, uint64_t *raw)
 	return true;
 }
 
-bool gguf_arr_get_i64(const struct gguf_array *a, uint64_t i, int64_t *out)
+bool exl_gguf_arr_get_i64(const struct gguf_array *a, uint64_t i, int64_t *out)
 {
 	uint64_t raw;
 
@@ -883,7 +883,7 @@ bool gguf_arr_get_i64(const struct gguf_array *a, uint64_t i, int64_t *out)
 	}
 }
 
-bool gguf_arr_get_f64(const struct gguf_array *a, uint64_t i, double *out)
+bool exl_gguf_arr_get_f64(const struct gguf_array *a, uint64_t i, double *out)
 {
 	uint64_t raw;
 	int64_t v;
@@ -902,13 +902,13 @@ bool gguf_arr_get_f64(const struct gguf_array *a, uint64_t i, double *out)
 		memcpy(out, &raw, sizeof(*out));
 		return true;
 	}
-	if (!gguf_arr_get_i64(a, i, &v))
+	if (!exl_gguf_arr_get_i64(a, i, &v))
 		return false;
 	*out = (double)v;
 	return true;
 }
 
-size_t gguf_vtype_size(enum gguf_vtype t)
+size_t exl_gguf_vtype_size(enum gguf_vtype t)
 {
 	if ((unsigned)t >= GGUF_VT_COUNT)
 		return 0;

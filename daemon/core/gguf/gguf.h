@@ -92,42 +92,42 @@ struct gguf_file {
 
 /* Opens and validates PATH.  On failure returns NULL and writes a message
  * naming the problem and its file offset into err. */
-struct gguf_file *gguf_open(const char *path, char *err, size_t errlen);
+struct gguf_file *exl_gguf_open(const char *path, char *err, size_t errlen);
 
 /* The same over a caller-owned buffer that must outlive the result (tests,
  * fuzzing). */
-struct gguf_file *gguf_open_buffer(const void *buf, size_t size, char *err, size_t errlen);
+struct gguf_file *exl_gguf_open_buffer(const void *buf, size_t size, char *err, size_t errlen);
 
-void gguf_close(struct gguf_file *f);
+void exl_gguf_close(struct gguf_file *f);
 
-const struct gguf_kv *gguf_find_kv(const struct gguf_file *f, const char *key);
-const struct gguf_tensor *gguf_find_tensor(const struct gguf_file *f, const char *name);
+const struct gguf_kv *exl_gguf_find_kv(const struct gguf_file *f, const char *key);
+const struct gguf_tensor *exl_gguf_find_tensor(const struct gguf_file *f, const char *name);
 
 /* Typed getters: return false when the key is absent or of an incompatible
  * type.  Integer getters accept any integer type whose value fits. */
-bool gguf_get_u32(const struct gguf_file *f, const char *key, uint32_t *out);
-bool gguf_get_u64(const struct gguf_file *f, const char *key, uint64_t *out);
-bool gguf_get_i64(const struct gguf_file *f, const char *key, int64_t *out);
-bool gguf_get_f32(const struct gguf_file *f, const char *key, float *out);
-bool gguf_get_bool(const struct gguf_file *f, const char *key, bool *out);
+bool exl_gguf_get_u32(const struct gguf_file *f, const char *key, uint32_t *out);
+bool exl_gguf_get_u64(const struct gguf_file *f, const char *key, uint64_t *out);
+bool exl_gguf_get_i64(const struct gguf_file *f, const char *key, int64_t *out);
+bool exl_gguf_get_f32(const struct gguf_file *f, const char *key, float *out);
+bool exl_gguf_get_bool(const struct gguf_file *f, const char *key, bool *out);
 /* Copies into a NUL-terminated buffer; false when absent, not a string or too long. */
-bool gguf_get_str(const struct gguf_file *f, const char *key, char *buf, size_t buflen);
-const struct gguf_array *gguf_get_arr(const struct gguf_file *f, const char *key);
+bool exl_gguf_get_str(const struct gguf_file *f, const char *key, char *buf, size_t buflen);
+const struct gguf_array *exl_gguf_get_arr(const struct gguf_file *f, const char *key);
 
 /* True when s equals the C string c. */
-bool gguf_str_eq(struct gguf_str s, const char *c);
+bool exl_gguf_str_eq(struct gguf_str s, const char *c);
 
-const char *gguf_vtype_name(enum gguf_vtype t);
+const char *exl_gguf_vtype_name(enum gguf_vtype t);
 
 /* Encoded bytes of one element of a scalar type; 0 for STRING, ARRAY and
  * unknown types. */
-size_t gguf_vtype_size(enum gguf_vtype t);
+size_t exl_gguf_vtype_size(enum gguf_vtype t);
 
 /* Element i of a scalar array (the data may be unaligned; these read it
- * safely).  gguf_arr_get_i64 takes any integer element type whose value
- * fits; gguf_arr_get_f64 also takes FLOAT32/FLOAT64.  False when i is out of
- * range or the element type does not convert. */
-bool gguf_arr_get_i64(const struct gguf_array *a, uint64_t i, int64_t *out);
-bool gguf_arr_get_f64(const struct gguf_array *a, uint64_t i, double *out);
+ * safely).  exl_gguf_arr_get_i64 takes any integer element type whose
+ * value fits; exl_gguf_arr_get_f64 also takes FLOAT32/FLOAT64.  False when
+ * i is out of range or the element type does not convert. */
+bool exl_gguf_arr_get_i64(const struct gguf_array *a, uint64_t i, int64_t *out);
+bool exl_gguf_arr_get_f64(const struct gguf_array *a, uint64_t i, double *out);
 
 #endif

@@ -110,7 +110,7 @@ static int put_str(struct gguf_writer *w, struct buf *b, const char *s, uint64_t
 	return put(w, b, s, (size_t)len);
 }
 
-struct gguf_writer *gguf_writer_new(void)
+struct gguf_writer *exl_gguf_writer_new(void)
 {
 	struct gguf_writer *w = calloc(1, sizeof(*w));
 
@@ -119,7 +119,7 @@ struct gguf_writer *gguf_writer_new(void)
 	return w;
 }
 
-void gguf_writer_free(struct gguf_writer *w)
+void exl_gguf_writer_free(struct gguf_writer *w)
 {
 	if (!w)
 		return;
@@ -133,7 +133,7 @@ void gguf_writer_free(struct gguf_writer *w)
 	free(w);
 }
 
-const char *gguf_writer_error(const struct gguf_writer *w)
+const char *exl_gguf_writer_error(const struct gguf_writer *w)
 {
 	return w->failed ? w->err : NULL;
 }
@@ -164,7 +164,7 @@ static int put_array(struct gguf_writer *w, const char *key, const struct gguf_a
 				return -1;
 		return 0;
 	}
-	esize = gguf_vtype_size(a->elem_type);
+	esize = exl_gguf_vtype_size(a->elem_type);
 	if (a->count > SIZE_MAX / esize)
 		return wfail(w, "gguf_write: key '%s': array of %llu elements too large", key,
 			     (unsigned long long)a->count);
@@ -194,25 +194,25 @@ static int put_value(struct gguf_writer *w, const char *key, const struct gguf_v
 	case GGUF_VT_UINT16:
 	case GGUF_VT_UINT32:
 	case GGUF_VT_UINT64: {
-		unsigned n = (unsigned)gguf_vtype_size(v->type);
+		unsigned n = (unsigned)exl_gguf_vtype_size(v->type);
 
 		if (n < 8 && v->u64 >> (8 * n))
 			return wfail(w, "gguf_write: key '%s': %llu does not fit %s", key,
-				     (unsigned long long)v->u64, gguf_vtype_name(v->type));
+				     (unsigned long long)v->u64, exl_gguf_vtype_name(v->type));
 		return put_le(w, &w->kv, v->u64, n);
 	}
 	case GGUF_VT_INT8:
 	case GGUF_VT_INT16:
 	case GGUF_VT_INT32:
 	case GGUF_VT_INT64: {
-		unsigned n = (unsigned)gguf_vtype_size(v->type);
+		unsigned n = (unsigned)exl_gguf_vtype_size(v->type);
 
 		if (n < 8) {
 			int64_t lim = (int64_t)1 << (8 * n - 1);
 
 			if (v->i64 < -lim || v->i64 >= lim)
 				return wfail(w, "gguf_write: key '%s': %lld does not fit %s", key,
-					     (long long)v->i64, gguf_vtype_name(v->type));
+					     (long long)v->i64, exl_gguf_vtype_name(v->type));
 		}
 		return put_le(w, &w->kv, (uint64_t)v->i64, n);
 	}
@@ -239,7 +239,7 @@ static int put_value(struct gguf_writer *w, const char *key, const struct gguf_v
 	}
 }
 
-int gguf_writer_set(struct gguf_writer *w, const char *key, const struct gguf_value *v)
+int exl_gguf_writer_set(struct gguf_writer *w, const char *key, const struct gguf_value *v)
 {
 	size_t mark;
 	char *k;
@@ -277,22 +277,22 @@ int gguf_writer_set(struct gguf_writer *w, const char *key, const struct gguf_va
 	{                                                                          \
 		struct gguf_value v = { .type = vt };                              \
 		v.field = x;                                                       \
-		return gguf_writer_set(w, key, &v);                                \
+		return exl_gguf_writer_set(w, key, &v);                                \
 	}
 
-SETTER(gguf_writer_set_u8, GGUF_VT_UINT8, u64, uint8_t)
-SETTER(gguf_writer_set_i8, GGUF_VT_INT8, i64, int8_t)
-SETTER(gguf_writer_set_u16, GGUF_VT_UINT16, u64, uint16_t)
-SETTER(gguf_writer_set_i16, GGUF_VT_INT16, i64, int16_t)
-SETTER(gguf_writer_set_u32, GGUF_VT_UINT32, u64, uint32_t)
-SETTER(gguf_writer_set_i32, GGUF_VT_INT32, i64, int32_t)
-SETTER(gguf_writer_set_u64, GGUF_VT_UINT64, u64, uint64_t)
-SETTER(gguf_writer_set_i64, GGUF_VT_INT64, i64, int64_t)
-SETTER(gguf_writer_set_f32, GGUF_VT_FLOAT32, f64, float)
-SETTER(gguf_writer_set_f64, GGUF_VT_FLOAT64, f64, double)
-SETTER(gguf_writer_set_bool, GGUF_VT_BOOL, u64, bool)
+SETTER(exl_gguf_writer_set_u8, GGUF_VT_UINT8, u64, uint8_t)
+SETTER(exl_gguf_writer_set_i8, GGUF_VT_INT8, i64, int8_t)
+SETTER(exl_gguf_writer_set_u16, GGUF_VT_UINT16, u64, uint16_t)
+SETTER(exl_gguf_writer_set_i16, GGUF_VT_INT16, i64, int16_t)
+SETTER(exl_gguf_writer_set_u32, GGUF_VT_UINT32, u64, uint32_t)
+SETTER(exl_gguf_writer_set_i32, GGUF_VT_INT32, i64, int32_t)
+SETTER(exl_gguf_writer_set_u64, GGUF_VT_UINT64, u64, uint64_t)
+SETTER(exl_gguf_writer_set_i64, GGUF_VT_INT64, i64, int64_t)
+SETTER(exl_gguf_writer_set_f32, GGUF_VT_FLOAT32, f64, float)
+SETTER(exl_gguf_writer_set_f64, GGUF_VT_FLOAT64, f64, double)
+SETTER(exl_gguf_writer_set_bool, GGUF_VT_BOOL, u64, bool)
 
-int gguf_writer_set_str(struct gguf_writer *w, const char *key, const char *s)
+int exl_gguf_writer_set_str(struct gguf_writer *w, const char *key, const char *s)
 {
 	struct gguf_value v = { .type = GGUF_VT_STRING };
 
@@ -300,30 +300,30 @@ int gguf_writer_set_str(struct gguf_writer *w, const char *key, const char *s)
 		return wfail(w, "gguf_write: key '%s': NULL string", key ? key : "");
 	v.str.ptr = s;
 	v.str.len = strlen(s);
-	return gguf_writer_set(w, key, &v);
+	return exl_gguf_writer_set(w, key, &v);
 }
 
-int gguf_writer_set_alignment(struct gguf_writer *w, uint32_t alignment)
+int exl_gguf_writer_set_alignment(struct gguf_writer *w, uint32_t alignment)
 {
-	return gguf_writer_set_u32(w, "general.alignment", alignment);
+	return exl_gguf_writer_set_u32(w, "general.alignment", alignment);
 }
 
-int gguf_writer_set_arr(struct gguf_writer *w, const char *key, enum gguf_vtype elem_type,
-			const void *data, uint64_t n)
+int exl_gguf_writer_set_arr(struct gguf_writer *w, const char *key, enum gguf_vtype elem_type,
+			    const void *data, uint64_t n)
 {
 	struct gguf_value v = { .type = GGUF_VT_ARRAY };
 
-	if (!gguf_vtype_size(elem_type))
+	if (!exl_gguf_vtype_size(elem_type))
 		return wfail(w, "gguf_write: key '%s': %s is not a scalar element type",
-			     key ? key : "", gguf_vtype_name(elem_type));
+			     key ? key : "", exl_gguf_vtype_name(elem_type));
 	v.arr.elem_type = elem_type;
 	v.arr.count = n;
 	v.arr.data = data;
-	return gguf_writer_set(w, key, &v);
+	return exl_gguf_writer_set(w, key, &v);
 }
 
-int gguf_writer_set_strn_arr(struct gguf_writer *w, const char *key, const char *const *strs,
-			     const uint64_t *lens, uint64_t n)
+int exl_gguf_writer_set_strn_arr(struct gguf_writer *w, const char *key, const char *const *strs,
+				 const uint64_t *lens, uint64_t n)
 {
 	struct gguf_value v = { .type = GGUF_VT_ARRAY };
 	int rc;
@@ -341,15 +341,15 @@ int gguf_writer_set_strn_arr(struct gguf_writer *w, const char *key, const char 
 		v.arr.strs[i].ptr = strs[i];
 		v.arr.strs[i].len = lens ? lens[i] : strlen(strs[i]);
 	}
-	rc = gguf_writer_set(w, key, &v);
+	rc = exl_gguf_writer_set(w, key, &v);
 	free(v.arr.strs);
 	return rc;
 }
 
-int gguf_writer_set_str_arr(struct gguf_writer *w, const char *key, const char *const *strs,
-			    uint64_t n)
+int exl_gguf_writer_set_str_arr(struct gguf_writer *w, const char *key, const char *const *strs,
+				uint64_t n)
 {
-	return gguf_writer_set_strn_arr(w, key, strs, NULL, n);
+	return exl_gguf_writer_set_strn_arr(w, key, strs, NULL, n);
 }
 
 static int add_tensor(struct gguf_writer *w, const char *name, uint32_t type, uint32_t n_dims,
@@ -408,14 +408,15 @@ static int add_tensor(struct gguf_writer *w, const char *name, uint32_t type, ui
 	return 0;
 }
 
-int gguf_writer_add_tensor(struct gguf_writer *w, const char *name, uint32_t type,
-			   uint32_t n_dims, const uint64_t *ne, const void *data)
+int exl_gguf_writer_add_tensor(struct gguf_writer *w, const char *name, uint32_t type,
+			       uint32_t n_dims, const uint64_t *ne, const void *data)
 {
 	return add_tensor(w, name, type, n_dims, ne, data, NULL, NULL);
 }
 
-int gguf_writer_add_tensor_fill(struct gguf_writer *w, const char *name, uint32_t type,
-				uint32_t n_dims, const uint64_t *ne, gguf_fill_fn fill, void *ctx)
+int exl_gguf_writer_add_tensor_fill(struct gguf_writer *w, const char *name, uint32_t type,
+				    uint32_t n_dims, const uint64_t *ne, gguf_fill_fn fill,
+				    void *ctx)
 {
 	if (!fill)
 		return wfail(w, "gguf_write: tensor '%s': no fill function", name ? name : "");
@@ -565,7 +566,8 @@ static size_t file_size(struct gguf_writer *w, size_t header_len)
 	return total;
 }
 
-int gguf_writer_write_mem(struct gguf_writer *w, void **buf, size_t *size, char *err, size_t errlen)
+int exl_gguf_writer_write_mem(struct gguf_writer *w, void **buf, size_t *size, char *err,
+			      size_t errlen)
 {
 	struct sink s = { .fd = -1, .path = "memory", .err = err, .errlen = errlen };
 	struct buf h = { 0 };
@@ -596,7 +598,7 @@ int gguf_writer_write_mem(struct gguf_writer *w, void **buf, size_t *size, char 
 	return 0;
 }
 
-int gguf_writer_write_file(struct gguf_writer *w, const char *path, char *err, size_t errlen)
+int exl_gguf_writer_write_file(struct gguf_writer *w, const char *path, char *err, size_t errlen)
 {
 	struct sink s = { .path = path, .err = err, .errlen = errlen };
 	size_t plen = strlen(path);

@@ -151,7 +151,7 @@ static int class_seqs(struct compiler *c, uint32_t cls)
 	for (uint32_t i = 0; i < k->n; i++) {
 		const uint32_t *r = &c->ir->ranges[k->first + 2 * i];
 
-		if (utf8_split_range(r[0], r[1], collect_seq, c))
+		if (exl_grammar_utf8_split_range(r[0], r[1], collect_seq, c))
 			return -1;
 	}
 	return 0;
@@ -273,7 +273,7 @@ static const char *rule_name(const struct compiler *c, uint32_t r)
 {
 	if (r >= c->ir->n_rules)
 		return "(character class)";
-	return ir_rule_name(c->ir, c->ir->rules[r].parent);
+	return exl_ir_rule_name(c->ir, c->ir->rules[r].parent);
 }
 
 /* Iterates the alternatives' elements of rule r: calls f for each. */
@@ -471,7 +471,7 @@ static void unproductive(struct compiler *c, uint32_t r, const bool *prod, bool 
 		at += (size_t)snprintf(text + at, sizeof(text) - at, "%s%s", prev ? " -> " : "", nm);
 		prev = nm;
 	}
-	ir_where(c->text, c->len, c->ir->rules[c->ir->rules[r].parent].def_at, where, sizeof(where));
+	exl_ir_where(c->text, c->len, c->ir->rules[c->ir->rules[r].parent].def_at, where, sizeof(where));
 	snprintf(c->err, c->errlen, "rule '%s' (defined at %s) can never finish: every way "
 		 "through it leads back into it (%s)", rule_name(c, r), where, text);
 	free(path);
@@ -576,7 +576,7 @@ struct exl_grammar *exl_grammar_compile(const char *text, size_t len, char *err,
 		snprintf(err, errlen, "no grammar text");
 		goto fail;
 	}
-	if (ir_parse(&ir, text ? text : "", len, err, errlen))
+	if (exl_ir_parse(&ir, text ? text : "", len, err, errlen))
 		goto fail;
 	c.class_of_rule = malloc((ir.n_classes + 1) * sizeof(*c.class_of_rule));
 	if (!c.class_of_rule) {
@@ -615,7 +615,7 @@ struct exl_grammar *exl_grammar_compile(const char *text, size_t len, char *err,
 	g->root = ir.root;
 	if (index_alternatives(&c) || index_chains(&c) || check(&c))
 		goto fail;
-	ir_free(&ir);
+	exl_ir_free(&ir);
 	free(c.rule_first);
 	free(c.class_hash);
 	free(c.class_of_rule);
@@ -623,7 +623,7 @@ struct exl_grammar *exl_grammar_compile(const char *text, size_t len, char *err,
 	free(c.seqs);
 	return g;
 fail:
-	ir_free(&ir);
+	exl_ir_free(&ir);
 	free(c.rule_first);
 	free(c.class_hash);
 	free(c.class_of_rule);

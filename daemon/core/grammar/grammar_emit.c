@@ -7,32 +7,32 @@
 #include "daemon/core/grammar/grammar_emit.h"
 #include "daemon/core/grammar/grammar_internal.h"
 
-void gbnf_init(struct exl_gbnf_out *o)
+void exl_gbnf_init(struct exl_gbnf_out *o)
 {
 	memset(o, 0, sizeof(*o));
 }
 
-void gbnf_free(struct exl_gbnf_out *o)
+void exl_gbnf_free(struct exl_gbnf_out *o)
 {
 	free(o->s);
 	memset(o, 0, sizeof(*o));
 }
 
-char *gbnf_take(struct exl_gbnf_out *o)
+char *exl_gbnf_take(struct exl_gbnf_out *o)
 {
 	char *s = NULL;
 
 	if (!o->oom) {
-		gbnf_put(o, "", 0);
+		exl_gbnf_put(o, "", 0);
 		s = o->oom ? NULL : o->s;
 		if (s)
 			o->s = NULL;
 	}
-	gbnf_free(o);
+	exl_gbnf_free(o);
 	return s;
 }
 
-void gbnf_put(struct exl_gbnf_out *o, const char *s, size_t n)
+void exl_gbnf_put(struct exl_gbnf_out *o, const char *s, size_t n)
 {
 	if (o->oom)
 		return;
@@ -56,12 +56,12 @@ void gbnf_put(struct exl_gbnf_out *o, const char *s, size_t n)
 	o->s[o->len] = 0;
 }
 
-void gbnf_puts(struct exl_gbnf_out *o, const char *s)
+void exl_gbnf_puts(struct exl_gbnf_out *o, const char *s)
 {
-	gbnf_put(o, s, strlen(s));
+	exl_gbnf_put(o, s, strlen(s));
 }
 
-void gbnf_printf(struct exl_gbnf_out *o, const char *fmt, ...)
+void exl_gbnf_printf(struct exl_gbnf_out *o, const char *fmt, ...)
 {
 	char buf[512];
 	va_list ap;
@@ -75,7 +75,7 @@ void gbnf_printf(struct exl_gbnf_out *o, const char *fmt, ...)
 		return;
 	}
 	if ((size_t)n < sizeof(buf)) {
-		gbnf_put(o, buf, (size_t)n);
+		exl_gbnf_put(o, buf, (size_t)n);
 		return;
 	}
 	char *big = malloc((size_t)n + 1);
@@ -87,7 +87,7 @@ void gbnf_printf(struct exl_gbnf_out *o, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(big, (size_t)n + 1, fmt, ap);
 	va_end(ap);
-	gbnf_put(o, big, (size_t)n);
+	exl_gbnf_put(o, big, (size_t)n);
 	free(big);
 }
 
@@ -98,25 +98,25 @@ static void put_cp(struct exl_gbnf_out *o, uint32_t c, bool in_class)
 	int n;
 
 	if (c < 0x20 || c == 0x7F) {
-		gbnf_printf(o, "\\x%02X", c);
+		exl_gbnf_printf(o, "\\x%02X", c);
 		return;
 	}
 	if (c == '\\' || (!in_class && c == '"') ||
 	    (in_class && (c == ']' || c == '[' || c == '-' || c == '^'))) {
 		char e[2] = { '\\', (char)c };
 
-		gbnf_put(o, e, 2);
+		exl_gbnf_put(o, e, 2);
 		return;
 	}
 	n = exl_utf8_encode(c, b);
-	gbnf_put(o, (const char *)b, (size_t)n);
+	exl_gbnf_put(o, (const char *)b, (size_t)n);
 }
 
-void gbnf_literal(struct exl_gbnf_out *o, const char *s, size_t n)
+void exl_gbnf_literal(struct exl_gbnf_out *o, const char *s, size_t n)
 {
 	size_t i = 0;
 
-	gbnf_put(o, "\"", 1);
+	exl_gbnf_put(o, "\"", 1);
 	while (i < n) {
 		uint32_t c;
 		int k = exl_utf8_decode((const uint8_t *)s + i, n - i, &c);
@@ -128,30 +128,30 @@ void gbnf_literal(struct exl_gbnf_out *o, const char *s, size_t n)
 		put_cp(o, c, false);
 		i += (size_t)k;
 	}
-	gbnf_put(o, "\"", 1);
+	exl_gbnf_put(o, "\"", 1);
 }
 
-void gbnf_char(struct exl_gbnf_out *o, uint32_t c)
+void exl_gbnf_char(struct exl_gbnf_out *o, uint32_t c)
 {
-	gbnf_put(o, "\"", 1);
+	exl_gbnf_put(o, "\"", 1);
 	put_cp(o, c, false);
-	gbnf_put(o, "\"", 1);
+	exl_gbnf_put(o, "\"", 1);
 }
 
-void gbnf_class(struct exl_gbnf_out *o, const uint32_t *ranges, size_t n, bool negate)
+void exl_gbnf_class(struct exl_gbnf_out *o, const uint32_t *ranges, size_t n, bool negate)
 {
-	gbnf_put(o, negate ? "[^" : "[", negate ? 2 : 1);
+	exl_gbnf_put(o, negate ? "[^" : "[", negate ? 2 : 1);
 	for (size_t i = 0; i < n; i++) {
 		put_cp(o, ranges[2 * i], true);
 		if (ranges[2 * i + 1] != ranges[2 * i]) {
-			gbnf_put(o, "-", 1);
+			exl_gbnf_put(o, "-", 1);
 			put_cp(o, ranges[2 * i + 1], true);
 		}
 	}
-	gbnf_put(o, "]", 1);
+	exl_gbnf_put(o, "]", 1);
 }
 
-void gbnf_name(struct exl_gbnf_out *o, const char *base, char *buf, size_t buflen)
+void exl_gbnf_name(struct exl_gbnf_out *o, const char *base, char *buf, size_t buflen)
 {
 	snprintf(buf, buflen, "%s-%u", base, o->next_id++);
 }

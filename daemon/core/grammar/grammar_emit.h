@@ -15,25 +15,25 @@ struct exl_gbnf_out {
 	bool oom;
 };
 
-void gbnf_init(struct exl_gbnf_out *o);
-void gbnf_free(struct exl_gbnf_out *o);
+void exl_gbnf_init(struct exl_gbnf_out *o);
+void exl_gbnf_free(struct exl_gbnf_out *o);
 /* Hands the text over (NULL when out of memory); o is emptied. */
-char *gbnf_take(struct exl_gbnf_out *o);
+char *exl_gbnf_take(struct exl_gbnf_out *o);
 
-void gbnf_put(struct exl_gbnf_out *o, const char *s, size_t n);
-void gbnf_puts(struct exl_gbnf_out *o, const char *s);
+void exl_gbnf_put(struct exl_gbnf_out *o, const char *s, size_t n);
+void exl_gbnf_puts(struct exl_gbnf_out *o, const char *s);
 __attribute__((format(printf, 2, 3)))
-void gbnf_printf(struct exl_gbnf_out *o, const char *fmt, ...);
+void exl_gbnf_printf(struct exl_gbnf_out *o, const char *fmt, ...);
 
 /* A "literal" for n bytes of UTF-8 (other bytes become \xHH, which means
  * the code point, so pass valid UTF-8). */
-void gbnf_literal(struct exl_gbnf_out *o, const char *s, size_t n);
+void exl_gbnf_literal(struct exl_gbnf_out *o, const char *s, size_t n);
 /* One character as a literal. */
-void gbnf_char(struct exl_gbnf_out *o, uint32_t c);
+void exl_gbnf_char(struct exl_gbnf_out *o, uint32_t c);
 /* A [class] of n code point ranges lo, hi (pairs), negated when asked. */
-void gbnf_class(struct exl_gbnf_out *o, const uint32_t *ranges, size_t n, bool negate);
+void exl_gbnf_class(struct exl_gbnf_out *o, const uint32_t *ranges, size_t n, bool negate);
 
 /* A fresh rule name "base-N" into buf. */
-void gbnf_name(struct exl_gbnf_out *o, const char *base, char *buf, size_t buflen);
+void exl_gbnf_name(struct exl_gbnf_out *o, const char *base, char *buf, size_t buflen);
 
 #endif

@@ -51,12 +51,12 @@ struct ir {
 	uint32_t root;
 };
 
-void ir_free(struct ir *ir);
-const char *ir_rule_name(const struct ir *ir, uint32_t rule);
+void exl_ir_free(struct ir *ir);
+const char *exl_ir_rule_name(const struct ir *ir, uint32_t rule);
 /* Parses GBNF into ir (zeroed by the caller). */
-int ir_parse(struct ir *ir, const char *text, size_t len, char *err, size_t errlen);
+int exl_ir_parse(struct ir *ir, const char *text, size_t len, char *err, size_t errlen);
 /* "line L, column C" of byte offset off. */
-void ir_where(const char *text, size_t len, size_t off, char *buf, size_t buflen);
+void exl_ir_where(const char *text, size_t len, size_t off, char *buf, size_t buflen);
 
 /* ---- the compiled form: rules over bytes ---- */
 
@@ -115,8 +115,8 @@ struct utf8_seq {
 /* Splits the code points [lo, hi] (no surrogates inside, hi <= 0x10FFFF)
  * into byte sequence patterns that match exactly their encodings.  Calls
  * emit for each; a non-zero return stops and is returned. */
-int utf8_split_range(uint32_t lo, uint32_t hi, int (*emit)(const struct utf8_seq *s, void *u),
-		     void *u);
+int exl_grammar_utf8_split_range(uint32_t lo, uint32_t hi,
+				 int (*emit)(const struct utf8_seq *s, void *u), void *u);
 
 /* ---- the matcher ---- */
 
@@ -199,13 +199,13 @@ struct exl_gmatch {
 
 /* The state after byte b from state s: a state, GSET_DEAD, or GSET_ERROR
  * (message in err). */
-int32_t gmatch_step(struct exl_gmatch *m, int32_t s, uint8_t b, char *err, size_t errlen);
+int32_t exl_gmatch_step(struct exl_gmatch *m, int32_t s, uint8_t b, char *err, size_t errlen);
 /* Rebuilds the tables around the current state when they grew too big. */
-int gmatch_maybe_reclaim(struct exl_gmatch *m, char *err, size_t errlen);
+int exl_gmatch_maybe_reclaim(struct exl_gmatch *m, char *err, size_t errlen);
 /* The stack pos on top of parent (interned); 0 on error. */
-uint32_t gmatch_node(struct exl_gmatch *m, uint32_t pos, uint32_t parent, char *err,
-		     size_t errlen);
+uint32_t exl_gmatch_node(struct exl_gmatch *m, uint32_t pos, uint32_t parent, char *err,
+			 size_t errlen);
 /* The state of ids[0..n) (sorted here, deduplicated, interned). */
-int32_t gmatch_set(struct exl_gmatch *m, uint32_t *ids, size_t n, char *err, size_t errlen);
+int32_t exl_gmatch_set(struct exl_gmatch *m, uint32_t *ids, size_t n, char *err, size_t errlen);
 
 #endif

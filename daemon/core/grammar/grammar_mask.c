@@ -100,7 +100,7 @@ static int walk(struct exl_gmatch *m, const struct exl_vocab_trie *t, uint32_t n
 			if (s == GSET_UNKNOWN) {
 				if (w.node == node && ch->byte == skip_byte)
 					continue;
-				s = gmatch_step(m, w.set, ch->byte, err, errlen);
+				s = exl_gmatch_step(m, w.set, ch->byte, err, errlen);
 				if (s == GSET_ERROR)
 					return -1;
 			} else if (w.node == node && ch->byte == skip_byte) {
@@ -181,14 +181,14 @@ static int32_t canon_set(struct exl_gmatch *m, int32_t s, int which, uint32_t cu
 				continue;
 			}
 			same = false;
-			top = gmatch_node(m, p2, top, err, errlen);
+			top = exl_gmatch_node(m, p2, top, err, errlen);
 			if (!top)
 				goto out;
 		}
 		ids[i] = top;
 		changed |= !same;
 	}
-	c = changed ? gmatch_set(m, ids, n, err, errlen) : s;
+	c = changed ? exl_gmatch_set(m, ids, n, err, errlen) : s;
 	if (c >= 0) {
 		m->sets[s].canon[which] = c;
 		m->sets[s].canon_level[which] = cut;
@@ -235,7 +235,7 @@ int exl_gmatch_mask_from(struct exl_gmatch *m, const struct exl_vocab_trie *t, u
 		snprintf(err, errlen, "grammar mask: no vocabulary tree node %u", node);
 		return -1;
 	}
-	if (gmatch_maybe_reclaim(m, err, errlen))
+	if (exl_gmatch_maybe_reclaim(m, err, errlen))
 		return -1;
 	return walk(m, t, node, m->cur, skip_byte, UINT32_MAX, mask, err, errlen);
 }
@@ -281,7 +281,7 @@ static int cached_mask(struct exl_gmatch *m, const struct exl_vocab_trie *t, int
 int exl_gmatch_mask(struct exl_gmatch *m, const struct exl_vocab_trie *t, uint32_t *mask,
 		    char *err, size_t errlen)
 {
-	if (gmatch_maybe_reclaim(m, err, errlen))
+	if (exl_gmatch_maybe_reclaim(m, err, errlen))
 		return -1;
 	cache_for(m, t);
 	int32_t full = canon_set(m, m->cur, 0, t->max_len + 1, err, errlen);
@@ -307,7 +307,7 @@ int exl_gmatch_mask(struct exl_gmatch *m, const struct exl_vocab_trie *t, uint32
 		const uint8_t *p = exl_vocab_trie_token(t, id, &len);
 
 		for (size_t k = 0; k < len && s >= 0; k++)
-			s = gmatch_step(m, s, p[k], err, errlen);
+			s = exl_gmatch_step(m, s, p[k], err, errlen);
 		if (s == GSET_ERROR)
 			return -1;
 		if (s >= 0)

@@ -345,7 +345,7 @@ static int tr_grow(struct exl_gmatch *m)
 	return 0;
 }
 
-int32_t gmatch_step(struct exl_gmatch *m, int32_t s, uint8_t b, char *err, size_t errlen)
+int32_t exl_gmatch_step(struct exl_gmatch *m, int32_t s, uint8_t b, char *err, size_t errlen)
 {
 	int32_t *arr = m->sets[s].tr;
 
@@ -403,7 +403,7 @@ static void clear_tables(struct exl_gmatch *m)
 	m->mask_ring_head = 0;
 }
 
-int gmatch_maybe_reclaim(struct exl_gmatch *m, char *err, size_t errlen)
+int exl_gmatch_maybe_reclaim(struct exl_gmatch *m, char *err, size_t errlen)
 {
 	if (m->n_nodes < RECLAIM_NODES && m->n_sets < m->reclaim_states &&
 	    m->n_pool < RECLAIM_POOL && m->n_tr < RECLAIM_TR)
@@ -467,13 +467,13 @@ out:
 	return rc;
 }
 
-uint32_t gmatch_node(struct exl_gmatch *m, uint32_t pos, uint32_t parent, char *err,
-		     size_t errlen)
+uint32_t exl_gmatch_node(struct exl_gmatch *m, uint32_t pos, uint32_t parent, char *err,
+			 size_t errlen)
 {
 	return intern_node(m, pos, parent, err, errlen);
 }
 
-int32_t gmatch_set(struct exl_gmatch *m, uint32_t *ids, size_t n, char *err, size_t errlen)
+int32_t exl_gmatch_set(struct exl_gmatch *m, uint32_t *ids, size_t n, char *err, size_t errlen)
 {
 	size_t k = 0;
 
@@ -542,18 +542,18 @@ void exl_gmatch_free(struct exl_gmatch *m)
 int exl_gmatch_reset(struct exl_gmatch *m, char *err, size_t errlen)
 {
 	m->cur = m->start;
-	return gmatch_maybe_reclaim(m, err, errlen);
+	return exl_gmatch_maybe_reclaim(m, err, errlen);
 }
 
 int exl_gmatch_feed(struct exl_gmatch *m, const uint8_t *p, size_t n, char *err, size_t errlen)
 {
 	int32_t s;
 
-	if (gmatch_maybe_reclaim(m, err, errlen))
+	if (exl_gmatch_maybe_reclaim(m, err, errlen))
 		return -1;
 	s = m->cur;
 	for (size_t i = 0; i < n; i++) {
-		s = gmatch_step(m, s, p[i], err, errlen);
+		s = exl_gmatch_step(m, s, p[i], err, errlen);
 		if (s == GSET_ERROR)
 			return -1;
 		if (s == GSET_DEAD)

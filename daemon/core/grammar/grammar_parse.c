@@ -33,7 +33,7 @@ struct parser {
 	size_t n_tmp, cap_tmp;
 };
 
-void ir_where(const char *text, size_t len, size_t off, char *buf, size_t buflen)
+void exl_ir_where(const char *text, size_t len, size_t off, char *buf, size_t buflen)
 {
 	size_t line = 1, col = 1;
 
@@ -59,7 +59,7 @@ static int fail_at(struct parser *p, size_t off, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	ir_where(p->s, p->len, off, where, sizeof(where));
+	exl_ir_where(p->s, p->len, off, where, sizeof(where));
 	snprintf(p->err, p->errlen, "%s: %s", where, msg);
 	return -1;
 }
@@ -89,7 +89,7 @@ static int grow(void **ptr, size_t *cap, size_t need, size_t size)
 
 /* ---- the ir ---- */
 
-void ir_free(struct ir *ir)
+void exl_ir_free(struct ir *ir)
 {
 	for (size_t i = 0; i < ir->n_rules; i++)
 		free(ir->rules[i].e);
@@ -101,7 +101,7 @@ void ir_free(struct ir *ir)
 	memset(ir, 0, sizeof(*ir));
 }
 
-const char *ir_rule_name(const struct ir *ir, uint32_t rule)
+const char *exl_ir_rule_name(const struct ir *ir, uint32_t rule)
 {
 	return ir->names + ir->rules[rule].name;
 }
@@ -757,9 +757,9 @@ static int parse_rule(struct parser *p)
 	if (r->defined) {
 		char where[64];
 
-		ir_where(p->s, p->len, r->def_at, where, sizeof(where));
+		exl_ir_where(p->s, p->len, r->def_at, where, sizeof(where));
 		return fail_at(p, at, "rule '%s' is defined twice (first at %s)",
-			       ir_rule_name(p->ir, id), where);
+			       exl_ir_rule_name(p->ir, id), where);
 	}
 	r->defined = true;
 	r->def_at = at;
@@ -767,7 +767,7 @@ static int parse_rule(struct parser *p)
 	return parse_alternates(p, id, false);
 }
 
-int ir_parse(struct ir *ir, const char *text, size_t len, char *err, size_t errlen)
+int exl_ir_parse(struct ir *ir, const char *text, size_t len, char *err, size_t errlen)
 {
 	struct parser p = { .ir = ir, .s = text, .len = len, .err = err, .errlen = errlen };
 	int rc = -1;
@@ -788,7 +788,7 @@ int ir_parse(struct ir *ir, const char *text, size_t len, char *err, size_t errl
 
 		if (!r->synthesized && !r->defined) {
 			fail_at(&p, r->use_at ? r->use_at - 1 : 0, "undefined rule '%s'",
-				ir_rule_name(ir, (uint32_t)i));
+				exl_ir_rule_name(ir, (uint32_t)i));
 			goto out;
 		}
 	}

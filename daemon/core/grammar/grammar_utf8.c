@@ -43,8 +43,8 @@ static int split_same(uint32_t lo, uint32_t hi, int (*emit)(const struct utf8_se
 	return emit(&s, u);
 }
 
-int utf8_split_range(uint32_t lo, uint32_t hi, int (*emit)(const struct utf8_seq *s, void *u),
-		     void *u)
+int exl_grammar_utf8_split_range(uint32_t lo, uint32_t hi,
+				 int (*emit)(const struct utf8_seq *s, void *u), void *u)
 {
 	static const uint32_t len_max[] = { 0x7F, 0x7FF, 0xFFFF, 0x10FFFF };
 	int r;
@@ -55,14 +55,14 @@ int utf8_split_range(uint32_t lo, uint32_t hi, int (*emit)(const struct utf8_seq
 		return 0;
 	/* Surrogates have no encoding. */
 	if (lo <= 0xDFFF && hi >= 0xD800) {
-		if (lo < 0xD800 && (r = utf8_split_range(lo, 0xD7FF, emit, u)))
+		if (lo < 0xD800 && (r = exl_grammar_utf8_split_range(lo, 0xD7FF, emit, u)))
 			return r;
-		return hi > 0xDFFF ? utf8_split_range(0xE000, hi, emit, u) : 0;
+		return hi > 0xDFFF ? exl_grammar_utf8_split_range(0xE000, hi, emit, u) : 0;
 	}
 	for (int i = 0; i < 3; i++) {
 		if (lo <= len_max[i] && hi > len_max[i]) {
-			r = utf8_split_range(lo, len_max[i], emit, u);
-			return r ? r : utf8_split_range(len_max[i] + 1, hi, emit, u);
+			r = exl_grammar_utf8_split_range(lo, len_max[i], emit, u);
+			return r ? r : exl_grammar_utf8_split_range(len_max[i] + 1, hi, emit, u);
 		}
 	}
 	return split_same(lo, hi, emit, u);

@@ -43,19 +43,19 @@ static bool in_list(const char *const *l, const char *k)
 	return false;
 }
 
-bool js_is_annotation(const char *k)
+bool exl_js_is_annotation(const char *k)
 {
 	return in_list(annotations, k) || !strncmp(k, "x-", 2);
 }
 
-bool js_is_supported(const char *k)
+bool exl_js_is_supported(const char *k)
 {
 	return in_list(supported, k);
 }
 
 /* ---- paths and errors ---- */
 
-size_t js_path_push(struct js_conv *c, const char *seg, size_t n)
+size_t exl_js_path_push(struct js_conv *c, const char *seg, size_t n)
 {
 	size_t old = c->plen;
 
@@ -74,26 +74,26 @@ size_t js_path_push(struct js_conv *c, const char *seg, size_t n)
 	return old;
 }
 
-size_t js_path_push_str(struct js_conv *c, const char *seg)
+size_t exl_js_path_push_str(struct js_conv *c, const char *seg)
 {
-	return js_path_push(c, seg, strlen(seg));
+	return exl_js_path_push(c, seg, strlen(seg));
 }
 
-size_t js_path_push_index(struct js_conv *c, size_t i)
+size_t exl_js_path_push_index(struct js_conv *c, size_t i)
 {
 	char b[24];
 
 	snprintf(b, sizeof(b), "%zu", i);
-	return js_path_push_str(c, b);
+	return exl_js_path_push_str(c, b);
 }
 
-void js_path_pop(struct js_conv *c, size_t old)
+void exl_js_path_pop(struct js_conv *c, size_t old)
 {
 	c->plen = old;
 	c->path[old] = 0;
 }
 
-int js_fail(struct js_conv *c, const char *fmt, ...)
+int exl_js_fail(struct js_conv *c, const char *fmt, ...)
 {
 	char msg[400];
 	va_list ap;
@@ -106,21 +106,21 @@ int js_fail(struct js_conv *c, const char *fmt, ...)
 }
 
 /* A keyword's own path in the message. */
-int js_kfail(struct js_conv *c, const char *kw, const char *fmt, ...)
+int exl_js_kfail(struct js_conv *c, const char *kw, const char *fmt, ...)
 {
 	char msg[400];
 	va_list ap;
-	size_t old = js_path_push_str(c, kw);
+	size_t old = exl_js_path_push_str(c, kw);
 
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	js_fail(c, "%s", msg);
-	js_path_pop(c, old);
+	exl_js_fail(c, "%s", msg);
+	exl_js_path_pop(c, old);
 	return -1;
 }
 
-int js_oom(struct js_conv *c)
+int exl_js_oom(struct js_conv *c)
 {
 	snprintf(c->err, c->errlen, "out of memory converting the schema");
 	return -1;
@@ -130,46 +130,46 @@ int js_oom(struct js_conv *c)
 
 static void put_out(void *u, const char *s, size_t n)
 {
-	gbnf_put(u, s, n);
+	exl_gbnf_put(u, s, n);
 }
 
 /* v's compact JSON text as a literal. */
-int js_literal(struct js_conv *c, struct exl_gbnf_out *b, const struct exl_json *v)
+int exl_js_literal(struct js_conv *c, struct exl_gbnf_out *b, const struct exl_json *v)
 {
 	struct exl_gbnf_out t;
 
-	gbnf_init(&t);
+	exl_gbnf_init(&t);
 	exl_json_write(v, put_out, &t);
 	if (t.oom) {
-		gbnf_free(&t);
-		return js_oom(c);
+		exl_gbnf_free(&t);
+		return exl_js_oom(c);
 	}
-	gbnf_literal(b, t.s, t.len);
-	gbnf_free(&t);
+	exl_gbnf_literal(b, t.s, t.len);
+	exl_gbnf_free(&t);
 	return 0;
 }
 
 /* A string's JSON form as a literal: "\"key\"". */
-int js_key_literal(struct js_conv *c, struct exl_gbnf_out *b, const char *k, size_t n)
+int exl_js_key_literal(struct js_conv *c, struct exl_gbnf_out *b, const char *k, size_t n)
 {
 	struct exl_json s = { .type = EXL_JSON_STRING, .str = k, .len = n };
 
-	return js_literal(c, b, &s);
+	return exl_js_literal(c, b, &s);
 }
 
-int js_get_count(struct js_conv *c, const struct exl_json *s, const char *kw, long *out)
+int exl_js_get_count(struct js_conv *c, const struct exl_json *s, const char *kw, long *out)
 {
 	const struct exl_json *v = exl_json_get(s, kw);
 
 	if (!v)
 		return 0;
 	if (v->type != EXL_JSON_NUMBER || v->num < 0 || v->num != floor(v->num))
-		return js_kfail(c, kw, "'%s' must be a non-negative integer", kw);
+		return exl_js_kfail(c, kw, "'%s' must be a non-negative integer", kw);
 	*out = v->num > 1e9 ? 1000000000 : (long)v->num;
 	return 0;
 }
 
-int js_type_bit(struct js_conv *c, const struct exl_json *v, unsigned *mask)
+int exl_js_type_bit(struct js_conv *c, const struct exl_json *v, unsigned *mask)
 {
 	static const struct { const char *name; unsigned bits; } types[] = {
 		{ "null", JS_T_NULL }, { "boolean", JS_T_BOOL }, { "integer", JS_T_INT },
@@ -178,19 +178,19 @@ int js_type_bit(struct js_conv *c, const struct exl_json *v, unsigned *mask)
 	};
 
 	if (v->type != EXL_JSON_STRING)
-		return js_kfail(c, "type", "'type' must be a type name or a list of them");
+		return exl_js_kfail(c, "type", "'type' must be a type name or a list of them");
 	for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++) {
 		if (!strcmp(v->str, types[i].name)) {
 			*mask |= types[i].bits;
 			return 0;
 		}
 	}
-	return js_kfail(c, "type", "unknown type '%.60s'", v->str);
+	return exl_js_kfail(c, "type", "unknown type '%.60s'", v->str);
 }
 
 /* The types a schema allows: 'type', or what its keywords imply (a
  * subset of what the schema allows, so still valid), else any. */
-int js_type_mask(struct js_conv *c, const struct exl_json *s, unsigned *mask)
+int exl_js_type_mask(struct js_conv *c, const struct exl_json *s, unsigned *mask)
 {
 	static const char *const obj_kw[] = { "properties", "required", "additionalProperties", NULL };
 	static const char *const arr_kw[] = { "items", "prefixItems", "minItems", "maxItems",
@@ -204,11 +204,11 @@ int js_type_mask(struct js_conv *c, const struct exl_json *s, unsigned *mask)
 	if (t) {
 		if (t->type == EXL_JSON_ARRAY) {
 			if (!t->n)
-				return js_kfail(c, "type", "'type' is an empty list");
+				return exl_js_kfail(c, "type", "'type' is an empty list");
 			for (size_t i = 0; i < t->n; i++)
-				if (js_type_bit(c, t->v[i], mask))
+				if (exl_js_type_bit(c, t->v[i], mask))
 					return -1;
-		} else if (js_type_bit(c, t, mask)) {
+		} else if (exl_js_type_bit(c, t, mask)) {
 			return -1;
 		}
 	} else {
@@ -231,7 +231,7 @@ int js_type_mask(struct js_conv *c, const struct exl_json *s, unsigned *mask)
 
 	if (nl) {
 		if (nl->type != EXL_JSON_BOOL)
-			return js_kfail(c, "nullable", "'nullable' must be true or false");
+			return exl_js_kfail(c, "nullable", "'nullable' must be true or false");
 		if (nl->b)
 			*mask |= JS_T_NULL;
 	}
@@ -254,21 +254,21 @@ static bool value_has_type(const struct exl_json *v, unsigned mask)
 
 /* ---- references ---- */
 
-int js_resolve(struct js_conv *c, const char *ref, const struct exl_json **out)
+int exl_js_resolve(struct js_conv *c, const char *ref, const struct exl_json **out)
 {
 	const struct exl_json *node = c->root;
 	const char *p = ref + 1;
 	char seg[256];
 
 	if (ref[0] != '#')
-		return js_kfail(c, "$ref", "$ref '%.100s': only references within this schema "
+		return exl_js_kfail(c, "$ref", "$ref '%.100s': only references within this schema "
 			     "(starting with '#') are supported", ref);
 	while (*p) {
 		size_t n = 0;
 
 		if (*p != '/')
-			return js_kfail(c, "$ref", "$ref '%.100s': only JSON pointers (#/...) are "
-				     "supported, not anchors", ref);
+			return exl_js_kfail(c, "$ref", "$ref '%.100s': only JSON pointers "
+					    "(#/...) are supported, not anchors", ref);
 		p++;
 		while (*p && *p != '/') {
 			char ch = *p++;
@@ -281,12 +281,12 @@ int js_resolve(struct js_conv *c, const char *ref, const struct exl_json **out)
 				long v = strtol(hex, &end, 16);
 
 				if (*end)
-					return js_kfail(c, "$ref", "$ref '%.100s': bad %% escape", ref);
+					return exl_js_kfail(c, "$ref", "$ref '%.100s': bad %% escape", ref);
 				ch = (char)v;
 				p += 2;
 			}
 			if (n + 1 >= sizeof(seg))
-				return js_kfail(c, "$ref", "$ref '%.100s': a segment is too long", ref);
+				return exl_js_kfail(c, "$ref", "$ref '%.100s': a segment is too long", ref);
 			seg[n++] = ch;
 		}
 		seg[n] = 0;
@@ -301,17 +301,17 @@ int js_resolve(struct js_conv *c, const char *ref, const struct exl_json **out)
 			node = NULL;
 		}
 		if (!node)
-			return js_kfail(c, "$ref", "$ref '%.100s' does not resolve ('%.60s' is not there)",
+			return exl_js_kfail(c, "$ref", "$ref '%.100s' does not resolve ('%.60s' is not there)",
 				     ref, seg);
 	}
 	*out = node;
 	return 0;
 }
 
-int js_other_keyword(const struct exl_json *s, const char *const *allowed)
+int exl_js_other_keyword(const struct exl_json *s, const char *const *allowed)
 {
 	for (size_t i = 0; i < s->n; i++)
-		if (!js_is_annotation(s->keys[i]) && !in_list(allowed, s->keys[i]))
+		if (!exl_js_is_annotation(s->keys[i]) && !in_list(allowed, s->keys[i]))
 			return (int)i;
 	return -1;
 }
@@ -330,12 +330,12 @@ static int ref_name(struct js_conv *c, const struct exl_json *s, char *name)
 		if (!r)
 			break;
 		if (hops == JS_MAX_REF_CHAIN)
-			return js_kfail(c, "$ref", "$ref chain longer than %d (a loop that never "
-				     "reaches a schema?)", JS_MAX_REF_CHAIN);
+			return exl_js_kfail(c, "$ref", "$ref chain longer than %d (a loop that "
+					    "never reaches a schema?)", JS_MAX_REF_CHAIN);
 		if (r->type != EXL_JSON_STRING)
-			return js_kfail(c, "$ref", "'$ref' must be a string");
+			return exl_js_kfail(c, "$ref", "'$ref' must be a string");
 		ref = r->str;
-		if (js_resolve(c, ref, &t))
+		if (exl_js_resolve(c, ref, &t))
 			return -1;
 	}
 	for (size_t i = 0; i < c->n_refs; i++) {
@@ -349,14 +349,14 @@ static int ref_name(struct js_conv *c, const struct exl_json *s, char *name)
 		struct js_ref *r = realloc(c->refs, cap * sizeof(*r));
 
 		if (!r)
-			return js_oom(c);
+			return exl_js_oom(c);
 		c->refs = r;
 		c->cap_refs = cap;
 	}
 	struct js_ref *e = &c->refs[c->n_refs++];
 
 	e->target = t;
-	gbnf_name(&c->o, "ref", e->name, sizeof(e->name));
+	exl_gbnf_name(&c->o, "ref", e->name, sizeof(e->name));
 	snprintf(name, JS_NAME_LEN, "%s", e->name);
 	/* Errors inside name the target's path. */
 	char saved[sizeof(c->path)];
@@ -375,19 +375,19 @@ static int ref_name(struct js_conv *c, const struct exl_json *s, char *name)
 }
 
 /* A fresh rule for s; its name into name. */
-int js_gen(struct js_conv *c, const struct exl_json *s, char *name)
+int exl_js_gen(struct js_conv *c, const struct exl_json *s, char *name)
 {
-	gbnf_name(&c->o, "v", name, JS_NAME_LEN);
+	exl_gbnf_name(&c->o, "v", name, JS_NAME_LEN);
 	return gen_into(c, s, name);
 }
 
-int js_gen_at(struct js_conv *c, const struct exl_json *s, const char *seg, char *name)
+int exl_js_gen_at(struct js_conv *c, const struct exl_json *s, const char *seg, char *name)
 {
-	size_t old = js_path_push_str(c, seg);
+	size_t old = exl_js_path_push_str(c, seg);
 
-	if (js_gen(c, s, name))
+	if (exl_js_gen(c, s, name))
 		return -1;
-	js_path_pop(c, old);
+	exl_js_path_pop(c, old);
 	return 0;
 }
 
@@ -398,7 +398,7 @@ static int string_body(struct js_conv *c, const struct exl_json *s, struct exl_g
 	const struct exl_json *pat = exl_json_get(s, "pattern"), *fmt = exl_json_get(s, "format");
 	long min = 0, max = -1;
 
-	if (js_get_count(c, s, "minLength", &min) || js_get_count(c, s, "maxLength", &max))
+	if (exl_js_get_count(c, s, "minLength", &min) || exl_js_get_count(c, s, "maxLength", &max))
 		return -1;
 	bool has_len = exl_json_get(s, "minLength") || exl_json_get(s, "maxLength");
 
@@ -406,46 +406,47 @@ static int string_body(struct js_conv *c, const struct exl_json *s, struct exl_g
 		const char *r;
 
 		if (fmt->type != EXL_JSON_STRING)
-			return js_kfail(c, "format", "'format' must be a string");
-		r = js_format_rule(fmt->str);
+			return exl_js_kfail(c, "format", "'format' must be a string");
+		r = exl_js_format_rule(fmt->str);
 		if (!r)
-			return js_kfail(c, "format", "format '%.60s' is not supported (date, time, "
-				     "date-time and uuid are)", fmt->str);
+			return exl_js_kfail(c, "format", "format '%.60s' is not supported (date, "
+					    "time, date-time and uuid are)", fmt->str);
 		if (pat || has_len)
-			return js_kfail(c, "format", "'format' together with '%s' is not supported",
-				     pat ? "pattern" : "minLength/maxLength");
-		gbnf_puts(b, r);
+			return exl_js_kfail(c, "format",
+					    "'format' together with '%s' is not supported",
+					    pat ? "pattern" : "minLength/maxLength");
+		exl_gbnf_puts(b, r);
 		return 0;
 	}
 	if (pat) {
 		char name[JS_NAME_LEN], msg[300];
 
 		if (pat->type != EXL_JSON_STRING)
-			return js_kfail(c, "pattern", "'pattern' must be a string");
+			return exl_js_kfail(c, "pattern", "'pattern' must be a string");
 		if (has_len)
-			return js_kfail(c, "pattern", "'pattern' together with minLength/maxLength is "
+			return exl_js_kfail(c, "pattern", "'pattern' together with minLength/maxLength is "
 				     "not supported");
-		gbnf_name(&c->o, "pattern", name, sizeof(name));
+		exl_gbnf_name(&c->o, "pattern", name, sizeof(name));
 		if (exl_regex_emit_json_body(&c->o, name, pat->str, pat->len, msg, sizeof(msg)))
-			return js_kfail(c, "pattern", "%s", msg);
-		gbnf_printf(b, "\"\\\"\" %s \"\\\"\"", name);
+			return exl_js_kfail(c, "pattern", "%s", msg);
+		exl_gbnf_printf(b, "\"\\\"\" %s \"\\\"\"", name);
 		return 0;
 	}
 	if (min > EXL_SCHEMA_MAX_COUNT)
-		return js_kfail(c, "minLength", "minLength above %d is not supported",
+		return exl_js_kfail(c, "minLength", "minLength above %d is not supported",
 			     EXL_SCHEMA_MAX_COUNT);
 	if (max >= 0 && max < min)
-		return js_kfail(c, "maxLength", "maxLength is below minLength");
+		return exl_js_kfail(c, "maxLength", "maxLength is below minLength");
 	/* A longer limit is cut to EXL_SCHEMA_MAX_COUNT: shorter strings are
 	 * still valid. */
 	if (max > EXL_SCHEMA_MAX_COUNT)
 		max = EXL_SCHEMA_MAX_COUNT;
 	if (!min && max < 0)
-		gbnf_puts(b, "js-string");
+		exl_gbnf_puts(b, "js-string");
 	else if (max < 0)
-		gbnf_printf(b, "\"\\\"\" js-char{%ld,} \"\\\"\"", min);
+		exl_gbnf_printf(b, "\"\\\"\" js-char{%ld,} \"\\\"\"", min);
 	else
-		gbnf_printf(b, "\"\\\"\" js-char{%ld,%ld} \"\\\"\"", min, max);
+		exl_gbnf_printf(b, "\"\\\"\" js-char{%ld,%ld} \"\\\"\"", min, max);
 	return 0;
 }
 
@@ -459,7 +460,7 @@ static int get_bound(struct js_conv *c, const struct exl_json *s, const char *kw
 	memset(b, 0, sizeof(*b));
 	if (v) {
 		if (v->type != EXL_JSON_NUMBER)
-			return js_kfail(c, kw, "'%s' must be a number", kw);
+			return exl_js_kfail(c, kw, "'%s' must be a number", kw);
 		b->set = true;
 		b->v = v->num;
 	}
@@ -468,12 +469,12 @@ static int get_bound(struct js_conv *c, const struct exl_json *s, const char *kw
 	if (e->type == EXL_JSON_BOOL) {
 		/* draft 4: a flag on the inclusive bound */
 		if (e->b && !v)
-			return js_kfail(c, excl_kw, "'%s': true needs '%s'", excl_kw, kw);
+			return exl_js_kfail(c, excl_kw, "'%s': true needs '%s'", excl_kw, kw);
 		b->excl = e->b;
 		return 0;
 	}
 	if (e->type != EXL_JSON_NUMBER)
-		return js_kfail(c, excl_kw, "'%s' must be a number", excl_kw);
+		return exl_js_kfail(c, excl_kw, "'%s' must be a number", excl_kw);
 	if (!b->set || (lower ? e->num >= b->v : e->num <= b->v)) {
 		b->set = true;
 		b->v = e->num;
@@ -492,11 +493,11 @@ static int number_body(struct js_conv *c, const struct exl_json *s, bool integer
 	    get_bound(c, s, "maximum", "exclusiveMaximum", &hi, false))
 		return -1;
 	if (!lo.set && !hi.set) {
-		gbnf_puts(b, integer ? "js-integer" : "js-number");
+		exl_gbnf_puts(b, integer ? "js-integer" : "js-number");
 		return 0;
 	}
-	if (js_emit_range(b, integer, lo, hi, msg, sizeof(msg)))
-		return js_fail(c, "%s", msg);
+	if (exl_js_emit_range(b, integer, lo, hi, msg, sizeof(msg)))
+		return exl_js_fail(c, "%s", msg);
 	return 0;
 }
 
@@ -535,9 +536,9 @@ static int text_tree(struct js_conv *c, struct exl_gbnf_out *b, const struct tex
 
 	if (hi - lo == 1) {
 		if (t[lo].n > d)
-			gbnf_literal(b, t[lo].s + d, t[lo].n - d);
+			exl_gbnf_literal(b, t[lo].s + d, t[lo].n - d);
 		else
-			gbnf_puts(b, "\"\"");
+			exl_gbnf_puts(b, "\"\"");
 		return 0;
 	}
 	/* Common prefix beyond d, cut back to a character boundary. */
@@ -548,18 +549,18 @@ static int text_tree(struct js_conv *c, struct exl_gbnf_out *b, const struct tex
 		if (k == t[lo].n || ((unsigned char)t[lo].s[k] & 0xC0) != 0x80)
 			common = k;
 	}
-	gbnf_init(&body);
+	exl_gbnf_init(&body);
 	if (common > d) {
-		gbnf_literal(&body, t[lo].s + d, common - d);
-		gbnf_puts(&body, " ");
+		exl_gbnf_literal(&body, t[lo].s + d, common - d);
+		exl_gbnf_puts(&body, " ");
 	}
-	gbnf_puts(&body, "( ");
+	exl_gbnf_puts(&body, "( ");
 	for (size_t i = lo; i < hi; ) {
 		size_t j = i + 1;
 
 		if (t[i].n == common) {
 			/* A value ends here (it sorts first). */
-			gbnf_puts(&body, first ? "\"\"" : " | \"\"");
+			exl_gbnf_puts(&body, first ? "\"\"" : " | \"\"");
 			first = false;
 			i = j;
 			continue;
@@ -569,33 +570,33 @@ static int text_tree(struct js_conv *c, struct exl_gbnf_out *b, const struct tex
 		while (j < hi && t[j].n >= common + cl && !memcmp(t[j].s + common, t[i].s + common, cl))
 			j++;
 		if (!first)
-			gbnf_puts(&body, " | ");
+			exl_gbnf_puts(&body, " | ");
 		first = false;
 		if (j - i == 1) {
-			gbnf_literal(&body, t[i].s + common, t[i].n - common);
+			exl_gbnf_literal(&body, t[i].s + common, t[i].n - common);
 		} else {
-			gbnf_literal(&body, t[i].s + common, cl);
-			gbnf_puts(&body, " ");
+			exl_gbnf_literal(&body, t[i].s + common, cl);
+			exl_gbnf_puts(&body, " ");
 			if (text_tree(c, &body, t, i, j, common + cl))
 				goto out;
 		}
 		i = j;
 	}
-	gbnf_puts(&body, " )");
-	gbnf_name(&c->o, "enum", name, sizeof(name));
-	gbnf_printf(&c->o, "%s ::= ", name);
-	gbnf_put(&c->o, body.s ? body.s : "", body.len);
-	gbnf_puts(&c->o, "\n");
-	gbnf_puts(b, name);
+	exl_gbnf_puts(&body, " )");
+	exl_gbnf_name(&c->o, "enum", name, sizeof(name));
+	exl_gbnf_printf(&c->o, "%s ::= ", name);
+	exl_gbnf_put(&c->o, body.s ? body.s : "", body.len);
+	exl_gbnf_puts(&c->o, "\n");
+	exl_gbnf_puts(b, name);
 	rc = 0;
 out:
-	gbnf_free(&body);
+	exl_gbnf_free(&body);
 	return rc;
 }
 
 static void put_out_text(void *u, const char *s, size_t n)
 {
-	gbnf_put(u, s, n);
+	exl_gbnf_put(u, s, n);
 }
 
 static int enum_body(struct js_conv *c, const struct exl_json *s, struct exl_gbnf_out *b)
@@ -604,23 +605,24 @@ static int enum_body(struct js_conv *c, const struct exl_json *s, struct exl_gbn
 	const struct exl_json *e = exl_json_get(s, "enum"), *k = exl_json_get(s, "const");
 	const char *kw = e ? "enum" : "const";
 	unsigned mask = JS_T_ALL;
-	int other = js_other_keyword(s, allowed);
+	int other = exl_js_other_keyword(s, allowed);
 	struct text *texts = NULL;
 	size_t n_texts = 0, m = 0;
 	int rc = -1;
 
 	if (other >= 0)
-		return js_kfail(c, s->keys[other], "'%s' together with '%s' is not supported",
+		return exl_js_kfail(c, s->keys[other], "'%s' together with '%s' is not supported",
 			     kw, s->keys[other]);
-	if ((exl_json_get(s, "type") || exl_json_get(s, "nullable")) && js_type_mask(c, s, &mask))
+	if ((exl_json_get(s, "type") || exl_json_get(s, "nullable")) &&
+	    exl_js_type_mask(c, s, &mask))
 		return -1;
 	if (e && e->type != EXL_JSON_ARRAY)
-		return js_kfail(c, "enum", "'enum' must be a list");
+		return exl_js_kfail(c, "enum", "'enum' must be a list");
 	size_t n = e ? e->n : 1;
 
 	texts = calloc(n + 1, sizeof(*texts));
 	if (!texts)
-		return js_oom(c);
+		return exl_js_oom(c);
 	for (size_t i = 0; i < n; i++) {
 		const struct exl_json *v = e ? e->v[i] : k;
 		struct exl_gbnf_out t;
@@ -629,18 +631,18 @@ static int enum_body(struct js_conv *c, const struct exl_json *s, struct exl_gbn
 			continue;
 		if (e && k && !exl_json_equal(v, k))
 			continue;
-		gbnf_init(&t);
+		exl_gbnf_init(&t);
 		exl_json_write(v, put_out_text, &t);
-		texts[n_texts].s = gbnf_take(&t);
+		texts[n_texts].s = exl_gbnf_take(&t);
 		if (!texts[n_texts].s) {
-			js_oom(c);
+			exl_js_oom(c);
 			goto out;
 		}
 		texts[n_texts].n = strlen(texts[n_texts].s);
 		n_texts++;
 	}
 	if (!n_texts) {
-		js_kfail(c, kw, "no value of '%s' has the schema's type", kw);
+		exl_js_kfail(c, kw, "no value of '%s' has the schema's type", kw);
 		goto out;
 	}
 	qsort(texts, n_texts, sizeof(*texts), cmp_text);
@@ -663,30 +665,30 @@ static int any_of_body(struct js_conv *c, const struct exl_json *s, const char *
 {
 	static const char *const allowed[] = { "anyOf", "oneOf", NULL };
 	const struct exl_json *l = exl_json_get(s, kw);
-	int other = js_other_keyword(s, allowed);
+	int other = exl_js_other_keyword(s, allowed);
 	char name[JS_NAME_LEN];
 
 	if (other >= 0)
-		return js_kfail(c, s->keys[other], "'%s' together with '%s' is not supported", kw,
-			     s->keys[other]);
+		return exl_js_kfail(c, s->keys[other], "'%s' together with '%s' is not supported",
+				    kw, s->keys[other]);
 	if (exl_json_get(s, "anyOf") && exl_json_get(s, "oneOf"))
-		return js_kfail(c, "oneOf", "'anyOf' together with 'oneOf' is not supported");
+		return exl_js_kfail(c, "oneOf", "'anyOf' together with 'oneOf' is not supported");
 	if (l->type != EXL_JSON_ARRAY || !l->n)
-		return js_kfail(c, kw, "'%s' must be a non-empty list of schemas", kw);
-	gbnf_puts(b, "( ");
+		return exl_js_kfail(c, kw, "'%s' must be a non-empty list of schemas", kw);
+	exl_gbnf_puts(b, "( ");
 	for (size_t i = 0; i < l->n; i++) {
-		size_t old = js_path_push_str(c, kw);
-		size_t old2 = js_path_push_index(c, i);
+		size_t old = exl_js_path_push_str(c, kw);
+		size_t old2 = exl_js_path_push_index(c, i);
 
-		if (js_gen(c, l->v[i], name))
+		if (exl_js_gen(c, l->v[i], name))
 			return -1;
-		js_path_pop(c, old2);
-		js_path_pop(c, old);
-		gbnf_printf(b, "%s%s", i ? " | " : "", name);
+		exl_js_path_pop(c, old2);
+		exl_js_path_pop(c, old);
+		exl_gbnf_printf(b, "%s%s", i ? " | " : "", name);
 	}
-	gbnf_puts(b, " )");
+	exl_gbnf_puts(b, " )");
 	/* The alternation is oneOf only when no value matches two branches. */
-	if (!strcmp(kw, "oneOf") && js_one_of_check(c, l))
+	if (!strcmp(kw, "oneOf") && exl_js_one_of_check(c, l))
 		return -1;
 	return 0;
 }
@@ -699,38 +701,38 @@ static int any_of_body(struct js_conv *c, const struct exl_json *s, const char *
  * without declaring it) is not allowed at all, and a property's schema
  * must be the same wherever it is constrained (true / {} constrain
  * nothing).  Other keywords must not differ between branches. */
-int js_schema_body(struct js_conv *c, const struct exl_json *s, struct exl_gbnf_out *b)
+int exl_js_schema_body(struct js_conv *c, const struct exl_json *s, struct exl_gbnf_out *b)
 {
 	if (s->type == EXL_JSON_BOOL) {
 		if (!s->b)
-			return js_fail(c, "the schema false allows no value");
-		gbnf_puts(b, "js-value");
+			return exl_js_fail(c, "the schema false allows no value");
+		exl_gbnf_puts(b, "js-value");
 		return 0;
 	}
 	if (s->type != EXL_JSON_OBJECT)
-		return js_fail(c, "a schema must be an object or a boolean, not %s %s",
+		return exl_js_fail(c, "a schema must be an object or a boolean, not %s %s",
 			     s->type == EXL_JSON_ARRAY ? "an" : "a", exl_json_type_name(s->type));
 	for (size_t i = 0; i < s->n; i++) {
 		const char *k = s->keys[i];
 
-		if (!js_is_annotation(k) && !js_is_supported(k))
-			return js_kfail(c, k, "keyword '%s' is not supported", k);
+		if (!exl_js_is_annotation(k) && !exl_js_is_supported(k))
+			return exl_js_kfail(c, k, "keyword '%s' is not supported", k);
 	}
 	if (exl_json_get(s, "$ref")) {
 		static const char *const only_ref[] = { "$ref", NULL };
-		int other = js_other_keyword(s, only_ref);
+		int other = exl_js_other_keyword(s, only_ref);
 		char name[JS_NAME_LEN];
 
 		if (other >= 0)
-			return js_kfail(c, s->keys[other], "'$ref' together with '%s' is not supported",
+			return exl_js_kfail(c, s->keys[other], "'$ref' together with '%s' is not supported",
 				     s->keys[other]);
 		if (ref_name(c, s, name))
 			return -1;
-		gbnf_puts(b, name);
+		exl_gbnf_puts(b, name);
 		return 0;
 	}
 	if (exl_json_get(s, "allOf"))
-		return js_all_of_body(c, s, b);
+		return exl_js_all_of_body(c, s, b);
 	if (exl_json_get(s, "anyOf"))
 		return any_of_body(c, s, "anyOf", b);
 	if (exl_json_get(s, "oneOf"))
@@ -739,10 +741,10 @@ int js_schema_body(struct js_conv *c, const struct exl_json *s, struct exl_gbnf_
 		return enum_body(c, s, b);
 	unsigned mask;
 
-	if (js_type_mask(c, s, &mask))
+	if (exl_js_type_mask(c, s, &mask))
 		return -1;
 	if (mask == JS_T_ALL) {
-		gbnf_puts(b, "js-value");
+		exl_gbnf_puts(b, "js-value");
 		return 0;
 	}
 	if ((mask & JS_T_NUM))
@@ -752,7 +754,7 @@ int js_schema_body(struct js_conv *c, const struct exl_json *s, struct exl_gbnf_
 	for (unsigned t = mask; t; t &= t - 1)
 		n++;
 	if (n > 1)
-		gbnf_puts(b, "( ");
+		exl_gbnf_puts(b, "( ");
 	bool first = true;
 
 	for (unsigned bit = 1; bit <= JS_T_OBJ; bit <<= 1) {
@@ -761,22 +763,22 @@ int js_schema_body(struct js_conv *c, const struct exl_json *s, struct exl_gbnf_
 		if (!(mask & bit))
 			continue;
 		if (!first)
-			gbnf_puts(b, " | ");
+			exl_gbnf_puts(b, " | ");
 		first = false;
 		switch (bit) {
-		case JS_T_NULL: gbnf_puts(b, "js-null"); break;
-		case JS_T_BOOL: gbnf_puts(b, "js-boolean"); break;
+		case JS_T_NULL: exl_gbnf_puts(b, "js-null"); break;
+		case JS_T_BOOL: exl_gbnf_puts(b, "js-boolean"); break;
 		case JS_T_INT: rc = number_body(c, s, true, b); break;
 		case JS_T_NUM: rc = number_body(c, s, false, b); break;
 		case JS_T_STR: rc = string_body(c, s, b); break;
-		case JS_T_ARR: rc = js_array_body(c, s, b); break;
-		case JS_T_OBJ: rc = js_object_body(c, s, b); break;
+		case JS_T_ARR: rc = exl_js_array_body(c, s, b); break;
+		case JS_T_OBJ: rc = exl_js_object_body(c, s, b); break;
 		}
 		if (rc)
 			return -1;
 	}
 	if (n > 1)
-		gbnf_puts(b, " )");
+		exl_gbnf_puts(b, " )");
 	return 0;
 }
 
@@ -787,19 +789,19 @@ static int gen_into(struct js_conv *c, const struct exl_json *s, const char *nam
 
 	if (++c->depth > MAX_NESTING) {
 		c->depth--;
-		return js_fail(c, "schemas nested deeper than %d", MAX_NESTING);
+		return exl_js_fail(c, "schemas nested deeper than %d", MAX_NESTING);
 	}
-	gbnf_init(&body);
-	rc = js_schema_body(c, s, &body);
+	exl_gbnf_init(&body);
+	rc = exl_js_schema_body(c, s, &body);
 	c->depth--;
 	if (!rc && body.oom)
-		rc = js_oom(c);
+		rc = exl_js_oom(c);
 	if (!rc) {
-		gbnf_printf(&c->o, "%s ::= ", name);
-		gbnf_put(&c->o, body.s, body.len);
-		gbnf_puts(&c->o, "\n");
+		exl_gbnf_printf(&c->o, "%s ::= ", name);
+		exl_gbnf_put(&c->o, body.s, body.len);
+		exl_gbnf_puts(&c->o, "\n");
 	}
-	gbnf_free(&body);
+	exl_gbnf_free(&body);
 	return rc;
 }
 
@@ -814,20 +816,20 @@ char *exl_json_schema_to_gbnf(const char *text, size_t len, char *err, size_t er
 		return NULL;
 	}
 	c.root = exl_json_root(c.doc);
-	gbnf_init(&c.o);
-	if (js_gen(&c, c.root, name))
+	exl_gbnf_init(&c.o);
+	if (exl_js_gen(&c, c.root, name))
 		goto out;
-	gbnf_printf(&c.o, "root ::= js-ws %s\n", name);
-	js_emit_fixed_rules(&c.o);
+	exl_gbnf_printf(&c.o, "root ::= js-ws %s\n", name);
+	exl_js_emit_fixed_rules(&c.o);
 	if (c.o.oom) {
-		js_oom(&c);
+		exl_js_oom(&c);
 		goto out;
 	}
-	gbnf = gbnf_take(&c.o);
+	gbnf = exl_gbnf_take(&c.o);
 	if (!gbnf)
-		js_oom(&c);
+		exl_js_oom(&c);
 out:
-	gbnf_free(&c.o);
+	exl_gbnf_free(&c.o);
 	exl_json_free(c.doc);
 	free(c.refs);
 	return gbnf;

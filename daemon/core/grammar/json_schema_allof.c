@@ -66,7 +66,7 @@ static bool trivially_true(const struct exl_json *v)
 	if (v->type != EXL_JSON_OBJECT)
 		return false;
 	for (size_t i = 0; i < v->n; i++)
-		if (!js_is_annotation(v->keys[i]))
+		if (!exl_js_is_annotation(v->keys[i]))
 			return false;
 	return true;
 }
@@ -83,41 +83,41 @@ static int merge_branch(struct js_conv *c, struct merge *m, const struct exl_jso
 
 		if (!r)
 			break;
-		if (js_other_keyword(br, only_ref) >= 0)
-			return js_fail(c, "an allOf branch with '$ref' and other keywords is not "
-				     "supported");
+		if (exl_js_other_keyword(br, only_ref) >= 0)
+			return exl_js_fail(c, "an allOf branch with '$ref' and other keywords "
+					   "is not supported");
 		if (r->type != EXL_JSON_STRING)
-			return js_fail(c, "'$ref' must be a string");
+			return exl_js_fail(c, "'$ref' must be a string");
 		if (hops == JS_MAX_REF_CHAIN)
-			return js_fail(c, "$ref chain longer than %d", JS_MAX_REF_CHAIN);
-		if (js_resolve(c, r->str, &br))
+			return exl_js_fail(c, "$ref chain longer than %d", JS_MAX_REF_CHAIN);
+		if (exl_js_resolve(c, r->str, &br))
 			return -1;
 	}
 	if (br->type == EXL_JSON_BOOL) {
 		if (br->b)
 			return 0;
-		return js_fail(c, "an allOf branch is false: no value is valid");
+		return exl_js_fail(c, "an allOf branch is false: no value is valid");
 	}
 	if (br->type != EXL_JSON_OBJECT)
-		return js_fail(c, "an allOf branch must be a schema");
+		return exl_js_fail(c, "an allOf branch must be a schema");
 	return merge_in(c, m, br, depth + 1);
 }
 
 static int merge_in(struct js_conv *c, struct merge *m, const struct exl_json *s, int depth)
 {
 	if (depth > 16)
-		return js_fail(c, "allOf nested deeper than 16");
+		return exl_js_fail(c, "allOf nested deeper than 16");
 	const struct exl_json *props = exl_json_get(s, "properties");
 	const struct exl_json *addl = exl_json_get(s, "additionalProperties");
 
 	if (props && props->type != EXL_JSON_OBJECT)
-		return js_kfail(c, "properties", "'properties' must be an object");
+		return exl_js_kfail(c, "properties", "'properties' must be an object");
 	if (addl && addl->type != EXL_JSON_BOOL && addl->type != EXL_JSON_OBJECT)
-		return js_kfail(c, "additionalProperties", "'additionalProperties' must be a boolean "
+		return exl_js_kfail(c, "additionalProperties", "'additionalProperties' must be a boolean "
 			     "or a schema");
 	if (props || addl) {
 		if (grow_arr((void **)&m->parts, &m->cap_parts, m->n_parts + 1, sizeof(*m->parts)))
-			return js_oom(c);
+			return exl_js_oom(c);
 		m->parts[m->n_parts].props = props;
 		m->parts[m->n_parts].addl = addl;
 		m->n_parts++;
@@ -126,30 +126,30 @@ static int merge_in(struct js_conv *c, struct merge *m, const struct exl_json *s
 		const char *k = s->keys[i];
 		const struct exl_json *v = s->v[i];
 
-		if (js_is_annotation(k) || !strcmp(k, "properties") || !strcmp(k, "additionalProperties"))
+		if (exl_js_is_annotation(k) || !strcmp(k, "properties") || !strcmp(k, "additionalProperties"))
 			continue;
-		if (!js_is_supported(k))
-			return js_kfail(c, k, "keyword '%s' is not supported", k);
+		if (!exl_js_is_supported(k))
+			return exl_js_kfail(c, k, "keyword '%s' is not supported", k);
 		if (!strcmp(k, "allOf")) {
 			if (v->type != EXL_JSON_ARRAY)
-				return js_kfail(c, k, "'allOf' must be a list of schemas");
+				return exl_js_kfail(c, k, "'allOf' must be a list of schemas");
 			for (size_t j = 0; j < v->n; j++) {
-				size_t old = js_path_push_str(c, "allOf");
-				size_t old2 = js_path_push_index(c, j);
+				size_t old = exl_js_path_push_str(c, "allOf");
+				size_t old2 = exl_js_path_push_index(c, j);
 
 				if (merge_branch(c, m, v->v[j], depth))
 					return -1;
-				js_path_pop(c, old2);
-				js_path_pop(c, old);
+				exl_js_path_pop(c, old2);
+				exl_js_path_pop(c, old);
 			}
 		} else if (!strcmp(k, "$ref")) {
-			return js_kfail(c, k, "'$ref' together with 'allOf' is not supported");
+			return exl_js_kfail(c, k, "'$ref' together with 'allOf' is not supported");
 		} else if (!strcmp(k, "required")) {
 			if (v->type != EXL_JSON_ARRAY)
-				return js_kfail(c, k, "'required' must be a list of strings");
+				return exl_js_kfail(c, k, "'required' must be a list of strings");
 			for (size_t j = 0; j < v->n; j++) {
 				if (grow_arr((void **)&m->req, &m->cap_req, m->n_req + 1, sizeof(*m->req)))
-					return js_oom(c);
+					return exl_js_oom(c);
 				m->req[m->n_req++] = v->v[j];
 			}
 		} else if (!strcmp(k, "type")) {
@@ -157,9 +157,9 @@ static int merge_in(struct js_conv *c, struct merge *m, const struct exl_json *s
 
 			if (v->type == EXL_JSON_ARRAY) {
 				for (size_t j = 0; j < v->n; j++)
-					if (js_type_bit(c, v->v[j], &t))
+					if (exl_js_type_bit(c, v->v[j], &t))
 						return -1;
-			} else if (js_type_bit(c, v, &t)) {
+			} else if (exl_js_type_bit(c, v, &t)) {
 				return -1;
 			}
 			m->types = m->has_type ? m->types & t : t;
@@ -172,11 +172,11 @@ static int merge_in(struct js_conv *c, struct merge *m, const struct exl_json *s
 					break;
 			if (j < m->n_kw) {
 				if (!exl_json_equal(m->kw[j].v, v))
-					return js_kfail(c, k, "allOf: '%s' differs between branches", k);
+					return exl_js_kfail(c, k, "allOf: '%s' differs between branches", k);
 				continue;
 			}
 			if (add_member(&m->kw, &m->n_kw, &m->cap_kw, k, s->key_lens[i], v))
-				return js_oom(c);
+				return exl_js_oom(c);
 		}
 	}
 	return 0;
@@ -221,7 +221,7 @@ static int merge_properties(struct js_conv *c, const struct merge *m, struct exl
 				if (keys[k].kl == p->key_lens[j] && !memcmp(keys[k].k, p->keys[j], keys[k].kl))
 					break;
 			if (k == n && add_member(&keys, &n, &cap, p->keys[j], p->key_lens[j], NULL)) {
-				js_oom(c);
+				exl_js_oom(c);
 				goto out;
 			}
 		}
@@ -229,7 +229,7 @@ static int merge_properties(struct js_conv *c, const struct merge *m, struct exl
 			closed = true;
 		} else if (a && !trivially_true(a)) {
 			if (addl && !exl_json_equal(addl, a)) {
-				js_fail(c, "allOf: the branches' additionalProperties differ");
+				exl_js_fail(c, "allOf: the branches' additionalProperties differ");
 				goto out;
 			}
 			addl = a;
@@ -239,7 +239,7 @@ static int merge_properties(struct js_conv *c, const struct merge *m, struct exl
 	struct exl_json *props = exl_json_new(c->doc, EXL_JSON_OBJECT, n);
 
 	if (!props) {
-		js_oom(c);
+		exl_js_oom(c);
 		goto out;
 	}
 	for (size_t k = 0; k < n; k++) {
@@ -261,7 +261,7 @@ static int merge_properties(struct js_conv *c, const struct merge *m, struct exl
 			if (!v || trivially_true(v))
 				continue;
 			if (sch && !exl_json_equal(sch, v)) {
-				js_fail(c, "allOf: property '%.60s' has different schemas in two branches",
+				exl_js_fail(c, "allOf: property '%.60s' has different schemas in two branches",
 				      keys[k].k);
 				goto out;
 			}
@@ -269,8 +269,9 @@ static int merge_properties(struct js_conv *c, const struct merge *m, struct exl
 		}
 		if (forbidden) {
 			if (is_required(m, keys[k].k, keys[k].kl)) {
-				js_fail(c, "allOf: property '%.60s' is required, but a branch with "
-				      "additionalProperties: false does not declare it", keys[k].k);
+				exl_js_fail(c, "allOf: property '%.60s' is required, but a branch "
+					    "with additionalProperties: false does not declare it",
+					    keys[k].k);
 				goto out;
 			}
 			continue;
@@ -279,7 +280,7 @@ static int merge_properties(struct js_conv *c, const struct merge *m, struct exl
 			struct exl_json *t = exl_json_new(c->doc, EXL_JSON_BOOL, 0);
 
 			if (!t) {
-				js_oom(c);
+				exl_js_oom(c);
 				goto out;
 			}
 			t->b = true;
@@ -301,7 +302,7 @@ static int merge_properties(struct js_conv *c, const struct merge *m, struct exl
 		if (closed) {
 			a = exl_json_new(c->doc, EXL_JSON_BOOL, 0);
 			if (!a) {
-				js_oom(c);
+				exl_js_oom(c);
 				goto out;
 			}
 		}
@@ -368,7 +369,7 @@ static struct exl_json *merged_schema(struct js_conv *c, const struct merge *m, 
 	return o;
 }
 
-int js_all_of_body(struct js_conv *c, const struct exl_json *s, struct exl_gbnf_out *b)
+int exl_js_all_of_body(struct js_conv *c, const struct exl_json *s, struct exl_gbnf_out *b)
 {
 	struct merge m = { 0 };
 	const struct exl_json *o;
@@ -377,19 +378,19 @@ int js_all_of_body(struct js_conv *c, const struct exl_json *s, struct exl_gbnf_
 
 	if (merge_in(c, &m, s, 0))
 		goto out;
-	old = js_path_push_str(c, "allOf");
+	old = exl_js_path_push_str(c, "allOf");
 	if (m.has_type && !m.types) {
-		js_fail(c, "allOf: the branches allow no common type");
+		exl_js_fail(c, "allOf: the branches allow no common type");
 		goto out;
 	}
 	o = merged_schema(c, &m, &mrc);
 	if (!o) {
 		if (mrc < 0)
-			js_oom(c);
+			exl_js_oom(c);
 		goto out;
 	}
-	js_path_pop(c, old);
-	rc = js_schema_body(c, o, b);
+	exl_js_path_pop(c, old);
+	rc = exl_js_schema_body(c, o, b);
 out:
 	free(m.kw);
 	free(m.parts);

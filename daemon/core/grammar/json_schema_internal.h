@@ -47,50 +47,50 @@ struct js_conv {
 
 /* ---- json_schema.c ---- */
 
-bool js_is_annotation(const char *k);
-bool js_is_supported(const char *k);
+bool exl_js_is_annotation(const char *k);
+bool exl_js_is_supported(const char *k);
 /* Path segments (escaped ~0 ~1); push returns the length to pop back to. */
-size_t js_path_push(struct js_conv *c, const char *seg, size_t n);
-size_t js_path_push_str(struct js_conv *c, const char *seg);
-size_t js_path_push_index(struct js_conv *c, size_t i);
-void js_path_pop(struct js_conv *c, size_t old);
+size_t exl_js_path_push(struct js_conv *c, const char *seg, size_t n);
+size_t exl_js_path_push_str(struct js_conv *c, const char *seg);
+size_t exl_js_path_push_index(struct js_conv *c, size_t i);
+void exl_js_path_pop(struct js_conv *c, size_t old);
 /* "at #PATH: message" into err; -1.  kfail names keyword kw's own path. */
 __attribute__((format(printf, 2, 3)))
-int js_fail(struct js_conv *c, const char *fmt, ...);
+int exl_js_fail(struct js_conv *c, const char *fmt, ...);
 __attribute__((format(printf, 3, 4)))
-int js_kfail(struct js_conv *c, const char *kw, const char *fmt, ...);
-int js_oom(struct js_conv *c);
+int exl_js_kfail(struct js_conv *c, const char *kw, const char *fmt, ...);
+int exl_js_oom(struct js_conv *c);
 /* v's compact JSON text as a literal; a key's JSON string as a literal. */
-int js_literal(struct js_conv *c, struct exl_gbnf_out *b, const struct exl_json *v);
-int js_key_literal(struct js_conv *c, struct exl_gbnf_out *b, const char *k, size_t n);
+int exl_js_literal(struct js_conv *c, struct exl_gbnf_out *b, const struct exl_json *v);
+int exl_js_key_literal(struct js_conv *c, struct exl_gbnf_out *b, const char *k, size_t n);
 /* A non-negative integer keyword (kept when absent; capped at 1e9). */
-int js_get_count(struct js_conv *c, const struct exl_json *s, const char *kw, long *out);
-int js_type_bit(struct js_conv *c, const struct exl_json *v, unsigned *mask);
+int exl_js_get_count(struct js_conv *c, const struct exl_json *s, const char *kw, long *out);
+int exl_js_type_bit(struct js_conv *c, const struct exl_json *v, unsigned *mask);
 /* The types s allows: 'type' (a list too; plus null with nullable: true),
  * else the ones its keywords imply, else all. */
-int js_type_mask(struct js_conv *c, const struct exl_json *s, unsigned *mask);
+int exl_js_type_mask(struct js_conv *c, const struct exl_json *s, unsigned *mask);
 /* A local JSON pointer ("#/...") into the schema. */
-int js_resolve(struct js_conv *c, const char *ref, const struct exl_json **out);
+int exl_js_resolve(struct js_conv *c, const char *ref, const struct exl_json **out);
 /* The index of a validation keyword of s not in allowed (NULL-ended), or -1. */
-int js_other_keyword(const struct exl_json *s, const char *const *allowed);
+int exl_js_other_keyword(const struct exl_json *s, const char *const *allowed);
 /* A fresh rule for s (named into name); at a path segment. */
-int js_gen(struct js_conv *c, const struct exl_json *s, char *name);
-int js_gen_at(struct js_conv *c, const struct exl_json *s, const char *seg, char *name);
+int exl_js_gen(struct js_conv *c, const struct exl_json *s, char *name);
+int exl_js_gen_at(struct js_conv *c, const struct exl_json *s, const char *seg, char *name);
 /* The grammar expression for s into b (its parts' rules go to c->o). */
-int js_schema_body(struct js_conv *c, const struct exl_json *s, struct exl_gbnf_out *b);
+int exl_js_schema_body(struct js_conv *c, const struct exl_json *s, struct exl_gbnf_out *b);
 
 /* ---- json_schema_object.c, json_schema_allof.c ---- */
 
-int js_array_body(struct js_conv *c, const struct exl_json *s, struct exl_gbnf_out *b);
-int js_object_body(struct js_conv *c, const struct exl_json *s, struct exl_gbnf_out *b);
-int js_all_of_body(struct js_conv *c, const struct exl_json *s, struct exl_gbnf_out *b);
+int exl_js_array_body(struct js_conv *c, const struct exl_json *s, struct exl_gbnf_out *b);
+int exl_js_object_body(struct js_conv *c, const struct exl_json *s, struct exl_gbnf_out *b);
+int exl_js_all_of_body(struct js_conv *c, const struct exl_json *s, struct exl_gbnf_out *b);
 
 /* ---- json_schema_oneof.c ---- */
 
 /* 0 when the oneOf branches in list l provably exclude each other (no
  * value the grammar writes for one is valid under another), else -1
  * with a message at the oneOf saying which two may overlap and why. */
-int js_one_of_check(struct js_conv *c, const struct exl_json *l);
+int exl_js_one_of_check(struct js_conv *c, const struct exl_json *l);
 
 /* ---- json_schema_prim.c ---- */
 
@@ -98,10 +98,10 @@ int js_one_of_check(struct js_conv *c, const struct exl_json *l);
  *   js-ws js-char js-pchar js-string js-integer js-number js-boolean
  *   js-null js-value js-object js-array js-date js-time js-date-time
  *   js-uuid */
-void js_emit_fixed_rules(struct exl_gbnf_out *o);
+void exl_js_emit_fixed_rules(struct exl_gbnf_out *o);
 
 /* The rule name of a supported string format, or NULL. */
-const char *js_format_rule(const char *format);
+const char *exl_js_format_rule(const char *format);
 
 /* A bound: absent (infinite on its side) or a value, maybe exclusive. */
 struct js_bound {
@@ -113,7 +113,7 @@ struct js_bound {
 /* Appends a grammar expression for the integers (integer) or numbers
  * within lo..hi.  0, or -1 with a message in err when no value fits or a
  * bound is beyond 15 digits on the wrong side. */
-int js_emit_range(struct exl_gbnf_out *o, bool integer, struct js_bound lo, struct js_bound hi,
-		  char *err, size_t errlen);
+int exl_js_emit_range(struct exl_gbnf_out *o, bool integer, struct js_bound lo, struct js_bound hi,
+		      char *err, size_t errlen);
 
 #endif

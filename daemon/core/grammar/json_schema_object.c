@@ -19,7 +19,7 @@
 #include "daemon/core/grammar/json_schema.h"
 #include "daemon/core/grammar/json_schema_internal.h"
 
-int js_array_body(struct js_conv *c, const struct exl_json *s, struct exl_gbnf_out *b)
+int exl_js_array_body(struct js_conv *c, const struct exl_json *s, struct exl_gbnf_out *b)
 {
 	const struct exl_json *prefix = exl_json_get(s, "prefixItems");
 	const struct exl_json *items = exl_json_get(s, "items");
@@ -30,92 +30,92 @@ int js_array_body(struct js_conv *c, const struct exl_json *s, struct exl_gbnf_o
 	int rc = -1;
 
 	if (uniq && !(uniq->type == EXL_JSON_BOOL && !uniq->b))
-		return js_kfail(c, "uniqueItems", "uniqueItems: true is not supported");
-	if (js_get_count(c, s, "minItems", &min) || js_get_count(c, s, "maxItems", &max))
+		return exl_js_kfail(c, "uniqueItems", "uniqueItems: true is not supported");
+	if (exl_js_get_count(c, s, "minItems", &min) || exl_js_get_count(c, s, "maxItems", &max))
 		return -1;
 	if (exl_json_get(s, "additionalItems") && !(items && items->type == EXL_JSON_ARRAY))
-		return js_kfail(c, "additionalItems", "'additionalItems' is supported only with "
-			     "'items' as a list");
+		return exl_js_kfail(c, "additionalItems",
+				    "'additionalItems' is supported only with 'items' as a list");
 	if (!prefix && items && items->type == EXL_JSON_ARRAY) {
 		/* drafts 4-7: items as a list is prefixItems */
 		prefix = items;
 		items = exl_json_get(s, "additionalItems");
 		items_kw = "additionalItems";
 	} else if (prefix && prefix->type != EXL_JSON_ARRAY) {
-		return js_kfail(c, "prefixItems", "'prefixItems' must be a list of schemas");
+		return exl_js_kfail(c, "prefixItems", "'prefixItems' must be a list of schemas");
 	}
 	size_t k = prefix ? prefix->n : 0;
 	bool items_false = items && items->type == EXL_JSON_BOOL && !items->b;
 
 	if (min > EXL_SCHEMA_MAX_COUNT)
-		return js_kfail(c, "minItems", "minItems above %d is not supported", EXL_SCHEMA_MAX_COUNT);
+		return exl_js_kfail(c, "minItems", "minItems above %d is not supported", EXL_SCHEMA_MAX_COUNT);
 	if (max > EXL_SCHEMA_MAX_COUNT)
 		max = EXL_SCHEMA_MAX_COUNT;
 	if (items_false && (max < 0 || (size_t)max > k))
 		max = (long)k;
 	if (max >= 0 && max < min)
-		return js_kfail(c, "maxItems", "the array cannot hold minItems items");
+		return exl_js_kfail(c, "maxItems", "the array cannot hold minItems items");
 	if (max == 0) {
-		gbnf_puts(b, "\"[\" js-ws \"]\"");
+		exl_gbnf_puts(b, "\"[\" js-ws \"]\"");
 		return 0;
 	}
 	size_t used_prefix = max >= 0 && (size_t)max < k ? (size_t)max : k;
 
 	pn = calloc(k + 1, sizeof(*pn));
 	if (!pn)
-		return js_oom(c);
+		return exl_js_oom(c);
 	for (size_t i = 0; i < used_prefix; i++) {
-		size_t old = js_path_push_str(c, prefix == exl_json_get(s, "items") ? "items" :
+		size_t old = exl_js_path_push_str(c, prefix == exl_json_get(s, "items") ? "items" :
 					   "prefixItems");
-		size_t old2 = js_path_push_index(c, i);
+		size_t old2 = exl_js_path_push_index(c, i);
 
-		if (js_gen(c, prefix->v[i], pn[i]))
+		if (exl_js_gen(c, prefix->v[i], pn[i]))
 			goto out;
-		js_path_pop(c, old2);
-		js_path_pop(c, old);
+		exl_js_path_pop(c, old2);
+		exl_js_path_pop(c, old);
 	}
 	if ((max < 0 || (size_t)max > k) && items && !items_false &&
-	    js_gen_at(c, items, items_kw, iname))
+	    exl_js_gen_at(c, items, items_kw, iname))
 		goto out;
-	gbnf_name(&c->o, "array", base, sizeof(base));
+	exl_gbnf_name(&c->o, "array", base, sizeof(base));
 	/* tail(i): after element i-1, for i = 1 .. */
 	for (size_t i = used_prefix; i >= 1; i--) {
-		gbnf_printf(&c->o, "%s-t%zu ::= ", base, i);
+		exl_gbnf_printf(&c->o, "%s-t%zu ::= ", base, i);
 		if (i < used_prefix) {
 			bool req = (long)i < min;
 
-			gbnf_printf(&c->o, req ? "js-ws \",\" js-ws %s %s-t%zu\n" :
-				    "( js-ws \",\" js-ws %s %s-t%zu )?\n", pn[i], base, i + 1);
+			exl_gbnf_printf(&c->o, req ? "js-ws \",\" js-ws %s %s-t%zu\n" :
+					"( js-ws \",\" js-ws %s %s-t%zu )?\n", pn[i], base, i + 1);
 			continue;
 		}
 		/* the items after the prefix */
 		long rmin = min - (long)i > 0 ? min - (long)i : 0;
 
 		if (max >= 0 && (size_t)max <= i)
-			gbnf_puts(&c->o, "\n");
+			exl_gbnf_puts(&c->o, "\n");
 		else if (max < 0)
-			gbnf_printf(&c->o, "( js-ws \",\" js-ws %s ){%ld,}\n", iname, rmin);
+			exl_gbnf_printf(&c->o, "( js-ws \",\" js-ws %s ){%ld,}\n", iname, rmin);
 		else
-			gbnf_printf(&c->o, "( js-ws \",\" js-ws %s ){%ld,%ld}\n", iname, rmin,
-				    max - (long)i);
+			exl_gbnf_printf(&c->o, "( js-ws \",\" js-ws %s ){%ld,%ld}\n", iname, rmin,
+					max - (long)i);
 	}
 	if (!used_prefix) {
 		/* no prefix: the first item, then the rest */
 		long rmin = min > 1 ? min - 1 : 0;
 
 		if (max >= 0)
-			gbnf_printf(&c->o, "%s-t1 ::= ( js-ws \",\" js-ws %s ){%ld,%ld}\n", base, iname,
-				    rmin, max - 1);
+			exl_gbnf_printf(&c->o, "%s-t1 ::= ( js-ws \",\" js-ws %s ){%ld,%ld}\n", base, iname,
+					rmin, max - 1);
 		else
-			gbnf_printf(&c->o, "%s-t1 ::= ( js-ws \",\" js-ws %s ){%ld,}\n", base, iname,
-				    rmin);
+			exl_gbnf_printf(&c->o, "%s-t1 ::= ( js-ws \",\" js-ws %s ){%ld,}\n", base, iname,
+					rmin);
 	}
 	const char *first = used_prefix ? pn[0] : iname;
 
 	if (min >= 1)
-		gbnf_printf(b, "\"[\" js-ws %s %s-t1 js-ws \"]\"", first, base);
+		exl_gbnf_printf(b, "\"[\" js-ws %s %s-t1 js-ws \"]\"", first, base);
 	else
-		gbnf_printf(b, "\"[\" js-ws ( %s %s-t1 js-ws )? \"]\"", first, base);
+		exl_gbnf_printf(b, "\"[\" js-ws ( %s %s-t1 js-ws )? \"]\"", first, base);
 	rc = 0;
 out:
 	free(pn);
@@ -150,11 +150,11 @@ static int not_keys_rule(struct js_conv *c, const struct keycp *keys, size_t lo,
 	bool first = true, ends_here = false;
 	int rc = -1;
 
-	gbnf_init(&body);
-	gbnf_name(&c->o, "key", name, JS_NAME_LEN);
+	exl_gbnf_init(&body);
+	exl_gbnf_name(&c->o, "key", name, JS_NAME_LEN);
 	excl = malloc((hi - lo + 4) * 2 * sizeof(*excl));
 	if (!excl)
-		return js_oom(c);
+		return exl_js_oom(c);
 	for (size_t i = lo; i < hi; ) {
 		if (keys[i].n == d) {
 			ends_here = true;
@@ -170,9 +170,9 @@ static int not_keys_rule(struct js_conv *c, const struct keycp *keys, size_t lo,
 		if (not_keys_rule(c, keys, i, j, d + 1, sub))
 			goto out;
 		if (!first)
-			gbnf_puts(&body, " | ");
-		gbnf_char(&body, ch);
-		gbnf_printf(&body, " %s", sub);
+			exl_gbnf_puts(&body, " | ");
+		exl_gbnf_char(&body, ch);
+		exl_gbnf_printf(&body, " %s", sub);
 		first = false;
 		excl[2 * n_excl] = excl[2 * n_excl + 1] = ch;
 		n_excl++;
@@ -185,18 +185,18 @@ static int not_keys_rule(struct js_conv *c, const struct keycp *keys, size_t lo,
 	excl[2 * n_excl + 4] = excl[2 * n_excl + 5] = '\\';
 	n_excl += 3;
 	if (!first)
-		gbnf_puts(&body, " | ");
-	gbnf_class(&body, excl, n_excl, true);
-	gbnf_puts(&body, " js-pchar*");
+		exl_gbnf_puts(&body, " | ");
+	exl_gbnf_class(&body, excl, n_excl, true);
+	exl_gbnf_puts(&body, " js-pchar*");
 	if (!ends_here)
-		gbnf_puts(&body, " | ");
-	gbnf_printf(&c->o, "%s ::= ", name);
-	gbnf_put(&c->o, body.s, body.len);
-	gbnf_puts(&c->o, "\n");
+		exl_gbnf_puts(&body, " | ");
+	exl_gbnf_printf(&c->o, "%s ::= ", name);
+	exl_gbnf_put(&c->o, body.s, body.len);
+	exl_gbnf_puts(&c->o, "\n");
 	rc = 0;
 out:
 	free(excl);
-	gbnf_free(&body);
+	exl_gbnf_free(&body);
 	return rc;
 }
 
@@ -218,13 +218,13 @@ static int additional_key_rule(struct js_conv *c, const char *const *names, cons
 	int rc = -1;
 
 	if (!keys)
-		return js_oom(c);
+		return exl_js_oom(c);
 	for (size_t i = 0; i < n; i++) {
 		if (!plain_key(names[i], lens[i]))
 			continue;
 		keys[m].cp = malloc((lens[i] + 1) * sizeof(uint32_t));
 		if (!keys[m].cp) {
-			js_oom(c);
+			exl_js_oom(c);
 			goto out;
 		}
 		/* The keys were decoded from valid JSON: valid UTF-8. */
@@ -253,7 +253,7 @@ out:
 	return rc;
 }
 
-int js_object_body(struct js_conv *c, const struct exl_json *s, struct exl_gbnf_out *b)
+int exl_js_object_body(struct js_conv *c, const struct exl_json *s, struct exl_gbnf_out *b)
 {
 	const struct exl_json *props = exl_json_get(s, "properties");
 	const struct exl_json *req = exl_json_get(s, "required");
@@ -267,32 +267,32 @@ int js_object_body(struct js_conv *c, const struct exl_json *s, struct exl_gbnf_
 	int rc = -1;
 
 	if (props && props->type != EXL_JSON_OBJECT)
-		return js_kfail(c, "properties", "'properties' must be an object");
+		return exl_js_kfail(c, "properties", "'properties' must be an object");
 	if (req && req->type != EXL_JSON_ARRAY)
-		return js_kfail(c, "required", "'required' must be a list of strings");
+		return exl_js_kfail(c, "required", "'required' must be a list of strings");
 	if (addl && addl->type != EXL_JSON_BOOL && addl->type != EXL_JSON_OBJECT)
-		return js_kfail(c, "additionalProperties", "'additionalProperties' must be a boolean "
+		return exl_js_kfail(c, "additionalProperties", "'additionalProperties' must be a boolean "
 			     "or a schema");
 	names = calloc(np + nr + 1, sizeof(*names));
 	lens = calloc(np + nr + 1, sizeof(*lens));
 	required = calloc(np + nr + 1, sizeof(*required));
 	vn = calloc(np + nr + 1, sizeof(*vn));
 	if (!names || !lens || !required || !vn) {
-		js_oom(c);
+		exl_js_oom(c);
 		goto out;
 	}
-	if (addl && addl->type == EXL_JSON_OBJECT && js_gen_at(c, addl, "additionalProperties", aval))
+	if (addl && addl->type == EXL_JSON_OBJECT && exl_js_gen_at(c, addl, "additionalProperties", aval))
 		goto out;
 	for (size_t i = 0; i < np; i++) {
-		size_t old = js_path_push_str(c, "properties");
-		size_t old2 = js_path_push(c, props->keys[i], props->key_lens[i]);
+		size_t old = exl_js_path_push_str(c, "properties");
+		size_t old2 = exl_js_path_push(c, props->keys[i], props->key_lens[i]);
 
 		names[n] = props->keys[i];
 		lens[n] = props->key_lens[i];
-		if (js_gen(c, props->v[i], vn[n]))
+		if (exl_js_gen(c, props->v[i], vn[n]))
 			goto out;
-		js_path_pop(c, old2);
-		js_path_pop(c, old);
+		exl_js_path_pop(c, old2);
+		exl_js_path_pop(c, old);
 		n++;
 	}
 	for (size_t i = 0; i < nr; i++) {
@@ -300,7 +300,7 @@ int js_object_body(struct js_conv *c, const struct exl_json *s, struct exl_gbnf_
 		size_t j;
 
 		if (r->type != EXL_JSON_STRING) {
-			js_kfail(c, "required", "'required' must be a list of strings");
+			exl_js_kfail(c, "required", "'required' must be a list of strings");
 			goto out;
 		}
 		for (j = 0; j < n; j++)
@@ -310,7 +310,7 @@ int js_object_body(struct js_conv *c, const struct exl_json *s, struct exl_gbnf_
 			/* Required but not described: any value the
 			 * additional properties allow. */
 			if (!allow_addl) {
-				js_kfail(c, "required", "required property '%.60s' is not in properties "
+				exl_js_kfail(c, "required", "required property '%.60s' is not in properties "
 				      "and additionalProperties is false", r->str);
 				goto out;
 			}
@@ -321,20 +321,20 @@ int js_object_body(struct js_conv *c, const struct exl_json *s, struct exl_gbnf_
 		}
 		required[j] = true;
 	}
-	gbnf_name(&c->o, "object", base, sizeof(base));
+	exl_gbnf_name(&c->o, "object", base, sizeof(base));
 	for (size_t i = 0; i < n; i++) {
-		gbnf_printf(&c->o, "%s-m%zu ::= ", base, i);
-		if (js_key_literal(c, &c->o, names[i], lens[i]))
+		exl_gbnf_printf(&c->o, "%s-m%zu ::= ", base, i);
+		if (exl_js_key_literal(c, &c->o, names[i], lens[i]))
 			goto out;
-		gbnf_printf(&c->o, " js-ws \":\" js-ws %s\n", vn[i]);
+		exl_gbnf_printf(&c->o, " js-ws \":\" js-ws %s\n", vn[i]);
 	}
 	if (allow_addl) {
 		if (additional_key_rule(c, names, lens, n, akey))
 			goto out;
-		gbnf_printf(&c->o, "%s-a ::= \"\\\"\" %s \"\\\"\" js-ws \":\" js-ws %s\n", base, akey,
-			    aval);
-		gbnf_printf(&c->o, "%s-t%zu ::= ( js-ws \",\" js-ws %s-a )*\n", base, n, base);
-		gbnf_printf(&c->o, "%s-g%zu ::= %s-a %s-t%zu\n", base, n, base, base, n);
+		exl_gbnf_printf(&c->o, "%s-a ::= \"\\\"\" %s \"\\\"\" js-ws \":\" js-ws %s\n", base, akey,
+				aval);
+		exl_gbnf_printf(&c->o, "%s-t%zu ::= ( js-ws \",\" js-ws %s-a )*\n", base, n, base);
+		exl_gbnf_printf(&c->o, "%s-g%zu ::= %s-a %s-t%zu\n", base, n, base, base, n);
 	}
 	bool any_required = false;
 
@@ -345,23 +345,23 @@ int js_object_body(struct js_conv *c, const struct exl_json *s, struct exl_gbnf_
 		if (has_next)
 			snprintf(next_t, sizeof(next_t), " %s-t%zu", base, i + 1);
 		if (required[i])
-			gbnf_printf(&c->o, "%s-t%zu ::= js-ws \",\" js-ws %s-m%zu%s\n", base, i, base, i,
-				    next_t);
+			exl_gbnf_printf(&c->o, "%s-t%zu ::= js-ws \",\" js-ws %s-m%zu%s\n", base, i, base, i,
+					next_t);
 		else
-			gbnf_printf(&c->o, "%s-t%zu ::= ( js-ws \",\" js-ws %s-m%zu )?%s\n", base, i,
-				    base, i, next_t);
-		gbnf_printf(&c->o, "%s-g%zu ::= %s-m%zu%s", base, i, base, i, next_t);
+			exl_gbnf_printf(&c->o, "%s-t%zu ::= ( js-ws \",\" js-ws %s-m%zu )?%s\n", base, i,
+					base, i, next_t);
+		exl_gbnf_printf(&c->o, "%s-g%zu ::= %s-m%zu%s", base, i, base, i, next_t);
 		if (!required[i] && has_next)
-			gbnf_printf(&c->o, " | %s-g%zu", base, i + 1);
-		gbnf_puts(&c->o, "\n");
+			exl_gbnf_printf(&c->o, " | %s-g%zu", base, i + 1);
+		exl_gbnf_puts(&c->o, "\n");
 		any_required |= required[i];
 	}
 	if (!n && !allow_addl)
-		gbnf_puts(b, "\"{\" js-ws \"}\"");
+		exl_gbnf_puts(b, "\"{\" js-ws \"}\"");
 	else if (any_required)
-		gbnf_printf(b, "\"{\" js-ws %s-g0 js-ws \"}\"", base);
+		exl_gbnf_printf(b, "\"{\" js-ws %s-g0 js-ws \"}\"", base);
 	else
-		gbnf_printf(b, "\"{\" js-ws ( %s-g0 js-ws )? \"}\"", base);
+		exl_gbnf_printf(b, "\"{\" js-ws ( %s-g0 js-ws )? \"}\"", base);
 	rc = 0;
 out:
 	free(names);

@@ -61,7 +61,7 @@ static const struct exl_json *follow(struct prover *p, const struct exl_json *s)
 
 		if (!r)
 			return s;
-		if (r->type != EXL_JSON_STRING || js_resolve(p->c, r->str, &s))
+		if (r->type != EXL_JSON_STRING || exl_js_resolve(p->c, r->str, &s))
 			return NULL;
 	}
 	return NULL;
@@ -138,7 +138,7 @@ static unsigned schema_types(struct prover *p, const struct exl_json *s, bool ge
 	}
 	m &= values_types(s);
 	/* The types 'type' names, or with gen the ones the keywords imply. */
-	if ((get(s, "type") || gen) && !js_type_mask(p->c, s, &t))
+	if ((get(s, "type") || gen) && !exl_js_type_mask(p->c, s, &t))
 		m &= t;
 	return m;
 }
@@ -315,7 +315,7 @@ static bool maybe_valid(struct prover *p, const struct exl_json *v, const struct
 		if (i == l->n)
 			return false;
 	}
-	if (get(s, "type") && !js_type_mask(p->c, s, &t) && !(value_type(v) & t))
+	if (get(s, "type") && !exl_js_type_mask(p->c, s, &t) && !(value_type(v) & t))
 		return false;
 	if (v->type == EXL_JSON_NUMBER) {
 		struct range r = number_range(s);
@@ -590,7 +590,7 @@ static bool excludes(struct prover *p, const struct exl_json *a, bool gen, const
 	return true;
 }
 
-int js_one_of_check(struct js_conv *c, const struct exl_json *l)
+int exl_js_one_of_check(struct js_conv *c, const struct exl_json *l)
 {
 	struct prover p = { .c = c };
 	char why[160];
@@ -600,7 +600,7 @@ int js_one_of_check(struct js_conv *c, const struct exl_json *l)
 			if (excludes(&p, l->v[i], true, l->v[j], 0, why, sizeof(why)) &&
 			    excludes(&p, l->v[j], true, l->v[i], 0, why, sizeof(why)))
 				continue;
-			return js_kfail(c, "oneOf", "branches %zu and %zu may both match one value (%s), "
+			return exl_js_kfail(c, "oneOf", "branches %zu and %zu may both match one value (%s), "
 				     "and a value matching two oneOf branches is invalid: make the "
 				     "branches exclude each other (different types, different const / "
 				     "enum values, ranges that do not meet, or objects with a required "

@@ -49,12 +49,12 @@ static const char fixed_rules[] =
 	"js-uuid ::= \"\\\"\" [0-9a-fA-F]{8} \"-\" [0-9a-fA-F]{4} \"-\" [0-9a-fA-F]{4} \"-\""
 	" [0-9a-fA-F]{4} \"-\" [0-9a-fA-F]{12} \"\\\"\"\n";
 
-void js_emit_fixed_rules(struct exl_gbnf_out *o)
+void exl_js_emit_fixed_rules(struct exl_gbnf_out *o)
 {
-	gbnf_puts(o, fixed_rules);
+	exl_gbnf_puts(o, fixed_rules);
 }
 
-const char *js_format_rule(const char *format)
+const char *exl_js_format_rule(const char *format)
 {
 	if (!strcmp(format, "date"))
 		return "js-date";
@@ -87,15 +87,15 @@ static void digits_expr(struct exl_gbnf_out *o, const char *a, const char *b, in
 	static const char nines[] = "9999999999999999", zeros[] = "0000000000000000";
 
 	if (!memcmp(a, b, (size_t)n)) {
-		gbnf_literal(o, a, (size_t)n);
+		exl_gbnf_literal(o, a, (size_t)n);
 		return;
 	}
 	if (n == 1) {
-		gbnf_printf(o, "[%c-%c]", a[0], b[0]);
+		exl_gbnf_printf(o, "[%c-%c]", a[0], b[0]);
 		return;
 	}
 	if (a[0] == b[0]) {
-		gbnf_printf(o, "\"%c\" ", a[0]);
+		exl_gbnf_printf(o, "\"%c\" ", a[0]);
 		digits_expr(o, a + 1, b + 1, n - 1);
 		return;
 	}
@@ -103,29 +103,29 @@ static void digits_expr(struct exl_gbnf_out *o, const char *a, const char *b, in
 	char first = (char)(a[0] + !low_full), last = (char)(b[0] - !high_full);
 	bool any = false;
 
-	gbnf_puts(o, "( ");
+	exl_gbnf_puts(o, "( ");
 	if (!low_full) {
-		gbnf_printf(o, "\"%c\" ", a[0]);
+		exl_gbnf_printf(o, "\"%c\" ", a[0]);
 		digits_expr(o, a + 1, nines, n - 1);
 		any = true;
 	}
 	if (first <= last) {
 		if (any)
-			gbnf_puts(o, " | ");
+			exl_gbnf_puts(o, " | ");
 		if (first == last)
-			gbnf_printf(o, "\"%c\"", first);
+			exl_gbnf_printf(o, "\"%c\"", first);
 		else
-			gbnf_printf(o, "[%c-%c]", first, last);
-		gbnf_printf(o, " [0-9]{%d}", n - 1);
+			exl_gbnf_printf(o, "[%c-%c]", first, last);
+		exl_gbnf_printf(o, " [0-9]{%d}", n - 1);
 		any = true;
 	}
 	if (!high_full) {
 		if (any)
-			gbnf_puts(o, " | ");
-		gbnf_printf(o, "\"%c\" ", b[0]);
+			exl_gbnf_puts(o, " | ");
+		exl_gbnf_printf(o, "\"%c\" ", b[0]);
 		digits_expr(o, zeros, b + 1, n - 1);
 	}
-	gbnf_puts(o, " )");
+	exl_gbnf_puts(o, " )");
 }
 
 static int n_digits(uint64_t v)
@@ -153,7 +153,7 @@ static void uint_range(struct exl_gbnf_out *o, uint64_t lo, uint64_t hi)
 {
 	bool any = false;
 
-	gbnf_puts(o, "( ");
+	exl_gbnf_puts(o, "( ");
 	for (int len = n_digits(lo); len <= n_digits(hi); len++) {
 		uint64_t a = len == 1 ? 0 : pow10u(len - 1), b = pow10u(len) - 1;
 		char sa[24], sb[24];
@@ -167,11 +167,11 @@ static void uint_range(struct exl_gbnf_out *o, uint64_t lo, uint64_t hi)
 		snprintf(sa, sizeof(sa), "%llu", (unsigned long long)a);
 		snprintf(sb, sizeof(sb), "%llu", (unsigned long long)b);
 		if (any)
-			gbnf_puts(o, " | ");
+			exl_gbnf_puts(o, " | ");
 		digits_expr(o, sa, sb, len);
 		any = true;
 	}
-	gbnf_puts(o, " )");
+	exl_gbnf_puts(o, " )");
 }
 
 /* ---- bounds ---- */
@@ -205,17 +205,17 @@ static int int_range(struct exl_gbnf_out *o, struct js_bound lo, struct js_bound
 	}
 	bool neg = l < 0, pos = h >= 0;
 
-	gbnf_puts(o, "( ");
+	exl_gbnf_puts(o, "( ");
 	if (neg) {
-		gbnf_puts(o, "\"-\" ");
+		exl_gbnf_puts(o, "\"-\" ");
 		uint_range(o, h < 0 ? (uint64_t)-h : 1, (uint64_t)-l);
 	}
 	if (pos) {
 		if (neg)
-			gbnf_puts(o, " | ");
+			exl_gbnf_puts(o, " | ");
 		uint_range(o, l > 0 ? (uint64_t)l : 0, (uint64_t)h);
 	}
-	gbnf_puts(o, " )");
+	exl_gbnf_puts(o, " )");
 	return 0;
 }
 
@@ -227,32 +227,33 @@ static void magnitude(struct exl_gbnf_out *o, uint64_t m, bool m_excl, bool M_se
 	uint64_t a = m + (m_excl ? 1 : 0);
 	bool any = false;
 
-	gbnf_puts(o, "( ");
+	exl_gbnf_puts(o, "( ");
 	if (!M_set || M > 0) {
 		uint64_t b = M_set ? M - 1 : MAXV;
 
 		if (a <= b) {
 			uint_range(o, a, b);
-			gbnf_puts(o, " ( \".\" [0-9]{1,16} )?");
+			exl_gbnf_puts(o, " ( \".\" [0-9]{1,16} )?");
 			any = true;
 		}
 	}
 	if (m_excl && (!M_set || m < M)) {
 		if (any)
-			gbnf_puts(o, " | ");
-		gbnf_printf(o, "\"%llu.\" \"0\"{0,15} [1-9] [0-9]{0,15}", (unsigned long long)m);
+			exl_gbnf_puts(o, " | ");
+		exl_gbnf_printf(o, "\"%llu.\" \"0\"{0,15} [1-9] [0-9]{0,15}",
+				(unsigned long long)m);
 		any = true;
 	}
 	if (M_set && !M_excl && (M > m || !m_excl)) {
 		if (any)
-			gbnf_puts(o, " | ");
-		gbnf_printf(o, "\"%llu\" ( \".\" \"0\"{1,16} )?", (unsigned long long)M);
+			exl_gbnf_puts(o, " | ");
+		exl_gbnf_printf(o, "\"%llu\" ( \".\" \"0\"{1,16} )?", (unsigned long long)M);
 	}
-	gbnf_puts(o, " )");
+	exl_gbnf_puts(o, " )");
 }
 
-int js_emit_range(struct exl_gbnf_out *o, bool integer, struct js_bound lo, struct js_bound hi,
-		  char *err, size_t errlen)
+int exl_js_emit_range(struct exl_gbnf_out *o, bool integer, struct js_bound lo, struct js_bound hi,
+		      char *err, size_t errlen)
 {
 	if (integer)
 		return int_range(o, lo, hi, err, errlen);
@@ -281,14 +282,14 @@ int js_emit_range(struct exl_gbnf_out *o, bool integer, struct js_bound lo, stru
 	if (lo.set && lo.v >= 0) {
 		magnitude(o, (uint64_t)lo.v, lo.excl, hi.set, hi.set ? (uint64_t)hi.v : 0, hi.excl);
 	} else if (hi.set && (hi.v < 0 || (hi.v == 0 && hi.excl))) {
-		gbnf_puts(o, "\"-\" ");
+		exl_gbnf_puts(o, "\"-\" ");
 		magnitude(o, (uint64_t)-hi.v, hi.excl, lo.set, lo.set ? (uint64_t)-lo.v : 0, lo.excl);
 	} else {
-		gbnf_puts(o, "( \"-\" ");
+		exl_gbnf_puts(o, "( \"-\" ");
 		magnitude(o, 0, false, lo.set, lo.set ? (uint64_t)-lo.v : 0, lo.excl);
-		gbnf_puts(o, " | ");
+		exl_gbnf_puts(o, " | ");
 		magnitude(o, 0, false, hi.set, hi.set ? (uint64_t)hi.v : 0, hi.excl);
-		gbnf_puts(o, " )");
+		exl_gbnf_puts(o, " )");
 	}
 	return 0;
 }

@@ -215,20 +215,20 @@ static void add_shorthand(struct cset *c, int which)
 static void json_char(struct exl_gbnf_out *o, uint32_t c)
 {
 	switch (c) {
-	case '"': gbnf_puts(o, "\"\\\\\\\"\""); return;
-	case '\\': gbnf_puts(o, "\"\\\\\\\\\""); return;
-	case '\n': gbnf_puts(o, "\"\\\\n\""); return;
-	case '\t': gbnf_puts(o, "\"\\\\t\""); return;
-	case '\r': gbnf_puts(o, "\"\\\\r\""); return;
-	case '\b': gbnf_puts(o, "\"\\\\b\""); return;
-	case '\f': gbnf_puts(o, "\"\\\\f\""); return;
+	case '"': exl_gbnf_puts(o, "\"\\\\\\\"\""); return;
+	case '\\': exl_gbnf_puts(o, "\"\\\\\\\\\""); return;
+	case '\n': exl_gbnf_puts(o, "\"\\\\n\""); return;
+	case '\t': exl_gbnf_puts(o, "\"\\\\t\""); return;
+	case '\r': exl_gbnf_puts(o, "\"\\\\r\""); return;
+	case '\b': exl_gbnf_puts(o, "\"\\\\b\""); return;
+	case '\f': exl_gbnf_puts(o, "\"\\\\f\""); return;
 	default:
 		break;
 	}
 	if (c < 0x20)
-		gbnf_printf(o, "\"\\\\u%04x\"", c);
+		exl_gbnf_printf(o, "\"\\\\u%04x\"", c);
 	else
-		gbnf_char(o, c);
+		exl_gbnf_char(o, c);
 }
 
 static void emit_char(struct rx *r, struct exl_gbnf_out *o, uint32_t c)
@@ -236,7 +236,7 @@ static void emit_char(struct rx *r, struct exl_gbnf_out *o, uint32_t c)
 	if (r->json)
 		json_char(o, c);
 	else
-		gbnf_char(o, c);
+		exl_gbnf_char(o, c);
 }
 
 static int emit_set(struct rx *r, struct exl_gbnf_out *o, struct cset *c, size_t at)
@@ -248,7 +248,7 @@ static int emit_set(struct rx *r, struct exl_gbnf_out *o, struct cset *c, size_t
 	if (!c->n)
 		return rfail(r, at, "character class matches no character");
 	if (!r->json) {
-		gbnf_class(o, c->r, c->n, false);
+		exl_gbnf_class(o, c->r, c->n, false);
 		return 0;
 	}
 	/* JSON: plain characters as a class, the ones JSON escapes one by
@@ -283,19 +283,19 @@ static int emit_set(struct rx *r, struct exl_gbnf_out *o, struct cset *c, size_t
 			if (a <= b)
 				cs_add(t, a, b);
 		}
-	gbnf_puts(o, "( ");
+	exl_gbnf_puts(o, "( ");
 	if (t->n) {
-		gbnf_class(o, t->r, t->n, false);
+		exl_gbnf_class(o, t->r, t->n, false);
 		first = false;
 	}
 	for (size_t i = 0; i < esc->n; i++)
 		for (uint32_t ch = esc->r[2 * i]; ch <= esc->r[2 * i + 1]; ch++) {
 			if (!first)
-				gbnf_puts(o, " | ");
+				exl_gbnf_puts(o, " | ");
 			json_char(o, ch);
 			first = false;
 		}
-	gbnf_puts(o, " )");
+	exl_gbnf_puts(o, " )");
 	free(w);
 	return 0;
 }
@@ -571,7 +571,7 @@ static int parse_item(struct rx *r, struct exl_gbnf_out *o, bool *nullable, int 
 	bool null_atom = false;
 
 	*anchor = 0;
-	gbnf_init(&atom);
+	exl_gbnf_init(&atom);
 	switch (c) {
 	case '^':
 		r->pos++;
@@ -649,10 +649,10 @@ static int parse_item(struct rx *r, struct exl_gbnf_out *o, bool *nullable, int 
 				goto out;
 			}
 		}
-		gbnf_puts(&atom, "( ");
+		exl_gbnf_puts(&atom, "( ");
 		if (parse_alt(r, &atom, false, &null_atom))
 			goto out;
-		gbnf_puts(&atom, " )");
+		exl_gbnf_puts(&atom, " )");
 		if (peek(r) != ')') {
 			rfail(r, at, "'(' without a matching ')'");
 			goto out;
@@ -750,29 +750,29 @@ static int parse_item(struct rx *r, struct exl_gbnf_out *o, bool *nullable, int 
 		}
 		struct exl_gbnf_out q;
 
-		gbnf_init(&q);
-		gbnf_puts(&q, "( ");
-		gbnf_put(&q, atom.s ? atom.s : "", atom.len);
-		gbnf_puts(&q, " )");
+		exl_gbnf_init(&q);
+		exl_gbnf_puts(&q, "( ");
+		exl_gbnf_put(&q, atom.s ? atom.s : "", atom.len);
+		exl_gbnf_puts(&q, " )");
 		if (max < 0 && min <= 1)
-			gbnf_puts(&q, min == 0 ? "*" : "+");
+			exl_gbnf_puts(&q, min == 0 ? "*" : "+");
 		else if (max < 0)
-			gbnf_printf(&q, "{%ld,}", min);
+			exl_gbnf_printf(&q, "{%ld,}", min);
 		else if (min == 0 && max == 1)
-			gbnf_puts(&q, "?");
+			exl_gbnf_puts(&q, "?");
 		else if (min == max)
-			gbnf_printf(&q, "{%ld}", min);
+			exl_gbnf_printf(&q, "{%ld}", min);
 		else
-			gbnf_printf(&q, "{%ld,%ld}", min, max);
-		gbnf_free(&atom);
+			exl_gbnf_printf(&q, "{%ld,%ld}", min, max);
+		exl_gbnf_free(&atom);
 		atom = q;
 		null_atom |= min == 0;
 	}
-	gbnf_put(o, atom.s ? atom.s : "", atom.len);
+	exl_gbnf_put(o, atom.s ? atom.s : "", atom.len);
 	*nullable = null_atom;
 	rc = 0;
 out:
-	gbnf_free(&atom);
+	exl_gbnf_free(&atom);
 	return rc;
 }
 
@@ -807,7 +807,7 @@ static int parse_seq(struct rx *r, struct exl_gbnf_out *o, bool top, bool *nulla
 			*anch_end = true;
 			continue;
 		}
-		gbnf_puts(o, " ");
+		exl_gbnf_puts(o, " ");
 		first = false;
 		*nullable &= n;
 	}
@@ -822,7 +822,7 @@ static int parse_alt(struct rx *r, struct exl_gbnf_out *o, bool top, bool *nulla
 		bool n, as, ae;
 
 		if (top && r->json)
-			gbnf_puts(o, "( ");
+			exl_gbnf_puts(o, "( ");
 		size_t mark = o->len;
 
 		if (parse_seq(r, o, top, &n, &as, &ae))
@@ -832,22 +832,22 @@ static int parse_alt(struct rx *r, struct exl_gbnf_out *o, bool top, bool *nulla
 			if (!as) {
 				struct exl_gbnf_out t;
 
-				gbnf_init(&t);
-				gbnf_puts(&t, "js-char* ");
-				gbnf_put(&t, o->s ? o->s + mark : "", o->len - mark);
+				exl_gbnf_init(&t);
+				exl_gbnf_puts(&t, "js-char* ");
+				exl_gbnf_put(&t, o->s ? o->s + mark : "", o->len - mark);
 				o->len = mark;
-				gbnf_put(o, t.s ? t.s : "", t.len);
-				gbnf_free(&t);
+				exl_gbnf_put(o, t.s ? t.s : "", t.len);
+				exl_gbnf_free(&t);
 			}
 			if (!ae)
-				gbnf_puts(o, " js-char*");
-			gbnf_puts(o, " )");
+				exl_gbnf_puts(o, " js-char*");
+			exl_gbnf_puts(o, " )");
 		}
 		any_null |= n;
 		if (peek(r) != '|')
 			break;
 		r->pos++;
-		gbnf_puts(o, " | ");
+		exl_gbnf_puts(o, " | ");
 	}
 	if (top && peek(r) == ')')
 		return rfail(r, r->pos, "')' without a matching '('");
@@ -861,10 +861,10 @@ static int convert(struct rx *r, struct exl_gbnf_out *o, const char *name)
 
 	if (r->len > MAX_REGEX)
 		return rfail(r, 0, "pattern longer than %u bytes", MAX_REGEX);
-	gbnf_printf(o, "%s ::= ", name);
+	exl_gbnf_printf(o, "%s ::= ", name);
 	if (parse_alt(r, o, true, &n))
 		return -1;
-	gbnf_puts(o, "\n");
+	exl_gbnf_puts(o, "\n");
 	if (o->oom) {
 		snprintf(r->err, r->errlen, "out of memory converting the pattern");
 		return -1;
@@ -877,12 +877,12 @@ char *exl_regex_to_gbnf(const char *re, size_t len, char *err, size_t errlen)
 	struct exl_gbnf_out o;
 	struct rx r = { .s = re ? re : "", .len = re ? len : 0, .err = err, .errlen = errlen };
 
-	gbnf_init(&o);
+	exl_gbnf_init(&o);
 	if (convert(&r, &o, "root")) {
-		gbnf_free(&o);
+		exl_gbnf_free(&o);
 		return NULL;
 	}
-	return gbnf_take(&o);
+	return exl_gbnf_take(&o);
 }
 
 int exl_regex_emit_json_body(struct exl_gbnf_out *out, const char *name, const char *re,

@@ -32,6 +32,7 @@ struct exl_kvcache {
 	int head_dim;
 	int page_size;
 	int n_pages;
+	int window;        /* every layer's sliding window; 0: none */
 	size_t page_bytes; /* bytes of K (or V) of one page in one layer */
 	struct exl_kv_layer *layers;
 
@@ -394,6 +395,16 @@ uint64_t exl_kvcache_bytes(const struct exl_kvcache *kv)
 	return 2u * (uint64_t)kv->page_bytes * (uint64_t)kv->n_pages * (uint64_t)kv->n_layers;
 }
 
+void exl_kvcache_set_window(struct exl_kvcache *kv, int window)
+{
+	kv->window = window > 0 ? window : 0;
+}
+
+int exl_kvcache_window(const struct exl_kvcache *kv)
+{
+	return kv->window;
+}
+
 int exl_kvcache_page_size(const struct exl_kvcache *kv)
 {
 	return kv->page_size;
@@ -439,7 +450,7 @@ void exl_kv_seq_release(struct exl_kvcache *kv, struct exl_kv_seq *s)
 {
 	/* Last page first: the LRU then evicts the tail of a released prefix
 	 * before its head, which more sequences are likely to share. */
-	for (int i = s->n_pages - 1; i >= 0; i--)
+	for (int i = s->n_pages - 1; i >= s->n_dropped; i--)
 		page_unref(kv, s->pages[i]);
 	free(s->pages);
 	free(s->tokens);
@@ -638,7 +649,9 @@ static void register_full_page(struct exl_kvcache *kv, struct exl_kv_seq *s, int
 
 	if (kv->registered[p])
 		return;
-	if (parent >= 0 && !kv->registered[parent])
+	/* a dropped parent no longer vouches for the prefix (pages are
+	 * dropped long after the page behind them filled, so this is rare) */
+	if (i > 0 && (parent < 0 || !kv->registered[parent]))
 		return;
 	h = parent >= 0 ? kv->hash[parent] : HASH_SEED;
 	h = chain_hash(h, pt, ps);
@@ -649,6 +662,23 @@ static void register_full_page(struct exl_kvcache *kv, struct exl_kv_seq *s, int
 	kv->parent_gen[p] = parent >= 0 ? kv->gen[parent] : 0;
 	memcpy(&kv->page_tokens[(size_t)p * (size_t)ps], pt, (size_t)ps * sizeof(*pt));
 	hash_insert(kv, p);
+}
+
+/* Gives back s's pages wholly before its window (the next token, at
+ * n_pos, sees n_pos - window + 1 on) and one more page, kept so that a
+ * rewind of up to a page finds its window whole.  Registered pages stay in
+ * the prefix cache as any released page. */
+static void drop_behind_window(struct exl_kvcache *kv, struct exl_kv_seq *s)
+{
+	int ps = kv->page_size;
+	int64_t keep_from = (int64_t)s->n_pos - kv->window + 1 - ps;
+
+	if (!kv->window)
+		return;
+	while (s->n_dropped < s->n_pages && (int64_t)(s->n_dropped + 1) * ps <= keep_from) {
+		page_unref(kv, s->pages[s->n_dropped]);
+		s->pages[s->n_dropped++] = -1;
+	}
 }
 
 int exl_kv_seq_commit(struct exl_kvcache *kv, struct exl_kv_seq *s, const int32_t *tokens, int n)
@@ -666,6 +696,7 @@ int exl_kv_seq_commit(struct exl_kvcache *kv, struct exl_kv_seq *s, const int32_
 	int full = s->n_pos / ps;
 	for (int i = before; i < full; i++)
 		register_full_page(kv, s, i);
+	drop_behind_window(kv, s);
 	return 0;
 }
 
@@ -677,6 +708,16 @@ void exl_kv_seq_truncate(struct exl_kvcache *kv, struct exl_kv_seq *s, int n_pos
 		n_pos = 0;
 	if (n_pos > s->n_pos)
 		n_pos = s->n_pos;
+	/* The next token, at n_pos, would see from n_pos - window + 1: if
+	 * that was given back, nothing before n_pos can be used as it is */
+	if (kv->window && s->n_dropped && (int64_t)n_pos - kv->window + 1 <
+					  (int64_t)s->n_dropped * ps)
+		n_pos = 0;
+	if (n_pos == 0 && s->n_dropped) {
+		for (int i = s->n_pages - 1; i >= s->n_dropped; i--)
+			page_unref(kv, s->pages[i]);
+		s->n_pages = s->n_dropped = 0;
+	}
 	s->n_pos = n_pos;
 	int keep = n_pos / ps + (n_pos % ps != 0);
 	for (int i = s->n_pages - 1; i >= keep; i--)

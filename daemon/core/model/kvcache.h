@@ -21,8 +21,10 @@
 struct exl_kvcache;
 
 struct exl_kv_seq {
-	int32_t *pages;  /* page ids, one per page_size positions */
+	int32_t *pages;  /* page ids, one per page_size positions; -1 for the
+			  * first n_dropped, given back behind a sliding window */
 	int n_pages;
+	int n_dropped;
 	int cap_pages;
 	int n_pos;       /* positions that hold valid K/V */
 	int32_t *tokens; /* the token at each position (for prefix hashing) */
@@ -63,6 +65,15 @@ int exl_kv_tokens_for_memory(uint64_t free_bytes, uint64_t bytes_per_token, int 
 int exl_kvcache_auto_tokens(struct exl_backend *be, int n_layers, int n_kv_heads, int head_dim,
 			    int page_size, int64_t max_tokens, char *err, size_t errlen);
 
+/* Every layer of the model attends through a sliding window of `window`
+ * positions (0: none, the default): a sequence's pages wholly behind its
+ * window, and behind one more page kept for short rewinds, go back to the
+ * pool as the sequence moves on (exl_kv_seq_commit), their entries -1.
+ * Models whose layers mix windowed and global attention keep every page:
+ * the global layers read them all.  Set it before any sequence uses kv. */
+void exl_kvcache_set_window(struct exl_kvcache *kv, int window);
+int exl_kvcache_window(const struct exl_kvcache *kv);
+
 int exl_kvcache_page_size(const struct exl_kvcache *kv);
 int exl_kvcache_n_pages(const struct exl_kvcache *kv);
 /* Pages a reserve can take: unused ones plus cached ones (refcount 0 but
@@ -95,7 +106,8 @@ int exl_kv_seq_pages_needed(const struct exl_kvcache *kv, const struct exl_kv_se
 int exl_kv_seq_writable(const struct exl_kvcache *kv, const struct exl_kv_seq *s, int n);
 
 /* Records that positions [s->n_pos, s->n_pos + n) now hold the K/V of
- * tokens[0..n) and registers pages that became full for sharing. */
+ * tokens[0..n), registers pages that became full for sharing and, under a
+ * sliding window, gives back the pages behind it. */
 int exl_kv_seq_commit(struct exl_kvcache *kv, struct exl_kv_seq *s, const int32_t *tokens, int n);
 
 /* Forgets positions >= n_pos (rewind for banned strings, token healing, a
@@ -103,7 +115,9 @@ int exl_kv_seq_commit(struct exl_kvcache *kv, struct exl_kv_seq *s, const int32_
  * n_pos above s->n_pos means s->n_pos.  A page kept partly keeps its
  * content and registration until the sequence next reserves into it,
  * which un-shares or unregisters it first, so a sequence mapping it
- * meanwhile still reads what its tokens say. */
+ * meanwhile still reads what its tokens say.  When the window the new
+ * last position needs reaches into pages already given back, s forgets
+ * everything (n_pos 0): its tokens are computed again. */
 void exl_kv_seq_truncate(struct exl_kvcache *kv, struct exl_kv_seq *s, int n_pos);
 
 /* Makes the empty dst a copy of src that shares every page, the last

@@ -29,7 +29,7 @@ struct exl_model *exl_model_load(const char *path, struct exl_backend *be,
 		snprintf(msg, sizeof(msg), "out of memory");
 		goto fail;
 	}
-	m->gguf = gguf_open(path, msg, sizeof(msg));
+	m->gguf = exl_gguf_open(path, msg, sizeof(msg));
 	if (!m->gguf)
 		goto fail;
 	if (stat(path, &m->file_st)) {
@@ -73,12 +73,13 @@ void exl_model_free(struct exl_model *m)
 		m->be->ops->unload(m->be, m->uploads[i]);
 	free(m->uploads);
 	free(m->layers);
+	free(m->experts);
 	if (m->tok)
 		exl_tokenizer_free(m->tok);
 	if (m->guarded)
 		exl_mapguard_remove(m->gguf->base);
 	if (m->gguf)
-		gguf_close(m->gguf);
+		exl_gguf_close(m->gguf);
 	free(m->path);
 	free(m);
 }
@@ -111,6 +112,11 @@ int exl_model_check_file(struct exl_model *m, char *why, size_t whylen)
 	return 0;
 }
 
+void exl_model_set_context(struct exl_model *m, int n_ctx)
+{
+	exl_model_pick_rope_factors(m, n_ctx);
+}
+
 const struct exl_hparams *exl_model_hparams(const struct exl_model *m)
 {
 	return &m->hp;
@@ -134,6 +140,16 @@ size_t exl_model_weight_bytes(const struct exl_model *m)
 struct exl_kvcache *exl_model_kvcache_create(struct exl_model *m, int n_tokens, int page_size,
 					     char *err, size_t errlen)
 {
-	return exl_kvcache_create(m->be, m->hp.n_layer, m->hp.n_head_kv, m->hp.head_dim,
-				  n_tokens, page_size, err, errlen);
+	struct exl_kvcache *kv = exl_kvcache_create(m->be, m->hp.n_layer, m->hp.n_head_kv,
+						    m->hp.head_dim, n_tokens, page_size, err,
+						    errlen);
+	bool all_local = m->hp.n_swa > 0;
+
+	for (int il = 0; il < m->hp.n_layer && all_local; il++)
+		all_local = exl_layer_is_swa(&m->hp, il);
+	/* Pages behind the window go back only when no layer reads them: a
+	 * global layer reads every position */
+	if (kv && all_local)
+		exl_kvcache_set_window(kv, m->hp.n_swa);
+	return kv;
 }

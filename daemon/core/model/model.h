@@ -1,5 +1,6 @@
-/* A llama-family model: hyperparameters and weights bound from GGUF, and the
- * batched forward pass over the paged KV cache.
+/* A decoder-only transformer (llama, qwen2, qwen3, qwen3moe, phi3, gemma2,
+ * gemma3): hyperparameters and weights bound from GGUF, and the batched
+ * forward pass over the paged KV cache.
  *
  * A model and its scratch buffers belong to one engine thread at a time.
  */
@@ -17,7 +18,21 @@ struct exl_tokenizer;
 struct exl_kvcache;
 struct exl_kv_seq;
 
-enum exl_arch { EXL_ARCH_LLAMA, EXL_ARCH_QWEN2 };
+enum exl_arch {
+	EXL_ARCH_LLAMA,    /* also Mixtral's mixture of experts */
+	EXL_ARCH_QWEN2,
+	EXL_ARCH_QWEN3,
+	EXL_ARCH_QWEN3MOE,
+	EXL_ARCH_PHI3,
+	EXL_ARCH_GEMMA2,
+	EXL_ARCH_GEMMA3,
+};
+
+/* The gated FFN's activation: silu(gate) * up or gelu(gate) * up. */
+enum exl_ffn_act { EXL_FFN_SILU, EXL_FFN_GELU };
+
+#define EXL_MAX_LAYERS 1024
+#define EXL_MAX_EXPERTS 1024
 
 struct exl_hparams {
 	enum exl_arch arch;
@@ -30,14 +45,45 @@ struct exl_hparams {
 	int n_head;
 	int n_head_kv;
 	int head_dim;
-	int n_ff;
+	int n_ff;              /* of the dense FFN; of each expert: n_ff_exp */
 	int n_rot;
 	float rms_eps;
 	float rope_freq_base;
 	float rope_freq_scale; /* 1 / linear scaling factor */
+	float rope_attn_factor; /* rope.scaling.attn_factor, 1 when absent */
+	int n_ctx_orig;        /* rope.scaling.original_context_length (phi3's
+				* long/short rope factors); n_ctx_train when absent */
 	bool rope_neox;
 	bool tied_embeddings;
+
+	/* Attention */
+	float attn_scale;      /* score scale: 1/sqrt(head_dim) but for gemma's 27B */
+	float attn_softcap;    /* gemma2's attention logit soft-capping; 0: none */
+	bool qk_norm;          /* per-head RMS norm of q and k (qwen3, gemma3) */
+	int n_swa;             /* sliding window of the local layers; 0: none */
+	float rope_freq_base_swa;  /* the local layers' rope */
+	float rope_freq_scale_swa;
+	uint64_t swa_layers[EXL_MAX_LAYERS / 64]; /* bit il: layer il is local */
+
+	/* Block shape */
+	bool embd_scale;       /* embeddings times sqrt(n_embd) (gemma) */
+	bool post_norms;       /* RMS norms after attention and FFN (gemma) */
+	enum exl_ffn_act ffn_act;
+	float final_softcap;   /* soft-capping of the logits; 0: none */
+
+	/* Mixture of experts (n_expert 0: a dense FFN) */
+	int n_expert;
+	int n_expert_used;
+	int n_ff_exp;
+	float expert_weights_scale; /* routing weights times this after their
+				     * normalization; 1 for none */
 };
+
+/* Whether layer il attends through the sliding window. */
+static inline bool exl_layer_is_swa(const struct exl_hparams *hp, int il)
+{
+	return hp->n_swa > 0 && (hp->swa_layers[il / 64] >> (il % 64) & 1);
+}
 
 struct exl_model;
 
@@ -56,12 +102,22 @@ void exl_model_free(struct exl_model *m);
  * forward pass of m fails, saying so.  why says which, for the log. */
 int exl_model_check_file(struct exl_model *m, char *why, size_t whylen);
 
+/* Sets the longest sequence m will run (n_ctx_train until set): phi3's
+ * 128k variants rotate with their long rope factors when it is beyond the
+ * context they were first trained for (rope.scaling.original_context_
+ * length), with the short ones within it, as llama.cpp does for its
+ * context size.  Call it before the first forward pass: K/V cached under
+ * the other factors would not match. */
+void exl_model_set_context(struct exl_model *m, int n_ctx);
+
 const struct exl_hparams *exl_model_hparams(const struct exl_model *m);
 const struct exl_tokenizer *exl_model_tokenizer(const struct exl_model *m);
 const struct gguf_file *exl_model_gguf(const struct exl_model *m);
 size_t exl_model_weight_bytes(const struct exl_model *m);
 
-/* A KV cache shaped for m holding n_tokens positions in pages of page_size. */
+/* A KV cache shaped for m holding n_tokens positions in pages of page_size.
+ * When every layer of m attends through a sliding window, the cache gives
+ * a sequence's pages behind the window back (exl_kvcache_set_window). */
 struct exl_kvcache *exl_model_kvcache_create(struct exl_model *m, int n_tokens, int page_size,
 					     char *err, size_t errlen);
 

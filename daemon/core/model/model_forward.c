@@ -1,4 +1,7 @@
-/* The batched forward pass of a llama-family model over the paged KV cache.
+/* The batched forward pass over the paged KV cache, one for every
+ * architecture: the llama block, with what each architecture adds switched
+ * on by its hyperparameters and by which weights it has (biases, per-head
+ * q/k norms, post norms, GELU, soft-capping, sliding windows, experts).
  *
  * All buffers come from the model's scratch, which grows with the largest
  * batch seen and is reused, so a pass allocates nothing once warm.
@@ -34,10 +37,17 @@ static void scratch_free_tokens(struct exl_model *m)
 	dev_free(be, &s->proj);
 	dev_free(be, &s->gate);
 	dev_free(be, &s->up);
+	dev_free(be, &s->xe);
+	dev_free(be, &s->router);
 	free(s->pos);
 	free(s->seq);
 	free(s->rows);
-	s->pos = s->seq = s->rows = NULL;
+	free(s->router_host);
+	free(s->exp_count);
+	free(s->exp_rows);
+	free(s->exp_w);
+	s->pos = s->seq = s->rows = s->exp_count = s->exp_rows = NULL;
+	s->router_host = s->exp_w = NULL;
 	s->cap_tokens = 0;
 }
 
@@ -80,6 +90,8 @@ static int scratch_reserve_tokens(struct exl_model *m, int n, char *err, size_t 
 	size_t cap = ((size_t)n + 31) & ~(size_t)31;
 	size_t q_dim = (size_t)hp->n_head * (size_t)hp->head_dim;
 	size_t kv_dim = (size_t)hp->n_head_kv * (size_t)hp->head_dim;
+	size_t ff = (size_t)(hp->n_expert ? hp->n_ff_exp : hp->n_ff);
+	size_t ne = (size_t)hp->n_expert;
 
 	s->x = dev_alloc(be, cap, (size_t)hp->n_embd, &ok);
 	s->x_out = dev_alloc(be, cap, (size_t)hp->n_embd, &ok);
@@ -89,11 +101,20 @@ static int scratch_reserve_tokens(struct exl_model *m, int n, char *err, size_t 
 	s->v = dev_alloc(be, cap, kv_dim, &ok);
 	s->att = dev_alloc(be, cap, q_dim, &ok);
 	s->proj = dev_alloc(be, cap, (size_t)hp->n_embd, &ok);
-	s->gate = dev_alloc(be, cap, (size_t)hp->n_ff, &ok);
-	s->up = dev_alloc(be, cap, (size_t)hp->n_ff, &ok);
+	s->gate = dev_alloc(be, cap, ff, &ok);
+	s->up = dev_alloc(be, cap, ff, &ok);
 	s->pos = malloc(cap * sizeof(*s->pos));
 	s->seq = malloc(cap * sizeof(*s->seq));
 	s->rows = malloc(cap * sizeof(*s->rows));
+	if (ne) {
+		s->xe = dev_alloc(be, cap, (size_t)hp->n_embd, &ok);
+		s->router = dev_alloc(be, cap, ne, &ok);
+		s->router_host = malloc(cap * ne * sizeof(*s->router_host));
+		s->exp_count = malloc(ne * sizeof(*s->exp_count));
+		s->exp_rows = malloc(cap * ne * sizeof(*s->exp_rows));
+		s->exp_w = malloc(cap * ne * sizeof(*s->exp_w));
+		ok = ok && s->router_host && s->exp_count && s->exp_rows && s->exp_w;
+	}
 	if (!ok || !s->pos || !s->seq || !s->rows) {
 		scratch_free_tokens(m);
 		snprintf(err, errlen, "cannot allocate scratch for a batch of %d tokens on "
@@ -241,6 +262,115 @@ static int file_changed(const struct exl_model *m, char *err, size_t errlen)
 	return -1;
 }
 
+/* The experts' top-k of one token's router logits l[ne] (softmax, the k
+ * largest, their probabilities renormalized to sum 1 and scaled, as
+ * llama.cpp's build_moe_ffn for llama and qwen3moe), appended to each
+ * chosen expert's row list. */
+static void route_token(struct exl_model *m, const float *l, int t, int nr)
+{
+	const struct exl_hparams *hp = &m->hp;
+	struct exl_scratch *s = &m->s;
+	int ne = hp->n_expert, k = hp->n_expert_used;
+	int chosen[EXL_MAX_EXPERTS];
+	float p[EXL_MAX_EXPERTS], mx = l[0], sum = 0.0f, picked = 0.0f;
+
+	for (int e = 1; e < ne; e++)
+		mx = l[e] > mx ? l[e] : mx;
+	for (int e = 0; e < ne; e++) {
+		p[e] = expf(l[e] - mx);
+		sum += p[e];
+	}
+	for (int e = 0; e < ne; e++)
+		p[e] /= sum;
+	/* k passes of a selection: k is small (2 to 8 of 8 to 128) */
+	for (int i = 0; i < k; i++) {
+		int best = -1;
+
+		for (int e = 0; e < ne; e++) {
+			bool taken = false;
+
+			for (int j = 0; j < i && !taken; j++)
+				taken = chosen[j] == e;
+			if (!taken && (best < 0 || p[e] > p[best]))
+				best = e;
+		}
+		chosen[i] = best;
+		picked += p[best];
+	}
+	/* llama.cpp clamps the sum to the smallest normal half */
+	if (picked < 6.103515625e-5f)
+		picked = 6.103515625e-5f;
+	for (int i = 0; i < k; i++) {
+		int e = chosen[i];
+		size_t at = (size_t)e * (size_t)nr + (size_t)s->exp_count[e]++;
+
+		s->exp_rows[at] = t;
+		s->exp_w[at] = p[e] / picked * hp->expert_weights_scale;
+	}
+}
+
+/* The mixture-of-experts FFN of the nr rows of s->xn, added into x.  The
+ * router's logits come back to the host, which picks each token's experts;
+ * then each expert that any token chose runs once over all of its tokens,
+ * gathered into one batch: a matmul per weight per expert, however many
+ * tokens chose it. */
+static int moe_ffn(struct exl_model *m, const struct exl_layer_weights *lw, float *x, int nr,
+		   char *err, size_t errlen)
+{
+	const struct exl_hparams *hp = &m->hp;
+	const struct exl_backend_ops *ops = m->be->ops;
+	struct exl_backend *be = m->be;
+	struct exl_scratch *s = &m->s;
+	int ne = hp->n_expert;
+
+	ops->matmul(be, &lw->w_router, s->xn, s->router, nr);
+	if (ops->download(be, s->router_host, s->router, (size_t)nr * (size_t)ne * sizeof(float))) {
+		const char *msg = exl_backend_error(be);
+
+		snprintf(err, errlen, "backend %s: %s", ops->name,
+			 msg && *msg ? msg : "cannot read back the expert router's logits");
+		return -1;
+	}
+	memset(s->exp_count, 0, (size_t)ne * sizeof(*s->exp_count));
+	for (int t = 0; t < nr; t++)
+		route_token(m, s->router_host + (size_t)t * (size_t)ne, t, nr);
+	for (int e = 0; e < ne; e++) {
+		const int32_t *rows = s->exp_rows + (size_t)e * (size_t)nr;
+		int cnt = s->exp_count[e];
+
+		if (!cnt)
+			continue;
+		ops->gather_rows(be, s->xe, s->xn, rows, cnt, hp->n_embd);
+		ops->matmul(be, &lw->exp_gate[e], s->xe, s->gate, cnt);
+		ops->matmul(be, &lw->exp_up[e], s->xe, s->up, cnt);
+		ops->swiglu(be, s->gate, s->up, (size_t)cnt * (size_t)hp->n_ff_exp);
+		ops->matmul(be, &lw->exp_down[e], s->gate, s->proj, cnt);
+		ops->add_rows_scaled(be, x, s->proj, rows, s->exp_w + (size_t)e * (size_t)nr, cnt,
+				     hp->n_embd);
+	}
+	return 0;
+}
+
+/* The dense FFN of the nr rows of s->xn into s->proj. */
+static void dense_ffn(struct exl_model *m, const struct exl_layer_weights *lw, int nr)
+{
+	const struct exl_hparams *hp = &m->hp;
+	const struct exl_backend_ops *ops = m->be->ops;
+	struct exl_backend *be = m->be;
+	struct exl_scratch *s = &m->s;
+	size_t count = (size_t)nr * (size_t)hp->n_ff;
+
+	ops->matmul(be, &lw->w_gate, s->xn, s->gate, nr);
+	ops->matmul(be, &lw->w_up, s->xn, s->up, nr);
+	if (hp->ffn_act == EXL_FFN_GELU)
+		ops->geglu(be, s->gate, s->up, count);
+	else
+		ops->swiglu(be, s->gate, s->up, count);
+	ops->matmul(be, &lw->w_down, s->gate, s->proj, nr);
+	if (lw->ffn_post_norm)
+		ops->rmsnorm(be, s->proj, s->proj, lw->ffn_post_norm, nr, hp->n_embd, hp->rms_eps);
+}
+
 int exl_model_forward(struct exl_model *m, struct exl_kvcache *kv, const struct exl_batch *b,
 		      float *logits, char *err, size_t errlen)
 {
@@ -249,13 +379,20 @@ int exl_model_forward(struct exl_model *m, struct exl_kvcache *kv, const struct 
 	struct exl_backend *be = m->be;
 	struct exl_scratch *s = &m->s;
 	struct exl_batch_desc desc;
-	struct exl_rope_params rp = {
+	const struct exl_rope_params rp_global = {
 		.n_rot = hp->n_rot,
 		.freq_base = hp->rope_freq_base,
 		.freq_scale = hp->rope_freq_scale,
 		.neox = hp->rope_neox,
+		.freq_factors = m->rope_factors,
+		.attn_factor = hp->rope_attn_factor,
 	};
-	const float scale = 1.0f / sqrtf((float)hp->head_dim);
+	struct exl_rope_params rp_local = rp_global;
+	const struct exl_attn_params ap_global = {
+		.scale = hp->attn_scale,
+		.softcap = hp->attn_softcap,
+	};
+	struct exl_attn_params ap_local = ap_global;
 	const int q_dim = hp->n_head * hp->head_dim;
 	const size_t embd = (size_t)hp->n_embd;
 	int n = b->n_tokens;
@@ -291,12 +428,20 @@ int exl_model_forward(struct exl_model *m, struct exl_kvcache *kv, const struct 
 		return -1;
 	}
 
+	/* gemma's local layers: their own rope, and the window */
+	rp_local.freq_base = hp->rope_freq_base_swa;
+	rp_local.freq_scale = hp->rope_freq_scale_swa;
+	ap_local.window = hp->n_swa;
+
 	float *x = s->x;
 	ops->embed(be, &m->tok_embd, b->tokens, x, n);
+	if (hp->embd_scale)
+		ops->scale(be, x, sqrtf((float)hp->n_embd), (size_t)n * embd);
 	for (int il = 0; il < hp->n_layer; il++) {
 		const struct exl_layer_weights *lw = &m->layers[il];
 		const struct exl_kv_layer *kl = exl_kvcache_layer(kv, il);
 		bool last = il == hp->n_layer - 1;
+		bool local = exl_layer_is_swa(hp, il);
 		const float *att = s->att;
 		int nr = n;
 
@@ -310,12 +455,19 @@ int exl_model_forward(struct exl_model *m, struct exl_kvcache *kv, const struct 
 			ops->add_bias(be, s->k, lw->bk, n, (int)lw->wk.rows);
 		if (lw->bv)
 			ops->add_bias(be, s->v, lw->bv, n, (int)lw->wv.rows);
-		ops->rope(be, s->q, n, hp->n_head, hp->head_dim, &rp);
-		ops->rope(be, s->k, n, hp->n_head_kv, hp->head_dim, &rp);
+		if (lw->q_norm) {
+			/* every head a row of its own */
+			ops->rmsnorm(be, s->q, s->q, lw->q_norm, n * hp->n_head, hp->head_dim,
+				     hp->rms_eps);
+			ops->rmsnorm(be, s->k, s->k, lw->k_norm, n * hp->n_head_kv, hp->head_dim,
+				     hp->rms_eps);
+		}
+		ops->rope(be, s->q, n, hp->n_head, hp->head_dim, local ? &rp_local : &rp_global);
+		ops->rope(be, s->k, n, hp->n_head_kv, hp->head_dim, local ? &rp_local : &rp_global);
 		ops->kv_store(be, kl, s->k, s->v);
 		if (last && n_out == 0)
 			break; /* nothing reads this layer's output */
-		ops->attention(be, kl, s->q, s->att, hp->n_head, scale);
+		ops->attention(be, kl, s->q, s->att, hp->n_head, local ? &ap_local : &ap_global);
 
 		/* Past the last attention only the rows that want logits matter. */
 		if (last && n_out < n) {
@@ -326,18 +478,26 @@ int exl_model_forward(struct exl_model *m, struct exl_kvcache *kv, const struct 
 			nr = n_out;
 		}
 		ops->matmul(be, &lw->wo, att, s->proj, nr);
+		if (lw->attn_post_norm)
+			ops->rmsnorm(be, s->proj, s->proj, lw->attn_post_norm, nr, hp->n_embd,
+				     hp->rms_eps);
 		ops->add(be, x, s->proj, (size_t)nr * embd);
 
 		ops->rmsnorm(be, s->xn, x, lw->ffn_norm, nr, hp->n_embd, hp->rms_eps);
-		ops->matmul(be, &lw->w_gate, s->xn, s->gate, nr);
-		ops->matmul(be, &lw->w_up, s->xn, s->up, nr);
-		ops->swiglu(be, s->gate, s->up, (size_t)nr * (size_t)hp->n_ff);
-		ops->matmul(be, &lw->w_down, s->gate, s->proj, nr);
-		ops->add(be, x, s->proj, (size_t)nr * embd);
+		if (hp->n_expert) {
+			if (moe_ffn(m, lw, x, nr, err, errlen))
+				return -1;
+		} else {
+			dense_ffn(m, lw, nr);
+			ops->add(be, x, s->proj, (size_t)nr * embd);
+		}
 	}
 	if (n_out > 0) {
 		ops->rmsnorm(be, s->xn, x, m->output_norm, n_out, hp->n_embd, hp->rms_eps);
 		ops->matmul(be, &m->output, s->xn, s->logits, n_out);
+		if (hp->final_softcap > 0.0f)
+			ops->softcap(be, s->logits, hp->final_softcap,
+				     (size_t)n_out * (size_t)hp->n_vocab);
 		if (ops->download(be, logits, s->logits,
 				  (size_t)n_out * (size_t)hp->n_vocab * sizeof(float))) {
 			snprintf(err, errlen, "backend %s: %s", ops->name,

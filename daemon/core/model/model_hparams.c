@@ -1,4 +1,5 @@
-/* Hyperparameters of a llama-family model from its GGUF metadata. */
+/* Hyperparameters from GGUF metadata, under the keys and defaults llama.cpp's
+ * converters write and its loader reads for each architecture. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -9,21 +10,30 @@
 /* Upper bounds that no real model reaches; they keep every product of two
  * of them far from overflowing int. */
 #define MAX_EMBD (1 << 16)
-#define MAX_LAYERS 1024
+#define MAX_LAYERS EXL_MAX_LAYERS
 #define MAX_HEADS 1024
 #define MAX_HEAD_DIM 1024
 #define MAX_FF (1 << 18)
 #define MAX_VOCAB (1 << 22)
 
+/* What an architecture's blocks are made of, beyond the llama block. */
 struct arch_desc {
 	const char *name;
 	enum exl_arch arch;
 	bool rope_neox;
+	bool qk_norm;
+	bool gemma;        /* embedding scale, post norms, GELU, sliding window */
+	int moe;           /* 0: never, 1: when expert_count > 0, 2: always */
 };
 
 static const struct arch_desc archs[] = {
-	{ "llama", EXL_ARCH_LLAMA, false },
-	{ "qwen2", EXL_ARCH_QWEN2, true },
+	{ "llama", EXL_ARCH_LLAMA, false, false, false, 1 },
+	{ "qwen2", EXL_ARCH_QWEN2, true, false, false, 0 },
+	{ "qwen3", EXL_ARCH_QWEN3, true, true, false, 0 },
+	{ "qwen3moe", EXL_ARCH_QWEN3MOE, true, true, false, 2 },
+	{ "phi3", EXL_ARCH_PHI3, true, false, false, 0 },
+	{ "gemma2", EXL_ARCH_GEMMA2, true, false, true, 0 },
+	{ "gemma3", EXL_ARCH_GEMMA3, true, true, true, 0 },
 };
 
 static int get_int(const struct gguf_file *f, const char *arch, const char *key, bool required,
@@ -33,7 +43,7 @@ static int get_int(const struct gguf_file *f, const char *arch, const char *key,
 	uint32_t v;
 
 	snprintf(full, sizeof(full), "%s.%s", arch, key);
-	if (!gguf_find_kv(f, full)) {
+	if (!exl_gguf_find_kv(f, full)) {
 		if (required) {
 			snprintf(err, errlen, "missing metadata key '%s'", full);
 			return -1;
@@ -41,7 +51,7 @@ static int get_int(const struct gguf_file *f, const char *arch, const char *key,
 		*out = def;
 		return 0;
 	}
-	if (!gguf_get_u32(f, full, &v)) {
+	if (!exl_gguf_get_u32(f, full, &v)) {
 		snprintf(err, errlen, "metadata key '%s' is not a non-negative 32-bit integer", full);
 		return -1;
 	}
@@ -60,7 +70,7 @@ static int get_float(const struct gguf_file *f, const char *arch, const char *ke
 	char full[160];
 
 	snprintf(full, sizeof(full), "%s.%s", arch, key);
-	if (!gguf_find_kv(f, full)) {
+	if (!exl_gguf_find_kv(f, full)) {
 		if (required) {
 			snprintf(err, errlen, "missing metadata key '%s'", full);
 			return -1;
@@ -68,7 +78,7 @@ static int get_float(const struct gguf_file *f, const char *arch, const char *ke
 		*out = def;
 		return 0;
 	}
-	if (!gguf_get_f32(f, full, out) || !isfinite(*out)) {
+	if (!exl_gguf_get_f32(f, full, out) || !isfinite(*out)) {
 		snprintf(err, errlen, "metadata key '%s' is not a finite float", full);
 		return -1;
 	}
@@ -83,23 +93,33 @@ static int read_rope_scaling(const struct gguf_file *f, struct exl_hparams *hp, 
 	float factor;
 
 	hp->rope_freq_scale = 1.0f;
-	/* llama.cpp multiplies every rotation by this; the rope op has no
-	 * input for it, and running without it would be silently wrong. */
-	if (get_float(f, a, "rope.scaling.attn_factor", false, 1.0f, &factor, err, errlen))
+	/* Multiplies the cosine and sine of every rotation (phi3's 128k
+	 * variants write sqrt(1 + ln(scale) / ln(original context))). */
+	if (get_float(f, a, "rope.scaling.attn_factor", false, 1.0f, &hp->rope_attn_factor, err,
+		      errlen))
 		return -1;
-	if (factor != 1.0f) {
-		snprintf(err, errlen, "%s.rope.scaling.attn_factor %g is not supported", a, factor);
+	if (hp->rope_attn_factor < 1e-3f || hp->rope_attn_factor > 1e3f) {
+		snprintf(err, errlen, "%s.rope.scaling.attn_factor %g is out of range", a,
+			 hp->rope_attn_factor);
 		return -1;
 	}
+	if (get_int(f, a, "rope.scaling.original_context_length", false, hp->n_ctx_train, 1,
+		    INT32_MAX, &hp->n_ctx_orig, err, errlen))
+		return -1;
 	snprintf(key, sizeof(key), "%s.rope.scaling.type", a);
-	if (gguf_find_kv(f, key)) {
-		if (!gguf_get_str(f, key, type, sizeof(type))) {
+	if (exl_gguf_find_kv(f, key)) {
+		if (!exl_gguf_get_str(f, key, type, sizeof(type))) {
 			snprintf(err, errlen, "metadata key '%s' is not a short string", key);
 			return -1;
 		}
 		if (!strcmp(type, "none"))
 			return 0;
-		if (strcmp(type, "linear")) {
+		/* longrope: the factor tensors carry it (bound with the
+		 * tensors); a linear factor may come with it, as llama.cpp
+		 * reads one for every type. */
+		if (strcmp(type, "linear") && (strcmp(type, "longrope") ||
+					       (hp->arch != EXL_ARCH_LLAMA &&
+						hp->arch != EXL_ARCH_PHI3))) {
 			snprintf(err, errlen, "unsupported rope scaling type '%s' (%s)", type, key);
 			return -1;
 		}
@@ -108,7 +128,7 @@ static int read_rope_scaling(const struct gguf_file *f, struct exl_hparams *hp, 
 	 * rope.scale_linear; like llama.cpp, that key stands in for a missing
 	 * rope.scaling.factor with or without a type. */
 	snprintf(key, sizeof(key), "%s.rope.scaling.factor", a);
-	if (get_float(f, a, gguf_find_kv(f, key) ? "rope.scaling.factor" : "rope.scale_linear",
+	if (get_float(f, a, exl_gguf_find_kv(f, key) ? "rope.scaling.factor" : "rope.scale_linear",
 		      false, 1.0f, &factor, err, errlen))
 		return -1;
 	if (factor == 0.0f) /* what converters write for "no scaling" */
@@ -121,6 +141,143 @@ static int read_rope_scaling(const struct gguf_file *f, struct exl_hparams *hp, 
 	return 0;
 }
 
+/* The experts' shape and routing keys.  A dense model reads its FFN width
+ * here too: a mixture of experts may give only the experts'. */
+static int read_experts(const struct gguf_file *f, struct exl_hparams *hp, int experts,
+			char *err, size_t errlen)
+{
+	const char *a = hp->arch_name;
+	char key[160];
+
+	hp->n_expert = experts;
+	hp->expert_weights_scale = 1.0f;
+	snprintf(key, sizeof(key), "%s.expert_feed_forward_length", a);
+	if (get_int(f, a, "feed_forward_length", !experts || !exl_gguf_find_kv(f, key), 0, 1,
+		    MAX_FF, &hp->n_ff, err, errlen))
+		return -1;
+	if (!experts)
+		return 0;
+	if (get_int(f, a, "expert_used_count", true, 0, 1, experts, &hp->n_expert_used, err,
+		    errlen))
+		return -1;
+	/* Mixtral's experts are feed_forward_length wide; qwen3moe says so,
+	 * or llama.cpp takes feed_forward_length / expert_used_count. */
+	int def = hp->arch == EXL_ARCH_LLAMA ? hp->n_ff : hp->n_ff / hp->n_expert_used;
+	if (get_int(f, a, "expert_feed_forward_length", def < 1, def, 1, MAX_FF, &hp->n_ff_exp,
+		    err, errlen) ||
+	    get_float(f, a, "expert_weights_scale", false, 0.0f, &hp->expert_weights_scale, err,
+		      errlen))
+		return -1;
+	if (hp->arch == EXL_ARCH_LLAMA && hp->n_ff_exp != hp->n_ff) {
+		snprintf(err, errlen, "%s.expert_feed_forward_length %d differs from "
+			 "feed_forward_length %d (llama experts are that wide)", a, hp->n_ff_exp,
+			 hp->n_ff);
+		return -1;
+	}
+	/* 0 is what llama.cpp takes for "unset", as it does 1 */
+	if (hp->expert_weights_scale == 0.0f)
+		hp->expert_weights_scale = 1.0f;
+	snprintf(key, sizeof(key), "%s.expert_shared_count", a);
+	if (exl_gguf_find_kv(f, key)) {
+		snprintf(err, errlen, "shared experts (%s) are not supported", key);
+		return -1;
+	}
+	return 0;
+}
+
+/* Which layers are local (sliding window).  attention.sliding_window_pattern
+ * is an array of one flag per layer, or one number n: layer il is local when
+ * il % n < n - 1 (the last of every n is global; n = 1: no layer is local,
+ * n = 0: every layer is), as llama.cpp reads it; def when the key is
+ * absent. */
+static int read_swa_pattern(const struct gguf_file *f, struct exl_hparams *hp, int def,
+			    char *err, size_t errlen)
+{
+	const char *a = hp->arch_name;
+	const struct gguf_array *arr;
+	char key[160];
+	int n = def;
+
+	memset(hp->swa_layers, 0, sizeof(hp->swa_layers));
+	snprintf(key, sizeof(key), "%s.attention.sliding_window_pattern", a);
+	arr = exl_gguf_get_arr(f, key);
+	if (arr) {
+		if (arr->count != (uint64_t)hp->n_layer) {
+			snprintf(err, errlen, "metadata key '%s' has %llu entries for %d layers", key,
+				 (unsigned long long)arr->count, hp->n_layer);
+			return -1;
+		}
+		for (int il = 0; il < hp->n_layer; il++) {
+			int64_t v = 0;
+
+			if (arr->elem_type == GGUF_VT_BOOL)
+				v = ((const uint8_t *)arr->data)[il];
+			else if (!exl_gguf_arr_get_i64(arr, (uint64_t)il, &v)) {
+				snprintf(err, errlen, "metadata key '%s' is not an array of flags",
+					 key);
+				return -1;
+			}
+			if (v)
+				hp->swa_layers[il / 64] |= (uint64_t)1 << (il % 64);
+		}
+		return 0;
+	}
+	if (get_int(f, a, "attention.sliding_window_pattern", false, def, 0, MAX_LAYERS, &n,
+		    err, errlen))
+		return -1;
+	for (int il = 0; il < hp->n_layer; il++)
+		if (n == 0 || il % n < n - 1)
+			hp->swa_layers[il / 64] |= (uint64_t)1 << (il % 64);
+	return 0;
+}
+
+/* Gemma 2 and 3: embeddings scaled, norms after attention and FFN, GELU,
+ * local layers with a sliding window (gemma2: every other layer, window
+ * 4096 unless the file says; gemma3: 5 in 6 when the file gives a window)
+ * and their own rope; gemma2 soft-caps scores and logits. */
+static int read_gemma(const struct gguf_file *f, struct exl_hparams *hp, char *err,
+		      size_t errlen)
+{
+	const char *a = hp->arch_name;
+	bool g2 = hp->arch == EXL_ARCH_GEMMA2;
+	int big = g2 ? 46 : 62; /* the 27B models' layer counts */
+
+	hp->embd_scale = true;
+	hp->post_norms = true;
+	hp->ffn_act = EXL_FFN_GELU;
+	if (get_int(f, a, "attention.sliding_window", false, g2 ? 4096 : 0, 0, INT32_MAX,
+		    &hp->n_swa, err, errlen) ||
+	    get_float(f, a, "final_logit_softcapping", false, g2 ? 30.0f : 0.0f,
+		      &hp->final_softcap, err, errlen))
+		return -1;
+	if (g2 && get_float(f, a, "attn_logit_softcapping", false, 50.0f, &hp->attn_softcap, err,
+			    errlen))
+		return -1;
+	if (hp->final_softcap < 0.0f || hp->attn_softcap < 0.0f) {
+		snprintf(err, errlen, "%s soft-capping %g / %g is negative", a, hp->attn_softcap,
+			 hp->final_softcap);
+		return -1;
+	}
+	/* gemma2's local layers rotate as the global ones unless the file
+	 * says; gemma3's at base 10000, unscaled */
+	hp->rope_freq_scale_swa = g2 ? hp->rope_freq_scale : 1.0f;
+	if (get_float(f, a, "rope.freq_base_swa", false, g2 ? hp->rope_freq_base : 10000.0f,
+		      &hp->rope_freq_base_swa, err, errlen))
+		return -1;
+	if (hp->rope_freq_base_swa <= 1.0f) {
+		snprintf(err, errlen, "%s.rope.freq_base_swa %g is out of range", a,
+			 hp->rope_freq_base_swa);
+		return -1;
+	}
+	if (hp->n_swa > 0 && read_swa_pattern(f, hp, g2 ? 2 : 6, err, errlen))
+		return -1;
+	/* Gemma's 27B models scale queries by 1/sqrt(n_embd / n_head), which
+	 * no key records; llama.cpp knows them by their layer count. */
+	if (hp->n_layer == big)
+		hp->attn_scale = 1.0f / sqrtf((float)(hp->n_embd / hp->n_head));
+	return 0;
+}
+
 int exl_hparams_read(const struct gguf_file *f, struct exl_hparams *hp, char *err, size_t errlen)
 {
 	const struct arch_desc *ad = NULL;
@@ -129,7 +286,7 @@ int exl_hparams_read(const struct gguf_file *f, struct exl_hparams *hp, char *er
 	int key_len, val_len, experts;
 
 	memset(hp, 0, sizeof(*hp));
-	if (!gguf_get_str(f, "general.architecture", hp->arch_name, sizeof(hp->arch_name))) {
+	if (!exl_gguf_get_str(f, "general.architecture", hp->arch_name, sizeof(hp->arch_name))) {
 		snprintf(err, errlen, "missing or overlong metadata key 'general.architecture'");
 		return -1;
 	}
@@ -143,7 +300,8 @@ int exl_hparams_read(const struct gguf_file *f, struct exl_hparams *hp, char *er
 	a = hp->arch_name;
 	hp->arch = ad->arch;
 	hp->rope_neox = ad->rope_neox;
-	if (!gguf_get_str(f, "general.name", hp->name, sizeof(hp->name)))
+	hp->qk_norm = ad->qk_norm;
+	if (!exl_gguf_get_str(f, "general.name", hp->name, sizeof(hp->name)))
 		hp->name[0] = '\0';
 
 	if (get_int(f, a, "embedding_length", true, 0, 1, MAX_EMBD, &hp->n_embd, err, errlen) ||
@@ -152,16 +310,21 @@ int exl_hparams_read(const struct gguf_file *f, struct exl_hparams *hp, char *er
 		    errlen) ||
 	    get_int(f, a, "attention.head_count_kv", false, hp->n_head, 1, MAX_HEADS,
 		    &hp->n_head_kv, err, errlen) ||
-	    get_int(f, a, "feed_forward_length", true, 0, 1, MAX_FF, &hp->n_ff, err, errlen) ||
 	    get_int(f, a, "context_length", true, 0, 1, INT32_MAX, &hp->n_ctx_train, err,
 		    errlen) ||
-	    get_int(f, a, "expert_count", false, 0, 0, MAX_HEADS, &experts, err, errlen))
+	    get_int(f, a, "expert_count", false, 0, 0, EXL_MAX_EXPERTS, &experts, err, errlen))
 		return -1;
-	if (experts > 0) {
-		snprintf(err, errlen, "mixture-of-experts models (%s.expert_count = %d) are not "
-			 "supported", a, experts);
+	if (experts > 0 && !ad->moe) {
+		snprintf(err, errlen, "%s models with experts (%s.expert_count = %d) are not "
+			 "supported", a, a, experts);
 		return -1;
 	}
+	if (ad->moe == 2 && experts == 0) {
+		snprintf(err, errlen, "a %s model needs %s.expert_count > 0", a, a);
+		return -1;
+	}
+	if (read_experts(f, hp, experts, err, errlen))
+		return -1;
 	if (hp->n_head % hp->n_head_kv) {
 		snprintf(err, errlen, "%s.attention.head_count %d is not a multiple of "
 			 "head_count_kv %d", a, hp->n_head, hp->n_head_kv);
@@ -202,8 +365,12 @@ int exl_hparams_read(const struct gguf_file *f, struct exl_hparams *hp, char *er
 	}
 	if (read_rope_scaling(f, hp, err, errlen))
 		return -1;
+	hp->attn_scale = 1.0f / sqrtf((float)hp->head_dim);
+	hp->ffn_act = EXL_FFN_SILU;
+	if (ad->gemma && read_gemma(f, hp, err, errlen))
+		return -1;
 
-	toks = gguf_get_arr(f, "tokenizer.ggml.tokens");
+	toks = exl_gguf_get_arr(f, "tokenizer.ggml.tokens");
 	if (!toks || toks->elem_type != GGUF_VT_STRING) {
 		snprintf(err, errlen, "missing metadata key 'tokenizer.ggml.tokens'");
 		return -1;

@@ -11,6 +11,10 @@
 
 struct gguf_file;
 
+/* One block's weights.  Fused tensors (phi3's attn_qkv and ffn_up holding
+ * gate and up) are bound as views of their rows, and experts as views of
+ * their slice of the 3-D expert tensors, so the forward pass sees plain
+ * matrices either way. */
 struct exl_layer_weights {
 	const float *attn_norm; /* [n_embd] */
 	struct exl_weight wq;   /* [n_head * head_dim][n_embd] */
@@ -19,11 +23,21 @@ struct exl_layer_weights {
 	const float *bq;        /* biases (qwen2), NULL when absent */
 	const float *bk;
 	const float *bv;
+	const float *q_norm;    /* [head_dim] per-head norms (qwen3, gemma3) */
+	const float *k_norm;
 	struct exl_weight wo;   /* [n_embd][n_head * head_dim] */
+	const float *attn_post_norm; /* gemma: of the attention output */
 	const float *ffn_norm;
 	struct exl_weight w_gate; /* [n_ff][n_embd] */
 	struct exl_weight w_up;
 	struct exl_weight w_down; /* [n_embd][n_ff] */
+	const float *ffn_post_norm;  /* gemma: of the FFN output */
+	/* mixture of experts (n_expert > 0): the router and each expert's
+	 * gate [n_ff_exp][n_embd], up, down [n_embd][n_ff_exp] */
+	struct exl_weight w_router; /* [n_expert][n_embd] */
+	struct exl_weight *exp_gate;
+	struct exl_weight *exp_up;
+	struct exl_weight *exp_down;
 };
 
 /* Per-pass buffers, grown with the batch; backend memory unless noted. */
@@ -37,8 +51,15 @@ struct exl_scratch {
 	float *v;
 	float *att;    /* attention output [n][n_head * head_dim] */
 	float *proj;   /* output of wo / w_down [n][n_embd] */
-	float *gate;   /* [n][n_ff] */
+	float *gate;   /* [n][n_ff] (MoE: n_ff_exp) */
 	float *up;
+	/* mixture of experts */
+	float *xe;     /* one expert's tokens' normed inputs [n][n_embd] */
+	float *router; /* router logits [n][n_expert] */
+	float *router_host;   /* host: the same, downloaded */
+	int32_t *exp_count;   /* host: tokens routed to each expert */
+	int32_t *exp_rows;    /* host: [n_expert][n] the batch rows of each expert */
+	float *exp_w;         /* host: [n_expert][n] and their weights */
 	float *logits; /* [cap_logits][n_vocab] */
 	int cap_logits;
 	/* host */
@@ -66,6 +87,14 @@ struct exl_model {
 	const float *output_norm;
 	struct exl_weight output;   /* tok_embd when tied */
 	struct exl_layer_weights *layers;
+	struct exl_weight *experts; /* every layer's expert views, one allocation */
+
+	/* rope frequency factors: llama 3.1's rope_freqs, or phi3's for long
+	 * and short contexts; rope_factors is the one the rope uses */
+	const float *rope_freqs;
+	const float *rope_long;
+	const float *rope_short;
+	const float *rope_factors;
 
 	/* Every pointer ops->upload returned, for unload. */
 	const void **uploads;
@@ -83,5 +112,8 @@ int exl_hparams_read(const struct gguf_file *f, struct exl_hparams *hp, char *er
 int exl_model_bind_tensors(struct exl_model *m, char *err, size_t errlen);
 
 void exl_model_scratch_free(struct exl_model *m);
+
+/* Sets m->rope_factors for contexts of up to n_ctx positions per sequence. */
+void exl_model_pick_rope_factors(struct exl_model *m, int n_ctx);
 
 #endif

@@ -1,5 +1,5 @@
-/* Binding a llama-family model's tensors by name, with shape and type
- * checks, and handing them to the backend.
+/* Binding a model's tensors by name, with shape and type checks, and
+ * handing them to the backend.
  *
  * Binding runs twice over the same names: a plan pass checks every tensor
  * and adds up the bytes the backend will hold, so a model that cannot fit
@@ -53,18 +53,19 @@ static int track_upload(struct exl_model *m, const void *p)
 	return 0;
 }
 
-/* Finds name with shape [ne0] (ne1 == 0) or [ne0, ne1], checks its type and
- * uploads it (the plan pass counts its bytes instead).  A tensor that is
- * absent gives *data = NULL and 0 when optional. */
-static int bind(struct binder *bd, const char *name, uint64_t ne0, uint64_t ne1, bool matmul,
-		bool optional, const struct gguf_tensor **out, const void **data, char *err,
-		size_t errlen)
+/* Finds name with shape [ne0] (ne1 == 0), [ne0, ne1] (ne2 == 0) or [ne0,
+ * ne1, ne2], checks its type and uploads it (the plan pass counts its bytes
+ * instead).  A tensor that is absent gives *data = NULL and 0 when
+ * optional. */
+static int bind3(struct binder *bd, const char *name, uint64_t ne0, uint64_t ne1, uint64_t ne2,
+		 bool matmul, bool optional, const struct gguf_tensor **out, const void **data,
+		 char *err, size_t errlen)
 {
 	struct exl_model *m = bd->m;
-	const struct gguf_tensor *t = gguf_find_tensor(m->gguf, name);
+	const struct gguf_tensor *t = exl_gguf_find_tensor(m->gguf, name);
 	const char *why;
-	uint64_t want[2] = { ne0, ne1 };
-	uint32_t want_dims = ne1 ? 2 : 1;
+	uint64_t want[3] = { ne0, ne1, ne2 };
+	uint32_t want_dims = ne2 ? 3 : ne1 ? 2 : 1;
 	char ws[64], fs[96];
 
 	*data = NULL;
@@ -74,8 +75,8 @@ static int bind(struct binder *bd, const char *name, uint64_t ne0, uint64_t ne1,
 		snprintf(err, errlen, "missing tensor '%s'", name);
 		return -1;
 	}
-	bool ok = t->ne[0] == want[0] && t->ne[1] == (ne1 ? ne1 : 1);
-	for (uint32_t d = 2; d < GGUF_MAX_DIMS; d++)
+	bool ok = t->ne[0] == want[0] && t->ne[1] == (ne1 ? ne1 : 1) && t->ne[2] == (ne2 ? ne2 : 1);
+	for (uint32_t d = 3; d < GGUF_MAX_DIMS; d++)
 		ok = ok && t->ne[d] == 1;
 	if (!ok) {
 		shape_str(ws, sizeof(ws), want, want_dims);
@@ -89,9 +90,10 @@ static int bind(struct binder *bd, const char *name, uint64_t ne0, uint64_t ne1,
 		return -1;
 	}
 	size_t row_bytes = exl_dtype_row_bytes(t->type, t->ne[0]);
-	if (!row_bytes || t->nbytes / row_bytes != t->ne[1] || t->nbytes % row_bytes) {
+	uint64_t rows = t->ne[1] * t->ne[2];
+	if (!row_bytes || t->nbytes / row_bytes != rows || t->nbytes % row_bytes) {
 		snprintf(err, errlen, "tensor '%s': %llu bytes do not hold %llu rows of %llu %s",
-			 name, (unsigned long long)t->nbytes, (unsigned long long)t->ne[1],
+			 name, (unsigned long long)t->nbytes, (unsigned long long)rows,
 			 (unsigned long long)t->ne[0], type_name(t->type));
 		return -1;
 	}
@@ -119,6 +121,13 @@ static int bind(struct binder *bd, const char *name, uint64_t ne0, uint64_t ne1,
 	return 0;
 }
 
+static int bind(struct binder *bd, const char *name, uint64_t ne0, uint64_t ne1, bool matmul,
+		bool optional, const struct gguf_tensor **out, const void **data, char *err,
+		size_t errlen)
+{
+	return bind3(bd, name, ne0, ne1, 0, matmul, optional, out, data, err, errlen);
+}
+
 static int bind_vec(struct binder *bd, const char *name, int n, bool optional,
 		    const float **out, char *err, size_t errlen)
 {
@@ -131,15 +140,19 @@ static int bind_vec(struct binder *bd, const char *name, int n, bool optional,
 	return 0;
 }
 
-/* A matmul weight of rows x cols (GGUF shape [cols, rows]). */
-static int bind_mat(struct binder *bd, const char *name, int rows, int cols,
-		    struct exl_weight *w, char *err, size_t errlen)
+/* A matmul weight of rows x cols (GGUF shape [cols, rows]); w->data NULL
+ * when absent and optional. */
+static int bind_mat_opt(struct binder *bd, const char *name, int rows, int cols, bool optional,
+			struct exl_weight *w, char *err, size_t errlen)
 {
 	const struct gguf_tensor *t;
 	const void *d;
 
-	if (bind(bd, name, (uint64_t)cols, (uint64_t)rows, true, false, &t, &d, err, errlen))
+	memset(w, 0, sizeof(*w));
+	if (bind(bd, name, (uint64_t)cols, (uint64_t)rows, true, optional, &t, &d, err, errlen))
 		return -1;
+	if (!d)
+		return 0;
 	w->type = t->type;
 	w->rows = rows;
 	w->cols = cols;
@@ -148,32 +161,197 @@ static int bind_mat(struct binder *bd, const char *name, int rows, int cols,
 	return 0;
 }
 
-static int bind_layer(struct binder *bd, int il, char *err, size_t errlen)
+static int bind_mat(struct binder *bd, const char *name, int rows, int cols,
+		    struct exl_weight *w, char *err, size_t errlen)
 {
-	struct exl_model *m = bd->m;
-	const struct exl_hparams *hp = &m->hp;
-	struct exl_layer_weights *lw = &m->layers[il];
+	return bind_mat_opt(bd, name, rows, cols, false, w, err, errlen);
+}
+
+/* Rows first .. first + n - 1 of w, as a weight of its own.  Rows are
+ * whole blocks of their type, so this is an offset into the same memory
+ * (the backend's copy included: uploads keep the layout). */
+static struct exl_weight rows_of(const struct exl_weight *w, int64_t first, int64_t n)
+{
+	struct exl_weight v = *w;
+
+	v.rows = n;
+	v.data = (const char *)w->data + (size_t)first * w->row_bytes;
+	return v;
+}
+
+/* The n_expert matrices of rows x cols in a 3-D expert tensor (GGUF shape
+ * [cols, rows, n_expert]), one view each. */
+static int bind_experts(struct binder *bd, const char *name, int rows, int cols, int n_expert,
+			struct exl_weight *views, char *err, size_t errlen)
+{
+	const struct gguf_tensor *t;
+	const void *d;
+	struct exl_weight all;
+
+	if (bind3(bd, name, (uint64_t)cols, (uint64_t)rows, (uint64_t)n_expert, true, false, &t,
+		  &d, err, errlen))
+		return -1;
+	all.type = t->type;
+	all.rows = (int64_t)rows * n_expert;
+	all.cols = cols;
+	all.row_bytes = exl_dtype_row_bytes(t->type, (uint64_t)cols);
+	all.data = d;
+	for (int e = 0; e < n_expert; e++)
+		views[e] = rows_of(&all, (int64_t)e * rows, rows);
+	return 0;
+}
+
+/* q, k and v: three tensors, or phi3's one attn_qkv whose rows are q's, then
+ * k's, then v's (any architecture may have it, as in llama.cpp).  Biases
+ * likewise, qwen2's required. */
+static int bind_qkv(struct binder *bd, int il, struct exl_layer_weights *lw, char *err,
+		    size_t errlen)
+{
+	const struct exl_hparams *hp = &bd->m->hp;
 	int q_dim = hp->n_head * hp->head_dim, kv_dim = hp->n_head_kv * hp->head_dim;
 	bool bias = hp->arch == EXL_ARCH_QWEN2;
+	struct exl_weight qkv;
+	const float *b = NULL;
 	char name[96];
 
 #define NAME(suffix) (snprintf(name, sizeof(name), "blk.%d.%s", il, suffix), name)
-	if (bind_vec(bd, NAME("attn_norm.weight"), hp->n_embd, false, &lw->attn_norm, err, errlen) ||
-	    bind_mat(bd, NAME("attn_q.weight"), q_dim, hp->n_embd, &lw->wq, err, errlen) ||
-	    bind_mat(bd, NAME("attn_k.weight"), kv_dim, hp->n_embd, &lw->wk, err, errlen) ||
-	    bind_mat(bd, NAME("attn_v.weight"), kv_dim, hp->n_embd, &lw->wv, err, errlen) ||
-	    bind_mat(bd, NAME("attn_output.weight"), hp->n_embd, q_dim, &lw->wo, err, errlen) ||
-	    bind_vec(bd, NAME("ffn_norm.weight"), hp->n_embd, false, &lw->ffn_norm, err, errlen) ||
-	    bind_mat(bd, NAME("ffn_gate.weight"), hp->n_ff, hp->n_embd, &lw->w_gate, err, errlen) ||
-	    bind_mat(bd, NAME("ffn_up.weight"), hp->n_ff, hp->n_embd, &lw->w_up, err, errlen) ||
-	    bind_mat(bd, NAME("ffn_down.weight"), hp->n_embd, hp->n_ff, &lw->w_down, err, errlen))
+	if (bind_mat_opt(bd, NAME("attn_qkv.weight"), q_dim + 2 * kv_dim, hp->n_embd, true, &qkv,
+			 err, errlen) ||
+	    (qkv.data && bind_vec(bd, NAME("attn_qkv.bias"), q_dim + 2 * kv_dim, true, &b, err,
+				  errlen)))
 		return -1;
+	if (qkv.data) {
+		lw->wq = rows_of(&qkv, 0, q_dim);
+		lw->wk = rows_of(&qkv, q_dim, kv_dim);
+		lw->wv = rows_of(&qkv, q_dim + kv_dim, kv_dim);
+		if (b) {
+			lw->bq = b;
+			lw->bk = b + q_dim;
+			lw->bv = b + q_dim + kv_dim;
+			return 0;
+		}
+	} else if (bind_mat(bd, NAME("attn_q.weight"), q_dim, hp->n_embd, &lw->wq, err, errlen) ||
+		   bind_mat(bd, NAME("attn_k.weight"), kv_dim, hp->n_embd, &lw->wk, err, errlen) ||
+		   bind_mat(bd, NAME("attn_v.weight"), kv_dim, hp->n_embd, &lw->wv, err, errlen)) {
+		return -1;
+	}
 	/* qwen2 always has q/k/v biases; some llama conversions do too. */
 	if (bind_vec(bd, NAME("attn_q.bias"), q_dim, !bias, &lw->bq, err, errlen) ||
 	    bind_vec(bd, NAME("attn_k.bias"), kv_dim, !bias, &lw->bk, err, errlen) ||
 	    bind_vec(bd, NAME("attn_v.bias"), kv_dim, !bias, &lw->bv, err, errlen))
 		return -1;
 #undef NAME
+	return 0;
+}
+
+/* The FFN: gate, up and down; phi3's ffn_up holds gate's rows then up's;
+ * a mixture of experts has a router and three 3-D expert tensors. */
+static int bind_ffn(struct binder *bd, int il, struct exl_layer_weights *lw, char *err,
+		    size_t errlen)
+{
+	struct exl_model *m = bd->m;
+	const struct exl_hparams *hp = &m->hp;
+	char name[96];
+
+#define NAME(suffix) (snprintf(name, sizeof(name), "blk.%d.%s", il, suffix), name)
+	if (hp->n_expert) {
+		int ne = hp->n_expert, ff = hp->n_ff_exp;
+		struct exl_weight *ev = m->experts + (size_t)il * 3 * (size_t)ne;
+
+		lw->exp_gate = ev;
+		lw->exp_up = ev + ne;
+		lw->exp_down = ev + 2 * ne;
+		return bind_mat(bd, NAME("ffn_gate_inp.weight"), ne, hp->n_embd, &lw->w_router,
+				err, errlen) ||
+		       bind_experts(bd, NAME("ffn_gate_exps.weight"), ff, hp->n_embd, ne,
+				    lw->exp_gate, err, errlen) ||
+		       bind_experts(bd, NAME("ffn_up_exps.weight"), ff, hp->n_embd, ne,
+				    lw->exp_up, err, errlen) ||
+		       bind_experts(bd, NAME("ffn_down_exps.weight"), hp->n_embd, ff, ne,
+				    lw->exp_down, err, errlen) ? -1 : 0;
+	}
+	if (hp->arch == EXL_ARCH_PHI3) {
+		struct exl_weight gate_up;
+
+		if (bind_mat(bd, NAME("ffn_up.weight"), 2 * hp->n_ff, hp->n_embd, &gate_up, err,
+			     errlen))
+			return -1;
+		lw->w_gate = rows_of(&gate_up, 0, hp->n_ff);
+		lw->w_up = rows_of(&gate_up, hp->n_ff, hp->n_ff);
+	} else if (bind_mat(bd, NAME("ffn_gate.weight"), hp->n_ff, hp->n_embd, &lw->w_gate, err,
+			    errlen) ||
+		   bind_mat(bd, NAME("ffn_up.weight"), hp->n_ff, hp->n_embd, &lw->w_up, err,
+			    errlen)) {
+		return -1;
+	}
+	return bind_mat(bd, NAME("ffn_down.weight"), hp->n_embd, hp->n_ff, &lw->w_down, err,
+			errlen);
+#undef NAME
+}
+
+static int bind_layer(struct binder *bd, int il, char *err, size_t errlen)
+{
+	struct exl_model *m = bd->m;
+	const struct exl_hparams *hp = &m->hp;
+	struct exl_layer_weights *lw = &m->layers[il];
+	int q_dim = hp->n_head * hp->head_dim;
+	char name[96];
+
+#define NAME(suffix) (snprintf(name, sizeof(name), "blk.%d.%s", il, suffix), name)
+	if (bind_vec(bd, NAME("attn_norm.weight"), hp->n_embd, false, &lw->attn_norm, err, errlen) ||
+	    bind_qkv(bd, il, lw, err, errlen) ||
+	    bind_vec(bd, NAME("attn_q_norm.weight"), hp->head_dim, !hp->qk_norm, &lw->q_norm, err,
+		     errlen) ||
+	    bind_vec(bd, NAME("attn_k_norm.weight"), hp->head_dim, !hp->qk_norm, &lw->k_norm, err,
+		     errlen) ||
+	    bind_mat(bd, NAME("attn_output.weight"), hp->n_embd, q_dim, &lw->wo, err, errlen) ||
+	    bind_vec(bd, NAME("post_attention_norm.weight"), hp->n_embd, !hp->post_norms,
+		     &lw->attn_post_norm, err, errlen) ||
+	    bind_vec(bd, NAME("ffn_norm.weight"), hp->n_embd, false, &lw->ffn_norm, err, errlen) ||
+	    bind_ffn(bd, il, lw, err, errlen) ||
+	    bind_vec(bd, NAME("post_ffw_norm.weight"), hp->n_embd, !hp->post_norms,
+		     &lw->ffn_post_norm, err, errlen))
+		return -1;
+	/* Norms an architecture does not have would be ignored by llama.cpp
+	 * too (it refuses files with tensors it does not load); only theirs
+	 * are read. */
+	if (!hp->qk_norm)
+		lw->q_norm = lw->k_norm = NULL;
+	if (!hp->post_norms)
+		lw->attn_post_norm = lw->ffn_post_norm = NULL;
+#undef NAME
+	return 0;
+}
+
+/* Rope frequency factors: llama's rope_freqs (llama 3.1 and later), or the
+ * long and short factors of phi3's (and longrope llama's) 128k variants.
+ * Other architectures have none, and a file that carries them is refused
+ * rather than run without. */
+static int bind_rope_factors(struct binder *bd, char *err, size_t errlen)
+{
+	struct exl_model *m = bd->m;
+	const struct exl_hparams *hp = &m->hp;
+	static const char *const names[] = { "rope_freqs.weight", "rope_factors_long.weight",
+					     "rope_factors_short.weight" };
+	const float **dst[] = { &m->rope_freqs, &m->rope_long, &m->rope_short };
+	bool want[3] = { hp->arch == EXL_ARCH_LLAMA, hp->arch == EXL_ARCH_LLAMA ||
+			 hp->arch == EXL_ARCH_PHI3, hp->arch == EXL_ARCH_LLAMA ||
+			 hp->arch == EXL_ARCH_PHI3 };
+
+	for (int i = 0; i < 3; i++) {
+		if (!want[i] && exl_gguf_find_tensor(m->gguf, names[i])) {
+			snprintf(err, errlen, "tensor '%s' (rope frequency factors) is not "
+				 "supported for architecture '%s'", names[i], hp->arch_name);
+			return -1;
+		}
+		if (want[i] && bind_vec(bd, names[i], hp->n_rot / 2, true, dst[i], err, errlen))
+			return -1;
+	}
+	if (m->rope_freqs && (m->rope_long || m->rope_short)) {
+		snprintf(err, errlen, "both rope_freqs and rope_factors_long/short tensors");
+		return -1;
+	}
+	exl_model_pick_rope_factors(m, hp->n_ctx_train);
 	return 0;
 }
 
@@ -204,9 +382,14 @@ static int bind_all(struct binder *bd, char *err, size_t errlen)
 		m->hp.tied_embeddings = true;
 	}
 
+	if (bind_rope_factors(bd, err, errlen))
+		return -1;
 	if (!m->layers)
 		m->layers = calloc((size_t)hp->n_layer, sizeof(*m->layers));
-	if (!m->layers) {
+	if (!m->experts && hp->n_expert)
+		m->experts = calloc((size_t)hp->n_layer * 3 * (size_t)hp->n_expert,
+				    sizeof(*m->experts));
+	if (!m->layers || (hp->n_expert && !m->experts)) {
 		snprintf(err, errlen, "out of memory");
 		return -1;
 	}
@@ -240,15 +423,18 @@ int exl_model_bind_tensors(struct exl_model *m, char *err, size_t errlen)
 {
 	struct binder bd = { m, true, 0 };
 
-	/* Llama 3.1 style frequency factors change every rotation; the rope
-	 * op has no input for them, so running without them would be wrong. */
-	if (gguf_find_tensor(m->gguf, "rope_freqs.weight")) {
-		snprintf(err, errlen, "tensor 'rope_freqs.weight' (llama3 rope frequency "
-			 "scaling) is not supported");
-		return -1;
-	}
 	if (bind_all(&bd, err, errlen) || check_fits(m, bd.bytes, err, errlen))
 		return -1;
 	bd.plan = false;
 	return bind_all(&bd, err, errlen);
+}
+
+void exl_model_pick_rope_factors(struct exl_model *m, int n_ctx)
+{
+	/* As llama.cpp: phi3's long factors when the context may outgrow the
+	 * one it was trained for, the short ones within it. */
+	if (m->rope_freqs)
+		m->rope_factors = m->rope_freqs;
+	else
+		m->rope_factors = n_ctx > m->hp.n_ctx_orig ? m->rope_long : m->rope_short;
 }

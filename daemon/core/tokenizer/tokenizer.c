@@ -49,7 +49,7 @@ static const struct fim_kind {
 	{ "tokenizer.ggml.fim_sep_token_id", NULL, true, { "<|file_sep|>" } },
 };
 
-int32_t tok_lookup(const struct exl_tokenizer *t, const char *s, size_t len)
+int32_t exl_tok_lookup(const struct exl_tokenizer *t, const char *s, size_t len)
 {
 	int64_t id;
 
@@ -57,12 +57,12 @@ int32_t tok_lookup(const struct exl_tokenizer *t, const char *s, size_t len)
 	 * no text is made of them. */
 	if (!len)
 		return -1;
-	id = tok_strmap_get(&t->text_map, &t->texts, s, len);
+	id = exl_tok_strmap_get(&t->text_map, &t->texts, s, len);
 
 	return id >= 0 && id < t->n_vocab ? (int32_t)id : -1;
 }
 
-int tok_out_push(struct tok_out *o, int32_t id)
+int exl_tok_out_push(struct tok_out *o, int32_t id)
 {
 	if (o->n == o->cap) {
 		size_t cap = o->cap ? o->cap * 2 : 64;
@@ -84,12 +84,12 @@ void exl_tokenizer_free(struct exl_tokenizer *t)
 {
 	if (!t)
 		return;
-	tok_strtab_free(&t->texts);
-	tok_strmap_free(&t->text_map);
-	tok_strtab_free(&t->pieces);
-	tok_trie_free(&t->special);
-	tok_pairmap_free(&t->merges);
-	tok_pre_free(t->pre);
+	exl_tok_strtab_free(&t->texts);
+	exl_tok_strmap_free(&t->text_map);
+	exl_tok_strtab_free(&t->pieces);
+	exl_tok_trie_free(&t->special);
+	exl_tok_pairmap_free(&t->merges);
+	exl_tok_pre_free(t->pre);
 	free(t->scores);
 	free(t->score_rank);
 	free(t->attr);
@@ -119,9 +119,9 @@ static uint16_t attr_of_type(int64_t type)
 
 static int load_vocab(struct exl_tokenizer *t, const struct gguf_file *f, char *err, size_t errlen)
 {
-	const struct gguf_array *toks = gguf_get_arr(f, "tokenizer.ggml.tokens");
-	const struct gguf_array *scores = gguf_get_arr(f, "tokenizer.ggml.scores");
-	const struct gguf_array *types = gguf_get_arr(f, "tokenizer.ggml.token_type");
+	const struct gguf_array *toks = exl_gguf_get_arr(f, "tokenizer.ggml.tokens");
+	const struct gguf_array *scores = exl_gguf_get_arr(f, "tokenizer.ggml.scores");
+	const struct gguf_array *types = exl_gguf_get_arr(f, "tokenizer.ggml.token_type");
 
 	if (!toks || toks->elem_type != GGUF_VT_STRING) {
 		snprintf(err, errlen, "tokenizer.ggml.tokens is missing or not a string array");
@@ -145,7 +145,7 @@ static int load_vocab(struct exl_tokenizer *t, const struct gguf_file *f, char *
 	}
 	t->scores = malloc((size_t)t->n_vocab * sizeof(*t->scores));
 	t->attr = malloc((size_t)t->n_vocab * sizeof(*t->attr));
-	if (!t->scores || !t->attr || tok_strmap_init(&t->text_map, (uint32_t)t->n_vocab))
+	if (!t->scores || !t->attr || exl_tok_strmap_init(&t->text_map, (uint32_t)t->n_vocab))
 		goto oom;
 	for (int32_t i = 0; i < t->n_vocab; i++) {
 		double score = 0;
@@ -156,20 +156,20 @@ static int load_vocab(struct exl_tokenizer *t, const struct gguf_file *f, char *
 				 (unsigned long long)toks->strs[i].len);
 			return -1;
 		}
-		if (scores && !gguf_arr_get_f64(scores, (uint64_t)i, &score)) {
+		if (scores && !exl_gguf_arr_get_f64(scores, (uint64_t)i, &score)) {
 			snprintf(err, errlen, "tokenizer.ggml.scores is an array of %s, not numbers",
-				 gguf_vtype_name(scores->elem_type));
+				 exl_gguf_vtype_name(scores->elem_type));
 			return -1;
 		}
-		if (types && !gguf_arr_get_i64(types, (uint64_t)i, &type)) {
+		if (types && !exl_gguf_arr_get_i64(types, (uint64_t)i, &type)) {
 			snprintf(err, errlen, "tokenizer.ggml.token_type[%d] is not an integer", i);
 			return -1;
 		}
 		t->scores[i] = (float)score;
 		t->attr[i] = attr_of_type(type);
-		if (tok_strtab_add(&t->texts, toks->strs[i].ptr, (size_t)toks->strs[i].len))
+		if (exl_tok_strtab_add(&t->texts, toks->strs[i].ptr, (size_t)toks->strs[i].len))
 			goto oom;
-		tok_strmap_put(&t->text_map, &t->texts, (uint32_t)i);
+		exl_tok_strmap_put(&t->text_map, &t->texts, (uint32_t)i);
 	}
 	return 0;
 oom:
@@ -184,7 +184,7 @@ static void read_id(const struct exl_tokenizer *t, const struct gguf_file *f, co
 {
 	uint32_t v;
 
-	if (gguf_get_u32(f, key, &v) && v < (uint32_t)t->n_vocab)
+	if (exl_gguf_get_u32(f, key, &v) && v < (uint32_t)t->n_vocab)
 		*id = (int32_t)v;
 }
 
@@ -229,9 +229,9 @@ static int load_special_ids(struct exl_tokenizer *t, const struct gguf_file *f)
 	read_id(t, f, "tokenizer.ggml.eot_token_id", &t->eot);
 	read_id(t, f, "tokenizer.ggml.eom_token_id", &t->eom);
 
-	if (gguf_get_bool(f, "tokenizer.ggml.add_bos_token", &b))
+	if (exl_gguf_get_bool(f, "tokenizer.ggml.add_bos_token", &b))
 		t->add_bos = b;
-	if (gguf_get_bool(f, "tokenizer.ggml.add_space_prefix", &b))
+	if (exl_gguf_get_bool(f, "tokenizer.ggml.add_space_prefix", &b))
 		t->add_space_prefix = b;
 
 	if (add_eog(t, t->eos) || add_eog(t, t->eot) || add_eog(t, t->eom))
@@ -249,7 +249,7 @@ static int load_special_ids(struct exl_tokenizer *t, const struct gguf_file *f)
 			continue;
 		}
 		for (int i = 0; i < 9 && fk->names[i]; i++) {
-			id = tok_lookup(t, fk->names[i], strlen(fk->names[i]));
+			id = exl_tok_lookup(t, fk->names[i], strlen(fk->names[i]));
 			if (id < 0)
 				continue;
 			t->attr[id] |= TOK_ATTR_CONTROL;
@@ -258,7 +258,7 @@ static int load_special_ids(struct exl_tokenizer *t, const struct gguf_file *f)
 		}
 	}
 	for (size_t i = 0; i < sizeof(eog_names) / sizeof(eog_names[0]); i++) {
-		int32_t id = tok_lookup(t, eog_names[i], strlen(eog_names[i]));
+		int32_t id = exl_tok_lookup(t, eog_names[i], strlen(eog_names[i]));
 
 		if (id < 0)
 			continue;
@@ -273,7 +273,7 @@ static int load_special_ids(struct exl_tokenizer *t, const struct gguf_file *f)
 
 static void set_strip(struct exl_tokenizer *t, const char *text, uint16_t flag, bool on)
 {
-	int32_t id = tok_lookup(t, text, strlen(text));
+	int32_t id = exl_tok_lookup(t, text, strlen(text));
 
 	if (id < 0)
 		return;
@@ -289,7 +289,7 @@ static void model_strip_rules(struct exl_tokenizer *t, const struct gguf_file *f
 {
 	char name[256];
 
-	if (!gguf_get_str(f, "general.name", name, sizeof(name)))
+	if (!exl_gguf_get_str(f, "general.name", name, sizeof(name)))
 		return;
 	for (char *p = name; *p; p++)
 		*p = (char)tolower((unsigned char)*p);
@@ -311,9 +311,9 @@ static void spm_byte_tokens(struct exl_tokenizer *t)
 		int32_t id;
 
 		snprintf(hex, sizeof(hex), "<0x%02X>", c);
-		id = tok_lookup(t, hex, 6);
+		id = exl_tok_lookup(t, hex, 6);
 		if (id < 0)
-			id = tok_lookup(t, &raw, 1);
+			id = exl_tok_lookup(t, &raw, 1);
 		t->byte_token[c] = id;
 		t->byte_sym[c] = -1;
 	}
@@ -328,7 +328,7 @@ struct exl_tokenizer *exl_tokenizer_load(const struct gguf_file *f, char *err, s
 		snprintf(err, errlen, "out of memory");
 		return NULL;
 	}
-	if (!gguf_get_str(f, "tokenizer.ggml.model", model, sizeof(model))) {
+	if (!exl_gguf_get_str(f, "tokenizer.ggml.model", model, sizeof(model))) {
 		snprintf(err, errlen, "tokenizer.ggml.model is missing or not a short string");
 		goto fail;
 	}
@@ -339,14 +339,15 @@ struct exl_tokenizer *exl_tokenizer_load(const struct gguf_file *f, char *err, s
 		snprintf(t->pre_name, sizeof(t->pre_name), "default");
 	} else if (!strcmp(model, "gpt2")) {
 		t->kind = EXL_TOK_BPE;
-		if (!gguf_get_str(f, "tokenizer.ggml.pre", t->pre_name, sizeof(t->pre_name))) {
-			if (gguf_find_kv(f, "tokenizer.ggml.pre")) {
+		if (!exl_gguf_get_str(f, "tokenizer.ggml.pre", t->pre_name, sizeof(t->pre_name))) {
+			if (exl_gguf_find_kv(f, "tokenizer.ggml.pre")) {
 				snprintf(err, errlen, "tokenizer.ggml.pre is not a short string");
 				goto fail;
 			}
 			snprintf(t->pre_name, sizeof(t->pre_name), "default");
 		}
-		t->pre = tok_pre_create(t->pre_name, &t->ignore_merges, &t->add_bos, err, errlen);
+		t->pre = exl_tok_pre_create(t->pre_name, &t->ignore_merges, &t->add_bos, err,
+					    errlen);
 		if (!t->pre)
 			goto fail;
 	} else {
@@ -357,11 +358,11 @@ struct exl_tokenizer *exl_tokenizer_load(const struct gguf_file *f, char *err, s
 	if (load_vocab(t, f, err, errlen))
 		goto fail;
 	if (t->kind == EXL_TOK_BPE) {
-		if (tok_bpe_load(t, f, err, errlen))
+		if (exl_tok_bpe_load(t, f, err, errlen))
 			goto fail;
 	} else {
 		spm_byte_tokens(t);
-		if (tok_spm_prepare(t, err, errlen))
+		if (exl_tok_spm_prepare(t, err, errlen))
 			goto fail;
 	}
 	if (load_special_ids(t, f)) {
@@ -369,7 +370,7 @@ struct exl_tokenizer *exl_tokenizer_load(const struct gguf_file *f, char *err, s
 		goto fail;
 	}
 	model_strip_rules(t, f);
-	if (tok_trie_build(t, err, errlen) || tok_pieces_build(t, err, errlen))
+	if (exl_tok_trie_build(t, err, errlen) || exl_tok_pieces_build(t, err, errlen))
 		goto fail;
 	return t;
 fail:
@@ -455,11 +456,11 @@ int exl_tok_encode(const struct exl_tokenizer *t, const char *text, size_t len, 
 			snprintf(err, errlen, "the model has no BOS token");
 			return -1;
 		}
-		if (tok_out_push(&o, t->bos))
+		if (exl_tok_out_push(&o, t->bos))
 			goto oom;
 	}
-	n_frags = tok_partition(t, text ? text : "", (uint32_t)len, parse_special, &frags, err,
-				errlen);
+	n_frags = exl_tok_partition(t, text ? text : "", (uint32_t)len, parse_special, &frags, err,
+				    errlen);
 	if (n_frags < 0)
 		goto fail;
 	for (int i = 0; i < n_frags; i++) {
@@ -467,16 +468,17 @@ int exl_tok_encode(const struct exl_tokenizer *t, const char *text, size_t len, 
 		int rc;
 
 		if (fr->id >= 0) {
-			if (tok_out_push(&o, fr->id))
+			if (exl_tok_out_push(&o, fr->id))
 				goto oom;
 			prev_special = true;
 			continue;
 		}
 		if (t->kind == EXL_TOK_SPM)
-			rc = tok_spm_encode(t, text + fr->start, fr->len,
-					    t->add_space_prefix && prev_special, &o, err, errlen);
+			rc = exl_tok_spm_encode(t, text + fr->start, fr->len,
+						t->add_space_prefix && prev_special, &o, err,
+						errlen);
 		else
-			rc = tok_bpe_encode(t, text + fr->start, fr->len, &o, err, errlen);
+			rc = exl_tok_bpe_encode(t, text + fr->start, fr->len, &o, err, errlen);
 		if (rc)
 			goto fail;
 		prev_special = false;

@@ -35,12 +35,12 @@ static uint32_t byte_codepoint(uint8_t b)
 	return 256 + 67; /* 0xad */
 }
 
-int tok_bpe_byte_char(uint8_t b, char out[2])
+int exl_tok_bpe_byte_char(uint8_t b, char out[2])
 {
 	return exl_utf8_encode(byte_codepoint(b), (uint8_t *)out);
 }
 
-int tok_bpe_char_byte(uint32_t cp)
+int exl_tok_bpe_char_byte(uint32_t cp)
 {
 	if (cp < 256)
 		return byte_is_printable(cp) ? (int)cp : -1;
@@ -55,20 +55,20 @@ int tok_bpe_char_byte(uint32_t cp)
  * new.  -1 on allocation failure. */
 static int64_t intern(struct exl_tokenizer *t, const char *s, size_t len)
 {
-	int64_t id = tok_strmap_get(&t->text_map, &t->texts, s, len);
+	int64_t id = exl_tok_strmap_get(&t->text_map, &t->texts, s, len);
 
 	if (id >= 0)
 		return id;
-	if (t->texts.n >= INT32_MAX || tok_strmap_reserve(&t->text_map, &t->texts, 1) ||
-	    tok_strtab_add(&t->texts, s, len))
+	if (t->texts.n >= INT32_MAX || exl_tok_strmap_reserve(&t->text_map, &t->texts, 1) ||
+	    exl_tok_strtab_add(&t->texts, s, len))
 		return -1;
-	tok_strmap_put(&t->text_map, &t->texts, t->texts.n - 1);
+	exl_tok_strmap_put(&t->text_map, &t->texts, t->texts.n - 1);
 	return t->texts.n - 1;
 }
 
-int tok_bpe_load(struct exl_tokenizer *t, const struct gguf_file *f, char *err, size_t errlen)
+int exl_tok_bpe_load(struct exl_tokenizer *t, const struct gguf_file *f, char *err, size_t errlen)
 {
-	const struct gguf_array *m = gguf_get_arr(f, "tokenizer.ggml.merges");
+	const struct gguf_array *m = exl_gguf_get_arr(f, "tokenizer.ggml.merges");
 	char *buf = NULL;
 	size_t buf_cap = 0;
 
@@ -81,7 +81,7 @@ int tok_bpe_load(struct exl_tokenizer *t, const struct gguf_file *f, char *err, 
 			 (unsigned long long)m->count);
 		return -1;
 	}
-	if (tok_pairmap_init(&t->merges, (uint32_t)m->count))
+	if (exl_tok_pairmap_init(&t->merges, (uint32_t)m->count))
 		goto oom;
 	for (uint64_t i = 0; i < m->count; i++) {
 		const char *s = m->strs[i].ptr;
@@ -109,15 +109,16 @@ int tok_bpe_load(struct exl_tokenizer *t, const struct gguf_file *f, char *err, 
 		r = intern(t, buf, len - 1);
 		if (a < 0 || b < 0 || r < 0)
 			goto oom;
-		tok_pairmap_put(&t->merges, (uint32_t)a, (uint32_t)b,
-				(struct tok_pair_val){ .rank = (int32_t)i, .result = (int32_t)r });
+		exl_tok_pairmap_put(&t->merges, (uint32_t)a, (uint32_t)b,
+				    (struct tok_pair_val){ .rank = (int32_t)i,
+							   .result = (int32_t)r });
 	}
 	free(buf);
 
 	for (int c = 0; c < 256; c++) {
 		char ch[2];
-		int l = tok_bpe_byte_char((uint8_t)c, ch);
-		int64_t id = tok_strmap_get(&t->text_map, &t->texts, ch, (size_t)l);
+		int l = exl_tok_bpe_byte_char((uint8_t)c, ch);
+		int64_t id = exl_tok_strmap_get(&t->text_map, &t->texts, ch, (size_t)l);
 
 		t->byte_sym[c] = (int32_t)id;
 		t->byte_token[c] = id < t->n_vocab ? (int32_t)id : -1;
@@ -152,7 +153,7 @@ static const struct tok_pair_val *pair_of(const struct exl_tokenizer *t, const s
 {
 	if (left < 0 || right < 0 || syms[left].sym < 0 || syms[right].sym < 0)
 		return NULL;
-	return tok_pairmap_get(&t->merges, (uint32_t)syms[left].sym, (uint32_t)syms[right].sym);
+	return exl_tok_pairmap_get(&t->merges, (uint32_t)syms[left].sym, (uint32_t)syms[right].sym);
 }
 
 static int try_pair(const struct exl_tokenizer *t, const struct bsym *syms, int32_t left,
@@ -160,7 +161,7 @@ static int try_pair(const struct exl_tokenizer *t, const struct bsym *syms, int3
 {
 	const struct tok_pair_val *v = pair_of(t, syms, left, right);
 
-	return v ? u64_heap_push(h, (uint64_t)(uint32_t)v->rank << 32 | (uint32_t)left) : 0;
+	return v ? exl_u64_heap_push(h, (uint64_t)(uint32_t)v->rank << 32 | (uint32_t)left) : 0;
 }
 
 /* Emits a symbol that is not a token the way the reference does: each byte
@@ -173,15 +174,15 @@ static int emit_untokened(const struct exl_tokenizer *t, const struct bsym *s, s
 	size_t len;
 
 	if (s->sym < 0) {
-		len = (size_t)tok_bpe_byte_char(s->byte, ch);
+		len = (size_t)exl_tok_bpe_byte_char(s->byte, ch);
 		text = ch;
 	} else {
 		text = tok_strtab_get(&t->texts, (uint32_t)s->sym, &len);
 	}
 	for (size_t i = 0; i < len; i++) {
-		int32_t id = tok_lookup(t, text + i, 1);
+		int32_t id = exl_tok_lookup(t, text + i, 1);
 
-		if (id >= 0 && tok_out_push(out, id))
+		if (id >= 0 && exl_tok_out_push(out, id))
 			return -1;
 	}
 	return 0;
@@ -207,10 +208,10 @@ static int encode_word(const struct exl_tokenizer *t, const uint8_t *w, uint32_t
 			sc->enc_cap = need;
 		}
 		for (uint32_t i = 0; i < len; i++)
-			o += (size_t)tok_bpe_byte_char(w[i], sc->enc + o);
-		id = tok_lookup(t, sc->enc, o);
+			o += (size_t)exl_tok_bpe_byte_char(w[i], sc->enc + o);
+		id = exl_tok_lookup(t, sc->enc, o);
 		if (id >= 0)
-			return tok_out_push(out, id);
+			return exl_tok_out_push(out, id);
 	}
 	if (len > sc->cap) {
 		struct bsym *s = realloc(sc->syms, (size_t)len * sizeof(*s));
@@ -232,7 +233,7 @@ static int encode_word(const struct exl_tokenizer *t, const uint8_t *w, uint32_t
 		if (try_pair(t, syms, (int32_t)i - 1, (int32_t)i, &sc->heap))
 			return -1;
 	while (sc->heap.n) {
-		uint64_t p = u64_heap_pop(&sc->heap);
+		uint64_t p = exl_u64_heap_pop(&sc->heap);
 		int32_t left = (int32_t)(uint32_t)p, right;
 		struct bsym *l = &syms[left], *r;
 		const struct tok_pair_val *v;
@@ -257,7 +258,7 @@ static int encode_word(const struct exl_tokenizer *t, const uint8_t *w, uint32_t
 	}
 	for (int32_t i = 0; i != -1; i = syms[i].next) {
 		if (syms[i].sym >= 0 && syms[i].sym < t->n_vocab) {
-			if (tok_out_push(out, syms[i].sym))
+			if (exl_tok_out_push(out, syms[i].sym))
 				return -1;
 		} else if (emit_untokened(t, &syms[i], out)) {
 			return -1;
@@ -266,8 +267,8 @@ static int encode_word(const struct exl_tokenizer *t, const uint8_t *w, uint32_t
 	return 0;
 }
 
-int tok_bpe_encode(const struct exl_tokenizer *t, const char *text, uint32_t len,
-		   struct tok_out *out, char *err, size_t errlen)
+int exl_tok_bpe_encode(const struct exl_tokenizer *t, const char *text, uint32_t len,
+		       struct tok_out *out, char *err, size_t errlen)
 {
 	struct bpe_scratch sc = { 0 };
 	struct tok_span *words = NULL;
@@ -276,9 +277,9 @@ int tok_bpe_encode(const struct exl_tokenizer *t, const char *text, uint32_t len
 	int n_words, ret = -1;
 
 	/* The regexes need valid UTF-8: broken bytes become U+FFFD first. */
-	if (tok_utf8_sanitize(text, len, &clean, &clean_len))
+	if (exl_tok_utf8_sanitize(text, len, &clean, &clean_len))
 		goto oom;
-	n_words = tok_pre_split(t->pre, clean, clean_len, &words, err, errlen);
+	n_words = exl_tok_pre_split(t->pre, clean, clean_len, &words, err, errlen);
 	if (n_words < 0)
 		goto out;
 	for (int i = 0; i < n_words; i++)

@@ -55,7 +55,7 @@ static size_t bpe_piece(const char *s, size_t len, char *out)
 	for (size_t i = 0; i < len;) {
 		uint32_t cp = 0;
 		int l = exl_utf8_decode(u + i, len - i, &cp);
-		int b = l ? tok_bpe_char_byte(cp) : -1;
+		int b = l ? exl_tok_bpe_char_byte(cp) : -1;
 
 		if (!l)
 			l = 1;
@@ -70,7 +70,7 @@ static size_t bpe_piece(const char *s, size_t len, char *out)
 	return o;
 }
 
-int tok_pieces_build(struct exl_tokenizer *t, char *err, size_t errlen)
+int exl_tok_pieces_build(struct exl_tokenizer *t, char *err, size_t errlen)
 {
 	char *buf = NULL;
 	size_t cap = 0;
@@ -101,7 +101,7 @@ int tok_pieces_build(struct exl_tokenizer *t, char *err, size_t errlen)
 			n = t->kind == EXL_TOK_SPM ? spm_piece(s, len, buf) : bpe_piece(s, len, buf);
 		}
 		/* unused and undefined tokens decode to nothing */
-		if (tok_strtab_add(&t->pieces, buf, n))
+		if (exl_tok_strtab_add(&t->pieces, buf, n))
 			goto oom;
 	}
 	free(buf);

@@ -44,8 +44,8 @@ struct tok_strtab {
 
 #define TOK_STR_MAX_LEN ((1u << 24) - 1)
 
-int tok_strtab_add(struct tok_strtab *t, const char *s, size_t len);
-void tok_strtab_free(struct tok_strtab *t);
+int exl_tok_strtab_add(struct tok_strtab *t, const char *s, size_t len);
+void exl_tok_strtab_free(struct tok_strtab *t);
 
 static inline const char *tok_strtab_get(const struct tok_strtab *t, uint32_t i, size_t *len)
 {
@@ -61,15 +61,15 @@ struct tok_strmap {
 };
 
 /* Sizes the map for n entries.  -1 on allocation failure. */
-int tok_strmap_init(struct tok_strmap *m, uint32_t n);
-void tok_strmap_free(struct tok_strmap *m);
+int exl_tok_strmap_init(struct tok_strmap *m, uint32_t n);
+void exl_tok_strmap_free(struct tok_strmap *m);
 /* Maps t's string i; a string already present now maps to i (last wins). */
-void tok_strmap_put(struct tok_strmap *m, const struct tok_strtab *t, uint32_t i);
+void exl_tok_strmap_put(struct tok_strmap *m, const struct tok_strtab *t, uint32_t i);
 /* Grows the map when it is getting full.  -1 on allocation failure. */
-int tok_strmap_reserve(struct tok_strmap *m, const struct tok_strtab *t, uint32_t extra);
+int exl_tok_strmap_reserve(struct tok_strmap *m, const struct tok_strtab *t, uint32_t extra);
 /* The index of s, or -1. */
-int64_t tok_strmap_get(const struct tok_strmap *m, const struct tok_strtab *t, const char *s,
-		       size_t len);
+int64_t exl_tok_strmap_get(const struct tok_strmap *m, const struct tok_strtab *t, const char *s,
+			   size_t len);
 
 /* (u32, u32) pair -> (rank, result) for BPE merges. */
 struct tok_pair_val {
@@ -83,11 +83,11 @@ struct tok_pairmap {
 	uint32_t mask;
 };
 
-int tok_pairmap_init(struct tok_pairmap *m, uint32_t n);
-void tok_pairmap_free(struct tok_pairmap *m);
+int exl_tok_pairmap_init(struct tok_pairmap *m, uint32_t n);
+void exl_tok_pairmap_free(struct tok_pairmap *m);
 /* Keeps the first value put for a key (the lower merge rank). */
-void tok_pairmap_put(struct tok_pairmap *m, uint32_t a, uint32_t b, struct tok_pair_val v);
-const struct tok_pair_val *tok_pairmap_get(const struct tok_pairmap *m, uint32_t a, uint32_t b);
+void exl_tok_pairmap_put(struct tok_pairmap *m, uint32_t a, uint32_t b, struct tok_pair_val v);
+const struct tok_pair_val *exl_tok_pairmap_get(const struct tok_pairmap *m, uint32_t a, uint32_t b);
 
 /* ---- special token trie (tokenizer_special.c) ---- */
 
@@ -115,9 +115,9 @@ struct tok_pre;
 
 /* NULL with a message when name is unknown or a regex does not compile.
  * *ignore_merges and *add_bos receive the family's defaults. */
-struct tok_pre *tok_pre_create(const char *name, bool *ignore_merges, bool *add_bos, char *err,
-			       size_t errlen);
-void tok_pre_free(struct tok_pre *p);
+struct tok_pre *exl_tok_pre_create(const char *name, bool *ignore_merges, bool *add_bos, char *err,
+				   size_t errlen);
+void exl_tok_pre_free(struct tok_pre *p);
 
 /* A word: [start, start + len) of the text. */
 struct tok_span {
@@ -126,8 +126,8 @@ struct tok_span {
 
 /* Splits valid UTF-8 text into words.  *words is malloc'ed (the caller
  * frees it, also on failure).  Returns the count, or -1 with a message. */
-int tok_pre_split(const struct tok_pre *p, const char *text, uint32_t len, struct tok_span **words,
-		  char *err, size_t errlen);
+int exl_tok_pre_split(const struct tok_pre *p, const char *text, uint32_t len,
+		      struct tok_span **words, char *err, size_t errlen);
 
 /* ---- the tokenizer ---- */
 
@@ -167,16 +167,16 @@ struct exl_tokenizer {
 };
 
 /* The token whose text is s, or -1 (never a merge intermediate). */
-int32_t tok_lookup(const struct exl_tokenizer *t, const char *s, size_t len);
+int32_t exl_tok_lookup(const struct exl_tokenizer *t, const char *s, size_t len);
 
 /* Special tokens (tokenizer_special.c). */
-int tok_trie_build(struct exl_tokenizer *t, char *err, size_t errlen);
-void tok_trie_free(struct tok_trie *tr);
+int exl_tok_trie_build(struct exl_tokenizer *t, char *err, size_t errlen);
+void exl_tok_trie_free(struct tok_trie *tr);
 /* Splits text at the special tokens it holds (user-defined ones always,
  * control and unknown ones with parse_special).  *frags is malloc'ed (the
  * caller frees it, also on failure).  Returns the count or -1. */
-int tok_partition(const struct exl_tokenizer *t, const char *text, uint32_t len,
-		  bool parse_special, struct tok_frag **frags, char *err, size_t errlen);
+int exl_tok_partition(const struct exl_tokenizer *t, const char *text, uint32_t len,
+		      bool parse_special, struct tok_frag **frags, char *err, size_t errlen);
 
 /* Output buffer of token ids. */
 struct tok_out {
@@ -184,28 +184,28 @@ struct tok_out {
 	size_t n, cap;
 };
 
-int tok_out_push(struct tok_out *o, int32_t id);
+int exl_tok_out_push(struct tok_out *o, int32_t id);
 
 /* SentencePiece BPE (tokenizer_spm.c): score ranks at load, then one raw
  * fragment at a time; prefix_space prepends the dummy space. */
-int tok_spm_prepare(struct exl_tokenizer *t, char *err, size_t errlen);
-int tok_spm_encode(const struct exl_tokenizer *t, const char *text, uint32_t len,
-		   bool prefix_space, struct tok_out *out, char *err, size_t errlen);
+int exl_tok_spm_prepare(struct exl_tokenizer *t, char *err, size_t errlen);
+int exl_tok_spm_encode(const struct exl_tokenizer *t, const char *text, uint32_t len,
+		       bool prefix_space, struct tok_out *out, char *err, size_t errlen);
 
 /* Byte-level BPE (tokenizer_bpe.c). */
-int tok_bpe_load(struct exl_tokenizer *t, const struct gguf_file *f, char *err, size_t errlen);
-int tok_bpe_encode(const struct exl_tokenizer *t, const char *text, uint32_t len,
-		   struct tok_out *out, char *err, size_t errlen);
+int exl_tok_bpe_load(struct exl_tokenizer *t, const struct gguf_file *f, char *err, size_t errlen);
+int exl_tok_bpe_encode(const struct exl_tokenizer *t, const char *text, uint32_t len,
+		       struct tok_out *out, char *err, size_t errlen);
 /* The byte-level character (UTF-8, 2 bytes at most) standing for byte b. */
-int tok_bpe_byte_char(uint8_t b, char out[2]);
+int exl_tok_bpe_byte_char(uint8_t b, char out[2]);
 /* The byte a byte-level character stands for, or -1. */
-int tok_bpe_char_byte(uint32_t cp);
+int exl_tok_bpe_char_byte(uint32_t cp);
 
 /* Decoding (tokenizer_detok.c): fills t->pieces. */
-int tok_pieces_build(struct exl_tokenizer *t, char *err, size_t errlen);
+int exl_tok_pieces_build(struct exl_tokenizer *t, char *err, size_t errlen);
 
 /* Copies text with each byte that is not part of valid UTF-8 replaced by
  * U+FFFD.  *out is malloc'ed.  -1 on allocation failure. */
-int tok_utf8_sanitize(const char *text, uint32_t len, char **out, uint32_t *out_len);
+int exl_tok_utf8_sanitize(const char *text, uint32_t len, char **out, uint32_t *out_len);
 
 #endif

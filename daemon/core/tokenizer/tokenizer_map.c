@@ -36,7 +36,7 @@ static uint32_t table_size(uint32_t n)
 	return size > (1u << 31) ? 0 : (uint32_t)size;
 }
 
-int tok_strtab_add(struct tok_strtab *t, const char *s, size_t len)
+int exl_tok_strtab_add(struct tok_strtab *t, const char *s, size_t len)
 {
 	if (len > TOK_STR_MAX_LEN || t->n == UINT32_MAX - 1)
 		return -1;
@@ -77,14 +77,14 @@ int tok_strtab_add(struct tok_strtab *t, const char *s, size_t len)
 	return 0;
 }
 
-void tok_strtab_free(struct tok_strtab *t)
+void exl_tok_strtab_free(struct tok_strtab *t)
 {
 	free(t->arena);
 	free(t->span);
 	memset(t, 0, sizeof(*t));
 }
 
-int tok_strmap_init(struct tok_strmap *m, uint32_t n)
+int exl_tok_strmap_init(struct tok_strmap *m, uint32_t n)
 {
 	uint32_t size = table_size(n);
 
@@ -98,7 +98,7 @@ int tok_strmap_init(struct tok_strmap *m, uint32_t n)
 	return 0;
 }
 
-void tok_strmap_free(struct tok_strmap *m)
+void exl_tok_strmap_free(struct tok_strmap *m)
 {
 	free(m->slot);
 	memset(m, 0, sizeof(*m));
@@ -128,14 +128,14 @@ static void strmap_insert(struct tok_strmap *m, const struct tok_strtab *t, uint
 	}
 }
 
-int tok_strmap_reserve(struct tok_strmap *m, const struct tok_strtab *t, uint32_t extra)
+int exl_tok_strmap_reserve(struct tok_strmap *m, const struct tok_strtab *t, uint32_t extra)
 {
 	uint64_t want = (uint64_t)m->used + extra;
 	struct tok_strmap bigger;
 
 	if (2 * want + 2 <= (uint64_t)m->mask + 1)
 		return 0;
-	if (want > UINT32_MAX / 2 || tok_strmap_init(&bigger, (uint32_t)want * 2))
+	if (want > UINT32_MAX / 2 || exl_tok_strmap_init(&bigger, (uint32_t)want * 2))
 		return -1;
 	for (uint32_t i = 0; i <= m->mask; i++)
 		if (m->slot[i]) {
@@ -148,18 +148,18 @@ int tok_strmap_reserve(struct tok_strmap *m, const struct tok_strtab *t, uint32_
 			bigger.slot[pos] = m->slot[i];
 			bigger.used++;
 		}
-	tok_strmap_free(m);
+	exl_tok_strmap_free(m);
 	*m = bigger;
 	return 0;
 }
 
-void tok_strmap_put(struct tok_strmap *m, const struct tok_strtab *t, uint32_t i)
+void exl_tok_strmap_put(struct tok_strmap *m, const struct tok_strtab *t, uint32_t i)
 {
 	strmap_insert(m, t, i);
 }
 
-int64_t tok_strmap_get(const struct tok_strmap *m, const struct tok_strtab *t, const char *s,
-		       size_t len)
+int64_t exl_tok_strmap_get(const struct tok_strmap *m, const struct tok_strtab *t, const char *s,
+			   size_t len)
 {
 	uint32_t pos = (uint32_t)hash_bytes(s, len) & m->mask;
 
@@ -176,7 +176,7 @@ int64_t tok_strmap_get(const struct tok_strmap *m, const struct tok_strtab *t, c
 	}
 }
 
-int tok_pairmap_init(struct tok_pairmap *m, uint32_t n)
+int exl_tok_pairmap_init(struct tok_pairmap *m, uint32_t n)
 {
 	uint32_t size = table_size(n);
 
@@ -186,7 +186,7 @@ int tok_pairmap_init(struct tok_pairmap *m, uint32_t n)
 	m->key = malloc((size_t)size * sizeof(*m->key));
 	m->val = malloc((size_t)size * sizeof(*m->val));
 	if (!m->key || !m->val) {
-		tok_pairmap_free(m);
+		exl_tok_pairmap_free(m);
 		return -1;
 	}
 	memset(m->key, 0xff, (size_t)size * sizeof(*m->key));
@@ -194,14 +194,14 @@ int tok_pairmap_init(struct tok_pairmap *m, uint32_t n)
 	return 0;
 }
 
-void tok_pairmap_free(struct tok_pairmap *m)
+void exl_tok_pairmap_free(struct tok_pairmap *m)
 {
 	free(m->key);
 	free(m->val);
 	memset(m, 0, sizeof(*m));
 }
 
-void tok_pairmap_put(struct tok_pairmap *m, uint32_t a, uint32_t b, struct tok_pair_val v)
+void exl_tok_pairmap_put(struct tok_pairmap *m, uint32_t a, uint32_t b, struct tok_pair_val v)
 {
 	uint64_t key = (uint64_t)a << 32 | b;
 	uint32_t pos = (uint32_t)hash_u64(key) & m->mask;
@@ -217,7 +217,7 @@ void tok_pairmap_put(struct tok_pairmap *m, uint32_t a, uint32_t b, struct tok_p
 	}
 }
 
-const struct tok_pair_val *tok_pairmap_get(const struct tok_pairmap *m, uint32_t a, uint32_t b)
+const struct tok_pair_val *exl_tok_pairmap_get(const struct tok_pairmap *m, uint32_t a, uint32_t b)
 {
 	uint64_t key = (uint64_t)a << 32 | b;
 	uint32_t pos;

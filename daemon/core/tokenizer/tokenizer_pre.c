@@ -166,7 +166,7 @@ static bool name_in_list(const char *list, const char *name)
 	}
 }
 
-void tok_pre_free(struct tok_pre *p)
+void exl_tok_pre_free(struct tok_pre *p)
 {
 	if (!p)
 		return;
@@ -175,8 +175,8 @@ void tok_pre_free(struct tok_pre *p)
 	free(p);
 }
 
-struct tok_pre *tok_pre_create(const char *name, bool *ignore_merges, bool *add_bos, char *err,
-			       size_t errlen)
+struct tok_pre *exl_tok_pre_create(const char *name, bool *ignore_merges, bool *add_bos, char *err,
+				   size_t errlen)
 {
 	const struct family *fam = NULL;
 	struct tok_pre *p;
@@ -213,7 +213,7 @@ struct tok_pre *tok_pre_create(const char *name, bool *ignore_merges, bool *add_
 			pcre2_get_error_message(code, msg, sizeof(msg));
 			snprintf(err, errlen, "pre-tokenizer '%s': regex %d does not compile at %zu: %s",
 				 name, i, (size_t)off, (const char *)msg);
-			tok_pre_free(p);
+			exl_tok_pre_free(p);
 			return NULL;
 		}
 		p->n = i + 1;
@@ -325,8 +325,8 @@ oom:
 	return -1;
 }
 
-int tok_pre_split(const struct tok_pre *p, const char *text, uint32_t len, struct tok_span **words,
-		  char *err, size_t errlen)
+int exl_tok_pre_split(const struct tok_pre *p, const char *text, uint32_t len,
+		      struct tok_span **words, char *err, size_t errlen)
 {
 	struct span_list a = { 0 }, b = { 0 };
 	struct matcher m = { 0 };

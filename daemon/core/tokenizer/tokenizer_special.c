@@ -41,7 +41,7 @@ static int64_t trie_child(const struct tok_trie *tr, uint32_t node, uint8_t c)
 	}
 }
 
-void tok_trie_free(struct tok_trie *tr)
+void exl_tok_trie_free(struct tok_trie *tr)
 {
 	free(tr->edge_key);
 	free(tr->edge_child);
@@ -54,7 +54,7 @@ static bool is_candidate_attr(uint16_t attr)
 	return attr & (TOK_ATTR_CONTROL | TOK_ATTR_UNKNOWN | TOK_ATTR_USER_DEFINED);
 }
 
-int tok_trie_build(struct exl_tokenizer *t, char *err, size_t errlen)
+int exl_tok_trie_build(struct exl_tokenizer *t, char *err, size_t errlen)
 {
 	struct tok_trie *tr = &t->special;
 	uint64_t total = 1;
@@ -80,7 +80,7 @@ int tok_trie_build(struct exl_tokenizer *t, char *err, size_t errlen)
 	tr->edge_child = malloc((size_t)size * sizeof(*tr->edge_child));
 	tr->node_id = malloc((size_t)total * sizeof(*tr->node_id));
 	if (!tr->edge_key || !tr->edge_child || !tr->node_id) {
-		tok_trie_free(tr);
+		exl_tok_trie_free(tr);
 		snprintf(err, errlen, "out of memory");
 		return -1;
 	}
@@ -222,8 +222,8 @@ static struct occ heap_pop(struct heap *h)
 	return top;
 }
 
-int tok_partition(const struct exl_tokenizer *t, const char *text, uint32_t len,
-		  bool parse_special, struct tok_frag **frags, char *err, size_t errlen)
+int exl_tok_partition(const struct exl_tokenizer *t, const char *text, uint32_t len,
+		      bool parse_special, struct tok_frag **frags, char *err, size_t errlen)
 {
 	const uint8_t *s = (const uint8_t *)text;
 	/* taken[i]: 0 free text, 1 stripped whitespace, 2 start of a token,

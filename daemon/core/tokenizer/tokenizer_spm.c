@@ -33,7 +33,7 @@ static int by_score_desc(const void *pa, const void *pb)
 	return a->score > b->score ? -1 : a->score < b->score;
 }
 
-int tok_spm_prepare(struct exl_tokenizer *t, char *err, size_t errlen)
+int exl_tok_spm_prepare(struct exl_tokenizer *t, char *err, size_t errlen)
 {
 	struct scored *order = malloc((size_t)t->n_vocab * sizeof(*order));
 	uint32_t rank = 0;
@@ -66,10 +66,10 @@ static int try_bigram(const struct exl_tokenizer *t, const char *s, const struct
 
 	if (left < 0 || right < 0)
 		return 0;
-	id = tok_lookup(t, s + syms[left].start, syms[left].len + syms[right].len);
+	id = exl_tok_lookup(t, s + syms[left].start, syms[left].len + syms[right].len);
 	if (id < 0)
 		return 0;
-	return u64_heap_push(h, (uint64_t)t->score_rank[id] << 32 | (uint32_t)left);
+	return exl_u64_heap_push(h, (uint64_t)t->score_rank[id] << 32 | (uint32_t)left);
 }
 
 static int emit_bytes(const struct exl_tokenizer *t, const char *s, uint32_t len,
@@ -85,7 +85,7 @@ static int emit_bytes(const struct exl_tokenizer *t, const char *s, uint32_t len
 				 "unknown token", (uint8_t)s[i]);
 			return -1;
 		}
-		if (tok_out_push(out, id))
+		if (exl_tok_out_push(out, id))
 			goto oom;
 	}
 	return 0;
@@ -94,8 +94,8 @@ oom:
 	return -1;
 }
 
-int tok_spm_encode(const struct exl_tokenizer *t, const char *text, uint32_t len,
-		   bool prefix_space, struct tok_out *out, char *err, size_t errlen)
+int exl_tok_spm_encode(const struct exl_tokenizer *t, const char *text, uint32_t len,
+		       bool prefix_space, struct tok_out *out, char *err, size_t errlen)
 {
 	static const char escaped_space[3] = { '\xe2', '\x96', '\x81' };
 	uint32_t n_spaces = 0, n = 0, elen;
@@ -151,7 +151,7 @@ int tok_spm_encode(const struct exl_tokenizer *t, const char *text, uint32_t len
 			goto oom;
 
 	while (h.n) {
-		uint64_t b = u64_heap_pop(&h);
+		uint64_t b = exl_u64_heap_pop(&h);
 		int32_t left = (int32_t)(uint32_t)b, right, id;
 		struct sym *l = &syms[left], *r;
 
@@ -162,7 +162,7 @@ int tok_spm_encode(const struct exl_tokenizer *t, const char *text, uint32_t len
 			continue;
 		right = l->next;
 		r = &syms[right];
-		id = tok_lookup(t, s + l->start, l->len + r->len);
+		id = exl_tok_lookup(t, s + l->start, l->len + r->len);
 		if (id < 0 || t->score_rank[id] != (uint32_t)(b >> 32))
 			continue;
 		l->len += r->len;
@@ -176,10 +176,10 @@ int tok_spm_encode(const struct exl_tokenizer *t, const char *text, uint32_t len
 	}
 
 	for (int32_t i = 0; i != -1; i = syms[i].next) {
-		int32_t id = tok_lookup(t, s + syms[i].start, syms[i].len);
+		int32_t id = exl_tok_lookup(t, s + syms[i].start, syms[i].len);
 
 		if (id >= 0) {
-			if (tok_out_push(out, id))
+			if (exl_tok_out_push(out, id))
 				goto oom;
 		} else if (emit_bytes(t, s + syms[i].start, syms[i].len, out, err, errlen)) {
 			goto out;

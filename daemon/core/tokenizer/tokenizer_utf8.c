@@ -6,7 +6,7 @@
 #include "common/utf8.h"
 #include "daemon/core/tokenizer/tokenizer_internal.h"
 
-int tok_utf8_sanitize(const char *text, uint32_t len, char **out, uint32_t *out_len)
+int exl_tok_utf8_sanitize(const char *text, uint32_t len, char **out, uint32_t *out_len)
 {
 	const uint8_t *s = (const uint8_t *)text;
 	uint32_t bad = 0, i = 0, o = 0;

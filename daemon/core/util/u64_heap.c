@@ -1,6 +1,6 @@
 #include "daemon/core/util/u64_heap.h"
 
-int u64_heap_push(struct u64_heap *h, uint64_t p)
+int exl_u64_heap_push(struct u64_heap *h, uint64_t p)
 {
 	size_t i;
 
@@ -24,7 +24,7 @@ int u64_heap_push(struct u64_heap *h, uint64_t p)
 	return 0;
 }
 
-uint64_t u64_heap_pop(struct u64_heap *h)
+uint64_t exl_u64_heap_pop(struct u64_heap *h)
 {
 	uint64_t top = h->v[0], last = h->v[--h->n];
 	size_t i = 0;

@@ -14,9 +14,9 @@ struct u64_heap {
 };
 
 /* Returns 0, or -1 when growing the heap fails (it is unchanged then). */
-int u64_heap_push(struct u64_heap *h, uint64_t key);
+int exl_u64_heap_push(struct u64_heap *h, uint64_t key);
 /* Removes and returns the smallest key; h->n must be nonzero. */
-uint64_t u64_heap_pop(struct u64_heap *h);
+uint64_t exl_u64_heap_pop(struct u64_heap *h);
 
 static inline void u64_heap_free(struct u64_heap *h)
 {

@@ -16,6 +16,7 @@
 
 struct exl_mailbox;
 struct exl_conn;
+struct exl_http_req;
 struct exl_ring;
 struct exl_srv_job;
 
@@ -36,6 +37,7 @@ struct exl_sink {
 	atomic_bool closed;          /* the connection is gone */
 	struct exl_mailbox *mail;    /* the loop's: tells it of queued output */
 	struct exl_conn *conn;       /* loop thread only; NULL once closed */
+	struct exl_http_req *http;   /* the same for an HTTP request's sink (server/http/) */
 	struct exl_ring *ring;       /* set by hello, before any job uses it */
 	uid_t uid;
 	pid_t pid;

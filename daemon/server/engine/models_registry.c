@@ -173,6 +173,15 @@ int exl_registry_draft_path(struct exl_registry *r, const struct exl_model_entry
 	return EXL_OK;
 }
 
+struct exl_model_entry *exl_registry_next_loaded(struct exl_registry *r,
+						 struct exl_model_entry *prev)
+{
+	for (struct exl_model_entry *e = prev ? prev->next : r->head; e; e = e->next)
+		if (e->state == EXL_MODEL_LOADED && e->model && e->et)
+			return e;
+	return NULL;
+}
+
 /* ---- loading ---- */
 
 static void post_entry(struct exl_registry *r, enum exl_mail_kind kind, struct exl_model_entry *e,
@@ -668,7 +677,7 @@ static void pack_entry(msgpack_packer *pk, const struct exl_model_entry *e)
 
 	/* The chat template, for clients that format conversations (exl chat). */
 	if (up) {
-		tmpl = gguf_find_kv(exl_model_gguf(e->model), "tokenizer.chat_template");
+		tmpl = exl_gguf_find_kv(exl_model_gguf(e->model), "tokenizer.chat_template");
 		/* Sent as a msgpack str, so only when it is valid UTF-8. */
 		if (tmpl && (tmpl->val.type != GGUF_VT_STRING ||
 			     tmpl->val.str.len > EXL_MAX_CHAT_TEMPLATE ||

@@ -77,6 +77,11 @@ int exl_registry_draft_path(struct exl_registry *r, const struct exl_model_entry
 			    const char *name, char *path, size_t pathlen, char *err,
 			    size_t errlen);
 
+/* The loaded model after prev (the first when prev is NULL), or NULL:
+ * for listing them (the HTTP front's model lists). */
+struct exl_model_entry *exl_registry_next_loaded(struct exl_registry *r,
+						 struct exl_model_entry *prev);
+
 /* Starts loading name; the reply (or error) goes to sink with id when the
  * load ends.  Returns EXL_OK, or a code with a message (nothing started). */
 int exl_registry_load(struct exl_registry *r, const char *name, struct exl_sink *sink,

@@ -64,8 +64,23 @@ struct exl_prep *exl_prep_new(const uint8_t *data, size_t len)
 		free(p);
 		return NULL;
 	}
-	memcpy(p->msg, data, len);
+	if (len)
+		memcpy(p->msg, data, len);
 	p->msg_len = len;
+	return p;
+}
+
+struct exl_prep *exl_prep_new_decoded(void)
+{
+	struct exl_prep *p = exl_prep_new(NULL, 0);
+
+	if (!p)
+		return NULL;
+	p->up.zone = msgpack_zone_new(MSGPACK_ZONE_CHUNK_SIZE);
+	if (!p->up.zone) {
+		exl_prep_free(p);
+		return NULL;
+	}
 	return p;
 }
 

@@ -82,6 +82,10 @@ struct exl_prep {
 /* A request holding a copy of the message's len bytes (the caller unpacks
  * p->msg into p->up); NULL when out of memory. */
 struct exl_prep *exl_prep_new(const uint8_t *data, size_t len);
+/* A request decoded by its caller rather than from msgpack (the HTTP
+ * front): no message bytes; p->up.zone is a fresh zone for everything the
+ * caller makes p->req point at, freed with p.  NULL when out of memory. */
+struct exl_prep *exl_prep_new_decoded(void);
 /* Frees p and everything it holds (its job too, when it still has one). */
 void exl_prep_free(struct exl_prep *p);
 

@@ -5,6 +5,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "exl_wire.h"
@@ -38,6 +41,7 @@ void exl_config_defaults(struct exl_config *c)
 	c->max_pending_bytes = 128ull << 20;
 	c->drain_timeout_ms = 20000; /* below the unit's TimeoutStopSec=30 */
 	snprintf(c->device, sizeof(c->device), "cpu");
+	c->http_uid = 65534; /* nobody: TCP clients are nobody in particular */
 }
 
 bool exl_model_name_valid(const char *name, size_t len)
@@ -203,6 +207,97 @@ static int set_uid_limit(struct exl_config *c, const char *v, char *err, size_t 
 	return 0;
 }
 
+int exl_config_parse_http(const char *v, struct exl_http_listen *l, char *err, size_t errlen)
+{
+	char host[64];
+	const char *colon;
+	long port;
+	size_t hlen;
+
+	memset(l, 0, sizeof(*l));
+	snprintf(l->spec, sizeof(l->spec), "%s", v);
+	if (!strncmp(v, "unix:", 5)) {
+		if (v[5] != '/' || strlen(v + 5) >= sizeof(l->path)) {
+			snprintf(err, errlen, "http: wants unix:/absolute/path (under %zu bytes), "
+				 "got '%s'", sizeof(l->path), v);
+			return -1;
+		}
+		l->family = AF_UNIX;
+		l->loopback = true;
+		snprintf(l->path, sizeof(l->path), "%s", v + 5);
+		return 0;
+	}
+	if (v[0] == '[') {
+		const char *end = strchr(v, ']');
+		if (!end || end[1] != ':')
+			goto bad;
+		hlen = (size_t)(end - v - 1);
+		if (hlen >= sizeof(host))
+			goto bad;
+		memcpy(host, v + 1, hlen);
+		colon = end + 1;
+		l->family = AF_INET6;
+	} else {
+		colon = strrchr(v, ':');
+		if (!colon)
+			goto bad;
+		hlen = (size_t)(colon - v);
+		if (hlen >= sizeof(host))
+			goto bad;
+		memcpy(host, v, hlen);
+		l->family = AF_INET;
+	}
+	host[hlen] = 0;
+	if (l->family == AF_INET && !strcmp(host, "localhost"))
+		snprintf(host, sizeof(host), "127.0.0.1");
+	if (parse_long("http port", colon + 1, 0, 65535, &port, err, errlen))
+		return -1;
+	l->port = (uint16_t)port;
+	if (l->family == AF_INET) {
+		struct in_addr a;
+		if (inet_pton(AF_INET, host, &a) != 1)
+			goto bad;
+		l->loopback = (ntohl(a.s_addr) >> 24) == 127;
+	} else {
+		struct in6_addr a;
+		if (inet_pton(AF_INET6, host, &a) != 1)
+			goto bad;
+		l->loopback = IN6_IS_ADDR_LOOPBACK(&a);
+	}
+	snprintf(l->addr, sizeof(l->addr), "%s", host);
+	return 0;
+bad:
+	snprintf(err, errlen, "http: wants 127.0.0.1:PORT, [::1]:PORT, another numeric "
+		 "ADDRESS:PORT or unix:/path, got '%s'", v);
+	return -1;
+}
+
+static int add_http(struct exl_config *c, const char *v, char *err, size_t errlen)
+{
+	if (c->n_http >= EXL_CONFIG_MAX_HTTP) {
+		snprintf(err, errlen, "http: at most %d listeners", EXL_CONFIG_MAX_HTTP);
+		return -1;
+	}
+	if (exl_config_parse_http(v, &c->http[c->n_http], err, errlen))
+		return -1;
+	c->n_http++;
+	return 0;
+}
+
+static int parse_yes_no(const char *key, const char *v, bool *out, char *err, size_t errlen)
+{
+	if (!strcmp(v, "yes") || !strcmp(v, "true") || !strcmp(v, "1")) {
+		*out = true;
+		return 0;
+	}
+	if (!strcmp(v, "no") || !strcmp(v, "false") || !strcmp(v, "0")) {
+		*out = false;
+		return 0;
+	}
+	snprintf(err, errlen, "%s: wants yes or no, got '%s'", key, v);
+	return -1;
+}
+
 static int set_device(struct exl_config *c, const char *v, char *err, size_t errlen)
 {
 	long dev;
@@ -349,6 +444,24 @@ int exl_config_set(struct exl_config *c, const char *key, const char *v, char *e
 		c->drain_timeout_ms = (int)x;
 	} else if (!strcmp(key, "device")) {
 		return set_device(c, v, err, errlen);
+	} else if (!strcmp(key, "http")) {
+		return add_http(c, v, err, errlen);
+	} else if (!strcmp(key, "http_allow_remote")) {
+		return parse_yes_no(key, v, &c->http_allow_remote, err, errlen);
+	} else if (!strcmp(key, "http_api_key")) {
+		if (strlen(v) > EXL_CONFIG_MAX_API_KEY) {
+			snprintf(err, errlen, "http_api_key: at most %d bytes", EXL_CONFIG_MAX_API_KEY);
+			return -1;
+		}
+		for (const char *p = v; *p; p++) {
+			if (*p <= ' ' || *p == 0x7f) {
+				snprintf(err, errlen, "http_api_key: no spaces or control characters");
+				return -1;
+			}
+		}
+		snprintf(c->http_api_key, sizeof(c->http_api_key), "%s", v);
+	} else if (!strcmp(key, "http_uid")) {
+		return parse_uid(key, v, &c->http_uid, err, errlen);
 	} else {
 		snprintf(err, errlen, "unknown setting '%s'", key);
 		return -1;
@@ -452,6 +565,14 @@ int exl_config_check(const struct exl_config *c, char *err, size_t errlen)
 			 "largest request could never be read",
 			 (unsigned long long)c->max_pending_bytes, c->max_message);
 		return -1;
+	}
+	for (int i = 0; i < c->n_http; i++) {
+		if (!c->http[i].loopback && !c->http_allow_remote) {
+			snprintf(err, errlen, "http = %s is not a loopback address: it would open the "
+				 "API to the network; set http_allow_remote = yes (and an "
+				 "http_api_key) to allow it", c->http[i].spec);
+			return -1;
+		}
 	}
 	if (c->kv_tokens && c->kv_tokens < c->kv_page_size) {
 		snprintf(err, errlen, "kv_tokens (%d) is smaller than one page (kv_page_size %d)",

@@ -15,6 +15,19 @@
 #define EXL_CONFIG_MAX_ADMINS 64
 #define EXL_CONFIG_MAX_UID_LIMITS 256
 #define EXL_CONFIG_MAX_PATH 4096
+#define EXL_CONFIG_MAX_HTTP 8      /* HTTP listeners */
+#define EXL_CONFIG_MAX_API_KEY 256
+
+/* One HTTP listener (`http = ADDR`): 127.0.0.1:PORT, [::1]:PORT, any
+ * other numeric address with http_allow_remote, or unix:/path. */
+struct exl_http_listen {
+	int family;                     /* AF_INET, AF_INET6 or AF_UNIX */
+	char addr[64];                  /* numeric address (TCP) */
+	uint16_t port;                  /* 0: any free port (TCP, tests) */
+	char path[108];                 /* AF_UNIX: sun_path */
+	bool loopback;                  /* 127.0.0.0/8, ::1 or a Unix socket */
+	char spec[160];                 /* as written, for messages */
+};
 
 struct exl_uid_limit {
 	uid_t uid;
@@ -53,7 +66,15 @@ struct exl_config {
 	uint64_t max_pending_bytes;     /* input buffered for unfinished messages, all connections */
 	int drain_timeout_ms;           /* on SIGTERM: how long results wait for their clients */
 	char device[32];                /* "cpu" or "cuda:N" */
+	struct exl_http_listen http[EXL_CONFIG_MAX_HTTP]; /* the HTTP front (docs/http.md) */
+	int n_http;
+	bool http_allow_remote;         /* a non-loopback http address may be bound */
+	char http_api_key[EXL_CONFIG_MAX_API_KEY + 1]; /* "": none; else the Bearer token asked for */
+	uid_t http_uid;                 /* whose limits TCP requests count against */
 };
+
+/* Parses an http listener address into l.  0, or -1 with a message. */
+int exl_config_parse_http(const char *v, struct exl_http_listen *l, char *err, size_t errlen);
 
 void exl_config_defaults(struct exl_config *c);
 

@@ -1,7 +1,7 @@
 /* The generation options of the command line, written once: `exl
  * generate / chat / bench` and `exld run` take the same flags with the same
- * kinds, ranges and help texts, and parse their values here.  Each program
- * keeps only where a value lands in its own struct (a switch on the id).
+ * kinds, ranges and help texts, and parse their values here; where a value
+ * lands in each program's own struct is common/cli/gen_args.h.
  *
  * Messages about a bad option are printed to the parser's stream, as
  * "PROG: ..." lines: this is the top of a command line program, and a bad

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/gen_options.h"
+#include "common/cli/gen_options.h"
 
 #define MAX_FILE (16u << 20)
 

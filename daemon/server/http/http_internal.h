@@ -1,0 +1,143 @@
+/* What the HTTP front's files share: the front (http_server.c: listeners,
+ * routing, the answers that need no model run) and one request that runs
+ * jobs or preparations (http_gen.c).  Loop thread only.
+ */
+#ifndef EXL_HTTP_INTERNAL_H
+#define EXL_HTTP_INTERNAL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "daemon/server/http/http.h"
+#include "daemon/server/http/http_map.h"
+#include "daemon/server/http/json_out.h"
+#include "daemon/server/wire/config.h"
+
+struct evhttp;
+struct evhttp_request;
+struct evhttp_connection;
+struct evhttp_bound_socket;
+struct event;
+struct exl_json_doc;
+struct exl_model;
+struct exl_model_entry;
+struct exl_sink;
+struct exl_uid_stats;
+
+/* Which error shape a reply takes. */
+enum exl_http_style { EXL_HTTP_STYLE_OPENAI, EXL_HTTP_STYLE_OLLAMA };
+
+/* What a request that outlives its callback does. */
+enum exl_http_kind {
+	EXL_HTTP_KIND_GENERATE,       /* g.api says which */
+	EXL_HTTP_KIND_TOKENIZE,
+	EXL_HTTP_KIND_DETOKENIZE,
+};
+
+struct exl_http {
+	struct exl_loop *lp;
+	struct evhttp *eh;
+	struct evhttp_bound_socket *bound[EXL_CONFIG_MAX_HTTP];
+	int n_bound;
+	char unix_paths[EXL_CONFIG_MAX_HTTP][108]; /* unlinked at exit */
+	int n_unix;
+	struct exl_http_req *reqs;       /* requests being answered */
+	int n_reqs;
+	uint64_t next_id;                /* "chatcmpl-N" */
+};
+
+/* One choice (prompt i, sample j) of a generate request: one job. */
+struct exl_http_choice {
+	uint64_t job;                    /* its job id, once accepted */
+	bool launched, accepted, done;
+	bool role_sent;                  /* chat stream: the first delta had the role */
+	int prompt_tokens, new_tokens, cached_tokens;
+	char *result;                    /* not streaming: the choice's JSON, made at its end */
+	size_t result_len;
+};
+
+struct exl_http_req {
+	struct exl_http_req *next, *prev; /* the front's list */
+	struct exl_http *h;
+	uint64_t id;
+	struct evhttp_request *req;      /* NULL once the client is gone */
+	struct evhttp_connection *evcon;
+	struct event *closed_ev;         /* the client hung up (EV_CLOSED) */
+	struct exl_sink *sink;           /* ours: sink->http is this request */
+	enum exl_http_kind kind;
+	enum exl_http_style style;
+	uid_t uid;
+	struct exl_uid_stats *uidst;
+	bool blocked;                    /* waits for room in the prep pool */
+	int n_pooled;                    /* its preparations in the pool */
+	uint64_t created;                /* unix seconds */
+	uint64_t start_ns;
+
+	/* the request */
+	struct exl_json_doc *doc;        /* the body, until every job is launched */
+	void *zone;                      /* msgpack_zone of g (and tok, detok) */
+	struct exl_http_gen g;
+	struct exl_http_tokenize tok;
+	struct exl_http_detokenize detok;
+	char model[129];                 /* the model's name */
+	const struct exl_model *model_p; /* valid while a job or preparation holds it */
+	struct exl_model_entry *entry;
+	char *chat_prompt;               /* the rendered conversation (malloc'ed) */
+	size_t chat_prompt_len;
+
+	/* the answer */
+	int n_choices;
+	int n_launched, n_done;
+	struct exl_http_choice choices[EXL_HTTP_MAX_CHOICES];
+	bool started;                    /* streaming: the status line and headers are out */
+	uint64_t buffered;               /* bytes in the connection's output at the last look */
+	struct exl_jw w;                 /* scratch for events */
+};
+
+/* Replies with an error in the request's style and ends it.  status is
+ * the HTTP status; param may be NULL.  Frees nothing of r: the caller
+ * ends r (exl_http_req_end). */
+void exl_http_send_error(struct evhttp_request *req, enum exl_http_style style, int status,
+			 const char *code, const char *param, const char *msg);
+/* Sends body (JSON) with status and ends the exchange. */
+void exl_http_send_json(struct evhttp_request *req, int status, const char *body, size_t len);
+/* The HTTP status and OpenAI error code of an exld error code. */
+int exl_http_status_of(int code, const char **type);
+
+/* http_gen.c: POST endpoints that run on a model.  Takes the parsed body
+ * (the request's from here on); answers, or keeps the request. */
+void exl_http_start_generate(struct exl_http *h, struct evhttp_request *req,
+			     enum exl_http_api api, struct exl_json_doc *doc, uid_t uid);
+void exl_http_start_tokenize(struct exl_http *h, struct evhttp_request *req, bool detok,
+			     struct exl_json_doc *doc, uid_t uid);
+/* Ends r: replies with the error when the client is still there (as the
+ * stream's last event once it started; status 0 is 500), cancels its
+ * jobs, frees it. */
+void exl_http_req_fail(struct exl_http_req *r, int status, const char *code, const char *param,
+		       const char *msg);
+
+/* The conversation g as the model's chat template renders it (ChatML for
+ * a model without one); *out malloc'ed.  0, or -1 with a message. */
+int exl_http_render_chat(const struct exl_model *m, const struct exl_http_gen *g, char **out,
+			 size_t *out_len, char *err, size_t errlen);
+
+/* http_reply.c: OpenAI and Ollama objects from a job's messages. */
+struct exl_http_tokinfo {
+	const int32_t *ids;
+	int n;
+	const float *probs;              /* NULL when not asked */
+	const int32_t *top_ids;          /* [n][k] */
+	const float *top_probs;
+	int k;
+};
+/* "stop" or "length" for an exld stop reason. */
+const char *exl_http_finish_reason(const char *stop_reason);
+/* OpenAI's logprobs object for tokens (the chat shape, or the legacy
+ * completions shape) into w; tok_text gives a token's bytes. */
+void exl_http_write_logprobs(struct exl_jw *w, bool chat, const struct exl_http_tokinfo *t,
+			     const struct exl_model *m);
+/* RFC 3339 UTC now, with nanoseconds (Ollama's created_at). */
+void exl_http_now_rfc3339(char *buf, size_t len);
+
+#endif

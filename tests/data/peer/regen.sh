@@ -1,0 +1,33 @@
+#!/bin/sh
+# Regenerates TYPE.txt for each weight type with llama.cpp as the reference
+# peer; see README.md.
+# usage: regen.sh BUILD_DIR [TYPE...]   (run from anywhere; needs python3 and
+#        the peer of ../shared/tools/peer, PEER, default
+#        /tmp/peer/peer-bench-native)
+set -eu
+build=$1
+shift
+types=${*:-"q4_1 q5_0 q5_1 q2_k q3_k q5_k iq4_nl iq4_xs"}
+here=$(cd "$(dirname "$0")" && pwd)
+peer=${PEER:-/tmp/peer/peer-bench-native}
+mkmodel=$build/tests/tools/exld-mkmodel
+exld=$build/daemon/exld
+prompt="Once upon a time"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+for type in $types; do
+	opts="--dim 256 --layers 2 --heads 4 --kv-heads 2 --ff 768 --seed 1 --type $type"
+	# shellcheck disable=SC2086
+	"$mkmodel" $opts --threads 1 -o "$tmp/m.gguf" 2>/dev/null
+	# exld's greedy 16 tokens and logits, then the peer fed the same ids
+	"$exld" run --model "$tmp/m.gguf" --prompt "$prompt" -n 16 --temperature 0 --ignore-eos \
+		--json --threads 2 --dump-logits "$tmp/exld.bin" >"$tmp/exld.json" 2>/dev/null
+	ids=$(python3 -c 'import json,sys; print(",".join(map(str, json.loads(sys.stdin.buffer.read().decode("utf-8", "replace"))["token_ids"][:15])))' \
+		<"$tmp/exld.json")
+	"$peer" --model "$tmp/m.gguf" --prompt "$prompt" --teacher "$ids" --threads 2 \
+		--dump-logits "$tmp/peer.bin" >"$tmp/peer.json" 2>"$tmp/peer.err" ||
+		{ cat "$tmp/peer.err" >&2; exit 1; }
+	python3 "$here/digest.py" "$opts" "$ids" "$tmp/peer.json" "$tmp/peer.bin" "$tmp/exld.bin" \
+		>"$here/$type.txt"
+	echo "$type.txt: $(grep '^# max' "$here/$type.txt")"
+done

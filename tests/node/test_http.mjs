@@ -1,0 +1,120 @@
+// The npm clients people use (openai, ollama) against exld's HTTP front:
+// the greedy text through each must be `exld run --completion-only`'s on
+// the same prompt, byte for byte (for chat: the prompt the model's
+// template makes of the conversation, from /apply-template).
+//
+//   node test_http.mjs BASE_URL EXLD MODEL_FILE
+//
+// Prints "N passed, N failed" and exits 1 on a failure.
+import { execFileSync } from 'node:child_process';
+import OpenAI from 'openai';
+import { Ollama } from 'ollama';
+
+const [base, exld, modelFile] = process.argv.slice(2);
+const model = 'stories260K';
+const N = 24;
+let passed = 0, failed = 0;
+
+function check(ok, what, detail) {
+	if (ok) {
+		passed++;
+		console.log(`ok   ${what}`);
+	} else {
+		failed++;
+		console.log(`FAIL ${what}: ${detail}`);
+	}
+}
+
+// exld run's greedy completion of prompt (the text it prints, less its
+// final newline)
+function expected(prompt, special) {
+	const args = ['run', '--model', modelFile, '--prompt', prompt, '-n', String(N),
+		'--temperature', '0', '--threads', '1', '--completion-only'];
+	if (special)
+		args.push('--special');
+	const out = execFileSync(exld, args, { stdio: ['ignore', 'pipe', 'ignore'] }).toString('utf8');
+	return out.endsWith('\n') ? out.slice(0, -1) : out;
+}
+
+async function chatPrompt(messages) {
+	const r = await fetch(`${base}/apply-template`, {
+		method: 'POST', headers: { 'Content-Type': 'application/json' },
+		body: JSON.stringify({ model, messages }),
+	});
+	return (await r.json()).prompt;
+}
+
+const prompt = 'Once upon a time';
+const messages = [{ role: 'system', content: 'You tell stories.' },
+	{ role: 'user', content: 'Tell me about a cat.' }];
+const want = expected(prompt, false);
+const wantChat = expected(await chatPrompt(messages), true);
+check(want.length > 0 && wantChat.length > 0, 'exld run gave texts', `${want} / ${wantChat}`);
+
+// ---- openai ----
+const oa = new OpenAI({ baseURL: `${base}/v1`, apiKey: 'unused', maxRetries: 0 });
+
+const list = await oa.models.list();
+check(list.data.some(m => m.id === model), 'openai models.list', JSON.stringify(list.data));
+
+const c = await oa.completions.create({ model, prompt, max_tokens: N, temperature: 0 });
+check(c.choices[0].text === want, 'openai completions', `${JSON.stringify(c.choices[0].text)} != ${JSON.stringify(want)}`);
+check(c.usage.completion_tokens === N, 'openai completions usage', JSON.stringify(c.usage));
+
+let text = '', usage = null;
+for await (const ch of await oa.completions.create({ model, prompt, max_tokens: N, temperature: 0,
+	stream: true, stream_options: { include_usage: true } })) {
+	if (ch.choices.length)
+		text += ch.choices[0].text;
+	if (ch.usage)
+		usage = ch.usage;
+}
+check(text === want, 'openai completions streamed', `${JSON.stringify(text)} != ${JSON.stringify(want)}`);
+check(usage && usage.completion_tokens === N, 'openai stream usage', JSON.stringify(usage));
+
+const cc = await oa.chat.completions.create({ model, messages, max_tokens: N, temperature: 0 });
+check(cc.choices[0].message.content === wantChat, 'openai chat.completions',
+	`${JSON.stringify(cc.choices[0].message.content)} != ${JSON.stringify(wantChat)}`);
+
+text = '';
+for await (const ch of await oa.chat.completions.create({ model, messages, max_tokens: N,
+	temperature: 0, stream: true }))
+	text += ch.choices[0]?.delta?.content ?? '';
+check(text === wantChat, 'openai chat.completions streamed', `${JSON.stringify(text)} != ${JSON.stringify(wantChat)}`);
+
+try {
+	await oa.completions.create({ model: 'no-such-model', prompt, max_tokens: 2 });
+	check(false, 'openai unknown model', 'no error');
+} catch (e) {
+	check(e instanceof OpenAI.NotFoundError && e.status === 404, 'openai unknown model raises 404',
+		`${e.constructor.name} ${e.status} ${e.message}`);
+}
+
+// ---- ollama ----
+const ol = new Ollama({ host: base });
+
+const tags = await ol.list();
+check(tags.models.some(m => m.name === model), 'ollama list', JSON.stringify(tags));
+
+const g = await ol.generate({ model, prompt, raw: true, stream: false,
+	options: { num_predict: N, temperature: 0 } });
+check(g.response === want, 'ollama generate', `${JSON.stringify(g.response)} != ${JSON.stringify(want)}`);
+check(g.done === true && g.eval_count === N, 'ollama generate counts', JSON.stringify(g));
+
+text = '';
+for await (const part of await ol.generate({ model, prompt, raw: true, stream: true,
+	options: { num_predict: N, temperature: 0 } }))
+	text += part.response;
+check(text === want, 'ollama generate streamed', `${JSON.stringify(text)} != ${JSON.stringify(want)}`);
+
+const oc = await ol.chat({ model, messages, stream: false, options: { num_predict: N, temperature: 0 } });
+check(oc.message.content === wantChat, 'ollama chat', `${JSON.stringify(oc.message.content)} != ${JSON.stringify(wantChat)}`);
+
+text = '';
+for await (const part of await ol.chat({ model, messages, stream: true,
+	options: { num_predict: N, temperature: 0 } }))
+	text += part.message.content;
+check(text === wantChat, 'ollama chat streamed', `${JSON.stringify(text)} != ${JSON.stringify(wantChat)}`);
+
+console.log(`${passed} passed, ${failed} failed`);
+process.exit(failed ? 1 : 0);
