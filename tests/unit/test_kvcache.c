@@ -384,6 +384,19 @@ static void test_window(void **state)
 	exl_kv_seq_init(&t);
 	assert_int_equal(exl_kv_seq_share_prefix(kv, &t, toks, 13), 12);
 	exl_kv_seq_release(kv, &t);
+	/* a fork (beam search) shares what is left and not what was given
+	 * back */
+	exl_kv_seq_init(&t);
+	assert_int_equal(exl_kv_seq_fork(kv, &t, &s), 0);
+	assert_int_equal(t.n_dropped, 3);
+	assert_int_equal(t.n_pos, 20);
+	for (int i = 0; i < t.n_pages; i++) {
+		assert_int_equal(t.pages[i], s.pages[i]);
+		if (i >= t.n_dropped)
+			assert_int_equal(exl_kvcache_page_refcount(kv, t.pages[i]), 2);
+	}
+	exl_kv_seq_release(kv, &t);
+	assert_int_equal(exl_kvcache_page_refcount(kv, s.pages[3]), 1);
 
 	/* a rewind of 3 (20 -> 17: sees 13..17, kept from 12) keeps all */
 	exl_kv_seq_truncate(kv, &s, 17);
