@@ -289,6 +289,8 @@ int jv_tojson(struct jctx *c, unsigned line, struct jbuf *b, struct jv v,
 
 /* JavaScript's == on the values (the reference compares with it). */
 int jv_loose_eq(struct jctx *c, unsigned line, struct jv a, struct jv b, bool *eq);
+/* Python's == (Jinja2's, past the reference): lists and dicts by value. */
+bool jv_py_eq(struct jv a, struct jv b, int depth);
 /* JavaScript's === (in, tests), and SameValueZero (unique). */
 bool jv_strict_eq(struct jv a, struct jv b);
 bool jv_same_value_zero(struct jv a, struct jv b);

@@ -77,7 +77,7 @@ int jinja_test(struct jctx *c, unsigned line, const char *name, size_t n, struct
 	} else if (name_is(name, n, "iterable")) {
 		/* the reference's: a list or a string (not a tuple, not a dict);
 		 * past the reference, Jinja2's: anything with __iter__ */
-		*res = v.t == JV_ARRAY || v.t == JV_STR ||
+		*res = (v.t == JV_ARRAY && (!v.len || c->jinja2)) || v.t == JV_STR ||
 		       (c->jinja2 && (v.t == JV_TUPLE || jv_is_attrs(v) || v.t == JV_UNDEF));
 	} else if (name_is(name, n, "mapping")) {
 		*res = jv_is_dict(v);
@@ -95,12 +95,15 @@ int jinja_test(struct jctx *c, unsigned line, const char *name, size_t n, struct
 			return -1;
 		if (name[0] == '=' || name[0] == 's')
 			jbeyond(c);
-		*res = jv_strict_eq(v, a->v[0]);
+		if (name[0] == 's')
+			*res = jv_strict_eq(v, a->v[0]);
+		else
+			*res = c->jinja2 ? jv_py_eq(v, a->v[0], 0) : jv_strict_eq(v, a->v[0]);
 	} else if (name_is(name, n, "ne") || name_is(name, n, "!=")) {
 		jbeyond(c);
 		if (need_arg(c, line, name, n, a))
 			return -1;
-		*res = !jv_strict_eq(v, a->v[0]);
+		*res = !jv_py_eq(v, a->v[0], 0);
 	} else if (name_is(name, n, "divisibleby")) {
 		jbeyond(c);
 		if (need_arg(c, line, name, n, a))
@@ -120,7 +123,7 @@ int jinja_test(struct jctx *c, unsigned line, const char *name, size_t n, struct
 		} else if (jv_is_arr(s)) {
 			*res = false;
 			for (size_t i = 0; !*res && i < s.u.a->n; i++)
-				*res = jv_strict_eq(s.u.a->v[i], v);
+				*res = jv_py_eq(s.u.a->v[i], v, 0);
 		} else if (jv_is_dict(s) && v.t == JV_STR) {
 			*res = jobj_get(s.u.o, v.u.s, v.len) != NULL;
 		} else {

@@ -583,6 +583,12 @@ static int binary_op(struct jctx *c, const struct jnode *n, struct jv l, struct 
 		*out = jv_bool(op == OP_EQ ? eq : !eq);
 		return 0;
 	}
+	if (op == OP_CONCAT && (l.t == JV_UNDEF || r.t == JV_UNDEF || l.t == JV_NULL ||
+				r.t == JV_NULL)) {
+		/* Jinja2's ~ takes anything: str(None) is "None", undefined "" */
+		jbeyond(c);
+		return concat(c, n->line, l, r, out);
+	}
 	if (l.t == JV_UNDEF || r.t == JV_UNDEF) {
 		if (r.t == JV_UNDEF && (op == OP_IN || op == OP_NOTIN)) {
 			*out = jv_bool(op == OP_NOTIN);
@@ -663,7 +669,8 @@ static int binary_op(struct jctx *c, const struct jnode *n, struct jv l, struct 
 			if (jstep(c, r.u.a->n / 16))
 				return -1;
 			for (size_t i = 0; !found && i < r.u.a->n; i++)
-				found = jv_strict_eq(r.u.a->v[i], l);
+				found = c->jinja2 ? jv_py_eq(r.u.a->v[i], l, 0) :
+						    jv_strict_eq(r.u.a->v[i], l);
 			*out = jv_bool(op == OP_IN ? found : !found);
 			return 0;
 		}
@@ -681,6 +688,19 @@ static int binary_op(struct jctx *c, const struct jnode *n, struct jv l, struct 
 			return -1;
 		found = str_contains(r.u.s, r.len, l.u.s, l.len);
 		*out = jv_bool(op == OP_IN ? found : !found);
+		return 0;
+	}
+	if (l.t == JV_STR && r.t == JV_STR &&
+	    (op == OP_LT || op == OP_GT || op == OP_LE || op == OP_GE)) {
+		/* Jinja2 orders strings (by code point) */
+		size_t k = l.len < r.len ? l.len : r.len;
+		int cmp = memcmp(l.u.s, r.u.s, k);
+
+		if (!cmp)
+			cmp = l.len < r.len ? -1 : l.len > r.len;
+		jbeyond(c);
+		*out = jv_bool(op == OP_LT ? cmp < 0 : op == OP_GT ? cmp > 0 :
+			       op == OP_LE ? cmp <= 0 : cmp >= 0);
 		return 0;
 	}
 	if (jv_is_dict(r) && (op == OP_IN || op == OP_NOTIN)) {
@@ -1106,7 +1126,8 @@ static int exec_set(struct jctx *c, const struct jnode *n, struct jenv *e)
 
 static int print_value(struct jctx *c, unsigned line, struct jbuf *b, struct jv v)
 {
-	if (v.t == JV_NULL || v.t == JV_UNDEF)
+	/* none prints nothing in the reference, "None" in Jinja2 */
+	if (v.t == JV_UNDEF || (v.t == JV_NULL && !c->jinja2))
 		return 0;
 	return jv_print(c, line, b, v);
 }

@@ -67,7 +67,8 @@ static int join_raw(struct jctx *c, unsigned line, const struct jarr *a, const c
 
 		if (i && jbuf_put(c, &b, sep, sn))
 			return -1;
-		if (x.t != JV_NULL && x.t != JV_UNDEF && jv_js_str(c, line, &b, x))
+		/* "" for none in the reference, "None" in Jinja2 */
+		if (x.t != JV_UNDEF && (x.t != JV_NULL || c->jinja2) && jv_js_str(c, line, &b, x))
 			return -1;
 	}
 	*out = jv_from_buf(&b);
@@ -338,7 +339,14 @@ static int plain(struct jctx *c, unsigned line, const char *f, size_t fn, struct
 		struct jarr *a = v.u.a;
 
 		if (is(f, fn, "list")) {
+			/* Jinja2 makes a list of a tuple; the reference keeps the
+			 * tuple, so the list shares its items and stays a tuple to
+			 * the reference's tests (len marks it) */
 			*out = v;
+			if (v.t == JV_TUPLE) {
+				out->t = JV_ARRAY;
+				out->len = 1;
+			}
 		} else if (is(f, fn, "first") || is(f, fn, "last")) {
 			if (!a->n)
 				return jfail(c, line, "%.*s of an empty list", (int)fn, f);
@@ -604,7 +612,7 @@ static double python_round(double x, double digits, bool floor_it, bool ceil_it)
 	else if (ceil_it)
 		y = ceil(y);
 	else
-		y = round(y);   /* 'common': half away from zero */
+		y = nearbyint(y);   /* 'common': Python's round, half to even */
 	return y / m;
 }
 

@@ -324,6 +324,22 @@ static bool is_digit(char ch)
 	return ch >= '0' && ch <= '9';
 }
 
+/* 1e3, 2.5E-7: Jinja2's exponent (the reference stops before the e). */
+static size_t exponent(const struct lexer *lx, size_t i)
+{
+	size_t j = i + 1;
+
+	if (i >= lx->n || (lx->s[i] != 'e' && lx->s[i] != 'E'))
+		return i;
+	if (j < lx->n && (lx->s[j] == '+' || lx->s[j] == '-'))
+		j++;
+	if (j >= lx->n || !is_digit(lx->s[j]))
+		return i;
+	while (j < lx->n && is_digit(lx->s[j]))
+		j++;
+	return j;
+}
+
 static int tokenize(struct lexer *lx)
 {
 	int curly = 0;
@@ -462,6 +478,7 @@ static int tokenize(struct lexer *lx)
 				while (lx->i < lx->n && is_digit(lx->s[lx->i]))
 					lx->i++;
 			}
+			lx->i = exponent(lx, lx->i);
 			if (push(lx, T_NUM, lx->s + start, lx->i - start, start))
 				return -1;
 			continue;

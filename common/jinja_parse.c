@@ -233,6 +233,11 @@ static struct jnode *parse_sequence(struct parser *p, bool primary)
 		return NULL;
 	for (;;) {
 		p->i++;
+		/* (1,): Jinja2's trailing comma (the reference takes none) */
+		if (is(p, T_RPAREN) || is(p, T_CLOSE_STMT) || is(p, T_EQUALS)) {
+			jbeyond(p->c);
+			break;
+		}
 		if (lpush(p, &l, primary ? parse_primary(p) : parse_expression(p)))
 			return NULL;
 		if (!is(p, T_COMMA))
@@ -538,9 +543,11 @@ static struct jnode *parse_test(struct parser *p)
 		t->a = operand;
 		t->line = operand->line;
 		if (is(p, T_LPAREN)) {
+			jbeyond(p->c);
 			if (parse_args(p, ARGS_CALL, &t->l1))
 				return NULL;
 		} else if (starts_test_arg(p)) {
+			jbeyond(p->c);
 			struct lbuild l = { 0 };
 
 			if (lpush(p, &l, parse_call_member(p)))
@@ -744,7 +751,12 @@ static struct jnode *parse_primary(struct parser *p)
 	case T_NUM: {
 		char tmp[64];
 		size_t k = t->n < sizeof(tmp) - 1 ? t->n : sizeof(tmp) - 1;
-		bool dot = memchr(t->p, '.', t->n) != NULL;
+		bool exp = memchr(t->p, 'e', t->n) || memchr(t->p, 'E', t->n);
+		bool dot = memchr(t->p, '.', t->n) != NULL || exp;
+
+		/* 1e3: Jinja2's float (the reference has no exponents) */
+		if (exp)
+			jbeyond(p->c);
 
 		n = node(p, dot ? JN_FLOAT : JN_INT, t);
 		if (!n)

@@ -355,6 +355,27 @@ size_t jnum_fmt(double d, char *out)
 	return o;
 }
 
+/* An integer past 2^53 as its shortest digits padded with zeros: what the
+ * JSON that carried it (from JavaScript or Python) most likely said. */
+static size_t big_int_fmt(double d, char *out)
+{
+	char digits[32];
+	int k, n;
+	size_t o = 0;
+
+	if (d < 0) {
+		out[o++] = '-';
+		d = -d;
+	}
+	shortest(d, digits, &k, &n);
+	memcpy(out + o, digits, (size_t)k);
+	o += (size_t)k;
+	for (int i = k; i < n && o < 380; i++)
+		out[o++] = '0';
+	out[o] = 0;
+	return o;
+}
+
 /* Python's repr of a float: 1.0, 0.0001, 1e-05, 1e+16. */
 static size_t py_float_fmt(double d, char *out)
 {
@@ -439,8 +460,32 @@ static int print_depth(struct jctx *c, unsigned line, struct jbuf *b, struct jv 
 static int tojson_at(struct jctx *c, unsigned line, struct jbuf *b, struct jv v,
 		     const struct jjson_opts *o, int depth);
 
+static bool has_tuple(struct jv v, int depth)
+{
+	if (depth > JINJA_MAX_VALUE_DEPTH)
+		return false;
+	if (v.t == JV_TUPLE)
+		return true;
+	if (v.t == JV_ARRAY) {
+		for (size_t i = 0; i < v.u.a->n; i++)
+			if (has_tuple(v.u.a->v[i], depth + 1))
+				return true;
+	} else if (jv_is_attrs(v)) {
+		for (size_t i = 0; i < v.u.o->n; i++)
+			if (has_tuple(v.u.o->vals[i], depth + 1))
+				return true;
+	}
+	return false;
+}
+
 int jv_print(struct jctx *c, unsigned line, struct jbuf *b, struct jv v)
 {
+	/* the reference cannot print a tuple (nor JSON of one): Jinja2's repr */
+	if ((jv_is_arr(v) || jv_is_attrs(v)) && has_tuple(v, 0))
+		jbeyond(c);
+	/* past the reference, Python's str(): True, None, ['a'] */
+	if (c->jinja2 && v.t != JV_STR)
+		return jv_py_str(c, line, b, v);
 	return print_depth(c, line, b, v, 0);
 }
 
@@ -475,6 +520,8 @@ static int print_depth(struct jctx *c, unsigned line, struct jbuf *b, struct jv 
 
 int jv_js_str(struct jctx *c, unsigned line, struct jbuf *b, struct jv v)
 {
+	if (c->jinja2)
+		return jv_py_str(c, line, b, v);
 	switch (v.t) {
 	case JV_FLOAT:
 		return put_num(c, b, v.u.n);
@@ -560,9 +607,11 @@ static int py_repr(struct jctx *c, unsigned line, struct jbuf *b, struct jv v, i
 	case JV_BOOL:
 		return jbuf_puts(c, b, v.u.b ? "True" : "False");
 	case JV_INT:
-		if (isfinite(v.u.n))
+		if (!isfinite(v.u.n))
+			return jbuf_put(c, b, tmp, py_float_fmt(v.u.n, tmp));
+		if (fabs(v.u.n) < 9007199254740992.0)
 			return jbuf_put(c, b, tmp, (size_t)snprintf(tmp, sizeof(tmp), "%.0f", v.u.n));
-		return jbuf_put(c, b, tmp, py_float_fmt(v.u.n, tmp));
+		return jbuf_put(c, b, tmp, big_int_fmt(v.u.n, tmp));
 	case JV_FLOAT:
 		return jbuf_put(c, b, tmp, py_float_fmt(v.u.n, tmp));
 	case JV_STR:
@@ -742,6 +791,9 @@ static int tojson_at(struct jctx *c, unsigned line, struct jbuf *b, struct jv v,
 	case JV_TUPLE: {
 		const struct jarr *a = v.u.a;
 
+		/* a tuple: Jinja2's JSON array (the reference raises) */
+		if (v.t == JV_TUPLE)
+			jbeyond(c);
 		if (jstep(c, 1) || jbuf_putc(c, b, '['))
 			return -1;
 		for (size_t i = 0; i < a->n; i++) {
@@ -826,6 +878,11 @@ static enum js_kind js_kind(struct jv v)
 	}
 }
 
+static bool numeric_like_v(struct jv v)
+{
+	return v.t == JV_INT || v.t == JV_FLOAT || v.t == JV_BOOL;
+}
+
 static const void *identity(struct jv v)
 {
 	switch (v.t) {
@@ -861,6 +918,44 @@ static bool same_kind_eq(struct jv a, struct jv b)
 	return false;
 }
 
+bool jv_py_eq(struct jv a, struct jv b, int depth)
+{
+	if (depth > JINJA_MAX_VALUE_DEPTH)
+		return false;
+	if (numeric_like_v(a) && numeric_like_v(b))
+		return (a.t == JV_BOOL ? a.u.b : a.u.n) == (b.t == JV_BOOL ? b.u.b : b.u.n);
+	if (a.t != b.t && !(jv_is_dict(a) && jv_is_dict(b)))
+		return false;
+	switch (a.t) {
+	case JV_UNDEF:
+	case JV_NULL:
+		return true;
+	case JV_STR:
+		return a.len == b.len && !memcmp(a.u.s, b.u.s, a.len);
+	case JV_ARRAY:
+	case JV_TUPLE:
+		if (a.u.a->n != b.u.a->n)
+			return false;
+		for (size_t i = 0; i < a.u.a->n; i++)
+			if (!jv_py_eq(a.u.a->v[i], b.u.a->v[i], depth + 1))
+				return false;
+		return true;
+	case JV_OBJECT:
+	case JV_KWARGS:
+		if (a.u.o->n != b.u.o->n)
+			return false;
+		for (size_t i = 0; i < a.u.o->n; i++) {
+			struct jv *o = jobj_get_v(b.u.o, jkey_value(&a.u.o->keys[i]));
+
+			if (!o || !jv_py_eq(a.u.o->vals[i], *o, depth + 1))
+				return false;
+		}
+		return true;
+	default:
+		return identity(a) == identity(b);
+	}
+}
+
 bool jv_strict_eq(struct jv a, struct jv b)
 {
 	return js_kind(a) == js_kind(b) && same_kind_eq(a, b);
@@ -877,6 +972,10 @@ int jv_loose_eq(struct jctx *c, unsigned line, struct jv a, struct jv b, bool *e
 {
 	enum js_kind ka = js_kind(a), kb = js_kind(b);
 
+	if (c->jinja2) {
+		*eq = jv_py_eq(a, b, 0);
+		return 0;
+	}
 	for (int round = 0; round < 4; round++) {
 		if (ka == kb) {
 			*eq = same_kind_eq(a, b);

@@ -1,20 +1,26 @@
 #!/usr/bin/env node
 // The chat template renderer (common/chat_template.h, through `exld
-// chat-template --template FILE`) against the reference, @huggingface/jinja:
-// every template of ../llama.cpp-src/models/templates (the peer's tree,
-// PEER_DIR or /tmp/peer) over a set of conversations.  Where the reference
-// renders, the bytes must be identical; where it raises (raise_exception),
-// we must fail with its message.  Where it fails otherwise, Jinja2 (the
-// renderer of transformers, jinja2_ref.py) decides: if it renders, the
-// reference lacks a feature, and we must render too; if it fails, we must
-// fail.  Skips (77) without the templates or the npm package
-// (tests/jinja-ref: `npm ci --prefix tests/jinja-ref`, which
-// tests/install-deps.sh runs); without python3-jinja2 the cases where
+// chat-template --template FILE`) against the reference, @huggingface/jinja,
+// on two corpora: every template of the peer's llama.cpp tree
+// (PEER_DIR/llama.cpp-src/models/templates, PEER_DIR defaulting to
+// /tmp/peer) over a set of conversations, and the language snippets of
+// tests/data/jinja_snippets.txt over one context.
+//
+// Where the reference renders, the bytes must be identical; where it
+// raises (raise_exception), we must fail with its message.  Where it fails
+// otherwise, Jinja2 (transformers' renderer, jinja2_ref.py) decides: if it
+// renders, the reference lacks a feature and we must render Jinja2's bytes;
+// if it fails, we must fail.
+//
+// Skips (77) without the npm package (tests/jinja-ref: `npm ci --prefix
+// tests/jinja-ref`, which tests/install-deps.sh runs); without the peer's
+// templates only the snippets run; without python3-jinja2 the cases where
 // the reference fails go unjudged (and are counted).
 //
 //   node test_jinja_ref.js EXLD [--verbose] [--only SUBSTRING] [--dump DIR]
 'use strict';
 const fs = require('fs');
+const os = require('os');
 const path = require('path');
 const { spawnSync } = require('child_process');
 
@@ -31,11 +37,6 @@ const dump = args.includes('--dump') ? args[args.indexOf('--dump') + 1] : null;
 if (!exld)
 	skip('usage: test_jinja_ref.js EXLD');
 
-const peer = process.env.PEER_DIR || '/tmp/peer';
-const tdir = path.join(peer, 'llama.cpp-src', 'models', 'templates');
-if (!fs.existsSync(tdir))
-	skip(`no reference templates at ${tdir} (set PEER_DIR to the folder holding llama.cpp-src)`);
-
 let jinja;
 for (const base of [process.env.JINJA_REF_DIR, path.join(__dirname, '..', 'jinja-ref')]) {
 	if (!base)
@@ -47,6 +48,10 @@ for (const base of [process.env.JINJA_REF_DIR, path.join(__dirname, '..', 'jinja
 }
 if (!jinja)
 	skip('@huggingface/jinja is not installed (npm ci --prefix tests/jinja-ref)');
+
+const peer = process.env.PEER_DIR || '/tmp/peer';
+const tdir = path.join(peer, 'llama.cpp-src', 'models', 'templates');
+const snippetFile = path.join(__dirname, '..', 'data', 'jinja_snippets.txt');
 
 // strftime_now: a fixed local time on both sides.
 const NOW = '2024-07-26T09:15';
@@ -177,6 +182,17 @@ const conversations = {
 	empty: { messages: [], add_generation_prompt: true },
 };
 
+// The snippets' context: a bit of every type.
+const snippetContext = {
+	messages: [{ role: 'user', content: 'Hi' }, { role: 'assistant', content: 'Yo' }],
+	s: ' Hello World ', n: 3, f: 2.5, neg: -7, b: true, z: null, e: '', l: [3, 1, 2],
+	d: { b: 2, a: 1, '10': 'x', '2': 'y' }, u: 'héllo 🌍 ß', fl: 1.0, pi: 3.14159,
+	big: 12345678901234567890, tiny: 1e-7, strs: ['b', 'A', 'a', 'C'],
+	nested: { a: { b: [1, { c: 'deep' }] } },
+	objs: [{ name: 'x', v: 2, t: 'a' }, { name: 'y', v: 1 }, { name: 'z', v: 3, t: 'b' }],
+	bos_token: '<s>', eos_token: '</s>',
+};
+
 function reference(tmpl, ctx) {
 	try {
 		return { out: new jinja.Template(tmpl).render(ctx) };
@@ -203,56 +219,82 @@ function firstDiff(a, b) {
 	return i;
 }
 
-const files = fs.readdirSync(tdir).filter((f) => f.endsWith('.jinja')).sort()
-	.filter((f) => !only || f.includes(only));
-const results = { pass: [], ext: [], fail: [] };
-let cases = 0, identical = 0, bothFail = 0, extended = 0, unjudged = 0, known = 0;
-const perTemplate = new Map();
-const pending = [];   // the reference failed: Jinja2 decides
-
-for (const f of files) {
-	const file = path.join(tdir, f);
-	const tmpl = fs.readFileSync(file, 'utf8');
-	const t = { problems: [], notes: [] };
-	perTemplate.set(f, t);
-	for (const [name, conv] of Object.entries(conversations)) {
-		const ctx = { ...common, ...conv };
-		const ref = reference(tmpl, ctx);
-		const got = ours(file, ctx);
-		cases++;
-		if (dump) {
-			fs.mkdirSync(dump, { recursive: true });
-			const base = path.join(dump, f.replace(/\.jinja$/, '') + '.' + name);
-			fs.writeFileSync(base + '.ref', ref.out !== undefined ? ref.out : 'ERROR: ' + ref.err);
-			fs.writeFileSync(base + '.ours', got.status === 0 ? got.out : 'ERROR: ' + got.err);
-		}
-		if (ref.out !== undefined) {
-			const want = Buffer.from(ref.out, 'utf8');
-			if (got.status !== 0) {
-				t.problems.push(`${name}: the reference renders, we fail: ${got.err.trim()}`);
-			} else if (!want.equals(got.out)) {
-				const at = firstDiff(want, got.out);
-				t.problems.push(`${name}: output differs at byte ${at}:\n    want ${JSON.stringify(want.subarray(Math.max(0, at - 30), at + 50).toString())}\n    got  ${JSON.stringify(got.out.subarray(Math.max(0, at - 30), at + 50).toString())}`);
-			} else {
-				identical++;
-			}
-			continue;
-		}
-		if (ref.raised) {
-			const want = 'exld chat-template: ' + ref.err + '\n';
-			if (got.status === 0)
-				t.problems.push(`${name}: the reference raises "${ref.err}", we render`);
-			else if (got.err !== want)
-				t.problems.push(`${name}: the reference raises "${ref.err}", we say ${JSON.stringify(got.err.trim())}`);
-			else
-				bothFail++;
-			continue;
-		}
-		pending.push({ f, name, file, ctx, ref, got });
-	}
+function excerpt(buf, at) {
+	return JSON.stringify(buf.subarray(Math.max(0, at - 30), at + 50).toString());
 }
 
-// Where the reference failed on its own (not raise_exception): Jinja2's word.
+// The cases: {group, name, file, tmpl, ctx}.
+const groups = new Map();
+const cases = [];
+function addCase(group, name, file, tmpl, ctx) {
+	if (!groups.has(group))
+		groups.set(group, { problems: [], notes: [] });
+	cases.push({ group, name, file, tmpl, ctx });
+}
+let templates = 0;
+if (fs.existsSync(tdir)) {
+	for (const f of fs.readdirSync(tdir).filter((x) => x.endsWith('.jinja')).sort()) {
+		if (only && !f.includes(only))
+			continue;
+		const file = path.join(tdir, f);
+		const tmpl = fs.readFileSync(file, 'utf8');
+		templates++;
+		for (const [name, conv] of Object.entries(conversations))
+			addCase(f, name, file, tmpl, { ...common, ...conv });
+	}
+} else {
+	console.log(`(no templates at ${tdir}: set PEER_DIR to the folder holding llama.cpp-src; the snippets only)`);
+}
+const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'jinja-ref-'));
+const snippets = fs.readFileSync(snippetFile, 'utf8').split('\n----\n').filter((x) => x.trim());
+snippets.forEach((sn, i) => {
+	const name = `snippet ${i + 1}`;
+	if (only && !name.includes(only) && !sn.includes(only))
+		return;
+	const file = path.join(tmp, `snippet${i + 1}.jinja`);
+	fs.writeFileSync(file, sn);
+	addCase('snippets', name + ' ' + JSON.stringify(sn.length > 60 ? sn.slice(0, 60) + '...' : sn), file, sn, snippetContext);
+});
+
+let identical = 0, bothFail = 0, extended = 0, unjudged = 0, known = 0;
+const pending = [];   // the reference failed on its own: Jinja2 decides
+for (const cs of cases) {
+	const g = groups.get(cs.group);
+	const ref = reference(cs.tmpl, cs.ctx);
+	const got = ours(cs.file, cs.ctx);
+	cs.ref = ref;
+	cs.got = got;
+	if (dump) {
+		fs.mkdirSync(dump, { recursive: true });
+		const base = path.join(dump, path.basename(cs.file).replace(/\.jinja$/, '') + '.' + cs.name.split(' ')[0]);
+		fs.writeFileSync(base + '.ref', ref.out !== undefined ? ref.out : 'ERROR: ' + ref.err);
+		fs.writeFileSync(base + '.ours', got.status === 0 ? got.out : 'ERROR: ' + got.err);
+	}
+	if (ref.out !== undefined) {
+		const want = Buffer.from(ref.out, 'utf8');
+		if (got.status !== 0) {
+			g.problems.push(`${cs.name}: the reference renders, we fail: ${got.err.trim()}`);
+		} else if (!want.equals(got.out)) {
+			const at = firstDiff(want, got.out);
+			g.problems.push(`${cs.name}: output differs at byte ${at}:\n    want ${excerpt(want, at)}\n    got  ${excerpt(got.out, at)}`);
+		} else {
+			identical++;
+		}
+		continue;
+	}
+	if (ref.raised) {
+		const want = 'exld chat-template: ' + ref.err + '\n';
+		if (got.status === 0)
+			g.problems.push(`${cs.name}: the reference raises "${ref.err}", we render`);
+		else if (got.err !== want)
+			g.problems.push(`${cs.name}: the reference raises "${ref.err}", we say ${JSON.stringify(got.err.trim())}`);
+		else
+			bothFail++;
+		continue;
+	}
+	pending.push(cs);
+}
+
 if (pending.length) {
 	const r = spawnSync('python3', [path.join(__dirname, 'jinja2_ref.py')], {
 		input: JSON.stringify(pending.map((p) => ({ file: p.file, context: p.ctx }))),
@@ -263,55 +305,56 @@ if (pending.length) {
 		console.log(`(no Jinja2: ${(r.stdout || '').toString().trim() || (r.stderr || '').toString().trim() || r.error}; ` +
 			`${pending.length} cases where the reference fails go unjudged)`);
 	pending.forEach((p, i) => {
-		const t = perTemplate.get(p.f);
+		const g = groups.get(p.group);
 		if (!j2) {
 			unjudged++;
 			return;
 		}
 		const jr = j2[i];
 		if (dump)
-			fs.writeFileSync(path.join(dump, p.f.replace(/\.jinja$/, '') + '.' + p.name + '.jinja2'),
+			fs.writeFileSync(path.join(dump, path.basename(p.file).replace(/\.jinja$/, '') + '.' + p.name.split(' ')[0] + '.jinja2'),
 				jr.out !== undefined ? jr.out : 'ERROR: ' + jr.err);
 		if (jr.out !== undefined) {
-			if (p.got.status !== 0)
-				t.problems.push(`${p.name}: the reference fails ("${p.ref.err}") but Jinja2 renders, and we fail: ${p.got.err.trim()}`);
-			else {
-				t.notes.push(`${p.name}: the reference fails ("${p.ref.err}"), Jinja2 and we render`);
+			const want = Buffer.from(jr.out, 'utf8');
+			if (p.got.status !== 0) {
+				g.problems.push(`${p.name}: the reference fails ("${p.ref.err}") but Jinja2 renders, and we fail: ${p.got.err.trim()}`);
+			} else if (!want.equals(p.got.out)) {
+				const at = firstDiff(want, p.got.out);
+				g.problems.push(`${p.name}: the reference fails ("${p.ref.err}"); Jinja2's output differs from ours at byte ${at}:\n    Jinja2 ${excerpt(want, at)}\n    ours   ${excerpt(p.got.out, at)}`);
+			} else {
+				g.notes.push(`${p.name}: the reference fails ("${p.ref.err}"); we render Jinja2's bytes`);
 				extended++;
 			}
-		} else if (p.got.status === 0 && (KNOWN[p.f] || []).includes(p.name)) {
-			t.notes.push(`${p.name}: the reference fails ("${p.ref.err}") and Jinja2 too ("${jr.err}"); we render (known: the reference got past Jinja2's error first)`);
+		} else if (p.got.status === 0 && (KNOWN[p.group] || []).includes(p.name)) {
+			g.notes.push(`${p.name}: the reference fails ("${p.ref.err}") and Jinja2 too ("${jr.err}"); we render (known: the reference got past Jinja2's error first)`);
 			known++;
 		} else if (p.got.status === 0) {
-			t.problems.push(`${p.name}: the reference fails ("${p.ref.err}") and Jinja2 too ("${jr.err}"), but we render`);
+			g.problems.push(`${p.name}: the reference fails ("${p.ref.err}") and Jinja2 too ("${jr.err}"), but we render`);
 		} else {
 			bothFail++;
 		}
 	});
 }
+fs.rmSync(tmp, { recursive: true, force: true });
 
-for (const [f, t] of perTemplate) {
-	if (t.problems.length)
-		results.fail.push(f);
-	else if (t.notes.length)
-		results.ext.push(f);
-	else
-		results.pass.push(f);
-	if (verbose || t.problems.length) {
-		console.log(`${t.problems.length ? 'FAIL' : t.notes.length ? 'ext ' : 'ok  '} ${f}`);
-		for (const p of t.problems)
+const pass = [], ext = [], fail = [];
+for (const [name, g] of groups) {
+	(g.problems.length ? fail : g.notes.length ? ext : pass).push(name);
+	if (verbose || g.problems.length) {
+		console.log(`${g.problems.length ? 'FAIL' : g.notes.length ? 'ext ' : 'ok  '} ${name}`);
+		for (const p of g.problems)
 			console.log('  ' + p);
 		if (verbose)
-			for (const n of t.notes)
+			for (const n of g.notes)
 				console.log('  ' + n);
 	}
 }
-console.log(`\n${files.length} templates x ${Object.keys(conversations).length} conversations = ${cases} cases: ` +
-	`${identical} byte-identical, ${bothFail} failing on both sides, ` +
-	`${extended} rendered where the reference lacks a feature Jinja2 has, ${known} known differences, ${unjudged} unjudged`);
-console.log(`templates: ${results.pass.length} identical everywhere, ${results.ext.length} identical where the reference renders, ${results.fail.length} failing`);
-if (results.ext.length)
-	console.log('  where the reference lacks a feature: ' + results.ext.join(', '));
-if (results.fail.length)
-	console.log('  FAILING: ' + results.fail.join(', '));
-process.exit(results.fail.length ? 1 : 0);
+console.log(`\n${templates} templates x ${Object.keys(conversations).length} conversations + ${snippets.length} snippets = ${cases.length} cases: ` +
+	`${identical} byte-identical to the reference, ${bothFail} failing on both sides, ` +
+	`${extended} identical to Jinja2 where the reference lacks a feature, ${known} known differences, ${unjudged} unjudged`);
+console.log(`groups: ${pass.length} identical everywhere, ${ext.length} identical where the reference renders, ${fail.length} failing`);
+if (ext.length)
+	console.log('  where the reference lacks a feature: ' + ext.join(', '));
+if (fail.length)
+	console.log('  FAILING: ' + fail.join(', '));
+process.exit(fail.length ? 1 : 0);
