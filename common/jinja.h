@@ -24,7 +24,7 @@
 /* Sandbox limits (docs/chat-templates.md). */
 #define JINJA_MAX_OUTPUT (16u << 20)      /* the rendered text, and any one string */
 #define JINJA_MAX_MEMORY (256u << 20)     /* the render's arena */
-#define JINJA_MAX_ITERATIONS 1000000      /* loop iterations, all loops together */
+#define JINJA_MAX_ITERATIONS 10000000     /* loop iterations, all loops together */
 #define JINJA_MAX_DEPTH 400               /* nested evaluation: macro calls, blocks, expressions */
 #define JINJA_MAX_STEPS 200000000ull      /* evaluation steps, scanned bytes / 64 included */
 #define JINJA_MAX_VALUE_DEPTH 256         /* nesting of a value printed or compared */
@@ -139,7 +139,7 @@ struct jobj {
 	size_t n, cap;
 	struct jkey *keys;
 	struct jv *vals;
-	uint32_t *idx;              /* hash -> index + 1, once there are more than 8 keys */
+	uint32_t *idx;              /* hash -> index + 1, once there are more than 16 keys */
 	size_t idx_cap;
 	bool is_loop;               /* a for loop's `loop` (for loop.cycle) */
 	size_t loop_i;

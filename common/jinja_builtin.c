@@ -866,12 +866,30 @@ static int range_fn(struct jctx *c, unsigned line, const struct jargs *a, struct
 		return jfail(c, line, "range() step must not be zero");
 	if (isnan(step))
 		step = 1;
+	if (start == floor(start) && stop == floor(stop) && step == floor(step) &&
+	    fabs(start) < 1e15 && fabs(stop) < 1e15 && fabs(step) < 1e15) {
+		/* integers: the count first, no array grown item by item */
+		double count = step > 0 ? ceil((stop - start) / step) : ceil((start - stop) / -step);
+
+		if (count < 0)
+			count = 0;
+		if (count > JINJA_MAX_ITERATIONS)
+			return jfail(c, line, "range() of over 10,000,000 items");
+		r = jarr_new(c, (size_t)count);
+		if (!r)
+			return -1;
+		for (size_t k = 0; k < (size_t)count; k++)
+			r->v[k] = jv_int(start + (double)k * step);
+		r->n = (size_t)count;
+		*out = jv_arr(JV_ARRAY, r);
+		return 0;
+	}
 	r = jarr_new(c, 0);
 	if (!r)
 		return -1;
 	for (double i = start; step > 0 ? i < stop : i > stop; i += step) {
 		if (r->n >= JINJA_MAX_ITERATIONS)
-			return jfail(c, line, "range() of over 1,000,000 items");
+			return jfail(c, line, "range() of over 10,000,000 items");
 		if (jarr_push(c, r, i == floor(i) ? jv_int(i) : jv_float(i)))
 			return -1;
 	}

@@ -936,30 +936,41 @@ static int bind_target(struct jctx *c, const struct jnode *target, struct jv ite
 static int count_iteration(struct jctx *c, unsigned line)
 {
 	if (++c->iterations > JINJA_MAX_ITERATIONS)
-		return jfail(c, line, "over 1,000,000 loop iterations");
+		return jfail(c, line, "over 10,000,000 loop iterations");
 	return 0;
 }
 
-static int loop_object(struct jctx *c, struct jv *items, size_t n, size_t i, struct jv *out)
+/* `loop`: one object per loop, its values updated at each iteration, as
+ * Jinja2's LoopContext (the reference makes a new one each time, which
+ * differs only for a `loop` kept past its iteration); a million iterations
+ * then cost no memory. */
+static struct jobj *loop_object(struct jctx *c)
 {
+	static const char *const keys[] = { "index", "index0", "revindex", "revindex0", "first",
+					    "last", "length", "previtem", "nextitem" };
 	struct jobj *o = jobj_new(c, 9);
 
 	if (!o)
-		return -1;
-	if (jobj_set(c, o, "index", 5, jv_int((double)i + 1)) ||
-	    jobj_set(c, o, "index0", 6, jv_int((double)i)) ||
-	    jobj_set(c, o, "revindex", 8, jv_int((double)(n - i))) ||
-	    jobj_set(c, o, "revindex0", 9, jv_int((double)(n - i - 1))) ||
-	    jobj_set(c, o, "first", 5, jv_bool(i == 0)) ||
-	    jobj_set(c, o, "last", 4, jv_bool(i == n - 1)) ||
-	    jobj_set(c, o, "length", 6, jv_int((double)n)) ||
-	    jobj_set(c, o, "previtem", 8, i > 0 ? items[i - 1] : jv_undef()) ||
-	    jobj_set(c, o, "nextitem", 8, i + 1 < n ? items[i + 1] : jv_undef()))
-		return -1;
+		return NULL;
+	for (size_t k = 0; k < 9; k++)
+		if (jobj_set(c, o, keys[k], strlen(keys[k]), jv_undef()))
+			return NULL;
 	o->is_loop = true;
+	return o;
+}
+
+static void loop_update(struct jobj *o, const struct jv *items, size_t n, size_t i)
+{
+	o->vals[0] = jv_int((double)i + 1);
+	o->vals[1] = jv_int((double)i);
+	o->vals[2] = jv_int((double)(n - i));
+	o->vals[3] = jv_int((double)(n - i - 1));
+	o->vals[4] = jv_bool(i == 0);
+	o->vals[5] = jv_bool(i == n - 1);
+	o->vals[6] = jv_int((double)n);
+	o->vals[7] = i > 0 ? items[i - 1] : jv_undef();
+	o->vals[8] = i + 1 < n ? items[i + 1] : jv_undef();
 	o->loop_i = i;
-	*out = jv_obj(JV_OBJECT, o);
-	return 0;
 }
 
 static int exec_for(struct jctx *c, const struct jnode *n, struct jenv *e, struct jbuf *b)
@@ -1017,14 +1028,16 @@ static int exec_for(struct jctx *c, const struct jnode *n, struct jenv *e, struc
 	/* the items first (the condition filters them, loop.length counts them) */
 	items = src;
 	if (cond) {
+		/* one scope for the condition: it cannot set anything in it */
+		struct jenv *ls = jenv_new(c, scope);
+
 		items = jarr_new(c, 0);
-		if (!items)
+		if (!items || !ls)
 			return -1;
 		for (size_t i = 0; i < src->n; i++) {
-			struct jenv *ls = jenv_new(c, scope);
 			struct jv t;
 
-			if (!ls || count_iteration(c, n->line))
+			if (count_iteration(c, n->line))
 				return -1;
 			if (bind_target(c, n->a, src->v[i], ls))
 				return -1;
@@ -1039,22 +1052,21 @@ static int exec_for(struct jctx *c, const struct jnode *n, struct jenv *e, struc
 				return jfail(c, n->line, "cannot unpack non-iterable type: %s",
 					     jv_type_name(src->v[i]));
 	}
-	/* a snapshot: appending to the list in the body does not extend the loop */
+	/* the items the loop started with: appending in the body (list.append)
+	 * does not extend it, popping ends it early */
 	{
 		size_t count = items->n;
-		struct jv *snap = jalloc_array(c, count + 1, sizeof(*snap));
+		struct jobj *loop = count ? loop_object(c) : NULL;
 
-		if (!snap)
+		if (count && !loop)
 			return -1;
-		if (count)
-			memcpy(snap, items->v, count * sizeof(*snap));
-		for (size_t i = 0; i < count; i++) {
+		for (size_t i = 0; i < count && i < items->n; i++) {
 			size_t mark = b->n;
-			struct jv loop;
 
-			if (count_iteration(c, n->line) || loop_object(c, snap, count, i, &loop) ||
-			    jenv_set(c, scope, "loop", 4, loop) ||
-			    bind_target(c, n->a, snap[i], scope))
+			loop_update(loop, items->v, count < items->n ? count : items->n, i);
+			if (count_iteration(c, n->line) ||
+			    jenv_set(c, scope, "loop", 4, jv_obj(JV_OBJECT, loop)) ||
+			    bind_target(c, n->a, items->v[i], scope))
 				return -1;
 			rc = exec_block(c, &n->l1, scope, b);
 			if (rc == ST_CONTINUE) {

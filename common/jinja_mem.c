@@ -141,7 +141,7 @@ int jbuf_put(struct jctx *c, struct jbuf *b, const char *s, size_t n)
 		return jfail(c, 0, "a string over %u MiB", JINJA_MAX_OUTPUT >> 20);
 	}
 	if (b->cap - b->n < n) {
-		size_t cap = b->cap ? b->cap : 256;
+		size_t cap = b->cap ? b->cap : 64;
 		char *p;
 
 		while (cap - b->n < n)

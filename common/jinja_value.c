@@ -66,7 +66,7 @@ static uint32_t key_hash(const char *k, size_t n, bool num)
 	return h;
 }
 
-#define INDEX_FROM 8
+#define INDEX_FROM 16
 
 static void index_put(struct jobj *o, size_t i)
 {
@@ -322,6 +322,11 @@ size_t jnum_fmt(double d, char *out)
 	if (d < 0) {
 		out[o++] = '-';
 		d = -d;
+	}
+	/* an exact integer: its digits are the shortest ones */
+	if (d < 9007199254740992.0 && d == floor(d)) {
+		o += (size_t)sprintf(out + o, "%llu", (unsigned long long)d);
+		return o;
 	}
 	shortest(d, digits, &k, &n);
 	if (k <= n && n <= 21) {
