@@ -26,7 +26,7 @@
 #define JINJA_MAX_MEMORY (256u << 20)     /* the render's arena */
 #define JINJA_MAX_ITERATIONS 10000000     /* loop iterations, all loops together */
 #define JINJA_MAX_DEPTH 400               /* nested evaluation: macro calls, blocks, expressions */
-#define JINJA_MAX_STEPS 200000000ull      /* evaluation steps, scanned bytes / 64 included */
+#define JINJA_MAX_STEPS 200000000ull      /* evaluation steps, scanned bytes / 16 included */
 #define JINJA_MAX_VALUE_DEPTH 256         /* nesting of a value printed or compared */
 
 struct jblock;

@@ -17,12 +17,7 @@ static bool name_is(const char *s, size_t n, const char *name)
 
 static bool str_has(const char *h, size_t hn, const char *nd, size_t nn)
 {
-	if (!nn)
-		return true;
-	for (size_t i = 0; i + nn <= hn; i++)
-		if (!memcmp(h + i, nd, nn))
-			return true;
-	return false;
+	return !nn || memmem(h, hn, nd, nn) != NULL;
 }
 
 static bool is_lower_or_upper(struct jctx *c, struct jv v, bool upper, int *err)
@@ -119,6 +114,8 @@ int jinja_test(struct jctx *c, unsigned line, const char *name, size_t n, struct
 			return -1;
 		s = a->v[0];
 		if (s.t == JV_STR && v.t == JV_STR) {
+			if (jstep(c, s.len / 16))
+				return -1;
 			*res = str_has(s.u.s, s.len, v.u.s, v.len);
 		} else if (jv_is_arr(s)) {
 			*res = false;
@@ -351,7 +348,7 @@ static int str_split(struct jctx *c, unsigned line, struct jv s, const struct ja
 		return jfail(c, line, "split(): sep must be a string or none");
 	if (max.t != JV_INT)
 		return jfail(c, line, "split(): maxsplit must be an integer");
-	if (jstep(c, s.len / 64))
+	if (jstep(c, s.len / 16))
 		return -1;
 	if (sep.t == JV_NULL) {
 		const char *t;
@@ -392,17 +389,15 @@ static int str_split(struct jctx *c, unsigned line, struct jv s, const struct ja
 	if (!sep.len)
 		return jfail(c, line, "split(): empty separator");
 	{
-		size_t i = 0, start = 0;
+		size_t start = 0;
+		const char *hit;
 
-		while (i + sep.len <= s.len) {
-			if (!memcmp(s.u.s + i, sep.u.s, sep.len)) {
-				if (jarr_push(c, r, jv_str(s.u.s + start, i - start)))
-					return -1;
-				i += sep.len;
-				start = i;
-			} else {
-				i++;
-			}
+		while ((hit = memmem(s.u.s + start, s.len - start, sep.u.s, sep.len))) {
+			size_t i = (size_t)(hit - s.u.s);
+
+			if (jarr_push(c, r, jv_str(s.u.s + start, i - start)))
+				return -1;
+			start = i + sep.len;
 		}
 		if (jarr_push(c, r, jv_str(s.u.s + start, s.len - start)))
 			return -1;
@@ -449,7 +444,7 @@ static int str_replace(struct jctx *c, unsigned line, struct jv s, const struct 
 		return 0;
 	}
 	left = count.t == JV_NULL || count.u.n < 0 ? INFINITY : count.u.n;
-	if (jstep(c, s.len / 64))
+	if (jstep(c, s.len / 16))
 		return -1;
 	if (!from.len) {
 		/* between every two characters, and at both ends */
@@ -473,16 +468,17 @@ static int str_replace(struct jctx *c, unsigned line, struct jv s, const struct 
 		return 0;
 	}
 	while (i < s.len) {
-		if (left > 0 && i + from.len <= s.len && !memcmp(s.u.s + i, from.u.s, from.len)) {
-			if (jbuf_put(c, &b, to.u.s, to.len))
-				return -1;
-			i += from.len;
-			left--;
-			continue;
-		}
-		if (jbuf_putc(c, &b, s.u.s[i]))
+		const char *hit = left > 0 ? memmem(s.u.s + i, s.len - i, from.u.s, from.len) : NULL;
+		size_t at = hit ? (size_t)(hit - s.u.s) : s.len;
+
+		if (jbuf_put(c, &b, s.u.s + i, at - i))
 			return -1;
-		i++;
+		if (!hit)
+			break;
+		if (jbuf_put(c, &b, to.u.s, to.len))
+			return -1;
+		i = at + from.len;
+		left--;
 	}
 	*out = jv_from_buf(&b);
 	return 0;
@@ -572,19 +568,23 @@ static int str_find(struct jctx *c, unsigned line, struct jv s, const struct jar
 	if (!a->n || a->v[0].t != JV_STR)
 		return jfail(c, line, "find() needs a string");
 	sub = a->v[0];
-	if (jstep(c, s.len / 64))
+	if (jstep(c, s.len / 16))
 		return -1;
-	for (size_t i = 0; i + sub.len <= s.len; idx++) {
+	{
+		const char *hit = memmem(s.u.s, s.len, sub.u.s, sub.len);
+		size_t at = hit ? (size_t)(hit - s.u.s) : 0;
 		uint32_t cp;
 
-		if (!memcmp(s.u.s + i, sub.u.s, sub.len)) {
-			*out = jv_int((double)idx);
+		if (!hit) {
+			*out = jv_int(-1);
 			return 0;
 		}
-		i += jt_decode(s.u.s + i, s.len - i, &cp);
+		/* the code point index */
+		for (size_t i = 0; i < at; idx++)
+			i += jt_decode(s.u.s + i, at - i, &cp);
+		*out = jv_int((double)idx);
+		return 0;
 	}
-	*out = jv_int(-1);
-	return 0;
 }
 
 static int str_join(struct jctx *c, unsigned line, struct jv s, const struct jargs *a,

@@ -245,7 +245,7 @@ static int map_case(struct jctx *c, struct jbuf *b, const char *s, size_t n, boo
 {
 	size_t i = 0;
 
-	if (jstep(c, n / 64))
+	if (jstep(c, n / 16))
 		return -1;
 	while (i < n) {
 		uint32_t cp, m[3];

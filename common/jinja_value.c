@@ -675,7 +675,7 @@ static int json_string(struct jctx *c, struct jbuf *b, const char *s, size_t n, 
 {
 	size_t i = 0, run = 0;
 
-	if (jstep(c, n / 64) || jbuf_putc(c, b, '"'))
+	if (jstep(c, n / 16) || jbuf_putc(c, b, '"'))
 		return -1;
 	while (i < n) {
 		uint32_t cp;
