@@ -320,9 +320,10 @@ static inline bool jt_is_word(int ch)
 void jt_trim(const char *s, size_t n, bool start, bool end, const char **os, size_t *on);
 /* The UTF-16 length (JavaScript's .length). */
 size_t jt_utf16_len(const char *s, size_t n);
-/* The code unit at UTF-16 index i as a one-unit string (JavaScript's .at()
- * with i already made non-negative); false when out of range. */
-bool jt_unit_at(struct jctx *c, const char *s, size_t n, size_t i, struct jv *out);
+/* The code unit at UTF-16 index i (< the UTF-16 length) as a one-unit
+ * string, as JavaScript's .at(): half of a pair is a lone surrogate.  -1
+ * when out of memory. */
+int jt_unit_at(struct jctx *c, const char *s, size_t n, size_t i, struct jv *out);
 /* toUpperCase / toLowerCase. */
 int jt_upper(struct jctx *c, struct jbuf *b, const char *s, size_t n);
 int jt_lower(struct jctx *c, struct jbuf *b, const char *s, size_t n);

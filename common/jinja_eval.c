@@ -40,21 +40,16 @@ int jenv_set(struct jctx *c, struct jenv *e, const char *name, size_t n, struct 
 	return jobj_set(c, &e->vars, name, n, v);
 }
 
-static struct jv namespace_fn(struct jctx *c)
-{
-	static struct jfn ns = { .kind = JF_GLOBAL, .id = JG_NAMESPACE };
+/* namespace(): one function value for every scope (it is never written). */
+static struct jfn namespace_global = { .kind = JF_GLOBAL, .id = JG_NAMESPACE };
 
-	(void)c;
-	return jv_fn(&ns);
-}
-
-static struct jv lookup(struct jctx *c, struct jenv *e, const char *name, size_t n)
+static struct jv lookup(struct jenv *e, const char *name, size_t n)
 {
 	/* every scope holds its own builtin namespace, so the innermost decides */
 	if (is_name(name, n, "namespace")) {
 		struct jv *v = e->has_namespace ? jobj_get(&e->vars, name, n) : NULL;
 
-		return v ? *v : namespace_fn(c);
+		return v ? *v : jv_fn(&namespace_global);
 	}
 	for (; e; e = e->parent) {
 		struct jv *v = jobj_get(&e->vars, name, n);
@@ -465,9 +460,7 @@ static int member_of(struct jctx *c, unsigned line, struct jv obj, struct jv pro
 				*out = obj.u.a->v[(size_t)i];
 				return 0;
 			}
-			if (!jt_unit_at(c, obj.u.s, obj.len, (size_t)i, out) && out->t == JV_UNDEF)
-				return -1;
-			return 0;
+			return jt_unit_at(c, obj.u.s, obj.len, (size_t)i, out);
 		}
 		if (prop.t == JV_STR) {
 			jinja_builtin_attr(c, obj, prop.u.s, prop.len, out, &err);
@@ -846,7 +839,7 @@ static int eval_inner(struct jctx *c, const struct jnode *n, struct jenv *e, str
 		return 0;
 	}
 	case JN_IDENT:
-		*out = lookup(c, e, n->s, n->sn);
+		*out = lookup(e, n->s, n->sn);
 		return 0;
 	case JN_CALL:
 		return eval_call(c, n, e, out);

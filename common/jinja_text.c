@@ -108,44 +108,40 @@ size_t jt_utf16_len(const char *s, size_t n)
 	return len;
 }
 
-bool jt_unit_at(struct jctx *c, const char *s, size_t n, size_t idx, struct jv *out)
+int jt_unit_at(struct jctx *c, const char *s, size_t n, size_t idx, struct jv *out)
 {
 	size_t u = 0, i = 0;
 	uint32_t cp;
 
+	*out = jv_str("", 0);
 	while (i < n) {
 		size_t k = jt_decode(s + i, n - i, &cp);
 
 		if (cp < 0x10000) {
 			if (u == idx) {
 				*out = jv_str(s + i, k);
-				return true;
+				return 0;
 			}
 			u++;
 		} else {
 			if (u == idx || u + 1 == idx) {
-				/* half of a pair: a lone surrogate, as JavaScript gives */
-				uint32_t h = 0xD800 + ((cp - 0x10000) >> 10);
-				uint32_t l = 0xDC00 + ((cp - 0x10000) & 0x3FF);
-				uint32_t half = u == idx ? h : l;
+				uint32_t half = u == idx ? 0xD800 + ((cp - 0x10000) >> 10) :
+							   0xDC00 + ((cp - 0x10000) & 0x3FF);
 				char *p = jalloc(c, 3);
 
-				if (!p) {
-					out->t = JV_UNDEF;
-					return false;
-				}
+				if (!p)
+					return -1;
 				p[0] = (char)(0xE0 | half >> 12);
 				p[1] = (char)(0x80 | (half >> 6 & 0x3F));
 				p[2] = (char)(0x80 | (half & 0x3F));
 				*out = jv_str(p, 3);
-				return true;
+				return 0;
 			}
 			u += 2;
 		}
 		i += k;
 	}
-	out->t = JV_NULL;
-	return false;
+	return 0;
 }
 
 /* ---- case mapping ---- */
