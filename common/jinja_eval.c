@@ -384,7 +384,8 @@ static int eval_slice(struct jctx *c, const struct jnode *sl, struct jv obj, str
 			if (jstep(c, 1) || jarr_push(c, r, obj.u.a->v[(size_t)i]))
 				return -1;
 		}
-		*out = jv_arr(JV_ARRAY, r);
+		/* a tuple's slice: a list to the reference, a tuple in Jinja2 */
+		*out = jv_arr(obj.t == JV_TUPLE && c->jinja2 ? JV_TUPLE : JV_ARRAY, r);
 		return 0;
 	}
 	{

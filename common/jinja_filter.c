@@ -825,6 +825,11 @@ static int jinja2(struct jctx *c, unsigned line, const char *f, size_t fn, struc
 
 		if (prec.t != JV_INT || method.t != JV_STR)
 			return jfail(c, line, "round: precision is an integer, method a string");
+		/* Python's round() keeps an int an int */
+		if (v.t == JV_INT) {
+			*out = v;
+			return 0;
+		}
 		*out = jv_float(python_round(v.u.n, prec.u.n, is(method.u.s, method.len, "floor"),
 					     is(method.u.s, method.len, "ceil")));
 		return 0;
@@ -874,6 +879,15 @@ int jinja_filter(struct jctx *c, unsigned line, const char *f, size_t fn, bool w
 
 	if (jstep(c, 1))
 		return -1;
+	if (c->jinja2 && is(f, fn, "string") && v.t != JV_STR) {
+		/* past the reference, Python's str() */
+		struct jbuf b = { 0 };
+
+		if (jv_py_str(c, line, &b, v))
+			return -1;
+		*out = jv_from_buf(&b);
+		return 0;
+	}
 	if (!with_parens) {
 		if (is(f, fn, "safe")) {
 			*out = v;

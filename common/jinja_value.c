@@ -469,7 +469,8 @@ static bool has_tuple(struct jv v, int depth)
 {
 	if (depth > JINJA_MAX_VALUE_DEPTH)
 		return false;
-	if (v.t == JV_TUPLE)
+	/* a tuple, or the list `|list` made of one (still a tuple to the reference) */
+	if (v.t == JV_TUPLE || (v.t == JV_ARRAY && v.len))
 		return true;
 	if (v.t == JV_ARRAY) {
 		for (size_t i = 0; i < v.u.a->n; i++)
