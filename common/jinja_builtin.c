@@ -745,14 +745,17 @@ static int call_method(struct jctx *c, unsigned line, int id, struct jv self,
 			return jfail(c, line, "get(): the key must be a string: got %s",
 				     a->n ? jv_type_name(a->v[0]) : "nothing");
 		v = jobj_get(self.u.o, a->v[0].u.s, a->v[0].len);
-		if (v)
+		if (v) {
 			*out = *v;
-		else if (a->n > 1)
+		} else if (a->n > 1) {
 			*out = a->v[1];
-		else if ((d = jargs_kw(a, "default")))
-			jbeyond(c), *out = *d;
-		else
+		} else if ((d = jargs_kw(a, "default"))) {
+			/* the reference would hand back its keyword arguments here */
+			jbeyond(c);
+			*out = *d;
+		} else {
 			*out = jv_null();
+		}
 		return 0;
 	}
 	case M_ITEMS: {

@@ -914,6 +914,8 @@ static const char *const end_for[] = { "endfor", "else", NULL };
 static const char *const end_endfor[] = { "endfor", NULL };
 static const char *const end_call[] = { "endcall", NULL };
 static const char *const end_filter[] = { "endfilter", NULL };
+static const char *const is_elif[] = { "elif", NULL };
+static const char *const is_else[] = { "else", NULL };
 
 static struct jnode *parse_if(struct parser *p, const struct jtoken *at)
 {
@@ -924,7 +926,7 @@ static struct jnode *parse_if(struct parser *p, const struct jtoken *at)
 	if (!(n->a = parse_expression(p)) || expect(p, T_CLOSE_STMT, "expected '%}'") ||
 	    parse_body(p, end_if, &n->l1, "{% endif %}"))
 		return NULL;
-	if (is_statement(p, (const char *const[]){ "elif", NULL })) {
+	if (is_statement(p, is_elif)) {
 		struct lbuild l = { 0 };
 		const struct jtoken *e = peek(p, 0);
 
@@ -932,7 +934,7 @@ static struct jnode *parse_if(struct parser *p, const struct jtoken *at)
 		if (lpush(p, &l, parse_if(p, e)))
 			return NULL;
 		n->l2 = ldone(&l);
-	} else if (is_statement(p, (const char *const[]){ "else", NULL })) {
+	} else if (is_statement(p, is_else)) {
 		p->i += 2;
 		if (expect(p, T_CLOSE_STMT, "expected '%}'") ||
 		    parse_body(p, end_endif, &n->l2, "{% endif %}"))
@@ -1003,7 +1005,7 @@ static struct jnode *parse_statement(struct parser *p)
 		    expect(p, T_CLOSE_STMT, "expected '%}'") ||
 		    parse_body(p, end_for, &n->l1, "{% endfor %}"))
 			return NULL;
-		if (is_statement(p, (const char *const[]){ "else", NULL })) {
+		if (is_statement(p, is_else)) {
 			p->i += 2;
 			if (expect(p, T_CLOSE_STMT, "expected '%}'") ||
 			    parse_body(p, end_endfor, &n->l2, "{% endfor %}"))
