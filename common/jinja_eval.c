@@ -60,11 +60,6 @@ static struct jv lookup(struct jenv *e, const char *name, size_t n)
 	return jv_undef();
 }
 
-struct jv *jargs_kw(const struct jargs *a, const char *name)
-{
-	return a->kw ? jobj_get(a->kw, name, strlen(name)) : NULL;
-}
-
 static int enter(struct jctx *c, const struct jnode *n)
 {
 	if (++c->depth > JINJA_MAX_DEPTH)

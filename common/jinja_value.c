@@ -219,6 +219,11 @@ struct jv jkey_value(const struct jkey *k)
 	return k->num == JV_FLOAT ? jv_float(k->d) : jv_int(k->d);
 }
 
+struct jv *jargs_kw(const struct jargs *a, const char *name)
+{
+	return a->kw ? jobj_get(a->kw, name, strlen(name)) : NULL;
+}
+
 struct jv jv_from_buf(const struct jbuf *b)
 {
 	return jv_str(b->p ? b->p : "", b->n);
