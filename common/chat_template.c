@@ -38,7 +38,8 @@ static int fixed_now(struct jctx *c)
 	if (sscanf(s, "%4d-%2d-%2d%n", &y, &mo, &d, &n) != 3 ||
 	    (s[n] && (sscanf(s + n, "T%2d:%2d", &h, &mi) != 2 || strlen(s + n) != 6)) ||
 	    mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || h < 0 || mi < 0)
-		return jfail(c, 0, "EXLD_TEMPLATE_NOW: expected YYYY-MM-DD or YYYY-MM-DDTHH:MM");
+		return exl_jfail(c, 0,
+				 "EXLD_TEMPLATE_NOW: expected YYYY-MM-DD or YYYY-MM-DDTHH:MM");
 	memset(&c->now, 0, sizeof(c->now));
 	c->now.tm_year = y - 1900;
 	c->now.tm_mon = mo - 1;
@@ -52,9 +53,9 @@ static int fixed_now(struct jctx *c)
 static int declare(struct jctx *c, struct jenv *g, const char *name, size_t n, struct jv v)
 {
 	/* as the reference: a context key may not shadow a global */
-	if (jobj_get(&g->vars, name, n) || (n == 9 && !memcmp(name, "namespace", 9)))
-		return jfail(c, 0, "context: variable already declared: %.*s", (int)n, name);
-	return jenv_set(c, g, name, n, v);
+	if (exl_jobj_get(&g->vars, name, n) || (n == 9 && !memcmp(name, "namespace", 9)))
+		return exl_jfail(c, 0, "context: variable already declared: %.*s", (int)n, name);
+	return exl_jenv_set(c, g, name, n, v);
 }
 
 static int globals(struct jctx *c, struct jenv *g, const struct exl_json *root)
@@ -71,7 +72,7 @@ static int globals(struct jctx *c, struct jenv *g, const struct exl_json *root)
 	for (size_t i = 0; i < sizeof(consts) / sizeof(consts[0]); i++) {
 		struct jv v = consts[i].value == 2 ? jv_null() : jv_bool(consts[i].value);
 
-		if (jenv_set(c, g, consts[i].name, strlen(consts[i].name), v))
+		if (exl_jenv_set(c, g, consts[i].name, strlen(consts[i].name), v))
 			return -1;
 	}
 	for (int id = 0; id < JG_COUNT; id++) {
@@ -79,15 +80,16 @@ static int globals(struct jctx *c, struct jenv *g, const struct exl_json *root)
 
 		if (id == JG_NAMESPACE)
 			continue;
-		f = jalloc(c, sizeof(*f));
+		f = exl_jalloc(c, sizeof(*f));
 		if (!f)
 			return -1;
 		f->kind = JF_GLOBAL;
 		f->id = id;
-		if (jenv_set(c, g, jinja_global_name(id), strlen(jinja_global_name(id)), jv_fn(f)))
+		if (exl_jenv_set(c, g, exl_jinja_global_name(id), strlen(exl_jinja_global_name(id)),
+				 jv_fn(f)))
 			return -1;
 	}
-	if (jv_from_json(c, root, &ctx, 0))
+	if (exl_jv_from_json(c, root, &ctx, 0))
 		return -1;
 	for (size_t i = 0; i < ctx.u.o->n; i++)
 		if (declare(c, g, ctx.u.o->keys[i].p, ctx.u.o->keys[i].n, ctx.u.o->vals[i]))
@@ -120,32 +122,33 @@ int exl_chat_template_render(const char *tmpl, size_t tmpl_len, const char *cont
 		return -1;
 	doc = exl_json_parse(context_json, context_len, jerr, sizeof(jerr));
 	if (!doc) {
-		jfail(&c, 0, "context: %s", jerr);
+		exl_jfail(&c, 0, "context: %s", jerr);
 		return -1;
 	}
 	root = exl_json_root(doc);
 	if (root->type != EXL_JSON_OBJECT) {
-		jfail(&c, 0, "context: expected a JSON object, got %s",
-		      exl_json_type_name(root->type));
+		exl_jfail(&c, 0, "context: expected a JSON object, got %s",
+			  exl_json_type_name(root->type));
 		goto done;
 	}
-	if (jinja_lex(&c, tmpl, tmpl_len, &toks, &ntoks) || jinja_parse(&c, toks, ntoks, &prog))
+	if (exl_jinja_lex(&c, tmpl, tmpl_len, &toks, &ntoks) ||
+	    exl_jinja_parse(&c, toks, ntoks, &prog))
 		goto done;
-	g = jenv_new(&c, NULL);
-	if (!g || globals(&c, g, root) || jinja_run(&c, &prog, g, &b))
+	g = exl_jenv_new(&c, NULL);
+	if (!g || globals(&c, g, root) || exl_jinja_run(&c, &prog, g, &b))
 		goto done;
 	res = malloc(b.n + 1);
 	if (!res) {
-		jfail(&c, 0, "out of memory for the output");
+		exl_jfail(&c, 0, "out of memory for the output");
 		goto done;
 	}
 	if (b.n)
 		memcpy(res, b.p, b.n);
-	*out_len = jt_fix_surrogates(res, b.n);
+	*out_len = exl_jt_fix_surrogates(res, b.n);
 	res[*out_len] = 0;
 	*out = res;
 done:
-	jarena_free(&c);
+	exl_jarena_free(&c);
 	exl_json_free(doc);
 	return res ? 0 : -1;
 }

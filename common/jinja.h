@@ -61,19 +61,19 @@ static inline void jbeyond(struct jctx *c)
 /* Writes "template: line N: ..." (or "template: ..." when line is 0) to
  * c->err; returns -1. */
 __attribute__((format(printf, 3, 4)))
-int jfail(struct jctx *c, unsigned line, const char *fmt, ...);
+int exl_jfail(struct jctx *c, unsigned line, const char *fmt, ...);
 /* raise_exception: the message verbatim. */
-int jfail_raw(struct jctx *c, const char *msg, size_t n);
+int exl_jfail_raw(struct jctx *c, const char *msg, size_t n);
 /* The template's line at an offset of the lexed text. */
-unsigned jline(const struct jctx *c, size_t off);
+unsigned exl_jline(const struct jctx *c, size_t off);
 
 /* The arena: NULL (with the message written) when over JINJA_MAX_MEMORY
  * or out of memory.  Zeroed. */
-void *jalloc(struct jctx *c, size_t n);
-void *jalloc_array(struct jctx *c, size_t n, size_t size);
-void jarena_free(struct jctx *c);
+void *exl_jalloc(struct jctx *c, size_t n);
+void *exl_jalloc_array(struct jctx *c, size_t n, size_t size);
+void exl_jarena_free(struct jctx *c);
 /* Counts work; -1 with a message past JINJA_MAX_STEPS. */
-int jstep(struct jctx *c, uint64_t n);
+int exl_jstep(struct jctx *c, uint64_t n);
 
 /* A growing string in the arena. */
 struct jbuf {
@@ -81,10 +81,10 @@ struct jbuf {
 	size_t n, cap;
 	bool output;                /* the rendered text (for the message at the limit) */
 };
-int jbuf_put(struct jctx *c, struct jbuf *b, const char *s, size_t n);
-int jbuf_putc(struct jctx *c, struct jbuf *b, char ch);
-int jbuf_puts(struct jctx *c, struct jbuf *b, const char *s);
-int jbuf_put_cp(struct jctx *c, struct jbuf *b, uint32_t cp);
+int exl_jbuf_put(struct jctx *c, struct jbuf *b, const char *s, size_t n);
+int exl_jbuf_putc(struct jctx *c, struct jbuf *b, char ch);
+int exl_jbuf_puts(struct jctx *c, struct jbuf *b, const char *s);
+int exl_jbuf_put_cp(struct jctx *c, struct jbuf *b, uint32_t cp);
 
 /* ---- values ---- */
 
@@ -241,40 +241,40 @@ static inline bool jv_is_attrs(struct jv v)
 	return v.t == JV_OBJECT || v.t == JV_KWARGS || v.t == JV_NS;
 }
 
-struct jarr *jarr_new(struct jctx *c, size_t cap);
-int jarr_push(struct jctx *c, struct jarr *a, struct jv v);
-struct jobj *jobj_new(struct jctx *c, size_t cap);
+struct jarr *exl_jarr_new(struct jctx *c, size_t cap);
+int exl_jarr_push(struct jctx *c, struct jarr *a, struct jv v);
+struct jobj *exl_jobj_new(struct jctx *c, size_t cap);
 /* Adds or replaces (a replaced key keeps its place). */
-int jobj_set(struct jctx *c, struct jobj *o, const char *k, size_t kn, struct jv v);
+int exl_jobj_set(struct jctx *c, struct jobj *o, const char *k, size_t kn, struct jv v);
 /* The value's slot, or NULL. */
-struct jv *jobj_get(const struct jobj *o, const char *k, size_t kn);
+struct jv *exl_jobj_get(const struct jobj *o, const char *k, size_t kn);
 /* The same with a key value: a string or a number (else NULL, -1). */
-struct jv *jobj_get_v(const struct jobj *o, struct jv key);
-int jobj_set_v(struct jctx *c, struct jobj *o, struct jv key, struct jv v);
+struct jv *exl_jobj_get_v(const struct jobj *o, struct jv key);
+int exl_jobj_set_v(struct jctx *c, struct jobj *o, struct jv key, struct jv v);
 /* A key as a value. */
-struct jv jkey_value(const struct jkey *k);
+struct jv exl_jkey_value(const struct jkey *k);
 /* Makes a string value from a buffer's bytes (copied when the buffer will be reused). */
-struct jv jv_from_buf(const struct jbuf *b);
+struct jv exl_jv_from_buf(const struct jbuf *b);
 /* A copy of s in the arena; NULL after the message. */
-char *jstrdup(struct jctx *c, const char *s, size_t n);
+char *exl_jstrdup(struct jctx *c, const char *s, size_t n);
 
 /* The reference's type name, for messages ("UndefinedValue", ...). */
-const char *jv_type_name(struct jv v);
+const char *exl_jv_type_name(struct jv v);
 /* Python truthiness as the reference computes it. */
-bool jv_truthy(struct jv v);
+bool exl_jv_truthy(struct jv v);
 
 /* JavaScript's Number#toString; returns the length (out has room for 32). */
-size_t jnum_fmt(double d, char *out);
+size_t exl_jnum_fmt(double d, char *out);
 
 /* What printing a value writes ({{ v }}: the reference's toString()):
  * numbers as JavaScript prints them, floats with ".0" when whole, true /
  * false, lists and dicts as JSON. */
-int jv_print(struct jctx *c, unsigned line, struct jbuf *b, struct jv v);
+int exl_jv_print(struct jctx *c, unsigned line, struct jbuf *b, struct jv v);
 /* JavaScript's String(v.value): what `~` and `+` concatenate. */
-int jv_js_str(struct jctx *c, unsigned line, struct jbuf *b, struct jv v);
+int exl_jv_js_str(struct jctx *c, unsigned line, struct jbuf *b, struct jv v);
 /* Python's str(v), for the Jinja2 filters the reference lacks (`|string`
  * of a dict, `|trim` of a list): None, True, {'a': 1}. */
-int jv_py_str(struct jctx *c, unsigned line, struct jbuf *b, struct jv v);
+int exl_jv_py_str(struct jctx *c, unsigned line, struct jbuf *b, struct jv v);
 
 struct jjson_opts {
 	int indent;                 /* 0: none */
@@ -284,32 +284,32 @@ struct jjson_opts {
 	size_t item_sep_len, key_sep_len;
 	bool undefined_as_null;     /* tojson: null; printing: undefined */
 };
-int jv_tojson(struct jctx *c, unsigned line, struct jbuf *b, struct jv v,
-	      const struct jjson_opts *o);
+int exl_jv_tojson(struct jctx *c, unsigned line, struct jbuf *b, struct jv v,
+		  const struct jjson_opts *o);
 
 /* JavaScript's == on the values (the reference compares with it). */
-int jv_loose_eq(struct jctx *c, unsigned line, struct jv a, struct jv b, bool *eq);
+int exl_jv_loose_eq(struct jctx *c, unsigned line, struct jv a, struct jv b, bool *eq);
 /* Python's == (Jinja2's, past the reference): lists and dicts by value. */
-bool jv_py_eq(struct jv a, struct jv b, int depth);
+bool exl_jv_py_eq(struct jv a, struct jv b, int depth);
 /* JavaScript's === (in, tests), and SameValueZero (unique). */
-bool jv_strict_eq(struct jv a, struct jv b);
-bool jv_same_value_zero(struct jv a, struct jv b);
+bool exl_jv_strict_eq(struct jv a, struct jv b);
+bool exl_jv_same_value_zero(struct jv a, struct jv b);
 /* The reference's compareRuntimeValues (sort, dictsort): -1, 0, 1 in *r. */
-int jv_compare(struct jctx *c, unsigned line, struct jv a, struct jv b, bool case_sensitive,
-	       int *r);
+int exl_jv_compare(struct jctx *c, unsigned line, struct jv a, struct jv b, bool case_sensitive,
+		   int *r);
 
 struct exl_json;
 /* The context's JSON as values (strings borrowed from the document; object
  * keys in JavaScript's Object.entries order). */
-int jv_from_json(struct jctx *c, const struct exl_json *j, struct jv *out, int depth);
+int exl_jv_from_json(struct jctx *c, const struct exl_json *j, struct jv *out, int depth);
 
 /* ---- text ---- */
 
 /* Decodes one character of an internal string (never fails: a stray byte
  * is returned as itself, length 1). */
-size_t jt_decode(const char *s, size_t n, uint32_t *cp);
+size_t exl_jt_decode(const char *s, size_t n, uint32_t *cp);
 /* JavaScript's \s. */
-bool jt_is_space(uint32_t cp);
+bool exl_jt_is_space(uint32_t cp);
 /* ASCII \w. */
 static inline bool jt_is_word(int ch)
 {
@@ -317,32 +317,32 @@ static inline bool jt_is_word(int ch)
 	       ch == '_';
 }
 /* trim / trimStart / trimEnd: a slice of s. */
-void jt_trim(const char *s, size_t n, bool start, bool end, const char **os, size_t *on);
+void exl_jt_trim(const char *s, size_t n, bool start, bool end, const char **os, size_t *on);
 /* The UTF-16 length (JavaScript's .length). */
-size_t jt_utf16_len(const char *s, size_t n);
+size_t exl_jt_utf16_len(const char *s, size_t n);
 /* The code unit at UTF-16 index i (< the UTF-16 length) as a one-unit
  * string, as JavaScript's .at(): half of a pair is a lone surrogate.  -1
  * when out of memory. */
-int jt_unit_at(struct jctx *c, const char *s, size_t n, size_t i, struct jv *out);
+int exl_jt_unit_at(struct jctx *c, const char *s, size_t n, size_t i, struct jv *out);
 /* toUpperCase / toLowerCase. */
-int jt_upper(struct jctx *c, struct jbuf *b, const char *s, size_t n);
-int jt_lower(struct jctx *c, struct jbuf *b, const char *s, size_t n);
+int exl_jt_upper(struct jctx *c, struct jbuf *b, const char *s, size_t n);
+int exl_jt_lower(struct jctx *c, struct jbuf *b, const char *s, size_t n);
 /* JavaScript's < on strings (UTF-16 code unit order): <0, 0, >0. */
-int jt_cmp(const char *a, size_t an, const char *b, size_t bn);
+int exl_jt_cmp(const char *a, size_t an, const char *b, size_t bn);
 /* String#localeCompare in the en-US locale (tojson's sort_keys), close
  * enough for keys: ICU's order for ASCII, code points beyond. */
-int jt_locale_cmp(const char *a, size_t an, const char *b, size_t bn);
+int exl_jt_locale_cmp(const char *a, size_t an, const char *b, size_t bn);
 /* Number(s), parseInt(s, 10), parseFloat(s): NaN when not a number. */
-double jt_to_number(const char *s, size_t n);
-double jt_parse_int(const char *s, size_t n);
-double jt_parse_float(const char *s, size_t n);
+double exl_jt_to_number(const char *s, size_t n);
+double exl_jt_parse_int(const char *s, size_t n);
+double exl_jt_parse_float(const char *s, size_t n);
 /* Template source -> well-formed UTF-8 (each bad sequence U+FFFD, as the
  * WHATWG decoder Node reads files with). */
-int jt_sanitize(struct jctx *c, const char *s, size_t n, char **out, size_t *on);
+int exl_jt_sanitize(struct jctx *c, const char *s, size_t n, char **out, size_t *on);
 /* Generalized UTF-8 -> UTF-8 in place, as Node encodes a string: a high and
  * a low surrogate that meet become their character, a lone one U+FFFD.
  * Returns the new length. */
-size_t jt_fix_surrogates(char *s, size_t n);
+size_t exl_jt_fix_surrogates(char *s, size_t n);
 
 /* ---- lexer and parser ---- */
 
@@ -385,7 +385,7 @@ struct jtoken {
 /* Preprocesses (the reference's trim_blocks, lstrip_blocks, trailing
  * newline and {% generation %} handling) and tokenizes; c->src and the
  * line table are set for messages. */
-int jinja_lex(struct jctx *c, const char *src, size_t n, struct jtoken **toks, size_t *ntoks);
+int exl_jinja_lex(struct jctx *c, const char *src, size_t n, struct jtoken **toks, size_t *ntoks);
 
 enum jnode_kind {
 	JN_TEXT,
@@ -477,7 +477,7 @@ struct jnode {
 #define JM_USES_KWARGS 1
 #define JM_USES_VARARGS 2
 
-int jinja_parse(struct jctx *c, const struct jtoken *toks, size_t ntoks, struct jlist *prog);
+int exl_jinja_parse(struct jctx *c, const struct jtoken *toks, size_t ntoks, struct jlist *prog);
 
 /* ---- evaluation ---- */
 
@@ -487,11 +487,11 @@ struct jenv {
 	bool has_namespace;         /* `namespace` set here (every scope has its own builtin) */
 };
 
-struct jenv *jenv_new(struct jctx *c, struct jenv *parent);
-int jenv_set(struct jctx *c, struct jenv *e, const char *name, size_t n, struct jv v);
+struct jenv *exl_jenv_new(struct jctx *c, struct jenv *parent);
+int exl_jenv_set(struct jctx *c, struct jenv *e, const char *name, size_t n, struct jv v);
 
 /* Runs the program into out. */
-int jinja_run(struct jctx *c, const struct jlist *prog, struct jenv *globals, struct jbuf *out);
+int exl_jinja_run(struct jctx *c, const struct jlist *prog, struct jenv *globals, struct jbuf *out);
 
 /* Evaluated call arguments: positional, then keyword (kw NULL when none). */
 struct jargs {
@@ -501,26 +501,26 @@ struct jargs {
 };
 
 /* A keyword argument, or NULL. */
-struct jv *jargs_kw(const struct jargs *a, const char *name);
+struct jv *exl_jargs_kw(const struct jargs *a, const char *name);
 
 /* Filters: name applied to v; `called` when written with parentheses. */
-int jinja_filter(struct jctx *c, unsigned line, const char *name, size_t nlen, bool called,
-		 struct jv v, const struct jargs *args, struct jv *out);
+int exl_jinja_filter(struct jctx *c, unsigned line, const char *name, size_t nlen, bool called,
+		     struct jv v, const struct jargs *args, struct jv *out);
 
 /* Tests: `v is name(args)`. */
-int jinja_test(struct jctx *c, unsigned line, const char *name, size_t nlen, struct jv v,
-	       const struct jargs *args, bool *res);
+int exl_jinja_test(struct jctx *c, unsigned line, const char *name, size_t nlen, struct jv v,
+		   const struct jargs *args, bool *res);
 
 /* Attribute lookup on a value that is not a dict's own key: string and list
  * `length`, bound methods.  False when there is none. */
-bool jinja_builtin_attr(struct jctx *c, struct jv self, const char *name, size_t n,
-			struct jv *out, int *err);
+bool exl_jinja_builtin_attr(struct jctx *c, struct jv self, const char *name, size_t n,
+			    struct jv *out, int *err);
 /* Calls self's method `name` (for the filters that are methods as well). */
-int jinja_method(struct jctx *c, unsigned line, struct jv self, const char *name,
-		 const struct jargs *a, struct jv *out);
+int exl_jinja_method(struct jctx *c, unsigned line, struct jv self, const char *name,
+		     const struct jargs *a, struct jv *out);
 /* Calls a JF_GLOBAL, JF_METHOD or JF_CYCLE function. */
-int jinja_call_builtin(struct jctx *c, unsigned line, const struct jfn *f,
-		       const struct jargs *args, struct jv *out);
+int exl_jinja_call_builtin(struct jctx *c, unsigned line, const struct jfn *f,
+			   const struct jargs *args, struct jv *out);
 
 /* The global functions: raise_exception, range, strftime_now (namespace is
  * in every scope). */
@@ -531,6 +531,6 @@ enum jglobal {
 	JG_NAMESPACE,
 	JG_COUNT,
 };
-const char *jinja_global_name(int id);
+const char *exl_jinja_global_name(int id);
 
 #endif

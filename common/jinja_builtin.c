@@ -26,7 +26,7 @@ static bool is_lower_or_upper(struct jctx *c, struct jv v, bool upper, int *err)
 
 	if (v.t != JV_STR)
 		return false;
-	if ((upper ? jt_upper : jt_lower)(c, &b, v.u.s, v.len)) {
+	if ((upper ? exl_jt_upper : exl_jt_lower)(c, &b, v.u.s, v.len)) {
 		*err = -1;
 		return false;
 	}
@@ -37,12 +37,12 @@ static int need_arg(struct jctx *c, unsigned line, const char *name, size_t n,
 		    const struct jargs *a)
 {
 	if (a->n < 1)
-		return jfail(c, line, "the test '%.*s' needs an argument", (int)n, name);
+		return exl_jfail(c, line, "the test '%.*s' needs an argument", (int)n, name);
 	return 0;
 }
 
-int jinja_test(struct jctx *c, unsigned line, const char *name, size_t n, struct jv v,
-	       const struct jargs *a, bool *res)
+int exl_jinja_test(struct jctx *c, unsigned line, const char *name, size_t n, struct jv v,
+		   const struct jargs *a, bool *res)
 {
 	int err = 0;
 
@@ -52,7 +52,8 @@ int jinja_test(struct jctx *c, unsigned line, const char *name, size_t n, struct
 		*res = v.t == JV_FUNC;
 	} else if (name_is(name, n, "odd") || name_is(name, n, "even")) {
 		if (v.t != JV_INT)
-			return jfail(c, line, "cannot %.*s on %s", (int)n, name, jv_type_name(v));
+			return exl_jfail(c, line, "cannot %.*s on %s", (int)n, name,
+					 exl_jv_type_name(v));
 		*res = (fmod(v.u.n, 2) != 0) == (name[0] == 'o');
 	} else if (name_is(name, n, "false")) {
 		*res = v.t == JV_BOOL && !v.u.b;
@@ -91,20 +92,20 @@ int jinja_test(struct jctx *c, unsigned line, const char *name, size_t n, struct
 		if (name[0] == '=' || name[0] == 's')
 			jbeyond(c);
 		if (name[0] == 's')
-			*res = jv_strict_eq(v, a->v[0]);
+			*res = exl_jv_strict_eq(v, a->v[0]);
 		else
-			*res = c->jinja2 ? jv_py_eq(v, a->v[0], 0) : jv_strict_eq(v, a->v[0]);
+			*res = c->jinja2 ? exl_jv_py_eq(v, a->v[0], 0) : exl_jv_strict_eq(v, a->v[0]);
 	} else if (name_is(name, n, "ne") || name_is(name, n, "!=")) {
 		jbeyond(c);
 		if (need_arg(c, line, name, n, a))
 			return -1;
-		*res = !jv_py_eq(v, a->v[0], 0);
+		*res = !exl_jv_py_eq(v, a->v[0], 0);
 	} else if (name_is(name, n, "divisibleby")) {
 		jbeyond(c);
 		if (need_arg(c, line, name, n, a))
 			return -1;
 		if (!jv_is_num(v) || !jv_is_num(a->v[0]))
-			return jfail(c, line, "divisibleby needs numbers");
+			return exl_jfail(c, line, "divisibleby needs numbers");
 		*res = a->v[0].u.n != 0 && fmod(v.u.n, a->v[0].u.n) == 0;
 	} else if (name_is(name, n, "in")) {
 		struct jv s;
@@ -114,26 +115,28 @@ int jinja_test(struct jctx *c, unsigned line, const char *name, size_t n, struct
 			return -1;
 		s = a->v[0];
 		if (s.t == JV_STR && v.t == JV_STR) {
-			if (jstep(c, s.len / 16))
+			if (exl_jstep(c, s.len / 16))
 				return -1;
 			*res = str_has(s.u.s, s.len, v.u.s, v.len);
 		} else if (jv_is_arr(s)) {
 			*res = false;
 			for (size_t i = 0; !*res && i < s.u.a->n; i++)
-				*res = jv_py_eq(s.u.a->v[i], v, 0);
+				*res = exl_jv_py_eq(s.u.a->v[i], v, 0);
 		} else if (jv_is_dict(s) && v.t == JV_STR) {
-			*res = jobj_get(s.u.o, v.u.s, v.len) != NULL;
+			*res = exl_jobj_get(s.u.o, v.u.s, v.len) != NULL;
 		} else {
-			return jfail(c, line, "the test 'in' cannot look in %s", jv_type_name(s));
+			return exl_jfail(c, line, "the test 'in' cannot look in %s",
+					 exl_jv_type_name(s));
 		}
 	} else if (name_is(name, n, "gt") || name_is(name, n, ">") ||
 		   name_is(name, n, "greaterthan") || name_is(name, n, "ge") ||
 		   name_is(name, n, ">=") || name_is(name, n, "lt") || name_is(name, n, "<") ||
-		   name_is(name, n, "lessthan") || name_is(name, n, "le") || name_is(name, n, "<=")) {
+		   name_is(name, n, "lessthan") || name_is(name, n, "le") ||
+		   name_is(name, n, "<=")) {
 		int r;
 
 		jbeyond(c);
-		if (need_arg(c, line, name, n, a) || jv_compare(c, line, v, a->v[0], true, &r))
+		if (need_arg(c, line, name, n, a) || exl_jv_compare(c, line, v, a->v[0], true, &r))
 			return -1;
 		if (name[0] == 'g' || name[0] == '>')
 			*res = (name_is(name, n, "ge") || name_is(name, n, ">=")) ? r >= 0 : r > 0;
@@ -143,7 +146,7 @@ int jinja_test(struct jctx *c, unsigned line, const char *name, size_t n, struct
 		jbeyond(c);
 		*res = false;
 	} else {
-		return jfail(c, line, "unknown test '%.*s'", (int)n, name);
+		return exl_jfail(c, line, "unknown test '%.*s'", (int)n, name);
 	}
 	return err;
 }
@@ -200,7 +203,7 @@ static bool bind_method(struct jctx *c, struct jv self, enum owner on, const cha
 
 		if (methods[i].on != on || !name_is(name, n, methods[i].name))
 			continue;
-		f = jalloc(c, sizeof(*f));
+		f = exl_jalloc(c, sizeof(*f));
 		if (!f) {
 			*err = -1;
 			return false;
@@ -214,14 +217,14 @@ static bool bind_method(struct jctx *c, struct jv self, enum owner on, const cha
 	return false;
 }
 
-bool jinja_builtin_attr(struct jctx *c, struct jv self, const char *name, size_t n,
-			struct jv *out, int *err)
+bool exl_jinja_builtin_attr(struct jctx *c, struct jv self, const char *name, size_t n,
+			    struct jv *out, int *err)
 {
 	*err = 0;
 	switch (self.t) {
 	case JV_STR:
 		if (name_is(name, n, "length")) {
-			*out = jv_int((double)jt_utf16_len(self.u.s, self.len));
+			*out = jv_int((double)exl_jt_utf16_len(self.u.s, self.len));
 			return true;
 		}
 		return bind_method(c, self, ON_STR, name, n, out, err);
@@ -235,7 +238,7 @@ bool jinja_builtin_attr(struct jctx *c, struct jv self, const char *name, size_t
 	case JV_OBJECT:
 	case JV_KWARGS:
 		if (self.u.o->is_loop && name_is(name, n, "cycle")) {
-			struct jfn *f = jalloc(c, sizeof(*f));
+			struct jfn *f = exl_jalloc(c, sizeof(*f));
 
 			if (!f) {
 				*err = -1;
@@ -258,14 +261,14 @@ static struct jv arg_or(const struct jargs *a, size_t i, const char *kw, struct 
 
 	if (i < a->n)
 		return a->v[i];
-	if (kw && (k = jargs_kw(a, kw)))
+	if (kw && (k = exl_jargs_kw(a, kw)))
 		return *k;
 	return dflt;
 }
 
 static int str_title(struct jctx *c, struct jv s, struct jv *out)
 {
-	char *p = jstrdup(c, s.u.s, s.len);
+	char *p = exl_jstrdup(c, s.u.s, s.len);
 
 	if (!p)
 		return -1;
@@ -287,15 +290,15 @@ static int str_capitalize(struct jctx *c, struct jv s, struct jv *out)
 		*out = s;
 		return 0;
 	}
-	k = jt_decode(s.u.s, s.len, &cp);
+	k = exl_jt_decode(s.u.s, s.len, &cp);
 	/* charAt(0): half of a pair is left alone */
 	if (cp >= 0x10000) {
 		*out = s;
 		return 0;
 	}
-	if (jt_upper(c, &b, s.u.s, k) || jbuf_put(c, &b, s.u.s + k, s.len - k))
+	if (exl_jt_upper(c, &b, s.u.s, k) || exl_jbuf_put(c, &b, s.u.s + k, s.len - k))
 		return -1;
-	*out = jv_from_buf(&b);
+	*out = exl_jv_from_buf(&b);
 	return 0;
 }
 
@@ -306,7 +309,7 @@ static int affix(struct jctx *c, unsigned line, struct jv s, const struct jargs 
 	struct jv p;
 
 	if (!a->n)
-		return jfail(c, line, "%s() needs an argument", what);
+		return exl_jfail(c, line, "%s() needs an argument", what);
 	p = a->v[0];
 	if (p.t == JV_STR) {
 		bool r = p.len <= s.len &&
@@ -320,7 +323,7 @@ static int affix(struct jctx *c, unsigned line, struct jv s, const struct jargs 
 			struct jv x = p.u.a->v[i];
 
 			if (x.t != JV_STR)
-				return jfail(c, line, "%s() tuple items must be strings", what);
+				return exl_jfail(c, line, "%s() tuple items must be strings", what);
 			if (x.len <= s.len &&
 			    !memcmp(start ? s.u.s : s.u.s + s.len - x.len, x.u.s, x.len)) {
 				*out = jv_bool(true);
@@ -330,7 +333,7 @@ static int affix(struct jctx *c, unsigned line, struct jv s, const struct jargs 
 		*out = jv_bool(false);
 		return 0;
 	}
-	return jfail(c, line, "%s() takes a string or a tuple of strings", what);
+	return exl_jfail(c, line, "%s() takes a string or a tuple of strings", what);
 }
 
 static int str_split(struct jctx *c, unsigned line, struct jv s, const struct jargs *a,
@@ -338,31 +341,31 @@ static int str_split(struct jctx *c, unsigned line, struct jv s, const struct ja
 {
 	struct jv sep = arg_or(a, 0, "sep", jv_null());
 	struct jv max = arg_or(a, 1, "maxsplit", jv_int(-1));
-	struct jarr *r = jarr_new(c, 0);
+	struct jarr *r = exl_jarr_new(c, 0);
 
 	if (!r)
 		return -1;
 	if (a->kw)
 		jbeyond(c);
 	if (sep.t != JV_STR && sep.t != JV_NULL)
-		return jfail(c, line, "split(): sep must be a string or none");
+		return exl_jfail(c, line, "split(): sep must be a string or none");
 	if (max.t != JV_INT)
-		return jfail(c, line, "split(): maxsplit must be an integer");
-	if (jstep(c, s.len / 16))
+		return exl_jfail(c, line, "split(): maxsplit must be an integer");
+	if (exl_jstep(c, s.len / 16))
 		return -1;
 	if (sep.t == JV_NULL) {
 		const char *t;
 		size_t tn, i = 0;
 
-		jt_trim(s.u.s, s.len, true, false, &t, &tn);
+		exl_jt_trim(s.u.s, s.len, true, false, &t, &tn);
 		while (i < tn) {
 			size_t start, k;
 			uint32_t cp;
 
 			/* the next run of non-space */
 			while (i < tn) {
-				k = jt_decode(t + i, tn - i, &cp);
-				if (!jt_is_space(cp))
+				k = exl_jt_decode(t + i, tn - i, &cp);
+				if (!exl_jt_is_space(cp))
 					break;
 				i += k;
 			}
@@ -370,24 +373,24 @@ static int str_split(struct jctx *c, unsigned line, struct jv s, const struct ja
 				break;
 			start = i;
 			if (max.u.n != -1 && (double)r->n >= max.u.n) {
-				if (jarr_push(c, r, jv_str(t + start, tn - start)))
+				if (exl_jarr_push(c, r, jv_str(t + start, tn - start)))
 					return -1;
 				break;
 			}
 			while (i < tn) {
-				k = jt_decode(t + i, tn - i, &cp);
-				if (jt_is_space(cp))
+				k = exl_jt_decode(t + i, tn - i, &cp);
+				if (exl_jt_is_space(cp))
 					break;
 				i += k;
 			}
-			if (jarr_push(c, r, jv_str(t + start, i - start)))
+			if (exl_jarr_push(c, r, jv_str(t + start, i - start)))
 				return -1;
 		}
 		*out = jv_arr(JV_ARRAY, r);
 		return 0;
 	}
 	if (!sep.len)
-		return jfail(c, line, "split(): empty separator");
+		return exl_jfail(c, line, "split(): empty separator");
 	{
 		size_t start = 0;
 		const char *hit;
@@ -395,11 +398,11 @@ static int str_split(struct jctx *c, unsigned line, struct jv s, const struct ja
 		while ((hit = memmem(s.u.s + start, s.len - start, sep.u.s, sep.len))) {
 			size_t i = (size_t)(hit - s.u.s);
 
-			if (jarr_push(c, r, jv_str(s.u.s + start, i - start)))
+			if (exl_jarr_push(c, r, jv_str(s.u.s + start, i - start)))
 				return -1;
 			start = i + sep.len;
 		}
-		if (jarr_push(c, r, jv_str(s.u.s + start, s.len - start)))
+		if (exl_jarr_push(c, r, jv_str(s.u.s + start, s.len - start)))
 			return -1;
 	}
 	/* maxsplit: the pieces from index maxsplit on (splice's rules) join back */
@@ -409,13 +412,13 @@ static int str_split(struct jctx *c, unsigned line, struct jv s, const struct ja
 		struct jbuf b = { 0 };
 
 		for (size_t i = from; i < r->n; i++) {
-			if (i > from && jbuf_put(c, &b, sep.u.s, sep.len))
+			if (i > from && exl_jbuf_put(c, &b, sep.u.s, sep.len))
 				return -1;
-			if (jbuf_put(c, &b, r->v[i].u.s, r->v[i].len))
+			if (exl_jbuf_put(c, &b, r->v[i].u.s, r->v[i].len))
 				return -1;
 		}
 		r->n = from;
-		if (jarr_push(c, r, jv_from_buf(&b)))
+		if (exl_jarr_push(c, r, exl_jv_from_buf(&b)))
 			return -1;
 	}
 	*out = jv_arr(JV_ARRAY, r);
@@ -431,20 +434,20 @@ static int str_replace(struct jctx *c, unsigned line, struct jv s, const struct 
 	size_t i = 0;
 
 	if (a->n < 2)
-		return jfail(c, line, "replace() needs two arguments");
+		return exl_jfail(c, line, "replace() needs two arguments");
 	from = a->v[0];
 	to = a->v[1];
 	if (from.t != JV_STR || to.t != JV_STR)
-		return jfail(c, line, "replace() arguments must be strings");
+		return exl_jfail(c, line, "replace() arguments must be strings");
 	count = arg_or(a, 2, "count", jv_null());
 	if (count.t != JV_INT && count.t != JV_NULL)
-		return jfail(c, line, "replace(): count must be an integer or none");
+		return exl_jfail(c, line, "replace(): count must be an integer or none");
 	if (count.t == JV_INT && count.u.n == 0) {
 		*out = s;
 		return 0;
 	}
 	left = count.t == JV_NULL || count.u.n < 0 ? INFINITY : count.u.n;
-	if (jstep(c, s.len / 16))
+	if (exl_jstep(c, s.len / 16))
 		return -1;
 	if (!from.len) {
 		/* between every two characters, and at both ends */
@@ -453,34 +456,35 @@ static int str_replace(struct jctx *c, unsigned line, struct jv s, const struct 
 			size_t k;
 
 			if (left > 0) {
-				if (jbuf_put(c, &b, to.u.s, to.len))
+				if (exl_jbuf_put(c, &b, to.u.s, to.len))
 					return -1;
 				left--;
 			}
 			if (i >= s.len)
 				break;
-			k = jt_decode(s.u.s + i, s.len - i, &cp);
-			if (jbuf_put(c, &b, s.u.s + i, k))
+			k = exl_jt_decode(s.u.s + i, s.len - i, &cp);
+			if (exl_jbuf_put(c, &b, s.u.s + i, k))
 				return -1;
 			i += k;
 		}
-		*out = jv_from_buf(&b);
+		*out = exl_jv_from_buf(&b);
 		return 0;
 	}
 	while (i < s.len) {
-		const char *hit = left > 0 ? memmem(s.u.s + i, s.len - i, from.u.s, from.len) : NULL;
+		const char *hit = left > 0 ?
+				  memmem(s.u.s + i, s.len - i, from.u.s, from.len) : NULL;
 		size_t at = hit ? (size_t)(hit - s.u.s) : s.len;
 
-		if (jbuf_put(c, &b, s.u.s + i, at - i))
+		if (exl_jbuf_put(c, &b, s.u.s + i, at - i))
 			return -1;
 		if (!hit)
 			break;
-		if (jbuf_put(c, &b, to.u.s, to.len))
+		if (exl_jbuf_put(c, &b, to.u.s, to.len))
 			return -1;
 		i = at + from.len;
 		left--;
 	}
-	*out = jv_from_buf(&b);
+	*out = exl_jv_from_buf(&b);
 	return 0;
 }
 
@@ -501,18 +505,19 @@ static int str_format(struct jctx *c, unsigned line, struct jv s, const struct j
 			if (i + 1 < s.len && s.u.s[i + 1] == '}')
 				i++;
 			else
-				return jfail(c, line, "format(): single '}' in the format string");
-			if (jbuf_putc(c, &b, '}'))
+				return exl_jfail(c, line,
+						 "format(): single '}' in the format string");
+			if (exl_jbuf_putc(c, &b, '}'))
 				return -1;
 			continue;
 		}
 		if (ch != '{') {
-			if (jbuf_putc(c, &b, ch))
+			if (exl_jbuf_putc(c, &b, ch))
 				return -1;
 			continue;
 		}
 		if (i + 1 < s.len && s.u.s[i + 1] == '{') {
-			if (jbuf_putc(c, &b, '{'))
+			if (exl_jbuf_putc(c, &b, '{'))
 				return -1;
 			i++;
 			continue;
@@ -520,41 +525,43 @@ static int str_format(struct jctx *c, unsigned line, struct jv s, const struct j
 		for (j = i + 1; j < s.len && s.u.s[j] != '}'; j++)
 			;
 		if (j >= s.len)
-			return jfail(c, line, "format(): single '{' in the format string");
+			return exl_jfail(c, line, "format(): single '{' in the format string");
 		{
 			const char *f = s.u.s + i + 1;
 			size_t fn = j - i - 1;
 
 			if (memchr(f, ':', fn) || memchr(f, '!', fn))
-				return jfail(c, line, "format(): format specs are not supported");
+				return exl_jfail(c, line,
+						 "format(): format specs are not supported");
 			if (!fn) {
 				if (auto_i >= a->n)
-					return jfail(c, line, "format(): not enough arguments");
+					return exl_jfail(c, line, "format(): not enough arguments");
 				v = a->v[auto_i++];
 			} else if (f[0] >= '0' && f[0] <= '9') {
 				size_t k = 0;
 
 				for (size_t q = 0; q < fn; q++) {
 					if (f[q] < '0' || f[q] > '9' || k > a->n)
-						return jfail(c, line, "format(): bad field");
+						return exl_jfail(c, line, "format(): bad field");
 					k = k * 10 + (size_t)(f[q] - '0');
 				}
 				if (k >= a->n)
-					return jfail(c, line, "format(): no argument %zu", k);
+					return exl_jfail(c, line, "format(): no argument %zu", k);
 				v = a->v[k];
 			} else {
-				struct jv *kw = a->kw ? jobj_get(a->kw, f, fn) : NULL;
+				struct jv *kw = a->kw ? exl_jobj_get(a->kw, f, fn) : NULL;
 
 				if (!kw)
-					return jfail(c, line, "format(): no argument '%.*s'", (int)fn, f);
+					return exl_jfail(c, line, "format(): no argument '%.*s'",
+							 (int)fn, f);
 				v = *kw;
 			}
 		}
-		if (v.t != JV_NULL && v.t != JV_UNDEF && jv_print(c, line, &b, v))
+		if (v.t != JV_NULL && v.t != JV_UNDEF && exl_jv_print(c, line, &b, v))
 			return -1;
 		i = j;
 	}
-	*out = jv_from_buf(&b);
+	*out = exl_jv_from_buf(&b);
 	return 0;
 }
 
@@ -566,9 +573,9 @@ static int str_find(struct jctx *c, unsigned line, struct jv s, const struct jar
 	size_t idx = 0;
 
 	if (!a->n || a->v[0].t != JV_STR)
-		return jfail(c, line, "find() needs a string");
+		return exl_jfail(c, line, "find() needs a string");
 	sub = a->v[0];
-	if (jstep(c, s.len / 16))
+	if (exl_jstep(c, s.len / 16))
 		return -1;
 	{
 		const char *hit = memmem(s.u.s, s.len, sub.u.s, sub.len);
@@ -581,7 +588,7 @@ static int str_find(struct jctx *c, unsigned line, struct jv s, const struct jar
 		}
 		/* the code point index */
 		for (size_t i = 0; i < at; idx++)
-			i += jt_decode(s.u.s + i, at - i, &cp);
+			i += exl_jt_decode(s.u.s + i, at - i, &cp);
 		*out = jv_int((double)idx);
 		return 0;
 	}
@@ -593,31 +600,31 @@ static int str_join(struct jctx *c, unsigned line, struct jv s, const struct jar
 	struct jbuf b = { 0 };
 
 	if (!a->n || !jv_is_arr(a->v[0]))
-		return jfail(c, line, "join() needs a list");
+		return exl_jfail(c, line, "join() needs a list");
 	for (size_t i = 0; i < a->v[0].u.a->n; i++) {
 		struct jv x = a->v[0].u.a->v[i];
 
 		if (x.t != JV_STR)
-			return jfail(c, line, "join(): item %zu is not a string", i);
-		if ((i && jbuf_put(c, &b, s.u.s, s.len)) || jbuf_put(c, &b, x.u.s, x.len))
+			return exl_jfail(c, line, "join(): item %zu is not a string", i);
+		if ((i && exl_jbuf_put(c, &b, s.u.s, s.len)) || exl_jbuf_put(c, &b, x.u.s, x.len))
 			return -1;
 	}
-	*out = jv_from_buf(&b);
+	*out = exl_jv_from_buf(&b);
 	return 0;
 }
 
 static int dict_pairs(struct jctx *c, const struct jobj *o, struct jarr **out)
 {
-	struct jarr *r = jarr_new(c, o->n);
+	struct jarr *r = exl_jarr_new(c, o->n);
 
 	if (!r)
 		return -1;
 	for (size_t i = 0; i < o->n; i++) {
-		struct jarr *p = jarr_new(c, 2);
+		struct jarr *p = exl_jarr_new(c, 2);
 
 		if (!p)
 			return -1;
-		p->v[0] = jkey_value(&o->keys[i]);
+		p->v[0] = exl_jkey_value(&o->keys[i]);
 		p->v[1] = o->vals[i];
 		p->n = 2;
 		r->v[i] = jv_arr(JV_ARRAY, p);
@@ -641,8 +648,8 @@ static int pair_cmp(struct sort_ctx *s, struct jv a, struct jv b)
 
 	if (s->err)
 		return 0;
-	if (jv_compare(s->c, s->line, a.u.a->v[s->index], b.u.a->v[s->index], s->case_sensitive,
-		       &r)) {
+	if (exl_jv_compare(s->c, s->line, a.u.a->v[s->index], b.u.a->v[s->index], s->case_sensitive,
+			   &r)) {
 		s->err = -1;
 		return 0;
 	}
@@ -677,14 +684,14 @@ static int dictsort(struct jctx *c, unsigned line, const struct jobj *o, const s
 	struct jv *tmp;
 
 	if (cs.t != JV_BOOL)
-		return jfail(c, line, "dictsort: case_sensitive must be a boolean");
+		return exl_jfail(c, line, "dictsort: case_sensitive must be a boolean");
 	if (by.t != JV_STR || !(name_is(by.u.s, by.len, "key") || name_is(by.u.s, by.len, "value")))
-		return jfail(c, line, "dictsort: by must be 'key' or 'value'");
+		return exl_jfail(c, line, "dictsort: by must be 'key' or 'value'");
 	if (rev.t != JV_BOOL)
-		return jfail(c, line, "dictsort: reverse must be a boolean");
+		return exl_jfail(c, line, "dictsort: reverse must be a boolean");
 	if (dict_pairs(c, o, &r))
 		return -1;
-	tmp = jalloc_array(c, r->n + 1, sizeof(*tmp));
+	tmp = exl_jalloc_array(c, r->n + 1, sizeof(*tmp));
 	if (!tmp)
 		return -1;
 	s.index = by.u.s[0] == 'v';
@@ -707,15 +714,15 @@ static int call_method(struct jctx *c, unsigned line, int id, struct jv self,
 	switch ((enum jmethod)id) {
 	case M_UPPER:
 	case M_LOWER:
-		if ((id == M_UPPER ? jt_upper : jt_lower)(c, &b, self.u.s, self.len))
+		if ((id == M_UPPER ? exl_jt_upper : exl_jt_lower)(c, &b, self.u.s, self.len))
 			return -1;
-		*out = jv_from_buf(&b);
+		*out = exl_jv_from_buf(&b);
 		return 0;
 	case M_STRIP:
 	case M_LSTRIP:
 	case M_RSTRIP:
 		/* the reference ignores the characters argument: whitespace goes */
-		jt_trim(self.u.s, self.len, id != M_RSTRIP, id != M_LSTRIP, &t, &tn);
+		exl_jt_trim(self.u.s, self.len, id != M_RSTRIP, id != M_LSTRIP, &t, &tn);
 		*out = jv_str(t, tn);
 		return 0;
 	case M_TITLE:
@@ -742,14 +749,14 @@ static int call_method(struct jctx *c, unsigned line, int id, struct jv self,
 		struct jv *v, *d;
 
 		if (!a->n || a->v[0].t != JV_STR)
-			return jfail(c, line, "get(): the key must be a string: got %s",
-				     a->n ? jv_type_name(a->v[0]) : "nothing");
-		v = jobj_get(self.u.o, a->v[0].u.s, a->v[0].len);
+			return exl_jfail(c, line, "get(): the key must be a string: got %s",
+					 a->n ? exl_jv_type_name(a->v[0]) : "nothing");
+		v = exl_jobj_get(self.u.o, a->v[0].u.s, a->v[0].len);
 		if (v) {
 			*out = *v;
 		} else if (a->n > 1) {
 			*out = a->v[1];
-		} else if ((d = jargs_kw(a, "default"))) {
+		} else if ((d = exl_jargs_kw(a, "default"))) {
 			/* the reference would hand back its keyword arguments here */
 			jbeyond(c);
 			*out = *d;
@@ -768,12 +775,12 @@ static int call_method(struct jctx *c, unsigned line, int id, struct jv self,
 	}
 	case M_KEYS:
 	case M_VALUES: {
-		struct jarr *r = jarr_new(c, self.u.o->n);
+		struct jarr *r = exl_jarr_new(c, self.u.o->n);
 
 		if (!r)
 			return -1;
 		for (size_t i = 0; i < self.u.o->n; i++)
-			r->v[i] = id == M_KEYS ? jkey_value(&self.u.o->keys[i]) :
+			r->v[i] = id == M_KEYS ? exl_jkey_value(&self.u.o->keys[i]) :
 						 self.u.o->vals[i];
 		r->n = self.u.o->n;
 		*out = jv_arr(JV_ARRAY, r);
@@ -784,8 +791,8 @@ static int call_method(struct jctx *c, unsigned line, int id, struct jv self,
 	case M_APPEND:
 		jbeyond(c);
 		if (a->n != 1)
-			return jfail(c, line, "append() takes one argument");
-		if (jarr_push(c, self.u.a, a->v[0]))
+			return exl_jfail(c, line, "append() takes one argument");
+		if (exl_jarr_push(c, self.u.a, a->v[0]))
 			return -1;
 		*out = jv_null();
 		return 0;
@@ -796,11 +803,11 @@ static int call_method(struct jctx *c, unsigned line, int id, struct jv self,
 		jbeyond(c);
 		if (a->n) {
 			if (a->v[0].t != JV_INT)
-				return jfail(c, line, "pop(): the index must be an integer");
+				return exl_jfail(c, line, "pop(): the index must be an integer");
 			i = a->v[0].u.n < 0 ? a->v[0].u.n + (double)arr->n : a->v[0].u.n;
 		}
 		if (!arr->n || i < 0 || i >= (double)arr->n)
-			return jfail(c, line, "pop(): index out of range");
+			return exl_jfail(c, line, "pop(): index out of range");
 		*out = arr->v[(size_t)i];
 		memmove(arr->v + (size_t)i, arr->v + (size_t)i + 1,
 			(arr->n - (size_t)i - 1) * sizeof(*arr->v));
@@ -808,16 +815,16 @@ static int call_method(struct jctx *c, unsigned line, int id, struct jv self,
 		return 0;
 	}
 	}
-	return jfail(c, line, "unknown method");
+	return exl_jfail(c, line, "unknown method");
 }
 
-int jinja_method(struct jctx *c, unsigned line, struct jv self, const char *name,
-		 const struct jargs *a, struct jv *out)
+int exl_jinja_method(struct jctx *c, unsigned line, struct jv self, const char *name,
+		     const struct jargs *a, struct jv *out)
 {
 	for (size_t i = 0; i < sizeof(methods) / sizeof(methods[0]); i++)
 		if (!strcmp(methods[i].name, name))
 			return call_method(c, line, (int)methods[i].id, self, a, out);
-	return jfail(c, line, "unknown method %s", name);
+	return exl_jfail(c, line, "unknown method %s", name);
 }
 
 /* ---- global functions ---- */
@@ -829,7 +836,7 @@ static const char *const global_names[JG_COUNT] = {
 	[JG_NAMESPACE] = "namespace",
 };
 
-const char *jinja_global_name(int id)
+const char *exl_jinja_global_name(int id)
 {
 	return id >= 0 && id < JG_COUNT ? global_names[id] : NULL;
 }
@@ -853,7 +860,7 @@ static int range_fn(struct jctx *c, unsigned line, const struct jargs *a, struct
 	struct jarr *r;
 
 	if (a->n < 1 || a->n > 3)
-		return jfail(c, line, "range() takes 1 to 3 arguments");
+		return exl_jfail(c, line, "range() takes 1 to 3 arguments");
 	/* range(n) and range(n, undefined) alike, as the reference */
 	if (a->n == 1 || a->v[1].t == JV_UNDEF) {
 		stop = range_arg(a->v[0], &ok);
@@ -864,9 +871,9 @@ static int range_fn(struct jctx *c, unsigned line, const struct jargs *a, struct
 			step = range_arg(a->v[2], &ok);
 	}
 	if (!ok)
-		return jfail(c, line, "range() takes numbers");
+		return exl_jfail(c, line, "range() takes numbers");
 	if (step == 0)
-		return jfail(c, line, "range() step must not be zero");
+		return exl_jfail(c, line, "range() step must not be zero");
 	if (isnan(step))
 		step = 1;
 	if (start == floor(start) && stop == floor(stop) && step == floor(step) &&
@@ -877,8 +884,8 @@ static int range_fn(struct jctx *c, unsigned line, const struct jargs *a, struct
 		if (count < 0)
 			count = 0;
 		if (count > JINJA_MAX_ITERATIONS)
-			return jfail(c, line, "range() of over 10,000,000 items");
-		r = jarr_new(c, (size_t)count);
+			return exl_jfail(c, line, "range() of over 10,000,000 items");
+		r = exl_jarr_new(c, (size_t)count);
 		if (!r)
 			return -1;
 		for (size_t k = 0; k < (size_t)count; k++)
@@ -887,13 +894,13 @@ static int range_fn(struct jctx *c, unsigned line, const struct jargs *a, struct
 		*out = jv_arr(JV_ARRAY, r);
 		return 0;
 	}
-	r = jarr_new(c, 0);
+	r = exl_jarr_new(c, 0);
 	if (!r)
 		return -1;
 	for (double i = start; step > 0 ? i < stop : i > stop; i += step) {
 		if (r->n >= JINJA_MAX_ITERATIONS)
-			return jfail(c, line, "range() of over 10,000,000 items");
-		if (jarr_push(c, r, i == floor(i) ? jv_int(i) : jv_float(i)))
+			return exl_jfail(c, line, "range() of over 10,000,000 items");
+		if (exl_jarr_push(c, r, i == floor(i) ? jv_int(i) : jv_float(i)))
 			return -1;
 	}
 	*out = jv_arr(JV_ARRAY, r);
@@ -911,7 +918,7 @@ static int strftime_fn(struct jctx *c, unsigned line, const struct jargs *a, str
 	char tmp[32];
 
 	if (!a->n || a->v[0].t != JV_STR)
-		return jfail(c, line, "strftime_now() takes a format string");
+		return exl_jfail(c, line, "strftime_now() takes a format string");
 	f = a->v[0];
 	if (c->have_now) {
 		tm = c->now;
@@ -919,7 +926,7 @@ static int strftime_fn(struct jctx *c, unsigned line, const struct jargs *a, str
 		time_t now = time(NULL);
 
 		if (!localtime_r(&now, &tm))
-			return jfail(c, line, "strftime_now(): no local time");
+			return exl_jfail(c, line, "strftime_now(): no local time");
 	}
 	/* the reference's directives only: %Y %m %d %b %B %H %M %%; others stay */
 	for (size_t i = 0; i < f.len; i++) {
@@ -927,7 +934,7 @@ static int strftime_fn(struct jctx *c, unsigned line, const struct jargs *a, str
 		int n = -1;
 
 		if (f.u.s[i] != '%' || !d || !strchr("YmdbBHM%", d)) {
-			if (jbuf_putc(c, &b, f.u.s[i]))
+			if (exl_jbuf_putc(c, &b, f.u.s[i]))
 				return -1;
 			continue;
 		}
@@ -956,56 +963,59 @@ static int strftime_fn(struct jctx *c, unsigned line, const struct jargs *a, str
 		default:
 			n = snprintf(tmp, sizeof(tmp), "%%");
 		}
-		if (jbuf_put(c, &b, tmp, (size_t)n))
+		if (exl_jbuf_put(c, &b, tmp, (size_t)n))
 			return -1;
 		i++;
 	}
-	*out = jv_from_buf(&b);
+	*out = exl_jv_from_buf(&b);
 	return 0;
 }
 
 static int namespace_fn(struct jctx *c, unsigned line, const struct jargs *a, struct jv *out)
 {
-	struct jobj *o = jobj_new(c, 4);
+	struct jobj *o = exl_jobj_new(c, 4);
 
 	if (!o)
 		return -1;
 	if (a->n > 1)
-		return jfail(c, line, "namespace() takes at most 1 positional argument, got %zu",
-			     a->n);
+		return exl_jfail(c, line,
+				 "namespace() takes at most 1 positional argument, got %zu",
+				 a->n);
 	if (a->n == 1) {
 		struct jv src = a->v[0];
 
 		if (jv_is_dict(src)) {
 			for (size_t i = 0; i < src.u.o->n; i++)
-				if (jobj_set(c, o, src.u.o->keys[i].p, src.u.o->keys[i].n,
-					     src.u.o->vals[i]))
+				if (exl_jobj_set(c, o, src.u.o->keys[i].p, src.u.o->keys[i].n,
+						 src.u.o->vals[i]))
 					return -1;
 		} else if (jv_is_arr(src)) {
 			for (size_t i = 0; i < src.u.a->n; i++) {
 				struct jv p = src.u.a->v[i];
 
 				if (!jv_is_arr(p) || p.u.a->n != 2)
-					return jfail(c, line,
-						     "namespace() takes a dict or [key, value] pairs");
+					return exl_jfail(c, line,
+							 "namespace() takes a dict or [key, value] pairs");
 				if (p.u.a->v[0].t != JV_STR)
-					return jfail(c, line, "namespace keys must be strings");
-				if (jobj_set(c, o, p.u.a->v[0].u.s, p.u.a->v[0].len, p.u.a->v[1]))
+					return exl_jfail(c, line, "namespace keys must be strings");
+				if (exl_jobj_set(c, o, p.u.a->v[0].u.s, p.u.a->v[0].len,
+						 p.u.a->v[1]))
 					return -1;
 			}
 		} else {
-			return jfail(c, line, "'%s' object is not iterable", jv_type_name(src));
+			return exl_jfail(c, line, "'%s' object is not iterable",
+					 exl_jv_type_name(src));
 		}
 	}
 	for (size_t i = 0; a->kw && i < a->kw->n; i++)
-		if (jobj_set(c, o, a->kw->keys[i].p, a->kw->keys[i].n, a->kw->vals[i]))
+		if (exl_jobj_set(c, o, a->kw->keys[i].p, a->kw->keys[i].n, a->kw->vals[i]))
 			return -1;
 	*out = jv_obj(JV_NS, o);
 	return 0;
 }
 
-int jinja_call_builtin(struct jctx *c, unsigned line, const struct jfn *f,
-		       const struct jargs *a, struct jv *out)
+int exl_jinja_call_builtin(struct jctx *c, unsigned line, const struct jfn *f,
+			   const struct jargs *a, struct jv *out)
 {
 	struct jbuf b = { 0 };
 
@@ -1015,22 +1025,22 @@ int jinja_call_builtin(struct jctx *c, unsigned line, const struct jfn *f,
 	case JF_CYCLE:
 		jbeyond(c);
 		if (!a->n)
-			return jfail(c, line, "loop.cycle() needs at least one value");
+			return exl_jfail(c, line, "loop.cycle() needs at least one value");
 		*out = a->v[f->loop_i % a->n];
 		return 0;
 	case JF_GLOBAL:
 		break;
 	default:
-		return jfail(c, line, "cannot call this");
+		return exl_jfail(c, line, "cannot call this");
 	}
 	switch (f->id) {
 	case JG_RAISE:
 		/* Error(value): the message is String(value), "" for none given */
-		if (a->n && a->v[0].t != JV_UNDEF && jv_js_str(c, line, &b, a->v[0]))
+		if (a->n && a->v[0].t != JV_UNDEF && exl_jv_js_str(c, line, &b, a->v[0]))
 			return -1;
-		if (!a->n && a->kw && jbuf_puts(c, &b, "[object Map]"))
+		if (!a->n && a->kw && exl_jbuf_puts(c, &b, "[object Map]"))
 			return -1;
-		return jfail_raw(c, b.p ? b.p : "", b.n);
+		return exl_jfail_raw(c, b.p ? b.p : "", b.n);
 	case JG_RANGE:
 		return range_fn(c, line, a, out);
 	case JG_STRFTIME:
@@ -1038,5 +1048,5 @@ int jinja_call_builtin(struct jctx *c, unsigned line, const struct jfn *f,
 	case JG_NAMESPACE:
 		return namespace_fn(c, line, a, out);
 	}
-	return jfail(c, line, "cannot call this");
+	return exl_jfail(c, line, "cannot call this");
 }

@@ -20,13 +20,13 @@ struct jcase_multi {
 	uint32_t to[3];
 };
 
-extern const struct jcase_run jcase_upper_runs[];
-extern const size_t jcase_upper_nruns;
-extern const struct jcase_multi jcase_upper_multi[];
-extern const size_t jcase_upper_nmulti;
-extern const struct jcase_run jcase_lower_runs[];
-extern const size_t jcase_lower_nruns;
-extern const struct jcase_multi jcase_lower_multi[];
-extern const size_t jcase_lower_nmulti;
+extern const struct jcase_run exl_jcase_upper_runs[];
+extern const size_t exl_jcase_upper_nruns;
+extern const struct jcase_multi exl_jcase_upper_multi[];
+extern const size_t exl_jcase_upper_nmulti;
+extern const struct jcase_run exl_jcase_lower_runs[];
+extern const size_t exl_jcase_lower_nruns;
+extern const struct jcase_multi exl_jcase_lower_multi[];
+extern const size_t exl_jcase_lower_nmulti;
 
 #endif

@@ -19,9 +19,9 @@ static int member_of(struct jctx *c, unsigned line, struct jv obj, struct jv pro
 		     struct jv *out);
 static int exec_block(struct jctx *c, const struct jlist *l, struct jenv *e, struct jbuf *b);
 
-struct jenv *jenv_new(struct jctx *c, struct jenv *parent)
+struct jenv *exl_jenv_new(struct jctx *c, struct jenv *parent)
 {
-	struct jenv *e = jalloc(c, sizeof(*e));
+	struct jenv *e = exl_jalloc(c, sizeof(*e));
 
 	if (e)
 		e->parent = parent;
@@ -33,11 +33,11 @@ static bool is_name(const char *s, size_t n, const char *name)
 	return strlen(name) == n && !memcmp(s, name, n);
 }
 
-int jenv_set(struct jctx *c, struct jenv *e, const char *name, size_t n, struct jv v)
+int exl_jenv_set(struct jctx *c, struct jenv *e, const char *name, size_t n, struct jv v)
 {
 	if (is_name(name, n, "namespace"))
 		e->has_namespace = true;
-	return jobj_set(c, &e->vars, name, n, v);
+	return exl_jobj_set(c, &e->vars, name, n, v);
 }
 
 /* namespace(): one function value for every scope (it is never written). */
@@ -47,12 +47,12 @@ static struct jv lookup(struct jenv *e, const char *name, size_t n)
 {
 	/* every scope holds its own builtin namespace, so the innermost decides */
 	if (is_name(name, n, "namespace")) {
-		struct jv *v = e->has_namespace ? jobj_get(&e->vars, name, n) : NULL;
+		struct jv *v = e->has_namespace ? exl_jobj_get(&e->vars, name, n) : NULL;
 
 		return v ? *v : jv_fn(&namespace_global);
 	}
 	for (; e; e = e->parent) {
-		struct jv *v = jobj_get(&e->vars, name, n);
+		struct jv *v = exl_jobj_get(&e->vars, name, n);
 
 		if (v)
 			return *v;
@@ -63,16 +63,16 @@ static struct jv lookup(struct jenv *e, const char *name, size_t n)
 static int enter(struct jctx *c, const struct jnode *n)
 {
 	if (++c->depth > JINJA_MAX_DEPTH)
-		return jfail(c, n->line, "nested over %d deep (a recursive macro?)",
-			     JINJA_MAX_DEPTH);
-	return jstep(c, 1);
+		return exl_jfail(c, n->line, "nested over %d deep (a recursive macro?)",
+				 JINJA_MAX_DEPTH);
+	return exl_jstep(c, 1);
 }
 
 /* ---- calls ---- */
 
 static int eval_args(struct jctx *c, const struct jlist *l, struct jenv *e, struct jargs *a)
 {
-	struct jarr *pos = jarr_new(c, l->n);
+	struct jarr *pos = exl_jarr_new(c, l->n);
 
 	if (!pos)
 		return -1;
@@ -88,15 +88,15 @@ static int eval_args(struct jctx *c, const struct jlist *l, struct jenv *e, stru
 		if ((rc = eval(c, n->k == JN_SPREAD ? n->a : n, e, &v)))
 			return rc;
 		if (n->k != JN_SPREAD) {
-			if (jarr_push(c, pos, v))
+			if (exl_jarr_push(c, pos, v))
 				return -1;
 			continue;
 		}
 		if (!jv_is_arr(v))
-			return jfail(c, n->line, "cannot unpack non-iterable type: %s",
-				     jv_type_name(v));
+			return exl_jfail(c, n->line, "cannot unpack non-iterable type: %s",
+					 exl_jv_type_name(v));
 		for (size_t j = 0; j < v.u.a->n; j++)
-			if (jarr_push(c, pos, v.u.a->v[j]))
+			if (exl_jarr_push(c, pos, v.u.a->v[j]))
 				return -1;
 	}
 	for (size_t i = 0; i < l->n; i++) {
@@ -108,28 +108,28 @@ static int eval_args(struct jctx *c, const struct jlist *l, struct jenv *e, stru
 			continue;
 		if ((rc = eval(c, n->a, e, &v)))
 			return rc;
-		if (!a->kw && !(a->kw = jobj_new(c, 4)))
+		if (!a->kw && !(a->kw = exl_jobj_new(c, 4)))
 			return -1;
 		if (n->k == JN_KWARG) {
-			if (jobj_get(a->kw, n->s, n->sn))
-				return jfail(c, n->line,
-					     "got multiple values for keyword argument '%.*s'",
-					     (int)n->sn, n->s);
-			if (jobj_set(c, a->kw, n->s, n->sn, v))
+			if (exl_jobj_get(a->kw, n->s, n->sn))
+				return exl_jfail(c, n->line,
+						 "got multiple values for keyword argument '%.*s'",
+						 (int)n->sn, n->s);
+			if (exl_jobj_set(c, a->kw, n->s, n->sn, v))
 				return -1;
 			continue;
 		}
 		if (!jv_is_dict(v))
-			return jfail(c, n->line, "argument after ** must be a mapping, not %s",
-				     jv_type_name(v));
+			return exl_jfail(c, n->line, "argument after ** must be a mapping, not %s",
+					 exl_jv_type_name(v));
 		for (size_t j = 0; j < v.u.o->n; j++) {
 			const struct jkey *k = &v.u.o->keys[j];
 
-			if (jobj_get(a->kw, k->p, k->n))
-				return jfail(c, n->line,
-					     "got multiple values for keyword argument '%.*s'",
-					     (int)k->n, k->p);
-			if (jobj_set(c, a->kw, k->p, k->n, v.u.o->vals[j]))
+			if (exl_jobj_get(a->kw, k->p, k->n))
+				return exl_jfail(c, n->line,
+						 "got multiple values for keyword argument '%.*s'",
+						 (int)k->n, k->p);
+			if (exl_jobj_set(c, a->kw, k->p, k->n, v.u.o->vals[j]))
 				return -1;
 		}
 	}
@@ -147,7 +147,7 @@ static int bind_params(struct jctx *c, unsigned line, const char *who, const str
 	bool *used = NULL;
 	int rc;
 
-	if (nkw && !(used = jalloc_array(c, nkw, sizeof(*used))))
+	if (nkw && !(used = exl_jalloc_array(c, nkw, sizeof(*used))))
 		return -1;
 	for (size_t i = 0; i < params->n; i++) {
 		const struct jnode *p = params->v[i];
@@ -167,39 +167,40 @@ static int bind_params(struct jctx *c, unsigned line, const char *who, const str
 				have = true;
 			}
 		}
-		if (jenv_set(c, scope, p->s, p->sn, v))
+		if (exl_jenv_set(c, scope, p->s, p->sn, v))
 			return -1;
 	}
 	if (special & JM_USES_KWARGS) {
-		struct jobj *rest = jobj_new(c, nkw);
+		struct jobj *rest = exl_jobj_new(c, nkw);
 
 		if (!rest)
 			return -1;
 		for (size_t k = 0; k < nkw; k++)
-			if (!used[k] && jobj_set(c, rest, a->kw->keys[k].p, a->kw->keys[k].n,
-						 a->kw->vals[k]))
+			if (!used[k] && exl_jobj_set(c, rest, a->kw->keys[k].p, a->kw->keys[k].n,
+						     a->kw->vals[k]))
 				return -1;
-		if (jenv_set(c, scope, "kwargs", 6, jv_obj(JV_OBJECT, rest)))
+		if (exl_jenv_set(c, scope, "kwargs", 6, jv_obj(JV_OBJECT, rest)))
 			return -1;
 	} else {
 		for (size_t k = 0; k < nkw; k++)
 			if (!used[k])
-				return jfail(c, line, "macro %s takes no keyword argument '%.*s'", who,
-					     (int)a->kw->keys[k].n, a->kw->keys[k].p);
+				return exl_jfail(c, line,
+						 "macro %s takes no keyword argument '%.*s'", who,
+						 (int)a->kw->keys[k].n, a->kw->keys[k].p);
 	}
 	if (special & JM_USES_VARARGS) {
-		struct jarr *rest = jarr_new(c, 0);
+		struct jarr *rest = exl_jarr_new(c, 0);
 
 		if (!rest)
 			return -1;
 		for (size_t i = params->n; i < a->n; i++)
-			if (jarr_push(c, rest, a->v[i]))
+			if (exl_jarr_push(c, rest, a->v[i]))
 				return -1;
-		if (jenv_set(c, scope, "varargs", 7, jv_arr(JV_ARRAY, rest)))
+		if (exl_jenv_set(c, scope, "varargs", 7, jv_arr(JV_ARRAY, rest)))
 			return -1;
 	} else if (a->n > params->n) {
-		return jfail(c, line, "macro %s takes not more than %zu argument(s)", who,
-			     params->n);
+		return exl_jfail(c, line, "macro %s takes not more than %zu argument(s)", who,
+				 params->n);
 	}
 	/* defaults of parameters that got nothing */
 	for (size_t i = 0; i < params->n; i++) {
@@ -216,7 +217,7 @@ static int bind_params(struct jctx *c, unsigned line, const char *who, const str
 			continue;
 		if ((rc = eval(c, p->a, scope, &v)))
 			return rc;
-		if (jenv_set(c, scope, p->s, p->sn, v))
+		if (exl_jenv_set(c, scope, p->s, p->sn, v))
 			return -1;
 	}
 	return 0;
@@ -233,7 +234,7 @@ static int call_fn(struct jctx *c, unsigned line, const struct jfn *f, const str
 
 	switch (f->kind) {
 	case JF_MACRO:
-		scope = jenv_new(c, env);
+		scope = exl_jenv_new(c, env);
 		if (!scope)
 			return -1;
 		snprintf(who, sizeof(who), "'%.*s'", (int)(f->node->sn > 60 ? 60 : f->node->sn),
@@ -241,19 +242,19 @@ static int call_fn(struct jctx *c, unsigned line, const struct jfn *f, const str
 		if ((rc = bind_params(c, line, who, &f->node->l1, f->node->op, a, scope)) ||
 		    (rc = exec_block(c, &f->node->l2, scope, &b)))
 			return rc;
-		*out = jv_from_buf(&b);
+		*out = exl_jv_from_buf(&b);
 		return 0;
 	case JF_CALLER:
-		scope = jenv_new(c, f->env);
+		scope = exl_jenv_new(c, f->env);
 		if (!scope)
 			return -1;
 		if ((rc = bind_params(c, line, "None", &f->node->l1, f->node->op, a, scope)) ||
 		    (rc = exec_block(c, &f->node->l2, scope, &b)))
 			return rc;
-		*out = jv_from_buf(&b);
+		*out = exl_jv_from_buf(&b);
 		return 0;
 	default:
-		return jinja_call_builtin(c, line, f, a, out);
+		return exl_jinja_call_builtin(c, line, f, a, out);
 	}
 }
 
@@ -271,10 +272,11 @@ static int eval_call(struct jctx *c, const struct jnode *n, struct jenv *e, stru
 		struct jv obj, name = jv_str(n->a->b->s, n->a->b->sn);
 		int err = 0;
 
-		if ((rc = eval(c, n->a->a, e, &obj)) || (rc = member_of(c, n->line, obj, name, &fn)))
+		if ((rc = eval(c, n->a->a, e, &obj)) ||
+		    (rc = member_of(c, n->line, obj, name, &fn)))
 			return rc;
 		if (fn.t != JV_FUNC && jv_is_dict(obj)) {
-			if (!jinja_builtin_attr(c, obj, name.u.s, name.len, &fn, &err) && err)
+			if (!exl_jinja_builtin_attr(c, obj, name.u.s, name.len, &fn, &err) && err)
 				return -1;
 			jbeyond(c);
 		}
@@ -282,15 +284,15 @@ static int eval_call(struct jctx *c, const struct jnode *n, struct jenv *e, stru
 		return rc;
 	}
 	if (fn.t != JV_FUNC)
-		return jfail(c, n->line, "cannot call something that is not a function: got %s",
-			     jv_type_name(fn));
+		return exl_jfail(c, n->line, "cannot call something that is not a function: got %s",
+				 exl_jv_type_name(fn));
 	return call_fn(c, n->line, fn.u.f, &a, e, out);
 }
 
 static int exec_callblock(struct jctx *c, const struct jnode *n, struct jenv *e, struct jv *out)
 {
 	const struct jnode *call = n->a;
-	struct jfn *caller = jalloc(c, sizeof(*caller));
+	struct jfn *caller = exl_jalloc(c, sizeof(*caller));
 	struct jenv *inner;
 	struct jargs a;
 	struct jv fn;
@@ -304,10 +306,10 @@ static int exec_callblock(struct jctx *c, const struct jnode *n, struct jenv *e,
 	if ((rc = eval_args(c, &call->l1, e, &a)) || (rc = eval(c, call->a, e, &fn)))
 		return rc;
 	if (fn.t != JV_FUNC)
-		return jfail(c, n->line, "cannot call something that is not a function: got %s",
-			     jv_type_name(fn));
-	inner = jenv_new(c, e);
-	if (!inner || jenv_set(c, inner, "caller", 6, jv_fn(caller)))
+		return exl_jfail(c, n->line, "cannot call something that is not a function: got %s",
+				 exl_jv_type_name(fn));
+	inner = exl_jenv_new(c, e);
+	if (!inner || exl_jenv_set(c, inner, "caller", 6, jv_fn(caller)))
 		return -1;
 	return call_fn(c, n->line, fn.u.f, &a, inner, out);
 }
@@ -328,7 +330,7 @@ static int slice_bound(struct jctx *c, const struct jnode *n, struct jenv *e, co
 	if (x.t == JV_UNDEF)
 		return 0;
 	if (x.t != JV_INT)
-		return jfail(c, n->line, "slice %s must be an integer or undefined", what);
+		return exl_jfail(c, n->line, "slice %s must be an integer or undefined", what);
 	*set = true;
 	*v = x.u.n;
 	return 0;
@@ -361,7 +363,7 @@ static int eval_slice(struct jctx *c, const struct jnode *sl, struct jv obj, str
 	int rc;
 
 	if (!jv_is_arr(obj) && obj.t != JV_STR)
-		return jfail(c, sl->line, "slice object must be a list or a string");
+		return exl_jfail(c, sl->line, "slice object must be a list or a string");
 	if ((rc = slice_bound(c, sl->a, e, "start", &hs, &start)) ||
 	    (rc = slice_bound(c, sl->b, e, "stop", &ht, &stop)) ||
 	    (rc = slice_bound(c, sl->c, e, "step", &hp, &step)))
@@ -370,13 +372,13 @@ static int eval_slice(struct jctx *c, const struct jnode *sl, struct jv obj, str
 		step = 1;
 	dir = step > 0 ? 1 : step < 0 ? -1 : 0;
 	if (jv_is_arr(obj)) {
-		struct jarr *r = jarr_new(c, 0);
+		struct jarr *r = exl_jarr_new(c, 0);
 
 		if (!r)
 			return -1;
 		slice_range((double)obj.u.a->n, hs, start, ht, stop, step, &from, &to);
 		for (double i = from; dir * i < dir * to; i += step) {
-			if (jstep(c, 1) || jarr_push(c, r, obj.u.a->v[(size_t)i]))
+			if (exl_jstep(c, 1) || exl_jarr_push(c, r, obj.u.a->v[(size_t)i]))
 				return -1;
 		}
 		/* a tuple's slice: a list to the reference, a tuple in Jinja2 */
@@ -390,13 +392,13 @@ static int eval_slice(struct jctx *c, const struct jnode *sl, struct jv obj, str
 		uint32_t cp;
 
 		while (i < obj.len)
-			i += jt_decode(obj.u.s + i, obj.len - i, &cp), n++;
-		at = jalloc_array(c, n + 1, sizeof(*at));
+			i += exl_jt_decode(obj.u.s + i, obj.len - i, &cp), n++;
+		at = exl_jalloc_array(c, n + 1, sizeof(*at));
 		if (!at)
 			return -1;
 		for (i = 0, n = 0; i < obj.len; n++) {
 			at[n] = i;
-			i += jt_decode(obj.u.s + i, obj.len - i, &cp);
+			i += exl_jt_decode(obj.u.s + i, obj.len - i, &cp);
 		}
 		at[n] = obj.len;
 		slice_range((double)n, hs, start, ht, stop, step, &from, &to);
@@ -407,10 +409,11 @@ static int eval_slice(struct jctx *c, const struct jnode *sl, struct jv obj, str
 		for (double k = from; dir * k < dir * to; k += step) {
 			size_t x = (size_t)k;
 
-			if (jstep(c, 1) || jbuf_put(c, &b, obj.u.s + at[x], at[x + 1] - at[x]))
+			if (exl_jstep(c, 1) ||
+			    exl_jbuf_put(c, &b, obj.u.s + at[x], at[x + 1] - at[x]))
 				return -1;
 		}
-		*out = jv_from_buf(&b);
+		*out = exl_jv_from_buf(&b);
 		return 0;
 	}
 }
@@ -423,29 +426,29 @@ static int member_of(struct jctx *c, unsigned line, struct jv obj, struct jv pro
 
 	*out = jv_undef();
 	if (obj.t == JV_UNDEF && c->jinja2)
-		return jfail(c, line, "an undefined value has no attributes or items");
+		return exl_jfail(c, line, "an undefined value has no attributes or items");
 	if (jv_is_attrs(obj)) {
 		struct jv *v;
 
 		if (prop.t != JV_STR) {
 			/* a number key, or nothing: Jinja2's (the reference raises) */
 			jbeyond(c);
-			v = jobj_get_v(obj.u.o, prop);
+			v = exl_jobj_get_v(obj.u.o, prop);
 			if (v)
 				*out = *v;
 			return 0;
 		}
-		v = jobj_get(obj.u.o, prop.u.s, prop.len);
+		v = exl_jobj_get(obj.u.o, prop.u.s, prop.len);
 		if (v)
 			*out = *v;
 		else if (obj.t != JV_NS)
-			jinja_builtin_attr(c, obj, prop.u.s, prop.len, out, &err);
+			exl_jinja_builtin_attr(c, obj, prop.u.s, prop.len, out, &err);
 		return err;
 	}
 	if (jv_is_arr(obj) || obj.t == JV_STR) {
 		if (prop.t == JV_INT) {
 			double i = trunc(prop.u.n);
-			double len = obj.t == JV_STR ? (double)jt_utf16_len(obj.u.s, obj.len) :
+			double len = obj.t == JV_STR ? (double)exl_jt_utf16_len(obj.u.s, obj.len) :
 						       (double)obj.u.a->n;
 
 			if (i < 0)
@@ -456,20 +459,20 @@ static int member_of(struct jctx *c, unsigned line, struct jv obj, struct jv pro
 				*out = obj.u.a->v[(size_t)i];
 				return 0;
 			}
-			return jt_unit_at(c, obj.u.s, obj.len, (size_t)i, out);
+			return exl_jt_unit_at(c, obj.u.s, obj.len, (size_t)i, out);
 		}
 		if (prop.t == JV_STR) {
-			jinja_builtin_attr(c, obj, prop.u.s, prop.len, out, &err);
+			exl_jinja_builtin_attr(c, obj, prop.u.s, prop.len, out, &err);
 			return err;
 		}
-		return jfail(c, line,
-			     "cannot access a property with a non-string or non-number: got %s",
-			     jv_type_name(prop));
+		return exl_jfail(c, line,
+				 "cannot access a property with a non-string or non-number: got %s",
+				 exl_jv_type_name(prop));
 	}
 	if (prop.t != JV_STR)
-		return jfail(c, line, "cannot access a property with a non-string: got %s",
-			     jv_type_name(prop));
-	jinja_builtin_attr(c, obj, prop.u.s, prop.len, out, &err);
+		return exl_jfail(c, line, "cannot access a property with a non-string: got %s",
+				 exl_jv_type_name(prop));
+	exl_jinja_builtin_attr(c, obj, prop.u.s, prop.len, out, &err);
 	return err;
 }
 
@@ -522,9 +525,9 @@ static int concat(struct jctx *c, unsigned line, struct jv a, struct jv b, struc
 {
 	struct jbuf buf = { 0 };
 
-	if (jv_js_str(c, line, &buf, a) || jv_js_str(c, line, &buf, b))
+	if (exl_jv_js_str(c, line, &buf, a) || exl_jv_js_str(c, line, &buf, b))
 		return -1;
-	*out = jv_from_buf(&buf);
+	*out = exl_jv_from_buf(&buf);
 	return 0;
 }
 
@@ -543,9 +546,9 @@ static int repeat(struct jctx *c, struct jv s, double times, struct jv *out)
 
 	jbeyond(c);
 	for (double i = 0; i < times; i++)
-		if (jbuf_put(c, &b, s.u.s, s.len))
+		if (exl_jbuf_put(c, &b, s.u.s, s.len))
 			return -1;
-	*out = jv_from_buf(&b);
+	*out = exl_jv_from_buf(&b);
 	return 0;
 }
 
@@ -562,7 +565,7 @@ static int binary_op(struct jctx *c, const struct jnode *n, struct jv l, struct 
 	if (op == OP_EQ || op == OP_NE) {
 		bool eq;
 
-		if (jv_loose_eq(c, n->line, l, r, &eq))
+		if (exl_jv_loose_eq(c, n->line, l, r, &eq))
 			return -1;
 		*out = jv_bool(op == OP_EQ ? eq : !eq);
 		return 0;
@@ -578,21 +581,23 @@ static int binary_op(struct jctx *c, const struct jnode *n, struct jv l, struct 
 			*out = jv_bool(op == OP_NOTIN);
 			return 0;
 		}
-		return jfail(c, n->line, "cannot perform operation %s on undefined values",
-			     op_name(op));
+		return exl_jfail(c, n->line, "cannot perform operation %s on undefined values",
+				 op_name(op));
 	}
 	if (l.t == JV_NULL || r.t == JV_NULL)
-		return jfail(c, n->line, "cannot perform operation %s on null values", op_name(op));
+		return exl_jfail(c, n->line, "cannot perform operation %s on null values",
+				 op_name(op));
 	if (op == OP_CONCAT)
 		return concat(c, n->line, l, r, out);
 	if (op == OP_POW && numeric_like(l) && numeric_like(r)) {
 		double a = numeric(l), b = numeric(r), x;
 
 		if (a == 0 && b < 0)
-			return jfail(c, n->line, "0.0 cannot be raised to a negative power");
+			return exl_jfail(c, n->line, "0.0 cannot be raised to a negative power");
 		x = js_pow(a, b);
 		if (!isfinite(x))
-			return jfail(c, n->line, "exponentiation result is not a finite real number");
+			return exl_jfail(c, n->line,
+					 "exponentiation result is not a finite real number");
 		*out = (l.t == JV_FLOAT || r.t == JV_FLOAT || b < 0) ? jv_float(x) : jv_int(x);
 		return 0;
 	}
@@ -634,9 +639,9 @@ static int binary_op(struct jctx *c, const struct jnode *n, struct jv l, struct 
 		}
 	} else if (jv_is_arr(l) && jv_is_arr(r)) {
 		if (op == OP_ADD) {
-			struct jarr *a = jarr_new(c, l.u.a->n + r.u.a->n);
+			struct jarr *a = exl_jarr_new(c, l.u.a->n + r.u.a->n);
 
-			if (!a || jstep(c, a->cap / 16))
+			if (!a || exl_jstep(c, a->cap / 16))
 				return -1;
 			if (l.u.a->n)
 				memcpy(a->v, l.u.a->v, l.u.a->n * sizeof(*a->v));
@@ -650,25 +655,26 @@ static int binary_op(struct jctx *c, const struct jnode *n, struct jv l, struct 
 		if (op == OP_IN || op == OP_NOTIN) {
 			bool found = false;
 
-			if (jstep(c, r.u.a->n / 16))
+			if (exl_jstep(c, r.u.a->n / 16))
 				return -1;
 			for (size_t i = 0; !found && i < r.u.a->n; i++)
-				found = c->jinja2 ? jv_py_eq(r.u.a->v[i], l, 0) :
-						    jv_strict_eq(r.u.a->v[i], l);
+				found = c->jinja2 ? exl_jv_py_eq(r.u.a->v[i], l, 0) :
+						    exl_jv_strict_eq(r.u.a->v[i], l);
 			*out = jv_bool(op == OP_IN ? found : !found);
 			return 0;
 		}
 	}
 	if ((l.t == JV_STR || r.t == JV_STR) && op == OP_ADD) {
 		if (c->jinja2 && (l.t != JV_STR || r.t != JV_STR))
-			return jfail(c, n->line, "can only concatenate a string to a string, not %s",
-				     jv_type_name(l.t == JV_STR ? r : l));
+			return exl_jfail(c, n->line,
+					 "can only concatenate a string to a string, not %s",
+					 exl_jv_type_name(l.t == JV_STR ? r : l));
 		return concat(c, n->line, l, r, out);
 	}
 	if (l.t == JV_STR && r.t == JV_STR && (op == OP_IN || op == OP_NOTIN)) {
 		bool found;
 
-		if (jstep(c, r.len / 16))
+		if (exl_jstep(c, r.len / 16))
 			return -1;
 		found = str_contains(r.u.s, r.len, l.u.s, l.len);
 		*out = jv_bool(op == OP_IN ? found : !found);
@@ -689,7 +695,7 @@ static int binary_op(struct jctx *c, const struct jnode *n, struct jv l, struct 
 	}
 	if (jv_is_dict(r) && (op == OP_IN || op == OP_NOTIN)) {
 		/* a number key too: Jinja2's */
-		bool found = jobj_get_v(r.u.o, l) != NULL;
+		bool found = exl_jobj_get_v(r.u.o, l) != NULL;
 
 		if (l.t != JV_STR)
 			jbeyond(c);
@@ -698,8 +704,8 @@ static int binary_op(struct jctx *c, const struct jnode *n, struct jv l, struct 
 	}
 	if (op == OP_MUL && ((l.t == JV_STR && r.t == JV_INT) || (l.t == JV_INT && r.t == JV_STR)))
 		return repeat(c, l.t == JV_STR ? l : r, l.t == JV_STR ? r.u.n : l.u.n, out);
-	return jfail(c, n->line, "unknown operator \"%s\" between %s and %s", op_name(op),
-		     jv_type_name(l), jv_type_name(r));
+	return exl_jfail(c, n->line, "unknown operator \"%s\" between %s and %s", op_name(op),
+			 exl_jv_type_name(l), exl_jv_type_name(r));
 }
 
 static int eval_binary(struct jctx *c, const struct jnode *n, struct jenv *e, struct jv *out)
@@ -710,7 +716,7 @@ static int eval_binary(struct jctx *c, const struct jnode *n, struct jenv *e, st
 	if ((rc = eval(c, n->a, e, &l)))
 		return rc;
 	if (n->op == OP_AND || n->op == OP_OR) {
-		if (jv_truthy(l) == (n->op == OP_OR)) {
+		if (exl_jv_truthy(l) == (n->op == OP_OR)) {
 			*out = l;
 			return 0;
 		}
@@ -729,7 +735,7 @@ static int eval_unary(struct jctx *c, const struct jnode *n, struct jenv *e, str
 	if ((rc = eval(c, n->a, e, &v)))
 		return rc;
 	if (n->op == OP_NOT) {
-		*out = jv_bool(!jv_truthy(v));
+		*out = jv_bool(!exl_jv_truthy(v));
 		return 0;
 	}
 	if (v.t == JV_INT || v.t == JV_FLOAT || v.t == JV_BOOL) {
@@ -738,7 +744,8 @@ static int eval_unary(struct jctx *c, const struct jnode *n, struct jenv *e, str
 		*out = v.t == JV_FLOAT ? jv_float(x) : jv_int(x);
 		return 0;
 	}
-	return jfail(c, n->line, "unknown operator \"%s\" for %s", op_name(n->op), jv_type_name(v));
+	return exl_jfail(c, n->line, "unknown operator \"%s\" for %s", op_name(n->op),
+			 exl_jv_type_name(v));
 }
 
 /* ---- filters and tests ---- */
@@ -750,12 +757,12 @@ static int apply_filter(struct jctx *c, const struct jnode *f, struct jv v, stru
 	int rc;
 
 	if (f->k == JN_IDENT)
-		return jinja_filter(c, f->line, f->s, f->sn, false, v, &a, out);
+		return exl_jinja_filter(c, f->line, f->s, f->sn, false, v, &a, out);
 	if (f->k != JN_CALL || f->a->k != JN_IDENT)
-		return jfail(c, f->line, "a filter must be a name");
+		return exl_jfail(c, f->line, "a filter must be a name");
 	if ((rc = eval_args(c, &f->l1, e, &a)))
 		return rc;
-	return jinja_filter(c, f->line, f->a->s, f->a->sn, true, v, &a, out);
+	return exl_jinja_filter(c, f->line, f->a->s, f->a->sn, true, v, &a, out);
 }
 
 static int eval_test(struct jctx *c, const struct jnode *n, struct jenv *e, struct jv *out)
@@ -773,7 +780,7 @@ static int eval_test(struct jctx *c, const struct jnode *n, struct jenv *e, stru
 		if ((rc = eval_args(c, &n->l1, e, &a)))
 			return rc;
 	}
-	if (jinja_test(c, n->line, n->s, n->sn, v, &a, &r))
+	if (exl_jinja_test(c, n->line, n->s, n->sn, v, &a, &r))
 		return -1;
 	*out = jv_bool(n->flag ? !r : r);
 	return 0;
@@ -798,7 +805,7 @@ static int eval_inner(struct jctx *c, const struct jnode *n, struct jenv *e, str
 		return 0;
 	case JN_ARRAY:
 	case JN_TUPLE: {
-		struct jarr *a = jarr_new(c, n->l1.n);
+		struct jarr *a = exl_jarr_new(c, n->l1.n);
 
 		if (!a)
 			return -1;
@@ -810,7 +817,7 @@ static int eval_inner(struct jctx *c, const struct jnode *n, struct jenv *e, str
 		return 0;
 	}
 	case JN_OBJECT: {
-		struct jobj *o = jobj_new(c, n->l1.n);
+		struct jobj *o = exl_jobj_new(c, n->l1.n);
 
 		if (!o)
 			return -1;
@@ -821,14 +828,14 @@ static int eval_inner(struct jctx *c, const struct jnode *n, struct jenv *e, str
 				return rc;
 			/* number keys: Jinja2's (the reference takes strings only) */
 			if (k.t != JV_STR && k.t != JV_INT && k.t != JV_FLOAT && k.t != JV_BOOL)
-				return jfail(c, n->l1.v[i]->line,
-					     "dict keys must be strings or numbers: got %s",
-					     jv_type_name(k));
+				return exl_jfail(c, n->l1.v[i]->line,
+						 "dict keys must be strings or numbers: got %s",
+						 exl_jv_type_name(k));
 			if (k.t != JV_STR)
 				jbeyond(c);
 			if ((rc = eval(c, n->l2.v[i], e, &v)))
 				return rc;
-			if (jobj_set_v(c, o, k, v))
+			if (exl_jobj_set_v(c, o, k, v))
 				return -1;
 		}
 		*out = jv_obj(JV_OBJECT, o);
@@ -859,7 +866,7 @@ static int eval_inner(struct jctx *c, const struct jnode *n, struct jenv *e, str
 
 		if ((rc = eval(c, n->b, e, &t)))
 			return rc;
-		if (!jv_truthy(t)) {
+		if (!exl_jv_truthy(t)) {
 			*out = jv_undef();
 			return 0;
 		}
@@ -870,10 +877,10 @@ static int eval_inner(struct jctx *c, const struct jnode *n, struct jenv *e, str
 
 		if ((rc = eval(c, n->a, e, &t)))
 			return rc;
-		return eval(c, jv_truthy(t) ? n->b : n->c, e, out);
+		return eval(c, exl_jv_truthy(t) ? n->b : n->c, e, out);
 	}
 	default:
-		return jfail(c, n->line, "this cannot be evaluated here");
+		return exl_jfail(c, n->line, "this cannot be evaluated here");
 	}
 }
 
@@ -897,21 +904,21 @@ static int bind_target(struct jctx *c, const struct jnode *target, struct jv ite
 	const struct jlist *names;
 
 	if (target->k == JN_IDENT)
-		return jenv_set(c, scope, target->s, target->sn, item);
+		return exl_jenv_set(c, scope, target->s, target->sn, item);
 	names = &target->l1;
 	/* a tuple item too: an extension (the reference unpacks only lists) */
 	if (!jv_is_arr(item))
-		return jfail(c, target->line, "cannot unpack non-iterable type: %s",
-			     jv_type_name(item));
+		return exl_jfail(c, target->line, "cannot unpack non-iterable type: %s",
+				 exl_jv_type_name(item));
 	if (item.t == JV_TUPLE)
 		jbeyond(c);
 	if (names->n != item.u.a->n)
-		return jfail(c, target->line, "too %s items to unpack",
-			     names->n > item.u.a->n ? "few" : "many");
+		return exl_jfail(c, target->line, "too %s items to unpack",
+				 names->n > item.u.a->n ? "few" : "many");
 	for (size_t j = 0; j < names->n; j++) {
 		if (names->v[j]->k != JN_IDENT)
-			return jfail(c, target->line, "cannot unpack to a non-name");
-		if (jenv_set(c, scope, names->v[j]->s, names->v[j]->sn, item.u.a->v[j]))
+			return exl_jfail(c, target->line, "cannot unpack to a non-name");
+		if (exl_jenv_set(c, scope, names->v[j]->s, names->v[j]->sn, item.u.a->v[j]))
 			return -1;
 	}
 	return 0;
@@ -920,7 +927,7 @@ static int bind_target(struct jctx *c, const struct jnode *target, struct jv ite
 static int count_iteration(struct jctx *c, unsigned line)
 {
 	if (++c->iterations > JINJA_MAX_ITERATIONS)
-		return jfail(c, line, "over 10,000,000 loop iterations");
+		return exl_jfail(c, line, "over 10,000,000 loop iterations");
 	return 0;
 }
 
@@ -932,12 +939,12 @@ static struct jobj *loop_object(struct jctx *c)
 {
 	static const char *const keys[] = { "index", "index0", "revindex", "revindex0", "first",
 					    "last", "length", "previtem", "nextitem" };
-	struct jobj *o = jobj_new(c, 9);
+	struct jobj *o = exl_jobj_new(c, 9);
 
 	if (!o)
 		return NULL;
 	for (size_t k = 0; k < 9; k++)
-		if (jobj_set(c, o, keys[k], strlen(keys[k]), jv_undef()))
+		if (exl_jobj_set(c, o, keys[k], strlen(keys[k]), jv_undef()))
 			return NULL;
 	o->is_loop = true;
 	return o;
@@ -959,7 +966,7 @@ static void loop_update(struct jobj *o, const struct jv *items, size_t n, size_t
 
 static int exec_for(struct jctx *c, const struct jnode *n, struct jenv *e, struct jbuf *b)
 {
-	struct jenv *scope = jenv_new(c, e);
+	struct jenv *scope = exl_jenv_new(c, e);
 	const struct jnode *cond = NULL;
 	struct jarr *src, *items;
 	struct jv it;
@@ -977,45 +984,45 @@ static int exec_for(struct jctx *c, const struct jnode *n, struct jenv *e, struc
 	if (rc)
 		return rc;
 	if (jv_is_dict(it)) {
-		src = jarr_new(c, it.u.o->n);
+		src = exl_jarr_new(c, it.u.o->n);
 		if (!src)
 			return -1;
 		for (size_t i = 0; i < it.u.o->n; i++)
-			src->v[i] = jkey_value(&it.u.o->keys[i]);
+			src->v[i] = exl_jkey_value(&it.u.o->keys[i]);
 		src->n = it.u.o->n;
 	} else if (jv_is_arr(it)) {
 		src = it.u.a;
 	} else if (it.t == JV_UNDEF) {
 		/* Jinja2's Undefined iterates as empty (the reference raises) */
 		jbeyond(c);
-		src = jarr_new(c, 0);
+		src = exl_jarr_new(c, 0);
 		if (!src)
 			return -1;
 	} else if (it.t == JV_STR) {
 		/* Jinja2 iterates a string's characters (the reference raises) */
 		jbeyond(c);
-		src = jarr_new(c, 0);
+		src = exl_jarr_new(c, 0);
 		if (!src)
 			return -1;
 		for (size_t i = 0; i < it.len;) {
 			uint32_t cp;
-			size_t k = jt_decode(it.u.s + i, it.len - i, &cp);
+			size_t k = exl_jt_decode(it.u.s + i, it.len - i, &cp);
 
-			if (jarr_push(c, src, jv_str(it.u.s + i, k)))
+			if (exl_jarr_push(c, src, jv_str(it.u.s + i, k)))
 				return -1;
 			i += k;
 		}
 	} else {
-		return jfail(c, n->line, "expected an iterable in a for loop: got %s",
-			     jv_type_name(it));
+		return exl_jfail(c, n->line, "expected an iterable in a for loop: got %s",
+				 exl_jv_type_name(it));
 	}
 	/* the items first (the condition filters them, loop.length counts them) */
 	items = src;
 	if (cond) {
 		/* one scope for the condition: it cannot set anything in it */
-		struct jenv *ls = jenv_new(c, scope);
+		struct jenv *ls = exl_jenv_new(c, scope);
 
-		items = jarr_new(c, 0);
+		items = exl_jarr_new(c, 0);
 		if (!items || !ls)
 			return -1;
 		for (size_t i = 0; i < src->n; i++) {
@@ -1027,14 +1034,14 @@ static int exec_for(struct jctx *c, const struct jnode *n, struct jenv *e, struc
 				return -1;
 			if ((rc = eval(c, cond, ls, &t)))
 				return rc;
-			if (jv_truthy(t) && jarr_push(c, items, src->v[i]))
+			if (exl_jv_truthy(t) && exl_jarr_push(c, items, src->v[i]))
 				return -1;
 		}
 	} else {
 		for (size_t i = 0; i < src->n; i++)
 			if (!jv_is_arr(src->v[i]) && n->a->k == JN_TUPLE)
-				return jfail(c, n->line, "cannot unpack non-iterable type: %s",
-					     jv_type_name(src->v[i]));
+				return exl_jfail(c, n->line, "cannot unpack non-iterable type: %s",
+						 exl_jv_type_name(src->v[i]));
 	}
 	/* the items the loop started with: appending in the body (list.append)
 	 * does not extend it, popping ends it early */
@@ -1049,7 +1056,7 @@ static int exec_for(struct jctx *c, const struct jnode *n, struct jenv *e, struc
 
 			loop_update(loop, items->v, count < items->n ? count : items->n, i);
 			if (count_iteration(c, n->line) ||
-			    jenv_set(c, scope, "loop", 4, jv_obj(JV_OBJECT, loop)) ||
+			    exl_jenv_set(c, scope, "loop", 4, jv_obj(JV_OBJECT, loop)) ||
 			    bind_target(c, n->a, items->v[i], scope))
 				return -1;
 			rc = exec_block(c, &n->l1, scope, b);
@@ -1085,23 +1092,23 @@ static int exec_set(struct jctx *c, const struct jnode *n, struct jenv *e)
 
 		if ((rc = exec_block(c, &n->l1, e, &b)))
 			return rc;
-		v = jv_from_buf(&b);
+		v = exl_jv_from_buf(&b);
 	}
 	if (t->k == JN_IDENT)
-		return jenv_set(c, e, t->s, t->sn, v);
+		return exl_jenv_set(c, e, t->s, t->sn, v);
 	if (t->k == JN_TUPLE) {
 		if (!jv_is_arr(v))
-			return jfail(c, n->line, "cannot unpack non-iterable type in set: %s",
-				     jv_type_name(v));
+			return exl_jfail(c, n->line, "cannot unpack non-iterable type in set: %s",
+					 exl_jv_type_name(v));
 		if (v.u.a->n != t->l1.n)
-			return jfail(c, n->line, "too %s items to unpack in set",
-				     t->l1.n > v.u.a->n ? "few" : "many");
+			return exl_jfail(c, n->line, "too %s items to unpack in set",
+					 t->l1.n > v.u.a->n ? "few" : "many");
 		for (size_t i = 0; i < t->l1.n; i++) {
 			const struct jnode *x = t->l1.v[i];
 
 			if (x->k != JN_IDENT)
-				return jfail(c, n->line, "cannot unpack to a non-name in set");
-			if (jenv_set(c, e, x->s, x->sn, v.u.a->v[i]))
+				return exl_jfail(c, n->line, "cannot unpack to a non-name in set");
+			if (exl_jenv_set(c, e, x->s, x->sn, v.u.a->v[i]))
 				return -1;
 		}
 		return 0;
@@ -1112,12 +1119,14 @@ static int exec_set(struct jctx *c, const struct jnode *n, struct jenv *e)
 		if ((rc = eval(c, t->a, e, &obj)))
 			return rc;
 		if (obj.t != JV_NS)
-			return jfail(c, n->line, "cannot assign an attribute of a non-namespace object");
+			return exl_jfail(c, n->line,
+					 "cannot assign an attribute of a non-namespace object");
 		if (t->b->k != JN_IDENT)
-			return jfail(c, n->line, "cannot assign a member with a non-name property");
-		return jobj_set(c, obj.u.o, t->b->s, t->b->sn, v);
+			return exl_jfail(c, n->line,
+					 "cannot assign a member with a non-name property");
+		return exl_jobj_set(c, obj.u.o, t->b->s, t->b->sn, v);
 	}
-	return jfail(c, n->line, "cannot assign to this");
+	return exl_jfail(c, n->line, "cannot assign to this");
 }
 
 static int print_value(struct jctx *c, unsigned line, struct jbuf *b, struct jv v)
@@ -1125,7 +1134,7 @@ static int print_value(struct jctx *c, unsigned line, struct jbuf *b, struct jv 
 	/* none prints nothing in the reference, "None" in Jinja2 */
 	if (v.t == JV_UNDEF || (v.t == JV_NULL && !c->jinja2))
 		return 0;
-	return jv_print(c, line, b, v);
+	return exl_jv_print(c, line, b, v);
 }
 
 static int exec_stmt(struct jctx *c, const struct jnode *n, struct jenv *e, struct jbuf *b)
@@ -1135,25 +1144,25 @@ static int exec_stmt(struct jctx *c, const struct jnode *n, struct jenv *e, stru
 
 	switch (n->k) {
 	case JN_TEXT:
-		return jbuf_put(c, b, n->s, n->sn);
+		return exl_jbuf_put(c, b, n->s, n->sn);
 	case JN_COMMENT:
 		return 0;
 	case JN_IF:
 		if ((rc = eval(c, n->a, e, &v)))
 			return rc;
-		return exec_block(c, jv_truthy(v) ? &n->l1 : &n->l2, e, b);
+		return exec_block(c, exl_jv_truthy(v) ? &n->l1 : &n->l2, e, b);
 	case JN_FOR:
 		return exec_for(c, n, e, b);
 	case JN_SET:
 		return exec_set(c, n, e);
 	case JN_MACRO: {
-		struct jfn *f = jalloc(c, sizeof(*f));
+		struct jfn *f = exl_jalloc(c, sizeof(*f));
 
 		if (!f)
 			return -1;
 		f->kind = JF_MACRO;
 		f->node = n;
-		return jenv_set(c, e, n->s, n->sn, jv_fn(f));
+		return exl_jenv_set(c, e, n->s, n->sn, jv_fn(f));
 	}
 	case JN_CALLBLOCK:
 		if ((rc = exec_callblock(c, n, e, &v)))
@@ -1163,7 +1172,7 @@ static int exec_stmt(struct jctx *c, const struct jnode *n, struct jenv *e, stru
 		struct jbuf body = { 0 };
 
 		if ((rc = exec_block(c, &n->l1, e, &body)) ||
-		    (rc = apply_filter(c, n->a, jv_from_buf(&body), e, &v)))
+		    (rc = apply_filter(c, n->a, exl_jv_from_buf(&body), e, &v)))
 			return rc;
 		return print_value(c, n->line, b, v);
 	}
@@ -1193,11 +1202,11 @@ static int exec_block(struct jctx *c, const struct jlist *l, struct jenv *e, str
 	return 0;
 }
 
-int jinja_run(struct jctx *c, const struct jlist *prog, struct jenv *globals, struct jbuf *out)
+int exl_jinja_run(struct jctx *c, const struct jlist *prog, struct jenv *globals, struct jbuf *out)
 {
 	int rc = exec_block(c, prog, globals, out);
 
 	if (rc == ST_BREAK || rc == ST_CONTINUE)
-		return jfail(c, 0, "break or continue outside a loop");
+		return exl_jfail(c, 0, "break or continue outside a loop");
 	return rc;
 }

@@ -22,7 +22,7 @@ static struct jv arg_or(const struct jargs *a, size_t i, const char *kw, struct 
 
 	if (i < a->n)
 		return a->v[i];
-	if (kw && (k = jargs_kw(a, kw)))
+	if (kw && (k = exl_jargs_kw(a, kw)))
 		return *k;
 	return dflt;
 }
@@ -50,9 +50,9 @@ static int tojson(struct jctx *c, unsigned line, struct jv v, const struct jjson
 {
 	struct jbuf b = { 0 };
 
-	if (jv_tojson(c, line, &b, v, o))
+	if (exl_jv_tojson(c, line, &b, v, o))
 		return -1;
-	*out = jv_from_buf(&b);
+	*out = exl_jv_from_buf(&b);
 	return 0;
 }
 
@@ -65,13 +65,14 @@ static int join_raw(struct jctx *c, unsigned line, const struct jarr *a, const c
 	for (size_t i = 0; i < a->n; i++) {
 		struct jv x = a->v[i];
 
-		if (i && jbuf_put(c, &b, sep, sn))
+		if (i && exl_jbuf_put(c, &b, sep, sn))
 			return -1;
 		/* "" for none in the reference, "None" in Jinja2 */
-		if (x.t != JV_UNDEF && (x.t != JV_NULL || c->jinja2) && jv_js_str(c, line, &b, x))
+		if (x.t != JV_UNDEF && (x.t != JV_NULL || c->jinja2) &&
+		    exl_jv_js_str(c, line, &b, x))
 			return -1;
 	}
-	*out = jv_from_buf(&b);
+	*out = exl_jv_from_buf(&b);
 	return 0;
 }
 
@@ -84,16 +85,16 @@ static int indent(struct jctx *c, struct jv s, const char *pad, size_t padn, boo
 	for (size_t i = 0; i <= s.len; i++) {
 		if (i < s.len && s.u.s[i] != '\n')
 			continue;
-		if (line && jbuf_putc(c, &b, '\n'))
+		if (line && exl_jbuf_putc(c, &b, '\n'))
 			return -1;
-		if ((first || line) && (blank || i > start) && jbuf_put(c, &b, pad, padn))
+		if ((first || line) && (blank || i > start) && exl_jbuf_put(c, &b, pad, padn))
 			return -1;
-		if (jbuf_put(c, &b, s.u.s + start, i - start))
+		if (exl_jbuf_put(c, &b, s.u.s + start, i - start))
 			return -1;
 		start = i + 1;
 		line++;
 	}
-	*out = jv_from_buf(&b);
+	*out = exl_jv_from_buf(&b);
 	return 0;
 }
 
@@ -116,12 +117,12 @@ static struct jv attr_path(struct jv v, const char *p, size_t n)
 		while (j < n && p[j] != '.')
 			j++;
 		if (jv_is_attrs(v)) {
-			struct jv *x = jobj_get(v.u.o, p + i, j - i);
+			struct jv *x = exl_jobj_get(v.u.o, p + i, j - i);
 
 			v = x ? *x : jv_undef();
 		} else if (jv_is_arr(v)) {
 			/* parseInt: leading digits */
-			double idx = jt_parse_int(p + i, j - i);
+			double idx = exl_jt_parse_int(p + i, j - i);
 
 			if (isnan(idx) || idx < 0 || idx >= (double)v.u.a->n)
 				return jv_undef();
@@ -143,7 +144,7 @@ static struct jv sort_key(const struct vsort *s, struct jv v)
 		return v;
 	if (s->attr.t == JV_STR)
 		return attr_path(v, s->attr.u.s, s->attr.len);
-	n = jnum_fmt(s->attr.u.n, tmp);
+	n = exl_jnum_fmt(s->attr.u.n, tmp);
 	return attr_path(v, tmp, n);
 }
 
@@ -153,7 +154,7 @@ static int vcmp(struct vsort *s, struct jv a, struct jv b)
 
 	if (s->err)
 		return 0;
-	if (jv_compare(s->c, s->line, sort_key(s, a), sort_key(s, b), s->case_sensitive, &r)) {
+	if (exl_jv_compare(s->c, s->line, sort_key(s, a), sort_key(s, b), s->case_sensitive, &r)) {
 		s->err = -1;
 		return 0;
 	}
@@ -180,10 +181,10 @@ static void msort(struct vsort *s, struct jv *v, struct jv *tmp, size_t n)
 
 static int sorted(struct jctx *c, unsigned line, struct jv v, struct vsort *s, struct jv *out)
 {
-	struct jarr *r = jarr_new(c, v.u.a->n);
-	struct jv *tmp = jalloc_array(c, v.u.a->n + 1, sizeof(*tmp));
+	struct jarr *r = exl_jarr_new(c, v.u.a->n);
+	struct jv *tmp = exl_jalloc_array(c, v.u.a->n + 1, sizeof(*tmp));
 
-	if (!r || !tmp || jstep(c, v.u.a->n))
+	if (!r || !tmp || exl_jstep(c, v.u.a->n))
 		return -1;
 	if (v.u.a->n)
 		memcpy(r->v, v.u.a->v, v.u.a->n * sizeof(*r->v));
@@ -199,18 +200,18 @@ static int sorted(struct jctx *c, unsigned line, struct jv v, struct vsort *s, s
 
 static int unique(struct jctx *c, struct jv v, struct jv *out)
 {
-	struct jarr *r = jarr_new(c, 0);
+	struct jarr *r = exl_jarr_new(c, 0);
 
 	if (!r)
 		return -1;
 	for (size_t i = 0; i < v.u.a->n; i++) {
 		bool seen = false;
 
-		if (jstep(c, r->n / 16 + 1))
+		if (exl_jstep(c, r->n / 16 + 1))
 			return -1;
 		for (size_t j = 0; !seen && j < r->n; j++)
-			seen = jv_same_value_zero(r->v[j], v.u.a->v[i]);
-		if (!seen && jarr_push(c, r, v.u.a->v[i]))
+			seen = exl_jv_same_value_zero(r->v[j], v.u.a->v[i]);
+		if (!seen && exl_jarr_push(c, r, v.u.a->v[i]))
 			return -1;
 	}
 	*out = jv_arr(JV_ARRAY, r);
@@ -223,7 +224,7 @@ static int unique(struct jctx *c, struct jv v, struct jv *out)
 static int select_items(struct jctx *c, unsigned line, struct jv v, const struct jargs *a,
 			bool by_attr, bool keep, struct jv *out)
 {
-	struct jarr *r = jarr_new(c, 0);
+	struct jarr *r = exl_jarr_new(c, 0);
 	size_t first = by_attr ? 1 : 0;
 	struct jargs targs = { 0 };
 	struct jv attr = jv_undef(), test = jv_undef();
@@ -232,13 +233,13 @@ static int select_items(struct jctx *c, unsigned line, struct jv v, const struct
 		return -1;
 	if (by_attr) {
 		if (!a->n || a->v[0].t != JV_STR)
-			return jfail(c, line, "selectattr / rejectattr take an attribute name");
+			return exl_jfail(c, line, "selectattr / rejectattr take an attribute name");
 		attr = a->v[0];
 	}
 	if (a->n > first) {
 		test = a->v[first];
 		if (test.t != JV_STR)
-			return jfail(c, line, "the test must be named by a string");
+			return exl_jfail(c, line, "the test must be named by a string");
 		targs.n = a->n - first - 1;
 		targs.v = a->v + first + 1;
 	}
@@ -246,28 +247,28 @@ static int select_items(struct jctx *c, unsigned line, struct jv v, const struct
 		struct jv item = v.u.a->v[i], x = item;
 		bool res;
 
-		if (jstep(c, 1))
+		if (exl_jstep(c, 1))
 			return -1;
 		if (by_attr) {
-			struct jv *p = jv_is_attrs(item) ? jobj_get(item.u.o, attr.u.s, attr.len) :
-							   NULL;
+			struct jv *p = jv_is_attrs(item) ?
+				       exl_jobj_get(item.u.o, attr.u.s, attr.len) : NULL;
 
 			if (!jv_is_attrs(item))
 				jbeyond(c);
 			if (!p) {
-				if (!keep && jarr_push(c, r, item))
+				if (!keep && exl_jarr_push(c, r, item))
 					return -1;
 				continue;
 			}
 			x = *p;
 		}
 		if (test.t == JV_STR) {
-			if (jinja_test(c, line, test.u.s, test.len, x, &targs, &res))
+			if (exl_jinja_test(c, line, test.u.s, test.len, x, &targs, &res))
 				return -1;
 		} else {
-			res = jv_truthy(x);
+			res = exl_jv_truthy(x);
 		}
-		if (res == keep && jarr_push(c, r, item))
+		if (res == keep && exl_jarr_push(c, r, item))
 			return -1;
 	}
 	*out = jv_arr(JV_ARRAY, r);
@@ -277,16 +278,16 @@ static int select_items(struct jctx *c, unsigned line, struct jv v, const struct
 static int map_items(struct jctx *c, unsigned line, struct jv v, const struct jargs *a,
 		     struct jv *out)
 {
-	struct jarr *r = jarr_new(c, v.u.a->n);
-	struct jv *attr = jargs_kw(a, "attribute");
+	struct jarr *r = exl_jarr_new(c, v.u.a->n);
+	struct jv *attr = exl_jargs_kw(a, "attribute");
 
 	if (!r)
 		return -1;
 	if (attr) {
-		struct jv *dflt = jargs_kw(a, "default");
+		struct jv *dflt = exl_jargs_kw(a, "default");
 
 		if (attr->t != JV_STR)
-			return jfail(c, line, "map: attribute must be a string");
+			return exl_jfail(c, line, "map: attribute must be a string");
 		for (size_t i = 0; i < v.u.a->n; i++) {
 			struct jv x = attr_path(v.u.a->v[i], attr->u.s, attr->len);
 
@@ -301,13 +302,13 @@ static int map_items(struct jctx *c, unsigned line, struct jv v, const struct ja
 	/* Jinja2's map('filter', args...) */
 	jbeyond(c);
 	if (!a->n || a->v[0].t != JV_STR)
-		return jfail(c, line, "map needs attribute= or a filter name");
+		return exl_jfail(c, line, "map needs attribute= or a filter name");
 	{
 		struct jargs fa = { a->n - 1, a->v + 1, a->kw };
 
 		for (size_t i = 0; i < v.u.a->n; i++)
-			if (jinja_filter(c, line, a->v[0].u.s, a->v[0].len, a->n > 1 || a->kw,
-					 v.u.a->v[i], &fa, &r->v[i]))
+			if (exl_jinja_filter(c, line, a->v[0].u.s, a->v[0].len, a->n > 1 || a->kw,
+					     v.u.a->v[i], &fa, &r->v[i]))
 				return -1;
 	}
 	r->n = v.u.a->n;
@@ -323,9 +324,9 @@ static int string_of(struct jctx *c, unsigned line, struct jv v, struct jv *out)
 		*out = v;
 		return 0;
 	}
-	if (jv_print(c, line, &b, v))
+	if (exl_jv_print(c, line, &b, v))
 		return -1;
-	*out = jv_from_buf(&b);
+	*out = exl_jv_from_buf(&b);
 	return 0;
 }
 
@@ -349,12 +350,12 @@ static int plain(struct jctx *c, unsigned line, const char *f, size_t fn, struct
 			}
 		} else if (is(f, fn, "first") || is(f, fn, "last")) {
 			if (!a->n)
-				return jfail(c, line, "%.*s of an empty list", (int)fn, f);
+				return exl_jfail(c, line, "%.*s of an empty list", (int)fn, f);
 			*out = a->v[f[0] == 'f' ? 0 : a->n - 1];
 		} else if (is(f, fn, "length")) {
 			*out = jv_int((double)a->n);
 		} else if (is(f, fn, "reverse")) {
-			struct jarr *r = jarr_new(c, a->n);
+			struct jarr *r = exl_jarr_new(c, a->n);
 
 			if (!r)
 				return -1;
@@ -384,26 +385,26 @@ static int plain(struct jctx *c, unsigned line, const char *f, size_t fn, struct
 		size_t tn;
 
 		if (is(f, fn, "length")) {
-			*out = jv_int((double)jt_utf16_len(v.u.s, v.len));
+			*out = jv_int((double)exl_jt_utf16_len(v.u.s, v.len));
 		} else if (is(f, fn, "upper") || is(f, fn, "lower") || is(f, fn, "title") ||
 			   is(f, fn, "capitalize")) {
 			char name[16];
 
 			snprintf(name, sizeof(name), "%.*s", (int)fn, f);
-			return jinja_method(c, line, v, name, &no_args, out);
+			return exl_jinja_method(c, line, v, name, &no_args, out);
 		} else if (is(f, fn, "trim")) {
-			jt_trim(v.u.s, v.len, true, true, &t, &tn);
+			exl_jt_trim(v.u.s, v.len, true, true, &t, &tn);
 			*out = jv_str(t, tn);
 		} else if (is(f, fn, "indent")) {
 			return indent(c, v, "    ", 4, false, false, out);
 		} else if (is(f, fn, "join") || is(f, fn, "string")) {
 			*out = v;
 		} else if (is(f, fn, "int")) {
-			double d = jt_parse_int(v.u.s, v.len);
+			double d = exl_jt_parse_int(v.u.s, v.len);
 
 			*out = jv_int(isnan(d) ? 0 : d);
 		} else if (is(f, fn, "float")) {
-			double d = jt_parse_float(v.u.s, v.len);
+			double d = exl_jt_parse_float(v.u.s, v.len);
 
 			*out = jv_float(isnan(d) ? 0 : d);
 		} else {
@@ -426,7 +427,7 @@ static int plain(struct jctx *c, unsigned line, const char *f, size_t fn, struct
 	}
 	if (jv_is_dict(v)) {
 		if (is(f, fn, "items"))
-			return jinja_method(c, line, v, "items", &no_args, out);
+			return exl_jinja_method(c, line, v, "items", &no_args, out);
 		if (is(f, fn, "length")) {
 			*out = jv_int((double)v.u.o->n);
 			return 0;
@@ -436,7 +437,7 @@ static int plain(struct jctx *c, unsigned line, const char *f, size_t fn, struct
 			char name[16];
 
 			snprintf(name, sizeof(name), "%.*s", (int)fn, f);
-			return jinja_method(c, line, v, name, &no_args, out);
+			return exl_jinja_method(c, line, v, name, &no_args, out);
 		}
 		return 1;
 	}
@@ -460,26 +461,26 @@ static int tojson_called(struct jctx *c, unsigned line, struct jv v, const struc
 			 struct jv *out)
 {
 	struct jjson_opts o = { .undefined_as_null = true };
-	struct jv *ind = jargs_kw(a, "indent"), *asc = jargs_kw(a, "ensure_ascii");
-	struct jv *sk = jargs_kw(a, "sort_keys"), *sep = jargs_kw(a, "separators");
+	struct jv *ind = exl_jargs_kw(a, "indent"), *asc = exl_jargs_kw(a, "ensure_ascii");
+	struct jv *sk = exl_jargs_kw(a, "sort_keys"), *sep = exl_jargs_kw(a, "separators");
 
 	if (ind && ind->t != JV_INT && ind->t != JV_NULL)
-		return jfail(c, line, "tojson: indent must be an integer");
+		return exl_jfail(c, line, "tojson: indent must be an integer");
 	if (ind && ind->t == JV_INT) {
 		if (ind->u.n < 0 || ind->u.n > 1024)
-			return jfail(c, line, "tojson: indent out of range");
+			return exl_jfail(c, line, "tojson: indent out of range");
 		o.indent = (int)ind->u.n;
 	}
 	if (asc && asc->t != JV_BOOL)
-		return jfail(c, line, "tojson: ensure_ascii must be a boolean");
+		return exl_jfail(c, line, "tojson: ensure_ascii must be a boolean");
 	o.ensure_ascii = asc && asc->u.b;
 	if (sk && sk->t != JV_BOOL)
-		return jfail(c, line, "tojson: sort_keys must be a boolean");
+		return exl_jfail(c, line, "tojson: sort_keys must be a boolean");
 	o.sort_keys = sk && sk->u.b;
 	if (sep && sep->t != JV_NULL) {
 		if (!jv_is_arr(*sep) || sep->u.a->n != 2 || sep->u.a->v[0].t != JV_STR ||
 		    sep->u.a->v[1].t != JV_STR)
-			return jfail(c, line, "tojson: separators must be two strings");
+			return exl_jfail(c, line, "tojson: separators must be two strings");
 		o.item_sep = sep->u.a->v[0].u.s;
 		o.item_sep_len = sep->u.a->v[0].len;
 		o.key_sep = sep->u.a->v[1].u.s;
@@ -499,7 +500,7 @@ static int called(struct jctx *c, unsigned line, const char *f, size_t fn, struc
 		if (v.t != JV_STR && !jv_is_arr(v))
 			return 1;
 		if (sep.t != JV_STR)
-			return jfail(c, line, "join: the separator must be a string");
+			return exl_jfail(c, line, "join: the separator must be a string");
 		if (jv_is_arr(v))
 			return join_raw(c, line, v.u.a, sep.u.s, sep.len, out);
 		{
@@ -507,14 +508,14 @@ static int called(struct jctx *c, unsigned line, const char *f, size_t fn, struc
 
 			for (size_t i = 0; i < v.len;) {
 				uint32_t cp;
-				size_t k = jt_decode(v.u.s + i, v.len - i, &cp);
+				size_t k = exl_jt_decode(v.u.s + i, v.len - i, &cp);
 
-				if ((i && jbuf_put(c, &b, sep.u.s, sep.len)) ||
-				    jbuf_put(c, &b, v.u.s + i, k))
+				if ((i && exl_jbuf_put(c, &b, sep.u.s, sep.len)) ||
+				    exl_jbuf_put(c, &b, v.u.s + i, k))
 					return -1;
 				i += k;
 			}
-			*out = jv_from_buf(&b);
+			*out = exl_jv_from_buf(&b);
 			return 0;
 		}
 	}
@@ -523,7 +524,8 @@ static int called(struct jctx *c, unsigned line, const char *f, size_t fn, struc
 		struct jv dflt = arg_or(a, 0, "default", isint ? jv_int(0) : jv_float(0));
 
 		if (v.t == JV_STR) {
-			double d = isint ? jt_parse_int(v.u.s, v.len) : jt_parse_float(v.u.s, v.len);
+			double d = isint ? exl_jt_parse_int(v.u.s, v.len) :
+					   exl_jt_parse_float(v.u.s, v.len);
 
 			*out = isnan(d) ? dflt : isint ? jv_int(d) : jv_float(d);
 		} else if (jv_is_num(v)) {
@@ -540,8 +542,8 @@ static int called(struct jctx *c, unsigned line, const char *f, size_t fn, struc
 		struct jv boolean = arg_or(a, 1, "boolean", jv_bool(false));
 
 		if (boolean.t != JV_BOOL)
-			return jfail(c, line, "default: the flag must be a boolean");
-		*out = (v.t == JV_UNDEF || (boolean.u.b && !jv_truthy(v))) ? dflt : v;
+			return exl_jfail(c, line, "default: the flag must be a boolean");
+		*out = (v.t == JV_UNDEF || (boolean.u.b && !exl_jv_truthy(v))) ? dflt : v;
 		return 0;
 	}
 	if (jv_is_arr(v)) {
@@ -552,9 +554,11 @@ static int called(struct jctx *c, unsigned line, const char *f, size_t fn, struc
 			struct jv at = arg_or(a, 2, "attribute", jv_null());
 
 			if (rev.t != JV_BOOL || cs.t != JV_BOOL)
-				return jfail(c, line, "sort: reverse and case_sensitive are booleans");
+				return exl_jfail(c, line,
+						 "sort: reverse and case_sensitive are booleans");
 			if (at.t != JV_STR && at.t != JV_INT && at.t != JV_NULL)
-				return jfail(c, line, "sort: attribute must be a string or an integer");
+				return exl_jfail(c, line,
+						 "sort: attribute must be a string or an integer");
 			s.reverse = rev.u.b;
 			s.case_sensitive = cs.u.b;
 			s.attr = at;
@@ -576,19 +580,20 @@ static int called(struct jctx *c, unsigned line, const char *f, size_t fn, struc
 			if (w.t == JV_STR) {
 				/* Jinja2 takes the indentation itself (an extension) */
 				jbeyond(c);
-				return indent(c, v, w.u.s, w.len, js_truthy(first), js_truthy(blank),
+				return indent(c, v, w.u.s, w.len, js_truthy(first),
+					      js_truthy(blank),
 					      out);
 			}
 			if (w.t != JV_INT)
-				return jfail(c, line, "indent: width must be a number");
+				return exl_jfail(c, line, "indent: width must be a number");
 			for (double i = 0; i < w.u.n; i++)
-				if (jbuf_putc(c, &pad, ' '))
+				if (exl_jbuf_putc(c, &pad, ' '))
 					return -1;
 			return indent(c, v, pad.p ? pad.p : "", pad.n, js_truthy(first),
 				      js_truthy(blank), out);
 		}
 		if (is(f, fn, "replace"))
-			return jinja_method(c, line, v, "replace", a, out);
+			return exl_jinja_method(c, line, v, "replace", a, out);
 		return 1;
 	}
 	if (jv_is_dict(v) && (is(f, fn, "get") || is(f, fn, "items") || is(f, fn, "keys") ||
@@ -596,7 +601,7 @@ static int called(struct jctx *c, unsigned line, const char *f, size_t fn, struc
 		char name[16];
 
 		snprintf(name, sizeof(name), "%.*s", (int)fn, f);
-		return jinja_method(c, line, v, name, a, out);
+		return exl_jinja_method(c, line, v, name, a, out);
 	}
 	return 1;
 }
@@ -622,7 +627,7 @@ static int minmax(struct jctx *c, unsigned line, struct jv v, const struct jargs
 	struct vsort s = { .attr = jv_null() };
 	struct jv best = jv_undef();
 	struct jv cs = arg_or(a, 0, "case_sensitive", jv_bool(false));
-	struct jv *at = jargs_kw(a, "attribute");
+	struct jv *at = exl_jargs_kw(a, "attribute");
 
 	s.c = c;
 	s.line = line;
@@ -655,9 +660,9 @@ static int html_escape(struct jctx *c, unsigned line, struct jv v, struct jv *ou
 		return 0;
 	}
 	if (v.t != JV_STR) {
-		if (jv_print(c, line, &s, v))
+		if (exl_jv_print(c, line, &s, v))
 			return -1;
-		v = jv_from_buf(&s);
+		v = exl_jv_from_buf(&s);
 	}
 	for (size_t i = 0; i < v.len; i++) {
 		const char *e = NULL;
@@ -679,24 +684,24 @@ static int html_escape(struct jctx *c, unsigned line, struct jv v, struct jv *ou
 			e = "&#39;";
 			break;
 		}
-		if (e ? jbuf_puts(c, &b, e) : jbuf_putc(c, &b, v.u.s[i]))
+		if (e ? exl_jbuf_puts(c, &b, e) : exl_jbuf_putc(c, &b, v.u.s[i]))
 			return -1;
 	}
-	*out = jv_from_buf(&b);
+	*out = exl_jv_from_buf(&b);
 	return 0;
 }
 
 static int chars(struct jctx *c, struct jv v, struct jarr **out)
 {
-	struct jarr *r = jarr_new(c, 0);
+	struct jarr *r = exl_jarr_new(c, 0);
 
 	if (!r)
 		return -1;
 	for (size_t i = 0; i < v.len;) {
 		uint32_t cp;
-		size_t k = jt_decode(v.u.s + i, v.len - i, &cp);
+		size_t k = exl_jt_decode(v.u.s + i, v.len - i, &cp);
 
-		if (jarr_push(c, r, jv_str(v.u.s + i, k)))
+		if (exl_jarr_push(c, r, jv_str(v.u.s + i, k)))
 			return -1;
 		i += k;
 	}
@@ -711,14 +716,14 @@ static int jinja2(struct jctx *c, unsigned line, const char *f, size_t fn, struc
 		struct jv dflt = a->n ? a->v[0] : jv_str("", 0);
 		struct jv boolean = arg_or(a, 1, "boolean", jv_bool(false));
 
-		*out = (v.t == JV_UNDEF || (jv_truthy(boolean) && !jv_truthy(v))) ? dflt : v;
+		*out = (v.t == JV_UNDEF || (exl_jv_truthy(boolean) && !exl_jv_truthy(v))) ? dflt : v;
 		return 0;
 	}
 	if (is(f, fn, "length") || is(f, fn, "count")) {
 		if (v.t == JV_UNDEF)
 			*out = jv_int(0);
 		else if (v.t == JV_STR)
-			*out = jv_int((double)jt_utf16_len(v.u.s, v.len));
+			*out = jv_int((double)exl_jt_utf16_len(v.u.s, v.len));
 		else if (jv_is_arr(v))
 			*out = jv_int((double)v.u.a->n);
 		else if (jv_is_attrs(v))
@@ -733,7 +738,7 @@ static int jinja2(struct jctx *c, unsigned line, const char *f, size_t fn, struc
 	    (is(f, fn, "select") || is(f, fn, "reject") || is(f, fn, "selectattr") ||
 	     is(f, fn, "rejectattr") || is(f, fn, "map"))) {
 		/* Jinja2 iterates nothing out of a false value */
-		struct jarr *r = jarr_new(c, 0);
+		struct jarr *r = exl_jarr_new(c, 0);
 
 		if (!r)
 			return -1;
@@ -748,7 +753,7 @@ static int jinja2(struct jctx *c, unsigned line, const char *f, size_t fn, struc
 			return 0;
 		}
 		if (is(f, fn, "list") || is(f, fn, "items")) {
-			struct jarr *r = jarr_new(c, 0);
+			struct jarr *r = exl_jarr_new(c, 0);
 
 			if (!r)
 				return -1;
@@ -771,9 +776,9 @@ static int jinja2(struct jctx *c, unsigned line, const char *f, size_t fn, struc
 		/* Jinja2 makes a string of it first: Python's str() */
 		struct jbuf b = { 0 };
 
-		if (jv_py_str(c, line, &b, v))
+		if (exl_jv_py_str(c, line, &b, v))
 			return -1;
-		return jinja_filter(c, line, f, fn, a->n || a->kw, jv_from_buf(&b), a, out);
+		return exl_jinja_filter(c, line, f, fn, a->n || a->kw, exl_jv_from_buf(&b), a, out);
 	}
 	if (v.t == JV_STR) {
 		struct jarr *r;
@@ -790,9 +795,9 @@ static int jinja2(struct jctx *c, unsigned line, const char *f, size_t fn, struc
 				struct jbuf b = { 0 };
 
 				for (size_t i = r->n; i-- > 0;)
-					if (jbuf_put(c, &b, r->v[i].u.s, r->v[i].len))
+					if (exl_jbuf_put(c, &b, r->v[i].u.s, r->v[i].len))
 						return -1;
-				*out = jv_from_buf(&b);
+				*out = exl_jv_from_buf(&b);
 			}
 			return 0;
 		}
@@ -818,13 +823,14 @@ static int jinja2(struct jctx *c, unsigned line, const char *f, size_t fn, struc
 		}
 	}
 	if (jv_is_dict(v) && is(f, fn, "list"))
-		return jinja_method(c, line, v, "keys", &no_args, out);
+		return exl_jinja_method(c, line, v, "keys", &no_args, out);
 	if (jv_is_num(v) && is(f, fn, "round")) {
 		struct jv prec = arg_or(a, 0, "precision", jv_int(0));
 		struct jv method = arg_or(a, 1, "method", jv_str("common", 6));
 
 		if (prec.t != JV_INT || method.t != JV_STR)
-			return jfail(c, line, "round: precision is an integer, method a string");
+			return exl_jfail(c, line,
+					 "round: precision is an integer, method a string");
 		/* Python's round() keeps an int an int */
 		if (v.t == JV_INT) {
 			*out = v;
@@ -844,7 +850,7 @@ static int jinja2(struct jctx *c, unsigned line, const char *f, size_t fn, struc
 		if (is(f, fn, "list"))
 			return plain(c, line, f, fn, v, out);
 		if (is(f, fn, "sum")) {
-			struct jv *at = jargs_kw(a, "attribute");
+			struct jv *at = exl_jargs_kw(a, "attribute");
 			struct jv start = arg_or(a, 1, "start", jv_int(0));
 			double total = start.t == JV_FLOAT || start.t == JV_INT ? start.u.n : 0;
 			bool fl = start.t == JV_FLOAT;
@@ -855,8 +861,8 @@ static int jinja2(struct jctx *c, unsigned line, const char *f, size_t fn, struc
 				if (at && at->t == JV_STR)
 					x = attr_path(x, at->u.s, at->len);
 				if (!jv_is_num(x) && x.t != JV_BOOL)
-					return jfail(c, line, "sum: %s is not a number",
-						     jv_type_name(x));
+					return exl_jfail(c, line, "sum: %s is not a number",
+							 exl_jv_type_name(x));
 				total += x.t == JV_BOOL ? x.u.b : x.u.n;
 				fl = fl || x.t == JV_FLOAT;
 			}
@@ -868,24 +874,24 @@ static int jinja2(struct jctx *c, unsigned line, const char *f, size_t fn, struc
 			return plain(c, line, f, fn, v, out);
 	}
 	if (is(f, fn, "items") && jv_is_dict(v))
-		return jinja_method(c, line, v, "items", &no_args, out);
+		return exl_jinja_method(c, line, v, "items", &no_args, out);
 	return 1;
 }
 
-int jinja_filter(struct jctx *c, unsigned line, const char *f, size_t fn, bool with_parens,
-		 struct jv v, const struct jargs *a, struct jv *out)
+int exl_jinja_filter(struct jctx *c, unsigned line, const char *f, size_t fn, bool with_parens,
+		     struct jv v, const struct jargs *a, struct jv *out)
 {
 	int rc;
 
-	if (jstep(c, 1))
+	if (exl_jstep(c, 1))
 		return -1;
 	if (c->jinja2 && is(f, fn, "string") && v.t != JV_STR) {
 		/* past the reference, Python's str() */
 		struct jbuf b = { 0 };
 
-		if (jv_py_str(c, line, &b, v))
+		if (exl_jv_py_str(c, line, &b, v))
 			return -1;
-		*out = jv_from_buf(&b);
+		*out = exl_jv_from_buf(&b);
 		return 0;
 	}
 	if (!with_parens) {
@@ -909,5 +915,5 @@ int jinja_filter(struct jctx *c, unsigned line, const char *f, size_t fn, bool w
 		jbeyond(c);
 		return rc;
 	}
-	return jfail(c, line, "no filter '%.*s' for %s", (int)fn, f, jv_type_name(v));
+	return exl_jfail(c, line, "no filter '%.*s' for %s", (int)fn, f, exl_jv_type_name(v));
 }

@@ -33,14 +33,14 @@ static int lstrip_blocks(struct jctx *c, const char *s, size_t n, struct jbuf *o
 			if (j + 1 < n && s[j] == '{' && (s[j + 1] == '#' || s[j + 1] == '%' ||
 							 s[j + 1] == '-'))
 				i = j;
-			else if (jbuf_put(c, o, s + i, j - i))
+			else if (exl_jbuf_put(c, o, s + i, j - i))
 				return -1;
 			else
 				i = j;
 			if (i >= n)
 				break;
 		}
-		if (jbuf_putc(c, o, s[i]))
+		if (exl_jbuf_putc(c, o, s[i]))
 			return -1;
 		i++;
 	}
@@ -58,11 +58,11 @@ static int trim_blocks(struct jctx *c, const char *s, size_t n, struct jbuf *o, 
 	while (i < n) {
 		if (i + 2 < n && (s[i] == '#' || s[i] == '%' || s[i] == '-') && s[i + 1] == '}' &&
 		    s[i + 2] == '\n') {
-			if (jbuf_put(c, o, s + i, 2))
+			if (exl_jbuf_put(c, o, s + i, 2))
 				return -1;
 			if (*ncuts == cap) {
 				size_t ncap = cap ? cap * 2 : 64;
-				size_t *nc = jalloc_array(c, ncap, sizeof(*nc));
+				size_t *nc = exl_jalloc_array(c, ncap, sizeof(*nc));
 
 				if (!nc)
 					return -1;
@@ -75,7 +75,7 @@ static int trim_blocks(struct jctx *c, const char *s, size_t n, struct jbuf *o, 
 			i += 3;
 			continue;
 		}
-		if (jbuf_putc(c, o, s[i]))
+		if (exl_jbuf_putc(c, o, s[i]))
 			return -1;
 		i++;
 	}
@@ -87,9 +87,9 @@ static size_t skip_ws(const char *s, size_t n, size_t i)
 	uint32_t cp;
 
 	while (i < n) {
-		size_t k = jt_decode(s + i, n - i, &cp);
+		size_t k = exl_jt_decode(s + i, n - i, &cp);
 
-		if (!jt_is_space(cp))
+		if (!exl_jt_is_space(cp))
 			break;
 		i += k;
 	}
@@ -134,16 +134,16 @@ static int generation_tags(struct jctx *c, const char *s, size_t n, struct jbuf 
 		if (end) {
 			size_t a = skip_ws(s, n, end);
 
-			if (!ls && jbuf_put(c, o, s + i, w - i))
+			if (!ls && exl_jbuf_put(c, o, s + i, w - i))
 				return -1;
-			if (!rs && jbuf_put(c, o, s + end, a - end))
+			if (!rs && exl_jbuf_put(c, o, s + end, a - end))
 				return -1;
 			i = a;
 			continue;
 		}
 		if (w == i)
 			w = i + 1;
-		if (jbuf_put(c, o, s + i, w - i))
+		if (exl_jbuf_put(c, o, s + i, w - i))
 			return -1;
 		i = w;
 	}
@@ -162,7 +162,7 @@ static int push(struct lexer *lx, enum jtok t, const char *p, size_t n, size_t o
 {
 	if (lx->nt == lx->cap) {
 		size_t cap = lx->cap ? lx->cap * 2 : 256;
-		struct jtoken *nt = jalloc_array(lx->c, cap, sizeof(*nt));
+		struct jtoken *nt = exl_jalloc_array(lx->c, cap, sizeof(*nt));
 
 		if (!nt)
 			return -1;
@@ -194,7 +194,7 @@ static void strip_trailing(struct lexer *lx)
 	if (!lx->nt || lx->t[lx->nt - 1].t != T_TEXT)
 		return;
 	t = &lx->t[lx->nt - 1];
-	jt_trim(t->p, t->n, false, true, &p, &n);
+	exl_jt_trim(t->p, t->n, false, true, &p, &n);
 	t->n = n;
 	if (!n)
 		lx->nt--;
@@ -202,7 +202,7 @@ static void strip_trailing(struct lexer *lx)
 
 static int fail_at(struct lexer *lx, size_t off, const char *what)
 {
-	return jfail(lx->c, jline(lx->c, off), "%s", what);
+	return exl_jfail(lx->c, exl_jline(lx->c, off), "%s", what);
 }
 
 static int hexval(char ch)
@@ -250,7 +250,7 @@ static int string_literal(struct lexer *lx)
 		if (ch == quote)
 			break;
 		if (ch != '\\') {
-			if (jbuf_putc(lx->c, &b, ch))
+			if (exl_jbuf_putc(lx->c, &b, ch))
 				return -1;
 			lx->i++;
 			continue;
@@ -273,7 +273,7 @@ static int string_literal(struct lexer *lx)
 				v = v << 4 | (uint32_t)h;
 			}
 			lx->i += (size_t)len;
-			if (jbuf_put_cp(lx->c, &b, v))
+			if (exl_jbuf_put_cp(lx->c, &b, v))
 				return -1;
 			if (v >= 0xDC00 && v <= 0xDFFF)
 				join_pair(&b);
@@ -289,7 +289,7 @@ static int string_literal(struct lexer *lx)
 				snprintf(msg, sizeof(msg), "unexpected escaped character: %c", ch);
 				return fail_at(lx, lx->i - 1, msg);
 			}
-			if (jbuf_putc(lx->c, &b, to[e - from]))
+			if (exl_jbuf_putc(lx->c, &b, to[e - from]))
 				return -1;
 		}
 	}
@@ -421,7 +421,7 @@ static int tokenize(struct lexer *lx)
 		if (ch == '-' || ch == '+') {
 			if (last == T_TEXT || last == T_EOF)
 				return fail_at(lx, start, ch == '-' ? "unexpected character: -" :
-								      "unexpected character: +");
+					       "unexpected character: +");
 			if (last != T_IDENT && last != T_NUM && last != T_STR && last != T_RPAREN &&
 			    last != T_RBRACKET) {
 				/* a sign: -1 is one number token, -x an operator */
@@ -435,7 +435,8 @@ static int tokenize(struct lexer *lx)
 					while (lx->i < lx->n && is_digit(lx->s[lx->i]))
 						lx->i++;
 				}
-				if (push(lx, lx->i > d ? T_NUM : T_UNARY, lx->s + start, lx->i - start,
+				if (push(lx, lx->i > d ? T_NUM : T_UNARY, lx->s + start,
+					 lx->i - start,
 					 start))
 					return -1;
 				continue;
@@ -492,24 +493,25 @@ static int tokenize(struct lexer *lx)
 		}
 		{
 			uint32_t cp;
-			size_t k = jt_decode(lx->s + lx->i, lx->n - lx->i, &cp);
+			size_t k = exl_jt_decode(lx->s + lx->i, lx->n - lx->i, &cp);
 			char msg[64];
 
-			snprintf(msg, sizeof(msg), "unexpected character: %.*s", (int)k, lx->s + lx->i);
+			snprintf(msg, sizeof(msg), "unexpected character: %.*s", (int)k,
+				 lx->s + lx->i);
 			return fail_at(lx, start, msg);
 		}
 	}
 	return push(lx, T_EOF, lx->s + lx->n, 0, lx->n);
 }
 
-int jinja_lex(struct jctx *c, const char *src, size_t n, struct jtoken **toks, size_t *ntoks)
+int exl_jinja_lex(struct jctx *c, const char *src, size_t n, struct jtoken **toks, size_t *ntoks)
 {
 	struct jbuf a = { 0 }, b = { 0 }, d = { 0 };
 	struct lexer lx = { 0 };
 	size_t *cuts, ncuts;
 	char *s;
 
-	if (jt_sanitize(c, src, n, &s, &n))
+	if (exl_jt_sanitize(c, src, n, &s, &n))
 		return -1;
 	if (n && s[n - 1] == '\n')
 		n--;

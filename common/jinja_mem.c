@@ -14,7 +14,7 @@ struct jblock {
 
 #define BLOCK_MIN (64u << 10)
 
-int jfail(struct jctx *c, unsigned line, const char *fmt, ...)
+int exl_jfail(struct jctx *c, unsigned line, const char *fmt, ...)
 {
 	char msg[512];
 	va_list ap;
@@ -31,18 +31,18 @@ int jfail(struct jctx *c, unsigned line, const char *fmt, ...)
 	return -1;
 }
 
-int jfail_raw(struct jctx *c, const char *msg, size_t n)
+int exl_jfail_raw(struct jctx *c, const char *msg, size_t n)
 {
 	if (c->errlen) {
 		size_t k = n < c->errlen - 1 ? n : c->errlen - 1;
 
 		memcpy(c->err, msg, k);
-		c->err[jt_fix_surrogates(c->err, k)] = 0;
+		c->err[exl_jt_fix_surrogates(c->err, k)] = 0;
 	}
 	return -1;
 }
 
-unsigned jline(const struct jctx *c, size_t off)
+unsigned exl_jline(const struct jctx *c, size_t off)
 {
 	unsigned line = 1;
 	size_t i;
@@ -57,12 +57,12 @@ unsigned jline(const struct jctx *c, size_t off)
 	return line;
 }
 
-void *jalloc(struct jctx *c, size_t n)
+void *exl_jalloc(struct jctx *c, size_t n)
 {
 	struct jblock *b = c->blocks;
 
 	if (n > JINJA_MAX_MEMORY) {
-		jfail(c, 0, "over %u MiB of memory", JINJA_MAX_MEMORY >> 20);
+		exl_jfail(c, 0, "over %u MiB of memory", JINJA_MAX_MEMORY >> 20);
 		return NULL;
 	}
 	n = (n + sizeof(max_align_t) - 1) / sizeof(max_align_t) * sizeof(max_align_t);
@@ -72,12 +72,12 @@ void *jalloc(struct jctx *c, size_t n)
 		size_t cap = n > BLOCK_MIN ? n : BLOCK_MIN;
 
 		if (c->mem + cap > JINJA_MAX_MEMORY) {
-			jfail(c, 0, "over %u MiB of memory", JINJA_MAX_MEMORY >> 20);
+			exl_jfail(c, 0, "over %u MiB of memory", JINJA_MAX_MEMORY >> 20);
 			return NULL;
 		}
 		b = malloc(sizeof(*b) + cap);
 		if (!b) {
-			jfail(c, 0, "out of memory");
+			exl_jfail(c, 0, "out of memory");
 			return NULL;
 		}
 		c->mem += cap;
@@ -93,16 +93,16 @@ void *jalloc(struct jctx *c, size_t n)
 	return p;
 }
 
-void *jalloc_array(struct jctx *c, size_t n, size_t size)
+void *exl_jalloc_array(struct jctx *c, size_t n, size_t size)
 {
 	if (size && n > JINJA_MAX_MEMORY / size) {
-		jfail(c, 0, "over %u MiB of memory", JINJA_MAX_MEMORY >> 20);
+		exl_jfail(c, 0, "over %u MiB of memory", JINJA_MAX_MEMORY >> 20);
 		return NULL;
 	}
-	return jalloc(c, n * size);
+	return exl_jalloc(c, n * size);
 }
 
-void jarena_free(struct jctx *c)
+void exl_jarena_free(struct jctx *c)
 {
 	while (c->blocks) {
 		struct jblock *next = c->blocks->next;
@@ -113,32 +113,32 @@ void jarena_free(struct jctx *c)
 	c->mem = 0;
 }
 
-int jstep(struct jctx *c, uint64_t n)
+int exl_jstep(struct jctx *c, uint64_t n)
 {
 	c->steps += n;
 	if (c->steps > JINJA_MAX_STEPS)
-		return jfail(c, 0, "over %llu evaluation steps",
-			     (unsigned long long)JINJA_MAX_STEPS);
+		return exl_jfail(c, 0, "over %llu evaluation steps",
+				 (unsigned long long)JINJA_MAX_STEPS);
 	return 0;
 }
 
-char *jstrdup(struct jctx *c, const char *s, size_t n)
+char *exl_jstrdup(struct jctx *c, const char *s, size_t n)
 {
-	char *p = jalloc(c, n + 1);
+	char *p = exl_jalloc(c, n + 1);
 
 	if (p && n)
 		memcpy(p, s, n);
 	return p;
 }
 
-int jbuf_put(struct jctx *c, struct jbuf *b, const char *s, size_t n)
+int exl_jbuf_put(struct jctx *c, struct jbuf *b, const char *s, size_t n)
 {
 	if (!n)
 		return 0;
 	if (n > JINJA_MAX_OUTPUT || b->n > JINJA_MAX_OUTPUT - n) {
 		if (b->output)
-			return jfail(c, 0, "output over %u MiB", JINJA_MAX_OUTPUT >> 20);
-		return jfail(c, 0, "a string over %u MiB", JINJA_MAX_OUTPUT >> 20);
+			return exl_jfail(c, 0, "output over %u MiB", JINJA_MAX_OUTPUT >> 20);
+		return exl_jfail(c, 0, "a string over %u MiB", JINJA_MAX_OUTPUT >> 20);
 	}
 	if (b->cap - b->n < n) {
 		size_t cap = b->cap ? b->cap : 64;
@@ -146,7 +146,7 @@ int jbuf_put(struct jctx *c, struct jbuf *b, const char *s, size_t n)
 
 		while (cap - b->n < n)
 			cap *= 2;
-		p = jalloc(c, cap);
+		p = exl_jalloc(c, cap);
 		if (!p)
 			return -1;
 		if (b->n)
@@ -159,17 +159,17 @@ int jbuf_put(struct jctx *c, struct jbuf *b, const char *s, size_t n)
 	return 0;
 }
 
-int jbuf_putc(struct jctx *c, struct jbuf *b, char ch)
+int exl_jbuf_putc(struct jctx *c, struct jbuf *b, char ch)
 {
-	return jbuf_put(c, b, &ch, 1);
+	return exl_jbuf_put(c, b, &ch, 1);
 }
 
-int jbuf_puts(struct jctx *c, struct jbuf *b, const char *s)
+int exl_jbuf_puts(struct jctx *c, struct jbuf *b, const char *s)
 {
-	return jbuf_put(c, b, s, strlen(s));
+	return exl_jbuf_put(c, b, s, strlen(s));
 }
 
-int jbuf_put_cp(struct jctx *c, struct jbuf *b, uint32_t cp)
+int exl_jbuf_put_cp(struct jctx *c, struct jbuf *b, uint32_t cp)
 {
 	char u[4];
 	size_t n;
@@ -194,5 +194,5 @@ int jbuf_put_cp(struct jctx *c, struct jbuf *b, uint32_t cp)
 		u[3] = (char)(0x80 | (cp & 0x3F));
 		n = 4;
 	}
-	return jbuf_put(c, b, u, n);
+	return exl_jbuf_put(c, b, u, n);
 }

@@ -53,7 +53,7 @@ static bool is_statement(const struct parser *p, const char *const *names)
 
 static unsigned line_of(const struct parser *p, const struct jtoken *t)
 {
-	return jline(p->c, t->off);
+	return exl_jline(p->c, t->off);
 }
 
 static const char *tok_name(enum jtok t)
@@ -115,9 +115,10 @@ static int fail_tok(struct parser *p, const struct jtoken *t, const char *what)
 {
 	if (t->t == T_IDENT || t->t == T_ADD || t->t == T_MUL || t->t == T_POW || t->t == T_CMP ||
 	    t->t == T_UNARY)
-		return jfail(p->c, line_of(p, t), "%s, got '%.*s'", what, (int)(t->n > 40 ? 40 : t->n),
-			     t->p);
-	return jfail(p->c, line_of(p, t), "%s, got %s", what, tok_name(t->t));
+		return exl_jfail(p->c, line_of(p, t), "%s, got '%.*s'", what,
+				 (int)(t->n > 40 ? 40 : t->n),
+				 t->p);
+	return exl_jfail(p->c, line_of(p, t), "%s, got %s", what, tok_name(t->t));
 }
 
 static int expect(struct parser *p, enum jtok t, const char *what)
@@ -138,7 +139,7 @@ static int expect_ident(struct parser *p, const char *name, const char *what)
 
 static struct jnode *node(struct parser *p, enum jnode_kind k, const struct jtoken *at)
 {
-	struct jnode *n = jalloc(p->c, sizeof(*n));
+	struct jnode *n = exl_jalloc(p->c, sizeof(*n));
 
 	if (!n)
 		return NULL;
@@ -158,7 +159,7 @@ static int lpush(struct parser *p, struct lbuild *l, struct jnode *x)
 		return -1;
 	if (l->n == l->cap) {
 		size_t cap = l->cap ? l->cap * 2 : 4;
-		struct jnode **nv = jalloc_array(p->c, cap, sizeof(*nv));
+		struct jnode **nv = exl_jalloc_array(p->c, cap, sizeof(*nv));
 
 		if (!nv)
 			return -1;
@@ -188,7 +189,7 @@ static struct jnode *parse_member(struct parser *p, struct jnode *obj);
 static int enter(struct parser *p)
 {
 	if (++p->depth > MAX_NESTING)
-		return jfail(p->c, line_of(p, peek(p, 0)), "nested over %d deep", MAX_NESTING);
+		return exl_jfail(p->c, line_of(p, peek(p, 0)), "nested over %d deep", MAX_NESTING);
 	return 0;
 }
 
@@ -200,7 +201,7 @@ static int parse_body(struct parser *p, const char *const *ends, struct jlist *o
 
 	while (!is_statement(p, ends)) {
 		if (is(p, T_EOF))
-			return jfail(p->c, line_of(p, peek(p, 0)), "missing %s", missing);
+			return exl_jfail(p->c, line_of(p, peek(p, 0)), "missing %s", missing);
 		if (lpush(p, &l, parse_any(p)))
 			return -1;
 	}
@@ -265,8 +266,8 @@ static int parse_arg_list(struct parser *p, enum args_mode mode, struct jlist *o
 		if (is(p, T_EOF))
 			return fail_tok(p, at, "expected ')'");
 		if (mode == ARGS_PARAMS && (kw_spread || spread))
-			return jfail(p->c, line_of(p, at),
-				     "argument unpacking is not allowed in parameter declarations");
+			return exl_jfail(p->c, line_of(p, at),
+					 "argument unpacking is not allowed in parameter declarations");
 		if (kw_spread) {
 			p->i++;
 			arg = node(p, JN_KWSPREAD, at);
@@ -275,14 +276,14 @@ static int parse_arg_list(struct parser *p, enum args_mode mode, struct jlist *o
 			if (is(p, T_COMMA))
 				p->i++;
 			if (!is(p, T_RPAREN))
-				return jfail(p->c, line_of(p, peek(p, 0)),
-					     "`**` must be applied to the final argument");
+				return exl_jfail(p->c, line_of(p, peek(p, 0)),
+						 "`**` must be applied to the final argument");
 			break;
 		}
 		if (spread) {
 			if (spread_seen)
-				return jfail(p->c, line_of(p, at),
-					     "only one `*` argument unpacking is allowed");
+				return exl_jfail(p->c, line_of(p, at),
+						 "only one `*` argument unpacking is allowed");
 			spread_seen = true;
 			p->i++;
 			arg = node(p, JN_SPREAD, at);
@@ -297,10 +298,10 @@ static int parse_arg_list(struct parser *p, enum args_mode mode, struct jlist *o
 
 				p->i++;
 				if (arg->k != JN_IDENT)
-					return jfail(p->c, line_of(p, at),
-						     mode == ARGS_PARAMS ?
-						     "expected a name for a parameter" :
-						     "expected a name for a keyword argument");
+					return exl_jfail(p->c, line_of(p, at),
+							 mode == ARGS_PARAMS ?
+							 "expected a name for a parameter" :
+							 "expected a name for a keyword argument");
 				kw = node(p, JN_KWARG, at);
 				if (!kw)
 					return -1;
@@ -312,24 +313,24 @@ static int parse_arg_list(struct parser *p, enum args_mode mode, struct jlist *o
 			}
 			if (mode == ARGS_PARAMS) {
 				if (arg->k != JN_IDENT && arg->k != JN_KWARG)
-					return jfail(p->c, line_of(p, at),
-						     "expected a name for a parameter");
+					return exl_jfail(p->c, line_of(p, at),
+							 "expected a name for a parameter");
 				for (size_t i = 0; i < l.n; i++)
 					if (l.v[i]->sn == arg->sn &&
 					    !memcmp(l.v[i]->s, arg->s, arg->sn))
-						return jfail(p->c, line_of(p, at),
-							     "duplicate parameter '%.*s'",
-							     (int)arg->sn, arg->s);
+						return exl_jfail(p->c, line_of(p, at),
+								 "duplicate parameter '%.*s'",
+								 (int)arg->sn, arg->s);
 			}
 			if (arg->k == JN_KWARG)
 				keyword_seen = true;
 			else if (keyword_seen)
-				return jfail(p->c, line_of(p, at), mode == ARGS_CALL ?
-					     "positional argument after a keyword argument" :
-					     "parameter without a default after one with");
+				return exl_jfail(p->c, line_of(p, at), mode == ARGS_CALL ?
+						 "positional argument after a keyword argument" :
+						 "parameter without a default after one with");
 			else if (spread_seen)
-				return jfail(p->c, line_of(p, at),
-					     "positional argument after `*` unpacking");
+				return exl_jfail(p->c, line_of(p, at),
+						 "positional argument after `*` unpacking");
 		}
 		if (lpush(p, &l, arg))
 			return -1;
@@ -403,12 +404,13 @@ static struct jnode *parse_subscript(struct parser *p)
 		}
 	}
 	if (!n)
-		return jfail(p->c, line_of(p, at), "expected an index or a slice in [ ]"), NULL;
+		return exl_jfail(p->c, line_of(p, at), "expected an index or a slice in [ ]"), NULL;
 	if (slice) {
 		struct jnode *s;
 
 		if (n > 3)
-			return jfail(p->c, line_of(p, at), "a slice takes at most 3 parts"), NULL;
+			return exl_jfail(p->c, line_of(p, at),
+					 "a slice takes at most 3 parts"), NULL;
 		s = node(p, JN_SLICE, at);
 		if (!s)
 			return NULL;
@@ -442,8 +444,8 @@ static struct jnode *parse_member(struct parser *p, struct jnode *obj)
 			if (!m->b)
 				return NULL;
 			if (m->b->k != JN_IDENT && m->b->k != JN_INT)
-				return jfail(p->c, line_of(p, at),
-					     "expected a name or an integer after '.'"), NULL;
+				return exl_jfail(p->c, line_of(p, at),
+						 "expected a name or an integer after '.'"), NULL;
 		}
 		obj = m;
 	}
@@ -492,7 +494,8 @@ static struct jnode *parse_filter(struct parser *p)
 		if (!name)
 			return NULL;
 		if (name->k != JN_IDENT)
-			return jfail(p->c, line_of(p, at), "expected a filter name after '|'"), NULL;
+			return exl_jfail(p->c, line_of(p, at),
+					 "expected a filter name after '|'"), NULL;
 		if (is(p, T_LPAREN) && !(name = parse_call(p, name)))
 			return NULL;
 		f->a = operand;
@@ -537,7 +540,8 @@ static struct jnode *parse_test(struct parser *p)
 		if (!name)
 			return NULL;
 		if (name->k != JN_IDENT)
-			return jfail(p->c, line_of(p, at), "expected a test name after 'is'"), NULL;
+			return exl_jfail(p->c, line_of(p, at),
+					 "expected a test name after 'is'"), NULL;
 		t->s = name->s;
 		t->sn = name->sn;
 		t->a = operand;
@@ -762,7 +766,7 @@ static struct jnode *parse_primary(struct parser *p)
 		if (!n)
 			return NULL;
 		if (t->n >= sizeof(tmp)) {
-			char *big = jstrdup(p->c, t->p, t->n);
+			char *big = exl_jstrdup(p->c, t->p, t->n);
 
 			if (!big)
 				return NULL;
@@ -784,10 +788,10 @@ static struct jnode *parse_primary(struct parser *p)
 		n->sn = t->n;
 		/* 'a' 'b' is 'ab' */
 		if (is(p, T_STR)) {
-			if (jbuf_put(p->c, &b, t->p, t->n))
+			if (exl_jbuf_put(p->c, &b, t->p, t->n))
 				return NULL;
 			while (is(p, T_STR)) {
-				if (jbuf_put(p->c, &b, peek(p, 0)->p, peek(p, 0)->n))
+				if (exl_jbuf_put(p->c, &b, peek(p, 0)->p, peek(p, 0)->n))
 					return NULL;
 				p->i++;
 			}
@@ -985,10 +989,11 @@ static struct jnode *parse_statement(struct parser *p)
 		if (!n || !(id = parse_primary(p)))
 			return NULL;
 		if (id->k != JN_IDENT)
-			return jfail(p->c, n->line, "expected a name after macro"), NULL;
+			return exl_jfail(p->c, n->line, "expected a name after macro"), NULL;
 		n->s = id->s;
 		n->sn = id->sn;
-		if (parse_args(p, ARGS_PARAMS, &n->l1) || expect(p, T_CLOSE_STMT, "expected '%}'") ||
+		if (parse_args(p, ARGS_PARAMS, &n->l1) || expect(p, T_CLOSE_STMT,
+								 "expected '%}'") ||
 		    parse_body(p, end_macro, &n->l2, "{% endmacro %}") ||
 		    expect_end(p, "endmacro", "expected {% endmacro %}"))
 			return NULL;
@@ -1000,7 +1005,7 @@ static struct jnode *parse_statement(struct parser *p)
 		if (!n || !(n->a = parse_sequence(p, true)))
 			return NULL;
 		if (n->a->k != JN_IDENT && n->a->k != JN_TUPLE)
-			return jfail(p->c, n->line, "expected a name or names after for"), NULL;
+			return exl_jfail(p->c, n->line, "expected a name or names after for"), NULL;
 		if (expect_ident(p, "in", "expected 'in'") || !(n->b = parse_expression(p)) ||
 		    expect(p, T_CLOSE_STMT, "expected '%}'") ||
 		    parse_body(p, end_for, &n->l1, "{% endfor %}"))
@@ -1026,12 +1031,13 @@ static struct jnode *parse_statement(struct parser *p)
 		if (!(callee = parse_primary(p)))
 			return NULL;
 		if (callee->k != JN_IDENT)
-			return jfail(p->c, n->line, "expected a name after call"), NULL;
+			return exl_jfail(p->c, n->line, "expected a name after call"), NULL;
 		call = node(p, JN_CALL, at);
 		if (!call)
 			return NULL;
 		call->a = callee;
-		if (parse_args(p, ARGS_CALL, &call->l1) || expect(p, T_CLOSE_STMT, "expected '%}'") ||
+		if (parse_args(p, ARGS_CALL, &call->l1) || expect(p, T_CLOSE_STMT,
+								  "expected '%}'") ||
 		    parse_body(p, end_call, &n->l2, "{% endcall %}") ||
 		    expect_end(p, "endcall", "expected {% endcall %}"))
 			return NULL;
@@ -1060,8 +1066,8 @@ static struct jnode *parse_statement(struct parser *p)
 			return NULL;
 		return n;
 	}
-	return jfail(p->c, line_of(p, name), "unknown or unexpected statement '%.*s'",
-		     (int)(name->n > 40 ? 40 : name->n), name->p), NULL;
+	return exl_jfail(p->c, line_of(p, name), "unknown or unexpected statement '%.*s'",
+			 (int)(name->n > 40 ? 40 : name->n), name->p), NULL;
 }
 
 static struct jnode *parse_any(struct parser *p)
@@ -1098,7 +1104,7 @@ static struct jnode *parse_any(struct parser *p)
 	}
 }
 
-int jinja_parse(struct jctx *c, const struct jtoken *toks, size_t ntoks, struct jlist *prog)
+int exl_jinja_parse(struct jctx *c, const struct jtoken *toks, size_t ntoks, struct jlist *prog)
 {
 	struct parser p = { c, toks, ntoks, 0, 0 };
 	struct lbuild l = { 0 };

@@ -8,7 +8,7 @@
 #include "common/jinja.h"
 #include "common/jinja_case.h"
 
-size_t jt_decode(const char *str, size_t n, uint32_t *cp)
+size_t exl_jt_decode(const char *str, size_t n, uint32_t *cp)
 {
 	const uint8_t *s = (const uint8_t *)str;
 	size_t k;
@@ -51,7 +51,7 @@ size_t jt_decode(const char *str, size_t n, uint32_t *cp)
 	return k;
 }
 
-bool jt_is_space(uint32_t cp)
+bool exl_jt_is_space(uint32_t cp)
 {
 	if (cp == ' ' || (cp >= 0x09 && cp <= 0x0D))
 		return true;
@@ -71,23 +71,23 @@ static size_t char_start(const char *s, size_t n)
 	return i;
 }
 
-void jt_trim(const char *s, size_t n, bool start, bool end, const char **os, size_t *on)
+void exl_jt_trim(const char *s, size_t n, bool start, bool end, const char **os, size_t *on)
 {
 	size_t a = 0, b = n;
 	uint32_t cp;
 
 	while (start && a < b) {
-		size_t k = jt_decode(s + a, b - a, &cp);
+		size_t k = exl_jt_decode(s + a, b - a, &cp);
 
-		if (!jt_is_space(cp))
+		if (!exl_jt_is_space(cp))
 			break;
 		a += k;
 	}
 	while (end && b > a) {
 		size_t i = char_start(s + a, b - a) + a;
 
-		jt_decode(s + i, b - i, &cp);
-		if (!jt_is_space(cp))
+		exl_jt_decode(s + i, b - i, &cp);
+		if (!exl_jt_is_space(cp))
 			break;
 		b = i;
 	}
@@ -95,7 +95,7 @@ void jt_trim(const char *s, size_t n, bool start, bool end, const char **os, siz
 	*on = b - a;
 }
 
-size_t jt_utf16_len(const char *s, size_t n)
+size_t exl_jt_utf16_len(const char *s, size_t n)
 {
 	size_t len = 0;
 
@@ -108,14 +108,14 @@ size_t jt_utf16_len(const char *s, size_t n)
 	return len;
 }
 
-int jt_unit_at(struct jctx *c, const char *s, size_t n, size_t idx, struct jv *out)
+int exl_jt_unit_at(struct jctx *c, const char *s, size_t n, size_t idx, struct jv *out)
 {
 	size_t u = 0, i = 0;
 	uint32_t cp;
 
 	*out = jv_str("", 0);
 	while (i < n) {
-		size_t k = jt_decode(s + i, n - i, &cp);
+		size_t k = exl_jt_decode(s + i, n - i, &cp);
 
 		if (cp < 0x10000) {
 			if (u == idx) {
@@ -127,7 +127,7 @@ int jt_unit_at(struct jctx *c, const char *s, size_t n, size_t idx, struct jv *o
 			if (u == idx || u + 1 == idx) {
 				uint32_t half = u == idx ? 0xD800 + ((cp - 0x10000) >> 10) :
 							   0xDC00 + ((cp - 0x10000) & 0x3FF);
-				char *p = jalloc(c, 3);
+				char *p = exl_jalloc(c, 3);
 
 				if (!p)
 					return -1;
@@ -150,10 +150,10 @@ int jt_unit_at(struct jctx *c, const char *s, size_t n, size_t idx, struct jv *o
  * code points (0: maps to itself). */
 static int case_map(uint32_t cp, bool upper, uint32_t out[3])
 {
-	const struct jcase_run *runs = upper ? jcase_upper_runs : jcase_lower_runs;
-	size_t nruns = upper ? jcase_upper_nruns : jcase_lower_nruns;
-	const struct jcase_multi *multi = upper ? jcase_upper_multi : jcase_lower_multi;
-	size_t nmulti = upper ? jcase_upper_nmulti : jcase_lower_nmulti;
+	const struct jcase_run *runs = upper ? exl_jcase_upper_runs : exl_jcase_lower_runs;
+	size_t nruns = upper ? exl_jcase_upper_nruns : exl_jcase_lower_nruns;
+	const struct jcase_multi *multi = upper ? exl_jcase_upper_multi : exl_jcase_lower_multi;
+	size_t nmulti = upper ? exl_jcase_upper_nmulti : exl_jcase_lower_nmulti;
 	size_t lo = 0, hi = nmulti;
 
 	while (lo < hi) {
@@ -219,7 +219,7 @@ static bool final_sigma(const char *s, size_t n, size_t at, size_t k)
 	while (i > 0) {
 		size_t j = char_start(s, i);
 
-		jt_decode(s + j, i - j, &cp);
+		exl_jt_decode(s + j, i - j, &cp);
 		i = j;
 		if (is_case_ignorable(cp))
 			continue;
@@ -229,7 +229,7 @@ static bool final_sigma(const char *s, size_t n, size_t at, size_t k)
 	if (!before)
 		return false;
 	for (i = at + k; i < n;) {
-		i += jt_decode(s + i, n - i, &cp);
+		i += exl_jt_decode(s + i, n - i, &cp);
 		if (is_case_ignorable(cp))
 			continue;
 		return !is_cased(cp);
@@ -241,11 +241,11 @@ static int map_case(struct jctx *c, struct jbuf *b, const char *s, size_t n, boo
 {
 	size_t i = 0;
 
-	if (jstep(c, n / 16))
+	if (exl_jstep(c, n / 16))
 		return -1;
 	while (i < n) {
 		uint32_t cp, m[3];
-		size_t k = jt_decode(s + i, n - i, &cp);
+		size_t k = exl_jt_decode(s + i, n - i, &cp);
 		int mk;
 
 		if (cp < 0x80) {
@@ -255,36 +255,36 @@ static int map_case(struct jctx *c, struct jbuf *b, const char *s, size_t n, boo
 				ch = (char)(ch - 32);
 			else if (!upper && ch >= 'A' && ch <= 'Z')
 				ch = (char)(ch + 32);
-			if (jbuf_putc(c, b, ch))
+			if (exl_jbuf_putc(c, b, ch))
 				return -1;
 			i += k;
 			continue;
 		}
 		if (!upper && cp == 0x3A3) {
-			if (jbuf_put_cp(c, b, final_sigma(s, n, i, k) ? 0x3C2 : 0x3C3))
+			if (exl_jbuf_put_cp(c, b, final_sigma(s, n, i, k) ? 0x3C2 : 0x3C3))
 				return -1;
 			i += k;
 			continue;
 		}
 		mk = case_map(cp, upper, m);
 		if (!mk) {
-			if (jbuf_put(c, b, s + i, k))
+			if (exl_jbuf_put(c, b, s + i, k))
 				return -1;
 		}
 		for (int j = 0; j < mk; j++)
-			if (jbuf_put_cp(c, b, m[j]))
+			if (exl_jbuf_put_cp(c, b, m[j]))
 				return -1;
 		i += k;
 	}
 	return 0;
 }
 
-int jt_upper(struct jctx *c, struct jbuf *b, const char *s, size_t n)
+int exl_jt_upper(struct jctx *c, struct jbuf *b, const char *s, size_t n)
 {
 	return map_case(c, b, s, n, true);
 }
 
-int jt_lower(struct jctx *c, struct jbuf *b, const char *s, size_t n)
+int exl_jt_lower(struct jctx *c, struct jbuf *b, const char *s, size_t n)
 {
 	return map_case(c, b, s, n, false);
 }
@@ -300,14 +300,14 @@ static uint32_t u16_key(uint32_t cp)
 	return cp;
 }
 
-int jt_cmp(const char *a, size_t an, const char *b, size_t bn)
+int exl_jt_cmp(const char *a, size_t an, const char *b, size_t bn)
 {
 	size_t i = 0, j = 0;
 
 	while (i < an && j < bn) {
 		uint32_t x, y;
-		size_t ki = jt_decode(a + i, an - i, &x);
-		size_t kj = jt_decode(b + j, bn - j, &y);
+		size_t ki = exl_jt_decode(a + i, an - i, &x);
+		size_t kj = exl_jt_decode(b + j, bn - j, &y);
 
 		if (x != y) {
 			uint32_t kx = u16_key(x), ky = u16_key(y);
@@ -347,7 +347,7 @@ static uint32_t primary(uint32_t cp)
 	return 0x100 + cp;
 }
 
-int jt_locale_cmp(const char *a, size_t an, const char *b, size_t bn)
+int exl_jt_locale_cmp(const char *a, size_t an, const char *b, size_t bn)
 {
 	size_t i = 0, j = 0;
 	int tertiary = 0;
@@ -356,9 +356,9 @@ int jt_locale_cmp(const char *a, size_t an, const char *b, size_t bn)
 		uint32_t x = 0, y = 0, px = 0, py = 0;
 
 		while (i < an && !px)
-			i += jt_decode(a + i, an - i, &x), px = primary(x);
+			i += exl_jt_decode(a + i, an - i, &x), px = primary(x);
 		while (j < bn && !py)
-			j += jt_decode(b + j, bn - j, &y), py = primary(y);
+			j += exl_jt_decode(b + j, bn - j, &y), py = primary(y);
 		if (!px || !py) {
 			if (px || py)
 				return px ? 1 : -1;
@@ -372,7 +372,7 @@ int jt_locale_cmp(const char *a, size_t an, const char *b, size_t bn)
 	}
 	if (tertiary)
 		return tertiary;
-	return jt_cmp(a, an, b, bn);
+	return exl_jt_cmp(a, an, b, bn);
 }
 
 /* ---- numbers ---- */
@@ -382,9 +382,9 @@ static size_t skip_space(const char *s, size_t n, size_t i)
 	uint32_t cp;
 
 	while (i < n) {
-		size_t k = jt_decode(s + i, n - i, &cp);
+		size_t k = exl_jt_decode(s + i, n - i, &cp);
 
-		if (!jt_is_space(cp))
+		if (!exl_jt_is_space(cp))
 			break;
 		i += k;
 	}
@@ -456,13 +456,13 @@ static double decimal_value(const char *s, size_t len, bool inf)
 	return d;
 }
 
-double jt_to_number(const char *s, size_t n)
+double exl_jt_to_number(const char *s, size_t n)
 {
 	const char *t;
 	size_t tn, len;
 	bool inf;
 
-	jt_trim(s, n, true, true, &t, &tn);
+	exl_jt_trim(s, n, true, true, &t, &tn);
 	if (!tn)
 		return 0;
 	if (tn > 2 && t[0] == '0' && strchr("xXoObB", t[1])) {
@@ -490,7 +490,7 @@ double jt_to_number(const char *s, size_t n)
 	return decimal_value(t, len, inf);
 }
 
-double jt_parse_int(const char *s, size_t n)
+double exl_jt_parse_int(const char *s, size_t n)
 {
 	size_t i = skip_space(s, n, 0), start;
 	bool neg = false;
@@ -507,7 +507,7 @@ double jt_parse_int(const char *s, size_t n)
 	return neg ? -d : d;
 }
 
-double jt_parse_float(const char *s, size_t n)
+double exl_jt_parse_float(const char *s, size_t n)
 {
 	size_t i = skip_space(s, n, 0), len;
 	bool inf;
@@ -520,7 +520,7 @@ double jt_parse_float(const char *s, size_t n)
 
 /* ---- encoding ---- */
 
-int jt_sanitize(struct jctx *c, const char *str, size_t n, char **out, size_t *on)
+int exl_jt_sanitize(struct jctx *c, const char *str, size_t n, char **out, size_t *on)
 {
 	const uint8_t *s = (const uint8_t *)str;
 	struct jbuf b = { 0 };
@@ -535,7 +535,7 @@ int jt_sanitize(struct jctx *c, const char *str, size_t n, char **out, size_t *o
 		if (!needed) {
 			i++;
 			if (x < 0x80) {
-				if (jbuf_putc(c, &b, (char)x))
+				if (exl_jbuf_putc(c, &b, (char)x))
 					return -1;
 			} else if (x >= 0xC2 && x <= 0xDF) {
 				needed = 1;
@@ -554,7 +554,7 @@ int jt_sanitize(struct jctx *c, const char *str, size_t n, char **out, size_t *o
 					upper = 0x8F;
 				needed = 3;
 				cp = x & 0x7;
-			} else if (jbuf_put_cp(c, &b, 0xFFFD)) {
+			} else if (exl_jbuf_put_cp(c, &b, 0xFFFD)) {
 				return -1;
 			}
 			continue;
@@ -565,7 +565,7 @@ int jt_sanitize(struct jctx *c, const char *str, size_t n, char **out, size_t *o
 			cp = 0;
 			lower = 0x80;
 			upper = 0xBF;
-			if (jbuf_put_cp(c, &b, 0xFFFD))
+			if (exl_jbuf_put_cp(c, &b, 0xFFFD))
 				return -1;
 			continue;
 		}
@@ -574,22 +574,22 @@ int jt_sanitize(struct jctx *c, const char *str, size_t n, char **out, size_t *o
 		cp = cp << 6 | (x & 0x3F);
 		i++;
 		if (++seen == needed) {
-			if (jbuf_put_cp(c, &b, cp))
+			if (exl_jbuf_put_cp(c, &b, cp))
 				return -1;
 			needed = seen = 0;
 			cp = 0;
 		}
 	}
-	if (needed && jbuf_put_cp(c, &b, 0xFFFD))
+	if (needed && exl_jbuf_put_cp(c, &b, 0xFFFD))
 		return -1;
-	if (!b.p && !(b.p = jalloc(c, 1)))
+	if (!b.p && !(b.p = exl_jalloc(c, 1)))
 		return -1;
 	*out = b.p;
 	*on = b.n;
 	return 0;
 }
 
-size_t jt_fix_surrogates(char *str, size_t n)
+size_t exl_jt_fix_surrogates(char *str, size_t n)
 {
 	uint8_t *s = (uint8_t *)str;
 	size_t i = 0, o = 0;

@@ -9,14 +9,14 @@
 #include "common/jinja.h"
 #include "common/json_parse.h"
 
-struct jarr *jarr_new(struct jctx *c, size_t cap)
+struct jarr *exl_jarr_new(struct jctx *c, size_t cap)
 {
-	struct jarr *a = jalloc(c, sizeof(*a));
+	struct jarr *a = exl_jalloc(c, sizeof(*a));
 
 	if (!a)
 		return NULL;
 	if (cap) {
-		a->v = jalloc_array(c, cap, sizeof(*a->v));
+		a->v = exl_jalloc_array(c, cap, sizeof(*a->v));
 		if (!a->v)
 			return NULL;
 		a->cap = cap;
@@ -24,11 +24,11 @@ struct jarr *jarr_new(struct jctx *c, size_t cap)
 	return a;
 }
 
-int jarr_push(struct jctx *c, struct jarr *a, struct jv v)
+int exl_jarr_push(struct jctx *c, struct jarr *a, struct jv v)
 {
 	if (a->n == a->cap) {
 		size_t cap = a->cap ? a->cap * 2 : 4;
-		struct jv *nv = jalloc_array(c, cap, sizeof(*nv));
+		struct jv *nv = exl_jalloc_array(c, cap, sizeof(*nv));
 
 		if (!nv)
 			return -1;
@@ -41,15 +41,15 @@ int jarr_push(struct jctx *c, struct jarr *a, struct jv v)
 	return 0;
 }
 
-struct jobj *jobj_new(struct jctx *c, size_t cap)
+struct jobj *exl_jobj_new(struct jctx *c, size_t cap)
 {
-	struct jobj *o = jalloc(c, sizeof(*o));
+	struct jobj *o = exl_jalloc(c, sizeof(*o));
 
 	if (!o)
 		return NULL;
 	if (cap) {
-		o->keys = jalloc_array(c, cap, sizeof(*o->keys));
-		o->vals = jalloc_array(c, cap, sizeof(*o->vals));
+		o->keys = exl_jalloc_array(c, cap, sizeof(*o->keys));
+		o->vals = exl_jalloc_array(c, cap, sizeof(*o->vals));
 		if (!o->keys || !o->vals)
 			return NULL;
 		o->cap = cap;
@@ -84,7 +84,7 @@ static int reindex(struct jctx *c, struct jobj *o)
 
 	while (cap < o->n * 2 + 2)
 		cap *= 2;
-	o->idx = jalloc_array(c, cap, sizeof(*o->idx));
+	o->idx = exl_jalloc_array(c, cap, sizeof(*o->idx));
 	if (!o->idx)
 		return -1;
 	o->idx_cap = cap;
@@ -119,7 +119,7 @@ static struct jv *get_key(const struct jobj *o, const char *k, size_t kn, bool n
 	return NULL;
 }
 
-struct jv *jobj_get(const struct jobj *o, const char *k, size_t kn)
+struct jv *exl_jobj_get(const struct jobj *o, const char *k, size_t kn)
 {
 	return get_key(o, k, kn, false);
 }
@@ -133,11 +133,11 @@ static int set_key(struct jctx *c, struct jobj *o, const struct jkey *key, struc
 		return 0;
 	}
 	if (o->n >= UINT32_MAX - 1)
-		return jfail(c, 0, "a dict of over %u keys", UINT32_MAX - 1);
+		return exl_jfail(c, 0, "a dict of over %u keys", UINT32_MAX - 1);
 	if (o->n == o->cap) {
 		size_t cap = o->cap ? o->cap * 2 : 4;
-		struct jkey *nk = jalloc_array(c, cap, sizeof(*nk));
-		struct jv *nv = jalloc_array(c, cap, sizeof(*nv));
+		struct jkey *nk = exl_jalloc_array(c, cap, sizeof(*nk));
+		struct jv *nv = exl_jalloc_array(c, cap, sizeof(*nv));
 
 		if (!nk || !nv)
 			return -1;
@@ -163,7 +163,7 @@ static int set_key(struct jctx *c, struct jobj *o, const struct jkey *key, struc
 	return 0;
 }
 
-int jobj_set(struct jctx *c, struct jobj *o, const char *k, size_t kn, struct jv v)
+int exl_jobj_set(struct jctx *c, struct jobj *o, const char *k, size_t kn, struct jv v)
 {
 	struct jkey key = { k, kn, JV_STR, 0 };
 
@@ -180,56 +180,57 @@ static bool number_key(struct jctx *c, struct jv v, struct jkey *key)
 		return false;
 	key->d = v.t == JV_BOOL ? v.u.b : v.u.n;
 	key->num = v.t == JV_FLOAT && key->d != floor(key->d) ? JV_FLOAT : JV_INT;
-	n = jnum_fmt(key->d, tmp);
-	key->p = jstrdup(c, tmp, n);
+	n = exl_jnum_fmt(key->d, tmp);
+	key->p = exl_jstrdup(c, tmp, n);
 	key->n = n;
 	return true;
 }
 
-struct jv *jobj_get_v(const struct jobj *o, struct jv key)
+struct jv *exl_jobj_get_v(const struct jobj *o, struct jv key)
 {
 	char tmp[40];
 	size_t n;
 
 	if (key.t == JV_STR)
-		return jobj_get(o, key.u.s, key.len);
+		return exl_jobj_get(o, key.u.s, key.len);
 	if (key.t != JV_INT && key.t != JV_FLOAT && key.t != JV_BOOL)
 		return NULL;
-	n = jnum_fmt(key.t == JV_BOOL ? key.u.b : key.u.n, tmp);
+	n = exl_jnum_fmt(key.t == JV_BOOL ? key.u.b : key.u.n, tmp);
 	return get_key(o, tmp, n, true);
 }
 
-int jobj_set_v(struct jctx *c, struct jobj *o, struct jv key, struct jv v)
+int exl_jobj_set_v(struct jctx *c, struct jobj *o, struct jv key, struct jv v)
 {
 	struct jkey k;
 
 	if (key.t == JV_STR)
-		return jobj_set(c, o, key.u.s, key.len, v);
+		return exl_jobj_set(c, o, key.u.s, key.len, v);
 	if (!number_key(c, key, &k))
-		return jfail(c, 0, "dict keys must be strings or numbers: got %s", jv_type_name(key));
+		return exl_jfail(c, 0, "dict keys must be strings or numbers: got %s",
+				 exl_jv_type_name(key));
 	if (!k.p)
 		return -1;
 	return set_key(c, o, &k, v);
 }
 
-struct jv jkey_value(const struct jkey *k)
+struct jv exl_jkey_value(const struct jkey *k)
 {
 	if (k->num == JV_STR)
 		return jv_str(k->p, k->n);
 	return k->num == JV_FLOAT ? jv_float(k->d) : jv_int(k->d);
 }
 
-struct jv *jargs_kw(const struct jargs *a, const char *name)
+struct jv *exl_jargs_kw(const struct jargs *a, const char *name)
 {
-	return a->kw ? jobj_get(a->kw, name, strlen(name)) : NULL;
+	return a->kw ? exl_jobj_get(a->kw, name, strlen(name)) : NULL;
 }
 
-struct jv jv_from_buf(const struct jbuf *b)
+struct jv exl_jv_from_buf(const struct jbuf *b)
 {
 	return jv_str(b->p ? b->p : "", b->n);
 }
 
-const char *jv_type_name(struct jv v)
+const char *exl_jv_type_name(struct jv v)
 {
 	switch (v.t) {
 	case JV_UNDEF:
@@ -260,7 +261,7 @@ const char *jv_type_name(struct jv v)
 	return "?";
 }
 
-bool jv_truthy(struct jv v)
+bool exl_jv_truthy(struct jv v)
 {
 	switch (v.t) {
 	case JV_UNDEF:
@@ -312,7 +313,7 @@ static void shortest(double d, char *digits, int *k, int *n)
 	*n = (int)strtol(e + 1, NULL, 10) + 1;
 }
 
-size_t jnum_fmt(double d, char *out)
+size_t exl_jnum_fmt(double d, char *out)
 {
 	char digits[32];
 	int k, n;
@@ -445,22 +446,22 @@ static int put_float(struct jctx *c, struct jbuf *b, double d)
 	size_t n;
 
 	if (d == 0 && signbit(d))
-		return jbuf_puts(c, b, "-0.0");
+		return exl_jbuf_puts(c, b, "-0.0");
 	if (isfinite(d) && d == floor(d) && fabs(d) < 1e21) {
 		/* toFixed(1): the exact value, not the shortest digits */
 		n = (size_t)snprintf(tmp, sizeof(tmp), "%.1f", d);
-		return jbuf_put(c, b, tmp, n);
+		return exl_jbuf_put(c, b, tmp, n);
 	}
-	n = jnum_fmt(d, tmp);
-	return jbuf_put(c, b, tmp, n);
+	n = exl_jnum_fmt(d, tmp);
+	return exl_jbuf_put(c, b, tmp, n);
 }
 
 static int put_num(struct jctx *c, struct jbuf *b, double d)
 {
 	char tmp[40];
-	size_t n = jnum_fmt(d, tmp);
+	size_t n = exl_jnum_fmt(d, tmp);
 
-	return jbuf_put(c, b, tmp, n);
+	return exl_jbuf_put(c, b, tmp, n);
 }
 
 /* ---- printing ---- */
@@ -489,14 +490,14 @@ static bool has_tuple(struct jv v, int depth)
 	return false;
 }
 
-int jv_print(struct jctx *c, unsigned line, struct jbuf *b, struct jv v)
+int exl_jv_print(struct jctx *c, unsigned line, struct jbuf *b, struct jv v)
 {
 	/* the reference cannot print a tuple (nor JSON of one): Jinja2's repr */
 	if ((jv_is_arr(v) || jv_is_attrs(v)) && has_tuple(v, 0))
 		jbeyond(c);
 	/* past the reference, Python's str(): True, None, ['a'] */
 	if (c->jinja2 && v.t != JV_STR)
-		return jv_py_str(c, line, b, v);
+		return exl_jv_py_str(c, line, b, v);
 	return print_depth(c, line, b, v, 0);
 }
 
@@ -506,17 +507,17 @@ static int print_depth(struct jctx *c, unsigned line, struct jbuf *b, struct jv 
 
 	switch (v.t) {
 	case JV_UNDEF:
-		return jbuf_puts(c, b, "undefined");
+		return exl_jbuf_puts(c, b, "undefined");
 	case JV_NULL:
-		return jbuf_puts(c, b, "null");
+		return exl_jbuf_puts(c, b, "null");
 	case JV_BOOL:
-		return jbuf_puts(c, b, v.u.b ? "true" : "false");
+		return exl_jbuf_puts(c, b, v.u.b ? "true" : "false");
 	case JV_INT:
 		return put_num(c, b, v.u.n);
 	case JV_FLOAT:
 		return put_float(c, b, v.u.n);
 	case JV_STR:
-		return jbuf_put(c, b, v.u.s, v.len);
+		return exl_jbuf_put(c, b, v.u.s, v.len);
 	case JV_ARRAY:
 	case JV_TUPLE:
 	case JV_OBJECT:
@@ -526,13 +527,13 @@ static int print_depth(struct jctx *c, unsigned line, struct jbuf *b, struct jv 
 	case JV_FUNC:
 		break;
 	}
-	return jfail(c, line, "cannot print a function");
+	return exl_jfail(c, line, "cannot print a function");
 }
 
-int jv_js_str(struct jctx *c, unsigned line, struct jbuf *b, struct jv v)
+int exl_jv_js_str(struct jctx *c, unsigned line, struct jbuf *b, struct jv v)
 {
 	if (c->jinja2)
-		return jv_py_str(c, line, b, v);
+		return exl_jv_py_str(c, line, b, v);
 	switch (v.t) {
 	case JV_FLOAT:
 		return put_num(c, b, v.u.n);
@@ -540,7 +541,7 @@ int jv_js_str(struct jctx *c, unsigned line, struct jbuf *b, struct jv v)
 	case JV_TUPLE:
 		/* Array#join(","): each item's toString() */
 		for (size_t i = 0; i < v.u.a->n; i++) {
-			if (i && jbuf_putc(c, b, ','))
+			if (i && exl_jbuf_putc(c, b, ','))
 				return -1;
 			if (print_depth(c, line, b, v.u.a->v[i], 1))
 				return -1;
@@ -549,9 +550,9 @@ int jv_js_str(struct jctx *c, unsigned line, struct jbuf *b, struct jv v)
 	case JV_OBJECT:
 	case JV_KWARGS:
 	case JV_NS:
-		return jbuf_puts(c, b, "[object Map]");
+		return exl_jbuf_puts(c, b, "[object Map]");
 	default:
-		return jv_print(c, line, b, v);
+		return exl_jv_print(c, line, b, v);
 	}
 }
 
@@ -571,37 +572,37 @@ static int py_repr_str(struct jctx *c, struct jbuf *b, const char *s, size_t n)
 	char q = memchr(s, '\'', n) && !memchr(s, '"', n) ? '"' : '\'';
 	char tmp[16];
 
-	if (jbuf_putc(c, b, q))
+	if (exl_jbuf_putc(c, b, q))
 		return -1;
 	for (size_t i = 0; i < n;) {
 		uint32_t cp;
-		size_t k = jt_decode(s + i, n - i, &cp);
+		size_t k = exl_jt_decode(s + i, n - i, &cp);
 		int rc;
 
 		if (cp == '\\' || cp == (uint32_t)q) {
 			tmp[0] = '\\';
 			tmp[1] = (char)cp;
-			rc = jbuf_put(c, b, tmp, 2);
+			rc = exl_jbuf_put(c, b, tmp, 2);
 		} else if (cp == '\n') {
-			rc = jbuf_puts(c, b, "\\n");
+			rc = exl_jbuf_puts(c, b, "\\n");
 		} else if (cp == '\r') {
-			rc = jbuf_puts(c, b, "\\r");
+			rc = exl_jbuf_puts(c, b, "\\r");
 		} else if (cp == '\t') {
-			rc = jbuf_puts(c, b, "\\t");
+			rc = exl_jbuf_puts(c, b, "\\t");
 		} else if (py_printable(cp)) {
-			rc = jbuf_put(c, b, s + i, k);
+			rc = exl_jbuf_put(c, b, s + i, k);
 		} else {
 			int m = cp < 0x100 ? snprintf(tmp, sizeof(tmp), "\\x%02x", cp) :
 				cp < 0x10000 ? snprintf(tmp, sizeof(tmp), "\\u%04x", cp) :
 				snprintf(tmp, sizeof(tmp), "\\U%08x", cp);
 
-			rc = jbuf_put(c, b, tmp, (size_t)m);
+			rc = exl_jbuf_put(c, b, tmp, (size_t)m);
 		}
 		if (rc)
 			return -1;
 		i += k;
 	}
-	return jbuf_putc(c, b, q);
+	return exl_jbuf_putc(c, b, q);
 }
 
 static int py_repr(struct jctx *c, unsigned line, struct jbuf *b, struct jv v, int depth)
@@ -609,58 +610,61 @@ static int py_repr(struct jctx *c, unsigned line, struct jbuf *b, struct jv v, i
 	char tmp[400];
 
 	if (depth > JINJA_MAX_VALUE_DEPTH)
-		return jfail(c, line, "a value nested over %d deep", JINJA_MAX_VALUE_DEPTH);
+		return exl_jfail(c, line, "a value nested over %d deep", JINJA_MAX_VALUE_DEPTH);
 	switch (v.t) {
 	case JV_UNDEF:
-		return jbuf_puts(c, b, depth ? "Undefined" : "");
+		return exl_jbuf_puts(c, b, depth ? "Undefined" : "");
 	case JV_NULL:
-		return jbuf_puts(c, b, "None");
+		return exl_jbuf_puts(c, b, "None");
 	case JV_BOOL:
-		return jbuf_puts(c, b, v.u.b ? "True" : "False");
+		return exl_jbuf_puts(c, b, v.u.b ? "True" : "False");
 	case JV_INT:
 		if (!isfinite(v.u.n))
-			return jbuf_put(c, b, tmp, py_float_fmt(v.u.n, tmp));
+			return exl_jbuf_put(c, b, tmp, py_float_fmt(v.u.n, tmp));
 		if (fabs(v.u.n) < 9007199254740992.0)
-			return jbuf_put(c, b, tmp, (size_t)snprintf(tmp, sizeof(tmp), "%.0f", v.u.n));
-		return jbuf_put(c, b, tmp, big_int_fmt(v.u.n, tmp));
+			return exl_jbuf_put(c, b, tmp,
+					    (size_t)snprintf(tmp, sizeof(tmp), "%.0f", v.u.n));
+		return exl_jbuf_put(c, b, tmp, big_int_fmt(v.u.n, tmp));
 	case JV_FLOAT:
-		return jbuf_put(c, b, tmp, py_float_fmt(v.u.n, tmp));
+		return exl_jbuf_put(c, b, tmp, py_float_fmt(v.u.n, tmp));
 	case JV_STR:
 		if (!depth)
-			return jbuf_put(c, b, v.u.s, v.len);
+			return exl_jbuf_put(c, b, v.u.s, v.len);
 		return py_repr_str(c, b, v.u.s, v.len);
 	case JV_ARRAY:
 	case JV_TUPLE:
-		if (jbuf_putc(c, b, v.t == JV_ARRAY ? '[' : '('))
+		if (exl_jbuf_putc(c, b, v.t == JV_ARRAY ? '[' : '('))
 			return -1;
 		for (size_t i = 0; i < v.u.a->n; i++)
-			if ((i && jbuf_puts(c, b, ", ")) || py_repr(c, line, b, v.u.a->v[i], depth + 1))
+			if ((i && exl_jbuf_puts(c, b, ", ")) ||
+			    py_repr(c, line, b, v.u.a->v[i], depth + 1))
 				return -1;
-		if (v.t == JV_TUPLE && v.u.a->n == 1 && jbuf_putc(c, b, ','))
+		if (v.t == JV_TUPLE && v.u.a->n == 1 && exl_jbuf_putc(c, b, ','))
 			return -1;
-		return jbuf_putc(c, b, v.t == JV_ARRAY ? ']' : ')');
+		return exl_jbuf_putc(c, b, v.t == JV_ARRAY ? ']' : ')');
 	case JV_OBJECT:
 	case JV_KWARGS:
 	case JV_NS:
-		if (v.t == JV_NS && jbuf_puts(c, b, "<Namespace "))
+		if (v.t == JV_NS && exl_jbuf_puts(c, b, "<Namespace "))
 			return -1;
-		if (jbuf_putc(c, b, '{'))
+		if (exl_jbuf_putc(c, b, '{'))
 			return -1;
 		for (size_t i = 0; i < v.u.o->n; i++)
-			if ((i && jbuf_puts(c, b, ", ")) ||
-			    py_repr(c, line, b, jkey_value(&v.u.o->keys[i]), depth + 1) ||
-			    jbuf_puts(c, b, ": ") || py_repr(c, line, b, v.u.o->vals[i], depth + 1))
+			if ((i && exl_jbuf_puts(c, b, ", ")) ||
+			    py_repr(c, line, b, exl_jkey_value(&v.u.o->keys[i]), depth + 1) ||
+			    exl_jbuf_puts(c, b, ": ") || py_repr(c, line, b, v.u.o->vals[i],
+								 depth + 1))
 				return -1;
-		if (jbuf_putc(c, b, '}'))
+		if (exl_jbuf_putc(c, b, '}'))
 			return -1;
-		return v.t == JV_NS ? jbuf_putc(c, b, '>') : 0;
+		return v.t == JV_NS ? exl_jbuf_putc(c, b, '>') : 0;
 	case JV_FUNC:
 		break;
 	}
-	return jfail(c, line, "cannot print a function");
+	return exl_jfail(c, line, "cannot print a function");
 }
 
-int jv_py_str(struct jctx *c, unsigned line, struct jbuf *b, struct jv v)
+int exl_jv_py_str(struct jctx *c, unsigned line, struct jbuf *b, struct jv v)
 {
 	return py_repr(c, line, b, v, 0);
 }
@@ -673,7 +677,7 @@ static int put_hex4(struct jctx *c, struct jbuf *b, uint32_t u)
 	char tmp[6] = { '\\', 'u', hex[u >> 12 & 15], hex[u >> 8 & 15], hex[u >> 4 & 15],
 			hex[u & 15] };
 
-	return jbuf_put(c, b, tmp, 6);
+	return exl_jbuf_put(c, b, tmp, 6);
 }
 
 /* JSON.stringify of a string, with ensure_ascii's \u escapes of U+007F up. */
@@ -681,11 +685,11 @@ static int json_string(struct jctx *c, struct jbuf *b, const char *s, size_t n, 
 {
 	size_t i = 0, run = 0;
 
-	if (jstep(c, n / 16) || jbuf_putc(c, b, '"'))
+	if (exl_jstep(c, n / 16) || exl_jbuf_putc(c, b, '"'))
 		return -1;
 	while (i < n) {
 		uint32_t cp;
-		size_t k = jt_decode(s + i, n - i, &cp);
+		size_t k = exl_jt_decode(s + i, n - i, &cp);
 		const char *esc = NULL;
 
 		switch (cp) {
@@ -716,11 +720,11 @@ static int json_string(struct jctx *c, struct jbuf *b, const char *s, size_t n, 
 			run += k;
 			continue;
 		}
-		if (jbuf_put(c, b, s + i - run, run))
+		if (exl_jbuf_put(c, b, s + i - run, run))
 			return -1;
 		run = 0;
 		if (esc) {
-			if (jbuf_puts(c, b, esc))
+			if (exl_jbuf_puts(c, b, esc))
 				return -1;
 		} else if (cp >= 0x10000) {
 			if (put_hex4(c, b, 0xD800 + ((cp - 0x10000) >> 10)) ||
@@ -731,17 +735,17 @@ static int json_string(struct jctx *c, struct jbuf *b, const char *s, size_t n, 
 		}
 		i += k;
 	}
-	if (jbuf_put(c, b, s + i - run, run))
+	if (exl_jbuf_put(c, b, s + i - run, run))
 		return -1;
-	return jbuf_putc(c, b, '"');
+	return exl_jbuf_putc(c, b, '"');
 }
 
 static int json_pad(struct jctx *c, struct jbuf *b, int indent, int depth)
 {
-	if (jbuf_putc(c, b, '\n'))
+	if (exl_jbuf_putc(c, b, '\n'))
 		return -1;
 	for (long i = 0; i < (long)indent * depth; i++)
-		if (jbuf_putc(c, b, ' '))
+		if (exl_jbuf_putc(c, b, ' '))
 			return -1;
 	return 0;
 }
@@ -758,7 +762,7 @@ static void sort_keys(const struct jobj *o, size_t *ix, size_t *tmp, size_t n)
 	while (i < h && j < n) {
 		const struct jkey *a = &o->keys[ix[i]], *b = &o->keys[ix[j]];
 
-		if (jt_locale_cmp(b->p, b->n, a->p, a->n) < 0)
+		if (exl_jt_locale_cmp(b->p, b->n, a->p, a->n) < 0)
 			tmp[k++] = ix[j++];
 		else
 			tmp[k++] = ix[i++];
@@ -777,7 +781,7 @@ static int tojson_at(struct jctx *c, unsigned line, struct jbuf *b, struct jv v,
 	size_t isep_n = o->item_sep_len, ksep_n = o->key_sep_len;
 
 	if (depth > JINJA_MAX_VALUE_DEPTH)
-		return jfail(c, line, "a value nested over %d deep", JINJA_MAX_VALUE_DEPTH);
+		return exl_jfail(c, line, "a value nested over %d deep", JINJA_MAX_VALUE_DEPTH);
 	if (!isep) {
 		isep = o->indent ? "," : ", ";
 		isep_n = strlen(isep);
@@ -786,15 +790,15 @@ static int tojson_at(struct jctx *c, unsigned line, struct jbuf *b, struct jv v,
 	}
 	switch (v.t) {
 	case JV_UNDEF:
-		return jbuf_puts(c, b, o->undefined_as_null ? "null" : "undefined");
+		return exl_jbuf_puts(c, b, o->undefined_as_null ? "null" : "undefined");
 	case JV_NULL:
-		return jbuf_puts(c, b, "null");
+		return exl_jbuf_puts(c, b, "null");
 	case JV_BOOL:
-		return jbuf_puts(c, b, v.u.b ? "true" : "false");
+		return exl_jbuf_puts(c, b, v.u.b ? "true" : "false");
 	case JV_INT:
 	case JV_FLOAT:
 		if (!isfinite(v.u.n))
-			return jbuf_puts(c, b, "null");
+			return exl_jbuf_puts(c, b, "null");
 		return put_num(c, b, v.u.n);
 	case JV_STR:
 		return json_string(c, b, v.u.s, v.len, o->ensure_ascii);
@@ -805,10 +809,10 @@ static int tojson_at(struct jctx *c, unsigned line, struct jbuf *b, struct jv v,
 		/* a tuple: Jinja2's JSON array (the reference raises) */
 		if (v.t == JV_TUPLE)
 			jbeyond(c);
-		if (jstep(c, 1) || jbuf_putc(c, b, '['))
+		if (exl_jstep(c, 1) || exl_jbuf_putc(c, b, '['))
 			return -1;
 		for (size_t i = 0; i < a->n; i++) {
-			if (i && jbuf_put(c, b, isep, isep_n))
+			if (i && exl_jbuf_put(c, b, isep, isep_n))
 				return -1;
 			if (o->indent && json_pad(c, b, o->indent, depth + 1))
 				return -1;
@@ -817,7 +821,7 @@ static int tojson_at(struct jctx *c, unsigned line, struct jbuf *b, struct jv v,
 		}
 		if (o->indent && a->n && json_pad(c, b, o->indent, depth))
 			return -1;
-		return jbuf_putc(c, b, ']');
+		return exl_jbuf_putc(c, b, ']');
 	}
 	case JV_OBJECT:
 	case JV_KWARGS:
@@ -825,13 +829,13 @@ static int tojson_at(struct jctx *c, unsigned line, struct jbuf *b, struct jv v,
 		const struct jobj *ob = v.u.o;
 		size_t *ix = NULL;
 
-		if (jstep(c, 1) || jbuf_putc(c, b, '{'))
+		if (exl_jstep(c, 1) || exl_jbuf_putc(c, b, '{'))
 			return -1;
 		if (o->sort_keys && ob->n > 1) {
 			size_t *tmp;
 
-			ix = jalloc_array(c, ob->n, sizeof(*ix));
-			tmp = jalloc_array(c, ob->n, sizeof(*tmp));
+			ix = exl_jalloc_array(c, ob->n, sizeof(*ix));
+			tmp = exl_jalloc_array(c, ob->n, sizeof(*tmp));
 			if (!ix || !tmp)
 				return -1;
 			for (size_t i = 0; i < ob->n; i++)
@@ -841,27 +845,27 @@ static int tojson_at(struct jctx *c, unsigned line, struct jbuf *b, struct jv v,
 		for (size_t i = 0; i < ob->n; i++) {
 			size_t at = ix ? ix[i] : i;
 
-			if (i && jbuf_put(c, b, isep, isep_n))
+			if (i && exl_jbuf_put(c, b, isep, isep_n))
 				return -1;
 			if (o->indent && json_pad(c, b, o->indent, depth + 1))
 				return -1;
 			if (json_string(c, b, ob->keys[at].p, ob->keys[at].n, o->ensure_ascii) ||
-			    jbuf_put(c, b, ksep, ksep_n) ||
+			    exl_jbuf_put(c, b, ksep, ksep_n) ||
 			    tojson_at(c, line, b, ob->vals[at], o, depth + 1))
 				return -1;
 		}
 		if (o->indent && ob->n && json_pad(c, b, o->indent, depth))
 			return -1;
-		return jbuf_putc(c, b, '}');
+		return exl_jbuf_putc(c, b, '}');
 	}
 	case JV_FUNC:
 		break;
 	}
-	return jfail(c, line, "cannot convert a function to JSON");
+	return exl_jfail(c, line, "cannot convert a function to JSON");
 }
 
-int jv_tojson(struct jctx *c, unsigned line, struct jbuf *b, struct jv v,
-	      const struct jjson_opts *o)
+int exl_jv_tojson(struct jctx *c, unsigned line, struct jbuf *b, struct jv v,
+		  const struct jjson_opts *o)
 {
 	return tojson_at(c, line, b, v, o, 0);
 }
@@ -929,7 +933,7 @@ static bool same_kind_eq(struct jv a, struct jv b)
 	return false;
 }
 
-bool jv_py_eq(struct jv a, struct jv b, int depth)
+bool exl_jv_py_eq(struct jv a, struct jv b, int depth)
 {
 	if (depth > JINJA_MAX_VALUE_DEPTH)
 		return false;
@@ -948,7 +952,7 @@ bool jv_py_eq(struct jv a, struct jv b, int depth)
 		if (a.u.a->n != b.u.a->n)
 			return false;
 		for (size_t i = 0; i < a.u.a->n; i++)
-			if (!jv_py_eq(a.u.a->v[i], b.u.a->v[i], depth + 1))
+			if (!exl_jv_py_eq(a.u.a->v[i], b.u.a->v[i], depth + 1))
 				return false;
 		return true;
 	case JV_OBJECT:
@@ -956,9 +960,9 @@ bool jv_py_eq(struct jv a, struct jv b, int depth)
 		if (a.u.o->n != b.u.o->n)
 			return false;
 		for (size_t i = 0; i < a.u.o->n; i++) {
-			struct jv *o = jobj_get_v(b.u.o, jkey_value(&a.u.o->keys[i]));
+			struct jv *o = exl_jobj_get_v(b.u.o, exl_jkey_value(&a.u.o->keys[i]));
 
-			if (!o || !jv_py_eq(a.u.o->vals[i], *o, depth + 1))
+			if (!o || !exl_jv_py_eq(a.u.o->vals[i], *o, depth + 1))
 				return false;
 		}
 		return true;
@@ -967,24 +971,24 @@ bool jv_py_eq(struct jv a, struct jv b, int depth)
 	}
 }
 
-bool jv_strict_eq(struct jv a, struct jv b)
+bool exl_jv_strict_eq(struct jv a, struct jv b)
 {
 	return js_kind(a) == js_kind(b) && same_kind_eq(a, b);
 }
 
-bool jv_same_value_zero(struct jv a, struct jv b)
+bool exl_jv_same_value_zero(struct jv a, struct jv b)
 {
 	if (js_kind(a) == K_NUM && js_kind(b) == K_NUM && isnan(a.u.n) && isnan(b.u.n))
 		return true;
-	return jv_strict_eq(a, b);
+	return exl_jv_strict_eq(a, b);
 }
 
-int jv_loose_eq(struct jctx *c, unsigned line, struct jv a, struct jv b, bool *eq)
+int exl_jv_loose_eq(struct jctx *c, unsigned line, struct jv a, struct jv b, bool *eq)
 {
 	enum js_kind ka = js_kind(a), kb = js_kind(b);
 
 	if (c->jinja2) {
-		*eq = jv_py_eq(a, b, 0);
+		*eq = exl_jv_py_eq(a, b, 0);
 		return 0;
 	}
 	for (int round = 0; round < 4; round++) {
@@ -1001,11 +1005,11 @@ int jv_loose_eq(struct jctx *c, unsigned line, struct jv a, struct jv b, bool *e
 			return 0;
 		}
 		if (ka == K_NUM && kb == K_STR) {
-			*eq = a.u.n == jt_to_number(b.u.s, b.len);
+			*eq = a.u.n == exl_jt_to_number(b.u.s, b.len);
 			return 0;
 		}
 		if (ka == K_STR && kb == K_NUM) {
-			*eq = b.u.n == jt_to_number(a.u.s, a.len);
+			*eq = b.u.n == exl_jt_to_number(a.u.s, a.len);
 			return 0;
 		}
 		if (ka == K_BOOL) {
@@ -1027,9 +1031,9 @@ int jv_loose_eq(struct jctx *c, unsigned line, struct jv a, struct jv b, bool *e
 				*eq = false;
 				return 0;
 			}
-			if (jv_js_str(c, line, &s, *side))
+			if (exl_jv_js_str(c, line, &s, *side))
 				return -1;
-			*side = jv_from_buf(&s);
+			*side = exl_jv_from_buf(&s);
 			if (ka == K_OBJ)
 				ka = K_STR;
 			else
@@ -1052,23 +1056,23 @@ static double numeric_value(struct jv v)
 	return v.t == JV_BOOL ? (double)v.u.b : v.u.n;
 }
 
-int jv_compare(struct jctx *c, unsigned line, struct jv a, struct jv b, bool case_sensitive,
-	       int *r)
+int exl_jv_compare(struct jctx *c, unsigned line, struct jv a, struct jv b, bool case_sensitive,
+		   int *r)
 {
 	if (a.t == JV_NULL && b.t == JV_NULL) {
 		*r = 0;
 		return 0;
 	}
 	if (a.t == JV_NULL || b.t == JV_NULL)
-		return jfail(c, line, "cannot compare %s with %s", jv_type_name(a),
-			     jv_type_name(b));
+		return exl_jfail(c, line, "cannot compare %s with %s", exl_jv_type_name(a),
+				 exl_jv_type_name(b));
 	if (a.t == JV_UNDEF && b.t == JV_UNDEF) {
 		*r = 0;
 		return 0;
 	}
 	if (a.t == JV_UNDEF || b.t == JV_UNDEF)
-		return jfail(c, line, "cannot compare %s with %s", jv_type_name(a),
-			     jv_type_name(b));
+		return exl_jfail(c, line, "cannot compare %s with %s", exl_jv_type_name(a),
+				 exl_jv_type_name(b));
 	if (numeric_like(a) && numeric_like(b)) {
 		double x = numeric_value(a), y = numeric_value(b);
 
@@ -1076,21 +1080,23 @@ int jv_compare(struct jctx *c, unsigned line, struct jv a, struct jv b, bool cas
 		return 0;
 	}
 	if (a.t != b.t)
-		return jfail(c, line, "cannot compare different types: %s and %s", jv_type_name(a),
-			     jv_type_name(b));
+		return exl_jfail(c, line, "cannot compare different types: %s and %s",
+				 exl_jv_type_name(a),
+				 exl_jv_type_name(b));
 	if (a.t == JV_STR) {
 		if (!case_sensitive) {
 			struct jbuf la = { 0 }, lb = { 0 };
 
-			if (jt_lower(c, &la, a.u.s, a.len) || jt_lower(c, &lb, b.u.s, b.len))
+			if (exl_jt_lower(c, &la, a.u.s, a.len) ||
+			    exl_jt_lower(c, &lb, b.u.s, b.len))
 				return -1;
-			a = jv_from_buf(&la);
-			b = jv_from_buf(&lb);
+			a = exl_jv_from_buf(&la);
+			b = exl_jv_from_buf(&lb);
 		}
-		*r = jt_cmp(a.u.s, a.len, b.u.s, b.len);
+		*r = exl_jt_cmp(a.u.s, a.len, b.u.s, b.len);
 		return 0;
 	}
-	return jfail(c, line, "cannot compare type: %s", jv_type_name(a));
+	return exl_jfail(c, line, "cannot compare type: %s", exl_jv_type_name(a));
 }
 
 /* ---- the context ---- */
@@ -1128,10 +1134,10 @@ static int ikey_cmp(const void *pa, const void *pb)
 	return a->at < b->at ? -1 : a->at > b->at;
 }
 
-int jv_from_json(struct jctx *c, const struct exl_json *j, struct jv *out, int depth)
+int exl_jv_from_json(struct jctx *c, const struct exl_json *j, struct jv *out, int depth)
 {
 	if (depth > EXL_JSON_MAX_DEPTH + 1)
-		return jfail(c, 0, "context nested too deep");
+		return exl_jfail(c, 0, "context nested too deep");
 	switch (j->type) {
 	case EXL_JSON_NULL:
 		*out = jv_null();
@@ -1150,25 +1156,25 @@ int jv_from_json(struct jctx *c, const struct exl_json *j, struct jv *out, int d
 		*out = jv_str(j->str, j->len);
 		return 0;
 	case EXL_JSON_ARRAY: {
-		struct jarr *a = jarr_new(c, j->n);
+		struct jarr *a = exl_jarr_new(c, j->n);
 
 		if (!a)
 			return -1;
 		for (size_t i = 0; i < j->n; i++)
-			if (jv_from_json(c, j->v[i], &a->v[i], depth + 1))
+			if (exl_jv_from_json(c, j->v[i], &a->v[i], depth + 1))
 				return -1;
 		a->n = j->n;
 		*out = jv_arr(JV_ARRAY, a);
 		return 0;
 	}
 	case EXL_JSON_OBJECT: {
-		struct jobj *o = jobj_new(c, j->n);
+		struct jobj *o = exl_jobj_new(c, j->n);
 		struct ikey *ik;
 		size_t nidx = 0;
 
 		if (!o)
 			return -1;
-		ik = jalloc_array(c, j->n + 1, sizeof(*ik));
+		ik = exl_jalloc_array(c, j->n + 1, sizeof(*ik));
 		if (!ik)
 			return -1;
 		for (size_t i = 0; i < j->n; i++)
@@ -1185,8 +1191,8 @@ int jv_from_json(struct jctx *c, const struct exl_json *j, struct jv *out, int d
 
 				if (pass && index_key(j->keys[i], j->key_lens[i], &v))
 					continue;
-				if (jv_from_json(c, j->v[i], &val, depth + 1) ||
-				    jobj_set(c, o, j->keys[i], j->key_lens[i], val))
+				if (exl_jv_from_json(c, j->v[i], &val, depth + 1) ||
+				    exl_jobj_set(c, o, j->keys[i], j->key_lens[i], val))
 					return -1;
 			}
 		}
@@ -1194,5 +1200,5 @@ int jv_from_json(struct jctx *c, const struct exl_json *j, struct jv *out, int d
 		return 0;
 	}
 	}
-	return jfail(c, 0, "bad JSON value");
+	return exl_jfail(c, 0, "bad JSON value");
 }

@@ -50,15 +50,15 @@ out.push('#include "common/jinja_case.h"', '');
 for (const upper of [true, false]) {
 	const name = upper ? 'upper' : 'lower';
 	const { runs, multi } = table(upper);
-	out.push(`const struct jcase_run jcase_${name}_runs[] = {`);
+	out.push(`const struct jcase_run exl_jcase_${name}_runs[] = {`);
 	for (const [f, l, s, d] of runs)
 		out.push(`\t{ 0x${f.toString(16)}, 0x${l.toString(16)}, ${s}, ${d} },`);
 	out.push('};');
-	out.push(`const size_t jcase_${name}_nruns = sizeof(jcase_${name}_runs) / sizeof(jcase_${name}_runs[0]);`, '');
-	out.push(`const struct jcase_multi jcase_${name}_multi[] = {`);
+	out.push(`const size_t exl_jcase_${name}_nruns = sizeof(exl_jcase_${name}_runs) / sizeof(exl_jcase_${name}_runs[0]);`, '');
+	out.push(`const struct jcase_multi exl_jcase_${name}_multi[] = {`);
 	for (const [cp, cps] of multi)
 		out.push(`\t{ 0x${cp.toString(16)}, { ${cps.map((x) => '0x' + x.toString(16)).join(', ')} } },`);
 	out.push('};');
-	out.push(`const size_t jcase_${name}_nmulti = sizeof(jcase_${name}_multi) / sizeof(jcase_${name}_multi[0]);`, '');
+	out.push(`const size_t exl_jcase_${name}_nmulti = sizeof(exl_jcase_${name}_multi) / sizeof(exl_jcase_${name}_multi[0]);`, '');
 }
 process.stdout.write(out.join('\n'));
