@@ -15,7 +15,7 @@ static const struct subcommand subcommands[] = {
 	{ "inspect", cmd_inspect, "inspect FILE              print a GGUF model's metadata and tensors" },
 	{ "tokenize", cmd_tokenize, "tokenize --model FILE [--no-bos] [--special]  text on stdin -> token ids" },
 	{ "detokenize", cmd_detokenize, "detokenize --model FILE [--special]  token ids on stdin -> text" },
-	{ "chat-template", cmd_chat_template, "chat-template --model FILE [--template FILE]  a conversation (JSON) on stdin -> the prompt" },
+	{ "chat-template", exl_cmd_chat_template, "chat-template --model FILE [--template FILE]  a conversation (JSON) on stdin -> the prompt" },
 };
 
 static void usage(FILE *out)

@@ -232,7 +232,7 @@ oom:
 	return NULL;
 }
 
-int cmd_chat_template(int argc, char **argv)
+int exl_cmd_chat_template(int argc, char **argv)
 {
 	struct ct_opts o;
 	struct gguf_file *f = NULL;

@@ -6,7 +6,7 @@
 int cmd_inspect(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 int cmd_detokenize(int argc, char **argv);
-int cmd_chat_template(int argc, char **argv);
+int exl_cmd_chat_template(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 int cmd_serve(int argc, char **argv); /* the daemon itself */
 
