@@ -297,6 +297,18 @@ bool exl_jv_same_value_zero(struct jv a, struct jv b);
 /* The reference's compareRuntimeValues (sort, dictsort): -1, 0, 1 in *r. */
 int exl_jv_compare(struct jctx *c, unsigned line, struct jv a, struct jv b, bool case_sensitive,
 		   int *r);
+/* A stable sort (as Array#sort) of v[0..n) by exl_jv_compare of key(arg,
+ * item) (key NULL: the items), tmp n entries of scratch.  A failed compare
+ * sets err (its message is in c) and leaves v in some order. */
+struct exl_jv_sort {
+	struct jctx *c;
+	unsigned line;
+	bool case_sensitive, reverse;
+	struct jv (*key)(const void *arg, struct jv v);
+	const void *arg;
+	int err;
+};
+void exl_jv_sort(struct exl_jv_sort *s, struct jv *v, struct jv *tmp, size_t n);
 
 struct exl_json;
 /* The context's JSON as values (strings borrowed from the document; object
@@ -310,6 +322,9 @@ int exl_jv_from_json(struct jctx *c, const struct exl_json *j, struct jv *out, i
 size_t exl_jt_decode(const char *s, size_t n, uint32_t *cp);
 /* JavaScript's \s. */
 bool exl_jt_is_space(uint32_t cp);
+/* The index of the first non-space (exl_jt_is_space) code point at or
+ * after i. */
+size_t exl_jt_skip_space(const char *s, size_t n, size_t i);
 /* ASCII \w. */
 static inline bool jt_is_word(int ch)
 {

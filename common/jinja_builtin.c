@@ -634,43 +634,10 @@ static int dict_pairs(struct jctx *c, const struct jobj *o, struct jarr **out)
 	return 0;
 }
 
-struct sort_ctx {
-	struct jctx *c;
-	unsigned line;
-	size_t index;
-	bool case_sensitive, reverse;
-	int err;
-};
-
-static int pair_cmp(struct sort_ctx *s, struct jv a, struct jv b)
+/* dictsort's key: the pair's key (index 0) or value (1). */
+static struct jv pair_item(const void *arg, struct jv pair)
 {
-	int r = 0;
-
-	if (s->err)
-		return 0;
-	if (exl_jv_compare(s->c, s->line, a.u.a->v[s->index], b.u.a->v[s->index], s->case_sensitive,
-			   &r)) {
-		s->err = -1;
-		return 0;
-	}
-	return s->reverse ? -r : r;
-}
-
-static void pair_sort(struct sort_ctx *s, struct jv *v, struct jv *tmp, size_t n)
-{
-	size_t h = n / 2, i = 0, j = h, k = 0;
-
-	if (n < 2)
-		return;
-	pair_sort(s, v, tmp, h);
-	pair_sort(s, v + h, tmp, n - h);
-	while (i < h && j < n)
-		tmp[k++] = pair_cmp(s, v[j], v[i]) < 0 ? v[j++] : v[i++];
-	while (i < h)
-		tmp[k++] = v[i++];
-	while (j < n)
-		tmp[k++] = v[j++];
-	memcpy(v, tmp, n * sizeof(*v));
+	return pair.u.a->v[*(const size_t *)arg];
 }
 
 static int dictsort(struct jctx *c, unsigned line, const struct jobj *o, const struct jargs *a,
@@ -679,7 +646,8 @@ static int dictsort(struct jctx *c, unsigned line, const struct jobj *o, const s
 	struct jv cs = arg_or(a, 0, "case_sensitive", jv_bool(false));
 	struct jv by = arg_or(a, 1, "by", jv_str("key", 3));
 	struct jv rev = arg_or(a, 2, "reverse", jv_bool(false));
-	struct sort_ctx s = { c, line, 0, false, false, 0 };
+	struct exl_jv_sort s = { c, line, false, false, pair_item, NULL, 0 };
+	size_t index;
 	struct jarr *r;
 	struct jv *tmp;
 
@@ -694,10 +662,11 @@ static int dictsort(struct jctx *c, unsigned line, const struct jobj *o, const s
 	tmp = exl_jalloc_array(c, r->n + 1, sizeof(*tmp));
 	if (!tmp)
 		return -1;
-	s.index = by.u.s[0] == 'v';
+	index = by.u.s[0] == 'v';
+	s.arg = &index;
 	s.case_sensitive = cs.u.b;
 	s.reverse = rev.u.b;
-	pair_sort(&s, r->v, tmp, r->n);
+	exl_jv_sort(&s, r->v, tmp, r->n);
 	if (s.err)
 		return -1;
 	*out = jv_arr(JV_ARRAY, r);

@@ -99,11 +99,8 @@ static int indent(struct jctx *c, struct jv s, const char *pad, size_t padn, boo
 }
 
 struct vsort {
-	struct jctx *c;
-	unsigned line;
 	bool case_sensitive, reverse;
 	struct jv attr;             /* JV_NULL: the items themselves */
-	int err;
 };
 
 /* The reference's getAttributeValue: "a.b.0" through dicts and lists. */
@@ -135,8 +132,9 @@ static struct jv attr_path(struct jv v, const char *p, size_t n)
 	return v;
 }
 
-static struct jv sort_key(const struct vsort *s, struct jv v)
+static struct jv sort_key(const void *arg, struct jv v)
 {
+	const struct vsort *s = arg;
 	char tmp[40];
 	size_t n;
 
@@ -146,37 +144,6 @@ static struct jv sort_key(const struct vsort *s, struct jv v)
 		return attr_path(v, s->attr.u.s, s->attr.len);
 	n = exl_jnum_fmt(s->attr.u.n, tmp);
 	return attr_path(v, tmp, n);
-}
-
-static int vcmp(struct vsort *s, struct jv a, struct jv b)
-{
-	int r = 0;
-
-	if (s->err)
-		return 0;
-	if (exl_jv_compare(s->c, s->line, sort_key(s, a), sort_key(s, b), s->case_sensitive, &r)) {
-		s->err = -1;
-		return 0;
-	}
-	return s->reverse ? -r : r;
-}
-
-/* Stable, as Array#sort. */
-static void msort(struct vsort *s, struct jv *v, struct jv *tmp, size_t n)
-{
-	size_t h = n / 2, i = 0, j = h, k = 0;
-
-	if (n < 2)
-		return;
-	msort(s, v, tmp, h);
-	msort(s, v + h, tmp, n - h);
-	while (i < h && j < n)
-		tmp[k++] = vcmp(s, v[j], v[i]) < 0 ? v[j++] : v[i++];
-	while (i < h)
-		tmp[k++] = v[i++];
-	while (j < n)
-		tmp[k++] = v[j++];
-	memcpy(v, tmp, n * sizeof(*v));
 }
 
 static int sorted(struct jctx *c, unsigned line, struct jv v, struct vsort *s, struct jv *out)
@@ -189,10 +156,10 @@ static int sorted(struct jctx *c, unsigned line, struct jv v, struct vsort *s, s
 	if (v.u.a->n)
 		memcpy(r->v, v.u.a->v, v.u.a->n * sizeof(*r->v));
 	r->n = v.u.a->n;
-	s->c = c;
-	s->line = line;
-	msort(s, r->v, tmp, r->n);
-	if (s->err)
+	struct exl_jv_sort js = { c, line, s->case_sensitive, s->reverse, sort_key, s, 0 };
+
+	exl_jv_sort(&js, r->v, tmp, r->n);
+	if (js.err)
 		return -1;
 	*out = jv_arr(JV_ARRAY, r);
 	return 0;
@@ -629,20 +596,18 @@ static int minmax(struct jctx *c, unsigned line, struct jv v, const struct jargs
 	struct jv cs = arg_or(a, 0, "case_sensitive", jv_bool(false));
 	struct jv *at = exl_jargs_kw(a, "attribute");
 
-	s.c = c;
-	s.line = line;
 	s.case_sensitive = cs.t == JV_BOOL && cs.u.b;
 	if (at)
 		s.attr = *at;
 	for (size_t i = 0; i < v.u.a->n; i++) {
-		int r;
+		int r = 0;
 
 		if (best.t == JV_UNDEF) {
 			best = v.u.a->v[i];
 			continue;
 		}
-		r = vcmp(&s, v.u.a->v[i], best);
-		if (s.err)
+		if (exl_jv_compare(c, line, sort_key(&s, v.u.a->v[i]), sort_key(&s, best),
+				   s.case_sensitive, &r))
 			return -1;
 		if (max ? r > 0 : r < 0)
 			best = v.u.a->v[i];

@@ -82,20 +82,6 @@ static int trim_blocks(struct jctx *c, const char *s, size_t n, struct jbuf *o, 
 	return 0;
 }
 
-static size_t skip_ws(const char *s, size_t n, size_t i)
-{
-	uint32_t cp;
-
-	while (i < n) {
-		size_t k = exl_jt_decode(s + i, n - i, &cp);
-
-		if (!exl_jt_is_space(cp))
-			break;
-		i += k;
-	}
-	return i;
-}
-
 /* {%-? \s* (end)?generation \s* -?%} at s[i]: its end, 0 if none. */
 static size_t generation_tag(const char *s, size_t n, size_t i, bool *lstrip, bool *rstrip)
 {
@@ -105,13 +91,13 @@ static size_t generation_tag(const char *s, size_t n, size_t i, bool *lstrip, bo
 	*lstrip = i < n && s[i] == '-';
 	if (*lstrip)
 		i++;
-	i = skip_ws(s, n, i);
+	i = exl_jt_skip_space(s, n, i);
 	if (n - i >= 3 && !memcmp(s + i, "end", 3) && n - i >= 13 &&
 	    !memcmp(s + i + 3, "generation", 10))
 		i += 3;
 	if (n - i < 10 || memcmp(s + i, "generation", 10))
 		return 0;
-	i = skip_ws(s, n, i + 10);
+	i = exl_jt_skip_space(s, n, i + 10);
 	*rstrip = i < n && s[i] == '-';
 	if (*rstrip)
 		i++;
@@ -127,12 +113,12 @@ static int generation_tags(struct jctx *c, const char *s, size_t n, struct jbuf 
 	size_t i = 0;
 
 	while (i < n) {
-		size_t w = skip_ws(s, n, i), end;
+		size_t w = exl_jt_skip_space(s, n, i), end;
 		bool ls, rs;
 
 		end = generation_tag(s, n, w, &ls, &rs);
 		if (end) {
-			size_t a = skip_ws(s, n, end);
+			size_t a = exl_jt_skip_space(s, n, end);
 
 			if (!ls && exl_jbuf_put(c, o, s + i, w - i))
 				return -1;
@@ -382,7 +368,7 @@ static int tokenize(struct lexer *lx)
 				return -1;
 			lx->i += 2;
 			if (after)
-				lx->i = skip_ws(lx->s, lx->n, lx->i);
+				lx->i = exl_jt_skip_space(lx->s, lx->n, lx->i);
 			continue;
 		}
 		if (at(lx, "{%-")) {
@@ -400,20 +386,20 @@ static int tokenize(struct lexer *lx)
 			lx->i += 3;
 			continue;
 		}
-		lx->i = skip_ws(lx->s, lx->n, lx->i);
+		lx->i = exl_jt_skip_space(lx->s, lx->n, lx->i);
 		if (lx->i >= lx->n)
 			break;
 		start = lx->i;
 		if (at(lx, "-%}")) {
 			if (push(lx, T_CLOSE_STMT, lx->s + lx->i + 1, 2, start))
 				return -1;
-			lx->i = skip_ws(lx->s, lx->n, lx->i + 3);
+			lx->i = exl_jt_skip_space(lx->s, lx->n, lx->i + 3);
 			continue;
 		}
 		if (at(lx, "-}}")) {
 			if (push(lx, T_CLOSE_EXPR, lx->s + lx->i + 1, 2, start))
 				return -1;
-			lx->i = skip_ws(lx->s, lx->n, lx->i + 3);
+			lx->i = exl_jt_skip_space(lx->s, lx->n, lx->i + 3);
 			continue;
 		}
 		char ch = lx->s[lx->i];

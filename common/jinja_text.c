@@ -377,7 +377,7 @@ int exl_jt_locale_cmp(const char *a, size_t an, const char *b, size_t bn)
 
 /* ---- numbers ---- */
 
-static size_t skip_space(const char *s, size_t n, size_t i)
+size_t exl_jt_skip_space(const char *s, size_t n, size_t i)
 {
 	uint32_t cp;
 
@@ -492,7 +492,7 @@ double exl_jt_to_number(const char *s, size_t n)
 
 double exl_jt_parse_int(const char *s, size_t n)
 {
-	size_t i = skip_space(s, n, 0), start;
+	size_t i = exl_jt_skip_space(s, n, 0), start;
 	bool neg = false;
 	double d;
 
@@ -509,7 +509,7 @@ double exl_jt_parse_int(const char *s, size_t n)
 
 double exl_jt_parse_float(const char *s, size_t n)
 {
-	size_t i = skip_space(s, n, 0), len;
+	size_t i = exl_jt_skip_space(s, n, 0), len;
 	bool inf;
 
 	len = decimal_len(s + i, n - i, &inf);

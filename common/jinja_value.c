@@ -1202,3 +1202,38 @@ int exl_jv_from_json(struct jctx *c, const struct exl_json *j, struct jv *out, i
 	}
 	return exl_jfail(c, 0, "bad JSON value");
 }
+
+static int sort_cmp(struct exl_jv_sort *s, struct jv a, struct jv b)
+{
+	int r = 0;
+
+	if (s->err)
+		return 0;
+	if (s->key) {
+		a = s->key(s->arg, a);
+		b = s->key(s->arg, b);
+	}
+	if (exl_jv_compare(s->c, s->line, a, b, s->case_sensitive, &r)) {
+		s->err = -1;
+		return 0;
+	}
+	return s->reverse ? -r : r;
+}
+
+void exl_jv_sort(struct exl_jv_sort *s, struct jv *v, struct jv *tmp, size_t n)
+{
+	size_t h = n / 2, i = 0, j = h, k = 0;
+
+	if (n < 2)
+		return;
+	exl_jv_sort(s, v, tmp, h);
+	exl_jv_sort(s, v + h, tmp, n - h);
+	/* the right run's item goes first only when strictly smaller: stable */
+	while (i < h && j < n)
+		tmp[k++] = sort_cmp(s, v[j], v[i]) < 0 ? v[j++] : v[i++];
+	while (i < h)
+		tmp[k++] = v[i++];
+	while (j < n)
+		tmp[k++] = v[j++];
+	memcpy(v, tmp, n * sizeof(*v));
+}
