@@ -15,6 +15,7 @@
 #include "client/exl/exl_chat_jinja.h"
 #include "client/exl/exl_chat_template.h"
 #include "client/exl/exl_cli.h"
+#include "common/read_all.h"
 
 #define POLL_MS 100
 #define MAX_LINE (1u << 20)
@@ -216,41 +217,14 @@ static int fallback_template(struct chat *ch)
 /* A Jinja file named by --template: its text in ch->jinja. */
 static int read_template_file(struct chat *ch, const char *path)
 {
-	FILE *f = fopen(path, "rb");
-	size_t len = 0, cap = 0;
-	char *buf = NULL;
+	char err[400];
+	size_t len;
 
-	if (!f) {
-		fprintf(stderr, "exl chat: %s: %s\n", path, strerror(errno));
+	ch->jinja = exl_read_file(path, MAX_LINE, &len, err, sizeof(err));
+	if (!ch->jinja) {
+		fprintf(stderr, "exl chat: %s\n", err);
 		return EXL_EXIT_USAGE;
 	}
-	for (;;) {
-		if (len + 4096 + 1 > cap) {
-			cap = cap ? cap * 2 : 8192;
-			char *p = cap <= MAX_LINE ? realloc(buf, cap) : NULL;
-			if (!p) {
-				fprintf(stderr, "exl chat: %s: %s\n", path, cap > MAX_LINE ?
-					"a template of more than 1 MiB" : "out of memory");
-				free(buf);
-				fclose(f);
-				return EXL_EXIT_USAGE;
-			}
-			buf = p;
-		}
-		size_t n = fread(buf + len, 1, cap - len - 1, f);
-		len += n;
-		if (n == 0)
-			break;
-	}
-	int failed = ferror(f);
-	fclose(f);
-	if (failed) {
-		fprintf(stderr, "exl chat: reading %s failed\n", path);
-		free(buf);
-		return EXL_EXIT_USAGE;
-	}
-	buf[len] = 0;
-	ch->jinja = buf;
 	return EXL_EXIT_OK;
 }
 

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "common/chat_template.h"
+#include "common/read_all.h"
 #include "common/json_parse.h"
 #include "daemon/commands/commands.h"
 #include "daemon/core/gguf/gguf.h"
@@ -66,65 +67,6 @@ static int parse_args(int argc, char **argv, struct ct_opts *o)
 		return -1;
 	}
 	return 0;
-}
-
-/* All of f; NUL-terminated, *len bytes.  NULL with a message. */
-static char *read_all(FILE *f, const char *what, size_t *len, char *err, size_t errlen)
-{
-	size_t cap = 1 << 16, n = 0;
-	char *buf = malloc(cap);
-
-	if (!buf)
-		goto oom;
-	for (;;) {
-		size_t got;
-
-		if (n + 1 == cap) {
-			char *nb;
-
-			if (cap > INPUT_MAX) {
-				snprintf(err, errlen, "%s is longer than %zu bytes", what, INPUT_MAX);
-				free(buf);
-				return NULL;
-			}
-			nb = realloc(buf, cap * 2);
-			if (!nb)
-				goto oom;
-			buf = nb;
-			cap *= 2;
-		}
-		got = fread(buf + n, 1, cap - 1 - n, f);
-		n += got;
-		if (got == 0) {
-			if (ferror(f)) {
-				snprintf(err, errlen, "cannot read %s: %s", what, strerror(errno));
-				free(buf);
-				return NULL;
-			}
-			break;
-		}
-	}
-	buf[n] = '\0';
-	*len = n;
-	return buf;
-oom:
-	free(buf);
-	snprintf(err, errlen, "out of memory reading %s", what);
-	return NULL;
-}
-
-static char *read_file(const char *path, size_t *len, char *err, size_t errlen)
-{
-	FILE *f = fopen(path, "rb");
-	char *s;
-
-	if (!f) {
-		snprintf(err, errlen, "cannot open %s: %s", path, strerror(errno));
-		return NULL;
-	}
-	s = read_all(f, path, len, err, errlen);
-	fclose(f);
-	return s;
 }
 
 /* The vocabulary entry of the token the id key names, or NULL. */
@@ -249,7 +191,7 @@ int exl_cmd_chat_template(int argc, char **argv)
 		return 1;
 	}
 	if (o.tmpl_file) {
-		tmpl_buf = read_file(o.tmpl_file, &tmpl_len, err, sizeof(err));
+		tmpl_buf = exl_read_file(o.tmpl_file, INPUT_MAX, &tmpl_len, err, sizeof(err));
 		if (!tmpl_buf)
 			goto fail;
 		tmpl = tmpl_buf;
@@ -266,7 +208,7 @@ int exl_cmd_chat_template(int argc, char **argv)
 			tmpl_len = strlen(exl_chat_template_chatml);
 		}
 	}
-	input = read_all(stdin, "stdin", &input_len, err, sizeof(err));
+	input = exl_read_all(stdin, "stdin", INPUT_MAX, &input_len, err, sizeof(err));
 	if (!input)
 		goto fail;
 	ctx = with_tokens(input, input_len, f, &ctx_len, err, sizeof(err));
