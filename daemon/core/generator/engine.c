@@ -114,6 +114,7 @@ void exl_engine_config_init(struct exl_engine_config *c)
 	c->suspend_after = 0.0;
 	c->resume_yield = 1.0;
 	c->step_target = 0.0;
+	c->spec_rows = 0;
 }
 
 int exl_engine_max_seq_len(const struct exl_model *m, const struct exl_engine_config *c)
@@ -1007,12 +1008,33 @@ void exl_engine_drop_drafter(struct exl_engine *e, const char *name)
 	}
 }
 
+/* Whether job decodes this step: one pending token in every sequence. */
+static bool decodes(const struct exl_job *job)
+{
+	if (!runnable(job) || job->reason != EXL_STOP_NONE)
+		return false;
+	for (int i = 0; i < job->n_seqs; i++)
+		if (pending(job, i) != 1)
+			return false;
+	return true;
+}
+
 /* Fills draft.prop for every decoding job that drafts: as many tokens as
- * its schedule (next_len) and its room allow (the last token it may
- * generate is never proposed: nothing would verify it).  A drafter that
- * fails is dropped; its jobs go on without proposals, to the same output. */
+ * its schedule (next_len), its room and the pass's cheap rows allow (the
+ * last token it may generate is never proposed: nothing would verify it).
+ * A verification row is worth its price only while the pass stays within
+ * the backend's cheap rows (memory-bound): past them every row costs
+ * compute, which the batch's other jobs already fill, so a full batch
+ * decodes without proposals (docs/design-notes.md, "Speculative
+ * decoding").  A drafter that fails is dropped; its jobs go on without
+ * proposals, to the same output. */
 static void propose(struct exl_engine *e)
 {
+	int rows = e->cfg.spec_rows > 0 ? e->cfg.spec_rows : exl_model_backend(e->m)->ops->cheap_rows;
+
+	for (int j = 0; j < e->n_active; j++)
+		if (decodes(e->active[j]))
+			rows -= e->active[j]->n_seqs;
 	for (int j = 0; j < e->n_active; j++) {
 		struct exl_job *job = e->active[j];
 		struct exl_job_draft *d = &job->draft;
@@ -1026,7 +1048,7 @@ static void propose(struct exl_engine *e)
 			continue;
 		for (int i = 0; i < job->n_seqs; i++)
 			decoding &= pending(job, i) == 1;
-		if (!decoding || room <= 0)
+		if (!decoding || room <= 0 || rows <= 0)
 			continue;
 		if (!d->len) {
 			if (++d->idle < DRAFT_PROBE_EVERY)
@@ -1036,6 +1058,11 @@ static void propose(struct exl_engine *e)
 		d->want = d->len ? d->len : 1;
 		if (d->want > room)
 			d->want = room;
+		if (d->want * job->n_seqs > rows)
+			d->want = rows / job->n_seqs;
+		rows -= d->want * job->n_seqs;
+		if (!d->want)
+			continue;
 		if (d->ngram)
 			d->n_prop = exl_draft_ngram(job->seq[0].tokens, job->seq[0].n_tokens, d->ngram,
 						    d->prop, d->want);

@@ -112,6 +112,7 @@ void exl_model_set_context(struct exl_model *m, int n_ctx);
 
 const struct exl_hparams *exl_model_hparams(const struct exl_model *m);
 const struct exl_tokenizer *exl_model_tokenizer(const struct exl_model *m);
+const struct exl_backend *exl_model_backend(const struct exl_model *m);
 const struct gguf_file *exl_model_gguf(const struct exl_model *m);
 size_t exl_model_weight_bytes(const struct exl_model *m);
 
