@@ -51,11 +51,13 @@ extern "C" {
 
 /* The library's own version, which moves with its ABI (not exld's).
  * 0.2: struct exl_event ends with the logits of return_logits;
- * exl_server_feature() and EXL_E_UNSUPPORTED. */
+ * exl_server_feature() and EXL_E_UNSUPPORTED.
+ * 0.3: exl_embed(); truncate, truncated_tokens and input embeddings
+ * (struct exl_gen_params and struct exl_result grow). */
 #define EXLCLIENT_VERSION_MAJOR 0
-#define EXLCLIENT_VERSION_MINOR 2
+#define EXLCLIENT_VERSION_MINOR 3
 #define EXLCLIENT_VERSION_PATCH 0
-#define EXLCLIENT_VERSION_STRING "0.2.0"
+#define EXLCLIENT_VERSION_STRING "0.3.0"
 
 /* The library's version, "MAJOR.MINOR.PATCH". */
 EXL_CLIENT_API const char *exl_version(void);
@@ -253,6 +255,7 @@ struct exl_gen_params {
 	const int32_t *stop_tokens;
 	size_t n_stop_tokens;
 	int ignore_eos;                   /* -1/0/1 */
+	int truncate;                     /* -1/0/1: cut an over-long prompt (0.3) */
 	const char *const *banned_strings;
 	size_t n_banned_strings;
 
@@ -280,6 +283,7 @@ struct exl_result {
 	int32_t stop_token;               /* -1 unless stop_token */
 	char *stop_string;                /* NULL unless stop_string */
 	int prompt_tokens, new_tokens, cached_tokens;
+	int truncated_tokens;             /* prompt tokens truncate dropped (0.3) */
 	uint64_t seed;
 	double time_queued, time_to_first, time_total;
 	char *text;                       /* NUL-terminated */

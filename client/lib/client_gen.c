@@ -35,6 +35,7 @@ void exl_gen_params_init(struct exl_gen_params *p)
 	p->dry_allowed_length = p->dry_range = EXL_UNSET_INT;
 	p->xtc_probability = p->xtc_threshold = NAN;
 	p->ignore_eos = -1;
+	p->truncate = -1;
 	p->filter_prefer_eos = -1;
 	p->return_probs = -1;
 	p->return_top_k = EXL_UNSET_INT;
@@ -281,6 +282,7 @@ static void pack_params(struct fields *f, const struct exl_gen_params *p, const 
 			msgpack_pack_int32(&f->m.pk, p->stop_tokens[i]);
 	}
 	f_bool(f, "ignore_eos", p->ignore_eos);
+	f_bool(f, "truncate", p->truncate);
 	f_strs(f, "banned_strings", p->banned_strings, p->n_banned_strings);
 	f_str(f, "grammar", p->grammar);
 	f_str(f, "json_schema", p->json_schema);
@@ -400,6 +402,8 @@ int exl_cl_parse_result(struct exl_client *c, const msgpack_object *map, struct 
 		r->new_tokens = (int)x;
 	if (exl_cl_get_i64(map, "cached_tokens", &x))
 		r->cached_tokens = (int)x;
+	if (exl_cl_get_i64(map, "truncated_tokens", &x))
+		r->truncated_tokens = (int)x;
 	if (exl_cl_get_u64(map, "seed", &u))
 		r->seed = u;
 	if (exl_cl_get_f64(map, "time_queued", &d))
@@ -850,6 +854,7 @@ static int acc_finish(struct exl_client *c, struct acc *a, const struct exl_resu
 	out->prompt_tokens = r->prompt_tokens;
 	out->new_tokens = r->new_tokens;
 	out->cached_tokens = r->cached_tokens;
+	out->truncated_tokens = r->truncated_tokens;
 	out->seed = r->seed;
 	out->time_queued = r->time_queued;
 	out->time_to_first = r->time_to_first;

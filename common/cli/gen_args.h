@@ -73,7 +73,8 @@ struct gen_field {
 	X(GENOPT_SPECIAL,          p.encode_special,     s.encode_special_tokens) \
 	X(GENOPT_DECODE_SPECIAL,   p.decode_special,     s.decode_special_tokens) \
 	X(GENOPT_NO_BOS,           p.add_bos,            s.add_bos) \
-	X(GENOPT_TOP_PROBS,        top_probs,            top_probs)
+	X(GENOPT_TOP_PROBS,        top_probs,            top_probs) \
+	X(GENOPT_TRUNCATE,         p.truncate,           s.truncate)
 
 struct gen_args {
 	struct genopt_parser ps;  /* the shared table, its counts, and messages on stderr */

@@ -106,6 +106,9 @@ const struct genopt genopt_table[GENOPT_N] = {
 	    "do not add BOS to the prompt"),
 	OPTW(GENOPT_TOP_PROBS, "--top-probs", NULL, GENOPT_INT, 0,
 	    "return_top_k", "K", "report each token's probability and the K most likely"),
+	OPT(GENOPT_TRUNCATE, "--truncate", NULL, GENOPT_FLAG, 0, 0, 0, "truncate", NULL,
+	    "cut a prompt too long for the context to its last (context - N) tokens "
+	    "after BOS instead of refusing it"),
 };
 
 void genopt_parser_init(struct genopt_parser *ps, const char *prog, FILE *msg)

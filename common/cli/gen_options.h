@@ -64,6 +64,7 @@ enum genopt_id {
 	GENOPT_DECODE_SPECIAL,
 	GENOPT_NO_BOS,
 	GENOPT_TOP_PROBS,
+	GENOPT_TRUNCATE,
 	GENOPT_N,
 	/* a program's own options take ids from here on */
 	GENOPT_OWN = 100,

@@ -161,6 +161,10 @@ int exl_cmd_run(int argc, char **argv)
 	const struct exl_tokenizer *tok = exl_model_tokenizer(m);
 
 	st.tok = tok;
+	if (exl_run_load_embeddings(&o, exl_model_hparams(m)->n_embd, err, sizeof(err))) {
+		status = 2;
+		goto fail;
+	}
 	struct exl_prompt prompt = { o.prompt, strlen(o.prompt), NULL, 0 };
 	struct exl_prompt neg = { o.negative, o.negative ? strlen(o.negative) : 0, NULL, 0 };
 

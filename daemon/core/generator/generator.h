@@ -31,6 +31,7 @@
 #include <stdint.h>
 
 #include "daemon/core/grammar/filter.h"
+#include "daemon/core/model/model.h"
 #include "daemon/core/sampler/sampler.h"
 
 struct exl_model;
@@ -59,6 +60,18 @@ const char *exl_stop_reason_name(enum exl_stop_reason r);
 #define EXL_GEN_MAX_STRING_LEN 1024 /* bytes of one stop / banned string */
 #define EXL_GEN_MAX_BIAS 4096
 #define EXL_GEN_MAX_TOP_PROBS 64
+#define EXL_GEN_MAX_EMBD_BLOCKS 64
+#define EXL_GEN_MAX_ALIAS_LEN 256   /* bytes of an input embedding block's alias */
+#define EXL_GEN_MAX_EMBD_ROWS 65536 /* rows of all of a job's blocks together */
+
+/* Input embeddings, as exllamav2 takes them: wherever alias occurs in a
+ * text prompt, the block's n_rows rows take the place of token embeddings
+ * (docs/protocol.md, "Input embeddings"). */
+struct exl_embd_block {
+	const char *alias;    /* NUL-terminated, 1 to EXL_GEN_MAX_ALIAS_LEN bytes */
+	const float *rows;    /* [n_rows][n_embd], finite */
+	int n_rows;
+};
 
 /* Every option of a job.  exl_gen_settings_init() sets the documented
  * defaults.  Pointers are borrowed: exl_job_create() copies what it keeps. */
@@ -111,6 +124,19 @@ struct exl_gen_settings {
 	bool return_probs;           /* false: the probability of each token */
 	int return_top_k;            /* 0: the k most likely candidates (<= 64) */
 	bool return_logits;          /* false: each step's logits (chunks only) */
+
+	/* Input embedding blocks (borrowed; the job copies them). */
+	const struct exl_embd_block *embeddings;
+	int n_embeddings;
+	/* A prompt longer than the context leaves room for max_new_tokens is
+	 * cut to its last (context - max_new_tokens) tokens after BOS (at
+	 * least one) instead of being refused (exl_gen_result.truncated). */
+	bool truncate;
+	/* Not EXL_POOL_NONE: an embedding job.  It reads its prompt and ends
+	 * (reason max_new_tokens, no tokens) with the prompt's final hidden
+	 * states pooled in exl_gen_result.embedding; nothing is sampled. */
+	enum exl_pooling pooling;
+	bool normalize;              /* false: the pooled vector scaled to unit L2 norm */
 };
 
 void exl_gen_settings_init(struct exl_gen_settings *s);
@@ -162,6 +188,9 @@ struct exl_gen_result {
 	int top_k;
 	const int32_t *top_ids;    /* [n_tokens][top_k] */
 	const float *top_probs;
+	int truncated;             /* prompt tokens dropped by truncate */
+	const float *embedding;    /* an embedding job's pooled vector [n_embd], else NULL */
+	int n_embd;
 };
 
 /* on_chunk's return values. */

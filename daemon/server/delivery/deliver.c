@@ -234,6 +234,10 @@ static void pack_result(msgpack_packer *pk, msgpack_sbuffer *sb, const struct ex
 	msgpack_pack_int(pk, r->new_tokens);
 	exl_pack_key(pk, "cached_tokens");
 	msgpack_pack_int(pk, r->cached_tokens);
+	if (r->truncated) {
+		exl_pack_key(pk, "truncated_tokens");
+		msgpack_pack_int(pk, r->truncated);
+	}
 	exl_pack_key(pk, "seed");
 	msgpack_pack_uint64(pk, r->seed);
 	exl_pack_key(pk, "time_queued");

@@ -634,6 +634,7 @@ static int dec_generate(struct dec *d, struct exl_req_generate *g, size_t max_te
 	    get_rint(d, "max_new_tokens", &s->max_new_tokens) ||
 	    get_rint(d, "min_new_tokens", &s->min_new_tokens) ||
 	    get_bool(d, "ignore_eos", &s->ignore_eos) ||
+	    get_bool(d, "truncate", &s->truncate) ||
 	    get_rfloat(d, "cfg_scale", &s->cfg_scale) ||
 	    get_bool(d, "return_probs", &s->return_probs) ||
 	    get_rint(d, "return_top_k", &s->return_top_k) ||
