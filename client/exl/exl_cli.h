@@ -125,5 +125,6 @@ int cmd_load(const struct cli *g, int argc, char **argv);
 int cmd_unload(const struct cli *g, int argc, char **argv);
 int cmd_status(const struct cli *g, int argc, char **argv);
 int cmd_bench(const struct cli *g, int argc, char **argv);
+int cmd_embed(const struct cli *g, int argc, char **argv);
 
 #endif

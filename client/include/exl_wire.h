@@ -49,6 +49,7 @@
 #define EXL_OP_CANCEL "cancel"
 #define EXL_OP_STATUS "status"
 #define EXL_OP_RESUME "resume"   /* nudge: no reply */
+#define EXL_OP_EMBED "embed"     /* one text's embedding (docs/protocol.md) */
 
 /* Daemon -> client only */
 #define EXL_OP_ERROR "error"

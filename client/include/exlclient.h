@@ -192,6 +192,32 @@ EXL_CLIENT_API int exl_status(struct exl_client *c, struct exl_daemon_status *st
  * has none; EXL_E_UNKNOWN_MODEL when no such model is loaded. */
 EXL_CLIENT_API int exl_chat_template(struct exl_client *c, const char *model, char **tmpl);
 
+/* Embeddings (0.3): the final hidden state of each text's prompt (after
+ * the output norm), pooled.  Every field is optional. */
+struct exl_embed_params {
+	const char *model;                /* NULL: the only loaded model */
+	const char *pooling;              /* "mean", "last", "cls"; NULL: the model's
+					   * pooling_type, else mean */
+	bool normalize;                   /* scale each vector to unit L2 norm */
+	bool truncate;                    /* keep a too long text's last tokens */
+};
+
+struct exl_embedding {
+	float *values;                    /* [n_embd], malloc'ed */
+	size_t n_embd;
+	int n_tokens;                     /* tokens of the text (BOS included) */
+	int truncated_tokens;
+};
+
+EXL_CLIENT_API void exl_embed_params_init(struct exl_embed_params *p);
+/* Blocking: the embeddings of texts[0..n) into out[0..n), one embed request
+ * per text, all sent at once so the daemon batches them.  On an error
+ * (the first text refused, in order of the replies) nothing is left in
+ * out.  p NULL: the defaults. */
+EXL_CLIENT_API int exl_embed(struct exl_client *c, const struct exl_embed_params *p,
+			     const char *const *texts, size_t n, struct exl_embedding *out);
+EXL_CLIENT_API void exl_embeddings_free(struct exl_embedding *e, size_t n);
+
 /* model NULL: the only loaded model.  add_bos -1: the model's default. */
 EXL_CLIENT_API int exl_tokenize(struct exl_client *c, const char *model, const char *text, size_t len,
 		 int add_bos, bool special, int32_t **ids, size_t *n);

@@ -116,6 +116,7 @@ bool exl_prep_cheap(const struct exl_prep *p)
 		return p->req.u.tokenize.len <= EXL_PREP_CHEAP_BYTES;
 	case EXL_OPC_DETOKENIZE:
 		return p->req.u.detokenize.n <= EXL_PREP_CHEAP_IDS;
+	case EXL_OPC_EMBED:
 	case EXL_OPC_GENERATE:
 		/* A constraint's compile time is not bounded by its length. */
 		if (g->grammar || g->json_schema || g->regex)
@@ -185,13 +186,16 @@ static void run_generate(struct exl_prep *p)
 	struct exl_req_generate *g = &p->req.u.gen;
 	char err[512];
 
+	if (p->req.op == EXL_OPC_EMBED && g->s.pooling == EXL_POOL_NONE)
+		g->s.pooling = exl_model_pooling(p->model);
 	/* The job's callbacks run on the engine thread once it is added;
 	 * until then nothing calls them. */
 	p->job->job = exl_job_create(p->model, &g->s, &g->prompt,
 				     g->has_negative ? &g->negative : NULL,
 				     &exl_engine_thread_callbacks, p->job, err, sizeof(err));
 	if (!p->job->job) {
-		snprintf(p->err, sizeof(p->err), "generate: %s", err);
+		snprintf(p->err, sizeof(p->err), "%s: %s",
+			 p->req.op == EXL_OPC_EMBED ? "embed" : "generate", err);
 		p->code = EXL_E_BAD_REQUEST;
 	}
 }
@@ -199,7 +203,8 @@ static void run_generate(struct exl_prep *p)
 void exl_prep_run(struct exl_prep *p)
 {
 	const char *op = p->req.op == EXL_OPC_TOKENIZE ? "tokenize" :
-			 p->req.op == EXL_OPC_DETOKENIZE ? "detokenize" : "generate";
+			 p->req.op == EXL_OPC_DETOKENIZE ? "detokenize" :
+			 p->req.op == EXL_OPC_EMBED ? "embed" : "generate";
 	int refusing = atomic_load(&p->et->refusing);
 
 	p->code = EXL_OK;
@@ -224,6 +229,7 @@ void exl_prep_run(struct exl_prep *p)
 		run_detokenize(p);
 		break;
 	case EXL_OPC_GENERATE:
+	case EXL_OPC_EMBED:
 		run_generate(p);
 		break;
 	default:

@@ -366,7 +366,47 @@ static const struct {
 	{ EXL_OP_CANCEL, EXL_OPC_CANCEL },
 	{ EXL_OP_STATUS, EXL_OPC_STATUS },
 	{ EXL_OP_RESUME, EXL_OPC_RESUME },
+	{ EXL_OP_EMBED, EXL_OPC_EMBED },
 };
+
+/* embed: one text, decoded as a job that reads its prompt and pools
+ * (s.pooling EXL_POOL_NONE: the model's, chosen when the job is made). */
+static int dec_embed(struct dec *d, struct exl_req_generate *g, size_t max_text)
+{
+	const char *s = NULL, *pool = NULL;
+	size_t len = 0, plen = 0;
+	bool b;
+
+	memset(g, 0, sizeof(*g));
+	exl_gen_settings_init(&g->s);
+	g->stream = EXL_STREAM_NONE;
+	g->return_text = 0;
+	g->s.max_new_tokens = 0;
+	if (get_str(d, "input", max_text, &s, &len) || get_str(d, "pooling", 16, &pool, &plen) ||
+	    get_bool(d, "normalize", &g->s.normalize) || get_bool(d, "truncate", &g->s.truncate))
+		return -1;
+	if (!s)
+		return fail(d, "input", "missing (the text to embed)");
+	g->prompt.text = s;
+	g->prompt.len = len;
+	if (find(d->map, "add_bos")) {
+		if (get_bool(d, "add_bos", &b))
+			return -1;
+		g->s.add_bos = b;
+	}
+	if (!pool)
+		return 0;
+	if (plen == 4 && !memcmp(pool, "mean", 4))
+		g->s.pooling = EXL_POOL_MEAN;
+	else if (plen == 4 && !memcmp(pool, "last", 4))
+		g->s.pooling = EXL_POOL_LAST;
+	else if (plen == 3 && !memcmp(pool, "cls", 3))
+		g->s.pooling = EXL_POOL_CLS;
+	else
+		return fail(d, "pooling", "wants \"mean\", \"last\" or \"cls\", got \"%.*s\"",
+			    (int)plen, pool);
+	return 0;
+}
 
 static int get_model(struct dec *d, struct exl_req *req, bool required)
 {
@@ -795,6 +835,9 @@ int exl_req_decode(const msgpack_object *root, msgpack_zone *zone, struct exl_re
 		break;
 	case EXL_OPC_GENERATE:
 		rc = get_model(&d, req, false) || dec_generate(&d, &req->u.gen, max_text);
+		break;
+	case EXL_OPC_EMBED:
+		rc = get_model(&d, req, false) || dec_embed(&d, &req->u.gen, max_text);
 		break;
 	case EXL_OPC_CANCEL:
 		if (!find(root, "job")) {

@@ -31,6 +31,7 @@ enum exl_op {
 	EXL_OPC_CANCEL,
 	EXL_OPC_STATUS,
 	EXL_OPC_RESUME,
+	EXL_OPC_EMBED,       /* a generate request's job that pools instead (dec_embed) */
 };
 
 enum exl_stream { EXL_STREAM_DEFAULT, EXL_STREAM_RING, EXL_STREAM_SOCKET, EXL_STREAM_NONE };

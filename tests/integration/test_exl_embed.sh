@@ -1,0 +1,105 @@
+#!/bin/sh
+# Embeddings and truncation through a real exld (issue 18): `exl embed`
+# equals `exld embed` (mean, last, cls; --normalize), also while a
+# generation runs beside it in the same batches, and that generation's
+# text is unchanged; refusals come back as errors; `exl generate
+# --truncate` on aidreams260K (context 128) generates and reports what it
+# dropped, and without it the prompt is refused.
+set -u
+exld=${1:?usage: test_exl_embed.sh EXLD EXL}
+exl=${2:?usage: test_exl_embed.sh EXLD EXL}
+. "$(dirname "$0")/exl_common.sh"
+
+stories=$models/stories260K.gguf
+t1="Once upon a time"
+t2="Lily and Ben went to the park to play"
+t3="The cat"
+
+# same FILE_A FILE_B WHAT: the JSON lines' embeddings and n_tokens agree
+same() {
+	python3 - "$1" "$2" <<'PY'
+import json, math, sys
+a = [json.loads(l) for l in open(sys.argv[1])]
+b = [json.loads(l) for l in open(sys.argv[2])]
+if len(a) != len(b) or not a:
+    print(f"{len(a)} lines against {len(b)}"); sys.exit(1)
+worst = 0.0
+for x, y in zip(a, b):
+    if x["n_tokens"] != y["n_tokens"] or len(x["embedding"]) != len(y["embedding"]):
+        print("n_tokens or n_embd differ:", x["n_tokens"], y["n_tokens"]); sys.exit(1)
+    d = math.sqrt(sum((p - q) ** 2 for p, q in zip(x["embedding"], y["embedding"])))
+    worst = max(worst, d / math.sqrt(sum(q * q for q in y["embedding"])))
+print(f"relative L2 {worst:.2e}")
+sys.exit(0 if worst <= 1e-6 else 1)
+PY
+}
+
+start_daemon stories260K,aidreams260K || exit 1
+
+for mode in mean last cls; do
+	"$exld" embed --model "$stories" --pooling $mode --threads 1 "$t1" "$t2" "$t3" \
+		>"$tmp/exld.$mode" 2>"$tmp/e" || { bad "exld embed $mode: $(cat "$tmp/e")"; continue; }
+	"$exl" embed -m stories260K --pooling $mode "$t1" "$t2" "$t3" >"$tmp/exl.$mode" 2>"$tmp/e" ||
+		{ bad "exl embed $mode: $(cat "$tmp/e")"; continue; }
+	if r=$(same "$tmp/exl.$mode" "$tmp/exld.$mode"); then
+		ok "exl embed --pooling $mode equals exld embed ($r)"
+	else
+		bad "exl embed --pooling $mode differs from exld embed: $r"
+	fi
+done
+"$exld" embed --model "$stories" --normalize --threads 1 "$t2" >"$tmp/exld.norm" 2>/dev/null
+"$exl" embed -m stories260K --normalize "$t2" >"$tmp/exl.norm" 2>"$tmp/e" || bad "exl embed --normalize: $(cat "$tmp/e")"
+r=$(same "$tmp/exl.norm" "$tmp/exld.norm") && ok "--normalize ($r)" ||
+	bad "exl embed --normalize differs: $r"
+
+# embeddings in the same batches as a generation
+want=$(expected "Once upon a time" 200)
+"$exl" generate -m stories260K -n 200 --temperature 0 "Once upon a time" >"$tmp/gen" 2>"$tmp/gen.e" &
+gpid=$!
+k=0
+while [ $k -lt 5 ]; do
+	"$exl" embed -m stories260K --pooling mean "$t1" "$t2" "$t3" >"$tmp/exl.mix" 2>"$tmp/e" ||
+		bad "exl embed beside a generation: $(cat "$tmp/e")"
+	r=$(same "$tmp/exl.mix" "$tmp/exld.mean") || bad "embedding beside a generation differs: $r"
+	k=$((k + 1))
+done
+wait $gpid || bad "exl generate beside embeddings failed: $(cat "$tmp/gen.e")"
+[ "$(cat "$tmp/gen")" = "$want" ] && ok "a generation beside 5 embed batches is exld run's text" ||
+	bad "generation beside embeddings: got $(head -c 200 "$tmp/gen")"
+[ $fail = 0 ] && ok "embeddings beside a generation equal exld embed's"
+
+# refusals
+"$exl" embed -m nosuch "$t1" >"$tmp/o" 2>"$tmp/e"
+rc=$?
+[ $rc = 4 ] && ok "unknown model: exit 4: $(cat "$tmp/e")" || bad "unknown model: exit $rc: $(cat "$tmp/e")"
+"$exl" embed -m stories260K --pooling max "$t1" >"$tmp/o" 2>"$tmp/e"
+rc=$?
+[ $rc = 2 ] && has "$tmp/e" "--pooling must be" && ok "bad pooling: exit 2" || bad "bad pooling: exit $rc"
+"$exl" embed -m stories260K >"$tmp/o" 2>"$tmp/e"
+rc=$?
+[ $rc = 2 ] && has "$tmp/e" "no text to embed" && ok "no text: exit 2" || bad "no text: exit $rc"
+
+# truncation through the daemon (aidreams260K: context 128)
+long=$(python3 -c "print(' '.join(['the cat sat on the mat and looked at the dog'] * 20))")
+"$exl" generate -m aidreams260K -n 16 --temperature 0 --ignore-eos "$long" >"$tmp/o" 2>"$tmp/e"
+rc=$?
+[ $rc != 0 ] && has "$tmp/e" "does not fit the context of 128 tokens" &&
+	ok "too long without --truncate: refused ($(cat "$tmp/e"))" ||
+	bad "too long without --truncate: exit $rc: $(cat "$tmp/e")"
+"$exl" generate -m aidreams260K -n 16 --temperature 0 --ignore-eos --truncate --json "$long" \
+	>"$tmp/trunc.json" 2>"$tmp/e" || bad "exl generate --truncate: $(cat "$tmp/e")"
+"$exld" run --model "$models/aidreams260K.gguf" --prompt "$long" -n 16 --temperature 0 \
+	--ignore-eos --truncate --json --threads 1 >"$tmp/trunc.run" 2>/dev/null
+python3 - "$tmp/trunc.json" "$tmp/trunc.run" <<'PY' && ok "exl generate --truncate: $(cat "$tmp/trunc.ok")" || bad "exl generate --truncate"
+import json, sys
+a = json.load(open(sys.argv[1])); b = json.load(open(sys.argv[2]))
+ok = a["text"] == b["text"] and a["new_tokens"] == 16 and \
+     a.get("truncated_tokens") == b.get("truncated_tokens") and a.get("truncated_tokens", 0) > 0 and \
+     a["prompt_tokens"] == 112
+msg = f"prompt_tokens {a['prompt_tokens']}, truncated_tokens {a.get('truncated_tokens')}, " \
+      f"{a['new_tokens']} tokens, exld run's text: {a['text'] == b['text']}"
+print(msg)
+open(sys.argv[1].replace(".json", ".ok"), "w").write(msg)
+sys.exit(0 if ok else 1)
+PY
+exit $fail
