@@ -63,6 +63,8 @@ struct gen_opts {
 	const char *model;
 	bool json;
 	int top_probs;            /* --top-probs K */
+	struct exl_input_embedding *embd; /* --embedding blocks (malloc'ed) */
+	size_t n_embd;
 	/* The shared options' parser (common/cli/gen_args.h: the members
 	 * above that they set), and the lists p points into. */
 	struct gen_args a;

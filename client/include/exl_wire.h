@@ -84,6 +84,8 @@
 #define EXL_FEAT_JSON_SCHEMA "json_schema"
 #define EXL_FEAT_REGEX "regex"
 #define EXL_FEAT_RETURN_LOGITS "return_logits"
+#define EXL_FEAT_TRUNCATE "truncate"              /* truncate, truncated_tokens */
+#define EXL_FEAT_EMBEDDINGS "embeddings"          /* generate's embeddings; op embed */
 
 /* ---- error codes ------------------------------------------------------ */
 

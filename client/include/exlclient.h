@@ -240,6 +240,14 @@ enum exl_stream_mode {
 	EXL_STREAM_MODE_NONE,    /* nothing until the result */
 };
 
+/* One block of input embeddings: n_floats = rows * the model's n_embd
+ * (little-endian float32, as the wire carries them). */
+struct exl_input_embedding {
+	const char *alias;
+	const float *rows;
+	size_t n_floats;
+};
+
 /* Every option of a job.  exl_gen_params_init() leaves every field unset
  * (NAN, EXL_UNSET_INT, -1 for tri-state bools, NULL): the daemon's default
  * applies.  docs/protocol.md has each option's meaning and default. */
@@ -282,6 +290,10 @@ struct exl_gen_params {
 	size_t n_stop_tokens;
 	int ignore_eos;                   /* -1/0/1 */
 	int truncate;                     /* -1/0/1: cut an over-long prompt (0.3) */
+	/* Input embeddings (0.3): where a block's alias occurs in the text
+	 * prompt, its rows replace token embeddings (docs/protocol.md). */
+	const struct exl_input_embedding *embeddings;
+	size_t n_embeddings;
 	const char *const *banned_strings;
 	size_t n_banned_strings;
 

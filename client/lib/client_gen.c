@@ -109,6 +109,8 @@ static const struct {
 	{ "json_schema", EXL_FEAT_JSON_SCHEMA },
 	{ "regex", EXL_FEAT_REGEX },
 	{ "return_logits", EXL_FEAT_RETURN_LOGITS },
+	{ "truncate", EXL_FEAT_TRUNCATE },
+	{ "embeddings", EXL_FEAT_EMBEDDINGS },
 };
 
 /* The fields of a map whose size is known only at the end, and the first
@@ -283,6 +285,21 @@ static void pack_params(struct fields *f, const struct exl_gen_params *p, const 
 	}
 	f_bool(f, "ignore_eos", p->ignore_eos);
 	f_bool(f, "truncate", p->truncate);
+	if (p->embeddings && p->n_embeddings) {
+		f_key(f, "embeddings");
+		msgpack_pack_array(&f->m.pk, p->n_embeddings);
+		for (size_t i = 0; i < p->n_embeddings; i++) {
+			const struct exl_input_embedding *e = &p->embeddings[i];
+			size_t bytes = e->rows ? e->n_floats * sizeof(float) : 0;
+
+			msgpack_pack_map(&f->m.pk, 2);
+			exl_cl_key(&f->m, "alias");
+			exl_cl_str(&f->m, e->alias ? e->alias : "");
+			exl_cl_key(&f->m, "data");
+			msgpack_pack_bin(&f->m.pk, bytes);
+			msgpack_pack_bin_body(&f->m.pk, e->rows, bytes);
+		}
+	}
 	f_strs(f, "banned_strings", p->banned_strings, p->n_banned_strings);
 	f_str(f, "grammar", p->grammar);
 	f_str(f, "json_schema", p->json_schema);

@@ -79,6 +79,43 @@ rc=$?
 rc=$?
 [ $rc = 2 ] && has "$tmp/e" "no text to embed" && ok "no text: exit 2" || bad "no text: exit $rc"
 
+# input embeddings through the daemon: exld run's output, and the prefix
+# cache shares pages only between equal blocks (pages of 32 positions;
+# the block sits in the first)
+"$exld" embed --model "$stories" --token-rows "$tmp/a.f32" "little girl" 2>/dev/null
+"$exld" embed --model "$stories" --token-rows "$tmp/b.f32" "boy named Tim" 2>/dev/null
+tail="went to the park with her mom. They saw a big tree and a bird in it. The bird was singing a song and the sun was warm and bright that day"
+for k in a b; do
+	"$exld" run --model "$stories" --prompt "Once upon a time, there was a <X> $tail" \
+		--embedding "<X>=$tmp/$k.f32" -n 24 --temperature 0 --json --threads 1 \
+		>"$tmp/run.$k" 2>"$tmp/e" || bad "exld run --embedding $k: $(cat "$tmp/e")"
+done
+for k in a b a; do
+	"$exl" generate -m stories260K --embedding "<X>=$tmp/$k.f32" -n 24 --temperature 0 --json \
+		"Once upon a time, there was a <X> $tail" >>"$tmp/gen.embd" 2>"$tmp/e" ||
+		bad "exl generate --embedding $k: $(cat "$tmp/e")"
+done
+python3 - "$tmp" <<'PY' && ok "input embeddings: $(cat "$tmp/embd.ok")" || bad "input embeddings through the daemon"
+import json, sys
+t = sys.argv[1]
+runs = {k: json.load(open(f"{t}/run.{k}")) for k in "ab"}
+g = [json.loads(l) for l in open(f"{t}/gen.embd")]
+checks = [
+    (g[0]["text"] == runs["a"]["text"], "block A equals exld run"),
+    (g[1]["text"] == runs["b"]["text"], "block B equals exld run"),
+    (runs["a"]["text"] != runs["b"]["text"], "A and B give different text"),
+    (g[1]["cached_tokens"] == 0, f"B after A reused {g[1]['cached_tokens']} cached positions (want 0)"),
+    (g[2]["cached_tokens"] >= 32 and g[2]["text"] == g[0]["text"],
+     f"A again reused {g[2]['cached_tokens']} positions with the same text"),
+]
+for good, what in checks:
+    if not good:
+        print("FAIL:", what)
+msg = "; ".join(w for _, w in checks)
+open(f"{t}/embd.ok", "w").write(msg)
+sys.exit(0 if all(c for c, _ in checks) else 1)
+PY
+
 # truncation through the daemon (aidreams260K: context 128)
 long=$(python3 -c "print(' '.join(['the cat sat on the mat and looked at the dog'] * 20))")
 "$exl" generate -m aidreams260K -n 16 --temperature 0 --ignore-eos "$long" >"$tmp/o" 2>"$tmp/e"

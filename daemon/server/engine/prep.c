@@ -181,11 +181,41 @@ static void run_detokenize(struct exl_prep *p)
 	free(text);
 }
 
+/* The request's input embedding blocks in rows of the model's n_embd. */
+static int wire_embeddings(struct exl_prep *p, struct exl_req_generate *g)
+{
+	size_t row = (size_t)exl_model_hparams(p->model)->n_embd * sizeof(float);
+	struct exl_embd_block *b = msgpack_zone_malloc(p->up.zone, sizeof(*b) * (size_t)g->n_embd);
+
+	if (!b) {
+		snprintf(p->err, sizeof(p->err), "generate: out of memory");
+		p->code = EXL_E_INTERNAL;
+		return -1;
+	}
+	for (int i = 0; i < g->n_embd; i++) {
+		if (g->embd[i].bytes % row) {
+			snprintf(p->err, sizeof(p->err), "generate: embeddings: item %d ('%s'): %zu "
+				 "bytes is not a whole number of rows of %zu float32 (the model's "
+				 "n_embd)", i, g->embd[i].alias, g->embd[i].bytes, row / 4);
+			p->code = EXL_E_BAD_REQUEST;
+			return -1;
+		}
+		b[i].alias = g->embd[i].alias;
+		b[i].rows = g->embd[i].data;
+		b[i].n_rows = (int)(g->embd[i].bytes / row);
+	}
+	g->s.embeddings = b;
+	g->s.n_embeddings = g->n_embd;
+	return 0;
+}
+
 static void run_generate(struct exl_prep *p)
 {
 	struct exl_req_generate *g = &p->req.u.gen;
 	char err[512];
 
+	if (g->n_embd && wire_embeddings(p, g))
+		return;
 	if (p->req.op == EXL_OPC_EMBED && g->s.pooling == EXL_POOL_NONE)
 		g->s.pooling = exl_model_pooling(p->model);
 	/* The job's callbacks run on the engine thread once it is added;
