@@ -34,7 +34,8 @@ sys.exit(0 if worst <= 1e-6 else 1)
 PY
 }
 
-start_daemon stories260K,aidreams260K || exit 1
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+start_daemon stories260K,aidreams260K --http "127.0.0.1:$port" || exit 1
 
 for mode in mean last cls; do
 	"$exld" embed --model "$stories" --pooling $mode --threads 1 "$t1" "$t2" "$t3" \
@@ -114,6 +115,55 @@ for good, what in checks:
 msg = "; ".join(w for _, w in checks)
 open(f"{t}/embd.ok", "w").write(msg)
 sys.exit(0 if all(c for c, _ in checks) else 1)
+PY
+
+# the HTTP front: /v1/embeddings and /api/embed give the same unit vectors,
+# exld embed --normalize's; /api/embeddings the raw mean; errors
+"$exld" embed --model "$stories" --normalize --threads 1 "$t1" "$t2" >"$tmp/exld.n2" 2>/dev/null
+python3 - "$port" "$tmp/exld.n2" "$tmp/exld.mean" "$t1" "$t2" <<'PY' && ok "HTTP: $(cat "$tmp/http.ok")" || bad "HTTP embeddings"
+import json, math, sys, urllib.request, urllib.error
+port, nfile, mfile, t1, t2 = sys.argv[1:]
+base = f"http://127.0.0.1:{port}"
+def post(path, body):
+    req = urllib.request.Request(base + path, json.dumps(body).encode(), {"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
+want = [json.loads(l)["embedding"] for l in open(nfile)]
+raw = [json.loads(l)["embedding"] for l in open(mfile)][0]
+def close(a, b):
+    return len(a) == len(b) and math.sqrt(sum((x - y) ** 2 for x, y in zip(a, b))) <= 1e-6 * math.sqrt(sum(y * y for y in b))
+bad = []
+s, o = post("/v1/embeddings", {"model": "stories260K", "input": [t1, t2]})
+if s != 200 or o.get("object") != "list" or [d["index"] for d in o["data"]] != [0, 1] or \
+   not all(close(d["embedding"], w) for d, w in zip(o["data"], want)) or o["usage"]["prompt_tokens"] != 5 + 14:
+    bad.append(f"/v1/embeddings: {s} {str(o)[:300]}")
+s1, o1 = post("/v1/embeddings", {"model": "stories260K", "input": t1})
+if s1 != 200 or len(o1["data"]) != 1 or not close(o1["data"][0]["embedding"], want[0]):
+    bad.append(f"/v1/embeddings one string: {s1} {str(o1)[:300]}")
+s2, o2 = post("/api/embed", {"model": "stories260K", "input": [t1, t2]})
+if s2 != 200 or o2.get("model") != "stories260K" or len(o2["embeddings"]) != 2 or \
+   o2["embeddings"] != [d["embedding"] for d in o["data"]]:
+    bad.append(f"/api/embed: {s2} {str(o2)[:300]}")
+s3, o3 = post("/api/embeddings", {"model": "stories260K", "prompt": t1})
+if s3 != 200 or not close(o3["embedding"], raw):
+    bad.append(f"/api/embeddings: {s3} {str(o3)[:300]}")
+for path, body, code in [("/v1/embeddings", {"model": "stories260K"}, 400),
+                         ("/v1/embeddings", {"model": "stories260K", "input": []}, 400),
+                         ("/v1/embeddings", {"model": "stories260K", "input": [1]}, 400),
+                         ("/v1/embeddings", {"model": "stories260K", "input": "x", "encoding_format": "base64"}, 400),
+                         ("/v1/embeddings", {"model": "nonesuch", "input": "x"}, 404),
+                         ("/api/embed", {"model": "stories260K", "input": "x", "pooling": "max"}, 400)]:
+    s, o = post(path, body)
+    if s != code or "error" not in o:
+        bad.append(f"{path} {body}: {s} {o}")
+for b in bad:
+    print("FAIL:", b)
+open(nfile.replace("exld.n2", "http.ok"), "w").write(
+    "/v1/embeddings and /api/embed equal exld embed --normalize and each other; /api/embeddings the raw mean; 6 bad bodies refused")
+sys.exit(1 if bad else 0)
 PY
 
 # truncation through the daemon (aidreams260K: context 128)
