@@ -143,6 +143,10 @@ if s != 200 or o.get("object") != "list" or [d["index"] for d in o["data"]] != [
 s1, o1 = post("/v1/embeddings", {"model": "stories260K", "input": t1})
 if s1 != 200 or len(o1["data"]) != 1 or not close(o1["data"][0]["embedding"], want[0]):
     bad.append(f"/v1/embeddings one string: {s1} {str(o1)[:300]}")
+s4, o4 = post("/v1/embeddings", {"model": "stories260K", "input": t2, "encoding_format": "base64"})
+import base64, struct
+if s4 != 200 or list(struct.unpack("<%df" % len(want[1]), base64.b64decode(o4["data"][0]["embedding"]))) != [struct.unpack("<f", struct.pack("<f", x))[0] for x in o["data"][1]["embedding"]]:
+    bad.append(f"/v1/embeddings base64: {s4} {str(o4)[:300]}")
 s2, o2 = post("/api/embed", {"model": "stories260K", "input": [t1, t2]})
 if s2 != 200 or o2.get("model") != "stories260K" or len(o2["embeddings"]) != 2 or \
    o2["embeddings"] != [d["embedding"] for d in o["data"]]:
@@ -153,7 +157,7 @@ if s3 != 200 or not close(o3["embedding"], raw):
 for path, body, code in [("/v1/embeddings", {"model": "stories260K"}, 400),
                          ("/v1/embeddings", {"model": "stories260K", "input": []}, 400),
                          ("/v1/embeddings", {"model": "stories260K", "input": [1]}, 400),
-                         ("/v1/embeddings", {"model": "stories260K", "input": "x", "encoding_format": "base64"}, 400),
+                         ("/v1/embeddings", {"model": "stories260K", "input": "x", "encoding_format": "hex"}, 400),
                          ("/v1/embeddings", {"model": "nonesuch", "input": "x"}, 404),
                          ("/api/embed", {"model": "stories260K", "input": "x", "pooling": "max"}, 400)]:
     s, o = post(path, body)
@@ -162,7 +166,7 @@ for path, body, code in [("/v1/embeddings", {"model": "stories260K"}, 400),
 for b in bad:
     print("FAIL:", b)
 open(nfile.replace("exld.n2", "http.ok"), "w").write(
-    "/v1/embeddings and /api/embed equal exld embed --normalize and each other; /api/embeddings the raw mean; 6 bad bodies refused")
+    "/v1/embeddings (float and base64) and /api/embed equal exld embed --normalize and each other; /api/embeddings the raw mean; 6 bad bodies refused")
 sys.exit(1 if bad else 0)
 PY
 

@@ -34,6 +34,7 @@ struct exl_http_embed {
 	int n_launched, n_done;
 	enum exl_pooling pooling;  /* EXL_POOL_NONE: the model's */
 	bool normalize, truncate;
+	bool base64;               /* OpenAI's encoding_format "base64" */
 };
 
 void exl_http_embed_free(struct exl_http_req *r)
@@ -112,9 +113,12 @@ static int map_body(struct exl_http_req *r, const struct exl_json *root, char *m
 		return -1;
 	}
 	v = exl_json_get(root, "encoding_format");
-	if (v && !(v->type == EXL_JSON_STRING && !strcmp(v->str, "float"))) {
+	if (v && v->type == EXL_JSON_STRING && !strcmp(v->str, "base64") &&
+	    e->api == EXL_HTTP_OAI_EMBEDDINGS) {
+		e->base64 = true;
+	} else if (v && !(v->type == EXL_JSON_STRING && !strcmp(v->str, "float"))) {
 		*param = "encoding_format";
-		snprintf(err, errlen, "encoding_format: only \"float\" is offered");
+		snprintf(err, errlen, "encoding_format: wants \"float\" or \"base64\"");
 		return -1;
 	}
 	if (exl_json_get(root, "dimensions")) {
@@ -288,6 +292,32 @@ void exl_http_start_embed(struct exl_http *h, struct evhttp_request *req,
 	exl_http_embed_launch(r);
 }
 
+/* OpenAI's base64 form: the float32 values' little-endian bytes. */
+static void write_base64(struct exl_jw *w, const float *v, size_t n)
+{
+	static const char tab[] =
+		"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+	size_t bytes = n * 4, out = (bytes + 2) / 3 * 4, k = 0;
+	const unsigned char *b = (const unsigned char *)v;
+	char *s = malloc(out + 1);
+
+	if (!s) {
+		exl_jw_null(w);
+		return;
+	}
+	for (size_t i = 0; i < bytes; i += 3) {
+		uint32_t x = (uint32_t)b[i] << 16 | (i + 1 < bytes ? (uint32_t)b[i + 1] << 8 : 0) |
+			     (i + 2 < bytes ? b[i + 2] : 0);
+
+		s[k++] = tab[x >> 18 & 63];
+		s[k++] = tab[x >> 12 & 63];
+		s[k++] = i + 1 < bytes ? tab[x >> 6 & 63] : '=';
+		s[k++] = i + 2 < bytes ? tab[x & 63] : '=';
+	}
+	exl_jw_str(w, s, k);
+	free(s);
+}
+
 static void reply(struct exl_http_req *r)
 {
 	struct exl_http_embed *e = r->emb;
@@ -316,10 +346,14 @@ static void reply(struct exl_http_req *r)
 			exl_jw_kint(w, "index", i);
 			exl_jw_key(w, "embedding");
 		}
-		exl_jw_arr(w);
-		for (size_t d = 0; d < e->dim[i]; d++)
-			exl_jw_num(w, e->vec[i][d]);
-		exl_jw_arr_end(w);
+		if (e->base64) {
+			write_base64(w, e->vec[i], e->dim[i]);
+		} else {
+			exl_jw_arr(w);
+			for (size_t d = 0; d < e->dim[i]; d++)
+				exl_jw_num(w, e->vec[i][d]);
+			exl_jw_arr_end(w);
+		}
 		if (e->api == EXL_HTTP_OAI_EMBEDDINGS)
 			exl_jw_obj_end(w);
 	}
