@@ -289,11 +289,6 @@ struct exl_gen_params {
 	const int32_t *stop_tokens;
 	size_t n_stop_tokens;
 	int ignore_eos;                   /* -1/0/1 */
-	int truncate;                     /* -1/0/1: cut an over-long prompt (0.3) */
-	/* Input embeddings (0.3): where a block's alias occurs in the text
-	 * prompt, its rows replace token embeddings (docs/protocol.md). */
-	const struct exl_input_embedding *embeddings;
-	size_t n_embeddings;
 	const char *const *banned_strings;
 	size_t n_banned_strings;
 
@@ -310,6 +305,11 @@ struct exl_gen_params {
 					   * socket */
 	int return_text;                  /* -1/0/1 */
 	enum exl_stream_mode stream;
+	int truncate;                     /* -1/0/1: cut an over-long prompt (0.3) */
+	/* Input embeddings (0.3): where a block's alias occurs in the text
+	 * prompt, its rows replace token embeddings (docs/protocol.md). */
+	const struct exl_input_embedding *embeddings;
+	size_t n_embeddings;
 };
 
 EXL_CLIENT_API void exl_gen_params_init(struct exl_gen_params *p);
@@ -321,7 +321,6 @@ struct exl_result {
 	int32_t stop_token;               /* -1 unless stop_token */
 	char *stop_string;                /* NULL unless stop_string */
 	int prompt_tokens, new_tokens, cached_tokens;
-	int truncated_tokens;             /* prompt tokens truncate dropped (0.3) */
 	uint64_t seed;
 	double time_queued, time_to_first, time_total;
 	char *text;                       /* NUL-terminated */
@@ -331,6 +330,7 @@ struct exl_result {
 	float *probs;                     /* [n_ids] with return_probs, else NULL */
 	int error_code;                   /* stop_reason "error": a code and a message */
 	char *error;
+	int truncated_tokens;             /* prompt tokens truncate dropped (0.3) */
 };
 
 EXL_CLIENT_API void exl_result_free(struct exl_result *r);
