@@ -52,12 +52,13 @@ extern "C" {
 /* The library's own version, which moves with its ABI (not exld's).
  * 0.2: struct exl_event ends with the logits of return_logits;
  * exl_server_feature() and EXL_E_UNSUPPORTED.
- * 0.3: exl_embed(); truncate, truncated_tokens and input embeddings
- * (struct exl_gen_params and struct exl_result grow). */
+ * 0.3: exl_chat_template_ex().
+ * 0.4: exl_embed(); truncate, truncated_tokens and input embeddings
+ * (struct exl_gen_params and struct exl_result grow at their ends). */
 #define EXLCLIENT_VERSION_MAJOR 0
-#define EXLCLIENT_VERSION_MINOR 3
+#define EXLCLIENT_VERSION_MINOR 4
 #define EXLCLIENT_VERSION_PATCH 0
-#define EXLCLIENT_VERSION_STRING "0.3.0"
+#define EXLCLIENT_VERSION_STRING "0.4.0"
 
 /* The library's version, "MAJOR.MINOR.PATCH". */
 EXL_CLIENT_API const char *exl_version(void);
@@ -191,8 +192,13 @@ EXL_CLIENT_API int exl_status(struct exl_client *c, struct exl_daemon_status *st
  * (NULL: the only loaded one).  *tmpl is malloc'ed, or NULL when the model
  * has none; EXL_E_UNKNOWN_MODEL when no such model is loaded. */
 EXL_CLIENT_API int exl_chat_template(struct exl_client *c, const char *model, char **tmpl);
+/* The same with the model's BOS and EOS tokens as text (the template's
+ * bos_token and eos_token; each malloc'ed, or NULL when the model has none
+ * or the daemon does not send them); bos_token / eos_token may be NULL. */
+EXL_CLIENT_API int exl_chat_template_ex(struct exl_client *c, const char *model, char **tmpl,
+					char **bos_token, char **eos_token);
 
-/* Embeddings (0.3): the final hidden state of each text's prompt (after
+/* Embeddings (0.4): the final hidden state of each text's prompt (after
  * the output norm), pooled.  Every field is optional. */
 struct exl_embed_params {
 	const char *model;                /* NULL: the only loaded model */
@@ -305,8 +311,8 @@ struct exl_gen_params {
 					   * socket */
 	int return_text;                  /* -1/0/1 */
 	enum exl_stream_mode stream;
-	int truncate;                     /* -1/0/1: cut an over-long prompt (0.3) */
-	/* Input embeddings (0.3): where a block's alias occurs in the text
+	int truncate;                     /* -1/0/1: cut an over-long prompt (0.4) */
+	/* Input embeddings (0.4): where a block's alias occurs in the text
 	 * prompt, its rows replace token embeddings (docs/protocol.md). */
 	const struct exl_input_embedding *embeddings;
 	size_t n_embeddings;
@@ -330,7 +336,7 @@ struct exl_result {
 	float *probs;                     /* [n_ids] with return_probs, else NULL */
 	int error_code;                   /* stop_reason "error": a code and a message */
 	char *error;
-	int truncated_tokens;             /* prompt tokens truncate dropped (0.3) */
+	int truncated_tokens;             /* prompt tokens truncate dropped (0.4) */
 };
 
 EXL_CLIENT_API void exl_result_free(struct exl_result *r);
