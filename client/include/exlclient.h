@@ -51,11 +51,13 @@ extern "C" {
 
 /* The library's own version, which moves with its ABI (not exld's).
  * 0.2: struct exl_event ends with the logits of return_logits;
- * exl_server_feature() and EXL_E_UNSUPPORTED. */
+ * exl_server_feature() and EXL_E_UNSUPPORTED.
+ * 0.3: struct exl_gen_params ends with the job's LoRA adapters (lora_names,
+ * lora_scales, n_loras). */
 #define EXLCLIENT_VERSION_MAJOR 0
-#define EXLCLIENT_VERSION_MINOR 2
+#define EXLCLIENT_VERSION_MINOR 3
 #define EXLCLIENT_VERSION_PATCH 0
-#define EXLCLIENT_VERSION_STRING "0.2.0"
+#define EXLCLIENT_VERSION_STRING "0.3.0"
 
 /* The library's version, "MAJOR.MINOR.PATCH". */
 EXL_CLIENT_API const char *exl_version(void);
@@ -269,6 +271,13 @@ struct exl_gen_params {
 					   * socket */
 	int return_text;                  /* -1/0/1 */
 	enum exl_stream_mode stream;
+
+	/* LoRA adapters the job applies (loaded with exl_load() by their file
+	 * name, for the job's model): n_loras names and their scales (NULL:
+	 * all 1).  At most EXL_MAX_LORAS. */
+	const char *const *lora_names;
+	const float *lora_scales;
+	size_t n_loras;
 };
 
 EXL_CLIENT_API void exl_gen_params_init(struct exl_gen_params *p);

@@ -108,6 +108,7 @@ static const struct {
 	{ "json_schema", EXL_FEAT_JSON_SCHEMA },
 	{ "regex", EXL_FEAT_REGEX },
 	{ "return_logits", EXL_FEAT_RETURN_LOGITS },
+	{ "lora", EXL_FEAT_LORA },
 };
 
 /* The fields of a map whose size is known only at the end, and the first
@@ -291,6 +292,15 @@ static void pack_params(struct fields *f, const struct exl_gen_params *p, const 
 	f_bool(f, "return_logits", p->return_logits);
 	f_bool(f, "return_text", p->return_text);
 	f_str(f, "stream", stream_name(stream_mode(p)));
+	if (p->lora_names && p->n_loras) {
+		f_key(f, "lora");
+		msgpack_pack_array(&f->m.pk, p->n_loras);
+		for (size_t i = 0; i < p->n_loras; i++) {
+			msgpack_pack_array(&f->m.pk, 2);
+			exl_cl_str(&f->m, p->lora_names[i] ? p->lora_names[i] : "");
+			msgpack_pack_float(&f->m.pk, p->lora_scales ? p->lora_scales[i] : 1.0f);
+		}
+	}
 }
 
 static int add_socket_job(struct exl_client *c, uint64_t job);

@@ -392,6 +392,9 @@ struct exl_job *exl_job_create(const struct exl_model *m, const struct exl_gen_s
 	if (!job->sampler)
 		goto fail;
 
+	if (exl_job_lora_attach(job, m, s->loras, err, errlen))
+		goto fail;
+
 	/* Prompts. */
 	n = prompt_ids(tok, s, prompt, n_vocab, &ids, err, errlen);
 	if (n < 0)
@@ -412,6 +415,7 @@ struct exl_job *exl_job_create(const struct exl_model *m, const struct exl_gen_s
 		ids = NULL;
 		job->n_seqs = 2;
 	}
+	exl_job_lora_bind_seqs(job);
 	if (prompt->ids) {
 		const struct exl_gen_seq *q = &job->seq[0];
 
@@ -513,6 +517,7 @@ void exl_job_free(struct exl_job *job)
 	free_strings(&job->stop);
 	free_strings(&job->banned);
 	exl_sampler_free(job->sampler);
+	exl_job_lora_detach(job);
 	free(job->prompt_text);
 	free(job->heal);
 	free(job->heal_cands);

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "daemon/core/model/kvcache.h"
+#include "daemon/core/model/lora.h"
 #include "daemon/core/model/model_internal.h"
 #include "kernels/backend_select.h"
 
@@ -351,8 +352,10 @@ static int moe_ffn(struct exl_model *m, const struct exl_layer_weights *lw, floa
 	return 0;
 }
 
-/* The dense FFN of the nr rows of s->xn into s->proj. */
-static void dense_ffn(struct exl_model *m, const struct exl_layer_weights *lw, int nr)
+/* The dense FFN of the nr rows of s->xn into s->proj (gathered: the rows
+ * the last layer keeps, for the adapters). */
+static void dense_ffn(struct exl_model *m, const struct exl_layer_weights *lw, int il, int nr,
+		      bool gathered)
 {
 	const struct exl_hparams *hp = &m->hp;
 	const struct exl_backend_ops *ops = m->be->ops;
@@ -362,11 +365,14 @@ static void dense_ffn(struct exl_model *m, const struct exl_layer_weights *lw, i
 
 	ops->matmul(be, &lw->w_gate, s->xn, s->gate, nr);
 	ops->matmul(be, &lw->w_up, s->xn, s->up, nr);
+	exl_lora_batch_apply(m, EXL_LORA_GATE, il, s->xn, s->gate, gathered);
+	exl_lora_batch_apply(m, EXL_LORA_UP, il, s->xn, s->up, gathered);
 	if (hp->ffn_act == EXL_FFN_GELU)
 		ops->geglu(be, s->gate, s->up, count);
 	else
 		ops->swiglu(be, s->gate, s->up, count);
 	ops->matmul(be, &lw->w_down, s->gate, s->proj, nr);
+	exl_lora_batch_apply(m, EXL_LORA_DOWN, il, s->gate, s->proj, gathered);
 	if (lw->ffn_post_norm)
 		ops->rmsnorm(be, s->proj, s->proj, lw->ffn_post_norm, nr, hp->n_embd, hp->rms_eps);
 }
@@ -420,7 +426,8 @@ int exl_model_forward(struct exl_model *m, struct exl_kvcache *kv, const struct 
 		snprintf(err, errlen, "batch wants logits for %d tokens but has no buffer", n_out);
 		return -1;
 	}
-	if (scratch_reserve_logits(m, n_out, err, errlen))
+	if (scratch_reserve_logits(m, n_out, err, errlen) ||
+	    exl_lora_batch_plan(m, b, s->rows, n_out, err, errlen))
 		return -1;
 	if (ops->set_batch(be, &desc)) {
 		snprintf(err, errlen, "backend %s: %s", ops->name,
@@ -449,6 +456,9 @@ int exl_model_forward(struct exl_model *m, struct exl_kvcache *kv, const struct 
 		ops->matmul(be, &lw->wq, s->xn, s->q, n);
 		ops->matmul(be, &lw->wk, s->xn, s->k, n);
 		ops->matmul(be, &lw->wv, s->xn, s->v, n);
+		exl_lora_batch_apply(m, EXL_LORA_Q, il, s->xn, s->q, false);
+		exl_lora_batch_apply(m, EXL_LORA_K, il, s->xn, s->k, false);
+		exl_lora_batch_apply(m, EXL_LORA_V, il, s->xn, s->v, false);
 		if (lw->bq)
 			ops->add_bias(be, s->q, lw->bq, n, (int)lw->wq.rows);
 		if (lw->bk)
@@ -478,6 +488,7 @@ int exl_model_forward(struct exl_model *m, struct exl_kvcache *kv, const struct 
 			nr = n_out;
 		}
 		ops->matmul(be, &lw->wo, att, s->proj, nr);
+		exl_lora_batch_apply(m, EXL_LORA_O, il, att, s->proj, nr < n);
 		if (lw->attn_post_norm)
 			ops->rmsnorm(be, s->proj, s->proj, lw->attn_post_norm, nr, hp->n_embd,
 				     hp->rms_eps);
@@ -488,7 +499,7 @@ int exl_model_forward(struct exl_model *m, struct exl_kvcache *kv, const struct 
 			if (moe_ffn(m, lw, x, nr, err, errlen))
 				return -1;
 		} else {
-			dense_ffn(m, lw, nr);
+			dense_ffn(m, lw, il, nr, nr < n);
 			ops->add(be, x, s->proj, (size_t)nr * embd);
 		}
 	}

@@ -17,6 +17,7 @@
 #include "exl_wire.h"
 #include "common/msgscan.h"
 #include "daemon/core/generator/generator.h"
+#include "daemon/core/model/lora.h"
 
 /* ---- requests ---- */
 
@@ -50,6 +51,12 @@ struct exl_req_generate {
 	const char *regex;
 	bool filter_prefer_eos;
 	struct exl_token_bias *bias;     /* s.sampling.bias points here */
+	/* lora: the adapters named, resolved by the loop into lora_set
+	 * (referenced there, released with the request) for s.loras */
+	int n_lora;
+	char lora_name[EXL_MAX_LORAS][EXL_MAX_NAME + 1];
+	float lora_scale[EXL_MAX_LORAS];
+	struct exl_lora_set lora_set;
 };
 
 struct exl_req {
