@@ -11,10 +11,13 @@
  * with exld-mkmodel and runs this.  Each job's prompt is 16 different
  * token ids (no prefix sharing between jobs), then N greedy tokens with
  * EOS ignored.  tok/s = generated tokens of all jobs / wall time of the
- * whole run (prefill included, the same for both sides). */
+ * whole run (prefill included, the same for both sides); CPU ms per token
+ * (getrusage, every thread) is printed beside it, being less at the mercy
+ * of other load on a shared machine. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include "common/clock.h"
 #include "daemon/core/generator/engine.h"
@@ -33,6 +36,16 @@ struct run {
 	int tokens;
 };
 
+/* CPU seconds of the process so far (every thread, user and system). */
+static double cpu_s(void)
+{
+	struct rusage ru;
+
+	getrusage(RUSAGE_SELF, &ru);
+	return (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 +
+	       (double)ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6;
+}
+
 static int on_chunk(struct exl_job *job, const struct exl_chunk *c, void *user)
 {
 	(void)job;
@@ -47,9 +60,10 @@ static void on_done(struct exl_job *job, const struct exl_gen_result *r, void *u
 	((struct run *)user)->done++;
 }
 
-/* One run of N_JOBS jobs; n_sets 0: no adapters.  Returns tok/s or -1. */
+/* One run of N_JOBS jobs; n_sets 0: no adapters.  Returns tok/s or -1,
+ * and in *cpu_ms the CPU milliseconds per generated token. */
 static double run_once(struct exl_model *m, struct exl_lora_set *sets, int n_sets, int n_new,
-		       int round)
+		       int round, double *cpu_ms)
 {
 	static const struct exl_job_callbacks cb = { on_chunk, on_done };
 	struct exl_engine_config cfg;
@@ -82,11 +96,12 @@ static double run_once(struct exl_model *m, struct exl_lora_set *sets, int n_set
 		if (!jobs[j] || exl_engine_add(e, jobs[j], err, sizeof(err)))
 			goto out;
 	}
-	double t0 = exl_now_s();
+	double t0 = exl_now_s(), c0 = cpu_s();
 	while (st.done < N_JOBS)
 		if (exl_engine_step(e, err, sizeof(err)) < 0)
 			goto out;
 	rate = st.tokens / (exl_now_s() - t0);
+	*cpu_ms = (cpu_s() - c0) * 1e3 / st.tokens;
 out:
 	if (rate < 0)
 		fprintf(stderr, "bench_lora: %s\n", err);
@@ -115,7 +130,7 @@ int main(int argc, char **argv)
 	const char *model = NULL, *adapters[MAX_ADAPTERS];
 	int n_adapters = 0, threads = 2, pairs = 3, n_new = 64;
 	struct exl_lora_set sets[MAX_ADAPTERS];
-	double none[16], with[16];
+	double none[16], with[16], cnone[16], cwith[16], c;
 	char err[512];
 	int rc = 1;
 
@@ -153,18 +168,20 @@ int main(int argc, char **argv)
 		sets[i].use[0].scale = 1.0f;
 		sets[i].key = exl_lora_set_key(&sets[i]);
 	}
-	run_once(m, sets, 0, 4, 99); /* warm: every weight page touched */
+	run_once(m, sets, 0, 4, 99, &c); /* warm: every weight page touched */
 	for (int p = 0; p < pairs; p++) {
-		none[p] = run_once(m, sets, 0, n_new, p);
-		with[p] = run_once(m, sets, n_adapters, n_new, p);
+		none[p] = run_once(m, sets, 0, n_new, p, &cnone[p]);
+		with[p] = run_once(m, sets, n_adapters, n_new, p, &cwith[p]);
 		if (none[p] < 0 || with[p] < 0)
 			goto out;
-		printf("pair %d: no adapter %.1f tok/s, %d adapters %.1f tok/s\n", p, none[p],
-		       n_adapters, with[p]);
+		printf("pair %d: no adapter %.1f tok/s (%.2f CPU ms/token), %d adapters %.1f tok/s "
+		       "(%.2f CPU ms/token)\n", p, none[p], cnone[p], n_adapters, with[p], cwith[p]);
 	}
 	double a = median(none, pairs), b = median(with, pairs);
+	double ca = median(cnone, pairs), cb = median(cwith, pairs);
 	printf("median aggregate tok/s of %d jobs x %d tokens (%d threads): no adapter %.1f, "
-	       "%d adapters %.1f, ratio %.3f\n", N_JOBS, n_new, threads, a, n_adapters, b, b / a);
+	       "%d adapters %.1f, ratio %.3f; CPU ms per token %.2f and %.2f, ratio %.3f\n",
+	       N_JOBS, n_new, threads, a, n_adapters, b, b / a, ca, cb, cb / ca);
 	rc = 0;
 out:
 	for (int i = 0; i < n_adapters; i++)

@@ -2,8 +2,8 @@
 """exld run --lora against llama.cpp on stories260K: a random rank-8
 adapter from exld-mkmodel --lora-for (the same bytes as when the digests
 were made), at scales 1 and 0.5.  exld's greedy ids must be the sequence
-the peer was fed, and every logit the digest keeps (tests/data/peer/
-lora_SCALE.txt, made by lora_regen.sh with the peer) within 2e-3 of that
+the peer was fed, and every logit the digest keeps (tests/data/peer/lora/
+lora_SCALE.txt, made by its regen.sh with the peer) within 2e-3 of that
 position's range of the peer's.  The adapter must also move the logits:
 after the prompt, the base model's logits differ from the adapter's by
 over 5% of the range.

@@ -95,16 +95,18 @@ uint64_t exl_lora_set_key(const struct exl_lora_set *s);
  * the batch's rows by adapter (b->seqs[j]->lora of each token's sequence),
  * both for all n rows and for the n_out rows the last layer keeps
  * (rows_out, indices of the batch); 0 when no sequence has an adapter.
- * exl_lora_batch_apply() then adds every planned adapter's product for
- * target t of layer il: y[nr][out] += s * B (A x[nr][in]), where the nr
- * rows are the whole batch or, when gathered, the rows_out. */
+ * exl_lora_batch_apply() then adds, for each target t[k] of layer il,
+ * every planned adapter's product: y[k][nr][out] += s * B (A x[nr][in]),
+ * where the nr rows are the whole batch or, when gathered, the rows_out.
+ * The targets share the input x (q, k and v; gate and up): each adapter
+ * gathers its rows of x once for all of them. */
 struct exl_batch;
 struct exl_lora_batch;
 
 int exl_lora_batch_plan(struct exl_model *m, const struct exl_batch *b,
 			const int32_t *rows_out, int n_out, char *err, size_t errlen);
-void exl_lora_batch_apply(struct exl_model *m, enum exl_lora_target t, int il,
-			  const float *x, float *y, bool gathered);
+void exl_lora_batch_apply(struct exl_model *m, int il, const float *x, bool gathered, int n_t,
+			  const enum exl_lora_target *t, float *const *y);
 /* Whether the current batch uses any adapter. */
 bool exl_lora_batch_active(const struct exl_model *m);
 void exl_lora_batch_free(struct exl_model *m);

@@ -232,8 +232,8 @@ oom:
 	return -1;
 }
 
-void exl_lora_batch_apply(struct exl_model *m, enum exl_lora_target t, int il,
-			  const float *x, float *y, bool gathered)
+void exl_lora_batch_apply(struct exl_model *m, int il, const float *x, bool gathered, int n_t,
+			  const enum exl_lora_target *t, float *const *y)
 {
 	struct exl_lora_batch *lb = m->lora_batch;
 	const struct exl_backend_ops *ops = m->be->ops;
@@ -243,18 +243,28 @@ void exl_lora_batch_apply(struct exl_model *m, enum exl_lora_target t, int il,
 		return;
 	for (int i = 0; i < lb->n_groups; i++) {
 		const struct lora_group *g = &lb->g[i];
-		const struct exl_lora_pair *p = &g->lora->pair[(size_t)il * EXL_LORA_N_TARGETS + t];
+		const struct exl_lora_pair *pairs = &g->lora->pair[(size_t)il * EXL_LORA_N_TARGETS];
 		const int32_t *rows = gathered ? g->rows_out : g->rows;
 		const float *scale = gathered ? g->scale_out : g->scale;
 		int cnt = gathered ? g->n_out : g->n;
+		bool have = false;
 
-		if (!p->a.data || !cnt)
+		if (!cnt)
 			continue;
-		for (int r = 0; r < cnt; r++)
-			lb->w[r] = scale[r] * p->alpha_over_r;
-		ops->gather_rows(be, lb->xa, x, rows, cnt, (int)p->a.cols);
-		ops->matmul(be, &p->a, lb->xa, lb->t, cnt);
-		ops->matmul(be, &p->b, lb->t, lb->u, cnt);
-		ops->add_rows_scaled(be, y, lb->u, rows, lb->w, cnt, (int)p->b.rows);
+		/* the targets share their input: one gather for all of them */
+		for (int k = 0; k < n_t; k++) {
+			const struct exl_lora_pair *p = &pairs[t[k]];
+
+			if (!p->a.data)
+				continue;
+			if (!have)
+				ops->gather_rows(be, lb->xa, x, rows, cnt, (int)p->a.cols);
+			have = true;
+			for (int r = 0; r < cnt; r++)
+				lb->w[r] = scale[r] * p->alpha_over_r;
+			ops->matmul(be, &p->a, lb->xa, lb->t, cnt);
+			ops->matmul(be, &p->b, lb->t, lb->u, cnt);
+			ops->add_rows_scaled(be, y[k], lb->u, rows, lb->w, cnt, (int)p->b.rows);
+		}
 	}
 }

@@ -352,6 +352,12 @@ static int moe_ffn(struct exl_model *m, const struct exl_layer_weights *lw, floa
 	return 0;
 }
 
+/* The adapters' targets at each place (lora.h), those sharing an input together. */
+static const enum exl_lora_target lora_qkv[] = { EXL_LORA_Q, EXL_LORA_K, EXL_LORA_V };
+static const enum exl_lora_target lora_o[] = { EXL_LORA_O };
+static const enum exl_lora_target lora_gate_up[] = { EXL_LORA_GATE, EXL_LORA_UP };
+static const enum exl_lora_target lora_down[] = { EXL_LORA_DOWN };
+
 /* The dense FFN of the nr rows of s->xn into s->proj (gathered: the rows
  * the last layer keeps, for the adapters). */
 static void dense_ffn(struct exl_model *m, const struct exl_layer_weights *lw, int il, int nr,
@@ -365,14 +371,14 @@ static void dense_ffn(struct exl_model *m, const struct exl_layer_weights *lw, i
 
 	ops->matmul(be, &lw->w_gate, s->xn, s->gate, nr);
 	ops->matmul(be, &lw->w_up, s->xn, s->up, nr);
-	exl_lora_batch_apply(m, EXL_LORA_GATE, il, s->xn, s->gate, gathered);
-	exl_lora_batch_apply(m, EXL_LORA_UP, il, s->xn, s->up, gathered);
+	exl_lora_batch_apply(m, il, s->xn, gathered, 2, lora_gate_up,
+			     (float *[]){ s->gate, s->up });
 	if (hp->ffn_act == EXL_FFN_GELU)
 		ops->geglu(be, s->gate, s->up, count);
 	else
 		ops->swiglu(be, s->gate, s->up, count);
 	ops->matmul(be, &lw->w_down, s->gate, s->proj, nr);
-	exl_lora_batch_apply(m, EXL_LORA_DOWN, il, s->gate, s->proj, gathered);
+	exl_lora_batch_apply(m, il, s->gate, gathered, 1, lora_down, &s->proj);
 	if (lw->ffn_post_norm)
 		ops->rmsnorm(be, s->proj, s->proj, lw->ffn_post_norm, nr, hp->n_embd, hp->rms_eps);
 }
@@ -456,9 +462,8 @@ int exl_model_forward(struct exl_model *m, struct exl_kvcache *kv, const struct 
 		ops->matmul(be, &lw->wq, s->xn, s->q, n);
 		ops->matmul(be, &lw->wk, s->xn, s->k, n);
 		ops->matmul(be, &lw->wv, s->xn, s->v, n);
-		exl_lora_batch_apply(m, EXL_LORA_Q, il, s->xn, s->q, false);
-		exl_lora_batch_apply(m, EXL_LORA_K, il, s->xn, s->k, false);
-		exl_lora_batch_apply(m, EXL_LORA_V, il, s->xn, s->v, false);
+		exl_lora_batch_apply(m, il, s->xn, false, 3, lora_qkv,
+				     (float *[]){ s->q, s->k, s->v });
 		if (lw->bq)
 			ops->add_bias(be, s->q, lw->bq, n, (int)lw->wq.rows);
 		if (lw->bk)
@@ -488,7 +493,7 @@ int exl_model_forward(struct exl_model *m, struct exl_kvcache *kv, const struct 
 			nr = n_out;
 		}
 		ops->matmul(be, &lw->wo, att, s->proj, nr);
-		exl_lora_batch_apply(m, EXL_LORA_O, il, att, s->proj, nr < n);
+		exl_lora_batch_apply(m, il, att, nr < n, 1, lora_o, &s->proj);
 		if (lw->attn_post_norm)
 			ops->rmsnorm(be, s->proj, s->proj, lw->attn_post_norm, nr, hp->n_embd,
 				     hp->rms_eps);

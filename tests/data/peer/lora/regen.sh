@@ -1,14 +1,15 @@
 #!/bin/sh
-# Regenerates lora_SCALE.txt: llama.cpp's logits on stories260K with a random
+# Regenerates lora_SCALE.txt (in this directory): llama.cpp's logits on stories260K with a random
 # rank-8 LoRA adapter from exld-mkmodel --lora-for, at scales 1 and 0.5
-# (tests/model/test_lora_peer.py checks exld against them; README.md).
-# usage: lora_regen.sh BUILD_DIR   (needs python3, ../shared/models and the
+# (tests/model/test_lora_peer.py checks exld against them; the format is
+# ../README.md's, written by ../digest.py).
+# usage: regen.sh BUILD_DIR   (needs python3, ../shared/models and the
 #        peer of ../shared/tools/peer, PEER, default /tmp/peer/peer-bench-native)
 set -eu
 build=$1
 here=$(cd "$(dirname "$0")" && pwd)
 peer=${PEER:-/tmp/peer/peer-bench-native}
-models=${EXLD_MODELS:-$here/../../../../shared/models}
+models=${EXLD_MODELS:-$here/../../../../../shared/models}
 base=$models/stories260K.gguf
 prompt="Once upon a time"
 tmp=$(mktemp -d)
@@ -25,7 +26,7 @@ for scale in 1 0.5; do
 	"$peer" --model "$base" --lora "$tmp/a.gguf" --lora-scale "$scale" --prompt "$prompt" \
 		--teacher "$ids" --threads 2 --dump-logits "$tmp/peer.bin" \
 		>"$tmp/peer.json" 2>"$tmp/peer.err" || { cat "$tmp/peer.err" >&2; exit 1; }
-	python3 "$here/digest.py" "--lora-for stories260K.gguf $opts, scale $scale" "$ids" \
+	python3 "$here/../digest.py" "--lora-for stories260K.gguf $opts, scale $scale" "$ids" \
 		"$tmp/peer.json" "$tmp/peer.bin" "$tmp/exld.bin" >"$here/lora_$scale.txt"
 	echo "lora_$scale.txt: $(grep '^# max' "$here/lora_$scale.txt")"
 done
