@@ -124,6 +124,9 @@ int exl_run_parse_args(int argc, char **argv, struct run_opts *o)
 	}
 	a->ps.opts[GENOPT_MAX_NEW].help = "tokens to generate (default 128)";
 	a->ps.opts[GENOPT_MIROSTAT].help = "mirostat v2 (V: 0 = off, 2 = v2; v1 is not offered)";
+	a->ps.opts[GENOPT_DRAFT_MODEL].arg = "FILE|NAME";
+	a->ps.opts[GENOPT_DRAFT_MODEL].help = "speculative decoding: proposals from this GGUF (NAME: "
+					      "NAME.gguf beside --model), same vocabulary";
 	a->ps.opts[GENOPT_LORA].arg = "FILE[:SCALE]";
 	a->ps.opts[GENOPT_LORA].help = "apply the LoRA adapter FILE (GGUF) at SCALE (default 1); "
 				       "repeatable";
