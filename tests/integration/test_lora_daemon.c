@@ -19,10 +19,12 @@
 #define PROMPT "Once upon a time"
 #define N_NEW 48
 #define MAX_IDS 256
+#define N_TWINS 4
 
 struct twin {
 	const char *adapter;    /* NULL: none */
 	float scale;
+	int ngram_draft;        /* speculative decoding from the job's own tokens */
 	int32_t want[MAX_IDS];
 	int n_want;
 	int32_t got[MAX_IDS];
@@ -152,10 +154,13 @@ int main(void)
 {
 	struct daemon d;
 	struct exl_client *c = NULL;
-	struct twin tw[3] = {
+	/* the fourth is the second again, decoded speculatively: its
+	 * proposals are verified under the adapter, so the same ids */
+	struct twin tw[N_TWINS] = {
 		{ .adapter = NULL, .scale = 1.0f },
 		{ .adapter = "loraA", .scale = 1.0f },
 		{ .adapter = "loraB", .scale = 0.7f },
+		{ .adapter = "loraA", .scale = 1.0f, .ngram_draft = 2 },
 	};
 	char mdir[200], model_path[300], src[1024], err[512];
 	int ret = 1;
@@ -179,7 +184,7 @@ int main(void)
 	REQUIRE(mkadapter(mdir, "loraB", "2", NULL) == 0, "exld-mkmodel --lora-for (B)");
 	REQUIRE(mkadapter(mdir, "badshape", "3", "--lora-bad-shape") == 0, "bad adapter");
 	REQUIRE(mkadapter(mdir, "noalpha", "4", "--lora-no-alpha") == 0, "adapter without alpha");
-	for (int i = 0; i < 3; i++)
+	for (int i = 0; i < N_TWINS; i++)
 		REQUIRE(twin_expected(&tw[i], model_path, mdir) == 0, "exld run for job %d", i);
 	CHECK(!same(tw[0].want, tw[0].n_want, tw[1].want, tw[1].n_want) &&
 	      !same(tw[0].want, tw[0].n_want, tw[2].want, tw[2].n_want),
@@ -198,8 +203,8 @@ int main(void)
 	      strstr(exl_errmsg(c), "adapter.lora.alpha is missing"), "no alpha: %s",
 	      exl_errmsg(c));
 
-	/* The three jobs at once: one connection, submitted back to back. */
-	for (int i = 0; i < 3; i++) {
+	/* The jobs at once: one connection, submitted back to back. */
+	for (int i = 0; i < N_TWINS; i++) {
 		struct exl_gen_params p;
 		const char *names[1] = { tw[i].adapter };
 		float scales[1] = { tw[i].scale };
@@ -208,6 +213,8 @@ int main(void)
 		p.max_new_tokens = N_NEW;
 		p.temperature = 0.0f;
 		p.ignore_eos = 1;
+		if (tw[i].ngram_draft)
+			p.ngram_draft = tw[i].ngram_draft;
 		if (tw[i].adapter) {
 			p.lora_names = names;
 			p.lora_scales = scales;
@@ -216,11 +223,11 @@ int main(void)
 		REQUIRE(exl_submit(c, &p, PROMPT, &tw[i].job) == 0, "submit %d: %s", i,
 			exl_errmsg(c));
 	}
-	for (int left = 3; left > 0;) {
+	for (int left = N_TWINS; left > 0;) {
 		struct exl_event ev;
 
 		REQUIRE(exl_next(c, &ev, 60000) == 0, "next: %s", exl_errmsg(c));
-		for (int i = 0; i < 3; i++) {
+		for (int i = 0; i < N_TWINS; i++) {
 			struct twin *t = &tw[i];
 
 			if (ev.job != t->job)
@@ -236,7 +243,7 @@ int main(void)
 				t->got[t->n_got++] = ev.ids[k];
 		}
 	}
-	for (int i = 0; i < 3; i++)
+	for (int i = 0; i < N_TWINS; i++)
 		CHECK(same(tw[i].got, tw[i].n_got, tw[i].want, tw[i].n_want),
 		      "job %d (%s at %g): the daemon's %d ids differ from exld run's %d", i,
 		      tw[i].adapter ? tw[i].adapter : "no adapter", (double)tw[i].scale, tw[i].n_got,

@@ -225,6 +225,12 @@ static void test_share_prefix_adapters(void **state)
 	seq_fill(kv, &b, t, 10);
 	e.lora = &other;
 	assert_int_equal(exl_kv_seq_share_prefix(kv, &e, t, 10), 0);
+	/* a fork (a beam) runs under its parent's adapters */
+	exl_kv_seq_release(kv, &d);
+	d.lora = NULL;
+	assert_int_equal(exl_kv_seq_fork(kv, &d, &a), 0);
+	assert_ptr_equal(d.lora, &one);
+	exl_kv_seq_release(kv, &d);
 	exl_kv_seq_release(kv, &a);
 	exl_kv_seq_release(kv, &b);
 	exl_kv_seq_release(kv, &c);
