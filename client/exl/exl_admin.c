@@ -140,6 +140,11 @@ int cmd_load(const struct cli *g, int argc, char **argv)
 
 			if (strcmp(list[i].name, name))
 				continue;
+			if (!list[i].n_vocab) {
+				/* a LoRA adapter: the file stays listed as available */
+				printf("loaded %s\n", name);
+				break;
+			}
 			printf("loaded %s: %s, %d tokens of vocabulary, context %d, %s of weights\n",
 			       name, list[i].arch, list[i].n_vocab, list[i].n_ctx_train,
 			       cli_bytes(list[i].weight_bytes, w, sizeof(w)));

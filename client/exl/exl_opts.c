@@ -192,6 +192,11 @@ static void hook_lists(struct exl_gen_params *q, struct gen_args *a)
 		q->banned_strings = a->bans;
 		q->n_banned_strings = a->n_bans;
 	}
+	if (a->n_loras) {
+		q->lora_names = (const char *const *)a->lora_names;
+		q->lora_scales = a->lora_scales;
+		q->n_loras = a->n_loras;
+	}
 	if (a->n_stop_tokens) {
 		q->stop_tokens = a->stop_tokens;
 		q->n_stop_tokens = a->n_stop_tokens;

@@ -34,6 +34,8 @@
 #define EXL_MAX_BANNED 256       /* banned strings per job */
 #define EXL_MAX_BIAS 4096        /* token_bias entries per job */
 #define EXL_MAX_TOP_K_RETURN 64  /* return_top_k */
+#define EXL_MAX_LORAS 8          /* adapters one job applies */
+#define EXL_LORA_SCALE_MAX 1000.0 /* |scale| of one adapter in a job */
 #define EXL_MAX_CHAT_TEMPLATE 65536 /* bytes of a model's chat template in a models reply */
 #define EXL_MAX_DRAFT_TOKENS 16  /* draft_tokens */
 #define EXL_MAX_NGRAM_DRAFT 16   /* ngram_draft */
@@ -91,6 +93,7 @@
 #define EXL_FEAT_BEAM_SEARCH "beam_search"        /* num_beams, length_penalty */
 #define EXL_FEAT_TRUNCATE "truncate"              /* truncate, truncated_tokens */
 #define EXL_FEAT_EMBEDDINGS "embeddings"          /* generate's embeddings; op embed */
+#define EXL_FEAT_LORA "lora"      /* generate's lora; load / unload of adapters */
 
 /* ---- error codes ------------------------------------------------------ */
 

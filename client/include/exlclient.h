@@ -56,11 +56,13 @@ extern "C" {
  * 0.4: speculative decoding and beam search: fields at the end of struct
  * exl_gen_params, struct exl_result and struct exl_model_status.
  * 0.5: exl_embed(); truncate, truncated_tokens and input embeddings
- * (fields at the ends of struct exl_gen_params and struct exl_result). */
+ * (fields at the ends of struct exl_gen_params and struct exl_result).
+ * 0.6: struct exl_gen_params ends with the job's LoRA adapters (lora_names,
+ * lora_scales, n_loras). */
 #define EXLCLIENT_VERSION_MAJOR 0
-#define EXLCLIENT_VERSION_MINOR 5
+#define EXLCLIENT_VERSION_MINOR 6
 #define EXLCLIENT_VERSION_PATCH 0
-#define EXLCLIENT_VERSION_STRING "0.5.0"
+#define EXLCLIENT_VERSION_STRING "0.6.0"
 
 /* The library's version, "MAJOR.MINOR.PATCH". */
 EXL_CLIENT_API const char *exl_version(void);
@@ -328,6 +330,13 @@ struct exl_gen_params {
 	 * prompt, its rows replace token embeddings (docs/protocol.md). */
 	const struct exl_input_embedding *embeddings;
 	size_t n_embeddings;
+
+	/* 0.6: LoRA adapters the job applies (loaded with exl_load() by their file
+	 * name, for the job's model): n_loras names and their scales (NULL:
+	 * all 1).  At most EXL_MAX_LORAS. */
+	const char *const *lora_names;
+	const float *lora_scales;
+	size_t n_loras;
 };
 
 EXL_CLIENT_API void exl_gen_params_init(struct exl_gen_params *p);

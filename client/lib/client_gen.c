@@ -118,6 +118,7 @@ static const struct {
 	{ "length_penalty", EXL_FEAT_BEAM_SEARCH },
 	{ "truncate", EXL_FEAT_TRUNCATE },
 	{ "embeddings", EXL_FEAT_EMBEDDINGS },
+	{ "lora", EXL_FEAT_LORA },
 };
 
 /* The fields of a map whose size is known only at the end, and the first
@@ -322,6 +323,15 @@ static void pack_params(struct fields *f, const struct exl_gen_params *p, const 
 	f_int(f, "num_beams", p->num_beams);
 	f_float(f, "length_penalty", p->length_penalty);
 	f_str(f, "stream", stream_name(stream_mode(p)));
+	if (p->lora_names && p->n_loras) {
+		f_key(f, "lora");
+		msgpack_pack_array(&f->m.pk, p->n_loras);
+		for (size_t i = 0; i < p->n_loras; i++) {
+			msgpack_pack_array(&f->m.pk, 2);
+			exl_cl_str(&f->m, p->lora_names[i] ? p->lora_names[i] : "");
+			msgpack_pack_float(&f->m.pk, p->lora_scales ? p->lora_scales[i] : 1.0f);
+		}
+	}
 }
 
 static int add_socket_job(struct exl_client *c, uint64_t job);

@@ -51,7 +51,10 @@ int gen_args_init(struct gen_args *a, const char *prog, int argc, void *base,
 	a->stop_tokens = calloc(n, sizeof(*a->stop_tokens));
 	a->bias_ids = calloc(n, sizeof(*a->bias_ids));
 	a->bias_values = calloc(n, sizeof(*a->bias_values));
-	if (!a->stops || !a->bans || !a->stop_tokens || !a->bias_ids || !a->bias_values) {
+	a->lora_names = calloc(n, sizeof(*a->lora_names));
+	a->lora_scales = calloc(n, sizeof(*a->lora_scales));
+	if (!a->stops || !a->bans || !a->stop_tokens || !a->bias_ids || !a->bias_values ||
+	    !a->lora_names || !a->lora_scales) {
 		gen_args_free(a);
 		snprintf(err, errlen, "out of memory");
 		return -1;
@@ -67,6 +70,13 @@ void gen_args_free(struct gen_args *a)
 	free(a->bias_ids);
 	free(a->bias_values);
 	free(a->constraint_text);
+	for (size_t i = 0; a->lora_names && i < a->n_loras; i++)
+		free(a->lora_names[i]);
+	free(a->lora_names);
+	free(a->lora_scales);
+	a->lora_names = NULL;
+	a->lora_scales = NULL;
+	a->n_loras = 0;
 	a->stops = a->bans = NULL;
 	a->stop_tokens = a->bias_ids = NULL;
 	a->bias_values = NULL;
@@ -108,28 +118,36 @@ static void put_plain(struct gen_args *a, const struct genopt_value *v)
 }
 
 /* The lists cannot overflow: each entry took two of the argc arguments. */
-static void keep(struct gen_args *a, const struct genopt_value *v)
+static int keep(struct gen_args *a, const struct genopt_value *v)
 {
 	switch (v->id) {
+	case GENOPT_LORA:
+		a->lora_names[a->n_loras] = strndup(v->str, v->name_len);
+		if (!a->lora_names[a->n_loras]) {
+			fprintf(a->ps.msg, "%s: out of memory\n", a->ps.prog);
+			return -1;
+		}
+		a->lora_scales[a->n_loras++] = v->f;
+		return 0;
 	case GENOPT_STOP:
 		a->stops[a->n_stops++] = v->str;
-		return;
+		return 0;
 	case GENOPT_BAN:
 		a->bans[a->n_bans++] = v->str;
-		return;
+		return 0;
 	case GENOPT_STOP_TOKEN:
 		a->stop_tokens[a->n_stop_tokens++] = v->i;
-		return;
+		return 0;
 	case GENOPT_BIAS:
 		a->bias_ids[a->n_bias] = v->token;
 		a->bias_values[a->n_bias++] = v->f;
-		return;
+		return 0;
 	case GENOPT_DRY_BREAKERS:
 		a->n_breakers = v->n_breakers;
 		memcpy(a->breakers, v->breakers, (size_t)v->n_breakers * sizeof(v->breakers[0]));
 		for (int i = 0; i < v->n_breakers; i++)
 			a->breaker_ptrs[i] = a->breakers[i];
-		return;
+		return 0;
 	case GENOPT_GRAMMAR:
 	case GENOPT_JSON_SCHEMA:
 		/* the parser refuses a second one: nothing is lost here */
@@ -139,6 +157,7 @@ static void keep(struct gen_args *a, const struct genopt_value *v)
 		break;
 	}
 	put_plain(a, v);
+	return 0;
 }
 
 int gen_args_take(struct gen_args *a, const struct genopt *p, int argc, char **argv, int *i,
@@ -147,6 +166,6 @@ int gen_args_take(struct gen_args *a, const struct genopt *p, int argc, char **a
 	if (genopt_take(&a->ps, p, argc, argv, i, v))
 		return -1;
 	if (v->id >= 0 && v->id < GENOPT_N)
-		keep(a, v);
+		return keep(a, v);
 	return 0;
 }

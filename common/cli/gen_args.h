@@ -100,6 +100,10 @@ struct gen_args {
 	char breakers[GENOPT_MAX_BREAKERS][GENOPT_MAX_BREAKER_LEN + 1];
 	const char *breaker_ptrs[GENOPT_MAX_BREAKERS];
 	char *constraint_text;    /* the --grammar / --json-schema file's contents */
+	/* --lora NAME[:SCALE]: the names (malloc'ed) and their scales. */
+	char **lora_names;
+	float *lora_scales;
+	size_t n_loras;
 };
 
 /* Sizes the lists for argc arguments, and starts the parser with prog

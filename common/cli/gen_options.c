@@ -119,6 +119,9 @@ const struct genopt genopt_table[GENOPT_N] = {
 	OPT(GENOPT_TRUNCATE, "--truncate", NULL, GENOPT_FLAG, 0, 0, 0, "truncate", NULL,
 	    "cut a prompt too long for the context to its last (context - N) tokens "
 	    "after BOS instead of refusing it"),
+	OPT(GENOPT_LORA, "--lora", NULL, GENOPT_LORA_LIST, -EXL_LORA_SCALE_MAX,
+	    EXL_LORA_SCALE_MAX, EXL_MAX_LORAS, "lora", "NAME[:SCALE]",
+	    "apply a LoRA adapter at SCALE (default 1); repeatable"),
 };
 
 void genopt_parser_init(struct genopt_parser *ps, const char *prog, FILE *msg)
@@ -271,6 +274,38 @@ bad:
 	return -1;
 }
 
+/* NAME[:SCALE]: the text after the last ':' is the scale when it is a
+ * number, else part of the name (a path may hold a ':'). */
+static int parse_lora(const struct genopt_parser *ps, const struct genopt *p, const char *v,
+		      struct genopt_value *out)
+{
+	const char *colon = strrchr(v, ':');
+
+	out->str = v;
+	out->name_len = strlen(v);
+	out->f = 1.0f;
+	if (colon && colon[1]) {
+		char *end;
+
+		errno = 0;
+		double f = strtod(colon + 1, &end);
+		if (!errno && !*end) {
+			if (!(f >= p->min && f <= p->max)) {
+				fprintf(ps->msg, "%s: --lora %s: the scale must be in [%g, %g]\n",
+					ps->prog, v, p->min, p->max);
+				return -1;
+			}
+			out->f = (float)f;
+			out->name_len = (size_t)(colon - v);
+		}
+	}
+	if (!out->name_len) {
+		fprintf(ps->msg, "%s: --lora wants NAME[:SCALE], not '%s'\n", ps->prog, v);
+		return -1;
+	}
+	return 0;
+}
+
 /* "" is no breakers at all. */
 static int parse_breakers(const struct genopt_parser *ps, const char *v, struct genopt_value *out)
 {
@@ -373,6 +408,8 @@ static int parse_value(struct genopt_parser *ps, const struct genopt *p, const c
 		return parse_bias(ps, p, v, &out->token, &out->f);
 	case GENOPT_BREAKERS:
 		return parse_breakers(ps, v, out);
+	case GENOPT_LORA_LIST:
+		return parse_lora(ps, p, v, out);
 	case GENOPT_FLAG:
 		break;
 	}
@@ -385,7 +422,7 @@ int genopt_take(struct genopt_parser *ps, const struct genopt *p, int argc, char
 	const char *a = argv[*i];
 	bool shared = p->id >= 0 && p->id < GENOPT_N;
 	bool list = p->kind == GENOPT_STR_LIST || p->kind == GENOPT_ID_LIST ||
-		    p->kind == GENOPT_BIAS_LIST;
+		    p->kind == GENOPT_BIAS_LIST || p->kind == GENOPT_LORA_LIST;
 
 	memset(v, 0, sizeof(*v));
 	v->id = p->id;

@@ -70,6 +70,7 @@ enum genopt_id {
 	GENOPT_BEAMS,
 	GENOPT_LENGTH_PENALTY,
 	GENOPT_TRUNCATE,
+	GENOPT_LORA,
 	GENOPT_N,
 	/* a program's own options take ids from here on */
 	GENOPT_OWN = 100,
@@ -87,6 +88,7 @@ enum genopt_kind {
 	GENOPT_ID_LIST,    /* repeatable token id in [min, max], at most max_count */
 	GENOPT_BIAS_LIST,  /* repeatable ID=V (V in token_bias's wire range, or -inf) */
 	GENOPT_BREAKERS,   /* comma-separated strings with \n \t \, \\ escapes */
+	GENOPT_LORA_LIST,  /* repeatable NAME[:SCALE], at most max_count */
 };
 
 #define GENOPT_MAX_BREAKERS 32
@@ -115,7 +117,9 @@ struct genopt_value {
 	float f;                  /* FLOAT; BIAS_LIST: the bias (-INFINITY for -inf) */
 	uint64_t seed;            /* U64 */
 	int32_t token;            /* BIAS_LIST: the token id */
-	const char *str;          /* STR, STR_LIST: argv's string */
+	const char *str;          /* STR, STR_LIST, LORA_LIST: argv's string */
+	size_t name_len;          /* LORA_LIST: bytes of str that are the name; f the
+				   * scale (1 when none is given) */
 	char *text;               /* FILE: malloc'ed contents, the caller's to free */
 	int n_breakers;           /* BREAKERS */
 	char breakers[GENOPT_MAX_BREAKERS][GENOPT_MAX_BREAKER_LEN + 1];

@@ -24,6 +24,7 @@
 #include "daemon/core/generator/engine.h"
 #include "daemon/core/generator/generator.h"
 #include "daemon/core/model/kvcache.h"
+#include "daemon/core/model/lora.h"
 #include "daemon/core/model/model.h"
 #include "daemon/core/tokenizer/tokenizer.h"
 #include "kernels/backend.h"
@@ -164,6 +165,22 @@ static int warmup(struct exl_model *m, struct exl_engine *e, char *err, size_t e
 	return r;
 }
 
+/* --lora FILE[:SCALE]: each file loaded for m, into set. */
+static int load_loras(const struct run_opts *o, const struct exl_model *m,
+		      struct exl_lora_set *set, char *err, size_t errlen)
+{
+	for (size_t i = 0; i < o->a.n_loras; i++) {
+		struct exl_lora *l = exl_lora_load(o->a.lora_names[i], m, err, errlen);
+
+		if (!l)
+			return -1;
+		set->use[set->n].lora = l;
+		set->use[set->n++].scale = o->a.lora_scales[i];
+	}
+	set->key = exl_lora_set_key(set);
+	return 0;
+}
+
 int exl_cmd_run(int argc, char **argv)
 {
 	static const struct exl_job_callbacks cb = { on_chunk, on_done };
@@ -174,6 +191,7 @@ int exl_cmd_run(int argc, char **argv)
 	struct exl_engine *e = NULL;
 	struct exl_job *job = NULL;
 	struct run_state st = { .o = &o };
+	struct exl_lora_set loras = { 0 };
 	char err[512];
 	char draft_path[4096], draft_name[EXL_GEN_MAX_DRAFT_NAME + 1];
 	int status = 1;
@@ -197,6 +215,9 @@ int exl_cmd_run(int argc, char **argv)
 	m = exl_model_load(o.model, be, err, sizeof(err));
 	if (!m)
 		goto fail;
+	if (load_loras(&o, m, &loras, err, sizeof(err)))
+		goto fail;
+	o.s.loras = &loras;
 	const struct exl_tokenizer *tok = exl_model_tokenizer(m);
 
 	st.tok = tok;
@@ -369,6 +390,8 @@ out:
 	exl_engine_free(e);
 	exl_job_free(job);
 	exl_kvcache_free(kv);
+	for (int i = 0; i < loras.n; i++)
+		exl_lora_unref(loras.use[i].lora);
 	exl_model_free(m);
 	if (be)
 		be->ops->destroy(be);

@@ -137,6 +137,9 @@ int exl_run_parse_args(int argc, char **argv, struct run_opts *o)
 	a->ps.opts[GENOPT_DRAFT_MODEL].arg = "FILE|NAME";
 	a->ps.opts[GENOPT_DRAFT_MODEL].help = "speculative decoding: proposals from this GGUF (NAME: "
 					      "NAME.gguf beside --model), same vocabulary";
+	a->ps.opts[GENOPT_LORA].arg = "FILE[:SCALE]";
+	a->ps.opts[GENOPT_LORA].help = "apply the LoRA adapter FILE (GGUF) at SCALE (default 1); "
+				       "repeatable";
 	for (int i = 1; i < argc; i++) {
 		const char *arg = argv[i];
 		const struct genopt *p = genopt_find_in(own_head, N_HEAD, arg);

@@ -19,6 +19,7 @@
 #include "daemon/server/delivery/job.h"
 #include "daemon/server/delivery/ring.h"
 #include "daemon/server/delivery/sink.h"
+#include "daemon/server/engine/adapters.h"
 #include "daemon/server/engine/engine_thread.h"
 #include "daemon/server/engine/models_registry.h"
 #include "daemon/server/engine/prep.h"
@@ -543,7 +544,15 @@ static void op_load(struct exl_conn *c, const struct exl_req *req, const struct 
 	}
 	exl_log(EXL_LOG_INFO, "conn %llu (uid %u pid %d): load '%s'", (unsigned long long)c->id,
 		(unsigned)c->uid, (int)c->pid, req->model);
-	int code = exl_registry_load(c->lp->reg, req->model, c->sink, id, false,
+	bool adapter;
+	int code = exl_adapter_op_load(c->lp->reg, c->lp->cfg.models_dir, req->model, c->sink,
+				       id, &adapter, err, sizeof(err));
+	if (adapter) {
+		if (code)
+			send_error(c, id, code, err);
+		return;
+	}
+	code = exl_registry_load(c->lp->reg, req->model, c->sink, id, false,
 				     err, sizeof(err));
 	if (code)
 		send_error(c, id, code, err);
@@ -557,6 +566,8 @@ static void op_unload(struct exl_conn *c, const struct exl_req *req, const struc
 		return;
 	exl_log(EXL_LOG_INFO, "conn %llu (uid %u pid %d): unload '%s'", (unsigned long long)c->id,
 		(unsigned)c->uid, (int)c->pid, req->model);
+	if (exl_adapter_op_unload(c->lp->reg, req->model, c->sink, id))
+		return;
 	int code = exl_registry_unload(c->lp->reg, req->model, req->u.unload.cancel,
 				       c->sink, id, err, sizeof(err));
 	if (code)
@@ -748,6 +759,11 @@ static int op_generate(struct exl_conn *c, struct exl_prep **pp)
 	struct exl_model_entry *e = pick(c, &p->req, id);
 	if (!e)
 		return MSG_DONE;
+	int lcode = exl_adapters_resolve(e, g, err, sizeof(err));
+	if (lcode) {
+		send_error(c, id, lcode, err);
+		return MSG_DONE;
+	}
 	if (g->stream == EXL_STREAM_DEFAULT)
 		g->stream = c->sink->ring ? EXL_STREAM_RING : EXL_STREAM_SOCKET;
 	if (g->stream == EXL_STREAM_RING && !c->sink->ring) {

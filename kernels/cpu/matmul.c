@@ -186,6 +186,9 @@ static void matmul_job(void *ctx, int ith, int nth)
 	}
 }
 
+/* Multiply-adds below which a matmul is not worth spreading over the pool. */
+#define MM_SERIAL_MACS 65536.0
+
 static void run(struct exl_pool *pool, exl_pool_fn fn, void *ctx)
 {
 	if (pool)
@@ -310,6 +313,11 @@ int exl_cpu_matmul(struct exl_pool *pool, const struct exl_weight *w,
 			run(pool, quantize_job, &j);
 	}
 
+	/* A tiny product (a LoRA adapter's A or B over a few rows, a 260K
+	 * model's weights) takes less time than waking the pool: it runs on
+	 * the calling thread.  Each row's result is the same either way. */
+	if ((double)w->rows * (double)w->cols * n < MM_SERIAL_MACS)
+		pool = NULL;
 	/* about 8 chunks per thread, in whole row units */
 	int nth = pool ? exl_pool_size(pool) : 1;
 	int64_t units = (w->rows + ROW_UNIT - 1) / ROW_UNIT;

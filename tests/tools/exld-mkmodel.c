@@ -22,6 +22,7 @@
 #include "daemon/core/gguf/gguf_write.h"
 #include "kernels/formats/dtype.h"
 #include "kernels/formats/quant.h"
+#include "tests/tools/mkmodel_lora.h"
 
 #define MAX_THREADS 64
 #define MAX_KV_OVERRIDES 32
@@ -438,6 +439,11 @@ static void usage(FILE *out)
 	fprintf(out,
 		"usage: exld-mkmodel [options] -o FILE\n"
 		"Writes a random-weight GGUF of one of llama.cpp's architectures.\n"
+		"   or: exld-mkmodel --lora-for BASE.gguf [--rank R] [--alpha A] [--seed N]\n"
+		"                    [--lora-targets attn_q,attn_k,...] -o FILE\n"
+		"       writes a random LoRA adapter (llama.cpp's GGUF adapter format) for\n"
+		"       BASE: rank R (8), adapter.lora.alpha A (16), for every block's\n"
+		"       attn_q/k/v/output and ffn_gate/up/down (or those listed)\n"
 		"  --dim N          embedding length (default 64)\n"
 		"  --layers N       blocks (default 2)\n"
 		"  --heads N        attention heads (default 4)\n"
@@ -1219,6 +1225,9 @@ int main(int argc, char **argv)
 	char *tmpl = NULL;
 	struct timespec t0, t1;
 
+	for (int i = 1; i < argc; i++)
+		if (!strcmp(argv[i], "--lora-for"))
+			return mkmodel_lora_main(argc, argv);
 	rc = parse_args(argc, argv, &o);
 	if (rc) {
 		usage(rc > 0 ? stdout : stderr);

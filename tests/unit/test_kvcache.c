@@ -11,6 +11,7 @@
 #include <cmocka.h>
 
 #include "daemon/core/model/kvcache.h"
+#include "daemon/core/model/lora.h"
 #include "kernels/backend.h"
 
 #define PS 4      /* page size */
@@ -189,6 +190,51 @@ static void test_reserve_commit_truncate(void **state)
 	exl_kv_seq_release(kv, &s);
 	assert_int_equal(s.n_pages, 0);
 	assert_null(s.pages);
+	check_all_free(kv);
+}
+
+/* Pages computed under one adapter set are shared only with sequences
+ * under the same set (its key), never with none or another. */
+static void test_share_prefix_adapters(void **state)
+{
+	struct fixture *f = *state;
+	struct exl_kvcache *kv = f->kv;
+	struct exl_lora_set one = { .key = 0x1234 }, other = { .key = 0x5678 };
+	struct exl_kv_seq a, b, c, d, e;
+	int32_t t[10] = { 1, 2, 3, 4, 5, 6, 7, 8, 9, 10 };
+
+	exl_kv_seq_init(&a);
+	exl_kv_seq_init(&b);
+	exl_kv_seq_init(&c);
+	exl_kv_seq_init(&d);
+	exl_kv_seq_init(&e);
+	a.lora = &one;
+	seq_fill(kv, &a, t, 10);
+	/* no adapter, another set: nothing shared */
+	assert_int_equal(exl_kv_seq_share_prefix(kv, &b, t, 10), 0);
+	c.lora = &other;
+	assert_int_equal(exl_kv_seq_share_prefix(kv, &c, t, 10), 0);
+	/* the same set: both full pages */
+	d.lora = &one;
+	assert_int_equal(exl_kv_seq_share_prefix(kv, &d, t, 10), 8);
+	assert_int_equal(d.pages[0], a.pages[0]);
+	/* the set is kept across a release, with the pages it keys */
+	exl_kv_seq_release(kv, &d);
+	assert_ptr_equal(d.lora, &one);
+	/* pages registered without an adapter are not shared with one */
+	seq_fill(kv, &b, t, 10);
+	e.lora = &other;
+	assert_int_equal(exl_kv_seq_share_prefix(kv, &e, t, 10), 0);
+	/* a fork (a beam) runs under its parent's adapters */
+	exl_kv_seq_release(kv, &d);
+	d.lora = NULL;
+	assert_int_equal(exl_kv_seq_fork(kv, &d, &a), 0);
+	assert_ptr_equal(d.lora, &one);
+	exl_kv_seq_release(kv, &d);
+	exl_kv_seq_release(kv, &a);
+	exl_kv_seq_release(kv, &b);
+	exl_kv_seq_release(kv, &c);
+	exl_kv_seq_release(kv, &e);
 	check_all_free(kv);
 }
 
@@ -551,6 +597,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_bad_create, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_reserve_commit_truncate, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_share_prefix, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_share_prefix_adapters, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_copy_on_write, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_cache_reuse_and_eviction, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_exhaustion, setup, teardown),

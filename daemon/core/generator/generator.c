@@ -463,6 +463,9 @@ struct exl_job *exl_job_create(const struct exl_model *m, const struct exl_gen_s
 	if (!job->sampler)
 		goto fail;
 
+	if (exl_job_lora_attach(job, m, s->loras, err, errlen))
+		goto fail;
+
 	/* Prompts. */
 	if (s->n_embeddings)
 		n = exl_gen_embd_prompt(job, s, prompt, &ids, err, errlen);
@@ -490,6 +493,7 @@ struct exl_job *exl_job_create(const struct exl_model *m, const struct exl_gen_s
 			goto fail;
 		}
 	}
+	exl_job_lora_bind_seqs(job);
 	if (prompt->ids) {
 		const struct exl_gen_seq *q = &job->seq[0];
 
@@ -607,6 +611,7 @@ void exl_job_free(struct exl_job *job)
 	free_strings(&job->stop);
 	free_strings(&job->banned);
 	exl_sampler_free(job->sampler);
+	exl_job_lora_detach(job);
 	free(job->prompt_text);
 	free(job->heal);
 	free(job->heal_cands);

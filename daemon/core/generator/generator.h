@@ -36,6 +36,7 @@
 
 struct exl_model;
 struct exl_job;
+struct exl_lora_set;
 
 enum exl_stop_reason {
 	EXL_STOP_NONE = 0,       /* still running */
@@ -123,6 +124,11 @@ struct exl_gen_settings {
 	const char *json_schema;     /* NULL: a JSON schema (JSON text) */
 	const char *regex;           /* NULL: the whole output matches it */
 	bool filter_prefer_eos;      /* false: end as soon as the constraint is complete */
+
+	/* LoRA adapters (daemon/core/model/lora.h): NULL or an empty set for
+	 * none.  Each must be bound to the job's model; the job holds a
+	 * reference to each until it is freed. */
+	const struct exl_lora_set *loras;
 
 	/* What each chunk (and the result) carries besides text and ids. */
 	bool return_probs;           /* false: the probability of each token */

@@ -6,6 +6,7 @@
 
 #include "common/clock.h"
 #include "daemon/core/generator/generator.h"
+#include "daemon/core/model/lora.h"
 #include "daemon/core/model/kvcache.h"
 #include "daemon/core/tokenizer/tokenizer.h"
 
@@ -100,6 +101,7 @@ struct exl_job {
 	struct exl_gen_strings stop;
 	struct exl_gen_strings banned;
 	struct exl_filter *filter;
+	struct exl_lora_set lora; /* its adapters, referenced; n 0 for none */
 	uint32_t *filter_mask;
 	bool mask_valid;           /* filter_mask holds allowed() for this position */
 	int filter_n;              /* generated tokens the filter has accepted */
@@ -303,5 +305,13 @@ int64_t exl_beam_outstanding(const struct exl_job *job, const struct exl_kvcache
 			     int gen_limit, int32_t *scratch);
 /* Pages a job of g new tokens with width beams may take, nothing shared. */
 int64_t exl_beam_pages(const struct exl_job *job, int g, int page_size);
+/* generator_lora.c: the job's adapters.  attach checks and references
+ * set's adapters (NULL: none) for model m; bind_seqs points every
+ * sequence's KV at them (the prefix cache's key); detach drops the
+ * references. */
+int exl_job_lora_attach(struct exl_job *job, const struct exl_model *m,
+			const struct exl_lora_set *set, char *err, size_t errlen);
+void exl_job_lora_bind_seqs(struct exl_job *job);
+void exl_job_lora_detach(struct exl_job *job);
 
 #endif

@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "daemon/core/model/kvcache.h"
+#include "daemon/core/model/lora.h"
 #include "kernels/backend_select.h"
 
 #define MIB (1024.0 * 1024.0)
@@ -40,6 +41,7 @@ struct exl_kvcache {
 	uint32_t *gen;
 	bool *registered;
 	uint64_t *hash;     /* chained hash of the prefix ending with the page */
+	uint64_t *root_key; /* a first page's prefix key (seq_key) */
 	int32_t *parent;    /* page before it when registered, -1 for the first */
 	uint32_t *parent_gen;
 	int32_t *page_tokens; /* [n_pages][page_size], valid while registered */
@@ -75,6 +77,19 @@ static uint64_t chain_hash(uint64_t h, const int32_t *tokens, int n)
 }
 
 #define HASH_SEED 0x6b76636163686531ULL
+
+/* The prefix key of s: its adapter set's (0 for none).  A first page is
+ * registered with its sequence's key and matches only the same key; the
+ * pages after it follow from their parent. */
+static uint64_t seq_key(const struct exl_kv_seq *s)
+{
+	return s->lora ? s->lora->key : 0;
+}
+
+static uint64_t root_hash(uint64_t key)
+{
+	return key ? mix64(HASH_SEED ^ key) : HASH_SEED;
+}
 
 /* ---- page bookkeeping ---- */
 
@@ -303,6 +318,7 @@ struct exl_kvcache *exl_kvcache_create(struct exl_backend *be, int n_layers, int
 	kv->gen = calloc(np, sizeof(*kv->gen));
 	kv->registered = calloc(np, sizeof(*kv->registered));
 	kv->hash = calloc(np, sizeof(*kv->hash));
+	kv->root_key = calloc(np, sizeof(*kv->root_key));
 	kv->parent = calloc(np, sizeof(*kv->parent));
 	kv->parent_gen = calloc(np, sizeof(*kv->parent_gen));
 	kv->page_tokens = calloc(np * (size_t)page_size, sizeof(*kv->page_tokens));
@@ -311,7 +327,7 @@ struct exl_kvcache *exl_kvcache_create(struct exl_backend *be, int n_layers, int
 	kv->free_stack = malloc(np * sizeof(*kv->free_stack));
 	kv->lru_prev = malloc(np * sizeof(*kv->lru_prev));
 	kv->lru_next = malloc(np * sizeof(*kv->lru_next));
-	if (!kv->layers || !kv->refcount || !kv->gen || !kv->registered || !kv->hash ||
+	if (!kv->layers || !kv->refcount || !kv->gen || !kv->registered || !kv->hash || !kv->root_key ||
 	    !kv->parent || !kv->parent_gen || !kv->page_tokens || !kv->bucket ||
 	    !kv->bucket_next || !kv->free_stack || !kv->lru_prev || !kv->lru_next)
 		goto oom;
@@ -379,6 +395,7 @@ void exl_kvcache_free(struct exl_kvcache *kv)
 	free(kv->gen);
 	free(kv->registered);
 	free(kv->hash);
+	free(kv->root_key);
 	free(kv->parent);
 	free(kv->parent_gen);
 	free(kv->page_tokens);
@@ -454,7 +471,9 @@ void exl_kv_seq_release(struct exl_kvcache *kv, struct exl_kv_seq *s)
 		page_unref(kv, s->pages[i]);
 	free(s->pages);
 	free(s->tokens);
+	const struct exl_lora_set *lora = s->lora;
 	exl_kv_seq_init(s);
+	s->lora = lora;
 }
 
 static int grow_pages(struct exl_kv_seq *s, int n)
@@ -490,7 +509,7 @@ static int grow_tokens(struct exl_kv_seq *s, int n)
 /* The registered page holding tokens[0..page_size) as the continuation of
  * parent, or -1. */
 static int32_t lookup_page(const struct exl_kvcache *kv, uint64_t h, int32_t parent,
-			   const int32_t *tokens)
+			   const int32_t *tokens, uint64_t key)
 {
 	uint32_t b = (uint32_t)h & (kv->n_buckets - 1);
 
@@ -498,6 +517,8 @@ static int32_t lookup_page(const struct exl_kvcache *kv, uint64_t h, int32_t par
 		if (kv->hash[p] != h || kv->parent[p] != parent)
 			continue;
 		if (parent >= 0 && kv->parent_gen[p] != kv->gen[parent])
+			continue;
+		if (parent < 0 && kv->root_key[p] != key)
 			continue;
 		if (memcmp(&kv->page_tokens[(size_t)p * (size_t)kv->page_size], tokens,
 			   (size_t)kv->page_size * sizeof(*tokens)))
@@ -515,7 +536,8 @@ int exl_kv_seq_share_prefix(struct exl_kvcache *kv, struct exl_kv_seq *s,
 	if (s->n_pos != 0 || s->n_pages != 0 || n <= ps)
 		return 0;
 	int max_pages = (n - 1) / ps;
-	uint64_t h = HASH_SEED;
+	uint64_t key = seq_key(s);
+	uint64_t h = root_hash(key);
 	int32_t parent = -1;
 	int matched = 0;
 
@@ -525,7 +547,7 @@ int exl_kv_seq_share_prefix(struct exl_kvcache *kv, struct exl_kv_seq *s,
 		const int32_t *pt = tokens + (size_t)i * (size_t)ps;
 
 		h = chain_hash(h, pt, ps);
-		int32_t p = lookup_page(kv, h, parent, pt);
+		int32_t p = lookup_page(kv, h, parent, pt, key);
 		if (p < 0)
 			break;
 		page_ref(kv, p);
@@ -653,11 +675,12 @@ static void register_full_page(struct exl_kvcache *kv, struct exl_kv_seq *s, int
 	 * dropped long after the page behind them filled, so this is rare) */
 	if (i > 0 && (parent < 0 || !kv->registered[parent]))
 		return;
-	h = parent >= 0 ? kv->hash[parent] : HASH_SEED;
+	h = parent >= 0 ? kv->hash[parent] : root_hash(seq_key(s));
 	h = chain_hash(h, pt, ps);
-	if (lookup_page(kv, h, parent, pt) >= 0)
+	if (lookup_page(kv, h, parent, pt, seq_key(s)) >= 0)
 		return;
 	kv->hash[p] = h;
+	kv->root_key[p] = parent >= 0 ? 0 : seq_key(s);
 	kv->parent[p] = parent;
 	kv->parent_gen[p] = parent >= 0 ? kv->gen[parent] : 0;
 	memcpy(&kv->page_tokens[(size_t)p * (size_t)ps], pt, (size_t)ps * sizeof(*pt));
@@ -741,6 +764,7 @@ int exl_kv_seq_fork(struct exl_kvcache *kv, struct exl_kv_seq *dst, const struct
 	dst->n_pages = src->n_pages;
 	dst->n_dropped = src->n_dropped;
 	dst->n_pos = src->n_pos;
+	dst->lora = src->lora;   /* its K/V were computed under src's adapters */
 	if (src->n_pos)
 		memcpy(dst->tokens, src->tokens, (size_t)src->n_pos * sizeof(*src->tokens));
 	return 0;

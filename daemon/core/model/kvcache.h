@@ -19,6 +19,7 @@
 #include "kernels/backend.h"
 
 struct exl_kvcache;
+struct exl_lora_set;
 
 struct exl_kv_seq {
 	int32_t *pages;  /* page ids, one per page_size positions; -1 for the
@@ -29,6 +30,10 @@ struct exl_kv_seq {
 	int n_pos;       /* positions that hold valid K/V */
 	int32_t *tokens; /* the token at each position (for prefix hashing) */
 	int cap_tokens;
+	/* The adapters its K/V are computed under (NULL: none; lora.h), set
+	 * by its owner and kept across exl_kv_seq_release.  Its key keys
+	 * the prefix pages: never shared between different sets. */
+	const struct exl_lora_set *lora;
 };
 
 /* A pool of n_tokens positions (rounded up to whole pages) on be.  On a
@@ -85,7 +90,7 @@ int exl_kvcache_page_refcount(const struct exl_kvcache *kv, int32_t page);
 const struct exl_kv_layer *exl_kvcache_layer(const struct exl_kvcache *kv, int layer);
 
 void exl_kv_seq_init(struct exl_kv_seq *s);
-/* Drops every page reference of s and frees its arrays. */
+/* Drops every page reference of s and frees its arrays (s->lora stays). */
 void exl_kv_seq_release(struct exl_kvcache *kv, struct exl_kv_seq *s);
 
 /* Maps into an empty s the longest run of whole cached pages that matches
@@ -122,8 +127,9 @@ void exl_kv_seq_truncate(struct exl_kvcache *kv, struct exl_kv_seq *s, int n_pos
 
 /* Makes the empty dst a copy of src that shares every page, the last
  * partial one included (beam search: a beam and its parent's other
- * children); the first to write a shared page copies it (reserve).
- * Returns 0, or -1 when out of memory (dst stays empty). */
+ * children), under src's adapters (lora); the first to write a shared
+ * page copies it (reserve).  Returns 0, or -1 when out of memory (dst
+ * stays empty). */
 int exl_kv_seq_fork(struct exl_kvcache *kv, struct exl_kv_seq *dst, const struct exl_kv_seq *src);
 
 #endif

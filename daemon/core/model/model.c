@@ -7,6 +7,7 @@
 
 #include "daemon/core/gguf/gguf.h"
 #include "daemon/core/model/kvcache.h"
+#include "daemon/core/model/lora.h"
 #include "daemon/core/model/mapguard.h"
 #include "daemon/core/model/model_internal.h"
 #include "daemon/core/tokenizer/tokenizer.h"
@@ -69,6 +70,7 @@ void exl_model_free(struct exl_model *m)
 	if (!m)
 		return;
 	exl_model_scratch_free(m);
+	exl_lora_batch_free(m);
 	for (int i = 0; i < m->n_uploads; i++)
 		m->be->ops->unload(m->be, m->uploads[i]);
 	free(m->uploads);

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "daemon/core/model/kvcache.h"
+#include "daemon/core/model/lora.h"
 #include "daemon/core/model/model_internal.h"
 #include "kernels/backend_select.h"
 
@@ -374,8 +375,16 @@ static int moe_ffn(struct exl_model *m, const struct exl_layer_weights *lw, floa
 	return 0;
 }
 
-/* The dense FFN of the nr rows of s->xn into s->proj. */
-static void dense_ffn(struct exl_model *m, const struct exl_layer_weights *lw, int nr)
+/* The adapters' targets at each place (lora.h), those sharing an input together. */
+static const enum exl_lora_target lora_qkv[] = { EXL_LORA_Q, EXL_LORA_K, EXL_LORA_V };
+static const enum exl_lora_target lora_o[] = { EXL_LORA_O };
+static const enum exl_lora_target lora_gate_up[] = { EXL_LORA_GATE, EXL_LORA_UP };
+static const enum exl_lora_target lora_down[] = { EXL_LORA_DOWN };
+
+/* The dense FFN of the nr rows of s->xn into s->proj (gathered: the rows
+ * the last layer keeps, for the adapters). */
+static void dense_ffn(struct exl_model *m, const struct exl_layer_weights *lw, int il, int nr,
+		      bool gathered)
 {
 	const struct exl_hparams *hp = &m->hp;
 	const struct exl_backend_ops *ops = m->be->ops;
@@ -385,11 +394,14 @@ static void dense_ffn(struct exl_model *m, const struct exl_layer_weights *lw, i
 
 	ops->matmul(be, &lw->w_gate, s->xn, s->gate, nr);
 	ops->matmul(be, &lw->w_up, s->xn, s->up, nr);
+	exl_lora_batch_apply(m, il, s->xn, gathered, 2, lora_gate_up,
+			     (float *[]){ s->gate, s->up });
 	if (hp->ffn_act == EXL_FFN_GELU)
 		ops->geglu(be, s->gate, s->up, count);
 	else
 		ops->swiglu(be, s->gate, s->up, count);
 	ops->matmul(be, &lw->w_down, s->gate, s->proj, nr);
+	exl_lora_batch_apply(m, il, s->gate, gathered, 1, lora_down, &s->proj);
 	if (lw->ffn_post_norm)
 		ops->rmsnorm(be, s->proj, s->proj, lw->ffn_post_norm, nr, hp->n_embd, hp->rms_eps);
 }
@@ -492,7 +504,8 @@ int exl_model_forward_io(struct exl_model *m, struct exl_kvcache *kv, const stru
 			 "but has no buffer", n_log, n_hid);
 		return -1;
 	}
-	if (scratch_reserve_logits(m, n_log, err, errlen))
+	if (scratch_reserve_logits(m, n_log, err, errlen) ||
+	    exl_lora_batch_plan(m, b, s->rows, n_out, err, errlen))
 		return -1;
 	if (ops->set_batch(be, &desc)) {
 		snprintf(err, errlen, "backend %s: %s", ops->name,
@@ -523,6 +536,8 @@ int exl_model_forward_io(struct exl_model *m, struct exl_kvcache *kv, const stru
 		ops->matmul(be, &lw->wq, s->xn, s->q, n);
 		ops->matmul(be, &lw->wk, s->xn, s->k, n);
 		ops->matmul(be, &lw->wv, s->xn, s->v, n);
+		exl_lora_batch_apply(m, il, s->xn, false, 3, lora_qkv,
+				     (float *[]){ s->q, s->k, s->v });
 		if (lw->bq)
 			ops->add_bias(be, s->q, lw->bq, n, (int)lw->wq.rows);
 		if (lw->bk)
@@ -552,6 +567,7 @@ int exl_model_forward_io(struct exl_model *m, struct exl_kvcache *kv, const stru
 			nr = n_out;
 		}
 		ops->matmul(be, &lw->wo, att, s->proj, nr);
+		exl_lora_batch_apply(m, il, att, nr < n, 1, lora_o, &s->proj);
 		if (lw->attn_post_norm)
 			ops->rmsnorm(be, s->proj, s->proj, lw->attn_post_norm, nr, hp->n_embd,
 				     hp->rms_eps);
@@ -562,7 +578,7 @@ int exl_model_forward_io(struct exl_model *m, struct exl_kvcache *kv, const stru
 			if (moe_ffn(m, lw, x, nr, err, errlen))
 				return -1;
 		} else {
-			dense_ffn(m, lw, nr);
+			dense_ffn(m, lw, il, nr, nr < n);
 			ops->add(be, x, s->proj, (size_t)nr * embd);
 		}
 	}

@@ -1,5 +1,5 @@
-/* The model's insides, shared by model_hparams.c, model_load.c and
- * model_forward.c only. */
+/* The model's insides, shared by model_hparams.c, model_load.c,
+ * model_forward.c and the adapters' lora_load.c and lora_apply.c only. */
 #ifndef EXL_MODEL_INTERNAL_H
 #define EXL_MODEL_INTERNAL_H
 
@@ -10,6 +10,7 @@
 #include "daemon/core/model/model.h"
 
 struct gguf_file;
+struct exl_lora_batch;
 
 /* One block's weights.  Fused tensors (phi3's attn_qkv and ffn_up holding
  * gate and up) are bound as views of their rows, and experts as views of
@@ -105,6 +106,7 @@ struct exl_model {
 	size_t weight_bytes;
 
 	struct exl_scratch s;
+	struct exl_lora_batch *lora_batch; /* the adapters' rows and scratch (lora_apply.c) */
 };
 
 /* Fills hp from f's metadata; -1 with a message for a missing or out of range

@@ -18,6 +18,7 @@
 #include "daemon/core/model/model.h"
 #include "daemon/server/delivery/mailbox.h"
 #include "daemon/server/delivery/sink.h"
+#include "daemon/server/engine/adapters.h"
 #include "daemon/server/engine/models_registry.h"
 #include "daemon/core/tokenizer/tokenizer.h"
 #include "common/utf8.h"
@@ -60,6 +61,7 @@ static void free_waiters(struct exl_waiter *w)
 
 static void free_model_parts(struct exl_model_entry *e)
 {
+	exl_adapters_free(e);
 	if (e->eng)
 		exl_engine_free(e->eng);
 	if (e->kv)

@@ -20,6 +20,7 @@ struct exl_mailbox;
 struct exl_sink;
 struct exl_model;
 struct exl_engine_thread;
+struct exl_adapter;
 
 enum exl_model_state { EXL_MODEL_LOADING, EXL_MODEL_LOADED, EXL_MODEL_UNLOADING };
 
@@ -52,6 +53,7 @@ struct exl_model_entry {
 	bool unload_cancel;
 	int file_state;               /* exl_model_check_file's last answer */
 	uint64_t vocab_fp;            /* exl_vocab_fingerprint: who may draft for whom */
+	struct exl_adapter *adapters; /* its LoRA adapters (adapters.h) */
 };
 
 struct exl_registry;

@@ -13,6 +13,7 @@
 #include "daemon/server/delivery/mailbox.h"
 #include "daemon/server/delivery/sink.h"
 #include "daemon/server/engine/engine_thread.h"
+#include "daemon/server/engine/adapters.h"
 #include "daemon/server/engine/prep.h"
 
 /* Message copies from this size on are mappings of their own, as the
@@ -88,6 +89,8 @@ void exl_prep_free(struct exl_prep *p)
 {
 	if (!p)
 		return;
+	if (p->req.op == EXL_OPC_GENERATE)
+		exl_adapters_release(&p->req.u.gen);
 	msgpack_unpacked_destroy(&p->up);
 	msgpack_sbuffer_destroy(&p->reply);
 	if (p->msg_len >= MSG_MAP_MIN)

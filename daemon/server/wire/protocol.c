@@ -27,7 +27,7 @@ const char *const exl_daemon_features[] = {
 	EXL_FEAT_TOP_A, EXL_FEAT_TOKEN_BIAS, EXL_FEAT_DRY, EXL_FEAT_XTC, EXL_FEAT_MIROSTAT,
 	EXL_FEAT_BANNED_STRINGS, EXL_FEAT_TOKEN_HEALING, EXL_FEAT_CFG, EXL_FEAT_GRAMMAR,
 	EXL_FEAT_JSON_SCHEMA, EXL_FEAT_REGEX, EXL_FEAT_RETURN_LOGITS, EXL_FEAT_SPECULATIVE,
-	EXL_FEAT_BEAM_SEARCH, EXL_FEAT_TRUNCATE, EXL_FEAT_EMBEDDINGS,
+	EXL_FEAT_BEAM_SEARCH, EXL_FEAT_TRUNCATE, EXL_FEAT_EMBEDDINGS, EXL_FEAT_LORA,
 };
 const size_t exl_daemon_n_features = sizeof(exl_daemon_features) / sizeof(exl_daemon_features[0]);
 
@@ -582,6 +582,45 @@ static int dec_stop(struct dec *d, struct exl_req_generate *g)
 	return 0;
 }
 
+/* lora: [name | [name, scale], ...]; the loop resolves the names against
+ * the model's adapters (engine/adapters.c). */
+static int dec_lora(struct dec *d, struct exl_req_generate *g)
+{
+	const msgpack_object *o = find(d->map, "lora");
+
+	if (!o)
+		return 0;
+	if (o->type != MSGPACK_OBJECT_ARRAY)
+		return fail(d, "lora", "wants an array of names or [name, scale], got %s",
+			    type_name(o));
+	if (o->via.array.size > EXL_MAX_LORAS)
+		return fail_big(d, "lora", "%u adapters is over the limit of %d", o->via.array.size,
+				EXL_MAX_LORAS);
+	for (uint32_t i = 0; i < o->via.array.size; i++) {
+		const msgpack_object *it = &o->via.array.ptr[i], *name = it;
+		double scale = 1.0;
+
+		if (it->type == MSGPACK_OBJECT_ARRAY) {
+			if (it->via.array.size != 2)
+				return fail(d, "lora", "item %u: wants [name, scale]", i);
+			name = &it->via.array.ptr[0];
+			if (!obj_num(&it->via.array.ptr[1], &scale) ||
+			    !(fabs(scale) <= EXL_LORA_SCALE_MAX))
+				return fail(d, "lora", "item %u: wants a scale in [%g, %g]", i,
+					    -EXL_LORA_SCALE_MAX, EXL_LORA_SCALE_MAX);
+		}
+		if (name->type != MSGPACK_OBJECT_STR ||
+		    !exl_model_name_valid(name->via.str.ptr, name->via.str.size))
+			return fail(d, "lora", "item %u: wants an adapter name (a file name in the "
+				    "model directory, without .gguf)", i);
+		memcpy(g->lora_name[i], name->via.str.ptr, name->via.str.size);
+		g->lora_name[i][name->via.str.size] = '\0';
+		g->lora_scale[i] = (float)scale;
+	}
+	g->n_lora = (int)o->via.array.size;
+	return 0;
+}
+
 static int dec_breakers(struct dec *d, struct exl_sampler_params *p)
 {
 	const char *const *list = NULL;
@@ -775,7 +814,7 @@ static int dec_generate(struct dec *d, struct exl_req_generate *g, size_t max_te
 	    dec_bias(d, g))
 		return -1;
 
-	if (dec_stop(d, g) ||
+	if (dec_stop(d, g) || dec_lora(d, g) ||
 	    get_str_list(d, "banned_strings", EXL_MAX_BANNED, EXL_MAX_STRING_ITEM,
 			 &s->banned_strings, &s->n_banned_strings))
 		return -1;

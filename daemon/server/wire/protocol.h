@@ -17,6 +17,7 @@
 #include "exl_wire.h"
 #include "common/msgscan.h"
 #include "daemon/core/generator/generator.h"
+#include "daemon/core/model/lora.h"
 
 /* ---- requests ---- */
 
@@ -60,6 +61,12 @@ struct exl_req_generate {
 		size_t bytes;            /* a multiple of 4 */
 	} *embd;
 	int n_embd;
+	/* lora: the adapters named, resolved by the loop into lora_set
+	 * (referenced there, released with the request) for s.loras */
+	int n_lora;
+	char lora_name[EXL_MAX_LORAS][EXL_MAX_NAME + 1];
+	float lora_scale[EXL_MAX_LORAS];
+	struct exl_lora_set lora_set;
 };
 
 struct exl_req {

@@ -1,0 +1,278 @@
+/* LoRA adapters through a real exld and libexlclient: two random adapters
+ * made by exld-mkmodel for stories260K are loaded by name; three jobs
+ * submitted together (no adapter, adapter A at 1, adapter B at 0.7) share
+ * the model's batches, and each generates exactly the ids `exld run
+ * --lora FILE[:SCALE]` gives alone.  A bad adapter is refused at load with
+ * the reason, an unknown one at generate, and an unloaded one is gone. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "exlclient.h"
+#include "harness.h"
+#include "tests/common/check.h"
+
+#define MODEL "stories260K"
+#define PROMPT "Once upon a time"
+#define N_NEW 48
+#define MAX_IDS 256
+#define N_TWINS 4
+
+struct twin {
+	const char *adapter;    /* NULL: none */
+	float scale;
+	int ngram_draft;        /* speculative decoding from the job's own tokens */
+	int32_t want[MAX_IDS];
+	int n_want;
+	int32_t got[MAX_IDS];
+	int n_got;
+	uint64_t job;
+	bool done;
+};
+
+/* Runs argv to its end with stdout into out (at most cap - 1 bytes). */
+static int run_capture(char *const argv[], char *out, size_t cap)
+{
+	int fd[2];
+	size_t len = 0;
+
+	if (pipe(fd))
+		return -1;
+	pid_t pid = fork();
+	if (pid < 0)
+		return -1;
+	if (pid == 0) {
+		dup2(fd[1], 1);
+		close(fd[0]);
+		close(fd[1]);
+		execv(argv[0], argv);
+		_exit(127);
+	}
+	close(fd[1]);
+	for (;;) {
+		ssize_t r = read(fd[0], out + len, cap - 1 - len);
+		if (r <= 0)
+			break;
+		len += (size_t)r;
+		if (len == cap - 1)
+			break;
+	}
+	close(fd[0]);
+	out[len] = 0;
+	int st;
+	if (waitpid(pid, &st, 0) < 0 || !WIFEXITED(st))
+		return -1;
+	return WEXITSTATUS(st);
+}
+
+/* The token ids of exld run --json's "token_ids". */
+static int parse_ids(const char *json, int32_t *ids, int cap)
+{
+	const char *p = strstr(json, "\"token_ids\":[");
+	int n = 0;
+
+	if (!p)
+		return -1;
+	p += strlen("\"token_ids\":[");
+	while (*p && *p != ']' && n < cap) {
+		char *end;
+		long v = strtol(p, &end, 10);
+		if (end == p)
+			return -1;
+		ids[n++] = (int32_t)v;
+		p = *end == ',' ? end + 1 : end;
+	}
+	return n;
+}
+
+static int twin_expected(struct twin *t, const char *model_path, const char *dir)
+{
+	char nbuf[16], lora[512], out[65536];
+	char *argv[24];
+	int n = 0;
+
+	snprintf(nbuf, sizeof(nbuf), "%d", N_NEW);
+	argv[n++] = (char *)h_exld();
+	argv[n++] = "run";
+	argv[n++] = "--model";
+	argv[n++] = (char *)model_path;
+	argv[n++] = "--prompt";
+	argv[n++] = PROMPT;
+	argv[n++] = "-n";
+	argv[n++] = nbuf;
+	argv[n++] = "--temperature";
+	argv[n++] = "0";
+	argv[n++] = "--ignore-eos";
+	argv[n++] = "--threads";
+	argv[n++] = "1";
+	argv[n++] = "--json";
+	if (t->adapter) {
+		snprintf(lora, sizeof(lora), "%s/%s.gguf:%g", dir, t->adapter, (double)t->scale);
+		argv[n++] = "--lora";
+		argv[n++] = lora;
+	}
+	argv[n] = NULL;
+	if (run_capture(argv, out, sizeof(out)))
+		return -1;
+	t->n_want = parse_ids(out, t->want, MAX_IDS);
+	return t->n_want == N_NEW ? 0 : -1;
+}
+
+static int mkadapter(const char *dir, const char *name, const char *seed, const char *extra)
+{
+	char mk[1024], base[600], out[600], log[256];
+	char *argv[16];
+	int n = 0;
+
+	snprintf(mk, sizeof(mk), "%s/tests/tools/exld-mkmodel", getenv("EXLD_BUILDDIR"));
+	snprintf(base, sizeof(base), "%s/%s.gguf", dir, MODEL);
+	snprintf(out, sizeof(out), "%s/%s.gguf", dir, name);
+	argv[n++] = mk;
+	argv[n++] = "--lora-for";
+	argv[n++] = base;
+	argv[n++] = "--rank";
+	argv[n++] = "8";
+	argv[n++] = "--seed";
+	argv[n++] = (char *)seed;
+	if (extra)
+		argv[n++] = (char *)extra;
+	argv[n++] = "-o";
+	argv[n++] = out;
+	argv[n] = NULL;
+	return run_capture(argv, log, sizeof(log));
+}
+
+static bool same(const int32_t *a, int na, const int32_t *b, int nb)
+{
+	return na == nb && !memcmp(a, b, (size_t)na * sizeof(*a));
+}
+
+int main(void)
+{
+	struct daemon d;
+	struct exl_client *c = NULL;
+	/* the fourth is the second again, decoded speculatively: its
+	 * proposals are verified under the adapter, so the same ids */
+	struct twin tw[N_TWINS] = {
+		{ .adapter = NULL, .scale = 1.0f },
+		{ .adapter = "loraA", .scale = 1.0f },
+		{ .adapter = "loraB", .scale = 0.7f },
+		{ .adapter = "loraA", .scale = 1.0f, .ngram_draft = 2 },
+	};
+	char mdir[200], model_path[300], src[1024], err[512];
+	int ret = 1;
+
+	if (!h_models_dir()) {
+		printf("EXLD_MODELS has no stories260K.gguf; skipping\n");
+		return SKIP;
+	}
+	if (!getenv("EXLD_BUILDDIR")) {
+		printf("EXLD_BUILDDIR is not set (run it through meson test); skipping\n");
+		return SKIP;
+	}
+	snprintf(src, sizeof(src), "%s/%s.gguf", h_models_dir(), MODEL);
+	if (h_prepare(&d))
+		return 1;
+	/* A model directory of our own: the model and the adapters beside it. */
+	snprintf(mdir, sizeof(mdir), "%s/models", d.dir);
+	snprintf(model_path, sizeof(model_path), "%s/%s.gguf", mdir, MODEL);
+	REQUIRE(mkdir(mdir, 0700) == 0 && symlink(src, model_path) == 0, "model directory");
+	REQUIRE(mkadapter(mdir, "loraA", "1", NULL) == 0, "exld-mkmodel --lora-for (A)");
+	REQUIRE(mkadapter(mdir, "loraB", "2", NULL) == 0, "exld-mkmodel --lora-for (B)");
+	REQUIRE(mkadapter(mdir, "badshape", "3", "--lora-bad-shape") == 0, "bad adapter");
+	REQUIRE(mkadapter(mdir, "noalpha", "4", "--lora-no-alpha") == 0, "adapter without alpha");
+	for (int i = 0; i < N_TWINS; i++)
+		REQUIRE(twin_expected(&tw[i], model_path, mdir) == 0, "exld run for job %d", i);
+	CHECK(!same(tw[0].want, tw[0].n_want, tw[1].want, tw[1].n_want) &&
+	      !same(tw[0].want, tw[0].n_want, tw[2].want, tw[2].n_want),
+	      "the adapters change exld run's greedy output");
+
+	setenv("EXLD_MODELS", mdir, 1);
+	REQUIRE(!h_start(&d, MODEL, NULL), "exld did not start");
+	REQUIRE(exl_connect(&c, d.sock, NULL, err, sizeof(err)) == 0, "connect: %s", err);
+	REQUIRE(exl_load(c, "loraA", NULL, NULL) == 0, "load loraA: %s", exl_errmsg(c));
+	REQUIRE(exl_load(c, "loraB", NULL, NULL) == 0, "load loraB: %s", exl_errmsg(c));
+	CHECK(exl_load(c, "loraA", NULL, NULL) == EXL_E_EXISTS, "loading loraA twice: %s",
+	      exl_errmsg(c));
+	CHECK(exl_load(c, "badshape", NULL, NULL) == EXL_E_BAD_REQUEST &&
+	      strstr(exl_errmsg(c), "wrong base model"), "a misshaped adapter: %s", exl_errmsg(c));
+	CHECK(exl_load(c, "noalpha", NULL, NULL) == EXL_E_BAD_REQUEST &&
+	      strstr(exl_errmsg(c), "adapter.lora.alpha is missing"), "no alpha: %s",
+	      exl_errmsg(c));
+
+	/* The jobs at once: one connection, submitted back to back. */
+	for (int i = 0; i < N_TWINS; i++) {
+		struct exl_gen_params p;
+		const char *names[1] = { tw[i].adapter };
+		float scales[1] = { tw[i].scale };
+
+		exl_gen_params_init(&p);
+		p.max_new_tokens = N_NEW;
+		p.temperature = 0.0f;
+		p.ignore_eos = 1;
+		if (tw[i].ngram_draft)
+			p.ngram_draft = tw[i].ngram_draft;
+		if (tw[i].adapter) {
+			p.lora_names = names;
+			p.lora_scales = scales;
+			p.n_loras = 1;
+		}
+		REQUIRE(exl_submit(c, &p, PROMPT, &tw[i].job) == 0, "submit %d: %s", i,
+			exl_errmsg(c));
+	}
+	for (int left = N_TWINS; left > 0;) {
+		struct exl_event ev;
+
+		REQUIRE(exl_next(c, &ev, 60000) == 0, "next: %s", exl_errmsg(c));
+		for (int i = 0; i < N_TWINS; i++) {
+			struct twin *t = &tw[i];
+
+			if (ev.job != t->job)
+				continue;
+			if (ev.type == EXL_EVENT_DONE) {
+				CHECK(!strcmp(ev.result->stop_reason, "max_new_tokens"),
+				      "job %d ended with %s", i, ev.result->stop_reason);
+				t->done = true;
+				left--;
+				break;
+			}
+			for (size_t k = 0; k < ev.n_ids && t->n_got < MAX_IDS; k++)
+				t->got[t->n_got++] = ev.ids[k];
+		}
+	}
+	for (int i = 0; i < N_TWINS; i++)
+		CHECK(same(tw[i].got, tw[i].n_got, tw[i].want, tw[i].n_want),
+		      "job %d (%s at %g): the daemon's %d ids differ from exld run's %d", i,
+		      tw[i].adapter ? tw[i].adapter : "no adapter", (double)tw[i].scale, tw[i].n_got,
+		      tw[i].n_want);
+
+	/* An adapter not loaded, and one unloaded, are refused by name. */
+	{
+		struct exl_gen_params p;
+		const char *names[1] = { "loraC" };
+		struct exl_result r;
+
+		exl_gen_params_init(&p);
+		p.max_new_tokens = 4;
+		p.lora_names = names;
+		p.n_loras = 1;
+		CHECK(exl_generate(c, &p, PROMPT, &r) == EXL_E_NOT_FOUND &&
+		      strstr(exl_errmsg(c), "no adapter 'loraC'"), "unknown adapter: %s",
+		      exl_errmsg(c));
+		REQUIRE(exl_unload(c, "loraA", false) == 0, "unload loraA: %s", exl_errmsg(c));
+		names[0] = "loraA";
+		CHECK(exl_generate(c, &p, PROMPT, &r) == EXL_E_NOT_FOUND, "unloaded adapter: %s",
+		      exl_errmsg(c));
+	}
+	ret = check_failures ? 1 : 0;
+out:
+	if (c)
+		exl_close(c);
+	h_cleanup(&d);
+	if (check_failures)
+		ret = 1;
+	return ret;
+}
