@@ -887,6 +887,9 @@ int exl_engine_step(struct exl_engine *e, char *err, size_t errlen)
 		exl_job_advance(job, cond, neg);
 		if (job->n_gen > before)
 			e->generated_tokens += (uint64_t)(job->n_gen - before);
+		/* Its token goes out now, not after every other job's sampling:
+		 * deliver_all below only lets finished jobs go. */
+		exl_job_deliver(job);
 		if (job->state == EXL_JOB_ENDING) {
 			exl_job_release_kv(job, e->kv);
 			job->kv = NULL;
