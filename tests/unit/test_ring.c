@@ -1,7 +1,7 @@
 /* The shared-memory ring end to end in one process: the daemon's producer
  * (daemon/server/delivery/ring.c) against libexlclient's consumer, over many wraps, with
- * split records, a full ring, a lying control page, the memfd seals, and a
- * futex wait woken by a write. */
+ * split records, a full ring, a lying control page, the memfd seals, a
+ * futex wait woken by a write, and a reader that spins before it sleeps. */
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -202,6 +202,74 @@ static void test_futex(void)
 	      (unsigned long long)r->futex_wakes);
 	CHECK(__atomic_load_n(&c.ctrl->sleeping, __ATOMIC_ACQUIRE) == EXL_SLEEP_NONE,
 	      "sleeping flag left set");
+	exl_cl_ring_unmap(&c);
+	exl_ring_free(r);
+}
+
+/* ---- a reader that spins: the record comes without a futex round ---- */
+
+struct writer {
+	struct exl_ring *r;
+};
+
+/* Writes one record once the reader is inside its wait. */
+static void *write_main(void *arg)
+{
+	struct writer *w = arg;
+	bool wake;
+
+	usleep(20000);
+	CHECK(put(w->r, 3, 40, &wake) == EXL_RING_WRITTEN && !wake, "write");
+	return NULL;
+}
+
+static void test_spin(void)
+{
+	char err[256];
+	struct exl_ring *r = exl_ring_create(EXL_RING_SIZE_MIN, err, sizeof(err));
+	struct exl_client c;
+	struct writer w = { r };
+	pthread_t th;
+
+	if (!r)
+		return;
+	memset(&c, 0, sizeof(c));
+	c.fd = -1;
+	CHECK(exl_cl_ring_map(&c, r->data_fd, r->ctrl_fd) == EXL_OK, "map: %s", c.err);
+	CHECK(c.spin_ns == 0, "a new connection spins before it has seen a record");
+
+	/* a spin far longer than the writer's delay: the wait must end in
+	 * it, with no sleep announced and no FUTEX_WAKE made */
+	c.spin_ns = 30u * 1000u * 1000u * 1000u / 10u; /* 3 s */
+	pthread_create(&th, NULL, write_main, &w);
+	CHECK(exl_cl_ring_wait(&c, 60000), "the wait ran out of time");
+	pthread_join(th, NULL);
+	CHECK(exl_cl_ring_nonempty(&c), "the wait ended without the record");
+	CHECK(r->futex_wakes == 0, "%llu FUTEX_WAKEs for a spinning reader",
+	      (unsigned long long)r->futex_wakes);
+	CHECK(__atomic_load_n(&c.ctrl->sleeping, __ATOMIC_ACQUIRE) == EXL_SLEEP_NONE,
+	      "a spinning reader announced a sleep");
+	/* a spin that caught its record grows, but never past the bound */
+	CHECK(c.spin_ns > 0 && c.spin_ns <= 200000, "spin bound %u ns after a caught record",
+	      c.spin_ns);
+
+	/* records 20 ms apart: the reader sleeps, is woken, and stops spinning
+	 * after a few such waits (six halvings; more rounds allowed for a
+	 * reader preempted past the record in a spin, which counts as caught) */
+	for (int i = 0; i < 40 && c.spin_ns; i++) {
+		struct exl_rec_hdr h;
+		const uint8_t *p;
+		size_t len;
+
+		while (exl_cl_ring_peek(&c, &h, &p, &len) == 1)
+			;
+		exl_cl_ring_release(&c);
+		pthread_create(&th, NULL, write_main, &w);
+		CHECK(exl_cl_ring_wait(&c, 60000), "the wait ran out of time");
+		pthread_join(th, NULL);
+	}
+	CHECK(c.spin_ns == 0, "still spinning %u ns for records 20 ms apart", c.spin_ns);
+	CHECK(r->futex_wakes >= 1, "the sleeping reader was never woken by a FUTEX_WAKE");
 	exl_cl_ring_unmap(&c);
 	exl_ring_free(r);
 }
@@ -440,6 +508,7 @@ int main(void)
 {
 	test_roundtrip();
 	test_futex();
+	test_spin();
 	test_map_refusals();
 	test_broken_records();
 	test_claimed_counts();
