@@ -31,9 +31,11 @@
  * record that comes while spinning doubles it (to at most the maximum); a
  * wait that ended asleep sets it to twice that wait when the wait was
  * short, and halves it otherwise, down to zero (no spin) for a stream
- * whose records are far apart or a core that others hold. */
+ * whose records are far apart or a core that others hold (a spin that was
+ * preempted sets it to zero at once). */
 #define RING_SPIN_MAX_NS 200000u
 #define RING_SPIN_MIN_NS 4000u
+#define RING_SPIN_PREEMPTED_NS 50000u
 
 /* A file the daemon could still shrink under our mapping would turn a later
  * read or write of it into SIGBUS instead of an error: both memfds must be
@@ -174,9 +176,16 @@ static bool ring_ready(const struct exl_client *c)
 	return exl_cl_ring_nonempty(c) || __atomic_load_n(&c->hdr->closed, __ATOMIC_ACQUIRE);
 }
 
-/* Spins up to c->spin_ns from t0; true when a record (or the close) came. */
-static bool spin_for_record(const struct exl_client *c, uint64_t t0)
+/* Spins up to c->spin_ns from t0; true when a record (or the close) came.
+ * A spin that finds it lost its core (the clock jumped between two looks)
+ * stops, and so does spinning until a short wait grows the bound again:
+ * on a machine with more runnable threads than cores a spinner only burns
+ * its share and then waits to be scheduled, where a sleeper woken by the
+ * futex is run soon. */
+static bool spin_for_record(struct exl_client *c, uint64_t t0)
 {
+	uint64_t last = t0;
+
 	if (!c->spin_ns)
 		return false;
 	for (;;) {
@@ -185,7 +194,13 @@ static bool spin_for_record(const struct exl_client *c, uint64_t t0)
 				return true;
 			cpu_relax();
 		}
-		if (exl_now_ns() - t0 >= c->spin_ns)
+		uint64_t now = exl_now_ns();
+		if (now - last > RING_SPIN_PREEMPTED_NS) {
+			c->spin_ns = 0;
+			return ring_ready(c);
+		}
+		last = now;
+		if (now - t0 >= c->spin_ns)
 			return ring_ready(c);
 	}
 }
