@@ -44,6 +44,7 @@ struct exl_client {
 	bool release_pending;           /* publish rp at the next exl_next */
 	uint32_t pause_epoch_seen;
 	uint32_t poll_epoch;
+	uint32_t spin_ns;               /* how long exl_cl_ring_wait spins first */
 
 	/* stream messages from the socket, oldest first */
 	struct exl_qmsg *q_head, *q_tail;

@@ -15,6 +15,27 @@
 #include <unistd.h>
 
 #include "client/lib/client_internal.h"
+#include "common/clock.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define cpu_relax() _mm_pause()
+#else
+#define cpu_relax() ((void)0)
+#endif
+
+/* A reader whose records come less than RING_SPIN_MAX_NS apart waits for
+ * the next one on the CPU before it sleeps: a futex wake costs the writer
+ * a system call and the reader a trip through the scheduler (5-30 us on a
+ * VM, more when its core went idle).  The bound adapts per connection: a
+ * record that comes while spinning doubles it (to at most the maximum); a
+ * wait that ended asleep sets it to twice that wait when the wait was
+ * short, and halves it otherwise, down to zero (no spin) for a stream
+ * whose records are far apart or a core that others hold (a spin that was
+ * preempted sets it to zero at once). */
+#define RING_SPIN_MAX_NS 200000u
+#define RING_SPIN_MIN_NS 4000u
+#define RING_SPIN_PREEMPTED_NS 50000u
 
 /* A file the daemon could still shrink under our mapping would turn a later
  * read or write of it into SIGBUS instead of an error: both memfds must be
@@ -150,21 +171,73 @@ int exl_cl_ring_peek(struct exl_client *c, struct exl_rec_hdr *h, const uint8_t 
 	}
 }
 
+static bool ring_ready(const struct exl_client *c)
+{
+	return exl_cl_ring_nonempty(c) || __atomic_load_n(&c->hdr->closed, __ATOMIC_ACQUIRE);
+}
+
+/* Spins up to c->spin_ns from t0; true when a record (or the close) came.
+ * A spin that finds it lost its core (the clock jumped between two looks)
+ * stops, and so does spinning until a short wait grows the bound again:
+ * on a machine with more runnable threads than cores a spinner only burns
+ * its share and then waits to be scheduled, where a sleeper woken by the
+ * futex is run soon. */
+static bool spin_for_record(struct exl_client *c, uint64_t t0)
+{
+	uint64_t last = t0;
+
+	if (!c->spin_ns)
+		return false;
+	for (;;) {
+		for (int i = 0; i < 16; i++) {
+			if (ring_ready(c))
+				return true;
+			cpu_relax();
+		}
+		uint64_t now = exl_now_ns();
+		if (now - last > RING_SPIN_PREEMPTED_NS) {
+			c->spin_ns = 0;
+			return ring_ready(c);
+		}
+		last = now;
+		if (now - t0 >= c->spin_ns)
+			return ring_ready(c);
+	}
+}
+
+static void spin_adapt(struct exl_client *c, uint64_t waited_ns)
+{
+	if (waited_ns < RING_SPIN_MAX_NS / 2) {
+		uint64_t s = 2 * waited_ns;
+		c->spin_ns = (uint32_t)(s < RING_SPIN_MIN_NS ? RING_SPIN_MIN_NS : s);
+	} else {
+		c->spin_ns = c->spin_ns / 2 < RING_SPIN_MIN_NS ? 0 : c->spin_ns / 2;
+	}
+}
+
 bool exl_cl_ring_wait(struct exl_client *c, int timeout_ms)
 {
-	uint32_t seq = __atomic_load_n(&c->hdr->seq, __ATOMIC_ACQUIRE);
+	uint64_t t0 = exl_now_ns();
 	bool timed_out = false;
 
+	if (spin_for_record(c, t0)) {
+		c->spin_ns = c->spin_ns < RING_SPIN_MAX_NS / 2 ? 2 * c->spin_ns : RING_SPIN_MAX_NS;
+		return true;
+	}
+	uint32_t seq = __atomic_load_n(&c->hdr->seq, __ATOMIC_ACQUIRE);
 	__atomic_store_n(&c->ctrl->sleeping, EXL_SLEEP_FUTEX, __ATOMIC_RELAXED);
 	atomic_thread_fence(memory_order_seq_cst);
-	if (!exl_cl_ring_nonempty(c) && !__atomic_load_n(&c->hdr->closed, __ATOMIC_ACQUIRE)) {
+	if (!ring_ready(c)) {
 		struct timespec ts = { timeout_ms / 1000, (long)(timeout_ms % 1000) * 1000000L };
 		timed_out = syscall(SYS_futex, &c->hdr->seq, FUTEX_WAIT, seq,
 				    timeout_ms < 0 ? NULL : &ts, NULL, 0) < 0 &&
 			    errno == ETIMEDOUT;
 	}
 	__atomic_store_n(&c->ctrl->sleeping, EXL_SLEEP_NONE, __ATOMIC_RELAXED);
-	return !(timed_out && !exl_cl_ring_nonempty(c));
+	bool got = exl_cl_ring_nonempty(c);
+	if (got)
+		spin_adapt(c, exl_now_ns() - t0);
+	return !(timed_out && !got);
 }
 
 void exl_cl_ring_arm_poll(struct exl_client *c)

@@ -1,7 +1,7 @@
 /* The shared-memory ring end to end in one process: the daemon's producer
  * (daemon/server/delivery/ring.c) against libexlclient's consumer, over many wraps, with
- * split records, a full ring, a lying control page, the memfd seals, and a
- * futex wait woken by a write. */
+ * split records, a full ring, a lying control page, the memfd seals, a
+ * futex wait woken by a write, and a reader that spins before it sleeps. */
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "client/lib/client_internal.h"
@@ -202,6 +203,103 @@ static void test_futex(void)
 	      (unsigned long long)r->futex_wakes);
 	CHECK(__atomic_load_n(&c.ctrl->sleeping, __ATOMIC_ACQUIRE) == EXL_SLEEP_NONE,
 	      "sleeping flag left set");
+	exl_cl_ring_unmap(&c);
+	exl_ring_free(r);
+}
+
+/* ---- a reader that spins: the record comes without a futex round ---- */
+
+struct writer {
+	struct exl_ring *r;
+};
+
+/* Writes one record 20 ms on: the reader is asleep by then. */
+static void *write_main(void *arg)
+{
+	struct writer *w = arg;
+	bool wake;
+
+	usleep(20000);
+	CHECK(put(w->r, 3, 40, &wake) == EXL_RING_WRITTEN && !wake, "write");
+	return NULL;
+}
+
+/* Writes one record 200 us on, without sleeping: inside a spin. */
+static void *write_soon_main(void *arg)
+{
+	struct writer *w = arg;
+	struct timespec t0, t;
+	bool wake;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	do
+		clock_gettime(CLOCK_MONOTONIC, &t);
+	while ((t.tv_sec - t0.tv_sec) * 1000000000L + (t.tv_nsec - t0.tv_nsec) < 200000L);
+	CHECK(put(w->r, 3, 40, &wake) == EXL_RING_WRITTEN && !wake, "write");
+	return NULL;
+}
+
+static void test_spin(void)
+{
+	char err[256];
+	struct exl_ring *r = exl_ring_create(EXL_RING_SIZE_MIN, err, sizeof(err));
+	struct exl_client c;
+	struct writer w = { r };
+	pthread_t th;
+
+	if (!r)
+		return;
+	memset(&c, 0, sizeof(c));
+	c.fd = -1;
+	CHECK(exl_cl_ring_map(&c, r->data_fd, r->ctrl_fd) == EXL_OK, "map: %s", c.err);
+	CHECK(c.spin_ns == 0, "a new connection spins before it has seen a record");
+
+	/* a spin far longer than the writer's delay: the wait must end in
+	 * it, with no FUTEX_WAKE made.  A spin preempted on a loaded machine
+	 * gives up and sleeps (by design): up to 100 tries for one that is not. */
+	uint64_t wakes = 0;
+	int tries = 0;
+
+	do {
+		struct exl_rec_hdr h;
+		const uint8_t *p;
+		size_t len;
+
+		while (exl_cl_ring_peek(&c, &h, &p, &len) == 1)
+			;
+		exl_cl_ring_release(&c);
+		wakes = r->futex_wakes;
+		c.spin_ns = 3000000000u; /* 3 s */
+		pthread_create(&th, NULL, write_soon_main, &w);
+		CHECK(exl_cl_ring_wait(&c, 60000), "the wait ran out of time");
+		pthread_join(th, NULL);
+		CHECK(exl_cl_ring_nonempty(&c), "the wait ended without the record");
+		CHECK(__atomic_load_n(&c.ctrl->sleeping, __ATOMIC_ACQUIRE) == EXL_SLEEP_NONE,
+		      "sleeping flag left set");
+	} while ((r->futex_wakes != wakes || !c.spin_ns) && ++tries < 100);
+	CHECK(r->futex_wakes == wakes, "a reader spinning 3 s slept for a record 200 us away "
+	      "in each of %d tries", tries);
+	/* a spin that caught its record grows, but never past the bound */
+	CHECK(c.spin_ns > 0 && c.spin_ns <= 200000, "spin bound %u ns after a caught record",
+	      c.spin_ns);
+
+	/* records 20 ms apart: the reader sleeps, is woken, and stops spinning
+	 * after a few such waits (six halvings; more rounds allowed for a
+	 * reader preempted past the record in a spin, which counts as caught) */
+	for (int i = 0; i < 40 && c.spin_ns; i++) {
+		struct exl_rec_hdr h;
+		const uint8_t *p;
+		size_t len;
+
+		while (exl_cl_ring_peek(&c, &h, &p, &len) == 1)
+			;
+		exl_cl_ring_release(&c);
+		pthread_create(&th, NULL, write_main, &w);
+		CHECK(exl_cl_ring_wait(&c, 60000), "the wait ran out of time");
+		pthread_join(th, NULL);
+	}
+	CHECK(c.spin_ns == 0, "still spinning %u ns for records 20 ms apart", c.spin_ns);
+	CHECK(r->futex_wakes >= 1, "the sleeping reader was never woken by a FUTEX_WAKE");
 	exl_cl_ring_unmap(&c);
 	exl_ring_free(r);
 }
@@ -440,6 +538,7 @@ int main(void)
 {
 	test_roundtrip();
 	test_futex();
+	test_spin();
 	test_map_refusals();
 	test_broken_records();
 	test_claimed_counts();

@@ -1273,6 +1273,9 @@ int exl_engine_step(struct exl_engine *e, char *err, size_t errlen)
 			e->generated_tokens++;
 		} else {
 			advance_rows(e, bj);
+			/* Its tokens go out now, not after every other job's
+			 * sampling: deliver_all below only lets finished jobs go. */
+			exl_job_deliver(job);
 		}
 		if (job->state == EXL_JOB_ENDING)
 			release_kv(e, job);
