@@ -1,24 +1,25 @@
-/* Chat templates: a model's tokenizer.chat_template (Jinja) rendered over
- * a conversation, as the HTTP front's chat endpoints and /apply-template
- * need it.
- *
- * context_json is a JSON object: {"messages": [{"role", "content"}, ...],
- * "add_generation_prompt": true, "tools": [...], "bos_token": "...",
- * "eos_token": "..."} (tools optional).  The rendered text is malloc'ed in
- * *out (NUL-terminated, *out_len bytes), the caller's to free.  0, or -1
- * with a message in err naming what is wrong (the template or the
- * context).
- */
+/* Chat templates: the Jinja programs instruct GGUFs carry in
+ * tokenizer.chat_template, rendered as @huggingface/jinja (the Hugging Face
+ * hub's and transformers.js's renderer) renders them, in a sandbox (no
+ * files, no environment; output, memory, loop iterations and nesting
+ * capped).  docs/chat-templates.md says what is supported. */
 #ifndef EXL_CHAT_TEMPLATE_H
 #define EXL_CHAT_TEMPLATE_H
 
 #include <stddef.h>
 
+/* Renders a chat template (Jinja source) with the context given as JSON
+ * text: {"messages": [...], "add_generation_prompt": bool, "tools": [...],
+ * "bos_token": "...", "eos_token": "...", plus any other top-level keys,
+ * which become template variables}.  On success *out is a malloc'ed
+ * NUL-terminated string (length in *out_len) the caller frees; 0.  On a
+ * template error or raise_exception: -1 with the message in err
+ * (raise_exception's own message verbatim, prefixed by nothing). */
 int exl_chat_template_render(const char *tmpl, size_t tmpl_len, const char *context_json,
 			     size_t context_len, char **out, size_t *out_len,
 			     char *err, size_t errlen);
 
-/* ChatML, for models whose GGUF has no template. */
+/* The documented fallback for a model without a template: ChatML. */
 extern const char exl_chat_template_chatml[];
 
 #endif

@@ -15,6 +15,7 @@ static const struct subcommand subcommands[] = {
 	{ "inspect", exl_cmd_inspect, "inspect FILE              print a GGUF model's metadata and tensors" },
 	{ "tokenize", exl_cmd_tokenize, "tokenize --model FILE [--no-bos] [--special]  text on stdin -> token ids" },
 	{ "detokenize", exl_cmd_detokenize, "detokenize --model FILE [--special]  token ids on stdin -> text" },
+	{ "chat-template", exl_cmd_chat_template, "chat-template --model FILE [--template FILE]  a conversation (JSON) on stdin -> the prompt" },
 };
 
 static void usage(FILE *out)

@@ -1,8 +1,9 @@
 /* exl chat: an interactive conversation with a model in its chat format.
  *
- * Each turn sends the whole conversation, formatted by the template (the
- * daemon's prefix cache makes the repeated part cheap), and streams the
- * answer.  Ctrl-C while an answer streams cancels that answer only; Ctrl-C
+ * Each turn sends the whole conversation, rendered by the model's own chat
+ * template (its GGUF's Jinja text) or formatted by a built-in one (--template
+ * NAME, or a model without a template; the daemon's prefix cache makes the
+ * repeated part cheap), and streams the answer.  Ctrl-C while an answer streams cancels that answer only; Ctrl-C
  * at the prompt right after another Ctrl-C, or end of input, ends the chat.
  */
 #include <errno.h>
@@ -11,8 +12,10 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "client/exl/exl_chat_jinja.h"
 #include "client/exl/exl_chat_template.h"
 #include "client/exl/exl_cli.h"
+#include "common/read_all.h"
 
 #define POLL_MS 100
 #define MAX_LINE (1u << 20)
@@ -27,7 +30,9 @@ struct line_reader {
 struct chat {
 	struct exl_client *c;
 	struct gen_opts *o;
-	int tmpl;
+	int tmpl;                 /* the built-in format, or its family under jinja */
+	char *jinja;              /* the Jinja template rendering turns, or NULL */
+	char *bos_token, *eos_token;
 	bool tty;                 /* stdin is a terminal: show prompts and hints */
 	struct chat_msg *msgs;    /* contents malloc'ed */
 	size_t n_msgs, cap_msgs;
@@ -41,9 +46,11 @@ struct chat {
 static void usage(FILE *out)
 {
 	fprintf(out,
-		"usage: exl chat [-m MODEL] [--system TEXT] [--template NAME] [options]\n"
+		"usage: exl chat [-m MODEL] [--system TEXT] [--template NAME|FILE] [options]\n"
 		"Talks with MODEL, one line of input a turn, keeping the conversation.  The\n"
-		"format comes from the model's chat template (--template overrides it):\n  ");
+		"model's chat template (Jinja, from its GGUF) renders it; --template names a\n"
+		"Jinja file (a name with '/' or ending .jinja) or a built-in format, which\n"
+		"models without a template also get:\n  ");
 	chat_template_list(out);
 	fprintf(out,
 		"\nLines /reset (forget the conversation) and /quit are commands.  Ctrl-C stops\n"
@@ -153,7 +160,7 @@ static bool drop_oldest(struct chat *ch)
  * a message printed). */
 static int add_turn_end(struct chat *ch)
 {
-	const char *end = chat_turn_end(ch->tmpl);
+	const char *end = ch->tmpl == TMPL_UNKNOWN ? NULL : chat_turn_end(ch->tmpl);
 	int32_t *sp = NULL, *plain = NULL;
 	size_t n_sp = 0, n_plain = 0;
 	const struct exl_gen_params *u = &ch->o->p;
@@ -172,6 +179,9 @@ static int add_turn_end(struct chat *ch)
 		memcpy(ch->stop_tokens, u->stop_tokens, u->n_stop_tokens * sizeof(*ch->stop_tokens));
 	ch->p.stop_strings = ch->stops;
 	ch->p.stop_tokens = ch->stop_tokens;
+	/* A template of no known family ends its turns with the EOS. */
+	if (!end)
+		return EXL_OK;
 	rc = exl_tokenize(ch->c, u->model, end, strlen(end), 0, true, &sp, &n_sp);
 	if (!rc)
 		rc = exl_tokenize(ch->c, u->model, end, strlen(end), 0, false, &plain, &n_plain);
@@ -204,33 +214,85 @@ static int fallback_template(struct chat *ch)
 	return t;
 }
 
+/* A Jinja file named by --template: its text in ch->jinja. */
+static int read_template_file(struct chat *ch, const char *path)
+{
+	char err[400];
+	size_t len;
+
+	ch->jinja = exl_read_file(path, MAX_LINE, &len, err, sizeof(err));
+	if (!ch->jinja) {
+		fprintf(stderr, "exl chat: %s\n", err);
+		return EXL_EXIT_USAGE;
+	}
+	return EXL_EXIT_OK;
+}
+
+static bool names_file(const char *name)
+{
+	size_t n = strlen(name);
+
+	return strchr(name, '/') || (n > 6 && !strcmp(name + n - 6, ".jinja"));
+}
+
+/* The model's template (and BOS/EOS text) from the daemon; a built-in
+ * format when --template names one or the model has no template. */
 static int pick_template(struct chat *ch, const char *name)
 {
 	char *jinja = NULL;
 
-	if (name) {
+	if (name && !names_file(name)) {
 		ch->tmpl = chat_template_by_name(name);
 		if (ch->tmpl == TMPL_UNKNOWN) {
 			fprintf(stderr, "exl chat: no template '%s' (one of: ", name);
 			chat_template_list(stderr);
-			fprintf(stderr, ")\n");
+			fprintf(stderr, "; or a .jinja file)\n");
 			return EXL_EXIT_USAGE;
 		}
 		return EXL_EXIT_OK;
 	}
-	int rc = exl_chat_template(ch->c, ch->o->p.model, &jinja);
+	int rc = exl_chat_template_ex(ch->c, ch->o->p.model, &jinja, &ch->bos_token, &ch->eos_token);
 	if (rc)
 		return cli_fail(ch->c, rc, "chat", ch->o->p.model);
-	ch->tmpl = jinja ? chat_template_detect(jinja) : TMPL_UNKNOWN;
-	if (ch->tmpl == TMPL_UNKNOWN) {
-		ch->tmpl = fallback_template(ch);
-		if (jinja)
-			fprintf(stderr, "exl chat: the model's chat template is none of the built-in "
-				"ones; using %s (--template NAME chooses)\n",
-				chat_template_name(ch->tmpl));
+	if (name) {
+		free(jinja);
+		jinja = NULL;
+		rc = read_template_file(ch, name);
+		if (rc)
+			return rc;
+	} else {
+		ch->jinja = jinja;
 	}
-	free(jinja);
+	if (ch->jinja) {
+		/* The family gives the end-of-turn stop; the template renders. */
+		ch->tmpl = chat_template_detect(ch->jinja);
+		return EXL_EXIT_OK;
+	}
+	ch->tmpl = fallback_template(ch);
 	return EXL_EXIT_OK;
+}
+
+/* The conversation as the prompt of the next answer (malloc'ed), or NULL
+ * with the reason printed. */
+static char *render(struct chat *ch, bool *template_failed)
+{
+	char err[512];
+	char *prompt = NULL;
+
+	*template_failed = false;
+	if (!ch->jinja) {
+		prompt = chat_format(ch->tmpl, ch->msgs, ch->n_msgs);
+		if (!prompt)
+			fprintf(stderr, "exl chat: out of memory\n");
+		return prompt;
+	}
+	if (chat_jinja_render(ch->jinja, ch->bos_token, ch->eos_token, ch->msgs, ch->n_msgs,
+			      &prompt, err, sizeof(err))) {
+		fprintf(stderr, "exl chat: the chat template: %s\n", err);
+		*template_failed = true;
+		return NULL;
+	}
+	return prompt;
 }
 
 /* Streams one answer into *answer.  The exit status, or -1 when the chat
@@ -319,12 +381,22 @@ static int turn(struct chat *ch)
 	int rc;
 
 	for (;;) {
-		char *prompt = chat_format(ch->tmpl, ch->msgs, ch->n_msgs);
-		if (!prompt) {
-			fprintf(stderr, "exl chat: out of memory\n");
-			return EXL_EXIT_FAIL;
+		bool template_failed;
+		char *prompt = render(ch, &template_failed);
+		if (!prompt && template_failed) {
+			/* The template refused this conversation (raise_exception):
+			 * forget the question, the chat goes on. */
+			pop(ch);
+			return -1;
 		}
-		rc = exl_submit(ch->c, &ch->p, prompt, &job);
+		if (!prompt)
+			return EXL_EXIT_FAIL;
+		struct exl_gen_params p = ch->p;
+		/* A template that writes the BOS itself gets no second one. */
+		if (ch->jinja && p.add_bos < 0 && ch->bos_token && *ch->bos_token &&
+		    !strncmp(prompt, ch->bos_token, strlen(ch->bos_token)))
+			p.add_bos = 0;
+		rc = exl_submit(ch->c, &p, prompt, &job);
 		free(prompt);
 		if (rc != EXL_E_TOO_LARGE)
 			break;
@@ -504,7 +576,13 @@ int cmd_chat(const struct cli *g, int argc, char **argv)
 		status = EXL_EXIT_FAIL;
 		goto out;
 	}
-	if (ch.tty)
+	if (ch.tty && ch.jinja)
+		fprintf(stderr, "exl chat: %s chat template%s%s%s; Ctrl-C stops an answer, Ctrl-D "
+			"ends the chat, /reset forgets it\n", tmpl_name ? "the file's" : "the model's",
+			ch.tmpl != TMPL_UNKNOWN ? " (" : "",
+			ch.tmpl != TMPL_UNKNOWN ? chat_template_name(ch.tmpl) : "",
+			ch.tmpl != TMPL_UNKNOWN ? ")" : "");
+	else if (ch.tty)
 		fprintf(stderr, "exl chat: %s format; Ctrl-C stops an answer, Ctrl-D ends the chat, "
 			"/reset forgets it\n", chat_template_name(ch.tmpl));
 	status = chat_loop(&ch);
@@ -512,6 +590,9 @@ out:
 	for (size_t i = 0; i < ch.n_msgs; i++)
 		free((char *)ch.msgs[i].content);
 	free(ch.msgs);
+	free(ch.jinja);
+	free(ch.bos_token);
+	free(ch.eos_token);
 	free(ch.stops);
 	free(ch.stop_tokens);
 	exl_close(ch.c);

@@ -1,8 +1,8 @@
 /* exl chat's conversation formats: the common built-in chat templates,
  * picked from a model's GGUF tokenizer.chat_template by substrings (the
  * way llama.cpp recognises them), and a plain one for models without. */
-#ifndef EXL_CHAT_TEMPLATE_H
-#define EXL_CHAT_TEMPLATE_H
+#ifndef EXL_TOOL_CHAT_FORMATS_H
+#define EXL_TOOL_CHAT_FORMATS_H
 
 #include <stddef.h>
 #include <stdio.h>

@@ -51,11 +51,12 @@ extern "C" {
 
 /* The library's own version, which moves with its ABI (not exld's).
  * 0.2: struct exl_event ends with the logits of return_logits;
- * exl_server_feature() and EXL_E_UNSUPPORTED. */
+ * exl_server_feature() and EXL_E_UNSUPPORTED.
+ * 0.3: exl_chat_template_ex(). */
 #define EXLCLIENT_VERSION_MAJOR 0
-#define EXLCLIENT_VERSION_MINOR 2
+#define EXLCLIENT_VERSION_MINOR 3
 #define EXLCLIENT_VERSION_PATCH 0
-#define EXLCLIENT_VERSION_STRING "0.2.0"
+#define EXLCLIENT_VERSION_STRING "0.3.0"
 
 /* The library's version, "MAJOR.MINOR.PATCH". */
 EXL_CLIENT_API const char *exl_version(void);
@@ -189,6 +190,11 @@ EXL_CLIENT_API int exl_status(struct exl_client *c, struct exl_daemon_status *st
  * (NULL: the only loaded one).  *tmpl is malloc'ed, or NULL when the model
  * has none; EXL_E_UNKNOWN_MODEL when no such model is loaded. */
 EXL_CLIENT_API int exl_chat_template(struct exl_client *c, const char *model, char **tmpl);
+/* The same with the model's BOS and EOS tokens as text (the template's
+ * bos_token and eos_token; each malloc'ed, or NULL when the model has none
+ * or the daemon does not send them); bos_token / eos_token may be NULL. */
+EXL_CLIENT_API int exl_chat_template_ex(struct exl_client *c, const char *model, char **tmpl,
+					char **bos_token, char **eos_token);
 
 /* model NULL: the only loaded model.  add_bos -1: the model's default. */
 EXL_CLIENT_API int exl_tokenize(struct exl_client *c, const char *model, const char *text, size_t len,

@@ -648,7 +648,25 @@ static bool str_is(const msgpack_object *o, const char *s)
 	       !memcmp(o->via.str.ptr, s, n);
 }
 
-int exl_chat_template(struct exl_client *c, const char *model, char **tmpl)
+/* A copy of a str field of a models entry, NULL when absent: 0, or -1
+ * out of memory. */
+static int dup_str_field(const msgpack_object *e, const char *key, char **out)
+{
+	const msgpack_object *t = exl_cl_get(e, key);
+
+	*out = NULL;
+	if (!t || t->type != MSGPACK_OBJECT_STR)
+		return 0;
+	*out = malloc(t->via.str.size + 1);
+	if (!*out)
+		return -1;
+	memcpy(*out, t->via.str.ptr, t->via.str.size);
+	(*out)[t->via.str.size] = 0;
+	return 0;
+}
+
+int exl_chat_template_ex(struct exl_client *c, const char *model, char **tmpl, char **bos_token,
+			 char **eos_token)
 {
 	struct exl_cl_msg m;
 	msgpack_unpacked up;
@@ -656,6 +674,10 @@ int exl_chat_template(struct exl_client *c, const char *model, char **tmpl)
 	int n_loaded = 0;
 
 	*tmpl = NULL;
+	if (bos_token)
+		*bos_token = NULL;
+	if (eos_token)
+		*eos_token = NULL;
 	exl_cl_msg_init(&m);
 	uint64_t id = exl_cl_request(c, &m, EXL_OP_MODELS, 0);
 	msgpack_unpacked_init(&up);
@@ -684,19 +706,25 @@ int exl_chat_template(struct exl_client *c, const char *model, char **tmpl)
 					 n_loaded);
 		goto out;
 	}
-	const msgpack_object *t = exl_cl_get(found, "chat_template");
-	if (!t || t->type != MSGPACK_OBJECT_STR)
-		goto out;
-	*tmpl = malloc(t->via.str.size + 1);
-	if (!*tmpl) {
+	if (dup_str_field(found, "chat_template", tmpl) ||
+	    (bos_token && dup_str_field(found, "bos_token", bos_token)) ||
+	    (eos_token && dup_str_field(found, "eos_token", eos_token))) {
+		free(*tmpl);
+		*tmpl = NULL;
+		if (bos_token) {
+			free(*bos_token);
+			*bos_token = NULL;
+		}
 		rc = exl_cl_fail(c, EXL_E_NOMEM, "out of memory");
-		goto out;
 	}
-	memcpy(*tmpl, t->via.str.ptr, t->via.str.size);
-	(*tmpl)[t->via.str.size] = 0;
 out:
 	msgpack_unpacked_destroy(&up);
 	return rc;
+}
+
+int exl_chat_template(struct exl_client *c, const char *model, char **tmpl)
+{
+	return exl_chat_template_ex(c, model, tmpl, NULL, NULL);
 }
 
 int exl_load(struct exl_client *c, const char *name,

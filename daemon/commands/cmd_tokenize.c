@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/read_all.h"
 #include "daemon/commands/commands.h"
 #include "daemon/core/gguf/gguf.h"
 #include "daemon/core/tokenizer/tokenizer.h"
@@ -75,51 +76,6 @@ static int parse_args(int argc, char **argv, struct tok_opts *o)
 	return 0;
 }
 
-/* All of stdin; *len bytes, NUL-terminated.  NULL with a message. */
-static char *read_stdin(size_t *len, char *err, size_t errlen)
-{
-	size_t cap = 1 << 16, n = 0;
-	char *buf = malloc(cap);
-
-	if (!buf)
-		goto oom;
-	for (;;) {
-		size_t got;
-
-		if (n + 1 == cap) {
-			char *nb;
-
-			if (cap >= STDIN_MAX) {
-				snprintf(err, errlen, "input is longer than %zu bytes", STDIN_MAX - 1);
-				free(buf);
-				return NULL;
-			}
-			nb = realloc(buf, cap * 2);
-			if (!nb)
-				goto oom;
-			buf = nb;
-			cap *= 2;
-		}
-		got = fread(buf + n, 1, cap - 1 - n, stdin);
-		n += got;
-		if (got == 0) {
-			if (ferror(stdin)) {
-				snprintf(err, errlen, "cannot read stdin: %s", strerror(errno));
-				free(buf);
-				return NULL;
-			}
-			break;
-		}
-	}
-	buf[n] = '\0';
-	*len = n;
-	return buf;
-oom:
-	free(buf);
-	snprintf(err, errlen, "out of memory reading stdin");
-	return NULL;
-}
-
 static struct exl_tokenizer *open_tokenizer(const char *path, char *err, size_t errlen)
 {
 	struct gguf_file *f = exl_gguf_open(path, err, errlen);
@@ -149,7 +105,7 @@ int exl_cmd_tokenize(int argc, char **argv)
 	t = open_tokenizer(o.model, err, sizeof(err));
 	if (!t)
 		goto fail;
-	text = read_stdin(&len, err, sizeof(err));
+	text = exl_read_all(stdin, "input", STDIN_MAX - 1, &len, err, sizeof(err));
 	if (!text)
 		goto fail;
 	n = exl_tok_encode(t, text, len, !o.no_bos && exl_tokenizer_add_bos(t), o.special, &ids, err,
@@ -243,7 +199,7 @@ int exl_cmd_detokenize(int argc, char **argv)
 	t = open_tokenizer(o.model, err, sizeof(err));
 	if (!t)
 		goto fail;
-	text = read_stdin(&len, err, sizeof(err));
+	text = exl_read_all(stdin, "input", STDIN_MAX - 1, &len, err, sizeof(err));
 	if (!text)
 		goto fail;
 	if (strlen(text) != len) {

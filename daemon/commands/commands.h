@@ -6,6 +6,7 @@
 int exl_cmd_inspect(int argc, char **argv);
 int exl_cmd_tokenize(int argc, char **argv);
 int exl_cmd_detokenize(int argc, char **argv);
+int exl_cmd_chat_template(int argc, char **argv);
 int exl_cmd_run(int argc, char **argv);
 int exl_cmd_serve(int argc, char **argv); /* the daemon itself */
 

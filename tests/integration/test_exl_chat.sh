@@ -12,6 +12,11 @@
 #    and its <|end|> token stops the answer (piped input, compared with
 #    exl generate); on the terminal, Ctrl-C during a long answer stops only
 #    that answer, and a second Ctrl-C at the prompt ends the chat with 0;
+#  - a Jinja file given by --template renders the conversation: the
+#    answers of two piped turns equal exl generate's on the prompts that
+#    Python's Jinja2 renders from the same file (BOS written by the
+#    template, so none added); a template that raises for a system prompt
+#    prints its message and the chat goes on;
 #  - (the slow model serves one more check) exl generate on SIGINT cancels
 #    its job and exits 130.
 set -u
@@ -207,10 +212,66 @@ cmp -s "$tmp/o2" "$tmp/want" && ok "--template phi3 is the detected one" || bad 
 printf 'Hi\n' | "$exl" chat -m chatphi -n 12 --temperature 0 --template chatml >"$tmp/o3" 2>/dev/null
 cmp -s "$tmp/o3" "$tmp/want" && bad "--template chatml changed nothing" || ok "--template overrides"
 
+# ---- a Jinja file renders the conversation ----
+# Not phi3's own format (upper-cased contents, a marker line), so the
+# answers show the file was used; <|end|> makes it phi3's family, which
+# stops at <|end|>.
+cat >"$tmp/t.jinja" <<'T'
+{{- bos_token }}
+{%- for m in messages %}
+    {%- if m.role == 'system' %}{{ raise_exception('this template takes no system prompt') }}{% endif %}
+    {{- '<|' + m.role + '|>\n# ' + m.content | upper + '<|end|>\n' }}
+{%- endfor %}
+{%- if add_generation_prompt %}{{ '<|assistant|>\n' }}{% endif %}
+T
+if python3 -c 'import jinja2' 2>/dev/null; then
+	printf 'Hi\nHow are you\n' | "$exl" chat -m chatphi -n 12 --temperature 0 \
+		--template "$tmp/t.jinja" >"$tmp/jo" 2>"$tmp/je"
+	rc=$?
+	# The same two turns: Jinja2 renders, exl generate completes.
+	python3 - "$exl" "$tmp/t.jinja" >"$tmp/jwant" <<'EOF2' || bad "computing the Jinja answers"
+import json, subprocess, sys, jinja2
+exl, path = sys.argv[1], sys.argv[2]
+# as transformers (and @huggingface/jinja) set it up
+env = jinja2.Environment(trim_blocks=True, lstrip_blocks=True)
+t = env.from_string(open(path).read())
+msgs = []
+for q in ["Hi", "How are you"]:
+    msgs.append({"role": "user", "content": q})
+    prompt = t.render(messages=msgs, add_generation_prompt=True, bos_token="<s>",
+                      eos_token="<|endoftext|>")
+    r = subprocess.run([exl, "generate", "-m", "chatphi", "-n", "12", "--temperature", "0",
+                        "--special", "--no-bos", "--completion-only", "--stop-token", "32007",
+                        "--json", prompt], capture_output=True, text=True, check=True)
+    a = json.loads(r.stdout)["text"].lstrip(" \n\r\t")
+    print(a)
+    msgs.append({"role": "assistant", "content": a})
+EOF2
+	[ $rc = 0 ] && [ ! -s "$tmp/je" ] && [ -s "$tmp/jo" ] && cmp -s "$tmp/jo" "$tmp/jwant" &&
+		ok "--template FILE.jinja: two turns as Jinja2's rendering completes" ||
+		bad "jinja file: rc $rc: '$(cat "$tmp/jo")' vs '$(cat "$tmp/jwant")' $(cat "$tmp/je")"
+	cmp -s "$tmp/jo" "$tmp/o" && bad "the Jinja file changed nothing against phi3's template"
+	printf 'Hi\n' | "$exl" chat -m chatphi -n 4 --temperature 0 --system "Be brief" \
+		--template "$tmp/t.jinja" >"$tmp/jo" 2>"$tmp/je"
+	rc=$?
+	[ $rc = 0 ] && has "$tmp/je" "exl chat: the chat template: this template takes no system prompt" &&
+		ok "a template that raises: its message, the chat goes on" ||
+		bad "raising template: rc $rc: $(cat "$tmp/je")"
+else
+	echo "python3-jinja2 is not installed: the --template FILE.jinja checks are skipped"
+fi
+"$exl" chat -m chatphi --template nosuch </dev/null >/dev/null 2>"$tmp/je"
+[ $? = 2 ] && has "$tmp/je" "no template 'nosuch'" && ok "an unknown template name: usage error" ||
+	bad "unknown template: $(cat "$tmp/je")"
+"$exl" chat -m chatphi --template "$tmp/none.jinja" </dev/null >/dev/null 2>"$tmp/je"
+[ $? = 2 ] && has "$tmp/je" "none.jinja" && ok "a missing template file: usage error" ||
+	bad "missing template file: $(cat "$tmp/je")"
+
 # ---- Ctrl-C stops a long answer only; Ctrl-C again at the prompt exits ----
 chat_start s2 -m chatphi -n 3000 --ignore-eos --temperature 0
 wait_prompts s2 1 || bad "no first prompt (phi3)"
-has "$tmp/s2.screen" "exl chat: phi3 format;" && ok "banner names the detected phi3 format" ||
+has "$tmp/s2.screen" "exl chat: the model's chat template (phi3);" &&
+	ok "banner names the model's template and its phi3 family" ||
 	bad "banner: $(cat "$tmp/s2.screen")"
 tm send-keys -t s2 "Hi" Enter
 # Until the answer has started (text after the ">>> Hi" line).

@@ -57,6 +57,7 @@ struct opts {
 	bool phi3_vocab;   /* the vocabulary has Phi-3's <|endoftext|> */
 	bool tied;
 	const char *vocab_from;
+	const char *chat_template;  /* a file, for tokenizer.chat_template */
 	const char *out;
 	int threads;
 	bool exact;
@@ -484,6 +485,7 @@ static void usage(FILE *out)
 		"                   the value the tool writes for KEY (repeatable)\n"
 		"  --pre NAME       tokenizer.ggml.pre NAME (replacing that of --vocab-from)\n"
 		"  --tied           no output.weight: the output reuses token_embd\n"
+		"  --chat-template F  tokenizer.chat_template: the Jinja template in file F\n"
 		"  --vocab-from F   copy every tokenizer.* key from the GGUF F (its vocabulary\n"
 		"                   size wins); without it a synthetic byte-level SentencePiece\n"
 		"                   vocabulary (<unk> <s> </s>, 256 byte tokens, filler pieces)\n"
@@ -710,6 +712,8 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			o->arch = val;
 		} else if (!strcmp(a, "--swa-pattern")) {
 			o->swa_pattern = val;
+		} else if (!strcmp(a, "--chat-template")) {
+			o->chat_template = val;
 		} else if (!strcmp(a, "--vocab-from")) {
 			o->vocab_from = val;
 		} else if (!strcmp(a, "-o")) {
@@ -1167,6 +1171,43 @@ static void set_metadata(struct gguf_writer *w, struct opts *o)
 #undef KEY
 }
 
+/* The whole of path (NUL-terminated, for tokenizer.chat_template); NULL
+ * after a message. */
+static char *read_text(const char *path)
+{
+	FILE *f = fopen(path, "rb");
+	char *s = NULL;
+	long n;
+
+	if (!f) {
+		fprintf(stderr, "exld-mkmodel: cannot open %s: %s\n", path, strerror(errno));
+		return NULL;
+	}
+	if (fseek(f, 0, SEEK_END) || (n = ftell(f)) < 0 || fseek(f, 0, SEEK_SET)) {
+		fprintf(stderr, "exld-mkmodel: cannot read %s: %s\n", path, strerror(errno));
+		goto out;
+	}
+	if (n > (16l << 20)) {
+		fprintf(stderr, "exld-mkmodel: %s is over 16 MiB\n", path);
+		goto out;
+	}
+	s = malloc((size_t)n + 1);
+	if (!s) {
+		fprintf(stderr, "exld-mkmodel: out of memory\n");
+		goto out;
+	}
+	if (fread(s, 1, (size_t)n, f) != (size_t)n) {
+		fprintf(stderr, "exld-mkmodel: cannot read %s\n", path);
+		free(s);
+		s = NULL;
+		goto out;
+	}
+	s[n] = '\0';
+out:
+	fclose(f);
+	return s;
+}
+
 int main(int argc, char **argv)
 {
 	struct opts o;
@@ -1175,6 +1216,7 @@ int main(int argc, char **argv)
 	int n_specs = 0, rc = 1;
 	int64_t n_vocab = 0;
 	char err[512];
+	char *tmpl = NULL;
 	struct timespec t0, t1;
 
 	rc = parse_args(argc, argv, &o);
@@ -1183,10 +1225,23 @@ int main(int argc, char **argv)
 		return rc > 0 ? 0 : 2;
 	}
 	rc = 1;
+	if (o.chat_template) {
+		struct gguf_value v = { .type = GGUF_VT_STRING };
+
+		tmpl = read_text(o.chat_template);
+		if (!tmpl)
+			return 1;
+		v.str = (struct gguf_str){ strlen(tmpl), tmpl };
+		if (add_override(&o, "tokenizer.chat_template", v)) {
+			free(tmpl);
+			return 2;
+		}
+	}
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	w = exl_gguf_writer_new();
 	if (!w) {
 		fprintf(stderr, "exld-mkmodel: out of memory\n");
+		free(tmpl);
 		return 1;
 	}
 	if (o.vocab_from) {
@@ -1235,6 +1290,7 @@ int main(int argc, char **argv)
 out:
 	exl_gguf_writer_free(w);
 	free(specs);
+	free(tmpl);
 	free_pools();
 	return rc;
 }

@@ -19,6 +19,7 @@
 #include "daemon/server/delivery/sink.h"
 #include "daemon/server/engine/models_registry.h"
 #include "daemon/core/tokenizer/tokenizer.h"
+#include "common/utf8.h"
 #include "kernels/backend.h"
 #include "kernels/backend_select.h"
 
@@ -637,6 +638,18 @@ static const char *state_name(enum exl_model_state s)
 	return "unknown";
 }
 
+/* A special token's text when it is short and valid UTF-8 (a msgpack
+ * str), else 0. */
+static size_t special_text(const struct exl_model *m, int32_t id, char *buf, size_t len)
+{
+	if (id < 0)
+		return 0;
+	size_t n = exl_token_bytes(exl_model_tokenizer(m), id, true, buf, len);
+	if (n >= len || exl_utf8_bad_at(buf, n) != n)
+		return 0;
+	return n;
+}
+
 static void pack_entry(msgpack_packer *pk, const struct exl_model_entry *e)
 {
 	bool up = e->model && e->et;
@@ -652,7 +665,13 @@ static void pack_entry(msgpack_packer *pk, const struct exl_model_entry *e)
 			     (size_t)tmpl->val.str.len))
 			tmpl = NULL;
 	}
-	msgpack_pack_map(pk, up ? 9 + (tmpl ? 1 : 0) : 3);
+	/* The BOS and EOS as text: the template's bos_token and eos_token. */
+	char bos[128], eos[128];
+	size_t bos_len = up ? special_text(e->model, exl_tokenizer_bos(exl_model_tokenizer(e->model)),
+					    bos, sizeof(bos)) : 0;
+	size_t eos_len = up ? special_text(e->model, exl_tokenizer_eos(exl_model_tokenizer(e->model)),
+					    eos, sizeof(eos)) : 0;
+	msgpack_pack_map(pk, up ? 9 + (tmpl ? 1 : 0) + (bos_len ? 1 : 0) + (eos_len ? 1 : 0) : 3);
 	exl_pack_key(pk, "name");
 	exl_pack_cstr(pk, e->name);
 	exl_pack_key(pk, "state");
@@ -678,6 +697,16 @@ static void pack_entry(msgpack_packer *pk, const struct exl_model_entry *e)
 		exl_pack_key(pk, "chat_template");
 		msgpack_pack_str(pk, (size_t)tmpl->val.str.len);
 		msgpack_pack_str_body(pk, tmpl->val.str.ptr, (size_t)tmpl->val.str.len);
+	}
+	if (bos_len) {
+		exl_pack_key(pk, "bos_token");
+		msgpack_pack_str(pk, bos_len);
+		msgpack_pack_str_body(pk, bos, bos_len);
+	}
+	if (eos_len) {
+		exl_pack_key(pk, "eos_token");
+		msgpack_pack_str(pk, eos_len);
+		msgpack_pack_str_body(pk, eos, eos_len);
 	}
 }
 
