@@ -40,6 +40,10 @@ const struct genrange genrange_table[] = {
 	F("mirostat_eta", 0, 1),
 	F("cfg_scale", -100, 100),
 	I("return_top_k", 0, EXL_MAX_TOP_K_RETURN),
+	I("draft_tokens", 1, EXL_MAX_DRAFT_TOKENS),
+	I("ngram_draft", 0, EXL_MAX_NGRAM_DRAFT),
+	I("num_beams", 0, EXL_MAX_BEAMS),
+	F("length_penalty", -10, 10),
 	/* each bias value; -inf goes on the wire as -1e29 (finite numbers only) */
 	F("token_bias", -1e30, 1e30),
 };

@@ -237,6 +237,21 @@ static void print_model_memory(const struct exl_daemon_status *st)
 	}
 }
 
+/* Speculative decoding's acceptance per model that drafted. */
+static void print_drafting(const struct exl_daemon_status *st)
+{
+	for (size_t i = 0; i < st->n_models; i++) {
+		const struct exl_model_status *m = &st->models[i];
+
+		if (!m->draft_proposed)
+			continue;
+		printf("%s: speculative decoding accepted %llu of %llu proposed tokens (%.1f%%)\n",
+		       m->name, (unsigned long long)m->draft_accepted,
+		       (unsigned long long)m->draft_proposed,
+		       100.0 * (double)m->draft_accepted / (double)m->draft_proposed);
+	}
+}
+
 int cmd_status(const struct cli *g, int argc, char **argv)
 {
 	struct exl_daemon_status st;
@@ -289,6 +304,7 @@ int cmd_status(const struct cli *g, int argc, char **argv)
 			       wb ? cli_bytes(wb, b, sizeof(b)) : "-", m->device[0] ? m->device : "-");
 		}
 		print_model_memory(&st);
+		print_drafting(&st);
 	}
 	free(st.models);
 	free(list);

@@ -173,6 +173,8 @@ int json_result(FILE *out, const struct exl_result *r, const struct top_tokens *
 		.new_tokens = r->new_tokens, .seed = r->seed,
 		.time_queued = r->time_queued, .time_to_first = r->time_to_first,
 		.time_total = r->time_total, .probs = r->probs,
+		.draft_proposed = r->draft_proposed, .draft_accepted = r->draft_accepted,
+		.num_beams = r->num_beams, .beam_score = r->beam_score,
 	};
 
 	if (top && top->k && top->n) {

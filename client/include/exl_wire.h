@@ -35,6 +35,9 @@
 #define EXL_MAX_BIAS 4096        /* token_bias entries per job */
 #define EXL_MAX_TOP_K_RETURN 64  /* return_top_k */
 #define EXL_MAX_CHAT_TEMPLATE 65536 /* bytes of a model's chat template in a models reply */
+#define EXL_MAX_DRAFT_TOKENS 16  /* draft_tokens */
+#define EXL_MAX_NGRAM_DRAFT 16   /* ngram_draft */
+#define EXL_MAX_BEAMS 16         /* num_beams */
 
 /* ---- ops and keys ------------------------------------------------------ */
 
@@ -83,6 +86,8 @@
 #define EXL_FEAT_JSON_SCHEMA "json_schema"
 #define EXL_FEAT_REGEX "regex"
 #define EXL_FEAT_RETURN_LOGITS "return_logits"
+#define EXL_FEAT_SPECULATIVE "speculative"        /* draft_model, ngram_draft, draft_tokens */
+#define EXL_FEAT_BEAM_SEARCH "beam_search"        /* num_beams, length_penalty */
 
 /* ---- error codes ------------------------------------------------------ */
 

@@ -52,11 +52,13 @@ extern "C" {
 /* The library's own version, which moves with its ABI (not exld's).
  * 0.2: struct exl_event ends with the logits of return_logits;
  * exl_server_feature() and EXL_E_UNSUPPORTED.
- * 0.3: exl_chat_template_ex(). */
+ * 0.3: exl_chat_template_ex().
+ * 0.4: speculative decoding and beam search: fields at the end of struct
+ * exl_gen_params, struct exl_result and struct exl_model_status. */
 #define EXLCLIENT_VERSION_MAJOR 0
-#define EXLCLIENT_VERSION_MINOR 3
+#define EXLCLIENT_VERSION_MINOR 4
 #define EXLCLIENT_VERSION_PATCH 0
-#define EXLCLIENT_VERSION_STRING "0.3.0"
+#define EXLCLIENT_VERSION_STRING "0.4.0"
 
 /* The library's version, "MAJOR.MINOR.PATCH". */
 EXL_CLIENT_API const char *exl_version(void);
@@ -167,6 +169,8 @@ struct exl_model_status {
 	int jobs_suspended;       /* of jobs_paused: gave their KV pages back */
 	uint64_t tokens_prompt;   /* prompt tokens computed (cached prefixes not counted) */
 	uint64_t steps;           /* forward passes: tokens / steps is the batching */
+	uint64_t draft_proposed;  /* 0.4: speculative decoding's proposals, */
+	uint64_t draft_accepted;  /* and of them taken as the model's own */
 };
 
 struct exl_daemon_status {
@@ -275,6 +279,14 @@ struct exl_gen_params {
 					   * socket */
 	int return_text;                  /* -1/0/1 */
 	enum exl_stream_mode stream;
+
+	/* 0.4: speculative decoding (the same output, faster when proposals
+	 * are accepted) and beam search (the output comes whole at the end). */
+	const char *draft_model;          /* a loaded model with the same vocabulary */
+	int ngram_draft;                  /* propose from the job's own tokens (N..1-grams) */
+	int draft_tokens;                 /* proposals per step */
+	int num_beams;                    /* 0: off */
+	float length_penalty;
 };
 
 EXL_CLIENT_API void exl_gen_params_init(struct exl_gen_params *p);
@@ -295,6 +307,11 @@ struct exl_result {
 	float *probs;                     /* [n_ids] with return_probs, else NULL */
 	int error_code;                   /* stop_reason "error": a code and a message */
 	char *error;
+	/* 0.4 */
+	int draft_proposed;               /* speculative decoding: tokens proposed, */
+	int draft_accepted;               /* and of them taken as the model's own */
+	int num_beams;                    /* beam search: the width, else 0 */
+	double beam_score;                /* its summed log-probability */
 };
 
 EXL_CLIENT_API void exl_result_free(struct exl_result *r);

@@ -833,6 +833,10 @@ int exl_status(struct exl_client *c, struct exl_daemon_status *st)
 				ms->tokens_prompt = u;
 			if (exl_cl_get_u64(e, "steps", &u))
 				ms->steps = u;
+			if (exl_cl_get_u64(e, "draft_proposed", &u))
+				ms->draft_proposed = u;
+			if (exl_cl_get_u64(e, "draft_accepted", &u))
+				ms->draft_accepted = u;
 			if (exl_cl_get_f64(e, "tok_s", &d))
 				ms->tok_s = d;
 			if (exl_cl_get_i64(e, "kv_pages_free", &x))

@@ -41,6 +41,8 @@ void exl_gen_params_init(struct exl_gen_params *p)
 	p->return_logits = -1;
 	p->return_text = -1;
 	p->stream = EXL_STREAM_MODE_AUTO;
+	p->ngram_draft = p->draft_tokens = p->num_beams = EXL_UNSET_INT;
+	p->length_penalty = NAN;
 }
 
 void exl_result_free(struct exl_result *r)
@@ -108,6 +110,11 @@ static const struct {
 	{ "json_schema", EXL_FEAT_JSON_SCHEMA },
 	{ "regex", EXL_FEAT_REGEX },
 	{ "return_logits", EXL_FEAT_RETURN_LOGITS },
+	{ "draft_model", EXL_FEAT_SPECULATIVE },
+	{ "ngram_draft", EXL_FEAT_SPECULATIVE },
+	{ "draft_tokens", EXL_FEAT_SPECULATIVE },
+	{ "num_beams", EXL_FEAT_BEAM_SEARCH },
+	{ "length_penalty", EXL_FEAT_BEAM_SEARCH },
 };
 
 /* The fields of a map whose size is known only at the end, and the first
@@ -290,6 +297,11 @@ static void pack_params(struct fields *f, const struct exl_gen_params *p, const 
 	f_int(f, "return_top_k", p->return_top_k);
 	f_bool(f, "return_logits", p->return_logits);
 	f_bool(f, "return_text", p->return_text);
+	f_str(f, "draft_model", p->draft_model);
+	f_int(f, "ngram_draft", p->ngram_draft);
+	f_int(f, "draft_tokens", p->draft_tokens);
+	f_int(f, "num_beams", p->num_beams);
+	f_float(f, "length_penalty", p->length_penalty);
 	f_str(f, "stream", stream_name(stream_mode(p)));
 }
 
@@ -408,6 +420,14 @@ int exl_cl_parse_result(struct exl_client *c, const msgpack_object *map, struct 
 		r->time_to_first = d;
 	if (exl_cl_get_f64(map, "time_total", &d))
 		r->time_total = d;
+	if (exl_cl_get_i64(map, "draft_proposed", &x))
+		r->draft_proposed = (int)x;
+	if (exl_cl_get_i64(map, "draft_accepted", &x))
+		r->draft_accepted = (int)x;
+	if (exl_cl_get_i64(map, "num_beams", &x))
+		r->num_beams = (int)x;
+	if (exl_cl_get_f64(map, "beam_score", &d))
+		r->beam_score = d;
 	const msgpack_object *o = exl_cl_get(map, "stop_string");
 	if (o && !(r->stop_string = dup_str(o)))
 		goto nomem;
@@ -855,6 +875,10 @@ static int acc_finish(struct exl_client *c, struct acc *a, const struct exl_resu
 	out->time_to_first = r->time_to_first;
 	out->time_total = r->time_total;
 	out->error_code = r->error_code;
+	out->draft_proposed = r->draft_proposed;
+	out->draft_accepted = r->draft_accepted;
+	out->num_beams = r->num_beams;
+	out->beam_score = r->beam_score;
 	if ((r->stop_string && !(out->stop_string = strdup(r->stop_string))) ||
 	    (r->error && !(out->error = strdup(r->error)))) {
 		exl_result_free(out);

@@ -73,7 +73,12 @@ struct gen_field {
 	X(GENOPT_SPECIAL,          p.encode_special,     s.encode_special_tokens) \
 	X(GENOPT_DECODE_SPECIAL,   p.decode_special,     s.decode_special_tokens) \
 	X(GENOPT_NO_BOS,           p.add_bos,            s.add_bos) \
-	X(GENOPT_TOP_PROBS,        top_probs,            top_probs)
+	X(GENOPT_TOP_PROBS,        top_probs,            top_probs) \
+	X(GENOPT_DRAFT_MODEL,      p.draft_model,        draft_model) \
+	X(GENOPT_DRAFT_TOKENS,     p.draft_tokens,       s.draft_tokens) \
+	X(GENOPT_NGRAM_DRAFT,      p.ngram_draft,        s.ngram_draft) \
+	X(GENOPT_BEAMS,            p.num_beams,          s.num_beams) \
+	X(GENOPT_LENGTH_PENALTY,   p.length_penalty,     s.length_penalty)
 
 struct gen_args {
 	struct genopt_parser ps;  /* the shared table, its counts, and messages on stderr */

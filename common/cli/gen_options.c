@@ -106,6 +106,16 @@ const struct genopt genopt_table[GENOPT_N] = {
 	    "do not add BOS to the prompt"),
 	OPTW(GENOPT_TOP_PROBS, "--top-probs", NULL, GENOPT_INT, 0,
 	    "return_top_k", "K", "report each token's probability and the K most likely"),
+	OPT(GENOPT_DRAFT_MODEL, "--draft-model", NULL, GENOPT_STR, 0, 0, 0, "draft_model", "NAME",
+	    "speculative decoding: proposals from the loaded model NAME (same vocabulary)"),
+	OPTW(GENOPT_DRAFT_TOKENS, "--draft-tokens", NULL, GENOPT_INT, 0, "draft_tokens", "N",
+	    "the most tokens proposed per step (default 4)"),
+	OPTW(GENOPT_NGRAM_DRAFT, "--ngram-draft", NULL, GENOPT_INT, 0, "ngram_draft", "N",
+	    "speculative decoding: propose what followed the last N..1 tokens before"),
+	OPTW(GENOPT_BEAMS, "--beams", NULL, GENOPT_INT, 0, "num_beams", "N",
+	    "beam search with N beams (output at the end; sampling options do not apply)"),
+	OPTW(GENOPT_LENGTH_PENALTY, "--length-penalty", NULL, GENOPT_FLOAT, 0, "length_penalty",
+	    "L", "beams rank by log-probability / length^L (default 1)"),
 };
 
 void genopt_parser_init(struct genopt_parser *ps, const char *prog, FILE *msg)
@@ -419,6 +429,26 @@ int genopt_finish(const struct genopt_parser *ps)
 	/* The job refuses min_new_tokens over max_new_tokens.  Without -n the
 	 * daemon's default (or its per-uid limit) decides, which only it
 	 * knows. */
+	if (n[GENOPT_DRAFT_MODEL] && n[GENOPT_NGRAM_DRAFT] && ps->value[GENOPT_NGRAM_DRAFT] > 0) {
+		fprintf(ps->msg, "%s: give at most one of --draft-model and --ngram-draft\n",
+			ps->prog);
+		return -1;
+	}
+	if (n[GENOPT_DRAFT_TOKENS] && !n[GENOPT_DRAFT_MODEL] && !n[GENOPT_NGRAM_DRAFT]) {
+		fprintf(ps->msg, "%s: --draft-tokens goes with --draft-model or --ngram-draft\n",
+			ps->prog);
+		return -1;
+	}
+	if (n[GENOPT_BEAMS] && ps->value[GENOPT_BEAMS] > 0 &&
+	    (n[GENOPT_DRAFT_MODEL] || n[GENOPT_NGRAM_DRAFT] || n[GENOPT_NEGATIVE])) {
+		fprintf(ps->msg, "%s: --beams does not combine with --draft-model, --ngram-draft "
+			"or --negative\n", ps->prog);
+		return -1;
+	}
+	if (n[GENOPT_LENGTH_PENALTY] && !n[GENOPT_BEAMS]) {
+		fprintf(ps->msg, "%s: --length-penalty goes with --beams\n", ps->prog);
+		return -1;
+	}
 	if (n[GENOPT_MIN_NEW] && n[GENOPT_MAX_NEW] &&
 	    ps->value[GENOPT_MIN_NEW] > ps->value[GENOPT_MAX_NEW]) {
 		fprintf(ps->msg, "%s: --min-new %.0f is over -n %.0f (min_new_tokens <= "

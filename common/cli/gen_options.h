@@ -64,6 +64,11 @@ enum genopt_id {
 	GENOPT_DECODE_SPECIAL,
 	GENOPT_NO_BOS,
 	GENOPT_TOP_PROBS,
+	GENOPT_DRAFT_MODEL,
+	GENOPT_DRAFT_TOKENS,
+	GENOPT_NGRAM_DRAFT,
+	GENOPT_BEAMS,
+	GENOPT_LENGTH_PENALTY,
 	GENOPT_N,
 	/* a program's own options take ids from here on */
 	GENOPT_OWN = 100,
@@ -142,8 +147,10 @@ int genopt_take(struct genopt_parser *ps, const struct genopt *opt, int argc, ch
 		int *i, struct genopt_value *v);
 
 /* After the last option: --cfg-scale goes with --negative, at most one of
- * --grammar, --json-schema and --regex, and --min-new is not over -n when
- * both are given.  -1 after printing why. */
+ * --grammar, --json-schema and --regex, --min-new is not over -n when
+ * both are given, at most one of --draft-model and --ngram-draft (and
+ * --draft-tokens only with one of them), and --beams with neither nor
+ * --negative.  -1 after printing why. */
 int genopt_finish(const struct genopt_parser *ps);
 
 /* One --help line, and every shared option's in order. */

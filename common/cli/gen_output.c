@@ -84,6 +84,11 @@ int gen_json_result(FILE *out, const struct gen_report *r, gen_token_text_fn *te
 		r->prompt_tokens, r->cached_tokens, r->new_tokens, (unsigned long long)r->seed);
 	fprintf(out, ",\"timings\":{\"queued_ms\":%.3f,\"first_token_ms\":%.3f,\"total_ms\":%.3f}",
 		r->time_queued * 1e3, r->time_to_first * 1e3, r->time_total * 1e3);
+	if (r->draft_proposed)
+		fprintf(out, ",\"draft_proposed\":%d,\"draft_accepted\":%d", r->draft_proposed,
+			r->draft_accepted);
+	if (r->num_beams)
+		fprintf(out, ",\"num_beams\":%d,\"beam_score\":%.6f", r->num_beams, r->beam_score);
 	if (r->probs) {
 		fputs(",\"probs\":[", out);
 		for (size_t i = 0; i < r->n_ids; i++)

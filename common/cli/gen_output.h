@@ -42,6 +42,10 @@ struct gen_report {
 	uint64_t seed;
 	double time_queued, time_to_first, time_total; /* seconds */
 	const float *probs;       /* [n_ids], or NULL */
+	int draft_proposed;       /* speculative decoding: tokens proposed (0: none), */
+	int draft_accepted;       /* and of them taken as the model's own */
+	int num_beams;            /* beam search: the width, else 0 */
+	double beam_score;        /* its summed log-probability */
 	/* Each token's candidates, [n_top][top_k]; none when top_k is 0 or
 	 * top_ids NULL. */
 	int top_k;
@@ -52,7 +56,9 @@ struct gen_report {
 
 /* r as one line of JSON: text, token_ids, stop_reason, stop_string,
  * stop_token, error (when there is one), prompt_tokens, cached_tokens,
- * new_tokens, seed, timings, and probs and top when given.  -1 when out
+ * new_tokens, seed, timings, and draft_proposed / draft_accepted
+ * (speculative decoding), num_beams / beam_score (beam search), probs and
+ * top when given.  -1 when out
  * reports an error. */
 int gen_json_result(FILE *out, const struct gen_report *r, gen_token_text_fn *text, void *ctx);
 

@@ -93,6 +93,44 @@ static int count_tokens(const struct exl_tokenizer *tok, const struct run_opts *
 	return n;
 }
 
+/* --draft-model FILE|NAME: a file as given, or NAME.gguf beside --model;
+ * the drafter is named after the file (its base name without .gguf). */
+static int draft_file(const struct run_opts *o, char *path, size_t pathlen, char *name,
+		      size_t namelen, char *err, size_t errlen)
+{
+	const char *d = o->draft_model, *slash = strrchr(o->model, '/');
+	FILE *f = fopen(d, "rb");
+	int n;
+
+	if (f) {
+		fclose(f);
+		n = snprintf(path, pathlen, "%s", d);
+	} else if (!strchr(d, '/')) {
+		n = snprintf(path, pathlen, "%.*s%s.gguf", slash ? (int)(slash - o->model + 1) : 0,
+			     o->model, d);
+	} else {
+		snprintf(err, errlen, "--draft-model: cannot open '%.300s': %s", d, strerror(errno));
+		return -1;
+	}
+	if (n < 0 || (size_t)n >= pathlen) {
+		snprintf(err, errlen, "--draft-model: '%.300s' is too long", d);
+		return -1;
+	}
+	const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+	size_t len = strlen(base);
+
+	if (len > 5 && !strcmp(base + len - 5, ".gguf"))
+		len -= 5;
+	if (!len || len >= namelen || len > EXL_GEN_MAX_DRAFT_NAME) {
+		snprintf(err, errlen, "--draft-model: '%.300s' has no name of 1 to %d bytes", base,
+			 EXL_GEN_MAX_DRAFT_NAME);
+		return -1;
+	}
+	memcpy(name, base, len);
+	name[len] = 0;
+	return 0;
+}
+
 /* Runs the job added to e to its end. */
 static int drive(struct exl_engine *e, struct run_state *st, char *err, size_t errlen)
 {
@@ -137,6 +175,7 @@ int exl_cmd_run(int argc, char **argv)
 	struct exl_job *job = NULL;
 	struct run_state st = { .o = &o };
 	char err[512];
+	char draft_path[4096], draft_name[EXL_GEN_MAX_DRAFT_NAME + 1];
 	int status = 1;
 	bool started = false;
 
@@ -161,6 +200,14 @@ int exl_cmd_run(int argc, char **argv)
 	const struct exl_tokenizer *tok = exl_model_tokenizer(m);
 
 	st.tok = tok;
+	if (o.draft_model) {
+		if (draft_file(&o, draft_path, sizeof(draft_path), draft_name, sizeof(draft_name),
+			       err, sizeof(err))) {
+			status = 2;
+			goto fail;
+		}
+		o.s.draft_model = draft_name;
+	}
 	struct exl_prompt prompt = { o.prompt, strlen(o.prompt), NULL, 0 };
 	struct exl_prompt neg = { o.negative, o.negative ? strlen(o.negative) : 0, NULL, 0 };
 
@@ -215,6 +262,11 @@ int exl_cmd_run(int argc, char **argv)
 		page = RUN_PAGE_SIZE;
 	if (page < 1)
 		page = 1;
+	if (o.s.num_beams > 0 && !o.kv_tokens) {
+		/* the prompt's pages shared, and each beam's own (exl_beam_pages) */
+		kv_tokens = (need[0] + page - 1) / page * page +
+			    (long)o.s.num_beams * ((n_new + page - 1) / page + 1) * page;
+	}
 	if (kv_tokens > (1 << 24))
 		kv_tokens = 1 << 24;
 	kv = exl_model_kvcache_create(m, (int)kv_tokens, (int)page, err, sizeof(err));
@@ -223,6 +275,9 @@ int exl_cmd_run(int argc, char **argv)
 
 	e = exl_engine_create(m, kv, &cfg, err, sizeof(err));
 	if (!e)
+		goto fail;
+	if (o.draft_model &&
+	    exl_engine_open_drafter(e, draft_name, draft_path, be, err, sizeof(err)))
 		goto fail;
 	if (o.warmup && warmup(m, e, err, sizeof(err)))
 		goto fail;
@@ -285,9 +340,13 @@ int exl_cmd_run(int argc, char **argv)
 	double t_gen = r->time_total - r->time_to_first_token;
 	int decoded = r->new_tokens > 1 ? r->new_tokens - 1 : 0;
 
-	fprintf(stderr, "timing: prompt_tokens=%d prompt_tok_s=%.2f gen_tokens=%d gen_tok_s=%.2f\n",
+	fprintf(stderr, "timing: prompt_tokens=%d prompt_tok_s=%.2f gen_tokens=%d gen_tok_s=%.2f",
 		r->prompt_tokens, t_first > 0 ? r->prompt_tokens / t_first : 0.0, r->new_tokens,
 		t_gen > 0 && decoded ? decoded / t_gen : 0.0);
+	if (r->draft_proposed)
+		fprintf(stderr, " draft_proposed=%d draft_accepted=%d", r->draft_proposed,
+			r->draft_accepted);
+	fputc('\n', stderr);
 	status = 0;
 	goto out;
 

@@ -23,6 +23,7 @@ struct run_opts {
 	bool json;
 	int top_probs;
 	const char *dump_logits;  /* --dump-logits FILE (common/logits_file.h) */
+	const char *draft_model;  /* --draft-model FILE|NAME */
 	struct exl_gen_settings s;
 	/* The shared options' parser (common/cli/gen_args.h: the members
 	 * above that they set), and the lists s points into. */

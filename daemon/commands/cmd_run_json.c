@@ -51,6 +51,8 @@ int exl_run_print_json(FILE *out, const struct exl_gen_result *r, const struct e
 		.new_tokens = r->new_tokens, .seed = r->seed,
 		.time_queued = r->time_queued, .time_to_first = r->time_to_first_token,
 		.time_total = r->time_total, .probs = r->probs,
+		.draft_proposed = r->draft_proposed, .draft_accepted = r->draft_accepted,
+		.num_beams = r->num_beams, .beam_score = r->beam_score,
 		.top_k = r->top_k, .n_top = n, .top_ids = r->top_ids, .top_probs = r->top_probs,
 	};
 

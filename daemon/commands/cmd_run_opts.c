@@ -124,6 +124,9 @@ int exl_run_parse_args(int argc, char **argv, struct run_opts *o)
 	}
 	a->ps.opts[GENOPT_MAX_NEW].help = "tokens to generate (default 128)";
 	a->ps.opts[GENOPT_MIROSTAT].help = "mirostat v2 (V: 0 = off, 2 = v2; v1 is not offered)";
+	a->ps.opts[GENOPT_DRAFT_MODEL].arg = "FILE|NAME";
+	a->ps.opts[GENOPT_DRAFT_MODEL].help = "speculative decoding: proposals from this GGUF (NAME: "
+					      "NAME.gguf beside --model), same vocabulary";
 	for (int i = 1; i < argc; i++) {
 		const char *arg = argv[i];
 		const struct genopt *p = genopt_find_in(own_head, N_HEAD, arg);

@@ -772,6 +772,17 @@ static int op_generate(struct exl_conn *c, struct exl_prep **pp)
 		send_error(c, id, EXL_E_LIMIT, err);
 		return MSG_DONE;
 	}
+	char draft_path[EXL_CONFIG_MAX_PATH + EXL_MAX_NAME + 8];
+
+	if (g->s.draft_model) {
+		int code = exl_registry_draft_path(c->lp->reg, e, g->s.draft_model, draft_path,
+						   sizeof(draft_path), err, sizeof(err));
+
+		if (code != EXL_OK) {
+			send_error(c, id, code, err);
+			return MSG_DONE;
+		}
+	}
 	int place = prep_place(c, p);
 	if (place < 0)
 		return MSG_WAIT;
@@ -793,6 +804,15 @@ static int op_generate(struct exl_conn *c, struct exl_prep **pp)
 	j->req_id = *id;
 	j->stream = g->stream;
 	j->return_text = g->return_text < 0 ? g->stream == EXL_STREAM_NONE : g->return_text;
+	if (g->s.draft_model) {
+		j->draft_name = strdup(g->s.draft_model);
+		j->draft_path = strdup(draft_path);
+		if (!j->draft_name || !j->draft_path) {
+			send_error(c, id, EXL_E_INTERNAL, "generate: out of memory");
+			exl_srv_job_free(j);
+			return MSG_DONE;
+		}
+	}
 	p->job = j;
 	p->model = e->model;
 	p->et = e->et;

@@ -12,6 +12,14 @@
  * (running maximum, denominator and weighted sum of V), folding in the
  * window's positions a page span of at most EXL_ATTN_CHUNK at a time, so a
  * thread needs head_dim + EXL_ATTN_CHUNK floats whatever the context length.
+ *
+ * A long window is cut into partitions whose softmax states are merged
+ * (flash-decoding).  Where the cuts fall depends on the window's length
+ * only, never on the batch: a position's output must be the same bits
+ * whether it is decoded alone, beside other jobs, or as one of several
+ * rows of its own sequence (a speculative step verifying drafted tokens,
+ * daemon/core/generator/engine.c).  The batch only decides whether a
+ * unit's partitions run on several threads or one after another in one.
  */
 #include <math.h>
 #include <stdatomic.h>
@@ -217,13 +225,28 @@ void exl_cpu_kv_store(struct exl_pool *pool, const struct exl_cpu_ops *k,
 /* ---- attention --------------------------------------------------------
  * The query heads of a KV head (its group) go through the kernel together,
  * in pieces of 8, 4, 2 and 1 heads; a "unit" is one piece of one KV head of
- * one token.  When there are too few units to keep the threads busy (a
- * decode step), each unit's window is cut into partitions whose softmax
- * states are merged afterwards, as flash-decoding does. */
+ * one token.  A window of 2 * PART_MIN positions or more is cut into
+ * partitions (part_count) whose softmax states are merged afterwards, as
+ * flash-decoding does.  When there are too few units to keep the threads
+ * busy (a decode step), the partitions of a unit are spread over the
+ * threads ("split"); otherwise one thread computes a unit's partitions in
+ * turn and merges them itself.  Both merge with merge_unit, so the result
+ * is the same bits either way. */
 
 /* Partitions are at least this many positions. */
 #define PART_MIN 256
 #define PART_MAX 64
+
+/* Partitions of a window of len positions: a function of len alone (see
+ * the top of the file). */
+static int part_count(int len)
+{
+	int n = len / PART_MIN;
+
+	if (n < 2)
+		return 1;
+	return n < PART_MAX ? n : PART_MAX;
+}
 
 void exl_attn_scratch_free(struct exl_attn_scratch *s)
 {
@@ -246,16 +269,19 @@ struct attention_job {
 	int n_heads;
 	int group;            /* query heads per KV head */
 	int n_pieces;         /* pieces per group */
-	int n_part;           /* partitions per unit */
+	bool split;           /* items are (unit, partition) pairs, else units */
 	float scale;
 	float softcap;
 	int window;
 	unsigned char *scratch; /* per thread: thread_bytes */
 	size_t thread_bytes;
-	float *partial;       /* n_part > 1: per (unit, partition) partial_floats */
+	size_t local_off;     /* !split: offset in a thread's scratch of its PART_MAX
+			       * partial states, 0 when no window is partitioned */
+	float *partial;       /* split: PART_MAX partial states per unit */
 	size_t partial_floats;
 	size_t n_units;
-	_Atomic size_t next;  /* the next (unit, partition) to take */
+	size_t n_items;
+	_Atomic size_t next;  /* the next item to take */
 };
 
 /* Piece i of a group of g heads: first the whole 8s, then 4, 2, 1 as the
@@ -289,55 +315,53 @@ static int piece_count(int g)
 	return g / 8 + ((g & 4) != 0) + ((g & 2) != 0) + (g & 1);
 }
 
-/* The partial state of one (unit, partition): m[8], l[8], acc[8][hd]. */
-static float *partial_of(const struct attention_job *j, size_t item)
+/* Where unit u's token, KV head and piece are. */
+static void unit_of(const struct attention_job *j, size_t u, size_t *t, int *kvh, int *h0, int *g)
 {
-	return j->partial + item * j->partial_floats;
+	const int pi = (int)(u % (size_t)j->n_pieces);
+	const size_t tk = u / (size_t)j->n_pieces; /* t * n_kv_heads + kvh */
+
+	*kvh = (int)(tk % (size_t)j->kv->n_kv_heads);
+	*t = tk / (size_t)j->kv->n_kv_heads;
+	piece(j->group, pi, h0, g);
+	*h0 += *kvh * j->group;
 }
 
-static void attend_item(const struct attention_job *j, size_t item, unsigned char *scratch)
+/* Folds positions [p0, p1) of unit u's window into st (whose m, l and acc
+ * start empty). */
+static void attend_span(const struct attention_job *j, size_t u, int p0, int p1,
+			unsigned char *scratch, struct exl_attn_state *st)
 {
 	const struct exl_kv_layer *kv = j->kv;
 	const struct exl_cpu_batch *b = j->b;
 	const size_t hd = (size_t)kv->head_dim;
-	const size_t unit = item / (size_t)j->n_part;
-	const int part = (int)(item % (size_t)j->n_part);
-	const int pi = (int)(unit % (size_t)j->n_pieces);
-	const size_t tk = unit / (size_t)j->n_pieces; /* t * n_kv_heads + kvh */
-	const int kvh = (int)(tk % (size_t)kv->n_kv_heads);
-	const size_t t = tk / (size_t)kv->n_kv_heads;
-	const int32_t *row = b->page_table + (size_t)b->seq[t] * (size_t)b->max_pages;
-	const int len = b->pos[t] + 1;
-	const int start = window_start(b->pos[t], j->window);
-	const int per = (len - start + j->n_part - 1) / j->n_part;
-	const int p1 = start + (part + 1) * per < len ? start + (part + 1) * per : len;
 	const uint16_t *K = kv->k;
 	const uint16_t *V = kv->v;
 	const int ps = kv->page_size;
-	struct exl_attn_state st;
-	int h0, g;
+	size_t t;
+	int kvh, h0, g;
 
-	piece(j->group, pi, &h0, &g);
-	h0 += kvh * j->group;
+	unit_of(j, u, &t, &kvh, &h0, &g);
+	const int32_t *row = b->page_table + (size_t)b->seq[t] * (size_t)b->max_pages;
 	float *acc = (float *)(void *)scratch;
 	const uint16_t **kp = (const uint16_t **)(void *)(scratch +
 		align64((size_t)EXL_ATTN_MAX_GROUP * hd * sizeof(float)) +
 		align64((size_t)EXL_ATTN_MAX_GROUP * EXL_ATTN_CHUNK * sizeof(float)));
 	const uint16_t **vp = kp + EXL_ATTN_CHUNK;
 
-	st.g = g;
-	st.softcap = j->softcap;
-	st.q = j->q + (t * (size_t)j->n_heads + (size_t)h0) * hd;
-	st.acc = acc;
-	st.s = (float *)(void *)(scratch +
-				 align64((size_t)EXL_ATTN_MAX_GROUP * hd * sizeof(float)));
+	st->g = g;
+	st->softcap = j->softcap;
+	st->q = j->q + (t * (size_t)j->n_heads + (size_t)h0) * hd;
+	st->acc = acc;
+	st->s = (float *)(void *)(scratch +
+				  align64((size_t)EXL_ATTN_MAX_GROUP * hd * sizeof(float)));
 	for (int i = 0; i < g; i++) {
-		st.m[i] = -INFINITY;
-		st.l[i] = 0.0f;
+		st->m[i] = -INFINITY;
+		st->l[i] = 0.0f;
 	}
 	memset(acc, 0, (size_t)g * hd * sizeof(float));
 
-	for (int p = start + part * per; p < p1;) {
+	for (int p = p0; p < p1;) {
 		int n = 0;
 
 		/* up to a chunk of positions, gathered over page boundaries */
@@ -357,31 +381,134 @@ static void attend_item(const struct attention_job *j, size_t item, unsigned cha
 			}
 			p += run;
 		}
-		j->k->attn_chunk(&st, kp, vp, n, kv->head_dim, j->scale);
+		j->k->attn_chunk(st, kp, vp, n, kv->head_dim, j->scale);
 	}
+}
 
-	if (j->n_part > 1) {
-		float *pa = partial_of(j, item);
+/* Unit u's window: positions [*start, *end). */
+static void unit_window(const struct attention_job *j, size_t u, int *start, int *end)
+{
+	const size_t t = u / (size_t)j->n_pieces / (size_t)j->kv->n_kv_heads;
 
-		memcpy(pa, st.m, sizeof(st.m));
-		memcpy(pa + EXL_ATTN_MAX_GROUP, st.l, sizeof(st.l));
-		memcpy(pa + 2 * EXL_ATTN_MAX_GROUP, acc, (size_t)g * hd * sizeof(float));
-		return;
-	}
+	*start = window_start(j->b->pos[t], j->window);
+	*end = j->b->pos[t] + 1;
+}
+
+/* Partition part of n_part of the window [start, end): [*p0, *p1). */
+static void part_span(int start, int end, int n_part, int part, int *p0, int *p1)
+{
+	const int per = (end - start + n_part - 1) / n_part;
+
+	*p0 = start + part * per < end ? start + part * per : end;
+	*p1 = start + (part + 1) * per < end ? start + (part + 1) * per : end;
+}
+
+/* A window in one partition: the output straight from its state. */
+static void write_out(const struct attention_job *j, size_t u, const struct exl_attn_state *st)
+{
+	const size_t hd = (size_t)j->kv->head_dim;
+	size_t t;
+	int kvh, h0, g;
+
+	unit_of(j, u, &t, &kvh, &h0, &g);
 	for (int i = 0; i < g; i++) {
 		float *o = j->out + (t * (size_t)j->n_heads + (size_t)(h0 + i)) * hd;
 		/* l >= 1 (the maximum weighs 1) unless every score was -inf or NaN */
-		const float inv = st.l[i] > 0.0f ? 1.0f / st.l[i] : 0.0f;
+		const float inv = st->l[i] > 0.0f ? 1.0f / st->l[i] : 0.0f;
 
 		for (size_t d = 0; d < hd; d++)
-			o[d] = acc[(size_t)i * hd + d] * inv;
+			o[d] = st->acc[(size_t)i * hd + d] * inv;
 	}
+}
+
+/* A partial state: m[8], l[8], acc[8][hd]. */
+static void save_partial(const struct attention_job *j, const struct exl_attn_state *st,
+			 float *pa)
+{
+	memcpy(pa, st->m, sizeof(st->m));
+	memcpy(pa + EXL_ATTN_MAX_GROUP, st->l, sizeof(st->l));
+	memcpy(pa + 2 * EXL_ATTN_MAX_GROUP, st->acc,
+	       (size_t)st->g * (size_t)j->kv->head_dim * sizeof(float));
+}
+
+/* Combines unit u's n_part partial states (partial_floats apart, in
+ * partition order) into its output.  The one merge both schedules use. */
+static void merge_unit(const struct attention_job *j, size_t u, const float *parts, int n_part)
+{
+	const size_t hd = (size_t)j->kv->head_dim;
+	size_t t;
+	int kvh, h0, g;
+
+	unit_of(j, u, &t, &kvh, &h0, &g);
+	for (int i = 0; i < g; i++) {
+		float *o = j->out + (t * (size_t)j->n_heads + (size_t)(h0 + i)) * hd;
+		float m = -INFINITY, l = 0.0f;
+
+		for (int p = 0; p < n_part; p++) {
+			float mp = parts[(size_t)p * j->partial_floats + (size_t)i];
+
+			m = mp > m ? mp : m;
+		}
+		for (size_t d = 0; d < hd; d++)
+			o[d] = 0.0f;
+		for (int p = 0; p < n_part; p++) {
+			const float *pa = parts + (size_t)p * j->partial_floats;
+			const float f = exl_softmax_rescale(pa[i], m);
+			const float *acc = pa + 2 * EXL_ATTN_MAX_GROUP + (size_t)i * hd;
+
+			if (f == 0.0f)
+				continue; /* an empty partition */
+			l += pa[EXL_ATTN_MAX_GROUP + i] * f;
+			for (size_t d = 0; d < hd; d++)
+				o[d] += acc[d] * f;
+		}
+		const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+		for (size_t d = 0; d < hd; d++)
+			o[d] *= inv;
+	}
+}
+
+/* One item: a whole unit, or (split) one partition of one. */
+static void attend_item(const struct attention_job *j, size_t item, unsigned char *scratch)
+{
+	const size_t u = j->split ? item / PART_MAX : item;
+	struct exl_attn_state st;
+	int start, end, p0, p1;
+
+	unit_window(j, u, &start, &end);
+	const int n_part = part_count(end - start);
+
+	if (n_part == 1) {
+		if (j->split && item % PART_MAX)
+			return;
+		attend_span(j, u, start, end, scratch, &st);
+		write_out(j, u, &st);
+		return;
+	}
+	if (j->split) {
+		const int part = (int)(item % PART_MAX);
+
+		if (part >= n_part)
+			return;
+		part_span(start, end, n_part, part, &p0, &p1);
+		attend_span(j, u, p0, p1, scratch, &st);
+		save_partial(j, &st, j->partial + item * j->partial_floats);
+		return;
+	}
+	float *local = (float *)(void *)(scratch + j->local_off);
+
+	for (int part = 0; part < n_part; part++) {
+		part_span(start, end, n_part, part, &p0, &p1);
+		attend_span(j, u, p0, p1, scratch, &st);
+		save_partial(j, &st, local + (size_t)part * j->partial_floats);
+	}
+	merge_unit(j, u, local, n_part);
 }
 
 static void attention_fn(void *ctx, int ith, int nth)
 {
 	struct attention_job *j = ctx;
-	const size_t total = j->n_units * (size_t)j->n_part;
+	const size_t total = j->n_items;
 	unsigned char *scratch = j->scratch + (size_t)ith * j->thread_bytes;
 
 	(void)nth;
@@ -396,49 +523,21 @@ static void attention_fn(void *ctx, int ith, int nth)
 	}
 }
 
-/* Combines the partitions of each unit into the output. */
+/* Split: combines the partitions of each partitioned unit into the output. */
 static void merge_fn(void *ctx, int ith, int nth)
 {
 	struct attention_job *j = ctx;
-	const size_t hd = (size_t)j->kv->head_dim;
 	size_t ub, ue;
 
 	exl_pool_split(j->n_units, ith, nth, &ub, &ue);
 	for (size_t u = ub; u < ue; u++) {
-		const int pi = (int)(u % (size_t)j->n_pieces);
-		const size_t tk = u / (size_t)j->n_pieces;
-		const int kvh = (int)(tk % (size_t)j->kv->n_kv_heads);
-		const size_t t = tk / (size_t)j->kv->n_kv_heads;
-		int h0, g;
+		int start, end;
 
-		piece(j->group, pi, &h0, &g);
-		h0 += kvh * j->group;
-		for (int i = 0; i < g; i++) {
-			float *o = j->out + (t * (size_t)j->n_heads + (size_t)(h0 + i)) * hd;
-			float m = -INFINITY, l = 0.0f;
+		unit_window(j, u, &start, &end);
+		const int n_part = part_count(end - start);
 
-			for (int p = 0; p < j->n_part; p++) {
-				float mp = partial_of(j, u * (size_t)j->n_part + (size_t)p)[i];
-
-				m = mp > m ? mp : m;
-			}
-			for (size_t d = 0; d < hd; d++)
-				o[d] = 0.0f;
-			for (int p = 0; p < j->n_part; p++) {
-				const float *pa = partial_of(j, u * (size_t)j->n_part + (size_t)p);
-				const float f = exl_softmax_rescale(pa[i], m);
-				const float *acc = pa + 2 * EXL_ATTN_MAX_GROUP + (size_t)i * hd;
-
-				if (f == 0.0f)
-					continue; /* an empty partition */
-				l += pa[EXL_ATTN_MAX_GROUP + i] * f;
-				for (size_t d = 0; d < hd; d++)
-					o[d] += acc[d] * f;
-			}
-			const float inv = l > 0.0f ? 1.0f / l : 0.0f;
-			for (size_t d = 0; d < hd; d++)
-				o[d] *= inv;
-		}
+		if (n_part > 1)
+			merge_unit(j, u, j->partial + u * PART_MAX * j->partial_floats, n_part);
 	}
 }
 
@@ -486,27 +585,24 @@ int exl_cpu_attention(struct exl_pool *pool, const struct exl_cpu_ops *k,
 			max_len = len;
 	}
 	work *= (size_t)n_heads * hd;
-	j.n_part = 1;
-	if (nth > 1 && j.n_units < 2 * (size_t)nth) {
-		size_t want = (2 * (size_t)nth + j.n_units - 1) / j.n_units;
-		size_t most = (size_t)max_len / PART_MIN;
+	/* Spreading partitions over threads is worth it only when the units
+	 * alone leave threads idle and some window is long enough to cut. */
+	j.split = nth > 1 && j.n_units < 2 * (size_t)nth && part_count(max_len) > 1;
+	j.n_items = j.split ? j.n_units * PART_MAX : j.n_units;
 
-		if (want > most)
-			want = most;
-		if (want > PART_MAX)
-			want = PART_MAX;
-		if (want > 1)
-			j.n_part = (int)want;
-	}
-
-	/* per thread: acc[8][hd], scores[8][chunk], K and V row pointers */
+	/* per thread: acc[8][hd], scores[8][chunk], K and V row pointers, and
+	 * (not split, a window partitioned) PART_MAX partial states */
+	j.partial_floats = 2 * EXL_ATTN_MAX_GROUP + (size_t)EXL_ATTN_MAX_GROUP * hd;
 	j.thread_bytes = align64((size_t)EXL_ATTN_MAX_GROUP * hd * sizeof(float)) +
 			 align64((size_t)EXL_ATTN_MAX_GROUP * EXL_ATTN_CHUNK * sizeof(float)) +
 			 align64(2 * EXL_ATTN_CHUNK * sizeof(uint16_t *));
-	j.partial_floats = 2 * EXL_ATTN_MAX_GROUP + (size_t)EXL_ATTN_MAX_GROUP * hd;
+	if (!j.split && part_count(max_len) > 1) {
+		j.local_off = j.thread_bytes;
+		j.thread_bytes += align64(PART_MAX * j.partial_floats * sizeof(float));
+	}
 	need = j.thread_bytes * (size_t)nth;
-	if (j.n_part > 1)
-		need += j.n_units * (size_t)j.n_part * j.partial_floats * sizeof(float);
+	if (j.split)
+		need += j.n_units * PART_MAX * j.partial_floats * sizeof(float);
 	if (need > scratch->cap) {
 		void *p = aligned_alloc(64, align64(need));
 
@@ -526,7 +622,7 @@ int exl_cpu_attention(struct exl_pool *pool, const struct exl_cpu_ops *k,
 		exl_pool_run(pool, attention_fn, &j);
 	else
 		attention_fn(&j, 0, 1);
-	if (j.n_part > 1) {
+	if (j.split) {
 		if (j.n_units > 1)
 			exl_pool_run(pool, merge_fn, &j);
 		else

@@ -549,6 +549,18 @@ static void seed_generate_regex(struct pk *k)
 	msgpack_pack_array(&k->p, 0);
 }
 
+static void seed_generate_search(struct pk *k)
+{
+	msgpack_pack_map(&k->p, 7);
+	kv_s(k, "op", "generate");
+	kv_i(k, "id", 5);
+	kv_s(k, "prompt", "x");
+	kv_s(k, "draft_model", "tiny");
+	kv_i(k, "draft_tokens", 6);
+	kv_i(k, "num_beams", 4);
+	kv_d(k, "length_penalty", 0.5);
+}
+
 /* Every msgpack type, under a key the decoder ignores: the scanner and
  * msgpack-c must agree on each one's extent. */
 static void seed_exotic(struct pk *k)
@@ -684,6 +696,9 @@ size_t fuzz_seeds(const struct fuzz_blob **out)
 	pk_init(&k);
 	seed_generate_regex(&k);
 	add_seed("generate-regex", &k);
+	pk_init(&k);
+	seed_generate_search(&k);
+	add_seed("generate-search", &k);
 
 	pk_init(&k);
 	msgpack_pack_map(&k.p, 3);
@@ -733,6 +748,7 @@ size_t fuzz_dict(const struct fuzz_blob **out)
 		"xtc_probability", "xtc_threshold", "stop", "ignore_eos", "banned_strings",
 		"grammar", "json_schema", "regex", "filter_prefer_eos", "return_probs",
 		"return_top_k", "return_logits", "return_text", "stream", "socket", "none",
+		"draft_model", "draft_tokens", "ngram_draft", "num_beams", "length_penalty",
 	};
 	static uint8_t bytes[4096];
 	size_t used = 0;

@@ -40,6 +40,13 @@
  *               byte tokens that make no character (in the prompt ids and
  *               forced into the output) come back as U+FFFD: every str the
  *               daemon sends is valid UTF-8
+ *   spec        speculative decoding through libexlclient: jobs drafting
+ *               with a loaded model (stories260K for itself) or n-gram
+ *               lookup (with a ban, a stop string and a regex), submitted
+ *               together with plain ones, give exactly the ids of the same
+ *               jobs without drafting; status counts the proposals; a draft
+ *               model with another vocabulary, or not loaded, is refused;
+ *               beam search: one beam is greedy, four report their score
  */
 #include <errno.h>
 #include <msgpack.h>
@@ -2070,7 +2077,7 @@ out:
 static const char *const daemon_features[] = {
 	"penalties", "no_repeat_ngram", "typical", "tfs", "top_a", "token_bias", "dry", "xtc",
 	"mirostat", "banned_strings", "token_healing", "cfg", "grammar", "json_schema", "regex",
-	"return_logits",
+	"return_logits", "speculative", "beam_search",
 };
 #define N_DAEMON_FEATURES (sizeof(daemon_features) / sizeof(daemon_features[0]))
 
@@ -2635,12 +2642,223 @@ out:
 	return ret;
 }
 
+/* ---- spec ---- */
+
+#define SPEC_N 8
+#define SPEC_NEW 48
+
+/* the output repeats it: n-gram lookup has proposals */
+static const char spec_repeat[] =
+	"Once upon a time, there was a little girl named Lily. She loved to play outside in "
+	"the park. One day, Lily went to the park. Once upon a time";
+
+static const char *const spec_prompts[SPEC_N] = {
+	spec_repeat, "Tom and Sue went to the park. They", "The dog", "A little bird", "One day, Lily",
+	"The sun was", "Ben had a red ball", "Mom said",
+};
+
+/* Job i's options: greedy or seeded, n-gram or draft-model proposals (or
+ * none: the plain jobs between them), a ban, a stop string and a regex on
+ * some. */
+static void spec_params(struct exl_gen_params *p, int i, bool draft)
+{
+	static const char *const ban[] = { "Lily" };
+	static const char *const stop[] = { "park." };
+
+	greedy(p, SPEC_NEW);
+	p->model = MODEL;
+	if (i % 2) {
+		p->temperature = 1.0f;
+		p->top_k = 0;
+		p->top_p = 1.0f;
+		p->min_p = 0.0f;
+		p->has_seed = true;
+		p->seed = 4000 + (uint64_t)i;
+	}
+	if (i == 2 || i == 3) {
+		p->banned_strings = ban;
+		p->n_banned_strings = 1;
+		p->stop_strings = stop;
+		p->n_stop_strings = 1;
+		p->regex = "[A-Za-z ,.']+";
+	}
+	p->return_probs = 1;
+	p->return_text = 1; /* the result carries every id */
+	if (!draft || i >= 6)
+		return;
+	if (i % 3 == 2) {
+		p->draft_model = MODEL;
+		p->draft_tokens = 5;
+	} else {
+		p->ngram_draft = 3;
+	}
+}
+
+/* Submits the SPEC_N jobs at once on c and gathers their results. */
+static int spec_run(struct exl_client *c, bool draft, struct exl_result *out)
+{
+	struct exl_gen_params p;
+	uint64_t job[SPEC_N];
+	int done = 0;
+
+	for (int i = 0; i < SPEC_N; i++) {
+		spec_params(&p, i, draft);
+		if (exl_submit(c, &p, spec_prompts[i], &job[i])) {
+			fprintf(stderr, "FAIL: submit %d: %s\n", i, exl_errmsg(c));
+			return -1;
+		}
+	}
+	while (done < SPEC_N) {
+		struct exl_event ev;
+
+		if (exl_next(c, &ev, 60000)) {
+			fprintf(stderr, "FAIL: next: %s\n", exl_errmsg(c));
+			return -1;
+		}
+		if (ev.type != EXL_EVENT_DONE)
+			continue;
+		for (int i = 0; i < SPEC_N; i++) {
+			if (job[i] != ev.job)
+				continue;
+			out[i] = *ev.result;
+			/* the event's result is the library's until the next
+			 * call: keep what is compared */
+			out[i].ids = malloc(ev.result->n_ids * sizeof(int32_t) + 1);
+			out[i].probs = NULL;
+			out[i].text = NULL;
+			out[i].stop_string = NULL;
+			out[i].error = NULL;
+			if (!out[i].ids)
+				return -1;
+			memcpy(out[i].ids, ev.result->ids, ev.result->n_ids * sizeof(int32_t));
+			done++;
+		}
+	}
+	return 0;
+}
+
+static int test_spec(void)
+{
+	struct daemon d = { .pid = -1, .notify_fd = -1 };
+	struct exl_client *c = NULL;
+	struct exl_result plain[SPEC_N], drafted[SPEC_N], r = { 0 }, g = { 0 };
+	struct exl_gen_params p;
+	struct exl_daemon_status st = { 0 };
+	const char *extra[] = { "--load", MODEL ",aidreams260K", NULL };
+	int ret = 1;
+
+	memset(plain, 0, sizeof(plain));
+	memset(drafted, 0, sizeof(drafted));
+	if (h_prepare(&d) || h_start(&d, NULL, extra) || connect_to(&d, &c, true))
+		goto out;
+	/* the ring holds whole streams: nothing pauses */
+	CHECK(exl_server_feature(c, "speculative") && exl_server_feature(c, "beam_search"),
+	      "features not listed");
+	for (int tries = 0; tries < 600; tries++) {
+		int n_loaded = 0;
+
+		CHECK(exl_status(c, &st) == 0, "status: %s", exl_errmsg(c));
+		for (size_t i = 0; i < st.n_models; i++)
+			n_loaded += !strcmp(st.models[i].state, "loaded");
+		free(st.models);
+		st.models = NULL;
+		if (n_loaded == 2)
+			break;
+		usleep(50000);
+	}
+	CHECK(spec_run(c, false, plain) == 0, "the jobs without drafting");
+	CHECK(spec_run(c, true, drafted) == 0, "the jobs with drafting");
+	int proposed = 0, accepted = 0;
+
+	for (int i = 0; i < SPEC_N; i++) {
+		CHECK(plain[i].n_ids > 0 && (plain[i].n_ids == SPEC_NEW ||
+					      strcmp(plain[i].stop_reason, "max_new_tokens")),
+		      "job %d: %zu ids, %s", i, plain[i].n_ids, plain[i].stop_reason);
+		CHECK(!strcmp(plain[i].stop_reason, drafted[i].stop_reason) &&
+		      plain[i].n_ids == drafted[i].n_ids &&
+		      !memcmp(plain[i].ids, drafted[i].ids, plain[i].n_ids * sizeof(int32_t)),
+		      "job %d: %zu ids (%s) drafting, %zu (%s) without", i, drafted[i].n_ids,
+		      drafted[i].stop_reason, plain[i].n_ids, plain[i].stop_reason);
+		CHECK(plain[i].draft_proposed == 0 && drafted[i].draft_accepted <=
+		      drafted[i].draft_proposed, "job %d: %d of %d", i, drafted[i].draft_accepted,
+		      drafted[i].draft_proposed);
+		proposed += drafted[i].draft_proposed;
+		accepted += drafted[i].draft_accepted;
+	}
+	CHECK(proposed > 0 && accepted > 0, "%d proposed, %d accepted", proposed, accepted);
+	printf("  %d jobs (6 drafting) batched together: the ids of the same jobs without "
+	       "drafting; %d of %d proposals accepted\n", SPEC_N, accepted, proposed);
+	/* the figures are a snapshot the engine takes between steps */
+	uint64_t sp = 0, sa = 0;
+
+	for (int tries = 0; tries < 500 && sp < (uint64_t)proposed; tries++) {
+		CHECK(exl_status(c, &st) == 0, "status: %s", exl_errmsg(c));
+		for (size_t i = 0; i < st.n_models; i++) {
+			if (strcmp(st.models[i].name, MODEL))
+				continue;
+			sp = st.models[i].draft_proposed;
+			sa = st.models[i].draft_accepted;
+		}
+		free(st.models);
+		st.models = NULL;
+		usleep(10000);
+	}
+	CHECK(sp == (uint64_t)proposed && sa == (uint64_t)accepted, "status: %llu of %llu",
+	      (unsigned long long)sa, (unsigned long long)sp);
+
+	/* refusals, before anything runs */
+	greedy(&p, 4);
+	p.model = MODEL;
+	p.draft_model = "aidreams260K";
+	CHECK(exl_generate(c, &p, "Hi", &r) == EXL_E_BAD_REQUEST &&
+	      strstr(exl_errmsg(c), "vocabulary"), "another vocabulary: %s", exl_errmsg(c));
+	p.draft_model = "nope";
+	CHECK(exl_generate(c, &p, "Hi", &r) == EXL_E_UNKNOWN_MODEL &&
+	      strstr(exl_errmsg(c), "draft_model"), "not loaded: %s", exl_errmsg(c));
+	p.draft_model = MODEL;
+	p.ngram_draft = 2;
+	CHECK(exl_generate(c, &p, "Hi", &r) == EXL_E_BAD_REQUEST, "both proposers: %s",
+	      exl_errmsg(c));
+	printf("  refused: a draft model with another vocabulary, one not loaded, two proposers\n");
+
+	/* beam search: one beam is greedy; four end with their score */
+	greedy(&p, 30);
+	p.model = MODEL;
+	CHECK(exl_generate(c, &p, spec_prompts[1], &g) == 0, "greedy: %s", exl_errmsg(c));
+	p.num_beams = 1;
+	CHECK(exl_generate(c, &p, spec_prompts[1], &r) == 0, "1 beam: %s", exl_errmsg(c));
+	CHECK(r.n_ids == g.n_ids && !memcmp(r.ids, g.ids, g.n_ids * sizeof(int32_t)) &&
+	      !strcmp(r.text, g.text) && r.num_beams == 1, "1 beam '%s', greedy '%s'", r.text,
+	      g.text);
+	exl_result_free(&r);
+	p.num_beams = 4;
+	p.length_penalty = 0.0f;
+	CHECK(exl_generate(c, &p, spec_prompts[1], &r) == 0, "4 beams: %s", exl_errmsg(c));
+	CHECK(r.num_beams == 4 && r.beam_score < 0.0 && r.n_ids > 0, "4 beams: %d, score %g",
+	      r.num_beams, r.beam_score);
+	printf("  beams: 1 = greedy ('%s'); 4: '%s', summed log-probability %.3f\n", g.text,
+	       r.text, r.beam_score);
+	CHECK(h_stop(&d) == 0, "exld did not exit 0");
+	ret = 0;
+out:
+	exl_close(c);
+	h_cleanup(&d);
+	free(st.models);
+	for (int i = 0; i < SPEC_N; i++) {
+		free(plain[i].ids);
+		free(drafted[i].ids);
+	}
+	exl_result_free(&r);
+	exl_result_free(&g);
+	return ret;
+}
+
 int main(int argc, char **argv)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	if (argc != 2) {
 		fprintf(stderr, "usage: test_daemon activate|concurrent|kill|garbage|drain|admin|limits|"
-			"poll|suspend|stalled|trickle|bigdone|mixed|logits|features|wakes|utf8\n");
+			"poll|suspend|stalled|trickle|bigdone|mixed|logits|features|wakes|utf8|spec\n");
 		return 2;
 	}
 	if (!h_models_dir()) {
@@ -2683,6 +2901,8 @@ int main(int argc, char **argv)
 		return test_wakes();
 	if (!strcmp(argv[1], "utf8"))
 		return test_utf8();
+	if (!strcmp(argv[1], "spec"))
+		return test_spec();
 	fprintf(stderr, "unknown test '%s'\n", argv[1]);
 	return 2;
 }

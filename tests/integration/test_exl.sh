@@ -1,7 +1,8 @@
 #!/bin/sh
 # The exl tool against a real exld: streamed output equals the result
 # (--json) and `exld run`; --dump-logits writes exld run's rows; several prompts in one batch print in order; two
-# exl processes sharing one model each get their own correct output; -
+# exl processes sharing one model each get their own correct output;
+# --ngram-draft and --draft-model give the plain ids, --beams its score; -
 # reads stdin; models / load / unload / status / bench; every exit status
 # of docs/exl.md with its message: no daemon, an unknown model, bad options
 # (each option's range is the daemon's: a value it would refuse never
@@ -354,6 +355,26 @@ grep -q '^stories260K  *loaded .* 1\.1 MiB cpu$' "$tmp/o" &&
 	has "$tmp/o" "stories260K (cpu): weights 1.1 MiB mapped from the file, KV cache 5.0 MiB" &&
 	has "$tmp/o" "aidreams260K (cpu): weights " && ! has "$tmp/o" "VRAM" &&
 	ok "status: device and memory per model" || bad "status memory: $(cat "$tmp/o")"
+
+# Speculative decoding and beam search through exl's flags (common/cli):
+# the drafted ids are the plain ones, with the proposals counted.  After
+# the memory check: the drafter's copy of stories260K counts in its memory.
+ids() { sed 's/.*"token_ids":\[\([0-9,]*\)\].*/\1/' "$1"; }
+"$exl" generate -m stories260K -n 40 --temperature 0 --json "Once upon a time" >"$tmp/pj" \
+	2>/dev/null
+for a in "--ngram-draft 3" "--draft-model stories260K --draft-tokens 3"; do
+	# shellcheck disable=SC2086
+	"$exl" generate -m stories260K -n 40 --temperature 0 --json $a "Once upon a time" \
+		>"$tmp/sj" 2>"$tmp/e"
+	[ -n "$(ids "$tmp/pj")" ] && [ "$(ids "$tmp/sj")" = "$(ids "$tmp/pj")" ] && has "$tmp/sj" '"draft_proposed":' &&
+		ok "$a: the plain ids, proposals counted" || bad "$a: $(cat "$tmp/sj") $(cat "$tmp/e")"
+done
+"$exl" generate -m stories260K -n 20 --beams 3 --length-penalty 0.5 --json "Once upon a time" \
+	>"$tmp/bj" 2>"$tmp/e"
+has "$tmp/bj" '"num_beams":3,"beam_score":-' && ok "--beams 3: num_beams, beam_score" ||
+	bad "--beams: $(cat "$tmp/bj") $(cat "$tmp/e")"
+"$exl" generate -n 5 --draft-tokens 3 "Once upon a time" >/dev/null 2>"$tmp/e" &&
+	bad "--draft-tokens alone taken" || ok "--draft-tokens alone refused"
 "$exl" unload aidreams260K >"$tmp/o" 2>"$tmp/e"
 [ $? = 0 ] && has "$tmp/o" "unloaded aidreams260K" && ok "unload" || bad "unload: $(cat "$tmp/e")"
 "$exl" generate -m aidreams260K hi >/dev/null 2>&1

@@ -14,7 +14,9 @@
  *    each variant against the scalar one (|difference| <= 1e-5);
  *  - decode steps (one token at the end of a window of 700..5000 positions)
  *    with few KV heads, so a pool splits the window into partitions and
- *    merges their softmax states, against the same naive attention;
+ *    merges their softmax states, against the same naive attention; and
+ *    the same positions' outputs bit-identical whether each is alone in
+ *    its pass, one of 5 rows of its sequence, or beside short windows;
  *  - the op table (exl_backend_cpu_create): memory ops, set_batch/kv_store/
  *    attention/rope through it (bit-identical to the drivers), embed of
  *    F32/F16/BF16/Q8_0/Q4_0 tables (bit-identical to exl_dequantize_row),
@@ -456,6 +458,79 @@ static void run_drivers(const struct exl_cpu_ops *k, struct exl_pool *pool, int 
 	scenario_free(&s);
 }
 
+/* The attention of `n` query rows of sequence 0 at positions pos (all K/V
+ * already stored) through a sliding window (0: none), into out
+ * [n][n_heads][head_dim]. */
+static void attend_rows(const struct exl_cpu_ops *k, struct exl_pool *pool, struct scenario *s,
+			struct exl_attn_scratch *scratch, const int32_t *pos, int n,
+			const float *q, float *out, int window)
+{
+	const struct exl_attn_params ap = { 1.0f / sqrtf((float)s->head_dim), 0.0f, window };
+	int32_t seq[8] = { 0 };
+	struct exl_batch_desc d = {
+		.n_tokens = n, .pos = pos, .seq = seq, .n_seqs = N_SEQ,
+		.max_pages = s->max_pages, .page_table = s->table,
+	};
+	struct exl_cpu_batch cb = { 0 };
+	char err[200];
+
+	CHECK(exl_cpu_batch_set(&cb, &d, err, sizeof(err)) == 0 &&
+	      exl_cpu_kv_check(&cb, &s->kv, window, err, sizeof(err)) == 0, "rows: %s", err);
+	CHECK(exl_cpu_attention(pool, k, scratch, &cb, &s->kv, q, out, s->n_heads, &ap, err,
+				sizeof(err)) == 0,
+	      "rows attention: %s", err);
+	exl_cpu_batch_free(&cb);
+}
+
+/* A position's output is the same bits whatever else is in the batch: the
+ * last 5 positions of a window as 5 rows of one pass (a speculative step
+ * verifying 4 drafted tokens), each alone (decode steps), and the last
+ * beside rows of short windows (other jobs).  The partitions of a long
+ * window must not depend on how many units the batch has, with or without
+ * a sliding window (whose partitions start at the window's start). */
+static void same_bits_any_batch(const struct exl_cpu_ops *k, struct exl_pool *pool,
+				struct scenario *s, struct exl_attn_scratch *scratch, int len,
+				int window)
+{
+	enum { R = 5 };
+	const size_t row = (size_t)s->n_heads * s->head_dim;
+	float *q = xcalloc(R * row, sizeof(float));
+	float *together = xcalloc(R * row, sizeof(float));
+	float *alone = xcalloc(row, sizeof(float));
+	float *mixed = xcalloc(4 * row, sizeof(float));
+	float *mq = xcalloc(4 * row, sizeof(float));
+	int32_t pos[R], mpos[4] = { 3, 100, 300, len - 1 };
+	int bad = 0;
+
+	for (size_t i = 0; i < R * row; i++)
+		q[i] = 4.0f * rnd_uniform();
+	for (int i = 0; i < R; i++)
+		pos[i] = len - R + i;
+	attend_rows(k, pool, s, scratch, pos, R, q, together, window);
+	for (int i = 0; i < R; i++) {
+		attend_rows(k, pool, s, scratch, &pos[i], 1, q + (size_t)i * row, alone, window);
+		bad += memcmp(alone, together + (size_t)i * row, row * sizeof(float)) != 0;
+	}
+	CHECK(bad == 0, "%s/%s: %d of %d rows of one pass differ from the same positions "
+	      "alone (ps %d heads %d/%d head_dim %d, length %d, window %d)", k->name,
+	      pool ? "pool3" : "single", bad, R, s->page_size, s->n_heads, s->n_kv_heads,
+	      s->head_dim, len, window);
+	for (size_t i = 0; i < 3 * row; i++)
+		mq[i] = 4.0f * rnd_uniform();
+	memcpy(mq + 3 * row, q + (size_t)(R - 1) * row, row * sizeof(float));
+	attend_rows(k, pool, s, scratch, mpos, 4, mq, mixed, window);
+	CHECK(!memcmp(mixed + 3 * row, together + (size_t)(R - 1) * row, row * sizeof(float)),
+	      "%s/%s: the last position beside 3 short windows differs from it alone "
+	      "(ps %d heads %d/%d head_dim %d, length %d, window %d)", k->name,
+	      pool ? "pool3" : "single", s->page_size, s->n_heads, s->n_kv_heads, s->head_dim,
+	      len, window);
+	free(q);
+	free(together);
+	free(alone);
+	free(mixed);
+	free(mq);
+}
+
 /* One long sequence and one decode token at its end: few (token, KV head)
  * units, so a pool splits each window into partitions and merges them. */
 static void run_decode(const struct exl_cpu_ops *k, struct exl_pool *pool, int ps, int n_heads,
@@ -518,6 +593,8 @@ static void run_decode(const struct exl_cpu_ops *k, struct exl_pool *pool, int p
 	CHECK(count_bad(out, ref, out_n, 2e-5) == 0,
 	      "%s/%s: decode attention ps %d heads %d/%d head_dim %d at %d", k->name,
 	      pool ? "pool3" : "single", ps, n_heads, n_kv_heads, head_dim, len - 1);
+	same_bits_any_batch(k, pool, &s, &scratch, len, 0);
+	same_bits_any_batch(k, pool, &s, &scratch, len, len - 2 * ps - 3);
 	/* a window of most of the sequence: still partitioned, from its start;
 	 * the pages wholly before it unmapped, as a cache that gave them back */
 	const struct exl_attn_params aw = { scale, 0.0f, len - 2 * ps - 3 };

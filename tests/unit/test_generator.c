@@ -18,6 +18,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "daemon/core/generator/drafter.h"
 #include "daemon/core/generator/engine.h"
 #include "daemon/core/gguf/gguf.h"
 #include "daemon/core/gguf/gguf_write.h"
@@ -122,6 +123,9 @@ struct rec {
 	int cached_tokens;
 	double t_queued, t_first, t_total;
 	char error[256];
+	int draft_proposed, draft_accepted;
+	int num_beams;
+	double beam_score;
 	/* behaviour */
 	int pause_at;           /* return PAUSE for chunk number pause_at (once) */
 	bool paused_once;
@@ -213,6 +217,10 @@ static void on_done(struct exl_job *job, const struct exl_gen_result *res, void 
 	r->t_first = res->time_to_first_token;
 	r->t_total = res->time_total;
 	snprintf(r->error, sizeof(r->error), "%s", res->error ? res->error : "");
+	r->draft_proposed = res->draft_proposed;
+	r->draft_accepted = res->draft_accepted;
+	r->num_beams = res->num_beams;
+	r->beam_score = res->beam_score;
 }
 
 static const struct exl_job_callbacks cbs = { on_chunk, on_done };
@@ -1987,6 +1995,501 @@ static struct exl_model *load_poisoned(const char *tensor, uint64_t row)
 /* NaN logits used to reach the sampler, which found no token it could
  * pick and blamed bans, filter and healing.  The job now ends at the
  * first such step with an error that says what the model did. */
+/* ---- speculative decoding ---- */
+
+/* A drafter for the current model: the same file opened a second time. */
+static struct exl_drafter *self_drafter(const char *name)
+{
+	char path[4096], err[512];
+	struct exl_drafter *d;
+
+	snprintf(path, sizeof(path), "%s/%s.gguf", getenv("EXLD_MODELS"), model_name);
+	d = exl_drafter_open(name, path, be, model, 4096, 16, 512, err, sizeof(err));
+	if (!d)
+		DIE("drafter: %s", err);
+	return d;
+}
+
+/* Every job of a spec case runs in one of these: with the drafter "self"
+ * attached, so draft_model jobs can name it. */
+static struct env spec_env(void)
+{
+	struct env e = make_env(4096, 16, NULL);
+	char err[512];
+
+	if (exl_engine_attach_drafter(e.eng, self_drafter("self"), err, sizeof(err)))
+		DIE("attach: %s", err);
+	return e;
+}
+
+static void run_spec(const struct exl_gen_settings *s, const char *prompt, const char *negative,
+		     struct rec *r)
+{
+	struct env e = spec_env();
+	struct exl_job *j;
+
+	memset(r, 0, sizeof(*r));
+	r->top_sorted = true;
+	j = job_text(s, prompt, negative, r);
+	add(&e, j);
+	run_until(&e, &r, 1);
+	exl_job_free(j);
+	free_env(&e);
+	CHECK(r->n_done == 1, "on_done called %d times", r->n_done);
+}
+
+/* Same ids, text, end and per-token probabilities. */
+static bool same_output(const struct rec *a, const struct rec *b)
+{
+	return a->reason == b->reason && a->n_rtoks == b->n_rtoks &&
+	       !memcmp(a->rtoks, b->rtoks, (size_t)a->n_rtoks * 4) && !strcmp(a->rtext, b->rtext) &&
+	       a->stop_token == b->stop_token && !strcmp(a->stop_string, b->stop_string) &&
+	       !memcmp(a->probs, b->probs, (size_t)a->n_toks * sizeof(float)) &&
+	       !memcmp(a->top1, b->top1, (size_t)a->n_toks * 4) &&
+	       !memcmp(a->toks, b->toks, (size_t)a->n_toks * 4) && a->n_toks == b->n_toks;
+}
+
+/* The output repeats this prompt's first sentence, so n-gram lookup finds
+ * proposals the model accepts. */
+static const char *const repeat_prompt =
+	"Once upon a time, there was a little girl named Lily. She loved to play outside in "
+	"the park. One day, Lily went to the park. Once upon a time";
+
+struct spec_case {
+	const char *what;
+	const char *prompt;
+	const char *negative;
+	bool seeded;
+	bool ban, stop, regex, heal, min_new, probs;
+};
+
+static const struct spec_case spec_cases[] = {
+	{ "greedy", NULL, NULL, false, false, false, false, false, false, false },
+	{ "seeded", NULL, NULL, true, false, false, false, false, false, false },
+	{ "greedy, ban + stop + regex", NULL, NULL, false, true, true, true, false, false, false },
+	{ "seeded, ban + stop + regex", NULL, NULL, true, true, true, true, false, false, false },
+	{ "seeded, healing + min_new + probs", "Once upon a ti", NULL, true, false, true, false,
+	  true, true, true },
+	{ "greedy, CFG", NULL, "A sad story", false, false, false, false, false, false, false },
+	{ "seeded, CFG + ban", NULL, "The dog", true, true, false, false, false, false, true },
+};
+
+static void spec_settings(struct exl_gen_settings *s, const struct spec_case *c, int n,
+			  const char *const *ban, const char *const *stop)
+{
+	if (c->seeded)
+		plain(s, n, 31337);
+	else
+		greedy(s, n);
+	if (c->ban) {
+		s->banned_strings = ban;
+		s->n_banned_strings = 1;
+	}
+	if (c->stop) {
+		s->stop_strings = stop;
+		s->n_stop_strings = 1;
+	}
+	if (c->regex)
+		s->regex = "[A-Za-z ,.']+";
+	s->token_healing = c->heal;
+	if (c->min_new)
+		s->min_new_tokens = 20;
+	s->return_probs = c->probs;
+	s->return_top_k = c->probs ? 3 : 0;
+	if (c->negative)
+		s->cfg_scale = 1.5f;
+}
+
+/* Each case with n-gram or draft-model proposals gives exactly the ids,
+ * text, end and probabilities it gives without: rows are consumed in
+ * order by the same sampling steps, from logits that are the same bits. */
+static void spec_identity(bool use_model)
+{
+	const char *ban[] = { "Lily" };
+	const char *stop[] = { "park." };
+	struct rec *ref = new_rec(), *r = new_rec();
+	long proposed = 0, accepted = 0;
+
+	for (size_t ci = 0; ci < sizeof(spec_cases) / sizeof(spec_cases[0]); ci++) {
+		const struct spec_case *c = &spec_cases[ci];
+		const char *prompt = c->prompt ? c->prompt : repeat_prompt;
+		static const int k_list[] = { 4, 1, 7 };
+
+		for (size_t ki = 0; ki < 3; ki++) {
+			struct exl_gen_settings s;
+
+			spec_settings(&s, c, 80, ban, stop);
+			run_one(&s, prompt, c->negative, ref);
+			CHECK(ref->reason != EXL_STOP_ERROR, "%s: %s", c->what, ref->error);
+			spec_settings(&s, c, 80, ban, stop);
+			s.draft_tokens = k_list[ki];
+			if (use_model)
+				s.draft_model = "self";
+			else
+				s.ngram_draft = 3;
+			run_spec(&s, prompt, c->negative, r);
+			CHECK(same_output(ref, r), "%s, %s, draft_tokens %d: '%s' (%s, %d tokens) "
+			      "vs without drafting '%s' (%s, %d tokens)", c->what,
+			      use_model ? "draft model" : "n-gram", k_list[ki], r->rtext,
+			      exl_stop_reason_name(r->reason), r->n_rtoks, ref->rtext,
+			      exl_stop_reason_name(ref->reason), ref->n_rtoks);
+			check_consistent(r);
+			CHECK(r->draft_accepted <= r->draft_proposed && ref->draft_proposed == 0,
+			      "%s: accepted %d of %d", c->what, r->draft_accepted, r->draft_proposed);
+			proposed += r->draft_proposed;
+			accepted += r->draft_accepted;
+		}
+	}
+	printf("%s: %ld of %ld proposed tokens accepted\n", use_model ? "draft model" : "n-gram",
+	       accepted, proposed);
+	CHECK(proposed > 0 && accepted > 0, "%ld proposed, %ld accepted", proposed, accepted);
+	free(ref);
+	free(r);
+}
+
+static void case_spec_ngram(void)
+{
+	spec_identity(false);
+
+	/* The greedy case, prompt repeated: the output repeats much of it
+	 * (not all: the model tells the story its own way after "to play"),
+	 * so a fair share of the proposals are the model's own. */
+	struct exl_gen_settings s;
+	struct rec *r = new_rec();
+
+	greedy(&s, 40);
+	s.ngram_draft = 4;
+	run_spec(&s, repeat_prompt, NULL, r);
+	CHECK(r->draft_proposed > 0 && r->draft_accepted * 4 > r->draft_proposed,
+	      "repeat: %d of %d accepted ('%s')", r->draft_accepted, r->draft_proposed, r->rtext);
+	free(r);
+}
+
+static void case_spec_model(void)
+{
+	spec_identity(true);
+
+	/* Drafting for itself, greedy: every proposal is accepted. */
+	struct exl_gen_settings s;
+	struct rec *r = new_rec();
+
+	greedy(&s, 60);
+	s.ignore_eos = true;
+	s.draft_model = "self";
+	s.draft_tokens = 5;
+	run_spec(&s, "Tom and Sue went to the park. They", NULL, r);
+	CHECK(r->draft_proposed > 30 && r->draft_accepted == r->draft_proposed,
+	      "self-drafting greedy: %d of %d accepted", r->draft_accepted, r->draft_proposed);
+
+	/* A job naming a drafter the engine lacks is refused. */
+	struct env e = make_env(2048, 16, NULL);
+	char err[512];
+	struct exl_job *j;
+
+	greedy(&s, 10);
+	s.draft_model = "nope";
+	j = job_text(&s, "Hi", NULL, r);
+	CHECK(exl_engine_add(e.eng, j, err, sizeof(err)) == -1 && strstr(err, "'nope'"),
+	      "unknown draft model: %s", err);
+	exl_job_free(j);
+	/* Two of one name: refused. */
+	CHECK(exl_engine_attach_drafter(e.eng, self_drafter("a"), err, sizeof(err)) == 0, "%s", err);
+	CHECK(exl_engine_attach_drafter(e.eng, self_drafter("a"), err, sizeof(err)) == -1 &&
+	      strstr(err, "already"), "twice: %s", err);
+	free_env(&e);
+	free(r);
+}
+
+/* Drafting jobs (n-gram, draft model; greedy, seeded, CFG) share the batch
+ * with plain jobs and with each other, join mid-way, and the drafter goes
+ * away while they run: each job's output is the one it has alone without
+ * drafting. */
+static void case_spec_batch(void)
+{
+	enum { N = 8 };
+	struct exl_gen_settings s;
+	struct rec *alone[N], *r[N];
+	struct exl_job *j[N];
+	const char *ban[] = { "Lily" };
+	char err[256];
+
+	for (int pass = 0; pass < 2; pass++) {
+		struct env e = spec_env();
+
+		for (int i = 0; i < N; i++) {
+			const char *prompt = i < 2 ? repeat_prompt : batch_prompts[i];
+			const char *neg = i == 5 ? "The dog" : NULL;
+
+			if (i % 2)
+				plain(&s, 50, 500 + (uint64_t)i);
+			else
+				greedy(&s, 50);
+			if (i == 3) {
+				s.banned_strings = ban;
+				s.n_banned_strings = 1;
+			}
+			if (neg)
+				s.cfg_scale = 2.0f;
+			if (pass == 0) {
+				alone[i] = new_rec();
+				run_one(&s, prompt, neg, alone[i]);
+			}
+			if (i < 6 && i % 3 != 2)
+				s.ngram_draft = 2 + i % 3;
+			else if (i < 6)
+				s.draft_model = "self";
+			s.draft_tokens = 3 + i % 4;
+			r[i] = new_rec();
+			j[i] = job_text(&s, prompt, neg, r[i]);
+			if (i < 6)
+				add(&e, j[i]);
+		}
+		for (int k = 0; k < 4; k++)
+			if (exl_engine_step(e.eng, err, sizeof(err)) < 0)
+				DIE("step: %s", err);
+		add(&e, j[6]);
+		add(&e, j[7]);
+		if (pass == 1) {
+			/* the drafter goes away mid-way: no more proposals */
+			for (int k = 0; k < 10; k++)
+				if (exl_engine_step(e.eng, err, sizeof(err)) < 0)
+					DIE("step: %s", err);
+			exl_engine_drop_drafter(e.eng, "self");
+		}
+		run_until(&e, r, N);
+		for (int i = 0; i < N; i++) {
+			CHECK(same_output(alone[i], r[i]), "pass %d job %d: '%s' in the batch, '%s' "
+			      "alone", pass, i, r[i]->rtext, alone[i]->rtext);
+			check_consistent(r[i]);
+			exl_job_free(j[i]);
+			free(r[i]);
+		}
+		struct exl_engine_stats st;
+
+		exl_engine_stats(e.eng, &st);
+		CHECK(st.active == 0 && st.kv_pages_free == st.kv_pages_total &&
+		      st.draft_proposed > 0 && st.draft_accepted > 0,
+		      "pass %d after: %d active, %d of %d pages free, %llu of %llu accepted", pass,
+		      st.active, st.kv_pages_free, st.kv_pages_total,
+		      (unsigned long long)st.draft_accepted, (unsigned long long)st.draft_proposed);
+		free_env(&e);
+	}
+	for (int i = 0; i < N; i++)
+		free(alone[i]);
+}
+
+/* ---- beam search ---- */
+
+/* The summed log-probability (log-softmax of the model's logits) of toks
+ * after prompt, by one forward pass over both (teacher forcing). */
+static double score_tokens(const char *prompt, const int32_t *toks, int n)
+{
+	const struct exl_tokenizer *tok = exl_model_tokenizer(model);
+	int n_vocab = exl_model_hparams(model)->n_vocab;
+	int32_t *ids = NULL;
+	char err[512];
+	int np = exl_tok_encode(tok, prompt, strlen(prompt), exl_tokenizer_add_bos(tok), false, &ids,
+				err, sizeof(err));
+
+	if (np <= 0)
+		DIE("encode: %s", err);
+	int total = np + n - 1;
+	int32_t *all = malloc((size_t)total * sizeof(*all)), *seq = calloc((size_t)total, 4);
+	bool *want = calloc((size_t)total, sizeof(*want));
+	float *logits = malloc((size_t)n * (size_t)n_vocab * sizeof(float));
+	struct exl_kvcache *kv = exl_model_kvcache_create(model, 2048, 16, err, sizeof(err));
+	struct exl_kv_seq q;
+	double sum = 0.0;
+
+	if (!all || !seq || !want || !logits || !kv)
+		DIE("score: %s", err);
+	memcpy(all, ids, (size_t)np * 4);
+	memcpy(all + np, toks, (size_t)(n - 1) * 4);
+	for (int i = np - 1; i < total; i++)
+		want[i] = true;
+	exl_kv_seq_init(&q);
+	struct exl_kv_seq *seqs[1] = { &q };
+	struct exl_batch b = { total, all, seq, want, 1, seqs };
+
+	if (exl_kv_seq_reserve(kv, &q, total) || exl_model_forward(model, kv, &b, logits, err,
+								    sizeof(err)))
+		DIE("score forward: %s", err);
+	for (int i = 0; i < n; i++) {
+		const float *row = logits + (size_t)i * (size_t)n_vocab;
+		float max = row[argmax_row(row, n_vocab)];
+		double z = 0.0;
+
+		for (int v = 0; v < n_vocab; v++)
+			z += exp((double)row[v] - max);
+		sum += (double)row[toks[i]] - max - log(z);
+	}
+	exl_kv_seq_release(kv, &q);
+	exl_kvcache_free(kv);
+	free(ids);
+	free(all);
+	free(seq);
+	free(want);
+	free(logits);
+	return sum;
+}
+
+static double sum_log_probs(const struct rec *r)
+{
+	double s = 0.0;
+
+	for (int i = 0; i < r->n_toks; i++)
+		s += log((double)r->probs[i]);
+	return s;
+}
+
+static void case_beam(void)
+{
+	struct exl_gen_settings s;
+	struct rec *g = new_rec(), *b = new_rec();
+	const char *stop[] = { "park" };
+
+	/* One beam is greedy: plain, with a stop string, with the regex
+	 * constraint, min_new_tokens and token healing. */
+	for (int i = 0; i < 8; i++) {
+		const char *prompt = i == 7 ? "Once upon a ti" : batch_prompts[i];
+
+		for (int v = 0; v < 2; v++) {
+			greedy(&s, 40);
+			if (v) {
+				s.stop_strings = stop;
+				s.n_stop_strings = 1;
+				s.regex = "[A-Za-z ,.']+";
+				s.min_new_tokens = 10;
+				s.token_healing = true;
+			}
+			run_one(&s, prompt, NULL, g);
+			s.num_beams = 1;
+			run_one(&s, prompt, NULL, b);
+			CHECK(b->reason == g->reason && b->n_rtoks == g->n_rtoks &&
+			      !memcmp(b->rtoks, g->rtoks, (size_t)g->n_rtoks * 4) &&
+			      !strcmp(b->rtext, g->rtext) && !strcmp(b->stop_string, g->stop_string),
+			      "'%s' (variant %d): one beam '%s' (%s, %d tokens, stop '%s'), greedy "
+			      "'%s' (%s, %d tokens, stop '%s')", prompt, v, b->rtext,
+			      exl_stop_reason_name(b->reason), b->n_rtoks, b->stop_string, g->rtext,
+			      exl_stop_reason_name(g->reason), g->n_rtoks, g->stop_string);
+			check_consistent(b);
+			CHECK(b->num_beams == 1 && b->n_chunks == 1, "%d beams, %d chunks", b->num_beams,
+			      b->n_chunks);
+		}
+	}
+	/* Four beams find a sequence at least as likely as greedy's; the
+	 * score reported is the sequence's own (teacher forcing). */
+	int better = 0;
+
+	for (int i = 0; i < 8; i++) {
+		greedy(&s, 30);
+		s.return_probs = true;
+		run_one(&s, batch_prompts[i], NULL, g);
+		greedy(&s, 30);
+		s.num_beams = 4;
+		s.length_penalty = 0.0f;
+		run_one(&s, batch_prompts[i], NULL, b);
+		double gs = sum_log_probs(g), forced = score_tokens(batch_prompts[i], b->rtoks,
+								     b->n_rtoks);
+
+		CHECK(b->reason != EXL_STOP_ERROR && b->n_rtoks > 0, "4 beams: %s", b->error);
+		CHECK(fabs(forced - b->beam_score) < 1e-3, "'%s': beam score %.5f, the tokens' own "
+		      "%.5f", batch_prompts[i], b->beam_score, forced);
+		CHECK(b->beam_score >= gs - 1e-4, "'%s': 4 beams %.4f ('%s') below greedy %.4f ('%s')",
+		      batch_prompts[i], b->beam_score, b->rtext, gs, g->rtext);
+		better += b->beam_score > gs + 1e-4;
+		check_consistent(b);
+		printf("'%s': greedy %.3f, 4 beams %.3f\n", batch_prompts[i], gs, b->beam_score);
+	}
+	CHECK(better > 0, "4 beams never beat greedy");
+
+	/* Stop string, ban and constraint together: the output obeys all. */
+	const char *ban[] = { "Lily" };
+
+	greedy(&s, 60);
+	s.num_beams = 4;
+	s.banned_strings = ban;
+	s.n_banned_strings = 1;
+	s.stop_strings = stop;
+	s.n_stop_strings = 1;
+	s.regex = "[A-Za-z ,.']+";
+	run_one(&s, "Once upon a time", NULL, b);
+	CHECK(b->reason != EXL_STOP_ERROR && !strstr(b->rtext, "Lily") && !strstr(b->rtext, "park"),
+	      "4 beams, ban + stop + regex: '%s' (%s: %s)", b->rtext,
+	      exl_stop_reason_name(b->reason), b->error);
+	for (const char *p = b->rtext; *p; p++)
+		CHECK(strchr("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz ,.'", *p),
+		      "outside the regex: '%s'", b->rtext);
+	check_consistent(b);
+	free(g);
+	free(b);
+}
+
+/* Beam jobs beside sampled ones: each gives what it gives alone, and
+ * every page (the beams' copy-on-write ones included) comes back. */
+static void case_beam_batch(void)
+{
+	enum { N = 6 };
+	struct exl_gen_settings s;
+	struct rec *alone[N], *r[N];
+	struct exl_job *j[N];
+
+	struct env e = make_env(4096, 16, NULL);
+
+	for (int i = 0; i < N; i++) {
+		if (i % 2)
+			plain(&s, 40, 70 + (uint64_t)i);
+		else
+			greedy(&s, 40);
+		if (i % 2 == 0)
+			s.num_beams = 2 + i;
+		alone[i] = new_rec();
+		run_one(&s, batch_prompts[i], NULL, alone[i]);
+		r[i] = new_rec();
+		j[i] = job_text(&s, batch_prompts[i], NULL, r[i]);
+		add(&e, j[i]);
+	}
+	run_until(&e, r, N);
+	for (int i = 0; i < N; i++) {
+		CHECK(r[i]->reason == alone[i]->reason && r[i]->n_rtoks == alone[i]->n_rtoks &&
+		      !memcmp(r[i]->rtoks, alone[i]->rtoks, (size_t)r[i]->n_rtoks * 4) &&
+		      r[i]->beam_score == alone[i]->beam_score,
+		      "job %d: '%s' in the batch, '%s' alone", i, r[i]->rtext, alone[i]->rtext);
+		check_consistent(r[i]);
+		exl_job_free(j[i]);
+		free(r[i]);
+		free(alone[i]);
+	}
+	struct exl_engine_stats st;
+
+	exl_engine_stats(e.eng, &st);
+	CHECK(st.active == 0 && st.kv_pages_free == st.kv_pages_total, "after: %d active, %d of %d "
+	      "pages free", st.active, st.kv_pages_free, st.kv_pages_total);
+	free_env(&e);
+
+	/* A pool that holds one 8-beam job at a time: the second waits, and
+	 * both finish. */
+	struct rec *a = new_rec(), *c = new_rec();
+	struct rec *both[2] = { a, c };
+	struct exl_job *ja, *jc;
+
+	e = make_env(16 * 30, 16, NULL);
+	greedy(&s, 40);
+	s.num_beams = 8;
+	ja = job_text(&s, batch_prompts[0], NULL, a);
+	jc = job_text(&s, batch_prompts[1], NULL, c);
+	add(&e, ja);
+	add(&e, jc);
+	run_until(&e, both, 2);
+	CHECK(a->reason != EXL_STOP_ERROR && c->reason != EXL_STOP_ERROR, "small pool: %s / %s",
+	      a->error, c->error);
+	exl_job_free(ja);
+	exl_job_free(jc);
+	free_env(&e);
+	free(a);
+	free(c);
+}
+
 static void case_nan_logits(void)
 {
 	struct exl_model *good = model;
@@ -2056,6 +2559,11 @@ static const struct tcase cases[] = {
 	{ "end_all", case_end_all },
 	{ "errors", case_errors },
 	{ "nan_logits", case_nan_logits },
+	{ "spec_ngram", case_spec_ngram },
+	{ "spec_model", case_spec_model },
+	{ "spec_batch", case_spec_batch },
+	{ "beam", case_beam },
+	{ "beam_batch", case_beam_batch },
 };
 
 int main(int argc, char **argv)

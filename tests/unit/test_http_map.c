@@ -82,6 +82,19 @@ static void test_openai(void)
 	      m.g.gen.stream == EXL_STREAM_NONE && m.g.gen.return_text == 1, "prompts: %s", m.e.msg);
 	unmap(&m);
 
+	/* speculative decoding and beam search under the protocol's names */
+	map(&m, EXL_HTTP_OAI_COMPLETION, "{\"prompt\": \"x\", \"ngram_draft\": 3, "
+	    "\"draft_tokens\": 6}");
+	CHECK(m.rc == 0 && m.g.gen.s.ngram_draft == 3 && m.g.gen.s.draft_tokens == 6,
+	      "ngram_draft, draft_tokens: %s", m.e.msg);
+	unmap(&m);
+	map(&m, EXL_HTTP_OAI_COMPLETION, "{\"prompt\": \"x\", \"num_beams\": 4, "
+	    "\"length_penalty\": 0.5}");
+	CHECK(m.rc == 0 && m.g.gen.s.num_beams == 4 &&
+	      fabsf(m.g.gen.s.length_penalty - 0.5f) < 1e-6, "num_beams, length_penalty: %s",
+	      m.e.msg);
+	unmap(&m);
+
 	/* refusals name the field as written */
 	static const struct {
 		enum exl_http_api api;
@@ -94,6 +107,8 @@ static void test_openai(void)
 		{ EXL_HTTP_OAI_COMPLETION, "{\"prompt\": \"x\", \"temperature\": \"hot\"}", "temperature",
 		  "got a string" },
 		{ EXL_HTTP_OAI_COMPLETION, "{\"max_tokens\": 3}", "prompt", "missing" },
+		{ EXL_HTTP_OAI_COMPLETION, "{\"prompt\": \"x\", \"num_beams\": 17}", "num_beams",
+		  "[0, 16]" },
 		{ EXL_HTTP_OAI_COMPLETION, "{\"prompt\": \"x\", \"n\": 17}", "n", "[1, 16]" },
 		{ EXL_HTTP_OAI_COMPLETION, "{\"prompt\": [\"a\", \"b\"], \"n\": 9}", "n", "over the limit" },
 		{ EXL_HTTP_OAI_COMPLETION, "{\"prompt\": \"x\", \"grammar\": \"root ::= \\\"a\\\"\", "

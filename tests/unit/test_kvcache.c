@@ -1,6 +1,7 @@
 /* The paged KV cache over the CPU backend: reserve / commit / truncate /
- * release, prefix sharing, copy on write, the page cache, pool exhaustion
- * and the pages a sliding window gives back. */
+ * release, prefix sharing, copy on write, the page cache, pool exhaustion,
+ * the pages a sliding window gives back, forks (beam search) and rolling
+ * back proposed tokens (speculative decoding). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -383,6 +384,19 @@ static void test_window(void **state)
 	exl_kv_seq_init(&t);
 	assert_int_equal(exl_kv_seq_share_prefix(kv, &t, toks, 13), 12);
 	exl_kv_seq_release(kv, &t);
+	/* a fork (beam search) shares what is left and not what was given
+	 * back */
+	exl_kv_seq_init(&t);
+	assert_int_equal(exl_kv_seq_fork(kv, &t, &s), 0);
+	assert_int_equal(t.n_dropped, 3);
+	assert_int_equal(t.n_pos, 20);
+	for (int i = 0; i < t.n_pages; i++) {
+		assert_int_equal(t.pages[i], s.pages[i]);
+		if (i >= t.n_dropped)
+			assert_int_equal(exl_kvcache_page_refcount(kv, t.pages[i]), 2);
+	}
+	exl_kv_seq_release(kv, &t);
+	assert_int_equal(exl_kvcache_page_refcount(kv, s.pages[3]), 1);
 
 	/* a rewind of 3 (20 -> 17: sees 13..17, kept from 12) keeps all */
 	exl_kv_seq_truncate(kv, &s, 17);
@@ -445,6 +459,91 @@ static void test_exhaustion(void **state)
 	check_all_free(kv);
 }
 
+/* Beam search: a fork shares every page, the partial last one included;
+ * the first writer of a shared page gets a copy, the last owner writes in
+ * place. */
+static void test_fork(void **state)
+{
+	struct fixture *f = *state;
+	struct exl_kvcache *kv = f->kv;
+	struct exl_kv_seq a, b;
+	int32_t t[6] = { 1, 2, 3, 4, 5, 6 }, x = 9;
+
+	exl_kv_seq_init(&a);
+	exl_kv_seq_init(&b);
+	seq_fill(kv, &a, t, 6);
+	assert_int_equal(exl_kv_seq_fork(kv, &b, &a), 0);
+	assert_int_equal(b.n_pos, 6);
+	assert_int_equal(b.n_pages, 2);
+	assert_memory_equal(b.tokens, t, sizeof(t));
+	assert_int_equal(exl_kvcache_page_refcount(kv, a.pages[0]), 2);
+	assert_int_equal(exl_kvcache_page_refcount(kv, a.pages[1]), 2);
+	assert_int_equal(exl_kv_seq_fork(kv, &b, &a), -1); /* b is not empty */
+	int32_t partial = a.pages[1];
+
+	assert_int_equal(exl_kv_seq_reserve(kv, &b, 1), 0);
+	assert_int_not_equal(b.pages[1], partial);
+	assert_int_equal(b.pages[0], a.pages[0]);
+	assert_int_equal(exl_kv_seq_commit(kv, &b, &x, 1), 0);
+	assert_int_equal(exl_kvcache_page_refcount(kv, partial), 1);
+	assert_int_equal(exl_kv_seq_reserve(kv, &a, 1), 0);
+	assert_int_equal(a.pages[1], partial);
+	exl_kv_seq_release(kv, &a);
+	assert_int_equal(exl_kvcache_page_refcount(kv, b.pages[0]), 1);
+	exl_kv_seq_release(kv, &b);
+	check_all_free(kv);
+}
+
+/* Speculative decoding: a sequence writes proposed tokens that fill a
+ * page (registered for sharing), and rolls back into it.  Another
+ * sequence whose prompt is those very tokens maps the page meanwhile; the
+ * first writing there again gets its own copy, and the page keeps what
+ * the other reads. */
+static void test_truncate_drafts(void **state)
+{
+	struct fixture *f = *state;
+	struct exl_kvcache *kv = f->kv;
+	struct exl_kv_seq a, c;
+	int32_t t[9] = { 1, 2, 3, 4, 5, 6, 7, 8, 0 }, x = 42;
+
+	exl_kv_seq_init(&a);
+	exl_kv_seq_init(&c);
+	seq_fill(kv, &a, t, 5);
+	seq_fill(kv, &a, t + 5, 3); /* the proposals 6, 7, 8 fill page 1 */
+	int32_t drafted = a.pages[1];
+
+	for (int l = 0; l < LAYERS; l++)
+		k_page(kv, l, drafted)[0] = (uint16_t)(77 + l);
+	exl_kv_seq_truncate(kv, &a, 6); /* 7 and 8 rejected */
+	assert_int_equal(a.n_pages, 2);
+	assert_int_equal(exl_kv_seq_share_prefix(kv, &c, t, 9), 8);
+	assert_int_equal(c.pages[1], drafted);
+	assert_int_equal(exl_kv_seq_reserve(kv, &a, 1), 0);
+	assert_int_not_equal(a.pages[1], drafted);
+	assert_int_equal(exl_kv_seq_commit(kv, &a, &x, 1), 0);
+	for (int l = 0; l < LAYERS; l++)
+		assert_int_equal(k_page(kv, l, drafted)[0], 77 + l);
+	assert_int_equal(exl_kvcache_page_refcount(kv, drafted), 1);
+	exl_kv_seq_release(kv, &a);
+	exl_kv_seq_release(kv, &c);
+	/* Alone, the same roll back writes in place and stops offering the
+	 * page (other tokens: the first page 1 is still cached, and rightly
+	 * offered). */
+	int32_t u[9] = { 1, 2, 3, 4, 9, 10, 11, 12, 0 };
+
+	exl_kv_seq_init(&a);
+	seq_fill(kv, &a, u, 8);
+	drafted = a.pages[1];
+	exl_kv_seq_truncate(kv, &a, 6);
+	assert_int_equal(exl_kv_seq_reserve(kv, &a, 1), 0);
+	assert_int_equal(a.pages[1], drafted);
+	assert_int_equal(exl_kv_seq_commit(kv, &a, &x, 1), 0);
+	assert_int_equal(exl_kv_seq_share_prefix(kv, &c, u, 9), 4);
+	exl_kv_seq_release(kv, &a);
+	exl_kv_seq_release(kv, &c);
+	check_all_free(kv);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -455,6 +554,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_copy_on_write, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_cache_reuse_and_eviction, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_exhaustion, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_fork, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_truncate_drafts, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_window, setup, teardown),
 	};
 

@@ -3,7 +3,8 @@
  * and quantized weights.  Each must load with the right hyperparameters,
  * give finite logits, and give a sequence the same logits in a mixed batch
  * as alone.  Rope scaling and attention-shape metadata are read or refused
- * by name.  (Logits against a reference forward pass: test_model_ref.c.)
+ * by name.  k + 1 rows of one sequence in one pass give the bits each
+ * position gets alone (speculative decoding's verification).  (Logits against a reference forward pass: test_model_ref.c.)
  *
  *   test_model_synth PATH/TO/exld-mkmodel
  */
@@ -158,6 +159,76 @@ static void test_llama_q4_k(void **state)
 	check_batch_invariance(m);
 	exl_model_free(m);
 	unlink(path);
+}
+
+/* Speculative decoding verifies k proposals as k + 1 rows of one sequence
+ * in one pass: each row's logits must be the bits the same position gets
+ * decoded alone, also past 512 positions, where attention cuts a window
+ * into partitions, on the backend's 2 threads (one KV head: a decode alone
+ * leaves threads idle, so its window's partitions are spread over them). */
+static void test_rows_same_bits(void **state)
+{
+	(void)state;
+	enum { HIST = 700, ROWS = 5 };
+	char path[256], err[512];
+	const char *args[] = { "--dim", "128", "--layers", "2", "--heads", "4", "--kv-heads", "1",
+			       "--ff", "256", "--ctx", "2048", NULL };
+
+	make_model("rows.gguf", path, sizeof(path), args);
+	struct exl_model *m = load(path);
+	int nv = exl_model_hparams(m)->n_vocab;
+	struct exl_kvcache *kv = exl_model_kvcache_create(m, 1024, 16, err, sizeof(err));
+	struct exl_kv_seq s, *seqs[1] = { &s };
+	int32_t *tokens = malloc((HIST + ROWS) * sizeof(int32_t));
+	int32_t *seq = calloc(HIST + ROWS, sizeof(int32_t));
+	bool *want = calloc(HIST + ROWS, sizeof(bool));
+	float *together = malloc((size_t)ROWS * (size_t)nv * sizeof(float));
+	float *alone = malloc((size_t)nv * sizeof(float));
+
+	assert_non_null(kv);
+	assert_true(tokens && seq && want && together && alone);
+	for (int i = 0; i < HIST + ROWS; i++)
+		tokens[i] = 3 + (i * 37) % (nv - 3);
+	exl_kv_seq_init(&s);
+	for (int at = 0; at < HIST; at += 256) {
+		int n = HIST - at < 256 ? HIST - at : 256;
+		struct exl_batch b = { n, tokens + at, seq, want, 1, seqs };
+
+		assert_int_equal(exl_kv_seq_reserve(kv, &s, n), 0);
+		if (exl_model_forward(m, kv, &b, NULL, err, sizeof(err)))
+			fail_msg("forward: %s", err);
+	}
+	for (int i = 0; i < ROWS; i++)
+		want[i] = true;
+	struct exl_batch rows = { ROWS, tokens + HIST, seq, want, 1, seqs };
+
+	assert_int_equal(exl_kv_seq_reserve(kv, &s, ROWS), 0);
+	if (exl_model_forward(m, kv, &rows, together, err, sizeof(err)))
+		fail_msg("forward: %s", err);
+	exl_kv_seq_truncate(kv, &s, HIST);
+	int differ = 0;
+
+	for (int i = 0; i < ROWS; i++) {
+		struct exl_batch one = { 1, tokens + HIST + i, seq, want, 1, seqs };
+
+		assert_int_equal(exl_kv_seq_reserve(kv, &s, 1), 0);
+		if (exl_model_forward(m, kv, &one, alone, err, sizeof(err)))
+			fail_msg("forward: %s", err);
+		differ += memcmp(alone, together + (size_t)i * (size_t)nv,
+				 (size_t)nv * sizeof(float)) != 0;
+	}
+	printf("%d of %d rows of one pass differ from their positions decoded alone\n", differ,
+	       ROWS);
+	assert_int_equal(differ, 0);
+	exl_kv_seq_release(kv, &s);
+	exl_kvcache_free(kv);
+	exl_model_free(m);
+	unlink(path);
+	free(tokens);
+	free(seq);
+	free(want);
+	free(together);
+	free(alone);
 }
 
 /* Each architecture beyond llama and qwen2 loads with its own block read
@@ -358,6 +429,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_archs),
 		cmocka_unit_test(test_rope_scaling),
 		cmocka_unit_test(test_attention_shape),
+		cmocka_unit_test(test_rows_same_bits),
 	};
 
 	if (argc != 2) {

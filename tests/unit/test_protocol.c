@@ -201,7 +201,7 @@ static void test_generate_fields(void)
 
 	msgpack_sbuffer_init(&sb);
 	msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
-	msgpack_pack_map(&pk, 50);
+	msgpack_pack_map(&pk, 54);
 	kv_str(&pk, "op", "generate");
 	kv_str(&pk, "id", "req-7");
 	kv_str(&pk, "model", "stories260K");
@@ -265,6 +265,10 @@ static void test_generate_fields(void)
 	kv_bool(&pk, "return_text", true);
 	kv_str(&pk, "stream", "socket");
 	kv_str(&pk, "regex", "[a-z]+");
+	kv_str(&pk, "draft_model", "tiny");
+	kv_int(&pk, "draft_tokens", 6);
+	kv_int(&pk, "num_beams", 3);
+	kv_f(&pk, "length_penalty", 0.5);
 	kv_str(&pk, "an_unknown_key", "is ignored");
 	decode(&sb, &d);
 	CHECK(d.code == EXL_OK, "decode: %d %s", d.code, d.err);
@@ -303,6 +307,9 @@ static void test_generate_fields(void)
 		CHECK(s->return_probs && s->return_top_k == 5 && s->return_logits, "return_*");
 		CHECK(g->return_text == 1 && g->stream == EXL_STREAM_SOCKET, "stream/return_text");
 		CHECK(g->regex && !strcmp(g->regex, "[a-z]+") && g->filter_prefer_eos, "regex");
+		CHECK(s->draft_model && !strcmp(s->draft_model, "tiny") && s->draft_tokens == 6 &&
+		      !s->ngram_draft && s->num_beams == 3 && s->length_penalty == 0.5f,
+		      "speculative decoding, beams");
 	}
 	msgpack_unpacked_destroy(&d.up);
 
@@ -499,6 +506,10 @@ static const struct {
 	{ "mirostat_eta", "--mirostat-eta", false, 0, 1, false, true },
 	{ "cfg_scale", "--cfg-scale", false, -100, 100, false, false },
 	{ "return_top_k", "--top-probs", true, 0, EXL_MAX_TOP_K_RETURN, false, false },
+	{ "draft_tokens", "--draft-tokens", true, 1, EXL_GEN_MAX_DRAFT_TOKENS, false, false },
+	{ "ngram_draft", "--ngram-draft", true, 0, EXL_GEN_MAX_NGRAM_DRAFT, false, false },
+	{ "num_beams", "--beams", true, 0, EXL_GEN_MAX_BEAMS, false, false },
+	{ "length_penalty", "--length-penalty", false, -10, 10, false, false },
 };
 
 /* A generate request {op, prompt, key: v}: its code, and the settings. */

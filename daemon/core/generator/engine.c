@@ -18,20 +18,29 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "daemon/core/generator/drafter.h"
 #include "daemon/core/generator/engine.h"
 #include "daemon/core/generator/generator_internal.h"
 #include "daemon/core/model/kvcache.h"
 #include "daemon/core/model/model.h"
+#include "daemon/core/util/log.h"
 
 #define RATE_WINDOW 64     /* steps remembered for tokens/s */
 #define RATE_SECONDS 5.0
 /* Steps of at least this many tokens measure the cost of a token, and a
  * step never cuts prompts below it (so they always advance). */
 #define STEP_MIN_PREFILL 16
+/* Draft models one engine may hold. */
+#define MAX_DRAFTERS 8
+/* A job whose proposals keep failing stops proposing, and tries one
+ * proposal again after this many steps. */
+#define DRAFT_PROBE_EVERY 8
 
 struct batch_job {
 	struct exl_job *job;
-	int row[2];           /* logits rows of seq[0] and seq[1]; -1 when none */
+	int row[2];           /* first logits row of seq[0] and seq[1]; -1 when none */
+	int n_rows;           /* rows per sequence: 1 + the drafted tokens fed */
+	int pos0[2];          /* each sequence's positions before the pass */
 };
 
 struct rate_mark {
@@ -80,6 +89,12 @@ struct exl_engine {
 	int rr;
 
 	double sec_per_token;      /* forward pass seconds per batch token, 0: unknown */
+
+	struct exl_drafter *drafters[MAX_DRAFTERS];
+	int n_drafters;
+	struct exl_job **dj;       /* propose's scratch: one drafter's jobs */
+	uint64_t draft_proposed;
+	uint64_t draft_accepted;
 
 	uint64_t prompt_tokens;
 	uint64_t generated_tokens;
@@ -171,8 +186,9 @@ struct exl_engine *exl_engine_create(struct exl_model *m, struct exl_kvcache *kv
 	e->bj = malloc((size_t)c->max_jobs * sizeof(*e->bj));
 	e->cand = malloc((size_t)c->max_jobs * sizeof(*e->cand));
 	e->held_refs = calloc((size_t)e->n_pages, sizeof(*e->held_refs));
+	e->dj = malloc((size_t)c->max_jobs * sizeof(*e->dj));
 	if (!e->active || !e->tokens || !e->seq || !e->want || !e->seqs || !e->bj || !e->cand ||
-	    !e->held_refs)
+	    !e->held_refs || !e->dj)
 		goto oom;
 	return e;
 oom:
@@ -197,6 +213,9 @@ void exl_engine_free(struct exl_engine *e)
 	free(e->cand);
 	free(e->held_refs);
 	free(e->logits);
+	for (int i = 0; i < e->n_drafters; i++)
+		exl_drafter_free(e->drafters[i]);
+	free(e->dj);
 	free(e);
 }
 
@@ -217,6 +236,8 @@ static int64_t job_pages(const struct exl_job *job, int g, int page_size)
 {
 	int64_t n = 0;
 
+	if (job->beam)
+		return exl_beam_pages(job, g, page_size);
 	for (int i = 0; i < job->n_seqs; i++)
 		n += pages_for(seq_positions(job->seq[i].prompt_len, g), page_size);
 	return n;
@@ -247,6 +268,14 @@ static int enqueue(struct exl_engine *e, struct exl_job *job)
 	e->queue[at] = job;
 	e->n_queue++;
 	return 0;
+}
+
+static struct exl_drafter *find_drafter(const struct exl_engine *e, const char *name)
+{
+	for (int i = 0; i < e->n_drafters; i++)
+		if (!strcmp(exl_drafter_name(e->drafters[i]), name))
+			return e->drafters[i];
+	return NULL;
 }
 
 int exl_engine_add(struct exl_engine *e, struct exl_job *job, char *err, size_t errlen)
@@ -289,6 +318,14 @@ int exl_engine_add(struct exl_engine *e, struct exl_job *job, char *err, size_t 
 		}
 		g = lo;
 	}
+	if (job->draft.model) {
+		job->draft.drafter = find_drafter(e, job->draft.model);
+		if (!job->draft.drafter) {
+			snprintf(err, errlen, "draft model '%s' is not open for this model",
+				 job->draft.model);
+			return -1;
+		}
+	}
 	job->t_added = exl_now_s();
 	job->t_rank = job->t_added;
 	if (enqueue(e, job)) {
@@ -312,6 +349,9 @@ static int seq_outstanding(const struct exl_engine *e, const struct exl_job *job
 static int64_t job_outstanding(const struct exl_engine *e, const struct exl_job *job)
 {
 	int64_t n = 0;
+
+	if (job->beam)
+		return exl_beam_outstanding(job, e->kv, job->gen_limit, e->held_refs);
 
 	for (int i = 0; i < job->n_seqs; i++)
 		n += seq_outstanding(e, job, i);
@@ -348,12 +388,20 @@ static bool holds_kv(const struct exl_job *job)
 	return false;
 }
 
+/* Gives back every KV page a job holds, its draft sequence's too. */
+static void release_kv(struct exl_engine *e, struct exl_job *job)
+{
+	exl_job_release_kv(job, e->kv);
+	if (job->draft.drafter)
+		exl_drafter_release(job->draft.drafter, job);
+	job->kv = NULL;
+}
+
 /* The job leaves the engine: KV back, on_done.  The caller has taken it
  * out of the active, queued or suspended list. */
 static void finish(struct exl_engine *e, struct exl_job *job)
 {
-	exl_job_release_kv(job, e->kv);
-	job->kv = NULL;
+	release_kv(e, job);
 	exl_job_complete(job);
 }
 
@@ -622,8 +670,8 @@ static bool try_admit(struct exl_engine *e, struct exl_job *job)
 
 		if (!kept)
 			exl_kv_seq_share_prefix(e->kv, &q->kv, q->tokens, q->n_tokens);
-		need += seq_outstanding(e, job, i);
 	}
+	need = job_outstanding(e, job);
 	if (!fits(e, need) && !make_room(e, job, need)) {
 		if (!kept)
 			exl_job_release_kv(job, e->kv);
@@ -713,21 +761,26 @@ static int pending(const struct exl_job *job, int i)
 }
 
 /* Adds take[i] tokens of each of job's sequences; logits for the last one
- * when with_logits.  Returns false (the batch unchanged but for reserved
- * pages) when the KV pool cannot take them now. */
-static bool add_job(struct exl_engine *e, struct exl_job *job, const int take[2], bool with_logits)
+ * when with_logits.  A decoding job with drafts adds its n_draft proposed
+ * tokens after its last one, to every sequence, with logits at each: the
+ * rows it verifies them with.  Returns false (the batch unchanged but for
+ * reserved pages) when the KV pool cannot take them now. */
+static bool add_job(struct exl_engine *e, struct exl_job *job, const int take[2], bool with_logits,
+		    int n_draft)
 {
 	for (int i = 0; i < job->n_seqs; i++)
-		if (take[i] && exl_kv_seq_reserve(e->kv, &job->seq[i].kv, take[i]))
+		if (take[i] && exl_kv_seq_reserve(e->kv, &job->seq[i].kv, take[i] + n_draft))
 			return false;
 
 	struct batch_job *b = &e->bj[e->n_bj++];
 
 	b->job = job;
 	b->row[0] = b->row[1] = -1;
+	b->n_rows = 1 + n_draft;
 	for (int i = 0; i < job->n_seqs; i++) {
 		struct exl_gen_seq *q = &job->seq[i];
 
+		b->pos0[i] = q->kv.n_pos;
 		if (!take[i])
 			continue;
 		int si = e->n_seqs++;
@@ -736,15 +789,46 @@ static bool add_job(struct exl_engine *e, struct exl_job *job, const int take[2]
 		if (in_prompt > 0)
 			e->prompt_tokens += (uint64_t)(in_prompt < take[i] ? in_prompt : take[i]);
 		e->seqs[si] = &q->kv;
-		for (int k = 0; k < take[i]; k++) {
+		if (with_logits)
+			b->row[i] = e->n_rows;
+		for (int k = 0; k < take[i] + n_draft; k++) {
 			int t = e->n_tokens++;
 
-			e->tokens[t] = q->tokens[q->kv.n_pos + k];
+			e->tokens[t] = k < take[i] ? q->tokens[q->kv.n_pos + k] :
+				       job->draft.prop[k - take[i]];
 			e->seq[t] = si;
-			e->want[t] = with_logits && k == take[i] - 1;
+			e->want[t] = with_logits && k >= take[i] - 1;
+			e->n_rows += e->want[t];
 		}
-		if (with_logits)
-			b->row[i] = e->n_rows++;
+	}
+	return true;
+}
+
+/* A started beam search: every live beam's last token, logits for each. */
+static bool add_beams(struct exl_engine *e, struct exl_job *job)
+{
+	int n = exl_beam_n_live(job);
+	int32_t next;
+
+	for (int i = 0; i < n; i++)
+		if (exl_kv_seq_reserve(e->kv, exl_beam_kv(job, i, &next), 1))
+			return false;
+
+	struct batch_job *b = &e->bj[e->n_bj++];
+
+	b->job = job;
+	b->row[0] = e->n_rows;
+	b->row[1] = -1;
+	b->n_rows = n;
+	for (int i = 0; i < n; i++) {
+		int si = e->n_seqs++;
+		int t = e->n_tokens++;
+
+		e->seqs[si] = exl_beam_kv(job, i, &next);
+		e->tokens[t] = next;
+		e->seq[t] = si;
+		e->want[t] = true;
+		exl_beam_set_row(job, i, e->n_rows++);
 	}
 	return true;
 }
@@ -782,14 +866,26 @@ static void build_batch(struct exl_engine *e)
 
 		if (!runnable(job))
 			continue;
+		if (exl_beam_started(job)) {
+			if (exl_beam_n_live(job) <= budget && add_beams(e, job))
+				budget -= exl_beam_n_live(job);
+			continue;
+		}
 		for (int i = 0; i < job->n_seqs; i++) {
 			take[i] = pending(job, i);
 			total += take[i];
 		}
 		if (total > job->n_seqs || total > budget)
 			continue;
-		if (add_job(e, job, take, true))
-			budget -= total;
+		/* Proposals (propose) as fit what is left of the batch. */
+		int nd = job->draft.n_prop;
+
+		if (total == job->n_seqs && nd > budget / job->n_seqs - 1)
+			nd = budget / job->n_seqs - 1;
+		if (total < job->n_seqs || nd < 0)
+			nd = 0;
+		if (add_job(e, job, take, true, nd))
+			budget -= total + nd * job->n_seqs;
 	}
 	budget = prefill_budget(e, budget, e->cfg.max_batch_tokens - budget);
 	/* Then prompts, oldest first, a chunk each. */
@@ -798,7 +894,7 @@ static void build_batch(struct exl_engine *e)
 		int take[2] = { 0, 0 }, total = 0;
 		bool fits = true;
 
-		if (!runnable(job))
+		if (!runnable(job) || exl_beam_started(job))
 			continue;
 		for (int i = 0; i < job->n_seqs; i++) {
 			take[i] = pending(job, i);
@@ -809,7 +905,7 @@ static void build_batch(struct exl_engine *e)
 		if (total <= job->n_seqs)
 			continue; /* a decode: handled above */
 		if (fits && total <= budget) {
-			if (add_job(e, job, take, true))
+			if (add_job(e, job, take, true, 0))
 				budget -= total;
 			continue;
 		}
@@ -826,7 +922,7 @@ static void build_batch(struct exl_engine *e)
 			take[i] = t > 0 ? t : 0;
 			total += take[i];
 		}
-		if (total && add_job(e, job, take, false))
+		if (total && add_job(e, job, take, false, 0))
 			budget -= total;
 	}
 	e->rr = (e->rr + 1) % n;
@@ -844,11 +940,198 @@ static void note_rate(struct exl_engine *e)
 		e->n_marks++;
 }
 
+/* ---- speculative decoding ---- */
+
+int exl_engine_attach_drafter(struct exl_engine *e, struct exl_drafter *d, char *err,
+			      size_t errlen)
+{
+	if (find_drafter(e, exl_drafter_name(d))) {
+		snprintf(err, errlen, "a draft model named '%s' is already open for this model",
+			 exl_drafter_name(d));
+		exl_drafter_free(d);
+		return -1;
+	}
+	if (e->n_drafters == MAX_DRAFTERS) {
+		snprintf(err, errlen, "at most %d draft models are open for one model",
+			 MAX_DRAFTERS);
+		exl_drafter_free(d);
+		return -1;
+	}
+	e->drafters[e->n_drafters++] = d;
+	return 0;
+}
+
+bool exl_engine_has_drafter(const struct exl_engine *e, const char *name)
+{
+	return find_drafter(e, name) != NULL;
+}
+
+int exl_engine_open_drafter(struct exl_engine *e, const char *name, const char *path,
+			    struct exl_backend *be, char *err, size_t errlen)
+{
+	struct exl_drafter *d = exl_drafter_open(name, path, be, e->m, e->n_pages * e->page_size,
+						 e->page_size, e->cfg.max_batch_tokens, err,
+						 errlen);
+
+	if (!d)
+		return -1;
+	return exl_engine_attach_drafter(e, d, err, errlen);
+}
+
+static void forget_drafter(struct exl_drafter *d, struct exl_job **jobs, int n)
+{
+	for (int j = 0; j < n; j++) {
+		if (jobs[j]->draft.drafter != d)
+			continue;
+		exl_drafter_release(d, jobs[j]);
+		jobs[j]->draft.drafter = NULL;
+		jobs[j]->draft.n_prop = 0;
+	}
+}
+
+void exl_engine_drop_drafter(struct exl_engine *e, const char *name)
+{
+	for (int i = 0; i < e->n_drafters; i++) {
+		struct exl_drafter *d = e->drafters[i];
+
+		if (strcmp(exl_drafter_name(d), name))
+			continue;
+		forget_drafter(d, e->active, e->n_active);
+		forget_drafter(d, e->queue, e->n_queue);
+		forget_drafter(d, e->suspended, e->n_suspended);
+		exl_drafter_free(d);
+		memmove(e->drafters + i, e->drafters + i + 1,
+			(size_t)(e->n_drafters - i - 1) * sizeof(*e->drafters));
+		e->n_drafters--;
+		return;
+	}
+}
+
+/* Fills draft.prop for every decoding job that drafts: as many tokens as
+ * its schedule (next_len) and its room allow (the last token it may
+ * generate is never proposed: nothing would verify it).  A drafter that
+ * fails is dropped; its jobs go on without proposals, to the same output. */
+static void propose(struct exl_engine *e)
+{
+	for (int j = 0; j < e->n_active; j++) {
+		struct exl_job *job = e->active[j];
+		struct exl_job_draft *d = &job->draft;
+		int room = (job->max_new_tokens < job->gen_limit ? job->max_new_tokens :
+			    job->gen_limit) - job->n_gen - 1;
+		bool decoding = true;
+
+		d->n_prop = d->want = 0;
+		if (!runnable(job) || !d->prop || (!d->ngram && !d->drafter) ||
+		    job->reason != EXL_STOP_NONE)
+			continue;
+		for (int i = 0; i < job->n_seqs; i++)
+			decoding &= pending(job, i) == 1;
+		if (!decoding || room <= 0)
+			continue;
+		if (!d->len) {
+			if (++d->idle < DRAFT_PROBE_EVERY)
+				continue;
+			d->idle = 0;
+		}
+		d->want = d->len ? d->len : 1;
+		if (d->want > room)
+			d->want = room;
+		if (d->ngram)
+			d->n_prop = exl_draft_ngram(job->seq[0].tokens, job->seq[0].n_tokens, d->ngram,
+						    d->prop, d->want);
+	}
+	for (int k = 0; k < e->n_drafters;) {
+		struct exl_drafter *dr = e->drafters[k];
+		char err[300];
+		int n = 0;
+
+		for (int j = 0; j < e->n_active; j++)
+			if (e->active[j]->draft.drafter == dr && e->active[j]->draft.want > 0)
+				e->dj[n++] = e->active[j];
+		if (n && exl_drafter_propose(dr, e->dj, n, err, sizeof(err))) {
+			exl_log(EXL_LOG_ERR, "speculative decoding: %s; its jobs go on without it",
+				err);
+			exl_engine_drop_drafter(e, exl_drafter_name(dr));
+			continue;
+		}
+		k++;
+	}
+}
+
+/* How many proposals a job asks for next, after n of them gave m
+ * accepted: transformers' "heuristic" schedule (two more after all were
+ * accepted, one fewer otherwise, down to 1), taken down to 0 when a
+ * single proposal fails: then a probe every DRAFT_PROBE_EVERY steps.  A
+ * proposal costs a draft pass and a row of the model's pass; one the
+ * model rejects buys nothing, so a job whose proposals keep failing
+ * decodes about as fast as without drafting instead of much slower. */
+static void next_len(struct exl_job_draft *d, int n, int m)
+{
+	if (m == n)
+		d->len = d->len + 2 < d->max_tokens ? d->len + 2 : d->max_tokens;
+	else if (m == 0 && n <= 1)
+		d->len = 0;
+	else
+		d->len = d->len > 2 ? d->len - 1 : 1;
+}
+
+/* After a job consumed its rows: its KV keeps the positions whose tokens
+ * are its own, and drops the rejected proposals past them (a rewind may
+ * have dropped more already). */
+static void roll_back(struct exl_engine *e, const struct batch_job *bj)
+{
+	struct exl_job *job = bj->job;
+
+	for (int i = 0; i < job->n_seqs; i++) {
+		struct exl_gen_seq *q = &job->seq[i];
+		int lim = q->kv.n_pos < q->n_tokens - 1 ? q->kv.n_pos : q->n_tokens - 1;
+		int keep = bj->pos0[i] < lim ? bj->pos0[i] : lim;
+
+		while (keep < lim && q->kv.tokens[keep] == q->tokens[keep])
+			keep++;
+		if (keep < q->kv.n_pos)
+			exl_kv_seq_truncate(e->kv, &q->kv, keep);
+	}
+}
+
+/* Samples from a job's rows in order, as one step at a time would: row
+ * r + 1 only while the token sampled from row r is the proposal fed
+ * after it, and the job is still running with nothing rewound. */
+static void advance_rows(struct exl_engine *e, const struct batch_job *bj)
+{
+	struct exl_job *job = bj->job;
+	int r = 0;
+
+	for (;; r++) {
+		const float *cond = e->logits + (size_t)(bj->row[0] + r) * (size_t)e->n_vocab;
+		const float *neg = bj->row[1] >= 0 ?
+				   e->logits + (size_t)(bj->row[1] + r) * (size_t)e->n_vocab : NULL;
+		int before = job->n_gen;
+
+		exl_job_advance(job, cond, neg);
+		if (job->n_gen > before)
+			e->generated_tokens += (uint64_t)(job->n_gen - before);
+		if (r + 1 == bj->n_rows || job->reason != EXL_STOP_NONE ||
+		    job->n_gen != before + 1 || job->gen[before] != job->draft.prop[r])
+			break;
+	}
+	if (bj->n_rows > 1) {
+		job->draft.proposed += bj->n_rows - 1;
+		job->draft.accepted += r;
+		next_len(&job->draft, bj->n_rows - 1, r);
+		e->draft_proposed += (uint64_t)(bj->n_rows - 1);
+		e->draft_accepted += (uint64_t)r;
+		if (job->state != EXL_JOB_ENDING)
+			roll_back(e, bj);
+	}
+}
+
 int exl_engine_step(struct exl_engine *e, char *err, size_t errlen)
 {
 	handle_cancels(e);
 	deliver_all(e);
 	admit(e);
+	propose(e);
 	build_batch(e);
 	if (!e->n_tokens)
 		return 0;
@@ -879,18 +1162,14 @@ int exl_engine_step(struct exl_engine *e, char *err, size_t errlen)
 
 		if (bj->row[0] < 0)
 			continue;
-		const float *cond = e->logits + (size_t)bj->row[0] * (size_t)e->n_vocab;
-		const float *neg = bj->row[1] >= 0 ?
-				   e->logits + (size_t)bj->row[1] * (size_t)e->n_vocab : NULL;
-		int before = job->n_gen;
-
-		exl_job_advance(job, cond, neg);
-		if (job->n_gen > before)
-			e->generated_tokens += (uint64_t)(job->n_gen - before);
-		if (job->state == EXL_JOB_ENDING) {
-			exl_job_release_kv(job, e->kv);
-			job->kv = NULL;
+		if (job->beam) {
+			exl_beam_step(job, e->kv, e->logits, e->n_vocab, bj->row[0]);
+			e->generated_tokens++;
+		} else {
+			advance_rows(e, bj);
 		}
+		if (job->state == EXL_JOB_ENDING)
+			release_kv(e, job);
 	}
 	deliver_all(e);
 	note_rate(e);
@@ -972,6 +1251,8 @@ void exl_engine_stats(const struct exl_engine *e, struct exl_engine_stats *st)
 	st->generated_tokens = e->generated_tokens;
 	st->recomputed_tokens = e->recomputed_tokens;
 	st->steps = e->steps;
+	st->draft_proposed = e->draft_proposed;
+	st->draft_accepted = e->draft_accepted;
 	st->kv_pages_free = exl_kvcache_free_pages(e->kv);
 	st->kv_pages_total = e->n_pages;
 	if (e->n_marks >= 2) {

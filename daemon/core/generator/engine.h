@@ -34,6 +34,8 @@
 struct exl_model;
 struct exl_kvcache;
 struct exl_engine;
+struct exl_drafter;
+struct exl_backend;
 
 struct exl_engine_config {
 	int max_batch_tokens; /* 512: tokens in one forward pass */
@@ -92,6 +94,8 @@ struct exl_engine_stats {
 	uint64_t generated_tokens;
 	uint64_t recomputed_tokens; /* positions computed again after their pages were reclaimed */
 	uint64_t steps;
+	uint64_t draft_proposed;  /* speculative decoding: tokens proposed, */
+	uint64_t draft_accepted;  /* and of them taken as the model's own */
 	double tokens_per_s;      /* generated tokens per second over the last few seconds */
 	double prompt_tokens_per_s;
 	int kv_pages_free;
@@ -99,5 +103,22 @@ struct exl_engine_stats {
 };
 
 void exl_engine_stats(const struct exl_engine *e, struct exl_engine_stats *st);
+
+/* Speculative decoding with a draft model (drafter.h).  The engine owns d
+ * from this call on, also when it fails (-1 with a message: a drafter of
+ * that name is open already, or there are MAX_DRAFTERS).  Jobs name it by
+ * its name (draft_model); exl_engine_add refuses a job naming one that is
+ * not open. */
+int exl_engine_attach_drafter(struct exl_engine *e, struct exl_drafter *d, char *err,
+			      size_t errlen);
+bool exl_engine_has_drafter(const struct exl_engine *e, const char *name);
+/* Opens the GGUF at path on be (the engine's model's backend) as the
+ * drafter name and attaches it: its KV pool as large as the engine's,
+ * its passes at most max_batch_tokens.  -1 with a message. */
+int exl_engine_open_drafter(struct exl_engine *e, const char *name, const char *path,
+			    struct exl_backend *be, char *err, size_t errlen);
+/* Closes the drafter name if open; its jobs go on without proposals (their
+ * output is the same, only slower). */
+void exl_engine_drop_drafter(struct exl_engine *e, const char *name);
 
 #endif

@@ -39,6 +39,8 @@ void exl_gen_settings_init(struct exl_gen_settings *s)
 	s->max_new_tokens = 256;
 	exl_sampler_params_init(&s->sampling);
 	s->cfg_scale = 1.0f;
+	s->draft_tokens = 4;
+	s->length_penalty = 1.0f;
 }
 
 static bool utf8_complete(const char *s, size_t n)
@@ -47,6 +49,42 @@ static bool utf8_complete(const char *s, size_t n)
 }
 
 #define FAIL(...) do { snprintf(err, errlen, __VA_ARGS__); goto fail; } while (0)
+
+/* Speculative decoding and beam search. */
+static int check_search(const struct exl_gen_settings *s, char *err, size_t errlen)
+{
+	if (s->draft_tokens < 1 || s->draft_tokens > EXL_GEN_MAX_DRAFT_TOKENS)
+		FAIL("draft_tokens must be in [1, %d] (got %d)", EXL_GEN_MAX_DRAFT_TOKENS,
+		     s->draft_tokens);
+	if (s->ngram_draft < 0 || s->ngram_draft > EXL_GEN_MAX_NGRAM_DRAFT)
+		FAIL("ngram_draft must be in [0, %d] (got %d)", EXL_GEN_MAX_NGRAM_DRAFT,
+		     s->ngram_draft);
+	if (s->draft_model) {
+		size_t n = strnlen(s->draft_model, EXL_GEN_MAX_DRAFT_NAME + 1);
+
+		if (n == 0 || n > EXL_GEN_MAX_DRAFT_NAME)
+			FAIL("draft_model must be a name of 1 to %d bytes", EXL_GEN_MAX_DRAFT_NAME);
+		if (s->ngram_draft)
+			FAIL("give at most one of draft_model and ngram_draft");
+	}
+	if (s->num_beams < 0 || s->num_beams > EXL_GEN_MAX_BEAMS)
+		FAIL("num_beams must be in [0, %d] (got %d)", EXL_GEN_MAX_BEAMS, s->num_beams);
+	if (!isfinite(s->length_penalty) || s->length_penalty < -10.0f ||
+	    s->length_penalty > 10.0f)
+		FAIL("length_penalty must be in [-10, 10] (got %g)", (double)s->length_penalty);
+	if (!s->num_beams)
+		return 0;
+	/* A beam job is already deterministic and one sequence per beam;
+	 * these would need a second meaning per beam. */
+	if (s->draft_model || s->ngram_draft)
+		FAIL("num_beams does not combine with draft_model or ngram_draft");
+	if (s->return_probs || s->return_top_k || s->return_logits)
+		FAIL("num_beams does not combine with return_probs, return_top_k or "
+		     "return_logits");
+	return 0;
+fail:
+	return -1;
+}
 
 static int check_settings(const struct exl_gen_settings *s, int n_vocab, char *err, size_t errlen)
 {
@@ -101,6 +139,8 @@ static int check_settings(const struct exl_gen_settings *s, int n_vocab, char *e
 	if ((s->grammar != NULL) + (s->json_schema != NULL) + (s->regex != NULL) +
 	    (s->filter != NULL) > 1)
 		FAIL("give at most one of grammar, json_schema, regex and filter");
+	if (check_search(s, err, errlen))
+		goto fail;
 	return exl_sampler_params_check(&s->sampling, n_vocab, err, errlen);
 fail:
 	return -1;
@@ -411,6 +451,10 @@ struct exl_job *exl_job_create(const struct exl_model *m, const struct exl_gen_s
 		seq_set(&job->seq[1], ids, n);
 		ids = NULL;
 		job->n_seqs = 2;
+		if (s->num_beams) {
+			snprintf(err, errlen, "num_beams does not combine with a negative prompt");
+			goto fail;
+		}
 	}
 	if (prompt->ids) {
 		const struct exl_gen_seq *q = &job->seq[0];
@@ -482,6 +526,22 @@ struct exl_job *exl_job_create(const struct exl_model *m, const struct exl_gen_s
 		if (!job->filter_mask)
 			goto oom;
 	}
+	exl_kv_seq_init(&job->draft.kv);
+	job->draft.max_tokens = s->draft_tokens;
+	job->draft.len = s->draft_tokens;
+	job->draft.ngram = s->ngram_draft;
+	if (s->draft_model) {
+		job->draft.model = strdup(s->draft_model);
+		if (!job->draft.model)
+			goto oom;
+	}
+	if (s->draft_model || s->ngram_draft) {
+		job->draft.prop = malloc((size_t)s->draft_tokens * sizeof(*job->draft.prop));
+		if (!job->draft.prop)
+			goto oom;
+	}
+	if (s->num_beams && exl_beam_create(job, s->num_beams, s->length_penalty, err, errlen))
+		goto fail;
 	job->gen_limit = s->max_new_tokens;
 	return job;
 oom:
@@ -528,6 +588,12 @@ void exl_job_free(struct exl_job *job)
 	free(job->raw);
 	free(job->heal_vals);
 	free(job->result_text);
+	free(job->draft.model);
+	free(job->draft.prop);
+	/* Its pages went back with the job (exl_drafter_release). */
+	free(job->draft.kv.pages);
+	free(job->draft.kv.tokens);
+	exl_beam_free(job->beam);
 	free(job);
 }
 
@@ -560,6 +626,8 @@ void exl_job_release_kv(struct exl_job *job, struct exl_kvcache *kv)
 {
 	for (int i = 0; i < job->n_seqs; i++)
 		exl_kv_seq_release(kv, &job->seq[i].kv);
+	if (job->beam)
+		exl_beam_release_kv(job->beam, kv);
 }
 
 void exl_job_end(struct exl_job *job, enum exl_stop_reason reason, const char *error)
@@ -581,6 +649,12 @@ void exl_job_complete(struct exl_job *job)
 	size_t end = job->reason == EXL_STOP_CANCELLED || job->reason == EXL_STOP_UNLOADED ||
 		     job->reason == EXL_STOP_SHUTDOWN || job->reason == EXL_STOP_ERROR ?
 		     job->released : job->text_len;
+	/* A beam search that did not finish has no output: its cursor holds
+	 * whichever hypothesis it looked at last. */
+	int n_tokens = job->hold_output ? 0 : job->n_gen;
+
+	if (job->hold_output)
+		end = base;
 
 	/* text[0..base) is the end of the prompt text (healed bytes); a stop
 	 * string that begins there cuts the prompt text too, else it shows
@@ -615,8 +689,8 @@ void exl_job_complete(struct exl_job *job)
 	r->reason = job->reason;
 	r->error = job->reason == EXL_STOP_ERROR ? job->error : NULL;
 	r->tokens = job->gen;
-	r->n_tokens = job->n_gen;
-	r->new_tokens = job->n_gen;
+	r->n_tokens = n_tokens;
+	r->new_tokens = n_tokens;
 	r->stop_token = job->reason == EXL_STOP_TOKEN ? job->stop_token : -1;
 	r->stop_string = job->reason == EXL_STOP_STRING && job->stop_string >= 0 ?
 			 job->stop.s[job->stop_string] : NULL;
@@ -632,6 +706,10 @@ void exl_job_complete(struct exl_job *job)
 	r->top_k = job->return_top_k;
 	r->top_ids = job->top_ids;
 	r->top_probs = job->top_probs;
+	r->draft_proposed = job->draft.proposed;
+	r->draft_accepted = job->draft.accepted;
+	r->num_beams = job->num_beams;
+	r->beam_score = job->beam_score;
 	job->state = EXL_JOB_DONE;
 	job->cb.on_done(job, r, job->user);
 }

@@ -59,6 +59,10 @@ const char *exl_stop_reason_name(enum exl_stop_reason r);
 #define EXL_GEN_MAX_STRING_LEN 1024 /* bytes of one stop / banned string */
 #define EXL_GEN_MAX_BIAS 4096
 #define EXL_GEN_MAX_TOP_PROBS 64
+#define EXL_GEN_MAX_DRAFT_TOKENS 16
+#define EXL_GEN_MAX_NGRAM_DRAFT 16
+#define EXL_GEN_MAX_BEAMS 16
+#define EXL_GEN_MAX_DRAFT_NAME 128 /* bytes of a draft model's name */
 
 /* Every option of a job.  exl_gen_settings_init() sets the documented
  * defaults.  Pointers are borrowed: exl_job_create() copies what it keeps. */
@@ -111,6 +115,24 @@ struct exl_gen_settings {
 	bool return_probs;           /* false: the probability of each token */
 	int return_top_k;            /* 0: the k most likely candidates (<= 64) */
 	bool return_logits;          /* false: each step's logits (chunks only) */
+
+	/* Speculative decoding (engine.c): tokens proposed ahead are verified
+	 * in the same batched pass as everyone's tokens.  The output is the
+	 * one the job gives without: only the speed changes.  At most one of
+	 * the two proposers. */
+	const char *draft_model;     /* NULL: the name of a drafter attached to the
+				      * engine (exl_engine_attach_drafter); borrowed */
+	int ngram_draft;             /* 0: propose what followed the longest repeat (N..1
+				      * tokens) of the output's end in prompt and output */
+	int draft_tokens;            /* 4: the most tokens proposed per step (1..16) */
+
+	/* Beam search (generator_beam.c): the output is the best of num_beams
+	 * hypotheses, streamed whole when the search ends.  Sampling options
+	 * do not apply; stop conditions, banned strings, token healing and
+	 * the constraint do. */
+	int num_beams;               /* 0: off; 1..16 (1 gives greedy's output) */
+	float length_penalty;        /* 1: hypotheses rank by summed log-probability
+				      * / length^length_penalty */
 };
 
 void exl_gen_settings_init(struct exl_gen_settings *s);
@@ -162,6 +184,11 @@ struct exl_gen_result {
 	int top_k;
 	const int32_t *top_ids;    /* [n_tokens][top_k] */
 	const float *top_probs;
+	int draft_proposed;        /* tokens proposed by the drafter or n-gram lookup */
+	int draft_accepted;        /* of them, taken as the model's own */
+	int num_beams;             /* beam search: the width; else 0 */
+	double beam_score;         /* beam search: the best hypothesis' summed
+				    * log-probability (log-softmax after masks) */
 };
 
 /* on_chunk's return values. */

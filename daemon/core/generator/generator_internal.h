@@ -29,6 +29,8 @@ struct exl_gen_tok {
 	size_t detok_out;       /* decoder output bytes before this token */
 	float mu;               /* mirostat mu before this token */
 	size_t heal_done;       /* healing bytes matched before this token */
+	size_t released;        /* the release point before this token (beam */
+	int released_tokens;    /* search's cursor goes back to it) */
 };
 
 /* A token banned at one position by a banned string. */
@@ -42,6 +44,26 @@ struct exl_gen_strings {
 	size_t *len;
 	int n;
 };
+
+struct exl_drafter;
+
+/* Speculative decoding, per job (engine.c, drafter.c). */
+struct exl_job_draft {
+	int max_tokens;            /* draft_tokens */
+	int ngram;                 /* ngram_draft; 0 when off */
+	char *model;               /* draft_model, or NULL */
+	struct exl_drafter *drafter; /* the engine's, once added; NULL when it went away */
+	struct exl_kv_seq kv;      /* the draft model's copy of seq[0], in its own cache */
+	int32_t *prop;             /* this step's proposals [max_tokens] */
+	int n_prop;
+	int want;                  /* drafter: proposals asked of it this step */
+	int len;                   /* proposals to ask for next (engine.c, next_len) */
+	int idle;                  /* steps without proposals since len fell to 0 */
+	int proposed;              /* totals, for the result */
+	int accepted;
+};
+
+struct exl_beam_search;
 
 enum exl_job_state {
 	EXL_JOB_NEW,      /* not in an engine */
@@ -80,6 +102,7 @@ struct exl_job {
 	struct exl_filter *filter;
 	uint32_t *filter_mask;
 	bool mask_valid;           /* filter_mask holds allowed() for this position */
+	int filter_n;              /* generated tokens the filter has accepted */
 
 	struct exl_sampler *sampler;
 	struct exl_rng rng;
@@ -136,6 +159,12 @@ struct exl_job {
 	float *work;               /* n_vocab logits being sampled */
 	float *raw;                /* n_vocab: the model's logits, when reporting */
 
+	struct exl_job_draft draft;
+	bool hold_output;          /* nothing is streamed: a beam search still running */
+	struct exl_beam_search *beam; /* NULL unless num_beams */
+	int num_beams;
+	double beam_score;         /* the chosen hypothesis' summed log-probability */
+
 	/* the end */
 	enum exl_stop_reason reason;
 	int32_t stop_token;
@@ -186,7 +215,59 @@ void exl_job_end(struct exl_job *job, enum exl_stop_reason reason, const char *e
 /* Builds the result and calls on_done.  After this the engine must not
  * touch the job. */
 void exl_job_complete(struct exl_job *job);
-/* Gives every KV page back. */
+/* Gives every KV page back (beams' too; the draft sequence is the
+ * drafter's: exl_drafter_release). */
 void exl_job_release_kv(struct exl_job *job, struct exl_kvcache *kv);
+
+/* ---- the job as a cursor over token sequences (generator_step.c), for
+ * beam search: its text, decoder, healing and filter state follow
+ * whichever hypothesis it was last set to, through the same accept() a
+ * sampled token goes through, so a hypothesis ends (stop token or string,
+ * the filter, max_new_tokens) or dies (a banned string) exactly where the
+ * same tokens would end or rewind a sampled job. ---- */
+
+/* Back to the state after the first n generated tokens (n <= n_gen): the
+ * end reason, bans and the release point are cleared.  -1 with the job
+ * failed when the filter cannot replay. */
+int exl_job_cursor_truncate(struct exl_job *job, int n);
+/* Takes token t as the next one, as sampling it would. */
+void exl_job_cursor_accept(struct exl_job *job, int32_t t);
+/* Sets the job to the n tokens toks (truncating to the common prefix,
+ * then accepting the rest).  -1 when the job failed or a token ended or
+ * rewound it. */
+int exl_job_cursor_set(struct exl_job *job, const int32_t *toks, int n);
+/* Copies the model's logits row for the cursor's next token (CFG mixed
+ * when neg) into job->work with every mask applied.  1 when the masks end
+ * the job here (the filter), -1 on error (the job failed), else 0. */
+int exl_job_cursor_masked(struct exl_job *job, const float *cond, const float *neg);
+/* release() of the cursor's current state, for the final hypothesis. */
+void exl_job_cursor_release(struct exl_job *job);
+
+/* ---- beam search (generator_beam.c) ---- */
+
+int exl_beam_create(struct exl_job *job, int width, float length_penalty, char *err,
+		    size_t errlen);
+void exl_beam_free(struct exl_beam_search *b);
+/* Gives every beam's pages back. */
+void exl_beam_release_kv(struct exl_beam_search *b, struct exl_kvcache *kv);
+/* Whether the search has its beams (the prompt is in and a step ran). */
+bool exl_beam_started(const struct exl_job *job);
+int exl_beam_n_live(const struct exl_job *job);
+/* The KV sequence of live beam i, and the token it feeds next. */
+struct exl_kv_seq *exl_beam_kv(struct exl_job *job, int i, int32_t *next);
+/* Sets the row of live beam i's logits in this step's pass. */
+void exl_beam_set_row(struct exl_job *job, int i, int row);
+/* The step after a forward pass: seq[0]'s prompt row (first step) or each
+ * beam's row of logits (n_vocab floats apart from base) become the new
+ * beams or finished hypotheses.  KV forks and releases in kv.  When the
+ * search is over the job holds the best hypothesis and ends. */
+void exl_beam_step(struct exl_job *job, struct exl_kvcache *kv, const float *logits,
+		   int n_vocab, int row0);
+/* Pages the job may still take: its bound at admission less what its
+ * sequences hold now (scratch: n_pages zeroed int32, left zeroed). */
+int64_t exl_beam_outstanding(const struct exl_job *job, const struct exl_kvcache *kv,
+			     int gen_limit, int32_t *scratch);
+/* Pages a job of g new tokens with width beams may take, nothing shared. */
+int64_t exl_beam_pages(const struct exl_job *job, int g, int page_size);
 
 #endif

@@ -539,6 +539,7 @@ static void rewind_to(struct exl_job *job, size_t offset)
 		for (int i = 0; i < k; i++)
 			if (f->ops->accept(f, job->gen[i], err, sizeof(err)))
 				goto filter_fail;
+		job->filter_n = k;
 	}
 	return;
 filter_fail:
@@ -577,6 +578,8 @@ static void accept(struct exl_job *job, int32_t t, float mu_before)
 	g->detok_out = job->detok_out;
 	g->mu = mu_before;
 	g->heal_done = job->heal_done;
+	g->released = job->released;
+	g->released_tokens = job->released_tokens;
 	if (job->return_probs || job->return_top_k)
 		record_probs(job, idx, t);
 	if (job->return_logits && store_logits(job)) {
@@ -609,6 +612,7 @@ static void accept(struct exl_job *job, int32_t t, float mu_before)
 			fail(job, msg);
 			return;
 		}
+		job->filter_n = job->n_gen;
 	}
 	if (job->heal && job->heal_done < job->heal_len) {
 		char buf[512];
@@ -694,21 +698,16 @@ static bool logits_bad(struct exl_job *job, const float *x, const char *which)
 	return true;
 }
 
-void exl_job_advance(struct exl_job *job, const float *cond, const float *neg)
+/* The model's logits for the next token, CFG mixed, into job->work with
+ * every mask applied.  1 when the job ended here (the filter), -1 when it
+ * failed, else 0. */
+static int masked_logits(struct exl_job *job, const float *cond, const float *neg)
 {
 	float *w = job->work;
 	int n = job->n_vocab;
 
-	if (job->reason != EXL_STOP_NONE)
-		return;
-	if (job->n_gen >= job->max_new_tokens || job->n_gen >= job->gen_limit) {
-		exl_job_end(job, job->n_gen >= job->max_new_tokens ? EXL_STOP_MAX_NEW_TOKENS :
-			    EXL_STOP_MAX_CONTEXT, NULL);
-		release(job);
-		return;
-	}
 	if (logits_bad(job, cond, "") || (neg && logits_bad(job, neg, " for the negative prompt")))
-		return;
+		return -1;
 	if (neg && job->cfg_scale != 1.0f) {
 		float s = job->cfg_scale;
 
@@ -719,9 +718,22 @@ void exl_job_advance(struct exl_job *job, const float *cond, const float *neg)
 	}
 	if (job->raw)
 		memcpy(job->raw, w, (size_t)n * sizeof(*w));
-	int r = apply_masks(job, w);
+	return apply_masks(job, w);
+}
 
-	if (r) {
+void exl_job_advance(struct exl_job *job, const float *cond, const float *neg)
+{
+	float *w = job->work;
+
+	if (job->reason != EXL_STOP_NONE)
+		return;
+	if (job->n_gen >= job->max_new_tokens || job->n_gen >= job->gen_limit) {
+		exl_job_end(job, job->n_gen >= job->max_new_tokens ? EXL_STOP_MAX_NEW_TOKENS :
+			    EXL_STOP_MAX_CONTEXT, NULL);
+		release(job);
+		return;
+	}
+	if (masked_logits(job, cond, neg)) {
 		release(job);
 		return;
 	}
@@ -743,6 +755,95 @@ void exl_job_advance(struct exl_job *job, const float *cond, const float *neg)
 	accept(job, t, mu);
 }
 
+/* ---- the job as a cursor (beam search) ---- */
+
+int exl_job_cursor_truncate(struct exl_job *job, int n)
+{
+	struct exl_filter *f = job->filter;
+	char err[200];
+
+	if (n < 0 || n > job->n_gen)
+		n = job->n_gen;
+	/* A stop string cut the text where it began, with a NUL over its
+	 * first byte, which may lie in the text of tokens kept. */
+	if (job->reason == EXL_STOP_STRING && job->stop_string >= 0 && job->text)
+		job->text[job->text_len] = job->stop.s[job->stop_string][0];
+	/* What accept() changed since token n, as rewind_to undoes it, and
+	 * the end it may have set. */
+	job->text_len = n > 0 ? job->gt[n - 1].text_end : 0;
+	if (job->text)
+		job->text[job->text_len] = 0;
+	if (n < job->n_gen) {
+		const struct exl_gen_tok *g = &job->gt[n];
+
+		job->detok = g->detok;
+		job->detok_out = g->detok_out;
+		job->heal_done = g->heal_done;
+		job->released = g->released;
+		job->released_tokens = g->released_tokens;
+		job->n_gen = n;
+	}
+	for (int i = 0; i < job->n_seqs; i++)
+		job->seq[i].n_tokens = job->seq[i].prompt_len + n;
+	job->reason = EXL_STOP_NONE;
+	if (job->state == EXL_JOB_ENDING)
+		job->state = EXL_JOB_RUNNING;
+	job->stop_token = -1;
+	job->stop_string = -1;
+	job->error[0] = 0;
+	job->n_bans = 0;
+	job->n_rewinds = 0;
+	job->mask_valid = false;
+	if (!f || job->filter_n == n)
+		return 0;
+	if (f->ops->reset(f, err, sizeof(err)))
+		goto filter_fail;
+	for (int i = 0; i < n; i++)
+		if (f->ops->accept(f, job->gen[i], err, sizeof(err)))
+			goto filter_fail;
+	job->filter_n = n;
+	return 0;
+filter_fail:
+	{
+		char msg[256];
+
+		snprintf(msg, sizeof(msg), "filter (replaying a beam): %s", err);
+		fail(job, msg);
+		return -1;
+	}
+}
+
+void exl_job_cursor_accept(struct exl_job *job, int32_t t)
+{
+	accept(job, t, exl_sampler_mirostat_mu(job->sampler));
+}
+
+int exl_job_cursor_set(struct exl_job *job, const int32_t *toks, int n)
+{
+	int c = 0;
+
+	while (c < n && c < job->n_gen && job->gen[c] == toks[c])
+		c++;
+	if ((c < job->n_gen || job->reason != EXL_STOP_NONE) && exl_job_cursor_truncate(job, c))
+		return -1;
+	for (int i = c; i < n; i++) {
+		accept(job, toks[i], exl_sampler_mirostat_mu(job->sampler));
+		if (job->reason != EXL_STOP_NONE || job->n_gen != i + 1)
+			break;
+	}
+	return job->reason == EXL_STOP_ERROR ? -1 : 0;
+}
+
+int exl_job_cursor_masked(struct exl_job *job, const float *cond, const float *neg)
+{
+	return masked_logits(job, cond, neg);
+}
+
+void exl_job_cursor_release(struct exl_job *job)
+{
+	release(job);
+}
+
 bool exl_job_deliver(struct exl_job *job)
 {
 	struct exl_chunk c;
@@ -754,7 +855,7 @@ bool exl_job_deliver(struct exl_job *job)
 
 	if (atomic_load(&job->paused))
 		return false;
-	if (nb == 0 && nt == 0)
+	if ((nb == 0 && nt == 0) || job->hold_output)
 		return true;
 	memset(&c, 0, sizeof(c));
 	c.text = job->text ? job->text + job->delivered : "";

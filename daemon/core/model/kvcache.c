@@ -725,3 +725,23 @@ void exl_kv_seq_truncate(struct exl_kvcache *kv, struct exl_kv_seq *s, int n_pos
 	if (s->n_pages > keep)
 		s->n_pages = keep;
 }
+
+int exl_kv_seq_fork(struct exl_kvcache *kv, struct exl_kv_seq *dst, const struct exl_kv_seq *src)
+{
+	if (dst->n_pos || dst->n_pages)
+		return -1;
+	if (grow_pages(dst, src->n_pages) || grow_tokens(dst, src->n_pos))
+		return -1;
+	/* pages given back behind a sliding window stay given back */
+	for (int i = 0; i < src->n_pages; i++) {
+		dst->pages[i] = src->pages[i];
+		if (i >= src->n_dropped)
+			page_ref(kv, src->pages[i]);
+	}
+	dst->n_pages = src->n_pages;
+	dst->n_dropped = src->n_dropped;
+	dst->n_pos = src->n_pos;
+	if (src->n_pos)
+		memcpy(dst->tokens, src->tokens, (size_t)src->n_pos * sizeof(*src->tokens));
+	return 0;
+}

@@ -110,11 +110,20 @@ int exl_kv_seq_writable(const struct exl_kvcache *kv, const struct exl_kv_seq *s
  * sliding window, gives back the pages behind it. */
 int exl_kv_seq_commit(struct exl_kvcache *kv, struct exl_kv_seq *s, const int32_t *tokens, int n);
 
-/* Forgets positions >= n_pos (rewind for banned strings, token healing) and
- * gives back pages reserved past them; n_pos above s->n_pos means s->n_pos.
- * When the window the new last position needs reaches into pages already
- * given back, s forgets everything (n_pos 0): its tokens are computed
- * again. */
+/* Forgets positions >= n_pos (rewind for banned strings, token healing, a
+ * rejected speculative draft) and gives back pages reserved past them;
+ * n_pos above s->n_pos means s->n_pos.  A page kept partly keeps its
+ * content and registration until the sequence next reserves into it,
+ * which un-shares or unregisters it first, so a sequence mapping it
+ * meanwhile still reads what its tokens say.  When the window the new
+ * last position needs reaches into pages already given back, s forgets
+ * everything (n_pos 0): its tokens are computed again. */
 void exl_kv_seq_truncate(struct exl_kvcache *kv, struct exl_kv_seq *s, int n_pos);
+
+/* Makes the empty dst a copy of src that shares every page, the last
+ * partial one included (beam search: a beam and its parent's other
+ * children); the first to write a shared page copies it (reserve).
+ * Returns 0, or -1 when out of memory (dst stays empty). */
+int exl_kv_seq_fork(struct exl_kvcache *kv, struct exl_kv_seq *dst, const struct exl_kv_seq *src);
 
 #endif

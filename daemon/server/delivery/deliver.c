@@ -212,8 +212,9 @@ static void pack_result(msgpack_packer *pk, msgpack_sbuffer *sb, const struct ex
 	bool stop_string = !j->fail[0] && r->reason == EXL_STOP_STRING && r->stop_string;
 	bool top = j->return_text && r->top_k > 0 && r->top_ids && r->top_probs;
 	bool probs = j->return_text && r->probs;
-	uint32_t n = 10 + (error ? 1 : 0) + stop_token + stop_string + (j->return_text ? 2 : 0) +
-		     (probs ? 1 : 0) + (top ? 2 : 0);
+	bool beams = r->num_beams > 0;
+	uint32_t n = 12 + (error ? 1 : 0) + stop_token + stop_string + (j->return_text ? 2 : 0) +
+		     (probs ? 1 : 0) + (top ? 2 : 0) + (beams ? 2 : 0);
 
 	exl_pack_reply(pk, sb, EXL_OP_DONE, &j->req_id, n);
 	exl_pack_key(pk, "job");
@@ -244,6 +245,16 @@ static void pack_result(msgpack_packer *pk, msgpack_sbuffer *sb, const struct ex
 	msgpack_pack_double(pk, r->time_total);
 	exl_pack_key(pk, "model");
 	exl_pack_cstr(pk, j->model);
+	exl_pack_key(pk, "draft_proposed");
+	msgpack_pack_int(pk, r->draft_proposed);
+	exl_pack_key(pk, "draft_accepted");
+	msgpack_pack_int(pk, r->draft_accepted);
+	if (beams) {
+		exl_pack_key(pk, "num_beams");
+		msgpack_pack_int(pk, r->num_beams);
+		exl_pack_key(pk, "beam_score");
+		msgpack_pack_double(pk, r->beam_score);
+	}
 	if (error) {
 		exl_pack_key(pk, "error");
 		msgpack_pack_map(pk, 2);

@@ -91,6 +91,8 @@ void exl_srv_job_free(struct exl_srv_job *j)
 	if (j->job)
 		exl_job_free(j->job);
 	exl_sink_unref(s);
+	free(j->draft_name);
+	free(j->draft_path);
 	free(j);
 }
 

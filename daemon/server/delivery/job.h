@@ -55,6 +55,8 @@ struct exl_srv_job {
 	struct exl_packed_id req_id;
 	enum exl_stream stream;      /* RING, SOCKET or NONE */
 	bool return_text;
+	char *draft_name;            /* draft_model: its name and file (conn.c checked */
+	char *draft_path;            /* it is loaded); NULL when none */
 	/* loop thread only: job is still being made (prep.h), not yet on
 	 * the engine; a cancel that came meanwhile */
 	bool preparing;

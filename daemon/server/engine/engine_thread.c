@@ -20,7 +20,8 @@
 #define IDLE_WAIT_MS 250
 #define PAUSED_POLL_MS 2
 
-enum cmd_kind { CMD_ADD, CMD_CANCEL_JOB, CMD_CANCEL_SINK, CMD_UNLOAD, CMD_SHUTDOWN };
+enum cmd_kind { CMD_ADD, CMD_CANCEL_JOB, CMD_CANCEL_SINK, CMD_UNLOAD, CMD_SHUTDOWN,
+		CMD_DROP_DRAFTER };
 
 struct exl_cmd {
 	struct exl_cmd *next;
@@ -29,6 +30,7 @@ struct exl_cmd {
 	struct exl_sink *sink;   /* a reference (CMD_CANCEL_SINK) */
 	uint64_t job_id;
 	bool cancel;
+	char name[EXL_MAX_NAME + 1]; /* CMD_DROP_DRAFTER */
 };
 
 void exl_engine_thread_wake(struct exl_engine_thread *t)
@@ -40,10 +42,27 @@ void exl_engine_thread_wake(struct exl_engine_thread *t)
 		exl_log(EXL_LOG_WARN, "%s: waking the engine thread: %s", t->name, strerror(errno));
 }
 
+static struct exl_cmd *new_cmd(void)
+{
+	return calloc(1, sizeof(struct exl_cmd));
+}
+
+static void enqueue_cmd(struct exl_engine_thread *t, struct exl_cmd *c)
+{
+	pthread_mutex_lock(&t->mu);
+	if (t->tail)
+		t->tail->next = c;
+	else
+		t->head = c;
+	t->tail = c;
+	pthread_mutex_unlock(&t->mu);
+	exl_engine_thread_wake(t);
+}
+
 static int post(struct exl_engine_thread *t, enum cmd_kind kind, struct exl_srv_job *job,
 		struct exl_sink *sink, uint64_t job_id, bool cancel)
 {
-	struct exl_cmd *c = calloc(1, sizeof(*c));
+	struct exl_cmd *c = new_cmd();
 
 	if (!c)
 		return -1;
@@ -54,14 +73,19 @@ static int post(struct exl_engine_thread *t, enum cmd_kind kind, struct exl_srv_
 		exl_sink_ref(sink);
 	c->job_id = job_id;
 	c->cancel = cancel;
-	pthread_mutex_lock(&t->mu);
-	if (t->tail)
-		t->tail->next = c;
-	else
-		t->head = c;
-	t->tail = c;
-	pthread_mutex_unlock(&t->mu);
-	exl_engine_thread_wake(t);
+	enqueue_cmd(t, c);
+	return 0;
+}
+
+int exl_engine_thread_drop_drafter(struct exl_engine_thread *t, const char *name)
+{
+	struct exl_cmd *c = new_cmd();
+
+	if (!c)
+		return -1;
+	c->kind = CMD_DROP_DRAFTER;
+	snprintf(c->name, sizeof(c->name), "%s", name);
+	enqueue_cmd(t, c);
 	return 0;
 }
 
@@ -173,6 +197,31 @@ const struct exl_job_callbacks exl_engine_thread_callbacks = {
 	.on_done = on_done,
 };
 
+/* The first job drafting with a model opens the thread's own copy of it
+ * (the loaded one belongs to its own engine thread; drafter.h): a stall
+ * of this thread as long as mapping the file and reading its vocabulary,
+ * once per draft model.  Refuses the job when that fails; 0 when the job
+ * may go on. */
+static int open_drafter(struct exl_engine_thread *t, struct exl_srv_job *j)
+{
+	char err[512];
+	uint64_t t0 = exl_now_ns();
+
+	if (exl_engine_has_drafter(t->eng, j->draft_name))
+		return 0;
+	if (exl_engine_open_drafter(t->eng, j->draft_name, j->draft_path, t->be, err,
+				    sizeof(err))) {
+		exl_log(EXL_LOG_ERR, "%s: %s", t->name, err);
+		exl_deliver_refused(j, EXL_E_LOAD_FAILED, err);
+		atomic_fetch_sub(&t->n_jobs, 1);
+		exl_srv_job_free(j);
+		return -1;
+	}
+	exl_log(EXL_LOG_INFO, "%s: draft model '%s' opened for speculative decoding in %.0f ms",
+		t->name, j->draft_name, (double)(exl_now_ns() - t0) / 1e6);
+	return 0;
+}
+
 static void run_add(struct exl_engine_thread *t, struct exl_srv_job *j)
 {
 	char err[256];
@@ -185,6 +234,8 @@ static void run_add(struct exl_engine_thread *t, struct exl_srv_job *j)
 		exl_srv_job_free(j);
 		return;
 	}
+	if (j->draft_path && open_drafter(t, j))
+		return;
 	if (exl_engine_add(t->eng, j->job, err, sizeof(err))) {
 		exl_deliver_refused(j, EXL_E_TOO_LARGE, err);
 		atomic_fetch_sub(&t->n_jobs, 1);
@@ -228,6 +279,9 @@ static void run_commands(struct exl_engine_thread *t)
 		case CMD_SHUTDOWN:
 			t->stopping = true;
 			exl_engine_end_all(t->eng, EXL_STOP_SHUTDOWN);
+			break;
+		case CMD_DROP_DRAFTER:
+			exl_engine_drop_drafter(t->eng, c->name);
 			break;
 		}
 		if (c->sink)
@@ -320,7 +374,8 @@ static void *thread_main(void *arg)
 }
 
 struct exl_engine_thread *exl_engine_thread_start(struct exl_mailbox *mail, struct exl_engine *eng,
-						  const char *name, char *err, size_t errlen)
+						  struct exl_backend *be, const char *name,
+						  char *err, size_t errlen)
 {
 	struct exl_engine_thread *t = calloc(1, sizeof(*t));
 
@@ -330,6 +385,7 @@ struct exl_engine_thread *exl_engine_thread_start(struct exl_mailbox *mail, stru
 	}
 	t->mail = mail;
 	t->eng = eng;
+	t->be = be;
 	snprintf(t->name, sizeof(t->name), "%s", name);
 	pthread_mutex_init(&t->mu, NULL);
 	atomic_init(&t->heartbeat_ns, exl_now_ns());

@@ -22,6 +22,7 @@
 #include "daemon/core/generator/engine.h"
 #include "daemon/server/wire/protocol.h"
 
+struct exl_backend;
 struct exl_mailbox;
 struct exl_sink;
 struct exl_srv_job;
@@ -31,6 +32,7 @@ struct exl_engine_thread {
 	bool started;
 	struct exl_mailbox *mail;    /* the loop's: EXL_MAIL_ENGINE_EXITED */
 	struct exl_engine *eng;
+	struct exl_backend *be;      /* eng's model's: draft models open on it */
 	char name[EXL_MAX_NAME + 1];
 	int efd;                     /* wakes the thread */
 
@@ -54,10 +56,11 @@ struct exl_engine_thread {
 	bool unload_cancel;
 };
 
-/* Starts a thread running eng (which it does not own).  NULL with a
- * message on failure. */
+/* Starts a thread running eng (which it does not own), whose model is on
+ * be.  NULL with a message on failure. */
 struct exl_engine_thread *exl_engine_thread_start(struct exl_mailbox *mail, struct exl_engine *eng,
-						  const char *name, char *err, size_t errlen);
+						  struct exl_backend *be, const char *name,
+						  char *err, size_t errlen);
 /* Waits for the thread (after it posted EXL_MAIL_ENGINE_EXITED) and frees it. */
 void exl_engine_thread_join(struct exl_engine_thread *t);
 
@@ -69,6 +72,9 @@ int exl_engine_thread_cancel_sink(struct exl_engine_thread *t, struct exl_sink *
 int exl_engine_thread_unload(struct exl_engine_thread *t, bool cancel);
 /* Ends every job with reason shutdown; the thread exits. */
 int exl_engine_thread_shutdown(struct exl_engine_thread *t);
+/* Closes the thread's copy of the draft model name, if it has one (that
+ * model was unloaded); jobs drafting with it go on without. */
+int exl_engine_thread_drop_drafter(struct exl_engine_thread *t, const char *name);
 /* Loop: a request counted in n_preparing is done with the model; the
  * thread may exit after this (do not touch t again unless it has jobs). */
 void exl_engine_thread_prep_done(struct exl_engine_thread *t);

@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "daemon/core/generator/drafter.h"
 #include "daemon/core/generator/engine.h"
 #include "daemon/server/engine/engine_thread.h"
 #include "daemon/core/gguf/gguf.h"
@@ -149,6 +150,30 @@ struct exl_model_entry *exl_registry_pick(struct exl_registry *r, const char *na
 	return e;
 }
 
+int exl_registry_draft_path(struct exl_registry *r, const struct exl_model_entry *target,
+			    const char *name, char *path, size_t pathlen, char *err,
+			    size_t errlen)
+{
+	int code = EXL_OK;
+	char msg[300];
+	struct exl_model_entry *d = exl_registry_pick(r, name, &code, msg, sizeof(msg));
+
+	if (!d) {
+		snprintf(err, errlen, "draft_model: %s (a draft model must be loaded)", msg);
+		return code;
+	}
+	if (d->vocab_fp != target->vocab_fp) {
+		snprintf(err, errlen, "draft_model: '%s' has another vocabulary than '%s' (a draft "
+			 "model must tokenize the same way)", name, target->name);
+		return EXL_E_BAD_REQUEST;
+	}
+	if ((size_t)snprintf(path, pathlen, "%s/%s.gguf", r->cfg->models_dir, d->name) >= pathlen) {
+		snprintf(err, errlen, "draft_model: the path of '%s' is too long", name);
+		return EXL_E_INTERNAL;
+	}
+	return EXL_OK;
+}
+
 struct exl_model_entry *exl_registry_next_loaded(struct exl_registry *r,
 						 struct exl_model_entry *prev)
 {
@@ -257,6 +282,8 @@ static void *loader_main(void *arg)
 		e->load_code = EXL_E_LOAD_FAILED;
 		goto fail_msg;
 	}
+	e->vocab_fp = exl_vocab_fingerprint(exl_model_tokenizer(e->model),
+					    exl_model_hparams(e->model)->n_vocab);
 	kv_tokens = c->kv_tokens;
 	if (!kv_tokens) {
 		const struct exl_hparams *hp = exl_model_hparams(e->model);
@@ -445,7 +472,7 @@ void exl_registry_on_load_done(struct exl_registry *r, struct exl_model_entry *e
 		snprintf(e->load_err, sizeof(e->load_err), "the daemon is shutting down");
 	}
 	if (e->load_code == EXL_OK) {
-		e->et = exl_engine_thread_start(r->mail, e->eng, e->name, err, sizeof(err));
+		e->et = exl_engine_thread_start(r->mail, e->eng, e->be, e->name, err, sizeof(err));
 		if (!e->et) {
 			e->load_code = EXL_E_INTERNAL;
 			snprintf(e->load_err, sizeof(e->load_err), "loading '%s': %s", e->name, err);
@@ -523,6 +550,12 @@ void exl_registry_on_engine_exited(struct exl_registry *r, struct exl_engine_thr
 		return;
 	e->et = NULL;
 	exl_log(EXL_LOG_INFO, "model '%s' unloaded", e->name);
+	/* Models drafting with it close their copies (one loaded again later
+	 * under the name is opened anew). */
+	for (struct exl_model_entry *o = r->head; o; o = o->next)
+		if (o != e && o->et && exl_engine_thread_drop_drafter(o->et, e->name))
+			exl_log(EXL_LOG_WARN, "out of memory telling '%s' to close its draft "
+				"model '%s'", o->name, e->name);
 	reply_waiters(e->unload_waiters, e, true, EXL_OK, NULL);
 	unlink_entry(r, e);
 	free_entry(e);
@@ -819,7 +852,7 @@ void exl_registry_pack_status(struct exl_registry *r, msgpack_packer *pk)
 		memset(&st, 0, sizeof(st));
 		if (e->et)
 			exl_engine_thread_stats(e->et, &st);
-		msgpack_pack_map(pk, 21); /* 15 here, 6 in pack_memory */
+		msgpack_pack_map(pk, 23); /* 17 here, 6 in pack_memory */
 		exl_pack_key(pk, "name");
 		exl_pack_cstr(pk, e->name);
 		exl_pack_key(pk, "state");
@@ -842,6 +875,10 @@ void exl_registry_pack_status(struct exl_registry *r, msgpack_packer *pk)
 		msgpack_pack_uint64(pk, st.recomputed_tokens);
 		exl_pack_key(pk, "steps");
 		msgpack_pack_uint64(pk, st.steps);
+		exl_pack_key(pk, "draft_proposed");
+		msgpack_pack_uint64(pk, st.draft_proposed);
+		exl_pack_key(pk, "draft_accepted");
+		msgpack_pack_uint64(pk, st.draft_accepted);
 		exl_pack_key(pk, "tok_s");
 		msgpack_pack_double(pk, st.tokens_per_s);
 		exl_pack_key(pk, "kv_pages_free");

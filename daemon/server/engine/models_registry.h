@@ -51,6 +51,7 @@ struct exl_model_entry {
 	struct exl_waiter *unload_waiters;
 	bool unload_cancel;
 	int file_state;               /* exl_model_check_file's last answer */
+	uint64_t vocab_fp;            /* exl_vocab_fingerprint: who may draft for whom */
 };
 
 struct exl_registry;
@@ -68,6 +69,13 @@ void exl_registry_free(struct exl_registry *r);
  * NULL with a code (unknown_model, busy) and message otherwise. */
 struct exl_model_entry *exl_registry_pick(struct exl_registry *r, const char *name, int *code,
 					  char *err, size_t errlen);
+
+/* The loaded model name as the draft model of target's jobs: the path of
+ * its file into path.  EXL_OK, or a code (unknown_model, busy,
+ * bad_request) with a message: not loaded, or another vocabulary. */
+int exl_registry_draft_path(struct exl_registry *r, const struct exl_model_entry *target,
+			    const char *name, char *path, size_t pathlen, char *err,
+			    size_t errlen);
 
 /* The loaded model after prev (the first when prev is NULL), or NULL:
  * for listing them (the HTTP front's model lists). */

@@ -205,6 +205,10 @@ static const struct skey exld_keys[] = {
 	{ "token_healing", NULL, K_BOOL, SET(token_healing) },
 	{ "encode_special", NULL, K_BOOL, SET(encode_special_tokens) },
 	{ "decode_special", NULL, K_BOOL, SET(decode_special_tokens) },
+	{ "ngram_draft", "ngram_draft", K_INT, SET(ngram_draft) },
+	{ "draft_tokens", "draft_tokens", K_INT, SET(draft_tokens) },
+	{ "num_beams", "num_beams", K_INT, SET(num_beams) },
+	{ "length_penalty", "length_penalty", K_FLOAT, SET(length_penalty) },
 };
 
 /* Ollama's names in "options" for what exld names otherwise. */

@@ -15,6 +15,10 @@ _Static_assert(EXL_MAX_BANNED == EXL_GEN_MAX_BANNED, "wire and generator disagre
 _Static_assert(EXL_MAX_STRING_ITEM == EXL_GEN_MAX_STRING_LEN, "wire and generator disagree");
 _Static_assert(EXL_MAX_BIAS == EXL_GEN_MAX_BIAS, "wire and generator disagree");
 _Static_assert(EXL_MAX_TOP_K_RETURN == EXL_GEN_MAX_TOP_PROBS, "wire and generator disagree");
+_Static_assert(EXL_MAX_DRAFT_TOKENS == EXL_GEN_MAX_DRAFT_TOKENS, "wire and generator disagree");
+_Static_assert(EXL_MAX_NGRAM_DRAFT == EXL_GEN_MAX_NGRAM_DRAFT, "wire and generator disagree");
+_Static_assert(EXL_MAX_BEAMS == EXL_GEN_MAX_BEAMS, "wire and generator disagree");
+_Static_assert(EXL_MAX_NAME == EXL_GEN_MAX_DRAFT_NAME, "a draft model is named as a model");
 
 /* Every group of optional generate keys that dec_generate() decodes (the
  * hello reply lists them; docs/protocol.md has the keys of each). */
@@ -22,7 +26,8 @@ const char *const exl_daemon_features[] = {
 	EXL_FEAT_PENALTIES, EXL_FEAT_NO_REPEAT_NGRAM, EXL_FEAT_TYPICAL, EXL_FEAT_TFS,
 	EXL_FEAT_TOP_A, EXL_FEAT_TOKEN_BIAS, EXL_FEAT_DRY, EXL_FEAT_XTC, EXL_FEAT_MIROSTAT,
 	EXL_FEAT_BANNED_STRINGS, EXL_FEAT_TOKEN_HEALING, EXL_FEAT_CFG, EXL_FEAT_GRAMMAR,
-	EXL_FEAT_JSON_SCHEMA, EXL_FEAT_REGEX, EXL_FEAT_RETURN_LOGITS,
+	EXL_FEAT_JSON_SCHEMA, EXL_FEAT_REGEX, EXL_FEAT_RETURN_LOGITS, EXL_FEAT_SPECULATIVE,
+	EXL_FEAT_BEAM_SEARCH,
 };
 const size_t exl_daemon_n_features = sizeof(exl_daemon_features) / sizeof(exl_daemon_features[0]);
 
@@ -694,6 +699,16 @@ static int dec_generate(struct dec *d, struct exl_req_generate *g, size_t max_te
 	s->json_schema = g->json_schema;
 	s->regex = g->regex;
 	s->filter_prefer_eos = g->filter_prefer_eos;
+
+	if (get_cstr(d, "draft_model", EXL_GEN_MAX_DRAFT_NAME, &s->draft_model) ||
+	    get_rint(d, "draft_tokens", &s->draft_tokens) ||
+	    get_rint(d, "ngram_draft", &s->ngram_draft) ||
+	    get_rint(d, "num_beams", &s->num_beams) ||
+	    get_rfloat(d, "length_penalty", &s->length_penalty))
+		return -1;
+	if (s->draft_model && (!*s->draft_model || s->ngram_draft))
+		return fail(d, "draft_model", !*s->draft_model ? "is empty" :
+			    "give at most one of draft_model and ngram_draft");
 
 	if (dec_stream(d, g))
 		return -1;
