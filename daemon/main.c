@@ -12,6 +12,7 @@ struct subcommand {
 
 static const struct subcommand subcommands[] = {
 	{ "run", exl_cmd_run, "run --model FILE --prompt TEXT [options]  complete a prompt (options: exld run --help)" },
+	{ "embed", exl_cmd_embed, "embed --model FILE [--pooling P] [--normalize] TEXT...  one embedding (JSON) per text" },
 	{ "inspect", exl_cmd_inspect, "inspect FILE              print a GGUF model's metadata and tensors" },
 	{ "tokenize", exl_cmd_tokenize, "tokenize --model FILE [--no-bos] [--special]  text on stdin -> token ids" },
 	{ "detokenize", exl_cmd_detokenize, "detokenize --model FILE [--special]  token ids on stdin -> text" },

@@ -99,6 +99,10 @@ struct exl_backend_mem {
 
 struct exl_backend_ops {
 	const char *name;
+	/* Rows a matmul takes for about the price of one (its memory-bound
+	 * regime): the engine verifies speculative proposals only while a
+	 * pass's decode rows stay within it. */
+	int cheap_rows;
 	void (*destroy)(struct exl_backend *be);
 
 	/* Memory.  alloc returns zeroed backend memory or NULL. */

@@ -17,6 +17,8 @@ static const struct command commands[] = {
 	  "complete prompts, streaming the text (- reads stdin)" },
 	{ "chat", cmd_chat, "[-m MODEL] [--system TEXT] [--template NAME]",
 	  "talk with a model in its chat format" },
+	{ "embed", cmd_embed, "[-m MODEL] [--pooling P] [--normalize] TEXT...",
+	  "one embedding per text, as JSON lines" },
 	{ "models", cmd_models, "", "list the daemon's models" },
 	{ "load", cmd_load, "NAME", "load a model from the daemon's model directory (admin)" },
 	{ "unload", cmd_unload, "[--cancel] NAME", "unload a model (admin)" },

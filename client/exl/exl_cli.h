@@ -63,6 +63,8 @@ struct gen_opts {
 	const char *model;
 	bool json;
 	int top_probs;            /* --top-probs K */
+	struct exl_input_embedding *embd; /* --embedding blocks (malloc'ed) */
+	size_t n_embd;
 	/* The shared options' parser (common/cli/gen_args.h: the members
 	 * above that they set), and the lists p points into. */
 	struct gen_args a;
@@ -125,5 +127,6 @@ int cmd_load(const struct cli *g, int argc, char **argv);
 int cmd_unload(const struct cli *g, int argc, char **argv);
 int cmd_status(const struct cli *g, int argc, char **argv);
 int cmd_bench(const struct cli *g, int argc, char **argv);
+int cmd_embed(const struct cli *g, int argc, char **argv);
 
 #endif

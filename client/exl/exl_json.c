@@ -170,6 +170,7 @@ int json_result(FILE *out, const struct exl_result *r, const struct top_tokens *
 		.stop_reason = r->stop_reason, .stop_string = r->stop_string,
 		.stop_token = r->stop_token, .error = r->error,
 		.prompt_tokens = r->prompt_tokens, .cached_tokens = r->cached_tokens,
+		.truncated_tokens = r->truncated_tokens,
 		.new_tokens = r->new_tokens, .seed = r->seed,
 		.time_queued = r->time_queued, .time_to_first = r->time_to_first,
 		.time_total = r->time_total, .probs = r->probs,

@@ -1,14 +1,17 @@
 /* exl's generation options: the shared ones (common/cli/gen_args.h) taken
  * into struct exl_gen_params, plus --model and --json (docs/exl.md lists
  * them). */
+#include <errno.h>
 #include <math.h>
 #include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "common/utf8.h"
 #include "client/exl/exl_cli.h"
 
-enum { OPT_MODEL = GENOPT_OWN, OPT_JSON };
+enum { OPT_MODEL = GENOPT_OWN, OPT_JSON, OPT_EMBEDDING };
 
 static const struct genopt own_head[] = {
 	{ OPT_MODEL, "--model", "-m", GENOPT_STR, 0, 0, 0, "model", "NAME",
@@ -18,7 +21,14 @@ static const struct genopt own_head[] = {
 static const struct genopt own_tail[] = {
 	{ OPT_JSON, "--json", NULL, GENOPT_FLAG, 0, 0, 0, NULL, NULL,
 	  "print each result as one line of JSON" },
+	{ OPT_EMBEDDING, "--embedding", NULL, GENOPT_STR, 0, 0, 0, "embeddings", "ALIAS=FILE",
+	  "where ALIAS occurs in the prompt, use FILE's rows (raw float32 [n][n_embd]) in "
+	  "place of token embeddings (repeatable)" },
 };
+
+#define N_TAIL (sizeof(own_tail) / sizeof(own_tail[0]))
+
+static int take_embedding(struct gen_opts *o, const char *spec);
 
 /* Where the plain values land (common/cli/gen_args.h). */
 #define EXL_FIELD(id, exl, run) [id] = GEN_FIELD(struct gen_opts, exl),
@@ -38,7 +48,8 @@ void gen_opts_usage(FILE *out)
 	narrow(&ps);
 	genopt_usage_line(out, &own_head[0]);
 	genopt_usage(out, &ps);
-	genopt_usage_line(out, &own_tail[0]);
+	for (size_t i = 0; i < N_TAIL; i++)
+		genopt_usage_line(out, &own_tail[i]);
 }
 
 int gen_opts_init(struct gen_opts *o, int argc, char *err, size_t errlen)
@@ -53,7 +64,62 @@ int gen_opts_init(struct gen_opts *o, int argc, char *err, size_t errlen)
 
 void gen_opts_free(struct gen_opts *o)
 {
+	for (size_t i = 0; i < o->n_embd; i++) {
+		free((char *)o->embd[i].alias);
+		free((float *)o->embd[i].rows);
+	}
+	free(o->embd);
+	o->embd = NULL;
+	o->n_embd = 0;
 	gen_args_free(&o->a);
+}
+
+/* --embedding ALIAS=FILE: the file's float32 rows; their count is the
+ * daemon's to check against the model's n_embd. */
+static int take_embedding(struct gen_opts *o, const char *spec)
+{
+	const char *eq = strchr(spec, '=');
+	struct exl_input_embedding *e;
+	FILE *f = NULL;
+	char *buf = NULL, *alias = NULL;
+	long len;
+
+	if (!eq || eq == spec || !eq[1]) {
+		fprintf(stderr, "%s: --embedding '%s': expected ALIAS=FILE\n", o->a.ps.prog, spec);
+		return -1;
+	}
+	f = fopen(eq + 1, "rb");
+	if (!f || fseek(f, 0, SEEK_END) || (len = ftell(f)) < 0 || fseek(f, 0, SEEK_SET)) {
+		fprintf(stderr, "%s: --embedding: cannot read '%s': %s\n", o->a.ps.prog, eq + 1,
+			strerror(errno));
+		goto fail;
+	}
+	if (len == 0 || len % 4 || len > (64l << 20)) {
+		fprintf(stderr, "%s: --embedding: '%s' has %ld bytes, not float32 rows (at most "
+			"64 MiB)\n", o->a.ps.prog, eq + 1, len);
+		goto fail;
+	}
+	buf = malloc((size_t)len);
+	alias = strndup(spec, (size_t)(eq - spec));
+	e = realloc(o->embd, (o->n_embd + 1) * sizeof(*e));
+	if (e)
+		o->embd = e;
+	if (!buf || !alias || !e || fread(buf, 1, (size_t)len, f) != (size_t)len) {
+		fprintf(stderr, "%s: --embedding: cannot read '%s'\n", o->a.ps.prog, eq + 1);
+		goto fail;
+	}
+	fclose(f);
+	o->embd[o->n_embd].alias = alias;
+	o->embd[o->n_embd].rows = (const float *)(void *)buf;
+	o->embd[o->n_embd].n_floats = (size_t)len / 4;
+	o->n_embd++;
+	return 0;
+fail:
+	if (f)
+		fclose(f);
+	free(buf);
+	free(alias);
+	return -1;
 }
 
 /* A stop or banned string goes on the wire, which takes 1 to
@@ -86,7 +152,7 @@ int gen_opts_take(struct gen_opts *o, const char *cmd, int argc, char **argv, in
 	if (!p)
 		p = genopt_find_in(own_head, 1, a);
 	if (!p)
-		p = genopt_find_in(own_tail, 1, a);
+		p = genopt_find_in(own_tail, N_TAIL, a);
 	if (!p)
 		return 0;
 	snprintf(o->a.ps.prog, sizeof(o->a.ps.prog), "exl %s", cmd);
@@ -98,6 +164,10 @@ int gen_opts_take(struct gen_opts *o, const char *cmd, int argc, char **argv, in
 		break;
 	case OPT_JSON:
 		o->json = true;
+		break;
+	case OPT_EMBEDDING:
+		if (take_embedding(o, v.str))
+			return -1;
 		break;
 	case GENOPT_STOP:
 	case GENOPT_BAN:
@@ -156,5 +226,9 @@ int gen_opts_finish(struct gen_opts *o, const char *cmd)
 		q->return_top_k = o->top_probs;
 	}
 	hook_lists(q, &o->a);
+	if (o->n_embd) {
+		q->embeddings = o->embd;
+		q->n_embeddings = o->n_embd;
+	}
 	return 0;
 }

@@ -52,6 +52,7 @@
 #define EXL_OP_CANCEL "cancel"
 #define EXL_OP_STATUS "status"
 #define EXL_OP_RESUME "resume"   /* nudge: no reply */
+#define EXL_OP_EMBED "embed"     /* one text's embedding (docs/protocol.md) */
 
 /* Daemon -> client only */
 #define EXL_OP_ERROR "error"
@@ -88,6 +89,8 @@
 #define EXL_FEAT_RETURN_LOGITS "return_logits"
 #define EXL_FEAT_SPECULATIVE "speculative"        /* draft_model, ngram_draft, draft_tokens */
 #define EXL_FEAT_BEAM_SEARCH "beam_search"        /* num_beams, length_penalty */
+#define EXL_FEAT_TRUNCATE "truncate"              /* truncate, truncated_tokens */
+#define EXL_FEAT_EMBEDDINGS "embeddings"          /* generate's embeddings; op embed */
 
 /* ---- error codes ------------------------------------------------------ */
 

@@ -54,11 +54,13 @@ extern "C" {
  * exl_server_feature() and EXL_E_UNSUPPORTED.
  * 0.3: exl_chat_template_ex().
  * 0.4: speculative decoding and beam search: fields at the end of struct
- * exl_gen_params, struct exl_result and struct exl_model_status. */
+ * exl_gen_params, struct exl_result and struct exl_model_status.
+ * 0.5: exl_embed(); truncate, truncated_tokens and input embeddings
+ * (fields at the ends of struct exl_gen_params and struct exl_result). */
 #define EXLCLIENT_VERSION_MAJOR 0
-#define EXLCLIENT_VERSION_MINOR 4
+#define EXLCLIENT_VERSION_MINOR 5
 #define EXLCLIENT_VERSION_PATCH 0
-#define EXLCLIENT_VERSION_STRING "0.4.0"
+#define EXLCLIENT_VERSION_STRING "0.5.0"
 
 /* The library's version, "MAJOR.MINOR.PATCH". */
 EXL_CLIENT_API const char *exl_version(void);
@@ -200,6 +202,32 @@ EXL_CLIENT_API int exl_chat_template(struct exl_client *c, const char *model, ch
 EXL_CLIENT_API int exl_chat_template_ex(struct exl_client *c, const char *model, char **tmpl,
 					char **bos_token, char **eos_token);
 
+/* Embeddings (0.5): the final hidden state of each text's prompt (after
+ * the output norm), pooled.  Every field is optional. */
+struct exl_embed_params {
+	const char *model;                /* NULL: the only loaded model */
+	const char *pooling;              /* "mean", "last", "cls"; NULL: the model's
+					   * pooling_type, else mean */
+	bool normalize;                   /* scale each vector to unit L2 norm */
+	bool truncate;                    /* keep a too long text's last tokens */
+};
+
+struct exl_embedding {
+	float *values;                    /* [n_embd], malloc'ed */
+	size_t n_embd;
+	int n_tokens;                     /* tokens of the text (BOS included) */
+	int truncated_tokens;
+};
+
+EXL_CLIENT_API void exl_embed_params_init(struct exl_embed_params *p);
+/* Blocking: the embeddings of texts[0..n) into out[0..n), one embed request
+ * per text, all sent at once so the daemon batches them.  On an error
+ * (the first text refused, in order of the replies) nothing is left in
+ * out.  p NULL: the defaults. */
+EXL_CLIENT_API int exl_embed(struct exl_client *c, const struct exl_embed_params *p,
+			     const char *const *texts, size_t n, struct exl_embedding *out);
+EXL_CLIENT_API void exl_embeddings_free(struct exl_embedding *e, size_t n);
+
 /* model NULL: the only loaded model.  add_bos -1: the model's default. */
 EXL_CLIENT_API int exl_tokenize(struct exl_client *c, const char *model, const char *text, size_t len,
 		 int add_bos, bool special, int32_t **ids, size_t *n);
@@ -220,6 +248,14 @@ enum exl_stream_mode {
 	EXL_STREAM_MODE_RING,
 	EXL_STREAM_MODE_SOCKET,
 	EXL_STREAM_MODE_NONE,    /* nothing until the result */
+};
+
+/* One block of input embeddings: n_floats = rows * the model's n_embd
+ * (little-endian float32, as the wire carries them). */
+struct exl_input_embedding {
+	const char *alias;
+	const float *rows;
+	size_t n_floats;
 };
 
 /* Every option of a job.  exl_gen_params_init() leaves every field unset
@@ -287,6 +323,11 @@ struct exl_gen_params {
 	int draft_tokens;                 /* proposals per step */
 	int num_beams;                    /* 0: off */
 	float length_penalty;
+	int truncate;                     /* -1/0/1: cut an over-long prompt (0.5) */
+	/* Input embeddings (0.5): where a block's alias occurs in the text
+	 * prompt, its rows replace token embeddings (docs/protocol.md). */
+	const struct exl_input_embedding *embeddings;
+	size_t n_embeddings;
 };
 
 EXL_CLIENT_API void exl_gen_params_init(struct exl_gen_params *p);
@@ -312,6 +353,7 @@ struct exl_result {
 	int draft_accepted;               /* and of them taken as the model's own */
 	int num_beams;                    /* beam search: the width, else 0 */
 	double beam_score;                /* its summed log-probability */
+	int truncated_tokens;             /* prompt tokens truncate dropped (0.5) */
 };
 
 EXL_CLIENT_API void exl_result_free(struct exl_result *r);

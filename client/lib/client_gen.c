@@ -35,6 +35,7 @@ void exl_gen_params_init(struct exl_gen_params *p)
 	p->dry_allowed_length = p->dry_range = EXL_UNSET_INT;
 	p->xtc_probability = p->xtc_threshold = NAN;
 	p->ignore_eos = -1;
+	p->truncate = -1;
 	p->filter_prefer_eos = -1;
 	p->return_probs = -1;
 	p->return_top_k = EXL_UNSET_INT;
@@ -115,6 +116,8 @@ static const struct {
 	{ "draft_tokens", EXL_FEAT_SPECULATIVE },
 	{ "num_beams", EXL_FEAT_BEAM_SEARCH },
 	{ "length_penalty", EXL_FEAT_BEAM_SEARCH },
+	{ "truncate", EXL_FEAT_TRUNCATE },
+	{ "embeddings", EXL_FEAT_EMBEDDINGS },
 };
 
 /* The fields of a map whose size is known only at the end, and the first
@@ -288,6 +291,22 @@ static void pack_params(struct fields *f, const struct exl_gen_params *p, const 
 			msgpack_pack_int32(&f->m.pk, p->stop_tokens[i]);
 	}
 	f_bool(f, "ignore_eos", p->ignore_eos);
+	f_bool(f, "truncate", p->truncate);
+	if (p->embeddings && p->n_embeddings) {
+		f_key(f, "embeddings");
+		msgpack_pack_array(&f->m.pk, p->n_embeddings);
+		for (size_t i = 0; i < p->n_embeddings; i++) {
+			const struct exl_input_embedding *e = &p->embeddings[i];
+			size_t bytes = e->rows ? e->n_floats * sizeof(float) : 0;
+
+			msgpack_pack_map(&f->m.pk, 2);
+			exl_cl_key(&f->m, "alias");
+			exl_cl_str(&f->m, e->alias ? e->alias : "");
+			exl_cl_key(&f->m, "data");
+			msgpack_pack_bin(&f->m.pk, bytes);
+			msgpack_pack_bin_body(&f->m.pk, e->rows, bytes);
+		}
+	}
 	f_strs(f, "banned_strings", p->banned_strings, p->n_banned_strings);
 	f_str(f, "grammar", p->grammar);
 	f_str(f, "json_schema", p->json_schema);
@@ -412,6 +431,8 @@ int exl_cl_parse_result(struct exl_client *c, const msgpack_object *map, struct 
 		r->new_tokens = (int)x;
 	if (exl_cl_get_i64(map, "cached_tokens", &x))
 		r->cached_tokens = (int)x;
+	if (exl_cl_get_i64(map, "truncated_tokens", &x))
+		r->truncated_tokens = (int)x;
 	if (exl_cl_get_u64(map, "seed", &u))
 		r->seed = u;
 	if (exl_cl_get_f64(map, "time_queued", &d))
@@ -870,6 +891,7 @@ static int acc_finish(struct exl_client *c, struct acc *a, const struct exl_resu
 	out->prompt_tokens = r->prompt_tokens;
 	out->new_tokens = r->new_tokens;
 	out->cached_tokens = r->cached_tokens;
+	out->truncated_tokens = r->truncated_tokens;
 	out->seed = r->seed;
 	out->time_queued = r->time_queued;
 	out->time_to_first = r->time_to_first;

@@ -116,6 +116,9 @@ const struct genopt genopt_table[GENOPT_N] = {
 	    "beam search with N beams (output at the end; sampling options do not apply)"),
 	OPTW(GENOPT_LENGTH_PENALTY, "--length-penalty", NULL, GENOPT_FLOAT, 0, "length_penalty",
 	    "L", "beams rank by log-probability / length^L (default 1)"),
+	OPT(GENOPT_TRUNCATE, "--truncate", NULL, GENOPT_FLAG, 0, 0, 0, "truncate", NULL,
+	    "cut a prompt too long for the context to its last (context - N) tokens "
+	    "after BOS instead of refusing it"),
 };
 
 void genopt_parser_init(struct genopt_parser *ps, const char *prog, FILE *msg)

@@ -69,6 +69,7 @@ enum genopt_id {
 	GENOPT_NGRAM_DRAFT,
 	GENOPT_BEAMS,
 	GENOPT_LENGTH_PENALTY,
+	GENOPT_TRUNCATE,
 	GENOPT_N,
 	/* a program's own options take ids from here on */
 	GENOPT_OWN = 100,

@@ -82,6 +82,8 @@ int gen_json_result(FILE *out, const struct gen_report *r, gen_token_text_fn *te
 	}
 	fprintf(out, ",\"prompt_tokens\":%d,\"cached_tokens\":%d,\"new_tokens\":%d,\"seed\":%llu",
 		r->prompt_tokens, r->cached_tokens, r->new_tokens, (unsigned long long)r->seed);
+	if (r->truncated_tokens)
+		fprintf(out, ",\"truncated_tokens\":%d", r->truncated_tokens);
 	fprintf(out, ",\"timings\":{\"queued_ms\":%.3f,\"first_token_ms\":%.3f,\"total_ms\":%.3f}",
 		r->time_queued * 1e3, r->time_to_first * 1e3, r->time_total * 1e3);
 	if (r->draft_proposed)

@@ -39,6 +39,7 @@ struct gen_report {
 	int32_t stop_token;       /* < 0: none */
 	const char *error;        /* NULL: none */
 	int prompt_tokens, cached_tokens, new_tokens;
+	int truncated_tokens;     /* shown when not 0 */
 	uint64_t seed;
 	double time_queued, time_to_first, time_total; /* seconds */
 	const float *probs;       /* [n_ids], or NULL */

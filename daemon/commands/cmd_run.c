@@ -200,6 +200,10 @@ int exl_cmd_run(int argc, char **argv)
 	const struct exl_tokenizer *tok = exl_model_tokenizer(m);
 
 	st.tok = tok;
+	if (exl_run_load_embeddings(&o, exl_model_hparams(m)->n_embd, err, sizeof(err))) {
+		status = 2;
+		goto fail;
+	}
 	if (o.draft_model) {
 		if (draft_file(&o, draft_path, sizeof(draft_path), draft_name, sizeof(draft_name),
 			       err, sizeof(err))) {

@@ -29,7 +29,19 @@ struct run_opts {
 	 * above that they set), and the lists s points into. */
 	struct gen_args a;
 	struct exl_token_bias *bias; /* the --bias pairs, in the sampler's shape */
+	const char **embd_specs;     /* the --embedding ALIAS=FILE values */
+	int n_embd_specs;
+	struct exl_embd_block *blocks; /* made from them once the model is loaded */
+	float **block_rows;
 };
+
+/* The --embedding files, read as raw float32 rows of n_embd into o->blocks
+ * and hooked into o->s.  -1 with a message. */
+int exl_run_load_embeddings(struct run_opts *o, int n_embd, char *err, size_t errlen);
+
+/* A whole file of at most max bytes, malloc'ed, its size in *len; NULL
+ * with a message. */
+void *exl_read_whole_file(const char *path, size_t max, size_t *len, char *err, size_t errlen);
 
 /* Fills o from argv.  0: run; 1: help printed; -1: a message was printed
  * (exit status 2).  exl_run_opts_free() in every case. */

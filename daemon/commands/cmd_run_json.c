@@ -48,6 +48,7 @@ int exl_run_print_json(FILE *out, const struct exl_gen_result *r, const struct e
 		.stop_reason = exl_stop_reason_name(r->reason), .stop_string = r->stop_string,
 		.stop_token = r->stop_token, .error = r->error,
 		.prompt_tokens = r->prompt_tokens, .cached_tokens = r->cached_tokens,
+		.truncated_tokens = r->truncated,
 		.new_tokens = r->new_tokens, .seed = r->seed,
 		.time_queued = r->time_queued, .time_to_first = r->time_to_first_token,
 		.time_total = r->time_total, .probs = r->probs,

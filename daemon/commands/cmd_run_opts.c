@@ -22,6 +22,7 @@ enum {
 	OPT_DEVICE,
 	OPT_WARMUP,
 	OPT_DUMP_LOGITS,
+	OPT_EMBEDDING,
 	OPT_HELP,
 };
 
@@ -45,6 +46,9 @@ static const struct genopt own_tail[] = {
 	  "run one untimed pass first (touches every weight page)" },
 	{ OPT_DUMP_LOGITS, "--dump-logits", NULL, GENOPT_STR, 0, 0, 0, NULL, "FILE",
 	  "write each new token's logits: raw little-endian float32 [tokens][vocab]" },
+	{ OPT_EMBEDDING, "--embedding", NULL, GENOPT_STR, 0, 0, 0, NULL, "ALIAS=FILE",
+	  "where ALIAS occurs in the prompt, use FILE's rows (raw float32 [n][n_embd]) "
+	  "in place of token embeddings (repeatable)" },
 	{ OPT_HELP, "--help", "-h", GENOPT_FLAG, 0, 0, 0, NULL, NULL, "this text" },
 };
 
@@ -76,6 +80,7 @@ static void store_own(struct run_opts *o, const struct genopt_value *v)
 	case OPT_DEVICE: o->device = v->str; break;
 	case OPT_WARMUP: o->warmup = true; break;
 	case OPT_DUMP_LOGITS: o->dump_logits = v->str; break;
+	case OPT_EMBEDDING: o->embd_specs[o->n_embd_specs++] = v->str; break;
 	default: break;
 	}
 }
@@ -118,6 +123,11 @@ int exl_run_parse_args(int argc, char **argv, struct run_opts *o)
 	exl_gen_settings_init(&o->s);
 	o->s.max_new_tokens = 128;
 	o->device = "cpu";
+	o->embd_specs = calloc((size_t)argc + 1, sizeof(*o->embd_specs));
+	if (!o->embd_specs) {
+		fprintf(stderr, "exld run: out of memory\n");
+		return -1;
+	}
 	if (gen_args_init(a, "exld run", argc, o, field, err, sizeof(err))) {
 		fprintf(stderr, "exld run: %s\n", err);
 		return -1;
@@ -176,4 +186,14 @@ void exl_run_opts_free(struct run_opts *o)
 	gen_args_free(&o->a);
 	free(o->bias);
 	o->bias = NULL;
+	for (int i = 0; o->block_rows && o->blocks && i < o->n_embd_specs; i++) {
+		free(o->block_rows[i]);
+		free((char *)o->blocks[i].alias);
+	}
+	free(o->block_rows);
+	free(o->blocks);
+	free(o->embd_specs);
+	o->block_rows = NULL;
+	o->blocks = NULL;
+	o->embd_specs = NULL;
 }

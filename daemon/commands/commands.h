@@ -8,6 +8,7 @@ int exl_cmd_tokenize(int argc, char **argv);
 int exl_cmd_detokenize(int argc, char **argv);
 int exl_cmd_chat_template(int argc, char **argv);
 int exl_cmd_run(int argc, char **argv);
+int exl_cmd_embed(int argc, char **argv);
 int exl_cmd_serve(int argc, char **argv); /* the daemon itself */
 
 #endif

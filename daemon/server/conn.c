@@ -652,7 +652,7 @@ static struct exl_conn *prep_finish(struct exl_loop *lp, struct exl_prep *p)
 		if (c)
 			c->n_preps--;
 	}
-	if (p->req.op == EXL_OPC_GENERATE)
+	if (p->req.op == EXL_OPC_GENERATE || p->req.op == EXL_OPC_EMBED)
 		prep_generate_done(c, p);
 	else if (c && p->code > 0)
 		send_error(c, &p->id, p->code, p->err);
@@ -813,6 +813,7 @@ static int op_generate(struct exl_conn *c, struct exl_prep **pp)
 			return MSG_DONE;
 		}
 	}
+	j->embed = p->req.op == EXL_OPC_EMBED;
 	p->job = j;
 	p->model = e->model;
 	p->et = e->et;
@@ -957,6 +958,7 @@ static int handle_message(struct exl_conn *c, const uint8_t *data, size_t len)
 		case EXL_OPC_TOKENIZE: rc = op_prepared(c, &p); break;
 		case EXL_OPC_DETOKENIZE: rc = op_prepared(c, &p); break;
 		case EXL_OPC_GENERATE: rc = op_generate(c, &p); break;
+		case EXL_OPC_EMBED: rc = op_generate(c, &p); break;
 		case EXL_OPC_CANCEL: op_cancel(c, req, id); break;
 		case EXL_OPC_STATUS: op_status(c, id); break;
 		case EXL_OPC_RESUME: op_resume(c); break;

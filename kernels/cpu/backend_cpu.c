@@ -534,6 +534,7 @@ static const char *op_error(const struct exl_backend *be)
 
 static const struct exl_backend_ops cpu_ops = {
 	.name = "cpu",
+	.cheap_rows = 4, /* matmul's memory-bound calls (matmul_x86.h, EXL_STREAM_N) */
 	.destroy = op_destroy,
 	.alloc = op_alloc,
 	.free = op_free,

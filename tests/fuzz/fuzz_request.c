@@ -183,6 +183,14 @@ static void check_accepted(const struct exl_req *req)
 	case EXL_OPC_GENERATE:
 		check_generate(&req->u.gen);
 		break;
+	case EXL_OPC_EMBED:
+		if (!req->u.gen.prompt.text)
+			broken("embed: accepted without input");
+		utf8_or_abort("embed: input", req->u.gen.prompt.text, req->u.gen.prompt.len);
+		if (req->u.gen.s.pooling < EXL_POOL_NONE || req->u.gen.s.pooling > EXL_POOL_LAST ||
+		    req->u.gen.s.max_new_tokens != 0)
+			broken("embed: accepted pooling %d", (int)req->u.gen.s.pooling);
+		break;
 	case EXL_OPC_CANCEL:
 		if (req->u.cancel.job < 1 || req->u.cancel.job > INT64_MAX)
 			broken("cancel: accepted job %llu", (unsigned long long)req->u.cancel.job);

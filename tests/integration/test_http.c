@@ -266,8 +266,8 @@ static int test_errors(void)
 	REQUIRE(post(&t, "/api/pull", "{\"model\": \"llama3\"}", &r) == 0 && r.status == 501 &&
 		strstr(r.body, "/api/pull is not implemented"), "pull: %d %s", r.status, r.body);
 	resp_free(&r);
-	REQUIRE(post(&t, "/v1/embeddings", "{}", &r) == 0 && r.status == 501 &&
-		strstr(r.body, "\"code\":\"not_implemented\""), "embeddings: %d %s", r.status, r.body);
+	REQUIRE(post(&t, "/v1/images/generations", "{}", &r) == 0 && r.status == 501 &&
+		strstr(r.body, "\"code\":\"not_implemented\""), "images: %d %s", r.status, r.body);
 	resp_free(&r);
 	REQUIRE(request(&t, "GET", "/v1/nothing", NULL, NULL, &r) == 0 && r.status == 404,
 		"unknown path: %d", r.status);

@@ -90,8 +90,24 @@ try {
 		`${e.constructor.name} ${e.status} ${e.message}`);
 }
 
+// embeddings: the same vectors through both clients, exld embed's (unit
+// vectors of the mean pooled state)
+const texts = ['Once upon a time', 'The cat'];
+const wantEmb = execFileSync(exld, ['embed', '--model', modelFile, '--normalize', '--threads', '1',
+	...texts], { stdio: ['ignore', 'pipe', 'ignore'] }).toString('utf8').trim().split('\n')
+	.map(l => JSON.parse(l).embedding);
+const close = (a, b) => a.length === b.length &&
+	Math.sqrt(a.reduce((s, x, i) => s + (x - b[i]) ** 2, 0)) <= 1e-6 * Math.sqrt(b.reduce((s, x) => s + x * x, 0));
+const emb = await oa.embeddings.create({ model, input: texts });
+check(emb.data.length === 2 && emb.data.every((d, i) => d.index === i && close(Array.from(d.embedding), wantEmb[i])),
+	'openai embeddings.create', JSON.stringify(emb).slice(0, 300));
+
 // ---- ollama ----
 const ol = new Ollama({ host: base });
+
+const oe = await ol.embed({ model, input: texts });
+check(oe.embeddings.length === 2 && oe.embeddings.every((v, i) => close(v, wantEmb[i])),
+	'ollama embed', JSON.stringify(oe).slice(0, 300));
 
 const tags = await ol.list();
 check(tags.models.some(m => m.name === model), 'ollama list', JSON.stringify(tags));

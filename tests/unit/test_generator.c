@@ -2012,10 +2012,16 @@ static struct exl_drafter *self_drafter(const char *name)
 
 /* Every job of a spec case runs in one of these: with the drafter "self"
  * attached, so draft_model jobs can name it. */
+/* Proposals on every decoding row (spec_rows past any batch here), so the
+ * cases below draft in full batches; case_spec_rows checks the default. */
 static struct env spec_env(void)
 {
-	struct env e = make_env(4096, 16, NULL);
+	struct exl_engine_config cfg;
 	char err[512];
+
+	exl_engine_config_init(&cfg);
+	cfg.spec_rows = 4096;
+	struct env e = make_env(4096, 16, &cfg);
 
 	if (exl_engine_attach_drafter(e.eng, self_drafter("self"), err, sizeof(err)))
 		DIE("attach: %s", err);
@@ -2198,6 +2204,55 @@ static void case_spec_model(void)
 	      strstr(err, "already"), "twice: %s", err);
 	free_env(&e);
 	free(r);
+}
+
+/* The default row budget (the CPU backend's 4 cheap rows): six jobs that
+ * decode together propose nothing, and a job alone at most 3 tokens a
+ * step; the outputs stay the plain ones. */
+static void case_spec_rows(void)
+{
+	enum { N = 6 };
+	struct exl_gen_settings s;
+	struct rec *r[N + 1], *alone = new_rec();
+	struct exl_job *j[N + 1];
+	struct exl_engine_stats st;
+	char err[512];
+	int steps = 0;
+
+	greedy(&s, 40);
+	run_one(&s, repeat_prompt, NULL, alone);
+	s.ngram_draft = 2;
+	s.draft_tokens = 8;
+	struct env e = make_env(4096, 16, NULL);
+	for (int i = 0; i < N; i++) {
+		r[i] = new_rec();
+		j[i] = job_text(&s, repeat_prompt, NULL, r[i]);
+		add(&e, j[i]);
+	}
+	run_until(&e, r, N);
+	exl_engine_stats(e.eng, &st);
+	CHECK(st.draft_proposed == 0, "%d jobs decoding together proposed %llu tokens", N,
+	      (unsigned long long)st.draft_proposed);
+	r[N] = new_rec();
+	j[N] = job_text(&s, repeat_prompt, NULL, r[N]);
+	add(&e, j[N]);
+	while (!r[N]->n_done) {
+		if (exl_engine_step(e.eng, err, sizeof(err)) < 0)
+			DIE("step: %s", err);
+		steps++;
+	}
+	exl_engine_stats(e.eng, &st);
+	CHECK(st.draft_proposed > 0 && st.draft_proposed <= 3 * (uint64_t)steps,
+	      "a job alone proposed %llu tokens in %d steps (3 a step at most)",
+	      (unsigned long long)st.draft_proposed, steps);
+	for (int i = 0; i <= N; i++) {
+		CHECK(same_output(alone, r[i]), "job %d: '%s', plain '%s'", i, r[i]->rtext,
+		      alone->rtext);
+		exl_job_free(j[i]);
+		free(r[i]);
+	}
+	free(alone);
+	free_env(&e);
 }
 
 /* Drafting jobs (n-gram, draft model; greedy, seeded, CFG) share the batch
@@ -2562,6 +2617,7 @@ static const struct tcase cases[] = {
 	{ "spec_ngram", case_spec_ngram },
 	{ "spec_model", case_spec_model },
 	{ "spec_batch", case_spec_batch },
+	{ "spec_rows", case_spec_rows },
 	{ "beam", case_beam },
 	{ "beam_batch", case_beam_batch },
 };

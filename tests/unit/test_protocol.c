@@ -914,6 +914,85 @@ static void test_config(void)
 	      "a batch of one token: '%s'", err);
 }
 
+/* embed, truncate and input embeddings (issue 18) */
+static void v_embd_ok(msgpack_packer *pk)
+{
+	static const float rows[4] = { 1, 2, 3, 4 };
+
+	msgpack_pack_array(pk, 1);
+	msgpack_pack_map(pk, 2);
+	kv_str(pk, "alias", "<img>");
+	msgpack_pack_str_with_body(pk, "data", 4);
+	msgpack_pack_bin_with_body(pk, rows, sizeof(rows));
+}
+
+static void v_embd_odd(msgpack_packer *pk)
+{
+	msgpack_pack_array(pk, 1);
+	msgpack_pack_map(pk, 2);
+	kv_str(pk, "alias", "<img>");
+	msgpack_pack_str_with_body(pk, "data", 4);
+	msgpack_pack_bin_with_body(pk, "abcdef", 6);
+}
+
+static void v_embd_noalias(msgpack_packer *pk)
+{
+	msgpack_pack_array(pk, 1);
+	msgpack_pack_map(pk, 1);
+	msgpack_pack_str_with_body(pk, "data", 4);
+	msgpack_pack_bin_with_body(pk, "abcd", 4);
+}
+
+static void v_true(msgpack_packer *pk) { msgpack_pack_true(pk); }
+
+static int decode_embed(const char *pooling, struct dec_result *d)
+{
+	msgpack_sbuffer sb;
+	msgpack_packer pk;
+
+	msgpack_sbuffer_init(&sb);
+	msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+	msgpack_pack_map(&pk, pooling ? 4 : 3);
+	kv_str(&pk, "op", "embed");
+	kv_str(&pk, "input", "Once upon a time");
+	kv_bool(&pk, "normalize", true);
+	if (pooling)
+		kv_str(&pk, "pooling", pooling);
+	decode(&sb, d);
+	msgpack_sbuffer_destroy(&sb);
+	return d->code;
+}
+
+static void test_embed(void)
+{
+	struct dec_result d;
+	char err[512];
+
+	CHECK(decode_embed("last", &d) == EXL_OK && d.req.op == EXL_OPC_EMBED &&
+	      d.req.u.gen.s.pooling == EXL_POOL_LAST && d.req.u.gen.s.normalize &&
+	      d.req.u.gen.s.max_new_tokens == 0 && d.req.u.gen.prompt.len == 16 &&
+	      d.req.u.gen.stream == EXL_STREAM_NONE, "embed: %d %s", d.code, d.err);
+	msgpack_unpacked_destroy(&d.up);
+	CHECK(decode_embed(NULL, &d) == EXL_OK && d.req.u.gen.s.pooling == EXL_POOL_NONE,
+	      "embed without pooling (the model's): %d %s", d.code, d.err);
+	msgpack_unpacked_destroy(&d.up);
+	CHECK(decode_embed("max", &d) == EXL_E_BAD_REQUEST && strstr(d.err, "embed: pooling: "),
+	      "embed pooling max: %d %s", d.code, d.err);
+	msgpack_unpacked_destroy(&d.up);
+	CHECK(decode_one("embed", NULL, NULL, err, sizeof(err)) == EXL_E_BAD_REQUEST &&
+	      strstr(err, "embed: input: missing"), "embed without input: %s", err);
+	CHECK(decode_one("generate", "truncate", v_true, err, sizeof(err)) == EXL_OK,
+	      "generate truncate: %s", err);
+	CHECK(decode_one("generate", "embeddings", v_embd_ok, err, sizeof(err)) == EXL_OK,
+	      "generate embeddings: %s", err);
+	CHECK(decode_one("generate", "embeddings", v_embd_odd, err, sizeof(err)) ==
+	      EXL_E_BAD_REQUEST && strstr(err, "multiple of 4"), "6-byte embedding: %s", err);
+	CHECK(decode_one("generate", "embeddings", v_embd_noalias, err, sizeof(err)) ==
+	      EXL_E_BAD_REQUEST && strstr(err, "alias"), "embedding without alias: %s", err);
+	CHECK(decode_one("generate", "embeddings", v_str, err, sizeof(err)) == EXL_E_BAD_REQUEST,
+	      "embeddings a string: %s", err);
+}
+
 int main(void)
 {
 	test_scan();
@@ -924,6 +1003,7 @@ int main(void)
 	test_utf8();
 	test_encode();
 	test_config();
+	test_embed();
 	if (check_failures) {
 		fprintf(stderr, "%d checks failed\n", check_failures);
 		return 1;

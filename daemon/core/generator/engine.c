@@ -41,6 +41,7 @@ struct batch_job {
 	int row[2];           /* first logits row of seq[0] and seq[1]; -1 when none */
 	int n_rows;           /* rows per sequence: 1 + the drafted tokens fed */
 	int pos0[2];          /* each sequence's positions before the pass */
+	int hrow, n_hrows;    /* an embedding job's hidden rows */
 };
 
 struct rate_mark {
@@ -78,6 +79,11 @@ struct exl_engine {
 	int32_t *tokens;
 	int32_t *seq;
 	bool *want;
+	bool *want_hidden;
+	const float **embd_rows;   /* input embedding rows, or NULL for a token */
+	bool any_embd;
+	int n_hidden;
+	float *hidden;             /* [max_batch_tokens][n_embd], made on first use */
 	struct exl_kv_seq **seqs;
 	int n_tokens;
 	int n_seqs;
@@ -114,6 +120,7 @@ void exl_engine_config_init(struct exl_engine_config *c)
 	c->suspend_after = 0.0;
 	c->resume_yield = 1.0;
 	c->step_target = 0.0;
+	c->spec_rows = 0;
 }
 
 int exl_engine_max_seq_len(const struct exl_model *m, const struct exl_engine_config *c)
@@ -182,13 +189,15 @@ struct exl_engine *exl_engine_create(struct exl_model *m, struct exl_kvcache *kv
 	e->tokens = malloc((size_t)c->max_batch_tokens * sizeof(*e->tokens));
 	e->seq = malloc((size_t)c->max_batch_tokens * sizeof(*e->seq));
 	e->want = malloc((size_t)c->max_batch_tokens * sizeof(*e->want));
+	e->want_hidden = malloc((size_t)c->max_batch_tokens * sizeof(*e->want_hidden));
+	e->embd_rows = malloc((size_t)c->max_batch_tokens * sizeof(*e->embd_rows));
 	e->seqs = malloc(2 * (size_t)c->max_jobs * sizeof(*e->seqs));
 	e->bj = malloc((size_t)c->max_jobs * sizeof(*e->bj));
 	e->cand = malloc((size_t)c->max_jobs * sizeof(*e->cand));
 	e->held_refs = calloc((size_t)e->n_pages, sizeof(*e->held_refs));
 	e->dj = malloc((size_t)c->max_jobs * sizeof(*e->dj));
 	if (!e->active || !e->tokens || !e->seq || !e->want || !e->seqs || !e->bj || !e->cand ||
-	    !e->held_refs || !e->dj)
+	    !e->held_refs || !e->dj || !e->want_hidden || !e->embd_rows)
 		goto oom;
 	return e;
 oom:
@@ -208,6 +217,9 @@ void exl_engine_free(struct exl_engine *e)
 	free(e->tokens);
 	free(e->seq);
 	free(e->want);
+	free(e->want_hidden);
+	free(e->embd_rows);
+	free(e->hidden);
 	free(e->seqs);
 	free(e->bj);
 	free(e->cand);
@@ -286,10 +298,17 @@ int exl_engine_add(struct exl_engine *e, struct exl_job *job, char *err, size_t 
 		snprintf(err, errlen, "job was already added to an engine");
 		return -1;
 	}
+	if (job->truncate)
+		exl_gen_truncate(job, e->cfg.max_seq_len);
 	for (int i = 0; i < job->n_seqs; i++)
 		if (job->seq[i].prompt_len > longest)
 			longest = job->seq[i].prompt_len;
-	if (longest >= e->cfg.max_seq_len) {
+	if (job->pooling && longest > e->cfg.max_seq_len) {
+		snprintf(err, errlen, "text of %d tokens does not fit the context of %d tokens",
+			 longest, e->cfg.max_seq_len);
+		return -1;
+	}
+	if (!job->pooling && longest >= e->cfg.max_seq_len) {
 		snprintf(err, errlen, "prompt of %d tokens does not fit the context of %d tokens",
 			 longest, e->cfg.max_seq_len);
 		return -1;
@@ -668,7 +687,8 @@ static bool try_admit(struct exl_engine *e, struct exl_job *job)
 	for (int i = 0; i < job->n_seqs; i++) {
 		struct exl_gen_seq *q = &job->seq[i];
 
-		if (!kept)
+		/* an embedding job pools every position: it computes them all */
+		if (!kept && !job->pooling)
 			exl_kv_seq_share_prefix(e->kv, &q->kv, q->tokens, q->n_tokens);
 	}
 	need = job_outstanding(e, job);
@@ -750,6 +770,33 @@ static int ensure_rows(struct exl_engine *e, int rows)
 	return 0;
 }
 
+static int ensure_hidden(struct exl_engine *e)
+{
+	if (e->hidden)
+		return 0;
+	e->hidden = malloc((size_t)e->cfg.max_batch_tokens *
+			   (size_t)exl_model_hparams(e->m)->n_embd * sizeof(*e->hidden));
+	return e->hidden ? 0 : -1;
+}
+
+/* An embedding job's rows of this step; once its whole prompt is read it
+ * ends with the pooled vector. */
+static void pool_step(struct exl_engine *e, const struct batch_job *bj)
+{
+	struct exl_job *job = bj->job;
+	size_t d = (size_t)exl_model_hparams(e->m)->n_embd;
+
+	if (job->pooling == EXL_POOL_MEAN)
+		exl_gen_pool_rows(job, e->hidden + (size_t)bj->hrow * d, bj->n_hrows, bj->pos0[0]);
+	else if (bj->n_hrows)
+		exl_gen_pool_rows(job, e->hidden + (size_t)bj->hrow * d, 1,
+				  job->pooling == EXL_POOL_CLS ? 0 : job->seq[0].prompt_len - 1);
+	if (job->seq[0].kv.n_pos < job->seq[0].prompt_len)
+		return;
+	exl_gen_pool_finish(job);
+	release_kv(e, job);
+}
+
 static bool runnable(const struct exl_job *job)
 {
 	return job->state == EXL_JOB_RUNNING && !atomic_load(&job->paused);
@@ -777,6 +824,10 @@ static bool add_job(struct exl_engine *e, struct exl_job *job, const int take[2]
 	b->job = job;
 	b->row[0] = b->row[1] = -1;
 	b->n_rows = 1 + n_draft;
+	b->hrow = e->n_hidden;
+	b->n_hrows = 0;
+	if (job->pooling)
+		with_logits = false;
 	for (int i = 0; i < job->n_seqs; i++) {
 		struct exl_gen_seq *q = &job->seq[i];
 
@@ -794,11 +845,26 @@ static bool add_job(struct exl_engine *e, struct exl_job *job, const int take[2]
 		for (int k = 0; k < take[i] + n_draft; k++) {
 			int t = e->n_tokens++;
 
-			e->tokens[t] = k < take[i] ? q->tokens[q->kv.n_pos + k] :
-				       job->draft.prop[k - take[i]];
+			int at = q->kv.n_pos + k;
+			bool drafted = k >= take[i];
+			int32_t row = !drafted && i == 0 && job->embd_at && at < q->prompt_len ?
+				      job->embd_at[at] : -1;
+
+			e->tokens[t] = drafted ? job->draft.prop[k - take[i]] : q->tokens[at];
 			e->seq[t] = si;
 			e->want[t] = with_logits && k >= take[i] - 1;
 			e->n_rows += e->want[t];
+			e->want_hidden[t] = !drafted &&
+					    (job->pooling == EXL_POOL_MEAN ||
+					     (job->pooling == EXL_POOL_CLS && at == 0) ||
+					     (job->pooling == EXL_POOL_LAST && at == q->prompt_len - 1));
+			e->embd_rows[t] = row >= 0 ? job->embd + (size_t)row * (size_t)job->n_embd :
+					  NULL;
+			e->any_embd |= row >= 0;
+			if (e->want_hidden[t]) {
+				e->n_hidden++;
+				b->n_hrows++;
+			}
 		}
 	}
 	return true;
@@ -856,7 +922,8 @@ static void build_batch(struct exl_engine *e)
 	int budget = e->cfg.max_batch_tokens;
 	int n = e->n_active;
 
-	e->n_tokens = e->n_seqs = e->n_rows = e->n_bj = 0;
+	e->n_tokens = e->n_seqs = e->n_rows = e->n_bj = e->n_hidden = 0;
+	e->any_embd = false;
 	if (!n)
 		return;
 	/* Decoding jobs first, starting at a rotating position. */
@@ -1007,12 +1074,33 @@ void exl_engine_drop_drafter(struct exl_engine *e, const char *name)
 	}
 }
 
+/* Whether job decodes this step: one pending token in every sequence. */
+static bool decodes(const struct exl_job *job)
+{
+	if (!runnable(job) || job->reason != EXL_STOP_NONE)
+		return false;
+	for (int i = 0; i < job->n_seqs; i++)
+		if (pending(job, i) != 1)
+			return false;
+	return true;
+}
+
 /* Fills draft.prop for every decoding job that drafts: as many tokens as
- * its schedule (next_len) and its room allow (the last token it may
- * generate is never proposed: nothing would verify it).  A drafter that
- * fails is dropped; its jobs go on without proposals, to the same output. */
+ * its schedule (next_len), its room and the pass's cheap rows allow (the
+ * last token it may generate is never proposed: nothing would verify it).
+ * A verification row is worth its price only while the pass stays within
+ * the backend's cheap rows (memory-bound): past them every row costs
+ * compute, which the batch's other jobs already fill, so a full batch
+ * decodes without proposals (docs/design-notes.md, "Speculative
+ * decoding").  A drafter that fails is dropped; its jobs go on without
+ * proposals, to the same output. */
 static void propose(struct exl_engine *e)
 {
+	int rows = e->cfg.spec_rows > 0 ? e->cfg.spec_rows : exl_model_backend(e->m)->ops->cheap_rows;
+
+	for (int j = 0; j < e->n_active; j++)
+		if (decodes(e->active[j]))
+			rows -= e->active[j]->n_seqs;
 	for (int j = 0; j < e->n_active; j++) {
 		struct exl_job *job = e->active[j];
 		struct exl_job_draft *d = &job->draft;
@@ -1026,7 +1114,7 @@ static void propose(struct exl_engine *e)
 			continue;
 		for (int i = 0; i < job->n_seqs; i++)
 			decoding &= pending(job, i) == 1;
-		if (!decoding || room <= 0)
+		if (!decoding || room <= 0 || rows <= 0)
 			continue;
 		if (!d->len) {
 			if (++d->idle < DRAFT_PROBE_EVERY)
@@ -1036,6 +1124,11 @@ static void propose(struct exl_engine *e)
 		d->want = d->len ? d->len : 1;
 		if (d->want > room)
 			d->want = room;
+		if (d->want * job->n_seqs > rows)
+			d->want = rows / job->n_seqs;
+		rows -= d->want * job->n_seqs;
+		if (!d->want)
+			continue;
 		if (d->ngram)
 			d->n_prop = exl_draft_ngram(job->seq[0].tokens, job->seq[0].n_tokens, d->ngram,
 						    d->prop, d->want);
@@ -1139,14 +1232,23 @@ int exl_engine_step(struct exl_engine *e, char *err, size_t errlen)
 		snprintf(err, errlen, "out of memory for %d rows of logits", e->n_rows);
 		goto fail;
 	}
+	if (e->n_hidden && ensure_hidden(e)) {
+		snprintf(err, errlen, "out of memory for %d hidden states", e->cfg.max_batch_tokens);
+		goto fail;
+	}
 	struct exl_batch b = {
 		.n_tokens = e->n_tokens, .tokens = e->tokens, .seq = e->seq,
 		.want_logits = e->want, .n_seqs = e->n_seqs, .seqs = e->seqs,
 	};
+	struct exl_batch_io io = {
+		.embd_rows = e->any_embd ? e->embd_rows : NULL,
+		.want_hidden = e->n_hidden ? e->want_hidden : NULL,
+		.hidden = e->hidden,
+	};
 
 	double t0 = exl_now_s();
 
-	if (exl_model_forward(e->m, e->kv, &b, e->logits, err, errlen))
+	if (exl_model_forward_io(e->m, e->kv, &b, &io, e->logits, err, errlen))
 		goto fail;
 	/* A big step's time is mostly per-token work (a small one's is the
 	 * weights read once), so only big steps teach the cost of a token. */
@@ -1160,6 +1262,10 @@ int exl_engine_step(struct exl_engine *e, char *err, size_t errlen)
 		struct batch_job *bj = &e->bj[k];
 		struct exl_job *job = bj->job;
 
+		if (job->pooling) {
+			pool_step(e, bj);
+			continue;
+		}
 		if (bj->row[0] < 0)
 			continue;
 		if (job->beam) {

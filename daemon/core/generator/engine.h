@@ -48,6 +48,8 @@ struct exl_engine_config {
 			       * jobs that never ran go ahead of it */
 	double step_target;   /* 0 (off): seconds a step should take; prompt chunks are cut
 			       * to fit at the measured cost of a token */
+	int spec_rows;        /* 0: the backend's cheap_rows; speculative proposals are
+			       * verified only while a pass's decode rows stay within it */
 };
 
 void exl_engine_config_init(struct exl_engine_config *c);

@@ -280,7 +280,7 @@ static int setup_healing(struct exl_job *job, char *err, size_t errlen)
 	for (int k = 1; k <= HEAL_MAX_TOKENS && k < q->n_tokens; k++) {
 		int32_t t = q->tokens[q->n_tokens - k];
 
-		if (exl_tokenizer_is_special(job->tok, t))
+		if (t < 0 || exl_tokenizer_is_special(job->tok, t))
 			break;
 		size_t n = exl_token_bytes(job->tok, t, false, buf, sizeof(buf));
 
@@ -355,6 +355,33 @@ static int alloc_gen(struct exl_job *job, int cap)
 	return 0;
 }
 
+/* An embedding job: nothing is sampled, so there is nothing to generate. */
+static int setup_pooling(struct exl_job *job, const struct exl_gen_settings *s,
+			 const struct exl_prompt *negative, char *err, size_t errlen)
+{
+	if (s->pooling == EXL_POOL_NONE)
+		return 0;
+	if (s->pooling < EXL_POOL_NONE || s->pooling > EXL_POOL_LAST) {
+		snprintf(err, errlen, "unknown pooling %d", (int)s->pooling);
+		return -1;
+	}
+	if (negative) {
+		snprintf(err, errlen, "an embedding job takes no negative prompt");
+		return -1;
+	}
+	job->pooling = s->pooling;
+	job->normalize = s->normalize;
+	job->max_new_tokens = 0;
+	job->min_new_tokens = 0;
+	job->pool_acc = calloc((size_t)job->n_embd, sizeof(*job->pool_acc));
+	job->pooled = calloc((size_t)job->n_embd, sizeof(*job->pooled));
+	if (!job->pool_acc || !job->pooled) {
+		snprintf(err, errlen, "out of memory for the embedding");
+		return -1;
+	}
+	return 0;
+}
+
 struct exl_job *exl_job_create(const struct exl_model *m, const struct exl_gen_settings *s,
 			       const struct exl_prompt *prompt, const struct exl_prompt *negative,
 			       const struct exl_job_callbacks *cb, void *user,
@@ -398,6 +425,10 @@ struct exl_job *exl_job_create(const struct exl_model *m, const struct exl_gen_s
 	job->return_logits = s->return_logits;
 	job->max_new_tokens = s->max_new_tokens;
 	job->min_new_tokens = s->min_new_tokens;
+	job->n_embd = exl_model_hparams(m)->n_embd;
+	job->truncate = s->truncate;
+	if (setup_pooling(job, s, negative, err, errlen))
+		goto fail;
 	job->cfg_scale = s->cfg_scale;
 	job->stop_token = -1;
 	job->stop_string = -1;
@@ -433,7 +464,10 @@ struct exl_job *exl_job_create(const struct exl_model *m, const struct exl_gen_s
 		goto fail;
 
 	/* Prompts. */
-	n = prompt_ids(tok, s, prompt, n_vocab, &ids, err, errlen);
+	if (s->n_embeddings)
+		n = exl_gen_embd_prompt(job, s, prompt, &ids, err, errlen);
+	else
+		n = prompt_ids(tok, s, prompt, n_vocab, &ids, err, errlen);
 	if (n < 0)
 		goto fail;
 	seq_set(&job->seq[0], ids, n);
@@ -473,7 +507,7 @@ struct exl_job *exl_job_create(const struct exl_model *m, const struct exl_gen_s
 		job->prompt_text[prompt->len] = 0;
 		job->prompt_text_len = prompt->len;
 	}
-	if (s->token_healing && setup_healing(job, err, errlen))
+	if (s->token_healing && !job->pooling && setup_healing(job, err, errlen))
 		goto fail;
 
 	/* Generated tokens are appended to every sequence. */
@@ -594,6 +628,10 @@ void exl_job_free(struct exl_job *job)
 	free(job->draft.kv.pages);
 	free(job->draft.kv.tokens);
 	exl_beam_free(job->beam);
+	free(job->embd);
+	free(job->embd_at);
+	free(job->pool_acc);
+	free(job->pooled);
 	free(job);
 }
 
@@ -710,6 +748,11 @@ void exl_job_complete(struct exl_job *job)
 	r->draft_accepted = job->draft.accepted;
 	r->num_beams = job->num_beams;
 	r->beam_score = job->beam_score;
+	r->truncated = job->truncated;
+	if (job->pooling && job->reason == EXL_STOP_MAX_NEW_TOKENS) {
+		r->embedding = job->pooled;
+		r->n_embd = job->n_embd;
+	}
 	job->state = EXL_JOB_DONE;
 	job->cb.on_done(job, r, job->user);
 }

@@ -31,6 +31,7 @@
 #include <stdint.h>
 
 #include "daemon/core/grammar/filter.h"
+#include "daemon/core/model/model.h"
 #include "daemon/core/sampler/sampler.h"
 
 struct exl_model;
@@ -63,6 +64,18 @@ const char *exl_stop_reason_name(enum exl_stop_reason r);
 #define EXL_GEN_MAX_NGRAM_DRAFT 16
 #define EXL_GEN_MAX_BEAMS 16
 #define EXL_GEN_MAX_DRAFT_NAME 128 /* bytes of a draft model's name */
+#define EXL_GEN_MAX_EMBD_BLOCKS 64
+#define EXL_GEN_MAX_ALIAS_LEN 256   /* bytes of an input embedding block's alias */
+#define EXL_GEN_MAX_EMBD_ROWS 65536 /* rows of all of a job's blocks together */
+
+/* Input embeddings, as exllamav2 takes them: wherever alias occurs in a
+ * text prompt, the block's n_rows rows take the place of token embeddings
+ * (docs/protocol.md, "Input embeddings"). */
+struct exl_embd_block {
+	const char *alias;    /* NUL-terminated, 1 to EXL_GEN_MAX_ALIAS_LEN bytes */
+	const float *rows;    /* [n_rows][n_embd], finite */
+	int n_rows;
+};
 
 /* Every option of a job.  exl_gen_settings_init() sets the documented
  * defaults.  Pointers are borrowed: exl_job_create() copies what it keeps. */
@@ -133,6 +146,18 @@ struct exl_gen_settings {
 	int num_beams;               /* 0: off; 1..16 (1 gives greedy's output) */
 	float length_penalty;        /* 1: hypotheses rank by summed log-probability
 				      * / length^length_penalty */
+	/* Input embedding blocks (borrowed; the job copies them). */
+	const struct exl_embd_block *embeddings;
+	int n_embeddings;
+	/* A prompt longer than the context leaves room for max_new_tokens is
+	 * cut to its last (context - max_new_tokens) tokens after BOS (at
+	 * least one) instead of being refused (exl_gen_result.truncated). */
+	bool truncate;
+	/* Not EXL_POOL_NONE: an embedding job.  It reads its prompt and ends
+	 * (reason max_new_tokens, no tokens) with the prompt's final hidden
+	 * states pooled in exl_gen_result.embedding; nothing is sampled. */
+	enum exl_pooling pooling;
+	bool normalize;              /* false: the pooled vector scaled to unit L2 norm */
 };
 
 void exl_gen_settings_init(struct exl_gen_settings *s);
@@ -189,6 +214,9 @@ struct exl_gen_result {
 	int num_beams;             /* beam search: the width; else 0 */
 	double beam_score;         /* beam search: the best hypothesis' summed
 				    * log-probability (log-softmax after masks) */
+	int truncated;             /* prompt tokens dropped by truncate */
+	const float *embedding;    /* an embedding job's pooled vector [n_embd], else NULL */
+	int n_embd;
 };
 
 /* on_chunk's return values. */

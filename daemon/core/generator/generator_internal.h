@@ -164,6 +164,19 @@ struct exl_job {
 	struct exl_beam_search *beam; /* NULL unless num_beams */
 	int num_beams;
 	double beam_score;         /* the chosen hypothesis' summed log-probability */
+	/* input embeddings (generator_embd.c) */
+	int n_embd;
+	float *embd;               /* every block's rows [n][n_embd], copied */
+	int32_t *embd_at;          /* [seq[0].prompt_len]: the row of each prompt position,
+				    * -1 for a token; NULL when the job has none */
+	bool truncate;
+	int truncated;             /* prompt tokens the engine dropped (truncate) */
+
+	/* an embedding job (generator_pool.c) */
+	enum exl_pooling pooling;  /* EXL_POOL_NONE: a generation job */
+	bool normalize;
+	double *pool_acc;          /* [n_embd] the rows pooled so far */
+	float *pooled;             /* [n_embd] the result */
 
 	/* the end */
 	enum exl_stop_reason reason;
@@ -198,6 +211,27 @@ int exl_gen_vocab_has_prefix(const struct exl_tokenizer *tok, int n_vocab, const
 int exl_dry_breaker_mask(const struct exl_tokenizer *tok, int n_vocab,
 			 const struct exl_sampler_params *p, uint32_t **out,
 			 char *err, size_t errlen);
+
+/* ---- input embeddings and truncation (generator_embd.c) ---- */
+
+/* Checks s's blocks, copies them into job and tokenizes the text prompt p
+ * with each alias occurrence as its block's rows: *ids (malloc'ed) gets
+ * their ids, a row's id a negative key derived from a hash of its block's
+ * contents (so the prefix cache shares a page only between equal blocks),
+ * and job->embd_at the row of each position.  Returns the count or -1. */
+int exl_gen_embd_prompt(struct exl_job *job, const struct exl_gen_settings *s,
+			const struct exl_prompt *p, int32_t **ids, char *err, size_t errlen);
+/* Drops the oldest prompt tokens after BOS of every sequence so that the
+ * prompt leaves room for max_new_tokens in a context of n_ctx (truncate);
+ * sets job->truncated to what seq[0] lost. */
+void exl_gen_truncate(struct exl_job *job, int n_ctx);
+
+/* ---- embedding jobs (generator_pool.c) ---- */
+
+/* n final hidden rows of the prompt, the first of them at position pos. */
+void exl_gen_pool_rows(struct exl_job *job, const float *rows, int n, int pos);
+/* The prompt is read: the pooled vector is made and the job ends. */
+void exl_gen_pool_finish(struct exl_job *job);
 
 /* ---- steps, called by the engine (generator_step.c) ---- */
 

@@ -122,6 +122,11 @@ const struct exl_hparams *exl_model_hparams(const struct exl_model *m)
 	return &m->hp;
 }
 
+const struct exl_backend *exl_model_backend(const struct exl_model *m)
+{
+	return m->be;
+}
+
 const struct exl_tokenizer *exl_model_tokenizer(const struct exl_model *m)
 {
 	return m->tok;

@@ -111,7 +111,21 @@ int exl_model_check_file(struct exl_model *m, char *why, size_t whylen);
 void exl_model_set_context(struct exl_model *m, int n_ctx);
 
 const struct exl_hparams *exl_model_hparams(const struct exl_model *m);
+
+/* How embeddings of m are pooled when a job does not say: the file's
+ * <arch>.pooling_type (1 mean, 2 cls, 3 last), else mean. */
+enum exl_pooling {
+	EXL_POOL_NONE = 0, /* a generation job */
+	EXL_POOL_MEAN,
+	EXL_POOL_CLS,
+	EXL_POOL_LAST,
+};
+enum exl_pooling exl_model_pooling(const struct exl_model *m);
+/* The input embedding row of token id (dequantized, before gemma's
+ * scaling) into out[n_embd].  -1 with a message for an id out of range. */
+int exl_model_token_row(struct exl_model *m, int32_t id, float *out, char *err, size_t errlen);
 const struct exl_tokenizer *exl_model_tokenizer(const struct exl_model *m);
+const struct exl_backend *exl_model_backend(const struct exl_model *m);
 const struct gguf_file *exl_model_gguf(const struct exl_model *m);
 size_t exl_model_weight_bytes(const struct exl_model *m);
 
@@ -139,5 +153,25 @@ struct exl_batch {
 
 int exl_model_forward(struct exl_model *m, struct exl_kvcache *kv, const struct exl_batch *b,
 		      float *logits, char *err, size_t errlen);
+
+/* What a batch may bring and take besides tokens and logits; every field
+ * optional (NULL: none). */
+struct exl_batch_io {
+	/* embd_rows[i] set: token i's input is that host row of n_embd floats
+	 * (in token_embd's space: gemma's scaling still applies) in place of
+	 * its token's embedding; tokens[i] is then only what the KV cache keys
+	 * the position by, and may be any value. */
+	const float *const *embd_rows;
+	/* want_hidden[i]: token i's final hidden state (after the output norm,
+	 * before the output matrix: what llama.cpp pools for embeddings) is
+	 * written to hidden, n_embd floats a row, in batch order of the tokens
+	 * that want it. */
+	const bool *want_hidden;
+	float *hidden;
+};
+
+/* exl_model_forward with io (NULL: the same as exl_model_forward). */
+int exl_model_forward_io(struct exl_model *m, struct exl_kvcache *kv, const struct exl_batch *b,
+			 const struct exl_batch_io *io, float *logits, char *err, size_t errlen);
 
 #endif

@@ -42,11 +42,15 @@ static void scratch_free_tokens(struct exl_model *m)
 	free(s->pos);
 	free(s->seq);
 	free(s->rows);
+	free(s->tok_in);
+	free(s->hid_rows);
+	free(s->log_rows);
 	free(s->router_host);
 	free(s->exp_count);
 	free(s->exp_rows);
 	free(s->exp_w);
 	s->pos = s->seq = s->rows = s->exp_count = s->exp_rows = NULL;
+	s->tok_in = s->hid_rows = s->log_rows = NULL;
 	s->router_host = s->exp_w = NULL;
 	s->cap_tokens = 0;
 }
@@ -106,6 +110,9 @@ static int scratch_reserve_tokens(struct exl_model *m, int n, char *err, size_t 
 	s->pos = malloc(cap * sizeof(*s->pos));
 	s->seq = malloc(cap * sizeof(*s->seq));
 	s->rows = malloc(cap * sizeof(*s->rows));
+	s->tok_in = malloc(cap * sizeof(*s->tok_in));
+	s->hid_rows = malloc(cap * sizeof(*s->hid_rows));
+	s->log_rows = malloc(cap * sizeof(*s->log_rows));
 	if (ne) {
 		s->xe = dev_alloc(be, cap, (size_t)hp->n_embd, &ok);
 		s->router = dev_alloc(be, cap, ne, &ok);
@@ -115,7 +122,7 @@ static int scratch_reserve_tokens(struct exl_model *m, int n, char *err, size_t 
 		s->exp_w = malloc(cap * ne * sizeof(*s->exp_w));
 		ok = ok && s->router_host && s->exp_count && s->exp_rows && s->exp_w;
 	}
-	if (!ok || !s->pos || !s->seq || !s->rows) {
+	if (!ok || !s->pos || !s->seq || !s->rows || !s->tok_in || !s->hid_rows || !s->log_rows) {
 		scratch_free_tokens(m);
 		snprintf(err, errlen, "cannot allocate scratch for a batch of %d tokens on "
 			 "backend %s", n, be->ops->name);
@@ -175,12 +182,17 @@ oom:
 }
 
 /* Checks the batch, fills pos / seq / rows / seq_start / seq_count and the
- * page table.  Returns the number of rows that want logits, or -1. */
+ * page table, and hid_rows / log_rows (indices into rows) with their
+ * counts.  Returns the number of rows that want logits or hidden states,
+ * or -1. */
 static int plan_batch(struct exl_model *m, struct exl_kvcache *kv, const struct exl_batch *b,
-		      struct exl_batch_desc *desc, char *err, size_t errlen)
+		      const struct exl_batch_io *io, struct exl_batch_desc *desc, int *n_hid, int *n_log, char *err,
+		      size_t errlen)
 {
 	struct exl_scratch *s = &m->s;
 	int n = b->n_tokens, n_out = 0, max_pages = 1;
+
+	*n_hid = *n_log = 0;
 
 	for (int j = 0; j < b->n_seqs; j++) {
 		s->seq_start[j] = -1;
@@ -198,10 +210,14 @@ static int plan_batch(struct exl_model *m, struct exl_kvcache *kv, const struct 
 				 "[0, %d)", i, j, b->n_seqs);
 			return -1;
 		}
-		if (b->tokens[i] < 0 || b->tokens[i] >= m->hp.n_vocab) {
+		if (io->embd_rows && io->embd_rows[i]) {
+			s->tok_in[i] = 0;
+		} else if (b->tokens[i] < 0 || b->tokens[i] >= m->hp.n_vocab) {
 			snprintf(err, errlen, "batch token %d: id %d out of range [0, %d)", i,
 				 b->tokens[i], m->hp.n_vocab);
 			return -1;
+		} else {
+			s->tok_in[i] = b->tokens[i];
 		}
 		if (s->seq_start[j] < 0) {
 			s->seq_start[j] = i;
@@ -212,8 +228,15 @@ static int plan_batch(struct exl_model *m, struct exl_kvcache *kv, const struct 
 		}
 		s->pos[i] = b->seqs[j]->n_pos + s->seq_count[j]++;
 		s->seq[i] = j;
+		bool hid = io->want_hidden && io->want_hidden[i];
+
+		if (!b->want_logits[i] && !hid)
+			continue;
+		if (hid)
+			s->hid_rows[(*n_hid)++] = n_out;
 		if (b->want_logits[i])
-			s->rows[n_out++] = i;
+			s->log_rows[(*n_log)++] = n_out;
+		s->rows[n_out++] = i;
 	}
 	for (int j = 0; j < b->n_seqs; j++) {
 		const struct exl_kv_seq *sq = b->seqs[j];
@@ -371,14 +394,62 @@ static void dense_ffn(struct exl_model *m, const struct exl_layer_weights *lw, i
 		ops->rmsnorm(be, s->proj, s->proj, lw->ffn_post_norm, nr, hp->n_embd, hp->rms_eps);
 }
 
+/* The input rows a batch brings in place of token embeddings, into x. */
+static int copy_embd_rows(struct exl_model *m, const struct exl_batch *b,
+			  const float *const *rows, float *x, char *err, size_t errlen)
+{
+	const struct exl_backend_ops *ops = m->be->ops;
+	size_t row = (size_t)m->hp.n_embd * sizeof(float);
+
+	for (int i = 0; i < b->n_tokens; i++) {
+		if (!rows[i])
+			continue;
+		if (ops->copy_in(m->be, (char *)x + (size_t)i * row, rows[i], row)) {
+			snprintf(err, errlen, "backend %s: %s", ops->name,
+				 backend_msg(m->be, "cannot copy in an input embedding"));
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/* The hidden rows asked for, of the n_out normed rows in s->xn, to host. */
+static int download_hidden(struct exl_model *m, float *hidden, int n_out, int n_hid, char *err,
+			   size_t errlen)
+{
+	const struct exl_backend_ops *ops = m->be->ops;
+	struct exl_scratch *s = &m->s;
+	const float *src = s->xn;
+
+	if (n_hid < n_out) {
+		ops->gather_rows(m->be, s->proj, s->xn, s->hid_rows, n_hid, m->hp.n_embd);
+		src = s->proj;
+	}
+	if (ops->download(m->be, hidden, src, (size_t)n_hid * (size_t)m->hp.n_embd *
+			  sizeof(float))) {
+		snprintf(err, errlen, "backend %s: %s", ops->name,
+			 backend_msg(m->be, "cannot read back the hidden states"));
+		return -1;
+	}
+	return 0;
+}
+
 int exl_model_forward(struct exl_model *m, struct exl_kvcache *kv, const struct exl_batch *b,
 		      float *logits, char *err, size_t errlen)
 {
+	return exl_model_forward_io(m, kv, b, NULL, logits, err, errlen);
+}
+
+int exl_model_forward_io(struct exl_model *m, struct exl_kvcache *kv, const struct exl_batch *b,
+			 const struct exl_batch_io *io, float *logits, char *err, size_t errlen)
+{
+	static const struct exl_batch_io no_io;
 	const struct exl_hparams *hp = &m->hp;
 	const struct exl_backend_ops *ops = m->be->ops;
 	struct exl_backend *be = m->be;
 	struct exl_scratch *s = &m->s;
 	struct exl_batch_desc desc;
+	const struct exl_batch_io *bio = io ? io : &no_io;
 	const struct exl_rope_params rp_global = {
 		.n_rot = hp->n_rot,
 		.freq_base = hp->rope_freq_base,
@@ -395,7 +466,7 @@ int exl_model_forward(struct exl_model *m, struct exl_kvcache *kv, const struct 
 	struct exl_attn_params ap_local = ap_global;
 	const int q_dim = hp->n_head * hp->head_dim;
 	const size_t embd = (size_t)hp->n_embd;
-	int n = b->n_tokens;
+	int n = b->n_tokens, n_hid, n_log;
 
 	if (atomic_load(&m->file_fault))
 		return file_changed(m, err, errlen);
@@ -413,14 +484,15 @@ int exl_model_forward(struct exl_model *m, struct exl_kvcache *kv, const struct 
 	if (scratch_reserve_tokens(m, n, err, errlen) ||
 	    scratch_reserve_seqs(m, b->n_seqs, 0, err, errlen))
 		return -1;
-	int n_out = plan_batch(m, kv, b, &desc, err, errlen);
+	int n_out = plan_batch(m, kv, b, bio, &desc, &n_hid, &n_log, err, errlen);
 	if (n_out < 0)
 		return -1;
-	if (n_out > 0 && !logits) {
-		snprintf(err, errlen, "batch wants logits for %d tokens but has no buffer", n_out);
+	if ((n_log > 0 && !logits) || (n_hid > 0 && !bio->hidden)) {
+		snprintf(err, errlen, "batch wants logits for %d tokens and hidden states for %d "
+			 "but has no buffer", n_log, n_hid);
 		return -1;
 	}
-	if (scratch_reserve_logits(m, n_out, err, errlen))
+	if (scratch_reserve_logits(m, n_log, err, errlen))
 		return -1;
 	if (ops->set_batch(be, &desc)) {
 		snprintf(err, errlen, "backend %s: %s", ops->name,
@@ -434,7 +506,9 @@ int exl_model_forward(struct exl_model *m, struct exl_kvcache *kv, const struct 
 	ap_local.window = hp->n_swa;
 
 	float *x = s->x;
-	ops->embed(be, &m->tok_embd, b->tokens, x, n);
+	ops->embed(be, &m->tok_embd, bio->embd_rows ? s->tok_in : b->tokens, x, n);
+	if (bio->embd_rows && copy_embd_rows(m, b, bio->embd_rows, x, err, errlen))
+		return -1;
 	if (hp->embd_scale)
 		ops->scale(be, x, sqrtf((float)hp->n_embd), (size_t)n * embd);
 	for (int il = 0; il < hp->n_layer; il++) {
@@ -492,14 +566,26 @@ int exl_model_forward(struct exl_model *m, struct exl_kvcache *kv, const struct 
 			ops->add(be, x, s->proj, (size_t)nr * embd);
 		}
 	}
-	if (n_out > 0) {
+	if (n_out > 0)
 		ops->rmsnorm(be, s->xn, x, m->output_norm, n_out, hp->n_embd, hp->rms_eps);
-		ops->matmul(be, &m->output, s->xn, s->logits, n_out);
+	if (n_hid > 0 && download_hidden(m, bio->hidden, n_out, n_hid, err, errlen))
+		return -1;
+	if (n_log > 0) {
+		const float *xl = s->xn;
+
+		if (n_log < n_out) {
+			/* s->x or s->x_out, whichever x is not */
+			float *other = x == s->x ? s->x_out : s->x;
+
+			ops->gather_rows(be, other, s->xn, s->log_rows, n_log, hp->n_embd);
+			xl = other;
+		}
+		ops->matmul(be, &m->output, xl, s->logits, n_log);
 		if (hp->final_softcap > 0.0f)
 			ops->softcap(be, s->logits, hp->final_softcap,
-				     (size_t)n_out * (size_t)hp->n_vocab);
+				     (size_t)n_log * (size_t)hp->n_vocab);
 		if (ops->download(be, logits, s->logits,
-				  (size_t)n_out * (size_t)hp->n_vocab * sizeof(float))) {
+				  (size_t)n_log * (size_t)hp->n_vocab * sizeof(float))) {
 			snprintf(err, errlen, "backend %s: %s", ops->name,
 				 backend_msg(be, "cannot read back the logits"));
 			return -1;

@@ -65,7 +65,10 @@ struct exl_scratch {
 	/* host */
 	int32_t *pos;
 	int32_t *seq;
-	int32_t *rows;       /* batch rows that want logits */
+	int32_t *rows;       /* batch rows that want logits or hidden states */
+	int32_t *tok_in;     /* tokens with embd_rows' positions as 0 */
+	int32_t *hid_rows;   /* of rows: those that want hidden states */
+	int32_t *log_rows;   /* of rows: those that want logits */
 	int32_t *seq_start;  /* first batch row of each sequence, -1 when none */
 	int32_t *seq_count;
 	int cap_seqs;

@@ -235,6 +235,10 @@ static void pack_result(msgpack_packer *pk, msgpack_sbuffer *sb, const struct ex
 	msgpack_pack_int(pk, r->new_tokens);
 	exl_pack_key(pk, "cached_tokens");
 	msgpack_pack_int(pk, r->cached_tokens);
+	if (r->truncated) {
+		exl_pack_key(pk, "truncated_tokens");
+		msgpack_pack_int(pk, r->truncated);
+	}
 	exl_pack_key(pk, "seed");
 	msgpack_pack_uint64(pk, r->seed);
 	exl_pack_key(pk, "time_queued");
@@ -277,6 +281,34 @@ static void pack_result(msgpack_packer *pk, msgpack_sbuffer *sb, const struct ex
 		pack_top(pk, r->top_ids, r->top_probs, r->n_tokens, r->top_k);
 }
 
+/* An embed request's reply, or its error. */
+static void pack_embedding(msgpack_packer *pk, msgpack_sbuffer *sb, const struct exl_srv_job *j,
+			   const struct exl_gen_result *r)
+{
+	if (j->fail[0] || !r->embedding) {
+		const char *msg = j->fail[0] ? j->fail : r->error ? r->error :
+				  exl_stop_reason_name(r->reason);
+		int code = r->reason == EXL_STOP_SHUTDOWN ? EXL_E_SHUTDOWN :
+			   r->reason == EXL_STOP_UNLOADED ? EXL_E_BUSY : EXL_E_INTERNAL;
+
+		exl_pack_error(pk, sb, &j->req_id, code, msg);
+		return;
+	}
+	exl_pack_reply(pk, sb, EXL_OP_EMBED, &j->req_id, 6);
+	exl_pack_key(pk, "job");
+	msgpack_pack_uint64(pk, j->id);
+	exl_pack_key(pk, "model");
+	exl_pack_cstr(pk, j->model);
+	exl_pack_key(pk, "n_tokens");
+	msgpack_pack_int(pk, r->prompt_tokens);
+	exl_pack_key(pk, "truncated_tokens");
+	msgpack_pack_int(pk, r->truncated);
+	exl_pack_key(pk, "time_total");
+	msgpack_pack_double(pk, r->time_total);
+	exl_pack_key(pk, "embedding");
+	pack_floats(pk, r->embedding, (size_t)r->n_embd);
+}
+
 void exl_deliver_result(struct exl_srv_job *j, const struct exl_gen_result *r)
 {
 	struct exl_sink *s = j->sink;
@@ -289,7 +321,10 @@ void exl_deliver_result(struct exl_srv_job *j, const struct exl_gen_result *r)
 	if (!atomic_load(&s->closed)) {
 		msgpack_sbuffer_init(&sb);
 		msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
-		pack_result(&pk, &sb, j, r);
+		if (j->embed)
+			pack_embedding(&pk, &sb, j, r);
+		else
+			pack_result(&pk, &sb, j, r);
 		if (!sb.data) {
 			exl_log(EXL_LOG_ERR, "job %llu: out of memory encoding its result",
 				(unsigned long long)j->id);

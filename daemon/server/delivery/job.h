@@ -57,6 +57,8 @@ struct exl_srv_job {
 	bool return_text;
 	char *draft_name;            /* draft_model: its name and file (conn.c checked */
 	char *draft_path;            /* it is loaded); NULL when none */
+	bool embed;                  /* an embed request's: no accepted reply; the
+				      * result is the embed reply */
 	/* loop thread only: job is still being made (prep.h), not yet on
 	 * the engine; a cancel that came meanwhile */
 	bool preparing;

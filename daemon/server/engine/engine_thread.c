@@ -244,7 +244,8 @@ static void run_add(struct exl_engine_thread *t, struct exl_srv_job *j)
 	}
 	/* Callbacks come only from steps on this thread, so the reply is
 	 * queued before anything the job streams. */
-	exl_deliver_accepted(j);
+	if (!j->embed)
+		exl_deliver_accepted(j);
 	link_job(t, j);
 }
 

@@ -116,6 +116,7 @@ bool exl_prep_cheap(const struct exl_prep *p)
 		return p->req.u.tokenize.len <= EXL_PREP_CHEAP_BYTES;
 	case EXL_OPC_DETOKENIZE:
 		return p->req.u.detokenize.n <= EXL_PREP_CHEAP_IDS;
+	case EXL_OPC_EMBED:
 	case EXL_OPC_GENERATE:
 		/* A constraint's compile time is not bounded by its length. */
 		if (g->grammar || g->json_schema || g->regex)
@@ -180,18 +181,51 @@ static void run_detokenize(struct exl_prep *p)
 	free(text);
 }
 
+/* The request's input embedding blocks in rows of the model's n_embd. */
+static int wire_embeddings(struct exl_prep *p, struct exl_req_generate *g)
+{
+	size_t row = (size_t)exl_model_hparams(p->model)->n_embd * sizeof(float);
+	struct exl_embd_block *b = msgpack_zone_malloc(p->up.zone, sizeof(*b) * (size_t)g->n_embd);
+
+	if (!b) {
+		snprintf(p->err, sizeof(p->err), "generate: out of memory");
+		p->code = EXL_E_INTERNAL;
+		return -1;
+	}
+	for (int i = 0; i < g->n_embd; i++) {
+		if (g->embd[i].bytes % row) {
+			snprintf(p->err, sizeof(p->err), "generate: embeddings: item %d ('%s'): %zu "
+				 "bytes is not a whole number of rows of %zu float32 (the model's "
+				 "n_embd)", i, g->embd[i].alias, g->embd[i].bytes, row / 4);
+			p->code = EXL_E_BAD_REQUEST;
+			return -1;
+		}
+		b[i].alias = g->embd[i].alias;
+		b[i].rows = g->embd[i].data;
+		b[i].n_rows = (int)(g->embd[i].bytes / row);
+	}
+	g->s.embeddings = b;
+	g->s.n_embeddings = g->n_embd;
+	return 0;
+}
+
 static void run_generate(struct exl_prep *p)
 {
 	struct exl_req_generate *g = &p->req.u.gen;
 	char err[512];
 
+	if (g->n_embd && wire_embeddings(p, g))
+		return;
+	if (p->req.op == EXL_OPC_EMBED && g->s.pooling == EXL_POOL_NONE)
+		g->s.pooling = exl_model_pooling(p->model);
 	/* The job's callbacks run on the engine thread once it is added;
 	 * until then nothing calls them. */
 	p->job->job = exl_job_create(p->model, &g->s, &g->prompt,
 				     g->has_negative ? &g->negative : NULL,
 				     &exl_engine_thread_callbacks, p->job, err, sizeof(err));
 	if (!p->job->job) {
-		snprintf(p->err, sizeof(p->err), "generate: %s", err);
+		snprintf(p->err, sizeof(p->err), "%s: %s",
+			 p->req.op == EXL_OPC_EMBED ? "embed" : "generate", err);
 		p->code = EXL_E_BAD_REQUEST;
 	}
 }
@@ -199,7 +233,8 @@ static void run_generate(struct exl_prep *p)
 void exl_prep_run(struct exl_prep *p)
 {
 	const char *op = p->req.op == EXL_OPC_TOKENIZE ? "tokenize" :
-			 p->req.op == EXL_OPC_DETOKENIZE ? "detokenize" : "generate";
+			 p->req.op == EXL_OPC_DETOKENIZE ? "detokenize" :
+			 p->req.op == EXL_OPC_EMBED ? "embed" : "generate";
 	int refusing = atomic_load(&p->et->refusing);
 
 	p->code = EXL_OK;
@@ -224,6 +259,7 @@ void exl_prep_run(struct exl_prep *p)
 		run_detokenize(p);
 		break;
 	case EXL_OPC_GENERATE:
+	case EXL_OPC_EMBED:
 		run_generate(p);
 		break;
 	default:

@@ -129,6 +129,7 @@ static void req_end(struct exl_http_req *r)
 		exl_json_free(r->doc);
 	msgpack_zone_free(r->zone);
 	free(r->chat_prompt);
+	exl_http_embed_free(r);
 	for (int i = 0; i < r->n_choices; i++)
 		free(r->choices[i].result);
 	exl_jw_free(&r->w);
@@ -531,7 +532,10 @@ void exl_http_prep_room(struct exl_http *h)
 	for (struct exl_http_req *r = h->reqs, *next; r; r = next) {
 		next = r->next;
 		if (r->blocked) {
-			launch_more(r);
+			if (r->kind == EXL_HTTP_KIND_EMBED)
+				exl_http_embed_launch(r);
+			else
+				launch_more(r);
 			/* launch_more may have ended r, never another */
 		}
 	}
@@ -684,7 +688,7 @@ static bool prep_finish(struct exl_http *h, struct exl_prep *p)
 		if (r)
 			r->n_pooled--;
 	}
-	if (r && r->kind == EXL_HTTP_KIND_GENERATE) {
+	if (r && (r->kind == EXL_HTTP_KIND_GENERATE || r->kind == EXL_HTTP_KIND_EMBED)) {
 		struct exl_srv_job *j = p->job;
 
 		j->preparing = false;
@@ -1149,6 +1153,8 @@ static bool on_message(struct exl_http_req *r, const msgpack_object *m)
 		exl_http_req_fail(r, status, codename, NULL, msg);
 		return false;
 	}
+	if (r->kind == EXL_HTTP_KIND_EMBED)
+		return opn == 5 && !memcmp(op, "embed", 5) ? exl_http_embed_message(r, m, k) : true;
 	if (k < 0 || k >= r->n_choices)
 		return true;
 	struct exl_http_choice *c = &r->choices[k];
@@ -1238,4 +1244,32 @@ void exl_http_flush_sink(struct exl_http_req *r)
 	}
 	if (alive && r->g.stream)
 		stream_out(r);
+}
+
+/* ---- for http_embed.c ---- */
+
+struct exl_http_req *exl_http_req_new(struct exl_http *h, struct evhttp_request *req,
+				      enum exl_http_kind kind, enum exl_http_style style, uid_t uid)
+{
+	return req_new(h, req, kind, style, uid);
+}
+
+void exl_http_req_end(struct exl_http_req *r)
+{
+	req_end(r);
+}
+
+struct exl_model_entry *exl_http_pick(struct exl_http_req *r, const char *name)
+{
+	return pick(r, name);
+}
+
+void exl_http_fail_code(struct exl_http_req *r, int code, const char *msg)
+{
+	fail_code(r, code, msg);
+}
+
+bool exl_http_prep_finish(struct exl_http *h, struct exl_prep *p)
+{
+	return prep_finish(h, p);
 }

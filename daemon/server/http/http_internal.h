@@ -5,6 +5,7 @@
 #ifndef EXL_HTTP_INTERNAL_H
 #define EXL_HTTP_INTERNAL_H
 
+#include <msgpack.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -24,6 +25,7 @@ struct exl_model;
 struct exl_model_entry;
 struct exl_sink;
 struct exl_uid_stats;
+struct exl_prep;
 
 /* Which error shape a reply takes. */
 enum exl_http_style { EXL_HTTP_STYLE_OPENAI, EXL_HTTP_STYLE_OLLAMA };
@@ -33,7 +35,16 @@ enum exl_http_kind {
 	EXL_HTTP_KIND_GENERATE,       /* g.api says which */
 	EXL_HTTP_KIND_TOKENIZE,
 	EXL_HTTP_KIND_DETOKENIZE,
+	EXL_HTTP_KIND_EMBED,          /* r->emb (http_embed.c) */
 };
+
+/* Which embeddings endpoint. */
+enum exl_http_embed_api {
+	EXL_HTTP_OAI_EMBEDDINGS,      /* POST /v1/embeddings */
+	EXL_HTTP_OLLAMA_EMBED,        /* POST /api/embed */
+	EXL_HTTP_OLLAMA_EMBEDDINGS,   /* POST /api/embeddings (Ollama's older one) */
+};
+struct exl_http_embed;
 
 struct exl_http {
 	struct exl_loop *lp;
@@ -80,6 +91,7 @@ struct exl_http_req {
 	struct exl_http_gen g;
 	struct exl_http_tokenize tok;
 	struct exl_http_detokenize detok;
+	struct exl_http_embed *emb;      /* EXL_HTTP_KIND_EMBED */
 	char model[129];                 /* the model's name */
 	const struct exl_model *model_p; /* valid while a job or preparation holds it */
 	struct exl_model_entry *entry;
@@ -121,6 +133,25 @@ void exl_http_req_fail(struct exl_http_req *r, int status, const char *code, con
  * a model without one); *out malloc'ed.  0, or -1 with a message. */
 int exl_http_render_chat(const struct exl_model *m, const struct exl_http_gen *g, char **out,
 			 size_t *out_len, char *err, size_t errlen);
+
+/* http_gen.c, for http_embed.c: a request's start and end, the model it
+ * names (NULL: the only one; failing r when none), a failure by exld
+ * code, and a preparation's end (false when r ended). */
+struct exl_http_req *exl_http_req_new(struct exl_http *h, struct evhttp_request *req,
+				      enum exl_http_kind kind, enum exl_http_style style, uid_t uid);
+void exl_http_req_end(struct exl_http_req *r);
+struct exl_model_entry *exl_http_pick(struct exl_http_req *r, const char *name);
+void exl_http_fail_code(struct exl_http_req *r, int code, const char *msg);
+bool exl_http_prep_finish(struct exl_http *h, struct exl_prep *p);
+
+/* http_embed.c: the embeddings endpoints. */
+void exl_http_start_embed(struct exl_http *h, struct evhttp_request *req,
+			  enum exl_http_embed_api api, struct exl_json_doc *doc, uid_t uid);
+/* Launches the texts not yet launched, while the pool has room. */
+void exl_http_embed_launch(struct exl_http_req *r);
+/* An "embed" message for text k; false when r ended. */
+bool exl_http_embed_message(struct exl_http_req *r, const msgpack_object *m, int64_t k);
+void exl_http_embed_free(struct exl_http_req *r);
 
 /* http_reply.c: OpenAI and Ollama objects from a job's messages. */
 struct exl_http_tokinfo {

@@ -475,8 +475,8 @@ static uid_t peer_uid(struct exl_http *h, struct evhttp_request *req, bool *unix
 
 /* Ollama's model management and what exld does not serve: 501, named. */
 static const char *const not_implemented[] = {
-	"/api/pull", "/api/push", "/api/create", "/api/copy", "/api/delete", "/api/embed",
-	"/api/embeddings", "/v1/embeddings", "/v1/images/generations", "/v1/audio/speech",
+	"/api/pull", "/api/push", "/api/create", "/api/copy", "/api/delete",
+	"/v1/images/generations", "/v1/audio/speech",
 	"/v1/audio/transcriptions", "/v1/moderations", "/v1/files", "/v1/batches",
 	"/v1/fine_tuning/jobs", "/v1/responses",
 };
@@ -526,6 +526,7 @@ static struct exl_json_doc *body_json(struct evhttp_request *req, enum exl_http_
 enum route {
 	R_NONE, R_ROOT, R_HEALTH, R_MODELS, R_MODEL, R_COMPLETIONS, R_CHAT, R_TAGS, R_PS,
 	R_VERSION, R_SHOW, R_GENERATE, R_OCHAT, R_TOKENIZE, R_DETOKENIZE, R_APPLY_TEMPLATE,
+	R_EMBEDDINGS, R_OEMBED, R_OEMBEDDINGS,
 	R_NOT_IMPLEMENTED,
 };
 
@@ -540,6 +541,9 @@ static const struct {
 	{ "/v1/models", R_MODELS, false },
 	{ "/v1/completions", R_COMPLETIONS, true },
 	{ "/v1/chat/completions", R_CHAT, true },
+	{ "/v1/embeddings", R_EMBEDDINGS, true },
+	{ "/api/embed", R_OEMBED, true },
+	{ "/api/embeddings", R_OEMBEDDINGS, true },
 	{ "/api/tags", R_TAGS, false },
 	{ "/api/ps", R_PS, false },
 	{ "/api/version", R_VERSION, false },
@@ -659,6 +663,15 @@ static void on_request(struct evhttp_request *req, void *arg)
 		return;
 	case R_TOKENIZE:
 		exl_http_start_tokenize(h, req, false, doc, uid);
+		return;
+	case R_EMBEDDINGS:
+		exl_http_start_embed(h, req, EXL_HTTP_OAI_EMBEDDINGS, doc, uid);
+		return;
+	case R_OEMBED:
+		exl_http_start_embed(h, req, EXL_HTTP_OLLAMA_EMBED, doc, uid);
+		return;
+	case R_OEMBEDDINGS:
+		exl_http_start_embed(h, req, EXL_HTTP_OLLAMA_EMBEDDINGS, doc, uid);
 		return;
 	case R_DETOKENIZE:
 		exl_http_start_tokenize(h, req, true, doc, uid);

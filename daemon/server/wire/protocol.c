@@ -27,7 +27,7 @@ const char *const exl_daemon_features[] = {
 	EXL_FEAT_TOP_A, EXL_FEAT_TOKEN_BIAS, EXL_FEAT_DRY, EXL_FEAT_XTC, EXL_FEAT_MIROSTAT,
 	EXL_FEAT_BANNED_STRINGS, EXL_FEAT_TOKEN_HEALING, EXL_FEAT_CFG, EXL_FEAT_GRAMMAR,
 	EXL_FEAT_JSON_SCHEMA, EXL_FEAT_REGEX, EXL_FEAT_RETURN_LOGITS, EXL_FEAT_SPECULATIVE,
-	EXL_FEAT_BEAM_SEARCH,
+	EXL_FEAT_BEAM_SEARCH, EXL_FEAT_TRUNCATE, EXL_FEAT_EMBEDDINGS,
 };
 const size_t exl_daemon_n_features = sizeof(exl_daemon_features) / sizeof(exl_daemon_features[0]);
 
@@ -371,7 +371,47 @@ static const struct {
 	{ EXL_OP_CANCEL, EXL_OPC_CANCEL },
 	{ EXL_OP_STATUS, EXL_OPC_STATUS },
 	{ EXL_OP_RESUME, EXL_OPC_RESUME },
+	{ EXL_OP_EMBED, EXL_OPC_EMBED },
 };
+
+/* embed: one text, decoded as a job that reads its prompt and pools
+ * (s.pooling EXL_POOL_NONE: the model's, chosen when the job is made). */
+static int dec_embed(struct dec *d, struct exl_req_generate *g, size_t max_text)
+{
+	const char *s = NULL, *pool = NULL;
+	size_t len = 0, plen = 0;
+	bool b;
+
+	memset(g, 0, sizeof(*g));
+	exl_gen_settings_init(&g->s);
+	g->stream = EXL_STREAM_NONE;
+	g->return_text = 0;
+	g->s.max_new_tokens = 0;
+	if (get_str(d, "input", max_text, &s, &len) || get_str(d, "pooling", 16, &pool, &plen) ||
+	    get_bool(d, "normalize", &g->s.normalize) || get_bool(d, "truncate", &g->s.truncate))
+		return -1;
+	if (!s)
+		return fail(d, "input", "missing (the text to embed)");
+	g->prompt.text = s;
+	g->prompt.len = len;
+	if (find(d->map, "add_bos")) {
+		if (get_bool(d, "add_bos", &b))
+			return -1;
+		g->s.add_bos = b;
+	}
+	if (!pool)
+		return 0;
+	if (plen == 4 && !memcmp(pool, "mean", 4))
+		g->s.pooling = EXL_POOL_MEAN;
+	else if (plen == 4 && !memcmp(pool, "last", 4))
+		g->s.pooling = EXL_POOL_LAST;
+	else if (plen == 3 && !memcmp(pool, "cls", 3))
+		g->s.pooling = EXL_POOL_CLS;
+	else
+		return fail(d, "pooling", "wants \"mean\", \"last\" or \"cls\", got \"%.*s\"",
+			    (int)plen, pool);
+	return 0;
+}
 
 static int get_model(struct dec *d, struct exl_req *req, bool required)
 {
@@ -607,6 +647,55 @@ static int dec_stream(struct dec *d, struct exl_req_generate *g)
 	return 0;
 }
 
+/* embeddings: [{alias: str, data: bin of float32 rows}, ...] */
+static int dec_embeddings(struct dec *d, struct exl_req_generate *g)
+{
+	const msgpack_object *o = find(d->map, "embeddings");
+
+	if (!o)
+		return 0;
+	if (o->type != MSGPACK_OBJECT_ARRAY)
+		return fail(d, "embeddings", "wants an array of {alias, data} maps, got %s",
+			    type_name(o));
+	if (o->via.array.size > EXL_GEN_MAX_EMBD_BLOCKS)
+		return fail_big(d, "embeddings", "%u blocks is over the limit of %d",
+				o->via.array.size, EXL_GEN_MAX_EMBD_BLOCKS);
+	g->embd = msgpack_zone_malloc(d->zone, sizeof(*g->embd) * (o->via.array.size + 1));
+	if (!g->embd)
+		return fail(d, "embeddings", "out of memory");
+	for (uint32_t i = 0; i < o->via.array.size; i++) {
+		const msgpack_object *it = &o->via.array.ptr[i], *a, *v;
+
+		if (it->type != MSGPACK_OBJECT_MAP)
+			return fail(d, "embeddings", "item %u: wants a map, got %s", i, type_name(it));
+		a = find(it, "alias");
+		v = find(it, "data");
+		if (!a || a->type != MSGPACK_OBJECT_STR || a->via.str.size == 0 ||
+		    a->via.str.size > EXL_GEN_MAX_ALIAS_LEN)
+			return fail(d, "embeddings", "item %u: alias wants a string of 1 to %d bytes",
+				    i, EXL_GEN_MAX_ALIAS_LEN);
+		if (check_utf8(d, "embeddings", a, "alias: "))
+			return -1;
+		if (!v || v->type != MSGPACK_OBJECT_BIN || v->via.bin.size == 0 ||
+		    v->via.bin.size % 4)
+			return fail(d, "embeddings", "item %u: data wants binary float32 rows (a "
+				    "non-zero multiple of 4 bytes), got %s of %u bytes", i,
+				    type_name(v), v && v->type == MSGPACK_OBJECT_BIN ?
+				    v->via.bin.size : 0);
+		char *alias = zone_cstr(d, "embeddings", a->via.str.ptr, a->via.str.size);
+		float *rows = msgpack_zone_malloc(d->zone, v->via.bin.size);
+
+		if (!alias || !rows)
+			return alias ? fail(d, "embeddings", "out of memory") : -1;
+		memcpy(rows, v->via.bin.ptr, v->via.bin.size);
+		g->embd[i].alias = alias;
+		g->embd[i].data = rows;
+		g->embd[i].bytes = v->via.bin.size;
+	}
+	g->n_embd = (int)o->via.array.size;
+	return 0;
+}
+
 static int dec_generate(struct dec *d, struct exl_req_generate *g, size_t max_text)
 {
 	struct exl_gen_settings *s = &g->s;
@@ -621,6 +710,8 @@ static int dec_generate(struct dec *d, struct exl_req_generate *g, size_t max_te
 		return -1;
 	if (!present)
 		return fail(d, "prompt", "missing (give prompt or prompt_ids)");
+	if (dec_embeddings(d, g))
+		return -1;
 	if (dec_prompt(d, "negative_prompt", "negative_prompt_ids", &g->negative, &g->has_negative,
 		       max_text))
 		return -1;
@@ -639,6 +730,7 @@ static int dec_generate(struct dec *d, struct exl_req_generate *g, size_t max_te
 	    get_rint(d, "max_new_tokens", &s->max_new_tokens) ||
 	    get_rint(d, "min_new_tokens", &s->min_new_tokens) ||
 	    get_bool(d, "ignore_eos", &s->ignore_eos) ||
+	    get_bool(d, "truncate", &s->truncate) ||
 	    get_rfloat(d, "cfg_scale", &s->cfg_scale) ||
 	    get_bool(d, "return_probs", &s->return_probs) ||
 	    get_rint(d, "return_top_k", &s->return_top_k) ||
@@ -809,6 +901,9 @@ int exl_req_decode(const msgpack_object *root, msgpack_zone *zone, struct exl_re
 		break;
 	case EXL_OPC_GENERATE:
 		rc = get_model(&d, req, false) || dec_generate(&d, &req->u.gen, max_text);
+		break;
+	case EXL_OPC_EMBED:
+		rc = get_model(&d, req, false) || dec_embed(&d, &req->u.gen, max_text);
 		break;
 	case EXL_OPC_CANCEL:
 		if (!find(root, "job")) {

@@ -31,6 +31,7 @@ enum exl_op {
 	EXL_OPC_CANCEL,
 	EXL_OPC_STATUS,
 	EXL_OPC_RESUME,
+	EXL_OPC_EMBED,       /* a generate request's job that pools instead (dec_embed) */
 };
 
 enum exl_stream { EXL_STREAM_DEFAULT, EXL_STREAM_RING, EXL_STREAM_SOCKET, EXL_STREAM_NONE };
@@ -50,6 +51,15 @@ struct exl_req_generate {
 	const char *regex;
 	bool filter_prefer_eos;
 	struct exl_token_bias *bias;     /* s.sampling.bias points here */
+	/* Input embeddings: each block's rows as sent (float32, 4-aligned
+	 * in the zone); the prep makes s.embeddings of them once the
+	 * model's n_embd is known. */
+	struct exl_wire_embd {
+		const char *alias;       /* NUL-terminated */
+		const float *data;
+		size_t bytes;            /* a multiple of 4 */
+	} *embd;
+	int n_embd;
 };
 
 struct exl_req {
