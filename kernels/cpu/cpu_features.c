@@ -2,11 +2,50 @@
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
 #endif
+#if defined(__linux__) && defined(__x86_64__)
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 
 #include "kernels/cpu/cpu_features.h"
 
 static struct exl_cpu_features features;
 static pthread_once_t features_once = PTHREAD_ONCE_INIT;
+
+#if defined(__x86_64__)
+/* XCR0: the register state the OS saves on a context switch. */
+static unsigned long long xcr0(void)
+{
+	unsigned a, b, c, d, lo, hi;
+
+	/* OSXSAVE (CPUID.1:ECX bit 27) says xgetbv may run */
+	if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & (1u << 27)))
+		return 0;
+	__asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+	return ((unsigned long long)hi << 32) | lo;
+}
+
+#define EXL_ARCH_REQ_XCOMP_PERM 0x1023
+#define EXL_XFEATURE_XTILEDATA 18
+
+static void detect_amx(void)
+{
+	unsigned a, b, c, d;
+
+	if (!__get_cpuid_count(7, 0, &a, &b, &c, &d))
+		return;
+	if ((xcr0() & (3ull << 17)) != (3ull << 17)) /* XTILECFG, XTILEDATA */
+		return;
+	features.amx_bf16 = d & (1u << 22);
+	features.amx_tile = d & (1u << 24);
+	features.amx_int8 = d & (1u << 25);
+#if defined(__linux__)
+	if (features.amx_tile)
+		features.amx_permitted =
+			syscall(SYS_arch_prctl, EXL_ARCH_REQ_XCOMP_PERM, EXL_XFEATURE_XTILEDATA) == 0;
+#endif
+}
+#endif
 
 static void detect(void)
 {
@@ -25,6 +64,9 @@ static void detect(void)
 	features.avx512vl = __builtin_cpu_supports("avx512vl");
 	features.avx512vnni = __builtin_cpu_supports("avx512vnni");
 	features.avx512bf16 = __builtin_cpu_supports("avx512bf16");
+#endif
+#if defined(__x86_64__)
+	detect_amx();
 #endif
 }
 

@@ -1,5 +1,6 @@
 /* CPU matmul entry: checks the call, quantizes the activations once, and
  * splits the output rows over the pool's threads. */
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,7 +14,56 @@
 
 static _Atomic(const struct exl_cpu_kernels *) current_kernels;
 
+#if defined(EXL_HAVE_AMX_KERNELS)
+/* The "amx" set: its own kernels (matmul_amx.c) where it has them, the
+ * avx512vnni ones for every other type; filled in once (sets_init). */
+static struct exl_cpu_kernels amx_set = { .name = "amx" };
+static pthread_once_t amx_once = PTHREAD_ONCE_INIT;
+
+static void amx_merge(void)
+{
+	const struct exl_cpu_kernels *o = &exl_cpu_kernels_amx_own;
+
+	amx_set = exl_cpu_kernels_avx512vnni;
+	amx_set.name = o->name;
+#define EXL_OWN(f) \
+	if (o->f)  \
+		amx_set.f = o->f
+	EXL_OWN(act_q8_0);
+	EXL_OWN(act_q4_0);
+	EXL_OWN(act_q8_K);
+	EXL_OWN(act_q4_K);
+	EXL_OWN(act_iq4_xs);
+	EXL_OWN(mm_f32);
+	EXL_OWN(mm_f16);
+	EXL_OWN(mm_bf16);
+	EXL_OWN(mm_q8_0);
+	EXL_OWN(mm_q4_0);
+	EXL_OWN(mm_q4_1);
+	EXL_OWN(mm_q5_0);
+	EXL_OWN(mm_q5_1);
+	EXL_OWN(mm_iq4_nl);
+	EXL_OWN(mm_q2_K);
+	EXL_OWN(mm_q3_K);
+	EXL_OWN(mm_q4_K);
+	EXL_OWN(mm_q5_K);
+	EXL_OWN(mm_q6_K);
+	EXL_OWN(mm_iq4_xs);
+#undef EXL_OWN
+}
+#endif
+
+static void sets_init(void)
+{
+#if defined(EXL_HAVE_AMX_KERNELS)
+	pthread_once(&amx_once, amx_merge);
+#endif
+}
+
 static const struct exl_cpu_kernels *const all_kernels[] = {
+#if defined(EXL_HAVE_AMX_KERNELS)
+	&amx_set,
+#endif
 #if defined(EXL_HAVE_X86_KERNELS)
 	&exl_cpu_kernels_avx512vnni,
 	&exl_cpu_kernels_avx512,
@@ -34,6 +84,8 @@ static int can_run(const struct exl_cpu_kernels *k)
 		return avx512;
 	if (!strcmp(k->name, "avx512vnni"))
 		return avx512 && f->avx512vnni;
+	if (!strcmp(k->name, "amx"))
+		return avx512 && f->avx512vnni && f->amx_tile && f->amx_int8 && f->amx_permitted;
 	return 1;
 }
 
@@ -57,6 +109,7 @@ int exl_cpu_kernels_select(const char *force, char *err, size_t errlen)
 {
 	const char *env = getenv("EXLD_CPU_KERNELS");
 
+	sets_init();
 	if (!force && env && *env)
 		force = env;
 	for (size_t i = 0; i < sizeof(all_kernels) / sizeof(all_kernels[0]); i++) {
@@ -73,7 +126,7 @@ int exl_cpu_kernels_select(const char *force, char *err, size_t errlen)
 		atomic_store(&current_kernels, k);
 		return 0;
 	}
-	snprintf(err, errlen, "unknown CPU kernel set '%s' (scalar, avx2, avx512, avx512vnni)", force);
+	snprintf(err, errlen, "unknown CPU kernel set '%s' (scalar, avx2, avx512, avx512vnni, amx)", force);
 	return -1;
 }
 

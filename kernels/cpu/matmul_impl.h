@@ -111,6 +111,11 @@ extern const struct exl_cpu_kernels exl_cpu_kernels_avx2;
 extern const struct exl_cpu_kernels exl_cpu_kernels_avx512;
 extern const struct exl_cpu_kernels exl_cpu_kernels_avx512vnni;
 #endif
+#if defined(EXL_HAVE_AMX_KERNELS)
+/* The AMX set's own kernels (NULL where it uses avx512vnni's); matmul.c
+ * merges the two into the set "amx". */
+extern const struct exl_cpu_kernels exl_cpu_kernels_amx_own;
+#endif
 
 /* Scalar pieces the SIMD variants reuse. */
 void exl_act_q8_0_scalar(const float *x, uint8_t *act, int64_t cols);

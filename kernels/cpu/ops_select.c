@@ -27,8 +27,8 @@ const struct exl_cpu_ops *exl_cpu_ops_get(const char *name)
 #if defined(__x86_64__)
 	if (!strcmp(name, "avx2"))
 		return has_avx2() ? &exl_cpu_ops_avx2 : NULL;
-	/* the matmul kernel sets "avx512" and "avx512vnni" */
-	if (!strcmp(name, "avx512") || !strcmp(name, "avx512vnni"))
+	/* the matmul kernel sets "avx512", "avx512vnni" and "amx" */
+	if (!strcmp(name, "avx512") || !strcmp(name, "avx512vnni") || !strcmp(name, "amx"))
 		return has_avx512() ? &exl_cpu_ops_avx512 : NULL;
 #endif
 	return NULL;

@@ -62,7 +62,7 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	if (!exl_cpu_kernels_available(argv[1])) {
-		printf("skipped: kernel set %s: this CPU lacks its instructions\n", argv[1]);
+		printf("skipped: kernel set %s: this CPU lacks its instructions (or the OS does not enable them)\n", argv[1]);
 		return SKIP_STATUS;
 	}
 	if (setenv("EXLD_CPU_KERNELS", argv[1], 1)) {

@@ -22,7 +22,7 @@
 
 static int skipped;
 
-static const char *const sets[] = { "avx2", "avx512", "avx512vnni" };
+static const char *const sets[] = { "avx2", "avx512", "avx512vnni", "amx" };
 
 static double gauss(void)
 {
@@ -262,7 +262,7 @@ int main(int argc, char **argv)
 		if (exl_cpu_kernels_available(sets[v])) {
 			printf("kernel set %s: tested\n", sets[v]);
 		} else {
-			printf("SKIP kernel set %s: this CPU lacks its instructions\n", sets[v]);
+			printf("SKIP kernel set %s: this CPU lacks its instructions (or the OS does not enable them)\n", sets[v]);
 			skipped++;
 		}
 	}

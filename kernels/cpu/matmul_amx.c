@@ -1,0 +1,117 @@
+/* The "amx" kernel set's own kernels: Q8_0 and Q4_0 on AMX-INT8 tiles
+ * (matmul_amx_body.h, here over the real tile instructions).  Compiled with
+ * -mamx-tile -mamx-int8 -mamx-bf16 and the AVX-512 flags; matmul.c fills
+ * every other type of the set from the avx512vnni kernels and only picks
+ * the set when CPUID reports AMX and the kernel granted this process the
+ * tile data state (cpu_features.c). */
+#include <immintrin.h>
+
+#include "kernels/cpu/matmul_x86.h"
+
+#define EXL_AMX_LOADCONFIG(cfg) _tile_loadconfig(cfg)
+#define EXL_AMX_LOADD(t, base, stride) _tile_loadd(t, base, (long)(stride))
+#define EXL_AMX_STORED(t, base, stride) _tile_stored(t, base, (long)(stride))
+#define EXL_AMX_ZERO(t) _tile_zero(t)
+#define EXL_AMX_DPBSSD(c, a, b) _tile_dpbssd(c, a, b)
+#define EXL_AMX_RELEASE() _tile_release()
+
+/* Vector versions of the body's portable helpers, the same results (its
+ * tile emulator test runs the portable ones). */
+#define EXL_AMX_UNPACK_Q4_0 unpack_q4_0
+#define EXL_AMX_PACK_B pack_b
+#define EXL_AMX_SCALES scales
+#define EXL_AMX_POST16 post16
+
+static inline void unpack_q4_0(const uint8_t *w, size_t row_bytes, int64_t b, int nr, int8_t *out);
+static inline void pack_b(const int8_t *src, size_t stride, int nr, int8_t *out);
+static inline void scales(const uint8_t *w, size_t row_bytes, size_t bs, int64_t b, int nr, float *dw);
+static inline void post16(float *acc, const int32_t *dots, float dx, const float *dw);
+
+#include "kernels/cpu/matmul_amx_body.h"
+
+static inline __mmask16 rows_mask(int nr)
+{
+	return nr >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << nr) - 1);
+}
+
+/* r * stride for r < 16 as int32 gather indices (stride < 2^27 here: a
+ * row of a tile-sized matrix, or a weight row of under 4M elements) */
+static inline __m512i row_index(size_t stride)
+{
+	return _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+				  _mm512_set1_epi32((int)stride));
+}
+
+static inline void unpack_q4_0(const uint8_t *w, size_t row_bytes, int64_t b, int nr, int8_t *out)
+{
+	const __m128i lo4 = _mm_set1_epi8(0x0f), eight = _mm_set1_epi8(8);
+
+	for (int r = 0; r < 16; r++) {
+		__m128i lo = _mm_setzero_si128(), hi = _mm_setzero_si128();
+
+		if (r < nr) {
+			const block_q4_0 *blk = (const block_q4_0 *)(const void *)(w + (size_t)r * row_bytes) + b;
+			__m128i q = _mm_loadu_si128((const __m128i *)(const void *)blk->qs);
+
+			lo = _mm_sub_epi8(_mm_and_si128(q, lo4), eight);
+			hi = _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(q, 4), lo4), eight);
+		}
+		_mm256_storeu_si256((__m256i *)(void *)(out + 32 * r), _mm256_set_m128i(hi, lo));
+	}
+}
+
+static inline void pack_b(const int8_t *src, size_t stride, int nr, int8_t *out)
+{
+	if (stride > (size_t)1 << 26) {
+		exl_amx_pack_b(src, stride, nr, out);
+		return;
+	}
+	const __m512i idx = row_index(stride);
+	const __mmask16 k = rows_mask(nr);
+
+	/* out row i: dword i of each of the 16 rows */
+	for (int i = 0; i < 8; i++)
+		_mm512_storeu_si512(out + 64 * i,
+				    _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), k, idx, src + 4 * i, 1));
+}
+
+static inline void scales(const uint8_t *w, size_t row_bytes, size_t bs, int64_t b, int nr, float *dw)
+{
+	if (row_bytes > (size_t)1 << 26) {
+		exl_amx_scales(w, row_bytes, bs, b, nr, dw);
+		return;
+	}
+	/* the dword at each block start holds d in its low half */
+	__m512i d32 = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), rows_mask(nr), row_index(row_bytes),
+						  w + bs * (size_t)b, 1);
+
+	_mm512_storeu_ps(dw, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(d32)));
+}
+
+static inline void post16(float *acc, const int32_t *dots, float dx, const float *dw)
+{
+	__m512 s = _mm512_mul_ps(_mm512_set1_ps(dx), _mm512_loadu_ps(dw));
+
+	_mm512_storeu_ps(acc, _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_loadu_si512(dots)), s,
+					      _mm512_loadu_ps(acc)));
+}
+
+static void mm_q8_0(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, int c1)
+{
+	exl_amx_mm_q0(m, r0, r1, c0, c1, 0);
+}
+
+static void mm_q4_0(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, int c1)
+{
+	exl_amx_mm_q0(m, r0, r1, c0, c1, 1);
+}
+
+/* Only what this set does its own way; matmul.c takes the rest from
+ * avx512vnni.  Both types read their activation blocks in element order. */
+const struct exl_cpu_kernels exl_cpu_kernels_amx_own = {
+	.name = "amx",
+	.act_q8_0 = exl_act_q8_0_avx2,
+	.act_q4_0 = exl_act_q8_0_avx2,
+	.mm_q8_0 = mm_q8_0,
+	.mm_q4_0 = mm_q4_0,
+};

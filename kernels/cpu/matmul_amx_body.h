@@ -1,0 +1,365 @@
+/* The AMX-INT8 Q8_0 / Q4_0 matmul kernels, written once in portable C over
+ * five tile operations that the includer defines:
+ *
+ *   EXL_AMX_LOADCONFIG(cfg)        ldtilecfg (a struct exl_amx_cfg *)
+ *   EXL_AMX_LOADD(t, base, stride) tileloadd: row i of tile t from base + i * stride
+ *   EXL_AMX_STORED(t, base, stride) tilestored
+ *   EXL_AMX_ZERO(t)                tilezero
+ *   EXL_AMX_DPBSSD(c, a, b)        tdpbssd: C += A (s8) . B (s8, VNNI layout)
+ *   EXL_AMX_RELEASE()              tilerelease
+ *
+ * and may replace the portable helpers below with vector code of the same
+ * results (EXL_AMX_UNPACK_Q4_0, EXL_AMX_PACK_B, EXL_AMX_SCALES,
+ * EXL_AMX_POST16, same arguments as exl_amx_unpack_q4_0 etc.).
+ *
+ * matmul_amx.c maps them to the AMX intrinsics (tile numbers are
+ * immediates, so every one is a literal here); tests/unit/test_amx_layout.c
+ * maps them to a scalar emulator that checks every tile shape against its
+ * configuration, so the tile configuration, the packing and the indexing run
+ * on any CPU.
+ *
+ * tdpbssd computes, for a C tile of M rows x N int32, an A tile of M rows x
+ * K bytes and a B tile of K/4 rows x 4N bytes:
+ *   C[m][n] += sum_{i < K/4} sum_{j < 4} A[m][4i + j] * B[i][4n + j]
+ * so B holds its K dimension four bytes per dword ("VNNI layout"): a matrix
+ * W[n][k] goes in as B[i][4n + j] = W[n][4i + j].  Both operands signed, so
+ * neither the Q8_0 weights (-128..127) nor the activations need an offset.
+ *
+ * One step is one 32-element block (K = 32): its int32 dot is exact, and
+ * the two block scales are applied after it in float, one FMA per block and
+ * output, blocks in order: y = sum_b fma((float)dot_b, d_x,b * d_w,b, y).
+ * Two orientations compute those same dots:
+ *  - n <= EXL_AMX_STREAM_N vectors (decode): A = 16 weight rows (Q8_0: the
+ *    GGUF block bytes loaded in place with the row stride; Q4_0: unpacked to
+ *    int8 first), B = one vector's block, which in VNNI layout with N = 1 is
+ *    the 32 bytes as they are (8 rows of 4 bytes); C = 16 rows x 1 dot.
+ *  - more vectors (prefill, batches): A = 16 vectors' blocks in place (act
+ *    rows, act_stride apart), B = the 16 weight rows' block packed into VNNI
+ *    layout once per block for up to 4 tiles of 16 vectors; C = 16 vectors x
+ *    16 rows.
+ * Both end in the same post16() call per (vector, 16 rows, block), so an
+ * output has the same bits whichever orientation, tile or thread made it.
+ */
+#ifndef EXL_CPU_MATMUL_AMX_BODY_H
+#define EXL_CPU_MATMUL_AMX_BODY_H
+
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "kernels/cpu/matmul_impl.h"
+#include "kernels/formats/elem.h"
+
+/* ldtilecfg's 64-byte operand, palette 1: colsb[t] bytes per row and
+ * rows[t] rows of tile t (at most 64 and 16). */
+struct exl_amx_cfg {
+	uint8_t palette;
+	uint8_t start_row;
+	uint8_t reserved[14];
+	uint16_t colsb[16];
+	uint8_t rows[16];
+};
+_Static_assert(sizeof(struct exl_amx_cfg) == 64, "ldtilecfg operand is 64 bytes");
+
+#define EXL_AMX_KB 32         /* K bytes per step: one 32-element block */
+#define EXL_AMX_TR 16         /* rows of a full tile */
+#define EXL_AMX_STREAM_N 4    /* up to this many vectors: decode orientation */
+#define EXL_AMX_COL_TILES 4   /* tiles of 16 vectors per call (64 = COL_CHUNK) */
+#define EXL_AMX_PF_ROW 512    /* decode: prefetch distance along each row */
+
+static inline void exl_amx_cfg_tile(struct exl_amx_cfg *cfg, int t, int rows, int colsb)
+{
+	cfg->rows[t] = (uint8_t)rows;
+	cfg->colsb[t] = (uint16_t)colsb;
+}
+
+/* Decode: tiles 0-2 and 3-5 are two sets (even and odd blocks), each A =
+ * 16 weight rows x 32 bytes, B = 8 x 4 bytes (one vector's block), C = 16
+ * rows x 1 int32. */
+static inline void exl_amx_cfg_decode(struct exl_amx_cfg *cfg)
+{
+	memset(cfg, 0, sizeof(*cfg));
+	cfg->palette = 1;
+	for (int s = 0; s < 2; s++) {
+		exl_amx_cfg_tile(cfg, 3 * s + 0, EXL_AMX_TR, EXL_AMX_KB);
+		exl_amx_cfg_tile(cfg, 3 * s + 1, EXL_AMX_KB / 4, 4);
+		exl_amx_cfg_tile(cfg, 3 * s + 2, EXL_AMX_TR, 4);
+	}
+}
+
+/* Batch: tile 0 = B, 16 weight rows' block in VNNI layout (8 x 64 bytes);
+ * tiles 1, 2 = A, 16 vectors x 32 bytes (alternating); tiles 4-7 = C, 16
+ * vectors x 16 rows, one per tile of 16 vectors. */
+static inline void exl_amx_cfg_batch(struct exl_amx_cfg *cfg)
+{
+	memset(cfg, 0, sizeof(*cfg));
+	cfg->palette = 1;
+	exl_amx_cfg_tile(cfg, 0, EXL_AMX_KB / 4, 64);
+	exl_amx_cfg_tile(cfg, 1, EXL_AMX_TR, EXL_AMX_KB);
+	exl_amx_cfg_tile(cfg, 2, EXL_AMX_TR, EXL_AMX_KB);
+	for (int t = 4; t < 8; t++)
+		exl_amx_cfg_tile(cfg, t, EXL_AMX_TR, 64);
+}
+
+/* Q4_0 block b of rows w, w + row_bytes, ... (nr of them) as int8 levels
+ * less 8, in element order: out[32 r + k]; rows nr..15 zero. */
+static inline void exl_amx_unpack_q4_0(const uint8_t *w, size_t row_bytes, int64_t b, int nr,
+				       int8_t out[EXL_AMX_TR * EXL_AMX_KB])
+{
+	for (int r = 0; r < EXL_AMX_TR; r++) {
+		int8_t *o = out + EXL_AMX_KB * r;
+
+		if (r >= nr) {
+			memset(o, 0, EXL_AMX_KB);
+			continue;
+		}
+		const block_q4_0 *blk = (const block_q4_0 *)(const void *)(w + (size_t)r * row_bytes) + b;
+		for (int j = 0; j < 16; j++) {
+			o[j] = (int8_t)((blk->qs[j] & 0x0f) - 8);
+			o[j + 16] = (int8_t)((blk->qs[j] >> 4) - 8);
+		}
+	}
+}
+
+/* Q8_0 block b of nr rows copied to out[32 r + k], rows nr..15 zero (for a
+ * last group of fewer than 16 rows, which a tile load would read past). */
+static inline void exl_amx_copy_q8_0(const uint8_t *w, size_t row_bytes, int64_t b, int nr,
+				     int8_t out[EXL_AMX_TR * EXL_AMX_KB])
+{
+	for (int r = 0; r < EXL_AMX_TR; r++) {
+		if (r < nr)
+			memcpy(out + EXL_AMX_KB * r,
+			       ((const block_q8_0 *)(const void *)(w + (size_t)r * row_bytes))[b].qs, EXL_AMX_KB);
+		else
+			memset(out + EXL_AMX_KB * r, 0, EXL_AMX_KB);
+	}
+}
+
+/* The VNNI (B operand) layout of the 16 x 32 int8 matrix whose row r is at
+ * src + r * stride (rows nr..15 taken as zero):
+ * out[64 i + 4 r + j] = src[r][4 i + j], i < 8, j < 4. */
+static inline void exl_amx_pack_b(const int8_t *src, size_t stride, int nr,
+				  int8_t out[(EXL_AMX_KB / 4) * 64])
+{
+	for (int i = 0; i < EXL_AMX_KB / 4; i++)
+		for (int r = 0; r < EXL_AMX_TR; r++) {
+			if (r < nr)
+				memcpy(out + 64 * i + 4 * r, src + (size_t)r * stride + 4 * i, 4);
+			else
+				memset(out + 64 * i + 4 * r, 0, 4);
+		}
+}
+
+/* The fp16 scales of block b of nr rows (bs bytes per block, d first) as
+ * floats; lanes nr..15 zero. */
+static inline void exl_amx_scales(const uint8_t *w, size_t row_bytes, size_t bs, int64_t b, int nr,
+				  float dw[EXL_AMX_TR])
+{
+	for (int r = 0; r < EXL_AMX_TR; r++) {
+		uint16_t h = 0;
+
+		if (r < nr)
+			memcpy(&h, w + (size_t)r * row_bytes + bs * (size_t)b, 2);
+		dw[r] = exl_fp16_to_fp32(h);
+	}
+}
+
+/* acc[l] += dots[l] * (dx * dw[l]) for 16 rows l: the one float step of
+ * both orientations. */
+static inline void exl_amx_post16(float acc[EXL_AMX_TR], const int32_t dots[EXL_AMX_TR], float dx,
+				  const float dw[EXL_AMX_TR])
+{
+	for (int l = 0; l < EXL_AMX_TR; l++)
+		acc[l] = fmaf((float)dots[l], dx * dw[l], acc[l]);
+}
+
+static inline void exl_amx_store_out(const struct exl_mm_ctx *m, int c, int64_t r, int nr,
+				     const float acc[EXL_AMX_TR])
+{
+	memcpy(m->y + (size_t)c * (size_t)m->rows + (size_t)r, acc, sizeof(float) * (size_t)nr);
+}
+
+#ifndef EXL_AMX_UNPACK_Q4_0
+#define EXL_AMX_UNPACK_Q4_0 exl_amx_unpack_q4_0
+#endif
+#ifndef EXL_AMX_PACK_B
+#define EXL_AMX_PACK_B exl_amx_pack_b
+#endif
+#ifndef EXL_AMX_SCALES
+#define EXL_AMX_SCALES exl_amx_scales
+#endif
+#ifndef EXL_AMX_POST16
+#define EXL_AMX_POST16 exl_amx_post16
+#endif
+
+/* Decode orientation: rows [r, r + nr) (nr <= 16) for vectors [c0, c1),
+ * c1 - c0 <= EXL_AMX_STREAM_N.  The tile config is exl_amx_cfg_decode. */
+static inline void exl_amx_rows_decode(const struct exl_mm_ctx *m, int64_t r, int nr, int c0, int c1,
+				       int q4)
+{
+	const size_t bs = q4 ? sizeof(block_q4_0) : sizeof(block_q8_0);
+	const uint8_t *w = m->w + (size_t)r * m->row_bytes;
+	const int64_t nb = m->cols / 32;
+	const int nc = c1 - c0;
+	const int8_t *xq[EXL_AMX_STREAM_N];
+	const float *xd[EXL_AMX_STREAM_N];
+	float acc[EXL_AMX_STREAM_N][EXL_AMX_TR];
+	_Alignas(64) int32_t dots[2][EXL_AMX_STREAM_N][EXL_AMX_TR];
+	_Alignas(64) int8_t abuf[2][EXL_AMX_TR * EXL_AMX_KB];
+	float dw[2][EXL_AMX_TR];
+
+	for (int j = 0; j < nc; j++) {
+		const uint8_t *a = m->act + (size_t)(c0 + j) * m->act_stride;
+
+		xq[j] = (const int8_t *)a;
+		xd[j] = exl_act_q8_0_d(a, m->cols);
+		memset(acc[j], 0, sizeof(acc[j]));
+	}
+	for (int64_t b = 0; b < nb; b += 2) {
+		const int two = b + 1 < nb;
+
+		for (int s = 0; s <= two; s++) {
+			const int64_t bb = b + s;
+			const int8_t *asrc;
+			size_t astride;
+
+			for (int i = 0; i < nr; i++)
+				__builtin_prefetch(w + (size_t)i * m->row_bytes + bs * (size_t)bb + EXL_AMX_PF_ROW);
+			EXL_AMX_SCALES(w, m->row_bytes, bs, bb, nr, dw[s]);
+			if (q4) {
+				EXL_AMX_UNPACK_Q4_0(w, m->row_bytes, bb, nr, abuf[s]);
+				asrc = abuf[s];
+				astride = EXL_AMX_KB;
+			} else if (nr < EXL_AMX_TR) {
+				exl_amx_copy_q8_0(w, m->row_bytes, bb, nr, abuf[s]);
+				asrc = abuf[s];
+				astride = EXL_AMX_KB;
+			} else {
+				asrc = (const int8_t *)((const block_q8_0 *)(const void *)w + bb)->qs;
+				astride = m->row_bytes;
+			}
+			if (!s) {
+				EXL_AMX_LOADD(0, asrc, astride);
+				for (int j = 0; j < nc; j++) {
+					EXL_AMX_LOADD(1, xq[j] + EXL_AMX_KB * bb, 4);
+					EXL_AMX_ZERO(2);
+					EXL_AMX_DPBSSD(2, 0, 1);
+					EXL_AMX_STORED(2, dots[0][j], 4);
+				}
+			} else {
+				EXL_AMX_LOADD(3, asrc, astride);
+				for (int j = 0; j < nc; j++) {
+					EXL_AMX_LOADD(4, xq[j] + EXL_AMX_KB * bb, 4);
+					EXL_AMX_ZERO(5);
+					EXL_AMX_DPBSSD(5, 3, 4);
+					EXL_AMX_STORED(5, dots[1][j], 4);
+				}
+			}
+		}
+		for (int s = 0; s <= two; s++)
+			for (int j = 0; j < nc; j++)
+				EXL_AMX_POST16(acc[j], dots[s][j], xd[j][b + s], dw[s]);
+	}
+	for (int j = 0; j < nc; j++)
+		exl_amx_store_out(m, c0 + j, r, nr, acc[j]);
+}
+
+/* One tile of 16 vectors (ct: which of the four, so the literal tile
+ * numbers can be picked): A from the act rows in place, or from a zeroed
+ * copy when fewer than 16 vectors are left (a tile load would read past
+ * them). */
+#define EXL_AMX_BATCH_TILE(ct, atile, ctile)                                         \
+	do {                                                                         \
+		if ((ct) < ntiles) {                                                 \
+			int v0_ = c0 + 16 * (ct);                                    \
+			int nv_ = c1 - v0_ < 16 ? c1 - v0_ : 16;                     \
+			if (nv_ == 16) {                                             \
+				EXL_AMX_LOADD(atile, m->act + (size_t)v0_ * m->act_stride + \
+						      EXL_AMX_KB * (size_t)b, m->act_stride); \
+			} else {                                                     \
+				for (int v_ = 0; v_ < 16; v_++) {                    \
+					if (v_ < nv_)                                \
+						memcpy(apart + EXL_AMX_KB * v_,      \
+						       m->act + (size_t)(v0_ + v_) * m->act_stride + \
+							       EXL_AMX_KB * (size_t)b, EXL_AMX_KB); \
+					else                                         \
+						memset(apart + EXL_AMX_KB * v_, 0, EXL_AMX_KB); \
+				}                                                    \
+				EXL_AMX_LOADD(atile, apart, EXL_AMX_KB);             \
+			}                                                            \
+			EXL_AMX_ZERO(ctile);                                         \
+			EXL_AMX_DPBSSD(ctile, atile, 0);                             \
+			EXL_AMX_STORED(ctile, dots[ct], 64);                         \
+		}                                                                    \
+	} while (0)
+
+/* Batch orientation: rows [r, r + nr) (nr <= 16) for vectors [c0, c1),
+ * c1 - c0 <= 64.  The tile config is exl_amx_cfg_batch. */
+static inline void exl_amx_rows_batch(const struct exl_mm_ctx *m, int64_t r, int nr, int c0, int c1,
+				      int q4)
+{
+	const size_t bs = q4 ? sizeof(block_q4_0) : sizeof(block_q8_0);
+	const uint8_t *w = m->w + (size_t)r * m->row_bytes;
+	const int64_t nb = m->cols / 32;
+	const int nc = c1 - c0;
+	const int ntiles = (nc + 15) / 16;
+	float acc[16 * EXL_AMX_COL_TILES][EXL_AMX_TR];
+	_Alignas(64) int32_t dots[EXL_AMX_COL_TILES][16][EXL_AMX_TR];
+	_Alignas(64) int8_t bpack[(EXL_AMX_KB / 4) * 64];
+	_Alignas(64) int8_t wbuf[EXL_AMX_TR * EXL_AMX_KB];
+	_Alignas(64) int8_t apart[16 * EXL_AMX_KB];
+	float dw[EXL_AMX_TR];
+
+	memset(acc, 0, sizeof(float) * EXL_AMX_TR * (size_t)nc);
+	for (int64_t b = 0; b < nb; b++) {
+		EXL_AMX_SCALES(w, m->row_bytes, bs, b, nr, dw);
+		if (q4) {
+			EXL_AMX_UNPACK_Q4_0(w, m->row_bytes, b, nr, wbuf);
+			EXL_AMX_PACK_B(wbuf, EXL_AMX_KB, EXL_AMX_TR, bpack);
+		} else {
+			EXL_AMX_PACK_B((const int8_t *)((const block_q8_0 *)(const void *)w + b)->qs,
+				       m->row_bytes, nr, bpack);
+		}
+		EXL_AMX_LOADD(0, bpack, 64);
+		EXL_AMX_BATCH_TILE(0, 1, 4);
+		EXL_AMX_BATCH_TILE(1, 2, 5);
+		EXL_AMX_BATCH_TILE(2, 1, 6);
+		EXL_AMX_BATCH_TILE(3, 2, 7);
+		for (int j = 0; j < nc; j++) {
+			const float *xd = exl_act_q8_0_d(m->act + (size_t)(c0 + j) * m->act_stride, m->cols);
+
+			EXL_AMX_POST16(acc[j], dots[j / 16][j % 16], xd[b], dw);
+		}
+	}
+	for (int j = 0; j < nc; j++)
+		exl_amx_store_out(m, c0 + j, r, nr, acc[j]);
+}
+
+/* Rows [r0, r1) x vectors [c0, c1) (at most 64) in groups of 16 rows. */
+static inline void exl_amx_mm_q0(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, int c1,
+				 int q4)
+{
+	struct exl_amx_cfg cfg;
+	const int decode = m->n <= EXL_AMX_STREAM_N;
+
+	if (decode)
+		exl_amx_cfg_decode(&cfg);
+	else
+		exl_amx_cfg_batch(&cfg);
+	EXL_AMX_LOADCONFIG(&cfg);
+	for (int64_t r = r0; r < r1; r += EXL_AMX_TR) {
+		int nr = r1 - r < EXL_AMX_TR ? (int)(r1 - r) : EXL_AMX_TR;
+
+		if (decode) {
+			exl_amx_rows_decode(m, r, nr, c0, c1, q4);
+		} else {
+			for (int c = c0; c < c1; c += 16 * EXL_AMX_COL_TILES) {
+				int ce = c1 - c < 16 * EXL_AMX_COL_TILES ? c1 : c + 16 * EXL_AMX_COL_TILES;
+				exl_amx_rows_batch(m, r, nr, c, ce, q4);
+			}
+		}
+	}
+	EXL_AMX_RELEASE();
+}
+
+#endif

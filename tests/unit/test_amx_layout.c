@@ -1,0 +1,295 @@
+/* The AMX Q8_0 / Q4_0 kernels (kernels/cpu/matmul_amx_body.h) on a scalar
+ * emulation of the tile instructions, so that their tile configuration, the
+ * VNNI packing of B, the Q4_0 unpacking and every address and stride run on
+ * any CPU (the "amx" set itself runs in test_matmul only where the CPU has
+ * AMX).
+ *
+ * The emulator keeps 8 tiles and the loaded configuration, and checks what
+ * the hardware would fault on or silently get wrong: palette 1, at most 16
+ * rows x 64 bytes per tile, tiles 8-15 unconfigured, and for tdpbssd that
+ * A has C's rows, B has A's row bytes / 4 rows and C's row bytes, and the
+ * three tiles differ.  Its loads and stores touch exactly the configured rows
+ * and bytes, so the sanitizer build catches a tile load past a buffer.
+ *
+ * Each output must equal, bit for bit, the kernel's stated arithmetic done
+ * here plainly: acc = fmaf((float)dot_b, d_x,b * d_w,b, acc) over the blocks
+ * in order, with dot_b the int32 dot of the weight and activation levels;
+ * so the decode orientation (n <= 4) and the batch one (n > 4) agree.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tests/common/check.h"
+
+static int emu_failed;
+
+#define EMU_CHECK(cond, ...)                                                    \
+	do {                                                                    \
+		if (!(cond)) {                                                  \
+			if (!emu_failed++)                                      \
+				fprintf(stderr, "tile emulator: " __VA_ARGS__); \
+		}                                                               \
+	} while (0)
+
+struct exl_amx_cfg;
+static void emu_loadconfig(const struct exl_amx_cfg *cfg);
+static void emu_loadd(int t, const void *base, long stride);
+static void emu_stored(int t, void *base, long stride);
+static void emu_zero(int t);
+static void emu_dpbssd(int c, int a, int b);
+static void emu_release(void);
+
+#define EXL_AMX_LOADCONFIG(cfg) emu_loadconfig(cfg)
+#define EXL_AMX_LOADD(t, base, stride) emu_loadd(t, base, (long)(stride))
+#define EXL_AMX_STORED(t, base, stride) emu_stored(t, base, (long)(stride))
+#define EXL_AMX_ZERO(t) emu_zero(t)
+#define EXL_AMX_DPBSSD(c, a, b) emu_dpbssd(c, a, b)
+#define EXL_AMX_RELEASE() emu_release()
+
+#include "kernels/cpu/matmul_amx_body.h"
+#include "kernels/formats/dtype.h"
+#include "kernels/formats/quant.h"
+
+static struct exl_amx_cfg emu_cfg;
+static int emu_configured;
+static uint8_t emu_tile[8][16 * 64];
+static long emu_dp_count;
+
+static void emu_loadconfig(const struct exl_amx_cfg *cfg)
+{
+	const uint8_t *raw = (const uint8_t *)cfg;
+
+	EMU_CHECK(cfg->palette == 1, "palette %d\n", cfg->palette);
+	EMU_CHECK(cfg->start_row == 0, "start_row %d\n", cfg->start_row);
+	for (int i = 2; i < 16; i++)
+		EMU_CHECK(raw[i] == 0, "reserved byte %d set\n", i);
+	for (int t = 0; t < 16; t++) {
+		if (t >= 8) {
+			EMU_CHECK(cfg->rows[t] == 0 && cfg->colsb[t] == 0, "tile %d configured\n", t);
+			continue;
+		}
+		EMU_CHECK(cfg->rows[t] <= 16 && cfg->colsb[t] <= 64, "tile %d: %d rows x %d bytes\n", t,
+			  cfg->rows[t], cfg->colsb[t]);
+		EMU_CHECK((cfg->rows[t] == 0) == (cfg->colsb[t] == 0), "tile %d half configured\n", t);
+	}
+	/* the byte offsets the SDM gives: colsb at 16, rows at 48 */
+	EMU_CHECK((const uint8_t *)&cfg->colsb[0] - raw == 16 && (const uint8_t *)&cfg->rows[0] - raw == 48,
+		  "config layout\n");
+	emu_cfg = *cfg;
+	memset(emu_tile, 0, sizeof(emu_tile));
+	emu_configured = 1;
+}
+
+static int emu_valid(int t)
+{
+	EMU_CHECK(emu_configured, "tile %d used without a configuration\n", t);
+	EMU_CHECK(t >= 0 && t < 8 && emu_cfg.rows[t], "tile %d not configured\n", t);
+	return emu_configured && t >= 0 && t < 8 && emu_cfg.rows[t];
+}
+
+static void emu_loadd(int t, const void *base, long stride)
+{
+	if (!emu_valid(t))
+		return;
+	memset(emu_tile[t], 0, sizeof(emu_tile[t]));
+	for (int r = 0; r < emu_cfg.rows[t]; r++)
+		memcpy(emu_tile[t] + 64 * r, (const uint8_t *)base + r * stride, emu_cfg.colsb[t]);
+}
+
+static void emu_stored(int t, void *base, long stride)
+{
+	if (!emu_valid(t))
+		return;
+	for (int r = 0; r < emu_cfg.rows[t]; r++)
+		memcpy((uint8_t *)base + r * stride, emu_tile[t] + 64 * r, emu_cfg.colsb[t]);
+}
+
+static void emu_zero(int t)
+{
+	if (emu_valid(t))
+		memset(emu_tile[t], 0, sizeof(emu_tile[t]));
+}
+
+static void emu_dpbssd(int c, int a, int b)
+{
+	if (!emu_valid(c) || !emu_valid(a) || !emu_valid(b))
+		return;
+	int M = emu_cfg.rows[c], N = emu_cfg.colsb[c] / 4, K = emu_cfg.colsb[a];
+
+	EMU_CHECK(c != a && c != b && a != b, "tdpbssd %d, %d, %d: tiles must differ\n", c, a, b);
+	EMU_CHECK(emu_cfg.colsb[c] % 4 == 0 && K % 4 == 0, "tdpbssd: row bytes not dwords\n");
+	EMU_CHECK(emu_cfg.rows[a] == M, "tdpbssd: A has %d rows, C %d\n", emu_cfg.rows[a], M);
+	EMU_CHECK(emu_cfg.rows[b] == K / 4, "tdpbssd: B has %d rows, A %d bytes\n", emu_cfg.rows[b], K);
+	EMU_CHECK(emu_cfg.colsb[b] == emu_cfg.colsb[c], "tdpbssd: B %d bytes per row, C %d\n",
+		  emu_cfg.colsb[b], emu_cfg.colsb[c]);
+	emu_dp_count++;
+	for (int m = 0; m < M; m++) {
+		for (int n = 0; n < N; n++) {
+			int32_t sum;
+
+			memcpy(&sum, emu_tile[c] + 64 * m + 4 * n, 4);
+			for (int i = 0; i < K / 4; i++)
+				for (int j = 0; j < 4; j++)
+					sum += (int8_t)emu_tile[a][64 * m + 4 * i + j] *
+					       (int8_t)emu_tile[b][64 * i + 4 * n + j];
+			memcpy(emu_tile[c] + 64 * m + 4 * n, &sum, 4);
+		}
+	}
+}
+
+static void emu_release(void)
+{
+	emu_configured = 0;
+}
+
+/* ---- the packing on its own ---- */
+
+static void test_pack_b(void)
+{
+	int8_t src[16 * 40], out[8 * 64];
+
+	for (int i = 0; i < (int)sizeof(src); i++)
+		src[i] = (int8_t)(i * 7 - 100);
+	for (int nr = 1; nr <= 16; nr += 5) {
+		exl_amx_pack_b(src, 40, nr, out);
+		for (int i = 0; i < 8; i++)
+			for (int r = 0; r < 16; r++)
+				for (int j = 0; j < 4; j++)
+					CHECK(out[64 * i + 4 * r + j] == (r < nr ? src[40 * r + 4 * i + j] : 0),
+					      "pack_b nr %d: [%d][%d][%d]", nr, i, r, j);
+	}
+}
+
+/* ---- whole kernels ---- */
+
+struct case_data {
+	uint32_t type;
+	int64_t rows, cols;
+	int n;
+	uint8_t *w;
+	uint8_t *act;
+	size_t act_stride;
+};
+
+static int32_t level(const struct case_data *d, int64_t r, int64_t k)
+{
+	const uint8_t *row = d->w + (size_t)r * exl_dtype_row_bytes(d->type, (uint64_t)d->cols);
+
+	if (d->type == EXL_Q8_0)
+		return ((const block_q8_0 *)(const void *)row)[k / 32].qs[k % 32];
+	const block_q4_0 *b = (const block_q4_0 *)(const void *)row + k / 32;
+	int j = (int)(k % 32);
+	return j < 16 ? (b->qs[j] & 15) - 8 : (b->qs[j - 16] >> 4) - 8;
+}
+
+static float expect(const struct case_data *d, int64_t r, int c)
+{
+	const uint8_t *row = d->w + (size_t)r * exl_dtype_row_bytes(d->type, (uint64_t)d->cols);
+	const size_t bs = d->type == EXL_Q8_0 ? sizeof(block_q8_0) : sizeof(block_q4_0);
+	const uint8_t *a = d->act + (size_t)c * d->act_stride;
+	const int8_t *xq = (const int8_t *)a;
+	const float *xd = exl_act_q8_0_d(a, d->cols);
+	float acc = 0;
+
+	for (int64_t b = 0; b < d->cols / 32; b++) {
+		int32_t dot = 0;
+		uint16_t h;
+
+		for (int64_t k = 32 * b; k < 32 * b + 32; k++)
+			dot += level(d, r, k) * xq[k];
+		memcpy(&h, row + bs * (size_t)b, 2);
+		acc = fmaf((float)dot, xd[b] * exl_fp16_to_fp32(h), acc);
+	}
+	return acc;
+}
+
+static double gauss(void)
+{
+	double u = (rand() + 1.0) / (RAND_MAX + 2.0), v = (rand() + 1.0) / (RAND_MAX + 2.0);
+
+	return sqrt(-2 * log(u)) * cos(6.283185307179586 * v);
+}
+
+static void run_case(uint32_t type, int64_t rows, int64_t cols, int n)
+{
+	struct case_data d = { .type = type, .rows = rows, .cols = cols, .n = n };
+	size_t rb = exl_dtype_row_bytes(type, (uint64_t)cols);
+	float *row = malloc(sizeof(float) * (size_t)cols);
+	float *y = malloc(sizeof(float) * (size_t)(rows * n));
+
+	d.w = malloc(rb * (size_t)rows);
+	d.act_stride = exl_act_q8_0_bytes(cols);
+	d.act = aligned_alloc(64, d.act_stride * (size_t)n);
+	CHECK(row && y && d.w && d.act, "out of memory");
+	for (int64_t r = 0; r < rows; r++) {
+		for (int64_t k = 0; k < cols; k++)
+			row[k] = (float)(gauss() * 0.05 * (1 + (r + k / 32) % 3));
+		if (r % 3 == 0) /* Q8_0 reaches -127/127; a -128 as files may hold */
+			row[(r * 5) % cols] = -0.5f;
+		CHECK(exl_quantize_row(type, row, d.w + (size_t)r * rb, cols) == rb, "quantize row %lld", (long long)r);
+		if (type == EXL_Q8_0 && r % 5 == 1)
+			((block_q8_0 *)(void *)(d.w + (size_t)r * rb))[0].qs[3] = -128;
+	}
+	for (int c = 0; c < n; c++) {
+		for (int64_t k = 0; k < cols; k++)
+			row[k] = (float)gauss();
+		exl_act_q8_0_scalar(row, d.act + (size_t)c * d.act_stride, cols);
+	}
+
+	struct exl_mm_ctx m = {
+		.w = d.w, .row_bytes = rb, .rows = rows, .cols = cols,
+		.act = d.act, .act_stride = d.act_stride, .y = y, .n = n,
+	};
+	/* as matmul.c calls a kernel: n <= 4 whole chunks of rows, all
+	 * vectors; otherwise 16 rows at a time, 64 vectors at a time */
+	if (n <= EXL_AMX_STREAM_N) {
+		exl_amx_mm_q0(&m, 0, rows / 2, 0, n, type == EXL_Q4_0);
+		exl_amx_mm_q0(&m, rows / 2, rows, 0, n, type == EXL_Q4_0);
+	} else {
+		for (int c0 = 0; c0 < n; c0 += 64)
+			for (int64_t r = 0; r < rows; r += 16)
+				exl_amx_mm_q0(&m, r, r + 16 < rows ? r + 16 : rows, c0, c0 + 64 < n ? c0 + 64 : n,
+					      type == EXL_Q4_0);
+	}
+	CHECK(!emu_failed, "%s rows %lld cols %lld n %d: the tile emulator refused an operation",
+	      exl_dtype_info(type)->name, (long long)rows, (long long)cols, n);
+	CHECK(!emu_configured, "tiles not released");
+
+	int bad = 0;
+	for (int c = 0; c < n; c++) {
+		for (int64_t r = 0; r < rows; r++) {
+			float e = expect(&d, r, c), g = y[(size_t)c * (size_t)rows + (size_t)r];
+
+			if (memcmp(&e, &g, sizeof(e)) && !bad++)
+				fprintf(stderr, "  [%d][%lld]: %.9g, expected %.9g\n", c, (long long)r, g, e);
+		}
+	}
+	CHECK(bad == 0, "%s rows %lld cols %lld n %d: %d outputs differ from the plain block sums",
+	      exl_dtype_info(type)->name, (long long)rows, (long long)cols, n, bad);
+	free(row);
+	free(y);
+	free(d.w);
+	free(d.act);
+}
+
+int main(void)
+{
+	static const uint32_t types[] = { EXL_Q8_0, EXL_Q4_0 };
+	static const int64_t rows_list[] = { 1, 7, 16, 33, 70 };
+	static const int64_t cols_list[] = { 32, 96, 13 * 32 };
+	static const int ns[] = { 1, 2, 3, 4, 5, 16, 17, 33, 64, 70 };
+
+	test_pack_b();
+	srand(99);
+	for (size_t t = 0; t < sizeof(types) / sizeof(types[0]); t++)
+		for (size_t ri = 0; ri < sizeof(rows_list) / sizeof(rows_list[0]); ri++)
+			for (size_t ci = 0; ci < sizeof(cols_list) / sizeof(cols_list[0]); ci++)
+				for (size_t ni = 0; ni < sizeof(ns) / sizeof(ns[0]); ni++)
+					run_case(types[t], rows_list[ri], cols_list[ci], ns[ni]);
+	CHECK(emu_dp_count > 0, "no tile multiply ran");
+	printf("tile emulator: %ld tdpbssd over Q8_0/Q4_0, rows 1-70, n 1-70\n", emu_dp_count);
+	printf("%d passed, %d failed\n", check_count - check_failures, check_failures);
+	return check_failures ? 1 : 0;
+}
