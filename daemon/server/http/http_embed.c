@@ -190,7 +190,6 @@ void exl_http_embed_launch(struct exl_http_req *r)
 {
 	struct exl_http_embed *e = r->emb;
 	struct exl_loop *lp = r->h->lp;
-	char err[300];
 	int max_jobs, max_tokens;
 
 	exl_config_uid_limits(&lp->cfg, r->uid, &max_jobs, &max_tokens);
@@ -210,45 +209,15 @@ void exl_http_embed_launch(struct exl_http_req *r)
 			exl_http_req_fail(r, 500, "internal", NULL, "out of memory");
 			return;
 		}
-		int place = r->n_pooled == 0 && exl_prep_cheap(p) ? 1 :
-			    exl_prep_pool_room(lp->prep, r->n_pooled, 0) ? 0 : -1;
-		if (place < 0) {
-			exl_prep_free(p);
-			r->blocked = true;
+		struct exl_srv_job *j;
+		int place = exl_http_place(r, ent, p, max_jobs, &j);
+		if (place == EXL_HTTP_PLACE_FAILED || place == EXL_HTTP_PLACE_BLOCKED)
 			return;
-		}
-		if (place == 0 && !(p->mail = calloc(1, sizeof(*p->mail)))) {
-			exl_prep_free(p);
-			exl_http_req_fail(r, 500, "internal", NULL, "out of memory");
-			return;
-		}
-		int code;
-		struct exl_srv_job *j = exl_srv_job_create(r->sink, r->uidst, max_jobs,
-							   ++lp->next_job_id, &code);
-		if (!j) {
-			exl_prep_free(p);
-			if (code == EXL_E_LIMIT)
-				snprintf(err, sizeof(err), "uid %u already has %d jobs running (its "
-					 "limit)", (unsigned)r->uid, max_jobs);
-			else
-				snprintf(err, sizeof(err), "out of memory");
-			exl_http_fail_code(r, code, err);
-			return;
-		}
-		j->et = ent->et;
-		j->model = ent->et->name;
-		j->req_id = p->id;
 		j->stream = EXL_STREAM_NONE;
 		j->embed = true;
-		p->job = j;
-		p->model = ent->model;
-		p->et = ent->et;
-		p->sink = r->sink;
-		exl_sink_ref(r->sink);
-		atomic_fetch_add(&p->et->n_preparing, 1);
 		e->n_launched++;
 		r->n_launched++;
-		if (place == 1) {
+		if (place == EXL_HTTP_PLACE_HERE) {
 			exl_prep_run(p);
 			if (!exl_http_prep_finish(r->h, p))
 				return; /* r ended */

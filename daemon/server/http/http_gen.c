@@ -447,6 +447,53 @@ static struct exl_prep *choice_prep(struct exl_http_req *r, int k, char *err, si
 
 static bool prep_finish(struct exl_http *h, struct exl_prep *p);
 
+int exl_http_place(struct exl_http_req *r, struct exl_model_entry *ent, struct exl_prep *p,
+		   int max_jobs, struct exl_srv_job **job)
+{
+	struct exl_loop *lp = r->h->lp;
+	char err[200];
+	int code;
+
+	/* Cheap preparations of a request with none in the pool run here;
+	 * the others wait for room in the pool. */
+	int place = r->n_pooled == 0 && exl_prep_cheap(p) ? EXL_HTTP_PLACE_HERE :
+		    exl_prep_pool_room(lp->prep, r->n_pooled, 0) ? EXL_HTTP_PLACE_POOLED :
+		    EXL_HTTP_PLACE_BLOCKED;
+	if (place == EXL_HTTP_PLACE_BLOCKED) {
+		exl_prep_free(p);
+		r->blocked = true;
+		return place;
+	}
+	if (place == EXL_HTTP_PLACE_POOLED && !(p->mail = calloc(1, sizeof(*p->mail)))) {
+		exl_prep_free(p);
+		exl_http_req_fail(r, 500, "internal", NULL, "out of memory");
+		return EXL_HTTP_PLACE_FAILED;
+	}
+	struct exl_srv_job *j = exl_srv_job_create(r->sink, r->uidst, max_jobs, ++lp->next_job_id,
+						   &code);
+	if (!j) {
+		exl_prep_free(p);
+		if (code == EXL_E_LIMIT)
+			snprintf(err, sizeof(err), "uid %u already has %d jobs running (its limit)",
+				 (unsigned)r->uid, max_jobs);
+		else
+			snprintf(err, sizeof(err), "out of memory");
+		fail_code(r, code, err);
+		return EXL_HTTP_PLACE_FAILED;
+	}
+	j->et = ent->et;
+	j->model = ent->et->name;
+	j->req_id = p->id;
+	p->job = j;
+	p->model = ent->model;
+	p->et = ent->et;
+	p->sink = r->sink;
+	exl_sink_ref(r->sink);
+	atomic_fetch_add(&p->et->n_preparing, 1);
+	*job = j;
+	return place;
+}
+
 /* Launches the choices not yet launched, while the pool has room. */
 static void launch_more(struct exl_http_req *r)
 {
@@ -471,45 +518,15 @@ static void launch_more(struct exl_http_req *r)
 			exl_http_req_fail(r, 500, "internal", NULL, err);
 			return;
 		}
-		int place = r->n_pooled == 0 && exl_prep_cheap(p) ? 1 :
-			    exl_prep_pool_room(lp->prep, r->n_pooled, 0) ? 0 : -1;
-		if (place < 0) {
-			exl_prep_free(p);
-			r->blocked = true;
+		struct exl_srv_job *j;
+		int place = exl_http_place(r, ent, p, max_jobs, &j);
+		if (place == EXL_HTTP_PLACE_FAILED || place == EXL_HTTP_PLACE_BLOCKED)
 			return;
-		}
-		if (place == 0 && !(p->mail = calloc(1, sizeof(*p->mail)))) {
-			exl_prep_free(p);
-			exl_http_req_fail(r, 500, "internal", NULL, "out of memory");
-			return;
-		}
-		int code;
-		struct exl_srv_job *j = exl_srv_job_create(r->sink, r->uidst, max_jobs,
-							   ++lp->next_job_id, &code);
-		if (!j) {
-			exl_prep_free(p);
-			if (code == EXL_E_LIMIT)
-				snprintf(err, sizeof(err), "uid %u already has %d jobs running (its "
-					 "limit)", (unsigned)r->uid, max_jobs);
-			else
-				snprintf(err, sizeof(err), "out of memory");
-			fail_code(r, code, err);
-			return;
-		}
-		j->et = ent->et;
-		j->model = ent->et->name;
-		j->req_id = p->id;
 		j->stream = p->req.u.gen.stream;
 		j->return_text = p->req.u.gen.return_text;
-		p->job = j;
-		p->model = ent->model;
-		p->et = ent->et;
-		p->sink = r->sink;
-		exl_sink_ref(r->sink);
-		atomic_fetch_add(&p->et->n_preparing, 1);
 		r->choices[k].launched = true;
 		r->n_launched++;
-		if (place == 1) {
+		if (place == EXL_HTTP_PLACE_HERE) {
 			exl_prep_run(p);
 			if (!prep_finish(r->h, p))
 				return; /* r ended */

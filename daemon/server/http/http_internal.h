@@ -143,6 +143,21 @@ void exl_http_req_end(struct exl_http_req *r);
 struct exl_model_entry *exl_http_pick(struct exl_http_req *r, const char *name);
 void exl_http_fail_code(struct exl_http_req *r, int code, const char *msg);
 bool exl_http_prep_finish(struct exl_http *h, struct exl_prep *p);
+/* Makes p (prepared for r on ent) a job of r's sink within the uid's
+ * max_jobs, to run here (cheap, and none of r's in the pool) or in the
+ * prep pool: EXL_HTTP_PLACE_HERE or _POOLED with the job in *job, whose
+ * stream settings the caller sets before running or submitting p.  No
+ * room in the pool: _BLOCKED, r->blocked set, to be launched again on
+ * room; a failure: _FAILED, r failed.  p is freed unless placed. */
+enum {
+	EXL_HTTP_PLACE_FAILED = -1,
+	EXL_HTTP_PLACE_BLOCKED,
+	EXL_HTTP_PLACE_POOLED,
+	EXL_HTTP_PLACE_HERE,
+};
+struct exl_srv_job;
+int exl_http_place(struct exl_http_req *r, struct exl_model_entry *ent, struct exl_prep *p,
+		   int max_jobs, struct exl_srv_job **job);
 
 /* http_embed.c: the embeddings endpoints. */
 void exl_http_start_embed(struct exl_http *h, struct evhttp_request *req,
