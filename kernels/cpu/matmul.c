@@ -31,6 +31,7 @@ static void amx_merge(void)
 		amx_set.f = o->f
 	EXL_OWN(act_q8_0);
 	EXL_OWN(act_q4_0);
+	EXL_OWN(act_q4_1);
 	EXL_OWN(act_q8_K);
 	EXL_OWN(act_q4_K);
 	EXL_OWN(act_iq4_xs);
@@ -291,19 +292,19 @@ int exl_cpu_matmul(struct exl_pool *pool, const struct exl_weight *w,
 		break;
 	case EXL_Q4_1:
 		j.fn = k->mm_q4_1;
-		j.act_fn = k->act_q4_0;
+		j.act_fn = k->act_q4_1;
 		break;
 	case EXL_Q5_0:
 		j.fn = k->mm_q5_0;
-		j.act_fn = k->act_q4_0;
+		j.act_fn = k->act_q4_1;
 		break;
 	case EXL_Q5_1:
 		j.fn = k->mm_q5_1;
-		j.act_fn = k->act_q4_0;
+		j.act_fn = k->act_q4_1;
 		break;
 	case EXL_IQ4_NL:
 		j.fn = k->mm_iq4_nl;
-		j.act_fn = k->act_q4_0;
+		j.act_fn = k->act_q4_1;
 		break;
 	case EXL_Q2_K:
 		j.fn = k->mm_q2_K;

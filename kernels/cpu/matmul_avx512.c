@@ -1534,6 +1534,7 @@ const struct exl_cpu_kernels SET_SYMBOL = {
 	.name = SET_NAME,
 	.act_q8_0 = exl_act_q8_0_avx2,
 	.act_q4_0 = act_q4_0,
+	.act_q4_1 = act_q4_0,
 	.act_q8_K = exl_act_q8_K_avx2,
 	.act_q4_K = act_q4_K,
 	.act_iq4_xs = act_iq4_xs,

@@ -46,9 +46,12 @@ typedef void (*exl_act_fn)(const float *x, uint8_t *act, int64_t cols);
 struct exl_cpu_kernels {
 	const char *name;
 	exl_act_fn act_q8_0;  /* for Q8_0 weights */
-	/* for the 32-weight types whose byte j holds weights j and j + 16
-	 * (Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL): a variant may reorder qs */
+	/* for the 32-weight types whose byte j holds weights j and j + 16:
+	 * act_q4_0 for Q4_0, act_q4_1 for Q4_1, Q5_0, Q5_1 and IQ4_NL.  A
+	 * variant may reorder qs; two entries so that a set which brings its
+	 * own Q4_0 kernel and order ("amx") leaves the others' order alone. */
 	exl_act_fn act_q4_0;
+	exl_act_fn act_q4_1;
 	exl_act_fn act_q8_K;  /* for Q2_K, Q3_K, Q6_K weights */
 	exl_act_fn act_q4_K;  /* for Q4_K, Q5_K weights: a variant may reorder qs */
 	exl_act_fn act_iq4_xs; /* for IQ4_XS weights: a variant may reorder qs */

@@ -685,8 +685,8 @@ static int set_batch(struct cuda_backend *cb, const struct exl_batch_desc *b)
 		if (b->pos[t] > max_pos)
 			max_pos = b->pos[t];
 	}
-	if (!grow_i32(&bt->pos, &bt->cap_tokens, n) ||
-	    !grow_i32(&bt->seq, &bt->cap_tokens, n) ||
+	if (!grow_i32(&bt->pos, &bt->cap_pos, n) ||
+	    !grow_i32(&bt->seq, &bt->cap_seq, n) ||
 	    !grow_i32(&bt->page_table, &bt->cap_table, table)) {
 		cu_note(cb, "set_batch: out of host memory");
 		return -1;

@@ -50,7 +50,8 @@ struct cuda_batch {
 	int32_t *pos;          /* host copies, for validation */
 	int32_t *seq;
 	int32_t *page_table;
-	size_t cap_tokens;
+	size_t cap_pos;        /* one capacity per array: they grow separately */
+	size_t cap_seq;
 	size_t cap_table;
 	const int32_t *d_pos;  /* device copies (inside the stages below) */
 	const int32_t *d_seq;

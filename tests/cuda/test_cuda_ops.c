@@ -870,6 +870,9 @@ int main(void)
 	char err[512], name[256];
 	int major, minor;
 
+	/* Line by line, so a crash on the device machine still shows how far
+	 * the run got. */
+	setvbuf(stdout, NULL, _IOLBF, 0);
 	if (!cuda_test_have_device())
 		return SKIP_STATUS;
 	if (exl_cuda_device_name(0, name, sizeof(name), &major, &minor, err, sizeof(err)) == 0)
@@ -884,12 +887,19 @@ int main(void)
 		fprintf(stderr, "cuda backend: %s\n", err);
 		return 1;
 	}
+	printf("-- matmul\n");
 	test_matmul();
+	printf("-- embed\n");
 	test_embed();
+	printf("-- rowwise\n");
 	test_rowwise();
+	printf("-- rope\n");
 	test_rope();
+	printf("-- attention\n");
 	test_attention();
+	printf("-- mem_copy\n");
 	test_mem_copy();
+	printf("-- errors\n");
 	test_errors();
 	gpu->ops->destroy(gpu);
 	cpu->ops->destroy(cpu);
