@@ -175,6 +175,11 @@ struct exl_model_status {
 	uint64_t steps;           /* forward passes: tokens / steps is the batching */
 	uint64_t draft_proposed;  /* 0.4: speculative decoding's proposals, */
 	uint64_t draft_accepted;  /* and of them taken as the model's own */
+	/* 0.5: the local KV pool of a model that mixes sliding-window and
+	 * global layers (the window's pages of each sequence); 0 and 0
+	 * without one */
+	int kv_local_pages_free, kv_local_pages;
+	uint64_t kv_local_bytes;  /* of kv_bytes, the local pool's */
 };
 
 struct exl_daemon_status {
