@@ -274,13 +274,24 @@ static const struct exl_kv_seq *job_seq(const struct exl_job *job, int k)
 	return exl_beam_live_kv(job, k - job->n_seqs);
 }
 
-/* Local pages job may hold at once: lspan for each sequence it runs
- * (its beams, once they start, in place of seq[0]). */
-static int64_t job_local_bound(const struct exl_engine *e, const struct exl_job *job)
+/* Local pages job of g new tokens may hold at once: for each sequence it
+ * runs (its beams, once they start, in place of seq[0]) lspan, or the
+ * pages of its whole length when fewer. */
+static int64_t job_local_bound(const struct exl_engine *e, const struct exl_job *job, int g)
 {
-	int n = job->beam ? exl_beam_width(job) : job->n_seqs;
+	int64_t n = 0;
 
-	return (int64_t)(n > 0 ? n : 1) * e->lspan;
+	if (job->beam) {
+		int64_t per = pages_for(seq_positions(job->seq[0].prompt_len, g), e->page_size) + 1;
+
+		return (int64_t)exl_beam_width(job) * (per < e->lspan ? per : e->lspan);
+	}
+	for (int i = 0; i < job->n_seqs; i++) {
+		int64_t per = pages_for(seq_positions(job->seq[i].prompt_len, g), e->page_size);
+
+		n += per < e->lspan ? per : e->lspan;
+	}
+	return n;
 }
 
 /* Queues job by its t_rank, behind every job of the same or an earlier
@@ -347,10 +358,10 @@ int exl_engine_add(struct exl_engine *e, struct exl_job *job, char *err, size_t 
 			 (long long)job_pages(job, 1, e->page_size), e->page_size, e->n_pages);
 		return -1;
 	}
-	if (job_local_bound(e, job) > e->n_lpages && e->n_lpages) {
+	if (e->n_lpages && job_local_bound(e, job, 1) > e->n_lpages) {
 		snprintf(err, errlen, "the job's sliding windows do not fit the local KV pool (it "
 			 "needs %lld pages of %d tokens; the pool has %d)",
-			 (long long)job_local_bound(e, job), e->page_size, e->n_lpages);
+			 (long long)job_local_bound(e, job, 1), e->page_size, e->n_lpages);
 		return -1;
 	}
 	/* Room for output: what the context and the whole pool allow. */
@@ -365,6 +376,20 @@ int exl_engine_add(struct exl_engine *e, struct exl_job *job, char *err, size_t 
 			int mid = lo + (hi - lo + 1) / 2;
 
 			if (job_pages(job, mid, e->page_size) <= e->n_pages)
+				lo = mid;
+			else
+				hi = mid - 1;
+		}
+		g = lo;
+	}
+	if (e->n_lpages && job_local_bound(e, job, g) > e->n_lpages) {
+		int lo = 0, hi = g;
+
+		/* a local pool smaller than the job's windows at full length */
+		while (lo < hi) {
+			int mid = lo + (hi - lo + 1) / 2;
+
+			if (job_local_bound(e, job, mid) <= e->n_lpages)
 				lo = mid;
 			else
 				hi = mid - 1;
@@ -439,7 +464,7 @@ static int64_t job_local_outstanding(const struct exl_engine *e, const struct ex
 			}
 		}
 	}
-	bound = job_local_bound(e, job);
+	bound = job_local_bound(e, job, job->gen_limit);
 	return bound > owned ? bound - owned : 0;
 }
 
