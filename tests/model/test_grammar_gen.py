@@ -8,7 +8,9 @@ complete: stop reason end_filter, or stop_token once complete); one that
 runs into max_new_tokens fails the test.  Half the seeds run with
 --prefer-eos, which must end exactly when the constraint is complete.
 
-    test_grammar_gen.py PATH/TO/exld [json|regex|gbnf|options]
+    test_grammar_gen.py PATH/TO/exld [json|regex|gbnf|options] [SEEDS]
+
+SEEDS (default 20): fewer under the sanitizers, where each run is slow.
 """
 import copy
 import datetime
@@ -429,6 +431,9 @@ def main():
         sys.exit(2)
     exld = sys.argv[1]
     which = sys.argv[2] if len(sys.argv) > 2 else "all"
+    if len(sys.argv) > 3:
+        global SEEDS
+        SEEDS = range(1, 1 + int(sys.argv[3]))
     models = os.environ.get("EXLD_MODELS", "")
     model = os.path.join(models, "stories260K.gguf")
     if not models or not os.path.isfile(model):
