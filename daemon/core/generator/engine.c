@@ -668,10 +668,13 @@ static void reclaim(struct exl_engine *e, struct exl_job *job)
 static int64_t tally_job(struct exl_engine *e, const struct exl_job *job, int pass,
 			 int64_t *local)
 {
-	const struct exl_kv_seq *s;
 	int64_t n = 0;
 
-	for (int i = 0; (s = job_seq(job, i)); i++) {
+	/* a started beam search's beams are not reclaimed (reclaim_victim
+	 * looks at seq[] only), so they are not counted either */
+	for (int i = 0; i < job->n_seqs; i++) {
+		const struct exl_kv_seq *s = &job->seq[i].kv;
+
 		for (int k = s->n_dropped; k < s->n_pages; k++) {
 			int32_t p = s->pages[k];
 

@@ -802,7 +802,7 @@ int exl_kv_seq_local_pages_needed(const struct exl_kvcache *kv, const struct exl
 		return 0;
 	write_span(kv, s, n, &first, &end);
 	for (int i = first; i < end; i++) {
-		if (i >= s->n_pages || kv->l.refcount[s->lpages[i]] > 1)
+		if (i >= s->n_pages || s->lpages[i] < 0 || kv->l.refcount[s->lpages[i]] > 1)
 			need++;
 	}
 	return need;
@@ -870,11 +870,15 @@ int exl_kv_seq_reserve(struct exl_kvcache *kv, struct exl_kv_seq *s, int n)
 	if (grow_pages(kv, s, end) || grow_tokens(s, s->n_pos + n))
 		return -1;
 
-	/* Copy on write first: a failed copy leaves s as it was. */
+	/* Copy on write first: a failed copy leaves s's pages valid (those
+	 * copied so far its own). */
 	for (int i = first; i < end && i < s->n_pages; i++) {
 		if (own_page(kv, s->pages, i, 0))
 			return -1;
-		if (kv->n_local_layers && own_page(kv, s->lpages, i, 1))
+		if (!kv->n_local_layers)
+			continue;
+		/* never behind the window: truncate forgets such a sequence */
+		if (s->lpages[i] < 0 || own_page(kv, s->lpages, i, 1))
 			return -1;
 	}
 	for (int i = s->n_pages; i < end; i++) {
