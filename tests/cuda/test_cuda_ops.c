@@ -312,7 +312,11 @@ static void compare_op(const char *what, pair_op op, void *arg, const float *a0,
 		memcpy(cb, b0, nb * sizeof(float));
 	if (!ga || (nb && !gb))
 		goto out;
-	op(cpu, ca, cb, arg);
+	/* No b: NULL on both sides (a CPU buffer here would be read as b). */
+	op(cpu, ca, nb ? cb : NULL, arg);
+	/* A CPU op that failed leaves its output alone and the backend failed
+	 * until its sync: say so here, not as a difference later. */
+	CHECK(cpu->ops->sync(cpu) == 0, "%s: the CPU backend refused it", what);
 	op(gpu, ga, gb, arg);
 	if (!from_gpu(got, ga, na * sizeof(float)))
 		goto out;
@@ -842,12 +846,12 @@ static void test_errors(void)
 	CHECK(memcmp(y, table + 3 * 32, 32 * sizeof(float)) == 0 &&
 	      memcmp(y + 32, table, 32 * sizeof(float)) == 0, "embed after a failure");
 
-	/* An unsupported weight type is refused by name. */
-	struct exl_weight q5 = { EXL_Q5_K, 4, 256, exl_dtype_row_bytes(EXL_Q5_K, 256), w.data };
-	gpu->ops->matmul(gpu, &q5, dy, dy, 1);
-	CHECK(gpu->ops->sync(gpu) == -1, "q5_K matmul not refused");
+	/* An unsupported weight type (IQ2_XXS: no kernel) is refused by name. */
+	struct exl_weight iq2 = { EXL_IQ2_XXS, 4, 256, 66, w.data };
+	gpu->ops->matmul(gpu, &iq2, dy, dy, 1);
+	CHECK(gpu->ops->sync(gpu) == -1, "iq2_xxs matmul not refused");
 	msg = exl_backend_cuda_error(gpu);
-	CHECK(msg && strstr(msg, "q5_k"), "q5_K: %s", msg ? msg : "-");
+	CHECK(msg && strstr(msg, "iq2_xxs"), "iq2_xxs: %s", msg ? msg : "-");
 
 	/* A page table entry outside the pool. */
 	struct step s = { 0 };
