@@ -233,7 +233,9 @@ static void print_model_memory(const struct exl_daemon_status *st)
 			char lb[32];
 
 			/* the local pool's share of the KV bytes, and its pages */
-			snprintf(kv + strlen(kv), sizeof(kv) - strlen(kv), " (%s local, pages %d/%d)",
+			size_t at = strlen(kv);
+
+			snprintf(kv + at, sizeof(kv) - at, " (%s local, pages %d/%d)",
 				 cli_bytes(m->kv_local_bytes, lb, sizeof(lb)),
 				 m->kv_local_pages - m->kv_local_pages_free, m->kv_local_pages);
 		}

@@ -4,7 +4,7 @@
  * KV pool holds 2 x 5 pages.  Two jobs of 200 tokens at once give exld
  * run's greedy ids (each alone, through a one-sequence pool), and the
  * status reply reports the local pool: its pages, all free again after,
- * and its bytes beside the global pool's. */
+ * and its bytes beside the global pool's, which exl status prints. */
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -178,6 +178,16 @@ int main(void)
 	printf("local pool: %d pages, %llu of %llu KV bytes\n", m->kv_local_pages,
 	       (unsigned long long)m->kv_local_bytes, (unsigned long long)m->kv_bytes);
 	free(st.models);
+	{
+		char exl[1024];
+		char *argv[] = { exl, "--socket", d.sock, "status", NULL };
+
+		/* exl status prints the local pool beside the KV cache's bytes */
+		snprintf(exl, sizeof(exl), "%s/client/exl", getenv("EXLD_BUILDDIR"));
+		CHECK(run_capture(argv, out, sizeof(out)) == 0 &&
+		      strstr(out, "KV cache 356.0 KiB (100.0 KiB local, pages 0/10)"),
+		      "exl status: %s", out);
+	}
 	exl_close(c);
 	c = NULL;
 	CHECK(h_stop(&d) == 0, "exld exit status");

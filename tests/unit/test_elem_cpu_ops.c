@@ -245,7 +245,8 @@ static void test_attention(void)
 	static int32_t pos[400], seq[400];
 	int32_t table[2 * MAXP];
 	const size_t pool_elems = (size_t)POOL * PAGE * KVH * HD;
-	struct exl_kv_layer kv = { buf(pool_elems / 2), buf(pool_elems / 2), PAGE, KVH, HD, POOL, 0 };
+	struct exl_kv_layer kv = { buf(pool_elems / 2), buf(pool_elems / 2), PAGE, KVH, HD, POOL,
+				   0 };
 	int n = 0;
 
 	for (int i = 0; i < 2 * MAXP; i++)
