@@ -42,11 +42,17 @@ struct exl_kv_layer {
 	int n_kv_heads;
 	int head_dim;
 	int n_pages; /* pages in the pool */
+	/* The page table of the batch this layer reads and writes through:
+	 * 0, the batch's page_table; 1, its local_page_table (the layers
+	 * that keep their K/V in a pool of their own: sliding-window layers
+	 * of a model that mixes them with global ones). */
+	int table;
 };
 
 /* What a batched forward pass runs: n_tokens tokens from n_seqs sequences.
  * Token t belongs to sequence seq[t] and sits at position pos[t] of it; its
- * K/V go to page page_table[seq[t] * max_pages + pos[t] / page_size], and it
+ * K/V go to page page_table[seq[t] * max_pages + pos[t] / page_size] (of
+ * local_page_table for a KV layer whose table is 1), and it
  * attends to positions 0..pos[t] of its own sequence (causal).  Arrays are
  * host memory; ops->set_batch copies what the backend needs before the ops
  * that use it. */
@@ -57,6 +63,11 @@ struct exl_batch_desc {
 	int n_seqs;
 	int max_pages;             /* row length of page_table */
 	const int32_t *page_table; /* [n_seqs][max_pages] */
+	/* The second table, for KV layers with table 1, laid out as
+	 * page_table; NULL (and local_max_pages 0) when no layer uses it.
+	 * Entries before a token's sliding window may be -1. */
+	int local_max_pages;
+	const int32_t *local_page_table;
 };
 
 /* Pair i of a head at position pos turns by

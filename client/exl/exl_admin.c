@@ -214,7 +214,7 @@ static void print_uptime(double s)
  * free and total), the mapped file and RAM on the CPU. */
 static void print_model_memory(const struct exl_daemon_status *st)
 {
-	char w[32], kv[32], other[32], all[32], fr[32], tot[32];
+	char w[32], kv[96], other[32], all[32], fr[32], tot[32];
 	bool header = false;
 
 	for (size_t i = 0; i < st->n_models; i++) {
@@ -229,6 +229,16 @@ static void print_model_memory(const struct exl_daemon_status *st)
 		cli_bytes(m->weight_bytes, w, sizeof(w));
 		cli_bytes(m->kv_bytes, kv, sizeof(kv));
 		cli_bytes(rest, other, sizeof(other));
+		if (m->kv_local_pages) {
+			char lb[32];
+
+			/* the local pool's share of the KV bytes, and its pages */
+			size_t at = strlen(kv);
+
+			snprintf(kv + at, sizeof(kv) - at, " (%s local, pages %d/%d)",
+				 cli_bytes(m->kv_local_bytes, lb, sizeof(lb)),
+				 m->kv_local_pages - m->kv_local_pages_free, m->kv_local_pages);
+		}
 		if (!m->device_total) {
 			printf("  %s (%s): weights %s mapped from the file, KV cache %s and other "
 			       "buffers %s in RAM\n", m->name, m->device, w, kv, other);

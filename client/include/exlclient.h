@@ -58,11 +58,13 @@ extern "C" {
  * 0.5: exl_embed(); truncate, truncated_tokens and input embeddings
  * (fields at the ends of struct exl_gen_params and struct exl_result).
  * 0.6: struct exl_gen_params ends with the job's LoRA adapters (lora_names,
- * lora_scales, n_loras). */
+ * lora_scales, n_loras).
+ * 0.7: struct exl_model_status ends with the local KV pool (kv_local_pages,
+ * kv_local_pages_free, kv_local_bytes). */
 #define EXLCLIENT_VERSION_MAJOR 0
-#define EXLCLIENT_VERSION_MINOR 6
+#define EXLCLIENT_VERSION_MINOR 7
 #define EXLCLIENT_VERSION_PATCH 0
-#define EXLCLIENT_VERSION_STRING "0.6.0"
+#define EXLCLIENT_VERSION_STRING "0.7.0"
 
 /* The library's version, "MAJOR.MINOR.PATCH". */
 EXL_CLIENT_API const char *exl_version(void);
@@ -175,6 +177,11 @@ struct exl_model_status {
 	uint64_t steps;           /* forward passes: tokens / steps is the batching */
 	uint64_t draft_proposed;  /* 0.4: speculative decoding's proposals, */
 	uint64_t draft_accepted;  /* and of them taken as the model's own */
+	/* 0.7: the local KV pool of a model that mixes sliding-window and
+	 * global layers (the window's pages of each sequence); 0 and 0
+	 * without one */
+	int kv_local_pages_free, kv_local_pages;
+	uint64_t kv_local_bytes;  /* of kv_bytes, the local pool's */
 };
 
 struct exl_daemon_status {

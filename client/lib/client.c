@@ -843,6 +843,12 @@ int exl_status(struct exl_client *c, struct exl_daemon_status *st)
 				ms->kv_pages_free = (int)x;
 			if (exl_cl_get_i64(e, "kv_pages", &x))
 				ms->kv_pages = (int)x;
+			if (exl_cl_get_i64(e, "kv_local_pages_free", &x))
+				ms->kv_local_pages_free = (int)x;
+			if (exl_cl_get_i64(e, "kv_local_pages", &x))
+				ms->kv_local_pages = (int)x;
+			if (exl_cl_get_u64(e, "kv_local_bytes", &u))
+				ms->kv_local_bytes = u;
 			exl_cl_get_str(e, "device", ms->device, sizeof(ms->device));
 			if (exl_cl_get_u64(e, "weight_bytes", &u))
 				ms->weight_bytes = u;

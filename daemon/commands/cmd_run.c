@@ -294,7 +294,11 @@ int exl_cmd_run(int argc, char **argv)
 	}
 	if (kv_tokens > (1 << 24))
 		kv_tokens = 1 << 24;
-	kv = exl_model_kvcache_create(m, (int)kv_tokens, (int)page, err, sizeof(err));
+	/* a mixed sliding-window model's local pool: each sequence's window
+	 * (the beams' with --num-beams) */
+	kv = exl_model_kvcache_create_for(m, (int)kv_tokens, (int)page,
+					  o.s.num_beams > 0 ? o.s.num_beams : n_seqs,
+					  RUN_BATCH_TOKENS, err, sizeof(err));
 	if (!kv)
 		goto fail;
 

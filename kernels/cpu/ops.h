@@ -140,22 +140,35 @@ int exl_cpu_rope(struct exl_pool *pool, const struct exl_cpu_ops *k, struct exl_
 		 unsigned batch_id, const int32_t *pos, float *x, int n, int n_heads,
 		 int head_dim, const struct exl_rope_params *p, char *err, size_t errlen);
 
-/* The host copy of a batch layout (set_batch). */
-struct exl_cpu_batch {
-	int n_tokens;
-	int n_seqs;
-	int max_pages;
-	int32_t *pos;
-	int32_t *seq;
-	int32_t *page_table;
-	size_t cap_tokens;
-	size_t cap_table;
-	/* the KV page geometry and window the page table was last checked
-	 * against */
+struct exl_cpu_page_table {
+	int max_pages;       /* 0: the batch has none (local, unused) */
+	int32_t *pages;      /* [n_seqs][max_pages] */
+	size_t cap;
+	/* the KV page geometry and window it was last checked against */
 	int checked_page_size;
 	int checked_n_pages;
 	int checked_window;
 };
+
+/* The host copy of a batch layout (set_batch). */
+struct exl_cpu_batch {
+	int n_tokens;
+	int n_seqs;
+	int32_t *pos;
+	int32_t *seq;
+	size_t cap_tokens;
+	/* [0] page_table, [1] local_page_table: a KV layer reads tables[table] */
+	struct exl_cpu_page_table tables[2];
+};
+
+/* Row of sequence seq in the page table kv reads through. */
+static inline const int32_t *exl_cpu_table_row(const struct exl_cpu_batch *b,
+					       const struct exl_kv_layer *kv, int seq)
+{
+	const struct exl_cpu_page_table *pt = &b->tables[kv->table];
+
+	return pt->pages + (size_t)seq * (size_t)pt->max_pages;
+}
 
 /* Copies b into cb after checking it.  -1 with a message (cb then holds no
  * batch). */

@@ -6,7 +6,8 @@
  * KV head within a page are consecutive rows of head_dim.  Position `pos` of
  * KV head h is at element
  *   ((page * n_kv_heads + h) * page_size + pos % page_size) * head_dim
- * with page = page_table[seq * max_pages + pos / page_size].
+ * with page = page_table[seq * max_pages + pos / page_size] (the batch's
+ * local_page_table for a KV layer whose table is 1).
  *
  * Attention runs one (token, head) pair at a time with an online softmax
  * (running maximum, denominator and weighted sum of V), folding in the
@@ -47,7 +48,8 @@ void exl_cpu_batch_free(struct exl_cpu_batch *cb)
 {
 	free(cb->pos);
 	free(cb->seq);
-	free(cb->page_table);
+	free(cb->tables[0].pages);
+	free(cb->tables[1].pages);
 	memset(cb, 0, sizeof(*cb));
 }
 
@@ -64,13 +66,45 @@ static int grow(int32_t **a, size_t cap, size_t n)
 	return 0;
 }
 
+/* Copies one page table of n_seqs rows of max_pages (0 and NULL: none). */
+static int table_set(struct exl_cpu_page_table *pt, const int32_t *src, int n_seqs,
+		     int max_pages, const char *name, char *err, size_t errlen)
+{
+	size_t table;
+
+	pt->max_pages = 0;
+	pt->checked_page_size = 0;
+	if (!src && !max_pages)
+		return 0;
+	if (!src || max_pages <= 0) {
+		snprintf(err, errlen, "set_batch: %s of %d pages per sequence%s", name, max_pages,
+			 src ? "" : " without entries");
+		return -1;
+	}
+	if ((size_t)n_seqs > MAX_TABLE / (size_t)max_pages) {
+		snprintf(err, errlen, "set_batch: %s of %d x %d entries is too large", name,
+			 n_seqs, max_pages);
+		return -1;
+	}
+	table = (size_t)n_seqs * (size_t)max_pages;
+	if (grow(&pt->pages, pt->cap, table)) {
+		snprintf(err, errlen, "set_batch: out of memory for a %s of %zu entries", name,
+			 table);
+		return -1;
+	}
+	if (table > pt->cap)
+		pt->cap = table;
+	memcpy(pt->pages, src, table * sizeof(int32_t));
+	pt->max_pages = max_pages;
+	return 0;
+}
+
 int exl_cpu_batch_set(struct exl_cpu_batch *cb, const struct exl_batch_desc *b, char *err,
 		      size_t errlen)
 {
-	size_t n, table;
+	size_t n;
 
 	cb->n_tokens = 0;
-	cb->checked_page_size = 0;
 	if (!b || !b->pos || !b->seq || !b->page_table) {
 		snprintf(err, errlen, "set_batch: incomplete batch layout");
 		return -1;
@@ -82,13 +116,7 @@ int exl_cpu_batch_set(struct exl_cpu_batch *cb, const struct exl_batch_desc *b, 
 			 b->max_pages, MAX_TOKENS);
 		return -1;
 	}
-	if ((size_t)b->n_seqs > MAX_TABLE / (size_t)b->max_pages) {
-		snprintf(err, errlen, "set_batch: page table of %d x %d entries is too large",
-			 b->n_seqs, b->max_pages);
-		return -1;
-	}
 	n = (size_t)b->n_tokens;
-	table = (size_t)b->n_seqs * (size_t)b->max_pages;
 	for (size_t t = 0; t < n; t++) {
 		if (b->seq[t] < 0 || b->seq[t] >= b->n_seqs || b->pos[t] < 0) {
 			snprintf(err, errlen, "set_batch: token %zu has sequence %d (of %d) at "
@@ -96,20 +124,20 @@ int exl_cpu_batch_set(struct exl_cpu_batch *cb, const struct exl_batch_desc *b, 
 			return -1;
 		}
 	}
-	if (grow(&cb->pos, cb->cap_tokens, n) || grow(&cb->seq, cb->cap_tokens, n) ||
-	    grow(&cb->page_table, cb->cap_table, table)) {
+	if (grow(&cb->pos, cb->cap_tokens, n) || grow(&cb->seq, cb->cap_tokens, n)) {
 		snprintf(err, errlen, "set_batch: out of memory for %zu tokens", n);
 		return -1;
 	}
 	if (n > cb->cap_tokens)
 		cb->cap_tokens = n;
-	if (table > cb->cap_table)
-		cb->cap_table = table;
+	if (table_set(&cb->tables[0], b->page_table, b->n_seqs, b->max_pages, "page table",
+		      err, errlen) ||
+	    table_set(&cb->tables[1], b->local_page_table, b->n_seqs, b->local_max_pages,
+		      "local page table", err, errlen))
+		return -1;
 	memcpy(cb->pos, b->pos, n * sizeof(int32_t));
 	memcpy(cb->seq, b->seq, n * sizeof(int32_t));
-	memcpy(cb->page_table, b->page_table, table * sizeof(int32_t));
 	cb->n_seqs = b->n_seqs;
-	cb->max_pages = b->max_pages;
 	cb->n_tokens = b->n_tokens;
 	return 0;
 }
@@ -123,31 +151,38 @@ static inline int window_start(int pos, int window)
 int exl_cpu_kv_check(struct exl_cpu_batch *b, const struct exl_kv_layer *kv, int window,
 		     char *err, size_t errlen)
 {
+	struct exl_cpu_page_table *pt;
+
 	if (b->n_tokens <= 0) {
 		snprintf(err, errlen, "no batch layout (set_batch first)");
 		return -1;
 	}
 	if (!kv || !kv->k || !kv->v || kv->page_size <= 0 || kv->n_kv_heads <= 0 ||
 	    kv->n_kv_heads > MAX_HEADS || kv->head_dim <= 0 || kv->head_dim > MAX_HEAD_DIM ||
-	    kv->n_pages <= 0) {
+	    kv->n_pages <= 0 || kv->table < 0 || kv->table > 1) {
 		snprintf(err, errlen, "malformed KV layer");
 		return -1;
 	}
-	/* Every layer of a cache has the same page geometry: check the table
+	pt = &b->tables[kv->table];
+	if (!pt->max_pages) {
+		snprintf(err, errlen, "KV layer reads the local page table, the batch has none");
+		return -1;
+	}
+	/* Every layer of a table has the same page geometry: check the table
 	 * once per batch, again only for a window that reaches further back
 	 * than the one checked (window 0 reaches back furthest). */
-	if (b->checked_page_size == kv->page_size && b->checked_n_pages == kv->n_pages &&
-	    (b->checked_window == 0 || (window > 0 && window <= b->checked_window)))
+	if (pt->checked_page_size == kv->page_size && pt->checked_n_pages == kv->n_pages &&
+	    (pt->checked_window == 0 || (window > 0 && window <= pt->checked_window)))
 		return 0;
 	for (int t = 0; t < b->n_tokens; t++) {
 		const int last = b->pos[t] / kv->page_size;
-		const int32_t *row = b->page_table + (size_t)b->seq[t] * (size_t)b->max_pages;
+		const int32_t *row = pt->pages + (size_t)b->seq[t] * (size_t)pt->max_pages;
 		int first = window_start(b->pos[t], window) / kv->page_size;
 
-		if (last >= b->max_pages) {
+		if (last >= pt->max_pages) {
 			snprintf(err, errlen, "token %d at position %d needs page %d of its "
-				 "sequence, the page table has %d", t, b->pos[t], last,
-				 b->max_pages);
+				 "sequence, the %spage table has %d", t, b->pos[t], last,
+				 kv->table ? "local " : "", pt->max_pages);
 			return -1;
 		}
 		/* A sequence's tokens come in order: from the previous token's
@@ -158,14 +193,15 @@ int exl_cpu_kv_check(struct exl_cpu_batch *b, const struct exl_kv_layer *kv, int
 		for (int j = first; j <= last; j++) {
 			if (row[j] < 0 || row[j] >= kv->n_pages) {
 				snprintf(err, errlen, "sequence %d maps its page %d to %d, outside "
-					 "the pool of %d pages", b->seq[t], j, row[j], kv->n_pages);
+					 "the %spool of %d pages", b->seq[t], j, row[j],
+					 kv->table ? "local " : "", kv->n_pages);
 				return -1;
 			}
 		}
 	}
-	b->checked_page_size = kv->page_size;
-	b->checked_n_pages = kv->n_pages;
-	b->checked_window = window;
+	pt->checked_page_size = kv->page_size;
+	pt->checked_n_pages = kv->n_pages;
+	pt->checked_window = window;
 	return 0;
 }
 
@@ -201,7 +237,7 @@ static void kv_store_fn(void *ctx, int ith, int nth)
 	for (size_t r = b; r < e; r++) {
 		const size_t t = r / (size_t)kv->n_kv_heads;
 		const int h = (int)(r % (size_t)kv->n_kv_heads);
-		const int32_t *row = j->b->page_table + (size_t)j->b->seq[t] * (size_t)j->b->max_pages;
+		const int32_t *row = exl_cpu_table_row(j->b, kv, j->b->seq[t]);
 		const size_t dst = kv_offset(kv, row, j->b->pos[t], h);
 
 		j->k->f32_to_f16(K + dst, j->kx + r * hd, kv->head_dim);
@@ -342,7 +378,7 @@ static void attend_span(const struct attention_job *j, size_t u, int p0, int p1,
 	int kvh, h0, g;
 
 	unit_of(j, u, &t, &kvh, &h0, &g);
-	const int32_t *row = b->page_table + (size_t)b->seq[t] * (size_t)b->max_pages;
+	const int32_t *row = exl_cpu_table_row(b, kv, b->seq[t]);
 	float *acc = (float *)(void *)scratch;
 	const uint16_t **kp = (const uint16_t **)(void *)(scratch +
 		align64((size_t)EXL_ATTN_MAX_GROUP * hd * sizeof(float)) +

@@ -652,10 +652,47 @@ static bool grow_i32(int32_t **a, size_t *cap, size_t n)
 	return true;
 }
 
+/* Copies one page table of n_seqs rows of max_pages (0 and NULL: none) to
+ * its host copy and its stage. */
+static int table_set(struct cuda_backend *cb, struct cuda_page_table *pt, struct cuda_stage *st,
+		     const int32_t *src, int n_seqs, int max_pages, const char *name)
+{
+	size_t table;
+
+	pt->max_pages = 0;
+	pt->dev = NULL;
+	pt->checked_page_size = 0;
+	pt->checked_n_pages = 0;
+	pt->checked_window = 0;
+	if (!src && !max_pages)
+		return 0;
+	if (!src || max_pages <= 0) {
+		cu_note(cb, "set_batch: %s of %d pages per sequence%s", name, max_pages,
+			src ? "" : " without entries");
+		return -1;
+	}
+	if ((size_t)n_seqs > SIZE_MAX / sizeof(int32_t) / (size_t)max_pages) {
+		cu_note(cb, "set_batch: %s of %d x %d entries is too large", name, n_seqs,
+			max_pages);
+		return -1;
+	}
+	table = (size_t)n_seqs * (size_t)max_pages;
+	if (!grow_i32(&pt->host, &pt->cap, table)) {
+		cu_note(cb, "set_batch: out of host memory");
+		return -1;
+	}
+	memcpy(pt->host, src, table * sizeof(int32_t));
+	pt->dev = (const int32_t *)cu_stage_put(cb, st, src, table * sizeof(int32_t), "set_batch");
+	if (!pt->dev)
+		return -1;
+	pt->max_pages = max_pages;
+	return 0;
+}
+
 static int set_batch(struct cuda_backend *cb, const struct exl_batch_desc *b)
 {
 	struct cuda_batch *bt = &cb->batch;
-	size_t n, table;
+	size_t n;
 	int max_pos = 0;
 
 	if (!cu_enter(cb))
@@ -669,12 +706,6 @@ static int set_batch(struct cuda_backend *cb, const struct exl_batch_desc *b)
 		return -1;
 	}
 	n = (size_t)b->n_tokens;
-	if ((size_t)b->n_seqs > SIZE_MAX / sizeof(int32_t) / (size_t)b->max_pages) {
-		cu_note(cb, "set_batch: page table of %d x %d entries is too large", b->n_seqs,
-			b->max_pages);
-		return -1;
-	}
-	table = (size_t)b->n_seqs * (size_t)b->max_pages;
 	for (size_t t = 0; t < n; t++) {
 		if (b->seq[t] < 0 || b->seq[t] >= b->n_seqs || b->pos[t] < 0 ||
 		    b->pos[t] == INT32_MAX) {
@@ -686,29 +717,26 @@ static int set_batch(struct cuda_backend *cb, const struct exl_batch_desc *b)
 			max_pos = b->pos[t];
 	}
 	if (!grow_i32(&bt->pos, &bt->cap_pos, n) ||
-	    !grow_i32(&bt->seq, &bt->cap_seq, n) ||
-	    !grow_i32(&bt->page_table, &bt->cap_table, table)) {
+	    !grow_i32(&bt->seq, &bt->cap_seq, n)) {
 		cu_note(cb, "set_batch: out of host memory");
 		return -1;
 	}
 	memcpy(bt->pos, b->pos, n * sizeof(int32_t));
 	memcpy(bt->seq, b->seq, n * sizeof(int32_t));
-	memcpy(bt->page_table, b->page_table, table * sizeof(int32_t));
+	if (table_set(cb, &bt->tables[0], &cb->st_table, b->page_table, b->n_seqs, b->max_pages,
+		      "page table") ||
+	    table_set(cb, &bt->tables[1], &cb->st_ltable, b->local_page_table, b->n_seqs,
+		      b->local_max_pages, "local page table"))
+		return -1;
 	bt->d_pos = (const int32_t *)cu_stage_put(cb, &cb->st_pos, b->pos, n * sizeof(int32_t),
 						  "set_batch");
 	bt->d_seq = (const int32_t *)cu_stage_put(cb, &cb->st_seq, b->seq, n * sizeof(int32_t),
 						  "set_batch");
-	bt->d_page_table = (const int32_t *)cu_stage_put(cb, &cb->st_table, b->page_table,
-							 table * sizeof(int32_t), "set_batch");
-	if (!bt->d_pos || !bt->d_seq || !bt->d_page_table)
+	if (!bt->d_pos || !bt->d_seq)
 		return -1;
 	bt->n_tokens = b->n_tokens;
 	bt->n_seqs = b->n_seqs;
-	bt->max_pages = b->max_pages;
 	bt->max_pos = max_pos;
-	bt->checked_page_size = 0;
-	bt->checked_n_pages = 0;
-	bt->checked_window = 0;
 	return 0;
 }
 
@@ -728,13 +756,14 @@ bool cu_check_kv(struct cuda_backend *cb, const struct exl_kv_layer *kv, int win
 		 const char *op)
 {
 	struct cuda_batch *bt = &cb->batch;
+	struct cuda_page_table *pt;
 
 	if (bt->n_tokens <= 0) {
 		cu_fail(cb, "%s: no batch layout (set_batch first)", op);
 		return false;
 	}
 	if (!kv || !kv->k || !kv->v || kv->page_size <= 0 || kv->n_kv_heads <= 0 ||
-	    kv->head_dim <= 0 || kv->n_pages <= 0) {
+	    kv->head_dim <= 0 || kv->n_pages <= 0 || kv->table < 0 || kv->table > 1) {
 		cu_fail(cb, "%s: malformed KV layer", op);
 		return false;
 	}
@@ -742,10 +771,15 @@ bool cu_check_kv(struct cuda_backend *cb, const struct exl_kv_layer *kv, int win
 		cu_fail(cb, "%s: window %d", op, window);
 		return false;
 	}
+	pt = &bt->tables[kv->table];
+	if (!pt->max_pages) {
+		cu_fail(cb, "%s: KV layer reads the local page table, the batch has none", op);
+		return false;
+	}
 	/* A check covers every window that reaches back no further (window 0
-	 * reaches back furthest). */
-	if (bt->checked_page_size == kv->page_size && bt->checked_n_pages == kv->n_pages &&
-	    (bt->checked_window == 0 || (window > 0 && window <= bt->checked_window)))
+	 * reaches back furthest), for the layers of one table. */
+	if (pt->checked_page_size == kv->page_size && pt->checked_n_pages == kv->n_pages &&
+	    (pt->checked_window == 0 || (window > 0 && window <= pt->checked_window)))
 		return true;
 	/* Every token reads the pages of its window's positions, those of
 	 * pos - window + 1 .. pos (window 0: 0 .. pos), of its sequence. */
@@ -753,12 +787,13 @@ bool cu_check_kv(struct cuda_backend *cb, const struct exl_kv_layer *kv, int win
 		int last = bt->pos[t] / kv->page_size;
 		const int32_t *row;
 
-		if (last >= bt->max_pages) {
+		if (last >= pt->max_pages) {
 			cu_fail(cb, "%s: token %d at position %d needs page %d of its sequence, "
-				"the page table has %d", op, t, bt->pos[t], last, bt->max_pages);
+				"the %spage table has %d", op, t, bt->pos[t], last,
+				kv->table ? "local " : "", pt->max_pages);
 			return false;
 		}
-		row = bt->page_table + (size_t)bt->seq[t] * (size_t)bt->max_pages;
+		row = pt->host + (size_t)bt->seq[t] * (size_t)pt->max_pages;
 		/* A sequence's tokens are in order, so checking from the previous
 		 * token's last page on covers each page once. */
 		int first = window > 0 && bt->pos[t] >= window ?
@@ -769,14 +804,15 @@ bool cu_check_kv(struct cuda_backend *cb, const struct exl_kv_layer *kv, int win
 		for (int j = first; j <= last; j++) {
 			if (row[j] < 0 || row[j] >= kv->n_pages) {
 				cu_fail(cb, "%s: sequence %d maps its page %d to %d, outside the "
-					"pool of %d pages", op, bt->seq[t], j, row[j], kv->n_pages);
+					"%spool of %d pages", op, bt->seq[t], j, row[j],
+					kv->table ? "local " : "", kv->n_pages);
 				return false;
 			}
 		}
 	}
-	bt->checked_page_size = kv->page_size;
-	bt->checked_n_pages = kv->n_pages;
-	bt->checked_window = window;
+	pt->checked_page_size = kv->page_size;
+	pt->checked_n_pages = kv->n_pages;
+	pt->checked_window = window;
 	return true;
 }
 
@@ -785,7 +821,8 @@ bool cu_check_kv(struct cuda_backend *cb, const struct exl_kv_layer *kv, int win
 static void op_destroy(struct exl_backend *be)
 {
 	struct cuda_backend *cb = cuda_of(be);
-	struct cuda_stage *stages[] = { &cb->st_pos, &cb->st_seq, &cb->st_table };
+	struct cuda_stage *stages[] = { &cb->st_pos, &cb->st_seq, &cb->st_table,
+					&cb->st_ltable };
 
 	if (!cb)
 		return;
@@ -809,7 +846,8 @@ static void op_destroy(struct exl_backend *be)
 	cudaGetLastError();
 	free(cb->batch.pos);
 	free(cb->batch.seq);
-	free(cb->batch.page_table);
+	free(cb->batch.tables[0].host);
+	free(cb->batch.tables[1].host);
 	exl_mem_track_free(&cb->weights);
 	exl_mem_track_free(&cb->buffers);
 	free(cb);
@@ -850,7 +888,7 @@ static const struct exl_backend_ops cuda_ops = {
 extern "C" struct exl_backend *cudamod_backend_create(int device, char *err, size_t errlen)
 {
 	struct cuda_backend *cb;
-	struct cuda_stage *stages[3];
+	struct cuda_stage *stages[4];
 	cublasStatus_t bs;
 
 	if (check_device(device, err, errlen))
@@ -865,6 +903,7 @@ extern "C" struct exl_backend *cudamod_backend_create(int device, char *err, siz
 	stages[0] = &cb->st_pos;
 	stages[1] = &cb->st_seq;
 	stages[2] = &cb->st_table;
+	stages[3] = &cb->st_ltable;
 	if (!cu_ok(cb, cudaSetDevice(device), "cudaSetDevice") ||
 	    !cu_ok(cb, cudaDeviceGetAttribute(&cb->sm_count, cudaDevAttrMultiProcessorCount,
 					      device), "cudaDeviceGetAttribute") ||
@@ -879,7 +918,7 @@ extern "C" struct exl_backend *cudamod_backend_create(int device, char *err, siz
 	}
 	if (!cu_blas_ok(cb, cublasSetStream(cb->cublas, cb->stream), "cublasSetStream"))
 		goto fail;
-	for (int i = 0; i < 3; i++)
+	for (int i = 0; i < 4; i++)
 		if (!stage_init(cb, stages[i]))
 			goto fail;
 	return &cb->base;

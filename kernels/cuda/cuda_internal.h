@@ -42,24 +42,31 @@ struct cuda_arena {
 	size_t off;
 };
 
-struct cuda_batch {
-	int n_tokens;
-	int n_seqs;
-	int max_pages;
-	int max_pos;           /* largest position in the batch */
-	int32_t *pos;          /* host copies, for validation */
-	int32_t *seq;
-	int32_t *page_table;
-	size_t cap_pos;        /* one capacity per array: they grow separately */
-	size_t cap_seq;
-	size_t cap_table;
-	const int32_t *d_pos;  /* device copies (inside the stages below) */
-	const int32_t *d_seq;
-	const int32_t *d_page_table;
-	/* The last KV geometry and window the page table was checked against. */
+/* One page table of the batch: host copy for validation, device copy (in
+ * its stage) for the kernels. */
+struct cuda_page_table {
+	int max_pages;         /* 0: the batch has none (the local table, unused) */
+	int32_t *host;
+	size_t cap;
+	const int32_t *dev;
+	/* The last KV geometry and window it was checked against. */
 	int checked_page_size;
 	int checked_n_pages;
 	int checked_window;
+};
+
+struct cuda_batch {
+	int n_tokens;
+	int n_seqs;
+	int max_pos;           /* largest position in the batch */
+	int32_t *pos;          /* host copies, for validation */
+	int32_t *seq;
+	size_t cap_pos;        /* one capacity per array: they grow separately */
+	size_t cap_seq;
+	const int32_t *d_pos;  /* device copies (inside the stages below) */
+	const int32_t *d_seq;
+	/* [0] page_table, [1] local_page_table: a KV layer reads tables[table] */
+	struct cuda_page_table tables[2];
 };
 
 /* RoPE's cos/sin table for the current batch ([n_tokens][n_rot / 2] float2
@@ -96,7 +103,7 @@ struct cuda_backend {
 	 * bases, and alternate. */
 	struct cuda_rope_table rope[2];
 	unsigned rope_uses;
-	struct cuda_stage st_pos, st_seq, st_table;
+	struct cuda_stage st_pos, st_seq, st_table, st_ltable;
 	struct cuda_arena arena;
 
 	/* matmul scratch: a dequantized weight tile and the activations, both

@@ -5,7 +5,8 @@
  * sequence as [n_kv_heads][page_size][head_dim] F16, so position `pos` of KV
  * head h lives at element
  *   ((page * n_kv_heads + h) * page_size + pos % page_size) * head_dim
- * with page = page_table[seq * max_pages + pos / page_size]. */
+ * with page = page_table[seq * max_pages + pos / page_size] (the batch's local
+ * page table for a KV layer whose table is 1). */
 #include <cuda_fp16.h>
 
 #include "kernels/cuda/cuda_internal.h"
@@ -59,10 +60,12 @@ void cu_op_kv_store(struct exl_backend *be, const struct exl_kv_layer *kv, const
 
 	if (!cu_enter(cb) || !cu_check_kv(cb, kv, 1, "kv_store"))
 		return;
+	const struct cuda_page_table *pt = &bt->tables[kv->table];
+
 	count = (size_t)bt->n_tokens * (size_t)kv->n_kv_heads * (size_t)kv->head_dim;
 	kv_store_kernel<<<cu_grid(count, KV_THREADS), KV_THREADS, 0, cb->stream>>>(
 		(uint16_t *)kv->k, (uint16_t *)kv->v, k, v, bt->d_pos, bt->d_seq,
-		bt->d_page_table, bt->max_pages, count, kv->n_kv_heads, kv->page_size,
+		pt->dev, pt->max_pages, count, kv->n_kv_heads, kv->page_size,
 		kv->head_dim);
 	cu_launched(cb, "kv_store");
 }
@@ -186,6 +189,8 @@ void cu_op_attention(struct exl_backend *be, const struct exl_kv_layer *kv, cons
 			kv->head_dim, ATT_MAX_HEAD_DIM);
 		return;
 	}
+	const struct cuda_page_table *pt = &bt->tables[kv->table];
+
 	blocks = (size_t)bt->n_tokens * (size_t)n_heads;
 	if (blocks > 0x7fffffffu) {
 		cu_fail(cb, "attention: %d tokens x %d heads is too many blocks", bt->n_tokens,
@@ -194,7 +199,7 @@ void cu_op_attention(struct exl_backend *be, const struct exl_kv_layer *kv, cons
 	}
 	attention_kernel<<<(unsigned)blocks, ATT_THREADS, 0, cb->stream>>>(
 		q, out, (const __half *)kv->k, (const __half *)kv->v, bt->d_pos, bt->d_seq,
-		bt->d_page_table, bt->max_pages, n_heads, kv->n_kv_heads, kv->head_dim,
+		pt->dev, pt->max_pages, n_heads, kv->n_kv_heads, kv->head_dim,
 		kv->page_size, p->scale, p->softcap, p->window);
 	cu_launched(cb, "attention");
 }

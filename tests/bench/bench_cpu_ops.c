@@ -153,7 +153,7 @@ static void bench(struct env *e, int n, int ctx)
 		table[p] = n_pages - 1 - p;
 	for (int t = 0; t < n; t++)
 		pos[t] = ctx - n + t;
-	struct exl_batch_desc d = { n, pos, seq, 1, n_pages, table };
+	struct exl_batch_desc d = { n, pos, seq, 1, n_pages, table, 0, NULL };
 	if (exl_cpu_batch_set(&e->batch, &d, err, sizeof(err))) {
 		fprintf(stderr, "%s\n", err);
 		exit(1);

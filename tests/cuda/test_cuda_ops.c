@@ -496,7 +496,7 @@ static void add_tokens(struct step *s, int seq, int from, int count)
 static bool set_batch_both(const struct step *s, int n_seqs, int max_pages,
 			   const int32_t *page_table)
 {
-	struct exl_batch_desc d = { s->n, s->pos, s->seq, n_seqs, max_pages, page_table };
+	struct exl_batch_desc d = { s->n, s->pos, s->seq, n_seqs, max_pages, page_table, 0, NULL };
 	int rc_c = cpu->ops->set_batch(cpu, &d);
 	int rc_g = gpu->ops->set_batch(gpu, &d);
 
@@ -616,9 +616,9 @@ static void test_attention_case(const struct attn_case *c)
 
 	size_t pool = (size_t)total_pages * (size_t)c->page_size * (size_t)kv_dim * 2;
 	struct exl_kv_layer kc = { cpu_alloc(pool), cpu_alloc(pool), c->page_size, c->n_kv_heads,
-				   c->head_dim, total_pages };
+				   c->head_dim, total_pages, 0 };
 	struct exl_kv_layer kg = { gpu->ops->alloc(gpu, pool), gpu->ops->alloc(gpu, pool),
-				   c->page_size, c->n_kv_heads, c->head_dim, total_pages };
+				   c->page_size, c->n_kv_heads, c->head_dim, total_pages, 0 };
 	static struct step s;
 	float *q = NULL, *gq = NULL, *out_c = NULL, *gout = NULL, *out_g = NULL;
 	uint16_t *kpool = xmalloc(pool), *vpool = xmalloc(pool);
@@ -857,8 +857,8 @@ static void test_errors(void)
 	struct step s = { 0 };
 	add_tokens(&s, 0, 0, 2);
 	int32_t pt[1] = { 5 };
-	struct exl_batch_desc d = { s.n, s.pos, s.seq, 1, 1, pt };
-	struct exl_kv_layer kv = { dy, dy, 4, 1, 4, 2 };
+	struct exl_batch_desc d = { s.n, s.pos, s.seq, 1, 1, pt, 0, NULL };
+	struct exl_kv_layer kv = { dy, dy, 4, 1, 4, 2, 0 };
 	CHECK(gpu->ops->set_batch(gpu, &d) == 0, "set_batch");
 	gpu->ops->kv_store(gpu, &kv, dy, dy);
 	CHECK(gpu->ops->sync(gpu) == -1, "page outside the pool not refused");

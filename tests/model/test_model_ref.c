@@ -95,7 +95,7 @@ static void read_kv(const struct exl_kvcache *kv, const struct exl_kv_seq *seq, 
 		size_t hd = (size_t)ly->head_dim, kv_dim = (size_t)ly->n_kv_heads * hd;
 
 		for (int p = 0; p < seq->n_pos; p++) {
-			int32_t pg = seq->pages[p / ly->page_size];
+			int32_t pg = (ly->table ? seq->lpages : seq->pages)[p / ly->page_size];
 			size_t page = (size_t)pg;
 
 			if (pg < 0)

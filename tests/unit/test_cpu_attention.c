@@ -499,7 +499,9 @@ static void same_bits_any_batch(const struct exl_cpu_ops *k, struct exl_pool *po
 	float *alone = xcalloc(row, sizeof(float));
 	float *mixed = xcalloc(4 * row, sizeof(float));
 	float *mq = xcalloc(4 * row, sizeof(float));
-	int32_t pos[R], mpos[4] = { 3, 100, 300, len - 1 };
+	/* (--quick's shorter decodes: the middle two within len) */
+	int32_t pos[R], mpos[4] = { 3, len / 3 < 100 ? len / 3 : 100, len / 2 < 300 ? len / 2 : 300,
+				    len - 1 };
 	int bad = 0;
 
 	for (size_t i = 0; i < R * row; i++)
@@ -598,9 +600,9 @@ static void run_decode(const struct exl_cpu_ops *k, struct exl_pool *pool, int p
 	/* a window of most of the sequence: still partitioned, from its start;
 	 * the pages wholly before it unmapped, as a cache that gave them back */
 	const struct exl_attn_params aw = { scale, 0.0f, len - 2 * ps - 3 };
-	cb.page_table[0] = -1;
-	cb.page_table[1] = -1;
-	cb.checked_page_size = 0;
+	cb.tables[0].pages[0] = -1;
+	cb.tables[0].pages[1] = -1;
+	cb.tables[0].checked_page_size = 0;
 	CHECK(exl_cpu_kv_check(&cb, &s.kv, aw.window, err, sizeof(err)) == 0, "window: %s", err);
 	CHECK(exl_cpu_attention(pool, k, &scratch, &cb, &s.kv, fin.q, out, n_heads, &aw, err,
 				sizeof(err)) == 0, "attention: %s", err);
@@ -608,6 +610,38 @@ static void run_decode(const struct exl_cpu_ops *k, struct exl_pool *pool, int p
 	CHECK(count_bad(out, ref, out_n, 2e-5) == 0,
 	      "%s/%s: decode attention ps %d heads %d/%d head_dim %d at %d, window %d", k->name,
 	      pool ? "pool3" : "single", ps, n_heads, n_kv_heads, head_dim, len - 1, aw.window);
+	/* the same layer read through the batch's local page table (a local
+	 * pool's layer, table 1) while the first table maps nothing: the same
+	 * output; a table-0 layer then fails the check, and a table-1 layer
+	 * without a local table too */
+	int32_t *none = xcalloc((size_t)N_SEQ * s.max_pages, sizeof(int32_t));
+	for (int p = 0; p < N_SEQ * s.max_pages; p++)
+		none[p] = -1;
+	struct exl_batch_desc dl = df;
+	dl.page_table = none;
+	dl.local_max_pages = df.max_pages;
+	dl.local_page_table = df.page_table;
+	for (int p = 0; p < (aw.window > 0 ? (len - aw.window) / ps : 0); p++)
+		s.table[p] = -1; /* given back behind the window */
+	s.kv.table = 1;
+	memset(out, 0, out_n * sizeof(float));
+	CHECK(exl_cpu_batch_set(&cb, &dl, err, sizeof(err)) == 0 &&
+	      exl_cpu_kv_check(&cb, &s.kv, aw.window, err, sizeof(err)) == 0, "local: %s", err);
+	CHECK(exl_cpu_attention(pool, k, &scratch, &cb, &s.kv, fin.q, out, n_heads, &aw, err,
+				sizeof(err)) == 0, "local attention: %s", err);
+	CHECK(count_bad(out, ref, out_n, 2e-5) == 0, "%s: attention through the local table",
+	      k->name);
+	s.kv.table = 0;
+	CHECK(exl_cpu_kv_check(&cb, &s.kv, aw.window, err, sizeof(err)) == -1,
+	      "a global layer over an empty first table passes the check");
+	s.kv.table = 1;
+	dl.local_max_pages = 0;
+	dl.local_page_table = NULL;
+	CHECK(exl_cpu_batch_set(&cb, &dl, err, sizeof(err)) == 0 &&
+	      exl_cpu_kv_check(&cb, &s.kv, aw.window, err, sizeof(err)) == -1 &&
+	      strstr(err, "local page table"), "a local layer without a local table: %s", err);
+	s.kv.table = 0;
+	free(none);
 	free(out);
 	free(ref);
 	exl_attn_scratch_free(&scratch);
@@ -626,7 +660,7 @@ static void test_kv_check_errors(void)
 	struct exl_batch_desc d;
 
 	scenario_init(&s, 16, 4, 2, 64);
-	d = (struct exl_batch_desc){ 2, pos, seq, N_SEQ, s.max_pages, s.table };
+	d = (struct exl_batch_desc){ 2, pos, seq, N_SEQ, s.max_pages, s.table, 0, NULL };
 	err[0] = '\0';
 	CHECK(exl_cpu_kv_check(&cb, &s.kv, 0, err, sizeof(err)) == -1 && strstr(err, "set_batch"),
 	      "kv_check without a batch: %s", err);
@@ -888,7 +922,7 @@ static void test_backend_errors(struct exl_backend *be)
 	int32_t pos[2] = { 0, 1 }, seq[2] = { 0, 7 };
 
 	scenario_init(&s, 16, 4, 2, 64);
-	struct exl_batch_desc d = { 2, pos, seq, N_SEQ, s.max_pages, s.table };
+	struct exl_batch_desc d = { 2, pos, seq, N_SEQ, s.max_pages, s.table, 0, NULL };
 	CHECK(ops->set_batch(be, &d) == -1, "set_batch with sequence 7 of 5");
 	CHECK(exl_backend_error(be) && strstr(exl_backend_error(be), "sequence 7"),
 	      "set_batch message: %s", exl_backend_error(be));

@@ -71,7 +71,7 @@ static void test_rope(void)
 			 (int32_t)(rnd_u32() % (1u << 24));
 		seq[i] = 0;
 	}
-	struct exl_batch_desc d = { N, pos, seq, 1, 1, table };
+	struct exl_batch_desc d = { N, pos, seq, 1, 1, table, 0, NULL };
 	CHECK(cpu->ops->set_batch(cpu, &d) == 0, "set_batch");
 
 	for (int v = 0; v < 16; v++) {
@@ -245,7 +245,8 @@ static void test_attention(void)
 	static int32_t pos[400], seq[400];
 	int32_t table[2 * MAXP];
 	const size_t pool_elems = (size_t)POOL * PAGE * KVH * HD;
-	struct exl_kv_layer kv = { buf(pool_elems / 2), buf(pool_elems / 2), PAGE, KVH, HD, POOL };
+	struct exl_kv_layer kv = { buf(pool_elems / 2), buf(pool_elems / 2), PAGE, KVH, HD, POOL,
+				   0 };
 	int n = 0;
 
 	for (int i = 0; i < 2 * MAXP; i++)
@@ -254,7 +255,7 @@ static void test_attention(void)
 		pos[n] = p;
 		seq[n] = 0;
 	}
-	struct exl_batch_desc d = { n, pos, seq, 2, MAXP, table };
+	struct exl_batch_desc d = { n, pos, seq, 2, MAXP, table, 0, NULL };
 	float *k = buf((size_t)n * KVH * HD), *v = buf((size_t)n * KVH * HD);
 	for (size_t i = 0; i < (size_t)n * KVH * HD; i++) {
 		k[i] = rnd_normal();

@@ -1,7 +1,8 @@
 /* The paged KV cache over the CPU backend: reserve / commit / truncate /
  * release, prefix sharing, copy on write, the page cache, pool exhaustion,
- * the pages a sliding window gives back, forks (beam search) and rolling
- * back proposed tokens (speculative decoding). */
+ * the pages a sliding window gives back, forks (beam search), rolling
+ * back proposed tokens (speculative decoding), and the local pool of
+ * models that mix sliding-window and global layers. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -462,6 +463,170 @@ static void test_window(void **state)
 	assert_int_equal(exl_kvcache_free_pages(kv), 8);
 }
 
+/* A cache with a local pool: layer 0 local (window 5), layer 1 global; 16
+ * global pages, 6 local ones. */
+static struct exl_kvcache *make_mixed(struct exl_backend *be)
+{
+	static const bool local[LAYERS] = { true, false };
+	char err[256];
+	struct exl_kvcache *kv = exl_kvcache_create_mixed(be, LAYERS, HEADS, HDIM, 16 * PS, PS,
+							  local, 5, 6 * PS, err, sizeof(err));
+
+	if (!kv)
+		fail_msg("exl_kvcache_create_mixed: %s", err);
+	return kv;
+}
+
+static int local_used(const struct exl_kvcache *kv)
+{
+	return exl_kvcache_local_n_pages(kv) - exl_kvcache_local_free_pages(kv);
+}
+
+/* The local pool: its shape, pages behind the window given back from it
+ * while the global pool keeps every one, a rewind within the kept page,
+ * one past it (everything forgotten), and refusals. */
+static void test_local_window(void **state)
+{
+	struct exl_kvcache *kv = make_mixed(((struct fixture *)*state)->be);
+	static const bool all[LAYERS] = { true, true };
+	struct exl_kv_seq s;
+	int32_t toks[40];
+	char err[256];
+
+	for (int i = 0; i < 40; i++)
+		toks[i] = 200 + i;
+	assert_int_equal(exl_kvcache_local_n_pages(kv), 6);
+	assert_int_equal(exl_kvcache_local_window(kv), 5);
+	assert_int_equal(exl_kvcache_layer(kv, 0)->table, 1);
+	assert_int_equal(exl_kvcache_layer(kv, 0)->n_pages, 6);
+	assert_int_equal(exl_kvcache_layer(kv, 1)->table, 0);
+	assert_int_equal(exl_kvcache_layer(kv, 1)->n_pages, 16);
+	assert_int_equal(exl_kvcache_local_bytes(kv), 2ull * PAGE_HALFS * 2 * 6);
+	assert_int_equal(exl_kvcache_bytes(kv), 2ull * PAGE_HALFS * 2 * (6 + 16));
+	/* window 5 + a page kept + 1 ahead: 3 pages, and one for alignment */
+	assert_int_equal(exl_kvcache_local_span(kv, 1), 4);
+	exl_kv_seq_init(&s);
+	for (int i = 0; i < 36; i++) {
+		seq_fill(kv, &s, toks + i, 1);
+		assert_true(local_used(kv) <= 3);
+		assert_int_equal(exl_kvcache_n_pages(kv) - exl_kvcache_free_pages(kv),
+				 (i + PS) / PS);
+	}
+	/* 36 positions: the next (36) sees 32..36, keeping from 28: pages 0..6
+	 * given back from the local pool, none from the global one */
+	assert_int_equal(s.n_ldropped, 7);
+	assert_int_equal(s.n_dropped, 0);
+	assert_int_equal(s.n_pages, 9);
+	for (int i = 0; i < s.n_pages; i++) {
+		assert_true(s.pages[i] >= 0);
+		assert_int_equal(s.lpages[i] < 0, i < 7);
+	}
+	/* every full local page is its global page's companion: the dropped
+	 * ones stay cached in the local pool */
+	assert_true(exl_kvcache_local_cached_pages(kv) > 0);
+	assert_int_equal(exl_kv_seq_local_held(kv, &s), 2);
+	/* a rewind of 3 (36 -> 33: sees 29..33, page 7 on) keeps it all */
+	exl_kv_seq_truncate(kv, &s, 33);
+	assert_int_equal(s.n_pos, 33);
+	assert_int_equal(s.n_ldropped, 7);
+	/* one to 30 needs 26..30: page 6 was given back, all is forgotten */
+	exl_kv_seq_truncate(kv, &s, 30);
+	assert_int_equal(s.n_pos, 0);
+	assert_int_equal(s.n_pages, 0);
+	assert_int_equal(s.n_ldropped, 0);
+	assert_int_equal(local_used(kv), 0);
+	exl_kv_seq_release(kv, &s);
+	check_all_free(kv);
+	assert_int_equal(exl_kvcache_local_free_pages(kv), 6);
+	exl_kvcache_free(kv);
+
+	/* every layer local, or no window or positions: refused */
+	assert_null(exl_kvcache_create_mixed(((struct fixture *)*state)->be, LAYERS, HEADS, HDIM,
+					     16 * PS, PS, all, 5, 6 * PS, err, sizeof(err)));
+	assert_non_null(strstr(err, "local pool"));
+	assert_null(exl_kvcache_create_mixed(((struct fixture *)*state)->be, LAYERS, HEADS, HDIM,
+					     16 * PS, PS, (const bool[]){ true, false }, 0, 6 * PS,
+					     err, sizeof(err)));
+}
+
+/* Forks share both tables and copy the page they write in each pool; a
+ * released sequence's prefix maps back its window's local pages through
+ * their companions; a reserve the local pool cannot satisfy changes
+ * nothing. */
+static void test_local_fork_share(void **state)
+{
+	struct exl_kvcache *kv = make_mixed(((struct fixture *)*state)->be);
+	struct exl_kv_seq a, b, c, d[3];
+	int32_t toks[40];
+
+	for (int i = 0; i < 40; i++)
+		toks[i] = 300 + i;
+	exl_kv_seq_init(&a);
+	seq_fill(kv, &a, toks, 14);   /* pages 0..3, the last partial */
+	assert_int_equal(a.n_ldropped, 1);
+	k_page(kv, 1, a.pages[3])[0] = 0x1234;
+	((uint16_t *)exl_kvcache_layer(kv, 0)->k)[(size_t)a.lpages[3] * PAGE_HALFS] = 0x4321;
+
+	exl_kv_seq_init(&b);
+	assert_int_equal(exl_kv_seq_fork(kv, &b, &a), 0);
+	assert_int_equal(b.n_ldropped, 1);
+	assert_int_equal(b.lpages[0], -1);
+	for (int i = 1; i < 4; i++) {
+		assert_int_equal(b.lpages[i], a.lpages[i]);
+		assert_int_equal(exl_kvcache_local_refcount(kv, a.lpages[i]), 2);
+	}
+	/* b writes position 14: its own copy of page 3 in both pools */
+	assert_int_equal(exl_kv_seq_local_pages_needed(kv, &b, 1), 1);
+	assert_int_equal(exl_kv_seq_pages_needed(kv, &b, 1), 1);
+	assert_int_equal(exl_kv_seq_reserve(kv, &b, 1), 0);
+	assert_int_not_equal(b.lpages[3], a.lpages[3]);
+	assert_int_not_equal(b.pages[3], a.pages[3]);
+	assert_int_equal(k_page(kv, 1, b.pages[3])[0], 0x1234);
+	assert_int_equal(((uint16_t *)exl_kvcache_layer(kv, 0)->k)[(size_t)b.lpages[3] *
+								  PAGE_HALFS], 0x4321);
+	assert_int_equal(exl_kvcache_local_refcount(kv, a.lpages[3]), 1);
+	exl_kv_seq_release(kv, &b);
+
+	/* a released: a new sequence with the same tokens maps pages 0..3
+	 * globally and, through the companions, the local window's (position
+	 * 16 sees 12..16: page 3 on) */
+	seq_fill(kv, &a, toks + 14, 2);   /* 16: page 3 full, registered */
+	exl_kv_seq_release(kv, &a);
+	exl_kv_seq_init(&c);
+	assert_int_equal(exl_kv_seq_share_prefix(kv, &c, toks, 17), 16);
+	assert_int_equal(c.n_ldropped, 3);
+	assert_int_equal(c.n_pages, 4);
+	assert_true(c.lpages[3] >= 0);
+	assert_int_equal(exl_kvcache_local_refcount(kv, c.lpages[3]), 1);
+	exl_kv_seq_release(kv, &c);
+
+	/* two sequences of 12 hold 2 local pages each (page 0 given back,
+	 * cached as a companion), a third of 8 the last 2 after evicting
+	 * those: its next position needs a page the local pool does not
+	 * have, and the reserve fails and changes nothing */
+	for (int k = 0; k < 3; k++) {
+		int32_t t[12];
+
+		for (int i = 0; i < 12; i++)
+			t[i] = 1000 * (k + 1) + i;
+		exl_kv_seq_init(&d[k]);
+		seq_fill(kv, &d[k], t, k < 2 ? 12 : 8);
+	}
+	assert_int_equal(local_used(kv), 6);
+	assert_int_equal(exl_kvcache_local_free_pages(kv), 0);
+	assert_int_equal(exl_kv_seq_local_pages_needed(kv, &d[2], 1), 1);
+	assert_true(exl_kvcache_free_pages(kv) > 0);
+	int n_pages = d[2].n_pages;
+	assert_int_equal(exl_kv_seq_reserve(kv, &d[2], 1), -1);
+	assert_int_equal(d[2].n_pages, n_pages);
+	assert_int_equal(d[2].n_pos, 8);
+	for (int k = 0; k < 3; k++)
+		exl_kv_seq_release(kv, &d[k]);
+	check_all_free(kv);
+	assert_int_equal(exl_kvcache_local_free_pages(kv), 6);
+	exl_kvcache_free(kv);
+}
+
 static void test_exhaustion(void **state)
 {
 	struct fixture *f = *state;
@@ -604,6 +769,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_fork, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_truncate_drafts, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_window, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_local_window, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_local_fork_share, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);

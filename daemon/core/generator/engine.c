@@ -57,6 +57,11 @@ struct exl_engine {
 	int n_vocab;
 	int page_size;
 	int n_pages;
+	/* The local pool of a model that mixes sliding-window and global
+	 * layers (0 pages without one): each sequence holds at most lspan
+	 * of its pages (exl_kvcache_local_span of a whole batch ahead). */
+	int n_lpages;
+	int lspan;
 
 	struct exl_job **queue;
 	int n_queue;
@@ -74,6 +79,7 @@ struct exl_engine {
 	 * zero between calls) */
 	struct exl_job **cand;
 	int32_t *held_refs;
+	int32_t *held_lrefs;       /* the same for the local pool's pages */
 
 	/* the batch being built */
 	int32_t *tokens;
@@ -185,6 +191,8 @@ struct exl_engine *exl_engine_create(struct exl_model *m, struct exl_kvcache *kv
 	e->n_vocab = hp->n_vocab;
 	e->page_size = exl_kvcache_page_size(kv);
 	e->n_pages = exl_kvcache_n_pages(kv);
+	e->n_lpages = exl_kvcache_local_n_pages(kv);
+	e->lspan = exl_kvcache_local_span(kv, c->max_batch_tokens);
 	e->active = calloc((size_t)c->max_jobs, sizeof(*e->active));
 	e->tokens = malloc((size_t)c->max_batch_tokens * sizeof(*e->tokens));
 	e->seq = malloc((size_t)c->max_batch_tokens * sizeof(*e->seq));
@@ -195,9 +203,10 @@ struct exl_engine *exl_engine_create(struct exl_model *m, struct exl_kvcache *kv
 	e->bj = malloc((size_t)c->max_jobs * sizeof(*e->bj));
 	e->cand = malloc((size_t)c->max_jobs * sizeof(*e->cand));
 	e->held_refs = calloc((size_t)e->n_pages, sizeof(*e->held_refs));
+	e->held_lrefs = calloc((size_t)e->n_lpages + 1, sizeof(*e->held_lrefs));
 	e->dj = malloc((size_t)c->max_jobs * sizeof(*e->dj));
 	if (!e->active || !e->tokens || !e->seq || !e->want || !e->seqs || !e->bj || !e->cand ||
-	    !e->held_refs || !e->dj || !e->want_hidden || !e->embd_rows)
+	    !e->held_refs || !e->held_lrefs || !e->dj || !e->want_hidden || !e->embd_rows)
 		goto oom;
 	return e;
 oom:
@@ -224,6 +233,7 @@ void exl_engine_free(struct exl_engine *e)
 	free(e->bj);
 	free(e->cand);
 	free(e->held_refs);
+	free(e->held_lrefs);
 	free(e->logits);
 	for (int i = 0; i < e->n_drafters; i++)
 		exl_drafter_free(e->drafters[i]);
@@ -252,6 +262,35 @@ static int64_t job_pages(const struct exl_job *job, int g, int page_size)
 		return exl_beam_pages(job, g, page_size);
 	for (int i = 0; i < job->n_seqs; i++)
 		n += pages_for(seq_positions(job->seq[i].prompt_len, g), page_size);
+	return n;
+}
+
+/* The KV sequences of job: seq[0..n_seqs), then its live beams'; NULL
+ * past the last. */
+static const struct exl_kv_seq *job_seq(const struct exl_job *job, int k)
+{
+	if (k < job->n_seqs)
+		return &job->seq[k].kv;
+	return exl_beam_live_kv(job, k - job->n_seqs);
+}
+
+/* Local pages job of g new tokens may hold at once: for each sequence it
+ * runs (its beams, once they start, in place of seq[0]) lspan, or the
+ * pages of its whole length when fewer. */
+static int64_t job_local_bound(const struct exl_engine *e, const struct exl_job *job, int g)
+{
+	int64_t n = 0;
+
+	if (job->beam) {
+		int64_t per = pages_for(seq_positions(job->seq[0].prompt_len, g), e->page_size) + 1;
+
+		return (int64_t)exl_beam_width(job) * (per < e->lspan ? per : e->lspan);
+	}
+	for (int i = 0; i < job->n_seqs; i++) {
+		int64_t per = pages_for(seq_positions(job->seq[i].prompt_len, g), e->page_size);
+
+		n += per < e->lspan ? per : e->lspan;
+	}
 	return n;
 }
 
@@ -319,6 +358,12 @@ int exl_engine_add(struct exl_engine *e, struct exl_job *job, char *err, size_t 
 			 (long long)job_pages(job, 1, e->page_size), e->page_size, e->n_pages);
 		return -1;
 	}
+	if (e->n_lpages && job_local_bound(e, job, 1) > e->n_lpages) {
+		snprintf(err, errlen, "the job's sliding windows do not fit the local KV pool (it "
+			 "needs %lld pages of %d tokens; the pool has %d)",
+			 (long long)job_local_bound(e, job, 1), e->page_size, e->n_lpages);
+		return -1;
+	}
 	/* Room for output: what the context and the whole pool allow. */
 	int g = job->max_new_tokens;
 
@@ -331,6 +376,20 @@ int exl_engine_add(struct exl_engine *e, struct exl_job *job, char *err, size_t 
 			int mid = lo + (hi - lo + 1) / 2;
 
 			if (job_pages(job, mid, e->page_size) <= e->n_pages)
+				lo = mid;
+			else
+				hi = mid - 1;
+		}
+		g = lo;
+	}
+	if (e->n_lpages && job_local_bound(e, job, g) > e->n_lpages) {
+		int lo = 0, hi = g;
+
+		/* a local pool smaller than the job's windows at full length */
+		while (lo < hi) {
+			int mid = lo + (hi - lo + 1) / 2;
+
+			if (job_local_bound(e, job, mid) <= e->n_lpages)
 				lo = mid;
 			else
 				hi = mid - 1;
@@ -377,26 +436,67 @@ static int64_t job_outstanding(const struct exl_engine *e, const struct exl_job 
 	return n;
 }
 
+/* Local pages job may still take: its bound less the pages only its own
+ * sequences reference (a page it shares with another job is that job's
+ * too, and may stay when job drops it).  Allocating, copying on write and
+ * giving back keep the sum over jobs within the free pages; forking
+ * within the job changes nothing. */
+static int64_t job_local_outstanding(const struct exl_engine *e, const struct exl_job *job)
+{
+	const struct exl_kv_seq *s;
+	int64_t owned = 0, bound;
+
+	if (!e->n_lpages)
+		return 0;
+	for (int pass = 0; pass < 2; pass++) {
+		for (int k = 0; (s = job_seq(job, k)); k++) {
+			for (int i = s->n_ldropped; i < s->n_pages; i++) {
+				int32_t p = s->lpages[i];
+
+				if (pass == 0) {
+					e->held_lrefs[p]++;
+					continue;
+				}
+				if (e->held_lrefs[p] &&
+				    e->held_lrefs[p] == exl_kvcache_local_refcount(e->kv, p))
+					owned++;
+				e->held_lrefs[p] = 0;
+			}
+		}
+	}
+	bound = job_local_bound(e, job, job->gen_limit);
+	return bound > owned ? bound - owned : 0;
+}
+
 /* The admitted jobs' reservations: what the running ones still have to
- * take.  Suspended jobs reserve nothing. */
-static int64_t outstanding(const struct exl_engine *e)
+ * take, from each pool.  Suspended jobs reserve nothing. */
+static int64_t outstanding(const struct exl_engine *e, int64_t *local)
 {
 	int64_t n = 0;
 
+	*local = 0;
 	for (int j = 0; j < e->n_active; j++) {
 		const struct exl_job *job = e->active[j];
 
-		if (job->state == EXL_JOB_RUNNING)
-			n += job_outstanding(e, job);
+		if (job->state != EXL_JOB_RUNNING)
+			continue;
+		n += job_outstanding(e, job);
+		*local += job_local_outstanding(e, job);
 	}
 	return n;
 }
 
-/* Whether a job that needs `need` more pages would be admitted now. */
-static bool fits(const struct exl_engine *e, int64_t need)
+/* Whether a job that needs `need` more pages and `lneed` more local ones
+ * would be admitted now. */
+static bool fits(const struct exl_engine *e, int64_t need, int64_t lneed)
 {
-	return e->n_active < e->cfg.max_jobs &&
-	       exl_kvcache_free_pages(e->kv) - outstanding(e) >= need;
+	int64_t lout, out;
+
+	if (e->n_active >= e->cfg.max_jobs)
+		return false;
+	out = outstanding(e, &lout);
+	return exl_kvcache_free_pages(e->kv) - out >= need &&
+	       exl_kvcache_local_free_pages(e->kv) - lout >= lneed;
 }
 
 static bool holds_kv(const struct exl_job *job)
@@ -562,12 +662,16 @@ static void reclaim(struct exl_engine *e, struct exl_job *job)
 }
 
 /* One pass of reclaimable() over job's pages: pass 0 counts its references
- * in held_refs; pass 1 counts, once each, the pages every reference of
- * which was counted, and clears held_refs. */
-static int64_t tally_job(struct exl_engine *e, const struct exl_job *job, int pass)
+ * in held_refs (held_lrefs for the local pool); pass 1 counts, once each,
+ * the pages every reference of which was counted (local ones in *local),
+ * and clears the counts. */
+static int64_t tally_job(struct exl_engine *e, const struct exl_job *job, int pass,
+			 int64_t *local)
 {
 	int64_t n = 0;
 
+	/* a started beam search's beams are not reclaimed (reclaim_victim
+	 * looks at seq[] only), so they are not counted either */
 	for (int i = 0; i < job->n_seqs; i++) {
 		const struct exl_kv_seq *s = &job->seq[i].kv;
 
@@ -584,25 +688,41 @@ static int64_t tally_job(struct exl_engine *e, const struct exl_job *job, int pa
 				n++;
 			e->held_refs[p] = 0;
 		}
+		for (int k = s->n_ldropped; e->n_lpages && k < s->n_pages; k++) {
+			int32_t p = s->lpages[k];
+
+			if (pass == 0) {
+				e->held_lrefs[p]++;
+				continue;
+			}
+			if (!e->held_lrefs[p])
+				continue;
+			if (e->held_lrefs[p] == exl_kvcache_local_refcount(e->kv, p))
+				(*local)++;
+			e->held_lrefs[p] = 0;
+		}
 	}
 	return n;
 }
 
 /* Pages that would come free if cand[0..n_cand), every suspended job and
  * every queued job but head gave their pages back: those no other
- * sequence (a running job's, head's shared prefix) references too. */
-static int64_t reclaimable(struct exl_engine *e, const struct exl_job *head, int n_cand)
+ * sequence (a running job's, head's shared prefix) references too; the
+ * local pool's in *local. */
+static int64_t reclaimable(struct exl_engine *e, const struct exl_job *head, int n_cand,
+			   int64_t *local)
 {
 	int64_t n = 0;
 
+	*local = 0;
 	for (int pass = 0; pass < 2; pass++) {
 		for (int k = 0; k < n_cand; k++)
-			n += tally_job(e, e->cand[k], pass);
+			n += tally_job(e, e->cand[k], pass, local);
 		for (int k = 0; k < e->n_suspended; k++)
-			n += tally_job(e, e->suspended[k], pass);
+			n += tally_job(e, e->suspended[k], pass, local);
 		for (int k = 0; k < e->n_queue; k++)
 			if (e->queue[k] != head)
-				n += tally_job(e, e->queue[k], pass);
+				n += tally_job(e, e->queue[k], pass, local);
 	}
 	return n;
 }
@@ -634,24 +754,31 @@ static struct exl_job *reclaim_victim(const struct exl_engine *e, const struct e
  * their pages back, longest suspended first (they recompute what the
  * prefix cache loses meanwhile).  Otherwise changes nothing: head waits
  * for running jobs to pause or end.  Returns whether head fits now. */
-static bool make_room(struct exl_engine *e, const struct exl_job *head, int64_t need)
+static bool make_room(struct exl_engine *e, const struct exl_job *head, int64_t need,
+		      int64_t lneed)
 {
 	double now = exl_now_s();
-	int64_t rest = 0;      /* reservations of the jobs that would stay */
+	int64_t rest = 0, lrest = 0; /* reservations of the jobs that would stay */
+	int64_t back, lback;
 	int n_cand = 0;
 
 	for (int j = 0; j < e->n_active; j++) {
 		struct exl_job *job = e->active[j];
 
-		if (suspendable(e, job, now))
+		if (suspendable(e, job, now)) {
 			e->cand[n_cand++] = job;
-		else if (job->state == EXL_JOB_RUNNING)
+		} else if (job->state == EXL_JOB_RUNNING) {
 			rest += job_outstanding(e, job);
+			lrest += job_local_outstanding(e, job);
+		}
 	}
-	if (e->n_active - n_cand >= e->cfg.max_jobs ||
-	    exl_kvcache_free_pages(e->kv) + reclaimable(e, head, n_cand) - rest < need)
+	if (e->n_active - n_cand >= e->cfg.max_jobs)
 		return false;
-	while (!fits(e, need)) {
+	back = reclaimable(e, head, n_cand, &lback);
+	if (exl_kvcache_free_pages(e->kv) + back - rest < need ||
+	    exl_kvcache_local_free_pages(e->kv) + lback - lrest < lneed)
+		return false;
+	while (!fits(e, need, lneed)) {
 		int best = -1, j;
 
 		for (int k = 0; k < n_cand; k++)
@@ -665,14 +792,14 @@ static bool make_room(struct exl_engine *e, const struct exl_job *head, int64_t 
 			return false; /* out of memory: head waits, as before */
 		e->cand[best] = NULL;
 	}
-	while (!fits(e, need)) {
+	while (!fits(e, need, lneed)) {
 		struct exl_job *v = reclaim_victim(e, head);
 
 		if (!v)
 			break;
 		reclaim(e, v);
 	}
-	return fits(e, need);
+	return fits(e, need, lneed);
 }
 
 /* Admits the queue's head when its slot and its whole remaining length fit
@@ -682,7 +809,7 @@ static bool make_room(struct exl_engine *e, const struct exl_job *head, int64_t 
 static bool try_admit(struct exl_engine *e, struct exl_job *job)
 {
 	bool kept = holds_kv(job);
-	int64_t need = 0;
+	int64_t need = 0, lneed;
 
 	for (int i = 0; i < job->n_seqs; i++) {
 		struct exl_gen_seq *q = &job->seq[i];
@@ -692,7 +819,8 @@ static bool try_admit(struct exl_engine *e, struct exl_job *job)
 			exl_kv_seq_share_prefix(e->kv, &q->kv, q->tokens, q->n_tokens);
 	}
 	need = job_outstanding(e, job);
-	if (!fits(e, need) && !make_room(e, job, need)) {
+	lneed = job_local_outstanding(e, job);
+	if (!fits(e, need, lneed) && !make_room(e, job, need, lneed)) {
 		if (!kept)
 			exl_job_release_kv(job, e->kv);
 		return false;
@@ -1364,6 +1492,8 @@ void exl_engine_stats(const struct exl_engine *e, struct exl_engine_stats *st)
 	st->draft_accepted = e->draft_accepted;
 	st->kv_pages_free = exl_kvcache_free_pages(e->kv);
 	st->kv_pages_total = e->n_pages;
+	st->kv_local_pages_free = exl_kvcache_local_free_pages(e->kv);
+	st->kv_local_pages_total = e->n_lpages;
 	if (e->n_marks >= 2) {
 		int newest = (e->mark_head + RATE_WINDOW - 1) % RATE_WINDOW;
 		int oldest = (e->mark_head + RATE_WINDOW - e->n_marks) % RATE_WINDOW;

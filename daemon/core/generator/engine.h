@@ -8,7 +8,9 @@
  * at once, gets its on_done and gives its KV pages back.  A job is admitted
  * only when the KV pool can hold its whole length (prompt + max_new_tokens,
  * less what prefix sharing reuses) beside the running jobs' remaining
- * needs; until then it stays queued, in order.  A job whose prompt leaves
+ * needs, and, for a model with a local pool (kvcache.h), when that pool
+ * can hold the window of each of its sequences beside theirs; until then
+ * it stays queued, in order.  A job whose prompt leaves
  * no room in the context (max_seq_len) or does not fit the whole pool is
  * refused by exl_engine_add; one whose prompt + max_new_tokens is longer
  * gets what fits and ends with reason max_context.  A job whose consumer is
@@ -102,6 +104,10 @@ struct exl_engine_stats {
 	double prompt_tokens_per_s;
 	int kv_pages_free;
 	int kv_pages_total;
+	/* the local pool of a model that mixes sliding-window and global
+	 * layers (kvcache.h, exl_kvcache_create_mixed); 0 and 0 without one */
+	int kv_local_pages_free;
+	int kv_local_pages_total;
 };
 
 void exl_engine_stats(const struct exl_engine *e, struct exl_engine_stats *st);

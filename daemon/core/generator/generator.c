@@ -602,6 +602,7 @@ void exl_job_free(struct exl_job *job)
 		/* Pages were given back when the job ended; only the arrays
 		 * are left. */
 		free(job->seq[i].kv.pages);
+		free(job->seq[i].kv.lpages);
 		free(job->seq[i].kv.tokens);
 	}
 	if (job->filter && job->filter->ops && job->filter->ops->free)
@@ -631,6 +632,7 @@ void exl_job_free(struct exl_job *job)
 	free(job->draft.prop);
 	/* Its pages went back with the job (exl_drafter_release). */
 	free(job->draft.kv.pages);
+	free(job->draft.kv.lpages);
 	free(job->draft.kv.tokens);
 	exl_beam_free(job->beam);
 	free(job->embd);

@@ -81,6 +81,7 @@ static void beam_free_toks(struct beam *b, int n)
 	for (int i = 0; i < n; i++) {
 		free(b[i].toks);
 		free(b[i].kv.pages);
+		free(b[i].kv.lpages);
 		free(b[i].kv.tokens);
 	}
 }
@@ -145,6 +146,18 @@ int exl_beam_n_live(const struct exl_job *job)
 	return job->beam->n_live;
 }
 
+const struct exl_kv_seq *exl_beam_live_kv(const struct exl_job *job, int i)
+{
+	if (!job->beam || i < 0 || i >= job->beam->n_live)
+		return NULL;
+	return &job->beam->live[i].kv;
+}
+
+int exl_beam_width(const struct exl_job *job)
+{
+	return job->beam ? job->beam->width : 0;
+}
+
 struct exl_kv_seq *exl_beam_kv(struct exl_job *job, int i, int32_t *next)
 {
 	struct beam *b = &job->beam->live[i];
@@ -177,7 +190,7 @@ static int64_t mark(int32_t *scratch, const struct exl_kv_seq *s)
 {
 	int64_t n = 0;
 
-	for (int k = 0; k < s->n_pages; k++)
+	for (int k = s->n_dropped; k < s->n_pages; k++)
 		if (!scratch[s->pages[k]]++)
 			n++;
 	return n;
@@ -185,7 +198,7 @@ static int64_t mark(int32_t *scratch, const struct exl_kv_seq *s)
 
 static void unmark(int32_t *scratch, const struct exl_kv_seq *s)
 {
-	for (int k = 0; k < s->n_pages; k++)
+	for (int k = s->n_dropped; k < s->n_pages; k++)
 		scratch[s->pages[k]] = 0;
 }
 

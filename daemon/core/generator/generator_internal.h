@@ -291,6 +291,10 @@ bool exl_beam_started(const struct exl_job *job);
 int exl_beam_n_live(const struct exl_job *job);
 /* The KV sequence of live beam i, and the token it feeds next. */
 struct exl_kv_seq *exl_beam_kv(struct exl_job *job, int i, int32_t *next);
+/* The KV sequences a beam search holds besides seq[0]: live beam i's, NULL
+ * for i >= n_live (or without beams); and its width (0 without beams). */
+const struct exl_kv_seq *exl_beam_live_kv(const struct exl_job *job, int i);
+int exl_beam_width(const struct exl_job *job);
 /* Sets the row of live beam i's logits in this step's pass. */
 void exl_beam_set_row(struct exl_job *job, int i, int row);
 /* The step after a forward pass: seq[0]'s prompt row (first step) or each

@@ -27,6 +27,12 @@ struct exl_kv_seq {
 	int n_pages;
 	int n_dropped;
 	int cap_pages;
+	/* The local pool's page ids (a cache with one, exl_kvcache_create_mixed),
+	 * at the same indices as pages: n_pages of them, -1 for the first
+	 * n_ldropped, given back behind the local layers' window. */
+	int32_t *lpages;
+	int n_ldropped;
+	int cap_lpages;
 	int n_pos;       /* positions that hold valid K/V */
 	int32_t *tokens; /* the token at each position (for prefix hashing) */
 	int cap_tokens;
@@ -42,9 +48,26 @@ struct exl_kv_seq {
 struct exl_kvcache *exl_kvcache_create(struct exl_backend *be, int n_layers, int n_kv_heads,
 				       int head_dim, int n_tokens, int page_size,
 				       char *err, size_t errlen);
+/* A cache for a model that mixes sliding-window and global layers: the
+ * layers with local[l] keep their K/V in a pool of their own, of
+ * local_tokens positions (rounded up to whole pages), from which each
+ * sequence holds only its last `window` positions and one page more
+ * (pages behind it go back as it moves on); the others in the pool of
+ * n_tokens, which keeps every position and shares prefixes.  Each sequence
+ * then has a second page table (lpages), which the local layers read
+ * through (exl_kv_layer.table 1).  local NULL, or no local layer: the
+ * plain cache of exl_kvcache_create.  Every layer local is refused: that
+ * is exl_kvcache_set_window's case, one pool. */
+struct exl_kvcache *exl_kvcache_create_mixed(struct exl_backend *be, int n_layers,
+					     int n_kv_heads, int head_dim, int n_tokens,
+					     int page_size, const bool *local, int window,
+					     int local_tokens, char *err, size_t errlen);
 void exl_kvcache_free(struct exl_kvcache *kv);
-/* Bytes of backend memory the pool holds: K and V of every layer. */
+/* Bytes of backend memory the cache holds: K and V of every layer, in both
+ * pools. */
 uint64_t exl_kvcache_bytes(const struct exl_kvcache *kv);
+/* Of them, the local pool's (0 without one). */
+uint64_t exl_kvcache_local_bytes(const struct exl_kvcache *kv);
 
 /* Sizing the pool when kv_tokens is not configured (0). */
 #define EXL_KV_DEFAULT_TOKENS 8192   /* on the CPU backend */
@@ -74,8 +97,8 @@ int exl_kvcache_auto_tokens(struct exl_backend *be, int n_layers, int n_kv_heads
  * positions (0: none, the default): a sequence's pages wholly behind its
  * window, and behind one more page kept for short rewinds, go back to the
  * pool as the sequence moves on (exl_kv_seq_commit), their entries -1.
- * Models whose layers mix windowed and global attention keep every page:
- * the global layers read them all.  Set it before any sequence uses kv. */
+ * Models whose layers mix windowed and global attention use
+ * exl_kvcache_create_mixed instead.  Set it before any sequence uses kv. */
 void exl_kvcache_set_window(struct exl_kvcache *kv, int window);
 int exl_kvcache_window(const struct exl_kvcache *kv);
 
@@ -89,13 +112,29 @@ int exl_kvcache_cached_pages(const struct exl_kvcache *kv);
 int exl_kvcache_page_refcount(const struct exl_kvcache *kv, int32_t page);
 const struct exl_kv_layer *exl_kvcache_layer(const struct exl_kvcache *kv, int layer);
 
+/* The local pool (0 for each without one): its pages, those a reserve can
+ * take (free and cached: a cached local page is the companion of a
+ * registered global page, mapped with it by exl_kv_seq_share_prefix), the
+ * cached ones, a page's references (-1 out of range), and its window. */
+int exl_kvcache_local_n_pages(const struct exl_kvcache *kv);
+int exl_kvcache_local_free_pages(const struct exl_kvcache *kv);
+int exl_kvcache_local_cached_pages(const struct exl_kvcache *kv);
+int exl_kvcache_local_refcount(const struct exl_kvcache *kv, int32_t page);
+int exl_kvcache_local_window(const struct exl_kvcache *kv);
+/* The most local pages one sequence holds while it reserves up to n
+ * positions ahead of what it has committed: its window, the page kept
+ * behind it, and n, on any alignment.  0 without a local pool. */
+int exl_kvcache_local_span(const struct exl_kvcache *kv, int n);
+
 void exl_kv_seq_init(struct exl_kv_seq *s);
 /* Drops every page reference of s and frees its arrays (s->lora stays). */
 void exl_kv_seq_release(struct exl_kvcache *kv, struct exl_kv_seq *s);
 
 /* Maps into an empty s the longest run of whole cached pages that matches
- * tokens[0..n).  Returns the number of positions reused (a multiple of
- * page_size, and always < n so at least one token is left to compute). */
+ * tokens[0..n) (with a local pool: whose local pages within the window
+ * before its end are cached too).  Returns the number of positions reused
+ * (a multiple of page_size, and always < n so at least one token is left
+ * to compute). */
 int exl_kv_seq_share_prefix(struct exl_kvcache *kv, struct exl_kv_seq *s,
 			    const int32_t *tokens, int n);
 
@@ -103,8 +142,13 @@ int exl_kv_seq_share_prefix(struct exl_kvcache *kv, struct exl_kv_seq *s,
  * and un-shares the last page when needed.  Returns 0, or -1 when the pool
  * has too few free pages (s is unchanged then). */
 int exl_kv_seq_reserve(struct exl_kvcache *kv, struct exl_kv_seq *s, int n);
-/* Pages a reserve of n more positions would take from the pool. */
+/* Pages a reserve of n more positions would take from the pool; from the
+ * local pool. */
 int exl_kv_seq_pages_needed(const struct exl_kvcache *kv, const struct exl_kv_seq *s, int n);
+int exl_kv_seq_local_pages_needed(const struct exl_kvcache *kv, const struct exl_kv_seq *s,
+				  int n);
+/* Local pages s holds (0 without a local pool). */
+int exl_kv_seq_local_held(const struct exl_kvcache *kv, const struct exl_kv_seq *s);
 
 /* 1 when positions [s->n_pos, s->n_pos + n) are reserved and s alone may
  * write them, else 0. */
@@ -121,7 +165,8 @@ int exl_kv_seq_commit(struct exl_kvcache *kv, struct exl_kv_seq *s, const int32_
  * content and registration until the sequence next reserves into it,
  * which un-shares or unregisters it first, so a sequence mapping it
  * meanwhile still reads what its tokens say.  When the window the new
- * last position needs reaches into pages already given back, s forgets
+ * last position needs reaches into pages already given back (the global
+ * pool's when every layer is local, else the local pool's), s forgets
  * everything (n_pos 0): its tokens are computed again. */
 void exl_kv_seq_truncate(struct exl_kvcache *kv, struct exl_kv_seq *s, int n_pos);
 

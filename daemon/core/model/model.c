@@ -144,19 +144,52 @@ size_t exl_model_weight_bytes(const struct exl_model *m)
 	return m->weight_bytes;
 }
 
+struct exl_kvcache *exl_model_kvcache_create_for(struct exl_model *m, int n_tokens,
+						 int page_size, int n_seqs, int chunk, char *err,
+						 size_t errlen)
+{
+	const struct exl_hparams *hp = &m->hp;
+	struct exl_kvcache *kv;
+	bool *local = NULL;
+	int n_local = 0;
+
+	for (int il = 0; il < hp->n_layer && hp->n_swa > 0; il++)
+		n_local += exl_layer_is_swa(hp, il);
+	if (n_local == 0 || n_local == hp->n_layer) {
+		kv = exl_kvcache_create(m->be, hp->n_layer, hp->n_head_kv, hp->head_dim, n_tokens,
+					page_size, err, errlen);
+		/* Pages behind the window go back from the one pool only when
+		 * no layer reads them: a global layer reads every position */
+		if (kv && n_local)
+			exl_kvcache_set_window(kv, hp->n_swa);
+		return kv;
+	}
+	local = calloc((size_t)hp->n_layer, sizeof(*local));
+	if (!local) {
+		snprintf(err, errlen, "kv cache: out of memory");
+		return NULL;
+	}
+	for (int il = 0; il < hp->n_layer; il++)
+		local[il] = exl_layer_is_swa(hp, il);
+	/* the local pool: each sequence's window, a page kept behind it and
+	 * a chunk ahead, for n_seqs sequences, at most the global pool */
+	int64_t local_tokens = n_tokens;
+	if (n_seqs > 0 && page_size > 0) {
+		int64_t span = ((int64_t)hp->n_swa - 1 + page_size + (chunk > 0 ? chunk : 0) +
+				page_size - 1) / page_size + 1;
+		int64_t want = span * page_size * n_seqs;
+
+		if (want < local_tokens)
+			local_tokens = want;
+	}
+	kv = exl_kvcache_create_mixed(m->be, hp->n_layer, hp->n_head_kv, hp->head_dim, n_tokens,
+				      page_size, local, hp->n_swa, (int)local_tokens, err, errlen);
+	free(local);
+	return kv;
+}
+
 struct exl_kvcache *exl_model_kvcache_create(struct exl_model *m, int n_tokens, int page_size,
 					     char *err, size_t errlen)
 {
-	struct exl_kvcache *kv = exl_kvcache_create(m->be, m->hp.n_layer, m->hp.n_head_kv,
-						    m->hp.head_dim, n_tokens, page_size, err,
-						    errlen);
-	bool all_local = m->hp.n_swa > 0;
-
-	for (int il = 0; il < m->hp.n_layer && all_local; il++)
-		all_local = exl_layer_is_swa(&m->hp, il);
-	/* Pages behind the window go back only when no layer reads them: a
-	 * global layer reads every position */
-	if (kv && all_local)
-		exl_kvcache_set_window(kv, m->hp.n_swa);
-	return kv;
+	return exl_model_kvcache_create_for(m, n_tokens, page_size, 0, 0, err, errlen);
 }

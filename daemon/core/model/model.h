@@ -131,9 +131,19 @@ size_t exl_model_weight_bytes(const struct exl_model *m);
 
 /* A KV cache shaped for m holding n_tokens positions in pages of page_size.
  * When every layer of m attends through a sliding window, the cache gives
- * a sequence's pages behind the window back (exl_kvcache_set_window). */
+ * a sequence's pages behind the window back (exl_kvcache_set_window).  When
+ * m mixes sliding-window and global layers, the local ones get a pool of
+ * their own (exl_kvcache_create_mixed) as large as the global one: pages
+ * behind the window go back, but no memory is saved. */
 struct exl_kvcache *exl_model_kvcache_create(struct exl_model *m, int n_tokens, int page_size,
 					     char *err, size_t errlen);
+/* The same, with the local pool of a mixed model sized for n_seqs
+ * sequences at once that reserve up to chunk positions ahead (an engine's
+ * max_jobs and max_batch_tokens: exl_kvcache_local_span each), never more
+ * than n_tokens. */
+struct exl_kvcache *exl_model_kvcache_create_for(struct exl_model *m, int n_tokens,
+						 int page_size, int n_seqs, int chunk, char *err,
+						 size_t errlen);
 
 /* One batched step.  Token i is tokens[i] at position seqs[seq[i]]->n_pos +
  * (its index among seq[i]'s tokens in this batch); a sequence's tokens must

@@ -250,16 +250,25 @@ static int plan_batch(struct exl_model *m, struct exl_kvcache *kv, const struct 
 		if (sq->n_pages > max_pages)
 			max_pages = sq->n_pages;
 	}
+	/* the local pool's table (exl_kvcache_create_mixed) after the global
+	 * one, at the same indices */
+	bool local = exl_kvcache_local_n_pages(kv) > 0;
 	size_t table = (size_t)b->n_seqs * (size_t)max_pages;
-	if (scratch_reserve_seqs(m, b->n_seqs, table, err, errlen))
+	if (scratch_reserve_seqs(m, b->n_seqs, local ? 2 * table : table, err, errlen))
 		return -1;
 	for (int j = 0; j < b->n_seqs; j++) {
 		const struct exl_kv_seq *sq = b->seqs[j];
 		int32_t *row = s->page_table + (size_t)j * (size_t)max_pages;
+		int32_t *lrow = row + table;
 
 		memcpy(row, sq->pages, (size_t)sq->n_pages * sizeof(*row));
 		for (int p = sq->n_pages; p < max_pages; p++)
 			row[p] = -1;
+		if (!local)
+			continue;
+		memcpy(lrow, sq->lpages, (size_t)sq->n_pages * sizeof(*lrow));
+		for (int p = sq->n_pages; p < max_pages; p++)
+			lrow[p] = -1;
 	}
 	desc->n_tokens = n;
 	desc->pos = s->pos;
@@ -267,6 +276,8 @@ static int plan_batch(struct exl_model *m, struct exl_kvcache *kv, const struct 
 	desc->n_seqs = b->n_seqs;
 	desc->max_pages = max_pages;
 	desc->page_table = s->page_table;
+	desc->local_max_pages = local ? max_pages : 0;
+	desc->local_page_table = local ? s->page_table + table : NULL;
 	return n_out;
 }
 
@@ -492,6 +503,15 @@ int exl_model_forward_io(struct exl_model *m, struct exl_kvcache *kv, const stru
 	    kl0->head_dim != hp->head_dim) {
 		snprintf(err, errlen, "kv cache is not shaped for this model");
 		return -1;
+	}
+	/* a layer in the local pool sees only its window's positions there */
+	for (int il = 0; exl_kvcache_local_n_pages(kv) && il < hp->n_layer; il++) {
+		if (exl_kvcache_layer(kv, il)->table &&
+		    (!exl_layer_is_swa(hp, il) || exl_kvcache_local_window(kv) < hp->n_swa)) {
+			snprintf(err, errlen, "kv cache keeps layer %d in its local pool, which "
+				 "the model's layer cannot use", il);
+			return -1;
+		}
 	}
 	if (scratch_reserve_tokens(m, n, err, errlen) ||
 	    scratch_reserve_seqs(m, b->n_seqs, 0, err, errlen))

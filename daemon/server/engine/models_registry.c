@@ -301,7 +301,11 @@ static void *loader_main(void *arg)
 			goto fail_msg;
 		}
 	}
-	e->kv = exl_model_kvcache_create(e->model, kv_tokens, c->kv_page_size, err, sizeof(err));
+	/* a mixed sliding-window model's local pool: the window of each
+	 * running job's sequence (engine.c counts both pools) */
+	e->kv = exl_model_kvcache_create_for(e->model, kv_tokens, c->kv_page_size,
+					     c->max_running_jobs, c->max_batch_tokens, err,
+					     sizeof(err));
 	if (!e->kv) {
 		e->load_code = EXL_E_INTERNAL;
 		goto fail_msg;
@@ -817,7 +821,7 @@ static void pack_memory(const struct exl_registry *r, msgpack_packer *pk,
 			const struct exl_model_entry *e)
 {
 	struct exl_backend_mem mem;
-	uint64_t kv_bytes = 0;
+	uint64_t kv_bytes = 0, kv_local_bytes = 0;
 	char msg[200];
 
 	memset(&mem, 0, sizeof(mem));
@@ -825,8 +829,10 @@ static void pack_memory(const struct exl_registry *r, msgpack_packer *pk,
 	if (e->state != EXL_MODEL_LOADING && e->be) {
 		if (e->be->ops->mem_info(e->be, &mem, msg, sizeof(msg)))
 			exl_log(EXL_LOG_DEBUG, "status of '%s': %s", e->name, msg);
-		if (e->kv)
+		if (e->kv) {
 			kv_bytes = exl_kvcache_bytes(e->kv);
+			kv_local_bytes = exl_kvcache_local_bytes(e->kv);
+		}
 	}
 	exl_pack_key(pk, "device");
 	exl_pack_cstr(pk, mem.device);
@@ -834,6 +840,8 @@ static void pack_memory(const struct exl_registry *r, msgpack_packer *pk,
 	msgpack_pack_uint64(pk, mem.weight_bytes);
 	exl_pack_key(pk, "kv_bytes");
 	msgpack_pack_uint64(pk, kv_bytes);
+	exl_pack_key(pk, "kv_local_bytes");
+	msgpack_pack_uint64(pk, kv_local_bytes);
 	exl_pack_key(pk, "buffer_bytes");
 	msgpack_pack_uint64(pk, mem.buffer_bytes);
 	exl_pack_key(pk, "device_free");
@@ -854,7 +862,7 @@ void exl_registry_pack_status(struct exl_registry *r, msgpack_packer *pk)
 		memset(&st, 0, sizeof(st));
 		if (e->et)
 			exl_engine_thread_stats(e->et, &st);
-		msgpack_pack_map(pk, 23); /* 17 here, 6 in pack_memory */
+		msgpack_pack_map(pk, 26); /* 19 here, 7 in pack_memory */
 		exl_pack_key(pk, "name");
 		exl_pack_cstr(pk, e->name);
 		exl_pack_key(pk, "state");
@@ -887,6 +895,10 @@ void exl_registry_pack_status(struct exl_registry *r, msgpack_packer *pk)
 		msgpack_pack_int(pk, st.kv_pages_free);
 		exl_pack_key(pk, "kv_pages");
 		msgpack_pack_int(pk, st.kv_pages_total);
+		exl_pack_key(pk, "kv_local_pages_free");
+		msgpack_pack_int(pk, st.kv_local_pages_free);
+		exl_pack_key(pk, "kv_local_pages");
+		msgpack_pack_int(pk, st.kv_local_pages_total);
 		exl_pack_key(pk, "load_progress");
 		msgpack_pack_uint64(pk, e->state == EXL_MODEL_LOADING ? e->progress_done : e->file_size);
 		pack_memory(r, pk, e);
