@@ -35,7 +35,9 @@ run_build() {
 run_build build || { status=1; total_fail=$((total_fail + 1)); }
 # -fno-sanitize-recover: UBSan's default is to print and go on, which no test
 # would notice; with it, undefined behaviour fails the test that hit it.
-run_build build-san -Dbuildtype=debug -Db_sanitize=address,undefined -Db_lundef=false \
+# -O1, as AddressSanitizer's own documentation advises: its tests ran 2.5
+# to 3 times faster than at -O0, which kept CI over its 20 minutes.
+run_build build-san -Dbuildtype=debug -Doptimization=1 -Db_sanitize=address,undefined -Db_lundef=false \
 	-Dc_args=-fno-sanitize-recover=all -Dcuda=disabled || { status=1; total_fail=$((total_fail + 1)); }
 
 [ "$total_fail" -eq 0 ] || status=1
