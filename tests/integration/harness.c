@@ -354,6 +354,70 @@ char *h_expected(const char *model_path, const char *prompt, int n)
 	return out;
 }
 
+int h_run_capture(char *const argv[], char *out, size_t cap)
+{
+	int fd[2], status;
+	size_t len = 0;
+
+	if (cap == 0 || pipe(fd))
+		return -1;
+	pid_t pid = fork();
+	if (pid < 0) {
+		close(fd[0]);
+		close(fd[1]);
+		return -1;
+	}
+	if (pid == 0) {
+		dup2(fd[1], 1);
+		close(fd[0]);
+		close(fd[1]);
+		execv(argv[0], argv);
+		_exit(127);
+	}
+	close(fd[1]);
+	/* Read to the end even past cap, so the child never blocks on a full
+	 * pipe; what does not fit is dropped. */
+	for (;;) {
+		char sink[4096];
+		char *dst = len < cap - 1 ? out + len : sink;
+		size_t room = len < cap - 1 ? cap - 1 - len : sizeof(sink);
+		ssize_t r = read(fd[0], dst, room);
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			break;
+		if (dst != sink)
+			len += (size_t)r;
+	}
+	close(fd[0]);
+	out[len] = 0;
+	if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status))
+		return -1;
+	return WEXITSTATUS(status);
+}
+
+int h_parse_ids(const char *json, int32_t *ids, int cap)
+{
+	static const char key[] = "\"token_ids\":[";
+	const char *p = strstr(json, key);
+	int n = 0;
+
+	if (!p)
+		return -1;
+	p += strlen(key);
+	while (*p && *p != ']' && n < cap) {
+		char *end;
+		long v = strtol(p, &end, 10);
+
+		if (end == p)
+			return -1;
+		ids[n++] = (int32_t)v;
+		p = *end == ',' ? end + 1 : end;
+	}
+	return n;
+}
+
 void h_sleep_ms(long ms)
 {
 	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };

@@ -8,6 +8,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stddef.h>
 #include <sys/types.h>
 
@@ -74,5 +75,14 @@ long h_rss_kib(pid_t pid);
 /* The completion `exld run` prints for prompt (greedy, n tokens), without
  * the echoed prompt and the final newline.  malloc'ed, NULL on failure. */
 char *h_expected(const char *model_path, const char *prompt, int n);
+
+/* Runs argv (argv[0] a path) to its end with stdout in out (at most cap - 1
+ * bytes, NUL-terminated; stderr stays the test's): its exit status, or -1
+ * when it could not run or was killed. */
+int h_run_capture(char *const argv[], char *out, size_t cap);
+
+/* The ids of `exld run --json`'s "token_ids" into ids (at most cap): how
+ * many, or -1 when json has none. */
+int h_parse_ids(const char *json, int32_t *ids, int cap);
 
 #endif

@@ -33,61 +33,6 @@ struct twin {
 	bool done;
 };
 
-/* Runs argv to its end with stdout into out (at most cap - 1 bytes). */
-static int run_capture(char *const argv[], char *out, size_t cap)
-{
-	int fd[2];
-	size_t len = 0;
-
-	if (pipe(fd))
-		return -1;
-	pid_t pid = fork();
-	if (pid < 0)
-		return -1;
-	if (pid == 0) {
-		dup2(fd[1], 1);
-		close(fd[0]);
-		close(fd[1]);
-		execv(argv[0], argv);
-		_exit(127);
-	}
-	close(fd[1]);
-	for (;;) {
-		ssize_t r = read(fd[0], out + len, cap - 1 - len);
-		if (r <= 0)
-			break;
-		len += (size_t)r;
-		if (len == cap - 1)
-			break;
-	}
-	close(fd[0]);
-	out[len] = 0;
-	int st;
-	if (waitpid(pid, &st, 0) < 0 || !WIFEXITED(st))
-		return -1;
-	return WEXITSTATUS(st);
-}
-
-/* The token ids of exld run --json's "token_ids". */
-static int parse_ids(const char *json, int32_t *ids, int cap)
-{
-	const char *p = strstr(json, "\"token_ids\":[");
-	int n = 0;
-
-	if (!p)
-		return -1;
-	p += strlen("\"token_ids\":[");
-	while (*p && *p != ']' && n < cap) {
-		char *end;
-		long v = strtol(p, &end, 10);
-		if (end == p)
-			return -1;
-		ids[n++] = (int32_t)v;
-		p = *end == ',' ? end + 1 : end;
-	}
-	return n;
-}
-
 static int twin_expected(struct twin *t, const char *model_path, const char *dir)
 {
 	char nbuf[16], lora[512], out[65536];
@@ -115,9 +60,9 @@ static int twin_expected(struct twin *t, const char *model_path, const char *dir
 		argv[n++] = lora;
 	}
 	argv[n] = NULL;
-	if (run_capture(argv, out, sizeof(out)))
+	if (h_run_capture(argv, out, sizeof(out)))
 		return -1;
-	t->n_want = parse_ids(out, t->want, MAX_IDS);
+	t->n_want = h_parse_ids(out, t->want, MAX_IDS);
 	return t->n_want == N_NEW ? 0 : -1;
 }
 
@@ -142,7 +87,7 @@ static int mkadapter(const char *dir, const char *name, const char *seed, const 
 	argv[n++] = "-o";
 	argv[n++] = out;
 	argv[n] = NULL;
-	return run_capture(argv, log, sizeof(log));
+	return h_run_capture(argv, log, sizeof(log));
 }
 
 static bool same(const int32_t *a, int na, const int32_t *b, int nb)

@@ -24,63 +24,6 @@
 static const char *const prompts[2] = { "hello world this is a test of the window",
 					 "a second prompt for the other job" };
 
-/* Runs argv, its stdout into out (NUL-terminated); 0 when it exits 0. */
-static int run_capture(char *const argv[], char *out, size_t cap)
-{
-	int fd[2], status;
-	size_t len = 0;
-
-	if (pipe(fd))
-		return -1;
-	pid_t pid = fork();
-	if (pid < 0)
-		return -1;
-	if (pid == 0) {
-		int null = open("/dev/null", O_WRONLY);
-
-		dup2(fd[1], 1);
-		if (null >= 0)
-			dup2(null, 2);
-		close(fd[0]);
-		close(fd[1]);
-		execv(argv[0], argv);
-		_exit(127);
-	}
-	close(fd[1]);
-	for (;;) {
-		ssize_t r = read(fd[0], out + len, cap - 1 - len);
-		if (r <= 0)
-			break;
-		len += (size_t)r;
-		if (len == cap - 1)
-			break;
-	}
-	close(fd[0]);
-	out[len] = 0;
-	if (waitpid(pid, &status, 0) != pid)
-		return -1;
-	return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -1;
-}
-
-static int parse_ids(const char *json, int32_t *ids, int cap)
-{
-	const char *p = strstr(json, "\"token_ids\":[");
-	int n = 0;
-
-	if (!p)
-		return -1;
-	p += strlen("\"token_ids\":[");
-	while (*p && *p != ']' && n < cap) {
-		char *end;
-		long v = strtol(p, &end, 10);
-		if (end == p)
-			return -1;
-		ids[n++] = (int32_t)v;
-		p = *end == ',' ? end + 1 : end;
-	}
-	return n;
-}
-
 int main(void)
 {
 	struct daemon d;
@@ -107,15 +50,15 @@ int main(void)
 				 "4", "--kv-heads", "2", "--ff", "128", "--swa", "8", "--threads",
 				 "1", "-o", model_path, NULL };
 
-		REQUIRE(run_capture(argv, out, sizeof(out)) == 0, "exld-mkmodel");
+		REQUIRE(h_run_capture(argv, out, sizeof(out)) == 0, "exld-mkmodel");
 	}
 	for (int i = 0; i < 2; i++) {
 		char *argv[] = { (char *)h_exld(), "run", "--model", model_path, "--prompt",
 				 (char *)prompts[i], "-n", "200", "--temperature", "0",
 				 "--ignore-eos", "--threads", "1", "--json", NULL };
 
-		REQUIRE(run_capture(argv, out, sizeof(out)) == 0, "exld run %d", i);
-		n_want[i] = parse_ids(out, want[i], MAX_IDS);
+		REQUIRE(h_run_capture(argv, out, sizeof(out)) == 0, "exld run %d", i);
+		n_want[i] = h_parse_ids(out, want[i], MAX_IDS);
 		REQUIRE(n_want[i] == N_NEW, "exld run %d: %d ids", i, n_want[i]);
 	}
 	snprintf(conf, sizeof(conf), "%s/exld.conf", d.dir);
@@ -184,7 +127,7 @@ int main(void)
 
 		/* exl status prints the local pool beside the KV cache's bytes */
 		snprintf(exl, sizeof(exl), "%s/client/exl", getenv("EXLD_BUILDDIR"));
-		CHECK(run_capture(argv, out, sizeof(out)) == 0 &&
+		CHECK(h_run_capture(argv, out, sizeof(out)) == 0 &&
 		      strstr(out, "KV cache 356.0 KiB (100.0 KiB local, pages 0/10)"),
 		      "exl status: %s", out);
 	}
