@@ -7,12 +7,15 @@
 #    run` refuses a model that does not fit with the numbers, and a daemon
 #    with a model on it sizes the KV pool from free memory, reports the
 #    device's memory in `exl status`, and answers a job it cannot run with
-#    an error, not a crash.
+#    an error, not a crash;
+#  - a gemma3 file mixing sliding-window and global layers gets a global
+#    pool counted at its global layers, beside the local layers' own pool.
 set -u
-exld=${1:?usage: test_cuda_cli.sh EXLD EXL CUDA_MODULE FAKE_VRAM_MODULE}
+exld=${1:?usage: test_cuda_cli.sh EXLD EXL CUDA_MODULE FAKE_VRAM_MODULE MKMODEL}
 exl=${2:?}
 real_module=${3:?}
 fake_module=${4:?}
+mkmodel=${5:?}
 models=${EXLD_MODELS:-}
 if [ -z "$models" ] || [ ! -f "$models/stories260K.gguf" ]; then
 	echo "EXLD_MODELS ('$models') has no stories260K.gguf; skipping"
@@ -94,5 +97,43 @@ rc=$?
 	"$exl" status >/dev/null 2>&1 &&
 	ok "a job the device cannot run: an error (exit $rc), the daemon serves on" ||
 	bad "generate on the fake device: rc $rc: $(cat "$tmp/o" "$tmp/e")"
+kill -TERM "$dpid" 2>/dev/null && wait "$dpid" 2>/dev/null
+dpid=
+
+# ---- auto sizing for a model with local and global layers ----
+# gemma3, 6 layers (5 local, window 8; 1 global), 2 KV heads of 64: 512
+# bytes a layer and position, 21819392 bytes of weights.  32 MiB free
+# leave 11735040 bytes, 90% of them 10561536.  max_running_jobs 2, pages
+# of 32, batches of 512: the local pool is 2 x 19 pages (window, a kept
+# page, a batch ahead) = 1216 positions x 5 layers = 3112960 bytes, and
+# the global pool gets the rest at 512 bytes a position, capped at the
+# training context x 2 jobs: 4096, in all 5210112 bytes (5.0 MiB).
+# With 16 jobs the local pool would be larger than the global one could
+# be, so both are sized as one pool of every layer: 10561536 / 3072 =
+# 3438, 107 pages = 3424 positions (10.0 MiB).
+mkdir "$tmp/g" && "$mkmodel" --arch gemma3 --dim 256 --layers 6 --heads 4 --kv-heads 2 \
+	--vocab 2000 --swa 8 --swa-pattern 6 -o "$tmp/g/g3.gguf" >/dev/null 2>&1 ||
+	bad "exld-mkmodel gemma3"
+for jobs in 2 16; do
+	printf 'max_running_jobs = %s\n' $jobs >"$tmp/g/conf"
+	EXLD_CUDA_MODULE=$fake_module EXLD_FAKE_VRAM_FREE_MIB=32 timeout 20 "$exld" \
+		--config "$tmp/g/conf" --socket "$tmp/g/s" --models "$tmp/g" --load g3 \
+		--device cuda >"$tmp/g/log" 2>&1 &
+	dpid=$!
+	i=0
+	while [ $i -lt 200 ] && ! has "$tmp/g/log" "ready" && kill -0 "$dpid" 2>/dev/null; do
+		sleep 0.1
+		i=$((i + 1))
+	done
+	case $jobs in
+	2) want="(KV pool of 4096 tokens, 5.0 MiB)" ;;
+	*) want="(KV pool of 3424 tokens, 10.0 MiB)" ;;
+	esac
+	has "$tmp/g/log" "$want" &&
+		ok "gemma3, 32 MiB free, $jobs jobs: $want" ||
+		bad "gemma3 sizing, $jobs jobs: $(cat "$tmp/g/log")"
+	kill -TERM "$dpid" 2>/dev/null && wait "$dpid" 2>/dev/null
+	dpid=
+done
 
 exit $fail

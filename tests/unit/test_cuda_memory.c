@@ -101,6 +101,17 @@ static int case_sizing(void)
 			(unsigned long long)t[i].per_token, t[i].page, (long long)t[i].max, got,
 			t[i].want);
 	}
+	/* After a reservation (a mixed model's local pool) out of the 90 %:
+	 * 1000 bytes free give 900, at 10 a token and pages of 1. */
+	REQUIRE(exl_kv_tokens_after(1000, 0, 10, 1, 0) == 90, "no reservation: %d",
+		exl_kv_tokens_after(1000, 0, 10, 1, 0));
+	REQUIRE(exl_kv_tokens_after(1000, 300, 10, 1, 0) == 60, "300 reserved: %d",
+		exl_kv_tokens_after(1000, 300, 10, 1, 0));
+	REQUIRE(exl_kv_tokens_after(1000, 300, 10, 16, 0) == 48, "pages of 16: %d",
+		exl_kv_tokens_after(1000, 300, 10, 16, 0));
+	REQUIRE(exl_kv_tokens_after(1000, 900, 10, 1, 0) == 0 &&
+		exl_kv_tokens_after(1000, 901, 10, 1, 0) == 0 &&
+		exl_kv_tokens_after(1000, UINT64_MAX, 10, 1, 0) == 0, "all reserved");
 	printf("%zu sizing cases\n", sizeof(t) / sizeof(t[0]));
 	return 0;
 out:

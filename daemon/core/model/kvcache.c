@@ -263,6 +263,12 @@ uint64_t exl_kv_bytes_per_token(int n_layers, int n_kv_heads, int head_dim)
 int exl_kv_tokens_for_memory(uint64_t free_bytes, uint64_t bytes_per_token, int page_size,
 			     int64_t max_tokens)
 {
+	return exl_kv_tokens_after(free_bytes, 0, bytes_per_token, page_size, max_tokens);
+}
+
+int exl_kv_tokens_after(uint64_t free_bytes, uint64_t reserved, uint64_t bytes_per_token,
+			int page_size, int64_t max_tokens)
+{
 	uint64_t usable, pages, cap_pages;
 
 	if (!bytes_per_token || page_size <= 0)
@@ -270,6 +276,9 @@ int exl_kv_tokens_for_memory(uint64_t free_bytes, uint64_t bytes_per_token, int 
 	/* EXL_KV_FREE_PERCENT of free_bytes without overflowing */
 	usable = free_bytes / 100 * EXL_KV_FREE_PERCENT +
 		 free_bytes % 100 * EXL_KV_FREE_PERCENT / 100;
+	if (reserved >= usable)
+		return 0;
+	usable -= reserved;
 	pages = usable / bytes_per_token / (uint64_t)page_size;
 	if (max_tokens <= 0 || max_tokens > EXL_KV_MAX_TOKENS)
 		max_tokens = EXL_KV_MAX_TOKENS;
@@ -286,15 +295,36 @@ int exl_kv_tokens_for_memory(uint64_t free_bytes, uint64_t bytes_per_token, int 
 int exl_kvcache_auto_tokens(struct exl_backend *be, int n_layers, int n_kv_heads, int head_dim,
 			    int page_size, int64_t max_tokens, char *err, size_t errlen)
 {
-	uint64_t per_token = exl_kv_bytes_per_token(n_layers, n_kv_heads, head_dim);
+	return exl_kvcache_auto_tokens_mixed(be, n_layers, 0, n_kv_heads, head_dim, page_size, 0,
+					     max_tokens, err, errlen);
+}
+
+int exl_kvcache_auto_tokens_mixed(struct exl_backend *be, int n_layers, int n_local,
+				  int n_kv_heads, int head_dim, int page_size,
+				  int64_t local_tokens, int64_t max_tokens, char *err,
+				  size_t errlen)
+{
+	uint64_t per_token = exl_kv_bytes_per_token(n_layers - n_local, n_kv_heads, head_dim);
+	uint64_t per_local = n_local ? exl_kv_bytes_per_token(n_local, n_kv_heads, head_dim) : 0;
+	uint64_t reserved = 0;
 	struct exl_backend_mem mem;
 	char msg[300];
 	int tokens;
 
-	if (!per_token || page_size <= 0) {
-		snprintf(err, errlen, "kv cache: bad shape (layers %d, kv heads %d, head dim %d, "
-			 "page size %d)", n_layers, n_kv_heads, head_dim, page_size);
+	if (!per_token || page_size <= 0 || n_local < 0 || local_tokens < 0 ||
+	    (n_local && !per_local)) {
+		snprintf(err, errlen, "kv cache: bad shape (layers %d, %d of them local, kv heads "
+			 "%d, head dim %d, page size %d)", n_layers, n_local, n_kv_heads, head_dim,
+			 page_size);
 		return -1;
+	}
+	if (n_local) {
+		if ((uint64_t)local_tokens > UINT64_MAX / per_local) {
+			snprintf(err, errlen, "kv cache: a local pool of %lld positions is too large",
+				 (long long)local_tokens);
+			return -1;
+		}
+		reserved = (uint64_t)local_tokens * per_local;
 	}
 	if (be->ops->mem_info(be, &mem, msg, sizeof(msg))) {
 		snprintf(err, errlen, "kv cache: cannot size the pool from free memory on %s: %s",
@@ -303,12 +333,13 @@ int exl_kvcache_auto_tokens(struct exl_backend *be, int n_layers, int n_kv_heads
 	}
 	if (!mem.total_bytes)
 		return EXL_KV_DEFAULT_TOKENS; /* host memory: no pool of its own to fill */
-	tokens = exl_kv_tokens_for_memory(mem.free_bytes, per_token, page_size, max_tokens);
+	tokens = exl_kv_tokens_after(mem.free_bytes, reserved, per_token, page_size, max_tokens);
 	if (tokens <= 0) {
 		snprintf(err, errlen, "kv cache: not even one page of %d tokens (%.2f MiB) fits in "
-			 "%d%% of the %.1f MiB free (of %.1f MiB) on %s after the weights",
+			 "%d%% of the %.1f MiB free (of %.1f MiB) on %s after the weights%s",
 			 page_size, (double)per_token * page_size / MIB, EXL_KV_FREE_PERCENT,
-			 mem.free_bytes / MIB, mem.total_bytes / MIB, mem.device);
+			 mem.free_bytes / MIB, mem.total_bytes / MIB, mem.device,
+			 reserved ? " and the sliding-window layers' own pool" : "");
 		return -1;
 	}
 	return tokens;

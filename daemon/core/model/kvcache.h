@@ -85,6 +85,10 @@ uint64_t exl_kv_bytes_per_token(int n_layers, int n_kv_heads, int head_dim);
  * more than EXL_KV_MAX_TOKENS.  0 when not one page fits.  Pure arithmetic. */
 int exl_kv_tokens_for_memory(uint64_t free_bytes, uint64_t bytes_per_token, int page_size,
 			     int64_t max_tokens);
+/* The same after `reserved` bytes of that share went elsewhere (a mixed
+ * model's local pool): 0 when they take it all. */
+int exl_kv_tokens_after(uint64_t free_bytes, uint64_t reserved, uint64_t bytes_per_token,
+			int page_size, int64_t max_tokens);
 /* The pool size for kv_tokens unset: on a backend with memory of its own
  * (ops->mem_info gives a total), exl_kv_tokens_for_memory of what is free
  * now, so call it after the weights are uploaded; on the CPU
@@ -92,6 +96,15 @@ int exl_kv_tokens_for_memory(uint64_t free_bytes, uint64_t bytes_per_token, int 
  * page fits, or when the device cannot be asked. */
 int exl_kvcache_auto_tokens(struct exl_backend *be, int n_layers, int n_kv_heads, int head_dim,
 			    int page_size, int64_t max_tokens, char *err, size_t errlen);
+/* The global pool's size for a model whose n_local of n_layers layers keep
+ * their K/V in a pool of their own of local_tokens positions
+ * (exl_kvcache_create_mixed): the global pool holds n_layers - n_local
+ * layers a position, in what the local pool leaves.  n_local 0 is
+ * exl_kvcache_auto_tokens. */
+int exl_kvcache_auto_tokens_mixed(struct exl_backend *be, int n_layers, int n_local,
+				  int n_kv_heads, int head_dim, int page_size,
+				  int64_t local_tokens, int64_t max_tokens, char *err,
+				  size_t errlen);
 
 /* Every layer of the model attends through a sliding window of `window`
  * positions (0: none, the default): a sequence's pages wholly behind its

@@ -144,6 +144,52 @@ size_t exl_model_weight_bytes(const struct exl_model *m)
 	return m->weight_bytes;
 }
 
+/* Layers of a model that mixes sliding-window and global attention that
+ * are local; 0 for a model with only one kind (one pool serves it). */
+static int mixed_local_layers(const struct exl_hparams *hp)
+{
+	int n_local = 0;
+
+	for (int il = 0; il < hp->n_layer && hp->n_swa > 0; il++)
+		n_local += exl_layer_is_swa(hp, il);
+	return n_local == hp->n_layer ? 0 : n_local;
+}
+
+/* The local pool a mixed model needs: each sequence's window, a page kept
+ * behind it and a chunk ahead, for n_seqs sequences (n_seqs <= 0: none
+ * given, -1). */
+static int64_t local_pool_tokens(const struct exl_hparams *hp, int page_size, int n_seqs,
+				 int chunk)
+{
+	if (n_seqs <= 0 || page_size <= 0)
+		return -1;
+	int64_t span = ((int64_t)hp->n_swa - 1 + page_size + (chunk > 0 ? chunk : 0) +
+			page_size - 1) / page_size + 1;
+
+	return span * page_size * n_seqs;
+}
+
+int exl_model_kv_auto_tokens(struct exl_model *m, int page_size, int n_seqs, int chunk,
+			     int64_t max_tokens, char *err, size_t errlen)
+{
+	const struct exl_hparams *hp = &m->hp;
+	int n_local = mixed_local_layers(hp);
+	int64_t local = local_pool_tokens(hp, page_size, n_seqs, chunk);
+
+	/* As one pool of every layer a position: right when the local pool is
+	 * as large as the global one, which exl_model_kvcache_create_for caps
+	 * it at (no sequence count, or windows that need more) */
+	int all = exl_kvcache_auto_tokens(m->be, hp->n_layer, hp->n_head_kv, hp->head_dim,
+					  page_size, max_tokens, err, errlen);
+
+	if (all < 0 || !n_local || local < 0 || local >= all)
+		return all;
+	/* a smaller local pool leaves the rest to the global layers alone */
+	return exl_kvcache_auto_tokens_mixed(m->be, hp->n_layer, n_local, hp->n_head_kv,
+					     hp->head_dim, page_size, local, max_tokens, err,
+					     errlen);
+}
+
 struct exl_kvcache *exl_model_kvcache_create_for(struct exl_model *m, int n_tokens,
 						 int page_size, int n_seqs, int chunk, char *err,
 						 size_t errlen)
@@ -155,7 +201,7 @@ struct exl_kvcache *exl_model_kvcache_create_for(struct exl_model *m, int n_toke
 
 	for (int il = 0; il < hp->n_layer && hp->n_swa > 0; il++)
 		n_local += exl_layer_is_swa(hp, il);
-	if (n_local == 0 || n_local == hp->n_layer) {
+	if (!mixed_local_layers(hp)) {
 		kv = exl_kvcache_create(m->be, hp->n_layer, hp->n_head_kv, hp->head_dim, n_tokens,
 					page_size, err, errlen);
 		/* Pages behind the window go back from the one pool only when
@@ -171,17 +217,12 @@ struct exl_kvcache *exl_model_kvcache_create_for(struct exl_model *m, int n_toke
 	}
 	for (int il = 0; il < hp->n_layer; il++)
 		local[il] = exl_layer_is_swa(hp, il);
-	/* the local pool: each sequence's window, a page kept behind it and
-	 * a chunk ahead, for n_seqs sequences, at most the global pool */
+	/* the local pool: n_seqs sequences' windows, at most the global pool */
 	int64_t local_tokens = n_tokens;
-	if (n_seqs > 0 && page_size > 0) {
-		int64_t span = ((int64_t)hp->n_swa - 1 + page_size + (chunk > 0 ? chunk : 0) +
-				page_size - 1) / page_size + 1;
-		int64_t want = span * page_size * n_seqs;
+	int64_t want = local_pool_tokens(hp, page_size, n_seqs, chunk);
 
-		if (want < local_tokens)
-			local_tokens = want;
-	}
+	if (want >= 0 && want < local_tokens)
+		local_tokens = want;
 	kv = exl_kvcache_create_mixed(m->be, hp->n_layer, hp->n_head_kv, hp->head_dim, n_tokens,
 				      page_size, local, hp->n_swa, (int)local_tokens, err, errlen);
 	free(local);

@@ -137,6 +137,13 @@ size_t exl_model_weight_bytes(const struct exl_model *m);
  * behind the window go back, but no memory is saved. */
 struct exl_kvcache *exl_model_kvcache_create(struct exl_model *m, int n_tokens, int page_size,
 					     char *err, size_t errlen);
+/* The pool size for kv_tokens unset (exl_kvcache_auto_tokens), for the
+ * cache exl_model_kvcache_create_for(m, ..., page_size, n_seqs, chunk)
+ * makes: a mixed sliding-window model's global pool gets what its local
+ * pool leaves of the device's free memory, counted at its global layers
+ * only. */
+int exl_model_kv_auto_tokens(struct exl_model *m, int page_size, int n_seqs, int chunk,
+			     int64_t max_tokens, char *err, size_t errlen);
 /* The same, with the local pool of a mixed model sized for n_seqs
  * sequences at once that reserve up to chunk positions ahead (an engine's
  * max_jobs and max_batch_tokens: exl_kvcache_local_span each), never more

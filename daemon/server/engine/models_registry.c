@@ -292,10 +292,10 @@ static void *loader_main(void *arg)
 
 		/* After the weights: what is free now is what the pool may use.
 		 * More than every admitted job at full context is never used. */
-		kv_tokens = exl_kvcache_auto_tokens(e->be, hp->n_layer, hp->n_head_kv, hp->head_dim,
-						    c->kv_page_size,
-						    (int64_t)hp->n_ctx_train * c->max_running_jobs,
-						    err, sizeof(err));
+		kv_tokens = exl_model_kv_auto_tokens(e->model, c->kv_page_size,
+						     c->max_running_jobs, c->max_batch_tokens,
+						     (int64_t)hp->n_ctx_train * c->max_running_jobs,
+						     err, sizeof(err));
 		if (kv_tokens < 0) {
 			e->load_code = EXL_E_LOAD_FAILED;
 			goto fail_msg;
