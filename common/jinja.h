@@ -517,6 +517,9 @@ struct jargs {
 
 /* A keyword argument, or NULL. */
 struct jv *exl_jargs_kw(const struct jargs *a, const char *name);
+/* Argument i when given positionally, else keyword kw when given (kw may
+ * be NULL), else dflt. */
+struct jv exl_jargs_get(const struct jargs *a, size_t i, const char *kw, struct jv dflt);
 
 /* Filters: name applied to v; `called` when written with parentheses. */
 int exl_jinja_filter(struct jctx *c, unsigned line, const char *name, size_t nlen, bool called,

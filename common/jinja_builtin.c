@@ -255,17 +255,6 @@ bool exl_jinja_builtin_attr(struct jctx *c, struct jv self, const char *name, si
 	}
 }
 
-static struct jv arg_or(const struct jargs *a, size_t i, const char *kw, struct jv dflt)
-{
-	struct jv *k;
-
-	if (i < a->n)
-		return a->v[i];
-	if (kw && (k = exl_jargs_kw(a, kw)))
-		return *k;
-	return dflt;
-}
-
 static int str_title(struct jctx *c, struct jv s, struct jv *out)
 {
 	char *p = exl_jstrdup(c, s.u.s, s.len);
@@ -339,8 +328,8 @@ static int affix(struct jctx *c, unsigned line, struct jv s, const struct jargs 
 static int str_split(struct jctx *c, unsigned line, struct jv s, const struct jargs *a,
 		     struct jv *out)
 {
-	struct jv sep = arg_or(a, 0, "sep", jv_null());
-	struct jv max = arg_or(a, 1, "maxsplit", jv_int(-1));
+	struct jv sep = exl_jargs_get(a, 0, "sep", jv_null());
+	struct jv max = exl_jargs_get(a, 1, "maxsplit", jv_int(-1));
 	struct jarr *r = exl_jarr_new(c, 0);
 
 	if (!r)
@@ -439,7 +428,7 @@ static int str_replace(struct jctx *c, unsigned line, struct jv s, const struct 
 	to = a->v[1];
 	if (from.t != JV_STR || to.t != JV_STR)
 		return exl_jfail(c, line, "replace() arguments must be strings");
-	count = arg_or(a, 2, "count", jv_null());
+	count = exl_jargs_get(a, 2, "count", jv_null());
 	if (count.t != JV_INT && count.t != JV_NULL)
 		return exl_jfail(c, line, "replace(): count must be an integer or none");
 	if (count.t == JV_INT && count.u.n == 0) {
@@ -643,9 +632,9 @@ static struct jv pair_item(const void *arg, struct jv pair)
 static int dictsort(struct jctx *c, unsigned line, const struct jobj *o, const struct jargs *a,
 		    struct jv *out)
 {
-	struct jv cs = arg_or(a, 0, "case_sensitive", jv_bool(false));
-	struct jv by = arg_or(a, 1, "by", jv_str("key", 3));
-	struct jv rev = arg_or(a, 2, "reverse", jv_bool(false));
+	struct jv cs = exl_jargs_get(a, 0, "case_sensitive", jv_bool(false));
+	struct jv by = exl_jargs_get(a, 1, "by", jv_str("key", 3));
+	struct jv rev = exl_jargs_get(a, 2, "reverse", jv_bool(false));
 	struct exl_jv_sort s = { c, line, false, false, pair_item, NULL, 0 };
 	size_t index;
 	struct jarr *r;

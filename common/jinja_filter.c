@@ -16,17 +16,6 @@ static bool is(const char *s, size_t n, const char *name)
 
 static const struct jargs no_args;
 
-static struct jv arg_or(const struct jargs *a, size_t i, const char *kw, struct jv dflt)
-{
-	struct jv *k;
-
-	if (i < a->n)
-		return a->v[i];
-	if (kw && (k = exl_jargs_kw(a, kw)))
-		return *k;
-	return dflt;
-}
-
 static bool js_truthy(struct jv v)
 {
 	switch (v.t) {
@@ -462,7 +451,7 @@ static int called(struct jctx *c, unsigned line, const char *f, size_t fn, struc
 	if (is(f, fn, "tojson"))
 		return tojson_called(c, line, v, a, out);
 	if (is(f, fn, "join")) {
-		struct jv sep = arg_or(a, 0, "separator", jv_str("", 0));
+		struct jv sep = exl_jargs_get(a, 0, "separator", jv_str("", 0));
 
 		if (v.t != JV_STR && !jv_is_arr(v))
 			return 1;
@@ -488,7 +477,7 @@ static int called(struct jctx *c, unsigned line, const char *f, size_t fn, struc
 	}
 	if (is(f, fn, "int") || is(f, fn, "float")) {
 		bool isint = f[0] == 'i';
-		struct jv dflt = arg_or(a, 0, "default", isint ? jv_int(0) : jv_float(0));
+		struct jv dflt = exl_jargs_get(a, 0, "default", isint ? jv_int(0) : jv_float(0));
 
 		if (v.t == JV_STR) {
 			double d = isint ? exl_jt_parse_int(v.u.s, v.len) :
@@ -506,7 +495,7 @@ static int called(struct jctx *c, unsigned line, const char *f, size_t fn, struc
 	}
 	if (is(f, fn, "default")) {
 		struct jv dflt = a->n ? a->v[0] : jv_str("", 0);
-		struct jv boolean = arg_or(a, 1, "boolean", jv_bool(false));
+		struct jv boolean = exl_jargs_get(a, 1, "boolean", jv_bool(false));
 
 		if (boolean.t != JV_BOOL)
 			return exl_jfail(c, line, "default: the flag must be a boolean");
@@ -516,9 +505,9 @@ static int called(struct jctx *c, unsigned line, const char *f, size_t fn, struc
 	if (jv_is_arr(v)) {
 		if (is(f, fn, "sort")) {
 			struct vsort s = { 0 };
-			struct jv rev = arg_or(a, 0, "reverse", jv_bool(false));
-			struct jv cs = arg_or(a, 1, "case_sensitive", jv_bool(false));
-			struct jv at = arg_or(a, 2, "attribute", jv_null());
+			struct jv rev = exl_jargs_get(a, 0, "reverse", jv_bool(false));
+			struct jv cs = exl_jargs_get(a, 1, "case_sensitive", jv_bool(false));
+			struct jv at = exl_jargs_get(a, 2, "attribute", jv_null());
 
 			if (rev.t != JV_BOOL || cs.t != JV_BOOL)
 				return exl_jfail(c, line,
@@ -539,9 +528,9 @@ static int called(struct jctx *c, unsigned line, const char *f, size_t fn, struc
 	}
 	if (v.t == JV_STR) {
 		if (is(f, fn, "indent")) {
-			struct jv w = arg_or(a, 0, "width", jv_int(4));
-			struct jv first = arg_or(a, 1, "first", jv_bool(false));
-			struct jv blank = arg_or(a, 2, "blank", jv_bool(false));
+			struct jv w = exl_jargs_get(a, 0, "width", jv_int(4));
+			struct jv first = exl_jargs_get(a, 1, "first", jv_bool(false));
+			struct jv blank = exl_jargs_get(a, 2, "blank", jv_bool(false));
 			struct jbuf pad = { 0 };
 
 			if (w.t == JV_STR) {
@@ -593,7 +582,7 @@ static int minmax(struct jctx *c, unsigned line, struct jv v, const struct jargs
 {
 	struct vsort s = { .attr = jv_null() };
 	struct jv best = jv_undef();
-	struct jv cs = arg_or(a, 0, "case_sensitive", jv_bool(false));
+	struct jv cs = exl_jargs_get(a, 0, "case_sensitive", jv_bool(false));
 	struct jv *at = exl_jargs_kw(a, "attribute");
 
 	s.case_sensitive = cs.t == JV_BOOL && cs.u.b;
@@ -679,7 +668,7 @@ static int jinja2(struct jctx *c, unsigned line, const char *f, size_t fn, struc
 {
 	if (is(f, fn, "d") || is(f, fn, "default")) {
 		struct jv dflt = a->n ? a->v[0] : jv_str("", 0);
-		struct jv boolean = arg_or(a, 1, "boolean", jv_bool(false));
+		struct jv boolean = exl_jargs_get(a, 1, "boolean", jv_bool(false));
 
 		*out = (v.t == JV_UNDEF || (exl_jv_truthy(boolean) && !exl_jv_truthy(v))) ? dflt : v;
 		return 0;
@@ -731,7 +720,7 @@ static int jinja2(struct jctx *c, unsigned line, const char *f, size_t fn, struc
 		}
 	}
 	if ((is(f, fn, "int") || is(f, fn, "float")) && (v.t == JV_UNDEF || v.t == JV_NULL)) {
-		struct jv dflt = arg_or(a, 0, "default", f[0] == 'i' ? jv_int(0) : jv_float(0));
+		struct jv dflt = exl_jargs_get(a, 0, "default", f[0] == 'i' ? jv_int(0) : jv_float(0));
 
 		*out = dflt;
 		return 0;
@@ -790,8 +779,8 @@ static int jinja2(struct jctx *c, unsigned line, const char *f, size_t fn, struc
 	if (jv_is_dict(v) && is(f, fn, "list"))
 		return exl_jinja_method(c, line, v, "keys", &no_args, out);
 	if (jv_is_num(v) && is(f, fn, "round")) {
-		struct jv prec = arg_or(a, 0, "precision", jv_int(0));
-		struct jv method = arg_or(a, 1, "method", jv_str("common", 6));
+		struct jv prec = exl_jargs_get(a, 0, "precision", jv_int(0));
+		struct jv method = exl_jargs_get(a, 1, "method", jv_str("common", 6));
 
 		if (prec.t != JV_INT || method.t != JV_STR)
 			return exl_jfail(c, line,
@@ -816,7 +805,7 @@ static int jinja2(struct jctx *c, unsigned line, const char *f, size_t fn, struc
 			return plain(c, line, f, fn, v, out);
 		if (is(f, fn, "sum")) {
 			struct jv *at = exl_jargs_kw(a, "attribute");
-			struct jv start = arg_or(a, 1, "start", jv_int(0));
+			struct jv start = exl_jargs_get(a, 1, "start", jv_int(0));
 			double total = start.t == JV_FLOAT || start.t == JV_INT ? start.u.n : 0;
 			bool fl = start.t == JV_FLOAT;
 

@@ -225,6 +225,17 @@ struct jv *exl_jargs_kw(const struct jargs *a, const char *name)
 	return a->kw ? exl_jobj_get(a->kw, name, strlen(name)) : NULL;
 }
 
+struct jv exl_jargs_get(const struct jargs *a, size_t i, const char *kw, struct jv dflt)
+{
+	struct jv *k;
+
+	if (i < a->n)
+		return a->v[i];
+	if (kw && (k = exl_jargs_kw(a, kw)))
+		return *k;
+	return dflt;
+}
+
 struct jv exl_jv_from_buf(const struct jbuf *b)
 {
 	return jv_str(b->p ? b->p : "", b->n);
