@@ -196,14 +196,10 @@ void exl_http_embed_launch(struct exl_http_req *r)
 	r->blocked = false;
 	while (e->n_launched < e->n) {
 		int k = e->n_launched;
-		struct exl_model_entry *ent = exl_http_pick(r, r->model);
+		struct exl_model_entry *ent = exl_http_pick_loaded(r);
 
 		if (!ent)
 			return;
-		if (ent->model != r->model_p) {
-			exl_http_req_fail(r, 503, "busy", "model", "the model was reloaded meanwhile");
-			return;
-		}
 		struct exl_prep *p = text_prep(r, k);
 		if (!p) {
 			exl_http_req_fail(r, 500, "internal", NULL, "out of memory");

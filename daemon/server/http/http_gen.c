@@ -349,6 +349,19 @@ static struct exl_model_entry *pick(struct exl_http_req *r, const char *name)
 	return e;
 }
 
+/* r's model again, at launch: NULL with r failed when it is gone, or was
+ * reloaded since r was prepared against it (r->model_p). */
+static struct exl_model_entry *pick_loaded(struct exl_http_req *r)
+{
+	struct exl_model_entry *e = pick(r, r->model);
+
+	if (e && e->model != r->model_p) {
+		exl_http_req_fail(r, 503, "busy", "model", "the model was reloaded meanwhile");
+		return NULL;
+	}
+	return e;
+}
+
 void exl_http_start_generate(struct exl_http *h, struct evhttp_request *req,
 			     enum exl_http_api api, struct exl_json_doc *doc, uid_t uid)
 {
@@ -506,13 +519,9 @@ static void launch_more(struct exl_http_req *r)
 	while (r->n_launched < r->n_choices) {
 		int k = r->n_launched;
 		/* Picked again: while r waited for room the model may have gone. */
-		struct exl_model_entry *ent = pick(r, r->model);
+		struct exl_model_entry *ent = pick_loaded(r);
 		if (!ent)
 			return;
-		if (ent->model != r->model_p) {
-			exl_http_req_fail(r, 503, "busy", "model", "the model was reloaded meanwhile");
-			return;
-		}
 		struct exl_prep *p = choice_prep(r, k, err, sizeof(err));
 		if (!p) {
 			exl_http_req_fail(r, 500, "internal", NULL, err);
@@ -1279,6 +1288,11 @@ void exl_http_req_end(struct exl_http_req *r)
 struct exl_model_entry *exl_http_pick(struct exl_http_req *r, const char *name)
 {
 	return pick(r, name);
+}
+
+struct exl_model_entry *exl_http_pick_loaded(struct exl_http_req *r)
+{
+	return pick_loaded(r);
 }
 
 void exl_http_fail_code(struct exl_http_req *r, int code, const char *msg)

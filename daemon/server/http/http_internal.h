@@ -141,6 +141,9 @@ struct exl_http_req *exl_http_req_new(struct exl_http *h, struct evhttp_request 
 				      enum exl_http_kind kind, enum exl_http_style style, uid_t uid);
 void exl_http_req_end(struct exl_http_req *r);
 struct exl_model_entry *exl_http_pick(struct exl_http_req *r, const char *name);
+/* r's model at launch; NULL with r failed when it is gone or was reloaded
+ * since r was prepared. */
+struct exl_model_entry *exl_http_pick_loaded(struct exl_http_req *r);
 void exl_http_fail_code(struct exl_http_req *r, int code, const char *msg);
 bool exl_http_prep_finish(struct exl_http *h, struct exl_prep *p);
 /* Makes p (prepared for r on ent) a job of r's sink within the uid's
