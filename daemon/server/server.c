@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -604,12 +605,24 @@ static void free_server(struct exl_server *s)
 		free(m);
 		m = next;
 	}
+	/* Freeing a signal event puts back the default action, and a second
+	 * SIGTERM (a user's, a supervisor's) in the time left before exit
+	 * would then kill a daemon that is ending cleanly.  Every other thread
+	 * is joined by now, so blocking them here and ignoring them after
+	 * covers the whole process; a pending one is dropped by SIG_IGN. */
+	sigset_t stop_sigs;
+	sigemptyset(&stop_sigs);
+	sigaddset(&stop_sigs, SIGTERM);
+	sigaddset(&stop_sigs, SIGINT);
+	pthread_sigmask(SIG_BLOCK, &stop_sigs, NULL);
 	struct event *evs[] = { s->mail_ev, s->sigterm_ev, s->sigint_ev, s->lp.retry_ev,
 				s->lp.closed_ev, s->status_ev, s->watchdog_ev, s->drain_ev,
 				s->accept_resume_ev, s->sweep_ev };
 	for (size_t i = 0; i < sizeof(evs) / sizeof(evs[0]); i++)
 		if (evs[i])
 			event_free(evs[i]);
+	signal(SIGTERM, SIG_IGN);
+	signal(SIGINT, SIG_IGN);
 	exl_mailbox_destroy(&s->lp.mail);
 	if (s->spare_fd >= 0)
 		close(s->spare_fd);
