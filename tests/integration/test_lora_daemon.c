@@ -3,7 +3,10 @@
  * submitted together (no adapter, adapter A at 1, adapter B at 0.7) share
  * the model's batches, and each generates exactly the ids `exld run
  * --lora FILE[:SCALE]` gives alone.  A bad adapter is refused at load with
- * the reason, an unknown one at generate, and an unloaded one is gone. */
+ * the reason, an unknown one at generate, and an unloaded one is gone.
+ * Over the HTTP API (/v1/completions and Ollama's /api/generate, "lora" in
+ * the body or options), the same adapters give the msgpack job's text, and
+ * a bad or unknown one is a 400 or 404 naming "lora". */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +16,7 @@
 
 #include "exlclient.h"
 #include "harness.h"
+#include "http_client.h"
 #include "tests/common/check.h"
 
 #define MODEL "stories260K"
@@ -95,6 +99,125 @@ static bool same(const int32_t *a, int na, const int32_t *b, int nb)
 	return na == nb && !memcmp(a, b, (size_t)na * sizeof(*a));
 }
 
+/* s with JSON's escapes, as the daemon writes strings (json_out.c). */
+static void json_escape(const char *s, char *out, size_t cap)
+{
+	size_t n = 0;
+
+	for (; *s && n + 8 < cap; s++) {
+		unsigned char ch = (unsigned char)*s;
+
+		if (ch == '"' || ch == '\\') {
+			out[n++] = '\\';
+			out[n++] = (char)ch;
+		} else if (ch == '\n' || ch == '\r' || ch == '\t') {
+			out[n++] = '\\';
+			out[n++] = ch == '\n' ? 'n' : ch == '\r' ? 'r' : 't';
+		} else if (ch < 0x20) {
+			n += (size_t)snprintf(out + n, cap - n, "\\u%04x", ch);
+		} else {
+			out[n++] = (char)ch;
+		}
+	}
+	out[n] = 0;
+}
+
+/* The greedy text of the msgpack API for adapter (NULL: none) at scale. */
+static int msgpack_text(struct exl_client *c, const char *adapter, float scale, char *out,
+			size_t cap)
+{
+	struct exl_gen_params p;
+	struct exl_result r;
+	const char *names[1] = { adapter };
+	float scales[1] = { scale };
+
+	exl_gen_params_init(&p);
+	p.max_new_tokens = N_NEW;
+	p.temperature = 0.0f;
+	p.ignore_eos = 1;
+	if (adapter) {
+		p.lora_names = names;
+		p.lora_scales = scales;
+		p.n_loras = 1;
+	}
+	if (exl_generate(c, &p, PROMPT, &r))
+		return -1;
+	snprintf(out, cap, "%s", r.text);
+	exl_result_free(&r);
+	return 0;
+}
+
+/* LoRA over the HTTP API, on the daemon's unix: listener. */
+static void http_lora(struct exl_client *c, const char *http_path)
+{
+	const struct target t = { .path = http_path };
+	char plain[4096], with_b[4096], esc[8192], body[1024], want[8300];
+	struct resp r = { 0 };
+
+	if (msgpack_text(c, NULL, 1.0f, plain, sizeof(plain)) ||
+	    msgpack_text(c, "loraB", 0.7f, with_b, sizeof(with_b))) {
+		CHECK(0, "msgpack generate for the HTTP comparison: %s", exl_errmsg(c));
+		return;
+	}
+	CHECK(strcmp(plain, with_b), "loraB changes the msgpack job's text");
+
+	/* OpenAI completions, [name, scale] */
+	snprintf(body, sizeof(body), "{\"model\": \"%s\", \"prompt\": \"%s\", \"max_tokens\": %d, "
+		 "\"temperature\": 0, \"ignore_eos\": true, \"lora\": [[\"loraB\", 0.7]]}",
+		 MODEL, PROMPT, N_NEW);
+	json_escape(with_b, esc, sizeof(esc));
+	snprintf(want, sizeof(want), "\"text\":\"%s\"", esc);
+	CHECK(post(&t, "/v1/completions", body, &r) == 0 && r.status == 200 &&
+	      strstr(r.body, want), "/v1/completions with lora [[loraB, 0.7]]: %d %s", r.status,
+	      r.body ? r.body : "(nothing)");
+	resp_free(&r);
+
+	/* Ollama generate, {name, scale} in options */
+	snprintf(body, sizeof(body), "{\"model\": \"%s\", \"prompt\": \"%s\", \"raw\": true, "
+		 "\"stream\": false, \"options\": {\"num_predict\": %d, \"temperature\": 0, "
+		 "\"ignore_eos\": true, \"lora\": [{\"name\": \"loraB\", \"scale\": 0.7}]}}",
+		 MODEL, PROMPT, N_NEW);
+	snprintf(want, sizeof(want), "\"response\":\"%s\"", esc);
+	CHECK(post(&t, "/api/generate", body, &r) == 0 && r.status == 200 && strstr(r.body, want),
+	      "/api/generate with options.lora [{name: loraB, scale: 0.7}]: %d %s", r.status,
+	      r.body ? r.body : "(nothing)");
+	resp_free(&r);
+
+	/* no lora: the plain text */
+	snprintf(body, sizeof(body), "{\"model\": \"%s\", \"prompt\": \"%s\", \"max_tokens\": %d, "
+		 "\"temperature\": 0, \"ignore_eos\": true, \"lora\": []}", MODEL, PROMPT, N_NEW);
+	json_escape(plain, esc, sizeof(esc));
+	snprintf(want, sizeof(want), "\"text\":\"%s\"", esc);
+	CHECK(post(&t, "/v1/completions", body, &r) == 0 && r.status == 200 &&
+	      strstr(r.body, want), "/v1/completions with lora []: %d %s", r.status,
+	      r.body ? r.body : "(nothing)");
+	resp_free(&r);
+
+	/* refusals */
+	CHECK(post(&t, "/v1/completions", "{\"prompt\": \"x\", \"lora\": [\"loraC\"]}", &r) == 0 &&
+	      r.status == 404 && strstr(r.body, "\"param\":\"lora\"") &&
+	      strstr(r.body, "no adapter 'loraC'"), "an unknown adapter: %d %s", r.status,
+	      r.body ? r.body : "(nothing)");
+	resp_free(&r);
+	CHECK(post(&t, "/v1/completions", "{\"prompt\": \"x\", \"lora\": [[\"loraB\", 5000]]}",
+		   &r) == 0 && r.status == 400 && strstr(r.body, "\"param\":\"lora\"") &&
+	      strstr(r.body, "wants a scale in [-1000, 1000]"), "scale 5000: %d %s", r.status,
+	      r.body ? r.body : "(nothing)");
+	resp_free(&r);
+	CHECK(post(&t, "/v1/completions", "{\"prompt\": \"x\", \"lora\": [{\"id\": 0}]}", &r) == 0 &&
+	      r.status == 400 && strstr(r.body, "name the adapter"), "llama.cpp's id form: %d %s",
+	      r.status, r.body ? r.body : "(nothing)");
+	resp_free(&r);
+	CHECK(post(&t, "/v1/completions", "{\"prompt\": \"x\", \"lora\": \"loraB\"}", &r) == 0 &&
+	      r.status == 400 && strstr(r.body, "wants an array of adapter names"),
+	      "lora as a string: %d %s", r.status, r.body ? r.body : "(nothing)");
+	resp_free(&r);
+	CHECK(post(&t, "/v1/completions", "{\"prompt\": \"x\", \"lora\": [\"../etc\"]}", &r) == 0 &&
+	      r.status == 400 && strstr(r.body, "wants an adapter name"), "a path as a name: %d %s",
+	      r.status, r.body ? r.body : "(nothing)");
+	resp_free(&r);
+}
+
 int main(void)
 {
 	struct daemon d;
@@ -107,7 +230,7 @@ int main(void)
 		{ .adapter = "loraB", .scale = 0.7f },
 		{ .adapter = "loraA", .scale = 1.0f, .ngram_draft = 2 },
 	};
-	char mdir[200], model_path[300], src[1024], err[512];
+	char mdir[200], model_path[300], src[1024], err[512], http_path[300], http_arg[320];
 	int ret = 1;
 
 	if (!h_models_dir()) {
@@ -136,7 +259,10 @@ int main(void)
 	      "the adapters change exld run's greedy output");
 
 	setenv("EXLD_MODELS", mdir, 1);
-	REQUIRE(!h_start(&d, MODEL, NULL), "exld did not start");
+	snprintf(http_path, sizeof(http_path), "%s/http.sock", d.dir);
+	snprintf(http_arg, sizeof(http_arg), "unix:%s", http_path);
+	const char *extra[] = { "--http", http_arg, NULL };
+	REQUIRE(!h_start(&d, MODEL, extra), "exld did not start");
 	REQUIRE(exl_connect(&c, d.sock, NULL, err, sizeof(err)) == 0, "connect: %s", err);
 	REQUIRE(exl_load(c, "loraA", NULL, NULL) == 0, "load loraA: %s", exl_errmsg(c));
 	REQUIRE(exl_load(c, "loraB", NULL, NULL) == 0, "load loraB: %s", exl_errmsg(c));
@@ -193,6 +319,8 @@ int main(void)
 		      "job %d (%s at %g): the daemon's %d ids differ from exld run's %d", i,
 		      tw[i].adapter ? tw[i].adapter : "no adapter", (double)tw[i].scale, tw[i].n_got,
 		      tw[i].n_want);
+
+	http_lora(c, http_path);
 
 	/* An adapter not loaded, and one unloaded, are refused by name. */
 	{

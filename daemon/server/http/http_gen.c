@@ -34,6 +34,7 @@
 #include "daemon/core/util/log.h"
 #include "daemon/server/delivery/job.h"
 #include "daemon/server/delivery/sink.h"
+#include "daemon/server/engine/adapters.h"
 #include "daemon/server/engine/engine_thread.h"
 #include "daemon/server/engine/models_registry.h"
 #include "daemon/server/engine/prep.h"
@@ -525,6 +526,17 @@ static void launch_more(struct exl_http_req *r)
 		struct exl_prep *p = choice_prep(r, k, err, sizeof(err));
 		if (!p) {
 			exl_http_req_fail(r, 500, "internal", NULL, err);
+			return;
+		}
+		/* The adapters are referenced by the preparation (freed with it),
+		 * resolved per choice since one may be unloaded meanwhile. */
+		int lcode = exl_adapters_resolve(ent, &p->req.u.gen, err, sizeof(err));
+		if (lcode) {
+			const char *name;
+			int status = exl_http_status_of(lcode, &name);
+
+			exl_prep_free(p);
+			exl_http_req_fail(r, status, name, "lora", err);
 			return;
 		}
 		struct exl_srv_job *j;

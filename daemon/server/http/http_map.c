@@ -509,6 +509,51 @@ static int get_exld_constraints(struct mctx *m, const struct exl_json *obj,
 	return get_bool(m, obj, "filter_prefer_eos", &g->filter_prefer_eos);
 }
 
+/* lora: the adapters loaded for the model (by their names, as the msgpack
+ * protocol's lora), each "name", ["name", scale] or {"name": "name",
+ * "scale": scale}; the scale defaults to 1.  The names are resolved
+ * against the model's adapters when each choice is launched. */
+static int get_lora(struct mctx *m, const struct exl_json *obj, struct exl_req_generate *g)
+{
+	const struct exl_json *v = get(obj, "lora");
+
+	if (!v)
+		return 0;
+	if (v->type != EXL_JSON_ARRAY)
+		return fail(m, "lora", "wants an array of adapter names, [name, scale] or "
+			    "{\"name\", \"scale\"}, got %s", type_name(v));
+	if (v->n > EXL_MAX_LORAS)
+		return fail(m, "lora", "%zu adapters is over the limit of %d", v->n, EXL_MAX_LORAS);
+	for (size_t i = 0; i < v->n; i++) {
+		const struct exl_json *it = v->v[i], *name = it, *scale = NULL;
+
+		if (it->type == EXL_JSON_ARRAY) {
+			if (it->n != 2)
+				return fail(m, "lora", "item %zu: wants [name, scale], got %zu items", i,
+					    it->n);
+			name = it->v[0];
+			scale = it->v[1];
+		} else if (it->type == EXL_JSON_OBJECT) {
+			name = get(it, "name");
+			scale = get(it, "scale");
+			if (!name)
+				return fail(m, "lora", "item %zu: wants a \"name\" (llama.cpp's "
+					    "numeric \"id\" is not taken: name the adapter)", i);
+		}
+		if (name->type != EXL_JSON_STRING || !exl_model_name_valid(name->str, name->len))
+			return fail(m, "lora", "item %zu: wants an adapter name (a file name in the "
+				    "model directory, without .gguf)", i);
+		if (scale && (scale->type != EXL_JSON_NUMBER || !(fabs(scale->num) <= EXL_LORA_SCALE_MAX)))
+			return fail(m, "lora", "item %zu: wants a scale in [%g, %g]", i,
+				    -EXL_LORA_SCALE_MAX, EXL_LORA_SCALE_MAX);
+		memcpy(g->lora_name[i], name->str, name->len);
+		g->lora_name[i][name->len] = '\0';
+		g->lora_scale[i] = scale ? (float)scale->num : 1.0f;
+	}
+	g->n_lora = (int)v->n;
+	return 0;
+}
+
 /* Everything exld names itself, from obj (the body, or Ollama's options). */
 static int get_exld_settings(struct mctx *m, const struct exl_json *obj, struct exl_req_generate *g)
 {
@@ -551,7 +596,7 @@ static int get_exld_settings(struct mctx *m, const struct exl_json *obj, struct 
 		g->negative.len = v->len;
 		g->has_negative = true;
 	}
-	return get_exld_constraints(m, obj, g);
+	return get_lora(m, obj, g) ? -1 : get_exld_constraints(m, obj, g);
 }
 
 /* max_tokens and its other names: the length asked for, or unset. */
