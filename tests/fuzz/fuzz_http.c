@@ -20,6 +20,7 @@
  * tests/integration/test_http.c (garbage) throws mutated requests at a
  * running daemon.
  */
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,6 +31,7 @@
 #include "common/utf8.h"
 #include "daemon/core/sampler/sampler.h"
 #include "daemon/server/http/http_map.h"
+#include "daemon/server/wire/config.h"
 #include "tests/fuzz/fuzz_target.h"
 
 static volatile uint64_t sink;
@@ -163,6 +165,14 @@ static void check_gen(const struct exl_http_gen *g)
 		read_bytes("json_schema", s->json_schema, strlen(s->json_schema), true);
 	if (g->gen.has_negative)
 		read_bytes("negative_prompt", g->gen.negative.text, g->gen.negative.len, true);
+	if (g->gen.n_lora < 0 || g->gen.n_lora > EXL_MAX_LORAS)
+		broken("n_lora %d", g->gen.n_lora);
+	for (int i = 0; i < g->gen.n_lora; i++) {
+		if (!exl_model_name_valid(g->gen.lora_name[i], strlen(g->gen.lora_name[i])))
+			broken("lora %d: a name the protocol refuses", i);
+		if (!(fabsf(g->gen.lora_scale[i]) <= (float)EXL_LORA_SCALE_MAX))
+			broken("lora %d: scale %g", i, (double)g->gen.lora_scale[i]);
+	}
 	if (s->max_new_tokens < 0 || s->max_new_tokens > 16777216)
 		broken("max_new_tokens %d", s->max_new_tokens);
 	if (exl_sampler_params_check(&s->sampling, INT32_MAX, err, sizeof(err)))
@@ -277,7 +287,8 @@ static const struct fuzz_blob dict[] = {
 	D("\"num_predict\":"), D("\"format\":"), D("\"response_format\":"), D("\"json_schema\":"),
 	D("\"grammar\":"), D("\"regex\":"), D("\"temperature\":"), D("\"top_k\":"), D("\"raw\":"),
 	D("\"system\":"), D("\"tools\":"), D("\"token_bias\":"), D("\"banned_strings\":"),
-	D("\"negative_prompt\":"), D("\"tokens\":"), D("null"), D("true"), D("false"), D("[]"),
+	D("\"negative_prompt\":"), D("\"lora\":"), D("\"name\":"), D("\"scale\":"),
+	D("\"tokens\":"), D("null"), D("true"), D("false"), D("[]"),
 	D("{}"), D("-1"), D("1e308"), D("-0.0"), D("2147483648"), D("16777217"), D("\"\""),
 	D("\\u0000"), D("\\ud800"), D("{\"type\":\"text\",\"text\":\"x\"}"),
 };
