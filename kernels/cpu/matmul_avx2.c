@@ -833,12 +833,12 @@ EXL_INLINE void tile_q45_K(const struct exl_mm_ctx *m, int64_t r, int c, const i
 
 static void mm_q4_K(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, int c1)
 {
-	EXL_TILE_LOOP(TILE_Q4_K, m, r0, r1, c0, c1, 2, 2);
+	EXL_TILE_LOOP(TILE_Q4_K, m, r0, r1, c0, c1, 2, 4);
 }
 
 static void mm_q5_K(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, int c1)
 {
-	EXL_TILE_LOOP(TILE_Q5_K, m, r0, r1, c0, c1, 2, 2);
+	EXL_TILE_LOOP(TILE_Q5_K, m, r0, r1, c0, c1, 2, 4);
 }
 
 EXL_INLINE __m256i scales2(int8_t a, int8_t b)
@@ -939,7 +939,7 @@ EXL_INLINE void tile_q6_K(const struct exl_mm_ctx *m, int64_t r, int c, const in
 
 static void mm_q6_K(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, int c1)
 {
-	EXL_TILE_LOOP(tile_q6_K, m, r0, r1, c0, c1, 2, 2);
+	EXL_TILE_LOOP(tile_q6_K, m, r0, r1, c0, c1, 2, 4);
 }
 
 /* [v[2p] x8 | v[2p + 1] x8] from 8 int16 v held in both lanes of v2 */
@@ -1098,12 +1098,12 @@ EXL_INLINE void tile_q23_K(const struct exl_mm_ctx *m, int64_t r, int c, const i
 
 static void mm_q2_K(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, int c1)
 {
-	EXL_TILE_LOOP(TILE_Q2_K, m, r0, r1, c0, c1, 2, 2);
+	EXL_TILE_LOOP(TILE_Q2_K, m, r0, r1, c0, c1, 2, 4);
 }
 
 static void mm_q3_K(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, int c1)
 {
-	EXL_TILE_LOOP(TILE_Q3_K, m, r0, r1, c0, c1, 2, 2);
+	EXL_TILE_LOOP(TILE_Q3_K, m, r0, r1, c0, c1, 2, 4);
 }
 
 /* ---- IQ4_XS x Q8_K activations ----
@@ -1226,7 +1226,7 @@ EXL_INLINE void tile_iq4_xs(const struct exl_mm_ctx *m, int64_t r, int c, const 
 
 static void mm_iq4_xs(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, int c1)
 {
-	EXL_TILE_LOOP(tile_iq4_xs, m, r0, r1, c0, c1, 2, 2);
+	EXL_TILE_LOOP(tile_iq4_xs, m, r0, r1, c0, c1, 2, 4);
 }
 
 const struct exl_cpu_kernels exl_cpu_kernels_avx2 = {
