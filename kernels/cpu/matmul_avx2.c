@@ -271,12 +271,52 @@ static void mm_q8_0(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, 
 	EXL_TILE_LOOP(tile_q8_0, m, r0, r1, c0, c1, 2, 4);
 }
 
-/* Q4_0.  Byte j of a block holds weight j (low nibble) and j + 16 (high):
- * two blocks' qs side by side split into the low halves of both and the
- * high halves of both with one mask and one shift, so this set's act_q4_0
- * stores each pair of blocks of x as [x0..15 of both | x16..31 of both].
- * A trailing odd block stays in element order. */
+/* Q4_0.  Byte j of a block holds weight j (low nibble) and j + 16 (high).
+ *
+ * Every path gives output r, vector c the same float steps: block b goes
+ * into accumulator b mod 8, acc[b % 8] = fma((float)(dot_b - 8 sx_b),
+ * dw_b * dx_b, acc[b % 8]), blocks in order, and the output is
+ * ((acc0 + acc1) + (acc2 + acc3)) + ((acc4 + acc5) + (acc6 + acc7)).
+ * dot_b = sum of level * x (exact int32), sx_b = sum of x over block b,
+ * which this set's act_q4_0 keeps as an int32 where act_q8_0 keeps s.
+ *  - n > 4: 8 rows in the lanes of a vector.  Per block, the 8 rows'
+ *    16-byte nibble arrays are transposed in registers to 4 vectors of
+ *    8 rows x 4 bytes, so one maddubs against 4 bytes of x broadcast
+ *    serves 8 rows; the 8 products of a block are summed in int16 (at
+ *    most 8 x 2 x 15 x 127 = 30480) and one int32 step and one float step
+ *    per block and vector serve 8 outputs.
+ *  - n <= 4 (memory bound): one row at a time as one stream; per 8 blocks
+ *    the int32 dots are reduced into the lanes of one vector, lane m being
+ *    accumulator m, so one float step serves 8 blocks. */
+
+/* Blocks of x in element order, with sum of x per block as an int32 in
+ * place of act_q8_0's s (Q4_0's offset of 8 is taken off through it). */
 static void act_q4_0(const float *x, uint8_t *act, int64_t cols)
+{
+	int8_t *qs = (int8_t *)act;
+	float *d = (float *)(void *)(act + cols);
+	uint8_t *sx = act + cols + 4 * (size_t)(cols / 32);
+
+	for (int64_t b = 0; b < cols / 32; b++) {
+		float amax = amax_n(x + 32 * b, 32);
+		float id = amax > 0 ? 127.0f / amax : 0.0f;
+		int32_t sum = quant32(x + 32 * b, id, qs + 32 * b);
+
+		d[b] = amax / 127.0f;
+		memcpy(sx + 4 * b, &sum, 4);
+	}
+}
+
+EXL_INLINE const int32_t *q4_0_sx(const uint8_t *act, int64_t cols)
+{
+	return (const int32_t *)(const void *)exl_act_q8_0_s(act, cols);
+}
+
+/* The pairs layout of the other 32-weight types (below): each pair of
+ * blocks of x as [x0..15 of both | x16..31 of both], so that two blocks'
+ * qs split into their low and high halves with one mask and one shift.
+ * A trailing odd block stays in element order. */
+static void act_pairs32(const float *x, uint8_t *act, int64_t cols)
 {
 	int8_t tmp[64];
 
@@ -297,127 +337,199 @@ EXL_INLINE __m256 spread_pair(__m256 v, int p)
 							     2 * p + 1, 2 * p + 1, 2 * p + 1, 2 * p + 1));
 }
 
-/* The fp16 scales of blocks b .. b + 7 as 8 floats. */
-EXL_INLINE __m256 q4_0_scales8(const block_q4_0 *w, int64_t b)
+EXL_INLINE __m256i bcast_i32(const int8_t *p)
 {
-	__m128i h = _mm_cvtsi32_si128(w[b].d);
+	int32_t v;
 
-	h = _mm_insert_epi16(h, w[b + 1].d, 1);
-	h = _mm_insert_epi16(h, w[b + 2].d, 2);
-	h = _mm_insert_epi16(h, w[b + 3].d, 3);
-	h = _mm_insert_epi16(h, w[b + 4].d, 4);
-	h = _mm_insert_epi16(h, w[b + 5].d, 5);
-	h = _mm_insert_epi16(h, w[b + 6].d, 6);
-	h = _mm_insert_epi16(h, w[b + 7].d, 7);
-	return _mm256_cvtph_ps(h);
+	memcpy(&v, p, 4);
+	return _mm256_set1_epi32(v);
 }
 
-/* Blocks b, b + 1; their scales are pair p of dws / dxs. */
-EXL_INLINE void q4_0_pair_step(const block_q4_0 *const *w, const int8_t *const *xq, int64_t b,
-			       const __m256 *dws, const __m256 *dxs, int p, const int R,
-			       const int C, size_t pf, __m256 acc[4][4])
+/* Block b of 8 rows: lo[g] / hi[g] = weights 4g..4g+3 / 16+4g..16+4g+3 of
+ * rows 0..7 (4 bytes each, row i at bytes 4i), and the rows' scales. */
+EXL_INLINE void q4_0_rows8_block(const block_q4_0 *const *rw, int64_t b, __m256i lo[4],
+				 __m256i hi[4], __m256 *dw)
 {
 	const __m256i lo4 = _mm256_set1_epi8(0x0f);
-	__m256i xl[4], xh[4], x8[4];
-	__m256 dx[4];
+	__m256i y[4];
 
-	for (int j = 0; j < C; j++) {
-		xl[j] = _mm256_loadu_si256((const __m256i *)(const void *)(xq[j] + 32 * b));
-		xh[j] = _mm256_loadu_si256((const __m256i *)(const void *)(xq[j] + 32 * b + 32));
-		/* 8 * x as int16 pair sums, to take the level offset off */
-		x8[j] = _mm256_add_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(8), xl[j]),
-					 _mm256_maddubs_epi16(_mm256_set1_epi8(8), xh[j]));
-		dx[j] = spread_pair(dxs[j], p);
+	for (int i = 0; i < 4; i++)
+		y[i] = _mm256_inserti128_si256(
+			_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)rw[i][b].qs)),
+			_mm_loadu_si128((const __m128i *)(const void *)rw[i + 4][b].qs), 1);
+	/* [rows 0..3 | rows 4..7] of dword g, as a 4 x 4 transpose per lane */
+	__m256i t0 = _mm256_unpacklo_epi32(y[0], y[1]), t1 = _mm256_unpackhi_epi32(y[0], y[1]);
+	__m256i t2 = _mm256_unpacklo_epi32(y[2], y[3]), t3 = _mm256_unpackhi_epi32(y[2], y[3]);
+	__m256i g[4] = { _mm256_unpacklo_epi64(t0, t2), _mm256_unpackhi_epi64(t0, t2),
+			 _mm256_unpacklo_epi64(t1, t3), _mm256_unpackhi_epi64(t1, t3) };
+
+	for (int i = 0; i < 4; i++) {
+		lo[i] = _mm256_and_si256(g[i], lo4);
+		hi[i] = _mm256_and_si256(_mm256_srli_epi16(g[i], 4), lo4);
 	}
-	for (int i = 0; i < R; i++) {
-		if (pf) /* decode-shaped: fetch later rows ahead (36 bytes) */
-			_mm_prefetch((const char *)(w[i] + b) + pf, _MM_HINT_T0);
-		__m256i v = _mm256_set_m128i(_mm_loadu_si128((const __m128i *)(const void *)w[i][b + 1].qs),
-					     _mm_loadu_si128((const __m128i *)(const void *)w[i][b].qs));
-		__m256i lo = _mm256_and_si256(v, lo4);
-		__m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), lo4);
-		__m256 dw = spread_pair(dws[i], p);
+	*dw = _mm256_cvtph_ps(_mm_setr_epi16((short)rw[0][b].d, (short)rw[1][b].d, (short)rw[2][b].d,
+					     (short)rw[3][b].d, (short)rw[4][b].d, (short)rw[5][b].d,
+					     (short)rw[6][b].d, (short)rw[7][b].d));
+}
 
-		for (int j = 0; j < C; j++) {
-			/* |pair sums| <= 2 * 2 * 15 * 127 + 2 * 2 * 8 * 127: int16 */
-			__m256i d = _mm256_sub_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(lo, xl[j]),
-								      _mm256_maddubs_epi16(hi, xh[j])), x8[j]);
-			acc[i][j] = _mm256_fmadd_ps(sum_i16_pairs_ps(d), _mm256_mul_ps(dw, dx[j]), acc[i][j]);
+/* Rows [r, r + nr) (nr <= 8) x vectors [c0, c1) (at most COL_CHUNK, 64). */
+static void q4_0_rows8(const struct exl_mm_ctx *m, int64_t r, int nr, int c0, int c1)
+{
+	const block_q4_0 *rw[8];
+	const int64_t nb = m->cols / 32;
+	const int nc = c1 - c0;
+	const __m256i ones = _mm256_set1_epi16(1);
+	__m256 acc[64][8];
+
+	/* lanes past nr repeat row r: computed, never stored */
+	for (int i = 0; i < 8; i++)
+		rw[i] = (const block_q4_0 *)(const void *)exl_row(m, r + (i < nr ? i : 0));
+	for (int j = 0; j < nc; j++)
+		for (int k = 0; k < 8; k++)
+			acc[j][k] = _mm256_setzero_ps();
+	for (int64_t b = 0; b < nb; b++) {
+		__m256i lo[4], hi[4];
+		__m256 dw;
+
+		q4_0_rows8_block(rw, b, lo, hi, &dw);
+		for (int j = 0; j < nc; j++) {
+			const uint8_t *a = m->act + (size_t)(c0 + j) * m->act_stride;
+			const int8_t *x = (const int8_t *)a + 32 * b;
+			__m256i s = _mm256_maddubs_epi16(lo[0], bcast_i32(x));
+
+			s = _mm256_add_epi16(s, _mm256_maddubs_epi16(lo[1], bcast_i32(x + 4)));
+			s = _mm256_add_epi16(s, _mm256_maddubs_epi16(lo[2], bcast_i32(x + 8)));
+			s = _mm256_add_epi16(s, _mm256_maddubs_epi16(lo[3], bcast_i32(x + 12)));
+			s = _mm256_add_epi16(s, _mm256_maddubs_epi16(hi[0], bcast_i32(x + 16)));
+			s = _mm256_add_epi16(s, _mm256_maddubs_epi16(hi[1], bcast_i32(x + 20)));
+			s = _mm256_add_epi16(s, _mm256_maddubs_epi16(hi[2], bcast_i32(x + 24)));
+			s = _mm256_add_epi16(s, _mm256_maddubs_epi16(hi[3], bcast_i32(x + 28)));
+			__m256i d = _mm256_sub_epi32(_mm256_madd_epi16(s, ones),
+						     _mm256_set1_epi32(8 * q4_0_sx(a, m->cols)[b]));
+			__m256 sc = _mm256_mul_ps(dw, _mm256_set1_ps(exl_act_q8_0_d(a, m->cols)[b]));
+
+			acc[j][b & 7] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d), sc, acc[j][b & 7]);
 		}
+	}
+	for (int j = 0; j < nc; j++) {
+		const __m256 *a = acc[j];
+		__m256 t = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(a[0], a[1]), _mm256_add_ps(a[2], a[3])),
+					 _mm256_add_ps(_mm256_add_ps(a[4], a[5]), _mm256_add_ps(a[6], a[7])));
+		float out[8];
+
+		_mm256_storeu_ps(out, t);
+		memcpy(exl_out(m, c0 + j, r), out, sizeof(float) * (size_t)nr);
 	}
 }
 
-EXL_INLINE void tile_q4_0(const struct exl_mm_ctx *m, int64_t r, int c, const int R, const int C)
+/* Lane i: the sum of the 8 int32 lanes of p[i] (exact). */
+EXL_INLINE __m256i hsum8x8_epi32(const __m256i p[8])
 {
-	const block_q4_0 *w[4];
-	const int8_t *xq[4];
-	const float *xd[4];
-	__m256 acc[4][4];
-	int64_t nb = m->cols / 32, b = 0;
-	const size_t pf = exl_prefetch_distance(m->n, m->row_bytes, R);
-	const __m256i lo4 = _mm256_set1_epi8(0x0f);
+	__m256i h01 = _mm256_hadd_epi32(p[0], p[1]), h23 = _mm256_hadd_epi32(p[2], p[3]);
+	__m256i h45 = _mm256_hadd_epi32(p[4], p[5]), h67 = _mm256_hadd_epi32(p[6], p[7]);
+	__m256i g0 = _mm256_hadd_epi32(h01, h23), g1 = _mm256_hadd_epi32(h45, h67);
 
-	for (int i = 0; i < R; i++)
-		w[i] = (const block_q4_0 *)(const void *)exl_row(m, r + i);
-	for (int j = 0; j < C; j++) {
-		const uint8_t *a = m->act + (size_t)(c + j) * m->act_stride;
-		xq[j] = (const int8_t *)a;
-		xd[j] = exl_act_q8_0_d(a, m->cols);
+	return _mm256_add_epi32(_mm256_permute2x128_si256(g0, g1, 0x20),
+				_mm256_permute2x128_si256(g0, g1, 0x31));
+}
+
+/* Block b's levels . x as 8 int32 partial sums (x in element order). */
+EXL_INLINE __m256i q4_0_block_dot(const block_q4_0 *w, int64_t b, const int8_t *x)
+{
+	__m128i q = _mm_loadu_si128((const __m128i *)(const void *)w[b].qs);
+	__m256i v = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(q, 4), q), _mm256_set1_epi8(0x0f));
+
+	return _mm256_madd_epi16(_mm256_maddubs_epi16(v, _mm256_loadu_si256((const __m256i *)(const void *)(x + 32 * b))),
+				 _mm256_set1_epi16(1));
+}
+
+/* Blocks b..b+k-1 (k <= 8) of a row against x into lanes 0..k-1 of acc:
+ * the float step of each block, lane m being accumulator (b + m) mod 8
+ * (b is a multiple of 8); lanes k..7 unchanged. */
+EXL_INLINE __m256 q4_0_group8(const block_q4_0 *w, int64_t b, int k, const int8_t *x,
+			      const float *xd, const int32_t *sx, size_t pf, __m256 acc)
+{
+	__m256i p[8];
+	uint16_t h[8] = { 0 };
+	int32_t s8[8] = { 0 };
+	float dx[8] = { 0 };
+
+	if (pf) {
+		_mm_prefetch((const char *)(w + b) + pf, _MM_HINT_T0);
+		_mm_prefetch((const char *)(w + b) + pf + 64, _MM_HINT_T0);
+		_mm_prefetch((const char *)(w + b) + pf + 128, _MM_HINT_T0);
 	}
-	for (int i = 0; i < R; i++)
-		for (int j = 0; j < C; j++)
-			acc[i][j] = _mm256_setzero_ps();
+	if (k == 8) {
+		for (int t = 0; t < 8; t++)
+			p[t] = q4_0_block_dot(w, b + t, x);
+		__m256i d = _mm256_sub_epi32(hsum8x8_epi32(p),
+					     _mm256_slli_epi32(_mm256_loadu_si256((const __m256i *)(const void *)(sx + b)), 3));
+		__m256 dw = _mm256_cvtph_ps(_mm_setr_epi16((short)w[b].d, (short)w[b + 1].d, (short)w[b + 2].d,
+							   (short)w[b + 3].d, (short)w[b + 4].d, (short)w[b + 5].d,
+							   (short)w[b + 6].d, (short)w[b + 7].d));
 
-	for (; b + 8 <= nb; b += 8) {
-		__m256 dws[4], dxs[4];
-
-		for (int j = 0; j < C; j++)
-			dxs[j] = _mm256_loadu_ps(xd[j] + b);
-		for (int i = 0; i < R; i++)
-			dws[i] = q4_0_scales8(w[i], b);
-		for (int p = 0; p < 4; p++)
-			q4_0_pair_step(w, xq, b + 2 * p, dws, dxs, p, R, C, pf, acc);
+		return _mm256_fmadd_ps(_mm256_cvtepi32_ps(d), _mm256_mul_ps(dw, _mm256_loadu_ps(xd + b)), acc);
 	}
-	for (; b + 2 <= nb; b += 2) {
-		__m256 dws[4], dxs[4];
-
-		for (int j = 0; j < C; j++)
-			dxs[j] = _mm256_setr_ps(xd[j][b], xd[j][b + 1], 0, 0, 0, 0, 0, 0);
-		for (int i = 0; i < R; i++)
-			dws[i] = _mm256_setr_ps(exl_f16(w[i][b].d), exl_f16(w[i][b + 1].d), 0, 0, 0, 0, 0, 0);
-		q4_0_pair_step(w, xq, b, dws, dxs, 0, R, C, pf, acc);
-	}
-	if (b < nb) {
-		/* the odd last block, in element order */
-		for (int j = 0; j < C; j++) {
-			__m256i xv = _mm256_loadu_si256((const __m256i *)(const void *)(xq[j] + 32 * b));
-			__m256i x8 = _mm256_maddubs_epi16(_mm256_set1_epi8(8), xv);
-			__m256 dx = _mm256_set1_ps(xd[j][b]);
-
-			for (int i = 0; i < R; i++) {
-				__m128i q = _mm_loadu_si128((const __m128i *)(const void *)w[i][b].qs);
-				__m256i wv = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(q, 4), q), lo4);
-				__m256i d = _mm256_sub_epi16(_mm256_maddubs_epi16(wv, xv), x8);
-
-				acc[i][j] = _mm256_fmadd_ps(sum_i16_pairs_ps(d),
-							    _mm256_mul_ps(_mm256_set1_ps(exl_f16(w[i][b].d)), dx),
-							    acc[i][j]);
-			}
+	for (int t = 0; t < 8; t++) {
+		p[t] = t < k ? q4_0_block_dot(w, b + t, x) : _mm256_setzero_si256();
+		if (t < k) {
+			h[t] = w[b + t].d;
+			s8[t] = 8 * sx[b + t];
+			dx[t] = xd[b + t];
 		}
 	}
-	for (int i = 0; i < R; i++)
-		for (int j = 0; j < C; j++)
-			*exl_out(m, c + j, r + i) = exl_hsum256(acc[i][j]);
+	__m256i d = _mm256_sub_epi32(hsum8x8_epi32(p), _mm256_loadu_si256((const __m256i *)(const void *)s8));
+	__m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)h));
+	__m256 r = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d), _mm256_mul_ps(dw, _mm256_loadu_ps(dx)), acc);
+	__m256i keep = _mm256_cmpgt_epi32(_mm256_set1_epi32(k), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+
+	return _mm256_blendv_ps(acc, r, _mm256_castsi256_ps(keep));
+}
+
+/* ((l0 + l1) + (l2 + l3)) + ((l4 + l5) + (l6 + l7)) */
+EXL_INLINE float q4_0_tree8(__m256 v)
+{
+	__m256 h = _mm256_hadd_ps(v, v);
+
+	h = _mm256_hadd_ps(h, h);
+	return _mm_cvtss_f32(_mm_add_ss(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1)));
+}
+
+/* One row x one vector: q4_0_rows8's float steps, 8 accumulators in lanes. */
+static float q4_0_row_dot(const block_q4_0 *w, const uint8_t *a, int64_t cols, size_t pf)
+{
+	const int8_t *x = (const int8_t *)a;
+	const float *xd = exl_act_q8_0_d(a, cols);
+	const int32_t *sx = q4_0_sx(a, cols);
+	const int64_t nb = cols / 32;
+	__m256 acc = _mm256_setzero_ps();
+	int64_t b = 0;
+
+	for (; b + 8 <= nb; b += 8)
+		acc = q4_0_group8(w, b, 8, x, xd, sx, pf, acc);
+	if (b < nb)
+		acc = q4_0_group8(w, b, (int)(nb - b), x, xd, sx, pf, acc);
+	return q4_0_tree8(acc);
 }
 
 static void mm_q4_0(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, int c1)
 {
-	EXL_TILE_LOOP(tile_q4_0, m, r0, r1, c0, c1, 2, 4);
+	if (m->n <= EXL_STREAM_N) {
+		const size_t pf = exl_prefetch_distance(m->n, m->row_bytes, 1);
+
+		for (int64_t r = r0; r < r1; r++)
+			for (int c = c0; c < c1; c++)
+				*exl_out(m, c, r) = q4_0_row_dot((const block_q4_0 *)(const void *)exl_row(m, r),
+								 m->act + (size_t)c * m->act_stride, m->cols, pf);
+		return;
+	}
+	for (int64_t r = r0; r < r1; r += 8)
+		q4_0_rows8(m, r, r1 - r < 8 ? (int)(r1 - r) : 8, c0, c1);
 }
 
 /* ---- Q4_1, Q5_0, Q5_1, IQ4_NL: the other 32-weight types ----
  *
- * Their nibbles are laid out as Q4_0's, so they share its act_q4_0 (pairs
+ * Their nibbles are laid out as Q4_0's; they take act_pairs32 (pairs
  * of blocks of x stored as [x0..15 of both | x16..31 of both]) and its
  * pair steps: levels of two blocks in two vectors, int32 dots, one float
  * FMA per pair of blocks and output.  Q5_0 / Q5_1 OR in their fifth bits
@@ -1110,7 +1222,7 @@ static void mm_q3_K(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, 
  *
  * Sub-block j's 16 bytes of qs hold its weights l (low nibble) and 16 + l
  * (high), as an IQ4_NL block's: this set's act_iq4_xs stores each pair of
- * sub-blocks of x as act_q4_0 stores a pair of blocks, so one 32-byte load
+ * sub-blocks of x as act_pairs32 stores a pair of blocks, so one 32-byte load
  * of qs gives the levels of two sub-blocks in x's order.  Levels through
  * a byte shuffle; signed dots as |w| * (x with w's sign), whose pairs
  * (<= 2 * 127 * 127) go to int32 one by one, times the sub-block's scale. */
@@ -1233,7 +1345,7 @@ const struct exl_cpu_kernels exl_cpu_kernels_avx2 = {
 	.name = "avx2",
 	.act_q8_0 = exl_act_q8_0_avx2,
 	.act_q4_0 = act_q4_0,
-	.act_q4_1 = act_q4_0,
+	.act_q4_1 = act_pairs32,
 	.act_q8_K = exl_act_q8_K_avx2,
 	.act_q4_K = exl_act_q8_K_avx2,
 	.act_iq4_xs = act_iq4_xs,
