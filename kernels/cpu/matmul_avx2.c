@@ -214,61 +214,198 @@ DEFINE_FLOAT_TILE(bf16)
 
 /* ---- Q8_0 and Q4_0 weights x Q8_0 activations ---- */
 
-EXL_INLINE __m256 sum_i16_pairs_ps(__m256i p16)
+/* Q8_0: the float steps and the two paths of Q4_0 below (no offset: dot_b
+ * is the signed levels . x, through |w| * (x with w's sign), whose pairs
+ * (<= 2 * 127 * 127) go to int32 one by one).  Prefill transposes the 8
+ * rows' 32-byte blocks to 8 vectors of 8 rows x 4 bytes. */
+
+EXL_INLINE __m256i bcast_i32(const int8_t *p)
 {
-	return _mm256_cvtepi32_ps(_mm256_madd_epi16(p16, _mm256_set1_epi16(1)));
+	int32_t v;
+
+	memcpy(&v, p, 4);
+	return _mm256_set1_epi32(v);
 }
 
-EXL_INLINE void tile_q8_0(const struct exl_mm_ctx *m, int64_t r, int c, const int R, const int C)
+/* ((l0 + l1) + (l2 + l3)) + ((l4 + l5) + (l6 + l7)) */
+EXL_INLINE float tree8(__m256 v)
 {
-	const block_q8_0 *w[4];
-	const int8_t *xq[4];
-	const float *xd[4];
-	__m256 acc[4][4];
-	int64_t nb = m->cols / 32;
-	const size_t pf = exl_prefetch_distance(m->n, m->row_bytes, R);
+	__m256 h = _mm256_hadd_ps(v, v);
 
-	for (int i = 0; i < R; i++)
-		w[i] = (const block_q8_0 *)(const void *)exl_row(m, r + i);
-	for (int j = 0; j < C; j++) {
-		const uint8_t *a = m->act + (size_t)(c + j) * m->act_stride;
-		xq[j] = (const int8_t *)a;
-		xd[j] = exl_act_q8_0_d(a, m->cols);
+	h = _mm256_hadd_ps(h, h);
+	return _mm_cvtss_f32(_mm_add_ss(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1)));
+}
+
+/* The same tree over 8 vectors, lane by lane. */
+EXL_INLINE __m256 tree8_ps(const __m256 *a)
+{
+	return _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(a[0], a[1]), _mm256_add_ps(a[2], a[3])),
+			     _mm256_add_ps(_mm256_add_ps(a[4], a[5]), _mm256_add_ps(a[6], a[7])));
+}
+
+/* Lane i: the sum of the 8 int32 lanes of p[i] (exact). */
+EXL_INLINE __m256i hsum8x8_epi32(const __m256i p[8])
+{
+	__m256i h01 = _mm256_hadd_epi32(p[0], p[1]), h23 = _mm256_hadd_epi32(p[2], p[3]);
+	__m256i h45 = _mm256_hadd_epi32(p[4], p[5]), h67 = _mm256_hadd_epi32(p[6], p[7]);
+	__m256i g0 = _mm256_hadd_epi32(h01, h23), g1 = _mm256_hadd_epi32(h45, h67);
+
+	return _mm256_add_epi32(_mm256_permute2x128_si256(g0, g1, 0x20),
+				_mm256_permute2x128_si256(g0, g1, 0x31));
+}
+
+/* The fp16 scales of 8 rows' block b (the field at offset 0 of each). */
+EXL_INLINE short half_at(const uint8_t *p)
+{
+	uint16_t h;
+
+	memcpy(&h, p, 2);
+	return (short)h;
+}
+
+EXL_INLINE __m256 rows8_d(const uint8_t *const *rb)
+{
+	return _mm256_cvtph_ps(_mm_setr_epi16(half_at(rb[0]), half_at(rb[1]), half_at(rb[2]), half_at(rb[3]),
+					      half_at(rb[4]), half_at(rb[5]), half_at(rb[6]), half_at(rb[7])));
+}
+
+/* Block b of 8 rows: g[k] = bytes 4k..4k+3 of rows 0..7 (row i at bytes
+ * 4i), a[k] = |g[k]|, and the rows' scales. */
+EXL_INLINE void q8_0_rows8_block(const block_q8_0 *const *rw, int64_t b, __m256i g[8],
+				 __m256i a[8], __m256 *dw)
+{
+	__m256i y[8], t[8], u[8];
+	const uint8_t *rb[8];
+
+	for (int i = 0; i < 8; i++) {
+		y[i] = _mm256_loadu_si256((const __m256i *)(const void *)rw[i][b].qs);
+		rb[i] = (const uint8_t *)(rw[i] + b);
 	}
-	for (int i = 0; i < R; i++)
-		for (int j = 0; j < C; j++)
-			acc[i][j] = _mm256_setzero_ps();
+	for (int i = 0; i < 8; i += 2) {
+		t[i] = _mm256_unpacklo_epi32(y[i], y[i + 1]);     /* dwords 0, 1 | 4, 5 */
+		t[i + 1] = _mm256_unpackhi_epi32(y[i], y[i + 1]); /* dwords 2, 3 | 6, 7 */
+	}
+	for (int h = 0; h < 8; h += 4) {
+		u[h + 0] = _mm256_unpacklo_epi64(t[h], t[h + 2]);     /* d0 | d4, 4 rows */
+		u[h + 1] = _mm256_unpackhi_epi64(t[h], t[h + 2]);     /* d1 | d5 */
+		u[h + 2] = _mm256_unpacklo_epi64(t[h + 1], t[h + 3]); /* d2 | d6 */
+		u[h + 3] = _mm256_unpackhi_epi64(t[h + 1], t[h + 3]); /* d3 | d7 */
+	}
+	for (int k = 0; k < 4; k++) {
+		g[k] = _mm256_permute2x128_si256(u[k], u[k + 4], 0x20);
+		g[k + 4] = _mm256_permute2x128_si256(u[k], u[k + 4], 0x31);
+	}
+	for (int k = 0; k < 8; k++)
+		a[k] = _mm256_sign_epi8(g[k], g[k]);
+	*dw = rows8_d(rb);
+}
 
+/* Rows [r, r + nr) (nr <= 8) x vectors [c0, c1) (at most COL_CHUNK, 64). */
+static void q8_0_rows8(const struct exl_mm_ctx *m, int64_t r, int nr, int c0, int c1)
+{
+	const block_q8_0 *rw[8];
+	const int64_t nb = m->cols / 32;
+	const int nc = c1 - c0;
+	const __m256i ones = _mm256_set1_epi16(1);
+	__m256 acc[64][8];
+
+	/* lanes past nr repeat row r: computed, never stored */
+	for (int i = 0; i < 8; i++)
+		rw[i] = (const block_q8_0 *)(const void *)exl_row(m, r + (i < nr ? i : 0));
+	for (int j = 0; j < nc; j++)
+		for (int k = 0; k < 8; k++)
+			acc[j][k] = _mm256_setzero_ps();
 	for (int64_t b = 0; b < nb; b++) {
-		__m256i xv[4];
-		__m256 dx[4];
+		__m256i g[8], aw[8];
+		__m256 dw;
 
-		for (int j = 0; j < C; j++) {
-			xv[j] = _mm256_loadu_si256((const __m256i *)(const void *)(xq[j] + 32 * b));
-			dx[j] = _mm256_set1_ps(xd[j][b]);
-		}
-		for (int i = 0; i < R; i++) {
-			if (pf) /* decode-shaped: fetch later rows ahead */
-				_mm_prefetch((const char *)(w[i] + b) + pf, _MM_HINT_T0);
-			__m256i wv = _mm256_loadu_si256((const __m256i *)(const void *)w[i][b].qs);
-			__m256 dw = _mm256_set1_ps(exl_f16(w[i][b].d));
-			__m256i aw = _mm256_sign_epi8(wv, wv);
+		q8_0_rows8_block(rw, b, g, aw, &dw);
+		for (int j = 0; j < nc; j++) {
+			const uint8_t *a = m->act + (size_t)(c0 + j) * m->act_stride;
+			const int8_t *x = (const int8_t *)a + 32 * b;
+			__m256i d = _mm256_madd_epi16(_mm256_maddubs_epi16(aw[0], _mm256_sign_epi8(bcast_i32(x), g[0])), ones);
 
-			for (int j = 0; j < C; j++) {
-				__m256i p = _mm256_maddubs_epi16(aw, _mm256_sign_epi8(xv[j], wv));
-				acc[i][j] = _mm256_fmadd_ps(sum_i16_pairs_ps(p), _mm256_mul_ps(dw, dx[j]),
-							    acc[i][j]);
-			}
+			for (int k = 1; k < 8; k++)
+				d = _mm256_add_epi32(d, _mm256_madd_epi16(_mm256_maddubs_epi16(aw[k],
+						_mm256_sign_epi8(bcast_i32(x + 4 * k), g[k])), ones));
+			__m256 sc = _mm256_mul_ps(dw, _mm256_set1_ps(exl_act_q8_0_d(a, m->cols)[b]));
+
+			acc[j][b & 7] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d), sc, acc[j][b & 7]);
 		}
 	}
-	for (int i = 0; i < R; i++)
-		for (int j = 0; j < C; j++)
-			*exl_out(m, c + j, r + i) = exl_hsum256(acc[i][j]);
+	for (int j = 0; j < nc; j++) {
+		float out[8];
+
+		_mm256_storeu_ps(out, tree8_ps(acc[j]));
+		memcpy(exl_out(m, c0 + j, r), out, sizeof(float) * (size_t)nr);
+	}
+}
+
+/* Block b's signed levels . x as 8 int32 partial sums. */
+EXL_INLINE __m256i q8_0_block_dot(const block_q8_0 *w, int64_t b, const int8_t *x)
+{
+	__m256i v = _mm256_loadu_si256((const __m256i *)(const void *)w[b].qs);
+	__m256i xv = _mm256_loadu_si256((const __m256i *)(const void *)(x + 32 * b));
+
+	return _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_sign_epi8(v, v), _mm256_sign_epi8(xv, v)),
+				 _mm256_set1_epi16(1));
+}
+
+/* Blocks b..b+k-1 (k <= 8) into lanes 0..k-1 of acc, lane m being
+ * accumulator (b + m) mod 8 (b a multiple of 8); lanes k..7 unchanged. */
+EXL_INLINE __m256 q8_0_group8(const block_q8_0 *w, int64_t b, int k, const int8_t *x,
+			      const float *xd, size_t pf, __m256 acc)
+{
+	__m256i p[8];
+	const uint8_t *rb[8];
+	float dx[8] = { 0 };
+
+	if (pf)
+		for (int t = 0; t < 272; t += 64)
+			_mm_prefetch((const char *)(w + b) + pf + t, _MM_HINT_T0);
+	for (int t = 0; t < 8; t++) {
+		p[t] = t < k ? q8_0_block_dot(w, b + t, x) : _mm256_setzero_si256();
+		rb[t] = (const uint8_t *)(w + b + (t < k ? t : 0));
+		if (t < k)
+			dx[t] = xd[b + t];
+	}
+	__m256 r = _mm256_fmadd_ps(_mm256_cvtepi32_ps(hsum8x8_epi32(p)),
+				   _mm256_mul_ps(rows8_d(rb), _mm256_loadu_ps(dx)), acc);
+	if (k == 8)
+		return r;
+	__m256i keep = _mm256_cmpgt_epi32(_mm256_set1_epi32(k), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+
+	return _mm256_blendv_ps(acc, r, _mm256_castsi256_ps(keep));
+}
+
+static float q8_0_row_dot(const block_q8_0 *w, const uint8_t *a, int64_t cols, size_t pf)
+{
+	const int8_t *x = (const int8_t *)a;
+	const float *xd = exl_act_q8_0_d(a, cols);
+	const int64_t nb = cols / 32;
+	__m256 acc = _mm256_setzero_ps();
+	int64_t b = 0;
+
+	for (; b + 8 <= nb; b += 8)
+		acc = q8_0_group8(w, b, 8, x, xd, pf, acc);
+	if (b < nb)
+		acc = q8_0_group8(w, b, (int)(nb - b), x, xd, pf, acc);
+	return tree8(acc);
 }
 
 static void mm_q8_0(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, int c1)
 {
-	EXL_TILE_LOOP(tile_q8_0, m, r0, r1, c0, c1, 2, 4);
+	if (m->n <= EXL_STREAM_N) {
+		const size_t pf = exl_prefetch_distance(m->n, m->row_bytes, 1);
+
+		for (int64_t r = r0; r < r1; r++)
+			for (int c = c0; c < c1; c++)
+				*exl_out(m, c, r) = q8_0_row_dot((const block_q8_0 *)(const void *)exl_row(m, r),
+								 m->act + (size_t)c * m->act_stride, m->cols, pf);
+		return;
+	}
+	for (int64_t r = r0; r < r1; r += 8)
+		q8_0_rows8(m, r, r1 - r < 8 ? (int)(r1 - r) : 8, c0, c1);
 }
 
 /* Q4_0.  Byte j of a block holds weight j (low nibble) and j + 16 (high).
@@ -335,14 +472,6 @@ EXL_INLINE __m256 spread_pair(__m256 v, int p)
 {
 	return _mm256_permutevar8x32_ps(v, _mm256_setr_epi32(2 * p, 2 * p, 2 * p, 2 * p,
 							     2 * p + 1, 2 * p + 1, 2 * p + 1, 2 * p + 1));
-}
-
-EXL_INLINE __m256i bcast_i32(const int8_t *p)
-{
-	int32_t v;
-
-	memcpy(&v, p, 4);
-	return _mm256_set1_epi32(v);
 }
 
 /* Block b of 8 rows: lo[g] / hi[g] = weights 4g..4g+3 / 16+4g..16+4g+3 of
@@ -412,25 +541,11 @@ static void q4_0_rows8(const struct exl_mm_ctx *m, int64_t r, int nr, int c0, in
 		}
 	}
 	for (int j = 0; j < nc; j++) {
-		const __m256 *a = acc[j];
-		__m256 t = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(a[0], a[1]), _mm256_add_ps(a[2], a[3])),
-					 _mm256_add_ps(_mm256_add_ps(a[4], a[5]), _mm256_add_ps(a[6], a[7])));
 		float out[8];
 
-		_mm256_storeu_ps(out, t);
+		_mm256_storeu_ps(out, tree8_ps(acc[j]));
 		memcpy(exl_out(m, c0 + j, r), out, sizeof(float) * (size_t)nr);
 	}
-}
-
-/* Lane i: the sum of the 8 int32 lanes of p[i] (exact). */
-EXL_INLINE __m256i hsum8x8_epi32(const __m256i p[8])
-{
-	__m256i h01 = _mm256_hadd_epi32(p[0], p[1]), h23 = _mm256_hadd_epi32(p[2], p[3]);
-	__m256i h45 = _mm256_hadd_epi32(p[4], p[5]), h67 = _mm256_hadd_epi32(p[6], p[7]);
-	__m256i g0 = _mm256_hadd_epi32(h01, h23), g1 = _mm256_hadd_epi32(h45, h67);
-
-	return _mm256_add_epi32(_mm256_permute2x128_si256(g0, g1, 0x20),
-				_mm256_permute2x128_si256(g0, g1, 0x31));
 }
 
 /* Block b's levels . x as 8 int32 partial sums (x in element order). */
@@ -486,15 +601,6 @@ EXL_INLINE __m256 q4_0_group8(const block_q4_0 *w, int64_t b, int k, const int8_
 	return _mm256_blendv_ps(acc, r, _mm256_castsi256_ps(keep));
 }
 
-/* ((l0 + l1) + (l2 + l3)) + ((l4 + l5) + (l6 + l7)) */
-EXL_INLINE float q4_0_tree8(__m256 v)
-{
-	__m256 h = _mm256_hadd_ps(v, v);
-
-	h = _mm256_hadd_ps(h, h);
-	return _mm_cvtss_f32(_mm_add_ss(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1)));
-}
-
 /* One row x one vector: q4_0_rows8's float steps, 8 accumulators in lanes. */
 static float q4_0_row_dot(const block_q4_0 *w, const uint8_t *a, int64_t cols, size_t pf)
 {
@@ -509,7 +615,7 @@ static float q4_0_row_dot(const block_q4_0 *w, const uint8_t *a, int64_t cols, s
 		acc = q4_0_group8(w, b, 8, x, xd, sx, pf, acc);
 	if (b < nb)
 		acc = q4_0_group8(w, b, (int)(nb - b), x, xd, sx, pf, acc);
-	return q4_0_tree8(acc);
+	return tree8(acc);
 }
 
 static void mm_q4_0(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, int c1)
