@@ -341,36 +341,12 @@ static void q8_0_rows8(const struct exl_mm_ctx *m, int64_t r, int nr, int c0, in
 	}
 }
 
-/* Block b's signed levels . x as 8 int32 partial sums. */
-EXL_INLINE __m256i q8_0_block_dot(const block_q8_0 *w, int64_t b, const int8_t *x)
+/* The float step of one group: lanes 0..k-1 of acc take fma(p, sc, acc),
+ * lanes k..7 stay. */
+EXL_INLINE __m256 group_step(__m256i dots, __m256 sc, __m256 acc, int k)
 {
-	__m256i v = _mm256_loadu_si256((const __m256i *)(const void *)w[b].qs);
-	__m256i xv = _mm256_loadu_si256((const __m256i *)(const void *)(x + 32 * b));
+	__m256 r = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dots), sc, acc);
 
-	return _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_sign_epi8(v, v), _mm256_sign_epi8(xv, v)),
-				 _mm256_set1_epi16(1));
-}
-
-/* Blocks b..b+k-1 (k <= 8) into lanes 0..k-1 of acc, lane m being
- * accumulator (b + m) mod 8 (b a multiple of 8); lanes k..7 unchanged. */
-EXL_INLINE __m256 q8_0_group8(const block_q8_0 *w, int64_t b, int k, const int8_t *x,
-			      const float *xd, size_t pf, __m256 acc)
-{
-	__m256i p[8];
-	const uint8_t *rb[8];
-	float dx[8] = { 0 };
-
-	if (pf)
-		for (int t = 0; t < 272; t += 64)
-			_mm_prefetch((const char *)(w + b) + pf + t, _MM_HINT_T0);
-	for (int t = 0; t < 8; t++) {
-		p[t] = t < k ? q8_0_block_dot(w, b + t, x) : _mm256_setzero_si256();
-		rb[t] = (const uint8_t *)(w + b + (t < k ? t : 0));
-		if (t < k)
-			dx[t] = xd[b + t];
-	}
-	__m256 r = _mm256_fmadd_ps(_mm256_cvtepi32_ps(hsum8x8_epi32(p)),
-				   _mm256_mul_ps(rows8_d(rb), _mm256_loadu_ps(dx)), acc);
 	if (k == 8)
 		return r;
 	__m256i keep = _mm256_cmpgt_epi32(_mm256_set1_epi32(k), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
@@ -378,19 +354,83 @@ EXL_INLINE __m256 q8_0_group8(const block_q8_0 *w, int64_t b, int k, const int8_
 	return _mm256_blendv_ps(acc, r, _mm256_castsi256_ps(keep));
 }
 
-static float q8_0_row_dot(const block_q8_0 *w, const uint8_t *a, int64_t cols, size_t pf)
+/* The scales d_x of blocks b..b+k-1 of a vector, lanes k..7 zero. */
+EXL_INLINE __m256 group_dx(const float *xd, int64_t b, int k)
 {
-	const int8_t *x = (const int8_t *)a;
-	const float *xd = exl_act_q8_0_d(a, cols);
-	const int64_t nb = cols / 32;
-	__m256 acc = _mm256_setzero_ps();
+	float dx[8] = { 0 };
+
+	if (k == 8)
+		return _mm256_loadu_ps(xd + b);
+	memcpy(dx, xd + b, sizeof(float) * (size_t)k);
+	return _mm256_loadu_ps(dx);
+}
+
+/* Blocks b..b+k-1 (k <= 8, b a multiple of 8) of a row x the nc (<= 4)
+ * vectors at a[]: lane m of acc[j] is vector j's accumulator (b + m) mod 8.
+ * Each weight block is loaded once for the nc vectors. */
+EXL_INLINE void q8_0_group8(const block_q8_0 *w, int64_t b, int k, const uint8_t *const *a, int nc,
+			    int64_t cols, size_t pf, __m256 *acc)
+{
+	const __m256i ones = _mm256_set1_epi16(1);
+	__m256i p[4][8];
+	const uint8_t *rb[8];
+
+	if (pf)
+		for (int t = 0; t < 272; t += 64)
+			_mm_prefetch((const char *)(w + b) + pf + t, _MM_HINT_T0);
+	for (int t = 0; t < 8; t++) {
+		rb[t] = (const uint8_t *)(w + b + (t < k ? t : 0));
+		if (t >= k) {
+			for (int j = 0; j < nc; j++)
+				p[j][t] = _mm256_setzero_si256();
+			continue;
+		}
+		__m256i v = _mm256_loadu_si256((const __m256i *)(const void *)w[b + t].qs);
+		__m256i av = _mm256_sign_epi8(v, v);
+
+		for (int j = 0; j < nc; j++) {
+			__m256i xv = _mm256_loadu_si256((const __m256i *)(const void *)(a[j] + 32 * (b + t)));
+
+			p[j][t] = _mm256_madd_epi16(_mm256_maddubs_epi16(av, _mm256_sign_epi8(xv, v)), ones);
+		}
+	}
+	__m256 dw = rows8_d(rb);
+
+	for (int j = 0; j < nc; j++)
+		acc[j] = group_step(hsum8x8_epi32(p[j]),
+				    _mm256_mul_ps(dw, group_dx(exl_act_q8_0_d(a[j], cols), b, k)), acc[j], k);
+}
+
+/* Row r x the nc (1..4) vectors from c0, as q8_0_rows8 computes them;
+ * nc a constant where it is called, so the loops over it unroll. */
+EXL_INLINE void q8_0_row_dots_n(const struct exl_mm_ctx *m, int64_t r, int c0, size_t pf, const int nc)
+{
+	const block_q8_0 *w = (const block_q8_0 *)(const void *)exl_row(m, r);
+	const int64_t nb = m->cols / 32;
+	const uint8_t *a[4];
+	__m256 acc[4];
 	int64_t b = 0;
 
+	for (int j = 0; j < nc; j++) {
+		a[j] = m->act + (size_t)(c0 + j) * m->act_stride;
+		acc[j] = _mm256_setzero_ps();
+	}
 	for (; b + 8 <= nb; b += 8)
-		acc = q8_0_group8(w, b, 8, x, xd, pf, acc);
+		q8_0_group8(w, b, 8, a, nc, m->cols, pf, acc);
 	if (b < nb)
-		acc = q8_0_group8(w, b, (int)(nb - b), x, xd, pf, acc);
-	return tree8(acc);
+		q8_0_group8(w, b, (int)(nb - b), a, nc, m->cols, pf, acc);
+	for (int j = 0; j < nc; j++)
+		*exl_out(m, c0 + j, r) = tree8(acc[j]);
+}
+
+static void q8_0_row_dots(const struct exl_mm_ctx *m, int64_t r, int c0, int c1, size_t pf)
+{
+	switch (c1 - c0) {
+	case 1: q8_0_row_dots_n(m, r, c0, pf, 1); break;
+	case 2: q8_0_row_dots_n(m, r, c0, pf, 2); break;
+	case 3: q8_0_row_dots_n(m, r, c0, pf, 3); break;
+	default: q8_0_row_dots_n(m, r, c0, pf, 4); break;
+	}
 }
 
 static void mm_q8_0(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, int c1)
@@ -399,9 +439,7 @@ static void mm_q8_0(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, 
 		const size_t pf = exl_prefetch_distance(m->n, m->row_bytes, 1);
 
 		for (int64_t r = r0; r < r1; r++)
-			for (int c = c0; c < c1; c++)
-				*exl_out(m, c, r) = q8_0_row_dot((const block_q8_0 *)(const void *)exl_row(m, r),
-								 m->act + (size_t)c * m->act_stride, m->cols, pf);
+			q8_0_row_dots(m, r, c0, c1, pf);
 		return;
 	}
 	for (int64_t r = r0; r < r1; r += 8)
@@ -548,74 +586,86 @@ static void q4_0_rows8(const struct exl_mm_ctx *m, int64_t r, int nr, int c0, in
 	}
 }
 
-/* Block b's levels . x as 8 int32 partial sums (x in element order). */
-EXL_INLINE __m256i q4_0_block_dot(const block_q4_0 *w, int64_t b, const int8_t *x)
+/* Blocks b..b+k-1 (k <= 8, b a multiple of 8) of a row x the nc (<= 4)
+ * vectors at a[]: lane m of acc[j] is vector j's accumulator (b + m) mod 8.
+ * Each block's levels are unpacked once for the nc vectors. */
+EXL_INLINE void q4_0_group8(const block_q4_0 *w, int64_t b, int k, const uint8_t *const *a, int nc,
+			    int64_t cols, size_t pf, __m256 *acc)
 {
-	__m128i q = _mm_loadu_si128((const __m128i *)(const void *)w[b].qs);
-	__m256i v = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(q, 4), q), _mm256_set1_epi8(0x0f));
-
-	return _mm256_madd_epi16(_mm256_maddubs_epi16(v, _mm256_loadu_si256((const __m256i *)(const void *)(x + 32 * b))),
-				 _mm256_set1_epi16(1));
-}
-
-/* Blocks b..b+k-1 (k <= 8) of a row against x into lanes 0..k-1 of acc:
- * the float step of each block, lane m being accumulator (b + m) mod 8
- * (b is a multiple of 8); lanes k..7 unchanged. */
-EXL_INLINE __m256 q4_0_group8(const block_q4_0 *w, int64_t b, int k, const int8_t *x,
-			      const float *xd, const int32_t *sx, size_t pf, __m256 acc)
-{
-	__m256i p[8];
-	uint16_t h[8] = { 0 };
-	int32_t s8[8] = { 0 };
-	float dx[8] = { 0 };
+	const __m256i ones = _mm256_set1_epi16(1), lo4 = _mm256_set1_epi8(0x0f);
+	__m256i p[4][8];
+	const uint8_t *rb[8];
 
 	if (pf) {
 		_mm_prefetch((const char *)(w + b) + pf, _MM_HINT_T0);
 		_mm_prefetch((const char *)(w + b) + pf + 64, _MM_HINT_T0);
 		_mm_prefetch((const char *)(w + b) + pf + 128, _MM_HINT_T0);
 	}
-	if (k == 8) {
-		for (int t = 0; t < 8; t++)
-			p[t] = q4_0_block_dot(w, b + t, x);
-		__m256i d = _mm256_sub_epi32(hsum8x8_epi32(p),
-					     _mm256_slli_epi32(_mm256_loadu_si256((const __m256i *)(const void *)(sx + b)), 3));
-		__m256 dw = _mm256_cvtph_ps(_mm_setr_epi16((short)w[b].d, (short)w[b + 1].d, (short)w[b + 2].d,
-							   (short)w[b + 3].d, (short)w[b + 4].d, (short)w[b + 5].d,
-							   (short)w[b + 6].d, (short)w[b + 7].d));
-
-		return _mm256_fmadd_ps(_mm256_cvtepi32_ps(d), _mm256_mul_ps(dw, _mm256_loadu_ps(xd + b)), acc);
-	}
 	for (int t = 0; t < 8; t++) {
-		p[t] = t < k ? q4_0_block_dot(w, b + t, x) : _mm256_setzero_si256();
-		if (t < k) {
-			h[t] = w[b + t].d;
-			s8[t] = 8 * sx[b + t];
-			dx[t] = xd[b + t];
+		rb[t] = (const uint8_t *)(w + b + (t < k ? t : 0));
+		if (t >= k) {
+			for (int j = 0; j < nc; j++)
+				p[j][t] = _mm256_setzero_si256();
+			continue;
+		}
+		__m128i q = _mm_loadu_si128((const __m128i *)(const void *)w[b + t].qs);
+		__m256i v = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(q, 4), q), lo4);
+
+		for (int j = 0; j < nc; j++) {
+			__m256i xv = _mm256_loadu_si256((const __m256i *)(const void *)(a[j] + 32 * (b + t)));
+
+			p[j][t] = _mm256_madd_epi16(_mm256_maddubs_epi16(v, xv), ones);
 		}
 	}
-	__m256i d = _mm256_sub_epi32(hsum8x8_epi32(p), _mm256_loadu_si256((const __m256i *)(const void *)s8));
-	__m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)h));
-	__m256 r = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d), _mm256_mul_ps(dw, _mm256_loadu_ps(dx)), acc);
-	__m256i keep = _mm256_cmpgt_epi32(_mm256_set1_epi32(k), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+	__m256 dw = rows8_d(rb);
 
-	return _mm256_blendv_ps(acc, r, _mm256_castsi256_ps(keep));
+	for (int j = 0; j < nc; j++) {
+		const int32_t *sx = q4_0_sx(a[j], cols) + b;
+		__m256i s8;
+
+		if (k == 8) {
+			s8 = _mm256_loadu_si256((const __m256i *)(const void *)sx);
+		} else {
+			int32_t t8[8] = { 0 };
+
+			memcpy(t8, sx, sizeof(int32_t) * (size_t)k);
+			s8 = _mm256_loadu_si256((const __m256i *)(const void *)t8);
+		}
+		acc[j] = group_step(_mm256_sub_epi32(hsum8x8_epi32(p[j]), _mm256_slli_epi32(s8, 3)),
+				    _mm256_mul_ps(dw, group_dx(exl_act_q8_0_d(a[j], cols), b, k)), acc[j], k);
+	}
 }
 
-/* One row x one vector: q4_0_rows8's float steps, 8 accumulators in lanes. */
-static float q4_0_row_dot(const block_q4_0 *w, const uint8_t *a, int64_t cols, size_t pf)
+/* Row r x the nc (1..4) vectors from c0, as q4_0_rows8 computes them;
+ * nc a constant where it is called, so the loops over it unroll. */
+EXL_INLINE void q4_0_row_dots_n(const struct exl_mm_ctx *m, int64_t r, int c0, size_t pf, const int nc)
 {
-	const int8_t *x = (const int8_t *)a;
-	const float *xd = exl_act_q8_0_d(a, cols);
-	const int32_t *sx = q4_0_sx(a, cols);
-	const int64_t nb = cols / 32;
-	__m256 acc = _mm256_setzero_ps();
+	const block_q4_0 *w = (const block_q4_0 *)(const void *)exl_row(m, r);
+	const int64_t nb = m->cols / 32;
+	const uint8_t *a[4];
+	__m256 acc[4];
 	int64_t b = 0;
 
+	for (int j = 0; j < nc; j++) {
+		a[j] = m->act + (size_t)(c0 + j) * m->act_stride;
+		acc[j] = _mm256_setzero_ps();
+	}
 	for (; b + 8 <= nb; b += 8)
-		acc = q4_0_group8(w, b, 8, x, xd, sx, pf, acc);
+		q4_0_group8(w, b, 8, a, nc, m->cols, pf, acc);
 	if (b < nb)
-		acc = q4_0_group8(w, b, (int)(nb - b), x, xd, sx, pf, acc);
-	return tree8(acc);
+		q4_0_group8(w, b, (int)(nb - b), a, nc, m->cols, pf, acc);
+	for (int j = 0; j < nc; j++)
+		*exl_out(m, c0 + j, r) = tree8(acc[j]);
+}
+
+static void q4_0_row_dots(const struct exl_mm_ctx *m, int64_t r, int c0, int c1, size_t pf)
+{
+	switch (c1 - c0) {
+	case 1: q4_0_row_dots_n(m, r, c0, pf, 1); break;
+	case 2: q4_0_row_dots_n(m, r, c0, pf, 2); break;
+	case 3: q4_0_row_dots_n(m, r, c0, pf, 3); break;
+	default: q4_0_row_dots_n(m, r, c0, pf, 4); break;
+	}
 }
 
 static void mm_q4_0(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, int c1)
@@ -624,9 +674,7 @@ static void mm_q4_0(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, 
 		const size_t pf = exl_prefetch_distance(m->n, m->row_bytes, 1);
 
 		for (int64_t r = r0; r < r1; r++)
-			for (int c = c0; c < c1; c++)
-				*exl_out(m, c, r) = q4_0_row_dot((const block_q4_0 *)(const void *)exl_row(m, r),
-								 m->act + (size_t)c * m->act_stride, m->cols, pf);
+			q4_0_row_dots(m, r, c0, c1, pf);
 		return;
 	}
 	for (int64_t r = r0; r < r1; r += 8)
