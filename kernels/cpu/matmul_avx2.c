@@ -965,7 +965,6 @@ EXL_INLINE void tile_b32(const struct exl_mm_ctx *m, int64_t r, int c, const int
 #define TILE_Q4_1(m, r, c, R, C) tile_b32(m, r, c, R, C, EXL_Q4_1)
 #define TILE_Q5_0(m, r, c, R, C) tile_b32(m, r, c, R, C, EXL_Q5_0)
 #define TILE_Q5_1(m, r, c, R, C) tile_b32(m, r, c, R, C, EXL_Q5_1)
-#define TILE_IQ4_NL(m, r, c, R, C) tile_b32(m, r, c, R, C, EXL_IQ4_NL)
 
 static void mm_q4_1(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, int c1)
 {
@@ -982,9 +981,151 @@ static void mm_q5_1(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, 
 	EXL_TILE_LOOP(TILE_Q5_1, m, r0, r1, c0, c1, 2, 4);
 }
 
+/* IQ4_NL: Q8_0's two paths and float steps over Q4_0's nibble transpose,
+ * the levels looked up with a byte shuffle.  x is in act_pairs32's order
+ * (shared with the other 32-weight types): block b's weights 0..15 at
+ * pairs32_lo(b) and 16..31 16 or 32 bytes on. */
+
+/* Offset of x's block b weights 0..15 in act_pairs32's order, and how far
+ * on weights 16..31 are. */
+EXL_INLINE size_t pairs32_lo(int64_t b, int64_t nb, size_t *hi)
+{
+	if ((nb & 1) && b == nb - 1) { /* a trailing odd block: element order */
+		*hi = 16;
+		return 32 * (size_t)b;
+	}
+	*hi = 32;
+	return 64 * (size_t)(b / 2) + 16 * (size_t)(b & 1);
+}
+
+static void iq4_nl_rows8(const struct exl_mm_ctx *m, int64_t r, int nr, int c0, int c1)
+{
+	const block_q4_0 *rw[8]; /* the same bytes as block_iq4_nl */
+	const int64_t nb = m->cols / 32;
+	const int nc = c1 - c0;
+	const __m256i ones = _mm256_set1_epi16(1), tab = iq4_table();
+	__m256 acc[64][8];
+
+	_Static_assert(sizeof(block_q4_0) == sizeof(block_iq4_nl), "IQ4_NL blocks are Q4_0's shape");
+	for (int i = 0; i < 8; i++)
+		rw[i] = (const block_q4_0 *)(const void *)exl_row(m, r + (i < nr ? i : 0));
+	for (int j = 0; j < nc; j++)
+		for (int k = 0; k < 8; k++)
+			acc[j][k] = _mm256_setzero_ps();
+	for (int64_t b = 0; b < nb; b++) {
+		__m256i g[8], aw[8], lo[4], hi[4];
+		__m256 dw;
+		size_t hoff, off = pairs32_lo(b, nb, &hoff);
+
+		q4_0_rows8_block(rw, b, lo, hi, &dw);
+		for (int k = 0; k < 4; k++) {
+			g[k] = _mm256_shuffle_epi8(tab, lo[k]);
+			g[k + 4] = _mm256_shuffle_epi8(tab, hi[k]);
+		}
+		for (int k = 0; k < 8; k++)
+			aw[k] = _mm256_sign_epi8(g[k], g[k]);
+		for (int j = 0; j < nc; j++) {
+			const uint8_t *a = m->act + (size_t)(c0 + j) * m->act_stride;
+			const int8_t *x = (const int8_t *)a + off;
+			__m256i d = _mm256_madd_epi16(_mm256_maddubs_epi16(aw[0], _mm256_sign_epi8(bcast_i32(x), g[0])), ones);
+
+			for (int k = 1; k < 8; k++) {
+				const int8_t *xk = x + (k < 4 ? (size_t)(4 * k) : hoff + (size_t)(4 * (k - 4)));
+
+				d = _mm256_add_epi32(d, _mm256_madd_epi16(_mm256_maddubs_epi16(aw[k],
+						_mm256_sign_epi8(bcast_i32(xk), g[k])), ones));
+			}
+			__m256 sc = _mm256_mul_ps(dw, _mm256_set1_ps(exl_act_q8_0_d(a, m->cols)[b]));
+
+			acc[j][b & 7] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d), sc, acc[j][b & 7]);
+		}
+	}
+	for (int j = 0; j < nc; j++) {
+		float out[8];
+
+		_mm256_storeu_ps(out, tree8_ps(acc[j]));
+		memcpy(exl_out(m, c0 + j, r), out, sizeof(float) * (size_t)nr);
+	}
+}
+
+/* q8_0_group8 for IQ4_NL. */
+EXL_INLINE void iq4_nl_group8(const block_iq4_nl *w, int64_t b, int k, const uint8_t *const *a,
+			      int nc, int64_t cols, size_t pf, __m256 *acc)
+{
+	const __m256i ones = _mm256_set1_epi16(1), lo4 = _mm256_set1_epi8(0x0f), tab = iq4_table();
+	const int64_t nb = cols / 32;
+	__m256i p[4][8];
+	const uint8_t *rb[8];
+
+	if (pf) {
+		_mm_prefetch((const char *)(w + b) + pf, _MM_HINT_T0);
+		_mm_prefetch((const char *)(w + b) + pf + 64, _MM_HINT_T0);
+		_mm_prefetch((const char *)(w + b) + pf + 128, _MM_HINT_T0);
+	}
+	for (int t = 0; t < 8; t++) {
+		rb[t] = (const uint8_t *)(w + b + (t < k ? t : 0));
+		if (t >= k) {
+			for (int j = 0; j < nc; j++)
+				p[j][t] = _mm256_setzero_si256();
+			continue;
+		}
+		__m128i q = _mm_loadu_si128((const __m128i *)(const void *)w[b + t].qs);
+		__m256i v = _mm256_shuffle_epi8(tab, _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(q, 4), q), lo4));
+		__m256i av = _mm256_sign_epi8(v, v);
+		size_t hoff, off = pairs32_lo(b + t, nb, &hoff);
+
+		for (int j = 0; j < nc; j++) {
+			const int8_t *x = (const int8_t *)a[j] + off;
+			__m256i xv = _mm256_set_m128i(_mm_loadu_si128((const __m128i *)(const void *)(x + hoff)),
+						      _mm_loadu_si128((const __m128i *)(const void *)x));
+
+			p[j][t] = _mm256_madd_epi16(_mm256_maddubs_epi16(av, _mm256_sign_epi8(xv, v)), ones);
+		}
+	}
+	__m256 dw = rows8_d(rb);
+
+	for (int j = 0; j < nc; j++)
+		acc[j] = group_step(hsum8x8_epi32(p[j]),
+				    _mm256_mul_ps(dw, group_dx(exl_act_q8_0_d(a[j], cols), b, k)), acc[j], k);
+}
+
+EXL_INLINE void iq4_nl_row_dots_n(const struct exl_mm_ctx *m, int64_t r, int c0, size_t pf, const int nc)
+{
+	const block_iq4_nl *w = (const block_iq4_nl *)(const void *)exl_row(m, r);
+	const int64_t nb = m->cols / 32;
+	const uint8_t *a[4];
+	__m256 acc[4];
+	int64_t b = 0;
+
+	for (int j = 0; j < nc; j++) {
+		a[j] = m->act + (size_t)(c0 + j) * m->act_stride;
+		acc[j] = _mm256_setzero_ps();
+	}
+	for (; b + 8 <= nb; b += 8)
+		iq4_nl_group8(w, b, 8, a, nc, m->cols, pf, acc);
+	if (b < nb)
+		iq4_nl_group8(w, b, (int)(nb - b), a, nc, m->cols, pf, acc);
+	for (int j = 0; j < nc; j++)
+		*exl_out(m, c0 + j, r) = tree8(acc[j]);
+}
+
 static void mm_iq4_nl(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, int c1)
 {
-	EXL_TILE_LOOP(TILE_IQ4_NL, m, r0, r1, c0, c1, 2, 4);
+	if (m->n <= EXL_STREAM_N) {
+		const size_t pf = exl_prefetch_distance(m->n, m->row_bytes, 1);
+
+		for (int64_t r = r0; r < r1; r++) {
+			switch (c1 - c0) {
+			case 1: iq4_nl_row_dots_n(m, r, c0, pf, 1); break;
+			case 2: iq4_nl_row_dots_n(m, r, c0, pf, 2); break;
+			case 3: iq4_nl_row_dots_n(m, r, c0, pf, 3); break;
+			default: iq4_nl_row_dots_n(m, r, c0, pf, 4); break;
+			}
+		}
+		return;
+	}
+	for (int64_t r = r0; r < r1; r += 8)
+		iq4_nl_rows8(m, r, r1 - r < 8 ? (int)(r1 - r) : 8, c0, c1);
 }
 
 /* ---- K-quants x Q8_K activations ---- */
