@@ -684,10 +684,11 @@ static void mm_q4_0(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, 
 /* ---- Q4_1, Q5_0, Q5_1, IQ4_NL: the other 32-weight types ----
  *
  * Their nibbles are laid out as Q4_0's; they take act_pairs32 (pairs
- * of blocks of x stored as [x0..15 of both | x16..31 of both]) and its
- * pair steps: levels of two blocks in two vectors, int32 dots, one float
- * FMA per pair of blocks and output.  Q5_0 / Q5_1 OR in their fifth bits
- * (qh bit i -> byte i), IQ4_NL looks its levels up with a byte shuffle;
+ * of blocks of x stored as [x0..15 of both | x16..31 of both]).  Q4_1,
+ * Q5_0 and Q5_1 keep tiles of 2 rows x 4 vectors and pair steps: levels of
+ * two blocks in two vectors, int32 dots, one float FMA per pair of blocks
+ * and output.  Q5_0 / Q5_1 OR in their fifth bits (qh bit i -> byte i);
+ * IQ4_NL (at the end) takes Q8_0's paths over Q4_0's transpose.
  * Q5_0's -16 is taken off through 16 * x, as Q4_0's -8; Q4_1 / Q5_1 add
  * their offset as m_w * s_x per block (s_x = d_x * sum of x's block). */
 
@@ -697,13 +698,13 @@ static void mm_q4_0(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, 
 EXL_INLINE size_t b32_size(const int T)
 {
 	return T == EXL_Q4_1 ? sizeof(block_q4_1) : T == EXL_Q5_0 ? sizeof(block_q5_0) :
-	       T == EXL_Q5_1 ? sizeof(block_q5_1) : sizeof(block_iq4_nl);
+	       sizeof(block_q5_1);
 }
 
 EXL_INLINE size_t b32_qs(const int T)
 {
 	return T == EXL_Q4_1 ? offsetof(block_q4_1, qs) : T == EXL_Q5_0 ? offsetof(block_q5_0, qs) :
-	       T == EXL_Q5_1 ? offsetof(block_q5_1, qs) : offsetof(block_iq4_nl, qs);
+	       offsetof(block_q5_1, qs);
 }
 
 EXL_INLINE size_t b32_qh(const int T)
@@ -791,10 +792,6 @@ EXL_INLINE void b32_pair(const uint8_t *row, int64_t b, const int T, __m256i *lo
 		*lo = _mm256_or_si256(*lo, _mm256_and_si256(bits_to_bytes((h0 & 0xffffu) | h1 << 16), m10));
 		*hi = _mm256_or_si256(*hi, _mm256_and_si256(bits_to_bytes(h0 >> 16 | (h1 & 0xffff0000u)), m10));
 	}
-	if (T == EXL_IQ4_NL) {
-		*lo = _mm256_shuffle_epi8(iq4_table(), *lo);
-		*hi = _mm256_shuffle_epi8(iq4_table(), *hi);
-	}
 }
 
 /* The levels of block b in element order (a trailing odd block). */
@@ -807,25 +804,15 @@ EXL_INLINE __m256i b32_one(const uint8_t *row, int64_t b, const int T)
 	if (B32_FIVE(T))
 		v = _mm256_or_si256(v, _mm256_and_si256(bits_to_bytes(b32_u32(p + b32_qh(T))),
 							_mm256_set1_epi8(0x10)));
-	if (T == EXL_IQ4_NL)
-		v = _mm256_shuffle_epi8(iq4_table(), v);
 	return v;
 }
 
 /* levels . x as int32 lanes.  Unsigned levels: maddubs pairs are at most
- * 2 * 31 * 127, two of them fit int16, as do Q5_0's less xo (16 * x).
- * IQ4_NL's signed levels go through |w| * (x with w's sign), whose pairs
- * reach 2 * 127 * 127: each to int32 alone. */
+ * 2 * 31 * 127, two of them fit int16, as do Q5_0's less xo (16 * x). */
 EXL_INLINE __m256i b32_dot(__m256i lo, __m256i hi, __m256i xl, __m256i xh, __m256i xo, const int T)
 {
 	const __m256i ones = _mm256_set1_epi16(1);
 
-	if (T == EXL_IQ4_NL) {
-		__m256i a = _mm256_maddubs_epi16(_mm256_sign_epi8(lo, lo), _mm256_sign_epi8(xl, lo));
-		__m256i c = _mm256_maddubs_epi16(_mm256_sign_epi8(hi, hi), _mm256_sign_epi8(xh, hi));
-
-		return _mm256_add_epi32(_mm256_madd_epi16(a, ones), _mm256_madd_epi16(c, ones));
-	}
 	__m256i d = _mm256_add_epi16(_mm256_maddubs_epi16(lo, xl), _mm256_maddubs_epi16(hi, xh));
 
 	if (T == EXL_Q5_0)
@@ -838,9 +825,6 @@ EXL_INLINE __m256i b32_dot_one(__m256i v, __m256i x, const int T)
 {
 	const __m256i ones = _mm256_set1_epi16(1);
 
-	if (T == EXL_IQ4_NL)
-		return _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_sign_epi8(v, v), _mm256_sign_epi8(x, v)),
-					 ones);
 	__m256i d = _mm256_maddubs_epi16(v, x);
 
 	if (T == EXL_Q5_0)
@@ -1062,8 +1046,45 @@ EXL_INLINE void iq4_nl_group8(const block_iq4_nl *w, int64_t b, int k, const uin
 		_mm_prefetch((const char *)(w + b) + pf + 64, _MM_HINT_T0);
 		_mm_prefetch((const char *)(w + b) + pf + 128, _MM_HINT_T0);
 	}
-	for (int t = 0; t < 8; t++) {
+	for (int t = 0; t < 8; t++)
 		rb[t] = (const uint8_t *)(w + b + (t < k ? t : 0));
+	if (k == 8) {
+		/* 4 pairs of blocks, each pair's x contiguous in act_pairs32's
+		 * order: a vector holds both blocks' halves, lanes 0-3 block
+		 * b + 2i's partial dots and 4-7 block b + 2i + 1's */
+		__m256i pp[4][4];
+
+		for (int i = 0; i < 4; i++) {
+			__m256i q = _mm256_set_m128i(_mm_loadu_si128((const __m128i *)(const void *)w[b + 2 * i + 1].qs),
+						     _mm_loadu_si128((const __m128i *)(const void *)w[b + 2 * i].qs));
+			__m256i l = _mm256_shuffle_epi8(tab, _mm256_and_si256(q, lo4));
+			__m256i h = _mm256_shuffle_epi8(tab, _mm256_and_si256(_mm256_srli_epi16(q, 4), lo4));
+			__m256i al = _mm256_sign_epi8(l, l), ah = _mm256_sign_epi8(h, h);
+
+			for (int j = 0; j < nc; j++) {
+				const int8_t *x = (const int8_t *)a[j] + 32 * (size_t)(b + 2 * i);
+				__m256i xl = _mm256_loadu_si256((const __m256i *)(const void *)x);
+				__m256i xh = _mm256_loadu_si256((const __m256i *)(const void *)(x + 32));
+
+				pp[j][i] = _mm256_add_epi32(
+					_mm256_madd_epi16(_mm256_maddubs_epi16(al, _mm256_sign_epi8(xl, l)), ones),
+					_mm256_madd_epi16(_mm256_maddubs_epi16(ah, _mm256_sign_epi8(xh, h)), ones));
+			}
+		}
+		__m256 dw = rows8_d(rb);
+
+		for (int j = 0; j < nc; j++) {
+			/* [b0 b2 b4 b6 | b1 b3 b5 b7], then in block order */
+			__m256i g = _mm256_hadd_epi32(_mm256_hadd_epi32(pp[j][0], pp[j][1]),
+						      _mm256_hadd_epi32(pp[j][2], pp[j][3]));
+
+			g = _mm256_permutevar8x32_epi32(g, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+			acc[j] = group_step(g, _mm256_mul_ps(dw, group_dx(exl_act_q8_0_d(a[j], cols), b, 8)),
+					    acc[j], 8);
+		}
+		return;
+	}
+	for (int t = 0; t < 8; t++) {
 		if (t >= k) {
 			for (int j = 0; j < nc; j++)
 				p[j][t] = _mm256_setzero_si256();
