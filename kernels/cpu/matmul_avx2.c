@@ -3,7 +3,10 @@
  * Quantized types: integer block dots with maddubs/madd, one float FMA per
  * block (or per K-quant super-block) and output.  Tiles of R rows x C input
  * vectors load each weight block once per C vectors; decode (one vector)
- * runs R rows at a time over the stream of weights.
+ * runs R rows at a time over the stream of weights.  Q8_0, Q4_0 and IQ4_NL
+ * instead put 8 rows in the lanes of a vector for prefill and reduce 8
+ * blocks into the lanes of one for decode, over the same float steps
+ * (docs/cpu-kernels.md, "Determinism").
  */
 #include "kernels/cpu/matmul_x86.h"
 
