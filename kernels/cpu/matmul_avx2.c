@@ -257,6 +257,68 @@ EXL_INLINE __m256i hsum8x8_epi32(const __m256i p[8])
 				_mm256_permute2x128_si256(g0, g1, 0x31));
 }
 
+/* The driver of a type with 8-row paths: decode-shaped calls (n <= 4) take
+ * one row at a time as one stream, T##_group8 reducing 8 blocks into the
+ * lanes of an accumulator per vector (nc a constant per call, so the loops
+ * over the vectors unroll); prefill takes 8 rows at a time (T##_rows8). */
+#define DEFINE_ROWS8_MM(T, BLOCK)                                                          \
+	EXL_INLINE void T##_row_dots_n(const struct exl_mm_ctx *m, int64_t r, int c0, size_t pf, \
+				       const int nc)                                       \
+	{                                                                                  \
+		const BLOCK *w = (const BLOCK *)(const void *)exl_row(m, r);               \
+		const int64_t nb = m->cols / 32;                                           \
+		const uint8_t *a[4];                                                       \
+		__m256 acc[4];                                                             \
+		int64_t b = 0;                                                             \
+                                                                                           \
+		for (int j = 0; j < nc; j++) {                                             \
+			a[j] = m->act + (size_t)(c0 + j) * m->act_stride;                  \
+			acc[j] = _mm256_setzero_ps();                                      \
+		}                                                                          \
+		for (; b + 8 <= nb; b += 8)                                                \
+			T##_group8(w, b, 8, a, nc, m->cols, pf, acc);                      \
+		if (b < nb)                                                                \
+			T##_group8(w, b, (int)(nb - b), a, nc, m->cols, pf, acc);          \
+		for (int j = 0; j < nc; j++)                                               \
+			*exl_out(m, c0 + j, r) = tree8(acc[j]);                            \
+	}                                                                                  \
+	static void mm_##T(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, int c1) \
+	{                                                                                  \
+		if (m->n > EXL_STREAM_N) {                                                 \
+			for (int64_t r = r0; r < r1; r += 8)                               \
+				T##_rows8(m, r, r1 - r < 8 ? (int)(r1 - r) : 8, c0, c1);   \
+			return;                                                            \
+		}                                                                          \
+		const size_t pf = exl_prefetch_distance(m->n, m->row_bytes, 1);            \
+		for (int64_t r = r0; r < r1; r++) {                                        \
+			switch (c1 - c0) {                                                 \
+			case 1: T##_row_dots_n(m, r, c0, pf, 1); break;                    \
+			case 2: T##_row_dots_n(m, r, c0, pf, 2); break;                    \
+			case 3: T##_row_dots_n(m, r, c0, pf, 3); break;                    \
+			default: T##_row_dots_n(m, r, c0, pf, 4); break;                   \
+			}                                                                  \
+		}                                                                          \
+	}
+
+/* The 8 accumulators of each of nc vectors, zeroed; and their trees stored
+ * as outputs of rows [r, r + nr). */
+EXL_INLINE void rows8_acc_zero(__m256 (*acc)[8], int nc)
+{
+	for (int j = 0; j < nc; j++)
+		for (int k = 0; k < 8; k++)
+			acc[j][k] = _mm256_setzero_ps();
+}
+
+EXL_INLINE void rows8_store(const struct exl_mm_ctx *m, __m256 (*acc)[8], int nc, int c0, int64_t r, int nr)
+{
+	for (int j = 0; j < nc; j++) {
+		float out[8];
+
+		_mm256_storeu_ps(out, tree8_ps(acc[j]));
+		memcpy(exl_out(m, c0 + j, r), out, sizeof(float) * (size_t)nr);
+	}
+}
+
 /* The fp16 scales of 8 rows' block b (the field at offset 0 of each). */
 EXL_INLINE short half_at(const uint8_t *p)
 {
@@ -315,9 +377,7 @@ static void q8_0_rows8(const struct exl_mm_ctx *m, int64_t r, int nr, int c0, in
 	/* lanes past nr repeat row r: computed, never stored */
 	for (int i = 0; i < 8; i++)
 		rw[i] = (const block_q8_0 *)(const void *)exl_row(m, r + (i < nr ? i : 0));
-	for (int j = 0; j < nc; j++)
-		for (int k = 0; k < 8; k++)
-			acc[j][k] = _mm256_setzero_ps();
+	rows8_acc_zero(acc, nc);
 	for (int64_t b = 0; b < nb; b++) {
 		__m256i g[8], aw[8];
 		__m256 dw;
@@ -336,12 +396,7 @@ static void q8_0_rows8(const struct exl_mm_ctx *m, int64_t r, int nr, int c0, in
 			acc[j][b & 7] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d), sc, acc[j][b & 7]);
 		}
 	}
-	for (int j = 0; j < nc; j++) {
-		float out[8];
-
-		_mm256_storeu_ps(out, tree8_ps(acc[j]));
-		memcpy(exl_out(m, c0 + j, r), out, sizeof(float) * (size_t)nr);
-	}
+	rows8_store(m, acc, nc, c0, r, nr);
 }
 
 /* The float step of one group: lanes 0..k-1 of acc take fma(p, sc, acc),
@@ -404,50 +459,7 @@ EXL_INLINE void q8_0_group8(const block_q8_0 *w, int64_t b, int k, const uint8_t
 				    _mm256_mul_ps(dw, group_dx(exl_act_q8_0_d(a[j], cols), b, k)), acc[j], k);
 }
 
-/* Row r x the nc (1..4) vectors from c0, as q8_0_rows8 computes them;
- * nc a constant where it is called, so the loops over it unroll. */
-EXL_INLINE void q8_0_row_dots_n(const struct exl_mm_ctx *m, int64_t r, int c0, size_t pf, const int nc)
-{
-	const block_q8_0 *w = (const block_q8_0 *)(const void *)exl_row(m, r);
-	const int64_t nb = m->cols / 32;
-	const uint8_t *a[4];
-	__m256 acc[4];
-	int64_t b = 0;
-
-	for (int j = 0; j < nc; j++) {
-		a[j] = m->act + (size_t)(c0 + j) * m->act_stride;
-		acc[j] = _mm256_setzero_ps();
-	}
-	for (; b + 8 <= nb; b += 8)
-		q8_0_group8(w, b, 8, a, nc, m->cols, pf, acc);
-	if (b < nb)
-		q8_0_group8(w, b, (int)(nb - b), a, nc, m->cols, pf, acc);
-	for (int j = 0; j < nc; j++)
-		*exl_out(m, c0 + j, r) = tree8(acc[j]);
-}
-
-static void q8_0_row_dots(const struct exl_mm_ctx *m, int64_t r, int c0, int c1, size_t pf)
-{
-	switch (c1 - c0) {
-	case 1: q8_0_row_dots_n(m, r, c0, pf, 1); break;
-	case 2: q8_0_row_dots_n(m, r, c0, pf, 2); break;
-	case 3: q8_0_row_dots_n(m, r, c0, pf, 3); break;
-	default: q8_0_row_dots_n(m, r, c0, pf, 4); break;
-	}
-}
-
-static void mm_q8_0(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, int c1)
-{
-	if (m->n <= EXL_STREAM_N) {
-		const size_t pf = exl_prefetch_distance(m->n, m->row_bytes, 1);
-
-		for (int64_t r = r0; r < r1; r++)
-			q8_0_row_dots(m, r, c0, c1, pf);
-		return;
-	}
-	for (int64_t r = r0; r < r1; r += 8)
-		q8_0_rows8(m, r, r1 - r < 8 ? (int)(r1 - r) : 8, c0, c1);
-}
+DEFINE_ROWS8_MM(q8_0, block_q8_0)
 
 /* Q4_0.  Byte j of a block holds weight j (low nibble) and j + 16 (high).
  *
@@ -554,9 +566,7 @@ static void q4_0_rows8(const struct exl_mm_ctx *m, int64_t r, int nr, int c0, in
 	/* lanes past nr repeat row r: computed, never stored */
 	for (int i = 0; i < 8; i++)
 		rw[i] = (const block_q4_0 *)(const void *)exl_row(m, r + (i < nr ? i : 0));
-	for (int j = 0; j < nc; j++)
-		for (int k = 0; k < 8; k++)
-			acc[j][k] = _mm256_setzero_ps();
+	rows8_acc_zero(acc, nc);
 	for (int64_t b = 0; b < nb; b++) {
 		__m256i lo[4], hi[4];
 		__m256 dw;
@@ -581,12 +591,7 @@ static void q4_0_rows8(const struct exl_mm_ctx *m, int64_t r, int nr, int c0, in
 			acc[j][b & 7] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d), sc, acc[j][b & 7]);
 		}
 	}
-	for (int j = 0; j < nc; j++) {
-		float out[8];
-
-		_mm256_storeu_ps(out, tree8_ps(acc[j]));
-		memcpy(exl_out(m, c0 + j, r), out, sizeof(float) * (size_t)nr);
-	}
+	rows8_store(m, acc, nc, c0, r, nr);
 }
 
 /* Blocks b..b+k-1 (k <= 8, b a multiple of 8) of a row x the nc (<= 4)
@@ -639,50 +644,7 @@ EXL_INLINE void q4_0_group8(const block_q4_0 *w, int64_t b, int k, const uint8_t
 	}
 }
 
-/* Row r x the nc (1..4) vectors from c0, as q4_0_rows8 computes them;
- * nc a constant where it is called, so the loops over it unroll. */
-EXL_INLINE void q4_0_row_dots_n(const struct exl_mm_ctx *m, int64_t r, int c0, size_t pf, const int nc)
-{
-	const block_q4_0 *w = (const block_q4_0 *)(const void *)exl_row(m, r);
-	const int64_t nb = m->cols / 32;
-	const uint8_t *a[4];
-	__m256 acc[4];
-	int64_t b = 0;
-
-	for (int j = 0; j < nc; j++) {
-		a[j] = m->act + (size_t)(c0 + j) * m->act_stride;
-		acc[j] = _mm256_setzero_ps();
-	}
-	for (; b + 8 <= nb; b += 8)
-		q4_0_group8(w, b, 8, a, nc, m->cols, pf, acc);
-	if (b < nb)
-		q4_0_group8(w, b, (int)(nb - b), a, nc, m->cols, pf, acc);
-	for (int j = 0; j < nc; j++)
-		*exl_out(m, c0 + j, r) = tree8(acc[j]);
-}
-
-static void q4_0_row_dots(const struct exl_mm_ctx *m, int64_t r, int c0, int c1, size_t pf)
-{
-	switch (c1 - c0) {
-	case 1: q4_0_row_dots_n(m, r, c0, pf, 1); break;
-	case 2: q4_0_row_dots_n(m, r, c0, pf, 2); break;
-	case 3: q4_0_row_dots_n(m, r, c0, pf, 3); break;
-	default: q4_0_row_dots_n(m, r, c0, pf, 4); break;
-	}
-}
-
-static void mm_q4_0(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, int c1)
-{
-	if (m->n <= EXL_STREAM_N) {
-		const size_t pf = exl_prefetch_distance(m->n, m->row_bytes, 1);
-
-		for (int64_t r = r0; r < r1; r++)
-			q4_0_row_dots(m, r, c0, c1, pf);
-		return;
-	}
-	for (int64_t r = r0; r < r1; r += 8)
-		q4_0_rows8(m, r, r1 - r < 8 ? (int)(r1 - r) : 8, c0, c1);
-}
+DEFINE_ROWS8_MM(q4_0, block_q4_0)
 
 /* ---- Q4_1, Q5_0, Q5_1, IQ4_NL: the other 32-weight types ----
  *
@@ -996,9 +958,7 @@ static void iq4_nl_rows8(const struct exl_mm_ctx *m, int64_t r, int nr, int c0, 
 	_Static_assert(sizeof(block_q4_0) == sizeof(block_iq4_nl), "IQ4_NL blocks are Q4_0's shape");
 	for (int i = 0; i < 8; i++)
 		rw[i] = (const block_q4_0 *)(const void *)exl_row(m, r + (i < nr ? i : 0));
-	for (int j = 0; j < nc; j++)
-		for (int k = 0; k < 8; k++)
-			acc[j][k] = _mm256_setzero_ps();
+	rows8_acc_zero(acc, nc);
 	for (int64_t b = 0; b < nb; b++) {
 		__m256i g[8], aw[8], lo[4], hi[4];
 		__m256 dw;
@@ -1027,12 +987,7 @@ static void iq4_nl_rows8(const struct exl_mm_ctx *m, int64_t r, int nr, int c0, 
 			acc[j][b & 7] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d), sc, acc[j][b & 7]);
 		}
 	}
-	for (int j = 0; j < nc; j++) {
-		float out[8];
-
-		_mm256_storeu_ps(out, tree8_ps(acc[j]));
-		memcpy(exl_out(m, c0 + j, r), out, sizeof(float) * (size_t)nr);
-	}
+	rows8_store(m, acc, nc, c0, r, nr);
 }
 
 /* q8_0_group8 for IQ4_NL. */
@@ -1113,44 +1068,7 @@ EXL_INLINE void iq4_nl_group8(const block_iq4_nl *w, int64_t b, int k, const uin
 				    _mm256_mul_ps(dw, group_dx(exl_act_q8_0_d(a[j], cols), b, k)), acc[j], k);
 }
 
-EXL_INLINE void iq4_nl_row_dots_n(const struct exl_mm_ctx *m, int64_t r, int c0, size_t pf, const int nc)
-{
-	const block_iq4_nl *w = (const block_iq4_nl *)(const void *)exl_row(m, r);
-	const int64_t nb = m->cols / 32;
-	const uint8_t *a[4];
-	__m256 acc[4];
-	int64_t b = 0;
-
-	for (int j = 0; j < nc; j++) {
-		a[j] = m->act + (size_t)(c0 + j) * m->act_stride;
-		acc[j] = _mm256_setzero_ps();
-	}
-	for (; b + 8 <= nb; b += 8)
-		iq4_nl_group8(w, b, 8, a, nc, m->cols, pf, acc);
-	if (b < nb)
-		iq4_nl_group8(w, b, (int)(nb - b), a, nc, m->cols, pf, acc);
-	for (int j = 0; j < nc; j++)
-		*exl_out(m, c0 + j, r) = tree8(acc[j]);
-}
-
-static void mm_iq4_nl(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, int c1)
-{
-	if (m->n <= EXL_STREAM_N) {
-		const size_t pf = exl_prefetch_distance(m->n, m->row_bytes, 1);
-
-		for (int64_t r = r0; r < r1; r++) {
-			switch (c1 - c0) {
-			case 1: iq4_nl_row_dots_n(m, r, c0, pf, 1); break;
-			case 2: iq4_nl_row_dots_n(m, r, c0, pf, 2); break;
-			case 3: iq4_nl_row_dots_n(m, r, c0, pf, 3); break;
-			default: iq4_nl_row_dots_n(m, r, c0, pf, 4); break;
-			}
-		}
-		return;
-	}
-	for (int64_t r = r0; r < r1; r += 8)
-		iq4_nl_rows8(m, r, r1 - r < 8 ? (int)(r1 - r) : 8, c0, c1);
-}
+DEFINE_ROWS8_MM(iq4_nl, block_iq4_nl)
 
 /* ---- K-quants x Q8_K activations ---- */
 
