@@ -300,6 +300,13 @@ EXL_INLINE __m256i hsum8x8_epi32(const __m256i p[8])
 		}                                                                          \
 	}
 
+/* Row r + i of 8, or row r past the nr that exist: lanes past nr are
+ * computed, never stored. */
+EXL_INLINE const void *rows8_row(const struct exl_mm_ctx *m, int64_t r, int nr, int i)
+{
+	return exl_row(m, r + (i < nr ? i : 0));
+}
+
 /* The 8 accumulators of each of nc vectors, zeroed; and their trees stored
  * as outputs of rows [r, r + nr). */
 EXL_INLINE void rows8_acc_zero(__m256 (*acc)[8], int nc)
@@ -365,18 +372,33 @@ EXL_INLINE void q8_0_rows8_block(const block_q8_0 *const *rw, int64_t b, __m256i
 	*dw = rows8_d(rb);
 }
 
+/* The 8 rows' signed levels (g[k]: weights of group k, aw[k] = |g[k]|)
+ * . x as int32 lanes, through |w| * (x with w's sign), pairs widened
+ * alone; group k's 4 bytes of x at x + 4k, k >= 4 at x + hoff + 4(k - 4). */
+EXL_INLINE __m256i rows8_signed_dot(const __m256i g[8], const __m256i aw[8], const int8_t *x, size_t hoff)
+{
+	const __m256i ones = _mm256_set1_epi16(1);
+	__m256i d = _mm256_setzero_si256();
+
+	for (int k = 0; k < 8; k++) {
+		const int8_t *xk = x + (k < 4 ? (size_t)(4 * k) : hoff + (size_t)(4 * (k - 4)));
+
+		d = _mm256_add_epi32(d, _mm256_madd_epi16(_mm256_maddubs_epi16(aw[k],
+					_mm256_sign_epi8(bcast_i32(xk), g[k])), ones));
+	}
+	return d;
+}
+
 /* Rows [r, r + nr) (nr <= 8) x vectors [c0, c1) (at most COL_CHUNK, 64). */
 static void q8_0_rows8(const struct exl_mm_ctx *m, int64_t r, int nr, int c0, int c1)
 {
 	const block_q8_0 *rw[8];
 	const int64_t nb = m->cols / 32;
 	const int nc = c1 - c0;
-	const __m256i ones = _mm256_set1_epi16(1);
 	__m256 acc[64][8];
 
-	/* lanes past nr repeat row r: computed, never stored */
 	for (int i = 0; i < 8; i++)
-		rw[i] = (const block_q8_0 *)(const void *)exl_row(m, r + (i < nr ? i : 0));
+		rw[i] = rows8_row(m, r, nr, i);
 	rows8_acc_zero(acc, nc);
 	for (int64_t b = 0; b < nb; b++) {
 		__m256i g[8], aw[8];
@@ -385,12 +407,7 @@ static void q8_0_rows8(const struct exl_mm_ctx *m, int64_t r, int nr, int c0, in
 		q8_0_rows8_block(rw, b, g, aw, &dw);
 		for (int j = 0; j < nc; j++) {
 			const uint8_t *a = m->act + (size_t)(c0 + j) * m->act_stride;
-			const int8_t *x = (const int8_t *)a + 32 * b;
-			__m256i d = _mm256_madd_epi16(_mm256_maddubs_epi16(aw[0], _mm256_sign_epi8(bcast_i32(x), g[0])), ones);
-
-			for (int k = 1; k < 8; k++)
-				d = _mm256_add_epi32(d, _mm256_madd_epi16(_mm256_maddubs_epi16(aw[k],
-						_mm256_sign_epi8(bcast_i32(x + 4 * k), g[k])), ones));
+			__m256i d = rows8_signed_dot(g, aw, (const int8_t *)a + 32 * b, 16);
 			__m256 sc = _mm256_mul_ps(dw, _mm256_set1_ps(exl_act_q8_0_d(a, m->cols)[b]));
 
 			acc[j][b & 7] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d), sc, acc[j][b & 7]);
@@ -563,9 +580,8 @@ static void q4_0_rows8(const struct exl_mm_ctx *m, int64_t r, int nr, int c0, in
 	const __m256i ones = _mm256_set1_epi16(1);
 	__m256 acc[64][8];
 
-	/* lanes past nr repeat row r: computed, never stored */
 	for (int i = 0; i < 8; i++)
-		rw[i] = (const block_q4_0 *)(const void *)exl_row(m, r + (i < nr ? i : 0));
+		rw[i] = rows8_row(m, r, nr, i);
 	rows8_acc_zero(acc, nc);
 	for (int64_t b = 0; b < nb; b++) {
 		__m256i lo[4], hi[4];
@@ -952,12 +968,12 @@ static void iq4_nl_rows8(const struct exl_mm_ctx *m, int64_t r, int nr, int c0, 
 	const block_q4_0 *rw[8]; /* the same bytes as block_iq4_nl */
 	const int64_t nb = m->cols / 32;
 	const int nc = c1 - c0;
-	const __m256i ones = _mm256_set1_epi16(1), tab = iq4_table();
+	const __m256i tab = iq4_table();
 	__m256 acc[64][8];
 
 	_Static_assert(sizeof(block_q4_0) == sizeof(block_iq4_nl), "IQ4_NL blocks are Q4_0's shape");
 	for (int i = 0; i < 8; i++)
-		rw[i] = (const block_q4_0 *)(const void *)exl_row(m, r + (i < nr ? i : 0));
+		rw[i] = rows8_row(m, r, nr, i);
 	rows8_acc_zero(acc, nc);
 	for (int64_t b = 0; b < nb; b++) {
 		__m256i g[8], aw[8], lo[4], hi[4];
@@ -973,15 +989,7 @@ static void iq4_nl_rows8(const struct exl_mm_ctx *m, int64_t r, int nr, int c0, 
 			aw[k] = _mm256_sign_epi8(g[k], g[k]);
 		for (int j = 0; j < nc; j++) {
 			const uint8_t *a = m->act + (size_t)(c0 + j) * m->act_stride;
-			const int8_t *x = (const int8_t *)a + off;
-			__m256i d = _mm256_madd_epi16(_mm256_maddubs_epi16(aw[0], _mm256_sign_epi8(bcast_i32(x), g[0])), ones);
-
-			for (int k = 1; k < 8; k++) {
-				const int8_t *xk = x + (k < 4 ? (size_t)(4 * k) : hoff + (size_t)(4 * (k - 4)));
-
-				d = _mm256_add_epi32(d, _mm256_madd_epi16(_mm256_maddubs_epi16(aw[k],
-						_mm256_sign_epi8(bcast_i32(xk), g[k])), ones));
-			}
+			__m256i d = rows8_signed_dot(g, aw, (const int8_t *)a + off, hoff);
 			__m256 sc = _mm256_mul_ps(dw, _mm256_set1_ps(exl_act_q8_0_d(a, m->cols)[b]));
 
 			acc[j][b & 7] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d), sc, acc[j][b & 7]);
