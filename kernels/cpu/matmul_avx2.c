@@ -404,6 +404,7 @@ static void q8_0_rows8(const struct exl_mm_ctx *m, int64_t r, int nr, int c0, in
 		__m256i g[8], aw[8];
 		__m256 dw;
 
+		exl_prefetch_share(exl_row(m, r + 8), 8 * m->row_bytes, b, nb);
 		q8_0_rows8_block(rw, b, g, aw, &dw);
 		for (int j = 0; j < nc; j++) {
 			const uint8_t *a = m->act + (size_t)(c0 + j) * m->act_stride;
@@ -587,6 +588,7 @@ static void q4_0_rows8(const struct exl_mm_ctx *m, int64_t r, int nr, int c0, in
 		__m256i lo[4], hi[4];
 		__m256 dw;
 
+		exl_prefetch_share(exl_row(m, r + 8), 8 * m->row_bytes, b, nb);
 		q4_0_rows8_block(rw, b, lo, hi, &dw);
 		for (int j = 0; j < nc; j++) {
 			const uint8_t *a = m->act + (size_t)(c0 + j) * m->act_stride;
@@ -980,6 +982,7 @@ static void iq4_nl_rows8(const struct exl_mm_ctx *m, int64_t r, int nr, int c0, 
 		__m256 dw;
 		size_t hoff, off = pairs32_lo(b, nb, &hoff);
 
+		exl_prefetch_share(exl_row(m, r + 8), 8 * m->row_bytes, b, nb);
 		q4_0_rows8_block(rw, b, lo, hi, &dw);
 		for (int k = 0; k < 4; k++) {
 			g[k] = _mm256_shuffle_epi8(tab, lo[k]);

@@ -93,6 +93,23 @@ static inline size_t exl_prefetch_distance(int n, size_t row_bytes, int R)
 	return tile * ((EXL_PF_BYTES + tile - 1) / tile);
 }
 
+/* Batched calls (n > EXL_STREAM_N) compute a group of rows with every
+ * vector before they move on: time enough for the next group's bytes to
+ * come from memory, which the hardware prefetchers, following several rows
+ * at once, do not fetch in time when the weights are not in cache (a
+ * batched decode step reads every matrix once: measured 76 against 137
+ * GFLOP/s for an in-cache matrix at n = 16).  Step b of nb fetches its share
+ * of the lines of [next, next + bytes); past the matrix's end is harmless,
+ * a prefetch never faults. */
+static inline void exl_prefetch_share(const uint8_t *next, size_t bytes, int64_t b, int64_t nb)
+{
+	const size_t lines = (bytes + 63) / 64;
+	const size_t l1 = lines * (size_t)(b + 1) / (size_t)nb;
+
+	for (size_t l = lines * (size_t)b / (size_t)nb; l < l1; l++)
+		_mm_prefetch((const char *)next + 64 * l, _MM_HINT_T0);
+}
+
 static inline const uint8_t *exl_row(const struct exl_mm_ctx *m, int64_t r)
 {
 	return m->w + (size_t)r * m->row_bytes;
