@@ -321,6 +321,10 @@ EXL_INLINE void rows8_store(const struct exl_mm_ctx *m, __m256 (*acc)[8], int nc
 	for (int j = 0; j < nc; j++) {
 		float out[8];
 
+		if (nr == 8) {
+			_mm256_storeu_ps(exl_out(m, c0 + j, r), tree8_ps(acc[j]));
+			continue;
+		}
 		_mm256_storeu_ps(out, tree8_ps(acc[j]));
 		memcpy(exl_out(m, c0 + j, r), out, sizeof(float) * (size_t)nr);
 	}

@@ -335,6 +335,62 @@ static void test_big_sort(void)
 	free(l);
 }
 
+/* exl_cands_best_of_logits against exl_cands_from_logits + keep_best:
+ * the same candidates in the same order, bit for bit, or -1 where keep_best
+ * would keep all of them.  Coarse values give ties (to the lower id), some
+ * NaN and -inf, and lengths that are not whole runs of 16. */
+static void test_best_of_logits(void)
+{
+	enum { N = 5003 };
+	static struct exl_cand c1[N], c2[N], t1[N];
+	static float l[N];
+	static const int ks[] = { 1, 2, 40, 255, 256 };
+	static const int ns[] = { 1, 17, 40, 41, 300, N };
+	struct exl_rng rng;
+
+	exl_rng_seed(&rng, 7);
+	for (int round = 0; round < 4; round++) {
+		for (int i = 0; i < N; i++) {
+			l[i] = (float)((int)(exl_rng_uniform(&rng) * (round ? 64 : 4000)) - 32) / 4.0f;
+			if (i % 113 == 5)
+				l[i] = -INFINITY;
+			if (round == 3 && i % 7 == 0)
+				l[i] = NAN;
+			if (round == 2 && i > N / 2)
+				l[i] = (float)(i - N / 2); /* rising: the heap turns over */
+		}
+		for (size_t ni = 0; ni < sizeof(ns) / sizeof(ns[0]); ni++) {
+			for (size_t ki = 0; ki < sizeof(ks) / sizeof(ks[0]); ki++) {
+				int n = ns[ni], k = ks[ki], valid = 0;
+				struct exl_cands a = { c1, t1, 0, 0, NULL }, b = { c2, NULL, -1, -1, NULL };
+
+				for (int i = 0; i < n; i++)
+					valid += l[i] > -INFINITY;
+				exl_cands_from_logits(&a, l, n);
+				exl_cands_keep_best(&a, k);
+				int rc = exl_cands_best_of_logits(&b, l, n, k);
+
+				if (valid <= k) {
+					CHECK(rc == -1 && b.n == -1, "n %d k %d: %d valid, rc %d", n, k, valid, rc);
+					continue;
+				}
+				CHECK(rc == 0 && a.n == b.n && a.n_sorted == b.n_sorted,
+				      "round %d n %d k %d: rc %d, n %d/%d sorted %d/%d", round, n, k, rc, a.n, b.n,
+				      a.n_sorted, b.n_sorted);
+				int diff = 0;
+
+				for (int i = 0; rc == 0 && i < b.n; i++)
+					diff += memcmp(&a.c[i], &b.c[i], sizeof(a.c[i])) != 0;
+				CHECK(diff == 0, "round %d n %d k %d: %d candidates differ", round, n, k, diff);
+			}
+		}
+	}
+	struct exl_cands b = { c2, NULL, 0, 0, NULL };
+
+	CHECK(exl_cands_best_of_logits(&b, l, N, 0) == -1, "k 0 taken");
+	CHECK(exl_cands_best_of_logits(&b, l, N, 257) == -1, "k 257 taken");
+}
+
 /* ---- the pipeline, setting by setting ---- */
 
 #define NV 8
@@ -630,6 +686,7 @@ int main(void)
 	test_dry();
 	test_cands();
 	test_big_sort();
+	test_best_of_logits();
 	test_pipeline();
 	test_check();
 	if (check_failures) {

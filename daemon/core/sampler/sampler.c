@@ -263,14 +263,16 @@ int32_t exl_sampler_sample(struct exl_sampler *s, float *logits, const int32_t *
 	if (exl_sampler_params_greedy(p))
 		return argmax(logits, s->n_vocab);
 
-	exl_cands_from_logits(&cs, logits, s->n_vocab);
-	if (cs.n == 0)
-		return -1;
 	/* top_k first: the k best logits are the same set at any temperature,
 	 * and the later steps renormalise over them.  Mirostat does its own
 	 * truncation from the full distribution, as llama.cpp's does. */
-	if (p->mirostat != 2)
-		exl_cands_keep_best(&cs, p->top_k);
+	if (p->mirostat == 2 || exl_cands_best_of_logits(&cs, logits, s->n_vocab, p->top_k) < 0) {
+		exl_cands_from_logits(&cs, logits, s->n_vocab);
+		if (cs.n == 0)
+			return -1;
+		if (p->mirostat != 2)
+			exl_cands_keep_best(&cs, p->top_k);
+	}
 	exl_cands_probs(&cs);
 	if (!p->temperature_last)
 		exl_cands_temperature(&cs, p->temperature);

@@ -133,6 +133,12 @@ void exl_cands_from_logits(struct exl_cands *cs, const float *logits, int n_voca
 void exl_cands_probs(struct exl_cands *cs);
 /* Sorts every candidate and sets p = softmax(logit). */
 void exl_cands_softmax(struct exl_cands *cs);
+/* exl_cands_from_logits then exl_cands_keep_best(k), the same candidates
+ * in the same order, in one pass over logits without filling cs with the
+ * whole vocabulary.  -1 (cs untouched) where it does not apply: k <= 0, k
+ * above its heap (256), or at most k candidates (keep_best keeps them all,
+ * unsorted). */
+int exl_cands_best_of_logits(struct exl_cands *cs, const float *logits, int n_vocab, int k);
 /* Keeps the k best by logit (k <= 0: all), without sorting the rest. */
 void exl_cands_keep_best(struct exl_cands *cs, int k);
 /* Divides logits by t (> 0) and renormalises. */

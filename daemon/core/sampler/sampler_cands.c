@@ -147,6 +147,26 @@ static int int_cmp(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
+/* Adds x (at index i) to the heap h of the hn (< k) kept so far. */
+static void heap_push(struct exl_cand *h, int32_t *hi, int hn, struct exl_cand x, int32_t i)
+{
+	int j = hn;
+
+	h[j] = x;
+	hi[j] = i;
+	while (j > 0 && better(&h[(j - 1) / 2], &h[j])) {
+		struct exl_cand t = h[j];
+		int32_t ti = hi[j];
+		int up = (j - 1) / 2;
+
+		h[j] = h[up];
+		hi[j] = hi[up];
+		h[up] = t;
+		hi[up] = ti;
+		j = up;
+	}
+}
+
 /* Makes c[0..k) the best k of c[0..n), in order (k <= HEAP_MAX). */
 static void heap_select(struct exl_cand *c, int n, int k)
 {
@@ -156,21 +176,7 @@ static void heap_select(struct exl_cand *c, int n, int k)
 
 	for (int i = 0; i < n; i++) {
 		if (hn < k) {
-			int j = hn++;
-
-			h[j] = c[i];
-			hi[j] = i;
-			while (j > 0 && better(&h[(j - 1) / 2], &h[j])) {
-				struct exl_cand t = h[j];
-				int32_t ti = hi[j];
-				int up = (j - 1) / 2;
-
-				h[j] = h[up];
-				hi[j] = hi[up];
-				h[up] = t;
-				hi[up] = ti;
-				j = up;
-			}
+			heap_push(h, hi, hn++, c[i], i);
 			continue;
 		}
 		if (!better(&c[i], &h[0]))
@@ -234,6 +240,63 @@ void exl_cands_from_logits(struct exl_cands *cs, const float *logits, int n_voca
 	}
 	cs->n = n;
 	cs->n_sorted = 0;
+}
+
+/* Logits go through in runs of this many: a run with none above the
+ * worst kept (nearly all, once the heap is full) costs one vectorizable
+ * pass of compares. */
+#define BEST_RUN 16
+
+int exl_cands_best_of_logits(struct exl_cands *cs, const float *logits, int n_vocab, int k)
+{
+	struct exl_cand h[HEAP_MAX];
+	int32_t hi[HEAP_MAX];
+	int hn = 0, valid = 0, i = 0;
+
+	if (k <= 0 || k > HEAP_MAX)
+		return -1;
+	while (i < n_vocab) {
+		int end = i + BEST_RUN <= n_vocab ? i + BEST_RUN : n_vocab;
+
+		/* once full, a logit that only ties the worst kept loses to it
+		 * (a higher id), so ">" is the whole test */
+		if (hn == k && end - i == BEST_RUN) {
+			const float thr = h[0].logit;
+			int hit = 0, v = 0;
+
+			for (int j = 0; j < BEST_RUN; j++) {
+				hit |= logits[i + j] > thr;
+				v += logits[i + j] > -INFINITY;
+			}
+			if (!hit) {
+				valid += v;
+				i = end;
+				continue;
+			}
+		}
+		for (; i < end; i++) {
+			struct exl_cand x = { .id = i, .logit = logits[i], .p = 0.0f };
+
+			if (!(x.logit > -INFINITY))
+				continue;
+			valid++;
+			if (hn < k) {
+				heap_push(h, hi, hn++, x, i);
+			} else if (better(&x, &h[0])) {
+				h[0] = x;
+				hi[0] = i;
+				heap_down(h, hi, hn, 0);
+			}
+		}
+	}
+	/* keep_best keeps every candidate, unsorted, when k does not cut */
+	if (valid <= k)
+		return -1;
+	qsort(h, (size_t)k, sizeof(*h), cand_cmp);
+	memcpy(cs->c, h, (size_t)k * sizeof(*h));
+	cs->n = k;
+	cs->n_sorted = k;
+	return 0;
 }
 
 static void scale(struct exl_cands *cs, double sum)
