@@ -501,13 +501,27 @@ DEFINE_ROWS8_MM(q8_0, block_q8_0)
  *    the int32 dots are reduced into the lanes of one vector, lane m being
  *    accumulator m, so one float step serves 8 blocks. */
 
-/* Blocks of x in element order, with sum of x per block as an int32 in
- * place of act_q8_0's s (Q4_0's offset of 8 is taken off through it). */
+/* Offset of x's block b weights 0..15 in act_pairs32's order, and how far
+ * on weights 16..31 are. */
+EXL_INLINE size_t pairs32_lo(int64_t b, int64_t nb, size_t *hi)
+{
+	if ((nb & 1) && b == nb - 1) { /* a trailing odd block: element order */
+		*hi = 16;
+		return 32 * (size_t)b;
+	}
+	*hi = 32;
+	return 64 * (size_t)(b / 2) + 16 * (size_t)(b & 1);
+}
+
+/* Blocks of x in act_pairs32's order (each pair of blocks as [x0..15 of
+ * both | x16..31 of both]), with sum of x per block as an int32 in place of
+ * act_q8_0's s (Q4_0's offset of 8 is taken off through it). */
 static void act_q4_0(const float *x, uint8_t *act, int64_t cols)
 {
 	int8_t *qs = (int8_t *)act;
 	float *d = (float *)(void *)(act + cols);
 	uint8_t *sx = act + cols + 4 * (size_t)(cols / 32);
+	int8_t tmp[64];
 
 	for (int64_t b = 0; b < cols / 32; b++) {
 		float amax = amax_n(x + 32 * b, 32);
@@ -516,6 +530,11 @@ static void act_q4_0(const float *x, uint8_t *act, int64_t cols)
 
 		d[b] = amax / 127.0f;
 		memcpy(sx + 4 * b, &sum, 4);
+	}
+	for (int64_t b = 0; b + 2 <= cols / 32; b += 2) {
+		memcpy(tmp, qs + 32 * b, 64);
+		memcpy(qs + 32 * b + 16, tmp + 32, 16);
+		memcpy(qs + 32 * b + 32, tmp + 16, 16);
 	}
 }
 
@@ -594,18 +613,20 @@ static void q4_0_rows8(const struct exl_mm_ctx *m, int64_t r, int nr, int c0, in
 
 		exl_prefetch_share(exl_row(m, r + 8), 8 * m->row_bytes, b, nb);
 		q4_0_rows8_block(rw, b, lo, hi, &dw);
+		size_t hoff, off = pairs32_lo(b, nb, &hoff);
+
 		for (int j = 0; j < nc; j++) {
 			const uint8_t *a = m->act + (size_t)(c0 + j) * m->act_stride;
-			const int8_t *x = (const int8_t *)a + 32 * b;
+			const int8_t *x = (const int8_t *)a + off, *xh = x + hoff;
 			__m256i s = _mm256_maddubs_epi16(lo[0], bcast_i32(x));
 
 			s = _mm256_add_epi16(s, _mm256_maddubs_epi16(lo[1], bcast_i32(x + 4)));
 			s = _mm256_add_epi16(s, _mm256_maddubs_epi16(lo[2], bcast_i32(x + 8)));
 			s = _mm256_add_epi16(s, _mm256_maddubs_epi16(lo[3], bcast_i32(x + 12)));
-			s = _mm256_add_epi16(s, _mm256_maddubs_epi16(hi[0], bcast_i32(x + 16)));
-			s = _mm256_add_epi16(s, _mm256_maddubs_epi16(hi[1], bcast_i32(x + 20)));
-			s = _mm256_add_epi16(s, _mm256_maddubs_epi16(hi[2], bcast_i32(x + 24)));
-			s = _mm256_add_epi16(s, _mm256_maddubs_epi16(hi[3], bcast_i32(x + 28)));
+			s = _mm256_add_epi16(s, _mm256_maddubs_epi16(hi[0], bcast_i32(xh)));
+			s = _mm256_add_epi16(s, _mm256_maddubs_epi16(hi[1], bcast_i32(xh + 4)));
+			s = _mm256_add_epi16(s, _mm256_maddubs_epi16(hi[2], bcast_i32(xh + 8)));
+			s = _mm256_add_epi16(s, _mm256_maddubs_epi16(hi[3], bcast_i32(xh + 12)));
 			__m256i d = _mm256_sub_epi32(_mm256_madd_epi16(s, ones),
 						     _mm256_set1_epi32(8 * q4_0_sx(a, m->cols)[b]));
 			__m256 sc = _mm256_mul_ps(dw, _mm256_set1_ps(exl_act_q8_0_d(a, m->cols)[b]));
@@ -623,7 +644,8 @@ EXL_INLINE void q4_0_group8(const block_q4_0 *w, int64_t b, int k, const uint8_t
 			    int64_t cols, size_t pf, __m256 *acc)
 {
 	const __m256i ones = _mm256_set1_epi16(1), lo4 = _mm256_set1_epi8(0x0f);
-	__m256i p[4][8];
+	const int64_t nb = cols / 32;
+	__m256i g[4];
 	const uint8_t *rb[8];
 
 	if (pf) {
@@ -631,21 +653,60 @@ EXL_INLINE void q4_0_group8(const block_q4_0 *w, int64_t b, int k, const uint8_t
 		_mm_prefetch((const char *)(w + b) + pf + 64, _MM_HINT_T0);
 		_mm_prefetch((const char *)(w + b) + pf + 128, _MM_HINT_T0);
 	}
-	for (int t = 0; t < 8; t++) {
+	for (int t = 0; t < 8; t++)
 		rb[t] = (const uint8_t *)(w + b + (t < k ? t : 0));
-		if (t >= k) {
-			for (int j = 0; j < nc; j++)
-				p[j][t] = _mm256_setzero_si256();
-			continue;
-		}
-		__m128i q = _mm_loadu_si128((const __m128i *)(const void *)w[b + t].qs);
-		__m256i v = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(q, 4), q), lo4);
+	if (k == 8) {
+		/* 4 pairs of blocks, each pair's x contiguous in act_q4_0's
+		 * order: one vector holds both blocks' low (high) nibbles, and
+		 * their two maddubs add in int16 (at most 2 x 2 x 15 x 127 =
+		 * 7620), so a pair costs one madd; lanes 0-3 hold block
+		 * b + 2i's partial dots and 4-7 block b + 2i + 1's */
+		__m256i pp[4][4];
 
+		for (int i = 0; i < 4; i++) {
+			__m256i q = _mm256_set_m128i(_mm_loadu_si128((const __m128i *)(const void *)w[b + 2 * i + 1].qs),
+						     _mm_loadu_si128((const __m128i *)(const void *)w[b + 2 * i].qs));
+			__m256i l = _mm256_and_si256(q, lo4);
+			__m256i h = _mm256_and_si256(_mm256_srli_epi16(q, 4), lo4);
+
+			for (int j = 0; j < nc; j++) {
+				const int8_t *x = (const int8_t *)a[j] + 32 * (size_t)(b + 2 * i);
+				__m256i xl = _mm256_loadu_si256((const __m256i *)(const void *)x);
+				__m256i xh = _mm256_loadu_si256((const __m256i *)(const void *)(x + 32));
+
+				pp[j][i] = _mm256_madd_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(l, xl),
+									      _mm256_maddubs_epi16(h, xh)), ones);
+			}
+		}
 		for (int j = 0; j < nc; j++) {
-			__m256i xv = _mm256_loadu_si256((const __m256i *)(const void *)(a[j] + 32 * (b + t)));
-
-			p[j][t] = _mm256_madd_epi16(_mm256_maddubs_epi16(v, xv), ones);
+			/* [b0 b2 b4 b6 | b1 b3 b5 b7], then in block order */
+			g[j] = _mm256_hadd_epi32(_mm256_hadd_epi32(pp[j][0], pp[j][1]),
+						 _mm256_hadd_epi32(pp[j][2], pp[j][3]));
+			g[j] = _mm256_permutevar8x32_epi32(g[j], _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
 		}
+	} else {
+		__m256i p[4][8];
+
+		for (int t = 0; t < 8; t++) {
+			if (t >= k) {
+				for (int j = 0; j < nc; j++)
+					p[j][t] = _mm256_setzero_si256();
+				continue;
+			}
+			__m128i q = _mm_loadu_si128((const __m128i *)(const void *)w[b + t].qs);
+			__m256i v = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(q, 4), q), lo4);
+			size_t hoff, off = pairs32_lo(b + t, nb, &hoff);
+
+			for (int j = 0; j < nc; j++) {
+				const int8_t *x = (const int8_t *)a[j] + off;
+				__m256i xv = _mm256_set_m128i(_mm_loadu_si128((const __m128i *)(const void *)(x + hoff)),
+							      _mm_loadu_si128((const __m128i *)(const void *)x));
+
+				p[j][t] = _mm256_madd_epi16(_mm256_maddubs_epi16(v, xv), ones);
+			}
+		}
+		for (int j = 0; j < nc; j++)
+			g[j] = hsum8x8_epi32(p[j]);
 	}
 	__m256 dw = rows8_d(rb);
 
@@ -661,7 +722,7 @@ EXL_INLINE void q4_0_group8(const block_q4_0 *w, int64_t b, int k, const uint8_t
 			memcpy(t8, sx, sizeof(int32_t) * (size_t)k);
 			s8 = _mm256_loadu_si256((const __m256i *)(const void *)t8);
 		}
-		acc[j] = group_step(_mm256_sub_epi32(hsum8x8_epi32(p[j]), _mm256_slli_epi32(s8, 3)),
+		acc[j] = group_step(_mm256_sub_epi32(g[j], _mm256_slli_epi32(s8, 3)),
 				    _mm256_mul_ps(dw, group_dx(exl_act_q8_0_d(a[j], cols), b, k)), acc[j], k);
 	}
 }
@@ -956,18 +1017,6 @@ static void mm_q5_1(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, 
  * the levels looked up with a byte shuffle.  x is in act_pairs32's order
  * (shared with the other 32-weight types): block b's weights 0..15 at
  * pairs32_lo(b) and 16..31 16 or 32 bytes on. */
-
-/* Offset of x's block b weights 0..15 in act_pairs32's order, and how far
- * on weights 16..31 are. */
-EXL_INLINE size_t pairs32_lo(int64_t b, int64_t nb, size_t *hi)
-{
-	if ((nb & 1) && b == nb - 1) { /* a trailing odd block: element order */
-		*hi = 16;
-		return 32 * (size_t)b;
-	}
-	*hi = 32;
-	return 64 * (size_t)(b / 2) + 16 * (size_t)(b & 1);
-}
 
 static void iq4_nl_rows8(const struct exl_mm_ctx *m, int64_t r, int nr, int c0, int c1)
 {
