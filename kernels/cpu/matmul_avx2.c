@@ -920,7 +920,7 @@ EXL_INLINE void tile_b32(const struct exl_mm_ctx *m, int64_t r, int c, const int
 	const float *xd[4], *xs[4];
 	__m256 acc[4][4];
 	int64_t nb = m->cols / 32, b = 0;
-	const size_t pf = exl_prefetch_distance(m->n, m->row_bytes, R);
+	const size_t pf = exl_prefetch_tile(m, R, c);
 
 	for (int i = 0; i < R; i++)
 		w[i] = exl_row(m, r + i);
@@ -1151,7 +1151,7 @@ EXL_INLINE void tile_q45_K(const struct exl_mm_ctx *m, int64_t r, int c, const i
 	const int16_t *xs[4];
 	__m256 acc[2][4];
 	int64_t nb = m->cols / 256;
-	const size_t pf = exl_prefetch_distance(m->n, m->row_bytes, R);
+	const size_t pf = exl_prefetch_tile(m, R, c);
 	const __m256i lo4 = _mm256_set1_epi8(0x0f);
 
 	for (int i = 0; i < R; i++)
@@ -1267,7 +1267,7 @@ EXL_INLINE void tile_q6_K(const struct exl_mm_ctx *m, int64_t r, int c, const in
 	const int16_t *xs[4];
 	__m256 acc[2][4];
 	int64_t nb = m->cols / 256;
-	const size_t pf = exl_prefetch_distance(m->n, m->row_bytes, R);
+	const size_t pf = exl_prefetch_tile(m, R, c);
 	const __m256i lo4 = _mm256_set1_epi8(0x0f);
 	const __m256i m3 = _mm256_set1_epi8(3);
 
@@ -1398,7 +1398,7 @@ EXL_INLINE void tile_q23_K(const struct exl_mm_ctx *m, int64_t r, int c, const i
 	__m256 acc[2][4];
 	int64_t nb = m->cols / 256;
 	const size_t bsize = three ? sizeof(block_q3_K) : sizeof(block_q2_K);
-	const size_t pf = exl_prefetch_distance(m->n, m->row_bytes, R);
+	const size_t pf = exl_prefetch_tile(m, R, c);
 	const __m256i m3 = _mm256_set1_epi8(3);
 
 	for (int i = 0; i < R; i++)
@@ -1571,7 +1571,7 @@ EXL_INLINE void tile_iq4_xs(const struct exl_mm_ctx *m, int64_t r, int c, const 
 	const float *xd[4];
 	__m256 acc[2][4];
 	int64_t nb = m->cols / 256;
-	const size_t pf = exl_prefetch_distance(m->n, m->row_bytes, R);
+	const size_t pf = exl_prefetch_tile(m, R, c);
 	const __m256i lo4 = _mm256_set1_epi8(0x0f);
 	const __m256i tab = iq4_table();
 

@@ -93,6 +93,19 @@ static inline size_t exl_prefetch_distance(int n, size_t row_bytes, int R)
 	return tile * ((EXL_PF_BYTES + tile - 1) / tile);
 }
 
+/* The prefetch distance of a tile of R rows at vector c.  Decode-shaped
+ * calls: exl_prefetch_distance.  Batched ones (n > EXL_STREAM_N) sweep a
+ * unit of 16 rows (matmul.c's ROW_UNIT) with every vector before the next
+ * unit; the tiles of vector 0 read the unit from memory, so they fetch the
+ * same rows of the next unit as they go (a batched decode step reads every
+ * matrix from memory; see exl_prefetch_share), and the others none. */
+static inline size_t exl_prefetch_tile(const struct exl_mm_ctx *m, int R, int c)
+{
+	if (m->n <= EXL_STREAM_N)
+		return exl_prefetch_distance(m->n, m->row_bytes, R);
+	return c == 0 ? 16 * m->row_bytes : 0;
+}
+
 /* Batched calls (n > EXL_STREAM_N) compute a group of rows with every
  * vector before they move on: time enough for the next group's bytes to
  * come from memory, which the hardware prefetchers, following several rows
