@@ -513,6 +513,45 @@ EXL_INLINE size_t pairs32_lo(int64_t b, int64_t nb, size_t *hi)
 	return 64 * (size_t)(b / 2) + 16 * (size_t)(b & 1);
 }
 
+/* Block blk's 32 nibbles (weights 0..31, low nibbles then high) as bytes. */
+EXL_INLINE __m256i q4_levels(const block_q4_0 *blk)
+{
+	__m128i q = _mm_loadu_si128((const __m128i *)(const void *)blk->qs);
+
+	return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(q, 4), q), _mm256_set1_epi8(0x0f));
+}
+
+/* Block b of nb of an act row in act_pairs32's order, in weight order. */
+EXL_INLINE __m256i pairs32_block(const uint8_t *a, int64_t b, int64_t nb)
+{
+	size_t hoff, off = pairs32_lo(b, nb, &hoff);
+	const int8_t *x = (const int8_t *)a + off;
+
+	return _mm256_set_m128i(_mm_loadu_si128((const __m128i *)(const void *)(x + hoff)),
+				_mm_loadu_si128((const __m128i *)(const void *)x));
+}
+
+/* The 16-byte nibble arrays of blocks b and b + 1, one in each lane. */
+EXL_INLINE __m256i q4_pair_qs(const block_q4_0 *w, int64_t b)
+{
+	return _mm256_set_m128i(_mm_loadu_si128((const __m128i *)(const void *)w[b + 1].qs),
+				_mm_loadu_si128((const __m128i *)(const void *)w[b].qs));
+}
+
+/* qs of whole blocks, in element order, to act_pairs32's order. */
+static void pairs32_order(int8_t *qs, int64_t cols)
+{
+	int8_t tmp[64];
+
+	for (int64_t b = 0; b + 2 <= cols / 32; b += 2) {
+		int8_t *q = qs + 32 * b;
+
+		memcpy(tmp, q, 64);
+		memcpy(q + 16, tmp + 32, 16);
+		memcpy(q + 32, tmp + 16, 16);
+	}
+}
+
 /* Blocks of x in act_pairs32's order (each pair of blocks as [x0..15 of
  * both | x16..31 of both]), with sum of x per block as an int32 in place of
  * act_q8_0's s (Q4_0's offset of 8 is taken off through it). */
@@ -521,7 +560,6 @@ static void act_q4_0(const float *x, uint8_t *act, int64_t cols)
 	int8_t *qs = (int8_t *)act;
 	float *d = (float *)(void *)(act + cols);
 	uint8_t *sx = act + cols + 4 * (size_t)(cols / 32);
-	int8_t tmp[64];
 
 	for (int64_t b = 0; b < cols / 32; b++) {
 		float amax = amax_n(x + 32 * b, 32);
@@ -531,11 +569,7 @@ static void act_q4_0(const float *x, uint8_t *act, int64_t cols)
 		d[b] = amax / 127.0f;
 		memcpy(sx + 4 * b, &sum, 4);
 	}
-	for (int64_t b = 0; b + 2 <= cols / 32; b += 2) {
-		memcpy(tmp, qs + 32 * b, 64);
-		memcpy(qs + 32 * b + 16, tmp + 32, 16);
-		memcpy(qs + 32 * b + 32, tmp + 16, 16);
-	}
+	pairs32_order(qs, cols);
 }
 
 EXL_INLINE const int32_t *q4_0_sx(const uint8_t *act, int64_t cols)
@@ -549,16 +583,8 @@ EXL_INLINE const int32_t *q4_0_sx(const uint8_t *act, int64_t cols)
  * A trailing odd block stays in element order. */
 static void act_pairs32(const float *x, uint8_t *act, int64_t cols)
 {
-	int8_t tmp[64];
-
 	exl_act_q8_0_avx2(x, act, cols);
-	for (int64_t b = 0; b + 2 <= cols / 32; b += 2) {
-		int8_t *q = (int8_t *)act + 32 * b;
-
-		memcpy(tmp, q, 64);
-		memcpy(q + 16, tmp + 32, 16);
-		memcpy(q + 32, tmp + 16, 16);
-	}
+	pairs32_order((int8_t *)act, cols);
 }
 
 /* [v[2p] x4, v[2p + 1] x4] */
@@ -664,8 +690,7 @@ EXL_INLINE void q4_0_group8(const block_q4_0 *w, int64_t b, int k, const uint8_t
 		__m256i pp[4][4];
 
 		for (int i = 0; i < 4; i++) {
-			__m256i q = _mm256_set_m128i(_mm_loadu_si128((const __m128i *)(const void *)w[b + 2 * i + 1].qs),
-						     _mm_loadu_si128((const __m128i *)(const void *)w[b + 2 * i].qs));
+			__m256i q = q4_pair_qs(w, b + 2 * i);
 			__m256i l = _mm256_and_si256(q, lo4);
 			__m256i h = _mm256_and_si256(_mm256_srli_epi16(q, 4), lo4);
 
@@ -693,17 +718,11 @@ EXL_INLINE void q4_0_group8(const block_q4_0 *w, int64_t b, int k, const uint8_t
 					p[j][t] = _mm256_setzero_si256();
 				continue;
 			}
-			__m128i q = _mm_loadu_si128((const __m128i *)(const void *)w[b + t].qs);
-			__m256i v = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(q, 4), q), lo4);
-			size_t hoff, off = pairs32_lo(b + t, nb, &hoff);
+			__m256i v = q4_levels(&w[b + t]);
 
-			for (int j = 0; j < nc; j++) {
-				const int8_t *x = (const int8_t *)a[j] + off;
-				__m256i xv = _mm256_set_m128i(_mm_loadu_si128((const __m128i *)(const void *)(x + hoff)),
-							      _mm_loadu_si128((const __m128i *)(const void *)x));
-
-				p[j][t] = _mm256_madd_epi16(_mm256_maddubs_epi16(v, xv), ones);
-			}
+			for (int j = 0; j < nc; j++)
+				p[j][t] = _mm256_madd_epi16(_mm256_maddubs_epi16(v, pairs32_block(a[j], b + t, nb)),
+							    ones);
 		}
 		for (int j = 0; j < nc; j++)
 			g[j] = hsum8x8_epi32(p[j]);
@@ -1059,6 +1078,7 @@ EXL_INLINE void iq4_nl_group8(const block_iq4_nl *w, int64_t b, int k, const uin
 			      int nc, int64_t cols, size_t pf, __m256 *acc)
 {
 	const __m256i ones = _mm256_set1_epi16(1), lo4 = _mm256_set1_epi8(0x0f), tab = iq4_table();
+	const block_q4_0 *w4 = (const block_q4_0 *)(const void *)w; /* Q4_0's shape */
 	const int64_t nb = cols / 32;
 	__m256i p[4][8];
 	const uint8_t *rb[8];
@@ -1077,8 +1097,7 @@ EXL_INLINE void iq4_nl_group8(const block_iq4_nl *w, int64_t b, int k, const uin
 		__m256i pp[4][4];
 
 		for (int i = 0; i < 4; i++) {
-			__m256i q = _mm256_set_m128i(_mm_loadu_si128((const __m128i *)(const void *)w[b + 2 * i + 1].qs),
-						     _mm_loadu_si128((const __m128i *)(const void *)w[b + 2 * i].qs));
+			__m256i q = q4_pair_qs(w4, b + 2 * i);
 			__m256i l = _mm256_shuffle_epi8(tab, _mm256_and_si256(q, lo4));
 			__m256i h = _mm256_shuffle_epi8(tab, _mm256_and_si256(_mm256_srli_epi16(q, 4), lo4));
 			__m256i al = _mm256_sign_epi8(l, l), ah = _mm256_sign_epi8(h, h);
@@ -1112,18 +1131,12 @@ EXL_INLINE void iq4_nl_group8(const block_iq4_nl *w, int64_t b, int k, const uin
 				p[j][t] = _mm256_setzero_si256();
 			continue;
 		}
-		__m128i q = _mm_loadu_si128((const __m128i *)(const void *)w[b + t].qs);
-		__m256i v = _mm256_shuffle_epi8(tab, _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(q, 4), q), lo4));
+		__m256i v = _mm256_shuffle_epi8(tab, q4_levels(&w4[b + t]));
 		__m256i av = _mm256_sign_epi8(v, v);
-		size_t hoff, off = pairs32_lo(b + t, nb, &hoff);
 
-		for (int j = 0; j < nc; j++) {
-			const int8_t *x = (const int8_t *)a[j] + off;
-			__m256i xv = _mm256_set_m128i(_mm_loadu_si128((const __m128i *)(const void *)(x + hoff)),
-						      _mm_loadu_si128((const __m128i *)(const void *)x));
-
-			p[j][t] = _mm256_madd_epi16(_mm256_maddubs_epi16(av, _mm256_sign_epi8(xv, v)), ones);
-		}
+		for (int j = 0; j < nc; j++)
+			p[j][t] = _mm256_madd_epi16(_mm256_maddubs_epi16(av, _mm256_sign_epi8(pairs32_block(a[j], b + t, nb), v)),
+						    ones);
 	}
 	__m256 dw = rows8_d(rb);
 
