@@ -46,6 +46,26 @@ static inline void exl_attn_softcap(float *s, int g, int n, float cap)
 			s[i * EXL_ATTN_CHUNK + j] = exl_softcap(s[i * EXL_ATTN_CHUNK + j], cap);
 }
 
+/* A unit's K/V rows are short runs (a page of one head) that the hardware
+ * prefetchers do not follow in time, and the first loads of each stalled
+ * (batched decode: most of attention's time).  The kernels ask, while they
+ * score positions [j, j + p), for K EXL_ATTN_PF_AHEAD positions on and for
+ * those positions' V, which the pass over values reads after the scores;
+ * the gather asks for the first EXL_ATTN_PF_AHEAD positions' K. */
+#define EXL_ATTN_PF_AHEAD 8
+
+static inline void exl_attn_prefetch(const uint16_t *const *k, const uint16_t *const *v, int j, int p,
+				     int n, size_t head_dim)
+{
+	for (int i = j; i < j + p; i++) {
+		for (size_t o = 0; o < head_dim * sizeof(uint16_t); o += 64) {
+			if (i + EXL_ATTN_PF_AHEAD < n)
+				__builtin_prefetch((const char *)k[i + EXL_ATTN_PF_AHEAD] + o);
+			__builtin_prefetch((const char *)v[i] + o);
+		}
+	}
+}
+
 struct exl_cpu_ops {
 	const char *name;
 	/* sum of x[i]^2 */

@@ -363,18 +363,6 @@ static void unit_of(const struct attention_job *j, size_t u, size_t *t, int *kvh
 	*h0 += *kvh * j->group;
 }
 
-/* A unit's K and V rows are short runs (a page of one head) that the
- * hardware prefetchers do not follow in time: the attention of 16 decode
- * streams spent most of its time waiting on their first loads.  The run's
- * lines are asked for as soon as the run is known. */
-static void prefetch_rows(const uint16_t *k, const uint16_t *v, size_t bytes)
-{
-	for (size_t o = 0; o < bytes; o += 64) {
-		__builtin_prefetch((const char *)k + o);
-		__builtin_prefetch((const char *)v + o);
-	}
-}
-
 /* Folds positions [p0, p1) of unit u's window into st (whose m, l and acc
  * start empty). */
 static void attend_span(const struct attention_job *j, size_t u, int p0, int p1,
@@ -427,9 +415,12 @@ static void attend_span(const struct attention_job *j, size_t u, int p0, int p1,
 				kp[n] = K + base + (size_t)r * hd;
 				vp[n] = V + base + (size_t)r * hd;
 			}
-			prefetch_rows(K + base, V + base, (size_t)run * hd * sizeof(uint16_t));
 			p += run;
 		}
+		/* the kernel asks for the rest as it goes (exl_attn_prefetch) */
+		for (int i = 0; i < n && i < EXL_ATTN_PF_AHEAD; i++)
+			for (size_t o = 0; o < hd * sizeof(uint16_t); o += 64)
+				__builtin_prefetch((const char *)kp[i] + o);
 		j->k->attn_chunk(st, kp, vp, n, kv->head_dim, j->scale);
 	}
 }

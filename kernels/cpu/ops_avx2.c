@@ -369,8 +369,10 @@ INLINE void chunk(struct exl_attn_state *st, const uint16_t *const *k, const uin
 	size_t d = 0;
 	int j = 0;
 
-	for (; j + P <= n; j += P)
+	for (; j + P <= n; j += P) {
+		exl_attn_prefetch(k, v, j, P, n, hd);
 		scores(st->q, hd, k, j, st->s, scale, G, P);
+	}
 	for (; j < n; j++)
 		scores(st->q, hd, k, j, st->s, scale, G, 1);
 	if (st->softcap > 0.0f)
