@@ -228,6 +228,8 @@ enum exl_ring_result exl_ring_write(struct exl_ring *r, uint16_t type, uint64_t 
 		pthread_mutex_unlock(&r->mu);
 		return EXL_RING_FULL;
 	}
+	/* the reader had not caught up when this record came */
+	const bool behind = used_bytes(r) > 0;
 	uint64_t pos = r->wpos;
 	const struct iovec *cur = iov;
 	size_t off = 0;
@@ -257,13 +259,18 @@ enum exl_ring_result exl_ring_write(struct exl_ring *r, uint16_t type, uint64_t 
 	}
 	pthread_mutex_unlock(&r->mu);
 	/* The scheduler may queue the woken reader on this core (the waker's)
-	 * even with another one idle; the writer, an engine thread that goes
-	 * straight into its next step, would then hold it off for the rest of
-	 * its time slice, milliseconds (bench_delivery --threads 1 on 2
-	 * cores: p99 2-3 ms).  Yielding lets such a reader run now; with no
-	 * one else queued here it returns at once.  Only when a reader slept:
-	 * a spinning one needs no wake. */
-	if (woke)
+	 * even with another one idle, and so may it the thread the reader
+	 * waits on (at a job's start, the loop thread that sends the accepted
+	 * reply, before which the client reads nothing).  The writer, an
+	 * engine thread that goes straight into its next step, would then hold
+	 * them off for the rest of its time slice, milliseconds, and every
+	 * token made meanwhile would reach the client late (bench_delivery
+	 * --threads 1 on 2 cores: p99 2-6 ms in most runs).  So the writer
+	 * yields when it woke a sleeping reader or when the reader is behind;
+	 * with nobody queued on this core that returns at once.  A reader that
+	 * keeps up (spinning, or reading each record before the next) costs
+	 * nothing. */
+	if (woke || behind)
 		sched_yield();
 	return EXL_RING_WRITTEN;
 }

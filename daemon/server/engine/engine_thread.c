@@ -1,7 +1,6 @@
 /* The engine thread of one model: command queue, step loop, heartbeat. */
 #include <errno.h>
 #include <poll.h>
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -252,8 +251,6 @@ static void run_add(struct exl_engine_thread *t, struct exl_srv_job *j)
 
 static void run_commands(struct exl_engine_thread *t)
 {
-	bool added = false;
-
 	pthread_mutex_lock(&t->mu);
 	struct exl_cmd *c = t->head;
 	t->head = t->tail = NULL;
@@ -264,7 +261,6 @@ static void run_commands(struct exl_engine_thread *t)
 		switch (c->kind) {
 		case CMD_ADD:
 			run_add(t, c->job);
-			added = true;
 			break;
 		case CMD_CANCEL_JOB:
 			for (struct exl_srv_job *j = t->jobs; j; j = j->next)
@@ -294,14 +290,6 @@ static void run_commands(struct exl_engine_thread *t)
 		free(c);
 		c = next;
 	}
-	/* A client learns its job's id from the accepted reply, which the
-	 * loop thread sends, and reads no token before it.  Woken onto this
-	 * thread's core (2 cores, the engine on one), the loop would wait for
-	 * the step that follows to give up the core, and every token made
-	 * meanwhile would reach the client milliseconds late (bench_delivery
-	 * --threads 1: p99 2.5-5 ms, all of it at the start of jobs). */
-	if (added)
-		sched_yield();
 }
 
 /* Resumes the paused jobs whose consumer has room; returns how many are
