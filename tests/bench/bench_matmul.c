@@ -4,6 +4,7 @@
  *
  *   bench_matmul [--threads N] [--types q8_0,q4_0,...] [--kernels SET]
  *                [--n LIST] [--seconds S] [--model] [--hot]
+ *                [--shapes ROWSxCOLS,...]
  *
  * Decode-shaped runs cycle through enough copies of the matrix to overflow
  * the last-level cache, so GB/s is memory bandwidth, as in a real decode.
@@ -12,7 +13,9 @@
  * for every layer, for n = 1 (decode tok/s) and n = 128 (prefill tok/s);
  * with --n 1 or --n 128 only that one.
  * --hot runs decode shapes on one copy that stays in cache: the kernels'
- * compute ceiling rather than memory bandwidth. */
+ * compute ceiling rather than memory bandwidth.
+ * --shapes replaces the four TinyLlama shapes with others (the 134M model
+ * of bench_batch.sh: 768x768,2048x768,768x2048,32000x768). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -71,12 +74,41 @@ struct shape {
 	int64_t rows, cols;
 };
 
-static const struct shape shapes[] = {
+static const struct shape tinyllama_shapes[] = {
 	{ "attn 2048x2048", 2048, 2048 },
 	{ "ffn up 5632x2048", 5632, 2048 },
 	{ "ffn down 2048x5632", 2048, 5632 },
 	{ "output 32000x2048", 32000, 2048 },
 };
+
+#define MAX_SHAPES 16
+static struct shape shapes[MAX_SHAPES];
+static char shape_names[MAX_SHAPES][32];
+static size_t n_shapes;
+
+/* "768x768,32000x768": 0, or -1 with a message. */
+static int parse_shapes(const char *list)
+{
+	const char *p = list;
+
+	n_shapes = 0;
+	while (*p) {
+		long long rows, cols;
+		int used = 0;
+
+		if (n_shapes == MAX_SHAPES || sscanf(p, "%lldx%lld%n", &rows, &cols, &used) != 2 ||
+		    rows < 1 || cols < 1 || rows > (1 << 20) || cols > (1 << 20) || (p[used] && p[used] != ',')) {
+			fprintf(stderr, "bad --shapes '%s': want up to %d ROWSxCOLS, comma-separated\n", list,
+				MAX_SHAPES);
+			return -1;
+		}
+		snprintf(shape_names[n_shapes], sizeof(shape_names[0]), "%lldx%lld", rows, cols);
+		shapes[n_shapes] = (struct shape){ shape_names[n_shapes], rows, cols };
+		n_shapes++;
+		p += used + (p[used] == ',');
+	}
+	return n_shapes ? 0 : -1;
+}
 
 static int hot; /* --hot: decode from cache, to see the compute ceiling */
 
@@ -247,11 +279,19 @@ int main(int argc, char **argv)
 			model = 1;
 		else if (!strcmp(argv[i], "--hot"))
 			hot = 1;
-		else {
+		else if (!strcmp(argv[i], "--shapes") && i + 1 < argc) {
+			if (parse_shapes(argv[++i]) < 0)
+				return 2;
+		} else {
 			fprintf(stderr, "usage: %s [--threads N] [--types q8_0,...] [--kernels SET] "
-					"[--n 1,128] [--seconds S] [--model] [--hot]\n", argv[0]);
+					"[--n 1,128] [--seconds S] [--model] [--hot] [--shapes RxC,...]\n",
+				argv[0]);
 			return 2;
 		}
+	}
+	if (!n_shapes) {
+		memcpy(shapes, tinyllama_shapes, sizeof(tinyllama_shapes));
+		n_shapes = sizeof(tinyllama_shapes) / sizeof(tinyllama_shapes[0]);
 	}
 	if (threads < 1 || threads > 256 || seconds <= 0 || seconds > 600) {
 		fprintf(stderr, "bad --threads or --seconds\n");
@@ -294,7 +334,7 @@ int main(int argc, char **argv)
 				rc = 1;
 				break;
 			}
-			for (size_t i = 0; i < sizeof(shapes) / sizeof(shapes[0]) && !rc; i++)
+			for (size_t i = 0; i < n_shapes && !rc; i++)
 				rc = bench_shape(pool, t, &shapes[i], n, seconds) < 0;
 		}
 		free(nl);
