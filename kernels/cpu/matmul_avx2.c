@@ -531,11 +531,25 @@ EXL_INLINE __m256i pairs32_block(const uint8_t *a, int64_t b, int64_t nb)
 				_mm_loadu_si128((const __m128i *)(const void *)x));
 }
 
-/* The 16-byte nibble arrays of blocks b and b + 1, one in each lane. */
-EXL_INLINE __m256i q4_pair_qs(const block_q4_0 *w, int64_t b)
+/* Blocks b and b + 1 (one in each lane): *l their weights 0..15, *h
+ * 16..31, as nibble values; and the x of the pair in act_pairs32's order,
+ * *xl for weights 0..15 of both, *xh 16..31. */
+EXL_INLINE void q4_pair_nibbles(const block_q4_0 *w, int64_t b, __m256i *l, __m256i *h)
 {
-	return _mm256_set_m128i(_mm_loadu_si128((const __m128i *)(const void *)w[b + 1].qs),
-				_mm_loadu_si128((const __m128i *)(const void *)w[b].qs));
+	const __m256i lo4 = _mm256_set1_epi8(0x0f);
+	__m256i q = _mm256_set_m128i(_mm_loadu_si128((const __m128i *)(const void *)w[b + 1].qs),
+				     _mm_loadu_si128((const __m128i *)(const void *)w[b].qs));
+
+	*l = _mm256_and_si256(q, lo4);
+	*h = _mm256_and_si256(_mm256_srli_epi16(q, 4), lo4);
+}
+
+EXL_INLINE void pairs32_x(const uint8_t *a, int64_t b, __m256i *xl, __m256i *xh)
+{
+	const int8_t *x = (const int8_t *)a + 32 * (size_t)b;
+
+	*xl = _mm256_loadu_si256((const __m256i *)(const void *)x);
+	*xh = _mm256_loadu_si256((const __m256i *)(const void *)(x + 32));
 }
 
 /* qs of whole blocks, in element order, to act_pairs32's order. */
@@ -663,17 +677,11 @@ static void q4_0_rows8(const struct exl_mm_ctx *m, int64_t r, int nr, int c0, in
 	rows8_store(m, acc, nc, c0, r, nr);
 }
 
-/* Blocks b..b+k-1 (k <= 8, b a multiple of 8) of a row x the nc (<= 4)
- * vectors at a[]: lane m of acc[j] is vector j's accumulator (b + m) mod 8.
- * Each block's levels are unpacked once for the nc vectors. */
-EXL_INLINE void q4_0_group8(const block_q4_0 *w, int64_t b, int k, const uint8_t *const *a, int nc,
-			    int64_t cols, size_t pf, __m256 *acc)
+/* The start of a group of k blocks from b of a row of 18-byte blocks
+ * (Q4_0, IQ4_NL): the prefetch pf on, and rb[t] = block b + t (block b for
+ * t >= k), whose scales rows8_d reads. */
+EXL_INLINE void q4_group8_start(const block_q4_0 *w, int64_t b, int k, size_t pf, const uint8_t *rb[8])
 {
-	const __m256i ones = _mm256_set1_epi16(1), lo4 = _mm256_set1_epi8(0x0f);
-	const int64_t nb = cols / 32;
-	__m256i g[4];
-	const uint8_t *rb[8];
-
 	if (pf) {
 		_mm_prefetch((const char *)(w + b) + pf, _MM_HINT_T0);
 		_mm_prefetch((const char *)(w + b) + pf + 64, _MM_HINT_T0);
@@ -681,6 +689,30 @@ EXL_INLINE void q4_0_group8(const block_q4_0 *w, int64_t b, int k, const uint8_t
 	}
 	for (int t = 0; t < 8; t++)
 		rb[t] = (const uint8_t *)(w + b + (t < k ? t : 0));
+}
+
+/* The int32 dots of 8 blocks in lanes, block order, from 4 pairs' vectors
+ * (pp[i]: lanes 0-3 block 2i's partial dots, 4-7 block 2i + 1's). */
+EXL_INLINE __m256i pairs_to_lanes(const __m256i pp[4])
+{
+	/* [b0 b2 b4 b6 | b1 b3 b5 b7], then in block order */
+	__m256i g = _mm256_hadd_epi32(_mm256_hadd_epi32(pp[0], pp[1]), _mm256_hadd_epi32(pp[2], pp[3]));
+
+	return _mm256_permutevar8x32_epi32(g, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+
+/* Blocks b..b+k-1 (k <= 8, b a multiple of 8) of a row x the nc (<= 4)
+ * vectors at a[]: lane m of acc[j] is vector j's accumulator (b + m) mod 8.
+ * Each block's levels are unpacked once for the nc vectors. */
+EXL_INLINE void q4_0_group8(const block_q4_0 *w, int64_t b, int k, const uint8_t *const *a, int nc,
+			    int64_t cols, size_t pf, __m256 *acc)
+{
+	const __m256i ones = _mm256_set1_epi16(1);
+	const int64_t nb = cols / 32;
+	__m256i g[4];
+	const uint8_t *rb[8];
+
+	q4_group8_start(w, b, k, pf, rb);
 	if (k == 8) {
 		/* 4 pairs of blocks, each pair's x contiguous in act_q4_0's
 		 * order: one vector holds both blocks' low (high) nibbles, and
@@ -690,25 +722,17 @@ EXL_INLINE void q4_0_group8(const block_q4_0 *w, int64_t b, int k, const uint8_t
 		__m256i pp[4][4];
 
 		for (int i = 0; i < 4; i++) {
-			__m256i q = q4_pair_qs(w, b + 2 * i);
-			__m256i l = _mm256_and_si256(q, lo4);
-			__m256i h = _mm256_and_si256(_mm256_srli_epi16(q, 4), lo4);
+			__m256i l, h, xl, xh;
 
+			q4_pair_nibbles(w, b + 2 * i, &l, &h);
 			for (int j = 0; j < nc; j++) {
-				const int8_t *x = (const int8_t *)a[j] + 32 * (size_t)(b + 2 * i);
-				__m256i xl = _mm256_loadu_si256((const __m256i *)(const void *)x);
-				__m256i xh = _mm256_loadu_si256((const __m256i *)(const void *)(x + 32));
-
+				pairs32_x(a[j], b + 2 * i, &xl, &xh);
 				pp[j][i] = _mm256_madd_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(l, xl),
 									      _mm256_maddubs_epi16(h, xh)), ones);
 			}
 		}
-		for (int j = 0; j < nc; j++) {
-			/* [b0 b2 b4 b6 | b1 b3 b5 b7], then in block order */
-			g[j] = _mm256_hadd_epi32(_mm256_hadd_epi32(pp[j][0], pp[j][1]),
-						 _mm256_hadd_epi32(pp[j][2], pp[j][3]));
-			g[j] = _mm256_permutevar8x32_epi32(g[j], _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
-		}
+		for (int j = 0; j < nc; j++)
+			g[j] = pairs_to_lanes(pp[j]);
 	} else {
 		__m256i p[4][8];
 
@@ -1077,19 +1101,13 @@ static void iq4_nl_rows8(const struct exl_mm_ctx *m, int64_t r, int nr, int c0, 
 EXL_INLINE void iq4_nl_group8(const block_iq4_nl *w, int64_t b, int k, const uint8_t *const *a,
 			      int nc, int64_t cols, size_t pf, __m256 *acc)
 {
-	const __m256i ones = _mm256_set1_epi16(1), lo4 = _mm256_set1_epi8(0x0f), tab = iq4_table();
+	const __m256i ones = _mm256_set1_epi16(1), tab = iq4_table();
 	const block_q4_0 *w4 = (const block_q4_0 *)(const void *)w; /* Q4_0's shape */
 	const int64_t nb = cols / 32;
 	__m256i p[4][8];
 	const uint8_t *rb[8];
 
-	if (pf) {
-		_mm_prefetch((const char *)(w + b) + pf, _MM_HINT_T0);
-		_mm_prefetch((const char *)(w + b) + pf + 64, _MM_HINT_T0);
-		_mm_prefetch((const char *)(w + b) + pf + 128, _MM_HINT_T0);
-	}
-	for (int t = 0; t < 8; t++)
-		rb[t] = (const uint8_t *)(w + b + (t < k ? t : 0));
+	q4_group8_start(w4, b, k, pf, rb);
 	if (k == 8) {
 		/* 4 pairs of blocks, each pair's x contiguous in act_pairs32's
 		 * order: a vector holds both blocks' halves, lanes 0-3 block
@@ -1097,16 +1115,15 @@ EXL_INLINE void iq4_nl_group8(const block_iq4_nl *w, int64_t b, int k, const uin
 		__m256i pp[4][4];
 
 		for (int i = 0; i < 4; i++) {
-			__m256i q = q4_pair_qs(w4, b + 2 * i);
-			__m256i l = _mm256_shuffle_epi8(tab, _mm256_and_si256(q, lo4));
-			__m256i h = _mm256_shuffle_epi8(tab, _mm256_and_si256(_mm256_srli_epi16(q, 4), lo4));
+			__m256i l, h, xl, xh;
+
+			q4_pair_nibbles(w4, b + 2 * i, &l, &h);
+			l = _mm256_shuffle_epi8(tab, l);
+			h = _mm256_shuffle_epi8(tab, h);
 			__m256i al = _mm256_sign_epi8(l, l), ah = _mm256_sign_epi8(h, h);
 
 			for (int j = 0; j < nc; j++) {
-				const int8_t *x = (const int8_t *)a[j] + 32 * (size_t)(b + 2 * i);
-				__m256i xl = _mm256_loadu_si256((const __m256i *)(const void *)x);
-				__m256i xh = _mm256_loadu_si256((const __m256i *)(const void *)(x + 32));
-
+				pairs32_x(a[j], b + 2 * i, &xl, &xh);
 				pp[j][i] = _mm256_add_epi32(
 					_mm256_madd_epi16(_mm256_maddubs_epi16(al, _mm256_sign_epi8(xl, l)), ones),
 					_mm256_madd_epi16(_mm256_maddubs_epi16(ah, _mm256_sign_epi8(xh, h)), ones));
@@ -1114,15 +1131,9 @@ EXL_INLINE void iq4_nl_group8(const block_iq4_nl *w, int64_t b, int k, const uin
 		}
 		__m256 dw = rows8_d(rb);
 
-		for (int j = 0; j < nc; j++) {
-			/* [b0 b2 b4 b6 | b1 b3 b5 b7], then in block order */
-			__m256i g = _mm256_hadd_epi32(_mm256_hadd_epi32(pp[j][0], pp[j][1]),
-						      _mm256_hadd_epi32(pp[j][2], pp[j][3]));
-
-			g = _mm256_permutevar8x32_epi32(g, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
-			acc[j] = group_step(g, _mm256_mul_ps(dw, group_dx(exl_act_q8_0_d(a[j], cols), b, 8)),
-					    acc[j], 8);
-		}
+		for (int j = 0; j < nc; j++)
+			acc[j] = group_step(pairs_to_lanes(pp[j]),
+					    _mm256_mul_ps(dw, group_dx(exl_act_q8_0_d(a[j], cols), b, 8)), acc[j], 8);
 		return;
 	}
 	for (int t = 0; t < 8; t++) {
