@@ -1,11 +1,14 @@
 /* The "amx" kernel set's own kernels: Q8_0 and Q4_0 on AMX-INT8 tiles
- * (matmul_amx_body.h, here over the real tile instructions).  Compiled with
+ * (matmul_amx_body.h, here over the real tile instructions), and for
+ * decode-shaped calls the same arithmetic in AVX-512 VNNI
+ * (matmul_amx_decode.c).  Compiled with
  * -mamx-tile -mamx-int8 -mamx-bf16 and the AVX-512 flags; matmul.c fills
  * every other type of the set from the avx512vnni kernels and only picks
  * the set when CPUID reports AMX and the kernel granted this process the
  * tile data state (cpu_features.c). */
 #include <immintrin.h>
 
+#include "kernels/cpu/matmul_amx_decode.h"
 #include "kernels/cpu/matmul_x86.h"
 
 #define EXL_AMX_LOADCONFIG(cfg) _tile_loadconfig(cfg)
@@ -96,14 +99,23 @@ static inline void post16(float *acc, const int32_t *dots, float dx, const float
 					      _mm512_loadu_ps(acc)));
 }
 
+/* A few vectors read every weight once for little work: a tile per block
+ * (and its store and reload) would cost more than the memory stream, so
+ * they go through the decode kernel, whose outputs are the tiles' bits. */
 static void mm_q8_0(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, int c1)
 {
-	exl_amx_mm_q0(m, r0, r1, c0, c1, 0);
+	if (m->n <= EXL_AMX_DECODE_MAX_N)
+		exl_amx_decode(m, r0, r1, c0, c1, 0);
+	else
+		exl_amx_mm_q0(m, r0, r1, c0, c1, 0);
 }
 
 static void mm_q4_0(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, int c1)
 {
-	exl_amx_mm_q0(m, r0, r1, c0, c1, 1);
+	if (m->n <= EXL_AMX_DECODE_MAX_N)
+		exl_amx_decode(m, r0, r1, c0, c1, 1);
+	else
+		exl_amx_mm_q0(m, r0, r1, c0, c1, 1);
 }
 
 /* Only what this set does its own way; matmul.c takes the rest from

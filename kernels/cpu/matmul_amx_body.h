@@ -28,17 +28,12 @@
  * One step is one 32-element block (K = 32): its int32 dot is exact, and
  * the two block scales are applied after it in float, one FMA per block and
  * output, blocks in order: y = sum_b fma((float)dot_b, d_x,b * d_w,b, y).
- * Two orientations compute those same dots:
- *  - n <= EXL_AMX_STREAM_N vectors (decode): A = 16 weight rows (Q8_0: the
- *    GGUF block bytes loaded in place with the row stride; Q4_0: unpacked to
- *    int8 first), B = one vector's block, which in VNNI layout with N = 1 is
- *    the 32 bytes as they are (8 rows of 4 bytes); C = 16 rows x 1 dot.
- *  - more vectors (prefill, batches): A = 16 vectors' blocks in place (act
- *    rows, act_stride apart), B = the 16 weight rows' block packed into VNNI
- *    layout once per block for up to 4 tiles of 16 vectors; C = 16 vectors x
- *    16 rows.
- * Both end in the same post16() call per (vector, 16 rows, block), so an
- * output has the same bits whichever orientation, tile or thread made it.
+ * A = 16 vectors' blocks in place (act rows, act_stride apart), B = the 16
+ * weight rows' block packed into VNNI layout once per block for up to 4
+ * tiles of 16 vectors; C = 16 vectors x 16 rows; then one post16() call per
+ * (vector, 16 rows, block), so an output has the same bits whichever tile
+ * or thread made it.  Decode (a few vectors) makes the same dots and FMAs
+ * without tiles (matmul_amx_decode.c), so it too gives the same bits.
  */
 #ifndef EXL_CPU_MATMUL_AMX_BODY_H
 #define EXL_CPU_MATMUL_AMX_BODY_H
@@ -63,9 +58,7 @@ _Static_assert(sizeof(struct exl_amx_cfg) == 64, "ldtilecfg operand is 64 bytes"
 
 #define EXL_AMX_KB 32         /* K bytes per step: one 32-element block */
 #define EXL_AMX_TR 16         /* rows of a full tile */
-#define EXL_AMX_STREAM_N 4    /* up to this many vectors: decode orientation */
 #define EXL_AMX_COL_TILES 4   /* tiles of 16 vectors per call (64 = COL_CHUNK) */
-#define EXL_AMX_PF_ROW 512    /* decode: prefetch distance along each row */
 
 static inline void exl_amx_cfg_tile(struct exl_amx_cfg *cfg, int t, int rows, int colsb)
 {
@@ -73,21 +66,7 @@ static inline void exl_amx_cfg_tile(struct exl_amx_cfg *cfg, int t, int rows, in
 	cfg->colsb[t] = (uint16_t)colsb;
 }
 
-/* Decode: tiles 0-2 and 3-5 are two sets (even and odd blocks), each A =
- * 16 weight rows x 32 bytes, B = 8 x 4 bytes (one vector's block), C = 16
- * rows x 1 int32. */
-static inline void exl_amx_cfg_decode(struct exl_amx_cfg *cfg)
-{
-	memset(cfg, 0, sizeof(*cfg));
-	cfg->palette = 1;
-	for (int s = 0; s < 2; s++) {
-		exl_amx_cfg_tile(cfg, 3 * s + 0, EXL_AMX_TR, EXL_AMX_KB);
-		exl_amx_cfg_tile(cfg, 3 * s + 1, EXL_AMX_KB / 4, 4);
-		exl_amx_cfg_tile(cfg, 3 * s + 2, EXL_AMX_TR, 4);
-	}
-}
-
-/* Batch: tile 0 = B, 16 weight rows' block in VNNI layout (8 x 64 bytes);
+/* Tile 0 = B, 16 weight rows' block in VNNI layout (8 x 64 bytes);
  * tiles 1, 2 = A, 16 vectors x 32 bytes (alternating); tiles 4-7 = C, 16
  * vectors x 16 rows, one per tile of 16 vectors. */
 static inline void exl_amx_cfg_batch(struct exl_amx_cfg *cfg)
@@ -121,20 +100,6 @@ static inline void exl_amx_unpack_q4_0(const uint8_t *w, size_t row_bytes, int64
 	}
 }
 
-/* Q8_0 block b of nr rows copied to out[32 r + k], rows nr..15 zero (for a
- * last group of fewer than 16 rows, which a tile load would read past). */
-static inline void exl_amx_copy_q8_0(const uint8_t *w, size_t row_bytes, int64_t b, int nr,
-				     int8_t out[EXL_AMX_TR * EXL_AMX_KB])
-{
-	for (int r = 0; r < EXL_AMX_TR; r++) {
-		if (r < nr)
-			memcpy(out + EXL_AMX_KB * r,
-			       ((const block_q8_0 *)(const void *)(w + (size_t)r * row_bytes))[b].qs, EXL_AMX_KB);
-		else
-			memset(out + EXL_AMX_KB * r, 0, EXL_AMX_KB);
-	}
-}
-
 /* The VNNI (B operand) layout of the 16 x 32 int8 matrix whose row r is at
  * src + r * stride (rows nr..15 taken as zero):
  * out[64 i + 4 r + j] = src[r][4 i + j], i < 8, j < 4. */
@@ -164,8 +129,7 @@ static inline void exl_amx_scales(const uint8_t *w, size_t row_bytes, size_t bs,
 	}
 }
 
-/* acc[l] += dots[l] * (dx * dw[l]) for 16 rows l: the one float step of
- * both orientations. */
+/* acc[l] += dots[l] * (dx * dw[l]) for 16 rows l: the one float step. */
 static inline void exl_amx_post16(float acc[EXL_AMX_TR], const int32_t dots[EXL_AMX_TR], float dx,
 				  const float dw[EXL_AMX_TR])
 {
@@ -191,78 +155,6 @@ static inline void exl_amx_store_out(const struct exl_mm_ctx *m, int c, int64_t 
 #ifndef EXL_AMX_POST16
 #define EXL_AMX_POST16 exl_amx_post16
 #endif
-
-/* Decode orientation: rows [r, r + nr) (nr <= 16) for vectors [c0, c1),
- * c1 - c0 <= EXL_AMX_STREAM_N.  The tile config is exl_amx_cfg_decode. */
-static inline void exl_amx_rows_decode(const struct exl_mm_ctx *m, int64_t r, int nr, int c0, int c1,
-				       int q4)
-{
-	const size_t bs = q4 ? sizeof(block_q4_0) : sizeof(block_q8_0);
-	const uint8_t *w = m->w + (size_t)r * m->row_bytes;
-	const int64_t nb = m->cols / 32;
-	const int nc = c1 - c0;
-	const int8_t *xq[EXL_AMX_STREAM_N];
-	const float *xd[EXL_AMX_STREAM_N];
-	float acc[EXL_AMX_STREAM_N][EXL_AMX_TR];
-	_Alignas(64) int32_t dots[2][EXL_AMX_STREAM_N][EXL_AMX_TR];
-	_Alignas(64) int8_t abuf[2][EXL_AMX_TR * EXL_AMX_KB];
-	float dw[2][EXL_AMX_TR];
-
-	for (int j = 0; j < nc; j++) {
-		const uint8_t *a = m->act + (size_t)(c0 + j) * m->act_stride;
-
-		xq[j] = (const int8_t *)a;
-		xd[j] = exl_act_q8_0_d(a, m->cols);
-		memset(acc[j], 0, sizeof(acc[j]));
-	}
-	for (int64_t b = 0; b < nb; b += 2) {
-		const int two = b + 1 < nb;
-
-		for (int s = 0; s <= two; s++) {
-			const int64_t bb = b + s;
-			const int8_t *asrc;
-			size_t astride;
-
-			for (int i = 0; i < nr; i++)
-				__builtin_prefetch(w + (size_t)i * m->row_bytes + bs * (size_t)bb + EXL_AMX_PF_ROW);
-			EXL_AMX_SCALES(w, m->row_bytes, bs, bb, nr, dw[s]);
-			if (q4) {
-				EXL_AMX_UNPACK_Q4_0(w, m->row_bytes, bb, nr, abuf[s]);
-				asrc = abuf[s];
-				astride = EXL_AMX_KB;
-			} else if (nr < EXL_AMX_TR) {
-				exl_amx_copy_q8_0(w, m->row_bytes, bb, nr, abuf[s]);
-				asrc = abuf[s];
-				astride = EXL_AMX_KB;
-			} else {
-				asrc = (const int8_t *)((const block_q8_0 *)(const void *)w + bb)->qs;
-				astride = m->row_bytes;
-			}
-			if (!s) {
-				EXL_AMX_LOADD(0, asrc, astride);
-				for (int j = 0; j < nc; j++) {
-					EXL_AMX_LOADD(1, xq[j] + EXL_AMX_KB * bb, 4);
-					EXL_AMX_ZERO(2);
-					EXL_AMX_DPBSSD(2, 0, 1);
-					EXL_AMX_STORED(2, dots[0][j], 4);
-				}
-			} else {
-				EXL_AMX_LOADD(3, asrc, astride);
-				for (int j = 0; j < nc; j++) {
-					EXL_AMX_LOADD(4, xq[j] + EXL_AMX_KB * bb, 4);
-					EXL_AMX_ZERO(5);
-					EXL_AMX_DPBSSD(5, 3, 4);
-					EXL_AMX_STORED(5, dots[1][j], 4);
-				}
-			}
-		}
-		for (int s = 0; s <= two; s++)
-			for (int j = 0; j < nc; j++)
-				EXL_AMX_POST16(acc[j], dots[s][j], xd[j][b + s], dw[s]);
-	}
-	for (int j = 0; j < nc; j++)
-		exl_amx_store_out(m, c0 + j, r, nr, acc[j]);
-}
 
 /* One tile of 16 vectors (ct: which of the four, so the literal tile
  * numbers can be picked): A from the act rows in place, or from a zeroed
@@ -293,8 +185,8 @@ static inline void exl_amx_rows_decode(const struct exl_mm_ctx *m, int64_t r, in
 		}                                                                    \
 	} while (0)
 
-/* Batch orientation: rows [r, r + nr) (nr <= 16) for vectors [c0, c1),
- * c1 - c0 <= 64.  The tile config is exl_amx_cfg_batch. */
+/* Rows [r, r + nr) (nr <= 16) for vectors [c0, c1), c1 - c0 <= 64.  The
+ * tile config is exl_amx_cfg_batch. */
 static inline void exl_amx_rows_batch(const struct exl_mm_ctx *m, int64_t r, int nr, int c0, int c1,
 				      int q4)
 {
@@ -340,23 +232,15 @@ static inline void exl_amx_mm_q0(const struct exl_mm_ctx *m, int64_t r0, int64_t
 				 int q4)
 {
 	struct exl_amx_cfg cfg;
-	const int decode = m->n <= EXL_AMX_STREAM_N;
 
-	if (decode)
-		exl_amx_cfg_decode(&cfg);
-	else
-		exl_amx_cfg_batch(&cfg);
+	exl_amx_cfg_batch(&cfg);
 	EXL_AMX_LOADCONFIG(&cfg);
 	for (int64_t r = r0; r < r1; r += EXL_AMX_TR) {
 		int nr = r1 - r < EXL_AMX_TR ? (int)(r1 - r) : EXL_AMX_TR;
 
-		if (decode) {
-			exl_amx_rows_decode(m, r, nr, c0, c1, q4);
-		} else {
-			for (int c = c0; c < c1; c += 16 * EXL_AMX_COL_TILES) {
-				int ce = c1 - c < 16 * EXL_AMX_COL_TILES ? c1 : c + 16 * EXL_AMX_COL_TILES;
-				exl_amx_rows_batch(m, r, nr, c, ce, q4);
-			}
+		for (int c = c0; c < c1; c += 16 * EXL_AMX_COL_TILES) {
+			int ce = c1 - c < 16 * EXL_AMX_COL_TILES ? c1 : c + 16 * EXL_AMX_COL_TILES;
+			exl_amx_rows_batch(m, r, nr, c, ce, q4);
 		}
 	}
 	EXL_AMX_RELEASE();

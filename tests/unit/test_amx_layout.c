@@ -13,8 +13,11 @@
  *
  * Each output must equal, bit for bit, the kernel's stated arithmetic done
  * here plainly: acc = fmaf((float)dot_b, d_x,b * d_w,b, acc) over the blocks
- * in order, with dot_b the int32 dot of the weight and activation levels;
- * so the decode orientation (n <= 4) and the batch one (n > 4) agree.
+ * in order, with dot_b the int32 dot of the weight and activation levels.
+ * The set's decode (n <= EXL_AMX_DECODE_MAX_N), which makes the same dots
+ * and FMAs in AVX-512 VNNI without tiles (matmul_amx_decode.c), must give
+ * the tiles' bits: it runs natively where the CPU has AVX-512 VNNI, and
+ * over SIMDe's emulation of AVX-512 wherever the CPU has AVX2.
  */
 #include <math.h>
 #include <stdio.h>
@@ -49,8 +52,10 @@ static void emu_release(void);
 #define EXL_AMX_RELEASE() emu_release()
 
 #include "kernels/cpu/matmul_amx_body.h"
+#include "kernels/cpu/cpu_features.h"
 #include "kernels/formats/dtype.h"
 #include "kernels/formats/quant.h"
+#include "kernels/cpu/matmul_amx_decode.h"
 
 static struct exl_amx_cfg emu_cfg;
 static int emu_configured;
@@ -212,6 +217,38 @@ static double gauss(void)
 	return sqrt(-2 * log(u)) * cos(6.283185307179586 * v);
 }
 
+typedef void decode_fn(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, int c1, int q4);
+
+static int decode_simde_checked, decode_native_checked;
+
+/* Runs a decode (in two calls, as matmul.c's chunks split rows) and
+ * compares its every output with the tiles' y, bit for bit. */
+static void check_decode(const struct exl_mm_ctx *m0, const struct case_data *d, const float *y, decode_fn *fn,
+			 int native, const char *what)
+{
+	struct exl_mm_ctx m = *m0;
+	size_t n_out = (size_t)(d->rows * d->n);
+	float *yv = malloc(sizeof(float) * n_out);
+	int bad = 0;
+
+	CHECK(yv, "out of memory");
+	if (!yv)
+		return;
+	m.y = yv;
+	fn(&m, 0, d->rows / 3, 0, d->n, d->type == EXL_Q4_0);
+	fn(&m, d->rows / 3, d->rows, 0, d->n, d->type == EXL_Q4_0);
+	for (size_t i = 0; i < n_out; i++)
+		if (memcmp(&yv[i], &y[i], sizeof(float)) && !bad++)
+			fprintf(stderr, "  %s [%zu]: %.9g, tiles %.9g\n", what, i, yv[i], y[i]);
+	CHECK(bad == 0, "%s rows %lld cols %lld n %d: %s differs from the tiles in %d outputs",
+	      exl_dtype_info(d->type)->name, (long long)d->rows, (long long)d->cols, d->n, what, bad);
+	if (native)
+		decode_native_checked++;
+	else
+		decode_simde_checked++;
+	free(yv);
+}
+
 static void run_case(uint32_t type, int64_t rows, int64_t cols, int n)
 {
 	struct case_data d = { .type = type, .rows = rows, .cols = cols, .n = n };
@@ -243,8 +280,9 @@ static void run_case(uint32_t type, int64_t rows, int64_t cols, int n)
 		.act = d.act, .act_stride = d.act_stride, .y = y, .n = n,
 	};
 	/* as matmul.c calls a kernel: n <= 4 whole chunks of rows, all
-	 * vectors; otherwise 16 rows at a time, 64 vectors at a time */
-	if (n <= EXL_AMX_STREAM_N) {
+	 * vectors (the set runs its decode then, but the tiles take any n);
+	 * otherwise 16 rows at a time, 64 vectors at a time */
+	if (n <= EXL_AMX_DECODE_MAX_N) {
 		exl_amx_mm_q0(&m, 0, rows / 2, 0, n, type == EXL_Q4_0);
 		exl_amx_mm_q0(&m, rows / 2, rows, 0, n, type == EXL_Q4_0);
 	} else {
@@ -268,6 +306,20 @@ static void run_case(uint32_t type, int64_t rows, int64_t cols, int n)
 	}
 	CHECK(bad == 0, "%s rows %lld cols %lld n %d: %d outputs differ from the plain block sums",
 	      exl_dtype_info(type)->name, (long long)rows, (long long)cols, n, bad);
+	/* the set's decode, without tiles: the same bits as the tiles */
+	if (n <= EXL_AMX_DECODE_MAX_N) {
+		const struct exl_cpu_features *f = exl_cpu_features();
+
+#if defined(EXL_HAVE_AMX_DECODE_SIMDE)
+		if (f->avx2 && f->fma && f->f16c)
+			check_decode(&m, &d, y, exl_amx_decode_simde, 0, "AVX-512 decode over SIMDe");
+#endif
+#if defined(EXL_HAVE_AMX_KERNELS)
+		if (f->avx512f && f->avx512bw && f->avx512vl && f->avx512vnni && f->fma && f->f16c)
+			check_decode(&m, &d, y, exl_amx_decode, 1, "AVX-512 decode");
+#endif
+		(void)f;
+	}
 	free(row);
 	free(y);
 	free(d.w);
@@ -278,7 +330,7 @@ int main(void)
 {
 	static const uint32_t types[] = { EXL_Q8_0, EXL_Q4_0 };
 	static const int64_t rows_list[] = { 1, 7, 16, 33, 70 };
-	static const int64_t cols_list[] = { 32, 96, 13 * 32 };
+	static const int64_t cols_list[] = { 32, 96, 13 * 32, 16 * 32 };
 	static const int ns[] = { 1, 2, 3, 4, 5, 16, 17, 33, 64, 70 };
 
 	test_pack_b();
@@ -290,6 +342,26 @@ int main(void)
 					run_case(types[t], rows_list[ri], cols_list[ci], ns[ni]);
 	CHECK(emu_dp_count > 0, "no tile multiply ran");
 	printf("tile emulator: %ld tdpbssd over Q8_0/Q4_0, rows 1-70, n 1-70\n", emu_dp_count);
+	if (decode_simde_checked)
+		printf("AVX-512 decode over SIMDe: %d cases bit for bit with the tiles\n", decode_simde_checked);
+	else
+		printf("AVX-512 decode over SIMDe: skipped (%s)\n",
+#if defined(EXL_HAVE_AMX_DECODE_SIMDE)
+		       "this CPU has no AVX2"
+#else
+		       "built without SIMDe's headers, libsimde-dev"
+#endif
+		);
+	if (decode_native_checked)
+		printf("AVX-512 decode: %d cases bit for bit with the tiles\n", decode_native_checked);
+	else
+		printf("AVX-512 decode: skipped, %s\n",
+#if defined(EXL_HAVE_AMX_KERNELS)
+		       "this CPU has no AVX-512 VNNI"
+#else
+		       "the compiler took no AMX flags, so the amx set is not built"
+#endif
+		);
 	printf("%d passed, %d failed\n", check_count - check_failures, check_failures);
 	return check_failures ? 1 : 0;
 }

@@ -1,0 +1,314 @@
+/* The "amx" set's decode orientation (n <= EXL_AMX_DECODE_MAX_N vectors)
+ * in AVX-512 VNNI: the same outputs, bit for bit, as the tile kernels of
+ * matmul_amx_body.h, without tiles.
+ *
+ * The tile kernels make each output as acc = fmaf((float)dot_b, d_x,b *
+ * d_w,b, acc) over the blocks b in order, dot_b the exact int32 dot of a
+ * block's weight and activation levels.  Any code that makes the same exact
+ * dots and the same FMAs in the same order makes the same bits, so decode
+ * need not go through a tile.  On the first AMX machine the tile version
+ * (one vector against 16 rows, a tile store and reload per block, and for
+ * Q4_0 the unpacked levels stored and then tile-loaded) decoded Q4_0 at a
+ * third of the VNNI kernels' speed (docs/cpu-kernels.md).
+ *
+ * Each row is one stream, as in the other sets' decode (matmul_x86.h,
+ * EXL_STREAM_N), taken two at a time: per 8 blocks of a row, vpdpbusd
+ * sums the products of each 4 bytes into a lane (exact), the lanes of each
+ * block are folded into one int32 per block, then come the 8 FMAs of the
+ * chain in block order, the two rows' chains side by side in two lanes (an
+ * FMA waits on the one before it, so one chain alone would leave the FMA
+ * unit idle).
+ *
+ * Only AVX-512 F/BW/VL/VNNI plus F16C and FMA, and of the 512-bit
+ * intrinsics only those SIMDe 0.7 emulates: test_amx_layout compiles this
+ * file once more over SIMDe (tests/unit/amx_decode_simde.c,
+ * EXL_AMX_DECODE_SIMDE), so it is checked against the emulated tiles on a
+ * CPU without AVX-512 too, and natively where the CPU has it. */
+#ifdef EXL_AMX_DECODE_SIMDE
+#define SIMDE_ENABLE_NATIVE_ALIASES
+#include <simde/x86/avx512.h>
+#define exl_amx_decode exl_amx_decode_simde
+#endif
+#include <immintrin.h>
+#include <string.h>
+
+#include "kernels/cpu/matmul_amx_decode.h"
+#include "kernels/cpu/matmul_x86.h"
+
+/* Rows taken at a time: each its own stream, their chains two to a
+ * vector. */
+#define DEC_ROWS 2
+
+/* The fp16 scales d of blocks b..b+7 of a row as floats, picked out of
+ * the block stream with word permutes.  Q4_0: 18-byte blocks, d at bytes
+ * 0, 18, 36, 54 of each 72-byte half. */
+EXL_INLINE __m256 scales8_q4_0(const block_q4_0 *w, int64_t b)
+{
+	const uint8_t *p = (const uint8_t *)(w + b);
+	const __m512i idx = _mm512_set_epi16(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+					     0, 0, 0, 0, 0, 0, 0, 0, 59, 50, 41, 32, 27, 18, 9, 0);
+	__m512i h = _mm512_permutex2var_epi16(_mm512_loadu_si512(p), idx, _mm512_loadu_si512(p + 72));
+
+	return _mm256_cvtph_ps(_mm512_castsi512_si128(h));
+}
+
+/* Q8_0: 34-byte blocks, d at bytes 0, 34 | 68, 102 | 136, 170 | 204, 238,
+ * i.e. words 0, 17 of each 64-byte quarter shifted by 2 per quarter. */
+EXL_INLINE __m256 scales8_q8_0(const block_q8_0 *w, int64_t b)
+{
+	const uint8_t *p = (const uint8_t *)(w + b);
+	const __m512i i1 = _mm512_set_epi16(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+					    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 51, 34, 17, 0);
+	const __m512i i2 = _mm512_set_epi16(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+					    0, 0, 0, 0, 0, 0, 0, 0, 55, 38, 21, 4, 0, 0, 0, 0);
+	__m512i a = _mm512_permutex2var_epi16(_mm512_loadu_si512(p), i1, _mm512_loadu_si512(p + 64));
+	__m512i c = _mm512_permutex2var_epi16(_mm512_loadu_si512(p + 128), i2, _mm512_loadu_si512(p + 192));
+
+	return _mm256_cvtph_ps(_mm512_castsi512_si128(_mm512_mask_blend_epi16(0xf0, a, c)));
+}
+
+/* The x of blocks b..b+7 of one vector as the weights' steps take it,
+ * with each lane's correction (shared by the rows):
+ *  Q8_0: v[i] = blocks b+2i, b+2i+1 in element order; the weights go in
+ *        unsigned (+128), so o[i] = -128 x (each 4-byte group's sum).
+ *  Q4_0: v[2g] = the first halves (elements 0-15) of blocks b+4g..b+4g+3,
+ *        v[2g+1] their second halves (16-31), as the nibbles come; the
+ *        levels are q - 8 with q unsigned, so o[g] = -8 x the same. */
+struct xgroup {
+	__m512i v[4];
+	__m512i o[4];
+};
+
+EXL_INLINE void xgroup_q8_0(const int8_t *x, struct xgroup *g)
+{
+	const __m512i k128 = _mm512_set1_epi8((char)0x80);
+
+	for (int i = 0; i < 4; i++) {
+		g->v[i] = _mm512_loadu_si512(x + 64 * i);
+		g->o[i] = _mm512_sub_epi32(_mm512_setzero_si512(),
+					   _mm512_dpbusd_epi32(_mm512_setzero_si512(), k128, g->v[i]));
+	}
+}
+
+EXL_INLINE void xgroup_q4_0(const int8_t *x, struct xgroup *g)
+{
+	const __m512i k8 = _mm512_set1_epi8(8);
+	const __m512i first = _mm512_setr_epi64(0, 1, 4, 5, 8, 9, 12, 13);
+	const __m512i second = _mm512_setr_epi64(2, 3, 6, 7, 10, 11, 14, 15);
+
+	for (int q = 0; q < 2; q++) {
+		__m512i x0 = _mm512_loadu_si512(x + 128 * q), x1 = _mm512_loadu_si512(x + 128 * q + 64);
+
+		g->v[2 * q] = _mm512_permutex2var_epi64(x0, first, x1);
+		g->v[2 * q + 1] = _mm512_permutex2var_epi64(x0, second, x1);
+		g->o[q] = _mm512_sub_epi32(_mm512_setzero_si512(),
+					   _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), k8,
+										   g->v[2 * q]),
+							       k8, g->v[2 * q + 1]));
+	}
+}
+
+/* Q8_0: p[i] lanes 0-7 hold block b+2i's partial dots, 8-15 block
+ * b+2i+1's; returns the 8 blocks' dots in block order. */
+EXL_INLINE __m256i fold_q8_0(const __m512i p[4])
+{
+	/* 128-bit lane L of c: [p0, p1, p2, p3]'s sums over lane L */
+	__m512i a = _mm512_add_epi32(_mm512_unpacklo_epi32(p[0], p[1]), _mm512_unpackhi_epi32(p[0], p[1]));
+	__m512i b = _mm512_add_epi32(_mm512_unpacklo_epi32(p[2], p[3]), _mm512_unpackhi_epi32(p[2], p[3]));
+	__m512i c = _mm512_add_epi32(_mm512_unpacklo_epi64(a, b), _mm512_unpackhi_epi64(a, b));
+	/* block 2i = p_i's lanes 0 + 1, block 2i+1 = its lanes 2 + 3 */
+	const __m512i lo = _mm512_setr_epi32(0, 8, 1, 9, 2, 10, 3, 11, 0, 0, 0, 0, 0, 0, 0, 0);
+	const __m512i hi = _mm512_setr_epi32(4, 12, 5, 13, 6, 14, 7, 15, 0, 0, 0, 0, 0, 0, 0, 0);
+
+	return _mm512_castsi512_si256(
+		_mm512_add_epi32(_mm512_permutexvar_epi32(lo, c), _mm512_permutexvar_epi32(hi, c)));
+}
+
+/* Q4_0: p[g] 128-bit lane k holds block b+4g+k's partial dots. */
+EXL_INLINE __m256i fold_q4_0(const __m512i p[2])
+{
+	/* lane k of c: [p0 total, p1 total, p0 total, p1 total] of block k */
+	__m512i a = _mm512_add_epi32(_mm512_unpacklo_epi32(p[0], p[1]), _mm512_unpackhi_epi32(p[0], p[1]));
+	__m512i c = _mm512_add_epi32(_mm512_unpacklo_epi64(a, a), _mm512_unpackhi_epi64(a, a));
+	const __m512i idx = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 0, 0, 0, 0, 0, 0, 0, 0);
+
+	return _mm512_castsi512_si256(_mm512_permutexvar_epi32(idx, c));
+}
+
+/* Blocks b..b+7 of a row against the nc vectors' groups: d[j] lane t = the
+ * exact dot of block b + t with vector j. */
+EXL_INLINE void dots8_q8_0(const block_q8_0 *w, int64_t b, const struct xgroup *x, const int nc, size_t pf,
+			   __m256i *d)
+{
+	const __m512i k128 = _mm512_set1_epi8((char)0x80);
+	__m512i p[EXL_AMX_DECODE_MAX_N][4];
+
+	for (int t = 0; t < 272; t += 64)
+		_mm_prefetch((const char *)(w + b) + pf + t, _MM_HINT_T0);
+	for (int i = 0; i < 4; i++) {
+		const block_q8_0 *blk = w + b + 2 * i;
+		__m512i v = _mm512_inserti64x4(
+			_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(const void *)blk[0].qs)),
+			_mm256_loadu_si256((const __m256i *)(const void *)blk[1].qs), 1);
+		__m512i u = _mm512_xor_si512(v, k128);
+
+		for (int j = 0; j < nc; j++)
+			p[j][i] = _mm512_dpbusd_epi32(x[j].o[i], u, x[j].v[i]);
+	}
+	for (int j = 0; j < nc; j++)
+		d[j] = fold_q8_0(p[j]);
+}
+
+EXL_INLINE void dots8_q4_0(const block_q4_0 *w, int64_t b, const struct xgroup *x, const int nc, size_t pf,
+			   __m256i *d)
+{
+	const __m512i lo4 = _mm512_set1_epi8(0x0f);
+	__m512i p[EXL_AMX_DECODE_MAX_N][2];
+
+	for (int t = 0; t < 144; t += 64)
+		_mm_prefetch((const char *)(w + b) + pf + t, _MM_HINT_T0);
+	for (int g = 0; g < 2; g++) {
+		const block_q4_0 *blk = w + b + 4 * g;
+		__m512i v = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)(const void *)blk[0].qs));
+
+		v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(const void *)blk[1].qs), 1);
+		v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(const void *)blk[2].qs), 2);
+		v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(const void *)blk[3].qs), 3);
+		__m512i l = _mm512_and_si512(v, lo4), h = _mm512_and_si512(_mm512_srli_epi16(v, 4), lo4);
+
+		for (int j = 0; j < nc; j++)
+			p[j][g] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(x[j].o[g], l, x[j].v[2 * g]), h,
+						      x[j].v[2 * g + 1]);
+	}
+	for (int j = 0; j < nc; j++)
+		d[j] = fold_q4_0(p[j]);
+}
+
+/* Lanes 0 and 1 of acc are the chains of two rows:
+ * acc = fma(f[t], s[t], acc) for t = 0..7 in order.  Lanes 2 and 3 carry
+ * other products along, never read. */
+EXL_INLINE __m128 chain2(__m128 acc, __m256 fa, __m256 fb, __m256 sa, __m256 sb)
+{
+	__m256 fl = _mm256_unpacklo_ps(fa, fb), fh = _mm256_unpackhi_ps(fa, fb); /* t 0145, 2367 */
+	__m256 sl = _mm256_unpacklo_ps(sa, sb), sh = _mm256_unpackhi_ps(sa, sb);
+	__m128 f, s;
+
+	f = _mm256_castps256_ps128(fl), s = _mm256_castps256_ps128(sl);
+	acc = _mm_fmadd_ps(f, s, acc);
+	acc = _mm_fmadd_ps(_mm_movehl_ps(f, f), _mm_movehl_ps(s, s), acc);
+	f = _mm256_castps256_ps128(fh), s = _mm256_castps256_ps128(sh);
+	acc = _mm_fmadd_ps(f, s, acc);
+	acc = _mm_fmadd_ps(_mm_movehl_ps(f, f), _mm_movehl_ps(s, s), acc);
+	f = _mm256_extractf128_ps(fl, 1), s = _mm256_extractf128_ps(sl, 1);
+	acc = _mm_fmadd_ps(f, s, acc);
+	acc = _mm_fmadd_ps(_mm_movehl_ps(f, f), _mm_movehl_ps(s, s), acc);
+	f = _mm256_extractf128_ps(fh, 1), s = _mm256_extractf128_ps(sh, 1);
+	acc = _mm_fmadd_ps(f, s, acc);
+	return _mm_fmadd_ps(_mm_movehl_ps(f, f), _mm_movehl_ps(s, s), acc);
+}
+
+/* The chain of one row and vector on through blocks b..nb-1 (the last
+ * nb % 8), plainly: the tile kernels' arithmetic as matmul_amx_body.h
+ * states it. */
+static float tail(float acc, const uint8_t *row, int64_t b, int64_t nb, const int8_t *xq, const float *xd,
+		  int q4)
+{
+	for (; b < nb; b++) {
+		int32_t dot = 0;
+
+		if (q4) {
+			const block_q4_0 *blk = (const block_q4_0 *)(const void *)row + b;
+
+			for (int k = 0; k < 16; k++)
+				dot += ((blk->qs[k] & 15) - 8) * xq[32 * b + k] +
+				       ((blk->qs[k] >> 4) - 8) * xq[32 * b + 16 + k];
+			acc = fmaf((float)dot, xd[b] * exl_f16(blk->d), acc);
+		} else {
+			const block_q8_0 *blk = (const block_q8_0 *)(const void *)row + b;
+
+			for (int k = 0; k < 32; k++)
+				dot += blk->qs[k] * xq[32 * b + k];
+			acc = fmaf((float)dot, xd[b] * exl_f16(blk->d), acc);
+		}
+	}
+	return acc;
+}
+
+/* Rows r..r+nr-1 (nr <= DEC_ROWS; the missing one repeats row r, computed
+ * and never stored) x nc vectors. */
+EXL_INLINE void rows_dec(const struct exl_mm_ctx *m, int64_t r, int nr, int c0, size_t pf, const int nc,
+			 const int q4)
+{
+	const int64_t nb = m->cols / 32, nb8 = nb & ~(int64_t)7;
+	const uint8_t *w[DEC_ROWS];
+	const int8_t *xq[EXL_AMX_DECODE_MAX_N];
+	const float *xd[EXL_AMX_DECODE_MAX_N];
+	__m128 acc[EXL_AMX_DECODE_MAX_N];
+
+	for (int i = 0; i < DEC_ROWS; i++)
+		w[i] = exl_row(m, r + (i < nr ? i : 0));
+	for (int j = 0; j < nc; j++) {
+		const uint8_t *a = m->act + (size_t)(c0 + j) * m->act_stride;
+
+		xq[j] = (const int8_t *)a;
+		xd[j] = exl_act_q8_0_d(a, m->cols);
+		acc[j] = _mm_setzero_ps();
+	}
+	for (int64_t b = 0; b < nb8; b += 8) {
+		struct xgroup x[EXL_AMX_DECODE_MAX_N];
+		__m256i d[DEC_ROWS][EXL_AMX_DECODE_MAX_N];
+		__m256 sw[DEC_ROWS];
+
+		for (int j = 0; j < nc; j++) {
+			if (q4)
+				xgroup_q4_0(xq[j] + 32 * b, &x[j]);
+			else
+				xgroup_q8_0(xq[j] + 32 * b, &x[j]);
+		}
+		for (int i = 0; i < DEC_ROWS; i++) {
+			if (q4) {
+				sw[i] = scales8_q4_0((const block_q4_0 *)(const void *)w[i], b);
+				dots8_q4_0((const block_q4_0 *)(const void *)w[i], b, x, nc, pf, d[i]);
+			} else {
+				sw[i] = scales8_q8_0((const block_q8_0 *)(const void *)w[i], b);
+				dots8_q8_0((const block_q8_0 *)(const void *)w[i], b, x, nc, pf, d[i]);
+			}
+		}
+		for (int j = 0; j < nc; j++) {
+			__m256 dx = _mm256_loadu_ps(xd[j] + b);
+
+			acc[j] = chain2(acc[j], _mm256_cvtepi32_ps(d[0][j]), _mm256_cvtepi32_ps(d[1][j]),
+					_mm256_mul_ps(dx, sw[0]), _mm256_mul_ps(dx, sw[1]));
+		}
+	}
+	for (int j = 0; j < nc; j++) {
+		float out[4];
+
+		_mm_storeu_ps(out, acc[j]);
+		for (int i = 0; i < nr; i++)
+			*exl_out(m, c0 + j, r + i) = nb8 < nb ? tail(out[i], w[i], nb8, nb, xq[j], xd[j], q4) : out[i];
+	}
+}
+
+#define NC_CASES(Q4)                                                   \
+	switch (c1 - c0) {                                             \
+	case 1: rows_dec(m, r, nr, c0, pf, 1, Q4); break;              \
+	case 2: rows_dec(m, r, nr, c0, pf, 2, Q4); break;              \
+	case 3: rows_dec(m, r, nr, c0, pf, 3, Q4); break;              \
+	default: rows_dec(m, r, nr, c0, pf, 4, Q4); break;             \
+	}
+
+void exl_amx_decode(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, int c1, int q4)
+{
+	const size_t pf = exl_prefetch_distance(m->n, m->row_bytes, 1);
+
+	/* nc and q4 constants per call, so the loops over them unroll */
+	for (int64_t r = r0; r < r1; r += DEC_ROWS) {
+		int nr = r1 - r < DEC_ROWS ? (int)(r1 - r) : DEC_ROWS;
+
+		if (q4)
+			NC_CASES(1)
+		else
+			NC_CASES(0)
+	}
+}
