@@ -1,4 +1,4 @@
-/* The "amx" kernel set's own kernels: Q8_0 and Q4_0 on AMX-INT8 tiles
+/* The "amx" kernel set's own kernels: Q8_0, Q4_0 and Q4_K on AMX-INT8 tiles
  * (matmul_amx_body.h, here over the real tile instructions), and for
  * decode-shaped calls the same arithmetic in AVX-512 VNNI
  * (matmul_amx_decode.c).  Compiled with
@@ -7,6 +7,7 @@
  * the set when CPUID reports AMX and the kernel granted this process the
  * tile data state (cpu_features.c). */
 #include <immintrin.h>
+#include <stddef.h>
 
 #include "kernels/cpu/matmul_amx_decode.h"
 #include "kernels/cpu/matmul_x86.h"
@@ -24,11 +25,19 @@
 #define EXL_AMX_PACK_B pack_b
 #define EXL_AMX_SCALES scales
 #define EXL_AMX_POST16 post16
+#define EXL_AMX_PACK_Q4_K pack_q4_K
+#define EXL_AMX_IPOST16 ipost16
+#define EXL_AMX_POST16_Q4_K post16_q4_K
 
 static inline void unpack_q4_0(const uint8_t *w, size_t row_bytes, int64_t b, int nr, int8_t *out);
 static inline void pack_b(const int8_t *src, size_t stride, int nr, int8_t *out);
 static inline void scales(const uint8_t *w, size_t row_bytes, size_t bs, int64_t b, int nr, float *dw);
 static inline void post16(float *acc, const int32_t *dots, float dx, const float *dw);
+static inline void pack_q4_K(const uint8_t *w, size_t row_bytes, int64_t b, int t, int nr, int8_t *lo,
+			     int8_t *hi);
+static inline void ipost16(int32_t *isum, const int32_t *dots, const int32_t *sc);
+static inline void post16_q4_K(float *acc, const int32_t *isum, const int32_t *msum, float dx, const float *d,
+			       const float *dmin);
 
 #include "kernels/cpu/matmul_amx_body.h"
 
@@ -91,6 +100,27 @@ static inline void scales(const uint8_t *w, size_t row_bytes, size_t bs, int64_t
 	_mm512_storeu_ps(dw, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(d32)));
 }
 
+/* Q4_K's nibbles of qs[32t..32t+31] for 16 rows: dword i of each row
+ * gathered, then masked (sub-block 2t) and shifted (2t + 1). */
+static inline void pack_q4_K(const uint8_t *w, size_t row_bytes, int64_t b, int t, int nr, int8_t *lo,
+			     int8_t *hi)
+{
+	if (row_bytes > (size_t)1 << 26) {
+		exl_amx_pack_q4_K(w, row_bytes, b, t, nr, lo, hi);
+		return;
+	}
+	const uint8_t *base = w + sizeof(block_q4_K) * (size_t)b + offsetof(block_q4_K, qs) + 32 * (size_t)t;
+	const __m512i idx = row_index(row_bytes), lo4 = _mm512_set1_epi8(0x0f);
+	const __mmask16 k = rows_mask(nr);
+
+	for (int i = 0; i < 8; i++) {
+		__m512i v = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), k, idx, base + 4 * i, 1);
+
+		_mm512_storeu_si512(lo + 64 * i, _mm512_and_si512(v, lo4));
+		_mm512_storeu_si512(hi + 64 * i, _mm512_and_si512(_mm512_srli_epi16(v, 4), lo4));
+	}
+}
+
 static inline void post16(float *acc, const int32_t *dots, float dx, const float *dw)
 {
 	__m512 s = _mm512_mul_ps(_mm512_set1_ps(dx), _mm512_loadu_ps(dw));
@@ -99,31 +129,59 @@ static inline void post16(float *acc, const int32_t *dots, float dx, const float
 					      _mm512_loadu_ps(acc)));
 }
 
+static inline void ipost16(int32_t *isum, const int32_t *dots, const int32_t *sc)
+{
+	_mm512_storeu_si512(isum, _mm512_add_epi32(_mm512_loadu_si512(isum),
+						   _mm512_mullo_epi32(_mm512_loadu_si512(dots), _mm512_loadu_si512(sc))));
+}
+
+static inline void post16_q4_K(float *acc, const int32_t *isum, const int32_t *msum, float dx, const float *d,
+			       const float *dmin)
+{
+	const __m512 x = _mm512_set1_ps(dx);
+	__m512 a = _mm512_loadu_ps(acc);
+
+	a = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_loadu_si512(isum)), _mm512_mul_ps(_mm512_loadu_ps(d), x), a);
+	/* -(m * s) + a is fmaf(-m, s, a) exactly, zeros' signs included */
+	a = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(_mm512_loadu_si512(msum)), _mm512_mul_ps(_mm512_loadu_ps(dmin), x), a);
+	_mm512_storeu_ps(acc, a);
+}
+
 /* A few vectors read every weight once for little work: a tile per block
  * (and its store and reload) would cost more than the memory stream, so
  * they go through the decode kernel, whose outputs are the tiles' bits. */
-static void mm_q8_0(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, int c1)
+static inline void mm_own(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, int c1, int type)
 {
 	if (m->n <= EXL_AMX_DECODE_MAX_N)
-		exl_amx_decode(m, r0, r1, c0, c1, 0);
+		exl_amx_decode(m, r0, r1, c0, c1, type);
 	else
-		exl_amx_mm_q0(m, r0, r1, c0, c1, 0);
+		exl_amx_mm(m, r0, r1, c0, c1, type);
+}
+
+static void mm_q8_0(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, int c1)
+{
+	mm_own(m, r0, r1, c0, c1, EXL_AMX_Q8_0);
 }
 
 static void mm_q4_0(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, int c1)
 {
-	if (m->n <= EXL_AMX_DECODE_MAX_N)
-		exl_amx_decode(m, r0, r1, c0, c1, 1);
-	else
-		exl_amx_mm_q0(m, r0, r1, c0, c1, 1);
+	mm_own(m, r0, r1, c0, c1, EXL_AMX_Q4_0);
+}
+
+static void mm_q4_K(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, int c1)
+{
+	mm_own(m, r0, r1, c0, c1, EXL_AMX_Q4_K);
 }
 
 /* Only what this set does its own way; matmul.c takes the rest from
- * avx512vnni.  Both types read their activation blocks in element order. */
+ * avx512vnni.  Q8_0 and Q4_0 read their activation blocks in element
+ * order, Q4_K in its nibble order. */
 const struct exl_cpu_kernels exl_cpu_kernels_amx_own = {
 	.name = "amx",
 	.act_q8_0 = exl_act_q8_0_avx2,
 	.act_q4_0 = exl_act_q8_0_avx2,
+	.act_q4_K = exl_act_q4_K_avx2,
 	.mm_q8_0 = mm_q8_0,
 	.mm_q4_0 = mm_q4_0,
+	.mm_q4_K = mm_q4_K,
 };

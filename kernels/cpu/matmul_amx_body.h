@@ -10,7 +10,8 @@
  *
  * and may replace the portable helpers below with vector code of the same
  * results (EXL_AMX_UNPACK_Q4_0, EXL_AMX_PACK_B, EXL_AMX_SCALES,
- * EXL_AMX_POST16, same arguments as exl_amx_unpack_q4_0 etc.).
+ * EXL_AMX_POST16, EXL_AMX_PACK_Q4_K, EXL_AMX_IPOST16, EXL_AMX_POST16_Q4_K,
+ * same arguments as exl_amx_unpack_q4_0 etc.).
  *
  * matmul_amx.c maps them to the AMX intrinsics (tile numbers are
  * immediates, so every one is a literal here); tests/unit/test_amx_layout.c
@@ -42,6 +43,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "kernels/cpu/matmul_amx_decode.h"
 #include "kernels/cpu/matmul_impl.h"
 #include "kernels/formats/elem.h"
 
@@ -157,23 +159,23 @@ static inline void exl_amx_store_out(const struct exl_mm_ctx *m, int c, int64_t 
 #endif
 
 /* One tile of 16 vectors (ct: which of the four, so the literal tile
- * numbers can be picked): A from the act rows in place, or from a zeroed
- * copy when fewer than 16 vectors are left (a tile load would read past
- * them). */
+ * numbers can be picked): A from the act rows in place at byte aoff, or
+ * from a zeroed copy when fewer than 16 vectors are left (a tile load would
+ * read past them). */
 #define EXL_AMX_BATCH_TILE(ct, atile, ctile)                                         \
 	do {                                                                         \
 		if ((ct) < ntiles) {                                                 \
 			int v0_ = c0 + 16 * (ct);                                    \
 			int nv_ = c1 - v0_ < 16 ? c1 - v0_ : 16;                     \
 			if (nv_ == 16) {                                             \
-				EXL_AMX_LOADD(atile, m->act + (size_t)v0_ * m->act_stride + \
-						      EXL_AMX_KB * (size_t)b, m->act_stride); \
+				EXL_AMX_LOADD(atile, m->act + (size_t)v0_ * m->act_stride + aoff, \
+					      m->act_stride);                        \
 			} else {                                                     \
 				for (int v_ = 0; v_ < 16; v_++) {                    \
 					if (v_ < nv_)                                \
 						memcpy(apart + EXL_AMX_KB * v_,      \
-						       m->act + (size_t)(v0_ + v_) * m->act_stride + \
-							       EXL_AMX_KB * (size_t)b, EXL_AMX_KB); \
+						       m->act + (size_t)(v0_ + v_) * m->act_stride + aoff, \
+						       EXL_AMX_KB);                  \
 					else                                         \
 						memset(apart + EXL_AMX_KB * v_, 0, EXL_AMX_KB); \
 				}                                                    \
@@ -204,6 +206,8 @@ static inline void exl_amx_rows_batch(const struct exl_mm_ctx *m, int64_t r, int
 
 	memset(acc, 0, sizeof(float) * EXL_AMX_TR * (size_t)nc);
 	for (int64_t b = 0; b < nb; b++) {
+		const size_t aoff = EXL_AMX_KB * (size_t)b;
+
 		EXL_AMX_SCALES(w, m->row_bytes, bs, b, nr, dw);
 		if (q4) {
 			EXL_AMX_UNPACK_Q4_0(w, m->row_bytes, b, nr, wbuf);
@@ -227,9 +231,156 @@ static inline void exl_amx_rows_batch(const struct exl_mm_ctx *m, int64_t r, int
 		exl_amx_store_out(m, c0 + j, r, nr, acc[j]);
 }
 
-/* Rows [r0, r1) x vectors [c0, c1) (at most 64) in groups of 16 rows. */
-static inline void exl_amx_mm_q0(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, int c1,
-				 int q4)
+/* ---- Q4_K ----
+ *
+ * One step is one 32-weight sub-block j of a super-block: C = the exact
+ * int32 dots D_j (levels 0..15 against the act's int8), then in int32
+ * I += sc_j * D_j.  Per super-block, with M = sum_j m_j * (the act's sum of
+ * sub-block j) and the super-block scales d, dmin:
+ *   y = fmaf((float)I, d * d_x, y); y = fmaf(-(float)M, dmin * d_x, y),
+ * super-blocks in order.  I and M are exact integers, so the decode kernel
+ * (matmul_amx_decode.c), summing the same products in any order, gives the
+ * same bits.  The act is exl_act_q4_K_avx2's: each super-block's x as
+ * sub-blocks [0, 2, 1, 3, 4, 6, 5, 7] (the Q4_K nibble order), sums in
+ * element order. */
+
+/* Where sub-block j's 32 x sit in a super-block of that act (the order is
+ * its own inverse). */
+static inline size_t exl_amx_q4_K_xpos(int j)
+{
+	static const uint8_t pos[8] = { 0, 2, 1, 3, 4, 6, 5, 7 };
+
+	return 32 * (size_t)pos[j];
+}
+
+/* Sub-blocks 2t (low nibbles of qs[32t..32t+31]) and 2t + 1 (high) of
+ * super-block b of nr rows, as levels in VNNI (B) layout:
+ * lo[64 i + 4 r + k] = level 4i + k of row r's sub-block 2t; rows nr..15
+ * zero. */
+static inline void exl_amx_pack_q4_K(const uint8_t *w, size_t row_bytes, int64_t b, int t, int nr,
+				     int8_t lo[(EXL_AMX_KB / 4) * 64], int8_t hi[(EXL_AMX_KB / 4) * 64])
+{
+	for (int i = 0; i < EXL_AMX_KB / 4; i++)
+		for (int r = 0; r < EXL_AMX_TR; r++)
+			for (int k = 0; k < 4; k++) {
+				uint8_t q = 0;
+
+				if (r < nr)
+					q = ((const block_q4_K *)(const void *)(w + (size_t)r * row_bytes))[b]
+						    .qs[32 * t + 4 * i + k];
+				lo[64 * i + 4 * r + k] = (int8_t)(q & 15);
+				hi[64 * i + 4 * r + k] = (int8_t)(q >> 4);
+			}
+}
+
+/* The scales of super-block b of nr rows: sc[j][r], mn[j][r] (6-bit) and
+ * d[r], dmin[r]; rows nr..15 zero. */
+static inline void exl_amx_meta_q4_K(const uint8_t *w, size_t row_bytes, int64_t b, int nr,
+				     int32_t sc[8][EXL_AMX_TR], int32_t mn[8][EXL_AMX_TR], float d[EXL_AMX_TR],
+				     float dmin[EXL_AMX_TR])
+{
+	for (int r = 0; r < EXL_AMX_TR; r++) {
+		const block_q4_K *blk = r < nr ? (const block_q4_K *)(const void *)(w + (size_t)r * row_bytes) + b
+					       : NULL;
+
+		d[r] = blk ? exl_fp16_to_fp32(blk->d) : 0.0f;
+		dmin[r] = blk ? exl_fp16_to_fp32(blk->dmin) : 0.0f;
+		for (int j = 0; j < 8; j++) {
+			uint8_t s = 0, n = 0;
+
+			if (blk)
+				exl_get_scale_min_k4(j, blk->scales, &s, &n);
+			sc[j][r] = s;
+			mn[j][r] = n;
+		}
+	}
+}
+
+/* isum[l] += dots[l] * sc[l] for 16 rows l */
+static inline void exl_amx_ipost16(int32_t isum[EXL_AMX_TR], const int32_t dots[EXL_AMX_TR],
+				   const int32_t sc[EXL_AMX_TR])
+{
+	for (int l = 0; l < EXL_AMX_TR; l++)
+		isum[l] += dots[l] * sc[l];
+}
+
+/* The float step of a super-block for 16 rows of one vector. */
+static inline void exl_amx_post16_q4_K(float acc[EXL_AMX_TR], const int32_t isum[EXL_AMX_TR],
+				       const int32_t msum[EXL_AMX_TR], float dx, const float d[EXL_AMX_TR],
+				       const float dmin[EXL_AMX_TR])
+{
+	for (int l = 0; l < EXL_AMX_TR; l++) {
+		acc[l] = fmaf((float)isum[l], d[l] * dx, acc[l]);
+		acc[l] = fmaf(-(float)msum[l], dmin[l] * dx, acc[l]);
+	}
+}
+
+#ifndef EXL_AMX_PACK_Q4_K
+#define EXL_AMX_PACK_Q4_K exl_amx_pack_q4_K
+#endif
+#ifndef EXL_AMX_IPOST16
+#define EXL_AMX_IPOST16 exl_amx_ipost16
+#endif
+#ifndef EXL_AMX_POST16_Q4_K
+#define EXL_AMX_POST16_Q4_K exl_amx_post16_q4_K
+#endif
+
+/* Rows [r, r + nr) (nr <= 16) of a Q4_K matrix for vectors [c0, c1),
+ * c1 - c0 <= 64.  The tile config is exl_amx_cfg_batch. */
+static inline void exl_amx_rows_batch_q4_K(const struct exl_mm_ctx *m, int64_t r, int nr, int c0, int c1)
+{
+	const uint8_t *w = m->w + (size_t)r * m->row_bytes;
+	const int64_t nb = m->cols / 256;
+	const int nc = c1 - c0;
+	const int ntiles = (nc + 15) / 16;
+	float acc[16 * EXL_AMX_COL_TILES][EXL_AMX_TR];
+	int32_t isum[16 * EXL_AMX_COL_TILES][EXL_AMX_TR];
+	_Alignas(64) int32_t dots[EXL_AMX_COL_TILES][16][EXL_AMX_TR];
+	_Alignas(64) int8_t bpack[2][(EXL_AMX_KB / 4) * 64];
+	_Alignas(64) int8_t apart[16 * EXL_AMX_KB];
+	int32_t sc[8][EXL_AMX_TR], mn[8][EXL_AMX_TR];
+	float d[EXL_AMX_TR], dmin[EXL_AMX_TR];
+
+	memset(acc, 0, sizeof(float) * EXL_AMX_TR * (size_t)nc);
+	for (int64_t b = 0; b < nb; b++) {
+		exl_amx_meta_q4_K(w, m->row_bytes, b, nr, sc, mn, d, dmin);
+		memset(isum, 0, sizeof(int32_t) * EXL_AMX_TR * (size_t)nc);
+		for (int t = 0; t < 4; t++) {
+			EXL_AMX_PACK_Q4_K(w, m->row_bytes, b, t, nr, bpack[0], bpack[1]);
+			for (int h = 0; h < 2; h++) {
+				const int j = 2 * t + h;
+				const size_t aoff = 256 * (size_t)b + exl_amx_q4_K_xpos(j);
+
+				EXL_AMX_LOADD(0, bpack[h], 64);
+				EXL_AMX_BATCH_TILE(0, 1, 4);
+				EXL_AMX_BATCH_TILE(1, 2, 5);
+				EXL_AMX_BATCH_TILE(2, 1, 6);
+				EXL_AMX_BATCH_TILE(3, 2, 7);
+				for (int v = 0; v < nc; v++)
+					EXL_AMX_IPOST16(isum[v], dots[v / 16][v % 16], sc[j]);
+			}
+		}
+		for (int v = 0; v < nc; v++) {
+			const uint8_t *a = m->act + (size_t)(c0 + v) * m->act_stride;
+			const int16_t *bs = exl_act_q8_K_bsums(a, m->cols) + 16 * b;
+			int32_t msum[EXL_AMX_TR] = { 0 };
+
+			for (int j = 0; j < 8; j++) {
+				int32_t xs = bs[2 * j] + bs[2 * j + 1];
+
+				for (int l = 0; l < EXL_AMX_TR; l++)
+					msum[l] += mn[j][l] * xs;
+			}
+			EXL_AMX_POST16_Q4_K(acc[v], isum[v], msum, exl_act_q8_K_d(a, m->cols)[b], d, dmin);
+		}
+	}
+	for (int v = 0; v < nc; v++)
+		exl_amx_store_out(m, c0 + v, r, nr, acc[v]);
+}
+
+/* Rows [r0, r1) x vectors [c0, c1) (at most 64) of a matrix of one of
+ * those types, in groups of 16 rows. */
+static inline void exl_amx_mm(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, int c1, int type)
 {
 	struct exl_amx_cfg cfg;
 
@@ -240,7 +391,11 @@ static inline void exl_amx_mm_q0(const struct exl_mm_ctx *m, int64_t r0, int64_t
 
 		for (int c = c0; c < c1; c += 16 * EXL_AMX_COL_TILES) {
 			int ce = c1 - c < 16 * EXL_AMX_COL_TILES ? c1 : c + 16 * EXL_AMX_COL_TILES;
-			exl_amx_rows_batch(m, r, nr, c, ce, q4);
+
+			if (type == EXL_AMX_Q4_K)
+				exl_amx_rows_batch_q4_K(m, r, nr, c, ce);
+			else
+				exl_amx_rows_batch(m, r, nr, c, ce, type == EXL_AMX_Q4_0);
 		}
 	}
 	EXL_AMX_RELEASE();

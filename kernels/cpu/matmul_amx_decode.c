@@ -2,9 +2,9 @@
  * in AVX-512 VNNI: the same outputs, bit for bit, as the tile kernels of
  * matmul_amx_body.h, without tiles.
  *
- * The tile kernels make each output as acc = fmaf((float)dot_b, d_x,b *
- * d_w,b, acc) over the blocks b in order, dot_b the exact int32 dot of a
- * block's weight and activation levels.  Any code that makes the same exact
+ * Q8_0 and Q4_0: the tile kernels make each output as
+ * acc = fmaf((float)dot_b, d_x,b * d_w,b, acc) over the blocks b in order,
+ * dot_b the exact int32 dot of a block's weight and activation levels.  Any code that makes the same exact
  * dots and the same FMAs in the same order makes the same bits, so decode
  * need not go through a tile.  On the first AMX machine the tile version
  * (one vector against 16 rows, a tile store and reload per block, and for
@@ -12,7 +12,7 @@
  * third of the VNNI kernels' speed (docs/cpu-kernels.md).
  *
  * Each row is one stream, as in the other sets' decode (matmul_x86.h,
- * EXL_STREAM_N), taken two at a time: per 8 blocks of a row, vpdpbusd
+ * EXL_STREAM_N), taken two at a time (Q4_K below: one): per 8 blocks of a row, vpdpbusd
  * sums the products of each 4 bytes into a lane (exact), the lanes of each
  * block are folded into one int32 per block, then come the 8 FMAs of the
  * chain in block order, the two rows' chains side by side in two lanes (an
@@ -290,25 +290,134 @@ EXL_INLINE void rows_dec(const struct exl_mm_ctx *m, int64_t r, int nr, int c0, 
 	}
 }
 
-#define NC_CASES(Q4)                                                   \
-	switch (c1 - c0) {                                             \
-	case 1: rows_dec(m, r, nr, c0, pf, 1, Q4); break;              \
-	case 2: rows_dec(m, r, nr, c0, pf, 2, Q4); break;              \
-	case 3: rows_dec(m, r, nr, c0, pf, 3, Q4); break;              \
-	default: rows_dec(m, r, nr, c0, pf, 4, Q4); break;             \
-	}
+/* ---- Q4_K ----
+ *
+ * Per super-block the tile kernels make two exact integers, I = sum_j sc_j
+ * * D_j and M = sum_j m_j * (x's sum over sub-block j), then
+ * y = fmaf((float)I, d * d_x, y); y = fmaf(-(float)M, dmin * d_x, y).
+ * Here I comes from int16 pair products (maddubs; levels 0..15, so at most
+ * 2 * 15 * 127) scaled by sc_j in vpdpwssd, summed over the lanes at the
+ * end of the super-block; M from the act's int16 sums against the mins.
+ * One row at a time: the chain is two FMAs per 256 weights. */
 
-void exl_amx_decode(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, int c1, int q4)
+/* The int32 sum of the lanes (exact) */
+EXL_INLINE int32_t hsum256_epi32(__m256i s)
+{
+	__m128i h = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+
+	h = _mm_add_epi32(h, _mm_unpackhi_epi64(h, h));
+	h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0xb1));
+	return _mm_cvtsi128_si32(h);
+}
+
+EXL_INLINE int32_t hsum512_epi32(__m512i v)
+{
+	return hsum256_epi32(_mm256_add_epi32(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64(v, 1)));
+}
+
+/* One row x nc vectors.  The act is in Q4_K's nibble order, so 64 bytes
+ * of qs, masked and shifted, meet x at 256 b + 0, 64 (first 64 bytes of
+ * qs) and 128, 192. */
+EXL_INLINE void row_q4_K(const struct exl_mm_ctx *m, int64_t r, int c0, size_t pf, const int nc)
+{
+	const block_q4_K *w = (const block_q4_K *)(const void *)exl_row(m, r);
+	const int64_t nb = m->cols / 256;
+	const __m512i lo4 = _mm512_set1_epi8(0x0f);
+	/* int16 lanes 0-15 take the scale of the vector's first sub-block,
+	 * 16-31 of its second: [0, 2], [1, 3], [4, 6], [5, 7] */
+	const __m512i sel[4] = {
+		_mm512_set_epi16(2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2,
+				 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0),
+		_mm512_set_epi16(3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3,
+				 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1),
+		_mm512_set_epi16(6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6,
+				 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4),
+		_mm512_set_epi16(7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7,
+				 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5),
+	};
+	const int8_t *xq[EXL_AMX_DECODE_MAX_N];
+	const float *xd[EXL_AMX_DECODE_MAX_N];
+	const int16_t *xs[EXL_AMX_DECODE_MAX_N];
+	float acc[EXL_AMX_DECODE_MAX_N];
+
+	for (int j = 0; j < nc; j++) {
+		const uint8_t *a = m->act + (size_t)(c0 + j) * m->act_stride;
+
+		xq[j] = (const int8_t *)a;
+		xd[j] = exl_act_q8_K_d(a, m->cols);
+		xs[j] = exl_act_q8_K_bsums(a, m->cols);
+		acc[j] = 0;
+	}
+	for (int64_t b = 0; b < nb; b++) {
+		const block_q4_K *blk = w + b;
+		uint32_t s[2], n[2];
+		__m512i lv[4], sc[4];
+
+		for (int t = 0; t < 144; t += 64)
+			_mm_prefetch((const char *)blk + pf + t, _MM_HINT_T0);
+		exl_q4_K_scales(blk->scales, s, n);
+		const __m512i sc16 = _mm512_castsi128_si512(_mm_cvtepu8_epi16(_mm_setr_epi32((int)s[0], (int)s[1], 0, 0)));
+		/* [m0, m0, m1, m1, ...]: each sub-block's min against its two
+		 * 16-element sums */
+		const __m128i m8 = _mm_setr_epi32((int)n[0], (int)n[1], 0, 0);
+		const __m256i mins = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m8, m8));
+		const float d = exl_f16(blk->d), dmin = exl_f16(blk->dmin);
+
+		for (int h = 0; h < 2; h++) {
+			__m512i q = _mm512_loadu_si512(blk->qs + 64 * h);
+
+			lv[2 * h] = _mm512_and_si512(q, lo4);
+			lv[2 * h + 1] = _mm512_and_si512(_mm512_srli_epi16(q, 4), lo4);
+		}
+		for (int k = 0; k < 4; k++)
+			sc[k] = _mm512_permutexvar_epi16(sel[k], sc16);
+		for (int j = 0; j < nc; j++) {
+			const int8_t *x = xq[j] + 256 * b;
+			__m512i is = _mm512_setzero_si512();
+
+			for (int k = 0; k < 4; k++)
+				is = _mm512_dpwssd_epi32(is, _mm512_maddubs_epi16(lv[k], _mm512_loadu_si512(x + 64 * k)),
+							 sc[k]);
+			__m256i ms = _mm256_madd_epi16(mins, _mm256_loadu_si256((const __m256i *)(const void *)(xs[j] + 16 * b)));
+			int32_t isum = hsum512_epi32(is);
+			int32_t msum = hsum256_epi32(ms);
+			float dx = xd[j][b];
+
+			acc[j] = fmaf((float)isum, d * dx, acc[j]);
+			acc[j] = fmaf(-(float)msum, dmin * dx, acc[j]);
+		}
+	}
+	for (int j = 0; j < nc; j++)
+		*exl_out(m, c0 + j, r) = acc[j];
+}
+
+#define NC_CASES(CALL)                                                 \
+	switch (c1 - c0) {                                             \
+	case 1: CALL(1); break;                                        \
+	case 2: CALL(2); break;                                        \
+	case 3: CALL(3); break;                                        \
+	default: CALL(4); break;                                       \
+	}
+#define ROWS_Q8_0(NC) rows_dec(m, r, nr, c0, pf, NC, 0)
+#define ROWS_Q4_0(NC) rows_dec(m, r, nr, c0, pf, NC, 1)
+#define ROW_Q4_K(NC) row_q4_K(m, r, c0, pf, NC)
+
+void exl_amx_decode(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, int c1, int type)
 {
 	const size_t pf = exl_prefetch_distance(m->n, m->row_bytes, 1);
 
-	/* nc and q4 constants per call, so the loops over them unroll */
+	/* nc and the type constants per call, so the loops over them unroll */
+	if (type == EXL_AMX_Q4_K) {
+		for (int64_t r = r0; r < r1; r++)
+			NC_CASES(ROW_Q4_K)
+		return;
+	}
 	for (int64_t r = r0; r < r1; r += DEC_ROWS) {
 		int nr = r1 - r < DEC_ROWS ? (int)(r1 - r) : DEC_ROWS;
 
-		if (q4)
-			NC_CASES(1)
+		if (type == EXL_AMX_Q4_0)
+			NC_CASES(ROWS_Q4_0)
 		else
-			NC_CASES(0)
+			NC_CASES(ROWS_Q8_0)
 	}
 }

@@ -105,6 +105,25 @@ void exl_act_q8_K_avx2(const float *x, uint8_t *act, int64_t cols)
 	}
 }
 
+/* act_q8_K with each super-block's x as sub-blocks [0, 2, 1, 3, 4, 6, 5,
+ * 7], Q4_K's nibble order (bsums stay in element order): for the AVX-512
+ * and AMX sets, whose Q4_K kernels split 64 bytes of qs into two vectors of
+ * levels that then meet 64 contiguous x. */
+void exl_act_q4_K_avx2(const float *x, uint8_t *act, int64_t cols)
+{
+	int8_t tmp[256];
+	static const int order[8] = { 0, 2, 1, 3, 4, 6, 5, 7 };
+
+	exl_act_q8_K_avx2(x, act, cols);
+	for (int64_t b = 0; b < cols / 256; b++) {
+		int8_t *q = (int8_t *)act + 256 * b;
+
+		memcpy(tmp, q, 256);
+		for (int k = 0; k < 8; k++)
+			memcpy(q + 32 * k, tmp + 32 * order[k], 32);
+	}
+}
+
 /* ---- float weights ---- */
 
 EXL_INLINE __m256 load_f32(const void *w, int64_t k)

@@ -973,23 +973,10 @@ static void mm_iq4_nl(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0
 /* ---- K-quants x Q8_K activations ---- */
 
 /* Q4_K: 64 bytes of qs hold sub-blocks 4t, 4t+2 in their low nibbles and
- * 4t+1, 4t+3 in their high ones, so this set's act_q4_K stores each
- * super-block's x as sub-blocks [0, 2, 1, 3, 4, 6, 5, 7]: one mask or one
- * shift then gives vectors that match 64 contiguous x. */
-static void act_q4_K(const float *x, uint8_t *act, int64_t cols)
-{
-	int8_t tmp[256];
-	static const int order[8] = { 0, 2, 1, 3, 4, 6, 5, 7 };
-
-	exl_act_q8_K_avx2(x, act, cols);
-	for (int64_t b = 0; b < cols / 256; b++) {
-		int8_t *q = (int8_t *)act + 256 * b;
-
-		memcpy(tmp, q, 256);
-		for (int k = 0; k < 8; k++)
-			memcpy(q + 32 * k, tmp + 32 * order[k], 32);
-	}
-}
+ * 4t+1, 4t+3 in their high ones, so this set's act_q4_K
+ * (exl_act_q4_K_avx2) stores each super-block's x as sub-blocks [0, 2, 1,
+ * 3, 4, 6, 5, 7]: one mask or one shift then gives vectors that match 64
+ * contiguous x. */
 
 /* Q4_K, and Q5_K (five): the same with the fifth bit of each weight from
  * qh (bit j of qh[l] for weight l of sub-block j), brought to bit 4 per
@@ -1536,7 +1523,7 @@ const struct exl_cpu_kernels SET_SYMBOL = {
 	.act_q4_0 = act_q4_0,
 	.act_q4_1 = act_q4_0,
 	.act_q8_K = exl_act_q8_K_avx2,
-	.act_q4_K = act_q4_K,
+	.act_q4_K = exl_act_q4_K_avx2,
 	.act_iq4_xs = act_iq4_xs,
 	.mm_f32 = mm_f32,
 	.mm_f16 = mm_f16,

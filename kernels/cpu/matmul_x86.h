@@ -152,5 +152,6 @@ EXL_INLINE void exl_q4_K_scales(const uint8_t *s12, uint32_t sc[2], uint32_t mn[
  * use too. */
 void exl_act_q8_0_avx2(const float *x, uint8_t *act, int64_t cols);
 void exl_act_q8_K_avx2(const float *x, uint8_t *act, int64_t cols);
+void exl_act_q4_K_avx2(const float *x, uint8_t *act, int64_t cols);
 
 #endif

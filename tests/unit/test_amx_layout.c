@@ -167,6 +167,28 @@ static void test_pack_b(void)
 	}
 }
 
+static void test_pack_q4_K(void)
+{
+	block_q4_K blk[16 * 2];
+	int8_t lo[8 * 64], hi[8 * 64];
+
+	for (size_t i = 0; i < sizeof(blk); i++)
+		((uint8_t *)blk)[i] = (uint8_t)(i * 37 + 11);
+	for (int nr = 1; nr <= 16; nr += 5)
+		for (int t = 0; t < 4; t++) {
+			/* rows of 2 super-blocks, super-block 1 */
+			exl_amx_pack_q4_K((const uint8_t *)blk, 2 * sizeof(block_q4_K), 1, t, nr, lo, hi);
+			for (int i = 0; i < 8; i++)
+				for (int r = 0; r < 16; r++)
+					for (int k = 0; k < 4; k++) {
+						uint8_t q = r < nr ? blk[2 * r + 1].qs[32 * t + 4 * i + k] : 0;
+
+						CHECK(lo[64 * i + 4 * r + k] == (q & 15) && hi[64 * i + 4 * r + k] == (q >> 4),
+						      "pack_q4_K nr %d t %d: [%d][%d][%d]", nr, t, i, r, k);
+					}
+		}
+}
+
 /* ---- whole kernels ---- */
 
 struct case_data {
@@ -178,19 +200,70 @@ struct case_data {
 	size_t act_stride;
 };
 
+static int amx_type(uint32_t type)
+{
+	return type == EXL_Q8_0 ? EXL_AMX_Q8_0 : type == EXL_Q4_0 ? EXL_AMX_Q4_0 : EXL_AMX_Q4_K;
+}
+
+/* Where the act keeps sub-block j of a Q4_K super-block: Q4_K's nibble
+ * order, [0, 2, 1, 3, 4, 6, 5, 7] */
+static const int q4_K_pos[8] = { 0, 2, 1, 3, 4, 6, 5, 7 };
+
 static int32_t level(const struct case_data *d, int64_t r, int64_t k)
 {
 	const uint8_t *row = d->w + (size_t)r * exl_dtype_row_bytes(d->type, (uint64_t)d->cols);
 
 	if (d->type == EXL_Q8_0)
 		return ((const block_q8_0 *)(const void *)row)[k / 32].qs[k % 32];
+	if (d->type == EXL_Q4_K) {
+		/* weights 64t..64t+31 in the low nibbles of qs[32t..32t+31],
+		 * 64t+32..64t+63 in the high ones */
+		const block_q4_K *b = (const block_q4_K *)(const void *)row + k / 256;
+		int e = (int)(k % 256);
+		uint8_t q = b->qs[32 * (e / 64) + e % 32];
+		return (e % 64) < 32 ? q & 15 : q >> 4;
+	}
 	const block_q4_0 *b = (const block_q4_0 *)(const void *)row + k / 32;
 	int j = (int)(k % 32);
 	return j < 16 ? (b->qs[j] & 15) - 8 : (b->qs[j - 16] >> 4) - 8;
 }
 
+/* Q4_K: per super-block the exact I = sum_j sc_j sum_l level x and
+ * M = sum_j m_j (sum of x over sub-block j), then two FMAs */
+static float expect_q4_K(const struct case_data *d, int64_t r, int c)
+{
+	const uint8_t *row = d->w + (size_t)r * exl_dtype_row_bytes(d->type, (uint64_t)d->cols);
+	const uint8_t *a = d->act + (size_t)c * d->act_stride;
+	const int8_t *xq = (const int8_t *)a;
+	const float *xd = exl_act_q8_K_d(a, d->cols);
+	const int16_t *bs = exl_act_q8_K_bsums(a, d->cols);
+	float acc = 0;
+
+	for (int64_t b = 0; b < d->cols / 256; b++) {
+		const block_q4_K *blk = (const block_q4_K *)(const void *)row + b;
+		int32_t isum = 0, msum = 0;
+
+		for (int j = 0; j < 8; j++) {
+			uint8_t sc, mn;
+			int32_t dot = 0;
+
+			exl_get_scale_min_k4(j, blk->scales, &sc, &mn);
+			for (int l = 0; l < 32; l++)
+				dot += level(d, r, 256 * b + 32 * j + l) * xq[256 * b + 32 * q4_K_pos[j] + l];
+			isum += sc * dot;
+			msum += mn * (bs[16 * b + 2 * j] + bs[16 * b + 2 * j + 1]);
+		}
+		acc = fmaf((float)isum, exl_fp16_to_fp32(blk->d) * xd[b], acc);
+		acc = fmaf(-(float)msum, exl_fp16_to_fp32(blk->dmin) * xd[b], acc);
+	}
+	return acc;
+}
+
 static float expect(const struct case_data *d, int64_t r, int c)
 {
+	if (d->type == EXL_Q4_K)
+		return expect_q4_K(d, r, c);
+
 	const uint8_t *row = d->w + (size_t)r * exl_dtype_row_bytes(d->type, (uint64_t)d->cols);
 	const size_t bs = d->type == EXL_Q8_0 ? sizeof(block_q8_0) : sizeof(block_q4_0);
 	const uint8_t *a = d->act + (size_t)c * d->act_stride;
@@ -235,8 +308,8 @@ static void check_decode(const struct exl_mm_ctx *m0, const struct case_data *d,
 	if (!yv)
 		return;
 	m.y = yv;
-	fn(&m, 0, d->rows / 3, 0, d->n, d->type == EXL_Q4_0);
-	fn(&m, d->rows / 3, d->rows, 0, d->n, d->type == EXL_Q4_0);
+	fn(&m, 0, d->rows / 3, 0, d->n, amx_type(d->type));
+	fn(&m, d->rows / 3, d->rows, 0, d->n, amx_type(d->type));
 	for (size_t i = 0; i < n_out; i++)
 		if (memcmp(&yv[i], &y[i], sizeof(float)) && !bad++)
 			fprintf(stderr, "  %s [%zu]: %.9g, tiles %.9g\n", what, i, yv[i], y[i]);
@@ -257,7 +330,7 @@ static void run_case(uint32_t type, int64_t rows, int64_t cols, int n)
 	float *y = malloc(sizeof(float) * (size_t)(rows * n));
 
 	d.w = malloc(rb * (size_t)rows);
-	d.act_stride = exl_act_q8_0_bytes(cols);
+	d.act_stride = type == EXL_Q4_K ? exl_act_q8_K_bytes(cols) : exl_act_q8_0_bytes(cols);
 	d.act = aligned_alloc(64, d.act_stride * (size_t)n);
 	CHECK(row && y && d.w && d.act, "out of memory");
 	for (int64_t r = 0; r < rows; r++) {
@@ -272,7 +345,18 @@ static void run_case(uint32_t type, int64_t rows, int64_t cols, int n)
 	for (int c = 0; c < n; c++) {
 		for (int64_t k = 0; k < cols; k++)
 			row[k] = (float)gauss();
-		exl_act_q8_0_scalar(row, d.act + (size_t)c * d.act_stride, cols);
+		if (type == EXL_Q4_K) {
+			int8_t *q = (int8_t *)(d.act + (size_t)c * d.act_stride), tmp[256];
+
+			exl_act_q8_K_scalar(row, (uint8_t *)q, cols);
+			for (int64_t b = 0; b < cols / 256; b++) {
+				memcpy(tmp, q + 256 * b, 256);
+				for (int j = 0; j < 8; j++)
+					memcpy(q + 256 * b + 32 * q4_K_pos[j], tmp + 32 * j, 32);
+			}
+		} else {
+			exl_act_q8_0_scalar(row, d.act + (size_t)c * d.act_stride, cols);
+		}
 	}
 
 	struct exl_mm_ctx m = {
@@ -283,13 +367,13 @@ static void run_case(uint32_t type, int64_t rows, int64_t cols, int n)
 	 * vectors (the set runs its decode then, but the tiles take any n);
 	 * otherwise 16 rows at a time, 64 vectors at a time */
 	if (n <= EXL_AMX_DECODE_MAX_N) {
-		exl_amx_mm_q0(&m, 0, rows / 2, 0, n, type == EXL_Q4_0);
-		exl_amx_mm_q0(&m, rows / 2, rows, 0, n, type == EXL_Q4_0);
+		exl_amx_mm(&m, 0, rows / 2, 0, n, amx_type(type));
+		exl_amx_mm(&m, rows / 2, rows, 0, n, amx_type(type));
 	} else {
 		for (int c0 = 0; c0 < n; c0 += 64)
 			for (int64_t r = 0; r < rows; r += 16)
-				exl_amx_mm_q0(&m, r, r + 16 < rows ? r + 16 : rows, c0, c0 + 64 < n ? c0 + 64 : n,
-					      type == EXL_Q4_0);
+				exl_amx_mm(&m, r, r + 16 < rows ? r + 16 : rows, c0, c0 + 64 < n ? c0 + 64 : n,
+					   amx_type(type));
 	}
 	CHECK(!emu_failed, "%s rows %lld cols %lld n %d: the tile emulator refused an operation",
 	      exl_dtype_info(type)->name, (long long)rows, (long long)cols, n);
@@ -328,20 +412,26 @@ static void run_case(uint32_t type, int64_t rows, int64_t cols, int n)
 
 int main(void)
 {
-	static const uint32_t types[] = { EXL_Q8_0, EXL_Q4_0 };
+	static const uint32_t types[] = { EXL_Q8_0, EXL_Q4_0, EXL_Q4_K };
 	static const int64_t rows_list[] = { 1, 7, 16, 33, 70 };
-	static const int64_t cols_list[] = { 32, 96, 13 * 32, 16 * 32 };
+	static const int64_t cols_32[] = { 32, 96, 13 * 32, 16 * 32 };
+	static const int64_t cols_256[] = { 256, 3 * 256 };
 	static const int ns[] = { 1, 2, 3, 4, 5, 16, 17, 33, 64, 70 };
 
 	test_pack_b();
+	test_pack_q4_K();
 	srand(99);
-	for (size_t t = 0; t < sizeof(types) / sizeof(types[0]); t++)
+	for (size_t t = 0; t < sizeof(types) / sizeof(types[0]); t++) {
+		const int64_t *cols = types[t] == EXL_Q4_K ? cols_256 : cols_32;
+		size_t ncols = types[t] == EXL_Q4_K ? 2 : 4;
+
 		for (size_t ri = 0; ri < sizeof(rows_list) / sizeof(rows_list[0]); ri++)
-			for (size_t ci = 0; ci < sizeof(cols_list) / sizeof(cols_list[0]); ci++)
+			for (size_t ci = 0; ci < ncols; ci++)
 				for (size_t ni = 0; ni < sizeof(ns) / sizeof(ns[0]); ni++)
-					run_case(types[t], rows_list[ri], cols_list[ci], ns[ni]);
+					run_case(types[t], rows_list[ri], cols[ci], ns[ni]);
+	}
 	CHECK(emu_dp_count > 0, "no tile multiply ran");
-	printf("tile emulator: %ld tdpbssd over Q8_0/Q4_0, rows 1-70, n 1-70\n", emu_dp_count);
+	printf("tile emulator: %ld tdpbssd over Q8_0/Q4_0/Q4_K, rows 1-70, n 1-70\n", emu_dp_count);
 	if (decode_simde_checked)
 		printf("AVX-512 decode over SIMDe: %d cases bit for bit with the tiles\n", decode_simde_checked);
 	else
