@@ -1,4 +1,4 @@
-/* The "amx" kernel set's own kernels: Q8_0, Q4_0 and Q4_K on AMX-INT8 tiles
+/* The "amx" kernel set's own kernels: Q8_0, Q4_0, Q4_K and Q6_K on AMX-INT8 tiles
  * (matmul_amx_body.h, here over the real tile instructions), and for
  * decode-shaped calls the same arithmetic in AVX-512 VNNI
  * (matmul_amx_decode.c).  Compiled with
@@ -26,6 +26,7 @@
 #define EXL_AMX_SCALES scales
 #define EXL_AMX_POST16 post16
 #define EXL_AMX_PACK_Q4_K pack_q4_K
+#define EXL_AMX_PACK_Q6_K pack_q6_K
 #define EXL_AMX_IPOST16 ipost16
 #define EXL_AMX_POST16_Q4_K post16_q4_K
 
@@ -36,6 +37,8 @@ static inline void post16(float *acc, const int32_t *dots, float dx, const float
 static inline void pack_q4_K(const uint8_t *w, size_t row_bytes, int64_t b, int t, int nr, int8_t *lo,
 			     int8_t *hi);
 static inline void ipost16(int32_t *isum, const int32_t *dots, const int32_t *sc);
+static inline void pack_q6_K(const uint8_t *w, size_t row_bytes, int64_t b, int h, int s, int nr,
+			     int8_t out[4][4 * 64]);
 static inline void post16_q4_K(float *acc, const int32_t *isum, const int32_t *msum, float dx, const float *d,
 			       const float *dmin);
 
@@ -129,6 +132,45 @@ static inline void post16(float *acc, const int32_t *dots, float dx, const float
 					      _mm512_loadu_ps(acc)));
 }
 
+/* Q6_K's four groups 2k + s of half h for 16 rows: per dword i, the
+ * rows' ql dwords at 64h + l0 + 4i (groups k = 0, 2: low and high nibbles)
+ * and 64h + 32 + l0 + 4i (k = 1, 3), and their qh dword at 32h + l0 + 4i
+ * (bits 2k, 2k + 1), gathered once for the four. */
+static inline void pack_q6_K(const uint8_t *w, size_t row_bytes, int64_t b, int h, int s, int nr,
+			     int8_t out[4][4 * 64])
+{
+	if (row_bytes > (size_t)1 << 26) {
+		exl_amx_pack_q6_K(w, row_bytes, b, h, s, nr, out);
+		return;
+	}
+	const uint8_t *blk = w + sizeof(block_q6_K) * (size_t)b;
+	const uint8_t *ql = blk + offsetof(block_q6_K, ql) + 64 * h + 16 * s;
+	const uint8_t *qh = blk + offsetof(block_q6_K, qh) + 32 * h + 16 * s;
+	const __m512i idx = row_index(row_bytes), lo4 = _mm512_set1_epi8(0x0f), lo2 = _mm512_set1_epi8(0x03);
+	const __m512i k32 = _mm512_set1_epi8(32), z = _mm512_setzero_si512();
+	const __mmask16 k = rows_mask(nr);
+	/* rows past nr, gathered as zero, must stay zero, not -32 */
+	const __m512i keep = _mm512_maskz_mov_epi32(k, _mm512_set1_epi32(-1));
+
+	for (int i = 0; i < 4; i++) {
+		__m512i a = _mm512_mask_i32gather_epi32(z, k, idx, ql + 4 * i, 1);
+		__m512i c = _mm512_mask_i32gather_epi32(z, k, idx, ql + 32 + 4 * i, 1);
+		__m512i e = _mm512_mask_i32gather_epi32(z, k, idx, qh + 4 * i, 1);
+		const __m512i v[4] = {
+			_mm512_or_si512(_mm512_and_si512(a, lo4), _mm512_slli_epi16(_mm512_and_si512(e, lo2), 4)),
+			_mm512_or_si512(_mm512_and_si512(c, lo4),
+					_mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(e, 2), lo2), 4)),
+			_mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(a, 4), lo4),
+					_mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(e, 4), lo2), 4)),
+			_mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(c, 4), lo4),
+					_mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(e, 6), lo2), 4)),
+		};
+
+		for (int g = 0; g < 4; g++)
+			_mm512_storeu_si512(out[g] + 64 * i, _mm512_and_si512(_mm512_sub_epi8(v[g], k32), keep));
+	}
+}
+
 static inline void ipost16(int32_t *isum, const int32_t *dots, const int32_t *sc)
 {
 	_mm512_storeu_si512(isum, _mm512_add_epi32(_mm512_loadu_si512(isum),
@@ -173,9 +215,14 @@ static void mm_q4_K(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, 
 	mm_own(m, r0, r1, c0, c1, EXL_AMX_Q4_K);
 }
 
+static void mm_q6_K(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, int c1)
+{
+	mm_own(m, r0, r1, c0, c1, EXL_AMX_Q6_K);
+}
+
 /* Only what this set does its own way; matmul.c takes the rest from
- * avx512vnni.  Q8_0 and Q4_0 read their activation blocks in element
- * order, Q4_K in its nibble order. */
+ * avx512vnni.  Q8_0, Q4_0 and Q6_K read their activation blocks in
+ * element order, Q4_K in its nibble order. */
 const struct exl_cpu_kernels exl_cpu_kernels_amx_own = {
 	.name = "amx",
 	.act_q8_0 = exl_act_q8_0_avx2,
@@ -184,4 +231,5 @@ const struct exl_cpu_kernels exl_cpu_kernels_amx_own = {
 	.mm_q8_0 = mm_q8_0,
 	.mm_q4_0 = mm_q4_0,
 	.mm_q4_K = mm_q4_K,
+	.mm_q6_K = mm_q6_K,
 };

@@ -82,6 +82,16 @@ static inline void exl_amx_cfg_batch(struct exl_amx_cfg *cfg)
 		exl_amx_cfg_tile(cfg, t, EXL_AMX_TR, 64);
 }
 
+/* The same with K = 16 (Q6_K's 16-weight groups): B 4 x 64 bytes, A 16
+ * vectors x 16 bytes. */
+static inline void exl_amx_cfg_batch16(struct exl_amx_cfg *cfg)
+{
+	exl_amx_cfg_batch(cfg);
+	exl_amx_cfg_tile(cfg, 0, 4, 64);
+	exl_amx_cfg_tile(cfg, 1, EXL_AMX_TR, 16);
+	exl_amx_cfg_tile(cfg, 2, EXL_AMX_TR, 16);
+}
+
 /* Q4_0 block b of rows w, w + row_bytes, ... (nr of them) as int8 levels
  * less 8, in element order: out[32 r + k]; rows nr..15 zero. */
 static inline void exl_amx_unpack_q4_0(const uint8_t *w, size_t row_bytes, int64_t b, int nr,
@@ -159,9 +169,9 @@ static inline void exl_amx_store_out(const struct exl_mm_ctx *m, int c, int64_t 
 #endif
 
 /* One tile of 16 vectors (ct: which of the four, so the literal tile
- * numbers can be picked): A from the act rows in place at byte aoff, or
- * from a zeroed copy when fewer than 16 vectors are left (a tile load would
- * read past them). */
+ * numbers can be picked): A (akb bytes per vector) from the act rows in
+ * place at byte aoff, or from a zeroed copy when fewer than 16 vectors are
+ * left (a tile load would read past them). */
 #define EXL_AMX_BATCH_TILE(ct, atile, ctile)                                         \
 	do {                                                                         \
 		if ((ct) < ntiles) {                                                 \
@@ -173,13 +183,13 @@ static inline void exl_amx_store_out(const struct exl_mm_ctx *m, int c, int64_t 
 			} else {                                                     \
 				for (int v_ = 0; v_ < 16; v_++) {                    \
 					if (v_ < nv_)                                \
-						memcpy(apart + EXL_AMX_KB * v_,      \
+						memcpy(apart + akb * v_,             \
 						       m->act + (size_t)(v0_ + v_) * m->act_stride + aoff, \
-						       EXL_AMX_KB);                  \
+						       akb);                         \
 					else                                         \
-						memset(apart + EXL_AMX_KB * v_, 0, EXL_AMX_KB); \
+						memset(apart + akb * v_, 0, akb);    \
 				}                                                    \
-				EXL_AMX_LOADD(atile, apart, EXL_AMX_KB);             \
+				EXL_AMX_LOADD(atile, apart, akb);                    \
 			}                                                            \
 			EXL_AMX_ZERO(ctile);                                         \
 			EXL_AMX_DPBSSD(ctile, atile, 0);                             \
@@ -205,6 +215,8 @@ static inline void exl_amx_rows_batch(const struct exl_mm_ctx *m, int64_t r, int
 	float dw[EXL_AMX_TR];
 
 	memset(acc, 0, sizeof(float) * EXL_AMX_TR * (size_t)nc);
+	const size_t akb = EXL_AMX_KB;
+
 	for (int64_t b = 0; b < nb; b++) {
 		const size_t aoff = EXL_AMX_KB * (size_t)b;
 
@@ -341,6 +353,8 @@ static inline void exl_amx_rows_batch_q4_K(const struct exl_mm_ctx *m, int64_t r
 	int32_t sc[8][EXL_AMX_TR], mn[8][EXL_AMX_TR];
 	float d[EXL_AMX_TR], dmin[EXL_AMX_TR];
 
+	const size_t akb = EXL_AMX_KB;
+
 	memset(acc, 0, sizeof(float) * EXL_AMX_TR * (size_t)nc);
 	for (int64_t b = 0; b < nb; b++) {
 		exl_amx_meta_q4_K(w, m->row_bytes, b, nr, sc, mn, d, dmin);
@@ -378,13 +392,113 @@ static inline void exl_amx_rows_batch_q4_K(const struct exl_mm_ctx *m, int64_t r
 		exl_amx_store_out(m, c0 + v, r, nr, acc[v]);
 }
 
+/* ---- Q6_K ----
+ *
+ * One step is one 16-weight group G (K = 16): C = the exact int32 dots D_G
+ * of the levels q - 32 (-32..31, so signed bytes) against the act's int8,
+ * then in int32 I += sc_G * D_G; per super-block y = fmaf((float)I,
+ * d_x * d, y), super-blocks in order (post16's step).  The act is
+ * act_q8_K's, element order. */
+
+/* Level l (0..15) of group gh (0..15) of half h of a Q6_K block, less 32:
+ * the group's 16 weights are in ql[64h + 32 (k & 1) + l0 + l] (low nibbles
+ * for k < 2, high for k >= 2) and bits 2k, 2k + 1 of qh[32h + l0 + l],
+ * with k = gh / 2, l0 = 16 (gh & 1) */
+static inline int8_t exl_amx_q6_K_level(const block_q6_K *blk, int h, int gh, int l)
+{
+	const int k = gh / 2, l0 = 16 * (gh & 1);
+	const uint8_t ql = blk->ql[64 * h + 32 * (k & 1) + l0 + l];
+	const uint8_t qh = blk->qh[32 * h + l0 + l];
+
+	return (int8_t)((((ql >> (4 * (k >> 1))) & 15) | (((qh >> (2 * k)) & 3) << 4)) - 32);
+}
+
+/* The four groups gh = 2k + s (k = 0..3) of half h of super-block b of nr
+ * rows, which read the same qh bytes, in VNNI (B) layout:
+ * out[k][64 i + 4 r + j] = level 4i + j of row r's group; rows nr..15
+ * zero. */
+static inline void exl_amx_pack_q6_K(const uint8_t *w, size_t row_bytes, int64_t b, int h, int s, int nr,
+				     int8_t out[4][4 * 64])
+{
+	for (int r = 0; r < EXL_AMX_TR; r++) {
+		const block_q6_K *blk = NULL;
+
+		if (r < nr)
+			blk = (const block_q6_K *)(const void *)(w + (size_t)r * row_bytes) + b;
+		for (int k = 0; k < 4; k++)
+			for (int i = 0; i < 4; i++)
+				for (int j = 0; j < 4; j++)
+					out[k][64 * i + 4 * r + j] = blk ? exl_amx_q6_K_level(blk, h, 2 * k + s, 4 * i + j) : 0;
+	}
+}
+
+#ifndef EXL_AMX_PACK_Q6_K
+#define EXL_AMX_PACK_Q6_K exl_amx_pack_q6_K
+#endif
+
+/* Rows [r, r + nr) (nr <= 16) of a Q6_K matrix for vectors [c0, c1),
+ * c1 - c0 <= 64.  The tile config is exl_amx_cfg_batch16. */
+static inline void exl_amx_rows_batch_q6_K(const struct exl_mm_ctx *m, int64_t r, int nr, int c0, int c1)
+{
+	const uint8_t *w = m->w + (size_t)r * m->row_bytes;
+	const int64_t nb = m->cols / 256;
+	const int nc = c1 - c0;
+	const int ntiles = (nc + 15) / 16;
+	const size_t akb = 16;
+	float acc[16 * EXL_AMX_COL_TILES][EXL_AMX_TR];
+	int32_t isum[16 * EXL_AMX_COL_TILES][EXL_AMX_TR];
+	_Alignas(64) int32_t dots[EXL_AMX_COL_TILES][16][EXL_AMX_TR];
+	_Alignas(64) int8_t bpack[4][4 * 64];
+	_Alignas(64) int8_t apart[16 * 16];
+	int32_t sc[16][EXL_AMX_TR];
+	float d[EXL_AMX_TR];
+
+	memset(acc, 0, sizeof(float) * EXL_AMX_TR * (size_t)nc);
+	for (int64_t b = 0; b < nb; b++) {
+		for (int l = 0; l < EXL_AMX_TR; l++) {
+			const block_q6_K *blk = NULL;
+
+			if (l < nr)
+				blk = (const block_q6_K *)(const void *)(w + (size_t)l * m->row_bytes) + b;
+			d[l] = blk ? exl_fp16_to_fp32(blk->d) : 0.0f;
+			for (int g = 0; g < 16; g++)
+				sc[g][l] = blk ? blk->scales[g] : 0;
+		}
+		memset(isum, 0, sizeof(int32_t) * EXL_AMX_TR * (size_t)nc);
+		for (int h = 0; h < 2; h++)
+			for (int s = 0; s < 2; s++) {
+				EXL_AMX_PACK_Q6_K(w, m->row_bytes, b, h, s, nr, bpack);
+				for (int k = 0; k < 4; k++) {
+					const int g = 8 * h + 2 * k + s;
+					const size_t aoff = 256 * (size_t)b + 16 * (size_t)g;
+
+					EXL_AMX_LOADD(0, bpack[k], 64);
+					EXL_AMX_BATCH_TILE(0, 1, 4);
+					EXL_AMX_BATCH_TILE(1, 2, 5);
+					EXL_AMX_BATCH_TILE(2, 1, 6);
+					EXL_AMX_BATCH_TILE(3, 2, 7);
+					for (int v = 0; v < nc; v++)
+						EXL_AMX_IPOST16(isum[v], dots[v / 16][v % 16], sc[g]);
+				}
+			}
+		for (int v = 0; v < nc; v++)
+			EXL_AMX_POST16(acc[v], isum[v],
+				       exl_act_q8_K_d(m->act + (size_t)(c0 + v) * m->act_stride, m->cols)[b], d);
+	}
+	for (int v = 0; v < nc; v++)
+		exl_amx_store_out(m, c0 + v, r, nr, acc[v]);
+}
+
 /* Rows [r0, r1) x vectors [c0, c1) (at most 64) of a matrix of one of
  * those types, in groups of 16 rows. */
 static inline void exl_amx_mm(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, int c1, int type)
 {
 	struct exl_amx_cfg cfg;
 
-	exl_amx_cfg_batch(&cfg);
+	if (type == EXL_AMX_Q6_K)
+		exl_amx_cfg_batch16(&cfg);
+	else
+		exl_amx_cfg_batch(&cfg);
 	EXL_AMX_LOADCONFIG(&cfg);
 	for (int64_t r = r0; r < r1; r += EXL_AMX_TR) {
 		int nr = r1 - r < EXL_AMX_TR ? (int)(r1 - r) : EXL_AMX_TR;
@@ -394,6 +508,8 @@ static inline void exl_amx_mm(const struct exl_mm_ctx *m, int64_t r0, int64_t r1
 
 			if (type == EXL_AMX_Q4_K)
 				exl_amx_rows_batch_q4_K(m, r, nr, c, ce);
+			else if (type == EXL_AMX_Q6_K)
+				exl_amx_rows_batch_q6_K(m, r, nr, c, ce);
 			else
 				exl_amx_rows_batch(m, r, nr, c, ce, type == EXL_AMX_Q4_0);
 		}

@@ -12,7 +12,7 @@
  * third of the VNNI kernels' speed (docs/cpu-kernels.md).
  *
  * Each row is one stream, as in the other sets' decode (matmul_x86.h,
- * EXL_STREAM_N), taken two at a time (Q4_K below: one): per 8 blocks of a row, vpdpbusd
+ * EXL_STREAM_N), taken two at a time (Q4_K and Q6_K below: one): per 8 blocks of a row, vpdpbusd
  * sums the products of each 4 bytes into a lane (exact), the lanes of each
  * block are folded into one int32 per block, then come the 8 FMAs of the
  * chain in block order, the two rows' chains side by side in two lanes (an
@@ -391,6 +391,85 @@ EXL_INLINE void row_q4_K(const struct exl_mm_ctx *m, int64_t r, int c0, size_t p
 		*exl_out(m, c0 + j, r) = acc[j];
 }
 
+/* ---- Q6_K ----
+ *
+ * Per super-block the tile kernels make the exact I = sum_G sc_G * D_G over
+ * the 16 groups of 16 (D_G with levels q - 32), then y = fmaf((float)I,
+ * d_x * d, y).  Here q (0..63) goes unsigned into maddubs (pairs at most
+ * 2 * 63 * 127), the int16 pairs are scaled by sc_G in vpdpwssd and summed
+ * over the lanes, and 32 * sum_G sc_G * (x's sum over G) comes off. */
+EXL_INLINE void row_q6_K(const struct exl_mm_ctx *m, int64_t r, int c0, size_t pf, const int nc)
+{
+	const block_q6_K *w = (const block_q6_K *)(const void *)exl_row(m, r);
+	const int64_t nb = m->cols / 256;
+	const __m512i lo4 = _mm512_set1_epi8(0x0f), lo2 = _mm512_set1_epi8(0x03);
+	/* int16 lane i of a 64-weight vector covers weights 2i, 2i + 1: group
+	 * i / 8 of its four; the vectors are groups 0-3, 4-7, 8-11, 12-15 */
+	const __m512i sel[4] = {
+		_mm512_set_epi16(3, 3, 3, 3, 3, 3, 3, 3, 2, 2, 2, 2, 2, 2, 2, 2,
+				 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0),
+		_mm512_set_epi16(7, 7, 7, 7, 7, 7, 7, 7, 6, 6, 6, 6, 6, 6, 6, 6,
+				 5, 5, 5, 5, 5, 5, 5, 5, 4, 4, 4, 4, 4, 4, 4, 4),
+		_mm512_set_epi16(11, 11, 11, 11, 11, 11, 11, 11, 10, 10, 10, 10, 10, 10, 10, 10,
+				 9, 9, 9, 9, 9, 9, 9, 9, 8, 8, 8, 8, 8, 8, 8, 8),
+		_mm512_set_epi16(15, 15, 15, 15, 15, 15, 15, 15, 14, 14, 14, 14, 14, 14, 14, 14,
+				 13, 13, 13, 13, 13, 13, 13, 13, 12, 12, 12, 12, 12, 12, 12, 12),
+	};
+	const int8_t *xq[EXL_AMX_DECODE_MAX_N];
+	const float *xd[EXL_AMX_DECODE_MAX_N];
+	const int16_t *xs[EXL_AMX_DECODE_MAX_N];
+	float acc[EXL_AMX_DECODE_MAX_N];
+
+	for (int j = 0; j < nc; j++) {
+		const uint8_t *a = m->act + (size_t)(c0 + j) * m->act_stride;
+
+		xq[j] = (const int8_t *)a;
+		xd[j] = exl_act_q8_K_d(a, m->cols);
+		xs[j] = exl_act_q8_K_bsums(a, m->cols);
+		acc[j] = 0;
+	}
+	for (int64_t b = 0; b < nb; b++) {
+		const block_q6_K *blk = w + b;
+		const __m256i sc = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(const void *)blk->scales));
+		const __m512i sc16 = _mm512_castsi256_si512(sc);
+		__m512i q[4], scv[4];
+
+		for (int t = 0; t < 210; t += 64)
+			_mm_prefetch((const char *)blk + pf + t, _MM_HINT_T0);
+		for (int h = 0; h < 2; h++) {
+			/* weights 128h + 0..63: low nibbles of ql[64h..64h+63] and
+			 * qh bits 0-1 (first 32) / 2-3 (next 32); 128h + 64..127:
+			 * the high nibbles and bits 4-5 / 6-7 */
+			__m512i ql = _mm512_loadu_si512(blk->ql + 64 * h);
+			__m256i qh = _mm256_loadu_si256((const __m256i *)(const void *)(blk->qh + 32 * h));
+			__m512i hb = _mm512_inserti64x4(_mm512_castsi256_si512(qh), _mm256_srli_epi16(qh, 2), 1);
+
+			q[2 * h] = _mm512_or_si512(_mm512_and_si512(ql, lo4),
+						   _mm512_slli_epi16(_mm512_and_si512(hb, lo2), 4));
+			q[2 * h + 1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), lo4),
+						       _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(hb, 4), lo2), 4));
+		}
+		for (int k = 0; k < 4; k++)
+			scv[k] = _mm512_permutexvar_epi16(sel[k], sc16);
+		const float d = exl_f16(blk->d);
+
+		for (int j = 0; j < nc; j++) {
+			const int8_t *x = xq[j] + 256 * b;
+			__m512i is = _mm512_setzero_si512();
+
+			for (int k = 0; k < 4; k++)
+				is = _mm512_dpwssd_epi32(is, _mm512_maddubs_epi16(q[k], _mm512_loadu_si512(x + 64 * k)),
+							 scv[k]);
+			__m256i os = _mm256_madd_epi16(sc, _mm256_loadu_si256((const __m256i *)(const void *)(xs[j] + 16 * b)));
+			int32_t isum = hsum512_epi32(is) - 32 * hsum256_epi32(os);
+
+			acc[j] = fmaf((float)isum, xd[j][b] * d, acc[j]);
+		}
+	}
+	for (int j = 0; j < nc; j++)
+		*exl_out(m, c0 + j, r) = acc[j];
+}
+
 #define NC_CASES(CALL)                                                 \
 	switch (c1 - c0) {                                             \
 	case 1: CALL(1); break;                                        \
@@ -401,6 +480,7 @@ EXL_INLINE void row_q4_K(const struct exl_mm_ctx *m, int64_t r, int c0, size_t p
 #define ROWS_Q8_0(NC) rows_dec(m, r, nr, c0, pf, NC, 0)
 #define ROWS_Q4_0(NC) rows_dec(m, r, nr, c0, pf, NC, 1)
 #define ROW_Q4_K(NC) row_q4_K(m, r, c0, pf, NC)
+#define ROW_Q6_K(NC) row_q6_K(m, r, c0, pf, NC)
 
 void exl_amx_decode(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, int c1, int type)
 {
@@ -410,6 +490,11 @@ void exl_amx_decode(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, 
 	if (type == EXL_AMX_Q4_K) {
 		for (int64_t r = r0; r < r1; r++)
 			NC_CASES(ROW_Q4_K)
+		return;
+	}
+	if (type == EXL_AMX_Q6_K) {
+		for (int64_t r = r0; r < r1; r++)
+			NC_CASES(ROW_Q6_K)
 		return;
 	}
 	for (int64_t r = r0; r < r1; r += DEC_ROWS) {

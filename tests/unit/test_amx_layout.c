@@ -27,6 +27,7 @@
 #include "tests/common/check.h"
 
 static int emu_failed;
+static int decode_simde_checked, decode_native_checked;
 
 #define EMU_CHECK(cond, ...)                                                    \
 	do {                                                                    \
@@ -202,7 +203,10 @@ struct case_data {
 
 static int amx_type(uint32_t type)
 {
-	return type == EXL_Q8_0 ? EXL_AMX_Q8_0 : type == EXL_Q4_0 ? EXL_AMX_Q4_0 : EXL_AMX_Q4_K;
+	return type == EXL_Q8_0 ? EXL_AMX_Q8_0
+	       : type == EXL_Q4_0 ? EXL_AMX_Q4_0
+	       : type == EXL_Q4_K ? EXL_AMX_Q4_K
+				  : EXL_AMX_Q6_K;
 }
 
 /* Where the act keeps sub-block j of a Q4_K super-block: Q4_K's nibble
@@ -223,9 +227,44 @@ static int32_t level(const struct case_data *d, int64_t r, int64_t k)
 		uint8_t q = b->qs[32 * (e / 64) + e % 32];
 		return (e % 64) < 32 ? q & 15 : q >> 4;
 	}
+	if (d->type == EXL_Q6_K) {
+		/* as exl_dequant_q6_K: per half of 128, weight l of each 32 from
+		 * ql[l] or ql[l + 32], low or high nibble, and qh[l]'s bits */
+		const block_q6_K *b = (const block_q6_K *)(const void *)row + k / 256;
+		int e = (int)(k % 256), h = e / 128, quarter = (e % 128) / 32, l = e % 32;
+		uint8_t ql = b->ql[64 * h + l + 32 * (quarter & 1)], qh = b->qh[32 * h + l];
+		int lo = quarter < 2 ? ql & 15 : ql >> 4;
+		return (lo | (((qh >> (2 * quarter)) & 3) << 4)) - 32;
+	}
 	const block_q4_0 *b = (const block_q4_0 *)(const void *)row + k / 32;
 	int j = (int)(k % 32);
 	return j < 16 ? (b->qs[j] & 15) - 8 : (b->qs[j - 16] >> 4) - 8;
+}
+
+/* Q6_K: per super-block the exact I = sum_G sc_G sum (q - 32) x over the 16
+ * groups of 16, then one FMA */
+static float expect_q6_K(const struct case_data *d, int64_t r, int c)
+{
+	const uint8_t *row = d->w + (size_t)r * exl_dtype_row_bytes(d->type, (uint64_t)d->cols);
+	const uint8_t *a = d->act + (size_t)c * d->act_stride;
+	const int8_t *xq = (const int8_t *)a;
+	const float *xd = exl_act_q8_K_d(a, d->cols);
+	float acc = 0;
+
+	for (int64_t b = 0; b < d->cols / 256; b++) {
+		const block_q6_K *blk = (const block_q6_K *)(const void *)row + b;
+		int32_t isum = 0;
+
+		for (int g = 0; g < 16; g++) {
+			int32_t dot = 0;
+
+			for (int l = 0; l < 16; l++)
+				dot += level(d, r, 256 * b + 16 * g + l) * xq[256 * b + 16 * g + l];
+			isum += blk->scales[g] * dot;
+		}
+		acc = fmaf((float)isum, xd[b] * exl_fp16_to_fp32(blk->d), acc);
+	}
+	return acc;
 }
 
 /* Q4_K: per super-block the exact I = sum_j sc_j sum_l level x and
@@ -263,6 +302,8 @@ static float expect(const struct case_data *d, int64_t r, int c)
 {
 	if (d->type == EXL_Q4_K)
 		return expect_q4_K(d, r, c);
+	if (d->type == EXL_Q6_K)
+		return expect_q6_K(d, r, c);
 
 	const uint8_t *row = d->w + (size_t)r * exl_dtype_row_bytes(d->type, (uint64_t)d->cols);
 	const size_t bs = d->type == EXL_Q8_0 ? sizeof(block_q8_0) : sizeof(block_q4_0);
@@ -290,9 +331,9 @@ static double gauss(void)
 	return sqrt(-2 * log(u)) * cos(6.283185307179586 * v);
 }
 
+#if defined(EXL_HAVE_AMX_DECODE_SIMDE) || defined(EXL_HAVE_AMX_KERNELS)
 typedef void decode_fn(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, int c1, int q4);
 
-static int decode_simde_checked, decode_native_checked;
 
 /* Runs a decode (in two calls, as matmul.c's chunks split rows) and
  * compares its every output with the tiles' y, bit for bit. */
@@ -321,6 +362,7 @@ static void check_decode(const struct exl_mm_ctx *m0, const struct case_data *d,
 		decode_simde_checked++;
 	free(yv);
 }
+#endif
 
 static void run_case(uint32_t type, int64_t rows, int64_t cols, int n)
 {
@@ -330,7 +372,9 @@ static void run_case(uint32_t type, int64_t rows, int64_t cols, int n)
 	float *y = malloc(sizeof(float) * (size_t)(rows * n));
 
 	d.w = malloc(rb * (size_t)rows);
-	d.act_stride = type == EXL_Q4_K ? exl_act_q8_K_bytes(cols) : exl_act_q8_0_bytes(cols);
+	const int k_quant = type == EXL_Q4_K || type == EXL_Q6_K;
+
+	d.act_stride = k_quant ? exl_act_q8_K_bytes(cols) : exl_act_q8_0_bytes(cols);
 	d.act = aligned_alloc(64, d.act_stride * (size_t)n);
 	CHECK(row && y && d.w && d.act, "out of memory");
 	for (int64_t r = 0; r < rows; r++) {
@@ -354,8 +398,43 @@ static void run_case(uint32_t type, int64_t rows, int64_t cols, int n)
 				for (int j = 0; j < 8; j++)
 					memcpy(q + 256 * b + 32 * q4_K_pos[j], tmp + 32 * j, 32);
 			}
+		} else if (type == EXL_Q6_K) {
+			exl_act_q8_K_scalar(row, d.act + (size_t)c * d.act_stride, cols);
 		} else {
 			exl_act_q8_0_scalar(row, d.act + (size_t)c * d.act_stride, cols);
+		}
+	}
+
+	/* the levels this test reads are the format's: d * scale * level
+	 * (less the mins for Q4_K) is what the library dequantizes */
+	if (k_quant) {
+		float deq[256];
+
+		for (int64_t r = 0; r < rows; r++) {
+			const uint8_t *wr = d.w + (size_t)r * rb;
+
+			if (type == EXL_Q4_K)
+				exl_dequant_q4_K((const block_q4_K *)(const void *)wr, deq);
+			else
+				exl_dequant_q6_K((const block_q6_K *)(const void *)wr, deq);
+			for (int e = 0; e < 256; e++) {
+				float want;
+
+				if (type == EXL_Q4_K) {
+					const block_q4_K *blk = (const block_q4_K *)(const void *)wr;
+					uint8_t sc, mn;
+
+					exl_get_scale_min_k4(e / 32, blk->scales, &sc, &mn);
+					want = exl_fp16_to_fp32(blk->d) * (float)sc * (float)level(&d, r, e) -
+					       exl_fp16_to_fp32(blk->dmin) * (float)mn;
+				} else {
+					const block_q6_K *blk = (const block_q6_K *)(const void *)wr;
+
+					want = exl_fp16_to_fp32(blk->d) * (float)blk->scales[e / 16] * (float)level(&d, r, e);
+				}
+				CHECK(fabsf(deq[e] - want) <= 1e-6f * (1.0f + fabsf(want)), "%s row %lld weight %d: level %d",
+				      exl_dtype_info(type)->name, (long long)r, e, (int)level(&d, r, e));
+			}
 		}
 	}
 
@@ -412,7 +491,7 @@ static void run_case(uint32_t type, int64_t rows, int64_t cols, int n)
 
 int main(void)
 {
-	static const uint32_t types[] = { EXL_Q8_0, EXL_Q4_0, EXL_Q4_K };
+	static const uint32_t types[] = { EXL_Q8_0, EXL_Q4_0, EXL_Q4_K, EXL_Q6_K };
 	static const int64_t rows_list[] = { 1, 7, 16, 33, 70 };
 	static const int64_t cols_32[] = { 32, 96, 13 * 32, 16 * 32 };
 	static const int64_t cols_256[] = { 256, 3 * 256 };
@@ -422,8 +501,9 @@ int main(void)
 	test_pack_q4_K();
 	srand(99);
 	for (size_t t = 0; t < sizeof(types) / sizeof(types[0]); t++) {
-		const int64_t *cols = types[t] == EXL_Q4_K ? cols_256 : cols_32;
-		size_t ncols = types[t] == EXL_Q4_K ? 2 : 4;
+		const int k_quant = types[t] == EXL_Q4_K || types[t] == EXL_Q6_K;
+		const int64_t *cols = k_quant ? cols_256 : cols_32;
+		size_t ncols = k_quant ? 2 : 4;
 
 		for (size_t ri = 0; ri < sizeof(rows_list) / sizeof(rows_list[0]); ri++)
 			for (size_t ci = 0; ci < ncols; ci++)
@@ -431,7 +511,7 @@ int main(void)
 					run_case(types[t], rows_list[ri], cols[ci], ns[ni]);
 	}
 	CHECK(emu_dp_count > 0, "no tile multiply ran");
-	printf("tile emulator: %ld tdpbssd over Q8_0/Q4_0/Q4_K, rows 1-70, n 1-70\n", emu_dp_count);
+	printf("tile emulator: %ld tdpbssd over Q8_0/Q4_0/Q4_K/Q6_K, rows 1-70, n 1-70\n", emu_dp_count);
 	if (decode_simde_checked)
 		printf("AVX-512 decode over SIMDe: %d cases bit for bit with the tiles\n", decode_simde_checked);
 	else
