@@ -243,6 +243,39 @@ static inline void exl_amx_rows_batch(const struct exl_mm_ctx *m, int64_t r, int
 		exl_amx_store_out(m, c0 + j, r, nr, acc[j]);
 }
 
+/* isum[l] += dots[l] * sc[l] for 16 rows l */
+static inline void exl_amx_ipost16(int32_t isum[EXL_AMX_TR], const int32_t dots[EXL_AMX_TR],
+				   const int32_t sc[EXL_AMX_TR])
+{
+	for (int l = 0; l < EXL_AMX_TR; l++)
+		isum[l] += dots[l] * sc[l];
+}
+
+#ifndef EXL_AMX_IPOST16
+#define EXL_AMX_IPOST16 exl_amx_ipost16
+#endif
+
+/* One step of the K-quant tiles: B (bpack, VNNI layout) against A at byte
+ * aoff (akb bytes) of every vector's act row, the dots scaled by each
+ * row's sc and added to isum[vector][row] in int32.  The tile config is
+ * exl_amx_cfg_batch (akb 32) or exl_amx_cfg_batch16 (akb 16). */
+static inline void exl_amx_kstep(const struct exl_mm_ctx *m, int c0, int c1, size_t aoff, size_t akb,
+				 const int8_t *bpack, const int32_t sc[EXL_AMX_TR], int32_t isum[][EXL_AMX_TR])
+{
+	const int nc = c1 - c0;
+	const int ntiles = (nc + 15) / 16;
+	_Alignas(64) int32_t dots[EXL_AMX_COL_TILES][16][EXL_AMX_TR];
+	_Alignas(64) int8_t apart[16 * EXL_AMX_KB];
+
+	EXL_AMX_LOADD(0, bpack, 64);
+	EXL_AMX_BATCH_TILE(0, 1, 4);
+	EXL_AMX_BATCH_TILE(1, 2, 5);
+	EXL_AMX_BATCH_TILE(2, 1, 6);
+	EXL_AMX_BATCH_TILE(3, 2, 7);
+	for (int v = 0; v < nc; v++)
+		EXL_AMX_IPOST16(isum[v], dots[v / 16][v % 16], sc);
+}
+
 /* ---- Q4_K ----
  *
  * One step is one 32-weight sub-block j of a super-block: C = the exact
@@ -308,14 +341,6 @@ static inline void exl_amx_meta_q4_K(const uint8_t *w, size_t row_bytes, int64_t
 	}
 }
 
-/* isum[l] += dots[l] * sc[l] for 16 rows l */
-static inline void exl_amx_ipost16(int32_t isum[EXL_AMX_TR], const int32_t dots[EXL_AMX_TR],
-				   const int32_t sc[EXL_AMX_TR])
-{
-	for (int l = 0; l < EXL_AMX_TR; l++)
-		isum[l] += dots[l] * sc[l];
-}
-
 /* The float step of a super-block for 16 rows of one vector. */
 static inline void exl_amx_post16_q4_K(float acc[EXL_AMX_TR], const int32_t isum[EXL_AMX_TR],
 				       const int32_t msum[EXL_AMX_TR], float dx, const float d[EXL_AMX_TR],
@@ -330,9 +355,6 @@ static inline void exl_amx_post16_q4_K(float acc[EXL_AMX_TR], const int32_t isum
 #ifndef EXL_AMX_PACK_Q4_K
 #define EXL_AMX_PACK_Q4_K exl_amx_pack_q4_K
 #endif
-#ifndef EXL_AMX_IPOST16
-#define EXL_AMX_IPOST16 exl_amx_ipost16
-#endif
 #ifndef EXL_AMX_POST16_Q4_K
 #define EXL_AMX_POST16_Q4_K exl_amx_post16_q4_K
 #endif
@@ -344,16 +366,11 @@ static inline void exl_amx_rows_batch_q4_K(const struct exl_mm_ctx *m, int64_t r
 	const uint8_t *w = m->w + (size_t)r * m->row_bytes;
 	const int64_t nb = m->cols / 256;
 	const int nc = c1 - c0;
-	const int ntiles = (nc + 15) / 16;
 	float acc[16 * EXL_AMX_COL_TILES][EXL_AMX_TR];
 	int32_t isum[16 * EXL_AMX_COL_TILES][EXL_AMX_TR];
-	_Alignas(64) int32_t dots[EXL_AMX_COL_TILES][16][EXL_AMX_TR];
 	_Alignas(64) int8_t bpack[2][(EXL_AMX_KB / 4) * 64];
-	_Alignas(64) int8_t apart[16 * EXL_AMX_KB];
 	int32_t sc[8][EXL_AMX_TR], mn[8][EXL_AMX_TR];
 	float d[EXL_AMX_TR], dmin[EXL_AMX_TR];
-
-	const size_t akb = EXL_AMX_KB;
 
 	memset(acc, 0, sizeof(float) * EXL_AMX_TR * (size_t)nc);
 	for (int64_t b = 0; b < nb; b++) {
@@ -363,15 +380,9 @@ static inline void exl_amx_rows_batch_q4_K(const struct exl_mm_ctx *m, int64_t r
 			EXL_AMX_PACK_Q4_K(w, m->row_bytes, b, t, nr, bpack[0], bpack[1]);
 			for (int h = 0; h < 2; h++) {
 				const int j = 2 * t + h;
-				const size_t aoff = 256 * (size_t)b + exl_amx_q4_K_xpos(j);
 
-				EXL_AMX_LOADD(0, bpack[h], 64);
-				EXL_AMX_BATCH_TILE(0, 1, 4);
-				EXL_AMX_BATCH_TILE(1, 2, 5);
-				EXL_AMX_BATCH_TILE(2, 1, 6);
-				EXL_AMX_BATCH_TILE(3, 2, 7);
-				for (int v = 0; v < nc; v++)
-					EXL_AMX_IPOST16(isum[v], dots[v / 16][v % 16], sc[j]);
+				exl_amx_kstep(m, c0, c1, 256 * (size_t)b + exl_amx_q4_K_xpos(j), EXL_AMX_KB, bpack[h],
+					      sc[j], isum);
 			}
 		}
 		for (int v = 0; v < nc; v++) {
@@ -443,13 +454,9 @@ static inline void exl_amx_rows_batch_q6_K(const struct exl_mm_ctx *m, int64_t r
 	const uint8_t *w = m->w + (size_t)r * m->row_bytes;
 	const int64_t nb = m->cols / 256;
 	const int nc = c1 - c0;
-	const int ntiles = (nc + 15) / 16;
-	const size_t akb = 16;
 	float acc[16 * EXL_AMX_COL_TILES][EXL_AMX_TR];
 	int32_t isum[16 * EXL_AMX_COL_TILES][EXL_AMX_TR];
-	_Alignas(64) int32_t dots[EXL_AMX_COL_TILES][16][EXL_AMX_TR];
 	_Alignas(64) int8_t bpack[4][4 * 64];
-	_Alignas(64) int8_t apart[16 * 16];
 	int32_t sc[16][EXL_AMX_TR];
 	float d[EXL_AMX_TR];
 
@@ -470,15 +477,8 @@ static inline void exl_amx_rows_batch_q6_K(const struct exl_mm_ctx *m, int64_t r
 				EXL_AMX_PACK_Q6_K(w, m->row_bytes, b, h, s, nr, bpack);
 				for (int k = 0; k < 4; k++) {
 					const int g = 8 * h + 2 * k + s;
-					const size_t aoff = 256 * (size_t)b + 16 * (size_t)g;
 
-					EXL_AMX_LOADD(0, bpack[k], 64);
-					EXL_AMX_BATCH_TILE(0, 1, 4);
-					EXL_AMX_BATCH_TILE(1, 2, 5);
-					EXL_AMX_BATCH_TILE(2, 1, 6);
-					EXL_AMX_BATCH_TILE(3, 2, 7);
-					for (int v = 0; v < nc; v++)
-						EXL_AMX_IPOST16(isum[v], dots[v / 16][v % 16], sc[g]);
+					exl_amx_kstep(m, c0, c1, 256 * (size_t)b + 16 * (size_t)g, 16, bpack[k], sc[g], isum);
 				}
 			}
 		for (int v = 0; v < nc; v++)

@@ -34,38 +34,11 @@
 
 #include "kernels/cpu/matmul_amx_decode.h"
 #include "kernels/cpu/matmul_x86.h"
+#include "kernels/cpu/q0_scales_avx512.h"
 
 /* Rows taken at a time: each its own stream, their chains two to a
  * vector. */
 #define DEC_ROWS 2
-
-/* The fp16 scales d of blocks b..b+7 of a row as floats, picked out of
- * the block stream with word permutes.  Q4_0: 18-byte blocks, d at bytes
- * 0, 18, 36, 54 of each 72-byte half. */
-EXL_INLINE __m256 scales8_q4_0(const block_q4_0 *w, int64_t b)
-{
-	const uint8_t *p = (const uint8_t *)(w + b);
-	const __m512i idx = _mm512_set_epi16(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-					     0, 0, 0, 0, 0, 0, 0, 0, 59, 50, 41, 32, 27, 18, 9, 0);
-	__m512i h = _mm512_permutex2var_epi16(_mm512_loadu_si512(p), idx, _mm512_loadu_si512(p + 72));
-
-	return _mm256_cvtph_ps(_mm512_castsi512_si128(h));
-}
-
-/* Q8_0: 34-byte blocks, d at bytes 0, 34 | 68, 102 | 136, 170 | 204, 238,
- * i.e. words 0, 17 of each 64-byte quarter shifted by 2 per quarter. */
-EXL_INLINE __m256 scales8_q8_0(const block_q8_0 *w, int64_t b)
-{
-	const uint8_t *p = (const uint8_t *)(w + b);
-	const __m512i i1 = _mm512_set_epi16(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-					    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 51, 34, 17, 0);
-	const __m512i i2 = _mm512_set_epi16(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-					    0, 0, 0, 0, 0, 0, 0, 0, 55, 38, 21, 4, 0, 0, 0, 0);
-	__m512i a = _mm512_permutex2var_epi16(_mm512_loadu_si512(p), i1, _mm512_loadu_si512(p + 64));
-	__m512i c = _mm512_permutex2var_epi16(_mm512_loadu_si512(p + 128), i2, _mm512_loadu_si512(p + 192));
-
-	return _mm256_cvtph_ps(_mm512_castsi512_si128(_mm512_mask_blend_epi16(0xf0, a, c)));
-}
 
 /* The x of blocks b..b+7 of one vector as the weights' steps take it,
  * with each lane's correction (shared by the rows):
@@ -267,10 +240,10 @@ EXL_INLINE void rows_dec(const struct exl_mm_ctx *m, int64_t r, int nr, int c0, 
 		}
 		for (int i = 0; i < DEC_ROWS; i++) {
 			if (q4) {
-				sw[i] = scales8_q4_0((const block_q4_0 *)(const void *)w[i], b);
+				sw[i] = exl_q4_0_scales8((const block_q4_0 *)(const void *)w[i], b);
 				dots8_q4_0((const block_q4_0 *)(const void *)w[i], b, x, nc, pf, d[i]);
 			} else {
-				sw[i] = scales8_q8_0((const block_q8_0 *)(const void *)w[i], b);
+				sw[i] = exl_q8_0_scales8((const block_q8_0 *)(const void *)w[i], b);
 				dots8_q8_0((const block_q8_0 *)(const void *)w[i], b, x, nc, pf, d[i]);
 			}
 		}
@@ -315,6 +288,40 @@ EXL_INLINE int32_t hsum512_epi32(__m512i v)
 	return hsum256_epi32(_mm256_add_epi32(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64(v, 1)));
 }
 
+/* The nc act rows of a K-quant call: int8 x, the scale d and the int16
+ * sums of each 16 */
+struct kact {
+	const int8_t *q[EXL_AMX_DECODE_MAX_N];
+	const float *d[EXL_AMX_DECODE_MAX_N];
+	const int16_t *s[EXL_AMX_DECODE_MAX_N];
+};
+
+/* int16 lanes 0-7 = g0, 8-15 = g1, 16-23 = g2, 24-31 = g3: the
+ * permutexvar_epi16 index that spreads one scale per 16 weights of a
+ * maddubs result */
+EXL_INLINE __m512i lane_groups(short g0, short g1, short g2, short g3)
+{
+	return _mm512_set_epi16(g3, g3, g3, g3, g3, g3, g3, g3, g2, g2, g2, g2, g2, g2, g2, g2,
+				g1, g1, g1, g1, g1, g1, g1, g1, g0, g0, g0, g0, g0, g0, g0, g0);
+}
+
+EXL_INLINE void kact_init(const struct exl_mm_ctx *m, int c0, const int nc, struct kact *x)
+{
+	for (int j = 0; j < nc; j++) {
+		const uint8_t *a = m->act + (size_t)(c0 + j) * m->act_stride;
+
+		x->q[j] = (const int8_t *)a;
+		x->d[j] = exl_act_q8_K_d(a, m->cols);
+		x->s[j] = exl_act_q8_K_bsums(a, m->cols);
+	}
+}
+
+EXL_INLINE void kact_store(const struct exl_mm_ctx *m, int c0, const int nc, int64_t r, const float *acc)
+{
+	for (int j = 0; j < nc; j++)
+		*exl_out(m, c0 + j, r) = acc[j];
+}
+
 /* One row x nc vectors.  The act is in Q4_K's nibble order, so 64 bytes
  * of qs, masked and shifted, meet x at 256 b + 0, 64 (first 64 bytes of
  * qs) and 128, 192. */
@@ -325,29 +332,12 @@ EXL_INLINE void row_q4_K(const struct exl_mm_ctx *m, int64_t r, int c0, size_t p
 	const __m512i lo4 = _mm512_set1_epi8(0x0f);
 	/* int16 lanes 0-15 take the scale of the vector's first sub-block,
 	 * 16-31 of its second: [0, 2], [1, 3], [4, 6], [5, 7] */
-	const __m512i sel[4] = {
-		_mm512_set_epi16(2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2,
-				 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0),
-		_mm512_set_epi16(3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3,
-				 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1),
-		_mm512_set_epi16(6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6,
-				 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4),
-		_mm512_set_epi16(7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7,
-				 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5),
-	};
-	const int8_t *xq[EXL_AMX_DECODE_MAX_N];
-	const float *xd[EXL_AMX_DECODE_MAX_N];
-	const int16_t *xs[EXL_AMX_DECODE_MAX_N];
-	float acc[EXL_AMX_DECODE_MAX_N];
+	const __m512i sel[4] = { lane_groups(0, 0, 2, 2), lane_groups(1, 1, 3, 3), lane_groups(4, 4, 6, 6),
+				 lane_groups(5, 5, 7, 7) };
+	struct kact x;
+	float acc[EXL_AMX_DECODE_MAX_N] = { 0 };
 
-	for (int j = 0; j < nc; j++) {
-		const uint8_t *a = m->act + (size_t)(c0 + j) * m->act_stride;
-
-		xq[j] = (const int8_t *)a;
-		xd[j] = exl_act_q8_K_d(a, m->cols);
-		xs[j] = exl_act_q8_K_bsums(a, m->cols);
-		acc[j] = 0;
-	}
+	kact_init(m, c0, nc, &x);
 	for (int64_t b = 0; b < nb; b++) {
 		const block_q4_K *blk = w + b;
 		uint32_t s[2], n[2];
@@ -372,23 +362,22 @@ EXL_INLINE void row_q4_K(const struct exl_mm_ctx *m, int64_t r, int c0, size_t p
 		for (int k = 0; k < 4; k++)
 			sc[k] = _mm512_permutexvar_epi16(sel[k], sc16);
 		for (int j = 0; j < nc; j++) {
-			const int8_t *x = xq[j] + 256 * b;
+			const int8_t *xb = x.q[j] + 256 * b;
 			__m512i is = _mm512_setzero_si512();
 
 			for (int k = 0; k < 4; k++)
-				is = _mm512_dpwssd_epi32(is, _mm512_maddubs_epi16(lv[k], _mm512_loadu_si512(x + 64 * k)),
+				is = _mm512_dpwssd_epi32(is, _mm512_maddubs_epi16(lv[k], _mm512_loadu_si512(xb + 64 * k)),
 							 sc[k]);
-			__m256i ms = _mm256_madd_epi16(mins, _mm256_loadu_si256((const __m256i *)(const void *)(xs[j] + 16 * b)));
+			__m256i ms = _mm256_madd_epi16(mins, _mm256_loadu_si256((const __m256i *)(const void *)(x.s[j] + 16 * b)));
 			int32_t isum = hsum512_epi32(is);
 			int32_t msum = hsum256_epi32(ms);
-			float dx = xd[j][b];
+			float dx = x.d[j][b];
 
 			acc[j] = fmaf((float)isum, d * dx, acc[j]);
 			acc[j] = fmaf(-(float)msum, dmin * dx, acc[j]);
 		}
 	}
-	for (int j = 0; j < nc; j++)
-		*exl_out(m, c0 + j, r) = acc[j];
+	kact_store(m, c0, nc, r, acc);
 }
 
 /* ---- Q6_K ----
@@ -405,29 +394,12 @@ EXL_INLINE void row_q6_K(const struct exl_mm_ctx *m, int64_t r, int c0, size_t p
 	const __m512i lo4 = _mm512_set1_epi8(0x0f), lo2 = _mm512_set1_epi8(0x03);
 	/* int16 lane i of a 64-weight vector covers weights 2i, 2i + 1: group
 	 * i / 8 of its four; the vectors are groups 0-3, 4-7, 8-11, 12-15 */
-	const __m512i sel[4] = {
-		_mm512_set_epi16(3, 3, 3, 3, 3, 3, 3, 3, 2, 2, 2, 2, 2, 2, 2, 2,
-				 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0),
-		_mm512_set_epi16(7, 7, 7, 7, 7, 7, 7, 7, 6, 6, 6, 6, 6, 6, 6, 6,
-				 5, 5, 5, 5, 5, 5, 5, 5, 4, 4, 4, 4, 4, 4, 4, 4),
-		_mm512_set_epi16(11, 11, 11, 11, 11, 11, 11, 11, 10, 10, 10, 10, 10, 10, 10, 10,
-				 9, 9, 9, 9, 9, 9, 9, 9, 8, 8, 8, 8, 8, 8, 8, 8),
-		_mm512_set_epi16(15, 15, 15, 15, 15, 15, 15, 15, 14, 14, 14, 14, 14, 14, 14, 14,
-				 13, 13, 13, 13, 13, 13, 13, 13, 12, 12, 12, 12, 12, 12, 12, 12),
-	};
-	const int8_t *xq[EXL_AMX_DECODE_MAX_N];
-	const float *xd[EXL_AMX_DECODE_MAX_N];
-	const int16_t *xs[EXL_AMX_DECODE_MAX_N];
-	float acc[EXL_AMX_DECODE_MAX_N];
+	const __m512i sel[4] = { lane_groups(0, 1, 2, 3), lane_groups(4, 5, 6, 7), lane_groups(8, 9, 10, 11),
+				 lane_groups(12, 13, 14, 15) };
+	struct kact x;
+	float acc[EXL_AMX_DECODE_MAX_N] = { 0 };
 
-	for (int j = 0; j < nc; j++) {
-		const uint8_t *a = m->act + (size_t)(c0 + j) * m->act_stride;
-
-		xq[j] = (const int8_t *)a;
-		xd[j] = exl_act_q8_K_d(a, m->cols);
-		xs[j] = exl_act_q8_K_bsums(a, m->cols);
-		acc[j] = 0;
-	}
+	kact_init(m, c0, nc, &x);
 	for (int64_t b = 0; b < nb; b++) {
 		const block_q6_K *blk = w + b;
 		const __m256i sc = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(const void *)blk->scales));
@@ -454,20 +426,19 @@ EXL_INLINE void row_q6_K(const struct exl_mm_ctx *m, int64_t r, int c0, size_t p
 		const float d = exl_f16(blk->d);
 
 		for (int j = 0; j < nc; j++) {
-			const int8_t *x = xq[j] + 256 * b;
+			const int8_t *xb = x.q[j] + 256 * b;
 			__m512i is = _mm512_setzero_si512();
 
 			for (int k = 0; k < 4; k++)
-				is = _mm512_dpwssd_epi32(is, _mm512_maddubs_epi16(q[k], _mm512_loadu_si512(x + 64 * k)),
+				is = _mm512_dpwssd_epi32(is, _mm512_maddubs_epi16(q[k], _mm512_loadu_si512(xb + 64 * k)),
 							 scv[k]);
-			__m256i os = _mm256_madd_epi16(sc, _mm256_loadu_si256((const __m256i *)(const void *)(xs[j] + 16 * b)));
+			__m256i os = _mm256_madd_epi16(sc, _mm256_loadu_si256((const __m256i *)(const void *)(x.s[j] + 16 * b)));
 			int32_t isum = hsum512_epi32(is) - 32 * hsum256_epi32(os);
 
-			acc[j] = fmaf((float)isum, xd[j][b] * d, acc[j]);
+			acc[j] = fmaf((float)isum, x.d[j][b] * d, acc[j]);
 		}
 	}
-	for (int j = 0; j < nc; j++)
-		*exl_out(m, c0 + j, r) = acc[j];
+	kact_store(m, c0, nc, r, acc);
 }
 
 #define NC_CASES(CALL)                                                 \

@@ -8,6 +8,7 @@
  * one float FMA per super-block and output.
  */
 #include "kernels/cpu/matmul_x86.h"
+#include "kernels/cpu/q0_scales_avx512.h"
 
 #ifdef EXL_MM_VNNI
 #define SET_NAME "avx512vnni"
@@ -296,35 +297,6 @@ EXL_INLINE void q0_step(const void *const *w, const int8_t *const *xq, const flo
 	}
 }
 
-/* The fp16 scales of blocks b .. b + 7 of a Q4_0 or Q8_0 row as 8 floats,
- * picked out of the block stream with word permutes (no scalar loads). */
-EXL_INLINE __m256 q4_0_scales8(const block_q4_0 *w, int64_t b)
-{
-	const uint8_t *p = (const uint8_t *)(w + b);
-	/* 18-byte blocks: d at bytes 0, 18, 36, 54 of each 72-byte half */
-	const __m512i idx = _mm512_set_epi16(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-					     0, 0, 0, 0, 0, 0, 0, 0, 59, 50, 41, 32, 27, 18, 9, 0);
-	__m512i h = _mm512_permutex2var_epi16(_mm512_loadu_si512(p), idx, _mm512_loadu_si512(p + 72));
-
-	return _mm256_cvtph_ps(_mm512_castsi512_si128(h));
-}
-
-EXL_INLINE __m256 q8_0_scales8(const block_q8_0 *w, int64_t b)
-{
-	const uint8_t *p = (const uint8_t *)(w + b);
-	/* 34-byte blocks: d at bytes 0, 34 | 68, 102 | 136, 170 | 204, 238,
-	 * i.e. words 0, 17 of each 64-byte quarter shifted by 2 per quarter */
-	const __m512i i1 = _mm512_set_epi16(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-					    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 51, 34, 17, 0);
-	const __m512i i2 = _mm512_set_epi16(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-					    0, 0, 0, 0, 0, 0, 0, 0, 55, 38, 21, 4, 0, 0, 0, 0);
-	__m512i a = _mm512_permutex2var_epi16(_mm512_loadu_si512(p), i1, _mm512_loadu_si512(p + 64));
-	__m512i c = _mm512_permutex2var_epi16(_mm512_loadu_si512(p + 128), i2,
-					      _mm512_loadu_si512(p + 192));
-
-	return _mm256_cvtph_ps(_mm512_castsi512_si128(_mm512_mask_blend_epi16(0xf0, a, c)));
-}
-
 /* [v[2p] x8, v[2p + 1] x8] */
 EXL_INLINE __m512 spread_pair(__m256 v, int p)
 {
@@ -346,7 +318,7 @@ EXL_INLINE void q0_step8(const void *const *w, const int8_t *const *xq, const fl
 	for (int j = 0; j < C; j++)
 		dx8[j] = _mm256_loadu_ps(xd[j] + b);
 	for (int i = 0; i < R; i++)
-		dw8[i] = q4 ? q4_0_scales8(w[i], b) : q8_0_scales8(w[i], b);
+		dw8[i] = q4 ? exl_q4_0_scales8(w[i], b) : exl_q8_0_scales8(w[i], b);
 
 	for (int p = 0; p < 4; p++) {
 		int64_t bp = b + 2 * p;
@@ -546,7 +518,7 @@ EXL_INLINE void q4_0_oct_step(const block_q4_0 *const *w, const int8_t *const *x
 	for (int j = 0; j < C; j++)
 		dx8[j] = _mm256_loadu_ps(xd[j] + b);
 	for (int i = 0; i < R; i++) {
-		dw8[i] = q4_0_scales8(w[i], b);
+		dw8[i] = exl_q4_0_scales8(w[i], b);
 		for (int j = 0; j < C; j++) {
 			__m256 sn8 = _mm256_mul_ps(_mm256_loadu_ps(xs[j] + b), _mm256_set1_ps(-8.0f));
 

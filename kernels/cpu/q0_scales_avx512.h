@@ -1,0 +1,36 @@
+/* The fp16 scales of blocks b .. b + 7 of a Q4_0 or Q8_0 row as 8 floats,
+ * picked out of the block stream with word permutes (no scalar loads).
+ * For files compiled with AVX-512 BW and F16C (matmul_avx512.c,
+ * matmul_amx_decode.c), after <immintrin.h> or SIMDe's aliases. */
+#ifndef EXL_CPU_Q0_SCALES_AVX512_H
+#define EXL_CPU_Q0_SCALES_AVX512_H
+
+#include "kernels/cpu/matmul_x86.h"
+
+/* 18-byte blocks: d at bytes 0, 18, 36, 54 of each 72-byte half */
+EXL_INLINE __m256 exl_q4_0_scales8(const block_q4_0 *w, int64_t b)
+{
+	const uint8_t *p = (const uint8_t *)(w + b);
+	const __m512i idx = _mm512_set_epi16(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+					     0, 0, 0, 0, 0, 0, 0, 0, 59, 50, 41, 32, 27, 18, 9, 0);
+	__m512i h = _mm512_permutex2var_epi16(_mm512_loadu_si512(p), idx, _mm512_loadu_si512(p + 72));
+
+	return _mm256_cvtph_ps(_mm512_castsi512_si128(h));
+}
+
+/* 34-byte blocks: d at bytes 0, 34 | 68, 102 | 136, 170 | 204, 238, i.e.
+ * words 0, 17 of each 64-byte quarter shifted by 2 per quarter */
+EXL_INLINE __m256 exl_q8_0_scales8(const block_q8_0 *w, int64_t b)
+{
+	const uint8_t *p = (const uint8_t *)(w + b);
+	const __m512i i1 = _mm512_set_epi16(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+					    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 51, 34, 17, 0);
+	const __m512i i2 = _mm512_set_epi16(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+					    0, 0, 0, 0, 0, 0, 0, 0, 55, 38, 21, 4, 0, 0, 0, 0);
+	__m512i a = _mm512_permutex2var_epi16(_mm512_loadu_si512(p), i1, _mm512_loadu_si512(p + 64));
+	__m512i c = _mm512_permutex2var_epi16(_mm512_loadu_si512(p + 128), i2, _mm512_loadu_si512(p + 192));
+
+	return _mm256_cvtph_ps(_mm512_castsi512_si128(_mm512_mask_blend_epi16(0xf0, a, c)));
+}
+
+#endif
