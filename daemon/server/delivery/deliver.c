@@ -45,6 +45,9 @@ void exl_deliver_refused(struct exl_srv_job *j, int code, const char *message)
 	msgpack_sbuffer sb;
 	msgpack_packer pk;
 
+	/* as for a result: a client that has the refusal and sends its next
+	 * job at once must find this one's count gone (max_jobs_per_uid) */
+	exl_srv_job_retire(j);
 	msgpack_sbuffer_init(&sb);
 	msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
 	exl_pack_error(&pk, &sb, &j->req_id, code, message);

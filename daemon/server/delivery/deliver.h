@@ -13,7 +13,8 @@ struct exl_gen_result;
 
 /* Queues the generate reply for j (accepted). */
 void exl_deliver_accepted(struct exl_srv_job *j);
-/* Sends an error reply for j's request (not accepted); any thread. */
+/* Sends an error reply for j's request (not accepted), the job retired
+ * first (exl_srv_job_retire); any thread.  j is to be freed after. */
 void exl_deliver_refused(struct exl_srv_job *j, int code, const char *message);
 /* A chunk of j's stream: EXL_CHUNK_OK, or EXL_CHUNK_PAUSE when its consumer
  * has no room (j->paused set; exl_deliver_has_room says when to resume).
