@@ -245,11 +245,17 @@ static int test_status(void)
 	during = t.t1 - t.t0;
 	REQUIRE(t.rc == 0, "tokenize of %zu bytes: %s", t.len, t.err);
 	printf("  tokenize of %zu bytes: %zu ids in %.2f s\n", t.len, t.n_ids, during);
+	/* A loop that tokenized on itself would hold a status for about the
+	 * whole tokenize (5-11 s).  A quarter of it, at least bound_s(),
+	 * still tells that apart, and leaves room for a loaded 2-core CI
+	 * machine, where a status once waited 849 ms behind other tests. */
+	double bound = bound_s() > during / 4 ? bound_s() : during / 4;
+
 	printf("  %d status requests meanwhile: worst latency %.1f ms (bound %.0f ms%s)\n", n,
-	       worst * 1e3, bound_s() * 1e3, H_ASAN ? ", scaled for ASan" : "");
+	       worst * 1e3, bound * 1e3, H_ASAN ? ", scaled for ASan" : "");
 	REQUIRE(t.n_ids > BIG / 16, "only %zu ids", t.n_ids);
 	REQUIRE(n >= 3, "only %d status requests while the tokenize ran", n);
-	REQUIRE(worst < bound_s(), "a status took %.1f ms while another client's tokenize ran",
+	REQUIRE(worst < bound, "a status took %.1f ms while another client's tokenize ran",
 		worst * 1e3);
 	REQUIRE(h_stop(&d) == 0, "exld did not exit 0");
 	ret = 0;
