@@ -36,8 +36,13 @@ static void amx_merge(void)
 	EXL_OWN(act_q4_K);
 	EXL_OWN(act_iq4_xs);
 	EXL_OWN(mm_f32);
-	EXL_OWN(mm_f16);
-	EXL_OWN(mm_bf16);
+	/* every AMX CPU so far has AMX-BF16 too; one without keeps
+	 * avx512vnni's F16 and BF16 */
+	if (exl_cpu_features()->amx_bf16) {
+		EXL_OWN(act_f16);
+		EXL_OWN(mm_f16);
+		EXL_OWN(mm_bf16);
+	}
 	EXL_OWN(mm_q8_0);
 	EXL_OWN(mm_q4_0);
 	EXL_OWN(mm_q4_1);
@@ -180,6 +185,7 @@ struct mm_job {
 	const struct exl_cpu_kernels *k;
 	exl_mm_fn fn;
 	exl_act_fn act_fn;
+	exl_act_batch_fn act_batch;
 	const float *x;
 	struct exl_mm_ctx m;
 	int64_t chunk_rows;  /* rows per unit of work */
@@ -200,6 +206,10 @@ static void quantize_job(void *ctx, int ith, int nth)
 	size_t b, e;
 
 	exl_pool_split((size_t)j->m.n, ith, nth, &b, &e);
+	if (j->act_batch) {
+		j->act_batch(j->x, j->m.cols, j->m.n, (int)b, (int)e, (uint8_t *)j->m.act, j->m.act_stride);
+		return;
+	}
 	for (size_t i = b; i < e; i++)
 		j->act_fn(j->x + i * (size_t)j->m.cols, (uint8_t *)j->m.act + i * j->m.act_stride,
 			  j->m.cols);
@@ -278,9 +288,11 @@ int exl_cpu_matmul(struct exl_pool *pool, const struct exl_weight *w,
 		break;
 	case EXL_F16:
 		j.fn = k->mm_f16;
+		j.act_batch = k->act_f16;
 		break;
 	case EXL_BF16:
 		j.fn = k->mm_bf16;
+		j.act_batch = k->act_f16;
 		break;
 	case EXL_Q8_0:
 		j.fn = k->mm_q8_0;
@@ -339,7 +351,9 @@ int exl_cpu_matmul(struct exl_pool *pool, const struct exl_weight *w,
 			 info ? info->name : "(unknown)");
 		return -1;
 	}
-	if (j.act_fn)
+	if (j.act_batch)
+		act_bytes = exl_act_bf16_pairs_bytes(w->cols);
+	else if (j.act_fn)
 		act_bytes = exl_dtype_info(w->type)->block_elems == 32 ? exl_act_q8_0_bytes(w->cols)
 									: exl_act_q8_K_bytes(w->cols);
 
@@ -354,14 +368,16 @@ int exl_cpu_matmul(struct exl_pool *pool, const struct exl_weight *w,
 		.act_stride = act_bytes,
 	};
 
-	if (j.act_fn) {
+	if (j.act_fn || j.act_batch) {
 		if ((size_t)n > SIZE_MAX / act_bytes || scratch_reserve(s, (size_t)n * act_bytes) < 0) {
 			snprintf(err, errlen, "matmul: out of memory for %d quantized activations of %lld",
 				 n, (long long)w->cols);
 			return -1;
 		}
 		j.m.act = s->buf;
-		if (n == 1)
+		if (n == 1 && j.act_batch)
+			j.act_batch(x, w->cols, 1, 0, 1, s->buf, act_bytes);
+		else if (n == 1)
 			j.act_fn(x, s->buf, w->cols);
 		else
 			run(pool, quantize_job, &j);

@@ -1,7 +1,8 @@
 /* The "amx" kernel set's own kernels: Q8_0, Q4_0, Q4_K and Q6_K on AMX-INT8 tiles
  * (matmul_amx_body.h, here over the real tile instructions), and for
  * decode-shaped calls the same arithmetic in AVX-512 VNNI
- * (matmul_amx_decode.c).  Compiled with
+ * (matmul_amx_decode.c); F16 and BF16 on AMX-BF16 tiles for every n
+ * (matmul_amx_bf16_body.h).  Compiled with
  * -mamx-tile -mamx-int8 -mamx-bf16 and the AVX-512 flags; matmul.c fills
  * every other type of the set from the avx512vnni kernels and only picks
  * the set when CPUID reports AMX and the kernel granted this process the
@@ -9,6 +10,7 @@
 #include <immintrin.h>
 #include <stddef.h>
 
+#include "kernels/cpu/matmul_amx_bf16.h"
 #include "kernels/cpu/matmul_amx_decode.h"
 #include "kernels/cpu/matmul_x86.h"
 
@@ -17,6 +19,9 @@
 #define EXL_AMX_STORED(t, base, stride) _tile_stored(t, base, (long)(stride))
 #define EXL_AMX_ZERO(t) _tile_zero(t)
 #define EXL_AMX_DPBSSD(c, a, b) _tile_dpbssd(c, a, b)
+#define EXL_AMX_DPBF16PS(c, a, b) _tile_dpbf16ps(c, a, b)
+#define EXL_AMX_PREFETCH(p) _mm_prefetch((const char *)(p), _MM_HINT_T0)
+#define EXL_AMX_STAGE_F16 exl_amx_stage_f16
 #define EXL_AMX_RELEASE() _tile_release()
 
 /* Vector versions of the body's portable helpers, the same results (its
@@ -43,6 +48,7 @@ static inline void post16_q4_K(float *acc, const int32_t *isum, const int32_t *m
 			       const float *dmin);
 
 #include "kernels/cpu/matmul_amx_body.h"
+#include "kernels/cpu/matmul_amx_bf16_body.h"
 
 static inline __mmask16 rows_mask(int nr)
 {
@@ -220,14 +226,27 @@ static void mm_q6_K(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, 
 	mm_own(m, r0, r1, c0, c1, EXL_AMX_Q6_K);
 }
 
+static void mm_f16(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, int c1)
+{
+	exl_amx_mm_bf16(m, r0, r1, c0, c1, 1);
+}
+
+static void mm_bf16(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, int c1)
+{
+	exl_amx_mm_bf16(m, r0, r1, c0, c1, 0);
+}
+
 /* Only what this set does its own way; matmul.c takes the rest from
- * avx512vnni.  Q8_0, Q4_0 and Q6_K read their activation blocks in
+ * avx512vnni (F16 and BF16 too where the CPU lacks AMX-BF16).  Q8_0, Q4_0 and Q6_K read their activation blocks in
  * element order, Q4_K in its nibble order. */
 const struct exl_cpu_kernels exl_cpu_kernels_amx_own = {
 	.name = "amx",
 	.act_q8_0 = exl_act_q8_0_avx2,
 	.act_q4_0 = exl_act_q8_0_avx2,
 	.act_q4_K = exl_act_q4_K_avx2,
+	.act_f16 = exl_amx_act_bf16,
+	.mm_f16 = mm_f16,
+	.mm_bf16 = mm_bf16,
 	.mm_q8_0 = mm_q8_0,
 	.mm_q4_0 = mm_q4_0,
 	.mm_q4_K = mm_q4_K,

@@ -42,6 +42,11 @@ struct exl_mm_ctx {
 typedef void (*exl_mm_fn)(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, int c1);
 /* Quantizes one vector of cols floats into one act row. */
 typedef void (*exl_act_fn)(const float *x, uint8_t *act, int64_t cols);
+/* Converts vectors [i0, i1) of the n in x ([n][cols]) into the act buffer,
+ * act_stride bytes per vector, in a layout of the set's own that may mix
+ * vectors (the amx set's BF16 pairs); threads take disjoint ranges. */
+typedef void (*exl_act_batch_fn)(const float *x, int64_t cols, int n, int i0, int i1, uint8_t *act,
+				 size_t act_stride);
 
 struct exl_cpu_kernels {
 	const char *name;
@@ -55,6 +60,10 @@ struct exl_cpu_kernels {
 	exl_act_fn act_q8_K;  /* for Q2_K, Q3_K, Q6_K weights */
 	exl_act_fn act_q4_K;  /* for Q4_K, Q5_K weights: a variant may reorder qs */
 	exl_act_fn act_iq4_xs; /* for IQ4_XS weights: a variant may reorder qs */
+	/* for F16 and BF16 weights, where a set converts x first (amx: bf16
+	 * pairs, exl_act_bf16_pairs_bytes per vector); NULL: mm_f16 and
+	 * mm_bf16 read the floats */
+	exl_act_batch_fn act_f16;
 	exl_mm_fn mm_f32;
 	exl_mm_fn mm_f16;
 	exl_mm_fn mm_bf16;
@@ -80,6 +89,12 @@ static inline size_t exl_act_align(size_t n)
 static inline size_t exl_act_q8_0_bytes(int64_t cols)
 {
 	return exl_act_align((size_t)cols + 2 * sizeof(float) * (size_t)(cols / 32));
+}
+
+/* x as bf16 hi and lo, cols rounded up to 32 (matmul_amx_bf16_body.h) */
+static inline size_t exl_act_bf16_pairs_bytes(int64_t cols)
+{
+	return 4 * (size_t)((cols + 31) / 32 * 32);
 }
 
 static inline size_t exl_act_q8_K_bytes(int64_t cols)

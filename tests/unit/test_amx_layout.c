@@ -43,6 +43,7 @@ static void emu_loadd(int t, const void *base, long stride);
 static void emu_stored(int t, void *base, long stride);
 static void emu_zero(int t);
 static void emu_dpbssd(int c, int a, int b);
+static void emu_dpbf16ps(int c, int a, int b);
 static void emu_release(void);
 
 #define EXL_AMX_LOADCONFIG(cfg) emu_loadconfig(cfg)
@@ -50,9 +51,12 @@ static void emu_release(void);
 #define EXL_AMX_STORED(t, base, stride) emu_stored(t, base, (long)(stride))
 #define EXL_AMX_ZERO(t) emu_zero(t)
 #define EXL_AMX_DPBSSD(c, a, b) emu_dpbssd(c, a, b)
+#define EXL_AMX_DPBF16PS(c, a, b) emu_dpbf16ps(c, a, b)
 #define EXL_AMX_RELEASE() emu_release()
 
 #include "kernels/cpu/matmul_amx_body.h"
+#include "kernels/cpu/matmul_amx_bf16_body.h"
+#include "kernels/cpu/matmul_amx_bf16.h"
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/formats/dtype.h"
 #include "kernels/formats/quant.h"
@@ -61,7 +65,7 @@ static void emu_release(void);
 static struct exl_amx_cfg emu_cfg;
 static int emu_configured;
 static uint8_t emu_tile[8][16 * 64];
-static long emu_dp_count;
+static long emu_dp_count, emu_bf16_count;
 
 static void emu_loadconfig(const struct exl_amx_cfg *cfg)
 {
@@ -140,6 +144,50 @@ static void emu_dpbssd(int c, int a, int b)
 				for (int j = 0; j < 4; j++)
 					sum += (int8_t)emu_tile[a][64 * m + 4 * i + j] *
 					       (int8_t)emu_tile[b][64 * i + 4 * n + j];
+			memcpy(emu_tile[c] + 64 * m + 4 * n, &sum, 4);
+		}
+	}
+}
+
+/* A float as fp32 with an input or output denormal taken as zero, as
+ * tdpbf16ps does */
+static float emu_ftz(float v)
+{
+	return fpclassify(v) == FP_SUBNORMAL ? copysignf(0.0f, v) : v;
+}
+
+static float emu_bf16(const uint8_t *p)
+{
+	uint16_t h;
+
+	memcpy(&h, p, 2);
+	return emu_ftz(exl_bf16_to_fp32(h));
+}
+
+/* tdpbf16ps as the SDM gives it: per C element, the pairs in order, each
+ * product (exact in fp32) added with one rounding */
+static void emu_dpbf16ps(int c, int a, int b)
+{
+	if (!emu_valid(c) || !emu_valid(a) || !emu_valid(b))
+		return;
+	int M = emu_cfg.rows[c], N = emu_cfg.colsb[c] / 4, K = emu_cfg.colsb[a] / 4;
+
+	EMU_CHECK(c != a && c != b && a != b, "tdpbf16ps %d, %d, %d: tiles must differ\n", c, a, b);
+	EMU_CHECK(emu_cfg.colsb[c] % 4 == 0 && emu_cfg.colsb[a] % 4 == 0, "tdpbf16ps: row bytes not dwords\n");
+	EMU_CHECK(emu_cfg.rows[a] == M, "tdpbf16ps: A has %d rows, C %d\n", emu_cfg.rows[a], M);
+	EMU_CHECK(emu_cfg.rows[b] == K, "tdpbf16ps: B has %d rows, A %d pairs\n", emu_cfg.rows[b], K);
+	EMU_CHECK(emu_cfg.colsb[b] == emu_cfg.colsb[c], "tdpbf16ps: B %d bytes per row, C %d\n",
+		  emu_cfg.colsb[b], emu_cfg.colsb[c]);
+	emu_bf16_count++;
+	for (int m = 0; m < M; m++) {
+		for (int n = 0; n < N; n++) {
+			float sum;
+
+			memcpy(&sum, emu_tile[c] + 64 * m + 4 * n, 4);
+			for (int k = 0; k < K; k++)
+				for (int j = 0; j < 2; j++)
+					sum = emu_ftz(sum + emu_bf16(emu_tile[a] + 64 * m + 4 * k + 2 * j) *
+								emu_bf16(emu_tile[b] + 64 * k + 4 * n + 2 * j));
 			memcpy(emu_tile[c] + 64 * m + 4 * n, &sum, 4);
 		}
 	}
@@ -490,6 +538,256 @@ static void run_case(uint32_t type, int64_t rows, int64_t cols, int n)
 	free(d.act);
 }
 
+/* ---- F16 and BF16 on AMX-BF16 tiles ---- */
+
+/* x to 8 significant bits, to nearest even (round8) or toward zero
+ * (trunc8), by frexp: independent of the kernels' bit operations */
+static float round8(float x)
+{
+	int e;
+	float m = frexpf(x, &e);
+
+	return x == 0.0f ? x : ldexpf(nearbyintf(ldexpf(m, 8)), e - 8);
+}
+
+static float trunc8(float x)
+{
+	int e;
+	float m = frexpf(x, &e);
+
+	return x == 0.0f ? x : ldexpf(truncf(ldexpf(m, 8)), e - 8);
+}
+
+static float weight_f(uint32_t type, const uint8_t *w, size_t rb, int64_t r, int64_t k)
+{
+	uint16_t h;
+
+	memcpy(&h, w + (size_t)r * rb + 2 * (size_t)k, 2);
+	return type == EXL_F16 ? exl_fp16_to_fp32(h) : exl_bf16_to_fp32(h);
+}
+
+/* The header's arithmetic, plainly: per 32 columns the products
+ * (w_hi, x_hi), (w_lo, x_hi), (w_hi, x_lo) for F16, (w, x_hi), (w, x_lo)
+ * for BF16, each over the 32 columns in order, one rounding per addition */
+static float expect_bf16(uint32_t type, const uint8_t *w, size_t rb, int64_t cols, int64_t r, const float *x)
+{
+	static const int f16_terms[3][2] = { { 0, 0 }, { 1, 0 }, { 0, 1 } };
+	static const int bf16_terms[2][2] = { { 0, 0 }, { 0, 1 } };
+	const int (*terms)[2] = type == EXL_F16 ? f16_terms : bf16_terms;
+	const int nterms = type == EXL_F16 ? 3 : 2;
+	float acc = 0.0f;
+
+	for (int64_t k0 = 0; k0 < cols; k0 += 32)
+		for (int t = 0; t < nterms; t++)
+			for (int64_t k = k0; k < k0 + 32; k++) {
+				float wv = k < cols ? weight_f(type, w, rb, r, k) : 0.0f;
+				float xv = k < cols ? x[k] : 0.0f;
+				float wa = type == EXL_BF16 ? wv : terms[t][0] ? wv - trunc8(wv) : trunc8(wv);
+				float xb = terms[t][1] ? round8(xv - round8(xv)) : round8(xv);
+
+				acc = emu_ftz(acc + emu_ftz(wa) * emu_ftz(xb));
+			}
+	return acc;
+}
+
+static void run_case_bf16(uint32_t type, int64_t rows, int64_t cols, int n)
+{
+	const size_t rb = 2 * (size_t)cols, stride = exl_act_bf16_pairs_bytes(cols);
+	uint8_t *w = malloc(rb * (size_t)rows);
+	float *x = malloc(sizeof(float) * (size_t)(cols * n));
+	float *y = malloc(sizeof(float) * (size_t)(rows * n));
+	uint8_t *act = aligned_alloc(64, stride * (size_t)n);
+	const int f16 = type == EXL_F16;
+	int bad = 0, loose = 0;
+
+	CHECK(w && x && y && act, "out of memory");
+	if (!w || !x || !y || !act)
+		goto out;
+	for (int64_t r = 0; r < rows; r++)
+		for (int64_t k = 0; k < cols; k++) {
+			float v = (float)(gauss() * 0.05 * (1 + (r + k / 32) % 3));
+			uint16_t h = f16 ? exl_fp32_to_fp16(v) : exl_fp32_to_bf16(v);
+
+			memcpy(w + (size_t)r * rb + 2 * (size_t)k, &h, 2);
+		}
+	for (int64_t i = 0; i < cols * n; i++)
+		x[i] = (float)gauss();
+	/* as matmul.c's pool: two threads' ranges */
+	memset(act, 0xa5, stride * (size_t)n);
+	exl_amx_act_bf16_portable(x, cols, n, 0, n / 2, act, stride);
+	exl_amx_act_bf16_portable(x, cols, n, n / 2, n, act, stride);
+
+	struct exl_mm_ctx m = {
+		.w = w, .row_bytes = rb, .rows = rows, .cols = cols, .x = x,
+		.act = act, .act_stride = stride, .y = y, .n = n,
+	};
+	/* as matmul.c calls: one vector over whole chunks of rows, more in
+	 * 16 rows x 64 vectors */
+	if (n == 1) {
+		exl_amx_mm_bf16(&m, 0, rows / 2, 0, 1, f16);
+		exl_amx_mm_bf16(&m, rows / 2, rows, 0, 1, f16);
+	} else {
+		for (int c0 = 0; c0 < n; c0 += 64)
+			for (int64_t r = 0; r < rows; r += 16)
+				exl_amx_mm_bf16(&m, r, r + 16 < rows ? r + 16 : rows, c0, c0 + 64 < n ? c0 + 64 : n, f16);
+	}
+	CHECK(!emu_failed, "%s rows %lld cols %lld n %d: the tile emulator refused an operation",
+	      exl_dtype_info(type)->name, (long long)rows, (long long)cols, n);
+	CHECK(!emu_configured, "tiles not released");
+	for (int c = 0; c < n; c++)
+		for (int64_t r = 0; r < rows; r++) {
+			const float *xc = x + (size_t)c * (size_t)cols;
+			float e = expect_bf16(type, w, rb, cols, r, xc), g = y[(size_t)c * (size_t)rows + (size_t)r];
+			double ref = 0, mag = 0;
+
+			if (memcmp(&e, &g, sizeof(e)) && !bad++)
+				fprintf(stderr, "  [%d][%lld]: %.9g, expected %.9g\n", c, (long long)r, g, e);
+			/* and near enough the exact dot: test_matmul's bound
+			 * for every set against scalar */
+			for (int64_t k = 0; k < cols; k++) {
+				double p = (double)weight_f(type, w, rb, r, k) * xc[k];
+
+				ref += p;
+				mag += fabs(p);
+			}
+			if (!(fabs(g - ref) <= 2e-5 * mag + 1e-6) && !loose++)
+				fprintf(stderr, "  [%d][%lld]: %.9g, exact %.9g\n", c, (long long)r, g, ref);
+		}
+	CHECK(bad == 0, "%s rows %lld cols %lld n %d: %d outputs differ from the plain pair sums",
+	      exl_dtype_info(type)->name, (long long)rows, (long long)cols, n, bad);
+	CHECK(loose == 0, "%s rows %lld cols %lld n %d: %d outputs off the exact dot by over 2e-5 of sum |w x|",
+	      exl_dtype_info(type)->name, (long long)rows, (long long)cols, n, loose);
+out:
+	free(w);
+	free(x);
+	free(y);
+	free(act);
+}
+
+/* The split on its own: x_hi + x_lo within 2^-16 of x, w_hi + w_lo == w
+ * for every F16 */
+static void test_bf16_split(void)
+{
+	int bad = 0;
+
+	for (uint32_t h = 0; h < 0x10000; h++) {
+		uint16_t hv[16 * 32], lv[16 * 32], wh = (uint16_t)h;
+		float v = exl_fp16_to_fp32(wh);
+
+		if (isnan(v))
+			continue;
+		exl_amx_stage_f16_portable((const uint8_t *)&wh, 2, 1, 0, 1, hv, lv);
+		float sum = exl_bf16_to_fp32(hv[0]) + exl_bf16_to_fp32(lv[0]);
+		if (!(sum == v || (isinf(v) && exl_bf16_to_fp32(hv[0]) == v)) && !bad++)
+			fprintf(stderr, "  F16 %04x: %.9g = %.9g + %.9g?\n", (unsigned)h, v, exl_bf16_to_fp32(hv[0]),
+				exl_bf16_to_fp32(lv[0]));
+	}
+	CHECK(bad == 0, "F16 split: %d of the 65536 values are not w_hi + w_lo", bad);
+	for (int i = 0; i < 100000; i++) {
+		float v = (float)(gauss() * ldexp(1.0, i % 40 - 20));
+		uint16_t hi, lo;
+
+		exl_amx_bf16_split(v, &hi, &lo);
+		double err = fabs((double)v - exl_bf16_to_fp32(hi) - exl_bf16_to_fp32(lo));
+		if (!(err <= ldexp(fabs(v), -16)) && !bad++)
+			fprintf(stderr, "  x %.9g: %.9g + %.9g\n", v, exl_bf16_to_fp32(hi), exl_bf16_to_fp32(lo));
+	}
+	CHECK(bad == 0, "x split: off by over 2^-16 of x");
+}
+
+/* The vector conversions against the portable ones, bit for bit, NaNs,
+ * infinities and subnormals included */
+typedef void stage_f16_fn(const uint8_t *w, size_t row_bytes, int nr, int64_t k0, int64_t cols, uint16_t *hi,
+			  uint16_t *lo);
+static int bf16_simde_checked, bf16_native_checked;
+
+static void check_bf16_helpers(stage_f16_fn *stage, exl_act_batch_fn act, int native, const char *what)
+{
+	enum { COLS = 96 };
+	uint16_t w[16 * COLS];
+	_Alignas(64) uint16_t hv[512], lv[512], hp[512], lp[512];
+	int bad = 0;
+
+	for (int i = 0; i < 16 * COLS; i++)
+		w[i] = (uint16_t)(rand() & 0xffff); /* every kind of F16 */
+	for (int nr = 1; nr <= 16; nr += 5)
+		for (int64_t cols = 70; cols <= COLS; cols += COLS - 70)
+			for (int64_t k0 = 0; k0 < cols; k0 += 32) {
+				stage((const uint8_t *)w, 2 * COLS, nr, k0, cols, hv, lv);
+				exl_amx_stage_f16_portable((const uint8_t *)w, 2 * COLS, nr, k0, cols, hp, lp);
+				if ((memcmp(hv, hp, sizeof(hv)) || memcmp(lv, lp, sizeof(lv))) && !bad++)
+					fprintf(stderr, "  %s stage_f16 nr %d cols %lld k0 %lld\n", what, nr, (long long)cols,
+						(long long)k0);
+			}
+	CHECK(bad == 0, "%s: F16 staging differs from the portable one", what);
+
+	static const int ns[] = { 1, 2, 15, 16, 17, 40 };
+	static const int64_t cols_list[] = { 32, 40, 96, 100, 256 };
+	for (size_t ni = 0; ni < sizeof(ns) / sizeof(ns[0]); ni++)
+		for (size_t ci = 0; ci < sizeof(cols_list) / sizeof(cols_list[0]); ci++) {
+			const int n = ns[ni];
+			const int64_t cols = cols_list[ci];
+			const size_t stride = exl_act_bf16_pairs_bytes(cols);
+			float *x = malloc(sizeof(float) * (size_t)(n * cols));
+			uint8_t *av = aligned_alloc(64, stride * (size_t)n), *ap = aligned_alloc(64, stride * (size_t)n);
+
+			CHECK(x && av && ap, "out of memory");
+			if (x && av && ap) {
+				for (int64_t i = 0; i < n * cols; i++) {
+					/* zeros, infinities, quiet and signalling NaNs
+					 * (all-ones: the rounding's carry must not
+					 * wrap it to zero), a subnormal, the largest */
+					static const uint32_t special[] = { 0x00000000, 0x80000000, 0x7f800000, 0xff800000,
+									    0x7fc00000, 0x7f800001, 0xffffffff, 0x000b5a10,
+									    0xff7fffff, 0x477fe000 };
+					x[i] = i % 13 == 5 ? exl_bits_f32(special[(i / 13) % 10])
+							   : (float)(gauss() * ldexp(1.0, (int)(i % 30) - 15));
+				}
+				memset(av, 0x5a, stride * (size_t)n);
+				memset(ap, 0xa5, stride * (size_t)n);
+				act(x, cols, n, 0, n / 3, av, stride);
+				act(x, cols, n, n / 3, n, av, stride);
+				exl_amx_act_bf16_portable(x, cols, n, 0, n, ap, stride);
+				if (memcmp(av, ap, stride * (size_t)n) && !bad++)
+					fprintf(stderr, "  %s act n %d cols %lld\n", what, n, (long long)cols);
+			}
+			free(x);
+			free(av);
+			free(ap);
+		}
+	CHECK(bad == 0, "%s: the BF16 pair act differs from the portable one", what);
+	if (native)
+		bf16_native_checked++;
+	else
+		bf16_simde_checked++;
+}
+
+static void test_bf16(void)
+{
+	static const int64_t rows_list[] = { 1, 7, 16, 33, 70 };
+	static const int64_t cols_list[] = { 32, 40, 96, 13 * 32 + 8 };
+	static const int ns[] = { 1, 2, 4, 5, 16, 17, 33, 64, 70 };
+	static const uint32_t types[] = { EXL_F16, EXL_BF16 };
+	const struct exl_cpu_features *f = exl_cpu_features();
+
+	test_bf16_split();
+	for (size_t t = 0; t < 2; t++)
+		for (size_t ri = 0; ri < sizeof(rows_list) / sizeof(rows_list[0]); ri++)
+			for (size_t ci = 0; ci < sizeof(cols_list) / sizeof(cols_list[0]); ci++)
+				for (size_t ni = 0; ni < sizeof(ns) / sizeof(ns[0]); ni++)
+					run_case_bf16(types[t], rows_list[ri], cols_list[ci], ns[ni]);
+#if defined(EXL_HAVE_AMX_DECODE_SIMDE)
+	if (f->avx2 && f->fma && f->f16c)
+		check_bf16_helpers(exl_amx_stage_f16_simde, exl_amx_act_bf16_simde, 0, "AVX-512 over SIMDe");
+#endif
+#if defined(EXL_HAVE_AMX_KERNELS)
+	if (f->avx512f && f->avx512bw && f->avx512vl && f->f16c)
+		check_bf16_helpers(exl_amx_stage_f16, exl_amx_act_bf16, 1, "AVX-512");
+#endif
+	(void)f;
+	(void)check_bf16_helpers;
+}
+
 int main(void)
 {
 	static const uint32_t types[] = { EXL_Q8_0, EXL_Q4_0, EXL_Q4_K, EXL_Q6_K };
@@ -511,8 +809,10 @@ int main(void)
 				for (size_t ni = 0; ni < sizeof(ns) / sizeof(ns[0]); ni++)
 					run_case(types[t], rows_list[ri], cols[ci], ns[ni]);
 	}
-	CHECK(emu_dp_count > 0, "no tile multiply ran");
-	printf("tile emulator: %ld tdpbssd over Q8_0/Q4_0/Q4_K/Q6_K, rows 1-70, n 1-70\n", emu_dp_count);
+	test_bf16();
+	CHECK(emu_dp_count > 0 && emu_bf16_count > 0, "no tile multiply ran");
+	printf("tile emulator: %ld tdpbssd over Q8_0/Q4_0/Q4_K/Q6_K, %ld tdpbf16ps over F16/BF16, rows 1-70, n 1-70\n",
+	       emu_dp_count, emu_bf16_count);
 	if (decode_simde_checked)
 		printf("AVX-512 decode over SIMDe: %d cases bit for bit with the tiles\n", decode_simde_checked);
 	else
@@ -523,6 +823,10 @@ int main(void)
 		       "built without SIMDe's headers, libsimde-dev"
 #endif
 		);
+	if (bf16_simde_checked)
+		printf("AMX-BF16 conversions over SIMDe: bit for bit with the portable ones\n");
+	if (bf16_native_checked)
+		printf("AMX-BF16 conversions in AVX-512: bit for bit with the portable ones\n");
 	if (decode_native_checked)
 		printf("AVX-512 decode: %d cases bit for bit with the tiles\n", decode_native_checked);
 	else
