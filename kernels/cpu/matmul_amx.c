@@ -1,4 +1,4 @@
-/* The "amx" kernel set's own kernels: Q8_0, Q4_0, Q4_K and Q6_K on AMX-INT8 tiles
+/* The "amx" kernel set's own kernels: Q8_0, Q4_0, Q4_K, Q5_K and Q6_K on AMX-INT8 tiles
  * (matmul_amx_body.h, here over the real tile instructions), and for
  * decode-shaped calls the same arithmetic in AVX-512 VNNI
  * (matmul_amx_decode.c); F16 and BF16 on AMX-BF16 tiles for every n
@@ -30,7 +30,7 @@
 #define EXL_AMX_PACK_B pack_b
 #define EXL_AMX_SCALES scales
 #define EXL_AMX_POST16 post16
-#define EXL_AMX_PACK_Q4_K pack_q4_K
+#define EXL_AMX_PACK_Q45_K pack_q45_K
 #define EXL_AMX_PACK_Q6_K pack_q6_K
 #define EXL_AMX_IPOST16 ipost16
 #define EXL_AMX_POST16_Q4_K post16_q4_K
@@ -39,8 +39,8 @@ static inline void unpack_q4_0(const uint8_t *w, size_t row_bytes, int64_t b, in
 static inline void pack_b(const int8_t *src, size_t stride, int nr, int8_t *out);
 static inline void scales(const uint8_t *w, size_t row_bytes, size_t bs, int64_t b, int nr, float *dw);
 static inline void post16(float *acc, const int32_t *dots, float dx, const float *dw);
-static inline void pack_q4_K(const uint8_t *w, size_t row_bytes, int64_t b, int t, int nr, int8_t *lo,
-			     int8_t *hi);
+static inline void pack_q45_K(const uint8_t *w, size_t row_bytes, int64_t b, int t, int nr, int q5,
+			      int8_t *lo, int8_t *hi);
 static inline void ipost16(int32_t *isum, const int32_t *dots, const int32_t *sc);
 static inline void pack_q6_K(const uint8_t *w, size_t row_bytes, int64_t b, int h, int s, int nr,
 			     int8_t out[4][4 * 64]);
@@ -110,23 +110,35 @@ static inline void scales(const uint8_t *w, size_t row_bytes, size_t bs, int64_t
 }
 
 /* Q4_K's nibbles of qs[32t..32t+31] for 16 rows: dword i of each row
- * gathered, then masked (sub-block 2t) and shifted (2t + 1). */
-static inline void pack_q4_K(const uint8_t *w, size_t row_bytes, int64_t b, int t, int nr, int8_t *lo,
-			     int8_t *hi)
+ * gathered, then masked (sub-block 2t) and shifted (2t + 1); Q5_K's fifth
+ * bits from the rows' qh dword i, bits 2t and 2t + 1 of each byte. */
+static inline void pack_q45_K(const uint8_t *w, size_t row_bytes, int64_t b, int t, int nr, int q5,
+			      int8_t *lo, int8_t *hi)
 {
 	if (row_bytes > (size_t)1 << 26) {
-		exl_amx_pack_q4_K(w, row_bytes, b, t, nr, lo, hi);
+		exl_amx_pack_q45_K(w, row_bytes, b, t, nr, q5, lo, hi);
 		return;
 	}
-	const uint8_t *base = w + sizeof(block_q4_K) * (size_t)b + offsetof(block_q4_K, qs) + 32 * (size_t)t;
-	const __m512i idx = row_index(row_bytes), lo4 = _mm512_set1_epi8(0x0f);
+	const uint8_t *blk = w + exl_amx_k45_bs(q5) * (size_t)b;
+	const uint8_t *base = blk + exl_amx_k45_qs(q5) + 32 * (size_t)t;
+	const __m512i idx = row_index(row_bytes), lo4 = _mm512_set1_epi8(0x0f), one = _mm512_set1_epi8(1);
 	const __mmask16 k = rows_mask(nr);
 
 	for (int i = 0; i < 8; i++) {
 		__m512i v = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), k, idx, base + 4 * i, 1);
+		__m512i l = _mm512_and_si512(v, lo4), h = _mm512_and_si512(_mm512_srli_epi16(v, 4), lo4);
 
-		_mm512_storeu_si512(lo + 64 * i, _mm512_and_si512(v, lo4));
-		_mm512_storeu_si512(hi + 64 * i, _mm512_and_si512(_mm512_srli_epi16(v, 4), lo4));
+		if (q5) {
+			/* a 16-bit shift by under 8 leaves each byte's own bit
+			 * at 0 once masked */
+			__m512i e = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), k, idx,
+								blk + offsetof(block_q5_K, qh) + 4 * i, 1);
+			e = _mm512_srl_epi16(e, _mm_cvtsi32_si128(2 * t));
+			l = _mm512_or_si512(l, _mm512_slli_epi16(_mm512_and_si512(e, one), 4));
+			h = _mm512_or_si512(h, _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(e, 1), one), 4));
+		}
+		_mm512_storeu_si512(lo + 64 * i, l);
+		_mm512_storeu_si512(hi + 64 * i, h);
 	}
 }
 
@@ -221,6 +233,11 @@ static void mm_q4_K(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, 
 	mm_own(m, r0, r1, c0, c1, EXL_AMX_Q4_K);
 }
 
+static void mm_q5_K(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, int c1)
+{
+	mm_own(m, r0, r1, c0, c1, EXL_AMX_Q5_K);
+}
+
 static void mm_q6_K(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, int c1)
 {
 	mm_own(m, r0, r1, c0, c1, EXL_AMX_Q6_K);
@@ -237,8 +254,9 @@ static void mm_bf16(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, 
 }
 
 /* Only what this set does its own way; matmul.c takes the rest from
- * avx512vnni (F16 and BF16 too where the CPU lacks AMX-BF16).  Q8_0, Q4_0 and Q6_K read their activation blocks in
- * element order, Q4_K in its nibble order. */
+ * avx512vnni (F16 and BF16 too where the CPU lacks AMX-BF16).  Q8_0, Q4_0
+ * and Q6_K read their activation blocks in element order, Q4_K and Q5_K in
+ * Q4_K's nibble order (act_q4_K serves both). */
 const struct exl_cpu_kernels exl_cpu_kernels_amx_own = {
 	.name = "amx",
 	.act_q8_0 = exl_act_q8_0_avx2,
@@ -250,5 +268,6 @@ const struct exl_cpu_kernels exl_cpu_kernels_amx_own = {
 	.mm_q8_0 = mm_q8_0,
 	.mm_q4_0 = mm_q4_0,
 	.mm_q4_K = mm_q4_K,
+	.mm_q5_K = mm_q5_K,
 	.mm_q6_K = mm_q6_K,
 };

@@ -1,4 +1,4 @@
-/* The AMX-INT8 Q8_0 / Q4_0 matmul kernels, written once in portable C over
+/* The AMX-INT8 Q8_0, Q4_0, Q4_K, Q5_K and Q6_K matmul kernels, written once in portable C over
  * five tile operations that the includer defines:
  *
  *   EXL_AMX_LOADCONFIG(cfg)        ldtilecfg (a struct exl_amx_cfg *)
@@ -10,7 +10,7 @@
  *
  * and may replace the portable helpers below with vector code of the same
  * results (EXL_AMX_UNPACK_Q4_0, EXL_AMX_PACK_B, EXL_AMX_SCALES,
- * EXL_AMX_POST16, EXL_AMX_PACK_Q4_K, EXL_AMX_IPOST16, EXL_AMX_POST16_Q4_K,
+ * EXL_AMX_POST16, EXL_AMX_PACK_Q45_K, EXL_AMX_IPOST16, EXL_AMX_POST16_Q4_K,
  * same arguments as exl_amx_unpack_q4_0 etc.).
  *
  * matmul_amx.c maps them to the AMX intrinsics (tile numbers are
@@ -40,6 +40,7 @@
 #define EXL_CPU_MATMUL_AMX_BODY_H
 
 #include <math.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -276,18 +277,19 @@ static inline void exl_amx_kstep(const struct exl_mm_ctx *m, int c0, int c1, siz
 		EXL_AMX_IPOST16(isum[v], dots[v / 16][v % 16], sc);
 }
 
-/* ---- Q4_K ----
+/* ---- Q4_K and Q5_K ----
  *
  * One step is one 32-weight sub-block j of a super-block: C = the exact
- * int32 dots D_j (levels 0..15 against the act's int8), then in int32
- * I += sc_j * D_j.  Per super-block, with M = sum_j m_j * (the act's sum of
- * sub-block j) and the super-block scales d, dmin:
+ * int32 dots D_j (levels 0..15, Q5_K 0..31, against the act's int8), then
+ * in int32 I += sc_j * D_j.  Per super-block, with M = sum_j m_j * (the
+ * act's sum of sub-block j) and the super-block scales d, dmin:
  *   y = fmaf((float)I, d * d_x, y); y = fmaf(-(float)M, dmin * d_x, y),
  * super-blocks in order.  I and M are exact integers, so the decode kernel
  * (matmul_amx_decode.c), summing the same products in any order, gives the
  * same bits.  The act is exl_act_q4_K_avx2's: each super-block's x as
  * sub-blocks [0, 2, 1, 3, 4, 6, 5, 7] (the Q4_K nibble order), sums in
- * element order. */
+ * element order.  Q5_K is Q4_K with qh in front of qs: weight l of
+ * sub-block j has bit j of qh[l] as its fifth bit. */
 
 /* Where sub-block j's 32 x sit in a super-block of that act (the order is
  * its own inverse). */
@@ -298,43 +300,61 @@ static inline size_t exl_amx_q4_K_xpos(int j)
 	return 32 * (size_t)pos[j];
 }
 
-/* Sub-blocks 2t (low nibbles of qs[32t..32t+31]) and 2t + 1 (high) of
- * super-block b of nr rows, as levels in VNNI (B) layout:
- * lo[64 i + 4 r + k] = level 4i + k of row r's sub-block 2t; rows nr..15
- * zero. */
-static inline void exl_amx_pack_q4_K(const uint8_t *w, size_t row_bytes, int64_t b, int t, int nr,
-				     int8_t lo[(EXL_AMX_KB / 4) * 64], int8_t hi[(EXL_AMX_KB / 4) * 64])
+/* Block size and where qs sits in a Q4_K (q5 = 0) or Q5_K block */
+static inline size_t exl_amx_k45_bs(int q5)
+{
+	return q5 ? sizeof(block_q5_K) : sizeof(block_q4_K);
+}
+
+static inline size_t exl_amx_k45_qs(int q5)
+{
+	return q5 ? offsetof(block_q5_K, qs) : offsetof(block_q4_K, qs);
+}
+
+/* Sub-blocks 2t (low nibbles of qs[32t..32t+31], Q5_K: bit 2t of qh) and
+ * 2t + 1 (high nibbles, bit 2t + 1) of super-block b of nr rows, as levels
+ * in VNNI (B) layout: lo[64 i + 4 r + k] = level 4i + k of row r's
+ * sub-block 2t; rows nr..15 zero. */
+static inline void exl_amx_pack_q45_K(const uint8_t *w, size_t row_bytes, int64_t b, int t, int nr, int q5,
+				      int8_t lo[(EXL_AMX_KB / 4) * 64], int8_t hi[(EXL_AMX_KB / 4) * 64])
 {
 	for (int i = 0; i < EXL_AMX_KB / 4; i++)
 		for (int r = 0; r < EXL_AMX_TR; r++)
 			for (int k = 0; k < 4; k++) {
-				uint8_t q = 0;
+				const uint8_t *blk = w + (size_t)r * row_bytes + exl_amx_k45_bs(q5) * (size_t)b;
+				const int l = 4 * i + k;
+				uint8_t q = 0, h = 0;
 
-				if (r < nr)
-					q = ((const block_q4_K *)(const void *)(w + (size_t)r * row_bytes))[b]
-						    .qs[32 * t + 4 * i + k];
-				lo[64 * i + 4 * r + k] = (int8_t)(q & 15);
-				hi[64 * i + 4 * r + k] = (int8_t)(q >> 4);
+				if (r < nr) {
+					q = blk[exl_amx_k45_qs(q5) + 32 * (size_t)t + (size_t)l];
+					if (q5)
+						h = (uint8_t)(blk[offsetof(block_q5_K, qh) + (size_t)l] >> (2 * t));
+				}
+				lo[64 * i + 4 * r + k] = (int8_t)((q & 15) | ((h & 1) << 4));
+				hi[64 * i + 4 * r + k] = (int8_t)((q >> 4) | ((h & 2) << 3));
 			}
 }
 
-/* The scales of super-block b of nr rows: sc[j][r], mn[j][r] (6-bit) and
- * d[r], dmin[r]; rows nr..15 zero. */
-static inline void exl_amx_meta_q4_K(const uint8_t *w, size_t row_bytes, int64_t b, int nr,
-				     int32_t sc[8][EXL_AMX_TR], int32_t mn[8][EXL_AMX_TR], float d[EXL_AMX_TR],
-				     float dmin[EXL_AMX_TR])
+/* The scales of super-block b of nr rows (bs bytes a block; Q4_K and Q5_K
+ * begin alike: d, dmin, scales[12]): sc[j][r], mn[j][r] (6-bit) and d[r],
+ * dmin[r]; rows nr..15 zero. */
+static inline void exl_amx_meta_q45_K(const uint8_t *w, size_t row_bytes, size_t bs, int64_t b, int nr,
+				      int32_t sc[8][EXL_AMX_TR], int32_t mn[8][EXL_AMX_TR], float d[EXL_AMX_TR],
+				      float dmin[EXL_AMX_TR])
 {
 	for (int r = 0; r < EXL_AMX_TR; r++) {
-		const block_q4_K *blk = r < nr ? (const block_q4_K *)(const void *)(w + (size_t)r * row_bytes) + b
-					       : NULL;
+		const uint8_t *blk = r < nr ? w + (size_t)r * row_bytes + bs * (size_t)b : NULL;
+		uint16_t h[2] = { 0, 0 };
 
-		d[r] = blk ? exl_fp16_to_fp32(blk->d) : 0.0f;
-		dmin[r] = blk ? exl_fp16_to_fp32(blk->dmin) : 0.0f;
+		if (blk)
+			memcpy(h, blk + offsetof(block_q4_K, d), sizeof(h));
+		d[r] = exl_fp16_to_fp32(h[0]);
+		dmin[r] = exl_fp16_to_fp32(h[1]);
 		for (int j = 0; j < 8; j++) {
 			uint8_t s = 0, n = 0;
 
 			if (blk)
-				exl_get_scale_min_k4(j, blk->scales, &s, &n);
+				exl_get_scale_min_k4(j, blk + offsetof(block_q4_K, scales), &s, &n);
 			sc[j][r] = s;
 			mn[j][r] = n;
 		}
@@ -352,16 +372,17 @@ static inline void exl_amx_post16_q4_K(float acc[EXL_AMX_TR], const int32_t isum
 	}
 }
 
-#ifndef EXL_AMX_PACK_Q4_K
-#define EXL_AMX_PACK_Q4_K exl_amx_pack_q4_K
+#ifndef EXL_AMX_PACK_Q45_K
+#define EXL_AMX_PACK_Q45_K exl_amx_pack_q45_K
 #endif
 #ifndef EXL_AMX_POST16_Q4_K
 #define EXL_AMX_POST16_Q4_K exl_amx_post16_q4_K
 #endif
 
-/* Rows [r, r + nr) (nr <= 16) of a Q4_K matrix for vectors [c0, c1),
- * c1 - c0 <= 64.  The tile config is exl_amx_cfg_batch. */
-static inline void exl_amx_rows_batch_q4_K(const struct exl_mm_ctx *m, int64_t r, int nr, int c0, int c1)
+/* Rows [r, r + nr) (nr <= 16) of a Q4_K (q5 = 0) or Q5_K matrix for
+ * vectors [c0, c1), c1 - c0 <= 64.  The tile config is exl_amx_cfg_batch. */
+static inline void exl_amx_rows_batch_q45_K(const struct exl_mm_ctx *m, int64_t r, int nr, int c0, int c1,
+					    int q5)
 {
 	const uint8_t *w = m->w + (size_t)r * m->row_bytes;
 	const int64_t nb = m->cols / 256;
@@ -374,10 +395,10 @@ static inline void exl_amx_rows_batch_q4_K(const struct exl_mm_ctx *m, int64_t r
 
 	memset(acc, 0, sizeof(float) * EXL_AMX_TR * (size_t)nc);
 	for (int64_t b = 0; b < nb; b++) {
-		exl_amx_meta_q4_K(w, m->row_bytes, b, nr, sc, mn, d, dmin);
+		exl_amx_meta_q45_K(w, m->row_bytes, exl_amx_k45_bs(q5), b, nr, sc, mn, d, dmin);
 		memset(isum, 0, sizeof(int32_t) * EXL_AMX_TR * (size_t)nc);
 		for (int t = 0; t < 4; t++) {
-			EXL_AMX_PACK_Q4_K(w, m->row_bytes, b, t, nr, bpack[0], bpack[1]);
+			EXL_AMX_PACK_Q45_K(w, m->row_bytes, b, t, nr, q5, bpack[0], bpack[1]);
 			for (int h = 0; h < 2; h++) {
 				const int j = 2 * t + h;
 
@@ -506,8 +527,8 @@ static inline void exl_amx_mm(const struct exl_mm_ctx *m, int64_t r0, int64_t r1
 		for (int c = c0; c < c1; c += 16 * EXL_AMX_COL_TILES) {
 			int ce = c1 - c < 16 * EXL_AMX_COL_TILES ? c1 : c + 16 * EXL_AMX_COL_TILES;
 
-			if (type == EXL_AMX_Q4_K)
-				exl_amx_rows_batch_q4_K(m, r, nr, c, ce);
+			if (type == EXL_AMX_Q4_K || type == EXL_AMX_Q5_K)
+				exl_amx_rows_batch_q45_K(m, r, nr, c, ce, type == EXL_AMX_Q5_K);
 			else if (type == EXL_AMX_Q6_K)
 				exl_amx_rows_batch_q6_K(m, r, nr, c, ce);
 			else

@@ -216,26 +216,40 @@ static void test_pack_b(void)
 	}
 }
 
-static void test_pack_q4_K(void)
+static void test_pack_q45_K(void)
 {
-	block_q4_K blk[16 * 2];
+	block_q5_K blk[16 * 2];
 	int8_t lo[8 * 64], hi[8 * 64];
 
 	for (size_t i = 0; i < sizeof(blk); i++)
 		((uint8_t *)blk)[i] = (uint8_t)(i * 37 + 11);
-	for (int nr = 1; nr <= 16; nr += 5)
-		for (int t = 0; t < 4; t++) {
-			/* rows of 2 super-blocks, super-block 1 */
-			exl_amx_pack_q4_K((const uint8_t *)blk, 2 * sizeof(block_q4_K), 1, t, nr, lo, hi);
-			for (int i = 0; i < 8; i++)
-				for (int r = 0; r < 16; r++)
-					for (int k = 0; k < 4; k++) {
-						uint8_t q = r < nr ? blk[2 * r + 1].qs[32 * t + 4 * i + k] : 0;
+	for (int q5 = 0; q5 < 2; q5++)
+		for (int nr = 1; nr <= 16; nr += 5)
+			for (int t = 0; t < 4; t++) {
+				/* rows of 2 super-blocks, super-block 1 */
+				const size_t bs = q5 ? sizeof(block_q5_K) : sizeof(block_q4_K);
+				const uint8_t *w = (const uint8_t *)blk;
 
-						CHECK(lo[64 * i + 4 * r + k] == (q & 15) && hi[64 * i + 4 * r + k] == (q >> 4),
-						      "pack_q4_K nr %d t %d: [%d][%d][%d]", nr, t, i, r, k);
-					}
-		}
+				exl_amx_pack_q45_K(w, 2 * bs, 1, t, nr, q5, lo, hi);
+				for (int i = 0; i < 8; i++)
+					for (int r = 0; r < 16; r++)
+						for (int k = 0; k < 4; k++) {
+							const uint8_t *b1 = w + (2 * (size_t)r + 1) * bs;
+							const int l = 4 * i + k;
+							int q = 0, h = 0;
+
+							if (r < nr && q5) {
+								q = ((const block_q5_K *)(const void *)b1)->qs[32 * t + l];
+								h = ((const block_q5_K *)(const void *)b1)->qh[l];
+							} else if (r < nr) {
+								q = ((const block_q4_K *)(const void *)b1)->qs[32 * t + l];
+							}
+							int want_lo = (q & 15) + 16 * ((h >> (2 * t)) & 1);
+							int want_hi = (q >> 4) + 16 * ((h >> (2 * t + 1)) & 1);
+							CHECK(lo[64 * i + 4 * r + k] == want_lo && hi[64 * i + 4 * r + k] == want_hi,
+							      "pack_q45_K q5 %d nr %d t %d: [%d][%d][%d]", q5, nr, t, i, r, k);
+						}
+			}
 }
 
 /* ---- whole kernels ---- */
@@ -254,6 +268,7 @@ static int amx_type(uint32_t type)
 	return type == EXL_Q8_0 ? EXL_AMX_Q8_0
 	       : type == EXL_Q4_0 ? EXL_AMX_Q4_0
 	       : type == EXL_Q4_K ? EXL_AMX_Q4_K
+	       : type == EXL_Q5_K ? EXL_AMX_Q5_K
 				  : EXL_AMX_Q6_K;
 }
 
@@ -274,6 +289,13 @@ static int32_t level(const struct case_data *d, int64_t r, int64_t k)
 		int e = (int)(k % 256);
 		uint8_t q = b->qs[32 * (e / 64) + e % 32];
 		return (e % 64) < 32 ? q & 15 : q >> 4;
+	}
+	if (d->type == EXL_Q5_K) {
+		/* as Q4_K, and bit (e / 32) of qh[e % 32] is the fifth */
+		const block_q5_K *b = (const block_q5_K *)(const void *)row + k / 256;
+		int e = (int)(k % 256);
+		uint8_t q = b->qs[32 * (e / 64) + e % 32];
+		return ((e % 64) < 32 ? q & 15 : q >> 4) + 16 * ((b->qh[e % 32] >> (e / 32)) & 1);
 	}
 	if (d->type == EXL_Q6_K) {
 		/* as exl_dequant_q6_K: per half of 128, weight l of each 32 from
@@ -315,8 +337,8 @@ static float expect_q6_K(const struct case_data *d, int64_t r, int c)
 	return acc;
 }
 
-/* Q4_K: per super-block the exact I = sum_j sc_j sum_l level x and
- * M = sum_j m_j (sum of x over sub-block j), then two FMAs */
+/* Q4_K and Q5_K: per super-block the exact I = sum_j sc_j sum_l level x
+ * and M = sum_j m_j (sum of x over sub-block j), then two FMAs */
 static float expect_q4_K(const struct case_data *d, int64_t r, int c)
 {
 	const uint8_t *row = d->w + (size_t)r * exl_dtype_row_bytes(d->type, (uint64_t)d->cols);
@@ -326,8 +348,11 @@ static float expect_q4_K(const struct case_data *d, int64_t r, int c)
 	const int16_t *bs = exl_act_q8_K_bsums(a, d->cols);
 	float acc = 0;
 
+	const size_t bsz = d->type == EXL_Q5_K ? sizeof(block_q5_K) : sizeof(block_q4_K);
+
 	for (int64_t b = 0; b < d->cols / 256; b++) {
-		const block_q4_K *blk = (const block_q4_K *)(const void *)row + b;
+		/* d, dmin and scales: the same first 16 bytes in Q5_K */
+		const block_q4_K *blk = (const block_q4_K *)(const void *)(row + bsz * (size_t)b);
 		int32_t isum = 0, msum = 0;
 
 		for (int j = 0; j < 8; j++) {
@@ -348,7 +373,7 @@ static float expect_q4_K(const struct case_data *d, int64_t r, int c)
 
 static float expect(const struct case_data *d, int64_t r, int c)
 {
-	if (d->type == EXL_Q4_K)
+	if (d->type == EXL_Q4_K || d->type == EXL_Q5_K)
 		return expect_q4_K(d, r, c);
 	if (d->type == EXL_Q6_K)
 		return expect_q6_K(d, r, c);
@@ -420,7 +445,7 @@ static void run_case(uint32_t type, int64_t rows, int64_t cols, int n)
 	float *y = malloc(sizeof(float) * (size_t)(rows * n));
 
 	d.w = malloc(rb * (size_t)rows);
-	const int k_quant = type == EXL_Q4_K || type == EXL_Q6_K;
+	const int k_quant = type == EXL_Q4_K || type == EXL_Q5_K || type == EXL_Q6_K;
 
 	d.act_stride = k_quant ? exl_act_q8_K_bytes(cols) : exl_act_q8_0_bytes(cols);
 	d.act = aligned_alloc(64, d.act_stride * (size_t)n);
@@ -437,7 +462,7 @@ static void run_case(uint32_t type, int64_t rows, int64_t cols, int n)
 	for (int c = 0; c < n; c++) {
 		for (int64_t k = 0; k < cols; k++)
 			row[k] = (float)gauss();
-		if (type == EXL_Q4_K) {
+		if (type == EXL_Q4_K || type == EXL_Q5_K) {
 			int8_t *q = (int8_t *)(d.act + (size_t)c * d.act_stride), tmp[256];
 
 			exl_act_q8_K_scalar(row, (uint8_t *)q, cols);
@@ -464,12 +489,15 @@ static void run_case(uint32_t type, int64_t rows, int64_t cols, int n)
 
 			if (type == EXL_Q4_K)
 				exl_dequant_q4_K((const block_q4_K *)(const void *)wr, deq);
+			else if (type == EXL_Q5_K)
+				exl_dequant_q5_K((const block_q5_K *)(const void *)wr, deq);
 			else
 				exl_dequant_q6_K((const block_q6_K *)(const void *)wr, deq);
 			for (int e = 0; e < 256; e++) {
 				float want;
 
-				if (type == EXL_Q4_K) {
+				if (type == EXL_Q4_K || type == EXL_Q5_K) {
+					/* the same first 16 bytes in Q5_K */
 					const block_q4_K *blk = (const block_q4_K *)(const void *)wr;
 					uint8_t sc, mn;
 
@@ -790,17 +818,17 @@ static void test_bf16(void)
 
 int main(void)
 {
-	static const uint32_t types[] = { EXL_Q8_0, EXL_Q4_0, EXL_Q4_K, EXL_Q6_K };
+	static const uint32_t types[] = { EXL_Q8_0, EXL_Q4_0, EXL_Q4_K, EXL_Q5_K, EXL_Q6_K };
 	static const int64_t rows_list[] = { 1, 7, 16, 33, 70 };
 	static const int64_t cols_32[] = { 32, 96, 13 * 32, 16 * 32 };
 	static const int64_t cols_256[] = { 256, 3 * 256 };
 	static const int ns[] = { 1, 2, 3, 4, 5, 16, 17, 33, 64, 70 };
 
 	test_pack_b();
-	test_pack_q4_K();
+	test_pack_q45_K();
 	srand(99);
 	for (size_t t = 0; t < sizeof(types) / sizeof(types[0]); t++) {
-		const int k_quant = types[t] == EXL_Q4_K || types[t] == EXL_Q6_K;
+		const int k_quant = types[t] == EXL_Q4_K || types[t] == EXL_Q5_K || types[t] == EXL_Q6_K;
 		const int64_t *cols = k_quant ? cols_256 : cols_32;
 		size_t ncols = k_quant ? 2 : 4;
 
@@ -811,7 +839,7 @@ int main(void)
 	}
 	test_bf16();
 	CHECK(emu_dp_count > 0 && emu_bf16_count > 0, "no tile multiply ran");
-	printf("tile emulator: %ld tdpbssd over Q8_0/Q4_0/Q4_K/Q6_K, %ld tdpbf16ps over F16/BF16, rows 1-70, n 1-70\n",
+	printf("tile emulator: %ld tdpbssd over Q8_0/Q4_0/Q4_K/Q5_K/Q6_K, %ld tdpbf16ps over F16/BF16, rows 1-70, n 1-70\n",
 	       emu_dp_count, emu_bf16_count);
 	if (decode_simde_checked)
 		printf("AVX-512 decode over SIMDe: %d cases bit for bit with the tiles\n", decode_simde_checked);
