@@ -1,8 +1,9 @@
-/* The AMX Q8_0 / Q4_0 kernels (kernels/cpu/matmul_amx_body.h) on a scalar
- * emulation of the tile instructions, so that their tile configuration, the
- * VNNI packing of B, the Q4_0 unpacking and every address and stride run on
- * any CPU (the "amx" set itself runs in test_matmul only where the CPU has
- * AMX).
+/* The AMX kernels (Q8_0, Q4_0, Q4_K, Q5_K, Q6_K in
+ * kernels/cpu/matmul_amx_body.h, F16 and BF16 in matmul_amx_bf16_body.h) on
+ * a scalar emulation of the tile instructions, so that their tile
+ * configuration, the packing of A and B, the unpacking of levels and every
+ * address and stride run on any CPU (the "amx" set itself runs in
+ * test_matmul only where the CPU has AMX).
  *
  * The emulator keeps 8 tiles and the loaded configuration, and checks what
  * the hardware would fault on or silently get wrong: palette 1, at most 16
