@@ -1,4 +1,4 @@
-/* The "amx" kernel set's own kernels: Q8_0, Q4_0, Q4_K, Q5_K and Q6_K on AMX-INT8 tiles
+/* The "amx" kernel set's own kernels: Q8_0, Q4_0, Q4_K, Q5_K, Q6_K and IQ4_XS on AMX-INT8 tiles
  * (matmul_amx_body.h, here over the real tile instructions), and for
  * decode-shaped calls the same arithmetic in AVX-512 VNNI
  * (matmul_amx_decode.c); F16 and BF16 on AMX-BF16 tiles for every n
@@ -32,6 +32,7 @@
 #define EXL_AMX_POST16 post16
 #define EXL_AMX_PACK_Q45_K pack_q45_K
 #define EXL_AMX_PACK_Q6_K pack_q6_K
+#define EXL_AMX_PACK_IQ4_XS pack_iq4_xs
 #define EXL_AMX_IPOST16 ipost16
 #define EXL_AMX_POST16_Q4_K post16_q4_K
 
@@ -44,6 +45,7 @@ static inline void pack_q45_K(const uint8_t *w, size_t row_bytes, int64_t b, int
 static inline void ipost16(int32_t *isum, const int32_t *dots, const int32_t *sc);
 static inline void pack_q6_K(const uint8_t *w, size_t row_bytes, int64_t b, int h, int s, int nr,
 			     int8_t out[4][4 * 64]);
+static inline void pack_iq4_xs(const uint8_t *w, size_t row_bytes, int64_t b, int j, int nr, int8_t *out);
 static inline void post16_q4_K(float *acc, const int32_t *isum, const int32_t *msum, float dx, const float *d,
 			       const float *dmin);
 
@@ -207,6 +209,32 @@ static inline void post16_q4_K(float *acc, const int32_t *isum, const int32_t *m
 	_mm512_storeu_ps(acc, a);
 }
 
+/* IQ4_XS's sub-block j for 16 rows: dword i (i < 4) of each row's 16 qs
+ * bytes gathered, low nibbles to B row i and high ones to row 4 + i, both
+ * through IQ4_NL's levels; rows past nr, gathered as zero, must stay zero,
+ * not level 0's -127. */
+static inline void pack_iq4_xs(const uint8_t *w, size_t row_bytes, int64_t b, int j, int nr, int8_t *out)
+{
+	if (row_bytes > (size_t)1 << 26) {
+		exl_amx_pack_iq4_xs(w, row_bytes, b, j, nr, out);
+		return;
+	}
+	const uint8_t *base = w + sizeof(block_iq4_xs) * (size_t)b + offsetof(block_iq4_xs, qs) + 16 * (size_t)j;
+	const __m512i idx = row_index(row_bytes), lo4 = _mm512_set1_epi8(0x0f);
+	const __m512i tab = _mm512_broadcast_i32x4(_mm_set_epi64x((long long)EXL_IQ4NL_HI, (long long)EXL_IQ4NL_LO));
+	const __mmask16 k = rows_mask(nr);
+	const __m512i keep = _mm512_maskz_mov_epi32(k, _mm512_set1_epi32(-1));
+
+	for (int i = 0; i < 4; i++) {
+		__m512i v = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), k, idx, base + 4 * i, 1);
+
+		_mm512_storeu_si512(out + 64 * i, _mm512_and_si512(_mm512_shuffle_epi8(tab, _mm512_and_si512(v, lo4)), keep));
+		_mm512_storeu_si512(out + 64 * (4 + i),
+				    _mm512_and_si512(_mm512_shuffle_epi8(tab, _mm512_and_si512(_mm512_srli_epi16(v, 4), lo4)),
+						     keep));
+	}
+}
+
 /* A few vectors read every weight once for little work: a tile per block
  * (and its store and reload) would cost more than the memory stream, so
  * they go through the decode kernel, whose outputs are the tiles' bits. */
@@ -243,6 +271,11 @@ static void mm_q6_K(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, 
 	mm_own(m, r0, r1, c0, c1, EXL_AMX_Q6_K);
 }
 
+static void mm_iq4_xs(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, int c1)
+{
+	mm_own(m, r0, r1, c0, c1, EXL_AMX_IQ4_XS);
+}
+
 static void mm_f16(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, int c1)
 {
 	exl_amx_mm_bf16(m, r0, r1, c0, c1, 1);
@@ -254,14 +287,15 @@ static void mm_bf16(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, 
 }
 
 /* Only what this set does its own way; matmul.c takes the rest from
- * avx512vnni (F16 and BF16 too where the CPU lacks AMX-BF16).  Q8_0, Q4_0
- * and Q6_K read their activation blocks in element order, Q4_K and Q5_K in
- * Q4_K's nibble order (act_q4_K serves both). */
+ * avx512vnni (F16 and BF16 too where the CPU lacks AMX-BF16).  Q8_0, Q4_0,
+ * Q6_K and IQ4_XS read their activation blocks in element order, Q4_K and
+ * Q5_K in Q4_K's nibble order (act_q4_K serves both). */
 const struct exl_cpu_kernels exl_cpu_kernels_amx_own = {
 	.name = "amx",
 	.act_q8_0 = exl_act_q8_0_avx2,
 	.act_q4_0 = exl_act_q8_0_avx2,
 	.act_q4_K = exl_act_q4_K_avx2,
+	.act_iq4_xs = exl_act_q8_K_avx2,
 	.act_f16 = exl_amx_act_bf16,
 	.mm_f16 = mm_f16,
 	.mm_bf16 = mm_bf16,
@@ -270,4 +304,5 @@ const struct exl_cpu_kernels exl_cpu_kernels_amx_own = {
 	.mm_q4_K = mm_q4_K,
 	.mm_q5_K = mm_q5_K,
 	.mm_q6_K = mm_q6_K,
+	.mm_iq4_xs = mm_iq4_xs,
 };

@@ -1,4 +1,4 @@
-/* The AMX-INT8 Q8_0, Q4_0, Q4_K, Q5_K and Q6_K matmul kernels, written once in portable C over
+/* The AMX-INT8 Q8_0, Q4_0, Q4_K, Q5_K, Q6_K and IQ4_XS matmul kernels, written once in portable C over
  * five tile operations that the includer defines:
  *
  *   EXL_AMX_LOADCONFIG(cfg)        ldtilecfg (a struct exl_amx_cfg *)
@@ -510,6 +510,80 @@ static inline void exl_amx_rows_batch_q6_K(const struct exl_mm_ctx *m, int64_t r
 		exl_amx_store_out(m, c0 + v, r, nr, acc[v]);
 }
 
+/* ---- IQ4_XS ----
+ *
+ * One step is one 32-weight sub-block j (K = 32): C = the exact int32 dots
+ * of its levels (IQ4_NL's 16 values, -127..113, as signed bytes) against
+ * the act's int8, then in int32 I += s_j * D_j (s_j = the 6-bit scale
+ * less 32); per super-block y = fmaf((float)I, d_x * d, y) (post16's
+ * step), super-blocks in order.  The act is act_q8_K's, element order (the
+ * set's own act_iq4_xs; avx512vnni's regroups the halves). */
+
+/* Sub-block j of super-block b of nr rows as levels in VNNI (B) layout:
+ * out[64 i + 4 r + k] = level 4i + k of row r's sub-block, elements 0-15
+ * from the low nibbles of qs[16j..16j+15] and 16-31 from the high ones;
+ * rows nr..15 zero. */
+static inline void exl_amx_pack_iq4_xs(const uint8_t *w, size_t row_bytes, int64_t b, int j, int nr,
+				       int8_t out[(EXL_AMX_KB / 4) * 64])
+{
+	for (int i = 0; i < EXL_AMX_KB / 4; i++)
+		for (int r = 0; r < EXL_AMX_TR; r++)
+			for (int k = 0; k < 4; k++) {
+				const int e = 4 * i + k;
+				int8_t v = 0;
+
+				if (r < nr) {
+					const block_iq4_xs *blk =
+						(const block_iq4_xs *)(const void *)(w + (size_t)r * row_bytes) + b;
+					const uint8_t q = blk->qs[16 * j + e % 16];
+
+					v = (int8_t)exl_iq4nl_value(e < 16 ? q & 15 : q >> 4);
+				}
+				out[64 * i + 4 * r + k] = v;
+			}
+}
+
+#ifndef EXL_AMX_PACK_IQ4_XS
+#define EXL_AMX_PACK_IQ4_XS exl_amx_pack_iq4_xs
+#endif
+
+/* Rows [r, r + nr) (nr <= 16) of an IQ4_XS matrix for vectors [c0, c1),
+ * c1 - c0 <= 64.  The tile config is exl_amx_cfg_batch. */
+static inline void exl_amx_rows_batch_iq4_xs(const struct exl_mm_ctx *m, int64_t r, int nr, int c0, int c1)
+{
+	const uint8_t *w = m->w + (size_t)r * m->row_bytes;
+	const int64_t nb = m->cols / 256;
+	const int nc = c1 - c0;
+	float acc[16 * EXL_AMX_COL_TILES][EXL_AMX_TR];
+	int32_t isum[16 * EXL_AMX_COL_TILES][EXL_AMX_TR];
+	_Alignas(64) int8_t bpack[(EXL_AMX_KB / 4) * 64];
+	int32_t sc[8][EXL_AMX_TR];
+	float d[EXL_AMX_TR];
+
+	memset(acc, 0, sizeof(float) * EXL_AMX_TR * (size_t)nc);
+	for (int64_t b = 0; b < nb; b++) {
+		for (int l = 0; l < EXL_AMX_TR; l++) {
+			const block_iq4_xs *blk = NULL;
+
+			if (l < nr)
+				blk = (const block_iq4_xs *)(const void *)(w + (size_t)l * m->row_bytes) + b;
+			d[l] = blk ? exl_fp16_to_fp32(blk->d) : 0.0f;
+			for (int j = 0; j < 8; j++)
+				sc[j][l] = blk ? exl_iq4_xs_scale(blk, j) : 0;
+		}
+		memset(isum, 0, sizeof(int32_t) * EXL_AMX_TR * (size_t)nc);
+		for (int j = 0; j < 8; j++) {
+			EXL_AMX_PACK_IQ4_XS(w, m->row_bytes, b, j, nr, bpack);
+			exl_amx_kstep(m, c0, c1, 256 * (size_t)b + 32 * (size_t)j, EXL_AMX_KB, bpack, sc[j], isum);
+		}
+		for (int v = 0; v < nc; v++)
+			EXL_AMX_POST16(acc[v], isum[v],
+				       exl_act_q8_K_d(m->act + (size_t)(c0 + v) * m->act_stride, m->cols)[b], d);
+	}
+	for (int v = 0; v < nc; v++)
+		exl_amx_store_out(m, c0 + v, r, nr, acc[v]);
+}
+
 /* Rows [r0, r1) x vectors [c0, c1) (at most 64) of a matrix of one of
  * those types, in groups of 16 rows. */
 static inline void exl_amx_mm(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, int c1, int type)
@@ -531,6 +605,8 @@ static inline void exl_amx_mm(const struct exl_mm_ctx *m, int64_t r0, int64_t r1
 				exl_amx_rows_batch_q45_K(m, r, nr, c, ce, type == EXL_AMX_Q5_K);
 			else if (type == EXL_AMX_Q6_K)
 				exl_amx_rows_batch_q6_K(m, r, nr, c, ce);
+			else if (type == EXL_AMX_IQ4_XS)
+				exl_amx_rows_batch_iq4_xs(m, r, nr, c, ce);
 			else
 				exl_amx_rows_batch(m, r, nr, c, ce, type == EXL_AMX_Q4_0);
 		}

@@ -465,6 +465,75 @@ EXL_INLINE void row_q6_K(const struct exl_mm_ctx *m, int64_t r, int c0, size_t p
 	kact_store(m, c0, nc, r, acc);
 }
 
+/* ---- IQ4_XS ----
+ *
+ * Per super-block the tile kernels make the exact I = sum_j s_j * D_j over
+ * the 8 sub-blocks of 32 (levels IQ4_NL's -127..113, s_j the 6-bit scale
+ * less 32), then y = fmaf((float)I, d_x * d, y).  Here a 64-byte load of
+ * qs holds 4 sub-blocks' bytes, 16 each: the low nibbles are their
+ * elements 0-15, the high ones 16-31, so x (element order) is regrouped
+ * to match by qword.  Signed levels: |w| times x with w's sign in
+ * maddubs (pairs at most 2 * 127 * 127), the int16 pairs scaled by s_j in
+ * vpdpwssd. */
+EXL_INLINE void row_iq4_xs(const struct exl_mm_ctx *m, int64_t r, int c0, size_t pf, const int nc)
+{
+	const block_iq4_xs *w = (const block_iq4_xs *)(const void *)exl_row(m, r);
+	const int64_t nb = m->cols / 256;
+	const __m512i lo4 = _mm512_set1_epi8(0x0f);
+	const __m512i tab = _mm512_broadcast_i32x4(_mm_set_epi64x((long long)EXL_IQ4NL_HI, (long long)EXL_IQ4NL_LO));
+	/* qwords of x[0..63] (0-7) and x[64..127] (8-15): the first halves
+	 * of the four sub-blocks, then the second halves */
+	const __m512i first = _mm512_setr_epi64(0, 1, 4, 5, 8, 9, 12, 13);
+	const __m512i second = _mm512_setr_epi64(2, 3, 6, 7, 10, 11, 14, 15);
+	const __m512i sel[2] = { lane_groups(0, 1, 2, 3), lane_groups(4, 5, 6, 7) };
+	struct kact x;
+	float acc[EXL_AMX_DECODE_MAX_N] = { 0 };
+
+	kact_init(m, c0, nc, &x);
+	for (int64_t b = 0; b < nb; b++) {
+		const block_iq4_xs *blk = w + b;
+		__m512i al[2], ah[2], scv[2];
+		__mmask64 nl[2], nh[2];
+
+		for (int t = 0; t < 136; t += 64)
+			_mm_prefetch((const char *)blk + pf + t, _MM_HINT_T0);
+		const __m512i sc16 = _mm512_castsi128_si512(_mm_setr_epi16(
+			(short)exl_iq4_xs_scale(blk, 0), (short)exl_iq4_xs_scale(blk, 1), (short)exl_iq4_xs_scale(blk, 2),
+			(short)exl_iq4_xs_scale(blk, 3), (short)exl_iq4_xs_scale(blk, 4), (short)exl_iq4_xs_scale(blk, 5),
+			(short)exl_iq4_xs_scale(blk, 6), (short)exl_iq4_xs_scale(blk, 7)));
+		for (int t = 0; t < 2; t++) {
+			const __m512i q = _mm512_loadu_si512(blk->qs + 64 * t);
+			const __m512i lv = _mm512_shuffle_epi8(tab, _mm512_and_si512(q, lo4));
+			const __m512i hv = _mm512_shuffle_epi8(tab, _mm512_and_si512(_mm512_srli_epi16(q, 4), lo4));
+
+			al[t] = _mm512_abs_epi8(lv);
+			ah[t] = _mm512_abs_epi8(hv);
+			nl[t] = _mm512_movepi8_mask(lv);
+			nh[t] = _mm512_movepi8_mask(hv);
+			scv[t] = _mm512_permutexvar_epi16(sel[t], sc16);
+		}
+		const float d = exl_f16(blk->d);
+
+		for (int j = 0; j < nc; j++) {
+			const int8_t *xb = x.q[j] + 256 * b;
+			__m512i is = _mm512_setzero_si512();
+
+			for (int t = 0; t < 2; t++) {
+				const __m512i xa = _mm512_loadu_si512(xb + 128 * t), xc = _mm512_loadu_si512(xb + 128 * t + 64);
+				const __m512i xl = _mm512_permutex2var_epi64(xa, first, xc);
+				const __m512i xh = _mm512_permutex2var_epi64(xa, second, xc);
+				const __m512i sl = _mm512_mask_sub_epi8(xl, nl[t], _mm512_setzero_si512(), xl);
+				const __m512i sh = _mm512_mask_sub_epi8(xh, nh[t], _mm512_setzero_si512(), xh);
+
+				is = _mm512_dpwssd_epi32(is, _mm512_maddubs_epi16(al[t], sl), scv[t]);
+				is = _mm512_dpwssd_epi32(is, _mm512_maddubs_epi16(ah[t], sh), scv[t]);
+			}
+			acc[j] = fmaf((float)hsum512_epi32(is), x.d[j][b] * d, acc[j]);
+		}
+	}
+	kact_store(m, c0, nc, r, acc);
+}
+
 #define NC_CASES(CALL)                                                 \
 	switch (c1 - c0) {                                             \
 	case 1: CALL(1); break;                                        \
@@ -477,6 +546,7 @@ EXL_INLINE void row_q6_K(const struct exl_mm_ctx *m, int64_t r, int c0, size_t p
 #define ROW_Q4_K(NC) row_q45_K(m, r, c0, pf, NC, 0)
 #define ROW_Q5_K(NC) row_q45_K(m, r, c0, pf, NC, 1)
 #define ROW_Q6_K(NC) row_q6_K(m, r, c0, pf, NC)
+#define ROW_IQ4_XS(NC) row_iq4_xs(m, r, c0, pf, NC)
 
 void exl_amx_decode(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, int c1, int type)
 {
@@ -491,6 +561,11 @@ void exl_amx_decode(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, 
 	if (type == EXL_AMX_Q5_K) {
 		for (int64_t r = r0; r < r1; r++)
 			NC_CASES(ROW_Q5_K)
+		return;
+	}
+	if (type == EXL_AMX_IQ4_XS) {
+		for (int64_t r = r0; r < r1; r++)
+			NC_CASES(ROW_IQ4_XS)
 		return;
 	}
 	if (type == EXL_AMX_Q6_K) {

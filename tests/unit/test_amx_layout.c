@@ -1,4 +1,4 @@
-/* The AMX kernels (Q8_0, Q4_0, Q4_K, Q5_K, Q6_K in
+/* The AMX kernels (Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, IQ4_XS in
  * kernels/cpu/matmul_amx_body.h, F16 and BF16 in matmul_amx_bf16_body.h) on
  * a scalar emulation of the tile instructions, so that their tile
  * configuration, the packing of A and B, the unpacking of levels and every
@@ -270,6 +270,7 @@ static int amx_type(uint32_t type)
 	       : type == EXL_Q4_0 ? EXL_AMX_Q4_0
 	       : type == EXL_Q4_K ? EXL_AMX_Q4_K
 	       : type == EXL_Q5_K ? EXL_AMX_Q5_K
+	       : type == EXL_IQ4_XS ? EXL_AMX_IQ4_XS
 				  : EXL_AMX_Q6_K;
 }
 
@@ -290,6 +291,14 @@ static int32_t level(const struct case_data *d, int64_t r, int64_t k)
 		int e = (int)(k % 256);
 		uint8_t q = b->qs[32 * (e / 64) + e % 32];
 		return (e % 64) < 32 ? q & 15 : q >> 4;
+	}
+	if (d->type == EXL_IQ4_XS) {
+		/* sub-block j's element l < 16 in the low nibble of qs[16j + l],
+		 * 16 + l in the high one, through IQ4_NL's levels */
+		const block_iq4_xs *b = (const block_iq4_xs *)(const void *)row + k / 256;
+		int e = (int)(k % 256), l = e % 32;
+		uint8_t q = b->qs[16 * (e / 32) + l % 16];
+		return exl_iq4nl_value(l < 16 ? q & 15 : q >> 4);
 	}
 	if (d->type == EXL_Q5_K) {
 		/* as Q4_K, and bit (e / 32) of qh[e % 32] is the fifth */
@@ -372,8 +381,36 @@ static float expect_q4_K(const struct case_data *d, int64_t r, int c)
 	return acc;
 }
 
+/* IQ4_XS: per super-block the exact I = sum_j s_j sum_l level x, then one
+ * FMA */
+static float expect_iq4_xs(const struct case_data *d, int64_t r, int c)
+{
+	const uint8_t *row = d->w + (size_t)r * exl_dtype_row_bytes(d->type, (uint64_t)d->cols);
+	const uint8_t *a = d->act + (size_t)c * d->act_stride;
+	const int8_t *xq = (const int8_t *)a;
+	const float *xd = exl_act_q8_K_d(a, d->cols);
+	float acc = 0;
+
+	for (int64_t b = 0; b < d->cols / 256; b++) {
+		const block_iq4_xs *blk = (const block_iq4_xs *)(const void *)row + b;
+		int32_t isum = 0;
+
+		for (int j = 0; j < 8; j++) {
+			int32_t dot = 0;
+
+			for (int l = 0; l < 32; l++)
+				dot += level(d, r, 256 * b + 32 * j + l) * xq[256 * b + 32 * j + l];
+			isum += exl_iq4_xs_scale(blk, j) * dot;
+		}
+		acc = fmaf((float)isum, xd[b] * exl_fp16_to_fp32(blk->d), acc);
+	}
+	return acc;
+}
+
 static float expect(const struct case_data *d, int64_t r, int c)
 {
+	if (d->type == EXL_IQ4_XS)
+		return expect_iq4_xs(d, r, c);
 	if (d->type == EXL_Q4_K || d->type == EXL_Q5_K)
 		return expect_q4_K(d, r, c);
 	if (d->type == EXL_Q6_K)
@@ -446,7 +483,7 @@ static void run_case(uint32_t type, int64_t rows, int64_t cols, int n)
 	float *y = malloc(sizeof(float) * (size_t)(rows * n));
 
 	d.w = malloc(rb * (size_t)rows);
-	const int k_quant = type == EXL_Q4_K || type == EXL_Q5_K || type == EXL_Q6_K;
+	const int k_quant = type == EXL_Q4_K || type == EXL_Q5_K || type == EXL_Q6_K || type == EXL_IQ4_XS;
 
 	d.act_stride = k_quant ? exl_act_q8_K_bytes(cols) : exl_act_q8_0_bytes(cols);
 	d.act = aligned_alloc(64, d.act_stride * (size_t)n);
@@ -472,7 +509,7 @@ static void run_case(uint32_t type, int64_t rows, int64_t cols, int n)
 				for (int j = 0; j < 8; j++)
 					memcpy(q + 256 * b + 32 * q4_K_pos[j], tmp + 32 * j, 32);
 			}
-		} else if (type == EXL_Q6_K) {
+		} else if (type == EXL_Q6_K || type == EXL_IQ4_XS) {
 			exl_act_q8_K_scalar(row, d.act + (size_t)c * d.act_stride, cols);
 		} else {
 			exl_act_q8_0_scalar(row, d.act + (size_t)c * d.act_stride, cols);
@@ -492,6 +529,8 @@ static void run_case(uint32_t type, int64_t rows, int64_t cols, int n)
 				exl_dequant_q4_K((const block_q4_K *)(const void *)wr, deq);
 			else if (type == EXL_Q5_K)
 				exl_dequant_q5_K((const block_q5_K *)(const void *)wr, deq);
+			else if (type == EXL_IQ4_XS)
+				exl_dequant_iq4_xs((const block_iq4_xs *)(const void *)wr, deq);
 			else
 				exl_dequant_q6_K((const block_q6_K *)(const void *)wr, deq);
 			for (int e = 0; e < 256; e++) {
@@ -505,6 +544,11 @@ static void run_case(uint32_t type, int64_t rows, int64_t cols, int n)
 					exl_get_scale_min_k4(e / 32, blk->scales, &sc, &mn);
 					want = exl_fp16_to_fp32(blk->d) * (float)sc * (float)level(&d, r, e) -
 					       exl_fp16_to_fp32(blk->dmin) * (float)mn;
+				} else if (type == EXL_IQ4_XS) {
+					const block_iq4_xs *blk = (const block_iq4_xs *)(const void *)wr;
+
+					want = exl_fp16_to_fp32(blk->d) * (float)exl_iq4_xs_scale(blk, e / 32) *
+					       (float)level(&d, r, e);
 				} else {
 					const block_q6_K *blk = (const block_q6_K *)(const void *)wr;
 
@@ -822,7 +866,7 @@ static void test_bf16(void)
 
 int main(void)
 {
-	static const uint32_t types[] = { EXL_Q8_0, EXL_Q4_0, EXL_Q4_K, EXL_Q5_K, EXL_Q6_K };
+	static const uint32_t types[] = { EXL_Q8_0, EXL_Q4_0, EXL_Q4_K, EXL_Q5_K, EXL_Q6_K, EXL_IQ4_XS };
 	static const int64_t rows_list[] = { 1, 7, 16, 33, 70 };
 	static const int64_t cols_32[] = { 32, 96, 13 * 32, 16 * 32 };
 	static const int64_t cols_256[] = { 256, 3 * 256 };
@@ -832,7 +876,7 @@ int main(void)
 	test_pack_q45_K();
 	srand(99);
 	for (size_t t = 0; t < sizeof(types) / sizeof(types[0]); t++) {
-		const int k_quant = types[t] == EXL_Q4_K || types[t] == EXL_Q5_K || types[t] == EXL_Q6_K;
+		const int k_quant = types[t] != EXL_Q8_0 && types[t] != EXL_Q4_0;
 		const int64_t *cols = k_quant ? cols_256 : cols_32;
 		size_t ncols = k_quant ? 2 : 4;
 
@@ -843,7 +887,7 @@ int main(void)
 	}
 	test_bf16();
 	CHECK(emu_dp_count > 0 && emu_bf16_count > 0, "no tile multiply ran");
-	printf("tile emulator: %ld tdpbssd over Q8_0/Q4_0/Q4_K/Q5_K/Q6_K, %ld tdpbf16ps over F16/BF16, rows 1-70, n 1-70\n",
+	printf("tile emulator: %ld tdpbssd over Q8_0/Q4_0/Q4_K/Q5_K/Q6_K/IQ4_XS, %ld tdpbf16ps over F16/BF16, rows 1-70, n 1-70\n",
 	       emu_dp_count, emu_bf16_count);
 	if (decode_simde_checked)
 		printf("AVX-512 decode over SIMDe: %d cases bit for bit with the tiles\n", decode_simde_checked);
