@@ -468,47 +468,6 @@ static inline void exl_amx_pack_q6_K(const uint8_t *w, size_t row_bytes, int64_t
 #define EXL_AMX_PACK_Q6_K exl_amx_pack_q6_K
 #endif
 
-/* Rows [r, r + nr) (nr <= 16) of a Q6_K matrix for vectors [c0, c1),
- * c1 - c0 <= 64.  The tile config is exl_amx_cfg_batch16. */
-static inline void exl_amx_rows_batch_q6_K(const struct exl_mm_ctx *m, int64_t r, int nr, int c0, int c1)
-{
-	const uint8_t *w = m->w + (size_t)r * m->row_bytes;
-	const int64_t nb = m->cols / 256;
-	const int nc = c1 - c0;
-	float acc[16 * EXL_AMX_COL_TILES][EXL_AMX_TR];
-	int32_t isum[16 * EXL_AMX_COL_TILES][EXL_AMX_TR];
-	_Alignas(64) int8_t bpack[4][4 * 64];
-	int32_t sc[16][EXL_AMX_TR];
-	float d[EXL_AMX_TR];
-
-	memset(acc, 0, sizeof(float) * EXL_AMX_TR * (size_t)nc);
-	for (int64_t b = 0; b < nb; b++) {
-		for (int l = 0; l < EXL_AMX_TR; l++) {
-			const block_q6_K *blk = NULL;
-
-			if (l < nr)
-				blk = (const block_q6_K *)(const void *)(w + (size_t)l * m->row_bytes) + b;
-			d[l] = blk ? exl_fp16_to_fp32(blk->d) : 0.0f;
-			for (int g = 0; g < 16; g++)
-				sc[g][l] = blk ? blk->scales[g] : 0;
-		}
-		memset(isum, 0, sizeof(int32_t) * EXL_AMX_TR * (size_t)nc);
-		for (int h = 0; h < 2; h++)
-			for (int s = 0; s < 2; s++) {
-				EXL_AMX_PACK_Q6_K(w, m->row_bytes, b, h, s, nr, bpack);
-				for (int k = 0; k < 4; k++) {
-					const int g = 8 * h + 2 * k + s;
-
-					exl_amx_kstep(m, c0, c1, 256 * (size_t)b + 16 * (size_t)g, 16, bpack[k], sc[g], isum);
-				}
-			}
-		for (int v = 0; v < nc; v++)
-			EXL_AMX_POST16(acc[v], isum[v],
-				       exl_act_q8_K_d(m->act + (size_t)(c0 + v) * m->act_stride, m->cols)[b], d);
-	}
-	for (int v = 0; v < nc; v++)
-		exl_amx_store_out(m, c0 + v, r, nr, acc[v]);
-}
 
 /* ---- IQ4_XS ----
  *
@@ -547,34 +506,51 @@ static inline void exl_amx_pack_iq4_xs(const uint8_t *w, size_t row_bytes, int64
 #define EXL_AMX_PACK_IQ4_XS exl_amx_pack_iq4_xs
 #endif
 
-/* Rows [r, r + nr) (nr <= 16) of an IQ4_XS matrix for vectors [c0, c1),
- * c1 - c0 <= 64.  The tile config is exl_amx_cfg_batch. */
-static inline void exl_amx_rows_batch_iq4_xs(const struct exl_mm_ctx *m, int64_t r, int nr, int c0, int c1)
+/* Rows [r, r + nr) (nr <= 16) of a Q6_K (iq4 = 0) or IQ4_XS matrix for
+ * vectors [c0, c1), c1 - c0 <= 64: both an exact I over groups with an
+ * int8 scale each, one FMA per super-block.  The tile config is
+ * exl_amx_cfg_batch16 (Q6_K) or exl_amx_cfg_batch (IQ4_XS). */
+static inline void exl_amx_rows_batch_groups(const struct exl_mm_ctx *m, int64_t r, int nr, int c0, int c1,
+					     int iq4)
 {
 	const uint8_t *w = m->w + (size_t)r * m->row_bytes;
 	const int64_t nb = m->cols / 256;
 	const int nc = c1 - c0;
 	float acc[16 * EXL_AMX_COL_TILES][EXL_AMX_TR];
 	int32_t isum[16 * EXL_AMX_COL_TILES][EXL_AMX_TR];
-	_Alignas(64) int8_t bpack[(EXL_AMX_KB / 4) * 64];
-	int32_t sc[8][EXL_AMX_TR];
+	/* Q6_K: 4 groups of 4 x 64 bytes; IQ4_XS: one sub-block, 8 x 64 */
+	_Alignas(64) int8_t bpack[4 * 4 * 64];
+	int32_t sc[16][EXL_AMX_TR];
 	float d[EXL_AMX_TR];
 
 	memset(acc, 0, sizeof(float) * EXL_AMX_TR * (size_t)nc);
 	for (int64_t b = 0; b < nb; b++) {
 		for (int l = 0; l < EXL_AMX_TR; l++) {
-			const block_iq4_xs *blk = NULL;
+			const uint8_t *row = l < nr ? w + (size_t)l * m->row_bytes : NULL;
+			const block_q6_K *b6 = row ? (const block_q6_K *)(const void *)row + b : NULL;
+			const block_iq4_xs *bx = row ? (const block_iq4_xs *)(const void *)row + b : NULL;
 
-			if (l < nr)
-				blk = (const block_iq4_xs *)(const void *)(w + (size_t)l * m->row_bytes) + b;
-			d[l] = blk ? exl_fp16_to_fp32(blk->d) : 0.0f;
-			for (int j = 0; j < 8; j++)
-				sc[j][l] = blk ? exl_iq4_xs_scale(blk, j) : 0;
+			d[l] = !row ? 0.0f : exl_fp16_to_fp32(iq4 ? bx->d : b6->d);
+			for (int g = 0; g < (iq4 ? 8 : 16); g++)
+				sc[g][l] = !row ? 0 : iq4 ? exl_iq4_xs_scale(bx, g) : b6->scales[g];
 		}
 		memset(isum, 0, sizeof(int32_t) * EXL_AMX_TR * (size_t)nc);
-		for (int j = 0; j < 8; j++) {
-			EXL_AMX_PACK_IQ4_XS(w, m->row_bytes, b, j, nr, bpack);
-			exl_amx_kstep(m, c0, c1, 256 * (size_t)b + 32 * (size_t)j, EXL_AMX_KB, bpack, sc[j], isum);
+		if (iq4) {
+			for (int j = 0; j < 8; j++) {
+				EXL_AMX_PACK_IQ4_XS(w, m->row_bytes, b, j, nr, bpack);
+				exl_amx_kstep(m, c0, c1, 256 * (size_t)b + 32 * (size_t)j, EXL_AMX_KB, bpack, sc[j], isum);
+			}
+		} else {
+			for (int h = 0; h < 2; h++)
+				for (int s = 0; s < 2; s++) {
+					EXL_AMX_PACK_Q6_K(w, m->row_bytes, b, h, s, nr, (int8_t(*)[4 * 64])bpack);
+					for (int k = 0; k < 4; k++) {
+						const int g = 8 * h + 2 * k + s;
+
+						exl_amx_kstep(m, c0, c1, 256 * (size_t)b + 16 * (size_t)g, 16,
+							      bpack + 4 * 64 * k, sc[g], isum);
+					}
+				}
 		}
 		for (int v = 0; v < nc; v++)
 			EXL_AMX_POST16(acc[v], isum[v],
@@ -603,10 +579,8 @@ static inline void exl_amx_mm(const struct exl_mm_ctx *m, int64_t r0, int64_t r1
 
 			if (type == EXL_AMX_Q4_K || type == EXL_AMX_Q5_K)
 				exl_amx_rows_batch_q45_K(m, r, nr, c, ce, type == EXL_AMX_Q5_K);
-			else if (type == EXL_AMX_Q6_K)
-				exl_amx_rows_batch_q6_K(m, r, nr, c, ce);
-			else if (type == EXL_AMX_IQ4_XS)
-				exl_amx_rows_batch_iq4_xs(m, r, nr, c, ce);
+			else if (type == EXL_AMX_Q6_K || type == EXL_AMX_IQ4_XS)
+				exl_amx_rows_batch_groups(m, r, nr, c, ce, type == EXL_AMX_IQ4_XS);
 			else
 				exl_amx_rows_batch(m, r, nr, c, ce, type == EXL_AMX_Q4_0);
 		}

@@ -123,18 +123,30 @@ static void emu_zero(int t)
 		memset(emu_tile[t], 0, sizeof(emu_tile[t]));
 }
 
-static void emu_dpbssd(int c, int a, int b)
+/* What tdpbssd and tdpbf16ps both require: three different configured
+ * tiles, C of M rows x N dwords, A of M rows x K dwords, B of K rows x N
+ * dwords */
+static int emu_dp_valid(const char *op, int c, int a, int b)
 {
 	if (!emu_valid(c) || !emu_valid(a) || !emu_valid(b))
+		return 0;
+	EMU_CHECK(c != a && c != b && a != b, "%s %d, %d, %d: tiles must differ\n", op, c, a, b);
+	EMU_CHECK(emu_cfg.colsb[c] % 4 == 0 && emu_cfg.colsb[a] % 4 == 0, "%s: row bytes not dwords\n", op);
+	EMU_CHECK(emu_cfg.rows[a] == emu_cfg.rows[c], "%s: A has %d rows, C %d\n", op, emu_cfg.rows[a],
+		  emu_cfg.rows[c]);
+	EMU_CHECK(emu_cfg.rows[b] == emu_cfg.colsb[a] / 4, "%s: B has %d rows, A %d dwords\n", op, emu_cfg.rows[b],
+		  emu_cfg.colsb[a] / 4);
+	EMU_CHECK(emu_cfg.colsb[b] == emu_cfg.colsb[c], "%s: B %d bytes per row, C %d\n", op, emu_cfg.colsb[b],
+		  emu_cfg.colsb[c]);
+	return 1;
+}
+
+static void emu_dpbssd(int c, int a, int b)
+{
+	if (!emu_dp_valid("tdpbssd", c, a, b))
 		return;
 	int M = emu_cfg.rows[c], N = emu_cfg.colsb[c] / 4, K = emu_cfg.colsb[a];
 
-	EMU_CHECK(c != a && c != b && a != b, "tdpbssd %d, %d, %d: tiles must differ\n", c, a, b);
-	EMU_CHECK(emu_cfg.colsb[c] % 4 == 0 && K % 4 == 0, "tdpbssd: row bytes not dwords\n");
-	EMU_CHECK(emu_cfg.rows[a] == M, "tdpbssd: A has %d rows, C %d\n", emu_cfg.rows[a], M);
-	EMU_CHECK(emu_cfg.rows[b] == K / 4, "tdpbssd: B has %d rows, A %d bytes\n", emu_cfg.rows[b], K);
-	EMU_CHECK(emu_cfg.colsb[b] == emu_cfg.colsb[c], "tdpbssd: B %d bytes per row, C %d\n",
-		  emu_cfg.colsb[b], emu_cfg.colsb[c]);
 	emu_dp_count++;
 	for (int m = 0; m < M; m++) {
 		for (int n = 0; n < N; n++) {
@@ -169,16 +181,10 @@ static float emu_bf16(const uint8_t *p)
  * product (exact in fp32) added with one rounding */
 static void emu_dpbf16ps(int c, int a, int b)
 {
-	if (!emu_valid(c) || !emu_valid(a) || !emu_valid(b))
+	if (!emu_dp_valid("tdpbf16ps", c, a, b))
 		return;
 	int M = emu_cfg.rows[c], N = emu_cfg.colsb[c] / 4, K = emu_cfg.colsb[a] / 4;
 
-	EMU_CHECK(c != a && c != b && a != b, "tdpbf16ps %d, %d, %d: tiles must differ\n", c, a, b);
-	EMU_CHECK(emu_cfg.colsb[c] % 4 == 0 && emu_cfg.colsb[a] % 4 == 0, "tdpbf16ps: row bytes not dwords\n");
-	EMU_CHECK(emu_cfg.rows[a] == M, "tdpbf16ps: A has %d rows, C %d\n", emu_cfg.rows[a], M);
-	EMU_CHECK(emu_cfg.rows[b] == K, "tdpbf16ps: B has %d rows, A %d pairs\n", emu_cfg.rows[b], K);
-	EMU_CHECK(emu_cfg.colsb[b] == emu_cfg.colsb[c], "tdpbf16ps: B %d bytes per row, C %d\n",
-		  emu_cfg.colsb[b], emu_cfg.colsb[c]);
 	emu_bf16_count++;
 	for (int m = 0; m < M; m++) {
 		for (int n = 0; n < N; n++) {
@@ -321,28 +327,31 @@ static int32_t level(const struct case_data *d, int64_t r, int64_t k)
 	return j < 16 ? (b->qs[j] & 15) - 8 : (b->qs[j - 16] >> 4) - 8;
 }
 
-/* Q6_K: per super-block the exact I = sum_G sc_G sum (q - 32) x over the 16
- * groups of 16, then one FMA */
-static float expect_q6_K(const struct case_data *d, int64_t r, int c)
+/* Q6_K and IQ4_XS: per super-block the exact I = sum_g s_g sum_l level x
+ * over its groups (Q6_K: 16 of 16 with scales[g], levels q - 32; IQ4_XS:
+ * 8 of 32 with the 6-bit scale less 32), then one FMA */
+static float expect_groups(const struct case_data *d, int64_t r, int c)
 {
 	const uint8_t *row = d->w + (size_t)r * exl_dtype_row_bytes(d->type, (uint64_t)d->cols);
 	const uint8_t *a = d->act + (size_t)c * d->act_stride;
 	const int8_t *xq = (const int8_t *)a;
 	const float *xd = exl_act_q8_K_d(a, d->cols);
+	const int q6 = d->type == EXL_Q6_K, gs = q6 ? 16 : 32;
 	float acc = 0;
 
 	for (int64_t b = 0; b < d->cols / 256; b++) {
-		const block_q6_K *blk = (const block_q6_K *)(const void *)row + b;
+		const block_q6_K *b6 = (const block_q6_K *)(const void *)row + b;
+		const block_iq4_xs *bx = (const block_iq4_xs *)(const void *)row + b;
 		int32_t isum = 0;
 
-		for (int g = 0; g < 16; g++) {
+		for (int g = 0; g < 256 / gs; g++) {
 			int32_t dot = 0;
 
-			for (int l = 0; l < 16; l++)
-				dot += level(d, r, 256 * b + 16 * g + l) * xq[256 * b + 16 * g + l];
-			isum += blk->scales[g] * dot;
+			for (int l = 0; l < gs; l++)
+				dot += level(d, r, 256 * b + gs * g + l) * xq[256 * b + gs * g + l];
+			isum += (q6 ? b6->scales[g] : exl_iq4_xs_scale(bx, g)) * dot;
 		}
-		acc = fmaf((float)isum, xd[b] * exl_fp16_to_fp32(blk->d), acc);
+		acc = fmaf((float)isum, xd[b] * exl_fp16_to_fp32(q6 ? b6->d : bx->d), acc);
 	}
 	return acc;
 }
@@ -381,40 +390,12 @@ static float expect_q4_K(const struct case_data *d, int64_t r, int c)
 	return acc;
 }
 
-/* IQ4_XS: per super-block the exact I = sum_j s_j sum_l level x, then one
- * FMA */
-static float expect_iq4_xs(const struct case_data *d, int64_t r, int c)
-{
-	const uint8_t *row = d->w + (size_t)r * exl_dtype_row_bytes(d->type, (uint64_t)d->cols);
-	const uint8_t *a = d->act + (size_t)c * d->act_stride;
-	const int8_t *xq = (const int8_t *)a;
-	const float *xd = exl_act_q8_K_d(a, d->cols);
-	float acc = 0;
-
-	for (int64_t b = 0; b < d->cols / 256; b++) {
-		const block_iq4_xs *blk = (const block_iq4_xs *)(const void *)row + b;
-		int32_t isum = 0;
-
-		for (int j = 0; j < 8; j++) {
-			int32_t dot = 0;
-
-			for (int l = 0; l < 32; l++)
-				dot += level(d, r, 256 * b + 32 * j + l) * xq[256 * b + 32 * j + l];
-			isum += exl_iq4_xs_scale(blk, j) * dot;
-		}
-		acc = fmaf((float)isum, xd[b] * exl_fp16_to_fp32(blk->d), acc);
-	}
-	return acc;
-}
-
 static float expect(const struct case_data *d, int64_t r, int c)
 {
-	if (d->type == EXL_IQ4_XS)
-		return expect_iq4_xs(d, r, c);
+	if (d->type == EXL_Q6_K || d->type == EXL_IQ4_XS)
+		return expect_groups(d, r, c);
 	if (d->type == EXL_Q4_K || d->type == EXL_Q5_K)
 		return expect_q4_K(d, r, c);
-	if (d->type == EXL_Q6_K)
-		return expect_q6_K(d, r, c);
 
 	const uint8_t *row = d->w + (size_t)r * exl_dtype_row_bytes(d->type, (uint64_t)d->cols);
 	const size_t bs = d->type == EXL_Q8_0 ? sizeof(block_q8_0) : sizeof(block_q4_0);
