@@ -246,45 +246,21 @@ static inline void mm_own(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, in
 		exl_amx_mm(m, r0, r1, c0, c1, type);
 }
 
-static void mm_q8_0(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, int c1)
-{
-	mm_own(m, r0, r1, c0, c1, EXL_AMX_Q8_0);
-}
+/* The kernel table's entries: one per type, the type fixed */
+#define EXL_AMX_OWN_MM(name, call)                                                              \
+	static void name(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, int c1) \
+	{                                                                                     \
+		call;                                                                         \
+	}
 
-static void mm_q4_0(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, int c1)
-{
-	mm_own(m, r0, r1, c0, c1, EXL_AMX_Q4_0);
-}
-
-static void mm_q4_K(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, int c1)
-{
-	mm_own(m, r0, r1, c0, c1, EXL_AMX_Q4_K);
-}
-
-static void mm_q5_K(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, int c1)
-{
-	mm_own(m, r0, r1, c0, c1, EXL_AMX_Q5_K);
-}
-
-static void mm_q6_K(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, int c1)
-{
-	mm_own(m, r0, r1, c0, c1, EXL_AMX_Q6_K);
-}
-
-static void mm_iq4_xs(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, int c1)
-{
-	mm_own(m, r0, r1, c0, c1, EXL_AMX_IQ4_XS);
-}
-
-static void mm_f16(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, int c1)
-{
-	exl_amx_mm_bf16(m, r0, r1, c0, c1, 1);
-}
-
-static void mm_bf16(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, int c1)
-{
-	exl_amx_mm_bf16(m, r0, r1, c0, c1, 0);
-}
+EXL_AMX_OWN_MM(mm_q8_0, mm_own(m, r0, r1, c0, c1, EXL_AMX_Q8_0))
+EXL_AMX_OWN_MM(mm_q4_0, mm_own(m, r0, r1, c0, c1, EXL_AMX_Q4_0))
+EXL_AMX_OWN_MM(mm_q4_K, mm_own(m, r0, r1, c0, c1, EXL_AMX_Q4_K))
+EXL_AMX_OWN_MM(mm_q5_K, mm_own(m, r0, r1, c0, c1, EXL_AMX_Q5_K))
+EXL_AMX_OWN_MM(mm_q6_K, mm_own(m, r0, r1, c0, c1, EXL_AMX_Q6_K))
+EXL_AMX_OWN_MM(mm_iq4_xs, mm_own(m, r0, r1, c0, c1, EXL_AMX_IQ4_XS))
+EXL_AMX_OWN_MM(mm_f16, exl_amx_mm_bf16(m, r0, r1, c0, c1, 1))
+EXL_AMX_OWN_MM(mm_bf16, exl_amx_mm_bf16(m, r0, r1, c0, c1, 0))
 
 /* Only what this set does its own way; matmul.c takes the rest from
  * avx512vnni (F16 and BF16 too where the CPU lacks AMX-BF16).  Q8_0, Q4_0,
