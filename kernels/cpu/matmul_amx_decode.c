@@ -497,10 +497,7 @@ EXL_INLINE void row_iq4_xs(const struct exl_mm_ctx *m, int64_t r, int c0, size_t
 
 		for (int t = 0; t < 136; t += 64)
 			_mm_prefetch((const char *)blk + pf + t, _MM_HINT_T0);
-		const __m512i sc16 = _mm512_castsi128_si512(_mm_setr_epi16(
-			(short)exl_iq4_xs_scale(blk, 0), (short)exl_iq4_xs_scale(blk, 1), (short)exl_iq4_xs_scale(blk, 2),
-			(short)exl_iq4_xs_scale(blk, 3), (short)exl_iq4_xs_scale(blk, 4), (short)exl_iq4_xs_scale(blk, 5),
-			(short)exl_iq4_xs_scale(blk, 6), (short)exl_iq4_xs_scale(blk, 7)));
+		const __m512i sc16 = exl_iq4_xs_scales16(blk);
 		for (int t = 0; t < 2; t++) {
 			const __m512i q = _mm512_loadu_si512(blk->qs + 64 * t);
 			const __m512i lv = _mm512_shuffle_epi8(tab, _mm512_and_si512(q, lo4));

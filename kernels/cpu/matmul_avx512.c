@@ -1388,29 +1388,6 @@ static void act_iq4_xs(const float *x, uint8_t *act, int64_t cols)
 	}
 }
 
-/* The 8 scales (-32..31) of an IQ4_XS block as int16 in the low 128 bits. */
-EXL_INLINE __m512i iq4_xs_scales(const block_iq4_xs *w)
-{
-	uint32_t sl;
-	uint64_t lo, hi, h = w->scales_h;
-
-	memcpy(&sl, w->scales_l, 4);
-	/* nibbles: even sub-blocks from the low ones, odd from the high */
-	lo = sl & 0x0f0f0f0fu;
-	hi = (sl >> 4) & 0x0f0f0f0fu;
-	lo = (lo | lo << 16) & 0x0000ffff0000ffffull;
-	lo = (lo | lo << 8) & 0x00ff00ff00ff00ffull;
-	hi = (hi | hi << 16) & 0x0000ffff0000ffffull;
-	hi = (hi | hi << 8) & 0x00ff00ff00ff00ffull;
-	/* 2-bit fields of scales_h, one a byte */
-	h = (h | h << 24) & 0x000000ff000000ffull;
-	h = (h | h << 12) & 0x000f000f000f000full;
-	h = (h | h << 6) & 0x0303030303030303ull;
-	__m128i s8 = _mm_sub_epi8(_mm_cvtsi64_si128((long long)(lo | hi << 8 | h << 4)), _mm_set1_epi8(32));
-
-	return _mm512_castsi128_si512(_mm_cvtepi8_epi16(s8));
-}
-
 EXL_INLINE void tile_iq4_xs(const struct exl_mm_ctx *m, int64_t r, int c, const int R, const int C)
 {
 	const block_iq4_xs *w[4];
@@ -1443,7 +1420,7 @@ EXL_INLINE void tile_iq4_xs(const struct exl_mm_ctx *m, int64_t r, int c, const 
 				_mm_prefetch(p + 64, _MM_HINT_T0);
 				_mm_prefetch(p + 128, _MM_HINT_T0);
 			}
-			sc[i] = iq4_xs_scales(&w[i][b]);
+			sc[i] = exl_iq4_xs_scales16(&w[i][b]);
 			for (int j = 0; j < C; j++)
 				isum[i][j] = _mm512_setzero_si512();
 		}

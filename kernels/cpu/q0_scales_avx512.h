@@ -1,6 +1,6 @@
-/* The fp16 scales of blocks b .. b + 7 of a Q4_0 or Q8_0 row as 8 floats,
- * picked out of the block stream with word permutes (no scalar loads).
- * For files compiled with AVX-512 BW and F16C (matmul_avx512.c,
+/* Block scales picked out without a scalar step per block: the fp16 scales
+ * of blocks b .. b + 7 of a Q4_0 or Q8_0 row as 8 floats (word permutes),
+ * and an IQ4_XS block's 8 sub-block scales as int16.  For files compiled with AVX-512 BW and F16C (matmul_avx512.c,
  * matmul_amx_decode.c), after <immintrin.h> or SIMDe's aliases. */
 #ifndef EXL_CPU_Q0_SCALES_AVX512_H
 #define EXL_CPU_Q0_SCALES_AVX512_H
@@ -31,6 +31,29 @@ EXL_INLINE __m256 exl_q8_0_scales8(const block_q8_0 *w, int64_t b)
 	__m512i c = _mm512_permutex2var_epi16(_mm512_loadu_si512(p + 128), i2, _mm512_loadu_si512(p + 192));
 
 	return _mm256_cvtph_ps(_mm512_castsi512_si128(_mm512_mask_blend_epi16(0xf0, a, c)));
+}
+
+/* The 8 scales (-32..31) of an IQ4_XS block as int16 in the low 128 bits. */
+EXL_INLINE __m512i exl_iq4_xs_scales16(const block_iq4_xs *w)
+{
+	uint32_t sl;
+	uint64_t lo, hi, h = w->scales_h;
+
+	memcpy(&sl, w->scales_l, 4);
+	/* nibbles: even sub-blocks from the low ones, odd from the high */
+	lo = sl & 0x0f0f0f0fu;
+	hi = (sl >> 4) & 0x0f0f0f0fu;
+	lo = (lo | lo << 16) & 0x0000ffff0000ffffull;
+	lo = (lo | lo << 8) & 0x00ff00ff00ff00ffull;
+	hi = (hi | hi << 16) & 0x0000ffff0000ffffull;
+	hi = (hi | hi << 8) & 0x00ff00ff00ff00ffull;
+	/* 2-bit fields of scales_h, one a byte */
+	h = (h | h << 24) & 0x000000ff000000ffull;
+	h = (h | h << 12) & 0x000f000f000f000full;
+	h = (h | h << 6) & 0x0303030303030303ull;
+	__m128i s8 = _mm_sub_epi8(_mm_cvtsi64_si128((long long)(lo | hi << 8 | h << 4)), _mm_set1_epi8(32));
+
+	return _mm512_castsi128_si512(_mm_cvtepi8_epi16(s8));
 }
 
 #endif
