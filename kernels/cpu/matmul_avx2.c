@@ -364,6 +364,36 @@ EXL_INLINE __m256 rows8_d(const uint8_t *const *rb)
 					      half_at(rb[4]), half_at(rb[5]), half_at(rb[6]), half_at(rb[7])));
 }
 
+/* The fp16 scales (offset 0 of each block) of 8 consecutive blocks of one
+ * row, from the group's own bytes: block t's scale lies at byte 18t (Q4_0's
+ * 18-byte blocks) or 34t (Q8_0's), which is word t of the 16-byte chunk t
+ * (Q4_0) or 2t (Q8_0).  So the 8 scales are the diagonal of 8 chunks, taken
+ * with word blends, 5 or 7 vector operations where 8 word inserts take 13;
+ * decode is bound by the operations per byte of weight as much as by memory
+ * on a core whose vector pipes are shared.  Reads only bytes of the 8
+ * blocks. */
+EXL_INLINE __m256 group8_d_q4(const void *blocks)
+{
+	const __m256i *p = (const __m256i *)blocks;
+	__m256i y = _mm256_loadu_si256(p);	/* [chunk 0 | chunk 1] */
+
+	y = _mm256_blend_epi16(y, _mm256_loadu_si256(p + 1), 0x0c); /* words 2-3 of chunks 2 | 3 */
+	y = _mm256_blend_epi16(y, _mm256_loadu_si256(p + 2), 0x30); /* 4-5 of 4 | 5 */
+	y = _mm256_blend_epi16(y, _mm256_loadu_si256(p + 3), 0xc0); /* 6-7 of 6 | 7 */
+	return _mm256_cvtph_ps(_mm_blend_epi16(_mm256_castsi256_si128(y), _mm256_extracti128_si256(y, 1), 0xaa));
+}
+
+EXL_INLINE __m256 group8_d_q8(const void *blocks)
+{
+	const __m128i *p = (const __m128i *)blocks; /* chunk 2t at p + 2t */
+	__m128i a = _mm_blend_epi16(_mm_loadu_si128(p + 0), _mm_loadu_si128(p + 2), 0x02);
+	__m128i b = _mm_blend_epi16(_mm_loadu_si128(p + 4), _mm_loadu_si128(p + 6), 0x08);
+	__m128i c = _mm_blend_epi16(_mm_loadu_si128(p + 8), _mm_loadu_si128(p + 10), 0x20);
+	__m128i d = _mm_blend_epi16(_mm_loadu_si128(p + 12), _mm_loadu_si128(p + 14), 0x80);
+
+	return _mm256_cvtph_ps(_mm_blend_epi16(_mm_blend_epi16(a, b, 0x0c), _mm_blend_epi16(c, d, 0xc0), 0xf0));
+}
+
 /* Block b of 8 rows: g[k] = bytes 4k..4k+3 of rows 0..7 (row i at bytes
  * 4i), a[k] = |g[k]|, and the rows' scales. */
 EXL_INLINE void q8_0_rows8_block(const block_q8_0 *const *rw, int64_t b, __m256i g[8],
@@ -493,7 +523,7 @@ EXL_INLINE void q8_0_group8(const block_q8_0 *w, int64_t b, int k, const uint8_t
 			p[j][t] = _mm256_madd_epi16(_mm256_maddubs_epi16(av, _mm256_sign_epi8(xv, v)), ones);
 		}
 	}
-	__m256 dw = rows8_d(rb);
+	__m256 dw = k == 8 ? group8_d_q8(w + b) : rows8_d(rb);
 
 	for (int j = 0; j < nc; j++)
 		acc[j] = group_step(hsum8x8_epi32(p[j]),
@@ -770,7 +800,7 @@ EXL_INLINE void q4_0_group8(const block_q4_0 *w, int64_t b, int k, const uint8_t
 		for (int j = 0; j < nc; j++)
 			g[j] = hsum8x8_epi32(p[j]);
 	}
-	__m256 dw = rows8_d(rb);
+	__m256 dw = k == 8 ? group8_d_q4(w + b) : rows8_d(rb);
 
 	for (int j = 0; j < nc; j++) {
 		const int32_t *sx = q4_0_sx(a[j], cols) + b;
@@ -1148,7 +1178,7 @@ EXL_INLINE void iq4_nl_group8(const block_iq4_nl *w, int64_t b, int k, const uin
 					_mm256_madd_epi16(_mm256_maddubs_epi16(ah, _mm256_sign_epi8(xh, h)), ones));
 			}
 		}
-		__m256 dw = rows8_d(rb);
+		__m256 dw = group8_d_q4(w4 + b);
 
 		for (int j = 0; j < nc; j++)
 			acc[j] = group_step(pairs_to_lanes(pp[j]),

@@ -55,11 +55,16 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else
 
 # The decode ceiling: a token streams every weight but the embedding table
 # (one row of it is read) once, so tok/s <= read bandwidth / those bytes.
+# The bandwidth is read again just before each of our runs: on a shared host
+# it moves by a third within minutes, and a figure taken once at the start
+# would rate every later run against another machine.  Each run is rated
+# against the best pass (the ceiling) and the median pass read next to it.
 membw=$build/tests/bench_membw
 [ -x "$membw" ] || { echo "missing $membw (build it: ninja -C $build)" >&2; exit 1; }
-bw=$("$membw" --threads "$threads" | sed -n 's/^read_bandwidth_gb_s=\([0-9.]*\).*/\1/p')
-[ -n "$bw" ] || { echo "bench_membw printed no bandwidth" >&2; exit 1; }
-echo "memory read bandwidth: $bw GB/s at $threads threads (tests/bench/bench_membw)"
+read_bw() {
+	"$membw" --threads "$threads" --passes 5 |
+		sed -n 's/^read_bandwidth_gb_s=\([0-9.]*\) median=\([0-9.]*\).*/\1 \2/p'
+}
 
 # Bytes one decode step reads: weight bytes less the token embedding table
 # (unless it doubles as the output matrix), from exld inspect.
@@ -80,7 +85,8 @@ streamed_bytes() {
 		END { if (emb < 0) exit 1; printf "%.0f\n", out ? total - emb : total }'
 }
 
-printf '%-6s  %10s %10s %6s   %10s %10s %6s   %8s\n' type "prefill" "peer" ratio "decode" "peer" ratio "of ceil"
+printf '%-6s  %10s %10s %6s   %10s %10s %6s   %8s %8s\n' type "prefill" "peer" ratio "decode" "peer" ratio \
+	"of ceil" "of med"
 for type in $types; do
 	model=$model_dir/exld-bench-tinyllama-$type.gguf
 	if [ ! -f "$model" ]; then
@@ -88,9 +94,14 @@ for type in $types; do
 		"$mkmodel" --dim 2048 --layers 22 --heads 32 --kv-heads 4 --ff 5632 --vocab 32000 \
 			--vocab-from "$vocab" --type "$type" -o "$model" >&2
 	fi
+	sb=$(streamed_bytes "$model") || { echo "cannot size $model" >&2; exit 1; }
 	: >"$tmp/ours_pp"; : >"$tmp/ours_tg"; : >"$tmp/peer_pp"; : >"$tmp/peer_tg"
+	: >"$tmp/bw"; : >"$tmp/of_best"; : >"$tmp/of_med"
 	p=0
 	while [ $p -lt "$pairs" ]; do
+		bw=$(read_bw)
+		[ -n "$bw" ] || { echo "bench_membw printed no bandwidth" >&2; exit 1; }
+		echo "$bw" >>"$tmp/bw"
 		"$exld" run --model "$model" --prompt "$prompt" -n "$n_gen" --temperature 0 --warmup \
 			--threads "$threads" >/dev/null 2>"$tmp/err" ||
 			{ cat "$tmp/err" >&2; exit 1; }
@@ -98,7 +109,10 @@ for type in $types; do
 		pt=$(echo "$line" | sed -n 's/.*prompt_tokens=\([0-9]*\).*/\1/p')
 		[ "$pt" = 128 ] || { echo "prompt is $pt tokens, not 128" >&2; exit 1; }
 		echo "$line" | sed -n 's/.*prompt_tok_s=\([0-9.]*\).*/\1/p' >>"$tmp/ours_pp"
-		echo "$line" | sed -n 's/.*gen_tok_s=\([0-9.]*\).*/\1/p' >>"$tmp/ours_tg"
+		tg=$(echo "$line" | sed -n 's/.*gen_tok_s=\([0-9.]*\).*/\1/p')
+		echo "$tg" >>"$tmp/ours_tg"
+		echo "$bw" | awk -v tg="$tg" -v b="$sb" '{ printf "%.4f\n", tg * b / ($1 * 1e9) }' >>"$tmp/of_best"
+		echo "$bw" | awk -v tg="$tg" -v b="$sb" '{ printf "%.4f\n", tg * b / ($2 * 1e9) }' >>"$tmp/of_med"
 
 		# shellcheck disable=SC2086
 		"$peer" --model "$model" --prompt "$prompt" --n "$n_gen" --threads "$threads" $peer_args \
@@ -109,11 +123,14 @@ for type in $types; do
 	done
 	opp=$(median <"$tmp/ours_pp"); ppp=$(median <"$tmp/peer_pp")
 	otg=$(median <"$tmp/ours_tg"); ptg=$(median <"$tmp/peer_tg")
-	sb=$(streamed_bytes "$model") || { echo "cannot size $model" >&2; exit 1; }
-	ceil=$(awk -v bw="$bw" -v b="$sb" 'BEGIN { printf "%.2f", bw * 1e9 / b }')
-	printf '%-6s  %10.2f %10.2f %6s   %10.2f %10.2f %6s   %8s\n' "$type" "$opp" "$ppp" \
-		"$(ratio "$opp" "$ppp")" "$otg" "$ptg" "$(ratio "$otg" "$ptg")" "$(ratio "$otg" "$ceil")"
-	echo "        (decode ceiling $ceil tok/s: $sb bytes per token)"
+	bwb=$(cut -d' ' -f1 <"$tmp/bw" | median); bwm=$(cut -d' ' -f2 <"$tmp/bw" | median)
+	ceil=$(awk -v bw="$bwb" -v b="$sb" 'BEGIN { printf "%.2f", bw * 1e9 / b }')
+	printf '%-6s  %10.2f %10.2f %6s   %10.2f %10.2f %6s   %8.2f %8.2f\n' "$type" "$opp" "$ppp" \
+		"$(ratio "$opp" "$ppp")" "$otg" "$ptg" "$(ratio "$otg" "$ptg")" \
+		"$(median <"$tmp/of_best")" "$(median <"$tmp/of_med")"
+	echo "        (read bandwidth best $bwb, median $bwm GB/s: decode ceiling $ceil tok/s;" \
+		"$sb bytes per token; each run's: $(cut -d' ' -f1 <"$tmp/bw" | tr '\n' ' '))"
 done
 echo "tok/s, medians of $pairs interleaved runs each, $threads threads; ratio = exld / llama.cpp;"
-echo "of ceil = exld decode / (read bandwidth / bytes streamed per token)"
+echo "of ceil = exld decode / (read bandwidth / bytes streamed per token), each run against"
+echo "bench_membw's best pass read just before it (of med: its median pass); the median of the runs"
