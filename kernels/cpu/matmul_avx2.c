@@ -279,13 +279,15 @@ EXL_INLINE __m256i hsum8x8_epi32(const __m256i p[8])
 /* The driver of a type with 8-row paths: decode-shaped calls (n <= 4) take
  * one row at a time as one stream, T##_group8 reducing 8 blocks into the
  * lanes of an accumulator per vector (nc a constant per call, so the loops
- * over the vectors unroll); prefill takes 8 rows at a time (T##_rows8). */
-#define DEFINE_ROWS8_MM(T, BLOCK)                                                          \
+ * over the vectors unroll); prefill takes 8 rows at a time (T##_rows8).
+ * A block is QK weights: 32, or 256 for IQ4_XS's super-blocks. */
+#define DEFINE_ROWS8_MM(T, BLOCK) DEFINE_ROWS8_MM_QK(T, BLOCK, 32)
+#define DEFINE_ROWS8_MM_QK(T, BLOCK, QK)                                                   \
 	EXL_INLINE void T##_row_dots_n(const struct exl_mm_ctx *m, int64_t r, int c0, size_t pf, \
 				       const int nc)                                       \
 	{                                                                                  \
 		const BLOCK *w = (const BLOCK *)(const void *)exl_row(m, r);               \
-		const int64_t nb = m->cols / 32;                                           \
+		const int64_t nb = m->cols / (QK);                                         \
 		const uint8_t *a[4];                                                       \
 		__m256 acc[4];                                                             \
 		int64_t b = 0;                                                             \
@@ -426,20 +428,27 @@ EXL_INLINE void q8_0_rows8_block(const block_q8_0 *const *rw, int64_t b, __m256i
 }
 
 /* The 8 rows' signed levels (g[k]: weights of group k, aw[k] = |g[k]|)
- * . x as int32 lanes, through |w| * (x with w's sign), pairs widened
- * alone; group k's 4 bytes of x at x + 4k, k >= 4 at x + hoff + 4(k - 4). */
-EXL_INLINE __m256i rows8_signed_dot(const __m256i g[8], const __m256i aw[8], const int8_t *x, size_t hoff)
+ * . x as int32 lanes, through |w| * (x with w's sign), each pair sum
+ * (<= 2 * 127 * 127) times lane i's int16 in both halves of mul (1, or row
+ * i's sub-block scale); group k's 4 bytes of x at x + 4k, k >= 4 at
+ * x + hoff + 4(k - 4). */
+EXL_INLINE __m256i rows8_signed_dot_mul(const __m256i g[8], const __m256i aw[8], const int8_t *x, size_t hoff,
+					__m256i mul)
 {
-	const __m256i ones = _mm256_set1_epi16(1);
 	__m256i d = _mm256_setzero_si256();
 
 	for (int k = 0; k < 8; k++) {
 		const int8_t *xk = x + (k < 4 ? (size_t)(4 * k) : hoff + (size_t)(4 * (k - 4)));
 
 		d = _mm256_add_epi32(d, _mm256_madd_epi16(_mm256_maddubs_epi16(aw[k],
-					_mm256_sign_epi8(bcast_i32(xk), g[k])), ones));
+					_mm256_sign_epi8(bcast_i32(xk), g[k])), mul));
 	}
 	return d;
+}
+
+EXL_INLINE __m256i rows8_signed_dot(const __m256i g[8], const __m256i aw[8], const int8_t *x, size_t hoff)
+{
+	return rows8_signed_dot_mul(g, aw, x, hoff, _mm256_set1_epi16(1));
 }
 
 /* Rows [r, r + nr) (nr <= 8) x vectors [c0, c1) (at most COL_CHUNK, 64). */
@@ -657,18 +666,19 @@ EXL_INLINE __m256 spread_pair(__m256 v, int p)
 							     2 * p + 1, 2 * p + 1, 2 * p + 1, 2 * p + 1));
 }
 
-/* Block b of 8 rows: lo[g] / hi[g] = weights 4g..4g+3 / 16+4g..16+4g+3 of
- * rows 0..7 (4 bytes each, row i at bytes 4i), and the rows' scales. */
-EXL_INLINE void q4_0_rows8_block(const block_q4_0 *const *rw, int64_t b, __m256i lo[4],
-				 __m256i hi[4], __m256 *dw)
+/* 16 bytes of nibbles at q[i] for each of 8 rows (weight l in the low
+ * nibble of byte l, 16 + l in its high one, as a Q4_0 block lays them):
+ * lo[g] / hi[g] = weights 4g..4g+3 / 16+4g..16+4g+3 of rows 0..7 (4 bytes
+ * each, row i at bytes 4i), as nibble values. */
+EXL_INLINE void nib16_rows8(const uint8_t *const *q, __m256i lo[4], __m256i hi[4])
 {
 	const __m256i lo4 = _mm256_set1_epi8(0x0f);
 	__m256i y[4];
 
 	for (int i = 0; i < 4; i++)
 		y[i] = _mm256_inserti128_si256(
-			_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)rw[i][b].qs)),
-			_mm_loadu_si128((const __m128i *)(const void *)rw[i + 4][b].qs), 1);
+			_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)q[i])),
+			_mm_loadu_si128((const __m128i *)(const void *)q[i + 4]), 1);
 	/* [rows 0..3 | rows 4..7] of dword g, as a 4 x 4 transpose per lane */
 	__m256i t0 = _mm256_unpacklo_epi32(y[0], y[1]), t1 = _mm256_unpackhi_epi32(y[0], y[1]);
 	__m256i t2 = _mm256_unpacklo_epi32(y[2], y[3]), t3 = _mm256_unpackhi_epi32(y[2], y[3]);
@@ -679,6 +689,17 @@ EXL_INLINE void q4_0_rows8_block(const block_q4_0 *const *rw, int64_t b, __m256i
 		lo[i] = _mm256_and_si256(g[i], lo4);
 		hi[i] = _mm256_and_si256(_mm256_srli_epi16(g[i], 4), lo4);
 	}
+}
+
+/* Block b of 8 rows: nib16_rows8 of their qs, and the rows' scales. */
+EXL_INLINE void q4_0_rows8_block(const block_q4_0 *const *rw, int64_t b, __m256i lo[4],
+				 __m256i hi[4], __m256 *dw)
+{
+	const uint8_t *q[8];
+
+	for (int i = 0; i < 8; i++)
+		q[i] = rw[i][b].qs;
+	nib16_rows8(q, lo, hi);
 	*dw = _mm256_cvtph_ps(_mm_setr_epi16((short)rw[0][b].d, (short)rw[1][b].d, (short)rw[2][b].d,
 					     (short)rw[3][b].d, (short)rw[4][b].d, (short)rw[5][b].d,
 					     (short)rw[6][b].d, (short)rw[7][b].d));
@@ -1599,7 +1620,19 @@ static void mm_q3_K(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, 
  * sub-blocks of x as act_pairs32 stores a pair of blocks, so one 32-byte load
  * of qs gives the levels of two sub-blocks in x's order.  Levels through
  * a byte shuffle; signed dots as |w| * (x with w's sign), whose pairs
- * (<= 2 * 127 * 127) go to int32 one by one, times the sub-block's scale. */
+ * (<= 2 * 127 * 127) go to int32 one by one, times the sub-block's scale.
+ *
+ * Every path gives output r, vector c the same float steps, Q8_0's with
+ * super-blocks for blocks: I_b = sum over the 8 sub-blocks of (scale - 32)
+ * * (levels . x), exact in int32 (at most 256 * 32 * 127 * 127 < 2^31),
+ * acc[b % 8] = fma((float)I_b, d_w,b * d_x,b, acc[b % 8]), super-blocks in
+ * order, output ((a0 + a1) + (a2 + a3)) + ((a4 + a5) + (a6 + a7)).
+ *  - n > 4: 8 rows in the lanes of a vector, per sub-block Q4_0's nibble
+ *    transpose, the levels by shuffle, Q8_0's signed dots, each pair sum
+ *    times its row's scale (one madd, as Q8_0's times 1).
+ *  - n <= 4: one row at a time; per super-block the int32 partial sums of
+ *    4 pairs of sub-blocks, 8 super-blocks reduced into the lanes of one
+ *    vector for one float step. */
 static void act_iq4_xs(const float *x, uint8_t *act, int64_t cols)
 {
 	int8_t tmp[64];
@@ -1637,83 +1670,127 @@ EXL_INLINE __m256i iq4_xs_scales(const block_iq4_xs *w)
 	return _mm256_broadcastsi128_si256(_mm_cvtepi8_epi16(s8));
 }
 
-EXL_INLINE void tile_iq4_xs(const struct exl_mm_ctx *m, int64_t r, int c, const int R, const int C)
+/* Sub-block ib's scale - 32 (-32..31) of an IQ4_XS block. */
+EXL_INLINE int iq4_xs_scale(const block_iq4_xs *w, int ib)
 {
-	const block_iq4_xs *w[2];
-	const int8_t *xq[4];
-	const float *xd[4];
-	__m256 acc[2][4];
-	int64_t nb = m->cols / 256;
-	const size_t pf = exl_prefetch_tile(m, R, c);
-	const __m256i lo4 = _mm256_set1_epi8(0x0f);
+	int ls = ((w->scales_l[ib / 2] >> (4 * (ib % 2))) & 0x0f) | (((w->scales_h >> (2 * ib)) & 3) << 4);
+
+	return ls - 32;
+}
+
+/* Rows [r, r + nr) (nr <= 8) x vectors [c0, c1) (at most COL_CHUNK, 64). */
+static void iq4_xs_rows8(const struct exl_mm_ctx *m, int64_t r, int nr, int c0, int c1)
+{
+	const block_iq4_xs *rw[8];
+	const int64_t nb = m->cols / 256;
+	const int nc = c1 - c0;
 	const __m256i tab = iq4_table();
+	__m256 acc[64][8];
+	__m256i isum[64];
 
-	for (int i = 0; i < R; i++)
-		w[i] = (const block_iq4_xs *)(const void *)exl_row(m, r + i);
-	for (int j = 0; j < C; j++) {
-		const uint8_t *a = m->act + (size_t)(c + j) * m->act_stride;
-		xq[j] = (const int8_t *)a;
-		xd[j] = exl_act_q8_K_d(a, m->cols);
-	}
-	for (int i = 0; i < R; i++)
-		for (int j = 0; j < C; j++)
-			acc[i][j] = _mm256_setzero_ps();
-
+	for (int i = 0; i < 8; i++)
+		rw[i] = rows8_row(m, r, nr, i);
+	rows8_acc_zero(acc, nc);
 	for (int64_t b = 0; b < nb; b++) {
-		__m256i isum[2][4], sc[2];
+		/* [sub-block][row]: the scale in both int16 halves, madd's
+		 * multiplier for that row's lane */
+		uint32_t sv[8][8];
+		const uint8_t *rb[8];
 
-		for (int i = 0; i < R; i++) {
-			if (pf) { /* decode-shaped: fetch later rows ahead */
-				const char *p = (const char *)(w[i] + b) + pf;
-				_mm_prefetch(p, _MM_HINT_T0);
-				_mm_prefetch(p + 64, _MM_HINT_T0);
-				_mm_prefetch(p + 128, _MM_HINT_T0);
-			}
-			sc[i] = iq4_xs_scales(&w[i][b]);
-			for (int j = 0; j < C; j++)
-				isum[i][j] = _mm256_setzero_si256();
+		exl_prefetch_share(exl_row(m, r + 8), 8 * m->row_bytes, b, nb);
+		for (int i = 0; i < 8; i++) {
+			rb[i] = (const uint8_t *)(rw[i] + b);
+			for (int ib = 0; ib < 8; ib++)
+				sv[ib][i] = (uint32_t)(uint16_t)iq4_xs_scale(&rw[i][b], ib) * 0x10001u;
 		}
-		for (int k = 0; k < 4; k++) {
-			__m256i xl[4], xh[4];
+		for (int j = 0; j < nc; j++)
+			isum[j] = _mm256_setzero_si256();
+		for (int ib = 0; ib < 8; ib++) {
+			const __m256i mul = _mm256_loadu_si256((const __m256i *)(const void *)sv[ib]);
+			/* x of sub-block ib in act_iq4_xs's pairs order */
+			const size_t xo = 256 * (size_t)b + 64 * (size_t)(ib / 2) + 16 * (size_t)(ib & 1);
+			__m256i g[8], aw[8];
+			const uint8_t *q[8];
 
-			for (int j = 0; j < C; j++) {
-				const int8_t *xb = xq[j] + 256 * b + 64 * k;
-				xl[j] = _mm256_loadu_si256((const __m256i *)(const void *)xb);
-				xh[j] = _mm256_loadu_si256((const __m256i *)(const void *)(xb + 32));
+			for (int i = 0; i < 8; i++)
+				q[i] = rw[i][b].qs + 16 * ib;
+			nib16_rows8(q, g, g + 4);
+			for (int k = 0; k < 8; k++) {
+				g[k] = _mm256_shuffle_epi8(tab, g[k]);
+				aw[k] = _mm256_sign_epi8(g[k], g[k]);
 			}
-			for (int i = 0; i < R; i++) {
-				__m256i q = _mm256_loadu_si256((const __m256i *)(const void *)(w[i][b].qs + 32 * k));
-				__m256i lo = _mm256_shuffle_epi8(tab, _mm256_and_si256(q, lo4));
-				__m256i hi = _mm256_shuffle_epi8(tab, _mm256_and_si256(_mm256_srli_epi16(q, 4), lo4));
-				__m256i alo = _mm256_sign_epi8(lo, lo), ahi = _mm256_sign_epi8(hi, hi);
-				__m256i sv = scale_pair16(sc[i], k);
+			for (int j = 0; j < nc; j++) {
+				const int8_t *x = (const int8_t *)(m->act + (size_t)(c0 + j) * m->act_stride);
 
-				for (int j = 0; j < C; j++) {
-					__m256i pl = _mm256_maddubs_epi16(alo, _mm256_sign_epi8(xl[j], lo));
-					__m256i ph = _mm256_maddubs_epi16(ahi, _mm256_sign_epi8(xh[j], hi));
-
-					isum[i][j] = _mm256_add_epi32(isum[i][j],
-						_mm256_add_epi32(_mm256_madd_epi16(pl, sv), _mm256_madd_epi16(ph, sv)));
-				}
+				isum[j] = _mm256_add_epi32(isum[j], rows8_signed_dot_mul(g, aw, x + xo, 32, mul));
 			}
 		}
-		for (int i = 0; i < R; i++) {
-			float d = exl_f16(w[i][b].d);
+		__m256 dw = rows8_d(rb);
 
-			for (int j = 0; j < C; j++)
-				acc[i][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[i][j]),
-							    _mm256_set1_ps(d * xd[j][b]), acc[i][j]);
+		for (int j = 0; j < nc; j++) {
+			const uint8_t *a = m->act + (size_t)(c0 + j) * m->act_stride;
+			__m256 sc = _mm256_mul_ps(dw, _mm256_set1_ps(exl_act_q8_K_d(a, m->cols)[b]));
+
+			acc[j][b & 7] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[j]), sc, acc[j][b & 7]);
 		}
 	}
-	for (int i = 0; i < R; i++)
-		for (int j = 0; j < C; j++)
-			*exl_out(m, c + j, r + i) = exl_hsum256(acc[i][j]);
+	rows8_store(m, acc, nc, c0, r, nr);
 }
 
-static void mm_iq4_xs(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, int c1)
+/* Super-blocks b..b+k-1 (k <= 8, b a multiple of 8) of a row x the nc
+ * (<= 4) vectors at a[]: lane m of acc[j] is vector j's accumulator
+ * (b + m) mod 8.  Each pair of sub-blocks' levels is unpacked once for the
+ * nc vectors. */
+EXL_INLINE void iq4_xs_group8(const block_iq4_xs *w, int64_t b, int k, const uint8_t *const *a, int nc,
+			      int64_t cols, size_t pf, __m256 *acc)
 {
-	EXL_TILE_LOOP(tile_iq4_xs, m, r0, r1, c0, c1, 2, 4);
+	const __m256i lo4 = _mm256_set1_epi8(0x0f), tab = iq4_table();
+	__m256i p[4][8];
+	const uint8_t *rb[8];
+
+	for (int t = 0; t < 8; t++) {
+		rb[t] = (const uint8_t *)(w + b + (t < k ? t : 0));
+		if (t >= k) {
+			for (int j = 0; j < nc; j++)
+				p[j][t] = _mm256_setzero_si256();
+			continue;
+		}
+		const block_iq4_xs *blk = w + b + t;
+
+		if (pf)
+			for (int o = 0; o < (int)sizeof(*blk); o += 64)
+				_mm_prefetch((const char *)blk + pf + o, _MM_HINT_T0);
+		const __m256i sc = iq4_xs_scales(blk);
+
+		for (int j = 0; j < nc; j++)
+			p[j][t] = _mm256_setzero_si256();
+		for (int kk = 0; kk < 4; kk++) {
+			__m256i q = _mm256_loadu_si256((const __m256i *)(const void *)(blk->qs + 32 * kk));
+			__m256i lo = _mm256_shuffle_epi8(tab, _mm256_and_si256(q, lo4));
+			__m256i hi = _mm256_shuffle_epi8(tab, _mm256_and_si256(_mm256_srli_epi16(q, 4), lo4));
+			__m256i alo = _mm256_sign_epi8(lo, lo), ahi = _mm256_sign_epi8(hi, hi);
+			__m256i sv = scale_pair16(sc, kk);
+
+			for (int j = 0; j < nc; j++) {
+				const int8_t *xb = (const int8_t *)a[j] + 256 * (b + t) + 64 * kk;
+				__m256i xl = _mm256_loadu_si256((const __m256i *)(const void *)xb);
+				__m256i xh = _mm256_loadu_si256((const __m256i *)(const void *)(xb + 32));
+				__m256i pl = _mm256_maddubs_epi16(alo, _mm256_sign_epi8(xl, lo));
+				__m256i ph = _mm256_maddubs_epi16(ahi, _mm256_sign_epi8(xh, hi));
+
+				p[j][t] = _mm256_add_epi32(p[j][t], _mm256_add_epi32(_mm256_madd_epi16(pl, sv),
+										     _mm256_madd_epi16(ph, sv)));
+			}
+		}
+	}
+	__m256 dw = rows8_d(rb);
+
+	for (int j = 0; j < nc; j++)
+		acc[j] = group_step(hsum8x8_epi32(p[j]),
+				    _mm256_mul_ps(dw, group_dx(exl_act_q8_K_d(a[j], cols), b, k)), acc[j], k);
 }
+
+DEFINE_ROWS8_MM_QK(iq4_xs, block_iq4_xs, 256)
 
 const struct exl_cpu_kernels exl_cpu_kernels_avx2 = {
 	.name = "avx2",
