@@ -148,6 +148,28 @@ EXL_INLINE void exl_q4_K_scales(const uint8_t *s12, uint32_t sc[2], uint32_t mn[
 	mn[1] = ((u2 >> 4) & 0x0f0f0f0fu) | (((u1 >> 6) & 0x03030303u) << 4);
 }
 
+/* The 8 scales (-32..31) of an IQ4_XS block as bytes, sub-block order,
+ * unpacked with 64-bit operations. */
+EXL_INLINE __m128i exl_iq4_xs_scales8(const block_iq4_xs *w)
+{
+	uint32_t sl;
+	uint64_t lo, hi, h = w->scales_h;
+
+	memcpy(&sl, w->scales_l, 4);
+	/* nibbles: even sub-blocks from the low ones, odd from the high */
+	lo = sl & 0x0f0f0f0fu;
+	hi = (sl >> 4) & 0x0f0f0f0fu;
+	lo = (lo | lo << 16) & 0x0000ffff0000ffffull;
+	lo = (lo | lo << 8) & 0x00ff00ff00ff00ffull;
+	hi = (hi | hi << 16) & 0x0000ffff0000ffffull;
+	hi = (hi | hi << 8) & 0x00ff00ff00ff00ffull;
+	/* 2-bit fields of scales_h, one a byte */
+	h = (h | h << 24) & 0x000000ff000000ffull;
+	h = (h | h << 12) & 0x000f000f000f000full;
+	h = (h | h << 6) & 0x0303030303030303ull;
+	return _mm_sub_epi8(_mm_cvtsi64_si128((long long)(lo | hi << 8 | h << 4)), _mm_set1_epi8(32));
+}
+
 /* The AVX2 activation quantizers (matmul_avx2.c), which the AVX-512 sets
  * use too. */
 void exl_act_q8_0_avx2(const float *x, uint8_t *act, int64_t cols);

@@ -36,24 +36,7 @@ EXL_INLINE __m256 exl_q8_0_scales8(const block_q8_0 *w, int64_t b)
 /* The 8 scales (-32..31) of an IQ4_XS block as int16 in the low 128 bits. */
 EXL_INLINE __m512i exl_iq4_xs_scales16(const block_iq4_xs *w)
 {
-	uint32_t sl;
-	uint64_t lo, hi, h = w->scales_h;
-
-	memcpy(&sl, w->scales_l, 4);
-	/* nibbles: even sub-blocks from the low ones, odd from the high */
-	lo = sl & 0x0f0f0f0fu;
-	hi = (sl >> 4) & 0x0f0f0f0fu;
-	lo = (lo | lo << 16) & 0x0000ffff0000ffffull;
-	lo = (lo | lo << 8) & 0x00ff00ff00ff00ffull;
-	hi = (hi | hi << 16) & 0x0000ffff0000ffffull;
-	hi = (hi | hi << 8) & 0x00ff00ff00ff00ffull;
-	/* 2-bit fields of scales_h, one a byte */
-	h = (h | h << 24) & 0x000000ff000000ffull;
-	h = (h | h << 12) & 0x000f000f000f000full;
-	h = (h | h << 6) & 0x0303030303030303ull;
-	__m128i s8 = _mm_sub_epi8(_mm_cvtsi64_si128((long long)(lo | hi << 8 | h << 4)), _mm_set1_epi8(32));
-
-	return _mm512_castsi128_si512(_mm_cvtepi8_epi16(s8));
+	return _mm512_castsi128_si512(_mm_cvtepi8_epi16(exl_iq4_xs_scales8(w)));
 }
 
 #endif
