@@ -265,6 +265,22 @@ EXL_INLINE __m256 tree8_ps(const __m256 *a)
 			     _mm256_add_ps(_mm256_add_ps(a[4], a[5]), _mm256_add_ps(a[6], a[7])));
 }
 
+/* hsum8x8_epi32 with unpacks and adds, one uop each, where vphaddd is
+ * several (2 cycles a piece on Zen 3 against 0.5): the same exact sums. */
+EXL_INLINE __m256i hsum8x8_unpack_epi32(const __m256i p[8])
+{
+	__m256i a[4], c[2];
+
+	for (int i = 0; i < 4; i++) /* per lane: [p0 p1 p0 p1] partial sums of pair i */
+		a[i] = _mm256_add_epi32(_mm256_unpacklo_epi32(p[2 * i], p[2 * i + 1]),
+					_mm256_unpackhi_epi32(p[2 * i], p[2 * i + 1]));
+	for (int i = 0; i < 2; i++) /* per lane: the 4 vectors' sums over it */
+		c[i] = _mm256_add_epi32(_mm256_unpacklo_epi64(a[2 * i], a[2 * i + 1]),
+					_mm256_unpackhi_epi64(a[2 * i], a[2 * i + 1]));
+	return _mm256_add_epi32(_mm256_permute2x128_si256(c[0], c[1], 0x20),
+				_mm256_permute2x128_si256(c[0], c[1], 0x31));
+}
+
 /* Lane i: the sum of the 8 int32 lanes of p[i] (exact). */
 EXL_INLINE __m256i hsum8x8_epi32(const __m256i p[8])
 {
@@ -484,6 +500,20 @@ static void q8_0_rows8(const struct exl_mm_ctx *m, int64_t r, int nr, int c0, in
 EXL_INLINE __m256 group_step(__m256i dots, __m256 sc, __m256 acc, int k)
 {
 	__m256 r = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dots), sc, acc);
+
+	if (k == 8)
+		return r;
+	__m256i keep = _mm256_cmpgt_epi32(_mm256_set1_epi32(k), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+
+	return _mm256_blendv_ps(acc, r, _mm256_castsi256_ps(keep));
+}
+
+/* group_step for types with a min term: lanes 0..k-1 of acc take
+ * fnmadd(m, scm, fma(p, sc, acc)), lanes k..7 stay. */
+EXL_INLINE __m256 group_step_min(__m256i dots, __m256 sc, __m256i mins, __m256 scm, __m256 acc, int k)
+{
+	__m256 r = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(mins), scm,
+				    _mm256_fmadd_ps(_mm256_cvtepi32_ps(dots), sc, acc));
 
 	if (k == 8)
 		return r;
@@ -1230,15 +1260,247 @@ DEFINE_ROWS8_MM(iq4_nl, block_iq4_nl)
 
 /* ---- K-quants x Q8_K activations ---- */
 
-/* Q4_K, and Q5_K (five): the same with the fifth bit of each weight from
- * qh (bit 2k of qh[l] for weight 64k + l, bit 2k + 1 for 64k + 32 + l);
- * levels 0..31 keep maddubs pairs within int16.  Both blocks start with d,
- * dmin, scales[12], so only qs differs in place. */
-EXL_INLINE void tile_q45_K(const struct exl_mm_ctx *m, int64_t r, int c, const int R, const int C,
-			   const int five)
+/* Q4_K.  Every path gives output r, vector c the same float steps, Q8_0's
+ * with super-blocks for blocks and a min term: I_b = sum over sub-blocks of
+ * scale * (levels . x) and M_b = sum of min * (sum of x), both exact in
+ * int32 (at most 256 * 63 * 15 * 127 and 8 * 63 * 32 * 127),
+ * acc[b % 8] = fnmadd((float)M_b, dmin_b * d_x,b, fma((float)I_b,
+ * d_b * d_x,b, acc[b % 8])), output the tree of 8.
+ *  - n > 4: 8 rows in the lanes of a vector.  Per 64 weights, the 8 rows'
+ *    32 bytes of qs go through Q8_0's 8 x 8 dword transpose; masked and
+ *    shifted, those are two sub-blocks' levels (0..15) as 8 rows x 4 bytes,
+ *    and one maddubs against 4 bytes of x broadcast serves 8 rows.  Levels
+ *    are unsigned, so no sign step: a sub-block's 8 maddubs add in int16
+ *    (at most 8 * 2 * 15 * 127 = 30480) and one madd applies each row's
+ *    scale.
+ *  - n <= 4: one row at a time; per super-block the int32 partial sums of
+ *    its 4 pairs of sub-blocks and of its mins, 8 super-blocks reduced
+ *    into the lanes of one vector each for one float step. */
+
+/* 8 rows' 32 bytes at q[i] as 8 vectors, g[k] = dword k of rows 0..7
+ * (Q8_0's transpose, q8_0_rows8_block). */
+EXL_INLINE void dwords_rows8(const uint8_t *const *q, __m256i g[8])
 {
-	const size_t bsize = five ? sizeof(block_q5_K) : sizeof(block_q4_K);
-	const size_t qs_off = five ? offsetof(block_q5_K, qs) : offsetof(block_q4_K, qs);
+	__m256i y[8], t[8], u[8];
+
+	for (int i = 0; i < 8; i++)
+		y[i] = _mm256_loadu_si256((const __m256i *)(const void *)q[i]);
+	for (int i = 0; i < 8; i += 2) {
+		t[i] = _mm256_unpacklo_epi32(y[i], y[i + 1]);
+		t[i + 1] = _mm256_unpackhi_epi32(y[i], y[i + 1]);
+	}
+	for (int h = 0; h < 8; h += 4) {
+		u[h + 0] = _mm256_unpacklo_epi64(t[h], t[h + 2]);
+		u[h + 1] = _mm256_unpackhi_epi64(t[h], t[h + 2]);
+		u[h + 2] = _mm256_unpacklo_epi64(t[h + 1], t[h + 3]);
+		u[h + 3] = _mm256_unpackhi_epi64(t[h + 1], t[h + 3]);
+	}
+	for (int k = 0; k < 4; k++) {
+		g[k] = _mm256_permute2x128_si256(u[k], u[k + 4], 0x20);
+		g[k + 4] = _mm256_permute2x128_si256(u[k], u[k + 4], 0x31);
+	}
+}
+
+/* sum over k of maddubs(lv[k], 4 bytes of x at x + 4k broadcast), in
+ * int16 (levels 0..15: at most 30480), times mul (row i's int16 in both
+ * halves of lane i) to int32. */
+EXL_INLINE __m256i rows8_u4_dot_mul(const __m256i lv[8], const int8_t *x, __m256i mul)
+{
+	__m256i s = _mm256_maddubs_epi16(lv[0], bcast_i32(x));
+
+	for (int k = 1; k < 8; k++)
+		s = _mm256_add_epi16(s, _mm256_maddubs_epi16(lv[k], bcast_i32(x + 4 * k)));
+	return _mm256_madd_epi16(s, mul);
+}
+
+/* Rows [r, r + nr) (nr <= 8) x vectors [c0, c1) (at most COL_CHUNK, 64). */
+static void q4_K_rows8(const struct exl_mm_ctx *m, int64_t r, int nr, int c0, int c1)
+{
+	const block_q4_K *rw[8];
+	const int64_t nb = m->cols / 256;
+	const int nc = c1 - c0;
+	const __m256i lo4 = _mm256_set1_epi8(0x0f);
+	__m256 acc[64][8];
+	__m256i isum[64];
+
+	for (int i = 0; i < 8; i++)
+		rw[i] = rows8_row(m, r, nr, i);
+	rows8_acc_zero(acc, nc);
+	for (int64_t b = 0; b < nb; b++) {
+		/* [sub-block][row]: scale and min in both int16 halves */
+		uint32_t sv[8][8], mv[8][8];
+		const uint8_t *rb[8], *rm[8];
+
+		exl_prefetch_share(exl_row(m, r + 8), 8 * m->row_bytes, b, nb);
+		for (int i = 0; i < 8; i++) {
+			uint32_t sc[2], mn[2];
+			uint8_t s8[8], m8[8];
+
+			rb[i] = (const uint8_t *)(rw[i] + b);
+			rm[i] = rb[i] + offsetof(block_q4_K, dmin);
+			exl_q4_K_scales(rw[i][b].scales, sc, mn);
+			memcpy(s8, sc, 8);
+			memcpy(m8, mn, 8);
+			for (int sb = 0; sb < 8; sb++) {
+				sv[sb][i] = s8[sb] * 0x10001u;
+				mv[sb][i] = m8[sb] * 0x10001u;
+			}
+		}
+		for (int j = 0; j < nc; j++)
+			isum[j] = _mm256_setzero_si256();
+		for (int k = 0; k < 4; k++) {
+			__m256i g[8], lv[8];
+			const uint8_t *q[8];
+
+			for (int i = 0; i < 8; i++)
+				q[i] = rw[i][b].qs + 32 * k;
+			dwords_rows8(q, g);
+			for (int h = 0; h < 2; h++) {
+				const __m256i mul = _mm256_loadu_si256((const __m256i *)(const void *)sv[2 * k + h]);
+
+				for (int t = 0; t < 8; t++)
+					lv[t] = _mm256_and_si256(h ? _mm256_srli_epi16(g[t], 4) : g[t], lo4);
+				for (int j = 0; j < nc; j++) {
+					const int8_t *x = (const int8_t *)(m->act + (size_t)(c0 + j) * m->act_stride);
+
+					isum[j] = _mm256_add_epi32(isum[j],
+						rows8_u4_dot_mul(lv, x + 256 * b + 64 * k + 32 * h, mul));
+				}
+			}
+		}
+		__m256 dw = rows8_d(rb), dm = rows8_d(rm);
+
+		for (int j = 0; j < nc; j++) {
+			const uint8_t *a = m->act + (size_t)(c0 + j) * m->act_stride;
+			const int16_t *bs = exl_act_q8_K_bsums(a, m->cols) + 16 * b;
+			const float dx = exl_act_q8_K_d(a, m->cols)[b];
+			__m256i ms = _mm256_setzero_si256();
+
+			for (int sb = 0; sb < 8; sb++) {
+				/* both halves of x's sum over the sub-block, as int16 (<= 4064) */
+				const int32_t xs = (int32_t)bs[2 * sb] + bs[2 * sb + 1];
+
+				ms = _mm256_add_epi32(ms, _mm256_madd_epi16(
+					_mm256_loadu_si256((const __m256i *)(const void *)mv[sb]),
+					_mm256_set1_epi32(xs & 0xffff)));
+			}
+			acc[j][b & 7] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(ms), _mm256_mul_ps(dm, _mm256_set1_ps(dx)),
+					_mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[j]), _mm256_mul_ps(dw, _mm256_set1_ps(dx)),
+							acc[j][b & 7]));
+		}
+	}
+	rows8_store(m, acc, nc, c0, r, nr);
+}
+
+/* Super-block blk x the nc (<= 4) vectors at a[], its b-th: *s[j] the
+ * int32 partial sums of scale * (levels . x), *sm[j] of min * (sum of x). */
+EXL_INLINE void q4_K_sblock(const block_q4_K *blk, int64_t b, const uint8_t *const *a, int nc, int64_t cols,
+			    size_t pf, __m256i *s, __m256i *sm)
+{
+	const __m256i lo4 = _mm256_set1_epi8(0x0f);
+	uint32_t sc[2], mn[2];
+	uint8_t s8[8];
+
+	if (pf)
+		for (int o = 0; o < (int)sizeof(*blk); o += 64)
+			_mm_prefetch((const char *)blk + pf + o, _MM_HINT_T0);
+	exl_q4_K_scales(blk->scales, sc, mn);
+	memcpy(s8, sc, 8);
+	/* each min twice, for x's two sums of 16 of its sub-block */
+	const __m128i m8 = _mm_set_epi32(0, 0, (int)mn[1], (int)mn[0]);
+	const __m256i mins = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m8, m8));
+
+	for (int j = 0; j < nc; j++) {
+		const __m256i bs = _mm256_loadu_si256(
+			(const __m256i *)(const void *)(exl_act_q8_K_bsums(a[j], cols) + 16 * b));
+
+		sm[j] = _mm256_madd_epi16(mins, bs);
+		s[j] = _mm256_setzero_si256();
+	}
+	for (int kk = 0; kk < 4; kk++) {
+		__m256i q = _mm256_loadu_si256((const __m256i *)(const void *)(blk->qs + 32 * kk));
+		__m256i ql = _mm256_and_si256(q, lo4);
+		__m256i qh = _mm256_and_si256(_mm256_srli_epi16(q, 4), lo4);
+		__m256i sl = _mm256_set1_epi16(s8[2 * kk]), sh = _mm256_set1_epi16(s8[2 * kk + 1]);
+
+		for (int j = 0; j < nc; j++) {
+			const int8_t *xb = (const int8_t *)a[j] + 256 * b + 64 * kk;
+			__m256i xl = _mm256_loadu_si256((const __m256i *)(const void *)xb);
+			__m256i xh = _mm256_loadu_si256((const __m256i *)(const void *)(xb + 32));
+
+			s[j] = _mm256_add_epi32(s[j],
+				_mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(ql, xl), sl),
+						 _mm256_madd_epi16(_mm256_maddubs_epi16(qh, xh), sh)));
+		}
+	}
+}
+
+/* d and dmin (the dword at offset 0) of 8 consecutive Q4_K blocks, with
+ * one gather: 8 word inserts each took a tenth of the decode's time. */
+EXL_INLINE void group8_d_dmin_q4_K(const block_q4_K *w, __m256 *d, __m256 *dmin)
+{
+	const int q = (int)(sizeof(block_q4_K) / 4);
+	const __m256i g = _mm256_i32gather_epi32((const int *)(const void *)w,
+						 _mm256_setr_epi32(0, q, 2 * q, 3 * q, 4 * q, 5 * q, 6 * q, 7 * q), 4);
+	/* [d0..3 dmin0..3 | d4..7 dmin4..7], then [d0..7 | dmin0..7] */
+	const __m256i pk = _mm256_permute4x64_epi64(
+		_mm256_packus_epi32(_mm256_and_si256(g, _mm256_set1_epi32(0xffff)), _mm256_srli_epi32(g, 16)), 0xd8);
+
+	*d = _mm256_cvtph_ps(_mm256_castsi256_si128(pk));
+	*dmin = _mm256_cvtph_ps(_mm256_extracti128_si256(pk, 1));
+}
+
+/* Super-blocks b..b+k-1 (k <= 8, b a multiple of 8) of a row x the nc
+ * (<= 4) vectors at a[]: lane m of acc[j] is vector j's accumulator
+ * (b + m) mod 8. */
+EXL_INLINE void q4_K_group8(const block_q4_K *w, int64_t b, int k, const uint8_t *const *a, int nc,
+			    int64_t cols, size_t pf, __m256 *acc)
+{
+	__m256i p[4][8], pm[4][8];
+	const uint8_t *rb[8], *rm[8];
+
+	for (int t = 0; t < 8; t++) {
+		__m256i s[4], sm[4];
+
+		rb[t] = (const uint8_t *)(w + b + (t < k ? t : 0));
+		rm[t] = rb[t] + offsetof(block_q4_K, dmin);
+		if (t < k) {
+			q4_K_sblock(w + b + t, b + t, a, nc, cols, pf, s, sm);
+		} else {
+			for (int j = 0; j < nc; j++)
+				s[j] = sm[j] = _mm256_setzero_si256();
+		}
+		for (int j = 0; j < nc; j++) {
+			p[j][t] = s[j];
+			pm[j][t] = sm[j];
+		}
+	}
+	__m256 dw, dm;
+
+	if (k == 8) {
+		group8_d_dmin_q4_K(w + b, &dw, &dm);
+	} else {
+		dw = rows8_d(rb);
+		dm = rows8_d(rm);
+	}
+
+	for (int j = 0; j < nc; j++) {
+		__m256 dx = group_dx(exl_act_q8_K_d(a[j], cols), b, k);
+
+		acc[j] = group_step_min(hsum8x8_unpack_epi32(p[j]), _mm256_mul_ps(dw, dx),
+					hsum8x8_unpack_epi32(pm[j]), _mm256_mul_ps(dm, dx), acc[j], k);
+	}
+}
+
+DEFINE_ROWS8_MM_QK(q4_K, block_q4_K, 256)
+
+/* Q5_K: Q4_K's former tiles, with the fifth bit of each weight from
+ * qh (bit 2k of qh[l] for weight 64k + l, bit 2k + 1 for 64k + 32 + l);
+ * levels 0..31 keep maddubs pairs within int16.  A block starts with d,
+ * dmin, scales[12] as Q4_K's does. */
+EXL_INLINE void tile_q5_K(const struct exl_mm_ctx *m, int64_t r, int c, const int R, const int C)
+{
+	const size_t bsize = sizeof(block_q5_K), qs_off = offsetof(block_q5_K, qs);
 	const uint8_t *w[2];
 	const int8_t *xq[4];
 	const float *xd[4];
@@ -1274,8 +1536,7 @@ EXL_INLINE void tile_q45_K(const struct exl_mm_ctx *m, int64_t r, int c, const i
 				_mm_prefetch(p + 64, _MM_HINT_T0);
 				_mm_prefetch(p + 128, _MM_HINT_T0);
 			}
-			if (five)
-				hb[i] = _mm256_loadu_si256((const __m256i *)(const void *)((const block_q5_K *)(const void *)wb)->qh);
+			hb[i] = _mm256_loadu_si256((const __m256i *)(const void *)((const block_q5_K *)(const void *)wb)->qh);
 			exl_q4_K_scales(wb->scales, s, n);
 			memcpy(sc[i], s, 8);
 			memcpy(mn[i], n, 8);
@@ -1295,13 +1556,11 @@ EXL_INLINE void tile_q45_K(const struct exl_mm_ctx *m, int64_t r, int c, const i
 				__m256i ql = _mm256_and_si256(q, lo4);
 				__m256i qh = _mm256_and_si256(_mm256_srli_epi16(q, 4), lo4);
 
-				if (five) {
-					/* bits 2k and 2k + 1 of qh[l] to bit 4 */
-					__m256i h = _mm256_srli_epi16(hb[i], 2 * k);
+				/* bits 2k and 2k + 1 of qh[l] to bit 4 */
+				__m256i h = _mm256_srli_epi16(hb[i], 2 * k);
 
-					ql = _mm256_or_si256(ql, _mm256_slli_epi16(_mm256_and_si256(h, _mm256_set1_epi8(1)), 4));
-					qh = _mm256_or_si256(qh, _mm256_slli_epi16(_mm256_and_si256(h, _mm256_set1_epi8(2)), 3));
-				}
+				ql = _mm256_or_si256(ql, _mm256_slli_epi16(_mm256_and_si256(h, _mm256_set1_epi8(1)), 4));
+				qh = _mm256_or_si256(qh, _mm256_slli_epi16(_mm256_and_si256(h, _mm256_set1_epi8(2)), 3));
 				__m256i sl = _mm256_set1_epi16(sc[i][2 * k]);
 				__m256i sh = _mm256_set1_epi16(sc[i][2 * k + 1]);
 
@@ -1335,17 +1594,11 @@ EXL_INLINE void tile_q45_K(const struct exl_mm_ctx *m, int64_t r, int c, const i
 			*exl_out(m, c + j, r + i) = exl_hsum256(acc[i][j]);
 }
 
-#define TILE_Q4_K(m, r, c, R, C) tile_q45_K(m, r, c, R, C, 0)
-#define TILE_Q5_K(m, r, c, R, C) tile_q45_K(m, r, c, R, C, 1)
 
-static void mm_q4_K(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, int c1)
-{
-	EXL_TILE_LOOP(TILE_Q4_K, m, r0, r1, c0, c1, 2, 4);
-}
 
 static void mm_q5_K(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, int c1)
 {
-	EXL_TILE_LOOP(TILE_Q5_K, m, r0, r1, c0, c1, 2, 4);
+	EXL_TILE_LOOP(tile_q5_K, m, r0, r1, c0, c1, 2, 4);
 }
 
 EXL_INLINE __m256i scales2(int8_t a, int8_t b)
@@ -1745,8 +1998,10 @@ EXL_INLINE void iq4_xs_group8(const block_iq4_xs *w, int64_t b, int k, const uin
 				_mm_prefetch((const char *)blk + pf + o, _MM_HINT_T0);
 		const __m256i sc = iq4_xs_scales(blk);
 
+		__m256i s[4];
+
 		for (int j = 0; j < nc; j++)
-			p[j][t] = _mm256_setzero_si256();
+			s[j] = _mm256_setzero_si256();
 		for (int kk = 0; kk < 4; kk++) {
 			__m256i q = _mm256_loadu_si256((const __m256i *)(const void *)(blk->qs + 32 * kk));
 			__m256i lo = _mm256_shuffle_epi8(tab, _mm256_and_si256(q, lo4));
@@ -1761,10 +2016,12 @@ EXL_INLINE void iq4_xs_group8(const block_iq4_xs *w, int64_t b, int k, const uin
 				__m256i pl = _mm256_maddubs_epi16(alo, _mm256_sign_epi8(xl, lo));
 				__m256i ph = _mm256_maddubs_epi16(ahi, _mm256_sign_epi8(xh, hi));
 
-				p[j][t] = _mm256_add_epi32(p[j][t], _mm256_add_epi32(_mm256_madd_epi16(pl, sv),
-										     _mm256_madd_epi16(ph, sv)));
+				s[j] = _mm256_add_epi32(s[j], _mm256_add_epi32(_mm256_madd_epi16(pl, sv),
+									       _mm256_madd_epi16(ph, sv)));
 			}
 		}
+		for (int j = 0; j < nc; j++)
+			p[j][t] = s[j];
 	}
 	__m256 dw = rows8_d(rb);
 
