@@ -412,32 +412,42 @@ EXL_INLINE __m256 group8_d_q8(const void *blocks)
 	return _mm256_cvtph_ps(_mm_blend_epi16(_mm_blend_epi16(a, b, 0x0c), _mm_blend_epi16(c, d, 0xc0), 0xf0));
 }
 
-/* Block b of 8 rows: g[k] = bytes 4k..4k+3 of rows 0..7 (row i at bytes
- * 4i), a[k] = |g[k]|, and the rows' scales. */
-EXL_INLINE void q8_0_rows8_block(const block_q8_0 *const *rw, int64_t b, __m256i g[8],
-				 __m256i a[8], __m256 *dw)
+/* 8 rows' 32 bytes at q[i] as 8 vectors, g[k] = dword k of rows 0..7
+ * (row i at bytes 4i): Q8_0's blocks, and Q4_K's pairs of sub-blocks. */
+EXL_INLINE void dwords_rows8(const uint8_t *const *q, __m256i g[8])
 {
 	__m256i y[8], t[8], u[8];
-	const uint8_t *rb[8];
 
-	for (int i = 0; i < 8; i++) {
-		y[i] = _mm256_loadu_si256((const __m256i *)(const void *)rw[i][b].qs);
-		rb[i] = (const uint8_t *)(rw[i] + b);
-	}
+	for (int i = 0; i < 8; i++)
+		y[i] = _mm256_loadu_si256((const __m256i *)(const void *)q[i]);
 	for (int i = 0; i < 8; i += 2) {
-		t[i] = _mm256_unpacklo_epi32(y[i], y[i + 1]);     /* dwords 0, 1 | 4, 5 */
-		t[i + 1] = _mm256_unpackhi_epi32(y[i], y[i + 1]); /* dwords 2, 3 | 6, 7 */
+		t[i] = _mm256_unpacklo_epi32(y[i], y[i + 1]);
+		t[i + 1] = _mm256_unpackhi_epi32(y[i], y[i + 1]);
 	}
 	for (int h = 0; h < 8; h += 4) {
-		u[h + 0] = _mm256_unpacklo_epi64(t[h], t[h + 2]);     /* d0 | d4, 4 rows */
-		u[h + 1] = _mm256_unpackhi_epi64(t[h], t[h + 2]);     /* d1 | d5 */
-		u[h + 2] = _mm256_unpacklo_epi64(t[h + 1], t[h + 3]); /* d2 | d6 */
-		u[h + 3] = _mm256_unpackhi_epi64(t[h + 1], t[h + 3]); /* d3 | d7 */
+		u[h + 0] = _mm256_unpacklo_epi64(t[h], t[h + 2]);
+		u[h + 1] = _mm256_unpackhi_epi64(t[h], t[h + 2]);
+		u[h + 2] = _mm256_unpacklo_epi64(t[h + 1], t[h + 3]);
+		u[h + 3] = _mm256_unpackhi_epi64(t[h + 1], t[h + 3]);
 	}
 	for (int k = 0; k < 4; k++) {
 		g[k] = _mm256_permute2x128_si256(u[k], u[k + 4], 0x20);
 		g[k + 4] = _mm256_permute2x128_si256(u[k], u[k + 4], 0x31);
 	}
+}
+
+/* Block b of 8 rows: g[k] = bytes 4k..4k+3 of rows 0..7 (row i at bytes
+ * 4i), a[k] = |g[k]|, and the rows' scales. */
+EXL_INLINE void q8_0_rows8_block(const block_q8_0 *const *rw, int64_t b, __m256i g[8],
+				 __m256i a[8], __m256 *dw)
+{
+	const uint8_t *q[8], *rb[8];
+
+	for (int i = 0; i < 8; i++) {
+		q[i] = (const uint8_t *)rw[i][b].qs;
+		rb[i] = (const uint8_t *)(rw[i] + b);
+	}
+	dwords_rows8(q, g);
 	for (int k = 0; k < 8; k++)
 		a[k] = _mm256_sign_epi8(g[k], g[k]);
 	*dw = rows8_d(rb);
@@ -1276,30 +1286,6 @@ DEFINE_ROWS8_MM(iq4_nl, block_iq4_nl)
  *  - n <= 4: one row at a time; per super-block the int32 partial sums of
  *    its 4 pairs of sub-blocks and of its mins, 8 super-blocks reduced
  *    into the lanes of one vector each for one float step. */
-
-/* 8 rows' 32 bytes at q[i] as 8 vectors, g[k] = dword k of rows 0..7
- * (Q8_0's transpose, q8_0_rows8_block). */
-EXL_INLINE void dwords_rows8(const uint8_t *const *q, __m256i g[8])
-{
-	__m256i y[8], t[8], u[8];
-
-	for (int i = 0; i < 8; i++)
-		y[i] = _mm256_loadu_si256((const __m256i *)(const void *)q[i]);
-	for (int i = 0; i < 8; i += 2) {
-		t[i] = _mm256_unpacklo_epi32(y[i], y[i + 1]);
-		t[i + 1] = _mm256_unpackhi_epi32(y[i], y[i + 1]);
-	}
-	for (int h = 0; h < 8; h += 4) {
-		u[h + 0] = _mm256_unpacklo_epi64(t[h], t[h + 2]);
-		u[h + 1] = _mm256_unpackhi_epi64(t[h], t[h + 2]);
-		u[h + 2] = _mm256_unpacklo_epi64(t[h + 1], t[h + 3]);
-		u[h + 3] = _mm256_unpackhi_epi64(t[h + 1], t[h + 3]);
-	}
-	for (int k = 0; k < 4; k++) {
-		g[k] = _mm256_permute2x128_si256(u[k], u[k + 4], 0x20);
-		g[k + 4] = _mm256_permute2x128_si256(u[k], u[k + 4], 0x31);
-	}
-}
 
 /* sum over k of maddubs(lv[k], 4 bytes of x at x + 4k broadcast), in
  * int16 (levels 0..15: at most 30480), times mul (row i's int16 in both
