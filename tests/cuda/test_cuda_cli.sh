@@ -116,6 +116,10 @@ mkdir "$tmp/g" && "$mkmodel" --arch gemma3 --dim 256 --layers 6 --heads 4 --kv-h
 	bad "exld-mkmodel gemma3"
 for jobs in 2 16; do
 	printf 'max_running_jobs = %s\n' $jobs >"$tmp/g/conf"
+	# Emptied here, not by the daemon's redirection: that runs in the
+	# forked child, and the wait below could read the last round's
+	# "ready" before it did.
+	: >"$tmp/g/log"
 	EXLD_CUDA_MODULE=$fake_module EXLD_FAKE_VRAM_FREE_MIB=32 timeout 20 "$exld" \
 		--config "$tmp/g/conf" --socket "$tmp/g/s" --models "$tmp/g" --load g3 \
 		--device cuda >"$tmp/g/log" 2>&1 &
