@@ -14,6 +14,31 @@
 
 static _Atomic(const struct exl_cpu_kernels *) current_kernels;
 
+#if defined(EXL_HAVE_X86_KERNELS)
+/* The "avx512vnni" set: its own 512-bit tiles (matmul_avx512.c), and the
+ * avx2vnni kernels (8 rows in the lanes of a 256-bit vector, 256-bit
+ * vpdpbusd) for the types where those are faster on the AVX-512 CPUs
+ * measured (docs/cpu-kernels.md).  A type's act and mm come from one set;
+ * types that share an act slot move together. */
+static struct exl_cpu_kernels avx512vnni_set = { .name = "avx512vnni" };
+static pthread_once_t avx512vnni_once = PTHREAD_ONCE_INIT;
+
+static void avx512vnni_merge(void)
+{
+	const struct exl_cpu_kernels *v = &exl_cpu_kernels_avx2vnni;
+
+	avx512vnni_set = exl_cpu_kernels_avx512vnni_own;
+	avx512vnni_set.act_q8_0 = v->act_q8_0;
+	avx512vnni_set.mm_q8_0 = v->mm_q8_0;
+	avx512vnni_set.act_q4_0 = v->act_q4_0;
+	avx512vnni_set.mm_q4_0 = v->mm_q4_0;
+	/* Q4_K and Q5_K share act_q4_K */
+	avx512vnni_set.act_q4_K = v->act_q4_K;
+	avx512vnni_set.mm_q4_K = v->mm_q4_K;
+	avx512vnni_set.mm_q5_K = v->mm_q5_K;
+}
+#endif
+
 #if defined(EXL_HAVE_AMX_KERNELS)
 /* The "amx" set: its own kernels (matmul_amx.c) where it has them, the
  * avx512vnni ones for every other type; filled in once (sets_init). */
@@ -24,7 +49,7 @@ static void amx_merge(void)
 {
 	const struct exl_cpu_kernels *o = &exl_cpu_kernels_amx_own;
 
-	amx_set = exl_cpu_kernels_avx512vnni;
+	amx_set = avx512vnni_set;
 	amx_set.name = o->name;
 #define EXL_OWN(f) \
 	if (o->f)  \
@@ -61,6 +86,9 @@ static void amx_merge(void)
 
 static void sets_init(void)
 {
+#if defined(EXL_HAVE_X86_KERNELS)
+	pthread_once(&avx512vnni_once, avx512vnni_merge);
+#endif
 #if defined(EXL_HAVE_AMX_KERNELS)
 	pthread_once(&amx_once, amx_merge);
 #endif
@@ -71,8 +99,9 @@ static const struct exl_cpu_kernels *const all_kernels[] = {
 	&amx_set,
 #endif
 #if defined(EXL_HAVE_X86_KERNELS)
-	&exl_cpu_kernels_avx512vnni,
+	&avx512vnni_set,
 	&exl_cpu_kernels_avx512,
+	&exl_cpu_kernels_avx2vnni, /* never the best: for tests and benchmarks */
 	&exl_cpu_kernels_avx2,
 #endif
 	&exl_cpu_kernels_scalar,
@@ -88,6 +117,8 @@ static int can_run(const struct exl_cpu_kernels *k)
 		return avx2;
 	if (!strcmp(k->name, "avx512"))
 		return avx512;
+	if (!strcmp(k->name, "avx2vnni"))
+		return avx512 && f->avx512vnni;
 	if (!strcmp(k->name, "avx512vnni"))
 		return avx512 && f->avx512vnni;
 	if (!strcmp(k->name, "amx"))
@@ -132,7 +163,7 @@ int exl_cpu_kernels_select(const char *force, char *err, size_t errlen)
 		atomic_store(&current_kernels, k);
 		return 0;
 	}
-	snprintf(err, errlen, "unknown CPU kernel set '%s' (scalar, avx2, avx512, avx512vnni, amx)", force);
+	snprintf(err, errlen, "unknown CPU kernel set '%s' (scalar, avx2, avx2vnni, avx512, avx512vnni, amx)", force);
 	return -1;
 }
 

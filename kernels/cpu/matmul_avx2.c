@@ -10,118 +10,41 @@
  */
 #include "kernels/cpu/matmul_x86.h"
 
-/* ---- activation quantizers (same bytes as the scalar ones) ---- */
+/* Built twice: as the "avx2" set, and with AVX-512 VL + VNNI and
+ * -DEXL_MM_VNNI=1 as "avx2vnni", where the integer dots below take the
+ * 256-bit vpdpbusd / vpdpwssd.  Both give the same int32 sums (every
+ * caller keeps maddubs' int16 pairs from saturating), so the two sets'
+ * outputs are the same bits; the VNNI one does a block in fewer
+ * instructions.  The avx512vnni set takes its kernels for the types where
+ * they beat its own 512-bit tiles (matmul.c). */
+#ifdef EXL_MM_VNNI
+#define SET_NAME "avx2vnni"
+#define SET_SYMBOL exl_cpu_kernels_avx2vnni
+#else
+#define SET_NAME "avx2"
+#define SET_SYMBOL exl_cpu_kernels_avx2
+#endif
 
-EXL_INLINE __m256 abs_ps(__m256 v)
+/* acc + per int32 lane the sum of 4 products of u8 a and s8 b.  Without
+ * VNNI through maddubs' int16 pair sums: exact while each pair sum fits
+ * (the callers' levels and signs keep them within 2 * 128 * 127). */
+EXL_INLINE __m256i dot4_acc(__m256i acc, __m256i a, __m256i b)
 {
-	return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), v);
+#ifdef EXL_MM_VNNI
+	return _mm256_dpbusd_epi32(acc, a, b);
+#else
+	return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(a, b), _mm256_set1_epi16(1)));
+#endif
 }
 
-/* 32 floats -> 32 int8 (round to even; |v * id| <= 127), and their sum. */
-EXL_INLINE int quant32(const float *x, float id, int8_t *q)
+/* acc + madd(a, b): per int32 lane the sum of 2 products of int16. */
+EXL_INLINE __m256i madd_acc(__m256i acc, __m256i a, __m256i b)
 {
-	__m256 vid = _mm256_set1_ps(id);
-	__m256i i0 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + 0), vid));
-	__m256i i1 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + 8), vid));
-	__m256i i2 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + 16), vid));
-	__m256i i3 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + 24), vid));
-	__m256i lim = _mm256_set1_epi32(127);
-	__m256i nlim = _mm256_set1_epi32(-127);
-
-	i0 = _mm256_max_epi32(_mm256_min_epi32(i0, lim), nlim);
-	i1 = _mm256_max_epi32(_mm256_min_epi32(i1, lim), nlim);
-	i2 = _mm256_max_epi32(_mm256_min_epi32(i2, lim), nlim);
-	i3 = _mm256_max_epi32(_mm256_min_epi32(i3, lim), nlim);
-
-	__m256i s = _mm256_add_epi32(_mm256_add_epi32(i0, i1), _mm256_add_epi32(i2, i3));
-	__m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
-	s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4e));
-	s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xb1));
-
-	/* packs interleave 128-bit lanes; the permute restores order */
-	__m256i p16a = _mm256_packs_epi32(i0, i1);
-	__m256i p16b = _mm256_packs_epi32(i2, i3);
-	__m256i p8 = _mm256_packs_epi16(p16a, p16b);
-	p8 = _mm256_permutevar8x32_epi32(p8, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
-	_mm256_storeu_si256((__m256i *)(void *)q, p8);
-	return _mm_cvtsi128_si32(s4);
-}
-
-EXL_INLINE float amax_n(const float *x, int n)
-{
-	__m256 mx = _mm256_setzero_ps();
-
-	for (int i = 0; i < n; i += 8)
-		mx = _mm256_max_ps(mx, abs_ps(_mm256_loadu_ps(x + i)));
-	__m128 m4 = _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1));
-	m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
-	m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
-	return _mm_cvtss_f32(m4);
-}
-
-void exl_act_q8_0_avx2(const float *x, uint8_t *act, int64_t cols)
-{
-	int8_t *qs = (int8_t *)act;
-	float *d = (float *)(void *)(act + cols);
-	float *s = d + cols / 32;
-
-	for (int64_t b = 0; b < cols / 32; b++) {
-		float amax = amax_n(x + 32 * b, 32);
-		float id = amax > 0 ? 127.0f / amax : 0.0f;
-		int sum = quant32(x + 32 * b, id, qs + 32 * b);
-
-		d[b] = amax / 127.0f;
-		s[b] = d[b] * (float)sum;
-	}
-}
-
-void exl_act_q8_K_avx2(const float *x, uint8_t *act, int64_t cols)
-{
-	int8_t *qs = (int8_t *)act;
-	float *d = (float *)(void *)(act + cols);
-	int16_t *bsums = (int16_t *)(void *)(d + cols / 256);
-
-	for (int64_t b = 0; b < cols / 256; b++) {
-		const float *xb = x + 256 * b;
-		float amax = amax_n(xb, 256);
-		float id = amax > 0 ? 127.0f / amax : 0.0f;
-
-		d[b] = amax / 127.0f;
-		for (int i = 0; i < 8; i++) {
-			int8_t *q = qs + 256 * b + 32 * i;
-
-			quant32(xb + 32 * i, id, q);
-			/* group sums of 16 from the stored bytes */
-			__m256i v = _mm256_loadu_si256((const __m256i *)(const void *)q);
-			__m256i s16 = _mm256_maddubs_epi16(_mm256_set1_epi8(1), v);
-			__m128i lo = _mm256_castsi256_si128(s16), hi = _mm256_extracti128_si256(s16, 1);
-			lo = _mm_madd_epi16(lo, _mm_set1_epi16(1));
-			hi = _mm_madd_epi16(hi, _mm_set1_epi16(1));
-			lo = _mm_hadd_epi32(lo, hi);
-			lo = _mm_hadd_epi32(lo, lo);
-			bsums[16 * b + 2 * i] = (int16_t)_mm_cvtsi128_si32(lo);
-			bsums[16 * b + 2 * i + 1] = (int16_t)_mm_extract_epi32(lo, 1);
-		}
-	}
-}
-
-/* act_q8_K with each super-block's x as sub-blocks [0, 2, 1, 3, 4, 6, 5,
- * 7], Q4_K's nibble order (bsums stay in element order): for the AVX-512
- * and AMX sets, whose Q4_K kernels split 64 bytes of qs into two vectors of
- * levels that then meet 64 contiguous x. */
-void exl_act_q4_K_avx2(const float *x, uint8_t *act, int64_t cols)
-{
-	int8_t tmp[256];
-	static const int order[8] = { 0, 2, 1, 3, 4, 6, 5, 7 };
-
-	exl_act_q8_K_avx2(x, act, cols);
-	for (int64_t b = 0; b < cols / 256; b++) {
-		int8_t *q = (int8_t *)act + 256 * b;
-
-		memcpy(tmp, q, 256);
-		for (int k = 0; k < 8; k++)
-			memcpy(q + 32 * k, tmp + 32 * order[k], 32);
-	}
+#ifdef EXL_MM_VNNI
+	return _mm256_dpwssd_epi32(acc, a, b);
+#else
+	return _mm256_add_epi32(acc, _mm256_madd_epi16(a, b));
+#endif
 }
 
 /* ---- float weights ---- */
@@ -453,28 +376,81 @@ EXL_INLINE void q8_0_rows8_block(const block_q8_0 *const *rw, int64_t b, __m256i
 	*dw = rows8_d(rb);
 }
 
+/* Group k's 4 bytes of x in the 8-row kernels: x + 4k, k >= 4 at x + hoff
+ * + 4(k - 4). */
+EXL_INLINE const int8_t *rows8_xk(const int8_t *x, size_t hoff, int k)
+{
+	return x + (k < 4 ? (size_t)(4 * k) : hoff + (size_t)(4 * (k - 4)));
+}
+
 /* The 8 rows' signed levels (g[k]: weights of group k, aw[k] = |g[k]|)
  * . x as int32 lanes, through |w| * (x with w's sign), each pair sum
- * (<= 2 * 127 * 127) times lane i's int16 in both halves of mul (1, or row
- * i's sub-block scale); group k's 4 bytes of x at x + 4k, k >= 4 at
- * x + hoff + 4(k - 4). */
+ * (<= 2 * 128 * 127) times lane i's int16 in both halves of mul (row i's
+ * sub-block scale). */
 EXL_INLINE __m256i rows8_signed_dot_mul(const __m256i g[8], const __m256i aw[8], const int8_t *x, size_t hoff,
 					__m256i mul)
 {
 	__m256i d = _mm256_setzero_si256();
 
-	for (int k = 0; k < 8; k++) {
-		const int8_t *xk = x + (k < 4 ? (size_t)(4 * k) : hoff + (size_t)(4 * (k - 4)));
-
-		d = _mm256_add_epi32(d, _mm256_madd_epi16(_mm256_maddubs_epi16(aw[k],
-					_mm256_sign_epi8(bcast_i32(xk), g[k])), mul));
-	}
+	for (int k = 0; k < 8; k++)
+		d = madd_acc(d, _mm256_maddubs_epi16(aw[k], _mm256_sign_epi8(bcast_i32(rows8_xk(x, hoff, k)), g[k])),
+			     mul);
 	return d;
 }
 
+/* The same times 1. */
 EXL_INLINE __m256i rows8_signed_dot(const __m256i g[8], const __m256i aw[8], const int8_t *x, size_t hoff)
 {
-	return rows8_signed_dot_mul(g, aw, x, hoff, _mm256_set1_epi16(1));
+	__m256i d = _mm256_setzero_si256();
+
+	for (int k = 0; k < 8; k++)
+		d = dot4_acc(d, aw[k], _mm256_sign_epi8(bcast_i32(rows8_xk(x, hoff, k)), g[k]));
+	return d;
+}
+
+/* acc + the 8 rows' unsigned levels (lv[k]: 0..15, group k) . x as int32
+ * lanes.  Without VNNI the 8 maddubs add in int16 (at most 8 * 2 * 15 *
+ * 127 = 30480) and one madd widens them. */
+EXL_INLINE __m256i rows8_u4_dot(__m256i acc, const __m256i lv[8], const int8_t *x, size_t hoff)
+{
+#ifdef EXL_MM_VNNI
+	for (int k = 0; k < 8; k++)
+		acc = _mm256_dpbusd_epi32(acc, lv[k], bcast_i32(rows8_xk(x, hoff, k)));
+	return acc;
+#else
+	__m256i s = _mm256_maddubs_epi16(lv[0], bcast_i32(x));
+
+	for (int k = 1; k < 8; k++)
+		s = _mm256_add_epi16(s, _mm256_maddubs_epi16(lv[k], bcast_i32(rows8_xk(x, hoff, k))));
+	return _mm256_add_epi32(acc, _mm256_madd_epi16(s, _mm256_set1_epi16(1)));
+#endif
+}
+
+/* The same from 0, times lane i's int16 in both halves of mul (row i's
+ * sub-block scale, 0..63). */
+EXL_INLINE __m256i rows8_u4_dot_mul(const __m256i lv[8], const int8_t *x, size_t hoff, __m256i mul)
+{
+#ifdef EXL_MM_VNNI
+	return _mm256_mullo_epi32(rows8_u4_dot(_mm256_setzero_si256(), lv, x, hoff), _mm256_srli_epi32(mul, 16));
+#else
+	__m256i s = _mm256_maddubs_epi16(lv[0], bcast_i32(x));
+
+	for (int k = 1; k < 8; k++)
+		s = _mm256_add_epi16(s, _mm256_maddubs_epi16(lv[k], bcast_i32(rows8_xk(x, hoff, k))));
+	return _mm256_madd_epi16(s, mul);
+#endif
+}
+
+/* Per int32 lane, unsigned levels 0..15: l . xl + h . xh (without VNNI
+ * the two maddubs add in int16: at most 2 * 2 * 15 * 127). */
+EXL_INLINE __m256i u4_dot2(__m256i l, __m256i xl, __m256i h, __m256i xh)
+{
+#ifdef EXL_MM_VNNI
+	return _mm256_dpbusd_epi32(_mm256_dpbusd_epi32(_mm256_setzero_si256(), l, xl), h, xh);
+#else
+	return _mm256_madd_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(l, xl), _mm256_maddubs_epi16(h, xh)),
+				 _mm256_set1_epi16(1));
+#endif
 }
 
 /* Rows [r, r + nr) (nr <= 8) x vectors [c0, c1) (at most COL_CHUNK, 64). */
@@ -549,7 +525,6 @@ EXL_INLINE __m256 group_dx(const float *xd, int64_t b, int k)
 EXL_INLINE void q8_0_group8(const block_q8_0 *w, int64_t b, int k, const uint8_t *const *a, int nc,
 			    int64_t cols, size_t pf, __m256 *acc)
 {
-	const __m256i ones = _mm256_set1_epi16(1);
 	__m256i p[4][8];
 	const uint8_t *rb[8];
 
@@ -569,7 +544,7 @@ EXL_INLINE void q8_0_group8(const block_q8_0 *w, int64_t b, int k, const uint8_t
 		for (int j = 0; j < nc; j++) {
 			__m256i xv = _mm256_loadu_si256((const __m256i *)(const void *)(a[j] + 32 * (b + t)));
 
-			p[j][t] = _mm256_madd_epi16(_mm256_maddubs_epi16(av, _mm256_sign_epi8(xv, v)), ones);
+			p[j][t] = dot4_acc(_mm256_setzero_si256(), av, _mm256_sign_epi8(xv, v));
 		}
 	}
 	__m256 dw = k == 8 ? group8_d_q8(w + b) : rows8_d(rb);
@@ -669,19 +644,8 @@ static void pairs32_order(int8_t *qs, int64_t cols)
  * act_q8_0's s (Q4_0's offset of 8 is taken off through it). */
 static void act_q4_0(const float *x, uint8_t *act, int64_t cols)
 {
-	int8_t *qs = (int8_t *)act;
-	float *d = (float *)(void *)(act + cols);
-	uint8_t *sx = act + cols + 4 * (size_t)(cols / 32);
-
-	for (int64_t b = 0; b < cols / 32; b++) {
-		float amax = amax_n(x + 32 * b, 32);
-		float id = amax > 0 ? 127.0f / amax : 0.0f;
-		int32_t sum = quant32(x + 32 * b, id, qs + 32 * b);
-
-		d[b] = amax / 127.0f;
-		memcpy(sx + 4 * b, &sum, 4);
-	}
-	pairs32_order(qs, cols);
+	exl_act_q8_0_isum_avx2(x, act, cols);
+	pairs32_order((int8_t *)act, cols);
 }
 
 EXL_INLINE const int32_t *q4_0_sx(const uint8_t *act, int64_t cols)
@@ -751,34 +715,23 @@ static void q4_0_rows8(const struct exl_mm_ctx *m, int64_t r, int nr, int c0, in
 	const block_q4_0 *rw[8];
 	const int64_t nb = m->cols / 32;
 	const int nc = c1 - c0;
-	const __m256i ones = _mm256_set1_epi16(1);
 	__m256 acc[64][8];
 
 	for (int i = 0; i < 8; i++)
 		rw[i] = rows8_row(m, r, nr, i);
 	rows8_acc_zero(acc, nc);
 	for (int64_t b = 0; b < nb; b++) {
-		__m256i lo[4], hi[4];
+		__m256i lv[8];
 		__m256 dw;
 
 		exl_prefetch_share(exl_row(m, r + 8), 8 * m->row_bytes, b, nb);
-		q4_0_rows8_block(rw, b, lo, hi, &dw);
+		q4_0_rows8_block(rw, b, lv, lv + 4, &dw);
 		size_t hoff, off = pairs32_lo(b, nb, &hoff);
 
 		for (int j = 0; j < nc; j++) {
 			const uint8_t *a = m->act + (size_t)(c0 + j) * m->act_stride;
-			const int8_t *x = (const int8_t *)a + off, *xh = x + hoff;
-			__m256i s = _mm256_maddubs_epi16(lo[0], bcast_i32(x));
-
-			s = _mm256_add_epi16(s, _mm256_maddubs_epi16(lo[1], bcast_i32(x + 4)));
-			s = _mm256_add_epi16(s, _mm256_maddubs_epi16(lo[2], bcast_i32(x + 8)));
-			s = _mm256_add_epi16(s, _mm256_maddubs_epi16(lo[3], bcast_i32(x + 12)));
-			s = _mm256_add_epi16(s, _mm256_maddubs_epi16(hi[0], bcast_i32(xh)));
-			s = _mm256_add_epi16(s, _mm256_maddubs_epi16(hi[1], bcast_i32(xh + 4)));
-			s = _mm256_add_epi16(s, _mm256_maddubs_epi16(hi[2], bcast_i32(xh + 8)));
-			s = _mm256_add_epi16(s, _mm256_maddubs_epi16(hi[3], bcast_i32(xh + 12)));
-			__m256i d = _mm256_sub_epi32(_mm256_madd_epi16(s, ones),
-						     _mm256_set1_epi32(8 * q4_0_sx(a, m->cols)[b]));
+			__m256i d = rows8_u4_dot(_mm256_set1_epi32(-8 * q4_0_sx(a, m->cols)[b]), lv,
+						 (const int8_t *)a + off, hoff);
 			__m256 sc = _mm256_mul_ps(dw, _mm256_set1_ps(exl_act_q8_0_d(a, m->cols)[b]));
 
 			acc[j][b & 7] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d), sc, acc[j][b & 7]);
@@ -817,7 +770,6 @@ EXL_INLINE __m256i pairs_to_lanes(const __m256i pp[4])
 EXL_INLINE void q4_0_group8(const block_q4_0 *w, int64_t b, int k, const uint8_t *const *a, int nc,
 			    int64_t cols, size_t pf, __m256 *acc)
 {
-	const __m256i ones = _mm256_set1_epi16(1);
 	const int64_t nb = cols / 32;
 	__m256i g[4];
 	const uint8_t *rb[8];
@@ -837,8 +789,7 @@ EXL_INLINE void q4_0_group8(const block_q4_0 *w, int64_t b, int k, const uint8_t
 			q4_pair_nibbles(w, b + 2 * i, &l, &h);
 			for (int j = 0; j < nc; j++) {
 				pairs32_x(a[j], b + 2 * i, &xl, &xh);
-				pp[j][i] = _mm256_madd_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(l, xl),
-									      _mm256_maddubs_epi16(h, xh)), ones);
+				pp[j][i] = u4_dot2(l, xl, h, xh);
 			}
 		}
 		for (int j = 0; j < nc; j++)
@@ -855,8 +806,7 @@ EXL_INLINE void q4_0_group8(const block_q4_0 *w, int64_t b, int k, const uint8_t
 			__m256i v = q4_levels(&w[b + t]);
 
 			for (int j = 0; j < nc; j++)
-				p[j][t] = _mm256_madd_epi16(_mm256_maddubs_epi16(v, pairs32_block(a[j], b + t, nb)),
-							    ones);
+				p[j][t] = dot4_acc(_mm256_setzero_si256(), v, pairs32_block(a[j], b + t, nb));
 		}
 		for (int j = 0; j < nc; j++)
 			g[j] = hsum8x8_epi32(p[j]);
@@ -1211,7 +1161,7 @@ static void iq4_nl_rows8(const struct exl_mm_ctx *m, int64_t r, int nr, int c0, 
 EXL_INLINE void iq4_nl_group8(const block_iq4_nl *w, int64_t b, int k, const uint8_t *const *a,
 			      int nc, int64_t cols, size_t pf, __m256 *acc)
 {
-	const __m256i ones = _mm256_set1_epi16(1), tab = iq4_table();
+	const __m256i tab = iq4_table();
 	const block_q4_0 *w4 = (const block_q4_0 *)(const void *)w; /* Q4_0's shape */
 	const int64_t nb = cols / 32;
 	__m256i p[4][8];
@@ -1234,9 +1184,8 @@ EXL_INLINE void iq4_nl_group8(const block_iq4_nl *w, int64_t b, int k, const uin
 
 			for (int j = 0; j < nc; j++) {
 				pairs32_x(a[j], b + 2 * i, &xl, &xh);
-				pp[j][i] = _mm256_add_epi32(
-					_mm256_madd_epi16(_mm256_maddubs_epi16(al, _mm256_sign_epi8(xl, l)), ones),
-					_mm256_madd_epi16(_mm256_maddubs_epi16(ah, _mm256_sign_epi8(xh, h)), ones));
+				pp[j][i] = dot4_acc(dot4_acc(_mm256_setzero_si256(), al, _mm256_sign_epi8(xl, l)),
+						    ah, _mm256_sign_epi8(xh, h));
 			}
 		}
 		__m256 dw = group8_d_q4(w4 + b);
@@ -1256,8 +1205,7 @@ EXL_INLINE void iq4_nl_group8(const block_iq4_nl *w, int64_t b, int k, const uin
 		__m256i av = _mm256_sign_epi8(v, v);
 
 		for (int j = 0; j < nc; j++)
-			p[j][t] = _mm256_madd_epi16(_mm256_maddubs_epi16(av, _mm256_sign_epi8(pairs32_block(a[j], b + t, nb), v)),
-						    ones);
+			p[j][t] = dot4_acc(_mm256_setzero_si256(), av, _mm256_sign_epi8(pairs32_block(a[j], b + t, nb), v));
 	}
 	__m256 dw = rows8_d(rb);
 
@@ -1286,18 +1234,6 @@ DEFINE_ROWS8_MM(iq4_nl, block_iq4_nl)
  *  - n <= 4: one row at a time; per super-block the int32 partial sums of
  *    its 4 pairs of sub-blocks and of its mins, 8 super-blocks reduced
  *    into the lanes of one vector each for one float step. */
-
-/* sum over k of maddubs(lv[k], 4 bytes of x at x + 4k broadcast), in
- * int16 (levels 0..15: at most 30480), times mul (row i's int16 in both
- * halves of lane i) to int32. */
-EXL_INLINE __m256i rows8_u4_dot_mul(const __m256i lv[8], const int8_t *x, __m256i mul)
-{
-	__m256i s = _mm256_maddubs_epi16(lv[0], bcast_i32(x));
-
-	for (int k = 1; k < 8; k++)
-		s = _mm256_add_epi16(s, _mm256_maddubs_epi16(lv[k], bcast_i32(x + 4 * k)));
-	return _mm256_madd_epi16(s, mul);
-}
 
 /* Rows [r, r + nr) (nr <= 8) x vectors [c0, c1) (at most COL_CHUNK, 64). */
 static void q4_K_rows8(const struct exl_mm_ctx *m, int64_t r, int nr, int c0, int c1)
@@ -1350,7 +1286,7 @@ static void q4_K_rows8(const struct exl_mm_ctx *m, int64_t r, int nr, int c0, in
 					const int8_t *x = (const int8_t *)(m->act + (size_t)(c0 + j) * m->act_stride);
 
 					isum[j] = _mm256_add_epi32(isum[j],
-						rows8_u4_dot_mul(lv, x + 256 * b + 64 * k + 32 * h, mul));
+						rows8_u4_dot_mul(lv, x + 256 * b + 64 * k + 32 * h, 16, mul));
 				}
 			}
 		}
@@ -1385,13 +1321,15 @@ EXL_INLINE void q4_K_sblock(const block_q4_K *blk, int64_t b, const uint8_t *con
 {
 	const __m256i lo4 = _mm256_set1_epi8(0x0f);
 	uint32_t sc[2], mn[2];
-	uint8_t s8[8];
 
 	if (pf)
 		for (int o = 0; o < (int)sizeof(*blk); o += 64)
 			_mm_prefetch((const char *)blk + pf + o, _MM_HINT_T0);
 	exl_q4_K_scales(blk->scales, sc, mn);
-	memcpy(s8, sc, 8);
+	/* the 8 scales as int16 in both halves, each broadcast by a shuffle
+	 * below (a set1 from a byte took 3 operations) */
+	const __m256i s16 = _mm256_broadcastsi128_si256(
+		_mm_cvtepu8_epi16(_mm_set_epi32(0, 0, (int)sc[1], (int)sc[0])));
 	/* each min twice, for x's two sums of 16 of its sub-block */
 	const __m128i m8 = _mm_set_epi32(0, 0, (int)mn[1], (int)mn[0]);
 	const __m256i mins = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m8, m8));
@@ -1407,16 +1345,15 @@ EXL_INLINE void q4_K_sblock(const block_q4_K *blk, int64_t b, const uint8_t *con
 		__m256i q = _mm256_loadu_si256((const __m256i *)(const void *)(blk->qs + 32 * kk));
 		__m256i ql = _mm256_and_si256(q, lo4);
 		__m256i qh = _mm256_and_si256(_mm256_srli_epi16(q, 4), lo4);
-		__m256i sl = _mm256_set1_epi16(s8[2 * kk]), sh = _mm256_set1_epi16(s8[2 * kk + 1]);
+		__m256i sl = _mm256_shuffle_epi8(s16, _mm256_set1_epi16((short)(0x0100 + 0x0202 * 2 * kk)));
+		__m256i sh = _mm256_shuffle_epi8(s16, _mm256_set1_epi16((short)(0x0100 + 0x0202 * (2 * kk + 1))));
 
 		for (int j = 0; j < nc; j++) {
 			const int8_t *xb = (const int8_t *)a[j] + 256 * b + 64 * kk;
 			__m256i xl = _mm256_loadu_si256((const __m256i *)(const void *)xb);
 			__m256i xh = _mm256_loadu_si256((const __m256i *)(const void *)(xb + 32));
 
-			s[j] = _mm256_add_epi32(s[j],
-				_mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(ql, xl), sl),
-						 _mm256_madd_epi16(_mm256_maddubs_epi16(qh, xh), sh)));
+			s[j] = madd_acc(madd_acc(s[j], _mm256_maddubs_epi16(ql, xl), sl), _mm256_maddubs_epi16(qh, xh), sh);
 		}
 	}
 }
@@ -1551,9 +1488,8 @@ EXL_INLINE void tile_q5_K(const struct exl_mm_ctx *m, int64_t r, int c, const in
 				__m256i sh = _mm256_set1_epi16(sc[i][2 * k + 1]);
 
 				for (int j = 0; j < C; j++) {
-					__m256i pl = _mm256_madd_epi16(_mm256_maddubs_epi16(ql, xl[j]), sl);
-					__m256i ph = _mm256_madd_epi16(_mm256_maddubs_epi16(qh, xh[j]), sh);
-					isum[i][j] = _mm256_add_epi32(isum[i][j], _mm256_add_epi32(pl, ph));
+					isum[i][j] = madd_acc(madd_acc(isum[i][j], _mm256_maddubs_epi16(ql, xl[j]), sl),
+							      _mm256_maddubs_epi16(qh, xh[j]), sh);
 				}
 			}
 		}
@@ -1657,8 +1593,7 @@ EXL_INLINE void tile_q6_K(const struct exl_mm_ctx *m, int64_t r, int c, const in
 					__m256i sv = scales2(s[2 * t], s[2 * t + 1]);
 
 					for (int j = 0; j < C; j++)
-						isum[i][j] = _mm256_add_epi32(isum[i][j],
-							_mm256_madd_epi16(_mm256_maddubs_epi16(q[t], xv[j][t]), sv));
+						isum[i][j] = madd_acc(isum[i][j], _mm256_maddubs_epi16(q[t], xv[j][t]), sv);
 				}
 			}
 		}
@@ -1800,8 +1735,7 @@ EXL_INLINE void tile_q23_K(const struct exl_mm_ctx *m, int64_t r, int c, const i
 						q = _mm256_or_si256(q, _mm256_slli_epi16(hbit, 2));
 					}
 					for (int j = 0; j < C; j++)
-						isum[i][j] = _mm256_add_epi32(isum[i][j],
-							_mm256_madd_epi16(_mm256_maddubs_epi16(q, xv[j]), sv));
+						isum[i][j] = madd_acc(isum[i][j], _mm256_maddubs_epi16(q, xv[j]), sv);
 				}
 			}
 		}
@@ -2002,8 +1936,7 @@ EXL_INLINE void iq4_xs_group8(const block_iq4_xs *w, int64_t b, int k, const uin
 				__m256i pl = _mm256_maddubs_epi16(alo, _mm256_sign_epi8(xl, lo));
 				__m256i ph = _mm256_maddubs_epi16(ahi, _mm256_sign_epi8(xh, hi));
 
-				s[j] = _mm256_add_epi32(s[j], _mm256_add_epi32(_mm256_madd_epi16(pl, sv),
-									       _mm256_madd_epi16(ph, sv)));
+				s[j] = madd_acc(madd_acc(s[j], pl, sv), ph, sv);
 			}
 		}
 		for (int j = 0; j < nc; j++)
@@ -2018,8 +1951,8 @@ EXL_INLINE void iq4_xs_group8(const block_iq4_xs *w, int64_t b, int k, const uin
 
 DEFINE_ROWS8_MM_QK(iq4_xs, block_iq4_xs, 256)
 
-const struct exl_cpu_kernels exl_cpu_kernels_avx2 = {
-	.name = "avx2",
+const struct exl_cpu_kernels SET_SYMBOL = {
+	.name = SET_NAME,
 	.act_q8_0 = exl_act_q8_0_avx2,
 	.act_q4_0 = act_q4_0,
 	.act_q4_1 = act_pairs32,

@@ -12,7 +12,7 @@
 
 #ifdef EXL_MM_VNNI
 #define SET_NAME "avx512vnni"
-#define SET_SYMBOL exl_cpu_kernels_avx512vnni
+#define SET_SYMBOL exl_cpu_kernels_avx512vnni_own
 #else
 #define SET_NAME "avx512"
 #define SET_SYMBOL exl_cpu_kernels_avx512

@@ -126,8 +126,11 @@ static inline const int16_t *exl_act_q8_K_bsums(const uint8_t *act, int64_t cols
 extern const struct exl_cpu_kernels exl_cpu_kernels_scalar;
 #if defined(EXL_HAVE_X86_KERNELS)
 extern const struct exl_cpu_kernels exl_cpu_kernels_avx2;
+extern const struct exl_cpu_kernels exl_cpu_kernels_avx2vnni;
 extern const struct exl_cpu_kernels exl_cpu_kernels_avx512;
-extern const struct exl_cpu_kernels exl_cpu_kernels_avx512vnni;
+/* The avx512vnni set's own 512-bit kernels; matmul.c merges them with
+ * avx2vnni's into the set "avx512vnni". */
+extern const struct exl_cpu_kernels exl_cpu_kernels_avx512vnni_own;
 #endif
 #if defined(EXL_HAVE_AMX_KERNELS)
 /* The AMX set's own kernels (NULL where it uses avx512vnni's); matmul.c

@@ -170,9 +170,11 @@ EXL_INLINE __m128i exl_iq4_xs_scales8(const block_iq4_xs *w)
 	return _mm_sub_epi8(_mm_cvtsi64_si128((long long)(lo | hi << 8 | h << 4)), _mm_set1_epi8(32));
 }
 
-/* The AVX2 activation quantizers (matmul_avx2.c), which the AVX-512 sets
- * use too. */
+/* The AVX2 activation quantizers (act_avx2.c), which every x86 set uses.
+ * exl_act_q8_0_isum_avx2 is exl_act_q8_0_avx2 with each block's sum of qs
+ * as an int32 where the other keeps s as a float. */
 void exl_act_q8_0_avx2(const float *x, uint8_t *act, int64_t cols);
+void exl_act_q8_0_isum_avx2(const float *x, uint8_t *act, int64_t cols);
 void exl_act_q8_K_avx2(const float *x, uint8_t *act, int64_t cols);
 void exl_act_q4_K_avx2(const float *x, uint8_t *act, int64_t cols);
 

@@ -25,7 +25,8 @@ const struct exl_cpu_ops *exl_cpu_ops_get(const char *name)
 	if (!strcmp(name, "scalar"))
 		return &exl_cpu_ops_scalar;
 #if defined(__x86_64__)
-	if (!strcmp(name, "avx2"))
+	/* and the matmul kernel set "avx2vnni", the avx2 kernels with VNNI */
+	if (!strcmp(name, "avx2") || !strcmp(name, "avx2vnni"))
 		return has_avx2() ? &exl_cpu_ops_avx2 : NULL;
 	/* the matmul kernel sets "avx512", "avx512vnni" and "amx" */
 	if (!strcmp(name, "avx512") || !strcmp(name, "avx512vnni") || !strcmp(name, "amx"))

@@ -32,7 +32,7 @@ grep -m1 'model name' /proc/cpuinfo
 grep -o -w 'amx_int8\|avx512_vnni\|avx512f\|avx2' /proc/cpuinfo | sort -u | tr '\n' ' '
 echo
 
-(RT_TIMEOUT=60 python3 "$run" "$tests" '^(cpu_attention|cpu_ops|matmul_.*)$|-(avx512|avx512vnni|amx)$' 8 \
+(RT_TIMEOUT=60 python3 "$run" "$tests" '^(cpu_attention|cpu_ops|matmul_.*)$|-(avx2vnni|avx512|avx512vnni|amx)$' 8 \
 	"$out/cpu_tests.log" >"$out/cpu_tests.txt" 2>&1) &
 cpu_pid=$!
 

@@ -32,11 +32,12 @@ import sys
 
 PRODUCT = ("daemon/", "kernels/", "client/", "common/")
 # One source, several objects by design: SIMD variants whose symbols differ
-# by a macro (matmul_avx512.c is the avx512 and the avx512vnni set), and the
+# by a macro (matmul_avx512.c is the avx512 and the avx512vnni set,
+# matmul_avx2.c the avx2 and the avx2vnni set), and the
 # dtype table the CUDA module (a dlopen'ed .so whose version script exports
 # only its entry point) carries a copy of, as libexlclient.so (hidden
 # visibility: only its API is exported) carries the framing scanner's.
-VARIANTS = {"kernels/cpu/matmul_avx512.c", "kernels/formats/dtype.c", "common/msgscan.c"}
+VARIANTS = {"kernels/cpu/matmul_avx512.c", "kernels/cpu/matmul_avx2.c", "kernels/formats/dtype.c", "common/msgscan.c"}
 # Every program has one.
 PER_PROGRAM = {"main"}
 
