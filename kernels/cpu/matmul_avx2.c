@@ -164,6 +164,25 @@ DEFINE_FLOAT_TILE(bf16)
  * (<= 2 * 127 * 127) go to int32 one by one).  Prefill transposes the 8
  * rows' 32-byte blocks to 8 vectors of 8 rows x 4 bytes. */
 
+/* The int32 sums of x per block that exl_act_q8_0_isum_avx2 keeps where
+ * exl_act_q8_0_avx2 keeps s (Q4_0's offset of 8 and, with VNNI, Q8_0's of
+ * 128 come off through them). */
+EXL_INLINE const int32_t *act_isum(const uint8_t *act, int64_t cols)
+{
+	return (const int32_t *)(const void *)exl_act_q8_0_s(act, cols);
+}
+
+/* Those of blocks b..b+k-1 (k <= 8), lanes k..7 zero. */
+EXL_INLINE __m256i group_isum(const uint8_t *act, int64_t cols, int64_t b, int k)
+{
+	int32_t t8[8] = { 0 };
+
+	if (k == 8)
+		return _mm256_loadu_si256((const __m256i *)(const void *)(act_isum(act, cols) + b));
+	memcpy(t8, act_isum(act, cols) + b, sizeof(int32_t) * (size_t)k);
+	return _mm256_loadu_si256((const __m256i *)(const void *)t8);
+}
+
 EXL_INLINE __m256i bcast_i32(const int8_t *p)
 {
 	int32_t v;
@@ -360,7 +379,8 @@ EXL_INLINE void dwords_rows8(const uint8_t *const *q, __m256i g[8])
 }
 
 /* Block b of 8 rows: g[k] = bytes 4k..4k+3 of rows 0..7 (row i at bytes
- * 4i), a[k] = |g[k]|, and the rows' scales. */
+ * 4i), a[k] = |g[k]| (with VNNI g[k] + 128, as unsigned bytes), and the
+ * rows' scales. */
 EXL_INLINE void q8_0_rows8_block(const block_q8_0 *const *rw, int64_t b, __m256i g[8],
 				 __m256i a[8], __m256 *dw)
 {
@@ -372,7 +392,11 @@ EXL_INLINE void q8_0_rows8_block(const block_q8_0 *const *rw, int64_t b, __m256i
 	}
 	dwords_rows8(q, g);
 	for (int k = 0; k < 8; k++)
+#ifdef EXL_MM_VNNI
+		a[k] = _mm256_xor_si256(g[k], _mm256_set1_epi8((char)0x80));
+#else
 		a[k] = _mm256_sign_epi8(g[k], g[k]);
+#endif
 	*dw = rows8_d(rb);
 }
 
@@ -408,9 +432,9 @@ EXL_INLINE __m256i rows8_signed_dot(const __m256i g[8], const __m256i aw[8], con
 	return d;
 }
 
-/* acc + the 8 rows' unsigned levels (lv[k]: 0..15, group k) . x as int32
- * lanes.  Without VNNI the 8 maddubs add in int16 (at most 8 * 2 * 15 *
- * 127 = 30480) and one madd widens them. */
+/* acc + the 8 rows' unsigned levels (lv[k]: group k) . x as int32 lanes.
+ * Without VNNI the 8 maddubs add in int16, so the levels must be 0..15 (at
+ * most 8 * 2 * 15 * 127 = 30480); with it any bytes (Q8_0's w + 128). */
 EXL_INLINE __m256i rows8_u4_dot(__m256i acc, const __m256i lv[8], const int8_t *x, size_t hoff)
 {
 #ifdef EXL_MM_VNNI
@@ -472,7 +496,13 @@ static void q8_0_rows8(const struct exl_mm_ctx *m, int64_t r, int nr, int c0, in
 		q8_0_rows8_block(rw, b, g, aw, &dw);
 		for (int j = 0; j < nc; j++) {
 			const uint8_t *a = m->act + (size_t)(c0 + j) * m->act_stride;
+#ifdef EXL_MM_VNNI
+			/* (w + 128) . x less 128 * sum(x): one vpdpbusd per 4 bytes */
+			__m256i d = rows8_u4_dot(_mm256_set1_epi32(-128 * act_isum(a, m->cols)[b]), aw,
+						 (const int8_t *)a + 32 * b, 16);
+#else
 			__m256i d = rows8_signed_dot(g, aw, (const int8_t *)a + 32 * b, 16);
+#endif
 			__m256 sc = _mm256_mul_ps(dw, _mm256_set1_ps(exl_act_q8_0_d(a, m->cols)[b]));
 
 			acc[j][b & 7] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d), sc, acc[j][b & 7]);
@@ -539,6 +569,13 @@ EXL_INLINE void q8_0_group8(const block_q8_0 *w, int64_t b, int k, const uint8_t
 			continue;
 		}
 		__m256i v = _mm256_loadu_si256((const __m256i *)(const void *)w[b + t].qs);
+#ifdef EXL_MM_VNNI
+		__m256i uv = _mm256_xor_si256(v, _mm256_set1_epi8((char)0x80)); /* w + 128 */
+
+		for (int j = 0; j < nc; j++)
+			p[j][t] = _mm256_dpbusd_epi32(_mm256_setzero_si256(), uv,
+				_mm256_loadu_si256((const __m256i *)(const void *)(a[j] + 32 * (b + t))));
+#else
 		__m256i av = _mm256_sign_epi8(v, v);
 
 		for (int j = 0; j < nc; j++) {
@@ -546,12 +583,18 @@ EXL_INLINE void q8_0_group8(const block_q8_0 *w, int64_t b, int k, const uint8_t
 
 			p[j][t] = dot4_acc(_mm256_setzero_si256(), av, _mm256_sign_epi8(xv, v));
 		}
+#endif
 	}
 	__m256 dw = k == 8 ? group8_d_q8(w + b) : rows8_d(rb);
 
-	for (int j = 0; j < nc; j++)
-		acc[j] = group_step(hsum8x8_epi32(p[j]),
-				    _mm256_mul_ps(dw, group_dx(exl_act_q8_0_d(a[j], cols), b, k)), acc[j], k);
+	for (int j = 0; j < nc; j++) {
+		__m256i dots = hsum8x8_epi32(p[j]);
+
+#ifdef EXL_MM_VNNI
+		dots = _mm256_sub_epi32(dots, _mm256_slli_epi32(group_isum(a[j], cols, b, k), 7));
+#endif
+		acc[j] = group_step(dots, _mm256_mul_ps(dw, group_dx(exl_act_q8_0_d(a[j], cols), b, k)), acc[j], k);
+	}
 }
 
 DEFINE_ROWS8_MM(q8_0, block_q8_0)
@@ -648,11 +691,6 @@ static void act_q4_0(const float *x, uint8_t *act, int64_t cols)
 	pairs32_order((int8_t *)act, cols);
 }
 
-EXL_INLINE const int32_t *q4_0_sx(const uint8_t *act, int64_t cols)
-{
-	return (const int32_t *)(const void *)exl_act_q8_0_s(act, cols);
-}
-
 /* The pairs layout of the other 32-weight types (below): each pair of
  * blocks of x as [x0..15 of both | x16..31 of both], so that two blocks'
  * qs split into their low and high halves with one mask and one shift.
@@ -730,7 +768,7 @@ static void q4_0_rows8(const struct exl_mm_ctx *m, int64_t r, int nr, int c0, in
 
 		for (int j = 0; j < nc; j++) {
 			const uint8_t *a = m->act + (size_t)(c0 + j) * m->act_stride;
-			__m256i d = rows8_u4_dot(_mm256_set1_epi32(-8 * q4_0_sx(a, m->cols)[b]), lv,
+			__m256i d = rows8_u4_dot(_mm256_set1_epi32(-8 * act_isum(a, m->cols)[b]), lv,
 						 (const int8_t *)a + off, hoff);
 			__m256 sc = _mm256_mul_ps(dw, _mm256_set1_ps(exl_act_q8_0_d(a, m->cols)[b]));
 
@@ -814,17 +852,8 @@ EXL_INLINE void q4_0_group8(const block_q4_0 *w, int64_t b, int k, const uint8_t
 	__m256 dw = k == 8 ? group8_d_q4(w + b) : rows8_d(rb);
 
 	for (int j = 0; j < nc; j++) {
-		const int32_t *sx = q4_0_sx(a[j], cols) + b;
-		__m256i s8;
+		__m256i s8 = group_isum(a[j], cols, b, k);
 
-		if (k == 8) {
-			s8 = _mm256_loadu_si256((const __m256i *)(const void *)sx);
-		} else {
-			int32_t t8[8] = { 0 };
-
-			memcpy(t8, sx, sizeof(int32_t) * (size_t)k);
-			s8 = _mm256_loadu_si256((const __m256i *)(const void *)t8);
-		}
 		acc[j] = group_step(_mm256_sub_epi32(g[j], _mm256_slli_epi32(s8, 3)),
 				    _mm256_mul_ps(dw, group_dx(exl_act_q8_0_d(a[j], cols), b, k)), acc[j], k);
 	}
@@ -1953,7 +1982,11 @@ DEFINE_ROWS8_MM_QK(iq4_xs, block_iq4_xs, 256)
 
 const struct exl_cpu_kernels SET_SYMBOL = {
 	.name = SET_NAME,
+#ifdef EXL_MM_VNNI
+	.act_q8_0 = exl_act_q8_0_isum_avx2,
+#else
 	.act_q8_0 = exl_act_q8_0_avx2,
+#endif
 	.act_q4_0 = act_q4_0,
 	.act_q4_1 = act_pairs32,
 	.act_q8_K = exl_act_q8_K_avx2,
