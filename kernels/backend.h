@@ -133,6 +133,11 @@ struct exl_backend_ops {
 	/* y[n][w->rows] = x[n][w->cols] . W^T */
 	void (*matmul)(struct exl_backend *be, const struct exl_weight *w,
 		       const float *x, float *y, int n);
+	/* Optional (NULL: count matmul calls): y[i] = x . W[i]^T for count
+	 * (at most 4) weights of one input, the same outputs as count matmul
+	 * calls; CPU: one hand-off to the pool for all of them. */
+	void (*matmul_n)(struct exl_backend *be, const struct exl_weight *const *w, int count,
+			 const float *x, float *const *y, int n);
 	/* y[n][dim] = embedding rows of w for tokens[n] (tokens in host memory) */
 	void (*embed)(struct exl_backend *be, const struct exl_weight *w,
 		      const int32_t *tokens, float *y, int n);

@@ -229,6 +229,28 @@ static void op_matmul(struct exl_backend *be, const struct exl_weight *w, const 
 		fail(cb, "matmul: %s", msg);
 }
 
+static void op_matmul_n(struct exl_backend *be, const struct exl_weight *const *w, int count,
+			const float *x, float *const *y, int n)
+{
+	struct cpu_backend *cb = cpu_of(be);
+	char msg[200];
+
+	if (cb->failed)
+		return;
+	if (!w || !x || !y || count < 1) {
+		fail(cb, "matmul: missing weights, input or outputs");
+		return;
+	}
+	for (int i = 0; i < count; i++) {
+		if (!w[i] || !y[i]) {
+			fail(cb, "matmul: missing weight or output %d of %d", i, count);
+			return;
+		}
+	}
+	if (exl_cpu_matmul_n(cb->pool, w, count, x, y, n, &cb->mm, msg, sizeof(msg)))
+		fail(cb, "matmul: %s", msg);
+}
+
 struct embed_job {
 	const struct exl_weight *w;
 	const int32_t *tokens;
@@ -545,6 +567,7 @@ static const struct exl_backend_ops cpu_ops = {
 	.sync = op_sync,
 	.set_batch = op_set_batch,
 	.matmul = op_matmul,
+	.matmul_n = op_matmul_n,
 	.embed = op_embed,
 	.rmsnorm = op_rmsnorm,
 	.add_bias = op_add_bias,

@@ -212,15 +212,23 @@ static int scratch_reserve(struct exl_matmul_scratch *s, size_t bytes)
 	return 0;
 }
 
-struct mm_job {
-	const struct exl_cpu_kernels *k;
+/* One weight of a call: its kernel and context, and its share of the
+ * call's chunks of rows. */
+struct mm_part {
 	exl_mm_fn fn;
 	exl_act_fn act_fn;
 	exl_act_batch_fn act_batch;
-	const float *x;
+	size_t act_bytes;
 	struct exl_mm_ctx m;
 	int64_t chunk_rows;  /* rows per unit of work */
-	int64_t n_chunks;
+	int64_t chunk0;      /* the call's index of its first chunk */
+};
+
+struct mm_job {
+	const float *x;
+	int n_parts;
+	struct mm_part part[EXL_CPU_MATMUL_MAX_N];
+	int64_t n_chunks;    /* of every part */
 	_Atomic int64_t next_chunk;
 };
 
@@ -231,33 +239,35 @@ struct mm_job {
  * in L2. */
 #define COL_CHUNK 64
 
+/* The parts of a call share x and its quantized form (part 0's). */
 static void quantize_job(void *ctx, int ith, int nth)
 {
 	struct mm_job *j = ctx;
+	const struct mm_part *p = &j->part[0];
 	size_t b, e;
 
-	exl_pool_split((size_t)j->m.n, ith, nth, &b, &e);
-	if (j->act_batch) {
-		j->act_batch(j->x, j->m.cols, j->m.n, (int)b, (int)e, (uint8_t *)j->m.act, j->m.act_stride);
+	exl_pool_split((size_t)p->m.n, ith, nth, &b, &e);
+	if (p->act_batch) {
+		p->act_batch(j->x, p->m.cols, p->m.n, (int)b, (int)e, (uint8_t *)p->m.act, p->m.act_stride);
 		return;
 	}
 	for (size_t i = b; i < e; i++)
-		j->act_fn(j->x + i * (size_t)j->m.cols, (uint8_t *)j->m.act + i * j->m.act_stride,
-			  j->m.cols);
+		p->act_fn(j->x + i * (size_t)p->m.cols, (uint8_t *)p->m.act + i * p->m.act_stride,
+			  p->m.cols);
 }
 
-static void rows_all_columns(const struct mm_job *j, int64_t r0, int64_t r1)
+static void rows_all_columns(const struct mm_part *p, int64_t r0, int64_t r1)
 {
-	if (j->m.n == 1) {
-		j->fn(&j->m, r0, r1, 0, 1);
+	if (p->m.n == 1) {
+		p->fn(&p->m, r0, r1, 0, 1);
 		return;
 	}
-	for (int c0 = 0; c0 < j->m.n; c0 += COL_CHUNK) {
-		int c1 = c0 + COL_CHUNK < j->m.n ? c0 + COL_CHUNK : j->m.n;
+	for (int c0 = 0; c0 < p->m.n; c0 += COL_CHUNK) {
+		int c1 = c0 + COL_CHUNK < p->m.n ? c0 + COL_CHUNK : p->m.n;
 
 		for (int64_t rb = r0; rb < r1; rb += ROW_UNIT) {
 			int64_t re = rb + ROW_UNIT < r1 ? rb + ROW_UNIT : r1;
-			j->fn(&j->m, rb, re, c0, c1);
+			p->fn(&p->m, rb, re, c0, c1);
 		}
 	}
 }
@@ -268,6 +278,7 @@ static void rows_all_columns(const struct mm_job *j, int64_t r0, int64_t r1)
 static void matmul_job(void *ctx, int ith, int nth)
 {
 	struct mm_job *j = ctx;
+	int pi = 0;
 
 	(void)ith;
 	(void)nth;
@@ -275,9 +286,12 @@ static void matmul_job(void *ctx, int ith, int nth)
 		int64_t ch = atomic_fetch_add_explicit(&j->next_chunk, 1, memory_order_relaxed);
 		if (ch >= j->n_chunks)
 			break;
-		int64_t r0 = ch * j->chunk_rows;
-		int64_t r1 = r0 + j->chunk_rows < j->m.rows ? r0 + j->chunk_rows : j->m.rows;
-		rows_all_columns(j, r0, r1);
+		while (pi + 1 < j->n_parts && ch >= j->part[pi + 1].chunk0)
+			pi++;
+		const struct mm_part *p = &j->part[pi];
+		int64_t r0 = (ch - p->chunk0) * p->chunk_rows;
+		int64_t r1 = r0 + p->chunk_rows < p->m.rows ? r0 + p->chunk_rows : p->m.rows;
+		rows_all_columns(p, r0, r1);
 	}
 }
 
@@ -292,14 +306,10 @@ static void run(struct exl_pool *pool, exl_pool_fn fn, void *ctx)
 		fn(ctx, 0, 1);
 }
 
-int exl_cpu_matmul(struct exl_pool *pool, const struct exl_weight *w,
-		   const float *x, float *y, int n, struct exl_matmul_scratch *s,
-		   char *err, size_t errlen)
+/* Checks w and fills p's kernel, act and context for y = x . W^T. */
+static int part_setup(const struct exl_cpu_kernels *k, const struct exl_weight *w, const float *x,
+		      float *y, int n, struct mm_part *p, char *err, size_t errlen)
 {
-	const struct exl_cpu_kernels *k = kernels();
-	struct mm_job j = { .k = k, .x = x };
-	size_t act_bytes = 0;
-
 	if (n < 0 || w->rows <= 0 || w->cols <= 0) {
 		snprintf(err, errlen, "matmul: bad shape (rows %lld, cols %lld, n %d)",
 			 (long long)w->rows, (long long)w->cols, n);
@@ -311,84 +321,83 @@ int exl_cpu_matmul(struct exl_pool *pool, const struct exl_weight *w,
 		return -1;
 	}
 	if (n == 0)
-		return 0;
+		return 0; /* nothing to multiply, whatever the type */
 
 	switch (w->type) {
 	case EXL_F32:
-		j.fn = k->mm_f32;
+		p->fn = k->mm_f32;
 		break;
 	case EXL_F16:
-		j.fn = k->mm_f16;
-		j.act_batch = k->act_f16;
+		p->fn = k->mm_f16;
+		p->act_batch = k->act_f16;
 		break;
 	case EXL_BF16:
-		j.fn = k->mm_bf16;
-		j.act_batch = k->act_f16;
+		p->fn = k->mm_bf16;
+		p->act_batch = k->act_f16;
 		break;
 	case EXL_Q8_0:
-		j.fn = k->mm_q8_0;
-		j.act_fn = k->act_q8_0;
+		p->fn = k->mm_q8_0;
+		p->act_fn = k->act_q8_0;
 		break;
 	case EXL_Q4_0:
-		j.fn = k->mm_q4_0;
-		j.act_fn = k->act_q4_0;
+		p->fn = k->mm_q4_0;
+		p->act_fn = k->act_q4_0;
 		break;
 	case EXL_Q4_1:
-		j.fn = k->mm_q4_1;
-		j.act_fn = k->act_q4_1;
+		p->fn = k->mm_q4_1;
+		p->act_fn = k->act_q4_1;
 		break;
 	case EXL_Q5_0:
-		j.fn = k->mm_q5_0;
-		j.act_fn = k->act_q4_1;
+		p->fn = k->mm_q5_0;
+		p->act_fn = k->act_q4_1;
 		break;
 	case EXL_Q5_1:
-		j.fn = k->mm_q5_1;
-		j.act_fn = k->act_q4_1;
+		p->fn = k->mm_q5_1;
+		p->act_fn = k->act_q4_1;
 		break;
 	case EXL_IQ4_NL:
-		j.fn = k->mm_iq4_nl;
-		j.act_fn = k->act_q4_1;
+		p->fn = k->mm_iq4_nl;
+		p->act_fn = k->act_q4_1;
 		break;
 	case EXL_Q2_K:
-		j.fn = k->mm_q2_K;
-		j.act_fn = k->act_q8_K;
+		p->fn = k->mm_q2_K;
+		p->act_fn = k->act_q8_K;
 		break;
 	case EXL_Q3_K:
-		j.fn = k->mm_q3_K;
-		j.act_fn = k->act_q8_K;
+		p->fn = k->mm_q3_K;
+		p->act_fn = k->act_q8_K;
 		break;
 	case EXL_Q4_K:
-		j.fn = k->mm_q4_K;
-		j.act_fn = k->act_q4_K;
+		p->fn = k->mm_q4_K;
+		p->act_fn = k->act_q4_K;
 		break;
 	case EXL_Q5_K:
-		j.fn = k->mm_q5_K;
-		j.act_fn = k->act_q4_K;
+		p->fn = k->mm_q5_K;
+		p->act_fn = k->act_q4_K;
 		break;
 	case EXL_Q6_K:
-		j.fn = k->mm_q6_K;
-		j.act_fn = k->act_q8_K;
+		p->fn = k->mm_q6_K;
+		p->act_fn = k->act_q8_K;
 		break;
 	case EXL_IQ4_XS:
-		j.fn = k->mm_iq4_xs;
-		j.act_fn = k->act_iq4_xs;
+		p->fn = k->mm_iq4_xs;
+		p->act_fn = k->act_iq4_xs;
 		break;
 	default:
 		break;
 	}
-	if (!j.fn || !exl_dtype_supported(w->type)) {
+	if (!p->fn || !exl_dtype_supported(w->type)) {
 		const struct exl_dtype_info *info = exl_dtype_info(w->type);
 		snprintf(err, errlen, "matmul: weight type %s is not supported on the CPU",
 			 info ? info->name : "(unknown)");
 		return -1;
 	}
-	if (j.act_batch)
-		act_bytes = exl_act_bf16_pairs_bytes(w->cols);
-	else if (j.act_fn)
-		act_bytes = exl_dtype_info(w->type)->block_elems == 32 ? exl_act_q8_0_bytes(w->cols)
-									: exl_act_q8_K_bytes(w->cols);
-
-	j.m = (struct exl_mm_ctx){
+	if (p->act_batch)
+		p->act_bytes = exl_act_bf16_pairs_bytes(w->cols);
+	else if (p->act_fn)
+		p->act_bytes = exl_dtype_info(w->type)->block_elems == 32 ? exl_act_q8_0_bytes(w->cols)
+									   : exl_act_q8_K_bytes(w->cols);
+	p->m = (struct exl_mm_ctx){
 		.w = w->data,
 		.row_bytes = w->row_bytes,
 		.rows = w->rows,
@@ -396,20 +405,62 @@ int exl_cpu_matmul(struct exl_pool *pool, const struct exl_weight *w,
 		.x = x,
 		.y = y,
 		.n = n,
-		.act_stride = act_bytes,
+		.act_stride = p->act_bytes,
 	};
+	return 0;
+}
 
-	if (j.act_fn || j.act_batch) {
-		if ((size_t)n > SIZE_MAX / act_bytes || scratch_reserve(s, (size_t)n * act_bytes) < 0) {
+int exl_cpu_matmul(struct exl_pool *pool, const struct exl_weight *w,
+		   const float *x, float *y, int n, struct exl_matmul_scratch *s,
+		   char *err, size_t errlen)
+{
+	return exl_cpu_matmul_n(pool, &w, 1, x, &y, n, s, err, errlen);
+}
+
+int exl_cpu_matmul_n(struct exl_pool *pool, const struct exl_weight *const *w, int count,
+		     const float *x, float *const *y, int n, struct exl_matmul_scratch *s,
+		     char *err, size_t errlen)
+{
+	const struct exl_cpu_kernels *k = kernels();
+	struct mm_job j = { .x = x, .n_parts = count };
+	double macs = 0;
+
+	if (count < 1 || count > EXL_CPU_MATMUL_MAX_N) {
+		snprintf(err, errlen, "matmul: %d weights in one call (1 to %d)", count, EXL_CPU_MATMUL_MAX_N);
+		return -1;
+	}
+	for (int i = 0; i < count; i++) {
+		struct mm_part *p = &j.part[i];
+
+		if (part_setup(k, w[i], x, y[i], n, p, err, errlen) < 0)
+			return -1;
+		/* one quantized x serves every part, so all must take the
+		 * same: otherwise each weight is a call of its own */
+		if (i > 0 && (p->act_fn != j.part[0].act_fn || p->act_batch != j.part[0].act_batch ||
+			      p->m.cols != j.part[0].m.cols)) {
+			for (int t = 0; t < count; t++)
+				if (exl_cpu_matmul_n(pool, &w[t], 1, x, &y[t], n, s, err, errlen) < 0)
+					return -1;
+			return 0;
+		}
+		macs += (double)w[i]->rows * (double)w[i]->cols * n;
+	}
+	if (n == 0)
+		return 0;
+
+	struct mm_part *p0 = &j.part[0];
+	if (p0->act_fn || p0->act_batch) {
+		if ((size_t)n > SIZE_MAX / p0->act_bytes || scratch_reserve(s, (size_t)n * p0->act_bytes) < 0) {
 			snprintf(err, errlen, "matmul: out of memory for %d quantized activations of %lld",
-				 n, (long long)w->cols);
+				 n, (long long)p0->m.cols);
 			return -1;
 		}
-		j.m.act = s->buf;
-		if (n == 1 && j.act_batch)
-			j.act_batch(x, w->cols, 1, 0, 1, s->buf, act_bytes);
+		for (int i = 0; i < count; i++)
+			j.part[i].m.act = s->buf;
+		if (n == 1 && p0->act_batch)
+			p0->act_batch(x, p0->m.cols, 1, 0, 1, s->buf, p0->act_bytes);
 		else if (n == 1)
-			j.act_fn(x, s->buf, w->cols);
+			p0->act_fn(x, s->buf, p0->m.cols);
 		else
 			run(pool, quantize_job, &j);
 	}
@@ -417,14 +468,19 @@ int exl_cpu_matmul(struct exl_pool *pool, const struct exl_weight *w,
 	/* A tiny product (a LoRA adapter's A or B over a few rows, a 260K
 	 * model's weights) takes less time than waking the pool: it runs on
 	 * the calling thread.  Each row's result is the same either way. */
-	if ((double)w->rows * (double)w->cols * n < MM_SERIAL_MACS)
+	if (macs < MM_SERIAL_MACS)
 		pool = NULL;
-	/* about 8 chunks per thread, in whole row units */
+	/* about 8 chunks per thread and part, in whole row units */
 	int nth = pool ? exl_pool_size(pool) : 1;
-	int64_t units = (w->rows + ROW_UNIT - 1) / ROW_UNIT;
-	int64_t per = (units + 8 * nth - 1) / (8 * nth);
-	j.chunk_rows = per * ROW_UNIT;
-	j.n_chunks = (w->rows + j.chunk_rows - 1) / j.chunk_rows;
+	for (int i = 0; i < count; i++) {
+		struct mm_part *p = &j.part[i];
+		int64_t units = (p->m.rows + ROW_UNIT - 1) / ROW_UNIT;
+		int64_t per = (units + 8 * nth - 1) / (8 * nth);
+
+		p->chunk_rows = per * ROW_UNIT;
+		p->chunk0 = j.n_chunks;
+		j.n_chunks += (p->m.rows + p->chunk_rows - 1) / p->chunk_rows;
+	}
 	atomic_init(&j.next_chunk, 0);
 	run(pool, matmul_job, &j);
 	return 0;

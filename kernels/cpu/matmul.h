@@ -56,4 +56,15 @@ int exl_cpu_matmul(struct exl_pool *pool, const struct exl_weight *w,
 		   const float *x, float *y, int n, struct exl_matmul_scratch *s,
 		   char *err, size_t errlen);
 
+/* y[i] = x . W[i]^T for count (1 to EXL_CPU_MATMUL_MAX_N) weights of one
+ * input (attention's q, k and v; the FFN's gate and up): the same outputs
+ * as count exl_cpu_matmul calls, with x quantized once and all the rows
+ * split over the pool in one job, so a decode step pays one hand-off and
+ * one tail where it paid count.  Weights whose types quantize x
+ * differently are multiplied one call each. */
+#define EXL_CPU_MATMUL_MAX_N 4
+int exl_cpu_matmul_n(struct exl_pool *pool, const struct exl_weight *const *w, int count,
+		     const float *x, float *const *y, int n, struct exl_matmul_scratch *s,
+		     char *err, size_t errlen);
+
 #endif

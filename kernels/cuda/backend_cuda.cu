@@ -866,6 +866,7 @@ static const struct exl_backend_ops cuda_ops = {
 	.sync = op_sync,
 	.set_batch = op_set_batch,
 	.matmul = cu_op_matmul,
+	.matmul_n = NULL, /* each weight its own cuBLAS / kernel launch */
 	.embed = cu_op_embed,
 	.rmsnorm = cu_op_rmsnorm,
 	.add_bias = cu_op_add_bias,

@@ -252,6 +252,67 @@ static void test_errors(struct exl_matmul_scratch *s)
 	      !strcmp(exl_cpu_kernels_name(), "scalar"), "select scalar");
 }
 
+/* exl_cpu_matmul_n gives, for every weight, the bits of a call of its own:
+ * weights of one act (three Q4_0, as q, k and v) in one job, and weights
+ * of two (Q4_0 and Q6_K, as q and a Q4_K_M file's v) one call each. */
+static void test_multi(struct exl_pool *pool, struct exl_matmul_scratch *s)
+{
+	static const uint32_t mixes[2][3] = { { EXL_Q4_0, EXL_Q4_0, EXL_Q4_0 }, { EXL_Q4_0, EXL_Q6_K, EXL_Q4_0 } };
+	static const int64_t rows[3] = { 70, 7, 33 };
+	static const int ns[2] = { 1, 17 };
+	static const char *const all[] = { "scalar", "avx2", "avx2vnni", "avx512", "avx512vnni", "amx" };
+	char err[256];
+
+	for (int mi = 0; mi < 2; mi++) {
+		for (int ni = 0; ni < 2; ni++) {
+			struct problem p[3];
+			const struct exl_weight *w[3];
+			float *y1[3], *yn[3];
+
+			for (int i = 0; i < 3; i++) {
+				problem_init(&p[i], mixes[mi][i], rows[i], 512, ns[ni]);
+				w[i] = &p[i].w;
+				y1[i] = malloc(sizeof(float) * (size_t)(ns[ni] * rows[i]));
+				yn[i] = malloc(sizeof(float) * (size_t)(ns[ni] * rows[i]));
+			}
+			for (size_t v = 0; v < sizeof(all) / sizeof(all[0]); v++) {
+				if (!exl_cpu_kernels_available(all[v]))
+					continue;
+				CHECK(exl_cpu_kernels_select(all[v], err, sizeof(err)) == 0, "%s", err);
+				for (int i = 0; i < 3; i++)
+					CHECK(exl_cpu_matmul(pool, w[i], p[0].x, y1[i], ns[ni], s, err, sizeof(err)) == 0,
+					      "%s", err);
+				CHECK(exl_cpu_matmul_n(pool, w, 3, p[0].x, yn, ns[ni], s, err, sizeof(err)) == 0,
+				      "matmul_n: %s", err);
+				for (int i = 0; i < 3; i++)
+					CHECK(memcmp(y1[i], yn[i], sizeof(float) * (size_t)(ns[ni] * rows[i])) == 0,
+					      "%s, mix %d, n %d: weight %d of 3 differs from its own call", all[v], mi,
+					      ns[ni], i);
+			}
+			for (int i = 0; i < 3; i++) {
+				free(y1[i]);
+				free(yn[i]);
+				problem_free(&p[i]);
+			}
+		}
+	}
+	{
+		float x[64] = { 0 }, *y[5];
+		float yb[5][4];
+		uint8_t wq[64 * 34] = { 0 };
+		struct exl_weight w1 = { .type = EXL_Q8_0, .rows = 2, .cols = 64, .row_bytes = 68, .data = wq };
+		const struct exl_weight *w5[5] = { &w1, &w1, &w1, &w1, &w1 };
+
+		for (int i = 0; i < 5; i++)
+			y[i] = yb[i];
+		err[0] = 0;
+		CHECK(exl_cpu_matmul_n(NULL, w5, 0, x, y, 1, s, err, sizeof(err)) == -1 && *err, "0 weights");
+		err[0] = 0;
+		CHECK(exl_cpu_matmul_n(NULL, w5, 5, x, y, 1, s, err, sizeof(err)) == -1 && *err,
+		      "5 weights: %s", err);
+	}
+}
+
 /* test_matmul [TYPE | errors]: one weight type's cases (meson runs one test
  * per type), the argument checks, or with no argument everything. */
 int main(int argc, char **argv)
@@ -318,8 +379,10 @@ int main(int argc, char **argv)
 		fprintf(stderr, "test_matmul: unknown type '%s'\n", only);
 		return 2;
 	}
-	if (!only || !strcmp(only, "errors"))
+	if (!only || !strcmp(only, "errors")) {
+		test_multi(pool2, &s);
 		test_errors(&s);
+	}
 
 	exl_matmul_scratch_free(&s);
 	if (pool2)

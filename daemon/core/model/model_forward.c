@@ -392,6 +392,21 @@ static const enum exl_lora_target lora_o[] = { EXL_LORA_O };
 static const enum exl_lora_target lora_gate_up[] = { EXL_LORA_GATE, EXL_LORA_UP };
 static const enum exl_lora_target lora_down[] = { EXL_LORA_DOWN };
 
+/* y[i] = x . W[i]^T for weights of one input, in one call where the
+ * backend has it (the CPU's pool takes them in one hand-off). */
+static void matmul_shared_x(struct exl_model *m, const struct exl_weight *const *w, int count,
+			    const float *x, float *const *y, int n)
+{
+	const struct exl_backend_ops *ops = m->be->ops;
+
+	if (ops->matmul_n) {
+		ops->matmul_n(m->be, w, count, x, y, n);
+		return;
+	}
+	for (int i = 0; i < count; i++)
+		ops->matmul(m->be, w[i], x, y[i], n);
+}
+
 /* The dense FFN of the nr rows of s->xn into s->proj (gathered: the rows
  * the last layer keeps, for the adapters). */
 static void dense_ffn(struct exl_model *m, const struct exl_layer_weights *lw, int il, int nr,
@@ -403,8 +418,8 @@ static void dense_ffn(struct exl_model *m, const struct exl_layer_weights *lw, i
 	struct exl_scratch *s = &m->s;
 	size_t count = (size_t)nr * (size_t)hp->n_ff;
 
-	ops->matmul(be, &lw->w_gate, s->xn, s->gate, nr);
-	ops->matmul(be, &lw->w_up, s->xn, s->up, nr);
+	matmul_shared_x(m, (const struct exl_weight *[]){ &lw->w_gate, &lw->w_up }, 2, s->xn,
+			(float *[]){ s->gate, s->up }, nr);
 	exl_lora_batch_apply(m, il, s->xn, gathered, 2, lora_gate_up,
 			     (float *[]){ s->gate, s->up });
 	if (hp->ffn_act == EXL_FFN_GELU)
@@ -553,9 +568,8 @@ int exl_model_forward_io(struct exl_model *m, struct exl_kvcache *kv, const stru
 		int nr = n;
 
 		ops->rmsnorm(be, s->xn, x, lw->attn_norm, n, hp->n_embd, hp->rms_eps);
-		ops->matmul(be, &lw->wq, s->xn, s->q, n);
-		ops->matmul(be, &lw->wk, s->xn, s->k, n);
-		ops->matmul(be, &lw->wv, s->xn, s->v, n);
+		matmul_shared_x(m, (const struct exl_weight *[]){ &lw->wq, &lw->wk, &lw->wv }, 3, s->xn,
+				(float *[]){ s->q, s->k, s->v }, n);
 		exl_lora_batch_apply(m, il, s->xn, false, 3, lora_qkv,
 				     (float *[]){ s->q, s->k, s->v });
 		if (lw->bq)
