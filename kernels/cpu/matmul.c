@@ -17,8 +17,8 @@ static _Atomic(const struct exl_cpu_kernels *) current_kernels;
 #if defined(EXL_HAVE_X86_KERNELS)
 /* The "avx512vnni" set: its own 512-bit tiles (matmul_avx512.c), and the
  * avx2vnni kernels (8 rows in the lanes of a 256-bit vector, 256-bit
- * vpdpbusd) for the types where those are faster on the AVX-512 CPUs
- * measured (docs/cpu-kernels.md).  A type's act and mm come from one set;
+ * vpdpbusd) for the types where those are faster on the AVX-512 CPU
+ * measured, a Zen 4 (docs/cpu-kernels.md).  A type's act and mm come from one set;
  * types that share an act slot move together. */
 static struct exl_cpu_kernels avx512vnni_set = { .name = "avx512vnni" };
 static pthread_once_t avx512vnni_once = PTHREAD_ONCE_INIT;
@@ -36,6 +36,8 @@ static void avx512vnni_merge(void)
 	avx512vnni_set.act_q4_K = v->act_q4_K;
 	avx512vnni_set.mm_q4_K = v->mm_q4_K;
 	avx512vnni_set.mm_q5_K = v->mm_q5_K;
+	avx512vnni_set.act_iq4_xs = v->act_iq4_xs;
+	avx512vnni_set.mm_iq4_xs = v->mm_iq4_xs;
 }
 #endif
 

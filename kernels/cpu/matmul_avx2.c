@@ -1900,6 +1900,22 @@ static void iq4_xs_rows8(const struct exl_mm_ctx *m, int64_t r, int nr, int c0, 
 			for (int i = 0; i < 8; i++)
 				q[i] = rw[i][b].qs + 16 * ib;
 			nib16_rows8(q, g, g + 4);
+#ifdef EXL_MM_VNNI
+			/* (levels + 128) . x less 128 * sum(x), times the scale:
+			 * one vpdpbusd per 4 bytes, the sign step gone */
+			const __m256i mul32 = _mm256_srai_epi32(mul, 16);
+
+			for (int k = 0; k < 8; k++)
+				aw[k] = _mm256_xor_si256(_mm256_shuffle_epi8(tab, g[k]), _mm256_set1_epi8((char)0x80));
+			for (int j = 0; j < nc; j++) {
+				const uint8_t *a = m->act + (size_t)(c0 + j) * m->act_stride;
+				const int16_t *bs = exl_act_q8_K_bsums(a, m->cols) + 16 * b + 2 * ib;
+				__m256i d = rows8_u4_dot(_mm256_set1_epi32(-128 * ((int32_t)bs[0] + bs[1])), aw,
+							 (const int8_t *)a + xo, 32);
+
+				isum[j] = _mm256_add_epi32(isum[j], _mm256_mullo_epi32(d, mul32));
+			}
+#else
 			for (int k = 0; k < 8; k++) {
 				g[k] = _mm256_shuffle_epi8(tab, g[k]);
 				aw[k] = _mm256_sign_epi8(g[k], g[k]);
@@ -1909,6 +1925,7 @@ static void iq4_xs_rows8(const struct exl_mm_ctx *m, int64_t r, int nr, int c0, 
 
 				isum[j] = _mm256_add_epi32(isum[j], rows8_signed_dot_mul(g, aw, x + xo, 32, mul));
 			}
+#endif
 		}
 		__m256 dw = rows8_d(rb);
 
@@ -1949,6 +1966,37 @@ EXL_INLINE void iq4_xs_group8(const block_iq4_xs *w, int64_t b, int k, const uin
 
 		__m256i s[4];
 
+#ifdef EXL_MM_VNNI
+		/* the levels go unsigned (+128): start each vector's sum at
+		 * -128 * sum over sub-blocks of scale * (sum of x), from the
+		 * scales, each twice, against x's sums of 16 */
+		const __m128i s8 = exl_iq4_xs_scales8(blk);
+		const __m256i sdup = _mm256_cvtepi8_epi16(_mm_unpacklo_epi8(s8, s8));
+
+		for (int j = 0; j < nc; j++)
+			s[j] = _mm256_slli_epi32(_mm256_madd_epi16(sdup, _mm256_loadu_si256((const __m256i *)(const void *)(
+				exl_act_q8_K_bsums(a[j], cols) + 16 * (b + t)))), 7);
+		for (int j = 0; j < nc; j++)
+			s[j] = _mm256_sub_epi32(_mm256_setzero_si256(), s[j]);
+		for (int kk = 0; kk < 4; kk++) {
+			__m256i q = _mm256_loadu_si256((const __m256i *)(const void *)(blk->qs + 32 * kk));
+			__m256i ulo = _mm256_xor_si256(_mm256_shuffle_epi8(tab, _mm256_and_si256(q, lo4)),
+						       _mm256_set1_epi8((char)0x80));
+			__m256i uhi = _mm256_xor_si256(
+				_mm256_shuffle_epi8(tab, _mm256_and_si256(_mm256_srli_epi16(q, 4), lo4)),
+				_mm256_set1_epi8((char)0x80));
+			__m256i sv32 = _mm256_srai_epi32(scale_pair16(sc, kk), 16);
+
+			for (int j = 0; j < nc; j++) {
+				const int8_t *xb = (const int8_t *)a[j] + 256 * (b + t) + 64 * kk;
+				__m256i xl = _mm256_loadu_si256((const __m256i *)(const void *)xb);
+				__m256i xh = _mm256_loadu_si256((const __m256i *)(const void *)(xb + 32));
+				__m256i d = _mm256_dpbusd_epi32(_mm256_dpbusd_epi32(_mm256_setzero_si256(), ulo, xl), uhi, xh);
+
+				s[j] = _mm256_add_epi32(s[j], _mm256_mullo_epi32(d, sv32));
+			}
+		}
+#else
 		for (int j = 0; j < nc; j++)
 			s[j] = _mm256_setzero_si256();
 		for (int kk = 0; kk < 4; kk++) {
@@ -1968,6 +2016,7 @@ EXL_INLINE void iq4_xs_group8(const block_iq4_xs *w, int64_t b, int k, const uin
 				s[j] = madd_acc(madd_acc(s[j], pl, sv), ph, sv);
 			}
 		}
+#endif
 		for (int j = 0; j < nc; j++)
 			p[j][t] = s[j];
 	}
