@@ -38,6 +38,8 @@ static void avx512vnni_merge(void)
 	avx512vnni_set.mm_q5_K = v->mm_q5_K;
 	avx512vnni_set.act_iq4_xs = v->act_iq4_xs;
 	avx512vnni_set.mm_iq4_xs = v->mm_iq4_xs;
+	avx512vnni_set.act_iq4_nl = v->act_iq4_nl;
+	avx512vnni_set.mm_iq4_nl = v->mm_iq4_nl;
 }
 #endif
 
@@ -59,6 +61,7 @@ static void amx_merge(void)
 	EXL_OWN(act_q8_0);
 	EXL_OWN(act_q4_0);
 	EXL_OWN(act_q4_1);
+	EXL_OWN(act_iq4_nl);
 	EXL_OWN(act_q8_K);
 	EXL_OWN(act_q4_K);
 	EXL_OWN(act_iq4_xs);
@@ -359,7 +362,7 @@ static int part_setup(const struct exl_cpu_kernels *k, const struct exl_weight *
 		break;
 	case EXL_IQ4_NL:
 		p->fn = k->mm_iq4_nl;
-		p->act_fn = k->act_q4_1;
+		p->act_fn = k->act_iq4_nl;
 		break;
 	case EXL_Q2_K:
 		p->fn = k->mm_q2_K;

@@ -2038,6 +2038,7 @@ const struct exl_cpu_kernels SET_SYMBOL = {
 #endif
 	.act_q4_0 = act_q4_0,
 	.act_q4_1 = act_pairs32,
+	.act_iq4_nl = act_pairs32,
 	.act_q8_K = exl_act_q8_K_avx2,
 	.act_q4_K = exl_act_q8_K_avx2,
 	.act_iq4_xs = act_iq4_xs,

@@ -1471,6 +1471,7 @@ const struct exl_cpu_kernels SET_SYMBOL = {
 	.act_q8_0 = exl_act_q8_0_avx2,
 	.act_q4_0 = act_q4_0,
 	.act_q4_1 = act_q4_0,
+	.act_iq4_nl = act_q4_0,
 	.act_q8_K = exl_act_q8_K_avx2,
 	.act_q4_K = exl_act_q4_K_avx2,
 	.act_iq4_xs = act_iq4_xs,

@@ -52,11 +52,13 @@ struct exl_cpu_kernels {
 	const char *name;
 	exl_act_fn act_q8_0;  /* for Q8_0 weights */
 	/* for the 32-weight types whose byte j holds weights j and j + 16:
-	 * act_q4_0 for Q4_0, act_q4_1 for Q4_1, Q5_0, Q5_1 and IQ4_NL.  A
-	 * variant may reorder qs; two entries so that a set which brings its
-	 * own Q4_0 kernel and order ("amx") leaves the others' order alone. */
+	 * act_q4_0 for Q4_0, act_q4_1 for Q4_1, Q5_0 and Q5_1, act_iq4_nl for
+	 * IQ4_NL.  A variant may reorder qs; one entry per kernel family so
+	 * that a set made of two ("amx", "avx512vnni": matmul.c) can take a
+	 * type's kernel and act from one without the others' order. */
 	exl_act_fn act_q4_0;
 	exl_act_fn act_q4_1;
+	exl_act_fn act_iq4_nl;
 	exl_act_fn act_q8_K;  /* for Q2_K, Q3_K, Q6_K weights */
 	exl_act_fn act_q4_K;  /* for Q4_K, Q5_K weights: a variant may reorder qs */
 	exl_act_fn act_iq4_xs; /* for IQ4_XS weights: a variant may reorder qs */

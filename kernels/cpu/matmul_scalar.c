@@ -439,6 +439,7 @@ const struct exl_cpu_kernels exl_cpu_kernels_scalar = {
 	.act_q8_0 = exl_act_q8_0_scalar,
 	.act_q4_0 = exl_act_q8_0_scalar,
 	.act_q4_1 = exl_act_q8_0_scalar,
+	.act_iq4_nl = exl_act_q8_0_scalar,
 	.act_q8_K = exl_act_q8_K_scalar,
 	.act_q4_K = exl_act_q8_K_scalar,
 	.act_iq4_xs = exl_act_q8_K_scalar,
