@@ -18,8 +18,8 @@ static _Atomic(const struct exl_cpu_kernels *) current_kernels;
 /* The "avx512vnni" set: its own 512-bit tiles (matmul_avx512.c), and the
  * avx2vnni kernels (8 rows in the lanes of a 256-bit vector, 256-bit
  * vpdpbusd) for the types where those are faster on the AVX-512 CPU
- * measured, a Zen 4 (docs/cpu-kernels.md).  A type's act and mm come from one set;
- * types that share an act slot move together. */
+ * measured, a Zen 4 (docs/cpu-kernels.md).  A type's act and mm come
+ * from one set; types that share an act slot move together. */
 static struct exl_cpu_kernels avx512vnni_set = { .name = "avx512vnni" };
 static pthread_once_t avx512vnni_once = PTHREAD_ONCE_INIT;
 
@@ -122,9 +122,8 @@ static int can_run(const struct exl_cpu_kernels *k)
 		return avx2;
 	if (!strcmp(k->name, "avx512"))
 		return avx512;
-	if (!strcmp(k->name, "avx2vnni"))
-		return avx512 && f->avx512vnni;
-	if (!strcmp(k->name, "avx512vnni"))
+	/* avx2vnni's 256-bit vpdpbusd is AVX-512 VL + VNNI */
+	if (!strcmp(k->name, "avx2vnni") || !strcmp(k->name, "avx512vnni"))
 		return avx512 && f->avx512vnni;
 	if (!strcmp(k->name, "amx"))
 		return avx512 && f->avx512vnni && f->amx_tile && f->amx_int8 && f->amx_permitted;

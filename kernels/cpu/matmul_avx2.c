@@ -1973,11 +1973,12 @@ EXL_INLINE void iq4_xs_group8(const block_iq4_xs *w, int64_t b, int k, const uin
 		const __m128i s8 = exl_iq4_xs_scales8(blk);
 		const __m256i sdup = _mm256_cvtepi8_epi16(_mm_unpacklo_epi8(s8, s8));
 
-		for (int j = 0; j < nc; j++)
-			s[j] = _mm256_slli_epi32(_mm256_madd_epi16(sdup, _mm256_loadu_si256((const __m256i *)(const void *)(
-				exl_act_q8_K_bsums(a[j], cols) + 16 * (b + t)))), 7);
-		for (int j = 0; j < nc; j++)
-			s[j] = _mm256_sub_epi32(_mm256_setzero_si256(), s[j]);
+		for (int j = 0; j < nc; j++) {
+			const __m256i bs = _mm256_loadu_si256(
+				(const __m256i *)(const void *)(exl_act_q8_K_bsums(a[j], cols) + 16 * (b + t)));
+
+			s[j] = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(_mm256_madd_epi16(sdup, bs), 7));
+		}
 		for (int kk = 0; kk < 4; kk++) {
 			__m256i q = _mm256_loadu_si256((const __m256i *)(const void *)(blk->qs + 32 * kk));
 			__m256i ulo = _mm256_xor_si256(_mm256_shuffle_epi8(tab, _mm256_and_si256(q, lo4)),
