@@ -40,6 +40,12 @@ static void avx512vnni_merge(void)
 	avx512vnni_set.mm_iq4_xs = v->mm_iq4_xs;
 	avx512vnni_set.act_iq4_nl = v->act_iq4_nl;
 	avx512vnni_set.mm_iq4_nl = v->mm_iq4_nl;
+	/* every such CPU so far has VNNI too (Cooper Lake, Sapphire Rapids,
+	 * Zen 4); one without keeps the fp32 tiles */
+	if (exl_cpu_features()->avx512bf16) {
+		avx512vnni_set.act_bf16 = exl_cpu_kernels_avx512bf16_own.act_bf16;
+		avx512vnni_set.mm_bf16 = exl_cpu_kernels_avx512bf16_own.mm_bf16;
+	}
 }
 #endif
 
@@ -70,6 +76,7 @@ static void amx_merge(void)
 	 * avx512vnni's F16 and BF16 */
 	if (exl_cpu_features()->amx_bf16) {
 		EXL_OWN(act_f16);
+		EXL_OWN(act_bf16);
 		EXL_OWN(mm_f16);
 		EXL_OWN(mm_bf16);
 	}
@@ -337,7 +344,7 @@ static int part_setup(const struct exl_cpu_kernels *k, const struct exl_weight *
 		break;
 	case EXL_BF16:
 		p->fn = k->mm_bf16;
-		p->act_batch = k->act_f16;
+		p->act_batch = k->act_bf16;
 		break;
 	case EXL_Q8_0:
 		p->fn = k->mm_q8_0;

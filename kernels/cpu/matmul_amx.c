@@ -273,6 +273,7 @@ const struct exl_cpu_kernels exl_cpu_kernels_amx_own = {
 	.act_q4_K = exl_act_q4_K_avx2,
 	.act_iq4_xs = exl_act_q8_K_avx2,
 	.act_f16 = exl_amx_act_bf16,
+	.act_bf16 = exl_amx_act_bf16,
 	.mm_f16 = mm_f16,
 	.mm_bf16 = mm_bf16,
 	.mm_q8_0 = mm_q8_0,

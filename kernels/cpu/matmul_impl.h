@@ -62,10 +62,12 @@ struct exl_cpu_kernels {
 	exl_act_fn act_q8_K;  /* for Q2_K, Q3_K, Q6_K weights */
 	exl_act_fn act_q4_K;  /* for Q4_K, Q5_K weights: a variant may reorder qs */
 	exl_act_fn act_iq4_xs; /* for IQ4_XS weights: a variant may reorder qs */
-	/* for F16 and BF16 weights, where a set converts x first (amx: bf16
-	 * pairs, exl_act_bf16_pairs_bytes per vector); NULL: mm_f16 and
+	/* for F16 (act_f16) and BF16 (act_bf16) weights, where a set
+	 * converts x first, into exl_act_bf16_pairs_bytes per vector (amx:
+	 * bf16 pairs, avx512bf16: x_hi and x_lo rows); NULL: mm_f16 and
 	 * mm_bf16 read the floats */
 	exl_act_batch_fn act_f16;
+	exl_act_batch_fn act_bf16;
 	exl_mm_fn mm_f32;
 	exl_mm_fn mm_f16;
 	exl_mm_fn mm_bf16;
@@ -133,6 +135,9 @@ extern const struct exl_cpu_kernels exl_cpu_kernels_avx512;
 /* The avx512vnni set's own 512-bit kernels; matmul.c merges them with
  * avx2vnni's into the set "avx512vnni". */
 extern const struct exl_cpu_kernels exl_cpu_kernels_avx512vnni_own;
+/* BF16 on vdpbf16ps (act_bf16 and mm_bf16 only), which matmul.c puts into
+ * avx512vnni where the CPU has AVX-512 BF16. */
+extern const struct exl_cpu_kernels exl_cpu_kernels_avx512bf16_own;
 #endif
 #if defined(EXL_HAVE_AMX_KERNELS)
 /* The AMX set's own kernels (NULL where it uses avx512vnni's); matmul.c
