@@ -1,8 +1,9 @@
 /* BF16 weights on AVX-512 BF16's vdpbf16ps: 32 weights per instruction,
  * straight from the row, where the avx512 tile widens 16 at a time to
  * fp32 (three operations) before an FMA.  Decode streams the weights, and
- * on a Zen 4 the fewer operations per byte read is what set llama.cpp's
- * BF16 decode (its vec_dot uses this instruction) a quarter ahead of ours.
+ * fewer operations per byte leave the core more room for loads in flight:
+ * BF16 decode 13.4 -> 14.1 tok/s on a Zen 4 (docs/cpu-kernels.md, which
+ * also has what keeps it behind llama.cpp there, x's size in L1).
  * matmul.c puts mm_bf16 and act_bf16 into the avx512vnni set on CPUs with
  * the instruction (Zen 4, Cooper Lake, Sapphire Rapids).
  *
