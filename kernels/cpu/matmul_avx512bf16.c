@@ -66,6 +66,24 @@ EXL_INLINE float hsum512(__m512 v)
 	return exl_hsum256(s);
 }
 
+/* One step of 32 columns at k: the R rows' weights wv against the C
+ * vectors' x_hi and x_lo (the act rows' padding makes their loads whole). */
+EXL_INLINE void tile_step(__m512 acc[4][4][2], const __m512bh wv[4], const uint16_t *const *xh,
+			  int64_t kp, int64_t k, const int R, const int C)
+{
+	__m512bh xhv[4], xlv[4];
+
+	for (int j = 0; j < C; j++) {
+		xhv[j] = (__m512bh)_mm512_loadu_si512(xh[j] + k);
+		xlv[j] = (__m512bh)_mm512_loadu_si512(xh[j] + kp + k);
+	}
+	for (int i = 0; i < R; i++)
+		for (int j = 0; j < C; j++) {
+			acc[i][j][0] = _mm512_dpbf16_ps(acc[i][j][0], wv[i], xhv[j]);
+			acc[i][j][1] = _mm512_dpbf16_ps(acc[i][j][1], wv[i], xlv[j]);
+		}
+}
+
 /* R rows x C vectors (C <= 2): 2 R C accumulators, 16 at most, leaving
  * registers for the 2 C x vectors and the weights. */
 EXL_INLINE void tile_bf16(const struct exl_mm_ctx *m, int64_t r, int c, const int R, const int C)
@@ -75,6 +93,7 @@ EXL_INLINE void tile_bf16(const struct exl_mm_ctx *m, int64_t r, int c, const in
 	const uint16_t *w[4];
 	const uint16_t *xh[4];
 	__m512 acc[4][4][2];
+	__m512bh wv[4];
 	int64_t k = 0;
 
 	for (int i = 0; i < R; i++)
@@ -85,37 +104,16 @@ EXL_INLINE void tile_bf16(const struct exl_mm_ctx *m, int64_t r, int c, const in
 		for (int j = 0; j < C; j++)
 			acc[i][j][0] = acc[i][j][1] = _mm512_setzero_ps();
 	for (; k < n32; k += 32) {
-		__m512bh xhv[4], xlv[4];
-
-		for (int j = 0; j < C; j++) {
-			xhv[j] = (__m512bh)_mm512_loadu_si512(xh[j] + k);
-			xlv[j] = (__m512bh)_mm512_loadu_si512(xh[j] + kp + k);
-		}
-		for (int i = 0; i < R; i++) {
-			__m512bh wv = (__m512bh)_mm512_loadu_si512(w[i] + k);
-
-			for (int j = 0; j < C; j++) {
-				acc[i][j][0] = _mm512_dpbf16_ps(acc[i][j][0], wv, xhv[j]);
-				acc[i][j][1] = _mm512_dpbf16_ps(acc[i][j][1], wv, xlv[j]);
-			}
-		}
+		for (int i = 0; i < R; i++)
+			wv[i] = (__m512bh)_mm512_loadu_si512(w[i] + k);
+		tile_step(acc, wv, xh, kp, k, R, C);
 	}
 	if (k < m->cols) {
 		__mmask32 mk = (__mmask32)((1ull << (m->cols - k)) - 1u);
-		__m512bh xhv[4], xlv[4];
 
-		for (int j = 0; j < C; j++) {
-			xhv[j] = (__m512bh)_mm512_loadu_si512(xh[j] + k);
-			xlv[j] = (__m512bh)_mm512_loadu_si512(xh[j] + kp + k);
-		}
-		for (int i = 0; i < R; i++) {
-			__m512bh wv = (__m512bh)_mm512_maskz_loadu_epi16(mk, w[i] + k);
-
-			for (int j = 0; j < C; j++) {
-				acc[i][j][0] = _mm512_dpbf16_ps(acc[i][j][0], wv, xhv[j]);
-				acc[i][j][1] = _mm512_dpbf16_ps(acc[i][j][1], wv, xlv[j]);
-			}
-		}
+		for (int i = 0; i < R; i++)
+			wv[i] = (__m512bh)_mm512_maskz_loadu_epi16(mk, w[i] + k);
+		tile_step(acc, wv, xh, kp, k, R, C);
 	}
 	for (int i = 0; i < R; i++)
 		for (int j = 0; j < C; j++)
