@@ -104,7 +104,7 @@ EXL_INLINE float one_bf16(const void *w, int64_t k)
 	{                                                                             \
 		const uint8_t *w[4];                                                  \
 		const float *x[4];                                                    \
-		__m256 acc[4][4][4];                                                  \
+		__m256 acc[4][4][FLOAT_U];                                            \
 		const int U = FLOAT_U;                                                \
 		int64_t k = 0, n8 = m->cols & ~(int64_t)7;                            \
 		int64_t nu = m->cols / (8 * U) * (8 * U);                             \
@@ -152,7 +152,7 @@ EXL_INLINE float one_bf16(const void *w, int64_t k)
 	}                                                                             \
 	static void mm_##T(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, int c1) \
 	{                                                                             \
-		EXL_TILE_LOOP(tile_##T, m, r0, r1, c0, c1, 2, 3);                     \
+		EXL_FLOAT_TILE_LOOP(tile_##T, m, r0, r1, c0, c1, 2, 3, 4);           \
 	}
 
 DEFINE_FLOAT_TILE(f32)

@@ -126,9 +126,9 @@ EXL_INLINE __m512 loadu_bf16(const void *w, int64_t k)
 	EXL_INLINE void tile_##T(const struct exl_mm_ctx *m, int64_t r, int c, const int R, \
 				 const int C)                                          \
 	{                                                                             \
-		const uint8_t *w[4];                                                  \
+		const uint8_t *w[8];                                                  \
 		const float *x[4];                                                    \
-		__m512 acc[4][4][4];                                                  \
+		__m512 acc[8][4][FLOAT_U];                                            \
 		const int U = FLOAT_U;                                                \
 		int64_t k = 0, n16 = m->cols & ~(int64_t)15;                          \
 		int64_t nu = m->cols / (16 * U) * (16 * U);                           \
@@ -184,7 +184,7 @@ EXL_INLINE __m512 loadu_bf16(const void *w, int64_t k)
 	}                                                                             \
 	static void mm_##T(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, int c1) \
 	{                                                                             \
-		EXL_TILE_LOOP(tile_##T, m, r0, r1, c0, c1, 4, 4);                     \
+		EXL_FLOAT_TILE_LOOP(tile_##T, m, r0, r1, c0, c1, 4, 4, 8);           \
 	}
 
 DEFINE_FLOAT_TILE(f32)

@@ -90,10 +90,10 @@ EXL_INLINE void tile_bf16(const struct exl_mm_ctx *m, int64_t r, int c, const in
 {
 	const int64_t kp = cols_padded(m->cols);
 	const int64_t n32 = m->cols & ~(int64_t)31;
-	const uint16_t *w[4];
+	const uint16_t *w[8];
 	const uint16_t *xh[4];
-	__m512 acc[4][4][2];
-	__m512bh wv[4];
+	__m512 acc[8][4][2];
+	__m512bh wv[8];
 	int64_t k = 0;
 
 	for (int i = 0; i < R; i++)
@@ -122,7 +122,7 @@ EXL_INLINE void tile_bf16(const struct exl_mm_ctx *m, int64_t r, int c, const in
 
 static void mm_bf16(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, int c1)
 {
-	EXL_TILE_LOOP(tile_bf16, m, r0, r1, c0, c1, 4, 2);
+	EXL_FLOAT_TILE_LOOP(tile_bf16, m, r0, r1, c0, c1, 4, 2, 8);
 }
 
 /* Only the two slots; matmul.c merges them into avx512vnni. */

@@ -60,6 +60,27 @@
 			EXL_TILE_LOOP_RC(TILE, m, r0, r1, c0, c1, RT, CT);     \
 	} while (0)
 
+/* Float tiles read x as 4 bytes a column (fp32, or BF16's hi and lo
+ * halves).  A decode-shaped call taking one row at a time reads all of x
+ * again for every row; once x outgrows half the L1 (4096 columns), the
+ * streaming weights push it out to L2 between rows and those refills cost
+ * more than a tile of interleaved rows, which reads x once per tile: RD
+ * rows for one vector, RT for more (Zen 4, F16, 2 threads, 5632 columns:
+ * 18-21 GB/s one row at a time, 25-29 four rows, 33 eight; 2048 columns:
+ * 31 one row, 26 four or eight). */
+#define EXL_FLOAT_X_L1_BYTES 16384
+#define EXL_FLOAT_TILE_LOOP(TILE, m, r0, r1, c0, c1, RT, CT, RD)               \
+	do {                                                                   \
+		if ((m)->n > EXL_STREAM_N)                                     \
+			EXL_TILE_LOOP_RC(TILE, m, r0, r1, c0, c1, RT, CT);     \
+		else if ((size_t)(m)->n * (size_t)(m)->cols * 4 <= EXL_FLOAT_X_L1_BYTES) \
+			EXL_TILE_LOOP_RC(TILE, m, r0, r1, c0, c1, 1, CT);      \
+		else if ((m)->n == 1)                                          \
+			EXL_TILE_LOOP_RC(TILE, m, r0, r1, c0, c1, RD, 1);      \
+		else                                                           \
+			EXL_TILE_LOOP_RC(TILE, m, r0, r1, c0, c1, RT, CT);     \
+	} while (0)
+
 EXL_INLINE float exl_hsum128(__m128 s)
 {
 	s = _mm_add_ps(s, _mm_movehl_ps(s, s));
