@@ -409,6 +409,14 @@ EXL_INLINE const int8_t *rows8_xk(const int8_t *x, size_t hoff, int k)
 	return x + (k < 4 ? (size_t)(4 * k) : hoff + (size_t)(4 * (k - 4)));
 }
 
+/* ROWS8_CHAINS: the 8 products of a block go into two int32 chains of 4,
+ * added at the end.  The sums are exact, so the bits are those of one
+ * chain of 8; but one vpdpbusd (or vpdpwssd) waits on the one before, and
+ * a chain of 8 made each vector's block step as long as 8 latencies, more
+ * than out-of-order execution hid across the vectors (Zen 4, avx2vnni,
+ * bench_matmul --model --n 128, 9 alternating runs: Q8_0 112.5 -> 124.1
+ * tok/s, Q4_0 111.5 -> 122.2; four chains no better). */
+
 /* The 8 rows' signed levels (g[k]: weights of group k, aw[k] = |g[k]|)
  * . x as int32 lanes, through |w| * (x with w's sign), each pair sum
  * (<= 2 * 128 * 127) times lane i's int16 in both halves of mul (row i's
@@ -416,22 +424,25 @@ EXL_INLINE const int8_t *rows8_xk(const int8_t *x, size_t hoff, int k)
 EXL_INLINE __m256i rows8_signed_dot_mul(const __m256i g[8], const __m256i aw[8], const int8_t *x, size_t hoff,
 					__m256i mul)
 {
-	__m256i d = _mm256_setzero_si256();
+	__m256i d[2] = { _mm256_setzero_si256(), _mm256_setzero_si256() };
 
+	/* two chains (ROWS8_CHAINS) */
 	for (int k = 0; k < 8; k++)
-		d = madd_acc(d, _mm256_maddubs_epi16(aw[k], _mm256_sign_epi8(bcast_i32(rows8_xk(x, hoff, k)), g[k])),
-			     mul);
-	return d;
+		d[k & 1] = madd_acc(d[k & 1],
+				    _mm256_maddubs_epi16(aw[k], _mm256_sign_epi8(bcast_i32(rows8_xk(x, hoff, k)), g[k])),
+				    mul);
+	return _mm256_add_epi32(d[0], d[1]);
 }
 
 /* The same times 1. */
 EXL_INLINE __m256i rows8_signed_dot(const __m256i g[8], const __m256i aw[8], const int8_t *x, size_t hoff)
 {
-	__m256i d = _mm256_setzero_si256();
+	__m256i d[2] = { _mm256_setzero_si256(), _mm256_setzero_si256() };
 
+	/* two chains (ROWS8_CHAINS) */
 	for (int k = 0; k < 8; k++)
-		d = dot4_acc(d, aw[k], _mm256_sign_epi8(bcast_i32(rows8_xk(x, hoff, k)), g[k]));
-	return d;
+		d[k & 1] = dot4_acc(d[k & 1], aw[k], _mm256_sign_epi8(bcast_i32(rows8_xk(x, hoff, k)), g[k]));
+	return _mm256_add_epi32(d[0], d[1]);
 }
 
 /* acc + the 8 rows' unsigned levels (lv[k]: group k) . x as int32 lanes.
@@ -440,9 +451,14 @@ EXL_INLINE __m256i rows8_signed_dot(const __m256i g[8], const __m256i aw[8], con
 EXL_INLINE __m256i rows8_u4_dot(__m256i acc, const __m256i lv[8], const int8_t *x, size_t hoff)
 {
 #ifdef EXL_MM_VNNI
-	for (int k = 0; k < 8; k++)
+	/* two chains (ROWS8_CHAINS) */
+	__m256i acc1 = _mm256_setzero_si256();
+
+	for (int k = 0; k < 8; k += 2) {
 		acc = _mm256_dpbusd_epi32(acc, lv[k], bcast_i32(rows8_xk(x, hoff, k)));
-	return acc;
+		acc1 = _mm256_dpbusd_epi32(acc1, lv[k + 1], bcast_i32(rows8_xk(x, hoff, k + 1)));
+	}
+	return _mm256_add_epi32(acc, acc1);
 #else
 	__m256i s = _mm256_maddubs_epi16(lv[0], bcast_i32(x));
 
