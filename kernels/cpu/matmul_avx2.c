@@ -516,6 +516,21 @@ EXL_INLINE __m256i rows8_u4_dot_mul(const __m256i lv[8], const int8_t *x, size_t
 #endif
 }
 
+/* rows8_u4_dot_mul of two vectors at once (rows8_u4_dot_x2). */
+EXL_INLINE void rows8_u4_dot_mul_x2(__m256i d[2], const __m256i lv[8], const int8_t *const x[2], size_t hoff,
+				    __m256i mul)
+{
+#ifdef EXL_MM_VNNI
+	d[0] = d[1] = _mm256_setzero_si256();
+	rows8_u4_dot_x2(d, lv, x, hoff);
+	for (int v = 0; v < 2; v++)
+		d[v] = _mm256_mullo_epi32(d[v], _mm256_srli_epi32(mul, 16));
+#else
+	for (int v = 0; v < 2; v++)
+		d[v] = rows8_u4_dot_mul(lv, x[v], hoff, mul);
+#endif
+}
+
 /* Per int32 lane, unsigned levels 0..15: l . xl + h . xh (without VNNI
  * the two maddubs add in int16: at most 2 * 2 * 15 * 127). */
 EXL_INLINE __m256i u4_dot2(__m256i l, __m256i xl, __m256i h, __m256i xh)
@@ -1391,11 +1406,23 @@ static void q4_K_rows8(const struct exl_mm_ctx *m, int64_t r, int nr, int c0, in
 
 				for (int t = 0; t < 8; t++)
 					lv[t] = _mm256_and_si256(h ? _mm256_srli_epi16(g[t], 4) : g[t], lo4);
-				for (int j = 0; j < nc; j++) {
+				const size_t xo = (size_t)(256 * b + 64 * k + 32 * h);
+				int j = 0;
+
+				for (; j + 2 <= nc; j += 2) {
+					const int8_t *x[2];
+					__m256i d[2];
+
+					for (int v = 0; v < 2; v++)
+						x[v] = (const int8_t *)(m->act + (size_t)(c0 + j + v) * m->act_stride) + xo;
+					rows8_u4_dot_mul_x2(d, lv, x, 16, mul);
+					for (int v = 0; v < 2; v++)
+						isum[j + v] = _mm256_add_epi32(isum[j + v], d[v]);
+				}
+				for (; j < nc; j++) {
 					const int8_t *x = (const int8_t *)(m->act + (size_t)(c0 + j) * m->act_stride);
 
-					isum[j] = _mm256_add_epi32(isum[j],
-						rows8_u4_dot_mul(lv, x + 256 * b + 64 * k + 32 * h, 16, mul));
+					isum[j] = _mm256_add_epi32(isum[j], rows8_u4_dot_mul(lv, x + xo, 16, mul));
 				}
 			}
 		}
