@@ -501,6 +501,27 @@ EXL_INLINE void rows8_q8x_step(__m256 acc[8], __m256i d, __m256 dw, const uint8_
 	acc[b & 7] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d), sc, acc[b & 7]);
 }
 
+/* Block b's step for vectors c and c + 1 (accumulators acc[0], acc[1]) of
+ * kernels whose levels lv are offset by bias (Q8_0's w + 128, Q4_0's
+ * nibbles with their 8): x of block b at off (hoff, rows8_xk), each dot
+ * started at -bias * sum(x), then the float step. */
+EXL_INLINE void rows8_u4_step_x2(const struct exl_mm_ctx *m, __m256 (*acc)[8], int c, int64_t b,
+				 const __m256i lv[8], __m256 dw, size_t off, size_t hoff, int bias)
+{
+	const uint8_t *a[2];
+	const int8_t *x[2];
+	__m256i d[2];
+
+	for (int v = 0; v < 2; v++) {
+		a[v] = m->act + (size_t)(c + v) * m->act_stride;
+		x[v] = (const int8_t *)a[v] + off;
+		d[v] = _mm256_set1_epi32(-bias * act_isum(a[v], m->cols)[b]);
+	}
+	rows8_u4_dot_x2(d, lv, x, hoff);
+	for (int v = 0; v < 2; v++)
+		rows8_q8x_step(acc[v], d[v], dw, a[v], m->cols, b);
+}
+
 /* The same from 0, times lane i's int16 in both halves of mul (row i's
  * sub-block scale, 0..63). */
 EXL_INLINE __m256i rows8_u4_dot_mul(const __m256i lv[8], const int8_t *x, size_t hoff, __m256i mul)
@@ -563,20 +584,8 @@ static void q8_0_rows8(const struct exl_mm_ctx *m, int64_t r, int nr, int c0, in
 		int j = 0;
 #ifdef EXL_MM_VNNI
 		/* (w + 128) . x less 128 * sum(x): one vpdpbusd per 4 bytes */
-		for (; j + 2 <= nc; j += 2) {
-			const uint8_t *a[2];
-			const int8_t *x[2];
-			__m256i d[2];
-
-			for (int v = 0; v < 2; v++) {
-				a[v] = m->act + (size_t)(c0 + j + v) * m->act_stride;
-				x[v] = (const int8_t *)a[v] + 32 * b;
-				d[v] = _mm256_set1_epi32(-128 * act_isum(a[v], m->cols)[b]);
-			}
-			rows8_u4_dot_x2(d, aw, x, 16);
-			for (int v = 0; v < 2; v++)
-				rows8_q8x_step(acc[j + v], d[v], dw, a[v], m->cols, b);
-		}
+		for (; j + 2 <= nc; j += 2)
+			rows8_u4_step_x2(m, acc + j, c0 + j, b, aw, dw, 32 * (size_t)b, 16, 128);
 #endif
 		for (; j < nc; j++) {
 			const uint8_t *a = m->act + (size_t)(c0 + j) * m->act_stride;
@@ -848,20 +857,8 @@ static void q4_0_rows8(const struct exl_mm_ctx *m, int64_t r, int nr, int c0, in
 		size_t hoff, off = pairs32_lo(b, nb, &hoff);
 		int j = 0;
 
-		for (; j + 2 <= nc; j += 2) {
-			const uint8_t *a[2];
-			const int8_t *x[2];
-			__m256i d[2];
-
-			for (int v = 0; v < 2; v++) {
-				a[v] = m->act + (size_t)(c0 + j + v) * m->act_stride;
-				x[v] = (const int8_t *)a[v] + off;
-				d[v] = _mm256_set1_epi32(-8 * act_isum(a[v], m->cols)[b]);
-			}
-			rows8_u4_dot_x2(d, lv, x, hoff);
-			for (int v = 0; v < 2; v++)
-				rows8_q8x_step(acc[j + v], d[v], dw, a[v], m->cols, b);
-		}
+		for (; j + 2 <= nc; j += 2)
+			rows8_u4_step_x2(m, acc + j, c0 + j, b, lv, dw, off, hoff, 8);
 		for (; j < nc; j++) {
 			const uint8_t *a = m->act + (size_t)(c0 + j) * m->act_stride;
 			__m256i d = rows8_u4_dot(_mm256_set1_epi32(-8 * act_isum(a, m->cols)[b]), lv,
