@@ -417,6 +417,9 @@ EXL_INLINE const int8_t *rows8_xk(const int8_t *x, size_t hoff, int k)
  * bench_matmul --model --n 128, 9 alternating runs: Q8_0 112.5 -> 124.1
  * tok/s, Q4_0 111.5 -> 122.2; four chains no better). */
 
+/* Only IQ4_XS without VNNI takes it: clang flags an unused static
+ * function, and with VNNI it would be one. */
+#ifndef EXL_MM_VNNI
 /* The 8 rows' signed levels (g[k]: weights of group k, aw[k] = |g[k]|)
  * . x as int32 lanes, through |w| * (x with w's sign), each pair sum
  * (<= 2 * 128 * 127) times lane i's int16 in both halves of mul (row i's
@@ -433,8 +436,10 @@ EXL_INLINE __m256i rows8_signed_dot_mul(const __m256i g[8], const __m256i aw[8],
 				    mul);
 	return _mm256_add_epi32(d[0], d[1]);
 }
+#endif
 
-/* The same times 1. */
+/* The 8 rows' signed levels . x as int32 lanes, as rows8_signed_dot_mul
+ * gives them times 1. */
 EXL_INLINE __m256i rows8_signed_dot(const __m256i g[8], const __m256i aw[8], const int8_t *x, size_t hoff)
 {
 	__m256i d[2] = { _mm256_setzero_si256(), _mm256_setzero_si256() };
