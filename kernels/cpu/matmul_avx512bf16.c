@@ -3,7 +3,7 @@
  * fp32 (three operations) before an FMA.  Decode streams the weights, and
  * fewer operations per byte leave the core more room for loads in flight:
  * BF16 decode 13.4 -> 14.1 tok/s on a Zen 4 (docs/cpu-kernels.md, which
- * also has what keeps it behind llama.cpp there, x's size in L1).
+ * also has why x's 4 bytes a column keep it just behind llama.cpp's 2).
  * matmul.c puts mm_bf16 and act_bf16 into the avx512vnni set on CPUs with
  * the instruction (Zen 4, Cooper Lake, Sapphire Rapids).
  *
@@ -68,7 +68,7 @@ EXL_INLINE float hsum512(__m512 v)
 
 /* One step of 32 columns at k: the R rows' weights wv against the C
  * vectors' x_hi and x_lo (the act rows' padding makes their loads whole). */
-EXL_INLINE void tile_step(__m512 acc[4][4][2], const __m512bh wv[4], const uint16_t *const *xh,
+EXL_INLINE void tile_step(__m512 acc[][4][2], const __m512bh wv[], const uint16_t *const *xh,
 			  int64_t kp, int64_t k, const int R, const int C)
 {
 	__m512bh xhv[4], xlv[4];
@@ -84,8 +84,9 @@ EXL_INLINE void tile_step(__m512 acc[4][4][2], const __m512bh wv[4], const uint1
 		}
 }
 
-/* R rows x C vectors (C <= 2): 2 R C accumulators, 16 at most, leaving
- * registers for the 2 C x vectors and the weights. */
+/* R rows x C vectors (R <= 8 for one vector, R <= 4 and C <= 2 for more:
+ * EXL_FLOAT_TILE_LOOP): 2 R C accumulators, 16 at most, leaving registers
+ * for the 2 C x vectors and the weights. */
 EXL_INLINE void tile_bf16(const struct exl_mm_ctx *m, int64_t r, int c, const int R, const int C)
 {
 	const int64_t kp = cols_padded(m->cols);
