@@ -24,12 +24,22 @@
 
 struct exl_backend;
 
+/* How a backend holds a matmul weight's bytes (struct exl_weight.layout). */
+enum exl_weight_layout {
+	EXL_LAYOUT_ROWS = 0,  /* the GGUF's rows, row_bytes apart */
+	/* CPU: groups of 8 rows, block by block, the last group padded to 8
+	 * rows (kernels/cpu/repack.h); a group takes 8 * row_bytes, so rows
+	 * from a multiple of 8 on start where they did in ROWS */
+	EXL_LAYOUT_ROWS8 = 1,
+};
+
 struct exl_weight {
 	uint32_t type;     /* enum exl_dtype */
 	int64_t rows;      /* output features */
 	int64_t cols;      /* input features, elements per row */
 	size_t row_bytes;  /* bytes per row, exl_dtype_row_bytes(type, cols) */
 	const void *data;  /* backend memory */
+	uint32_t layout;   /* enum exl_weight_layout (ops->repack) */
 };
 
 /* The paged KV cache of one layer, as the backend sees it.  K and V are F16.
@@ -106,6 +116,7 @@ struct exl_backend_mem {
 	uint64_t buffer_bytes;
 	uint64_t free_bytes;
 	uint64_t total_bytes;
+	uint64_t repacked_bytes; /* weights held in a layout of the backend's own (ops->repack) */
 };
 
 struct exl_backend_ops {
@@ -123,6 +134,15 @@ struct exl_backend_ops {
 	 * (no copy); CUDA: allocates and copies.  NULL on failure. */
 	const void *(*upload)(struct exl_backend *be, const void *src, size_t bytes);
 	void (*unload)(struct exl_backend *be, const void *p);
+	/* Optional (NULL: every weight stays as uploaded).  For an uploaded
+	 * matmul weight w (w->data what upload returned, layout ROWS): where
+	 * the backend's kernels read this type faster in a layout of their
+	 * own, replaces w->data with a copy in it (w->layout says which) and
+	 * unloads the upload; unload(w->data) frees the copy.  Returns 0
+	 * (w replaced, or kept as it was) or -1 with the message in err (w
+	 * kept, still uploaded).  The caller must not take rows of w from
+	 * other than a multiple of 8 afterwards (EXL_LAYOUT_ROWS8). */
+	int (*repack)(struct exl_backend *be, struct exl_weight *w, char *err, size_t errlen);
 	int (*download)(struct exl_backend *be, void *dst_host, const void *src, size_t bytes);
 	int (*copy_in)(struct exl_backend *be, void *dst, const void *src_host, size_t bytes);
 	int (*sync)(struct exl_backend *be);

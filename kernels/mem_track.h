@@ -53,8 +53,8 @@ static inline int exl_mem_track_add(struct exl_mem_track *t, const void *p, size
 	return 0;
 }
 
-/* Forgets p (the most recent record of it); nothing when p is unknown. */
-static inline void exl_mem_track_remove(struct exl_mem_track *t, const void *p)
+/* Forgets p (the most recent record of it): 1, or 0 when p is unknown. */
+static inline int exl_mem_track_remove(struct exl_mem_track *t, const void *p)
 {
 	for (size_t i = t->n; i-- > 0;) {
 		if (t->ptr[i] != p)
@@ -63,8 +63,9 @@ static inline void exl_mem_track_remove(struct exl_mem_track *t, const void *p)
 		t->n--;
 		t->ptr[i] = t->ptr[t->n];
 		t->bytes[i] = t->bytes[t->n];
-		return;
+		return 1;
 	}
+	return 0;
 }
 
 static inline uint64_t exl_mem_track_total(const struct exl_mem_track *t)

@@ -240,8 +240,18 @@ static void print_model_memory(const struct exl_daemon_status *st)
 				 m->kv_local_pages - m->kv_local_pages_free, m->kv_local_pages);
 		}
 		if (!m->device_total) {
-			printf("  %s (%s): weights %s mapped from the file, KV cache %s and other "
-			       "buffers %s in RAM\n", m->name, m->device, w, kv, other);
+			char rp[32], mapped[32];
+
+			if (!m->repacked_bytes) {
+				printf("  %s (%s): weights %s mapped from the file, KV cache %s and other "
+				       "buffers %s in RAM\n", m->name, m->device, w, kv, other);
+				continue;
+			}
+			cli_bytes(m->repacked_bytes, rp, sizeof(rp));
+			cli_bytes(m->weight_bytes > m->repacked_bytes ? m->weight_bytes - m->repacked_bytes : 0,
+				  mapped, sizeof(mapped));
+			printf("  %s (%s): weights %s (%s mapped from the file, %s repacked in RAM), KV cache "
+			       "%s and other buffers %s in RAM\n", m->name, m->device, w, mapped, rp, kv, other);
 			continue;
 		}
 		cli_bytes(m->weight_bytes + m->buffer_bytes, all, sizeof(all));

@@ -182,6 +182,10 @@ struct exl_model_status {
 	 * without one */
 	int kv_local_pages_free, kv_local_pages;
 	uint64_t kv_local_bytes;  /* of kv_bytes, the local pool's */
+	/* of weight_bytes, the weights the backend copied at load into a
+	 * layout its kernels read faster (cpu: RAM, and their file pages given
+	 * back) */
+	uint64_t repacked_bytes;
 };
 
 struct exl_daemon_status {

@@ -856,6 +856,8 @@ int exl_status(struct exl_client *c, struct exl_daemon_status *st)
 				ms->kv_bytes = u;
 			if (exl_cl_get_u64(e, "buffer_bytes", &u))
 				ms->buffer_bytes = u;
+			if (exl_cl_get_u64(e, "repacked_bytes", &u))
+				ms->repacked_bytes = u;
 			if (exl_cl_get_u64(e, "device_free", &u))
 				ms->device_free = u;
 			if (exl_cl_get_u64(e, "device_total", &u))

@@ -12,6 +12,7 @@
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/pool.h"
+#include "kernels/cpu/repack.h"
 #include "kernels/formats/dtype.h"
 #include "kernels/mem_track.h"
 #include "kernels/formats/quant.h"
@@ -30,6 +31,7 @@ struct cpu_backend {
 	struct exl_attn_scratch attn;
 	struct exl_mem_track weights; /* what upload was given: mapped file bytes */
 	struct exl_mem_track buffers; /* what alloc handed out: host RAM */
+	struct exl_mem_track repacked; /* weights repack copied: host RAM, ours to free */
 	bool failed;
 	char err[256];
 };
@@ -115,8 +117,51 @@ static const void *op_upload(struct exl_backend *be, const void *src, size_t byt
 
 static void op_unload(struct exl_backend *be, const void *p)
 {
-	if (p)
-		exl_mem_track_remove(&cpu_of(be)->weights, p);
+	struct cpu_backend *cb = cpu_of(be);
+
+	if (!p)
+		return;
+	if (exl_mem_track_remove(&cb->repacked, p))
+		free((void *)p);
+	else
+		exl_mem_track_remove(&cb->weights, p);
+}
+
+/* A weight the set in use reads faster in a layout of its own
+ * (exl_cpu_matmul_layout) is copied into it once here; the upload (the
+ * mapped file) is given up, so the weight's bytes stay counted once. */
+static int op_repack(struct exl_backend *be, struct exl_weight *w, char *err, size_t errlen)
+{
+	struct cpu_backend *cb = cpu_of(be);
+	const uint32_t layout = exl_cpu_matmul_layout(w->type);
+	const char *env = getenv("EXLD_CPU_REPACK");
+
+	/* EXLD_CPU_REPACK=0: every weight read in place from the file (the
+	 * same outputs, bit for bit; tests compare the two) */
+	if (w->layout != EXL_LAYOUT_ROWS || layout == EXL_LAYOUT_ROWS || (env && !strcmp(env, "0")))
+		return 0;
+	size_t bytes = exl_cpu_repack_bytes(w->type, layout, w->rows, w->cols);
+	if (!bytes || w->row_bytes != exl_dtype_row_bytes(w->type, (uint64_t)w->cols)) {
+		snprintf(err, errlen, "repack: no layout %u for %lld x %lld of type %u", layout,
+			 (long long)w->rows, (long long)w->cols, w->type);
+		return -1;
+	}
+	void *p = aligned_alloc(64, (bytes + 63) & ~(size_t)63);
+	if (!p || exl_mem_track_add(&cb->repacked, p, bytes)) {
+		free(p);
+		snprintf(err, errlen, "repack: out of memory for %zu bytes", bytes);
+		return -1;
+	}
+	if (exl_cpu_repack(w->type, layout, w->data, p, w->rows, w->cols)) {
+		exl_mem_track_remove(&cb->repacked, p);
+		free(p);
+		snprintf(err, errlen, "repack: type %u has no layout %u", w->type, layout);
+		return -1;
+	}
+	exl_mem_track_remove(&cb->weights, w->data);
+	w->data = p;
+	w->layout = layout;
+	return 0;
 }
 
 static int op_mem_info(struct exl_backend *be, struct exl_backend_mem *m, char *err,
@@ -128,7 +173,8 @@ static int op_mem_info(struct exl_backend *be, struct exl_backend_mem *m, char *
 	(void)errlen;
 	memset(m, 0, sizeof(*m));
 	snprintf(m->device, sizeof(m->device), "cpu");
-	m->weight_bytes = exl_mem_track_total(&cb->weights);
+	m->weight_bytes = exl_mem_track_total(&cb->weights) + exl_mem_track_total(&cb->repacked);
+	m->repacked_bytes = exl_mem_track_total(&cb->repacked);
 	m->buffer_bytes = exl_mem_track_total(&cb->buffers);
 	return 0;
 }
@@ -542,6 +588,9 @@ static void op_destroy(struct exl_backend *be)
 	exl_rope_cache_free(&cb->rope[0]);
 	exl_rope_cache_free(&cb->rope[1]);
 	exl_attn_scratch_free(&cb->attn);
+	for (size_t i = 0; i < cb->repacked.n; i++)
+		free((void *)cb->repacked.ptr[i]);
+	exl_mem_track_free(&cb->repacked);
 	exl_mem_track_free(&cb->weights);
 	exl_mem_track_free(&cb->buffers);
 	free(cb);
@@ -562,6 +611,7 @@ static const struct exl_backend_ops cpu_ops = {
 	.free = op_free,
 	.upload = op_upload,
 	.unload = op_unload,
+	.repack = op_repack,
 	.download = op_download,
 	.copy_in = op_copy_in,
 	.sync = op_sync,

@@ -32,6 +32,7 @@ static void avx512vnni_merge(void)
 	avx512vnni_set.mm_q8_0 = v->mm_q8_0;
 	avx512vnni_set.act_q4_0 = v->act_q4_0;
 	avx512vnni_set.mm_q4_0 = v->mm_q4_0;
+	avx512vnni_set.mm_q4_0_r8 = v->mm_q4_0_r8;
 	/* Q4_K and Q5_K share act_q4_K */
 	avx512vnni_set.act_q4_K = v->act_q4_K;
 	avx512vnni_set.mm_q4_K = v->mm_q4_K;
@@ -82,6 +83,9 @@ static void amx_merge(void)
 	}
 	EXL_OWN(mm_q8_0);
 	EXL_OWN(mm_q4_0);
+	/* its own Q4_0 reads GGUF rows: no repacked form to take with it */
+	if (o->mm_q4_0)
+		amx_set.mm_q4_0_r8 = o->mm_q4_0_r8;
 	EXL_OWN(mm_q4_1);
 	EXL_OWN(mm_q5_0);
 	EXL_OWN(mm_q5_1);
@@ -351,7 +355,7 @@ static int part_setup(const struct exl_cpu_kernels *k, const struct exl_weight *
 		p->act_fn = k->act_q8_0;
 		break;
 	case EXL_Q4_0:
-		p->fn = k->mm_q4_0;
+		p->fn = w->layout == EXL_LAYOUT_ROWS8 ? k->mm_q4_0_r8 : k->mm_q4_0;
 		p->act_fn = k->act_q4_0;
 		break;
 	case EXL_Q4_1:
@@ -397,6 +401,11 @@ static int part_setup(const struct exl_cpu_kernels *k, const struct exl_weight *
 	default:
 		break;
 	}
+	if (w->layout != EXL_LAYOUT_ROWS && (w->layout != exl_cpu_matmul_layout(w->type) || !p->fn)) {
+		snprintf(err, errlen, "matmul: weight in layout %u, which kernel set %s does not read",
+			 w->layout, k->name);
+		return -1;
+	}
 	if (!p->fn || !exl_dtype_supported(w->type)) {
 		const struct exl_dtype_info *info = exl_dtype_info(w->type);
 		snprintf(err, errlen, "matmul: weight type %s is not supported on the CPU",
@@ -419,6 +428,11 @@ static int part_setup(const struct exl_cpu_kernels *k, const struct exl_weight *
 		.act_stride = p->act_bytes,
 	};
 	return 0;
+}
+
+uint32_t exl_cpu_matmul_layout(uint32_t type)
+{
+	return type == EXL_Q4_0 && kernels()->mm_q4_0_r8 ? EXL_LAYOUT_ROWS8 : EXL_LAYOUT_ROWS;
 }
 
 int exl_cpu_matmul(struct exl_pool *pool, const struct exl_weight *w,

@@ -15,6 +15,7 @@
 #define EXL_CPU_MATMUL_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "kernels/backend.h"
 #include "kernels/cpu/pool.h"
@@ -46,6 +47,12 @@ const char *exl_cpu_kernels_set(size_t i);
 
 /* True when this CPU can run the named set (false for unknown names). */
 int exl_cpu_kernels_available(const char *name);
+
+/* The layout (enum exl_weight_layout) in which the set in use reads
+ * weights of this type: EXL_LAYOUT_ROWS8 where it has kernels for one
+ * repacked so (kernels/cpu/repack.h), else EXL_LAYOUT_ROWS.  A weight
+ * repacked for one set is refused by another (exl_cpu_matmul's error). */
+uint32_t exl_cpu_matmul_layout(uint32_t type);
 
 /* y[n][w->rows] = x[n][w->cols] . W^T on the pool's threads.  Returns 0, or
  * -1 with a message when the weight type is not supported (see

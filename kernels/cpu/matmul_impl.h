@@ -83,6 +83,11 @@ struct exl_cpu_kernels {
 	exl_mm_fn mm_q5_K;
 	exl_mm_fn mm_q6_K;
 	exl_mm_fn mm_iq4_xs;
+	/* Q4_0 repacked into groups of 8 rows (EXL_LAYOUT_ROWS8,
+	 * kernels/cpu/repack.h), with act_q4_0; NULL where the set reads
+	 * only GGUF rows.  Called with r0 a multiple of 8.  The same bits as
+	 * mm_q4_0 on the rows before repacking. */
+	exl_mm_fn mm_q4_0_r8;
 };
 
 static inline size_t exl_act_align(size_t n)

@@ -5,6 +5,7 @@
 
 #include <immintrin.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "kernels/cpu/matmul_impl.h"

@@ -861,6 +861,7 @@ static const struct exl_backend_ops cuda_ops = {
 	.free = op_free,
 	.upload = op_upload,
 	.unload = op_unload,
+	.repack = NULL, /* the CUDA kernels read GGUF rows */
 	.download = op_download,
 	.copy_in = op_copy_in,
 	.sync = op_sync,

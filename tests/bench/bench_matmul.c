@@ -23,6 +23,7 @@
 
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/pool.h"
+#include "kernels/cpu/repack.h"
 #include "kernels/formats/dtype.h"
 #include "kernels/formats/quant.h"
 
@@ -66,6 +67,22 @@ static void *make_weights(uint32_t t, int64_t rows, int64_t cols, size_t *bytes)
 	}
 	free(row);
 	*bytes = rb * (size_t)rows;
+	/* as the daemon holds it: in the set's own layout where it has one */
+	uint32_t layout = exl_cpu_matmul_layout(t);
+	if (layout != EXL_LAYOUT_ROWS) {
+		size_t pb = exl_cpu_repack_bytes(t, layout, rows, cols);
+		uint8_t *p = pb ? malloc(pb) : NULL;
+
+		if (!p || exl_cpu_repack(t, layout, w, p, rows, cols)) {
+			fprintf(stderr, "cannot repack type %u\n", t);
+			free(p);
+			free(w);
+			return NULL;
+		}
+		free(w);
+		w = p;
+		*bytes = pb;
+	}
 	return w;
 }
 
@@ -144,7 +161,8 @@ static int bench_shape(struct exl_pool *pool, uint32_t t, const struct shape *sh
 
 	struct exl_matmul_scratch s = { 0 };
 	struct exl_weight w = { .type = t, .rows = sh->rows, .cols = sh->cols,
-				.row_bytes = exl_dtype_row_bytes(t, (uint64_t)sh->cols) };
+				.row_bytes = exl_dtype_row_bytes(t, (uint64_t)sh->cols),
+				.layout = exl_cpu_matmul_layout(t) };
 	int iters = 0, rc = 0;
 	double t0 = now(), t1;
 
@@ -194,7 +212,8 @@ static int bench_model(struct exl_pool *pool, uint32_t t, double seconds, int do
 		size_t bytes;
 
 		w[i] = (struct exl_weight){ .type = t, .rows = rows, .cols = cols,
-					    .row_bytes = exl_dtype_row_bytes(t, (uint64_t)cols) };
+					    .row_bytes = exl_dtype_row_bytes(t, (uint64_t)cols),
+					    .layout = exl_cpu_matmul_layout(t) };
 		w[i].data = make_weights(t, rows, cols, &bytes);
 		if (!w[i].data) {
 			for (int k = 0; k < i; k++)

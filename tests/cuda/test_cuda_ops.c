@@ -152,9 +152,9 @@ static void test_matmul_one(uint32_t type, int rows, int cols, int n)
 	}
 
 	struct exl_weight wc = { type, rows, cols, w.row_bytes,
-				 cpu->ops->upload(cpu, w.q, w.row_bytes * (size_t)rows) };
+				 cpu->ops->upload(cpu, w.q, w.row_bytes * (size_t)rows), EXL_LAYOUT_ROWS };
 	struct exl_weight wg = { type, rows, cols, w.row_bytes,
-				 gpu->ops->upload(gpu, w.q, w.row_bytes * (size_t)rows) };
+				 gpu->ops->upload(gpu, w.q, w.row_bytes * (size_t)rows), EXL_LAYOUT_ROWS };
 	CHECK(wg.data != NULL, "upload: %s", exl_backend_cuda_error(gpu));
 	float *dx = to_gpu(x, nx * sizeof(float));
 	float *dy = gpu->ops->alloc(gpu, ny * sizeof(float));
@@ -244,9 +244,9 @@ static void test_embed_one(uint32_t type, int rows, int cols)
 
 	make_weight(&w, type, rows, cols);
 	struct exl_weight wc = { type, rows, cols, w.row_bytes,
-				 cpu->ops->upload(cpu, w.q, w.row_bytes * (size_t)rows) };
+				 cpu->ops->upload(cpu, w.q, w.row_bytes * (size_t)rows), EXL_LAYOUT_ROWS };
 	struct exl_weight wg = { type, rows, cols, w.row_bytes,
-				 gpu->ops->upload(gpu, w.q, w.row_bytes * (size_t)rows) };
+				 gpu->ops->upload(gpu, w.q, w.row_bytes * (size_t)rows), EXL_LAYOUT_ROWS };
 	float *dy = gpu->ops->alloc(gpu, ny * sizeof(float));
 
 	if (!wg.data || !dy)
@@ -829,7 +829,7 @@ static void test_errors(void)
 	float table[4 * 32];
 	fill_normal(table, 4 * 32, 1.0f);
 	struct exl_weight w = { EXL_F32, 4, 32, 32 * sizeof(float),
-				gpu->ops->upload(gpu, table, sizeof(table)) };
+				gpu->ops->upload(gpu, table, sizeof(table)), EXL_LAYOUT_ROWS };
 	float *dy = gpu->ops->alloc(gpu, 2 * 32 * sizeof(float));
 	float y[2 * 32];
 	int32_t bad[2] = { 1, 4 }, good[2] = { 3, 0 };
@@ -847,7 +847,7 @@ static void test_errors(void)
 	      memcmp(y + 32, table, 32 * sizeof(float)) == 0, "embed after a failure");
 
 	/* An unsupported weight type (IQ2_XXS: no kernel) is refused by name. */
-	struct exl_weight iq2 = { EXL_IQ2_XXS, 4, 256, 66, w.data };
+	struct exl_weight iq2 = { EXL_IQ2_XXS, 4, 256, 66, w.data, EXL_LAYOUT_ROWS };
 	gpu->ops->matmul(gpu, &iq2, dy, dy, 1);
 	CHECK(gpu->ops->sync(gpu) == -1, "iq2_xxs matmul not refused");
 	msg = exl_backend_cuda_error(gpu);

@@ -847,7 +847,7 @@ static void test_backend_embed(struct exl_backend *be)
 		for (int r = 0; r < rows; r++)
 			CHECK(exl_quantize_row(types[ti], src + (size_t)r * cols, data + r * rb, cols) == rb,
 			      "quantize type %u", types[ti]);
-		struct exl_weight w = { types[ti], rows, cols, rb, ops->upload(be, data, rows * rb) };
+		struct exl_weight w = { types[ti], rows, cols, rb, ops->upload(be, data, rows * rb), EXL_LAYOUT_ROWS };
 		ops->embed(be, &w, tokens, y, 40);
 		CHECK(ops->sync(be) == 0, "embed type %u: %s", types[ti], exl_backend_error(be));
 		for (int i = 0; i < 40; i++) {
@@ -874,7 +874,7 @@ static void test_backend_matmul(struct exl_backend *be)
 		W[i] = rnd_uniform();
 	for (int i = 0; i < n * cols; i++)
 		x[i] = rnd_uniform();
-	struct exl_weight w = { EXL_F32, rows, cols, (size_t)cols * 4, W };
+	struct exl_weight w = { EXL_F32, rows, cols, (size_t)cols * 4, W, EXL_LAYOUT_ROWS };
 	ops->matmul(be, &w, x, y, n);
 	CHECK(ops->sync(be) == 0, "matmul: %s", exl_backend_error(be));
 	for (int i = 0; i < n; i++) {
@@ -948,7 +948,7 @@ static void test_backend_errors(struct exl_backend *be)
 
 	float table[4 * 32];
 	memset(table, 0, sizeof(table));
-	struct exl_weight w = { EXL_F32, 4, 32, 128, table };
+	struct exl_weight w = { EXL_F32, 4, 32, 128, table, EXL_LAYOUT_ROWS };
 	ops->embed(be, &w, tok, buf, 2);
 	expect_failure(be, "embed token 99", "vocabulary");
 	w.row_bytes = 100;

@@ -7,6 +7,9 @@
  *    sets the CPU lacks are reported as SKIP;
  *  - running on a pool of 2 or 3 threads gives the same bits as one thread,
  *    and a vector alone the same bits as within a batch of n;
+ *  - a set with a layout of its own for the type (a weight repacked at
+ *    load, kernels/cpu/repack.h) gives from it the bits it gives from the
+ *    GGUF rows, on 1, 2 and 3 threads;
  * over odd shapes (rows 1, 7, 33, 70; n 1, 2, 3, 5, 17; one block of
  * columns, a few, and many).  Bad calls get an error. */
 #include <math.h>
@@ -16,6 +19,7 @@
 
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/pool.h"
+#include "kernels/cpu/repack.h"
 #include "kernels/formats/dtype.h"
 #include "kernels/formats/quant.h"
 #include "tests/common/check.h"
@@ -147,6 +151,51 @@ static int run(const char *set, struct exl_pool *pool, struct problem *p, float 
 	return 0;
 }
 
+/* p's weight repacked into the layout set reads (the set selected), on no
+ * pool and on pools[0..1]: the bits yv it gave from the GGUF rows. */
+static void check_repacked(struct problem *p, const char *set, uint32_t layout, const float *yv,
+			   struct exl_pool *const *pools, struct exl_matmul_scratch *s, const char *what)
+{
+	size_t ny = (size_t)p->n * (size_t)p->rows;
+	size_t bytes = exl_cpu_repack_bytes(p->type, layout, p->rows, p->cols);
+	void *pk = bytes ? malloc(bytes) : NULL;
+	float *yr = malloc(sizeof(float) * ny);
+	char err[256];
+
+	CHECK(pk && yr && exl_cpu_repack(p->type, layout, p->wq, pk, p->rows, p->cols) == 0,
+	      "%s: %s: repack into layout %u", what, set, layout);
+	if (!pk || !yr) {
+		free(pk);
+		free(yr);
+		return;
+	}
+	struct exl_weight w = p->w;
+
+	w.data = pk;
+	w.layout = layout;
+	for (int t = 0; t < 3; t++) {
+		struct exl_pool *pool = t ? pools[t - 1] : NULL;
+
+		if (t && !pool)
+			continue;
+		for (size_t o = 0; o < ny; o++)
+			yr[o] = NAN;
+		CHECK(exl_cpu_matmul(pool, &w, p->x, yr, p->n, s, err, sizeof(err)) == 0, "%s: %s: repacked: %s",
+		      what, set, err);
+		CHECK(memcmp(yr, yv, sizeof(float) * ny) == 0, "%s: %s: repacked differs from the rows (%d threads)",
+		      what, set, pool ? exl_pool_size(pool) : 1);
+	}
+	/* the last vector alone (decode) as within the batch */
+	if (p->n > 1) {
+		CHECK(exl_cpu_matmul(NULL, &w, p->x + (size_t)(p->n - 1) * (size_t)p->cols, yr, 1, s, err,
+				     sizeof(err)) == 0, "%s", err);
+		CHECK(memcmp(yr, yv + (size_t)(p->n - 1) * (size_t)p->rows, sizeof(float) * (size_t)p->rows) == 0,
+		      "%s: %s: repacked, the last vector alone differs", what, set);
+	}
+	free(pk);
+	free(yr);
+}
+
 static void check_problem(struct problem *p, struct exl_pool *pool2, struct exl_pool *pool3,
 			  struct exl_matmul_scratch *s)
 {
@@ -185,6 +234,12 @@ static void check_problem(struct problem *p, struct exl_pool *pool2, struct exl_
 		}
 		CHECK(bad == 0, "%s: %s vs scalar: %d outputs off, first [%zu] %.7g vs %.7g (tol %.3g)",
 		      what, sets[v], bad, first, yv[first], ys[first], p->tol_simd[first]);
+		uint32_t layout = exl_cpu_matmul_layout(p->type);
+		if (layout != EXL_LAYOUT_ROWS) {
+			struct exl_pool *pools[2] = { pool2, pool3 };
+
+			check_repacked(p, sets[v], layout, yv, pools, s, what);
+		}
 		/* the VNNI build of the avx2 kernels forms the same int32 sums
 		 * and the same float steps */
 		if (!strcmp(sets[v], "avx2")) {
@@ -248,6 +303,26 @@ static void test_errors(struct exl_matmul_scratch *s)
 	      "unsupported type: %s", err);
 	CHECK(exl_cpu_kernels_select("avx9000", err, sizeof(err)) == -1 && strstr(err, "avx9000"),
 	      "unknown set");
+
+	/* a weight in a layout the set in use does not read is refused,
+	 * never read as rows: the scalar set has none, and no set has one
+	 * for Q8_0 */
+	uint8_t q4[8 * 2 * 18] = { 0 };
+	struct exl_weight r8 = { .type = EXL_Q4_0, .rows = 8, .cols = 64, .row_bytes = 36, .data = q4,
+				 .layout = EXL_LAYOUT_ROWS8 };
+	CHECK(exl_cpu_kernels_select("scalar", err, sizeof(err)) == 0, "%s", err);
+	err[0] = 0;
+	CHECK(exl_cpu_matmul(NULL, &r8, x, y, 1, s, err, sizeof(err)) == -1 && strstr(err, "layout"),
+	      "scalar, Q4_0 in layout ROWS8: %s", err);
+	CHECK(exl_cpu_kernels_select(NULL, err, sizeof(err)) == 0, "%s", err);
+	w = (struct exl_weight){ .type = EXL_Q8_0, .rows = 2, .cols = 64, .row_bytes = 68, .data = wq,
+				 .layout = EXL_LAYOUT_ROWS8 };
+	err[0] = 0;
+	CHECK(exl_cpu_matmul(NULL, &w, x, y, 1, s, err, sizeof(err)) == -1 && strstr(err, "layout"),
+	      "Q8_0 in layout ROWS8: %s", err);
+	CHECK(exl_cpu_repack_bytes(EXL_Q8_0, EXL_LAYOUT_ROWS8, 8, 64) == 0 &&
+	      exl_cpu_repack(EXL_Q8_0, EXL_LAYOUT_ROWS8, wq, q4, 2, 64) == -1 &&
+	      exl_cpu_repack_bytes(EXL_Q4_0, EXL_LAYOUT_ROWS8, 9, 64) == 16 * 36, "repack sizes");
 	CHECK(exl_cpu_kernels_select("scalar", err, sizeof(err)) == 0 &&
 	      !strcmp(exl_cpu_kernels_name(), "scalar"), "select scalar");
 }

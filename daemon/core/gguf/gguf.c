@@ -739,6 +739,20 @@ struct gguf_file *exl_gguf_open(const char *path, char *err, size_t errlen)
 	return f;
 }
 
+void exl_gguf_drop_pages(const struct gguf_file *f, const void *p, size_t len)
+{
+	const long page = sysconf(_SC_PAGESIZE);
+
+	if (!f->mapped || !len || page <= 0)
+		return;
+	uintptr_t a = ((uintptr_t)p + (uintptr_t)page - 1) & ~((uintptr_t)page - 1);
+	uintptr_t e = ((uintptr_t)p + len) & ~((uintptr_t)page - 1);
+
+	/* advice: on failure the pages stay resident, and nothing else changes */
+	if (e > a)
+		(void)madvise((void *)a, e - a, MADV_DONTNEED);
+}
+
 bool exl_gguf_str_eq(struct gguf_str s, const char *c)
 {
 	size_t n = strlen(c);

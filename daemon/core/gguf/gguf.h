@@ -100,6 +100,11 @@ struct gguf_file *exl_gguf_open_buffer(const void *buf, size_t size, char *err, 
 
 void exl_gguf_close(struct gguf_file *f);
 
+/* Gives back the memory of the whole pages within [p, p + len) of a mapped
+ * file (a tensor the backend now holds in a copy of its own); a later read
+ * there maps the file's bytes in again.  Nothing for a caller's buffer. */
+void exl_gguf_drop_pages(const struct gguf_file *f, const void *p, size_t len);
+
 const struct gguf_kv *exl_gguf_find_kv(const struct gguf_file *f, const char *key);
 const struct gguf_tensor *exl_gguf_find_tensor(const struct gguf_file *f, const char *name);
 

@@ -140,10 +140,41 @@ static int bind_vec(struct binder *bd, const char *name, int n, bool optional,
 	return 0;
 }
 
+/* Offers matmul weight w, just bound from t, to the backend's repack (a
+ * layout its kernels read faster, kernels/backend.h).  Where the backend
+ * took a copy, the model unloads that instead, and the file's pages of t
+ * go back to the system: nothing reads them again. */
+static int repack_mat(struct binder *bd, const struct gguf_tensor *t, struct exl_weight *w, char *err,
+		      size_t errlen)
+{
+	struct exl_model *m = bd->m;
+	const void *orig = w->data;
+	char why[200];
+
+	if (bd->plan || !m->be->ops->repack)
+		return 0;
+	if (m->be->ops->repack(m->be, w, why, sizeof(why))) {
+		snprintf(err, errlen, "tensor '%.*s': %s", (int)t->name.len, t->name.ptr, why);
+		return -1;
+	}
+	if (w->data == orig)
+		return 0;
+	for (int i = m->n_uploads - 1; i >= 0; i--) {
+		if (m->uploads[i] == orig) {
+			m->uploads[i] = w->data;
+			break;
+		}
+	}
+	exl_gguf_drop_pages(m->gguf, t->data, t->nbytes);
+	return 0;
+}
+
 /* A matmul weight of rows x cols (GGUF shape [cols, rows]); w->data NULL
- * when absent and optional. */
+ * when absent and optional.  repack: the backend may hold it in a layout
+ * of its own (never for a table embed reads rows of, nor a tensor whose
+ * rows are split at other than a multiple of 8: rows_of). */
 static int bind_mat_opt(struct binder *bd, const char *name, int rows, int cols, bool optional,
-			struct exl_weight *w, char *err, size_t errlen)
+			bool repack, struct exl_weight *w, char *err, size_t errlen)
 {
 	const struct gguf_tensor *t;
 	const void *d;
@@ -158,13 +189,14 @@ static int bind_mat_opt(struct binder *bd, const char *name, int rows, int cols,
 	w->cols = cols;
 	w->row_bytes = exl_dtype_row_bytes(t->type, (uint64_t)cols);
 	w->data = d;
-	return 0;
+	w->layout = EXL_LAYOUT_ROWS;
+	return repack ? repack_mat(bd, t, w, err, errlen) : 0;
 }
 
 static int bind_mat(struct binder *bd, const char *name, int rows, int cols,
 		    struct exl_weight *w, char *err, size_t errlen)
 {
-	return bind_mat_opt(bd, name, rows, cols, false, w, err, errlen);
+	return bind_mat_opt(bd, name, rows, cols, false, true, w, err, errlen);
 }
 
 /* Rows first .. first + n - 1 of w, as a weight of its own.  Rows are
@@ -173,6 +205,8 @@ static int bind_mat(struct binder *bd, const char *name, int rows, int cols,
 static struct exl_weight rows_of(const struct exl_weight *w, int64_t first, int64_t n)
 {
 	struct exl_weight v = *w;
+
+	/* (callers repack only tensors whose splits fall on multiples of 8) */
 
 	v.rows = n;
 	v.data = (const char *)w->data + (size_t)first * w->row_bytes;
@@ -196,6 +230,9 @@ static int bind_experts(struct binder *bd, const char *name, int rows, int cols,
 	all.cols = cols;
 	all.row_bytes = exl_dtype_row_bytes(t->type, (uint64_t)cols);
 	all.data = d;
+	all.layout = EXL_LAYOUT_ROWS;
+	if (d && rows % 8 == 0 && repack_mat(bd, t, &all, err, errlen))
+		return -1;
 	for (int e = 0; e < n_expert; e++)
 		views[e] = rows_of(&all, (int64_t)e * rows, rows);
 	return 0;
@@ -215,8 +252,8 @@ static int bind_qkv(struct binder *bd, int il, struct exl_layer_weights *lw, cha
 	char name[96];
 
 #define NAME(suffix) (snprintf(name, sizeof(name), "blk.%d.%s", il, suffix), name)
-	if (bind_mat_opt(bd, NAME("attn_qkv.weight"), q_dim + 2 * kv_dim, hp->n_embd, true, &qkv,
-			 err, errlen) ||
+	if (bind_mat_opt(bd, NAME("attn_qkv.weight"), q_dim + 2 * kv_dim, hp->n_embd, true,
+			 q_dim % 8 == 0 && kv_dim % 8 == 0, &qkv, err, errlen) ||
 	    (qkv.data && bind_vec(bd, NAME("attn_qkv.bias"), q_dim + 2 * kv_dim, true, &b, err,
 				  errlen)))
 		return -1;
@@ -273,8 +310,8 @@ static int bind_ffn(struct binder *bd, int il, struct exl_layer_weights *lw, cha
 	if (hp->arch == EXL_ARCH_PHI3) {
 		struct exl_weight gate_up;
 
-		if (bind_mat(bd, NAME("ffn_up.weight"), 2 * hp->n_ff, hp->n_embd, &gate_up, err,
-			     errlen))
+		if (bind_mat_opt(bd, NAME("ffn_up.weight"), 2 * hp->n_ff, hp->n_embd, false,
+				 hp->n_ff % 8 == 0, &gate_up, err, errlen))
 			return -1;
 		lw->w_gate = rows_of(&gate_up, 0, hp->n_ff);
 		lw->w_up = rows_of(&gate_up, hp->n_ff, hp->n_ff);
@@ -363,8 +400,9 @@ static int bind_all(struct binder *bd, char *err, size_t errlen)
 	const void *d;
 	const struct gguf_tensor *t;
 
-	if (bind_mat(bd, "token_embd.weight", hp->n_vocab, hp->n_embd, &m->tok_embd, err,
-		     errlen) ||
+	/* embed reads its rows: kept as the file has them */
+	if (bind_mat_opt(bd, "token_embd.weight", hp->n_vocab, hp->n_embd, false, false, &m->tok_embd,
+			 err, errlen) ||
 	    bind_vec(bd, "output_norm.weight", hp->n_embd, false, &m->output_norm, err, errlen))
 		return -1;
 	if (bind(bd, "output.weight", (uint64_t)hp->n_embd, (uint64_t)hp->n_vocab, true, true,
@@ -376,7 +414,10 @@ static int bind_all(struct binder *bd, char *err, size_t errlen)
 		m->output.cols = hp->n_embd;
 		m->output.row_bytes = exl_dtype_row_bytes(t->type, (uint64_t)hp->n_embd);
 		m->output.data = d;
+		m->output.layout = EXL_LAYOUT_ROWS;
 		m->hp.tied_embeddings = false;
+		if (repack_mat(bd, t, &m->output, err, errlen))
+			return -1;
 	} else {
 		m->output = m->tok_embd;
 		m->hp.tied_embeddings = true;

@@ -844,6 +844,8 @@ static void pack_memory(const struct exl_registry *r, msgpack_packer *pk,
 	msgpack_pack_uint64(pk, kv_local_bytes);
 	exl_pack_key(pk, "buffer_bytes");
 	msgpack_pack_uint64(pk, mem.buffer_bytes);
+	exl_pack_key(pk, "repacked_bytes");
+	msgpack_pack_uint64(pk, mem.repacked_bytes);
 	exl_pack_key(pk, "device_free");
 	msgpack_pack_uint64(pk, mem.free_bytes);
 	exl_pack_key(pk, "device_total");
@@ -862,7 +864,7 @@ void exl_registry_pack_status(struct exl_registry *r, msgpack_packer *pk)
 		memset(&st, 0, sizeof(st));
 		if (e->et)
 			exl_engine_thread_stats(e->et, &st);
-		msgpack_pack_map(pk, 26); /* 19 here, 7 in pack_memory */
+		msgpack_pack_map(pk, 27); /* 19 here, 8 in pack_memory */
 		exl_pack_key(pk, "name");
 		exl_pack_cstr(pk, e->name);
 		exl_pack_key(pk, "state");

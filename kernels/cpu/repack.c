@@ -1,0 +1,46 @@
+/* Weights into the layouts of kernels/cpu/repack.h.  Run once per weight
+ * at load, on the loading thread. */
+#include <string.h>
+
+#include "kernels/backend.h"
+#include "kernels/cpu/repack.h"
+#include "kernels/formats/dtype.h"
+
+#define Q4_0_BLOCK 18 /* fp16 d, 16 bytes of nibbles */
+#define ROWS8_Q4_0_BLOCK (8 * Q4_0_BLOCK)
+
+size_t exl_cpu_repack_bytes(uint32_t type, uint32_t layout, int64_t rows, int64_t cols)
+{
+	if (type != EXL_Q4_0 || layout != EXL_LAYOUT_ROWS8 || rows <= 0 || cols <= 0 || cols % 32)
+		return 0;
+	return (size_t)((rows + 7) / 8) * 8 * exl_dtype_row_bytes(type, (uint64_t)cols);
+}
+
+static void rows8_q4_0(const uint8_t *src, uint8_t *dst, int64_t rows, int64_t cols)
+{
+	const int64_t nb = cols / 32;
+	const size_t rb = (size_t)nb * Q4_0_BLOCK;
+
+	for (int64_t g = 0; g < (rows + 7) / 8; g++) {
+		for (int64_t b = 0; b < nb; b++) {
+			uint8_t *o = dst + ((size_t)g * (size_t)nb + (size_t)b) * ROWS8_Q4_0_BLOCK;
+
+			memset(o, 0, ROWS8_Q4_0_BLOCK);
+			for (int i = 0; i < 8 && 8 * g + i < rows; i++) {
+				const uint8_t *blk = src + (size_t)(8 * g + i) * rb + (size_t)b * Q4_0_BLOCK;
+
+				memcpy(o + 2 * i, blk, 2);
+				for (int k = 0; k < 4; k++)
+					memcpy(o + 16 + 32 * k + 4 * i, blk + 2 + 4 * k, 4);
+			}
+		}
+	}
+}
+
+int exl_cpu_repack(uint32_t type, uint32_t layout, const void *src, void *dst, int64_t rows, int64_t cols)
+{
+	if (!exl_cpu_repack_bytes(type, layout, rows, cols))
+		return -1;
+	rows8_q4_0(src, dst, rows, cols);
+	return 0;
+}
