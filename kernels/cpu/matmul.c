@@ -36,6 +36,7 @@ static void avx512vnni_merge(void)
 	/* Q4_K and Q5_K share act_q4_K */
 	avx512vnni_set.act_q4_K = v->act_q4_K;
 	avx512vnni_set.mm_q4_K = v->mm_q4_K;
+	avx512vnni_set.mm_q4_K_r8 = v->mm_q4_K_r8;
 	avx512vnni_set.mm_q5_K = v->mm_q5_K;
 	avx512vnni_set.act_iq4_xs = v->act_iq4_xs;
 	avx512vnni_set.mm_iq4_xs = v->mm_iq4_xs;
@@ -93,6 +94,8 @@ static void amx_merge(void)
 	EXL_OWN(mm_q2_K);
 	EXL_OWN(mm_q3_K);
 	EXL_OWN(mm_q4_K);
+	if (o->mm_q4_K)
+		amx_set.mm_q4_K_r8 = o->mm_q4_K_r8;
 	EXL_OWN(mm_q5_K);
 	EXL_OWN(mm_q6_K);
 	EXL_OWN(mm_iq4_xs);
@@ -383,7 +386,7 @@ static int part_setup(const struct exl_cpu_kernels *k, const struct exl_weight *
 		p->act_fn = k->act_q8_K;
 		break;
 	case EXL_Q4_K:
-		p->fn = k->mm_q4_K;
+		p->fn = w->layout == EXL_LAYOUT_ROWS8 ? k->mm_q4_K_r8 : k->mm_q4_K;
 		p->act_fn = k->act_q4_K;
 		break;
 	case EXL_Q5_K:
@@ -432,7 +435,11 @@ static int part_setup(const struct exl_cpu_kernels *k, const struct exl_weight *
 
 uint32_t exl_cpu_matmul_layout(uint32_t type)
 {
-	return type == EXL_Q4_0 && kernels()->mm_q4_0_r8 ? EXL_LAYOUT_ROWS8 : EXL_LAYOUT_ROWS;
+	const struct exl_cpu_kernels *k = kernels();
+
+	if ((type == EXL_Q4_0 && k->mm_q4_0_r8) || (type == EXL_Q4_K && k->mm_q4_K_r8))
+		return EXL_LAYOUT_ROWS8;
+	return EXL_LAYOUT_ROWS;
 }
 
 int exl_cpu_matmul(struct exl_pool *pool, const struct exl_weight *w,

@@ -1659,6 +1659,189 @@ EXL_INLINE void q4_K_group8(const block_q4_K *w, int64_t b, int k, const uint8_t
 
 DEFINE_ROWS8_MM_QK(q4_K, block_q4_K, 256)
 
+/* ---- Q4_K repacked in groups of 8 rows (EXL_LAYOUT_ROWS8, repack.h) ----
+ *
+ * q4_K_rows8's steps for every n, from a layout where the 8 rows' scales
+ * and mins unpack as 8 lanes at once (12 operations a super-block, where
+ * q4_K_rows8 takes 8 scalar unpacks and 128 stores) and each 32-byte load
+ * is 4 weights of a sub-block of all 8 rows (no transpose).  Decode, one
+ * row at a time from GGUF rows, spent most of its operations on the
+ * scales and on horizontal sums per super-block. */
+
+/* The shuffle that puts byte j (0..3) of each dword lane, zero-extended,
+ * into both int16 halves of the lane: ctl[j]. */
+EXL_INLINE void dword_byte_pair_ctl(__m256i ctl[4])
+{
+	const __m256i at = _mm256_setr_epi32(0, 0x00040004, 0x00080008, 0x000c000c, 0, 0x00040004, 0x00080008,
+					     0x000c000c);
+
+	for (int j = 0; j < 4; j++)
+		ctl[j] = _mm256_add_epi32(_mm256_set1_epi32((int)(0x80008000u | (uint32_t)j << 16 | (uint32_t)j)), at);
+}
+
+/* The scales (sc[0]: sub-blocks 0-3, sc[1]: 4-7; byte s % 4 of lane i is
+ * row i's) and mins (mn[]) of the 8 rows: exl_q4_K_scales on 8 lanes. */
+EXL_INLINE void q4_K_r8_scales(const uint8_t *u, __m256i sc[2], __m256i mn[2])
+{
+	const __m256i u0 = _mm256_loadu_si256((const __m256i *)(const void *)u);
+	const __m256i u1 = _mm256_loadu_si256((const __m256i *)(const void *)(u + 32));
+	const __m256i u2 = _mm256_loadu_si256((const __m256i *)(const void *)(u + 64));
+	const __m256i m6 = _mm256_set1_epi32(0x3f3f3f3f), m4 = _mm256_set1_epi32(0x0f0f0f0f);
+	const __m256i m2 = _mm256_set1_epi32(0x03030303);
+
+	sc[0] = _mm256_and_si256(u0, m6);
+	mn[0] = _mm256_and_si256(u1, m6);
+	sc[1] = _mm256_or_si256(_mm256_and_si256(u2, m4),
+				_mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(u0, 6), m2), 4));
+	mn[1] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(u2, 4), m4),
+				_mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(u1, 6), m2), 4));
+}
+
+/* Super-block b of the group (q: its 1152 bytes) x the nc vectors at a[]:
+ * isum[j] the 8 rows' sum of scale * (levels . x), msum[j] of min * (sum of
+ * x), exact in int32 as in q4_K_rows8. */
+EXL_INLINE void q4_K_r8_sblock(const uint8_t *q, int64_t b, const uint8_t *const *a, int nc, int64_t cols,
+			       __m256i *isum, __m256i *msum)
+{
+	const __m256i lo4 = _mm256_set1_epi8(0x0f);
+	__m256i sc[2], mn[2], ctl[4];
+
+	dword_byte_pair_ctl(ctl);
+	q4_K_r8_scales(q + 32, sc, mn);
+	for (int j = 0; j < nc; j++) {
+		/* min * (both halves of x's sum over the sub-block, int16 pairs) */
+		const int16_t *bs = exl_act_q8_K_bsums(a[j], cols) + 16 * b;
+		__m256i ms = _mm256_setzero_si256();
+
+		for (int sb = 0; sb < 8; sb++)
+			ms = _mm256_add_epi32(ms, _mm256_madd_epi16(_mm256_shuffle_epi8(mn[sb >> 2], ctl[sb & 3]),
+								    bcast_i32((const int8_t *)(const void *)(bs + 2 * sb))));
+		msum[j] = ms;
+		isum[j] = _mm256_setzero_si256();
+	}
+	for (int c = 0; c < 4; c++) {
+		__m256i v[8];
+
+		for (int k = 0; k < 8; k++)
+			v[k] = _mm256_loadu_si256((const __m256i *)(const void *)(q + 128 + 256 * c + 32 * k));
+		for (int h = 0; h < 2; h++) {
+			const int sb = 2 * c + h;
+			const __m256i mul = _mm256_shuffle_epi8(sc[sb >> 2], ctl[sb & 3]);
+			const size_t xo = 256 * (size_t)b + 32 * (size_t)sb;
+			__m256i lv[8];
+			int j = 0;
+
+			for (int k = 0; k < 8; k++)
+				lv[k] = _mm256_and_si256(h ? _mm256_srli_epi16(v[k], 4) : v[k], lo4);
+			for (; j + 2 <= nc; j += 2) {
+				const int8_t *x[2] = { (const int8_t *)a[j] + xo, (const int8_t *)a[j + 1] + xo };
+				__m256i d[2];
+
+				rows8_u4_dot_mul_x2(d, lv, x, 16, mul);
+				isum[j] = _mm256_add_epi32(isum[j], d[0]);
+				isum[j + 1] = _mm256_add_epi32(isum[j + 1], d[1]);
+			}
+			for (; j < nc; j++)
+				isum[j] = _mm256_add_epi32(isum[j], rows8_u4_dot_mul(lv, (const int8_t *)a[j] + xo, 16, mul));
+		}
+	}
+}
+
+/* q4_K_rows8's float step of super-block b (q) for one vector. */
+EXL_INLINE __m256 q4_K_r8_fstep(const uint8_t *q, const uint8_t *a, int64_t cols, int64_t b, __m256i is, __m256i ms,
+				__m256 acc)
+{
+	const __m256 dx = _mm256_set1_ps(exl_act_q8_K_d(a, cols)[b]);
+	const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)q));
+	const __m256 dm = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(q + 16)));
+
+	return _mm256_fnmadd_ps(_mm256_cvtepi32_ps(ms), _mm256_mul_ps(dm, dx),
+				_mm256_fmadd_ps(_mm256_cvtepi32_ps(is), _mm256_mul_ps(dw, dx), acc));
+}
+
+/* Rows [r, r + nr) x vectors [c0, c1) (at most COL_CHUNK), r a multiple of 8. */
+static void q4_K_r8_rows8(const struct exl_mm_ctx *m, int64_t r, int nr, int c0, int c1)
+{
+	const uint8_t *p = exl_row(m, r);
+	const int64_t nb = m->cols / 256;
+	const int nc = c1 - c0;
+	const uint8_t *a[64];
+	__m256 acc[64][8];
+	__m256i isum[64], msum[64];
+
+	for (int j = 0; j < nc; j++)
+		a[j] = m->act + (size_t)(c0 + j) * m->act_stride;
+	rows8_acc_zero(acc, nc);
+	for (int64_t b = 0; b < nb; b++) {
+		const uint8_t *q = p + 1152 * (size_t)b;
+
+		exl_prefetch_share(exl_row(m, r + 8), 8 * m->row_bytes, b, nb);
+		q4_K_r8_sblock(q, b, a, nc, m->cols, isum, msum);
+		for (int j = 0; j < nc; j++)
+			acc[j][b & 7] = q4_K_r8_fstep(q, a[j], m->cols, b, isum[j], msum[j], acc[j][b & 7]);
+	}
+	rows8_store(m, acc, nc, c0, r, nr);
+}
+
+/* Super-block b for nc (<= 4) vectors, into accumulator t (b mod 8). */
+EXL_INLINE void q4_K_r8_step(const struct exl_mm_ctx *m, const uint8_t *p, const uint8_t *const *a, int nc,
+			     int64_t b, __m256 (*acc)[8], int t)
+{
+	const uint8_t *q = p + 1152 * (size_t)b;
+	__m256i is[4], ms[4];
+
+	q4_K_r8_sblock(q, b, a, nc, m->cols, is, ms);
+	for (int j = 0; j < nc; j++)
+		acc[j][t] = q4_K_r8_fstep(q, a[j], m->cols, b, is[j], ms[j], acc[j][t]);
+}
+
+/* Decode (nc <= 4, a constant per call) of the group at r: accumulators
+ * in registers, no software prefetch (q4_0_r8_dots_n). */
+EXL_INLINE void q4_K_r8_dots_n(const struct exl_mm_ctx *m, int64_t r, int nr, int c0, const int nc)
+{
+	const uint8_t *p = exl_row(m, r);
+	const int64_t nb = m->cols / 256;
+	const uint8_t *a[4];
+	__m256 acc[4][8];
+	int64_t b = 0;
+
+	for (int j = 0; j < nc; j++)
+		a[j] = m->act + (size_t)(c0 + j) * m->act_stride;
+	rows8_acc_zero(acc, nc);
+	/* written out, as in q4_0_r8_dots_n */
+	for (; b + 8 <= nb; b += 8) {
+		q4_K_r8_step(m, p, a, nc, b, acc, 0);
+		q4_K_r8_step(m, p, a, nc, b + 1, acc, 1);
+		q4_K_r8_step(m, p, a, nc, b + 2, acc, 2);
+		q4_K_r8_step(m, p, a, nc, b + 3, acc, 3);
+		q4_K_r8_step(m, p, a, nc, b + 4, acc, 4);
+		q4_K_r8_step(m, p, a, nc, b + 5, acc, 5);
+		q4_K_r8_step(m, p, a, nc, b + 6, acc, 6);
+		q4_K_r8_step(m, p, a, nc, b + 7, acc, 7);
+	}
+	for (; b < nb; b++)
+		q4_K_r8_step(m, p, a, nc, b, acc, (int)(b & 7));
+	rows8_store(m, acc, nc, c0, r, nr);
+}
+
+static void mm_q4_K_r8(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, int c1)
+{
+	for (int64_t r = r0; r < r1; r += 8) {
+		const int nr = r1 - r < 8 ? (int)(r1 - r) : 8;
+
+		if (m->n > EXL_STREAM_N) {
+			q4_K_r8_rows8(m, r, nr, c0, c1);
+			continue;
+		}
+		switch (c1 - c0) {
+		case 1: q4_K_r8_dots_n(m, r, nr, c0, 1); break;
+		case 2: q4_K_r8_dots_n(m, r, nr, c0, 2); break;
+		case 3: q4_K_r8_dots_n(m, r, nr, c0, 3); break;
+		default: q4_K_r8_dots_n(m, r, nr, c0, 4); break;
+		}
+	}
+}
+
 /* Q5_K: Q4_K's former tiles, with the fifth bit of each weight from
  * qh (bit 2k of qh[l] for weight 64k + l, bit 2k + 1 for 64k + 32 + l);
  * levels 0..31 keep maddubs pairs within int16.  A block starts with d,
@@ -2262,6 +2445,7 @@ const struct exl_cpu_kernels SET_SYMBOL = {
 	.mm_q8_0 = mm_q8_0,
 	.mm_q4_0 = mm_q4_0,
 	.mm_q4_0_r8 = mm_q4_0_r8,
+	.mm_q4_K_r8 = mm_q4_K_r8,
 	.mm_q4_1 = mm_q4_1,
 	.mm_q5_0 = mm_q5_0,
 	.mm_q5_1 = mm_q5_1,

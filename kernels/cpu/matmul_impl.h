@@ -88,6 +88,7 @@ struct exl_cpu_kernels {
 	 * only GGUF rows.  Called with r0 a multiple of 8.  The same bits as
 	 * mm_q4_0 on the rows before repacking. */
 	exl_mm_fn mm_q4_0_r8;
+	exl_mm_fn mm_q4_K_r8;  /* Q4_K likewise, with act_q4_K */
 };
 
 static inline size_t exl_act_align(size_t n)

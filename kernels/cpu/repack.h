@@ -11,6 +11,16 @@
  * block and 8 rows (nib16_rows8), or for one row with horizontal sums per
  * block; decode spends most of its instructions on those.  A group takes
  * 8 * row_bytes, as its rows did.
+ *
+ * EXL_LAYOUT_ROWS8, Q4_K: the same groups; super-block b of a group is
+ * 1152 bytes:
+ *   fp16 d[8], fp16 dmin[8]
+ *   uint32 u[3][8]        u[k][i] = bytes 4k..4k+3 of row i's scales[12]
+ *   uint8 q[4][8][8][4]   q[c][k][i] = bytes 4k..4k+3 of row i's 32-byte
+ *                         chunk c of qs (sub-block 2c in the low nibbles,
+ *                         2c + 1 in the high)
+ * so the 6-bit scales and mins of 8 rows unpack as 8 lanes at once, and
+ * one 32-byte load of q is 4 weights of a sub-block of all 8 rows.
  */
 #ifndef EXL_CPU_REPACK_H
 #define EXL_CPU_REPACK_H

@@ -3,9 +3,9 @@
 # with-kernels names: for random Q4_0 models of every shape that takes
 # rows of a tensor apart (llama; phi3's fused attn_qkv and gate+up;
 # qwen3moe's experts; a vocabulary of 500, whose output ends in a part
-# group of 8 rows), `exld run` writes the same logits, bit for bit, and the
-# same ids as with EXLD_CPU_REPACK=0 (every weight read from the file).  A
-# daemon reports the copy where the set makes one (the avx2 family): `exl
+# group of 8 rows) and a random Q4_K llama, `exld run` writes the same
+# logits, bit for bit, and the same ids as with EXLD_CPU_REPACK=0 (every
+# weight read from the file).  A daemon reports the copy where the set makes one (the avx2 family): `exl
 # status` counts it ("repacked in RAM"); without it (EXLD_CPU_REPACK=0, or
 # a set with no layout of its own) the weights are the file's alone.  The
 # daemon's greedy ids are exld run's.
@@ -43,15 +43,17 @@ esac
 mk() {
 	out=$1
 	shift
-	"$mkmodel" "$@" --type q4_0 --seed 3 -o "$tmp/$out.gguf" >/dev/null 2>"$tmp/mk" ||
+	"$mkmodel" "$@" --seed 3 -o "$tmp/$out.gguf" >/dev/null 2>"$tmp/mk" ||
 		{ bad "exld-mkmodel $*: $(cat "$tmp/mk")"; return 1; }
 }
-mk llama --dim 128 --layers 2 --heads 4 --ff 352 --vocab 500 || exit 1
-mk phi3 --arch phi3 --dim 128 --layers 2 --heads 4 --ff 352 || exit 1
-mk moe --arch qwen3moe --experts 4 --dim 128 --layers 2 --heads 4 --ff 192 || exit 1
+mk llama --dim 128 --layers 2 --heads 4 --ff 352 --vocab 500 --type q4_0 || exit 1
+mk phi3 --arch phi3 --dim 128 --layers 2 --heads 4 --ff 352 --type q4_0 || exit 1
+mk moe --arch qwen3moe --experts 4 --dim 128 --layers 2 --heads 4 --ff 192 --type q4_0 || exit 1
+# Q4_K: 256-weight super-blocks, a part group of 8 rows at the output
+mk llama_k --dim 256 --layers 2 --heads 4 --ff 512 --vocab 500 --type q4_k || exit 1
 
 ids() { sed -n 's/.*"token_ids":\(\[[^]]*\]\).*/\1/p' "$1"; }
-for m in llama phi3 moe; do
+for m in llama phi3 moe llama_k; do
 	for r in 1 0; do
 		EXLD_CPU_REPACK=$r "$exld" run --model "$tmp/$m.gguf" --prompt "hello world, once more" \
 			-n 12 --temperature 0 --threads 2 --json --dump-logits "$tmp/$m.$r.bin" \
