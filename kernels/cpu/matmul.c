@@ -30,6 +30,7 @@ static void avx512vnni_merge(void)
 	avx512vnni_set = exl_cpu_kernels_avx512vnni_own;
 	avx512vnni_set.act_q8_0 = v->act_q8_0;
 	avx512vnni_set.mm_q8_0 = v->mm_q8_0;
+	avx512vnni_set.mm_q8_0_r8 = v->mm_q8_0_r8;
 	avx512vnni_set.act_q4_0 = v->act_q4_0;
 	avx512vnni_set.mm_q4_0 = v->mm_q4_0;
 	avx512vnni_set.mm_q4_0_r8 = v->mm_q4_0_r8;
@@ -83,6 +84,8 @@ static void amx_merge(void)
 		EXL_OWN(mm_bf16);
 	}
 	EXL_OWN(mm_q8_0);
+	if (o->mm_q8_0)
+		amx_set.mm_q8_0_r8 = o->mm_q8_0_r8;
 	EXL_OWN(mm_q4_0);
 	/* its own Q4_0 reads GGUF rows: no repacked form to take with it */
 	if (o->mm_q4_0)
@@ -354,7 +357,7 @@ static int part_setup(const struct exl_cpu_kernels *k, const struct exl_weight *
 		p->act_batch = k->act_bf16;
 		break;
 	case EXL_Q8_0:
-		p->fn = k->mm_q8_0;
+		p->fn = w->layout == EXL_LAYOUT_ROWS8 ? k->mm_q8_0_r8 : k->mm_q8_0;
 		p->act_fn = k->act_q8_0;
 		break;
 	case EXL_Q4_0:
@@ -437,7 +440,8 @@ uint32_t exl_cpu_matmul_layout(uint32_t type)
 {
 	const struct exl_cpu_kernels *k = kernels();
 
-	if ((type == EXL_Q4_0 && k->mm_q4_0_r8) || (type == EXL_Q4_K && k->mm_q4_K_r8))
+	if ((type == EXL_Q4_0 && k->mm_q4_0_r8) || (type == EXL_Q4_K && k->mm_q4_K_r8) ||
+	    (type == EXL_Q8_0 && k->mm_q8_0_r8))
 		return EXL_LAYOUT_ROWS8;
 	return EXL_LAYOUT_ROWS;
 }

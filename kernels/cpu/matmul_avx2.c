@@ -569,8 +569,27 @@ EXL_INLINE __m256i u4_dot2(__m256i l, __m256i xl, __m256i h, __m256i xh)
 #endif
 }
 
-/* Rows [r, r + nr) (nr <= 8) x vectors [c0, c1) (at most COL_CHUNK, 64). */
-static void q8_0_rows8(const struct exl_mm_ctx *m, int64_t r, int nr, int c0, int c1)
+/* Block b of a group of 8 rows repacked (EXL_LAYOUT_ROWS8 at p, the
+ * group's first byte, kernels/cpu/repack.h): what q8_0_rows8_block gives
+ * for the rows before repacking, with 8 loads in place of the transpose. */
+EXL_INLINE void q8_0_r8_block(const uint8_t *p, int64_t b, __m256i g[8], __m256i a[8], __m256 *dw)
+{
+	const uint8_t *q = p + 272 * (size_t)b;
+
+	for (int k = 0; k < 8; k++) {
+		g[k] = _mm256_loadu_si256((const __m256i *)(const void *)(q + 16 + 32 * k));
+#ifdef EXL_MM_VNNI
+		a[k] = _mm256_xor_si256(g[k], _mm256_set1_epi8((char)0x80));
+#else
+		a[k] = _mm256_sign_epi8(g[k], g[k]);
+#endif
+	}
+	*dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)q));
+}
+
+/* Rows [r, r + nr) (nr <= 8) x vectors [c0, c1) (at most COL_CHUNK, 64),
+ * from GGUF rows or, packed, from a group of EXL_LAYOUT_ROWS8. */
+static void q8_0_rows8_from(const struct exl_mm_ctx *m, int64_t r, int nr, int c0, int c1, bool packed)
 {
 	const block_q8_0 *rw[8];
 	const int64_t nb = m->cols / 32;
@@ -585,7 +604,10 @@ static void q8_0_rows8(const struct exl_mm_ctx *m, int64_t r, int nr, int c0, in
 		__m256 dw;
 
 		exl_prefetch_share(exl_row(m, r + 8), 8 * m->row_bytes, b, nb);
-		q8_0_rows8_block(rw, b, g, aw, &dw);
+		if (packed)
+			q8_0_r8_block(exl_row(m, r), b, g, aw, &dw);
+		else
+			q8_0_rows8_block(rw, b, g, aw, &dw);
 		int j = 0;
 #ifdef EXL_MM_VNNI
 		/* (w + 128) . x less 128 * sum(x): one vpdpbusd per 4 bytes */
@@ -604,6 +626,79 @@ static void q8_0_rows8(const struct exl_mm_ctx *m, int64_t r, int nr, int c0, in
 		}
 	}
 	rows8_store(m, acc, nc, c0, r, nr);
+}
+
+static void q8_0_rows8(const struct exl_mm_ctx *m, int64_t r, int nr, int c0, int c1)
+{
+	q8_0_rows8_from(m, r, nr, c0, c1, false);
+}
+
+/* Block b of the repacked group at p for nc vectors: into accumulator t
+ * (b mod 8), q8_0_rows8_from's steps. */
+EXL_INLINE void q8_0_r8_step(const struct exl_mm_ctx *m, const uint8_t *p, const uint8_t *const *a, int nc,
+			     int64_t b, __m256 (*acc)[8], int t)
+{
+	__m256i g[8], aw[8];
+	__m256 dw;
+
+	q8_0_r8_block(p, b, g, aw, &dw);
+	for (int j = 0; j < nc; j++) {
+#ifdef EXL_MM_VNNI
+		__m256i d = rows8_u4_dot(_mm256_set1_epi32(-128 * act_isum(a[j], m->cols)[b]), aw,
+					 (const int8_t *)a[j] + 32 * b, 16);
+#else
+		__m256i d = rows8_signed_dot(g, aw, (const int8_t *)a[j] + 32 * b, 16);
+#endif
+		__m256 sc = _mm256_mul_ps(dw, _mm256_set1_ps(exl_act_q8_0_d(a[j], m->cols)[b]));
+
+		acc[j][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d), sc, acc[j][t]);
+	}
+}
+
+/* Decode (nc <= 4, a constant per call) of the repacked group at r
+ * (q4_0_r8_dots_n). */
+EXL_INLINE void q8_0_r8_dots_n(const struct exl_mm_ctx *m, int64_t r, int nr, int c0, const int nc)
+{
+	const uint8_t *p = exl_row(m, r);
+	const int64_t nb = m->cols / 32;
+	const uint8_t *a[4];
+	__m256 acc[4][8];
+	int64_t b = 0;
+
+	for (int j = 0; j < nc; j++)
+		a[j] = m->act + (size_t)(c0 + j) * m->act_stride;
+	rows8_acc_zero(acc, nc);
+	for (; b + 8 <= nb; b += 8) {
+		q8_0_r8_step(m, p, a, nc, b, acc, 0);
+		q8_0_r8_step(m, p, a, nc, b + 1, acc, 1);
+		q8_0_r8_step(m, p, a, nc, b + 2, acc, 2);
+		q8_0_r8_step(m, p, a, nc, b + 3, acc, 3);
+		q8_0_r8_step(m, p, a, nc, b + 4, acc, 4);
+		q8_0_r8_step(m, p, a, nc, b + 5, acc, 5);
+		q8_0_r8_step(m, p, a, nc, b + 6, acc, 6);
+		q8_0_r8_step(m, p, a, nc, b + 7, acc, 7);
+	}
+	for (; b < nb; b++)
+		q8_0_r8_step(m, p, a, nc, b, acc, (int)(b & 7));
+	rows8_store(m, acc, nc, c0, r, nr);
+}
+
+static void mm_q8_0_r8(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, int c1)
+{
+	for (int64_t r = r0; r < r1; r += 8) {
+		const int nr = r1 - r < 8 ? (int)(r1 - r) : 8;
+
+		if (m->n > EXL_STREAM_N) {
+			q8_0_rows8_from(m, r, nr, c0, c1, true);
+			continue;
+		}
+		switch (c1 - c0) {
+		case 1: q8_0_r8_dots_n(m, r, nr, c0, 1); break;
+		case 2: q8_0_r8_dots_n(m, r, nr, c0, 2); break;
+		case 3: q8_0_r8_dots_n(m, r, nr, c0, 3); break;
+		default: q8_0_r8_dots_n(m, r, nr, c0, 4); break;
+		}
+	}
 }
 
 /* The float step of one group: lanes 0..k-1 of acc take fma(p, sc, acc),
@@ -861,8 +956,10 @@ EXL_INLINE void q4_0_r8_block(const uint8_t *p, int64_t b, __m256i lv[8], __m256
 
 /* Rows [r, r + nr) (nr <= 8) x vectors [c0, c1) (at most COL_CHUNK, 64),
  * from GGUF rows or, packed, from a group of EXL_LAYOUT_ROWS8 (r a
- * multiple of 8). */
-EXL_INLINE void q4_0_rows8_from(const struct exl_mm_ctx *m, int64_t r, int nr, int c0, int c1, bool packed)
+ * multiple of 8).  Not always_inline: gcc 12 -O3, inlining it into its
+ * two callers, dropped exl_prefetch_share's loop from both (no prefetch
+ * left in the object; a batched step from memory ran 10-20 % slower). */
+static void q4_0_rows8_from(const struct exl_mm_ctx *m, int64_t r, int nr, int c0, int c1, bool packed)
 {
 	const block_q4_0 *rw[8];
 	const int64_t nb = m->cols / 32;
@@ -2445,6 +2542,7 @@ const struct exl_cpu_kernels SET_SYMBOL = {
 	.mm_q8_0 = mm_q8_0,
 	.mm_q4_0 = mm_q4_0,
 	.mm_q4_0_r8 = mm_q4_0_r8,
+	.mm_q8_0_r8 = mm_q8_0_r8,
 	.mm_q4_K_r8 = mm_q4_K_r8,
 	.mm_q4_1 = mm_q4_1,
 	.mm_q5_0 = mm_q5_0,

@@ -89,6 +89,7 @@ struct exl_cpu_kernels {
 	 * mm_q4_0 on the rows before repacking. */
 	exl_mm_fn mm_q4_0_r8;
 	exl_mm_fn mm_q4_K_r8;  /* Q4_K likewise, with act_q4_K */
+	exl_mm_fn mm_q8_0_r8;  /* Q8_0 likewise, with act_q8_0 */
 };
 
 static inline size_t exl_act_align(size_t n)

@@ -11,7 +11,8 @@
 
 size_t exl_cpu_repack_bytes(uint32_t type, uint32_t layout, int64_t rows, int64_t cols)
 {
-	if ((type != EXL_Q4_0 && type != EXL_Q4_K) || layout != EXL_LAYOUT_ROWS8 || rows <= 0 || cols <= 0 ||
+	if ((type != EXL_Q4_0 && type != EXL_Q4_K && type != EXL_Q8_0) || layout != EXL_LAYOUT_ROWS8 || rows <= 0 ||
+	    cols <= 0 ||
 	    cols % (int64_t)exl_dtype_info(type)->block_elems)
 		return 0;
 	return (size_t)((rows + 7) / 8) * 8 * exl_dtype_row_bytes(type, (uint64_t)cols);
@@ -32,6 +33,30 @@ static void rows8_q4_0(const uint8_t *src, uint8_t *dst, int64_t rows, int64_t c
 
 				memcpy(o + 2 * i, blk, 2);
 				for (int k = 0; k < 4; k++)
+					memcpy(o + 16 + 32 * k + 4 * i, blk + 2 + 4 * k, 4);
+			}
+		}
+	}
+}
+
+#define Q8_0_BLOCK 34 /* fp16 d, 32 int8 */
+#define ROWS8_Q8_0_BLOCK (8 * Q8_0_BLOCK)
+
+static void rows8_q8_0(const uint8_t *src, uint8_t *dst, int64_t rows, int64_t cols)
+{
+	const int64_t nb = cols / 32;
+	const size_t rb = (size_t)nb * Q8_0_BLOCK;
+
+	for (int64_t g = 0; g < (rows + 7) / 8; g++) {
+		for (int64_t b = 0; b < nb; b++) {
+			uint8_t *o = dst + ((size_t)g * (size_t)nb + (size_t)b) * ROWS8_Q8_0_BLOCK;
+
+			memset(o, 0, ROWS8_Q8_0_BLOCK);
+			for (int i = 0; i < 8 && 8 * g + i < rows; i++) {
+				const uint8_t *blk = src + (size_t)(8 * g + i) * rb + (size_t)b * Q8_0_BLOCK;
+
+				memcpy(o + 2 * i, blk, 2);
+				for (int k = 0; k < 8; k++)
 					memcpy(o + 16 + 32 * k + 4 * i, blk + 2 + 4 * k, 4);
 			}
 		}
@@ -72,6 +97,8 @@ int exl_cpu_repack(uint32_t type, uint32_t layout, const void *src, void *dst, i
 		return -1;
 	if (type == EXL_Q4_K)
 		rows8_q4_K(src, dst, rows, cols);
+	else if (type == EXL_Q8_0)
+		rows8_q8_0(src, dst, rows, cols);
 	else
 		rows8_q4_0(src, dst, rows, cols);
 	return 0;

@@ -12,6 +12,11 @@
  * block; decode spends most of its instructions on those.  A group takes
  * 8 * row_bytes, as its rows did.
  *
+ * EXL_LAYOUT_ROWS8, Q8_0: the same groups; block b of a group is 272
+ * bytes, fp16 d[8] then q[8][8][4] (q[k][i] = bytes 4k..4k+3 of row i's
+ * 32 int8), one 32-byte load 4 weights of all 8 rows (dwords_rows8's
+ * transpose, done once).
+ *
  * EXL_LAYOUT_ROWS8, Q4_K: the same groups; super-block b of a group is
  * 1152 bytes:
  *   fp16 d[8], fp16 dmin[8]

@@ -3,12 +3,13 @@
 # with-kernels names: for random Q4_0 models of every shape that takes
 # rows of a tensor apart (llama; phi3's fused attn_qkv and gate+up;
 # qwen3moe's experts; a vocabulary of 500, whose output ends in a part
-# group of 8 rows) and a random Q4_K llama, `exld run` writes the same
-# logits, bit for bit, and the same ids as with EXLD_CPU_REPACK=0 (every
-# weight read from the file).  A daemon reports the copy where the set makes one (the avx2 family): `exl
-# status` counts it ("repacked in RAM"); without it (EXLD_CPU_REPACK=0, or
-# a set with no layout of its own) the weights are the file's alone.  The
-# daemon's greedy ids are exld run's.
+# group of 8 rows) and random Q4_K and Q8_0 llamas, `exld run` writes the
+# same logits, bit for bit, and the same ids as with EXLD_CPU_REPACK=0
+# (every weight read from the file).  A daemon reports the copy where the
+# set makes one (the avx2 family): `exl status` counts it ("repacked in
+# RAM"); without it (EXLD_CPU_REPACK=0, or a set with no layout of its
+# own) the weights are the file's alone.  The daemon's greedy ids are
+# exld run's.
 set -u
 exld=${1:?usage: test_repack.sh EXLD EXL EXLD-MKMODEL}
 exl=${2:?usage: test_repack.sh EXLD EXL EXLD-MKMODEL}
@@ -51,9 +52,10 @@ mk phi3 --arch phi3 --dim 128 --layers 2 --heads 4 --ff 352 --type q4_0 || exit 
 mk moe --arch qwen3moe --experts 4 --dim 128 --layers 2 --heads 4 --ff 192 --type q4_0 || exit 1
 # Q4_K: 256-weight super-blocks, a part group of 8 rows at the output
 mk llama_k --dim 256 --layers 2 --heads 4 --ff 512 --vocab 500 --type q4_k || exit 1
+mk llama_q8 --dim 128 --layers 2 --heads 4 --ff 352 --vocab 500 --type q8_0 || exit 1
 
 ids() { sed -n 's/.*"token_ids":\(\[[^]]*\]\).*/\1/p' "$1"; }
-for m in llama phi3 moe llama_k; do
+for m in llama phi3 moe llama_k llama_q8; do
 	for r in 1 0; do
 		EXLD_CPU_REPACK=$r "$exld" run --model "$tmp/$m.gguf" --prompt "hello world, once more" \
 			-n 12 --temperature 0 --threads 2 --json --dump-logits "$tmp/$m.$r.bin" \

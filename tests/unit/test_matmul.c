@@ -306,7 +306,7 @@ static void test_errors(struct exl_matmul_scratch *s)
 
 	/* a weight in a layout the set in use does not read is refused,
 	 * never read as rows: the scalar set has none, and no set has one
-	 * for Q8_0 */
+	 * for Q5_0 */
 	uint8_t q4[8 * 2 * 18] = { 0 };
 	struct exl_weight r8 = { .type = EXL_Q4_0, .rows = 8, .cols = 64, .row_bytes = 36, .data = q4,
 				 .layout = EXL_LAYOUT_ROWS8 };
@@ -315,14 +315,17 @@ static void test_errors(struct exl_matmul_scratch *s)
 	CHECK(exl_cpu_matmul(NULL, &r8, x, y, 1, s, err, sizeof(err)) == -1 && strstr(err, "layout"),
 	      "scalar, Q4_0 in layout ROWS8: %s", err);
 	CHECK(exl_cpu_kernels_select(NULL, err, sizeof(err)) == 0, "%s", err);
-	w = (struct exl_weight){ .type = EXL_Q8_0, .rows = 2, .cols = 64, .row_bytes = 68, .data = wq,
+	w = (struct exl_weight){ .type = EXL_Q5_0, .rows = 2, .cols = 64, .row_bytes = 44, .data = wq,
 				 .layout = EXL_LAYOUT_ROWS8 };
 	err[0] = 0;
 	CHECK(exl_cpu_matmul(NULL, &w, x, y, 1, s, err, sizeof(err)) == -1 && strstr(err, "layout"),
-	      "Q8_0 in layout ROWS8: %s", err);
-	CHECK(exl_cpu_repack_bytes(EXL_Q8_0, EXL_LAYOUT_ROWS8, 8, 64) == 0 &&
-	      exl_cpu_repack(EXL_Q8_0, EXL_LAYOUT_ROWS8, wq, q4, 2, 64) == -1 &&
-	      exl_cpu_repack_bytes(EXL_Q4_0, EXL_LAYOUT_ROWS8, 9, 64) == 16 * 36, "repack sizes");
+	      "Q5_0 in layout ROWS8: %s", err);
+	CHECK(exl_cpu_repack_bytes(EXL_Q5_0, EXL_LAYOUT_ROWS8, 8, 64) == 0 &&
+	      exl_cpu_repack(EXL_Q5_0, EXL_LAYOUT_ROWS8, wq, q4, 2, 64) == -1 &&
+	      exl_cpu_repack_bytes(EXL_Q4_0, EXL_LAYOUT_ROWS8, 9, 64) == 16 * 36 &&
+	      exl_cpu_repack_bytes(EXL_Q8_0, EXL_LAYOUT_ROWS8, 9, 64) == 16 * 68 &&
+	      exl_cpu_repack_bytes(EXL_Q4_K, EXL_LAYOUT_ROWS8, 1, 256) == 8 * 144 &&
+	      exl_cpu_repack_bytes(EXL_Q4_K, EXL_LAYOUT_ROWS8, 8, 100) == 0, "repack sizes");
 	CHECK(exl_cpu_kernels_select("scalar", err, sizeof(err)) == 0 &&
 	      !strcmp(exl_cpu_kernels_name(), "scalar"), "select scalar");
 }
