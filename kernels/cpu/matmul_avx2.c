@@ -569,6 +569,61 @@ EXL_INLINE __m256i u4_dot2(__m256i l, __m256i xl, __m256i h, __m256i xh)
 #endif
 }
 
+/* The kernel of a type repacked into groups of 8 rows (repack.h):
+ * T##_r8_step(m, p, a, nc, b, acc, t, full) takes block (or super-block) b
+ * of the group at p for nc vectors into accumulator t = b mod 8 (full: b
+ * in a whole group of 8 blocks of the row), ROWS8 the batched calls.
+ * Decode (n <= 4) keeps the accumulators in registers and takes no
+ * software prefetch: a group is one stream the hardware prefetchers follow,
+ * and T0 prefetches on top of it read slower (Q4_0, bench_matmul --model
+ * --n 1, 5 alternating runs: none 44.9 tok/s, one to three lines a block
+ * 8 KiB ahead 28.8-36.3).  The 8 steps of a group of blocks are written
+ * out: as a loop over t, gcc 12 -O3 turned them inside out, walking the
+ * blocks 8 apart (half the decode speed). */
+#define DEFINE_R8_MM(T, QK, ROWS8)                                                                 \
+	EXL_INLINE void T##_r8_dots_n(const struct exl_mm_ctx *m, int64_t r, int nr, int c0, const int nc) \
+	{                                                                                          \
+		const uint8_t *p = exl_row(m, r);                                                  \
+		const int64_t nb = m->cols / (QK);                                                 \
+		const uint8_t *a[4];                                                               \
+		__m256 acc[4][8];                                                                  \
+		int64_t b = 0;                                                                     \
+                                                                                                   \
+		for (int j = 0; j < nc; j++)                                                       \
+			a[j] = m->act + (size_t)(c0 + j) * m->act_stride;                          \
+		rows8_acc_zero(acc, nc);                                                           \
+		for (; b + 8 <= nb; b += 8) {                                                      \
+			T##_r8_step(m, p, a, nc, b, acc, 0, true);                                 \
+			T##_r8_step(m, p, a, nc, b + 1, acc, 1, true);                             \
+			T##_r8_step(m, p, a, nc, b + 2, acc, 2, true);                             \
+			T##_r8_step(m, p, a, nc, b + 3, acc, 3, true);                             \
+			T##_r8_step(m, p, a, nc, b + 4, acc, 4, true);                             \
+			T##_r8_step(m, p, a, nc, b + 5, acc, 5, true);                             \
+			T##_r8_step(m, p, a, nc, b + 6, acc, 6, true);                             \
+			T##_r8_step(m, p, a, nc, b + 7, acc, 7, true);                             \
+		}                                                                                  \
+		for (; b < nb; b++)                                                                \
+			T##_r8_step(m, p, a, nc, b, acc, (int)(b & 7), false);                     \
+		rows8_store(m, acc, nc, c0, r, nr);                                                \
+	}                                                                                          \
+	static void mm_##T##_r8(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, int c1) \
+	{                                                                                          \
+		for (int64_t r = r0; r < r1; r += 8) {                                             \
+			const int nr = r1 - r < 8 ? (int)(r1 - r) : 8;                             \
+                                                                                                   \
+			if (m->n > EXL_STREAM_N) {                                                 \
+				ROWS8(m, r, nr, c0, c1);                                           \
+				continue;                                                          \
+			}                                                                          \
+			switch (c1 - c0) {                                                         \
+			case 1: T##_r8_dots_n(m, r, nr, c0, 1); break;                             \
+			case 2: T##_r8_dots_n(m, r, nr, c0, 2); break;                             \
+			case 3: T##_r8_dots_n(m, r, nr, c0, 3); break;                             \
+			default: T##_r8_dots_n(m, r, nr, c0, 4); break;                            \
+			}                                                                          \
+		}                                                                                  \
+	}
+
 /* Block b of a group of 8 rows repacked (EXL_LAYOUT_ROWS8 at p, the
  * group's first byte, kernels/cpu/repack.h): what q8_0_rows8_block gives
  * for the rows before repacking, with 8 loads in place of the transpose. */
@@ -636,10 +691,12 @@ static void q8_0_rows8(const struct exl_mm_ctx *m, int64_t r, int nr, int c0, in
 /* Block b of the repacked group at p for nc vectors: into accumulator t
  * (b mod 8), q8_0_rows8_from's steps. */
 EXL_INLINE void q8_0_r8_step(const struct exl_mm_ctx *m, const uint8_t *p, const uint8_t *const *a, int nc,
-			     int64_t b, __m256 (*acc)[8], int t)
+			     int64_t b, __m256 (*acc)[8], int t, bool full)
 {
 	__m256i g[8], aw[8];
 	__m256 dw;
+
+	(void)full;
 
 	q8_0_r8_block(p, b, g, aw, &dw);
 	for (int j = 0; j < nc; j++) {
@@ -655,51 +712,12 @@ EXL_INLINE void q8_0_r8_step(const struct exl_mm_ctx *m, const uint8_t *p, const
 	}
 }
 
-/* Decode (nc <= 4, a constant per call) of the repacked group at r
- * (q4_0_r8_dots_n). */
-EXL_INLINE void q8_0_r8_dots_n(const struct exl_mm_ctx *m, int64_t r, int nr, int c0, const int nc)
+static void q8_0_r8_rows8(const struct exl_mm_ctx *m, int64_t r, int nr, int c0, int c1)
 {
-	const uint8_t *p = exl_row(m, r);
-	const int64_t nb = m->cols / 32;
-	const uint8_t *a[4];
-	__m256 acc[4][8];
-	int64_t b = 0;
-
-	for (int j = 0; j < nc; j++)
-		a[j] = m->act + (size_t)(c0 + j) * m->act_stride;
-	rows8_acc_zero(acc, nc);
-	for (; b + 8 <= nb; b += 8) {
-		q8_0_r8_step(m, p, a, nc, b, acc, 0);
-		q8_0_r8_step(m, p, a, nc, b + 1, acc, 1);
-		q8_0_r8_step(m, p, a, nc, b + 2, acc, 2);
-		q8_0_r8_step(m, p, a, nc, b + 3, acc, 3);
-		q8_0_r8_step(m, p, a, nc, b + 4, acc, 4);
-		q8_0_r8_step(m, p, a, nc, b + 5, acc, 5);
-		q8_0_r8_step(m, p, a, nc, b + 6, acc, 6);
-		q8_0_r8_step(m, p, a, nc, b + 7, acc, 7);
-	}
-	for (; b < nb; b++)
-		q8_0_r8_step(m, p, a, nc, b, acc, (int)(b & 7));
-	rows8_store(m, acc, nc, c0, r, nr);
+	q8_0_rows8_from(m, r, nr, c0, c1, true);
 }
 
-static void mm_q8_0_r8(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, int c1)
-{
-	for (int64_t r = r0; r < r1; r += 8) {
-		const int nr = r1 - r < 8 ? (int)(r1 - r) : 8;
-
-		if (m->n > EXL_STREAM_N) {
-			q8_0_rows8_from(m, r, nr, c0, c1, true);
-			continue;
-		}
-		switch (c1 - c0) {
-		case 1: q8_0_r8_dots_n(m, r, nr, c0, 1); break;
-		case 2: q8_0_r8_dots_n(m, r, nr, c0, 2); break;
-		case 3: q8_0_r8_dots_n(m, r, nr, c0, 3); break;
-		default: q8_0_r8_dots_n(m, r, nr, c0, 4); break;
-		}
-	}
-}
+DEFINE_R8_MM(q8_0, 32, q8_0_r8_rows8)
 
 /* The float step of one group: lanes 0..k-1 of acc take fma(p, sc, acc),
  * lanes k..7 stay. */
@@ -1006,14 +1024,20 @@ static void q4_0_rows8(const struct exl_mm_ctx *m, int64_t r, int nr, int c0, in
  * prefetch: the group is one stream the hardware prefetchers follow, and
  * T0 prefetches on top of it read slower (a test program, 2 threads, 75 MB
  * of Q4_0: 31.4 -> 28.5 GB/s with one per 64 bytes, 8 KiB ahead). */
-/* Block b of the group at p for nc vectors, x at off (hoff, rows8_xk):
- * into accumulator t (b mod 8). */
+/* Block b of the group at p for nc vectors: into accumulator t (b mod 8).
+ * x's pairs order (pairs32_lo) in a whole group of 8 is 4 pairs, never the
+ * odd last block: offsets known from t there, without pairs32_lo's test. */
 EXL_INLINE void q4_0_r8_step(const struct exl_mm_ctx *m, const uint8_t *p, const uint8_t *const *a, int nc,
-			     int64_t b, __m256 (*acc)[8], int t, size_t off, size_t hoff)
+			     int64_t b, __m256 (*acc)[8], int t, bool full)
 {
+	size_t hoff = 32, off;
 	__m256i lv[8];
 	__m256 dw;
 
+	if (full)
+		off = 32 * (size_t)(b - t) + 64 * (size_t)(t / 2) + 16 * (size_t)(t & 1);
+	else
+		off = pairs32_lo(b, m->cols / 32, &hoff);
 	q4_0_r8_block(p, b, lv, &dw);
 	for (int j = 0; j < nc; j++) {
 		__m256i d = rows8_u4_dot(_mm256_set1_epi32(-8 * act_isum(a[j], m->cols)[b]), lv,
@@ -1024,57 +1048,12 @@ EXL_INLINE void q4_0_r8_step(const struct exl_mm_ctx *m, const uint8_t *p, const
 	}
 }
 
-EXL_INLINE void q4_0_r8_dots_n(const struct exl_mm_ctx *m, int64_t r, int nr, int c0, const int nc)
+static void q4_0_r8_rows8(const struct exl_mm_ctx *m, int64_t r, int nr, int c0, int c1)
 {
-	const uint8_t *p = exl_row(m, r);
-	const int64_t nb = m->cols / 32;
-	const uint8_t *a[4];
-	__m256 acc[4][8];
-	int64_t b = 0;
-
-	for (int j = 0; j < nc; j++)
-		a[j] = m->act + (size_t)(c0 + j) * m->act_stride;
-	rows8_acc_zero(acc, nc);
-	/* written out: a loop over t here, gcc 12 -O3 turned inside out,
-	 * walking the blocks 8 apart (half the speed) */
-	/* (a whole group of 8 holds 4 pairs of x: never the odd last block) */
-	for (; b + 8 <= nb; b += 8) {
-		const size_t o = 32 * (size_t)b;
-
-		q4_0_r8_step(m, p, a, nc, b, acc, 0, o, 32);
-		q4_0_r8_step(m, p, a, nc, b + 1, acc, 1, o + 16, 32);
-		q4_0_r8_step(m, p, a, nc, b + 2, acc, 2, o + 64, 32);
-		q4_0_r8_step(m, p, a, nc, b + 3, acc, 3, o + 80, 32);
-		q4_0_r8_step(m, p, a, nc, b + 4, acc, 4, o + 128, 32);
-		q4_0_r8_step(m, p, a, nc, b + 5, acc, 5, o + 144, 32);
-		q4_0_r8_step(m, p, a, nc, b + 6, acc, 6, o + 192, 32);
-		q4_0_r8_step(m, p, a, nc, b + 7, acc, 7, o + 208, 32);
-	}
-	for (; b < nb; b++) {
-		size_t hoff, off = pairs32_lo(b, nb, &hoff);
-
-		q4_0_r8_step(m, p, a, nc, b, acc, (int)(b & 7), off, hoff);
-	}
-	rows8_store(m, acc, nc, c0, r, nr);
+	q4_0_rows8_from(m, r, nr, c0, c1, true);
 }
 
-static void mm_q4_0_r8(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, int c1)
-{
-	for (int64_t r = r0; r < r1; r += 8) {
-		const int nr = r1 - r < 8 ? (int)(r1 - r) : 8;
-
-		if (m->n > EXL_STREAM_N) {
-			q4_0_rows8_from(m, r, nr, c0, c1, true);
-			continue;
-		}
-		switch (c1 - c0) {
-		case 1: q4_0_r8_dots_n(m, r, nr, c0, 1); break;
-		case 2: q4_0_r8_dots_n(m, r, nr, c0, 2); break;
-		case 3: q4_0_r8_dots_n(m, r, nr, c0, 3); break;
-		default: q4_0_r8_dots_n(m, r, nr, c0, 4); break;
-		}
-	}
-}
+DEFINE_R8_MM(q4_0, 32, q4_0_r8_rows8)
 
 /* The start of a group of k blocks from b of a row of 18-byte blocks
  * (Q4_0, IQ4_NL): the prefetch pf on, and rb[t] = block b + t (block b for
@@ -1882,62 +1861,19 @@ static void q4_K_r8_rows8(const struct exl_mm_ctx *m, int64_t r, int nr, int c0,
 
 /* Super-block b for nc (<= 4) vectors, into accumulator t (b mod 8). */
 EXL_INLINE void q4_K_r8_step(const struct exl_mm_ctx *m, const uint8_t *p, const uint8_t *const *a, int nc,
-			     int64_t b, __m256 (*acc)[8], int t)
+			     int64_t b, __m256 (*acc)[8], int t, bool full)
 {
 	const uint8_t *q = p + 1152 * (size_t)b;
 	__m256i is[4], ms[4];
+
+	(void)full;
 
 	q4_K_r8_sblock(q, b, a, nc, m->cols, is, ms);
 	for (int j = 0; j < nc; j++)
 		acc[j][t] = q4_K_r8_fstep(q, a[j], m->cols, b, is[j], ms[j], acc[j][t]);
 }
 
-/* Decode (nc <= 4, a constant per call) of the group at r: accumulators
- * in registers, no software prefetch (q4_0_r8_dots_n). */
-EXL_INLINE void q4_K_r8_dots_n(const struct exl_mm_ctx *m, int64_t r, int nr, int c0, const int nc)
-{
-	const uint8_t *p = exl_row(m, r);
-	const int64_t nb = m->cols / 256;
-	const uint8_t *a[4];
-	__m256 acc[4][8];
-	int64_t b = 0;
-
-	for (int j = 0; j < nc; j++)
-		a[j] = m->act + (size_t)(c0 + j) * m->act_stride;
-	rows8_acc_zero(acc, nc);
-	/* written out, as in q4_0_r8_dots_n */
-	for (; b + 8 <= nb; b += 8) {
-		q4_K_r8_step(m, p, a, nc, b, acc, 0);
-		q4_K_r8_step(m, p, a, nc, b + 1, acc, 1);
-		q4_K_r8_step(m, p, a, nc, b + 2, acc, 2);
-		q4_K_r8_step(m, p, a, nc, b + 3, acc, 3);
-		q4_K_r8_step(m, p, a, nc, b + 4, acc, 4);
-		q4_K_r8_step(m, p, a, nc, b + 5, acc, 5);
-		q4_K_r8_step(m, p, a, nc, b + 6, acc, 6);
-		q4_K_r8_step(m, p, a, nc, b + 7, acc, 7);
-	}
-	for (; b < nb; b++)
-		q4_K_r8_step(m, p, a, nc, b, acc, (int)(b & 7));
-	rows8_store(m, acc, nc, c0, r, nr);
-}
-
-static void mm_q4_K_r8(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, int c1)
-{
-	for (int64_t r = r0; r < r1; r += 8) {
-		const int nr = r1 - r < 8 ? (int)(r1 - r) : 8;
-
-		if (m->n > EXL_STREAM_N) {
-			q4_K_r8_rows8(m, r, nr, c0, c1);
-			continue;
-		}
-		switch (c1 - c0) {
-		case 1: q4_K_r8_dots_n(m, r, nr, c0, 1); break;
-		case 2: q4_K_r8_dots_n(m, r, nr, c0, 2); break;
-		case 3: q4_K_r8_dots_n(m, r, nr, c0, 3); break;
-		default: q4_K_r8_dots_n(m, r, nr, c0, 4); break;
-		}
-	}
-}
+DEFINE_R8_MM(q4_K, 256, q4_K_r8_rows8)
 
 /* Q5_K: Q4_K's former tiles, with the fifth bit of each weight from
  * qh (bit 2k of qh[l] for weight 64k + l, bit 2k + 1 for 64k + 32 + l);

@@ -10,21 +10,8 @@ fi
 tmp=$(mktemp -d /tmp/exl-test-XXXXXX)
 sock=$tmp/exld.sock
 export EXLD_SOCKET=$sock
-dpid=
 fpid=
-fail=0
-
-ok() { printf 'ok: %s\n' "$1"; }
-bad() { printf 'FAIL: %s\n' "$1"; fail=1; }
-# has FILE TEXT: fixed-string search
-has() { grep -qF -- "$2" "$1"; }
-
-stop_daemon() {
-	[ -n "$dpid" ] || return 0
-	kill -TERM "$dpid" 2>/dev/null
-	wait "$dpid" 2>/dev/null
-	dpid=
-}
+. "$(dirname "$0")/sh_common.sh"
 
 cleanup() {
 	stop_daemon

@@ -15,17 +15,7 @@ exld=${1:?usage: test_repack.sh EXLD EXL EXLD-MKMODEL}
 exl=${2:?usage: test_repack.sh EXLD EXL EXLD-MKMODEL}
 mkmodel=${3:?usage: test_repack.sh EXLD EXL EXLD-MKMODEL}
 tmp=$(mktemp -d /tmp/exld-test-repack-XXXXXX)
-dpid=
-fail=0
-ok() { printf 'ok: %s\n' "$1"; }
-bad() { printf 'FAIL: %s\n' "$1"; fail=1; }
-has() { grep -qF -- "$2" "$1"; }
-stop_daemon() {
-	[ -n "$dpid" ] || return 0
-	kill -TERM "$dpid" 2>/dev/null
-	wait "$dpid" 2>/dev/null
-	dpid=
-}
+. "$(dirname "$0")/sh_common.sh"
 trap 'stop_daemon; rm -rf "$tmp"' EXIT
 trap 'exit 1' INT TERM
 
