@@ -201,12 +201,12 @@ static int bind_mat(struct binder *bd, const char *name, int rows, int cols,
 
 /* Rows first .. first + n - 1 of w, as a weight of its own.  Rows are
  * whole blocks of their type, so this is an offset into the same memory
- * (the backend's copy included: uploads keep the layout). */
+ * (the backend's copy included: uploads keep the layout, and a repacked
+ * group of 8 rows takes 8 * row_bytes, so callers repack only tensors
+ * whose splits fall on multiples of 8). */
 static struct exl_weight rows_of(const struct exl_weight *w, int64_t first, int64_t n)
 {
 	struct exl_weight v = *w;
-
-	/* (callers repack only tensors whose splits fall on multiples of 8) */
 
 	v.rows = n;
 	v.data = (const char *)w->data + (size_t)first * w->row_bytes;
