@@ -43,6 +43,7 @@ static void avx512vnni_merge(void)
 	avx512vnni_set.mm_iq4_xs = v->mm_iq4_xs;
 	avx512vnni_set.act_iq4_nl = v->act_iq4_nl;
 	avx512vnni_set.mm_iq4_nl = v->mm_iq4_nl;
+	avx512vnni_set.mm_iq4_nl_r8 = v->mm_iq4_nl_r8;
 	/* every such CPU so far has VNNI too (Cooper Lake, Sapphire Rapids,
 	 * Zen 4); one without keeps the fp32 tiles */
 	if (exl_cpu_features()->avx512bf16) {
@@ -94,6 +95,8 @@ static void amx_merge(void)
 	EXL_OWN(mm_q5_0);
 	EXL_OWN(mm_q5_1);
 	EXL_OWN(mm_iq4_nl);
+	if (o->mm_iq4_nl)
+		amx_set.mm_iq4_nl_r8 = o->mm_iq4_nl_r8;
 	EXL_OWN(mm_q2_K);
 	EXL_OWN(mm_q3_K);
 	EXL_OWN(mm_q4_K);
@@ -377,7 +380,7 @@ static int part_setup(const struct exl_cpu_kernels *k, const struct exl_weight *
 		p->act_fn = k->act_q4_1;
 		break;
 	case EXL_IQ4_NL:
-		p->fn = k->mm_iq4_nl;
+		p->fn = w->layout == EXL_LAYOUT_ROWS8 ? k->mm_iq4_nl_r8 : k->mm_iq4_nl;
 		p->act_fn = k->act_iq4_nl;
 		break;
 	case EXL_Q2_K:
@@ -441,7 +444,7 @@ uint32_t exl_cpu_matmul_layout(uint32_t type)
 	const struct exl_cpu_kernels *k = kernels();
 
 	if ((type == EXL_Q4_0 && k->mm_q4_0_r8) || (type == EXL_Q4_K && k->mm_q4_K_r8) ||
-	    (type == EXL_Q8_0 && k->mm_q8_0_r8))
+	    (type == EXL_Q8_0 && k->mm_q8_0_r8) || (type == EXL_IQ4_NL && k->mm_iq4_nl_r8))
 		return EXL_LAYOUT_ROWS8;
 	return EXL_LAYOUT_ROWS;
 }

@@ -1424,15 +1424,56 @@ static void mm_q5_1(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, 
 
 /* IQ4_NL: Q8_0's two paths and float steps over Q4_0's nibble transpose,
  * the levels looked up with a byte shuffle.  x is in act_pairs32's order
- * (shared with the other 32-weight types): block b's weights 0..15 at
- * pairs32_lo(b) and 16..31 16 or 32 bytes on. */
+ * with sums of x per block as int32 (this set's act_q4_0): block b's
+ * weights 0..15 at pairs32_lo(b) and 16..31 16 or 32 bytes on.  With VNNI
+ * the 8-row paths multiply the levels + 128 (unsigned, 1..241) and start
+ * each dot at -128 * sum(x), as Q8_0's do; without, |level| times x with
+ * the level's sign (maddubs would saturate on 241 * 127 * 2).  Either way
+ * the int32 dot is exact: the same bits. */
 
-static void iq4_nl_rows8(const struct exl_mm_ctx *m, int64_t r, int nr, int c0, int c1)
+/* The levels of 8 rows' block from their nibbles lv (group k of 4 weights
+ * of all 8 rows, q4_0_r8_block's order): g the signed levels, aw what the
+ * dot multiplies (see above). */
+EXL_INLINE void iq4_nl_rows8_levels(const __m256i lv[8], __m256i g[8], __m256i aw[8])
+{
+#ifdef EXL_MM_VNNI
+	/* the levels + 128 looked up at once; the dot takes no g */
+	const __m256i tab = _mm256_xor_si256(iq4_table(), _mm256_set1_epi8((char)0x80));
+
+	for (int k = 0; k < 8; k++)
+		g[k] = aw[k] = _mm256_shuffle_epi8(tab, lv[k]);
+#else
+	const __m256i tab = iq4_table();
+
+	for (int k = 0; k < 8; k++) {
+		g[k] = _mm256_shuffle_epi8(tab, lv[k]);
+		aw[k] = _mm256_sign_epi8(g[k], g[k]);
+	}
+#endif
+}
+
+/* The 8 rows' levels . x of one block for one vector (iq4_nl_rows8_levels). */
+EXL_INLINE __m256i iq4_nl_rows8_dot(const __m256i g[8], const __m256i aw[8], const uint8_t *a, int64_t cols,
+				    int64_t b, size_t off, size_t hoff)
+{
+#ifdef EXL_MM_VNNI
+	(void)g;
+	return rows8_u4_dot(_mm256_set1_epi32(-128 * act_isum(a, cols)[b]), aw, (const int8_t *)a + off, hoff);
+#else
+	(void)cols;
+	(void)b;
+	return rows8_signed_dot(g, aw, (const int8_t *)a + off, hoff);
+#endif
+}
+
+/* Rows [r, r + nr) x vectors [c0, c1) from GGUF rows or, packed, from a
+ * group of EXL_LAYOUT_ROWS8 (Q4_0's: repack.h).  Not always_inline
+ * (q4_0_rows8_from). */
+static void iq4_nl_rows8_from(const struct exl_mm_ctx *m, int64_t r, int nr, int c0, int c1, bool packed)
 {
 	const block_q4_0 *rw[8]; /* the same bytes as block_iq4_nl */
 	const int64_t nb = m->cols / 32;
 	const int nc = c1 - c0;
-	const __m256i tab = iq4_table();
 	__m256 acc[64][8];
 
 	_Static_assert(sizeof(block_q4_0) == sizeof(block_iq4_nl), "IQ4_NL blocks are Q4_0's shape");
@@ -1440,28 +1481,65 @@ static void iq4_nl_rows8(const struct exl_mm_ctx *m, int64_t r, int nr, int c0, 
 		rw[i] = rows8_row(m, r, nr, i);
 	rows8_acc_zero(acc, nc);
 	for (int64_t b = 0; b < nb; b++) {
-		__m256i g[8], aw[8], lo[4], hi[4];
+		__m256i lv[8], g[8], aw[8];
 		__m256 dw;
 		size_t hoff, off = pairs32_lo(b, nb, &hoff);
 
 		exl_prefetch_share(exl_row(m, r + 8), 8 * m->row_bytes, b, nb);
-		q4_0_rows8_block(rw, b, lo, hi, &dw);
-		for (int k = 0; k < 4; k++) {
-			g[k] = _mm256_shuffle_epi8(tab, lo[k]);
-			g[k + 4] = _mm256_shuffle_epi8(tab, hi[k]);
-		}
-		for (int k = 0; k < 8; k++)
-			aw[k] = _mm256_sign_epi8(g[k], g[k]);
-		for (int j = 0; j < nc; j++) {
+		if (packed)
+			q4_0_r8_block(exl_row(m, r), b, lv, &dw);
+		else
+			q4_0_rows8_block(rw, b, lv, lv + 4, &dw);
+		iq4_nl_rows8_levels(lv, g, aw);
+		int j = 0;
+#ifdef EXL_MM_VNNI
+		for (; j + 2 <= nc; j += 2)
+			rows8_u4_step_x2(m, acc + j, c0 + j, b, aw, dw, off, hoff, 128);
+#endif
+		for (; j < nc; j++) {
 			const uint8_t *a = m->act + (size_t)(c0 + j) * m->act_stride;
-			__m256i d = rows8_signed_dot(g, aw, (const int8_t *)a + off, hoff);
-			__m256 sc = _mm256_mul_ps(dw, _mm256_set1_ps(exl_act_q8_0_d(a, m->cols)[b]));
 
-			acc[j][b & 7] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d), sc, acc[j][b & 7]);
+			rows8_q8x_step(acc[j], iq4_nl_rows8_dot(g, aw, a, m->cols, b, off, hoff), dw, a, m->cols,
+				       b);
 		}
 	}
 	rows8_store(m, acc, nc, c0, r, nr);
 }
+
+static void iq4_nl_rows8(const struct exl_mm_ctx *m, int64_t r, int nr, int c0, int c1)
+{
+	iq4_nl_rows8_from(m, r, nr, c0, c1, false);
+}
+
+/* Block b of the repacked group at p for nc vectors into accumulator t
+ * (b mod 8): iq4_nl_rows8_from's steps, x's offsets as q4_0_r8_step's. */
+EXL_INLINE void iq4_nl_r8_step(const struct exl_mm_ctx *m, const uint8_t *p, const uint8_t *const *a, int nc,
+			       int64_t b, __m256 (*acc)[8], int t, bool full)
+{
+	size_t hoff = 32, off;
+	__m256i lv[8], g[8], aw[8];
+	__m256 dw;
+
+	if (full)
+		off = 32 * (size_t)(b - t) + 64 * (size_t)(t / 2) + 16 * (size_t)(t & 1);
+	else
+		off = pairs32_lo(b, m->cols / 32, &hoff);
+	q4_0_r8_block(p, b, lv, &dw);
+	iq4_nl_rows8_levels(lv, g, aw);
+	for (int j = 0; j < nc; j++) {
+		__m256i d = iq4_nl_rows8_dot(g, aw, a[j], m->cols, b, off, hoff);
+		__m256 sc = _mm256_mul_ps(dw, _mm256_set1_ps(exl_act_q8_0_d(a[j], m->cols)[b]));
+
+		acc[j][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d), sc, acc[j][t]);
+	}
+}
+
+static void iq4_nl_r8_rows8(const struct exl_mm_ctx *m, int64_t r, int nr, int c0, int c1)
+{
+	iq4_nl_rows8_from(m, r, nr, c0, c1, true);
+}
+
+DEFINE_R8_MM(iq4_nl, 32, iq4_nl_r8_rows8)
 
 /* q8_0_group8 for IQ4_NL. */
 EXL_INLINE void iq4_nl_group8(const block_iq4_nl *w, int64_t b, int k, const uint8_t *const *a,
@@ -2468,7 +2546,7 @@ const struct exl_cpu_kernels SET_SYMBOL = {
 #endif
 	.act_q4_0 = act_q4_0,
 	.act_q4_1 = act_pairs32,
-	.act_iq4_nl = act_pairs32,
+	.act_iq4_nl = act_q4_0,
 	.act_q8_K = exl_act_q8_K_avx2,
 	.act_q4_K = exl_act_q8_K_avx2,
 	.act_iq4_xs = act_iq4_xs,
@@ -2484,6 +2562,7 @@ const struct exl_cpu_kernels SET_SYMBOL = {
 	.mm_q5_0 = mm_q5_0,
 	.mm_q5_1 = mm_q5_1,
 	.mm_iq4_nl = mm_iq4_nl,
+	.mm_iq4_nl_r8 = mm_iq4_nl_r8,
 	.mm_q2_K = mm_q2_K,
 	.mm_q3_K = mm_q3_K,
 	.mm_q4_K = mm_q4_K,

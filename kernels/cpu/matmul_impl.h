@@ -90,6 +90,7 @@ struct exl_cpu_kernels {
 	exl_mm_fn mm_q4_0_r8;
 	exl_mm_fn mm_q4_K_r8;  /* Q4_K likewise, with act_q4_K */
 	exl_mm_fn mm_q8_0_r8;  /* Q8_0 likewise, with act_q8_0 */
+	exl_mm_fn mm_iq4_nl_r8; /* IQ4_NL likewise, with act_iq4_nl */
 };
 
 static inline size_t exl_act_align(size_t n)

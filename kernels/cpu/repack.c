@@ -8,14 +8,15 @@
 
 size_t exl_cpu_repack_bytes(uint32_t type, uint32_t layout, int64_t rows, int64_t cols)
 {
-	if ((type != EXL_Q4_0 && type != EXL_Q4_K && type != EXL_Q8_0) || layout != EXL_LAYOUT_ROWS8 ||
+	if ((type != EXL_Q4_0 && type != EXL_IQ4_NL && type != EXL_Q4_K && type != EXL_Q8_0) ||
+	    layout != EXL_LAYOUT_ROWS8 ||
 	    rows <= 0 || cols <= 0 || cols % (int64_t)exl_dtype_info(type)->block_elems)
 		return 0;
 	return (size_t)((rows + 7) / 8) * 8 * exl_dtype_row_bytes(type, (uint64_t)cols);
 }
 
-/* Q4_0 and Q8_0: 32-weight blocks of an fp16 d, then dwords 4 (Q4_0's 16
- * bytes of nibbles) or 8 (Q8_0's 32 int8).  A block of a group is the 8
+/* Q4_0, IQ4_NL and Q8_0: 32-weight blocks of an fp16 d, then dwords 4
+ * (Q4_0's and IQ4_NL's 16 bytes of nibbles) or 8 (Q8_0's 32 int8).  A block of a group is the 8
  * rows' d, then dword k of all 8 rows, for each k in turn. */
 static void rows8_blocks32(const uint8_t *src, uint8_t *dst, int64_t rows, int64_t cols, int dwords)
 {

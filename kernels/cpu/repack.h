@@ -12,6 +12,9 @@
  * block; decode spends most of its instructions on those.  A group takes
  * 8 * row_bytes, as its rows did.
  *
+ * EXL_LAYOUT_ROWS8, IQ4_NL: Q4_0's, its blocks being Q4_0's shape (the
+ * nibbles index the IQ4 levels where Q4_0's are levels less 8).
+ *
  * EXL_LAYOUT_ROWS8, Q8_0: the same groups; block b of a group is 272
  * bytes, fp16 d[8] then q[8][8][4] (q[k][i] = bytes 4k..4k+3 of row i's
  * 32 int8), one 32-byte load 4 weights of all 8 rows (dwords_rows8's

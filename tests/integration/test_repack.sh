@@ -3,7 +3,7 @@
 # with-kernels names: for random Q4_0 models of every shape that takes
 # rows of a tensor apart (llama; phi3's fused attn_qkv and gate+up;
 # qwen3moe's experts; a vocabulary of 500, whose output ends in a part
-# group of 8 rows) and random Q4_K and Q8_0 llamas, `exld run` writes the
+# group of 8 rows) and random Q4_K, Q8_0 and IQ4_NL llamas, `exld run` writes the
 # same logits, bit for bit, and the same ids as with EXLD_CPU_REPACK=0
 # (every weight read from the file).  A daemon reports the copy where the
 # set makes one (the avx2 family): `exl status` counts it ("repacked in
@@ -43,9 +43,10 @@ mk moe --arch qwen3moe --experts 4 --dim 128 --layers 2 --heads 4 --ff 192 --typ
 # Q4_K: 256-weight super-blocks, a part group of 8 rows at the output
 mk llama_k --dim 256 --layers 2 --heads 4 --ff 512 --vocab 500 --type q4_k || exit 1
 mk llama_q8 --dim 128 --layers 2 --heads 4 --ff 352 --vocab 500 --type q8_0 || exit 1
+mk llama_nl --dim 128 --layers 2 --heads 4 --ff 352 --vocab 500 --type iq4_nl || exit 1
 
 ids() { sed -n 's/.*"token_ids":\(\[[^]]*\]\).*/\1/p' "$1"; }
-for m in llama phi3 moe llama_k llama_q8; do
+for m in llama phi3 moe llama_k llama_q8 llama_nl; do
 	for r in 1 0; do
 		EXLD_CPU_REPACK=$r "$exld" run --model "$tmp/$m.gguf" --prompt "hello world, once more" \
 			-n 12 --temperature 0 --threads 2 --json --dump-logits "$tmp/$m.$r.bin" \
@@ -60,26 +61,28 @@ for m in llama phi3 moe llama_k llama_q8; do
 	fi
 done
 
-# start_daemon [ENV...]: exld on the llama model, its environment amended
+# start_daemon MODEL [ENV...]: exld on MODEL, its environment amended
 start_daemon() {
+	model=$1
+	shift
 	sock=$tmp/exld.sock
 	rm -f "$sock"
-	env "$@" "$exld" --socket "$sock" --models "$tmp" --load llama --threads 2 \
+	env "$@" "$exld" --socket "$sock" --models "$tmp" --load "$model" --threads 2 \
 		>"$tmp/daemon.log" 2>&1 &
 	dpid=$!
 	i=0
 	while [ $i -lt 200 ]; do
-		"$exl" --socket "$sock" status >"$tmp/st" 2>/dev/null && grep -q '^llama  *loaded' "$tmp/st" &&
+		"$exl" --socket "$sock" status >"$tmp/st" 2>/dev/null && grep -q "^$model  *loaded" "$tmp/st" &&
 			return 0
 		kill -0 "$dpid" 2>/dev/null || break
 		sleep 0.1
 		i=$((i + 1))
 	done
-	bad "daemon did not load llama: $(tail -n 5 "$tmp/daemon.log")"
+	bad "daemon did not load $model: $(tail -n 5 "$tmp/daemon.log")"
 	return 1
 }
 
-if start_daemon; then
+if start_daemon llama; then
 	if [ $repacks = 1 ]; then
 		has "$tmp/st" "llama (cpu): weights " && has "$tmp/st" "repacked in RAM" &&
 			ok "$set: exl status counts the repacked weights" || bad "$set: status: $(cat "$tmp/st")"
@@ -95,7 +98,13 @@ if start_daemon; then
 		bad "$set: daemon $a, exld run $b $(cat "$tmp/gen.err")"
 	stop_daemon
 fi
-if [ $repacks = 1 ] && start_daemon EXLD_CPU_REPACK=0; then
+# IQ4_NL takes Q4_0's layout
+if [ $repacks = 1 ] && start_daemon llama_nl; then
+	has "$tmp/st" "llama_nl (cpu): weights " && has "$tmp/st" "repacked in RAM" &&
+		ok "$set: IQ4_NL weights repacked" || bad "$set: IQ4_NL status: $(cat "$tmp/st")"
+	stop_daemon
+fi
+if [ $repacks = 1 ] && start_daemon llama EXLD_CPU_REPACK=0; then
 	has "$tmp/st" "llama (cpu): weights " && has "$tmp/st" "mapped from the file" &&
 		! has "$tmp/st" "repacked" && ok "$set, EXLD_CPU_REPACK=0: weights read from the file" ||
 		bad "$set, EXLD_CPU_REPACK=0: status: $(cat "$tmp/st")"

@@ -324,6 +324,7 @@ static void test_errors(struct exl_matmul_scratch *s)
 	      exl_cpu_repack(EXL_Q5_0, EXL_LAYOUT_ROWS8, wq, q4, 2, 64) == -1 &&
 	      exl_cpu_repack_bytes(EXL_Q4_0, EXL_LAYOUT_ROWS8, 9, 64) == 16 * 36 &&
 	      exl_cpu_repack_bytes(EXL_Q8_0, EXL_LAYOUT_ROWS8, 9, 64) == 16 * 68 &&
+	      exl_cpu_repack_bytes(EXL_IQ4_NL, EXL_LAYOUT_ROWS8, 9, 64) == 16 * 36 &&
 	      exl_cpu_repack_bytes(EXL_Q4_K, EXL_LAYOUT_ROWS8, 1, 256) == 8 * 144 &&
 	      exl_cpu_repack_bytes(EXL_Q4_K, EXL_LAYOUT_ROWS8, 8, 100) == 0, "repack sizes");
 	CHECK(exl_cpu_kernels_select("scalar", err, sizeof(err)) == 0 &&
