@@ -7,7 +7,8 @@
 #   tests/bench/bench_model.sh [BUILD_DIR]       (default: build)
 #
 # Environment: PAIRS (interleaved ours/peer runs per type, default 3),
-# TYPES (default "q8_0 q4_0 f16"), THREADS (default 2), N_GEN (default 64),
+# TYPES (default "q8_0 q4_0 f16"; any exld-mkmodel --type, q4_k_m and
+# q5_k_m the mixes users download most), THREADS (default 2), N_GEN (default 64),
 # MODEL_DIR (where the random models are made and kept, default /tmp; they
 # are several GB and never belong in the repository), PEER_ARGS (more
 # options for the peer, e.g. "--poll 0" or "--cpu-variant haswell"), PEER (default

@@ -44,6 +44,8 @@ struct opts {
 	struct kv_override kv[MAX_KV_OVERRIDES];
 	int n_kv;
 	uint32_t type;
+	uint32_t ftype;     /* general.file_type */
+	bool mix_m;         /* a _M mix: some tensors Q6_K (type_of) */
 	uint64_t seed;
 	const char *arch;
 	bool qkv_bias;
@@ -416,22 +418,25 @@ static const struct {
 	const char *name;
 	uint32_t type;
 	uint32_t ftype; /* llama.cpp's general.file_type for an all-this-type model */
+	bool mix_m;     /* llama.cpp's _M mix of it and Q6_K (type_of) */
 } type_names[] = {
-	{ "f32", EXL_F32, 0 },
-	{ "f16", EXL_F16, 1 },
-	{ "bf16", EXL_BF16, 32 },
-	{ "q8_0", EXL_Q8_0, 7 },
-	{ "q4_0", EXL_Q4_0, 2 },
-	{ "q4_1", EXL_Q4_1, 3 },
-	{ "q5_0", EXL_Q5_0, 8 },
-	{ "q5_1", EXL_Q5_1, 9 },
-	{ "q2_k", EXL_Q2_K, 10 },
-	{ "q3_k", EXL_Q3_K, 11 },  /* Q3_K_S: every matrix Q3_K */
-	{ "q4_k", EXL_Q4_K, 14 },  /* Q4_K_S */
-	{ "q5_k", EXL_Q5_K, 16 },  /* Q5_K_S */
-	{ "q6_k", EXL_Q6_K, 18 },
-	{ "iq4_nl", EXL_IQ4_NL, 25 },
-	{ "iq4_xs", EXL_IQ4_XS, 30 },
+	{ "f32", EXL_F32, 0, false },
+	{ "f16", EXL_F16, 1, false },
+	{ "bf16", EXL_BF16, 32, false },
+	{ "q8_0", EXL_Q8_0, 7, false },
+	{ "q4_0", EXL_Q4_0, 2, false },
+	{ "q4_1", EXL_Q4_1, 3, false },
+	{ "q5_0", EXL_Q5_0, 8, false },
+	{ "q5_1", EXL_Q5_1, 9, false },
+	{ "q2_k", EXL_Q2_K, 10, false },
+	{ "q3_k", EXL_Q3_K, 11, false },  /* Q3_K_S: every matrix Q3_K */
+	{ "q4_k", EXL_Q4_K, 14, false },  /* Q4_K_S */
+	{ "q5_k", EXL_Q5_K, 16, false },  /* Q5_K_S */
+	{ "q4_k_m", EXL_Q4_K, 15, true },
+	{ "q5_k_m", EXL_Q5_K, 17, true },
+	{ "q6_k", EXL_Q6_K, 18, false },
+	{ "iq4_nl", EXL_IQ4_NL, 25, false },
+	{ "iq4_xs", EXL_IQ4_XS, 30, false },
 };
 
 static void usage(FILE *out)
@@ -453,7 +458,10 @@ static void usage(FILE *out)
 		"  --ctx N          context length (default 2048)\n"
 		"  --type T         weight type: f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q2_k\n"
 		"                   q3_k q4_k q5_k q6_k iq4_nl iq4_xs (default f32); norms and\n"
-		"                   biases are always f32\n"
+		"                   biases are always f32.  q4_k_m, q5_k_m: llama.cpp's _M\n"
+		"                   mix, Q4_K or Q5_K with Q6_K for output, and for attn_v\n"
+		"                   and ffn_down in the first and last eighth of the layers\n"
+		"                   and every third between\n"
 		"  --seed N         PRNG seed (default 1)\n"
 		"  --arch A         llama, qwen2 (q/k/v biases), qwen3 (per-head q/k norms),\n"
 		"                   qwen3moe (q/k norms, experts: give --experts), phi3\n"
@@ -699,10 +707,12 @@ static int parse_args(int argc, char **argv, struct opts *o)
 				;
 			if (k == n) {
 				fprintf(stderr, "exld-mkmodel: unknown --type '%s' (f32 f16 bf16 q8_0 q4_0 q4_1"
-					" q5_0 q5_1 q2_k q3_k q4_k q5_k q6_k iq4_nl iq4_xs)\n", val);
+					" q5_0 q5_1 q2_k q3_k q4_k q5_k q6_k iq4_nl iq4_xs q4_k_m q5_k_m)\n", val);
 				return -1;
 			}
 			o->type = type_names[k].type;
+			o->ftype = type_names[k].ftype;
+			o->mix_m = type_names[k].mix_m;
 		} else if (!strcmp(a, "--arch")) {
 			static const char *const archs[] = { "llama", "qwen2", "qwen3", "qwen3moe",
 							     "phi3", "gemma2", "gemma3" };
@@ -1005,6 +1015,36 @@ static int copy_vocab(struct gguf_writer *w, struct opts *o, const char *path, i
 	return 0;
 }
 
+/* llama.cpp's use_more_bits: the first and last eighth of the layers and
+ * every third in between. */
+static bool more_bits(int64_t i, int64_t n)
+{
+	return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2;
+}
+
+/* The type of matrix name: o->type, or in a _M mix (llama.cpp's Q4_K_M and
+ * Q5_K_M recipe for these tensors) Q6_K for the output, and for attn_v and
+ * ffn_down (experts too) in more_bits layers; phi3's fused attn_qkv one
+ * step up (Q5_K, or Q6_K from Q5_K). */
+static uint32_t type_of(const struct opts *o, const char *name)
+{
+	long long layer;
+	int at = 0;
+
+	if (!o->mix_m)
+		return o->type;
+	if (!strcmp(name, "output.weight"))
+		return EXL_Q6_K;
+	if (sscanf(name, "blk.%lld.%n", &layer, &at) != 1 || !at)
+		return o->type;
+	if (!strcmp(name + at, "attn_qkv.weight"))
+		return o->type == EXL_Q4_K ? EXL_Q5_K : EXL_Q6_K;
+	if ((!strcmp(name + at, "attn_v.weight") || !strncmp(name + at, "ffn_down", 8)) &&
+	    more_bits(layer, o->layers))
+		return EXL_Q6_K;
+	return o->type;
+}
+
 /* A tensor of n_mat matrices of rows x cols (n_mat 1: a matrix or, with one
  * row, a vector; more: a 3-D expert tensor [cols, rows, n_mat]). */
 static int add3(struct gguf_writer *w, struct tensor_spec *specs, int *n, const struct opts *o,
@@ -1016,7 +1056,7 @@ static int add3(struct gguf_writer *w, struct tensor_spec *specs, int *n, const 
 
 	snprintf(t->name, sizeof(t->name), "%s", name);
 	t->kind = kind;
-	t->type = kind == FILL_MATRIX ? o->type : EXL_F32;
+	t->type = kind == FILL_MATRIX ? type_of(o, name) : EXL_F32;
 	t->cols = cols;
 	t->rows = rows * n_mat;
 	t->seed = o->seed * 0x9e3779b97f4a7c15ull ^ hash_str(name);
@@ -1104,12 +1144,8 @@ static int add_tensors(struct gguf_writer *w, struct tensor_spec *specs, int *n,
 static void set_metadata(struct gguf_writer *w, struct opts *o)
 {
 	char key[128], name[96];
-	uint32_t ftype = 0;
 	int64_t head_dim = o->head_dim ? o->head_dim : o->dim / o->heads;
 
-	for (size_t k = 0; k < sizeof(type_names) / sizeof(type_names[0]); k++)
-		if (type_names[k].type == o->type)
-			ftype = type_names[k].ftype;
 #define KEY(suffix) (snprintf(key, sizeof(key), "%s.%s", o->arch, suffix), key)
 	meta_str(w, o, "general.architecture", o->arch);
 	/* llama.cpp marks Phi-3's special tokens by the model's name: a name
@@ -1120,7 +1156,7 @@ static void set_metadata(struct gguf_writer *w, struct opts *o)
 	else
 		snprintf(name, sizeof(name), "exld-mkmodel random %s", o->arch);
 	meta_str(w, o, "general.name", name);
-	meta_u32(w, o, "general.file_type", ftype);
+	meta_u32(w, o, "general.file_type", o->ftype);
 	if (o->type != EXL_F32 && o->type != EXL_F16 && o->type != EXL_BF16)
 		meta_u32(w, o, "general.quantization_version", 2);
 	meta_u32(w, o, "general.alignment", 32);

@@ -1,6 +1,7 @@
 /* exld-mkmodel: runs the real tool and reads what it wrote.
  *
- *   test_mkmodel MKMODEL synthetic   every weight type, llama and qwen2, tied,
+ *   test_mkmodel MKMODEL synthetic   every weight type and the _M mixes, llama
+ *                                    and qwen2, tied,
  *                                    the synthetic vocabulary, determinism,
  *                                    bad options
  *   test_mkmodel MKMODEL vocab       --vocab-from ../shared/models/vocab/
@@ -291,6 +292,56 @@ static void check_synthetic_vocab(const char *path, int vocab)
 	exl_gguf_close(f);
 }
 
+/* --type q4_k_m / q5_k_m: llama.cpp's _M recipe, its file_type, Q6_K for
+ * the output and for attn_v and ffn_down in layers 0, 3, 6 and 7 of 8 (the
+ * first and last eighth and every third between), the base type elsewhere. */
+static void check_mix_m(void)
+{
+	static const struct {
+		const char *name;
+		uint32_t base, ftype;
+	} mixes[] = { { "q4_k_m", EXL_Q4_K, 15 }, { "q5_k_m", EXL_Q5_K, 17 } };
+	char path[256], err[2048], name[64];
+
+	for (size_t i = 0; i < sizeof(mixes) / sizeof(mixes[0]); i++) {
+		snprintf(path, sizeof(path), "%s/mix-%s.gguf", tmpdir, mixes[i].name);
+		const char *args[] = { "--dim", "256", "--layers", "8", "--heads", "2", "--ff", "256",
+				       "--vocab", "300", "--type", mixes[i].name, "-o", path, NULL };
+		struct gguf_file *f;
+		const struct gguf_tensor *t;
+		uint32_t u;
+
+		if (run(args, err, sizeof(err)) || !(f = exl_gguf_open(path, err, sizeof(err)))) {
+			fprintf(stderr, "mix %s: %s\n", mixes[i].name, err);
+			CHECK(0);
+			continue;
+		}
+		CHECK(exl_gguf_get_u32(f, "general.file_type", &u) && u == mixes[i].ftype);
+		CHECK((t = exl_gguf_find_tensor(f, "output.weight")) && t->type == EXL_Q6_K);
+		CHECK((t = exl_gguf_find_tensor(f, "token_embd.weight")) && t->type == mixes[i].base);
+		for (int l = 0; l < 8; l++) {
+			static const char *const base_only[] = { "attn_q", "attn_k", "attn_output", "ffn_gate",
+								 "ffn_up" };
+			static const char *const more[] = { "attn_v", "ffn_down" };
+			uint32_t want = l == 0 || l == 3 || l == 6 || l == 7 ? EXL_Q6_K : mixes[i].base;
+
+			for (size_t k = 0; k < 5; k++) {
+				snprintf(name, sizeof(name), "blk.%d.%s.weight", l, base_only[k]);
+				CHECK((t = exl_gguf_find_tensor(f, name)) && t->type == mixes[i].base);
+			}
+			for (size_t k = 0; k < 2; k++) {
+				snprintf(name, sizeof(name), "blk.%d.%s.weight", l, more[k]);
+				t = exl_gguf_find_tensor(f, name);
+				CHECK(t && t->type == want);
+				if (t && t->type != want)
+					fprintf(stderr, "mix %s: %s is type %u, not %u\n", mixes[i].name, name,
+						t->type, want);
+			}
+		}
+		exl_gguf_close(f);
+	}
+}
+
 /* One --seed, one set of floats whatever --type: every matrix of a file
  * of each quantized type is exl_quantize_row of the same matrix of the F32
  * file made with the same options (all tensors small enough to be
@@ -411,6 +462,7 @@ static int synthetic(void)
 	}
 
 	check_same_weights();
+	check_mix_m();
 
 	/* the same options give the same bytes, whatever the thread count;
 	 * another seed gives others (q4_k so the pool path is covered) */
