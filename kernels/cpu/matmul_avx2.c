@@ -1038,10 +1038,37 @@ EXL_INLINE void q4_0_r8_step(const struct exl_mm_ctx *m, const uint8_t *p, const
 		off = 32 * (size_t)(b - t) + 64 * (size_t)(t / 2) + 16 * (size_t)(t & 1);
 	else
 		off = pairs32_lo(b, m->cols / 32, &hoff);
+#ifdef EXL_MM_VNNI
+	/* the high nibbles in place, as 16 * level (q & 0xf0), in a chain of
+	 * their own whose exact sum is shifted back: 4 shifts a block fewer,
+	 * one a vector more (maddubs would overflow on them without VNNI) */
+	const uint8_t *q = p + 144 * (size_t)b;
+
+	for (int k = 0; k < 4; k++) {
+		__m256i v = _mm256_loadu_si256((const __m256i *)(const void *)(q + 16 + 32 * k));
+
+		lv[k] = _mm256_and_si256(v, _mm256_set1_epi8(0x0f));
+		lv[k + 4] = _mm256_and_si256(v, _mm256_set1_epi8((char)0xf0));
+	}
+	dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)q));
+#else
 	q4_0_r8_block(p, b, lv, &dw);
+#endif
 	for (int j = 0; j < nc; j++) {
+#ifdef EXL_MM_VNNI
+		const int8_t *x = (const int8_t *)a[j] + off;
+		__m256i lo = _mm256_set1_epi32(-8 * act_isum(a[j], m->cols)[b]);
+		__m256i hi = _mm256_setzero_si256();
+
+		for (int k = 0; k < 4; k++) {
+			lo = _mm256_dpbusd_epi32(lo, lv[k], bcast_i32(x + 4 * k));
+			hi = _mm256_dpbusd_epi32(hi, lv[k + 4], bcast_i32(x + hoff + 4 * k));
+		}
+		__m256i d = _mm256_add_epi32(lo, _mm256_srai_epi32(hi, 4));
+#else
 		__m256i d = rows8_u4_dot(_mm256_set1_epi32(-8 * act_isum(a[j], m->cols)[b]), lv,
 					 (const int8_t *)a[j] + off, hoff);
+#endif
 		__m256 sc = _mm256_mul_ps(dw, _mm256_set1_ps(exl_act_q8_0_d(a[j], m->cols)[b]));
 
 		acc[j][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d), sc, acc[j][t]);
