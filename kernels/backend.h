@@ -227,6 +227,10 @@ struct exl_backend {
  * online core).  NULL with a message on failure. */
 struct exl_backend *exl_backend_cpu_create(int n_threads, char *err, size_t errlen);
 int exl_backend_cpu_threads(const struct exl_backend *be);
+/* The matmul kernel set the CPU backend runs ("avx512vnni", ...: the one
+ * EXLD_CPU_KERNELS names, or the best this CPU has), or NULL for a backend
+ * that is not the CPU one. */
+const char *exl_backend_cpu_matmul_kernels(const struct exl_backend *be);
 
 /* The CUDA backend on device `device`.  Always declared: without a CUDA
  * build, or without a device, it returns NULL with a message saying why. */

@@ -8,10 +8,11 @@
  * Every generation option of the daemon is an option here (see --help and
  * docs/sampling.md).  The last line on stderr is the timing, as key=value
  * pairs for scripts:
- *   timing: prompt_tokens=N prompt_tok_s=X gen_tokens=N gen_tok_s=X
+ *   timing: prompt_tokens=N prompt_tok_s=X gen_tokens=N gen_tok_s=X [kernels=SET]
  * prompt_tok_s is the prompt over the time to the first token; gen_tok_s
  * counts the decode passes (every generated token but the first, which
- * comes from the prompt pass), as llama.cpp's benchmarks do.
+ * comes from the prompt pass), as llama.cpp's benchmarks do; kernels is
+ * the CPU backend's matmul kernel set (so a figure names what ran it).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -375,6 +376,8 @@ int exl_cmd_run(int argc, char **argv)
 	if (r->draft_proposed)
 		fprintf(stderr, " draft_proposed=%d draft_accepted=%d", r->draft_proposed,
 			r->draft_accepted);
+	if (exl_backend_cpu_matmul_kernels(be))
+		fprintf(stderr, " kernels=%s", exl_backend_cpu_matmul_kernels(be));
 	fputc('\n', stderr);
 	status = 0;
 	goto out;

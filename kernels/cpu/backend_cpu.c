@@ -667,6 +667,13 @@ int exl_backend_cpu_threads(const struct exl_backend *be)
 }
 
 
+const char *exl_backend_cpu_matmul_kernels(const struct exl_backend *be)
+{
+	if (!be || be->ops != &cpu_ops)
+		return NULL;
+	return exl_cpu_kernels_name();
+}
+
 const char *exl_backend_cpu_kernels(const struct exl_backend *be)
 {
 	if (!be || be->ops != &cpu_ops)

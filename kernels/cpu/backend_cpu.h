@@ -14,10 +14,6 @@
 
 #include "kernels/backend.h"
 
-/* The message of the failure the last ops->download / ops->sync reported,
- * or of one still pending; NULL when the last download / sync succeeded and
- * nothing failed since.  NULL for a backend that is not the CPU one. */
-
 /* The name of the row-kernel variant the backend's non-matmul ops use
  * ("scalar", "avx2", "avx512"), or NULL for a backend that is not the CPU
  * one. */

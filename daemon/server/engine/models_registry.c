@@ -495,9 +495,12 @@ void exl_registry_on_load_done(struct exl_registry *r, struct exl_model_entry *e
 	}
 	e->state = EXL_MODEL_LOADED;
 	e->startup = false;
-	exl_log(EXL_LOG_INFO, "model '%s' loaded in %.0f ms (KV pool of %d tokens, %.1f MiB)",
+	const char *kernels = exl_backend_cpu_matmul_kernels(e->be);
+
+	exl_log(EXL_LOG_INFO, "model '%s' loaded in %.0f ms (KV pool of %d tokens, %.1f MiB%s%s)",
 		e->name, e->load_ms, exl_kvcache_n_pages(e->kv) * exl_kvcache_page_size(e->kv),
-		(double)exl_kvcache_bytes(e->kv) / (1024.0 * 1024.0));
+		(double)exl_kvcache_bytes(e->kv) / (1024.0 * 1024.0), kernels ? "; CPU kernels " : "",
+		kernels ? kernels : "");
 	reply_waiters(e->load_waiters, e, false, EXL_OK, NULL);
 	free_waiters(e->load_waiters);
 	e->load_waiters = NULL;
