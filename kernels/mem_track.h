@@ -53,6 +53,15 @@ static inline int exl_mem_track_add(struct exl_mem_track *t, const void *p, size
 	return 0;
 }
 
+/* The bytes recorded for p (the most recent record), or 0 when unknown. */
+static inline size_t exl_mem_track_bytes(const struct exl_mem_track *t, const void *p)
+{
+	for (size_t i = t->n; i-- > 0;)
+		if (t->ptr[i] == p)
+			return t->bytes[i];
+	return 0;
+}
+
 /* Forgets p (the most recent record of it): 1, or 0 when p is unknown. */
 static inline int exl_mem_track_remove(struct exl_mem_track *t, const void *p)
 {

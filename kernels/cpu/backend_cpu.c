@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "kernels/cpu/backend_cpu.h"
+#include "kernels/cpu/host_mem.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/pool.h"
@@ -82,13 +83,12 @@ static void *op_alloc(struct exl_backend *be, size_t bytes)
 		return NULL;
 	}
 	sz = bytes ? (bytes + 63) & ~(size_t)63 : 64;
-	p = aligned_alloc(64, sz);
+	p = exl_host_alloc(sz);
 	if (!p || exl_mem_track_add(&cb->buffers, p, sz)) {
-		free(p);
+		exl_host_free(p, sz);
 		note(cb, "alloc: out of memory for %zu bytes", bytes);
 		return NULL;
 	}
-	memset(p, 0, sz);
 	return p;
 }
 
@@ -96,8 +96,13 @@ static void op_free(struct exl_backend *be, void *p)
 {
 	if (!p)
 		return;
-	exl_mem_track_remove(&cpu_of(be)->buffers, p);
-	free(p);
+	struct exl_mem_track *t = &cpu_of(be)->buffers;
+	size_t bytes = exl_mem_track_bytes(t, p);
+
+	/* not ours (a caller's bug): leave it, as free() would not */
+	if (!exl_mem_track_remove(t, p))
+		return;
+	exl_host_free(p, bytes);
 }
 
 static const void *op_upload(struct exl_backend *be, const void *src, size_t bytes)
@@ -121,8 +126,10 @@ static void op_unload(struct exl_backend *be, const void *p)
 
 	if (!p)
 		return;
+	size_t bytes = exl_mem_track_bytes(&cb->repacked, p);
+
 	if (exl_mem_track_remove(&cb->repacked, p))
-		free((void *)p);
+		exl_host_free((void *)p, bytes);
 	else
 		exl_mem_track_remove(&cb->weights, p);
 }
@@ -146,15 +153,15 @@ static int op_repack(struct exl_backend *be, struct exl_weight *w, char *err, si
 			 (long long)w->rows, (long long)w->cols, w->type);
 		return -1;
 	}
-	void *p = aligned_alloc(64, (bytes + 63) & ~(size_t)63);
+	void *p = exl_host_alloc(bytes);
 	if (!p || exl_mem_track_add(&cb->repacked, p, bytes)) {
-		free(p);
+		exl_host_free(p, bytes);
 		snprintf(err, errlen, "repack: out of memory for %zu bytes", bytes);
 		return -1;
 	}
 	if (exl_cpu_repack(w->type, layout, w->data, p, w->rows, w->cols)) {
 		exl_mem_track_remove(&cb->repacked, p);
-		free(p);
+		exl_host_free(p, bytes);
 		snprintf(err, errlen, "repack: type %u has no layout %u", w->type, layout);
 		return -1;
 	}
@@ -589,7 +596,9 @@ static void op_destroy(struct exl_backend *be)
 	exl_rope_cache_free(&cb->rope[1]);
 	exl_attn_scratch_free(&cb->attn);
 	for (size_t i = 0; i < cb->repacked.n; i++)
-		free((void *)cb->repacked.ptr[i]);
+		exl_host_free((void *)cb->repacked.ptr[i], cb->repacked.bytes[i]);
+	for (size_t i = 0; i < cb->buffers.n; i++)
+		exl_host_free((void *)cb->buffers.ptr[i], cb->buffers.bytes[i]);
 	exl_mem_track_free(&cb->repacked);
 	exl_mem_track_free(&cb->weights);
 	exl_mem_track_free(&cb->buffers);
