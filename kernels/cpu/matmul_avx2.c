@@ -1737,17 +1737,24 @@ static void q4_K_rows8(const struct exl_mm_ctx *m, int64_t r, int nr, int c0, in
 	rows8_store(m, acc, nc, c0, r, nr);
 }
 
-/* Super-block blk x the nc (<= 4) vectors at a[], its b-th: *s[j] the
- * int32 partial sums of scale * (levels . x), *sm[j] of min * (sum of x). */
-EXL_INLINE void q4_K_sblock(const block_q4_K *blk, int64_t b, const uint8_t *const *a, int nc, int64_t cols,
-			    size_t pf, __m256i *s, __m256i *sm)
+/* Super-block blk (Q4_K's, or with q5 Q5_K's) x the nc (<= 4) vectors at
+ * a[], its b-th: *s[j] the int32 partial sums of scale * (levels . x),
+ * *sm[j] of min * (sum of x).  Q5_K's levels (0..31: its fifth bit, bit 2kk
+ * or 2kk + 1 of qh[l], in bit 4) keep each maddubs pair within int16, and
+ * every maddubs goes to int32 at once. */
+EXL_INLINE void k4_sblock(const uint8_t *bp, const bool q5, int64_t b, const uint8_t *const *a, int nc,
+			  int64_t cols, size_t pf, __m256i *s, __m256i *sm)
 {
-	const __m256i lo4 = _mm256_set1_epi8(0x0f);
+	const block_q4_K *blk = (const block_q4_K *)(const void *)bp; /* d, dmin, scales: Q5_K's too */
+	const uint8_t *qs = q5 ? ((const block_q5_K *)(const void *)bp)->qs : blk->qs;
+	const __m256i lo4 = _mm256_set1_epi8(0x0f), b4 = _mm256_set1_epi8(0x10);
+	const __m256i hb = q5 ? _mm256_loadu_si256((const __m256i *)(const void *)((const block_q5_K *)(const void *)bp)->qh)
+			      : _mm256_setzero_si256();
 	uint32_t sc[2], mn[2];
 
 	if (pf)
-		for (int o = 0; o < (int)sizeof(*blk); o += 64)
-			_mm_prefetch((const char *)blk + pf + o, _MM_HINT_T0);
+		for (int o = 0; o < (int)(q5 ? sizeof(block_q5_K) : sizeof(block_q4_K)); o += 64)
+			_mm_prefetch((const char *)bp + pf + o, _MM_HINT_T0);
 	exl_q4_K_scales(blk->scales, sc, mn);
 	/* the 8 scales as int16 in both halves, each broadcast by a shuffle
 	 * below (a set1 from a byte took 3 operations) */
@@ -1765,9 +1772,16 @@ EXL_INLINE void q4_K_sblock(const block_q4_K *blk, int64_t b, const uint8_t *con
 		s[j] = _mm256_setzero_si256();
 	}
 	for (int kk = 0; kk < 4; kk++) {
-		__m256i q = _mm256_loadu_si256((const __m256i *)(const void *)(blk->qs + 32 * kk));
+		__m256i q = _mm256_loadu_si256((const __m256i *)(const void *)(qs + 32 * kk));
 		__m256i ql = _mm256_and_si256(q, lo4);
 		__m256i qh = _mm256_and_si256(_mm256_srli_epi16(q, 4), lo4);
+
+		if (q5) { /* bits 2kk and 2kk + 1 of each qh byte to bit 4 */
+			const __m256i h = _mm256_srli_epi16(hb, 2 * kk);
+
+			ql = _mm256_or_si256(ql, _mm256_and_si256(_mm256_slli_epi16(h, 4), b4));
+			qh = _mm256_or_si256(qh, _mm256_and_si256(_mm256_slli_epi16(h, 3), b4));
+		}
 		__m256i sl = _mm256_shuffle_epi8(s16, _mm256_set1_epi16((short)(0x0100 + 0x0202 * 2 * kk)));
 		__m256i sh = _mm256_shuffle_epi8(s16, _mm256_set1_epi16((short)(0x0100 + 0x0202 * (2 * kk + 1))));
 
@@ -1781,11 +1795,12 @@ EXL_INLINE void q4_K_sblock(const block_q4_K *blk, int64_t b, const uint8_t *con
 	}
 }
 
-/* d and dmin (the dword at offset 0) of 8 consecutive Q4_K blocks, with
- * one gather: 8 word inserts each took a tenth of the decode's time. */
-EXL_INLINE void group8_d_dmin_q4_K(const block_q4_K *w, __m256 *d, __m256 *dmin)
+/* d and dmin (the dword at offset 0) of 8 consecutive Q4_K (q5: Q5_K)
+ * blocks, with one gather: 8 word inserts each took a tenth of the
+ * decode's time. */
+EXL_INLINE void group8_d_dmin_k(const uint8_t *w, const bool q5, __m256 *d, __m256 *dmin)
 {
-	const int q = (int)(sizeof(block_q4_K) / 4);
+	const int q = (int)((q5 ? sizeof(block_q5_K) : sizeof(block_q4_K)) / 4);
 	const __m256i g = _mm256_i32gather_epi32((const int *)(const void *)w,
 						 _mm256_setr_epi32(0, q, 2 * q, 3 * q, 4 * q, 5 * q, 6 * q, 7 * q), 4);
 	/* [d0..3 dmin0..3 | d4..7 dmin4..7], then [d0..7 | dmin0..7] */
@@ -1799,19 +1814,21 @@ EXL_INLINE void group8_d_dmin_q4_K(const block_q4_K *w, __m256 *d, __m256 *dmin)
 /* Super-blocks b..b+k-1 (k <= 8, b a multiple of 8) of a row x the nc
  * (<= 4) vectors at a[]: lane m of acc[j] is vector j's accumulator
  * (b + m) mod 8. */
-EXL_INLINE void q4_K_group8(const block_q4_K *w, int64_t b, int k, const uint8_t *const *a, int nc,
-			    int64_t cols, size_t pf, __m256 *acc)
+EXL_INLINE void k4_group8(const uint8_t *w, const bool q5, int64_t b, int k, const uint8_t *const *a, int nc,
+			  int64_t cols, size_t pf, __m256 *acc)
 {
+	const size_t bsize = q5 ? sizeof(block_q5_K) : sizeof(block_q4_K);
+
 	__m256i p[4][8], pm[4][8];
 	const uint8_t *rb[8], *rm[8];
 
 	for (int t = 0; t < 8; t++) {
 		__m256i s[4], sm[4];
 
-		rb[t] = (const uint8_t *)(w + b + (t < k ? t : 0));
+		rb[t] = w + bsize * (size_t)(b + (t < k ? t : 0));
 		rm[t] = rb[t] + offsetof(block_q4_K, dmin);
 		if (t < k) {
-			q4_K_sblock(w + b + t, b + t, a, nc, cols, pf, s, sm);
+			k4_sblock(w + bsize * (size_t)(b + t), q5, b + t, a, nc, cols, pf, s, sm);
 		} else {
 			for (int j = 0; j < nc; j++)
 				s[j] = sm[j] = _mm256_setzero_si256();
@@ -1824,7 +1841,7 @@ EXL_INLINE void q4_K_group8(const block_q4_K *w, int64_t b, int k, const uint8_t
 	__m256 dw, dm;
 
 	if (k == 8) {
-		group8_d_dmin_q4_K(w + b, &dw, &dm);
+		group8_d_dmin_k(w + bsize * (size_t)b, q5, &dw, &dm);
 	} else {
 		dw = rows8_d(rb);
 		dm = rows8_d(rm);
@@ -1836,6 +1853,12 @@ EXL_INLINE void q4_K_group8(const block_q4_K *w, int64_t b, int k, const uint8_t
 		acc[j] = group_step_min(hsum8x8_unpack_epi32(p[j]), _mm256_mul_ps(dw, dx),
 					hsum8x8_unpack_epi32(pm[j]), _mm256_mul_ps(dm, dx), acc[j], k);
 	}
+}
+
+EXL_INLINE void q4_K_group8(const block_q4_K *w, int64_t b, int k, const uint8_t *const *a, int nc,
+			    int64_t cols, size_t pf, __m256 *acc)
+{
+	k4_group8((const uint8_t *)w, false, b, k, a, nc, cols, pf, acc);
 }
 
 DEFINE_ROWS8_MM_QK(q4_K, block_q4_K, 256)
@@ -1980,111 +2003,142 @@ EXL_INLINE void q4_K_r8_step(const struct exl_mm_ctx *m, const uint8_t *p, const
 
 DEFINE_R8_MM(q4_K, 256, q4_K_r8_rows8)
 
-/* Q5_K: Q4_K's former tiles, with the fifth bit of each weight from
- * qh (bit 2k of qh[l] for weight 64k + l, bit 2k + 1 for 64k + 32 + l);
- * levels 0..31 keep maddubs pairs within int16.  A block starts with d,
- * dmin, scales[12] as Q4_K's does. */
-EXL_INLINE void tile_q5_K(const struct exl_mm_ctx *m, int64_t r, int c, const int R, const int C)
+/* ---- Q5_K: Q4_K's steps with a fifth bit ----
+ *
+ * Every path gives Q4_K's float steps (I_b and M_b exact in int32: levels
+ * 0..31, at most 256 * 63 * 31 * 127).  Decode (n <= 4) is Q4_K's, one row
+ * at a time (k4_group8).  n > 4 runs 8 rows in the lanes of a vector:
+ * each super-block of the 8 rows is first laid out in a buffer on the
+ * stack as Q4_K's repacked groups are (repack.h), with the 8 rows' qh, 4
+ * bytes at a time, between the scales and qs (Q8_0's dword transpose, once
+ * per 64 vectors), and q5_K_rows8_sblock runs Q4_K's repacked steps on it
+ * with the fifth bits ORed in: bit s of qh[l] is weight l of sub-block s
+ * (s = 2c + h: chunk c's low or high nibbles), and goes to bit 4.
+ * Repacking Q5_K at load as Q4_K was tried: decode read no faster than
+ * from GGUF rows (Zen 4, exld run, 33.2 and 33.2 tok/s) and prefill the
+ * same as from this buffer (136 against 136-140 tok/s), so the weights
+ * stay in the file. */
+
+#define Q5_K_GROUP 1408 /* 8 x 176: d[8], dmin[8], scales, qh, qs */
+
+/* The 8 rows' super-block b laid out in buf as above. */
+EXL_INLINE void q5_K_rows8_gather(const block_q5_K *const *rw, int64_t b, uint8_t *buf)
 {
-	const size_t bsize = sizeof(block_q5_K), qs_off = offsetof(block_q5_K, qs);
-	const uint8_t *w[2];
-	const int8_t *xq[4];
-	const float *xd[4];
-	const int16_t *xs[4];
-	__m256 acc[2][4];
-	int64_t nb = m->cols / 256;
-	const size_t pf = exl_prefetch_tile(m, R, c);
-	const __m256i lo4 = _mm256_set1_epi8(0x0f);
+	const uint8_t *q[8];
+	__m256i g[8];
 
-	for (int i = 0; i < R; i++)
-		w[i] = exl_row(m, r + i);
-	for (int j = 0; j < C; j++) {
-		const uint8_t *a = m->act + (size_t)(c + j) * m->act_stride;
-		xq[j] = (const int8_t *)a;
-		xd[j] = exl_act_q8_K_d(a, m->cols);
-		xs[j] = exl_act_q8_K_bsums(a, m->cols);
+	for (int i = 0; i < 8; i++) {
+		const block_q5_K *w = rw[i] + b;
+
+		memcpy(buf + 2 * i, &w->d, 2);
+		memcpy(buf + 16 + 2 * i, &w->dmin, 2);
+		for (int u = 0; u < 3; u++)
+			memcpy(buf + 32 + 32 * u + 4 * i, w->scales + 4 * u, 4);
 	}
-	for (int i = 0; i < R; i++)
-		for (int j = 0; j < C; j++)
-			acc[i][j] = _mm256_setzero_ps();
+	for (int c = 0; c < 5; c++) { /* qh, then 4 chunks of qs */
+		for (int i = 0; i < 8; i++)
+			q[i] = c ? rw[i][b].qs + 32 * (c - 1) : rw[i][b].qh;
+		dwords_rows8(q, g);
+		for (int k = 0; k < 8; k++)
+			_mm256_storeu_si256((__m256i *)(void *)(buf + 128 + 256 * c + 32 * k), g[k]);
+	}
+}
 
+/* The 8 rows' levels (0..31) . x of one sub-block, times lane i's int16 in
+ * both halves of mul.  Without VNNI maddubs pairs reach 2 * 31 * 127, so
+ * they go to int32 4 at a time (rows8_u4_dot_mul adds 8 in int16). */
+EXL_INLINE __m256i rows8_u5_dot_mul(const __m256i lv[8], const int8_t *x, __m256i mul)
+{
+#ifdef EXL_MM_VNNI
+	return rows8_u4_dot_mul(lv, x, 16, mul);
+#else
+	__m256i s0 = _mm256_maddubs_epi16(lv[0], bcast_i32(x));
+	__m256i s1 = _mm256_maddubs_epi16(lv[4], bcast_i32(x + 16));
+
+	for (int k = 1; k < 4; k++) {
+		s0 = _mm256_add_epi16(s0, _mm256_maddubs_epi16(lv[k], bcast_i32(x + 4 * k)));
+		s1 = _mm256_add_epi16(s1, _mm256_maddubs_epi16(lv[k + 4], bcast_i32(x + 16 + 4 * k)));
+	}
+	return _mm256_add_epi32(_mm256_madd_epi16(s0, mul), _mm256_madd_epi16(s1, mul));
+#endif
+}
+
+/* Super-block b of 8 rows laid out at q (q5_K_rows8_gather) x the nc
+ * vectors at a[]: isum[j] and msum[j] as q4_K_r8_sblock's. */
+EXL_INLINE void q5_K_rows8_sblock(const uint8_t *q, int64_t b, const uint8_t *const *a, int nc, int64_t cols,
+			       __m256i *isum, __m256i *msum)
+{
+	const __m256i lo4 = _mm256_set1_epi8(0x0f), b4 = _mm256_set1_epi8(0x10);
+	__m256i sc[2], mn[2], ctl[4];
+
+	dword_byte_pair_ctl(ctl);
+	q4_K_r8_scales(q + 32, sc, mn);
+	for (int j = 0; j < nc; j++) {
+		const int16_t *bs = exl_act_q8_K_bsums(a[j], cols) + 16 * b;
+		__m256i ms = _mm256_setzero_si256();
+
+		for (int sb = 0; sb < 8; sb++)
+			ms = _mm256_add_epi32(ms, _mm256_madd_epi16(_mm256_shuffle_epi8(mn[sb >> 2], ctl[sb & 3]),
+								    bcast_i32((const int8_t *)(const void *)(bs + 2 * sb))));
+		msum[j] = ms;
+		isum[j] = _mm256_setzero_si256();
+	}
+	for (int c = 0; c < 4; c++) {
+		for (int h = 0; h < 2; h++) {
+			const int sb = 2 * c + h;
+			const __m256i mul = _mm256_shuffle_epi8(sc[sb >> 2], ctl[sb & 3]);
+			const size_t xo = 256 * (size_t)b + 32 * (size_t)sb;
+			__m256i lv[8];
+
+			for (int k = 0; k < 8; k++) {
+				__m256i v = _mm256_loadu_si256((const __m256i *)(const void *)(q + 384 + 256 * c + 32 * k));
+				__m256i hb = _mm256_loadu_si256((const __m256i *)(const void *)(q + 128 + 32 * k));
+				/* bit sb of each qh byte to bit 4 (epi16 shifts: the bits
+				 * that cross bytes are masked off) */
+				__m256i fifth = sb <= 4 ? _mm256_slli_epi16(hb, 4 - sb) : _mm256_srli_epi16(hb, sb - 4);
+
+				lv[k] = _mm256_or_si256(_mm256_and_si256(h ? _mm256_srli_epi16(v, 4) : v, lo4),
+							_mm256_and_si256(fifth, b4));
+			}
+			for (int j = 0; j < nc; j++)
+				isum[j] = _mm256_add_epi32(isum[j], rows8_u5_dot_mul(lv, (const int8_t *)a[j] + xo, mul));
+		}
+	}
+}
+
+/* Rows [r, r + nr) (nr <= 8) x vectors [c0, c1) (at most COL_CHUNK, 64). */
+static void q5_K_rows8(const struct exl_mm_ctx *m, int64_t r, int nr, int c0, int c1)
+{
+	const block_q5_K *rw[8];
+	const int64_t nb = m->cols / 256;
+	const int nc = c1 - c0;
+	const uint8_t *a[64];
+	_Alignas(64) uint8_t buf[Q5_K_GROUP];
+	__m256 acc[64][8];
+	__m256i isum[64], msum[64];
+
+	for (int i = 0; i < 8; i++)
+		rw[i] = rows8_row(m, r, nr, i);
+	for (int j = 0; j < nc; j++)
+		a[j] = m->act + (size_t)(c0 + j) * m->act_stride;
+	rows8_acc_zero(acc, nc);
 	for (int64_t b = 0; b < nb; b++) {
-		uint8_t sc[2][8], mn[2][8];
-		__m256i isum[2][4], hb[2];
-
-		for (int i = 0; i < R; i++) {
-			const block_q4_K *wb = (const block_q4_K *)(const void *)(w[i] + b * bsize);
-			uint32_t s[2], n[2];
-
-			if (pf) { /* decode-shaped: fetch later rows ahead */
-				const char *p = (const char *)wb + pf;
-				_mm_prefetch(p, _MM_HINT_T0);
-				_mm_prefetch(p + 64, _MM_HINT_T0);
-				_mm_prefetch(p + 128, _MM_HINT_T0);
-			}
-			hb[i] = _mm256_loadu_si256((const __m256i *)(const void *)((const block_q5_K *)(const void *)wb)->qh);
-			exl_q4_K_scales(wb->scales, s, n);
-			memcpy(sc[i], s, 8);
-			memcpy(mn[i], n, 8);
-			for (int j = 0; j < C; j++)
-				isum[i][j] = _mm256_setzero_si256();
-		}
-		for (int k = 0; k < 4; k++) {
-			__m256i xl[4], xh[4];
-
-			for (int j = 0; j < C; j++) {
-				const int8_t *xb = xq[j] + 256 * b + 64 * k;
-				xl[j] = _mm256_loadu_si256((const __m256i *)(const void *)xb);
-				xh[j] = _mm256_loadu_si256((const __m256i *)(const void *)(xb + 32));
-			}
-			for (int i = 0; i < R; i++) {
-				__m256i q = _mm256_loadu_si256((const __m256i *)(const void *)(w[i] + b * bsize + qs_off + 32 * k));
-				__m256i ql = _mm256_and_si256(q, lo4);
-				__m256i qh = _mm256_and_si256(_mm256_srli_epi16(q, 4), lo4);
-
-				/* bits 2k and 2k + 1 of qh[l] to bit 4 */
-				__m256i h = _mm256_srli_epi16(hb[i], 2 * k);
-
-				ql = _mm256_or_si256(ql, _mm256_slli_epi16(_mm256_and_si256(h, _mm256_set1_epi8(1)), 4));
-				qh = _mm256_or_si256(qh, _mm256_slli_epi16(_mm256_and_si256(h, _mm256_set1_epi8(2)), 3));
-				__m256i sl = _mm256_set1_epi16(sc[i][2 * k]);
-				__m256i sh = _mm256_set1_epi16(sc[i][2 * k + 1]);
-
-				for (int j = 0; j < C; j++) {
-					isum[i][j] = madd_acc(madd_acc(isum[i][j], _mm256_maddubs_epi16(ql, xl[j]), sl),
-							      _mm256_maddubs_epi16(qh, xh[j]), sh);
-				}
-			}
-		}
-		for (int i = 0; i < R; i++) {
-			__m128i m8 = _mm_loadl_epi64((const __m128i *)(const void *)mn[i]);
-			__m256i mins = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m8, m8));
-			const block_q4_K *wb = (const block_q4_K *)(const void *)(w[i] + b * bsize);
-			float d = exl_f16(wb->d), dmin = exl_f16(wb->dmin);
-
-			for (int j = 0; j < C; j++) {
-				__m256i bs = _mm256_loadu_si256((const __m256i *)(const void *)(xs[j] + 16 * b));
-				__m256i msum = _mm256_madd_epi16(mins, bs);
-				float dx = xd[j][b];
-
-				acc[i][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[i][j]),
-							    _mm256_set1_ps(d * dx), acc[i][j]);
-				acc[i][j] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(msum),
-							     _mm256_set1_ps(dmin * dx), acc[i][j]);
-			}
-		}
+		exl_prefetch_share(exl_row(m, r + 8), 8 * m->row_bytes, b, nb);
+		q5_K_rows8_gather(rw, b, buf);
+		q5_K_rows8_sblock(buf, b, a, nc, m->cols, isum, msum);
+		for (int j = 0; j < nc; j++)
+			acc[j][b & 7] = q4_K_r8_fstep(buf, a[j], m->cols, b, isum[j], msum[j], acc[j][b & 7]);
 	}
-	for (int i = 0; i < R; i++)
-		for (int j = 0; j < C; j++)
-			*exl_out(m, c + j, r + i) = exl_hsum256(acc[i][j]);
+	rows8_store(m, acc, nc, c0, r, nr);
 }
 
-
-
-static void mm_q5_K(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, int c1)
+EXL_INLINE void q5_K_group8(const block_q5_K *w, int64_t b, int k, const uint8_t *const *a, int nc,
+			    int64_t cols, size_t pf, __m256 *acc)
 {
-	EXL_TILE_LOOP(tile_q5_K, m, r0, r1, c0, c1, 2, 4);
+	k4_group8((const uint8_t *)w, true, b, k, a, nc, cols, pf, acc);
 }
+
+DEFINE_ROWS8_MM_QK(q5_K, block_q5_K, 256)
 
 EXL_INLINE __m256i scales2(int8_t a, int8_t b)
 {
