@@ -1901,14 +1901,14 @@ EXL_INLINE void q4_K_r8_scales(const uint8_t *u, __m256i sc[2], __m256i mn[2])
 				_mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(u1, 6), m2), 4));
 }
 
-/* Super-block b of the group (q: its 1152 bytes) x the nc vectors at a[]:
- * isum[j] the 8 rows' sum of scale * (levels . x), msum[j] of min * (sum of
- * x), exact in int32 as in q4_K_rows8. */
-EXL_INLINE void q4_K_r8_sblock(const uint8_t *q, int64_t b, const uint8_t *const *a, int nc, int64_t cols,
-			       __m256i *isum, __m256i *msum)
+/* The start of super-block b of a group laid out at q (Q4_K's repacked
+ * groups, Q5_K's stack buffer) for the nc vectors at a[]: the 8 rows'
+ * scales (sc[], q4_K_r8_scales) and shuffles (ctl[]), msum[j] the rows'
+ * sum of min * (sum of x), isum[j] zeroed. */
+EXL_INLINE void k_r8_start(const uint8_t *q, int64_t b, const uint8_t *const *a, int nc, int64_t cols,
+			   __m256i sc[2], __m256i ctl[4], __m256i *isum, __m256i *msum)
 {
-	const __m256i lo4 = _mm256_set1_epi8(0x0f);
-	__m256i sc[2], mn[2], ctl[4];
+	__m256i mn[2];
 
 	dword_byte_pair_ctl(ctl);
 	q4_K_r8_scales(q + 32, sc, mn);
@@ -1923,6 +1923,18 @@ EXL_INLINE void q4_K_r8_sblock(const uint8_t *q, int64_t b, const uint8_t *const
 		msum[j] = ms;
 		isum[j] = _mm256_setzero_si256();
 	}
+}
+
+/* Super-block b of the group (q: its 1152 bytes) x the nc vectors at a[]:
+ * isum[j] the 8 rows' sum of scale * (levels . x), msum[j] of min * (sum of
+ * x), exact in int32 as in q4_K_rows8. */
+EXL_INLINE void q4_K_r8_sblock(const uint8_t *q, int64_t b, const uint8_t *const *a, int nc, int64_t cols,
+			       __m256i *isum, __m256i *msum)
+{
+	const __m256i lo4 = _mm256_set1_epi8(0x0f);
+	__m256i sc[2], ctl[4];
+
+	k_r8_start(q, b, a, nc, cols, sc, ctl, isum, msum);
 	for (int c = 0; c < 4; c++) {
 		__m256i v[8];
 
@@ -2069,20 +2081,9 @@ EXL_INLINE void q5_K_rows8_sblock(const uint8_t *q, int64_t b, const uint8_t *co
 			       __m256i *isum, __m256i *msum)
 {
 	const __m256i lo4 = _mm256_set1_epi8(0x0f), b4 = _mm256_set1_epi8(0x10);
-	__m256i sc[2], mn[2], ctl[4];
+	__m256i sc[2], ctl[4];
 
-	dword_byte_pair_ctl(ctl);
-	q4_K_r8_scales(q + 32, sc, mn);
-	for (int j = 0; j < nc; j++) {
-		const int16_t *bs = exl_act_q8_K_bsums(a[j], cols) + 16 * b;
-		__m256i ms = _mm256_setzero_si256();
-
-		for (int sb = 0; sb < 8; sb++)
-			ms = _mm256_add_epi32(ms, _mm256_madd_epi16(_mm256_shuffle_epi8(mn[sb >> 2], ctl[sb & 3]),
-								    bcast_i32((const int8_t *)(const void *)(bs + 2 * sb))));
-		msum[j] = ms;
-		isum[j] = _mm256_setzero_si256();
-	}
+	k_r8_start(q, b, a, nc, cols, sc, ctl, isum, msum);
 	for (int c = 0; c < 4; c++) {
 		for (int h = 0; h < 2; h++) {
 			const int sb = 2 * c + h;
