@@ -1,5 +1,7 @@
 /* Host memory in huge pages where it pays (host_mem.h). */
+#include <pthread.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -47,6 +49,29 @@ void *exl_host_alloc(size_t bytes)
 	if (huge_wanted())
 		madvise(p, len, MADV_HUGEPAGE);
 	return p;
+}
+
+static bool thp_mode_ok;
+
+static void thp_mode_read(void)
+{
+	FILE *f = fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r");
+	char line[128] = "";
+
+	if (f) {
+		if (!fgets(line, sizeof(line), f))
+			line[0] = '\0';
+		fclose(f);
+	}
+	thp_mode_ok = strstr(line, "[always]") || strstr(line, "[madvise]");
+}
+
+bool exl_host_huge_pages(void)
+{
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+	pthread_once(&once, thp_mode_read);
+	return thp_mode_ok && huge_wanted();
 }
 
 void exl_host_free(void *p, size_t bytes)

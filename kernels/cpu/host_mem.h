@@ -14,6 +14,7 @@
 #ifndef EXL_CPU_HOST_MEM_H
 #define EXL_CPU_HOST_MEM_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #define EXL_HOST_HUGE_BYTES ((size_t)2 << 20)
@@ -23,5 +24,9 @@ void *exl_host_alloc(size_t bytes);
 
 /* Frees p, from exl_host_alloc(bytes) with the same bytes; NULL is ignored. */
 void exl_host_free(void *p, size_t bytes);
+
+/* Whether big blocks get huge pages here: EXLD_HUGEPAGES is not 0 and the
+ * system's THP mode is "always" or "madvise" (read once). */
+bool exl_host_huge_pages(void);
 
 #endif

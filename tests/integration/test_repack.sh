@@ -44,9 +44,11 @@ mk moe --arch qwen3moe --experts 4 --dim 128 --layers 2 --heads 4 --ff 192 --typ
 mk llama_k --dim 256 --layers 2 --heads 4 --ff 512 --vocab 500 --type q4_k || exit 1
 mk llama_q8 --dim 128 --layers 2 --heads 4 --ff 352 --vocab 500 --type q8_0 || exit 1
 mk llama_nl --dim 128 --layers 2 --heads 4 --ff 352 --vocab 500 --type iq4_nl || exit 1
+# F16 matrices of 2 MiB, which every set copies into huge pages
+mk llama_f16 --dim 1024 --layers 1 --heads 8 --ff 1024 --vocab 500 --type f16 || exit 1
 
 ids() { sed -n 's/.*"token_ids":\(\[[^]]*\]\).*/\1/p' "$1"; }
-for m in llama phi3 moe llama_k llama_q8 llama_nl; do
+for m in llama phi3 moe llama_k llama_q8 llama_nl llama_f16; do
 	for r in 1 0; do
 		EXLD_CPU_REPACK=$r "$exld" run --model "$tmp/$m.gguf" --prompt "hello world, once more" \
 			-n 12 --temperature 0 --threads 2 --json --dump-logits "$tmp/$m.$r.bin" \
@@ -97,6 +99,16 @@ if start_daemon llama; then
 	[ -n "$a" ] && [ "$a" = "$b" ] && ok "$set: the daemon's greedy ids are exld run's" ||
 		bad "$set: daemon $a, exld run $b $(cat "$tmp/gen.err")"
 	stop_daemon
+fi
+# F16 copied into huge pages where the system gives them, in every set
+if grep -Eq '\[(always|madvise)\]' /sys/kernel/mm/transparent_hugepage/enabled 2>/dev/null; then
+	if start_daemon llama_f16; then
+		has "$tmp/st" "llama_f16 (cpu): weights " && has "$tmp/st" "repacked in RAM" &&
+			ok "$set: F16 weights copied into huge pages" || bad "$set: F16 status: $(cat "$tmp/st")"
+		stop_daemon
+	fi
+else
+	echo "transparent huge pages are off here: no F16 copy to check"
 fi
 # IQ4_NL takes Q4_0's layout
 if [ $repacks = 1 ] && start_daemon llama_nl; then

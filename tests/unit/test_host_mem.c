@@ -94,6 +94,8 @@ static void test_hint(int want_hint, const char *mode)
 		unsetenv("EXLD_HUGEPAGES");
 	else
 		setenv("EXLD_HUGEPAGES", "0", 1);
+	CHECK(exl_host_huge_pages() == want_hint, "exl_host_huge_pages, mode %s, EXLD_HUGEPAGES %s", mode,
+	      want_hint ? "unset" : "0");
 	p = exl_host_alloc(n);
 	CHECK(p != NULL);
 	if (!p)
@@ -120,6 +122,7 @@ int main(void)
 		test_hint(1, mode);
 		test_hint(0, mode);
 	} else {
+		CHECK(!exl_host_huge_pages(), "THP mode '%s' but huge pages said to be on", mode);
 		printf("skip: transparent huge pages are '%s' here: no hint to check\n",
 		       mode[0] ? mode : "absent");
 	}
