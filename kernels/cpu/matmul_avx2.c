@@ -417,8 +417,9 @@ EXL_INLINE const int8_t *rows8_xk(const int8_t *x, size_t hoff, int k)
  * bench_matmul --model --n 128, 9 alternating runs: Q8_0 112.5 -> 124.1
  * tok/s, Q4_0 111.5 -> 122.2; four chains no better). */
 
-/* Only IQ4_XS without VNNI takes it: clang flags an unused static
- * function, and with VNNI it would be one. */
+/* Only the signed types without VNNI take these (IQ4_XS the first, Q8_0
+ * and IQ4_NL the second): clang flags an unused static function, and with
+ * VNNI they would be. */
 #ifndef EXL_MM_VNNI
 /* The 8 rows' signed levels (g[k]: weights of group k, aw[k] = |g[k]|)
  * . x as int32 lanes, through |w| * (x with w's sign), each pair sum
@@ -436,10 +437,9 @@ EXL_INLINE __m256i rows8_signed_dot_mul(const __m256i g[8], const __m256i aw[8],
 				    mul);
 	return _mm256_add_epi32(d[0], d[1]);
 }
-#endif
 
 /* The 8 rows' signed levels . x as int32 lanes, as rows8_signed_dot_mul
- * gives them times 1. */
+ * gives them times 1 (with VNNI the signed types take w + 128 instead). */
 EXL_INLINE __m256i rows8_signed_dot(const __m256i g[8], const __m256i aw[8], const int8_t *x, size_t hoff)
 {
 	__m256i d[2] = { _mm256_setzero_si256(), _mm256_setzero_si256() };
@@ -449,6 +449,7 @@ EXL_INLINE __m256i rows8_signed_dot(const __m256i g[8], const __m256i aw[8], con
 		d[k & 1] = dot4_acc(d[k & 1], aw[k], _mm256_sign_epi8(bcast_i32(rows8_xk(x, hoff, k)), g[k]));
 	return _mm256_add_epi32(d[0], d[1]);
 }
+#endif
 
 /* acc + the 8 rows' unsigned levels (lv[k]: group k) . x as int32 lanes.
  * Without VNNI the 8 maddubs add in int16, so the levels must be 0..15 (at
