@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stdbool.h>
 #include <string.h>
 
 #include "kernels/cpu/backend_cpu.h"
@@ -134,28 +135,15 @@ static void op_unload(struct exl_backend *be, const void *p)
 		exl_mem_track_remove(&cb->weights, p);
 }
 
-/* F16 and BF16 weights of 2 MiB or more copied as they are into huge
+/* F16 and BF16 weights of 2 MiB or more are copied as they are into huge
  * pages (host_mem.h): their kernels take no software prefetch, and read
  * from the file's 4 KiB pages they decoded 8-12 % slower
  * (docs/cpu-backend.md).  The other types' kernels read the file either
  * way as fast, or have a layout of their own. */
-static int copy_to_huge(struct cpu_backend *cb, struct exl_weight *w, char *err, size_t errlen)
+static bool copy_to_huge(const struct exl_weight *w)
 {
-	const size_t bytes = (size_t)w->rows * w->row_bytes;
-
-	if ((w->type != EXL_F16 && w->type != EXL_BF16) || bytes < EXL_HOST_HUGE_BYTES ||
-	    !exl_host_huge_pages())
-		return 0;
-	void *p = exl_host_alloc(bytes);
-	if (!p || exl_mem_track_add(&cb->repacked, p, bytes)) {
-		exl_host_free(p, bytes);
-		snprintf(err, errlen, "repack: out of memory for a copy of %zu bytes", bytes);
-		return -1;
-	}
-	memcpy(p, w->data, bytes);
-	exl_mem_track_remove(&cb->weights, w->data);
-	w->data = p;
-	return 0;
+	return (w->type == EXL_F16 || w->type == EXL_BF16) &&
+	       (size_t)w->rows * w->row_bytes >= EXL_HOST_HUGE_BYTES && exl_host_huge_pages();
 }
 
 /* A weight the set in use reads faster in a layout of its own
@@ -167,18 +155,23 @@ static int op_repack(struct exl_backend *be, struct exl_weight *w, char *err, si
 	struct cpu_backend *cb = cpu_of(be);
 	const uint32_t layout = exl_cpu_matmul_layout(w->type);
 	const char *env = getenv("EXLD_CPU_REPACK");
+	size_t bytes;
 
 	/* EXLD_CPU_REPACK=0: every weight read in place from the file (the
 	 * same outputs, bit for bit; tests compare the two) */
 	if (w->layout != EXL_LAYOUT_ROWS || (env && !strcmp(env, "0")))
 		return 0;
-	if (layout == EXL_LAYOUT_ROWS)
-		return copy_to_huge(cb, w, err, errlen);
-	size_t bytes = exl_cpu_repack_bytes(w->type, layout, w->rows, w->cols);
-	if (!bytes || w->row_bytes != exl_dtype_row_bytes(w->type, (uint64_t)w->cols)) {
-		snprintf(err, errlen, "repack: no layout %u for %lld x %lld of type %u", layout,
-			 (long long)w->rows, (long long)w->cols, w->type);
-		return -1;
+	if (layout == EXL_LAYOUT_ROWS) {
+		if (!copy_to_huge(w))
+			return 0;
+		bytes = (size_t)w->rows * w->row_bytes;
+	} else {
+		bytes = exl_cpu_repack_bytes(w->type, layout, w->rows, w->cols);
+		if (!bytes || w->row_bytes != exl_dtype_row_bytes(w->type, (uint64_t)w->cols)) {
+			snprintf(err, errlen, "repack: no layout %u for %lld x %lld of type %u", layout,
+				 (long long)w->rows, (long long)w->cols, w->type);
+			return -1;
+		}
 	}
 	void *p = exl_host_alloc(bytes);
 	if (!p || exl_mem_track_add(&cb->repacked, p, bytes)) {
@@ -186,7 +179,9 @@ static int op_repack(struct exl_backend *be, struct exl_weight *w, char *err, si
 		snprintf(err, errlen, "repack: out of memory for %zu bytes", bytes);
 		return -1;
 	}
-	if (exl_cpu_repack(w->type, layout, w->data, p, w->rows, w->cols)) {
+	if (layout == EXL_LAYOUT_ROWS) {
+		memcpy(p, w->data, bytes);
+	} else if (exl_cpu_repack(w->type, layout, w->data, p, w->rows, w->cols)) {
 		exl_mem_track_remove(&cb->repacked, p);
 		exl_host_free(p, bytes);
 		snprintf(err, errlen, "repack: type %u has no layout %u", w->type, layout);
