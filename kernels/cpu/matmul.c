@@ -84,11 +84,11 @@ static void amx_merge(void)
 		EXL_OWN(mm_f16);
 		EXL_OWN(mm_bf16);
 	}
+	/* its own Q8_0 and Q4_0 read both forms, with avx512vnni's act */
 	EXL_OWN(mm_q8_0);
 	if (o->mm_q8_0)
 		amx_set.mm_q8_0_r8 = o->mm_q8_0_r8;
 	EXL_OWN(mm_q4_0);
-	/* its own Q4_0 reads GGUF rows: no repacked form to take with it */
 	if (o->mm_q4_0)
 		amx_set.mm_q4_0_r8 = o->mm_q4_0_r8;
 	EXL_OWN(mm_q4_1);

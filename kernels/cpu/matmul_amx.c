@@ -12,6 +12,7 @@
 
 #include "kernels/cpu/matmul_amx_bf16.h"
 #include "kernels/cpu/matmul_amx_decode.h"
+#include "kernels/cpu/matmul_amx_helpers.h"
 #include "kernels/cpu/matmul_x86.h"
 
 #define EXL_AMX_LOADCONFIG(cfg) _tile_loadconfig(cfg)
@@ -28,6 +29,7 @@
  * tile emulator test runs the portable ones). */
 #define EXL_AMX_UNPACK_Q4_0 unpack_q4_0
 #define EXL_AMX_PACK_B pack_b
+#define EXL_AMX_PACK_R8 pack_r8
 #define EXL_AMX_SCALES scales
 #define EXL_AMX_POST16 post16
 #define EXL_AMX_PACK_Q45_K pack_q45_K
@@ -37,7 +39,9 @@
 #define EXL_AMX_POST16_Q4_K post16_q4_K
 
 static inline void unpack_q4_0(const uint8_t *w, size_t row_bytes, int64_t b, int nr, int8_t *out);
-static inline void pack_b(const int8_t *src, size_t stride, int nr, int8_t *out);
+static inline void pack_b(const int8_t *src, size_t stride, int nr, int8_t *lo, int8_t *hi);
+static inline void pack_r8(const uint8_t *g0, const uint8_t *g1, int64_t b, int q4, int8_t *lo, int8_t *hi,
+			   float *dw);
 static inline void scales(const uint8_t *w, size_t row_bytes, size_t bs, int64_t b, int nr, float *dw);
 static inline void post16(float *acc, const int32_t *dots, float dx, const float *dw);
 static inline void pack_q45_K(const uint8_t *w, size_t row_bytes, int64_t b, int t, int nr, int q5,
@@ -83,19 +87,51 @@ static inline void unpack_q4_0(const uint8_t *w, size_t row_bytes, int64_t b, in
 	}
 }
 
-static inline void pack_b(const int8_t *src, size_t stride, int nr, int8_t *out)
+static inline void pack_b(const int8_t *src, size_t stride, int nr, int8_t *lo, int8_t *hi)
 {
 	if (stride > (size_t)1 << 26) {
-		exl_amx_pack_b(src, stride, nr, out);
+		exl_amx_pack_b(src, stride, nr, lo, hi);
 		return;
 	}
 	const __m512i idx = row_index(stride);
 	const __mmask16 k = rows_mask(nr);
 
-	/* out row i: dword i of each of the 16 rows */
+	/* B row i: dword i of each of the 16 rows */
 	for (int i = 0; i < 8; i++)
-		_mm512_storeu_si512(out + 64 * i,
+		_mm512_storeu_si512(i < 4 ? lo + 64 * i : hi + 64 * (i - 4),
 				    _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), k, idx, src + 4 * i, 1));
+}
+
+/* The repacked groups hold each B row's halves as they are: two loads,
+ * no gather (Q4_0: and the nibbles split). */
+static inline void pack_r8(const uint8_t *g0, const uint8_t *g1, int64_t b, int q4, int8_t *lo, int8_t *hi,
+			   float *dw)
+{
+	const size_t bs = q4 ? 144 : 272;
+	const uint8_t *p0 = g0 + bs * (size_t)b, *p1 = g1 ? g1 + bs * (size_t)b : NULL;
+	/* the lanes of g1's rows, zero where it is absent */
+	const __mmask64 keep = p1 ? ~(__mmask64)0 : (__mmask64)0xffffffffu;
+
+	_mm256_storeu_ps(dw, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)p0)));
+	_mm256_storeu_ps(dw + 8, p1 ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)p1))
+				    : _mm256_setzero_ps());
+	for (int i = 0; i < (q4 ? 4 : 8); i++) {
+		__m512i v = _mm512_inserti64x4(_mm512_setzero_si512(),
+					       _mm256_loadu_si256((const __m256i *)(const void *)(p0 + 16 + 32 * i)), 0);
+
+		if (p1)
+			v = _mm512_inserti64x4(v, _mm256_loadu_si256((const __m256i *)(const void *)(p1 + 16 + 32 * i)),
+					       1);
+		if (!q4) {
+			_mm512_storeu_si512(i < 4 ? lo + 64 * i : hi + 64 * (i - 4), v);
+			continue;
+		}
+		const __m512i lo4 = _mm512_set1_epi8(0x0f), k8 = _mm512_set1_epi8(8);
+
+		_mm512_storeu_si512(lo + 64 * i, _mm512_maskz_sub_epi8(keep, _mm512_and_si512(v, lo4), k8));
+		_mm512_storeu_si512(hi + 64 * i, _mm512_maskz_sub_epi8(keep, _mm512_and_si512(_mm512_srli_epi16(v, 4), lo4),
+								       k8));
+	}
 }
 
 static inline void scales(const uint8_t *w, size_t row_bytes, size_t bs, int64_t b, int nr, float *dw)
@@ -235,6 +271,19 @@ static inline void pack_iq4_xs(const uint8_t *w, size_t row_bytes, int64_t b, in
 	}
 }
 
+const struct exl_amx_helpers exl_amx_helpers_avx512 = {
+	.unpack_q4_0 = unpack_q4_0,
+	.pack_b = pack_b,
+	.pack_r8 = pack_r8,
+	.scales = scales,
+	.post16 = post16,
+	.ipost16 = ipost16,
+	.post16_q4_K = post16_q4_K,
+	.pack_q45_K = pack_q45_K,
+	.pack_q6_K = pack_q6_K,
+	.pack_iq4_xs = pack_iq4_xs,
+};
+
 /* A few vectors read every weight once for little work: a tile per block
  * (and its store and reload) would cost more than the memory stream, so
  * they go through the decode kernel, whose outputs are the tiles' bits. */
@@ -246,6 +295,17 @@ static inline void mm_own(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, in
 		exl_amx_mm(m, r0, r1, c0, c1, type);
 }
 
+/* Q8_0 and Q4_0 decode with avx2vnni's kernels (GGUF rows or repacked
+ * groups), whose float steps the tiles share (matmul_amx_body.h). */
+static inline void mm_vnni(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, int c1, exl_mm_fn vnni,
+			   int type)
+{
+	if (m->n <= EXL_AMX_DECODE_MAX_N)
+		vnni(m, r0, r1, c0, c1);
+	else
+		exl_amx_mm(m, r0, r1, c0, c1, type);
+}
+
 /* The kernel table's entries: one per type, the type fixed */
 #define EXL_AMX_OWN_MM(name, call)                                                              \
 	static void name(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, int c1) \
@@ -253,8 +313,10 @@ static inline void mm_own(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, in
 		call;                                                                         \
 	}
 
-EXL_AMX_OWN_MM(mm_q8_0, mm_own(m, r0, r1, c0, c1, EXL_AMX_Q8_0))
-EXL_AMX_OWN_MM(mm_q4_0, mm_own(m, r0, r1, c0, c1, EXL_AMX_Q4_0))
+EXL_AMX_OWN_MM(mm_q8_0, mm_vnni(m, r0, r1, c0, c1, exl_cpu_kernels_avx2vnni.mm_q8_0, EXL_AMX_Q8_0))
+EXL_AMX_OWN_MM(mm_q4_0, mm_vnni(m, r0, r1, c0, c1, exl_cpu_kernels_avx2vnni.mm_q4_0, EXL_AMX_Q4_0))
+EXL_AMX_OWN_MM(mm_q8_0_r8, mm_vnni(m, r0, r1, c0, c1, exl_cpu_kernels_avx2vnni.mm_q8_0_r8, EXL_AMX_Q8_0_R8))
+EXL_AMX_OWN_MM(mm_q4_0_r8, mm_vnni(m, r0, r1, c0, c1, exl_cpu_kernels_avx2vnni.mm_q4_0_r8, EXL_AMX_Q4_0_R8))
 EXL_AMX_OWN_MM(mm_q4_K, mm_own(m, r0, r1, c0, c1, EXL_AMX_Q4_K))
 EXL_AMX_OWN_MM(mm_q5_K, mm_own(m, r0, r1, c0, c1, EXL_AMX_Q5_K))
 EXL_AMX_OWN_MM(mm_q6_K, mm_own(m, r0, r1, c0, c1, EXL_AMX_Q6_K))
@@ -263,13 +325,12 @@ EXL_AMX_OWN_MM(mm_f16, exl_amx_mm_bf16(m, r0, r1, c0, c1, 1))
 EXL_AMX_OWN_MM(mm_bf16, exl_amx_mm_bf16(m, r0, r1, c0, c1, 0))
 
 /* Only what this set does its own way; matmul.c takes the rest from
- * avx512vnni (F16 and BF16 too where the CPU lacks AMX-BF16).  Q8_0, Q4_0,
+ * avx512vnni (F16 and BF16 too where the CPU lacks AMX-BF16), the
+ * activations of Q8_0 and Q4_0 included (avx2vnni's, as their decode).
  * Q6_K and IQ4_XS read their activation blocks in element order, Q4_K and
  * Q5_K in Q4_K's nibble order (act_q4_K serves both). */
 const struct exl_cpu_kernels exl_cpu_kernels_amx_own = {
 	.name = "amx",
-	.act_q8_0 = exl_act_q8_0_avx2,
-	.act_q4_0 = exl_act_q8_0_avx2,
 	.act_q4_K = exl_act_q4_K_avx2,
 	.act_iq4_xs = exl_act_q8_K_avx2,
 	.act_f16 = exl_amx_act_bf16,
@@ -278,6 +339,8 @@ const struct exl_cpu_kernels exl_cpu_kernels_amx_own = {
 	.mm_bf16 = mm_bf16,
 	.mm_q8_0 = mm_q8_0,
 	.mm_q4_0 = mm_q4_0,
+	.mm_q8_0_r8 = mm_q8_0_r8,
+	.mm_q4_0_r8 = mm_q4_0_r8,
 	.mm_q4_K = mm_q4_K,
 	.mm_q5_K = mm_q5_K,
 	.mm_q6_K = mm_q6_K,

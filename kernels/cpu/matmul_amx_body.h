@@ -26,15 +26,14 @@
  * W[n][k] goes in as B[i][4n + j] = W[n][4i + j].  Both operands signed, so
  * neither the Q8_0 weights (-128..127) nor the activations need an offset.
  *
- * One step is one 32-element block (K = 32): its int32 dot is exact, and
- * the two block scales are applied after it in float, one FMA per block and
- * output, blocks in order: y = sum_b fma((float)dot_b, d_x,b * d_w,b, y).
- * A = 16 vectors' blocks in place (act rows, act_stride apart), B = the 16
- * weight rows' block packed into VNNI layout once per block for up to 4
- * tiles of 16 vectors; C = 16 vectors x 16 rows; then one post16() call per
+ * Every type's dots are exact int32 sums of one block (or sub-block, or
+ * group), and the scales are applied after them in float, one FMA per
+ * block and output: C = 16 vectors x 16 rows, then one post16() call per
  * (vector, 16 rows, block), so an output has the same bits whichever tile
- * or thread made it.  Decode (a few vectors) makes the same dots and FMAs
- * without tiles (matmul_amx_decode.c), so it too gives the same bits.
+ * or thread made it.  Q8_0 and Q4_0 follow the avx2 family's float steps
+ * (below), so that this set decodes them with avx2vnni's kernels, from
+ * the repacked groups; the K-quants and IQ4_XS have their own, which
+ * matmul_amx_decode.c makes without tiles for a few vectors.
  */
 #ifndef EXL_CPU_MATMUL_AMX_BODY_H
 #define EXL_CPU_MATMUL_AMX_BODY_H
@@ -114,18 +113,59 @@ static inline void exl_amx_unpack_q4_0(const uint8_t *w, size_t row_bytes, int64
 }
 
 /* The VNNI (B operand) layout of the 16 x 32 int8 matrix whose row r is at
- * src + r * stride (rows nr..15 taken as zero):
- * out[64 i + 4 r + j] = src[r][4 i + j], i < 8, j < 4. */
-static inline void exl_amx_pack_b(const int8_t *src, size_t stride, int nr,
-				  int8_t out[(EXL_AMX_KB / 4) * 64])
+ * src + r * stride (rows nr..15 taken as zero), its 8 B rows in two halves
+ * (where a pair step wants them, exl_amx_pair_slots): B row i = dwords i
+ * of the 16 rows, at lo + 64 i for i < 4 and at hi + 64 (i - 4) after. */
+static inline void exl_amx_pack_b(const int8_t *src, size_t stride, int nr, int8_t *lo, int8_t *hi)
 {
-	for (int i = 0; i < EXL_AMX_KB / 4; i++)
+	for (int i = 0; i < EXL_AMX_KB / 4; i++) {
+		int8_t *out = i < 4 ? lo + 64 * i : hi + 64 * (i - 4);
+
 		for (int r = 0; r < EXL_AMX_TR; r++) {
 			if (r < nr)
-				memcpy(out + 64 * i + 4 * r, src + (size_t)r * stride + 4 * i, 4);
+				memcpy(out + 4 * r, src + (size_t)r * stride + 4 * i, 4);
 			else
-				memset(out + 64 * i + 4 * r, 0, 4);
+				memset(out + 4 * r, 0, 4);
 		}
+	}
+}
+
+/* Block b of the 16 rows of two groups of EXL_LAYOUT_ROWS8
+ * (kernels/cpu/repack.h; g1 NULL past a matrix's last group: its rows
+ * zero) in pack_b's layout, and their scales.  Q8_0 (q4 = 0): B row i is
+ * q[i] of g0 then q[i] of g1, 32 bytes each, copies.  Q4_0: B row i < 4
+ * is the low nibbles less 8 of q[i] of the two, row 4 + i the high ones. */
+static inline void exl_amx_pack_r8(const uint8_t *g0, const uint8_t *g1, int64_t b, int q4, int8_t *lo,
+				   int8_t *hi, float dw[EXL_AMX_TR])
+{
+	const size_t bs = q4 ? 144 : 272;
+
+	for (int h = 0; h < 2; h++) {
+		const uint8_t *p = h ? g1 : g0;
+		const uint8_t *q = p ? p + bs * (size_t)b + 16 : NULL;
+
+		for (int i = 0; i < 8; i++) {
+			uint16_t d = 0;
+
+			if (p)
+				memcpy(&d, p + bs * (size_t)b + 2 * (size_t)i, 2);
+			dw[8 * h + i] = exl_fp16_to_fp32(d);
+		}
+		for (int i = 0; i < 8; i++) {
+			int8_t *out = (i < 4 ? lo + 64 * i : hi + 64 * (i - 4)) + 32 * h;
+
+			for (int e = 0; e < 32; e++) {
+				if (!q)
+					out[e] = 0;
+				else if (!q4)
+					out[e] = (int8_t)q[32 * i + e];
+				else if (i < 4)
+					out[e] = (int8_t)((q[32 * i + e] & 15) - 8);
+				else
+					out[e] = (int8_t)((q[32 * (i - 4) + e] >> 4) - 8);
+			}
+		}
+	}
 }
 
 /* The fp16 scales of block b of nr rows (bs bytes per block, d first) as
@@ -161,6 +201,9 @@ static inline void exl_amx_store_out(const struct exl_mm_ctx *m, int c, int64_t 
 #endif
 #ifndef EXL_AMX_PACK_B
 #define EXL_AMX_PACK_B exl_amx_pack_b
+#endif
+#ifndef EXL_AMX_PACK_R8
+#define EXL_AMX_PACK_R8 exl_amx_pack_r8
 #endif
 #ifndef EXL_AMX_SCALES
 #define EXL_AMX_SCALES exl_amx_scales
@@ -198,50 +241,185 @@ static inline void exl_amx_store_out(const struct exl_mm_ctx *m, int c, int64_t 
 		}                                                                    \
 	} while (0)
 
-/* Rows [r, r + nr) (nr <= 16) for vectors [c0, c1), c1 - c0 <= 64.  The
- * tile config is exl_amx_cfg_batch. */
-static inline void exl_amx_rows_batch(const struct exl_mm_ctx *m, int64_t r, int nr, int c0, int c1,
-				      int q4)
+/* ---- Q8_0 and Q4_0 ----
+ *
+ * The float steps are the avx2 family's (matmul_avx2.c): block b's exact
+ * int32 dot goes into accumulator b mod 8 of its (vector, row),
+ *   a[b % 8] = fmaf((float)dot_b, d_w,b * d_x,b, a[b % 8]),
+ * and the output is ((a0 + a1) + (a2 + a3)) + ((a4 + a5) + (a6 + a7)).
+ * So the set decodes with avx2vnni's kernels, from the repacked groups in
+ * huge pages, and the tiles give their bits for the same input, alone or in
+ * a batch.  The act is theirs too: Q8_0's x in element order, Q4_0's in
+ * pairs of blocks, [x0..15 of 2p | x0..15 of 2p + 1 | x16..31 of 2p |
+ * x16..31 of 2p + 1] (an odd last block in element order).
+ *
+ * One step is a pair of blocks: A = 16 vectors x the pair's 64 bytes in
+ * place, and two B tiles, each one block's 8 dword rows at the K slots
+ * where its x lie in A and zero rows at the other block's (a tdpbssd
+ * takes as long for K = 32 as for 64, so the zeros cost no time).  Pairs
+ * go by residue, p = q, q + 4, ... for q = 0..3: blocks 2p and 2p + 1 feed
+ * accumulators 2q and 2q + 1 only, and a[2q] + a[2q + 1] joins the tree as
+ * soon as its pairs are done, so 4 sets of sums are live (16 KiB for 64
+ * vectors) where 8 would be 32. */
+
+/* B 16 x 64 bytes twice (tiles 0, 3: blocks 2p and 2p + 1); A 16 vectors
+ * x 64 bytes (tiles 1, 2, alternating); C 16 x 16 (tiles 4-7). */
+static inline void exl_amx_cfg_pairs(struct exl_amx_cfg *cfg)
 {
-	const size_t bs = q4 ? sizeof(block_q4_0) : sizeof(block_q8_0);
+	exl_amx_cfg_batch(cfg);
+	exl_amx_cfg_tile(cfg, 0, EXL_AMX_TR, 64);
+	exl_amx_cfg_tile(cfg, 3, EXL_AMX_TR, 64);
+	exl_amx_cfg_tile(cfg, 1, EXL_AMX_TR, 64);
+	exl_amx_cfg_tile(cfg, 2, EXL_AMX_TR, 64);
+}
+
+/* Where block h (0: 2p, 1: 2p + 1) of a pair puts its B rows i < 4 (lo)
+ * and i >= 4 (hi) in its 16-row B tile bt: at the K slots of its x in A. */
+static inline void exl_amx_pair_slots(int8_t *bt, int h, int q4, int8_t **lo, int8_t **hi)
+{
+	if (q4) { /* x0..15 at 16 h, x16..31 at 32 + 16 h */
+		*lo = bt + 256 * h;
+		*hi = bt + 512 + 256 * h;
+	} else { /* x0..31 at 32 h */
+		*lo = bt + 512 * h;
+		*hi = bt + 512 * h + 256;
+	}
+}
+
+/* A vector's 64 A bytes of a pair from its act row at src; the last block
+ * alone (single) where block 2p + 1's slots are zero. */
+static inline void exl_amx_pair_a(int8_t *dst, const uint8_t *src, int single, int q4)
+{
+	if (!single) {
+		memcpy(dst, src, 64);
+		return;
+	}
+	memset(dst, 0, 64);
+	if (q4) {
+		memcpy(dst, src, 16);
+		memcpy(dst + 32, src + 16, 16);
+	} else {
+		memcpy(dst, src, 32);
+	}
+}
+
+/* One pair step for the tile ct of 16 vectors: A (tile atile) from the act
+ * rows in place, or from a copy past the last whole tile or for a last
+ * block alone; then C = A . B for each block (tiles ce and co). */
+#define EXL_AMX_PAIR_TILE(ct, atile, ce, co)                                                       \
+	do {                                                                                       \
+		if ((ct) < ntiles) {                                                               \
+			int v0_ = c0 + 16 * (ct);                                                  \
+			int nv_ = c1 - v0_ < 16 ? c1 - v0_ : 16;                                   \
+			if (nv_ == 16 && !single) {                                                \
+				EXL_AMX_LOADD(atile, m->act + (size_t)v0_ * m->act_stride + aoff,  \
+					      m->act_stride);                                      \
+			} else {                                                                   \
+				for (int v_ = 0; v_ < 16; v_++) {                                  \
+					if (v_ < nv_)                                              \
+						exl_amx_pair_a(apart + 64 * v_,                    \
+							       m->act + (size_t)(v0_ + v_) * m->act_stride + aoff, \
+							       single, q4);                        \
+					else                                                       \
+						memset(apart + 64 * v_, 0, 64);                    \
+				}                                                                  \
+				EXL_AMX_LOADD(atile, apart, 64);                                   \
+			}                                                                          \
+			EXL_AMX_ZERO(ce);                                                          \
+			EXL_AMX_DPBSSD(ce, atile, 0);                                              \
+			EXL_AMX_STORED(ce, dots[0][ct], 64);                                       \
+			if (!single) {                                                             \
+				EXL_AMX_ZERO(co);                                                  \
+				EXL_AMX_DPBSSD(co, atile, 3);                                      \
+				EXL_AMX_STORED(co, dots[1][ct], 64);                               \
+			}                                                                          \
+		}                                                                                  \
+	} while (0)
+
+/* Block b of rows [r, r + nr) into B rows lo, hi and its scales: from GGUF
+ * rows, or (r8) from the groups of 8 at r and r + 8. */
+static inline void exl_amx_block_b(const struct exl_mm_ctx *m, int64_t r, int nr, int64_t b, int q4, int r8,
+				   int8_t *lo, int8_t *hi, float dw[EXL_AMX_TR], int8_t *wbuf)
+{
 	const uint8_t *w = m->w + (size_t)r * m->row_bytes;
-	const int64_t nb = m->cols / 32;
+
+	if (r8) {
+		EXL_AMX_PACK_R8(w, nr > 8 ? w + 8 * m->row_bytes : NULL, b, q4, lo, hi, dw);
+		return;
+	}
+	EXL_AMX_SCALES(w, m->row_bytes, q4 ? sizeof(block_q4_0) : sizeof(block_q8_0), b, nr, dw);
+	if (q4) {
+		EXL_AMX_UNPACK_Q4_0(w, m->row_bytes, b, nr, wbuf);
+		EXL_AMX_PACK_B(wbuf, EXL_AMX_KB, EXL_AMX_TR, lo, hi);
+	} else {
+		EXL_AMX_PACK_B((const int8_t *)((const block_q8_0 *)(const void *)w + b)->qs, m->row_bytes, nr,
+			       lo, hi);
+	}
+}
+
+/* Rows [r, r + nr) (nr <= 16; r a multiple of 8 when r8) of a Q8_0 or
+ * Q4_0 (q4) matrix for vectors [c0, c1), c1 - c0 <= 64.  The tile config
+ * is exl_amx_cfg_pairs. */
+static inline void exl_amx_rows_pairs(const struct exl_mm_ctx *m, int64_t r, int nr, int c0, int c1, int q4,
+				      int r8)
+{
+	const int64_t nb = m->cols / 32, np = (nb + 1) / 2;
 	const int nc = c1 - c0;
 	const int ntiles = (nc + 15) / 16;
-	float acc[16 * EXL_AMX_COL_TILES][EXL_AMX_TR];
-	_Alignas(64) int32_t dots[EXL_AMX_COL_TILES][16][EXL_AMX_TR];
-	_Alignas(64) int8_t bpack[(EXL_AMX_KB / 4) * 64];
+	const size_t set_bytes = sizeof(float) * EXL_AMX_TR * (size_t)nc;
+	float acc[2][16 * EXL_AMX_COL_TILES][EXL_AMX_TR];
+	float tree[2][16 * EXL_AMX_COL_TILES][EXL_AMX_TR];
+	_Alignas(64) int32_t dots[2][EXL_AMX_COL_TILES][16][EXL_AMX_TR];
+	_Alignas(64) int8_t bt[2][EXL_AMX_TR * 64];
 	_Alignas(64) int8_t wbuf[EXL_AMX_TR * EXL_AMX_KB];
-	_Alignas(64) int8_t apart[16 * EXL_AMX_KB];
-	float dw[EXL_AMX_TR];
+	_Alignas(64) int8_t apart[16 * 64];
+	float dw[2][EXL_AMX_TR];
 
-	memset(acc, 0, sizeof(float) * EXL_AMX_TR * (size_t)nc);
-	const size_t akb = EXL_AMX_KB;
+	/* each block writes only its own slots: the others stay zero */
+	memset(bt, 0, sizeof(bt));
+	for (int q = 0; q < 4; q++) {
+		memset(acc[0], 0, set_bytes);
+		memset(acc[1], 0, set_bytes);
+		for (int64_t p = q; p < np; p += 4) {
+			const int single = 2 * p + 1 == nb;
+			const size_t aoff = 64 * (size_t)p;
 
-	for (int64_t b = 0; b < nb; b++) {
-		const size_t aoff = EXL_AMX_KB * (size_t)b;
+			for (int h = 0; h < 2 - single; h++) {
+				int8_t *lo, *hi;
 
-		EXL_AMX_SCALES(w, m->row_bytes, bs, b, nr, dw);
-		if (q4) {
-			EXL_AMX_UNPACK_Q4_0(w, m->row_bytes, b, nr, wbuf);
-			EXL_AMX_PACK_B(wbuf, EXL_AMX_KB, EXL_AMX_TR, bpack);
-		} else {
-			EXL_AMX_PACK_B((const int8_t *)((const block_q8_0 *)(const void *)w + b)->qs,
-				       m->row_bytes, nr, bpack);
+				exl_amx_pair_slots(bt[h], h, q4, &lo, &hi);
+				exl_amx_block_b(m, r, nr, 2 * p + h, q4, r8, lo, hi, dw[h], wbuf);
+			}
+			EXL_AMX_LOADD(0, bt[0], 64);
+			if (!single)
+				EXL_AMX_LOADD(3, bt[1], 64);
+			EXL_AMX_PAIR_TILE(0, 1, 4, 5);
+			EXL_AMX_PAIR_TILE(1, 2, 6, 7);
+			EXL_AMX_PAIR_TILE(2, 1, 4, 5);
+			EXL_AMX_PAIR_TILE(3, 2, 6, 7);
+			for (int j = 0; j < nc; j++) {
+				const float *xd = exl_act_q8_0_d(m->act + (size_t)(c0 + j) * m->act_stride, m->cols);
+
+				EXL_AMX_POST16(acc[0][j], dots[0][j / 16][j % 16], xd[2 * p], dw[0]);
+				if (!single)
+					EXL_AMX_POST16(acc[1][j], dots[1][j / 16][j % 16], xd[2 * p + 1], dw[1]);
+			}
 		}
-		EXL_AMX_LOADD(0, bpack, 64);
-		EXL_AMX_BATCH_TILE(0, 1, 4);
-		EXL_AMX_BATCH_TILE(1, 2, 5);
-		EXL_AMX_BATCH_TILE(2, 1, 6);
-		EXL_AMX_BATCH_TILE(3, 2, 7);
-		for (int j = 0; j < nc; j++) {
-			const float *xd = exl_act_q8_0_d(m->act + (size_t)(c0 + j) * m->act_stride, m->cols);
+		/* a[2q] + a[2q + 1] into (a0 + a1) + (a2 + a3) or (a4 + a5) + (a6 + a7) */
+		for (int j = 0; j < nc; j++)
+			for (int l = 0; l < EXL_AMX_TR; l++) {
+				float t = acc[0][j][l] + acc[1][j][l];
 
-			EXL_AMX_POST16(acc[j], dots[j / 16][j % 16], xd[b], dw);
-		}
+				tree[q / 2][j][l] = q & 1 ? tree[q / 2][j][l] + t : t;
+			}
 	}
-	for (int j = 0; j < nc; j++)
-		exl_amx_store_out(m, c0 + j, r, nr, acc[j]);
+	for (int j = 0; j < nc; j++) {
+		float out[EXL_AMX_TR];
+
+		for (int l = 0; l < EXL_AMX_TR; l++)
+			out[l] = tree[0][j][l] + tree[1][j][l];
+		exl_amx_store_out(m, c0 + j, r, nr, out);
+	}
 }
 
 /* isum[l] += dots[l] * sc[l] for 16 rows l */
@@ -561,13 +739,19 @@ static inline void exl_amx_rows_batch_groups(const struct exl_mm_ctx *m, int64_t
 }
 
 /* Rows [r0, r1) x vectors [c0, c1) (at most 64) of a matrix of one of
- * those types, in groups of 16 rows. */
+ * those types, in groups of 16 rows (r0 a multiple of 8 for the repacked
+ * ones, as matmul.c's chunks of 16 rows are). */
 static inline void exl_amx_mm(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, int c1, int type)
 {
 	struct exl_amx_cfg cfg;
 
+	const int pairs = type == EXL_AMX_Q8_0 || type == EXL_AMX_Q4_0 || type == EXL_AMX_Q8_0_R8 ||
+			  type == EXL_AMX_Q4_0_R8;
+
 	if (type == EXL_AMX_Q6_K)
 		exl_amx_cfg_batch16(&cfg);
+	else if (pairs)
+		exl_amx_cfg_pairs(&cfg);
 	else
 		exl_amx_cfg_batch(&cfg);
 	EXL_AMX_LOADCONFIG(&cfg);
@@ -582,7 +766,8 @@ static inline void exl_amx_mm(const struct exl_mm_ctx *m, int64_t r0, int64_t r1
 			else if (type == EXL_AMX_Q6_K || type == EXL_AMX_IQ4_XS)
 				exl_amx_rows_batch_groups(m, r, nr, c, ce, type == EXL_AMX_IQ4_XS);
 			else
-				exl_amx_rows_batch(m, r, nr, c, ce, type == EXL_AMX_Q4_0);
+				exl_amx_rows_pairs(m, r, nr, c, ce, type == EXL_AMX_Q4_0 || type == EXL_AMX_Q4_0_R8,
+						   type == EXL_AMX_Q8_0_R8 || type == EXL_AMX_Q4_0_R8);
 		}
 	}
 	EXL_AMX_RELEASE();

@@ -1,23 +1,18 @@
 /* The "amx" set's decode orientation (n <= EXL_AMX_DECODE_MAX_N vectors)
- * in AVX-512 VNNI: the same outputs, bit for bit, as the tile kernels of
- * matmul_amx_body.h, without tiles.
+ * for Q4_K, Q5_K, Q6_K and IQ4_XS in AVX-512 VNNI: the same outputs, bit
+ * for bit, as the tile kernels of matmul_amx_body.h, without tiles.
  *
- * Q8_0 and Q4_0: the tile kernels make each output as
- * acc = fmaf((float)dot_b, d_x,b * d_w,b, acc) over the blocks b in order,
- * dot_b the exact int32 dot of a block's weight and activation levels.  Any code that makes the same exact
- * dots and the same FMAs in the same order makes the same bits, so decode
- * need not go through a tile.  On the first AMX machine the tile version
- * (one vector against 16 rows, a tile store and reload per block, and for
- * Q4_0 the unpacked levels stored and then tile-loaded) decoded Q4_0 at a
- * third of the VNNI kernels' speed (docs/cpu-kernels.md).
+ * The tile kernels make each output from exact int32 sums per super-block
+ * and one or two FMAs per super-block in order; any code that makes the
+ * same integers and the same FMAs makes the same bits, so decode need not
+ * go through a tile.  On the first AMX machine the tile version of decode
+ * (one vector against 16 rows, a tile store and reload per block) decoded
+ * Q4_0 at a third of the VNNI kernels' speed (docs/cpu-kernels.md).  Q8_0
+ * and Q4_0 have since taken the avx2 family's float steps, so this set
+ * decodes them with avx2vnni's kernels (matmul_amx.c).
  *
  * Each row is one stream, as in the other sets' decode (matmul_x86.h,
- * EXL_STREAM_N), taken two at a time (Q4_K and Q6_K below: one): per 8 blocks of a row, vpdpbusd
- * sums the products of each 4 bytes into a lane (exact), the lanes of each
- * block are folded into one int32 per block, then come the 8 FMAs of the
- * chain in block order, the two rows' chains side by side in two lanes (an
- * FMA waits on the one before it, so one chain alone would leave the FMA
- * unit idle).
+ * EXL_STREAM_N).
  *
  * Only AVX-512 F/BW/VL/VNNI plus F16C and FMA, and of the 512-bit
  * intrinsics only those SIMDe 0.7 emulates: test_amx_layout compiles this
@@ -36,233 +31,6 @@
 #include "kernels/cpu/matmul_amx_decode.h"
 #include "kernels/cpu/matmul_x86.h"
 #include "kernels/cpu/q0_scales_avx512.h"
-
-/* Rows taken at a time: each its own stream, their chains two to a
- * vector. */
-#define DEC_ROWS 2
-
-/* The x of blocks b..b+7 of one vector as the weights' steps take it,
- * with each lane's correction (shared by the rows):
- *  Q8_0: v[i] = blocks b+2i, b+2i+1 in element order; the weights go in
- *        unsigned (+128), so o[i] = -128 x (each 4-byte group's sum).
- *  Q4_0: v[2g] = the first halves (elements 0-15) of blocks b+4g..b+4g+3,
- *        v[2g+1] their second halves (16-31), as the nibbles come; the
- *        levels are q - 8 with q unsigned, so o[g] = -8 x the same. */
-struct xgroup {
-	__m512i v[4];
-	__m512i o[4];
-};
-
-EXL_INLINE void xgroup_q8_0(const int8_t *x, struct xgroup *g)
-{
-	const __m512i k128 = _mm512_set1_epi8((char)0x80);
-
-	for (int i = 0; i < 4; i++) {
-		g->v[i] = _mm512_loadu_si512(x + 64 * i);
-		g->o[i] = _mm512_sub_epi32(_mm512_setzero_si512(),
-					   _mm512_dpbusd_epi32(_mm512_setzero_si512(), k128, g->v[i]));
-	}
-}
-
-EXL_INLINE void xgroup_q4_0(const int8_t *x, struct xgroup *g)
-{
-	const __m512i k8 = _mm512_set1_epi8(8);
-	const __m512i first = _mm512_setr_epi64(0, 1, 4, 5, 8, 9, 12, 13);
-	const __m512i second = _mm512_setr_epi64(2, 3, 6, 7, 10, 11, 14, 15);
-
-	for (int q = 0; q < 2; q++) {
-		__m512i x0 = _mm512_loadu_si512(x + 128 * q), x1 = _mm512_loadu_si512(x + 128 * q + 64);
-
-		g->v[2 * q] = _mm512_permutex2var_epi64(x0, first, x1);
-		g->v[2 * q + 1] = _mm512_permutex2var_epi64(x0, second, x1);
-		g->o[q] = _mm512_sub_epi32(_mm512_setzero_si512(),
-					   _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), k8,
-										   g->v[2 * q]),
-							       k8, g->v[2 * q + 1]));
-	}
-}
-
-/* Q8_0: p[i] lanes 0-7 hold block b+2i's partial dots, 8-15 block
- * b+2i+1's; returns the 8 blocks' dots in block order. */
-EXL_INLINE __m256i fold_q8_0(const __m512i p[4])
-{
-	/* 128-bit lane L of c: [p0, p1, p2, p3]'s sums over lane L */
-	__m512i a = _mm512_add_epi32(_mm512_unpacklo_epi32(p[0], p[1]), _mm512_unpackhi_epi32(p[0], p[1]));
-	__m512i b = _mm512_add_epi32(_mm512_unpacklo_epi32(p[2], p[3]), _mm512_unpackhi_epi32(p[2], p[3]));
-	__m512i c = _mm512_add_epi32(_mm512_unpacklo_epi64(a, b), _mm512_unpackhi_epi64(a, b));
-	/* block 2i = p_i's lanes 0 + 1, block 2i+1 = its lanes 2 + 3 */
-	const __m512i lo = _mm512_setr_epi32(0, 8, 1, 9, 2, 10, 3, 11, 0, 0, 0, 0, 0, 0, 0, 0);
-	const __m512i hi = _mm512_setr_epi32(4, 12, 5, 13, 6, 14, 7, 15, 0, 0, 0, 0, 0, 0, 0, 0);
-
-	return _mm512_castsi512_si256(
-		_mm512_add_epi32(_mm512_permutexvar_epi32(lo, c), _mm512_permutexvar_epi32(hi, c)));
-}
-
-/* Q4_0: p[g] 128-bit lane k holds block b+4g+k's partial dots. */
-EXL_INLINE __m256i fold_q4_0(const __m512i p[2])
-{
-	/* lane k of c: [p0 total, p1 total, p0 total, p1 total] of block k */
-	__m512i a = _mm512_add_epi32(_mm512_unpacklo_epi32(p[0], p[1]), _mm512_unpackhi_epi32(p[0], p[1]));
-	__m512i c = _mm512_add_epi32(_mm512_unpacklo_epi64(a, a), _mm512_unpackhi_epi64(a, a));
-	const __m512i idx = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 0, 0, 0, 0, 0, 0, 0, 0);
-
-	return _mm512_castsi512_si256(_mm512_permutexvar_epi32(idx, c));
-}
-
-/* Blocks b..b+7 of a row against the nc vectors' groups: d[j] lane t = the
- * exact dot of block b + t with vector j. */
-EXL_INLINE void dots8_q8_0(const block_q8_0 *w, int64_t b, const struct xgroup *x, const int nc, size_t pf,
-			   __m256i *d)
-{
-	const __m512i k128 = _mm512_set1_epi8((char)0x80);
-	__m512i p[EXL_AMX_DECODE_MAX_N][4];
-
-	for (int t = 0; t < 272; t += 64)
-		_mm_prefetch((const char *)(w + b) + pf + t, _MM_HINT_T0);
-	for (int i = 0; i < 4; i++) {
-		const block_q8_0 *blk = w + b + 2 * i;
-		__m512i v = _mm512_inserti64x4(
-			_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(const void *)blk[0].qs)),
-			_mm256_loadu_si256((const __m256i *)(const void *)blk[1].qs), 1);
-		__m512i u = _mm512_xor_si512(v, k128);
-
-		for (int j = 0; j < nc; j++)
-			p[j][i] = _mm512_dpbusd_epi32(x[j].o[i], u, x[j].v[i]);
-	}
-	for (int j = 0; j < nc; j++)
-		d[j] = fold_q8_0(p[j]);
-}
-
-EXL_INLINE void dots8_q4_0(const block_q4_0 *w, int64_t b, const struct xgroup *x, const int nc, size_t pf,
-			   __m256i *d)
-{
-	const __m512i lo4 = _mm512_set1_epi8(0x0f);
-	__m512i p[EXL_AMX_DECODE_MAX_N][2];
-
-	for (int t = 0; t < 144; t += 64)
-		_mm_prefetch((const char *)(w + b) + pf + t, _MM_HINT_T0);
-	for (int g = 0; g < 2; g++) {
-		const block_q4_0 *blk = w + b + 4 * g;
-		__m512i v = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)(const void *)blk[0].qs));
-
-		v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(const void *)blk[1].qs), 1);
-		v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(const void *)blk[2].qs), 2);
-		v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(const void *)blk[3].qs), 3);
-		__m512i l = _mm512_and_si512(v, lo4), h = _mm512_and_si512(_mm512_srli_epi16(v, 4), lo4);
-
-		for (int j = 0; j < nc; j++)
-			p[j][g] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(x[j].o[g], l, x[j].v[2 * g]), h,
-						      x[j].v[2 * g + 1]);
-	}
-	for (int j = 0; j < nc; j++)
-		d[j] = fold_q4_0(p[j]);
-}
-
-/* Lanes 0 and 1 of acc are the chains of two rows:
- * acc = fma(f[t], s[t], acc) for t = 0..7 in order.  Lanes 2 and 3 carry
- * other products along, never read. */
-EXL_INLINE __m128 chain2(__m128 acc, __m256 fa, __m256 fb, __m256 sa, __m256 sb)
-{
-	__m256 fl = _mm256_unpacklo_ps(fa, fb), fh = _mm256_unpackhi_ps(fa, fb); /* t 0145, 2367 */
-	__m256 sl = _mm256_unpacklo_ps(sa, sb), sh = _mm256_unpackhi_ps(sa, sb);
-	__m128 f, s;
-
-	f = _mm256_castps256_ps128(fl), s = _mm256_castps256_ps128(sl);
-	acc = _mm_fmadd_ps(f, s, acc);
-	acc = _mm_fmadd_ps(_mm_movehl_ps(f, f), _mm_movehl_ps(s, s), acc);
-	f = _mm256_castps256_ps128(fh), s = _mm256_castps256_ps128(sh);
-	acc = _mm_fmadd_ps(f, s, acc);
-	acc = _mm_fmadd_ps(_mm_movehl_ps(f, f), _mm_movehl_ps(s, s), acc);
-	f = _mm256_extractf128_ps(fl, 1), s = _mm256_extractf128_ps(sl, 1);
-	acc = _mm_fmadd_ps(f, s, acc);
-	acc = _mm_fmadd_ps(_mm_movehl_ps(f, f), _mm_movehl_ps(s, s), acc);
-	f = _mm256_extractf128_ps(fh, 1), s = _mm256_extractf128_ps(sh, 1);
-	acc = _mm_fmadd_ps(f, s, acc);
-	return _mm_fmadd_ps(_mm_movehl_ps(f, f), _mm_movehl_ps(s, s), acc);
-}
-
-/* The chain of one row and vector on through blocks b..nb-1 (the last
- * nb % 8), plainly: the tile kernels' arithmetic as matmul_amx_body.h
- * states it. */
-static float tail(float acc, const uint8_t *row, int64_t b, int64_t nb, const int8_t *xq, const float *xd,
-		  int q4)
-{
-	for (; b < nb; b++) {
-		int32_t dot = 0;
-
-		if (q4) {
-			const block_q4_0 *blk = (const block_q4_0 *)(const void *)row + b;
-
-			for (int k = 0; k < 16; k++)
-				dot += ((blk->qs[k] & 15) - 8) * xq[32 * b + k] +
-				       ((blk->qs[k] >> 4) - 8) * xq[32 * b + 16 + k];
-			acc = fmaf((float)dot, xd[b] * exl_f16(blk->d), acc);
-		} else {
-			const block_q8_0 *blk = (const block_q8_0 *)(const void *)row + b;
-
-			for (int k = 0; k < 32; k++)
-				dot += blk->qs[k] * xq[32 * b + k];
-			acc = fmaf((float)dot, xd[b] * exl_f16(blk->d), acc);
-		}
-	}
-	return acc;
-}
-
-/* Rows r..r+nr-1 (nr <= DEC_ROWS; the missing one repeats row r, computed
- * and never stored) x nc vectors. */
-EXL_INLINE void rows_dec(const struct exl_mm_ctx *m, int64_t r, int nr, int c0, size_t pf, const int nc,
-			 const int q4)
-{
-	const int64_t nb = m->cols / 32, nb8 = nb & ~(int64_t)7;
-	const uint8_t *w[DEC_ROWS];
-	const int8_t *xq[EXL_AMX_DECODE_MAX_N];
-	const float *xd[EXL_AMX_DECODE_MAX_N];
-	__m128 acc[EXL_AMX_DECODE_MAX_N];
-
-	for (int i = 0; i < DEC_ROWS; i++)
-		w[i] = exl_row(m, r + (i < nr ? i : 0));
-	for (int j = 0; j < nc; j++) {
-		const uint8_t *a = m->act + (size_t)(c0 + j) * m->act_stride;
-
-		xq[j] = (const int8_t *)a;
-		xd[j] = exl_act_q8_0_d(a, m->cols);
-		acc[j] = _mm_setzero_ps();
-	}
-	for (int64_t b = 0; b < nb8; b += 8) {
-		struct xgroup x[EXL_AMX_DECODE_MAX_N];
-		__m256i d[DEC_ROWS][EXL_AMX_DECODE_MAX_N];
-		__m256 sw[DEC_ROWS];
-
-		for (int j = 0; j < nc; j++) {
-			if (q4)
-				xgroup_q4_0(xq[j] + 32 * b, &x[j]);
-			else
-				xgroup_q8_0(xq[j] + 32 * b, &x[j]);
-		}
-		for (int i = 0; i < DEC_ROWS; i++) {
-			if (q4) {
-				sw[i] = exl_q4_0_scales8((const block_q4_0 *)(const void *)w[i], b);
-				dots8_q4_0((const block_q4_0 *)(const void *)w[i], b, x, nc, pf, d[i]);
-			} else {
-				sw[i] = exl_q8_0_scales8((const block_q8_0 *)(const void *)w[i], b);
-				dots8_q8_0((const block_q8_0 *)(const void *)w[i], b, x, nc, pf, d[i]);
-			}
-		}
-		for (int j = 0; j < nc; j++) {
-			__m256 dx = _mm256_loadu_ps(xd[j] + b);
-
-			acc[j] = chain2(acc[j], _mm256_cvtepi32_ps(d[0][j]), _mm256_cvtepi32_ps(d[1][j]),
-					_mm256_mul_ps(dx, sw[0]), _mm256_mul_ps(dx, sw[1]));
-		}
-	}
-	for (int j = 0; j < nc; j++) {
-		float out[4];
-
-		_mm_storeu_ps(out, acc[j]);
-		for (int i = 0; i < nr; i++)
-			*exl_out(m, c0 + j, r + i) = nb8 < nb ? tail(out[i], w[i], nb8, nb, xq[j], xd[j], q4) : out[i];
-	}
-}
 
 /* ---- Q4_K and Q5_K ----
  *
@@ -538,8 +306,6 @@ EXL_INLINE void row_iq4_xs(const struct exl_mm_ctx *m, int64_t r, int c0, size_t
 	case 3: CALL(3); break;                                        \
 	default: CALL(4); break;                                       \
 	}
-#define ROWS_Q8_0(NC) rows_dec(m, r, nr, c0, pf, NC, 0)
-#define ROWS_Q4_0(NC) rows_dec(m, r, nr, c0, pf, NC, 1)
 #define ROW_Q4_K(NC) row_q45_K(m, r, c0, pf, NC, 0)
 #define ROW_Q5_K(NC) row_q45_K(m, r, c0, pf, NC, 1)
 #define ROW_Q6_K(NC) row_q6_K(m, r, c0, pf, NC)
@@ -565,17 +331,6 @@ void exl_amx_decode(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, 
 			NC_CASES(ROW_IQ4_XS)
 		return;
 	}
-	if (type == EXL_AMX_Q6_K) {
-		for (int64_t r = r0; r < r1; r++)
-			NC_CASES(ROW_Q6_K)
-		return;
-	}
-	for (int64_t r = r0; r < r1; r += DEC_ROWS) {
-		int nr = r1 - r < DEC_ROWS ? (int)(r1 - r) : DEC_ROWS;
-
-		if (type == EXL_AMX_Q4_0)
-			NC_CASES(ROWS_Q4_0)
-		else
-			NC_CASES(ROWS_Q8_0)
-	}
+	for (int64_t r = r0; r < r1; r++)
+		NC_CASES(ROW_Q6_K)
 }

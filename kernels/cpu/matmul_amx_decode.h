@@ -1,5 +1,6 @@
-/* The "amx" set's Q8_0 / Q4_0 / Q4_K / Q5_K / Q6_K / IQ4_XS decode without tiles (matmul_amx_decode.c,
- * AVX-512 VNNI): the outputs of the tile kernels, bit for bit.
+/* The "amx" set's Q4_K / Q5_K / Q6_K / IQ4_XS decode without tiles (matmul_amx_decode.c,
+ * AVX-512 VNNI): the outputs of the tile kernels, bit for bit.  (Its Q8_0
+ * and Q4_0 decode are avx2vnni's kernels, matmul_amx.c.)
  * matmul_amx.c calls it for n <= EXL_AMX_DECODE_MAX_N; test_amx_layout
  * checks it against the emulated tiles. */
 #ifndef EXL_CPU_MATMUL_AMX_DECODE_H
@@ -11,13 +12,21 @@
 
 #define EXL_AMX_DECODE_MAX_N 4
 
-/* The types the set runs its own way */
-enum { EXL_AMX_Q8_0, EXL_AMX_Q4_0, EXL_AMX_Q4_K, EXL_AMX_Q5_K, EXL_AMX_Q6_K, EXL_AMX_IQ4_XS };
+/* The types the set runs on tiles (the enum is exl_amx_mm's type) */
+enum {
+	EXL_AMX_Q8_0,
+	EXL_AMX_Q4_0,
+	EXL_AMX_Q8_0_R8, /* repacked, EXL_LAYOUT_ROWS8: tiles only */
+	EXL_AMX_Q4_0_R8,
+	EXL_AMX_Q4_K,
+	EXL_AMX_Q5_K,
+	EXL_AMX_Q6_K,
+	EXL_AMX_IQ4_XS,
+};
 
 /* y[c][r] for rows [r0, r1) and vectors [c0, c1) (c1 - c0 <=
- * EXL_AMX_DECODE_MAX_N) of a matrix of one of those types; act rows from
- * exl_act_q8_0_* (Q8_0, Q4_0: element order), exl_act_q4_K_avx2 (Q4_K, Q5_K)
- * or exl_act_q8_K_* (Q6_K, IQ4_XS). */
+ * EXL_AMX_DECODE_MAX_N) of a Q4_K, Q5_K, Q6_K or IQ4_XS matrix; act rows
+ * from exl_act_q4_K_avx2 (Q4_K, Q5_K) or exl_act_q8_K_* (Q6_K, IQ4_XS). */
 void exl_amx_decode(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, int c1, int type);
 
 /* The same compiled over SIMDe's emulation of AVX-512 (test builds only,

@@ -13,12 +13,16 @@
  * and bytes, so the sanitizer build catches a tile load past a buffer.
  *
  * Each output must equal, bit for bit, the kernel's stated arithmetic done
- * here plainly: acc = fmaf((float)dot_b, d_x,b * d_w,b, acc) over the blocks
- * in order, with dot_b the int32 dot of the weight and activation levels.
- * The set's decode (n <= EXL_AMX_DECODE_MAX_N), which makes the same dots
- * and FMAs in AVX-512 VNNI without tiles (matmul_amx_decode.c), must give
- * the tiles' bits: it runs natively where the CPU has AVX-512 VNNI, and
- * over SIMDe's emulation of AVX-512 wherever the CPU has AVX2.
+ * here plainly, from the int32 dots of the weight and activation levels:
+ * for Q8_0 and Q4_0 the avx2 family's 8 accumulators (block b into b mod
+ * 8) and their tree, for the K-quants and IQ4_XS one chain of FMAs over
+ * the super-blocks.  Q8_0 and Q4_0 run from GGUF rows and from the
+ * repacked groups (EXL_LAYOUT_ROWS8), and where the CPU runs avx2vnni its
+ * kernels, which the set decodes them with, must give the tiles' bits for
+ * every n.  The set's K-quant decode (n <= EXL_AMX_DECODE_MAX_N), which
+ * makes the same integers and FMAs in AVX-512 VNNI without tiles
+ * (matmul_amx_decode.c), must too: natively where the CPU has AVX-512
+ * VNNI, and over SIMDe's emulation of AVX-512 wherever it has AVX2.
  */
 #include <math.h>
 #include <stdio.h>
@@ -28,7 +32,7 @@
 #include "tests/common/check.h"
 
 static int emu_failed;
-static int decode_simde_checked, decode_native_checked;
+static int decode_simde_checked, decode_native_checked, vnni_checked, r8_checked;
 
 #define EMU_CHECK(cond, ...)                                                    \
 	do {                                                                    \
@@ -62,6 +66,9 @@ static void emu_release(void);
 #include "kernels/formats/dtype.h"
 #include "kernels/formats/quant.h"
 #include "kernels/cpu/matmul_amx_decode.h"
+#include "kernels/cpu/matmul_amx_helpers.h"
+#include "kernels/cpu/matmul.h"
+#include "kernels/cpu/repack.h"
 
 static struct exl_amx_cfg emu_cfg;
 static int emu_configured;
@@ -214,7 +221,7 @@ static void test_pack_b(void)
 	for (int i = 0; i < (int)sizeof(src); i++)
 		src[i] = (int8_t)(i * 7 - 100);
 	for (int nr = 1; nr <= 16; nr += 5) {
-		exl_amx_pack_b(src, 40, nr, out);
+		exl_amx_pack_b(src, 40, nr, out, out + 4 * 64);
 		for (int i = 0; i < 8; i++)
 			for (int r = 0; r < 16; r++)
 				for (int j = 0; j < 4; j++)
@@ -258,6 +265,131 @@ static void test_pack_q45_K(void)
 						}
 			}
 }
+
+static double gauss(void)
+{
+	double u = (rand() + 1.0) / (RAND_MAX + 2.0), v = (rand() + 1.0) / (RAND_MAX + 2.0);
+
+	return sqrt(-2 * log(u)) * cos(6.283185307179586 * v);
+}
+
+#if defined(EXL_HAVE_AMX_KERNELS)
+/* Random bytes, with a finite fp16 at every offset of offs (a block's
+ * scales): the F16C conversion and the portable one agree on those, not on
+ * NaN payloads. */
+static void fill_blocks(uint8_t *p, size_t n, size_t bs, size_t d_off, int nd)
+{
+	for (size_t i = 0; i < n; i++)
+		p[i] = (uint8_t)rand();
+	for (size_t b = 0; b + bs <= n; b += bs)
+		for (int k = 0; k < nd; k++) {
+			uint16_t h = (uint16_t)(rand() & 0xfbff); /* exponent <= 30 */
+
+			memcpy(p + b + d_off + 2 * (size_t)k, &h, 2);
+		}
+}
+
+#define SAME(a, b, what, ...) CHECK(!memcmp(a, b, sizeof(a)), what ": the AVX-512 helper differs", __VA_ARGS__)
+
+/* Each AVX-512 helper of matmul_amx.c against the portable one it stands
+ * in for, byte for byte: the tile kernels run only on AMX, these anywhere
+ * with AVX-512. */
+static int test_helpers_native(void)
+{
+	const struct exl_amx_helpers *v = &exl_amx_helpers_avx512;
+	static uint8_t w[16 * 3 * sizeof(block_q6_K)];
+	static const int nrs[] = { 1, 5, 8, 9, 16 };
+
+	for (int it = 0; it < 4; it++)
+		for (size_t ni = 0; ni < sizeof(nrs) / sizeof(nrs[0]); ni++) {
+			const int nr = nrs[ni];
+
+			{ /* Q4_0 rows of 3 blocks, block 1; Q8_0's qs as pack_b's src */
+				int8_t a[16 * 32], b[16 * 32], al[256], ah[256], bl[256], bh[256];
+				float da[16], db[16];
+
+				fill_blocks(w, 16 * 3 * 18, 18, 0, 1);
+				exl_amx_unpack_q4_0(w, 3 * 18, 1, nr, a);
+				v->unpack_q4_0(w, 3 * 18, 1, nr, b);
+				SAME(a, b, "unpack_q4_0 nr %d", nr);
+				exl_amx_scales(w, 3 * 18, 18, 1, nr, da);
+				v->scales(w, 3 * 18, 18, 1, nr, db);
+				SAME(da, db, "scales nr %d", nr);
+				exl_amx_pack_b((const int8_t *)w + 2, 40, nr, al, ah);
+				v->pack_b((const int8_t *)w + 2, 40, nr, bl, bh);
+				SAME(al, bl, "pack_b nr %d", nr);
+				SAME(ah, bh, "pack_b nr %d", nr);
+			}
+			for (int q4 = 0; q4 < 2; q4++) { /* two groups of 3 blocks, block 2 */
+				const size_t bs = q4 ? 144 : 272;
+				int8_t al[256], ah[256], bl[256], bh[256];
+				float da[16], db[16];
+
+				fill_blocks(w, 6 * bs, bs, 0, 8);
+				memset(al, 1, sizeof(al)), memset(ah, 1, sizeof(ah));
+				memset(bl, 1, sizeof(bl)), memset(bh, 1, sizeof(bh));
+				exl_amx_pack_r8(w, nr > 8 ? w + 3 * bs : NULL, 2, q4, al, ah, da);
+				v->pack_r8(w, nr > 8 ? w + 3 * bs : NULL, 2, q4, bl, bh, db);
+				SAME(al, bl, "pack_r8 q4 %d nr %d", q4, nr);
+				SAME(ah, bh, "pack_r8 q4 %d nr %d", q4, nr);
+				SAME(da, db, "pack_r8 q4 %d nr %d", q4, nr);
+			}
+			for (int q5 = 0; q5 < 2; q5++) /* rows of 2 super-blocks, super-block 1 */
+				for (int t = 0; t < 4; t++) {
+					const size_t bs = q5 ? sizeof(block_q5_K) : sizeof(block_q4_K);
+					int8_t al[512], ah[512], bl[512], bh[512];
+
+					fill_blocks(w, 16 * 2 * bs, bs, 0, 2);
+					exl_amx_pack_q45_K(w, 2 * bs, 1, t, nr, q5, al, ah);
+					v->pack_q45_K(w, 2 * bs, 1, t, nr, q5, bl, bh);
+					SAME(al, bl, "pack_q45_K q5 %d t %d nr %d", q5, t, nr);
+					SAME(ah, bh, "pack_q45_K q5 %d t %d nr %d", q5, t, nr);
+				}
+			for (int h = 0; h < 2; h++)
+				for (int sh = 0; sh < 2; sh++) {
+					int8_t a[4][4 * 64], b[4][4 * 64];
+
+					fill_blocks(w, 16 * 2 * sizeof(block_q6_K), sizeof(block_q6_K),
+						    offsetof(block_q6_K, d), 1);
+					exl_amx_pack_q6_K(w, 2 * sizeof(block_q6_K), 1, h, sh, nr, a);
+					v->pack_q6_K(w, 2 * sizeof(block_q6_K), 1, h, sh, nr, b);
+					SAME(a, b, "pack_q6_K h %d s %d nr %d", h, sh, nr);
+				}
+			for (int j = 0; j < 8; j++) {
+				int8_t a[512], b[512];
+
+				fill_blocks(w, 16 * 2 * sizeof(block_iq4_xs), sizeof(block_iq4_xs), 0, 1);
+				exl_amx_pack_iq4_xs(w, 2 * sizeof(block_iq4_xs), 1, j, nr, a);
+				v->pack_iq4_xs(w, 2 * sizeof(block_iq4_xs), 1, j, nr, b);
+				SAME(a, b, "pack_iq4_xs j %d nr %d", j, nr);
+			}
+		}
+	for (int it = 0; it < 64; it++) { /* the float and int32 steps */
+		float acc_a[16], acc_b[16], dw[16], dmin[16];
+		int32_t dots[16], sc[16], is_a[16], is_b[16];
+		const float dx = (float)gauss();
+
+		for (int l = 0; l < 16; l++) {
+			acc_a[l] = acc_b[l] = (float)gauss();
+			dw[l] = (float)gauss() * 1e-3f;
+			dmin[l] = (float)gauss() * 1e-3f;
+			dots[l] = rand() % 200001 - 100000;
+			sc[l] = rand() % 64;
+			is_a[l] = is_b[l] = rand() % 1000001 - 500000;
+		}
+		exl_amx_post16(acc_a, dots, dx, dw);
+		v->post16(acc_b, dots, dx, dw);
+		SAME(acc_a, acc_b, "post16 %d", it);
+		exl_amx_post16_q4_K(acc_a, dots, sc, dx, dw, dmin);
+		v->post16_q4_K(acc_b, dots, sc, dx, dw, dmin);
+		SAME(acc_a, acc_b, "post16_q4_K %d", it);
+		exl_amx_ipost16(is_a, dots, sc);
+		v->ipost16(is_b, dots, sc);
+		SAME(is_a, is_b, "ipost16 %d", it);
+	}
+	return 1;
+}
+#endif
 
 /* ---- whole kernels ---- */
 
@@ -325,6 +457,19 @@ static int32_t level(const struct case_data *d, int64_t r, int64_t k)
 	const block_q4_0 *b = (const block_q4_0 *)(const void *)row + k / 32;
 	int j = (int)(k % 32);
 	return j < 16 ? (b->qs[j] & 15) - 8 : (b->qs[j - 16] >> 4) - 8;
+}
+
+/* Where the act keeps element k of x: Q4_0's in avx2vnni's pairs of
+ * blocks, [x0..15 of 2p | x0..15 of 2p + 1 | x16..31 of 2p | x16..31 of
+ * 2p + 1] (an odd last block in element order); the others in element
+ * order (Q4_K's sub-blocks are placed by q4_K_pos instead). */
+static int64_t act_pos(const struct case_data *d, int64_t k)
+{
+	const int64_t nb = d->cols / 32, b = k / 32, e = k % 32;
+
+	if (d->type != EXL_Q4_0 || (nb % 2 && b == nb - 1))
+		return k;
+	return 64 * (b / 2) + (e < 16 ? 16 * (b % 2) + e : 32 + 16 * (b % 2) + e - 16);
 }
 
 /* Q6_K and IQ4_XS: per super-block the exact I = sum_g s_g sum_l level x
@@ -402,26 +547,20 @@ static float expect(const struct case_data *d, int64_t r, int c)
 	const uint8_t *a = d->act + (size_t)c * d->act_stride;
 	const int8_t *xq = (const int8_t *)a;
 	const float *xd = exl_act_q8_0_d(a, d->cols);
-	float acc = 0;
+	float acc[8] = { 0 };
 
 	for (int64_t b = 0; b < d->cols / 32; b++) {
 		int32_t dot = 0;
 		uint16_t h;
 
 		for (int64_t k = 32 * b; k < 32 * b + 32; k++)
-			dot += level(d, r, k) * xq[k];
+			dot += level(d, r, k) * xq[act_pos(d, k)];
 		memcpy(&h, row + bs * (size_t)b, 2);
-		acc = fmaf((float)dot, xd[b] * exl_fp16_to_fp32(h), acc);
+		acc[b % 8] = fmaf((float)dot, exl_fp16_to_fp32(h) * xd[b], acc[b % 8]);
 	}
-	return acc;
+	return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
 }
 
-static double gauss(void)
-{
-	double u = (rand() + 1.0) / (RAND_MAX + 2.0), v = (rand() + 1.0) / (RAND_MAX + 2.0);
-
-	return sqrt(-2 * log(u)) * cos(6.283185307179586 * v);
-}
 
 #if defined(EXL_HAVE_AMX_DECODE_SIMDE) || defined(EXL_HAVE_AMX_KERNELS)
 typedef void decode_fn(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, int c1, int q4);
@@ -455,6 +594,100 @@ static void check_decode(const struct exl_mm_ctx *m0, const struct case_data *d,
 	free(yv);
 }
 #endif
+
+/* avx2vnni's act from exl_act_q8_0_scalar's: each block's sum of x as an
+ * int32 in place of s, and Q4_0's x in pairs of blocks (act_pos). */
+static void act_vnni_form(const struct case_data *d, uint8_t *a)
+{
+	const size_t s_off = (size_t)((const uint8_t *)exl_act_q8_0_s(a, d->cols) - a);
+	int8_t *x = (int8_t *)a, *tmp = malloc((size_t)d->cols);
+
+	CHECK(tmp, "out of memory");
+	if (!tmp)
+		return;
+	memcpy(tmp, x, (size_t)d->cols);
+	for (int64_t b = 0; b < d->cols / 32; b++) {
+		int32_t isum = 0;
+
+		for (int k = 0; k < 32; k++)
+			isum += tmp[32 * b + k];
+		memcpy(a + s_off + 4 * (size_t)b, &isum, 4);
+	}
+	for (int64_t k = 0; k < d->cols; k++)
+		x[act_pos(d, k)] = tmp[k];
+	free(tmp);
+}
+
+/* y = m's outputs by a kernel of the avx2vnni set, called as matmul.c
+ * does: vectors 64 at a time, rows in two chunks split at a multiple of 16. */
+static void run_vnni(const struct exl_mm_ctx *m, exl_mm_fn fn, float *y)
+{
+	struct exl_mm_ctx mv = *m;
+	const int64_t split = (m->rows / 3) & ~(int64_t)15;
+
+	mv.y = y;
+	for (int c0 = 0; c0 < m->n; c0 += 64) {
+		int c1 = c0 + 64 < m->n ? c0 + 64 : m->n;
+
+		fn(&mv, 0, split, c0, c1);
+		fn(&mv, split, m->rows, c0, c1);
+	}
+}
+
+static int same_bits(const float *a, const float *b, size_t n, const char *what, const struct case_data *d)
+{
+	int bad = 0;
+
+	for (size_t i = 0; i < n; i++)
+		if (memcmp(&a[i], &b[i], sizeof(float)) && !bad++)
+			fprintf(stderr, "  %s [%zu]: %.9g, tiles %.9g\n", what, i, a[i], b[i]);
+	CHECK(bad == 0, "%s rows %lld cols %lld n %d: %s differs from the tiles in %d outputs",
+	      exl_dtype_info(d->type)->name, (long long)d->rows, (long long)d->cols, d->n, what, bad);
+	return bad == 0;
+}
+
+/* Q8_0 and Q4_0: the tiles from the repacked groups, and where the CPU
+ * runs them avx2vnni's kernels (GGUF rows and groups, which the set
+ * decodes with), must give the tiles' bits y. */
+static void check_r8(const struct exl_mm_ctx *m, const struct case_data *d, const float *y)
+{
+	const size_t n_out = (size_t)(d->rows * d->n);
+	const size_t rp_bytes = exl_cpu_repack_bytes(d->type, EXL_LAYOUT_ROWS8, d->rows, d->cols);
+	const int q4 = d->type == EXL_Q4_0;
+	struct exl_mm_ctx mr = *m;
+	float *yr = malloc(sizeof(float) * n_out);
+	uint8_t *rp = rp_bytes ? malloc(rp_bytes) : NULL;
+
+	CHECK(yr && rp, "out of memory, or no repacked form of %s", exl_dtype_info(d->type)->name);
+	if (!yr || !rp)
+		goto out;
+	CHECK(exl_cpu_repack(d->type, EXL_LAYOUT_ROWS8, d->w, rp, d->rows, d->cols) == 0, "repack");
+	mr.w = rp;
+	mr.y = yr;
+	for (int c0 = 0; c0 < d->n; c0 += 64)
+		for (int64_t r = 0; r < d->rows; r += 16)
+			exl_amx_mm(&mr, r, r + 16 < d->rows ? r + 16 : d->rows, c0, c0 + 64 < d->n ? c0 + 64 : d->n,
+				   q4 ? EXL_AMX_Q4_0_R8 : EXL_AMX_Q8_0_R8);
+	CHECK(!emu_failed, "%s rows %lld n %d: the tile emulator refused a repacked step",
+	      exl_dtype_info(d->type)->name, (long long)d->rows, d->n);
+	if (same_bits(yr, y, n_out, "tiles from the repacked groups", d))
+		r8_checked++;
+#if defined(EXL_HAVE_X86_KERNELS)
+	if (exl_cpu_kernels_available("avx2vnni")) {
+		const struct exl_cpu_kernels *k = &exl_cpu_kernels_avx2vnni;
+		int ok;
+
+		run_vnni(m, q4 ? k->mm_q4_0 : k->mm_q8_0, yr);
+		ok = same_bits(yr, y, n_out, "avx2vnni from GGUF rows", d);
+		run_vnni(&mr, q4 ? k->mm_q4_0_r8 : k->mm_q8_0_r8, yr);
+		if (same_bits(yr, y, n_out, "avx2vnni from the repacked groups", d) && ok)
+			vnni_checked++;
+	}
+#endif
+out:
+	free(yr);
+	free(rp);
+}
 
 static void run_case(uint32_t type, int64_t rows, int64_t cols, int n)
 {
@@ -494,6 +727,7 @@ static void run_case(uint32_t type, int64_t rows, int64_t cols, int n)
 			exl_act_q8_K_scalar(row, d.act + (size_t)c * d.act_stride, cols);
 		} else {
 			exl_act_q8_0_scalar(row, d.act + (size_t)c * d.act_stride, cols);
+			act_vnni_form(&d, d.act + (size_t)c * d.act_stride);
 		}
 	}
 
@@ -572,8 +806,10 @@ static void run_case(uint32_t type, int64_t rows, int64_t cols, int n)
 	}
 	CHECK(bad == 0, "%s rows %lld cols %lld n %d: %d outputs differ from the plain block sums",
 	      exl_dtype_info(type)->name, (long long)rows, (long long)cols, n, bad);
-	/* the set's decode, without tiles: the same bits as the tiles */
-	if (n <= EXL_AMX_DECODE_MAX_N) {
+	if (!k_quant) {
+		check_r8(&m, &d, y);
+	} else if (n <= EXL_AMX_DECODE_MAX_N) {
+		/* the set's decode, without tiles: the same bits as the tiles */
 		const struct exl_cpu_features *f = exl_cpu_features();
 
 #if defined(EXL_HAVE_AMX_DECODE_SIMDE)
@@ -853,9 +1089,16 @@ int main(void)
 	static const int64_t cols_256[] = { 256, 3 * 256 };
 	static const int ns[] = { 1, 2, 3, 4, 5, 16, 17, 33, 64, 70 };
 
+	const struct exl_cpu_features *f = exl_cpu_features();
+	int helpers_native = 0;
+
 	test_pack_b();
 	test_pack_q45_K();
 	srand(99);
+#if defined(EXL_HAVE_AMX_KERNELS)
+	if (f->avx512f && f->avx512bw && f->avx512vl && f->avx512vnni && f->fma && f->f16c)
+		helpers_native = test_helpers_native();
+#endif
 	for (size_t t = 0; t < sizeof(types) / sizeof(types[0]); t++) {
 		const int k_quant = types[t] != EXL_Q8_0 && types[t] != EXL_Q4_0;
 		const int64_t *cols = k_quant ? cols_256 : cols_32;
@@ -870,6 +1113,13 @@ int main(void)
 	CHECK(emu_dp_count > 0 && emu_bf16_count > 0, "no tile multiply ran");
 	printf("tile emulator: %ld tdpbssd over Q8_0/Q4_0/Q4_K/Q5_K/Q6_K/IQ4_XS, %ld tdpbf16ps over F16/BF16, rows 1-70, n 1-70\n",
 	       emu_dp_count, emu_bf16_count);
+	CHECK(r8_checked > 0, "no repacked Q8_0/Q4_0 case ran");
+	printf("Q8_0/Q4_0 tiles from the repacked groups: %d cases bit for bit with the GGUF rows'\n", r8_checked);
+	if (vnni_checked)
+		printf("avx2vnni's Q8_0/Q4_0 kernels (the set's decode): %d cases bit for bit with the tiles\n",
+		       vnni_checked);
+	else
+		printf("avx2vnni's Q8_0/Q4_0 kernels (the set's decode): skipped, this CPU runs no avx2vnni set\n");
 	if (decode_simde_checked)
 		printf("AVX-512 decode over SIMDe: %d cases bit for bit with the tiles\n", decode_simde_checked);
 	else
@@ -884,6 +1134,17 @@ int main(void)
 		printf("AMX-BF16 conversions over SIMDe: bit for bit with the portable ones\n");
 	if (bf16_native_checked)
 		printf("AMX-BF16 conversions in AVX-512: bit for bit with the portable ones\n");
+	if (helpers_native)
+		printf("the tile kernels' AVX-512 helpers: byte for byte with the portable ones\n");
+	else
+		printf("the tile kernels' AVX-512 helpers: skipped, %s\n",
+#if defined(EXL_HAVE_AMX_KERNELS)
+		       "this CPU has no AVX-512 VNNI"
+#else
+		       "the compiler took no AMX flags, so the amx set is not built"
+#endif
+		);
+	(void)f;
 	if (decode_native_checked)
 		printf("AVX-512 decode: %d cases bit for bit with the tiles\n", decode_native_checked);
 	else
