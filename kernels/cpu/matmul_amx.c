@@ -1,7 +1,8 @@
-/* The "amx" kernel set's own kernels: Q8_0, Q4_0, Q4_K, Q5_K, Q6_K and IQ4_XS on AMX-INT8 tiles
- * (matmul_amx_body.h, here over the real tile instructions), and for
- * decode-shaped calls the same arithmetic in AVX-512 VNNI
- * (matmul_amx_decode.c); F16 and BF16 on AMX-BF16 tiles for every n
+/* The "amx" kernel set's own kernels: Q8_0, Q4_0, IQ4_NL, Q4_K, Q5_K, Q6_K
+ * and IQ4_XS on AMX-INT8 tiles (matmul_amx_body.h, here over the real tile
+ * instructions), and for decode-shaped calls the same arithmetic without
+ * tiles (avx2vnni's kernels for the first three, matmul_amx_decode.c for
+ * the others); F16 and BF16 on AMX-BF16 tiles for every n
  * (matmul_amx_bf16_body.h).  Compiled with
  * -mamx-tile -mamx-int8 -mamx-bf16 and the AVX-512 flags; matmul.c fills
  * every other type of the set from the avx512vnni kernels and only picks
@@ -27,7 +28,7 @@
 
 /* Vector versions of the body's portable helpers, the same results (its
  * tile emulator test runs the portable ones). */
-#define EXL_AMX_UNPACK_Q4_0 unpack_q4_0
+#define EXL_AMX_UNPACK_Q4 unpack_q4
 #define EXL_AMX_PACK_B pack_b
 #define EXL_AMX_PACK_R8 pack_r8
 #define EXL_AMX_SCALES scales
@@ -38,9 +39,9 @@
 #define EXL_AMX_IPOST16 ipost16
 #define EXL_AMX_POST16_Q4_K post16_q4_K
 
-static inline void unpack_q4_0(const uint8_t *w, size_t row_bytes, int64_t b, int nr, int8_t *out);
+static inline void unpack_q4(const uint8_t *w, size_t row_bytes, int64_t b, int nr, int fmt, int8_t *out);
 static inline void pack_b(const int8_t *src, size_t stride, int nr, int8_t *lo, int8_t *hi);
-static inline void pack_r8(const uint8_t *g0, const uint8_t *g1, int64_t b, int q4, int8_t *lo, int8_t *hi,
+static inline void pack_r8(const uint8_t *g0, const uint8_t *g1, int64_t b, int fmt, int8_t *lo, int8_t *hi,
 			   float *dw);
 static inline void scales(const uint8_t *w, size_t row_bytes, size_t bs, int64_t b, int nr, float *dw);
 static inline void post16(float *acc, const int32_t *dots, float dx, const float *dw);
@@ -69,9 +70,15 @@ static inline __m512i row_index(size_t stride)
 				  _mm512_set1_epi32((int)stride));
 }
 
-static inline void unpack_q4_0(const uint8_t *w, size_t row_bytes, int64_t b, int nr, int8_t *out)
+/* IQ4_NL's 16 levels, for a byte shuffle by nibble */
+static inline __m128i iq4nl_table(void)
 {
-	const __m128i lo4 = _mm_set1_epi8(0x0f), eight = _mm_set1_epi8(8);
+	return _mm_set_epi64x((long long)EXL_IQ4NL_HI, (long long)EXL_IQ4NL_LO);
+}
+
+static inline void unpack_q4(const uint8_t *w, size_t row_bytes, int64_t b, int nr, int fmt, int8_t *out)
+{
+	const __m128i lo4 = _mm_set1_epi8(0x0f), eight = _mm_set1_epi8(8), tab = iq4nl_table();
 
 	for (int r = 0; r < 16; r++) {
 		__m128i lo = _mm_setzero_si128(), hi = _mm_setzero_si128();
@@ -80,8 +87,15 @@ static inline void unpack_q4_0(const uint8_t *w, size_t row_bytes, int64_t b, in
 			const block_q4_0 *blk = (const block_q4_0 *)(const void *)(w + (size_t)r * row_bytes) + b;
 			__m128i q = _mm_loadu_si128((const __m128i *)(const void *)blk->qs);
 
-			lo = _mm_sub_epi8(_mm_and_si128(q, lo4), eight);
-			hi = _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(q, 4), lo4), eight);
+			lo = _mm_and_si128(q, lo4);
+			hi = _mm_and_si128(_mm_srli_epi16(q, 4), lo4);
+			if (fmt == EXL_AMX_FMT_IQ4_NL) {
+				lo = _mm_shuffle_epi8(tab, lo);
+				hi = _mm_shuffle_epi8(tab, hi);
+			} else {
+				lo = _mm_sub_epi8(lo, eight);
+				hi = _mm_sub_epi8(hi, eight);
+			}
 		}
 		_mm256_storeu_si256((__m256i *)(void *)(out + 32 * r), _mm256_set_m128i(hi, lo));
 	}
@@ -103,10 +117,11 @@ static inline void pack_b(const int8_t *src, size_t stride, int nr, int8_t *lo, 
 }
 
 /* The repacked groups hold each B row's halves as they are: two loads,
- * no gather (Q4_0: and the nibbles split). */
-static inline void pack_r8(const uint8_t *g0, const uint8_t *g1, int64_t b, int q4, int8_t *lo, int8_t *hi,
+ * no gather (Q4_0, IQ4_NL: and the nibbles split into levels). */
+static inline void pack_r8(const uint8_t *g0, const uint8_t *g1, int64_t b, int fmt, int8_t *lo, int8_t *hi,
 			   float *dw)
 {
+	const int q4 = fmt != EXL_AMX_FMT_Q8_0;
 	const size_t bs = q4 ? 144 : 272;
 	const uint8_t *p0 = g0 + bs * (size_t)b, *p1 = g1 ? g1 + bs * (size_t)b : NULL;
 	/* the lanes of g1's rows, zero where it is absent */
@@ -127,10 +142,17 @@ static inline void pack_r8(const uint8_t *g0, const uint8_t *g1, int64_t b, int 
 			continue;
 		}
 		const __m512i lo4 = _mm512_set1_epi8(0x0f), k8 = _mm512_set1_epi8(8);
+		const __m512i l = _mm512_and_si512(v, lo4), h = _mm512_and_si512(_mm512_srli_epi16(v, 4), lo4);
 
-		_mm512_storeu_si512(lo + 64 * i, _mm512_maskz_sub_epi8(keep, _mm512_and_si512(v, lo4), k8));
-		_mm512_storeu_si512(hi + 64 * i, _mm512_maskz_sub_epi8(keep, _mm512_and_si512(_mm512_srli_epi16(v, 4), lo4),
-								       k8));
+		if (fmt == EXL_AMX_FMT_IQ4_NL) {
+			const __m512i tab = _mm512_broadcast_i32x4(iq4nl_table());
+
+			_mm512_storeu_si512(lo + 64 * i, _mm512_maskz_shuffle_epi8(keep, tab, l));
+			_mm512_storeu_si512(hi + 64 * i, _mm512_maskz_shuffle_epi8(keep, tab, h));
+		} else {
+			_mm512_storeu_si512(lo + 64 * i, _mm512_maskz_sub_epi8(keep, l, k8));
+			_mm512_storeu_si512(hi + 64 * i, _mm512_maskz_sub_epi8(keep, h, k8));
+		}
 	}
 }
 
@@ -272,7 +294,7 @@ static inline void pack_iq4_xs(const uint8_t *w, size_t row_bytes, int64_t b, in
 }
 
 const struct exl_amx_helpers exl_amx_helpers_avx512 = {
-	.unpack_q4_0 = unpack_q4_0,
+	.unpack_q4 = unpack_q4,
 	.pack_b = pack_b,
 	.pack_r8 = pack_r8,
 	.scales = scales,
@@ -295,8 +317,8 @@ static inline void mm_own(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, in
 		exl_amx_mm(m, r0, r1, c0, c1, type);
 }
 
-/* Q8_0 and Q4_0 decode with avx2vnni's kernels (GGUF rows or repacked
- * groups), whose float steps the tiles share (matmul_amx_body.h). */
+/* Q8_0, Q4_0 and IQ4_NL decode with avx2vnni's kernels (GGUF rows or
+ * repacked groups), whose float steps the tiles share (matmul_amx_body.h). */
 static inline void mm_vnni(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, int c1, exl_mm_fn vnni,
 			   int type)
 {
@@ -315,8 +337,11 @@ static inline void mm_vnni(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, i
 
 EXL_AMX_OWN_MM(mm_q8_0, mm_vnni(m, r0, r1, c0, c1, exl_cpu_kernels_avx2vnni.mm_q8_0, EXL_AMX_Q8_0))
 EXL_AMX_OWN_MM(mm_q4_0, mm_vnni(m, r0, r1, c0, c1, exl_cpu_kernels_avx2vnni.mm_q4_0, EXL_AMX_Q4_0))
+EXL_AMX_OWN_MM(mm_iq4_nl, mm_vnni(m, r0, r1, c0, c1, exl_cpu_kernels_avx2vnni.mm_iq4_nl, EXL_AMX_IQ4_NL))
 EXL_AMX_OWN_MM(mm_q8_0_r8, mm_vnni(m, r0, r1, c0, c1, exl_cpu_kernels_avx2vnni.mm_q8_0_r8, EXL_AMX_Q8_0_R8))
 EXL_AMX_OWN_MM(mm_q4_0_r8, mm_vnni(m, r0, r1, c0, c1, exl_cpu_kernels_avx2vnni.mm_q4_0_r8, EXL_AMX_Q4_0_R8))
+EXL_AMX_OWN_MM(mm_iq4_nl_r8,
+	       mm_vnni(m, r0, r1, c0, c1, exl_cpu_kernels_avx2vnni.mm_iq4_nl_r8, EXL_AMX_IQ4_NL_R8))
 EXL_AMX_OWN_MM(mm_q4_K, mm_own(m, r0, r1, c0, c1, EXL_AMX_Q4_K))
 EXL_AMX_OWN_MM(mm_q5_K, mm_own(m, r0, r1, c0, c1, EXL_AMX_Q5_K))
 EXL_AMX_OWN_MM(mm_q6_K, mm_own(m, r0, r1, c0, c1, EXL_AMX_Q6_K))
@@ -326,7 +351,8 @@ EXL_AMX_OWN_MM(mm_bf16, exl_amx_mm_bf16(m, r0, r1, c0, c1, 0))
 
 /* Only what this set does its own way; matmul.c takes the rest from
  * avx512vnni (F16 and BF16 too where the CPU lacks AMX-BF16), the
- * activations of Q8_0 and Q4_0 included (avx2vnni's, as their decode).
+ * activations of Q8_0, Q4_0 and IQ4_NL included (avx2vnni's, as their
+ * decode).
  * Q6_K and IQ4_XS read their activation blocks in element order, Q4_K and
  * Q5_K in Q4_K's nibble order (act_q4_K serves both). */
 const struct exl_cpu_kernels exl_cpu_kernels_amx_own = {
@@ -341,6 +367,8 @@ const struct exl_cpu_kernels exl_cpu_kernels_amx_own = {
 	.mm_q4_0 = mm_q4_0,
 	.mm_q8_0_r8 = mm_q8_0_r8,
 	.mm_q4_0_r8 = mm_q4_0_r8,
+	.mm_iq4_nl = mm_iq4_nl,
+	.mm_iq4_nl_r8 = mm_iq4_nl_r8,
 	.mm_q4_K = mm_q4_K,
 	.mm_q5_K = mm_q5_K,
 	.mm_q6_K = mm_q6_K,

@@ -1,4 +1,4 @@
-/* The AMX-INT8 Q8_0, Q4_0, Q4_K, Q5_K, Q6_K and IQ4_XS matmul kernels, written once in portable C over
+/* The AMX-INT8 Q8_0, Q4_0, IQ4_NL, Q4_K, Q5_K, Q6_K and IQ4_XS matmul kernels, written once in portable C over
  * five tile operations that the includer defines:
  *
  *   EXL_AMX_LOADCONFIG(cfg)        ldtilecfg (a struct exl_amx_cfg *)
@@ -9,9 +9,9 @@
  *   EXL_AMX_RELEASE()              tilerelease
  *
  * and may replace the portable helpers below with vector code of the same
- * results (EXL_AMX_UNPACK_Q4_0, EXL_AMX_PACK_B, EXL_AMX_SCALES,
+ * results (EXL_AMX_UNPACK_Q4, EXL_AMX_PACK_B, EXL_AMX_PACK_R8, EXL_AMX_SCALES,
  * EXL_AMX_POST16, EXL_AMX_PACK_Q45_K, EXL_AMX_IPOST16, EXL_AMX_POST16_Q4_K,
- * same arguments as exl_amx_unpack_q4_0 etc.).
+ * same arguments as exl_amx_unpack_q4 etc.).
  *
  * matmul_amx.c maps them to the AMX intrinsics (tile numbers are
  * immediates, so every one is a literal here); tests/unit/test_amx_layout.c
@@ -92,10 +92,21 @@ static inline void exl_amx_cfg_batch16(struct exl_amx_cfg *cfg)
 	exl_amx_cfg_tile(cfg, 2, EXL_AMX_TR, 16);
 }
 
-/* Q4_0 block b of rows w, w + row_bytes, ... (nr of them) as int8 levels
- * less 8, in element order: out[32 r + k]; rows nr..15 zero. */
-static inline void exl_amx_unpack_q4_0(const uint8_t *w, size_t row_bytes, int64_t b, int nr,
-				       int8_t out[EXL_AMX_TR * EXL_AMX_KB])
+/* The 32-weight block formats of the pair tiles (below): Q8_0's int8,
+ * Q4_0's nibbles less 8, IQ4_NL's nibbles through its 16 levels (-127..113,
+ * int8 too); the last two in blocks of one shape. */
+enum { EXL_AMX_FMT_Q8_0, EXL_AMX_FMT_Q4_0, EXL_AMX_FMT_IQ4_NL };
+
+/* A nibble's level in format fmt (Q4_0 or IQ4_NL) */
+static inline int8_t exl_amx_nib_level(int fmt, int q)
+{
+	return (int8_t)(fmt == EXL_AMX_FMT_IQ4_NL ? exl_iq4nl_value(q) : q - 8);
+}
+
+/* Q4_0 or IQ4_NL block b of rows w, w + row_bytes, ... (nr of them) as
+ * int8 levels in element order: out[32 r + k]; rows nr..15 zero. */
+static inline void exl_amx_unpack_q4(const uint8_t *w, size_t row_bytes, int64_t b, int nr, int fmt,
+				     int8_t out[EXL_AMX_TR * EXL_AMX_KB])
 {
 	for (int r = 0; r < EXL_AMX_TR; r++) {
 		int8_t *o = out + EXL_AMX_KB * r;
@@ -106,8 +117,8 @@ static inline void exl_amx_unpack_q4_0(const uint8_t *w, size_t row_bytes, int64
 		}
 		const block_q4_0 *blk = (const block_q4_0 *)(const void *)(w + (size_t)r * row_bytes) + b;
 		for (int j = 0; j < 16; j++) {
-			o[j] = (int8_t)((blk->qs[j] & 0x0f) - 8);
-			o[j + 16] = (int8_t)((blk->qs[j] >> 4) - 8);
+			o[j] = exl_amx_nib_level(fmt, blk->qs[j] & 0x0f);
+			o[j + 16] = exl_amx_nib_level(fmt, blk->qs[j] >> 4);
 		}
 	}
 }
@@ -132,13 +143,14 @@ static inline void exl_amx_pack_b(const int8_t *src, size_t stride, int nr, int8
 
 /* Block b of the 16 rows of two groups of EXL_LAYOUT_ROWS8
  * (kernels/cpu/repack.h; g1 NULL past a matrix's last group: its rows
- * zero) in pack_b's layout, and their scales.  Q8_0 (q4 = 0): B row i is
- * q[i] of g0 then q[i] of g1, 32 bytes each, copies.  Q4_0: B row i < 4
- * is the low nibbles less 8 of q[i] of the two, row 4 + i the high ones. */
-static inline void exl_amx_pack_r8(const uint8_t *g0, const uint8_t *g1, int64_t b, int q4, int8_t *lo,
+ * zero) in pack_b's layout, and their scales.  Q8_0: B row i is q[i] of g0
+ * then q[i] of g1, 32 bytes each, copies.  Q4_0 and IQ4_NL: B row i < 4
+ * is the levels of the low nibbles of q[i] of the two, row 4 + i of the
+ * high ones. */
+static inline void exl_amx_pack_r8(const uint8_t *g0, const uint8_t *g1, int64_t b, int fmt, int8_t *lo,
 				   int8_t *hi, float dw[EXL_AMX_TR])
 {
-	const size_t bs = q4 ? 144 : 272;
+	const size_t bs = fmt == EXL_AMX_FMT_Q8_0 ? 272 : 144;
 
 	for (int h = 0; h < 2; h++) {
 		const uint8_t *p = h ? g1 : g0;
@@ -157,12 +169,12 @@ static inline void exl_amx_pack_r8(const uint8_t *g0, const uint8_t *g1, int64_t
 			for (int e = 0; e < 32; e++) {
 				if (!q)
 					out[e] = 0;
-				else if (!q4)
+				else if (fmt == EXL_AMX_FMT_Q8_0)
 					out[e] = (int8_t)q[32 * i + e];
 				else if (i < 4)
-					out[e] = (int8_t)((q[32 * i + e] & 15) - 8);
+					out[e] = exl_amx_nib_level(fmt, q[32 * i + e] & 15);
 				else
-					out[e] = (int8_t)((q[32 * (i - 4) + e] >> 4) - 8);
+					out[e] = exl_amx_nib_level(fmt, q[32 * (i - 4) + e] >> 4);
 			}
 		}
 	}
@@ -196,8 +208,8 @@ static inline void exl_amx_store_out(const struct exl_mm_ctx *m, int c, int64_t 
 	memcpy(m->y + (size_t)c * (size_t)m->rows + (size_t)r, acc, sizeof(float) * (size_t)nr);
 }
 
-#ifndef EXL_AMX_UNPACK_Q4_0
-#define EXL_AMX_UNPACK_Q4_0 exl_amx_unpack_q4_0
+#ifndef EXL_AMX_UNPACK_Q4
+#define EXL_AMX_UNPACK_Q4 exl_amx_unpack_q4
 #endif
 #ifndef EXL_AMX_PACK_B
 #define EXL_AMX_PACK_B exl_amx_pack_b
@@ -241,7 +253,7 @@ static inline void exl_amx_store_out(const struct exl_mm_ctx *m, int c, int64_t 
 		}                                                                    \
 	} while (0)
 
-/* ---- Q8_0 and Q4_0 ----
+/* ---- Q8_0, Q4_0 and IQ4_NL ----
  *
  * The float steps are the avx2 family's (matmul_avx2.c): block b's exact
  * int32 dot goes into accumulator b mod 8 of its (vector, row),
@@ -249,8 +261,8 @@ static inline void exl_amx_store_out(const struct exl_mm_ctx *m, int c, int64_t 
  * and the output is ((a0 + a1) + (a2 + a3)) + ((a4 + a5) + (a6 + a7)).
  * So the set decodes with avx2vnni's kernels, from the repacked groups in
  * huge pages, and the tiles give their bits for the same input, alone or in
- * a batch.  The act is theirs too: Q8_0's x in element order, Q4_0's in
- * pairs of blocks, [x0..15 of 2p | x0..15 of 2p + 1 | x16..31 of 2p |
+ * a batch.  The act is theirs too: Q8_0's x in element order, Q4_0's and
+ * IQ4_NL's in pairs of blocks, [x0..15 of 2p | x0..15 of 2p + 1 | x16..31 of 2p |
  * x16..31 of 2p + 1] (an odd last block in element order).
  *
  * One step is a pair of blocks: A = 16 vectors x the pair's 64 bytes in
@@ -275,9 +287,9 @@ static inline void exl_amx_cfg_pairs(struct exl_amx_cfg *cfg)
 
 /* Where block h (0: 2p, 1: 2p + 1) of a pair puts its B rows i < 4 (lo)
  * and i >= 4 (hi) in its 16-row B tile bt: at the K slots of its x in A. */
-static inline void exl_amx_pair_slots(int8_t *bt, int h, int q4, int8_t **lo, int8_t **hi)
+static inline void exl_amx_pair_slots(int8_t *bt, int h, int fmt, int8_t **lo, int8_t **hi)
 {
-	if (q4) { /* x0..15 at 16 h, x16..31 at 32 + 16 h */
+	if (fmt != EXL_AMX_FMT_Q8_0) { /* x0..15 at 16 h, x16..31 at 32 + 16 h */
 		*lo = bt + 256 * h;
 		*hi = bt + 512 + 256 * h;
 	} else { /* x0..31 at 32 h */
@@ -288,14 +300,14 @@ static inline void exl_amx_pair_slots(int8_t *bt, int h, int q4, int8_t **lo, in
 
 /* A vector's 64 A bytes of a pair from its act row at src; the last block
  * alone (single) where block 2p + 1's slots are zero. */
-static inline void exl_amx_pair_a(int8_t *dst, const uint8_t *src, int single, int q4)
+static inline void exl_amx_pair_a(int8_t *dst, const uint8_t *src, int single, int fmt)
 {
 	if (!single) {
 		memcpy(dst, src, 64);
 		return;
 	}
 	memset(dst, 0, 64);
-	if (q4) {
+	if (fmt != EXL_AMX_FMT_Q8_0) {
 		memcpy(dst, src, 16);
 		memcpy(dst + 32, src + 16, 16);
 	} else {
@@ -319,7 +331,7 @@ static inline void exl_amx_pair_a(int8_t *dst, const uint8_t *src, int single, i
 					if (v_ < nv_)                                              \
 						exl_amx_pair_a(apart + 64 * v_,                    \
 							       m->act + (size_t)(v0_ + v_) * m->act_stride + aoff, \
-							       single, q4);                        \
+							       single, fmt);                       \
 					else                                                       \
 						memset(apart + 64 * v_, 0, 64);                    \
 				}                                                                  \
@@ -338,18 +350,20 @@ static inline void exl_amx_pair_a(int8_t *dst, const uint8_t *src, int single, i
 
 /* Block b of rows [r, r + nr) into B rows lo, hi and its scales: from GGUF
  * rows, or (r8) from the groups of 8 at r and r + 8. */
-static inline void exl_amx_block_b(const struct exl_mm_ctx *m, int64_t r, int nr, int64_t b, int q4, int r8,
+static inline void exl_amx_block_b(const struct exl_mm_ctx *m, int64_t r, int nr, int64_t b, int fmt, int r8,
 				   int8_t *lo, int8_t *hi, float dw[EXL_AMX_TR], int8_t *wbuf)
 {
 	const uint8_t *w = m->w + (size_t)r * m->row_bytes;
 
 	if (r8) {
-		EXL_AMX_PACK_R8(w, nr > 8 ? w + 8 * m->row_bytes : NULL, b, q4, lo, hi, dw);
+		EXL_AMX_PACK_R8(w, nr > 8 ? w + 8 * m->row_bytes : NULL, b, fmt, lo, hi, dw);
 		return;
 	}
-	EXL_AMX_SCALES(w, m->row_bytes, q4 ? sizeof(block_q4_0) : sizeof(block_q8_0), b, nr, dw);
-	if (q4) {
-		EXL_AMX_UNPACK_Q4_0(w, m->row_bytes, b, nr, wbuf);
+	_Static_assert(sizeof(block_q4_0) == sizeof(block_iq4_nl), "IQ4_NL blocks are Q4_0's shape");
+	EXL_AMX_SCALES(w, m->row_bytes, fmt == EXL_AMX_FMT_Q8_0 ? sizeof(block_q8_0) : sizeof(block_q4_0), b, nr,
+		       dw);
+	if (fmt != EXL_AMX_FMT_Q8_0) {
+		EXL_AMX_UNPACK_Q4(w, m->row_bytes, b, nr, fmt, wbuf);
 		EXL_AMX_PACK_B(wbuf, EXL_AMX_KB, EXL_AMX_TR, lo, hi);
 	} else {
 		EXL_AMX_PACK_B((const int8_t *)((const block_q8_0 *)(const void *)w + b)->qs, m->row_bytes, nr,
@@ -357,10 +371,10 @@ static inline void exl_amx_block_b(const struct exl_mm_ctx *m, int64_t r, int nr
 	}
 }
 
-/* Rows [r, r + nr) (nr <= 16; r a multiple of 8 when r8) of a Q8_0 or
- * Q4_0 (q4) matrix for vectors [c0, c1), c1 - c0 <= 64.  The tile config
- * is exl_amx_cfg_pairs. */
-static inline void exl_amx_rows_pairs(const struct exl_mm_ctx *m, int64_t r, int nr, int c0, int c1, int q4,
+/* Rows [r, r + nr) (nr <= 16; r a multiple of 8 when r8) of a matrix of
+ * format fmt for vectors [c0, c1), c1 - c0 <= 64.  The tile config is
+ * exl_amx_cfg_pairs. */
+static inline void exl_amx_rows_pairs(const struct exl_mm_ctx *m, int64_t r, int nr, int c0, int c1, int fmt,
 				      int r8)
 {
 	const int64_t nb = m->cols / 32, np = (nb + 1) / 2;
@@ -387,8 +401,8 @@ static inline void exl_amx_rows_pairs(const struct exl_mm_ctx *m, int64_t r, int
 			for (int h = 0; h < 2 - single; h++) {
 				int8_t *lo, *hi;
 
-				exl_amx_pair_slots(bt[h], h, q4, &lo, &hi);
-				exl_amx_block_b(m, r, nr, 2 * p + h, q4, r8, lo, hi, dw[h], wbuf);
+				exl_amx_pair_slots(bt[h], h, fmt, &lo, &hi);
+				exl_amx_block_b(m, r, nr, 2 * p + h, fmt, r8, lo, hi, dw[h], wbuf);
 			}
 			EXL_AMX_LOADD(0, bt[0], 64);
 			if (!single)
@@ -745,8 +759,11 @@ static inline void exl_amx_mm(const struct exl_mm_ctx *m, int64_t r0, int64_t r1
 {
 	struct exl_amx_cfg cfg;
 
-	const int pairs = type == EXL_AMX_Q8_0 || type == EXL_AMX_Q4_0 || type == EXL_AMX_Q8_0_R8 ||
-			  type == EXL_AMX_Q4_0_R8;
+	const int pairs = type == EXL_AMX_Q8_0 || type == EXL_AMX_Q4_0 || type == EXL_AMX_IQ4_NL ||
+			  type == EXL_AMX_Q8_0_R8 || type == EXL_AMX_Q4_0_R8 || type == EXL_AMX_IQ4_NL_R8;
+	const int fmt = type == EXL_AMX_Q4_0 || type == EXL_AMX_Q4_0_R8	    ? EXL_AMX_FMT_Q4_0
+			: type == EXL_AMX_IQ4_NL || type == EXL_AMX_IQ4_NL_R8 ? EXL_AMX_FMT_IQ4_NL
+									      : EXL_AMX_FMT_Q8_0;
 
 	if (type == EXL_AMX_Q6_K)
 		exl_amx_cfg_batch16(&cfg);
@@ -766,8 +783,9 @@ static inline void exl_amx_mm(const struct exl_mm_ctx *m, int64_t r0, int64_t r1
 			else if (type == EXL_AMX_Q6_K || type == EXL_AMX_IQ4_XS)
 				exl_amx_rows_batch_groups(m, r, nr, c, ce, type == EXL_AMX_IQ4_XS);
 			else
-				exl_amx_rows_pairs(m, r, nr, c, ce, type == EXL_AMX_Q4_0 || type == EXL_AMX_Q4_0_R8,
-						   type == EXL_AMX_Q8_0_R8 || type == EXL_AMX_Q4_0_R8);
+				exl_amx_rows_pairs(m, r, nr, c, ce, fmt,
+						   type == EXL_AMX_Q8_0_R8 || type == EXL_AMX_Q4_0_R8 ||
+							   type == EXL_AMX_IQ4_NL_R8);
 		}
 	}
 	EXL_AMX_RELEASE();

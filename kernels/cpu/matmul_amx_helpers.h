@@ -10,9 +10,10 @@
 #include <stdint.h>
 
 struct exl_amx_helpers {
-	void (*unpack_q4_0)(const uint8_t *w, size_t row_bytes, int64_t b, int nr, int8_t *out);
+	/* fmt: matmul_amx_body.h's EXL_AMX_FMT_* */
+	void (*unpack_q4)(const uint8_t *w, size_t row_bytes, int64_t b, int nr, int fmt, int8_t *out);
 	void (*pack_b)(const int8_t *src, size_t stride, int nr, int8_t *lo, int8_t *hi);
-	void (*pack_r8)(const uint8_t *g0, const uint8_t *g1, int64_t b, int q4, int8_t *lo, int8_t *hi,
+	void (*pack_r8)(const uint8_t *g0, const uint8_t *g1, int64_t b, int fmt, int8_t *lo, int8_t *hi,
 			float *dw);
 	void (*scales)(const uint8_t *w, size_t row_bytes, size_t bs, int64_t b, int nr, float *dw);
 	void (*post16)(float *acc, const int32_t *dots, float dx, const float *dw);

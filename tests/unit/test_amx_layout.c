@@ -1,4 +1,4 @@
-/* The AMX kernels (Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, IQ4_XS in
+/* The AMX kernels (Q8_0, Q4_0, IQ4_NL, Q4_K, Q5_K, Q6_K, IQ4_XS in
  * kernels/cpu/matmul_amx_body.h, F16 and BF16 in matmul_amx_bf16_body.h) on
  * a scalar emulation of the tile instructions, so that their tile
  * configuration, the packing of A and B, the unpacking of levels and every
@@ -14,9 +14,9 @@
  *
  * Each output must equal, bit for bit, the kernel's stated arithmetic done
  * here plainly, from the int32 dots of the weight and activation levels:
- * for Q8_0 and Q4_0 the avx2 family's 8 accumulators (block b into b mod
- * 8) and their tree, for the K-quants and IQ4_XS one chain of FMAs over
- * the super-blocks.  Q8_0 and Q4_0 run from GGUF rows and from the
+ * for Q8_0, Q4_0 and IQ4_NL the avx2 family's 8 accumulators (block b
+ * into b mod 8) and their tree, for the K-quants and IQ4_XS one chain of
+ * FMAs over the super-blocks.  The first three run from GGUF rows and the
  * repacked groups (EXL_LAYOUT_ROWS8), and where the CPU runs avx2vnni its
  * kernels, which the set decodes them with, must give the tiles' bits for
  * every n.  The set's K-quant decode (n <= EXL_AMX_DECODE_MAX_N), which
@@ -304,14 +304,20 @@ static int test_helpers_native(void)
 		for (size_t ni = 0; ni < sizeof(nrs) / sizeof(nrs[0]); ni++) {
 			const int nr = nrs[ni];
 
-			{ /* Q4_0 rows of 3 blocks, block 1; Q8_0's qs as pack_b's src */
-				int8_t a[16 * 32], b[16 * 32], al[256], ah[256], bl[256], bh[256];
+			for (int fmt = EXL_AMX_FMT_Q4_0; fmt <= EXL_AMX_FMT_IQ4_NL; fmt++) {
+				/* Q4_0 / IQ4_NL rows of 3 blocks, block 1 */
+				int8_t a[16 * 32], b[16 * 32];
+
+				fill_blocks(w, 16 * 3 * 18, 18, 0, 1);
+				exl_amx_unpack_q4(w, 3 * 18, 1, nr, fmt, a);
+				v->unpack_q4(w, 3 * 18, 1, nr, fmt, b);
+				SAME(a, b, "unpack_q4 fmt %d nr %d", fmt, nr);
+			}
+			{ /* Q4_0's scales; Q8_0's qs as pack_b's src */
+				int8_t al[256], ah[256], bl[256], bh[256];
 				float da[16], db[16];
 
 				fill_blocks(w, 16 * 3 * 18, 18, 0, 1);
-				exl_amx_unpack_q4_0(w, 3 * 18, 1, nr, a);
-				v->unpack_q4_0(w, 3 * 18, 1, nr, b);
-				SAME(a, b, "unpack_q4_0 nr %d", nr);
 				exl_amx_scales(w, 3 * 18, 18, 1, nr, da);
 				v->scales(w, 3 * 18, 18, 1, nr, db);
 				SAME(da, db, "scales nr %d", nr);
@@ -320,19 +326,19 @@ static int test_helpers_native(void)
 				SAME(al, bl, "pack_b nr %d", nr);
 				SAME(ah, bh, "pack_b nr %d", nr);
 			}
-			for (int q4 = 0; q4 < 2; q4++) { /* two groups of 3 blocks, block 2 */
-				const size_t bs = q4 ? 144 : 272;
+			for (int fmt = 0; fmt <= EXL_AMX_FMT_IQ4_NL; fmt++) { /* two groups of 3 blocks, block 2 */
+				const size_t bs = fmt != EXL_AMX_FMT_Q8_0 ? 144 : 272;
 				int8_t al[256], ah[256], bl[256], bh[256];
 				float da[16], db[16];
 
 				fill_blocks(w, 6 * bs, bs, 0, 8);
 				memset(al, 1, sizeof(al)), memset(ah, 1, sizeof(ah));
 				memset(bl, 1, sizeof(bl)), memset(bh, 1, sizeof(bh));
-				exl_amx_pack_r8(w, nr > 8 ? w + 3 * bs : NULL, 2, q4, al, ah, da);
-				v->pack_r8(w, nr > 8 ? w + 3 * bs : NULL, 2, q4, bl, bh, db);
-				SAME(al, bl, "pack_r8 q4 %d nr %d", q4, nr);
-				SAME(ah, bh, "pack_r8 q4 %d nr %d", q4, nr);
-				SAME(da, db, "pack_r8 q4 %d nr %d", q4, nr);
+				exl_amx_pack_r8(w, nr > 8 ? w + 3 * bs : NULL, 2, fmt, al, ah, da);
+				v->pack_r8(w, nr > 8 ? w + 3 * bs : NULL, 2, fmt, bl, bh, db);
+				SAME(al, bl, "pack_r8 fmt %d nr %d", fmt, nr);
+				SAME(ah, bh, "pack_r8 fmt %d nr %d", fmt, nr);
+				SAME(da, db, "pack_r8 fmt %d nr %d", fmt, nr);
 			}
 			for (int q5 = 0; q5 < 2; q5++) /* rows of 2 super-blocks, super-block 1 */
 				for (int t = 0; t < 4; t++) {
@@ -406,6 +412,7 @@ static int amx_type(uint32_t type)
 {
 	return type == EXL_Q8_0 ? EXL_AMX_Q8_0
 	       : type == EXL_Q4_0 ? EXL_AMX_Q4_0
+	       : type == EXL_IQ4_NL ? EXL_AMX_IQ4_NL
 	       : type == EXL_Q4_K ? EXL_AMX_Q4_K
 	       : type == EXL_Q5_K ? EXL_AMX_Q5_K
 	       : type == EXL_IQ4_XS ? EXL_AMX_IQ4_XS
@@ -456,10 +463,11 @@ static int32_t level(const struct case_data *d, int64_t r, int64_t k)
 	}
 	const block_q4_0 *b = (const block_q4_0 *)(const void *)row + k / 32;
 	int j = (int)(k % 32);
-	return j < 16 ? (b->qs[j] & 15) - 8 : (b->qs[j - 16] >> 4) - 8;
+	int q = j < 16 ? b->qs[j] & 15 : b->qs[j - 16] >> 4;
+	return d->type == EXL_IQ4_NL ? exl_iq4nl_value(q) : q - 8;
 }
 
-/* Where the act keeps element k of x: Q4_0's in avx2vnni's pairs of
+/* Where the act keeps element k of x: Q4_0's and IQ4_NL's in avx2vnni's pairs of
  * blocks, [x0..15 of 2p | x0..15 of 2p + 1 | x16..31 of 2p | x16..31 of
  * 2p + 1] (an odd last block in element order); the others in element
  * order (Q4_K's sub-blocks are placed by q4_K_pos instead). */
@@ -467,7 +475,7 @@ static int64_t act_pos(const struct case_data *d, int64_t k)
 {
 	const int64_t nb = d->cols / 32, b = k / 32, e = k % 32;
 
-	if (d->type != EXL_Q4_0 || (nb % 2 && b == nb - 1))
+	if ((d->type != EXL_Q4_0 && d->type != EXL_IQ4_NL) || (nb % 2 && b == nb - 1))
 		return k;
 	return 64 * (b / 2) + (e < 16 ? 16 * (b % 2) + e : 32 + 16 * (b % 2) + e - 16);
 }
@@ -646,14 +654,13 @@ static int same_bits(const float *a, const float *b, size_t n, const char *what,
 	return bad == 0;
 }
 
-/* Q8_0 and Q4_0: the tiles from the repacked groups, and where the CPU
- * runs them avx2vnni's kernels (GGUF rows and groups, which the set
- * decodes with), must give the tiles' bits y. */
+/* Q8_0, Q4_0 and IQ4_NL: the tiles from the repacked groups, and where
+ * the CPU runs them avx2vnni's kernels (GGUF rows and groups, which the
+ * set decodes with), must give the tiles' bits y. */
 static void check_r8(const struct exl_mm_ctx *m, const struct case_data *d, const float *y)
 {
 	const size_t n_out = (size_t)(d->rows * d->n);
 	const size_t rp_bytes = exl_cpu_repack_bytes(d->type, EXL_LAYOUT_ROWS8, d->rows, d->cols);
-	const int q4 = d->type == EXL_Q4_0;
 	struct exl_mm_ctx mr = *m;
 	float *yr = malloc(sizeof(float) * n_out);
 	uint8_t *rp = rp_bytes ? malloc(rp_bytes) : NULL;
@@ -667,7 +674,9 @@ static void check_r8(const struct exl_mm_ctx *m, const struct case_data *d, cons
 	for (int c0 = 0; c0 < d->n; c0 += 64)
 		for (int64_t r = 0; r < d->rows; r += 16)
 			exl_amx_mm(&mr, r, r + 16 < d->rows ? r + 16 : d->rows, c0, c0 + 64 < d->n ? c0 + 64 : d->n,
-				   q4 ? EXL_AMX_Q4_0_R8 : EXL_AMX_Q8_0_R8);
+				   d->type == EXL_Q4_0 ? EXL_AMX_Q4_0_R8
+				   : d->type == EXL_IQ4_NL ? EXL_AMX_IQ4_NL_R8
+							   : EXL_AMX_Q8_0_R8);
 	CHECK(!emu_failed, "%s rows %lld n %d: the tile emulator refused a repacked step",
 	      exl_dtype_info(d->type)->name, (long long)d->rows, d->n);
 	if (same_bits(yr, y, n_out, "tiles from the repacked groups", d))
@@ -677,9 +686,13 @@ static void check_r8(const struct exl_mm_ctx *m, const struct case_data *d, cons
 		const struct exl_cpu_kernels *k = &exl_cpu_kernels_avx2vnni;
 		int ok;
 
-		run_vnni(m, q4 ? k->mm_q4_0 : k->mm_q8_0, yr);
+		const int t = d->type == EXL_Q4_0 ? 1 : d->type == EXL_IQ4_NL ? 2 : 0;
+		const exl_mm_fn rows_fn[3] = { k->mm_q8_0, k->mm_q4_0, k->mm_iq4_nl };
+		const exl_mm_fn r8_fn[3] = { k->mm_q8_0_r8, k->mm_q4_0_r8, k->mm_iq4_nl_r8 };
+
+		run_vnni(m, rows_fn[t], yr);
 		ok = same_bits(yr, y, n_out, "avx2vnni from GGUF rows", d);
-		run_vnni(&mr, q4 ? k->mm_q4_0_r8 : k->mm_q8_0_r8, yr);
+		run_vnni(&mr, r8_fn[t], yr);
 		if (same_bits(yr, y, n_out, "avx2vnni from the repacked groups", d) && ok)
 			vnni_checked++;
 	}
@@ -1083,7 +1096,7 @@ static void test_bf16(void)
 
 int main(void)
 {
-	static const uint32_t types[] = { EXL_Q8_0, EXL_Q4_0, EXL_Q4_K, EXL_Q5_K, EXL_Q6_K, EXL_IQ4_XS };
+	static const uint32_t types[] = { EXL_Q8_0, EXL_Q4_0, EXL_IQ4_NL, EXL_Q4_K, EXL_Q5_K, EXL_Q6_K, EXL_IQ4_XS };
 	static const int64_t rows_list[] = { 1, 7, 16, 33, 70 };
 	static const int64_t cols_32[] = { 32, 96, 13 * 32, 16 * 32 };
 	static const int64_t cols_256[] = { 256, 3 * 256 };
@@ -1100,7 +1113,7 @@ int main(void)
 		helpers_native = test_helpers_native();
 #endif
 	for (size_t t = 0; t < sizeof(types) / sizeof(types[0]); t++) {
-		const int k_quant = types[t] != EXL_Q8_0 && types[t] != EXL_Q4_0;
+		const int k_quant = types[t] != EXL_Q8_0 && types[t] != EXL_Q4_0 && types[t] != EXL_IQ4_NL;
 		const int64_t *cols = k_quant ? cols_256 : cols_32;
 		size_t ncols = k_quant ? 2 : 4;
 
@@ -1111,15 +1124,15 @@ int main(void)
 	}
 	test_bf16();
 	CHECK(emu_dp_count > 0 && emu_bf16_count > 0, "no tile multiply ran");
-	printf("tile emulator: %ld tdpbssd over Q8_0/Q4_0/Q4_K/Q5_K/Q6_K/IQ4_XS, %ld tdpbf16ps over F16/BF16, rows 1-70, n 1-70\n",
+	printf("tile emulator: %ld tdpbssd over Q8_0/Q4_0/IQ4_NL/Q4_K/Q5_K/Q6_K/IQ4_XS, %ld tdpbf16ps over F16/BF16, rows 1-70, n 1-70\n",
 	       emu_dp_count, emu_bf16_count);
-	CHECK(r8_checked > 0, "no repacked Q8_0/Q4_0 case ran");
-	printf("Q8_0/Q4_0 tiles from the repacked groups: %d cases bit for bit with the GGUF rows'\n", r8_checked);
+	CHECK(r8_checked > 0, "no repacked Q8_0/Q4_0/IQ4_NL case ran");
+	printf("Q8_0/Q4_0/IQ4_NL tiles from the repacked groups: %d cases bit for bit with the GGUF rows'\n", r8_checked);
 	if (vnni_checked)
-		printf("avx2vnni's Q8_0/Q4_0 kernels (the set's decode): %d cases bit for bit with the tiles\n",
+		printf("avx2vnni's Q8_0/Q4_0/IQ4_NL kernels (the set's decode): %d cases bit for bit with the tiles\n",
 		       vnni_checked);
 	else
-		printf("avx2vnni's Q8_0/Q4_0 kernels (the set's decode): skipped, this CPU runs no avx2vnni set\n");
+		printf("avx2vnni's Q8_0/Q4_0/IQ4_NL kernels (the set's decode): skipped, this CPU runs no avx2vnni set\n");
 	if (decode_simde_checked)
 		printf("AVX-512 decode over SIMDe: %d cases bit for bit with the tiles\n", decode_simde_checked);
 	else
