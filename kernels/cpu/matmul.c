@@ -84,7 +84,8 @@ static void amx_merge(void)
 		EXL_OWN(mm_f16);
 		EXL_OWN(mm_bf16);
 	}
-	/* its own Q8_0 and Q4_0 read both forms, with avx512vnni's act */
+	/* its own Q8_0, Q4_0, IQ4_NL and Q4_K read both forms, with
+	 * avx512vnni's act */
 	EXL_OWN(mm_q8_0);
 	if (o->mm_q8_0)
 		amx_set.mm_q8_0_r8 = o->mm_q8_0_r8;

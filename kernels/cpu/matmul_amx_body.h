@@ -473,23 +473,35 @@ static inline void exl_amx_kstep(const struct exl_mm_ctx *m, int c0, int c1, siz
  *
  * One step is one 32-weight sub-block j of a super-block: C = the exact
  * int32 dots D_j (levels 0..15, Q5_K 0..31, against the act's int8), then
- * in int32 I += sc_j * D_j.  Per super-block, with M = sum_j m_j * (the
- * act's sum of sub-block j) and the super-block scales d, dmin:
- *   y = fmaf((float)I, d * d_x, y); y = fmaf(-(float)M, dmin * d_x, y),
- * super-blocks in order.  I and M are exact integers, so the decode kernel
- * (matmul_amx_decode.c), summing the same products in any order, gives the
- * same bits.  The act is exl_act_q4_K_avx2's: each super-block's x as
- * sub-blocks [0, 2, 1, 3, 4, 6, 5, 7] (the Q4_K nibble order), sums in
- * element order.  Q5_K is Q4_K with qh in front of qs: weight l of
- * sub-block j has bit j of qh[l] as its fifth bit. */
+ * in int32 I += sc_j * D_j.  With M = sum_j m_j * (the act's sum of
+ * sub-block j) and the super-block scales d, dmin, the float steps are the
+ * avx2 family's (Q8_0's above, super-blocks for blocks): super-block b
+ * goes into accumulator b mod 8 as
+ *   a = fmaf((float)I, d * d_x, a); a = fmaf(-(float)M, dmin * d_x, a),
+ * and the output is the tree of the 8.  So the set decodes both with
+ * avx2vnni's kernels, Q4_K from its repacked groups, which the tiles read
+ * too.  The act is theirs, act_q8_K's: x in element order, int16 sums of
+ * each 16.  Q5_K is Q4_K with qh in front of qs: weight l of sub-block j
+ * has bit j of qh[l] as its fifth bit.  Super-blocks go by residue, as
+ * the pairs above do, each residue's sums joining the tree when done. */
 
-/* Where sub-block j's 32 x sit in a super-block of that act (the order is
- * its own inverse). */
-static inline size_t exl_amx_q4_K_xpos(int j)
+/* Residue k's sums a (k = 0..7, in order; n floats) into the tree
+ * ((a0 + a1) + (a2 + a3)) + ((a4 + a5) + (a6 + a7)), built in t[0..2];
+ * after k = 7, t[0] holds it. */
+static inline void exl_amx_tree_add(int k, const float *a, float *const t[3], size_t n)
 {
-	static const uint8_t pos[8] = { 0, 2, 1, 3, 4, 6, 5, 7 };
-
-	return 32 * (size_t)pos[j];
+	for (size_t i = 0; i < n; i++) {
+		switch (k) {
+		case 0: t[0][i] = a[i]; break;
+		case 1: t[0][i] = t[0][i] + a[i]; break;
+		case 2: t[1][i] = a[i]; break;
+		case 3: t[0][i] = t[0][i] + (t[1][i] + a[i]); break;
+		case 4: t[1][i] = a[i]; break;
+		case 5: t[1][i] = t[1][i] + a[i]; break;
+		case 6: t[2][i] = a[i]; break;
+		default: t[0][i] = t[0][i] + (t[1][i] + (t[2][i] + a[i])); break;
+		}
+	}
 }
 
 /* Block size and where qs sits in a Q4_K (q5 = 0) or Q5_K block */
@@ -553,6 +565,56 @@ static inline void exl_amx_meta_q45_K(const uint8_t *w, size_t row_bytes, size_t
 	}
 }
 
+/* The same from the groups of 8 at g0 and g1 (EXL_LAYOUT_ROWS8,
+ * kernels/cpu/repack.h; g1 NULL past a matrix's last group): row i's d,
+ * dmin and scales[12] at i of each array. */
+static inline void exl_amx_meta_r8_q4_K(const uint8_t *g0, const uint8_t *g1, int64_t b,
+					int32_t sc[8][EXL_AMX_TR], int32_t mn[8][EXL_AMX_TR], float d[EXL_AMX_TR],
+					float dmin[EXL_AMX_TR])
+{
+	for (int r = 0; r < EXL_AMX_TR; r++) {
+		const uint8_t *p = r < 8 ? g0 : g1;
+		const uint8_t *blk = p ? p + 1152 * (size_t)b : NULL;
+		const size_t i = (size_t)(r % 8);
+		uint16_t h[2] = { 0, 0 };
+		uint8_t scales[12] = { 0 };
+
+		if (blk) {
+			memcpy(&h[0], blk + 2 * i, 2);
+			memcpy(&h[1], blk + 16 + 2 * i, 2);
+			for (int u = 0; u < 3; u++)
+				memcpy(scales + 4 * u, blk + 32 + 32 * (size_t)u + 4 * i, 4);
+		}
+		d[r] = exl_fp16_to_fp32(h[0]);
+		dmin[r] = exl_fp16_to_fp32(h[1]);
+		for (int j = 0; j < 8; j++) {
+			uint8_t s8, n8;
+
+			exl_get_scale_min_k4(j, scales, &s8, &n8);
+			sc[j][r] = s8;
+			mn[j][r] = n8;
+		}
+	}
+}
+
+/* Sub-blocks 2t and 2t + 1 of super-block b of the 16 rows of groups g0,
+ * g1 as pack_q45_K gives them: B row i is dword i of the rows' 32-byte
+ * chunk t, 8 rows of g0 then 8 of g1, low nibbles (2t) and high (2t + 1). */
+static inline void exl_amx_pack_r8_q4_K(const uint8_t *g0, const uint8_t *g1, int64_t b, int t,
+					int8_t lo[(EXL_AMX_KB / 4) * 64], int8_t hi[(EXL_AMX_KB / 4) * 64])
+{
+	for (int h = 0; h < 2; h++) {
+		const uint8_t *p = h ? g1 : g0;
+		const uint8_t *q = p ? p + 1152 * (size_t)b + 128 + 256 * (size_t)t : NULL;
+
+		for (int i = 0; i < 8; i++)
+			for (int e = 0; e < 32; e++) {
+				lo[64 * i + 32 * h + e] = q ? (int8_t)(q[32 * i + e] & 15) : 0;
+				hi[64 * i + 32 * h + e] = q ? (int8_t)(q[32 * i + e] >> 4) : 0;
+			}
+	}
+}
+
 /* The float step of a super-block for 16 rows of one vector. */
 static inline void exl_amx_post16_q4_K(float acc[EXL_AMX_TR], const int32_t isum[EXL_AMX_TR],
 				       const int32_t msum[EXL_AMX_TR], float dx, const float d[EXL_AMX_TR],
@@ -567,53 +629,71 @@ static inline void exl_amx_post16_q4_K(float acc[EXL_AMX_TR], const int32_t isum
 #ifndef EXL_AMX_PACK_Q45_K
 #define EXL_AMX_PACK_Q45_K exl_amx_pack_q45_K
 #endif
+#ifndef EXL_AMX_PACK_R8_Q4_K
+#define EXL_AMX_PACK_R8_Q4_K exl_amx_pack_r8_q4_K
+#endif
 #ifndef EXL_AMX_POST16_Q4_K
 #define EXL_AMX_POST16_Q4_K exl_amx_post16_q4_K
 #endif
 
 /* Rows [r, r + nr) (nr <= 16) of a Q4_K (q5 = 0) or Q5_K matrix for
- * vectors [c0, c1), c1 - c0 <= 64.  The tile config is exl_amx_cfg_batch. */
+ * vectors [c0, c1), c1 - c0 <= 64; Q4_K from GGUF rows or (r8, r a
+ * multiple of 8) from its repacked groups.  The tile config is
+ * exl_amx_cfg_batch. */
 static inline void exl_amx_rows_batch_q45_K(const struct exl_mm_ctx *m, int64_t r, int nr, int c0, int c1,
-					    int q5)
+					    int q5, int r8)
 {
 	const uint8_t *w = m->w + (size_t)r * m->row_bytes;
+	const uint8_t *g1 = r8 && nr > 8 ? w + 8 * m->row_bytes : NULL;
 	const int64_t nb = m->cols / 256;
 	const int nc = c1 - c0;
+	const size_t set_bytes = sizeof(float) * EXL_AMX_TR * (size_t)nc;
 	float acc[16 * EXL_AMX_COL_TILES][EXL_AMX_TR];
+	float tree[3][16 * EXL_AMX_COL_TILES][EXL_AMX_TR];
+	float *const t3[3] = { tree[0][0], tree[1][0], tree[2][0] };
 	int32_t isum[16 * EXL_AMX_COL_TILES][EXL_AMX_TR];
 	_Alignas(64) int8_t bpack[2][(EXL_AMX_KB / 4) * 64];
 	int32_t sc[8][EXL_AMX_TR], mn[8][EXL_AMX_TR];
 	float d[EXL_AMX_TR], dmin[EXL_AMX_TR];
 
-	memset(acc, 0, sizeof(float) * EXL_AMX_TR * (size_t)nc);
-	for (int64_t b = 0; b < nb; b++) {
-		exl_amx_meta_q45_K(w, m->row_bytes, exl_amx_k45_bs(q5), b, nr, sc, mn, d, dmin);
-		memset(isum, 0, sizeof(int32_t) * EXL_AMX_TR * (size_t)nc);
-		for (int t = 0; t < 4; t++) {
-			EXL_AMX_PACK_Q45_K(w, m->row_bytes, b, t, nr, q5, bpack[0], bpack[1]);
-			for (int h = 0; h < 2; h++) {
-				const int j = 2 * t + h;
+	for (int k = 0; k < 8; k++) {
+		memset(acc, 0, set_bytes);
+		for (int64_t b = k; b < nb; b += 8) {
+			if (r8)
+				exl_amx_meta_r8_q4_K(w, g1, b, sc, mn, d, dmin);
+			else
+				exl_amx_meta_q45_K(w, m->row_bytes, exl_amx_k45_bs(q5), b, nr, sc, mn, d, dmin);
+			memset(isum, 0, sizeof(int32_t) * EXL_AMX_TR * (size_t)nc);
+			for (int t = 0; t < 4; t++) {
+				if (r8)
+					EXL_AMX_PACK_R8_Q4_K(w, g1, b, t, bpack[0], bpack[1]);
+				else
+					EXL_AMX_PACK_Q45_K(w, m->row_bytes, b, t, nr, q5, bpack[0], bpack[1]);
+				for (int h = 0; h < 2; h++) {
+					const int j = 2 * t + h;
 
-				exl_amx_kstep(m, c0, c1, 256 * (size_t)b + exl_amx_q4_K_xpos(j), EXL_AMX_KB, bpack[h],
-					      sc[j], isum);
+					exl_amx_kstep(m, c0, c1, 256 * (size_t)b + 32 * (size_t)j, EXL_AMX_KB,
+						      bpack[h], sc[j], isum);
+				}
+			}
+			for (int v = 0; v < nc; v++) {
+				const uint8_t *a = m->act + (size_t)(c0 + v) * m->act_stride;
+				const int16_t *bs = exl_act_q8_K_bsums(a, m->cols) + 16 * b;
+				int32_t msum[EXL_AMX_TR] = { 0 };
+
+				for (int j = 0; j < 8; j++) {
+					int32_t xs = bs[2 * j] + bs[2 * j + 1];
+
+					for (int l = 0; l < EXL_AMX_TR; l++)
+						msum[l] += mn[j][l] * xs;
+				}
+				EXL_AMX_POST16_Q4_K(acc[v], isum[v], msum, exl_act_q8_K_d(a, m->cols)[b], d, dmin);
 			}
 		}
-		for (int v = 0; v < nc; v++) {
-			const uint8_t *a = m->act + (size_t)(c0 + v) * m->act_stride;
-			const int16_t *bs = exl_act_q8_K_bsums(a, m->cols) + 16 * b;
-			int32_t msum[EXL_AMX_TR] = { 0 };
-
-			for (int j = 0; j < 8; j++) {
-				int32_t xs = bs[2 * j] + bs[2 * j + 1];
-
-				for (int l = 0; l < EXL_AMX_TR; l++)
-					msum[l] += mn[j][l] * xs;
-			}
-			EXL_AMX_POST16_Q4_K(acc[v], isum[v], msum, exl_act_q8_K_d(a, m->cols)[b], d, dmin);
-		}
+		exl_amx_tree_add(k, acc[0], t3, EXL_AMX_TR * (size_t)nc);
 	}
 	for (int v = 0; v < nc; v++)
-		exl_amx_store_out(m, c0 + v, r, nr, acc[v]);
+		exl_amx_store_out(m, c0 + v, r, nr, tree[0][v]);
 }
 
 /* ---- Q6_K ----
@@ -778,8 +858,8 @@ static inline void exl_amx_mm(const struct exl_mm_ctx *m, int64_t r0, int64_t r1
 		for (int c = c0; c < c1; c += 16 * EXL_AMX_COL_TILES) {
 			int ce = c1 - c < 16 * EXL_AMX_COL_TILES ? c1 : c + 16 * EXL_AMX_COL_TILES;
 
-			if (type == EXL_AMX_Q4_K || type == EXL_AMX_Q5_K)
-				exl_amx_rows_batch_q45_K(m, r, nr, c, ce, type == EXL_AMX_Q5_K);
+			if (type == EXL_AMX_Q4_K || type == EXL_AMX_Q5_K || type == EXL_AMX_Q4_K_R8)
+				exl_amx_rows_batch_q45_K(m, r, nr, c, ce, type == EXL_AMX_Q5_K, type == EXL_AMX_Q4_K_R8);
 			else if (type == EXL_AMX_Q6_K || type == EXL_AMX_IQ4_XS)
 				exl_amx_rows_batch_groups(m, r, nr, c, ce, type == EXL_AMX_IQ4_XS);
 			else

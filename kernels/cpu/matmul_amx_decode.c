@@ -1,15 +1,15 @@
 /* The "amx" set's decode orientation (n <= EXL_AMX_DECODE_MAX_N vectors)
- * for Q4_K, Q5_K, Q6_K and IQ4_XS in AVX-512 VNNI: the same outputs, bit
- * for bit, as the tile kernels of matmul_amx_body.h, without tiles.
+ * for Q6_K and IQ4_XS in AVX-512 VNNI: the same outputs, bit for bit, as
+ * the tile kernels of matmul_amx_body.h, without tiles.
  *
  * The tile kernels make each output from exact int32 sums per super-block
  * and one or two FMAs per super-block in order; any code that makes the
  * same integers and the same FMAs makes the same bits, so decode need not
  * go through a tile.  On the first AMX machine the tile version of decode
  * (one vector against 16 rows, a tile store and reload per block) decoded
- * Q4_0 at a third of the VNNI kernels' speed (docs/cpu-kernels.md).  Q8_0
- * and Q4_0 have since taken the avx2 family's float steps, so this set
- * decodes them with avx2vnni's kernels (matmul_amx.c).
+ * Q4_0 at a third of the VNNI kernels' speed (docs/cpu-kernels.md).  Q8_0,
+ * Q4_0, IQ4_NL, Q4_K and Q5_K have since taken the avx2 family's float
+ * steps, so this set decodes them with avx2vnni's kernels (matmul_amx.c).
  *
  * Each row is one stream, as in the other sets' decode (matmul_x86.h,
  * EXL_STREAM_N).
@@ -31,17 +31,6 @@
 #include "kernels/cpu/matmul_amx_decode.h"
 #include "kernels/cpu/matmul_x86.h"
 #include "kernels/cpu/q0_scales_avx512.h"
-
-/* ---- Q4_K and Q5_K ----
- *
- * Per super-block the tile kernels make two exact integers, I = sum_j sc_j
- * * D_j and M = sum_j m_j * (x's sum over sub-block j), then
- * y = fmaf((float)I, d * d_x, y); y = fmaf(-(float)M, dmin * d_x, y).
- * Here I comes from int16 pair products (maddubs; levels 0..15, Q5_K
- * 0..31, so at most 2 * 31 * 127) scaled by sc_j in vpdpwssd, summed over
- * the lanes at the end of the super-block; M from the act's int16 sums
- * against the mins.  One row at a time: the chain is two FMAs per 256
- * weights. */
 
 /* The int32 sum of the lanes (exact) */
 EXL_INLINE int32_t hsum256_epi32(__m256i s)
@@ -90,86 +79,6 @@ EXL_INLINE void kact_store(const struct exl_mm_ctx *m, int c0, const int nc, int
 {
 	for (int j = 0; j < nc; j++)
 		*exl_out(m, c0 + j, r) = acc[j];
-}
-
-/* One row x nc vectors of Q4_K (q5 = 0) or Q5_K.  The act is in Q4_K's
- * nibble order, so 64 bytes of qs, masked and shifted, meet x at
- * 256 b + 0, 64 (first 64 bytes of qs) and 128, 192.  Q5_K's fifth bits:
- * for the first 64 bytes of qs, bits 0 and 1 of qh[l] (sub-blocks 0, 1)
- * and 2, 3 (sub-blocks 2, 3), for the next 64 bits 4-7, so the 64 bytes
- * [qh, qh >> 2] shifted by 4h and 4h + 1 hold them at bit 0. */
-EXL_INLINE void row_q45_K(const struct exl_mm_ctx *m, int64_t r, int c0, size_t pf, const int nc, const int q5)
-{
-	const uint8_t *w = exl_row(m, r);
-	const size_t bs = q5 ? sizeof(block_q5_K) : sizeof(block_q4_K);
-	const size_t qs_off = q5 ? offsetof(block_q5_K, qs) : offsetof(block_q4_K, qs);
-	const int64_t nb = m->cols / 256;
-	const __m512i lo4 = _mm512_set1_epi8(0x0f), one = _mm512_set1_epi8(1);
-	/* int16 lanes 0-15 take the scale of the vector's first sub-block,
-	 * 16-31 of its second: [0, 2], [1, 3], [4, 6], [5, 7] */
-	const __m512i sel[4] = { lane_groups(0, 0, 2, 2), lane_groups(1, 1, 3, 3), lane_groups(4, 4, 6, 6),
-				 lane_groups(5, 5, 7, 7) };
-	struct kact x;
-	float acc[EXL_AMX_DECODE_MAX_N] = { 0 };
-
-	kact_init(m, c0, nc, &x);
-	for (int64_t b = 0; b < nb; b++) {
-		/* Q4_K and Q5_K begin alike: d, dmin, scales[12] */
-		const uint8_t *blk = w + bs * (size_t)b;
-		uint32_t s[2], n[2];
-		uint16_t dd[2];
-		__m512i lv[4], sc[4];
-
-		for (size_t t = 0; t < bs; t += 64)
-			_mm_prefetch((const char *)blk + pf + t, _MM_HINT_T0);
-		exl_q4_K_scales(blk + offsetof(block_q4_K, scales), s, n);
-		memcpy(dd, blk + offsetof(block_q4_K, d), sizeof(dd));
-		const __m512i sc16 = _mm512_castsi128_si512(_mm_cvtepu8_epi16(_mm_setr_epi32((int)s[0], (int)s[1], 0, 0)));
-		/* [m0, m0, m1, m1, ...]: each sub-block's min against its two
-		 * 16-element sums */
-		const __m128i m8 = _mm_setr_epi32((int)n[0], (int)n[1], 0, 0);
-		const __m256i mins = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m8, m8));
-		const float d = exl_f16(dd[0]), dmin = exl_f16(dd[1]);
-		__m512i hb = _mm512_setzero_si512();
-
-		if (q5) {
-			__m256i qh = _mm256_loadu_si256((const __m256i *)(const void *)(blk + offsetof(block_q5_K, qh)));
-
-			hb = _mm512_inserti64x4(_mm512_castsi256_si512(qh), _mm256_srli_epi16(qh, 2), 1);
-		}
-		for (int h = 0; h < 2; h++) {
-			__m512i q = _mm512_loadu_si512(blk + qs_off + 64 * h);
-
-			lv[2 * h] = _mm512_and_si512(q, lo4);
-			lv[2 * h + 1] = _mm512_and_si512(_mm512_srli_epi16(q, 4), lo4);
-			if (q5) {
-				__m512i e = h ? _mm512_srli_epi16(hb, 4) : hb;
-
-				lv[2 * h] = _mm512_or_si512(lv[2 * h], _mm512_slli_epi16(_mm512_and_si512(e, one), 4));
-				lv[2 * h + 1] = _mm512_or_si512(
-					lv[2 * h + 1],
-					_mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(e, 1), one), 4));
-			}
-		}
-		for (int k = 0; k < 4; k++)
-			sc[k] = _mm512_permutexvar_epi16(sel[k], sc16);
-		for (int j = 0; j < nc; j++) {
-			const int8_t *xb = x.q[j] + 256 * b;
-			__m512i is = _mm512_setzero_si512();
-
-			for (int k = 0; k < 4; k++)
-				is = _mm512_dpwssd_epi32(is, _mm512_maddubs_epi16(lv[k], _mm512_loadu_si512(xb + 64 * k)),
-							 sc[k]);
-			__m256i ms = _mm256_madd_epi16(mins, _mm256_loadu_si256((const __m256i *)(const void *)(x.s[j] + 16 * b)));
-			int32_t isum = hsum512_epi32(is);
-			int32_t msum = hsum256_epi32(ms);
-			float dx = x.d[j][b];
-
-			acc[j] = fmaf((float)isum, d * dx, acc[j]);
-			acc[j] = fmaf(-(float)msum, dmin * dx, acc[j]);
-		}
-	}
-	kact_store(m, c0, nc, r, acc);
 }
 
 /* ---- Q6_K ----
@@ -306,8 +215,6 @@ EXL_INLINE void row_iq4_xs(const struct exl_mm_ctx *m, int64_t r, int c0, size_t
 	case 3: CALL(3); break;                                        \
 	default: CALL(4); break;                                       \
 	}
-#define ROW_Q4_K(NC) row_q45_K(m, r, c0, pf, NC, 0)
-#define ROW_Q5_K(NC) row_q45_K(m, r, c0, pf, NC, 1)
 #define ROW_Q6_K(NC) row_q6_K(m, r, c0, pf, NC)
 #define ROW_IQ4_XS(NC) row_iq4_xs(m, r, c0, pf, NC)
 
@@ -316,16 +223,6 @@ void exl_amx_decode(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, 
 	const size_t pf = exl_prefetch_distance(m->n, m->row_bytes, 1);
 
 	/* nc and the type constants per call, so the loops over them unroll */
-	if (type == EXL_AMX_Q4_K) {
-		for (int64_t r = r0; r < r1; r++)
-			NC_CASES(ROW_Q4_K)
-		return;
-	}
-	if (type == EXL_AMX_Q5_K) {
-		for (int64_t r = r0; r < r1; r++)
-			NC_CASES(ROW_Q5_K)
-		return;
-	}
 	if (type == EXL_AMX_IQ4_XS) {
 		for (int64_t r = r0; r < r1; r++)
 			NC_CASES(ROW_IQ4_XS)

@@ -351,6 +351,15 @@ static int test_helpers_native(void)
 					SAME(al, bl, "pack_q45_K q5 %d t %d nr %d", q5, t, nr);
 					SAME(ah, bh, "pack_q45_K q5 %d t %d nr %d", q5, t, nr);
 				}
+			for (int t = 0; t < 4; t++) { /* Q4_K: two groups of 2 super-blocks, super-block 1 */
+				int8_t al[512], ah[512], bl[512], bh[512];
+
+				fill_blocks(w, 4 * 1152, 1152, 0, 16);
+				exl_amx_pack_r8_q4_K(w, nr > 8 ? w + 2 * 1152 : NULL, 1, t, al, ah);
+				v->pack_r8_q4_K(w, nr > 8 ? w + 2 * 1152 : NULL, 1, t, bl, bh);
+				SAME(al, bl, "pack_r8_q4_K t %d nr %d", t, nr);
+				SAME(ah, bh, "pack_r8_q4_K t %d nr %d", t, nr);
+			}
 			for (int h = 0; h < 2; h++)
 				for (int sh = 0; sh < 2; sh++) {
 					int8_t a[4][4 * 64], b[4][4 * 64];
@@ -419,10 +428,6 @@ static int amx_type(uint32_t type)
 				  : EXL_AMX_Q6_K;
 }
 
-/* Where the act keeps sub-block j of a Q4_K super-block: Q4_K's nibble
- * order, [0, 2, 1, 3, 4, 6, 5, 7] */
-static const int q4_K_pos[8] = { 0, 2, 1, 3, 4, 6, 5, 7 };
-
 static int32_t level(const struct case_data *d, int64_t r, int64_t k)
 {
 	const uint8_t *row = d->w + (size_t)r * exl_dtype_row_bytes(d->type, (uint64_t)d->cols);
@@ -470,7 +475,7 @@ static int32_t level(const struct case_data *d, int64_t r, int64_t k)
 /* Where the act keeps element k of x: Q4_0's and IQ4_NL's in avx2vnni's pairs of
  * blocks, [x0..15 of 2p | x0..15 of 2p + 1 | x16..31 of 2p | x16..31 of
  * 2p + 1] (an odd last block in element order); the others in element
- * order (Q4_K's sub-blocks are placed by q4_K_pos instead). */
+ * order. */
 static int64_t act_pos(const struct case_data *d, int64_t k)
 {
 	const int64_t nb = d->cols / 32, b = k / 32, e = k % 32;
@@ -510,7 +515,8 @@ static float expect_groups(const struct case_data *d, int64_t r, int c)
 }
 
 /* Q4_K and Q5_K: per super-block the exact I = sum_j sc_j sum_l level x
- * and M = sum_j m_j (sum of x over sub-block j), then two FMAs */
+ * and M = sum_j m_j (sum of x over sub-block j), then two FMAs into
+ * accumulator b mod 8, and the tree of the 8 */
 static float expect_q4_K(const struct case_data *d, int64_t r, int c)
 {
 	const uint8_t *row = d->w + (size_t)r * exl_dtype_row_bytes(d->type, (uint64_t)d->cols);
@@ -518,7 +524,7 @@ static float expect_q4_K(const struct case_data *d, int64_t r, int c)
 	const int8_t *xq = (const int8_t *)a;
 	const float *xd = exl_act_q8_K_d(a, d->cols);
 	const int16_t *bs = exl_act_q8_K_bsums(a, d->cols);
-	float acc = 0;
+	float acc[8] = { 0 };
 
 	const size_t bsz = d->type == EXL_Q5_K ? sizeof(block_q5_K) : sizeof(block_q4_K);
 
@@ -533,14 +539,14 @@ static float expect_q4_K(const struct case_data *d, int64_t r, int c)
 
 			exl_get_scale_min_k4(j, blk->scales, &sc, &mn);
 			for (int l = 0; l < 32; l++)
-				dot += level(d, r, 256 * b + 32 * j + l) * xq[256 * b + 32 * q4_K_pos[j] + l];
+				dot += level(d, r, 256 * b + 32 * j + l) * xq[256 * b + 32 * j + l];
 			isum += sc * dot;
 			msum += mn * (bs[16 * b + 2 * j] + bs[16 * b + 2 * j + 1]);
 		}
-		acc = fmaf((float)isum, exl_fp16_to_fp32(blk->d) * xd[b], acc);
-		acc = fmaf(-(float)msum, exl_fp16_to_fp32(blk->dmin) * xd[b], acc);
+		acc[b % 8] = fmaf((float)isum, exl_fp16_to_fp32(blk->d) * xd[b], acc[b % 8]);
+		acc[b % 8] = fmaf(-(float)msum, exl_fp16_to_fp32(blk->dmin) * xd[b], acc[b % 8]);
 	}
-	return acc;
+	return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
 }
 
 static float expect(const struct case_data *d, int64_t r, int c)
@@ -654,46 +660,77 @@ static int same_bits(const float *a, const float *b, size_t n, const char *what,
 	return bad == 0;
 }
 
-/* Q8_0, Q4_0 and IQ4_NL: the tiles from the repacked groups, and where
- * the CPU runs them avx2vnni's kernels (GGUF rows and groups, which the
- * set decodes with), must give the tiles' bits y. */
-static void check_r8(const struct exl_mm_ctx *m, const struct case_data *d, const float *y)
+/* The types the set decodes with avx2vnni's kernels: their tile type
+ * from the repacked groups (-1: none), and those kernels */
+static int r8_type(uint32_t type)
+{
+	return type == EXL_Q8_0 ? EXL_AMX_Q8_0_R8
+	       : type == EXL_Q4_0 ? EXL_AMX_Q4_0_R8
+	       : type == EXL_IQ4_NL ? EXL_AMX_IQ4_NL_R8
+	       : type == EXL_Q4_K ? EXL_AMX_Q4_K_R8
+				  : -1;
+}
+
+#if defined(EXL_HAVE_X86_KERNELS)
+static void vnni_fns(uint32_t type, exl_mm_fn *rows, exl_mm_fn *r8)
+{
+	const struct exl_cpu_kernels *k = &exl_cpu_kernels_avx2vnni;
+
+	*rows = type == EXL_Q8_0 ? k->mm_q8_0
+		: type == EXL_Q4_0 ? k->mm_q4_0
+		: type == EXL_IQ4_NL ? k->mm_iq4_nl
+		: type == EXL_Q4_K ? k->mm_q4_K
+				   : k->mm_q5_K;
+	*r8 = type == EXL_Q8_0 ? k->mm_q8_0_r8
+	      : type == EXL_Q4_0 ? k->mm_q4_0_r8
+	      : type == EXL_IQ4_NL ? k->mm_iq4_nl_r8
+	      : type == EXL_Q4_K ? k->mm_q4_K_r8
+				 : NULL;
+}
+#endif
+
+/* Q8_0, Q4_0, IQ4_NL, Q4_K (and Q5_K, not repacked): the tiles from the
+ * repacked groups, and where the CPU runs them avx2vnni's kernels (GGUF
+ * rows and groups, which the set decodes with), must give the tiles'
+ * bits y. */
+static void check_vnni(const struct exl_mm_ctx *m, const struct case_data *d, const float *y)
 {
 	const size_t n_out = (size_t)(d->rows * d->n);
-	const size_t rp_bytes = exl_cpu_repack_bytes(d->type, EXL_LAYOUT_ROWS8, d->rows, d->cols);
+	const int rt = r8_type(d->type);
+	const size_t rp_bytes = rt < 0 ? 0 : exl_cpu_repack_bytes(d->type, EXL_LAYOUT_ROWS8, d->rows, d->cols);
 	struct exl_mm_ctx mr = *m;
 	float *yr = malloc(sizeof(float) * n_out);
 	uint8_t *rp = rp_bytes ? malloc(rp_bytes) : NULL;
 
-	CHECK(yr && rp, "out of memory, or no repacked form of %s", exl_dtype_info(d->type)->name);
-	if (!yr || !rp)
+	CHECK(yr && (rt < 0 || rp), "out of memory, or no repacked form of %s", exl_dtype_info(d->type)->name);
+	if (!yr || (rt >= 0 && !rp))
 		goto out;
-	CHECK(exl_cpu_repack(d->type, EXL_LAYOUT_ROWS8, d->w, rp, d->rows, d->cols) == 0, "repack");
-	mr.w = rp;
-	mr.y = yr;
-	for (int c0 = 0; c0 < d->n; c0 += 64)
-		for (int64_t r = 0; r < d->rows; r += 16)
-			exl_amx_mm(&mr, r, r + 16 < d->rows ? r + 16 : d->rows, c0, c0 + 64 < d->n ? c0 + 64 : d->n,
-				   d->type == EXL_Q4_0 ? EXL_AMX_Q4_0_R8
-				   : d->type == EXL_IQ4_NL ? EXL_AMX_IQ4_NL_R8
-							   : EXL_AMX_Q8_0_R8);
-	CHECK(!emu_failed, "%s rows %lld n %d: the tile emulator refused a repacked step",
-	      exl_dtype_info(d->type)->name, (long long)d->rows, d->n);
-	if (same_bits(yr, y, n_out, "tiles from the repacked groups", d))
-		r8_checked++;
+	if (rp) {
+		CHECK(exl_cpu_repack(d->type, EXL_LAYOUT_ROWS8, d->w, rp, d->rows, d->cols) == 0, "repack");
+		mr.w = rp;
+		mr.y = yr;
+		for (int c0 = 0; c0 < d->n; c0 += 64)
+			for (int64_t r = 0; r < d->rows; r += 16)
+				exl_amx_mm(&mr, r, r + 16 < d->rows ? r + 16 : d->rows, c0,
+					   c0 + 64 < d->n ? c0 + 64 : d->n, rt);
+		CHECK(!emu_failed, "%s rows %lld n %d: the tile emulator refused a repacked step",
+		      exl_dtype_info(d->type)->name, (long long)d->rows, d->n);
+		if (same_bits(yr, y, n_out, "tiles from the repacked groups", d))
+			r8_checked++;
+	}
 #if defined(EXL_HAVE_X86_KERNELS)
 	if (exl_cpu_kernels_available("avx2vnni")) {
-		const struct exl_cpu_kernels *k = &exl_cpu_kernels_avx2vnni;
+		exl_mm_fn rows_fn, r8_fn;
 		int ok;
 
-		const int t = d->type == EXL_Q4_0 ? 1 : d->type == EXL_IQ4_NL ? 2 : 0;
-		const exl_mm_fn rows_fn[3] = { k->mm_q8_0, k->mm_q4_0, k->mm_iq4_nl };
-		const exl_mm_fn r8_fn[3] = { k->mm_q8_0_r8, k->mm_q4_0_r8, k->mm_iq4_nl_r8 };
-
-		run_vnni(m, rows_fn[t], yr);
+		vnni_fns(d->type, &rows_fn, &r8_fn);
+		run_vnni(m, rows_fn, yr);
 		ok = same_bits(yr, y, n_out, "avx2vnni from GGUF rows", d);
-		run_vnni(&mr, r8_fn[t], yr);
-		if (same_bits(yr, y, n_out, "avx2vnni from the repacked groups", d) && ok)
+		if (rp) {
+			run_vnni(&mr, r8_fn, yr);
+			ok &= same_bits(yr, y, n_out, "avx2vnni from the repacked groups", d);
+		}
+		if (ok)
 			vnni_checked++;
 	}
 #endif
@@ -727,16 +764,7 @@ static void run_case(uint32_t type, int64_t rows, int64_t cols, int n)
 	for (int c = 0; c < n; c++) {
 		for (int64_t k = 0; k < cols; k++)
 			row[k] = (float)gauss();
-		if (type == EXL_Q4_K || type == EXL_Q5_K) {
-			int8_t *q = (int8_t *)(d.act + (size_t)c * d.act_stride), tmp[256];
-
-			exl_act_q8_K_scalar(row, (uint8_t *)q, cols);
-			for (int64_t b = 0; b < cols / 256; b++) {
-				memcpy(tmp, q + 256 * b, 256);
-				for (int j = 0; j < 8; j++)
-					memcpy(q + 256 * b + 32 * q4_K_pos[j], tmp + 32 * j, 32);
-			}
-		} else if (type == EXL_Q6_K || type == EXL_IQ4_XS) {
+		if (k_quant) {
 			exl_act_q8_K_scalar(row, d.act + (size_t)c * d.act_stride, cols);
 		} else {
 			exl_act_q8_0_scalar(row, d.act + (size_t)c * d.act_stride, cols);
@@ -819,8 +847,8 @@ static void run_case(uint32_t type, int64_t rows, int64_t cols, int n)
 	}
 	CHECK(bad == 0, "%s rows %lld cols %lld n %d: %d outputs differ from the plain block sums",
 	      exl_dtype_info(type)->name, (long long)rows, (long long)cols, n, bad);
-	if (!k_quant) {
-		check_r8(&m, &d, y);
+	if (type != EXL_Q6_K && type != EXL_IQ4_XS) {
+		check_vnni(&m, &d, y);
 	} else if (n <= EXL_AMX_DECODE_MAX_N) {
 		/* the set's decode, without tiles: the same bits as the tiles */
 		const struct exl_cpu_features *f = exl_cpu_features();
@@ -1126,13 +1154,13 @@ int main(void)
 	CHECK(emu_dp_count > 0 && emu_bf16_count > 0, "no tile multiply ran");
 	printf("tile emulator: %ld tdpbssd over Q8_0/Q4_0/IQ4_NL/Q4_K/Q5_K/Q6_K/IQ4_XS, %ld tdpbf16ps over F16/BF16, rows 1-70, n 1-70\n",
 	       emu_dp_count, emu_bf16_count);
-	CHECK(r8_checked > 0, "no repacked Q8_0/Q4_0/IQ4_NL case ran");
-	printf("Q8_0/Q4_0/IQ4_NL tiles from the repacked groups: %d cases bit for bit with the GGUF rows'\n", r8_checked);
+	CHECK(r8_checked > 0, "no repacked Q8_0/Q4_0/IQ4_NL/Q4_K case ran");
+	printf("Q8_0/Q4_0/IQ4_NL/Q4_K tiles from the repacked groups: %d cases bit for bit with the GGUF rows'\n", r8_checked);
 	if (vnni_checked)
-		printf("avx2vnni's Q8_0/Q4_0/IQ4_NL kernels (the set's decode): %d cases bit for bit with the tiles\n",
+		printf("avx2vnni's Q8_0/Q4_0/IQ4_NL/Q4_K/Q5_K kernels (the set's decode): %d cases bit for bit with the tiles\n",
 		       vnni_checked);
 	else
-		printf("avx2vnni's Q8_0/Q4_0/IQ4_NL kernels (the set's decode): skipped, this CPU runs no avx2vnni set\n");
+		printf("avx2vnni's Q8_0/Q4_0/IQ4_NL/Q4_K/Q5_K kernels (the set's decode): skipped, this CPU runs no avx2vnni set\n");
 	if (decode_simde_checked)
 		printf("AVX-512 decode over SIMDe: %d cases bit for bit with the tiles\n", decode_simde_checked);
 	else
