@@ -159,6 +159,15 @@ const char *exl_cpu_kernels_set(size_t i)
 	return i < n ? all_kernels[n - 1 - i]->name : NULL;
 }
 
+const struct exl_cpu_kernels *exl_cpu_kernels_table(const char *name)
+{
+	sets_init();
+	for (size_t i = 0; i < sizeof(all_kernels) / sizeof(all_kernels[0]); i++)
+		if (!strcmp(all_kernels[i]->name, name))
+			return all_kernels[i];
+	return NULL;
+}
+
 int exl_cpu_kernels_available(const char *name)
 {
 	for (size_t i = 0; i < sizeof(all_kernels) / sizeof(all_kernels[0]); i++)
@@ -331,6 +340,77 @@ static void run(struct exl_pool *pool, exl_pool_fn fn, void *ctx)
 		fn(ctx, 0, 1);
 }
 
+void exl_cpu_kernels_for(const struct exl_cpu_kernels *k, uint32_t type, uint32_t layout, exl_mm_fn *fn,
+			 exl_act_fn *act, exl_act_batch_fn *act_batch)
+{
+	*fn = NULL;
+	*act = NULL;
+	*act_batch = NULL;
+	switch (type) {
+	case EXL_F32:
+		*fn = k->mm_f32;
+		break;
+	case EXL_F16:
+		*fn = k->mm_f16;
+		*act_batch = k->act_f16;
+		break;
+	case EXL_BF16:
+		*fn = k->mm_bf16;
+		*act_batch = k->act_bf16;
+		break;
+	case EXL_Q8_0:
+		*fn = layout == EXL_LAYOUT_ROWS8 ? k->mm_q8_0_r8 : k->mm_q8_0;
+		*act = k->act_q8_0;
+		break;
+	case EXL_Q4_0:
+		*fn = layout == EXL_LAYOUT_ROWS8 ? k->mm_q4_0_r8 : k->mm_q4_0;
+		*act = k->act_q4_0;
+		break;
+	case EXL_Q4_1:
+		*fn = k->mm_q4_1;
+		*act = k->act_q4_1;
+		break;
+	case EXL_Q5_0:
+		*fn = k->mm_q5_0;
+		*act = k->act_q4_1;
+		break;
+	case EXL_Q5_1:
+		*fn = k->mm_q5_1;
+		*act = k->act_q4_1;
+		break;
+	case EXL_IQ4_NL:
+		*fn = layout == EXL_LAYOUT_ROWS8 ? k->mm_iq4_nl_r8 : k->mm_iq4_nl;
+		*act = k->act_iq4_nl;
+		break;
+	case EXL_Q2_K:
+		*fn = k->mm_q2_K;
+		*act = k->act_q8_K;
+		break;
+	case EXL_Q3_K:
+		*fn = k->mm_q3_K;
+		*act = k->act_q8_K;
+		break;
+	case EXL_Q4_K:
+		*fn = layout == EXL_LAYOUT_ROWS8 ? k->mm_q4_K_r8 : k->mm_q4_K;
+		*act = k->act_q4_K;
+		break;
+	case EXL_Q5_K:
+		*fn = k->mm_q5_K;
+		*act = k->act_q4_K;
+		break;
+	case EXL_Q6_K:
+		*fn = k->mm_q6_K;
+		*act = k->act_q8_K;
+		break;
+	case EXL_IQ4_XS:
+		*fn = k->mm_iq4_xs;
+		*act = k->act_iq4_xs;
+		break;
+	default:
+		break;
+	}
+}
+
 /* Checks w and fills p's kernel, act and context for y = x . W^T. */
 static int part_setup(const struct exl_cpu_kernels *k, const struct exl_weight *w, const float *x,
 		      float *y, int n, struct mm_part *p, char *err, size_t errlen)
@@ -348,69 +428,7 @@ static int part_setup(const struct exl_cpu_kernels *k, const struct exl_weight *
 	if (n == 0)
 		return 0; /* nothing to multiply, whatever the type */
 
-	switch (w->type) {
-	case EXL_F32:
-		p->fn = k->mm_f32;
-		break;
-	case EXL_F16:
-		p->fn = k->mm_f16;
-		p->act_batch = k->act_f16;
-		break;
-	case EXL_BF16:
-		p->fn = k->mm_bf16;
-		p->act_batch = k->act_bf16;
-		break;
-	case EXL_Q8_0:
-		p->fn = w->layout == EXL_LAYOUT_ROWS8 ? k->mm_q8_0_r8 : k->mm_q8_0;
-		p->act_fn = k->act_q8_0;
-		break;
-	case EXL_Q4_0:
-		p->fn = w->layout == EXL_LAYOUT_ROWS8 ? k->mm_q4_0_r8 : k->mm_q4_0;
-		p->act_fn = k->act_q4_0;
-		break;
-	case EXL_Q4_1:
-		p->fn = k->mm_q4_1;
-		p->act_fn = k->act_q4_1;
-		break;
-	case EXL_Q5_0:
-		p->fn = k->mm_q5_0;
-		p->act_fn = k->act_q4_1;
-		break;
-	case EXL_Q5_1:
-		p->fn = k->mm_q5_1;
-		p->act_fn = k->act_q4_1;
-		break;
-	case EXL_IQ4_NL:
-		p->fn = w->layout == EXL_LAYOUT_ROWS8 ? k->mm_iq4_nl_r8 : k->mm_iq4_nl;
-		p->act_fn = k->act_iq4_nl;
-		break;
-	case EXL_Q2_K:
-		p->fn = k->mm_q2_K;
-		p->act_fn = k->act_q8_K;
-		break;
-	case EXL_Q3_K:
-		p->fn = k->mm_q3_K;
-		p->act_fn = k->act_q8_K;
-		break;
-	case EXL_Q4_K:
-		p->fn = w->layout == EXL_LAYOUT_ROWS8 ? k->mm_q4_K_r8 : k->mm_q4_K;
-		p->act_fn = k->act_q4_K;
-		break;
-	case EXL_Q5_K:
-		p->fn = k->mm_q5_K;
-		p->act_fn = k->act_q4_K;
-		break;
-	case EXL_Q6_K:
-		p->fn = k->mm_q6_K;
-		p->act_fn = k->act_q8_K;
-		break;
-	case EXL_IQ4_XS:
-		p->fn = k->mm_iq4_xs;
-		p->act_fn = k->act_iq4_xs;
-		break;
-	default:
-		break;
-	}
+	exl_cpu_kernels_for(k, w->type, w->layout, &p->fn, &p->act_fn, &p->act_batch);
 	if (w->layout != EXL_LAYOUT_ROWS && (w->layout != exl_cpu_matmul_layout(w->type) || !p->fn)) {
 		snprintf(err, errlen, "matmul: weight in layout %u, which kernel set %s does not read",
 			 w->layout, k->name);

@@ -135,6 +135,17 @@ static inline const int16_t *exl_act_q8_K_bsums(const uint8_t *act, int64_t cols
 	return (const int16_t *)(const void *)(exl_act_q8_K_d(act, cols) + cols / 256);
 }
 
+/* The kernel, and the activation it reads (act, or act_batch for the
+ * float types that pack theirs), that set k takes for weights of type in
+ * layout; NULL where it has none.  matmul.c's choice per call. */
+void exl_cpu_kernels_for(const struct exl_cpu_kernels *k, uint32_t type, uint32_t layout, exl_mm_fn *fn,
+			 exl_act_fn *act, exl_act_batch_fn *act_batch);
+
+/* The table of the set named name as this build merges it (matmul.c),
+ * whether or not this CPU runs it, so that tests check the merge on any
+ * CPU; NULL for a name not built. */
+const struct exl_cpu_kernels *exl_cpu_kernels_table(const char *name);
+
 extern const struct exl_cpu_kernels exl_cpu_kernels_scalar;
 #if defined(EXL_HAVE_X86_KERNELS)
 extern const struct exl_cpu_kernels exl_cpu_kernels_avx2;

@@ -32,7 +32,7 @@
 #include "tests/common/check.h"
 
 static int emu_failed;
-static int decode_simde_checked, decode_native_checked, vnni_checked, r8_checked;
+static int decode_simde_checked, decode_native_checked, vnni_checked, r8_checked, act_checked;
 
 #define EMU_CHECK(cond, ...)                                                    \
 	do {                                                                    \
@@ -406,6 +406,72 @@ static int test_helpers_native(void)
 }
 #endif
 
+/* The amx set's table as matmul.c merges it (on any CPU: the merge, not
+ * the kernels, is what this checks).  Per weight type and layout, the
+ * kernel and the activation it is handed must come from one place: a
+ * kernel borrowed from avx512vnni with avx512vnni's act, and one of the
+ * set's own with the act its tiles read (checked against their arithmetic
+ * above): avx2vnni's for the types the set decodes with avx2vnni's
+ * kernels, element order (exl_act_q8_K_avx2) for Q6_K and IQ4_XS, its
+ * bf16 pairs for F16 and BF16.  The first AMX run found the merge handing
+ * Q4_1, Q5_0, Q5_1 and IQ4_NL an act their kernels did not read. */
+#if defined(EXL_HAVE_AMX_KERNELS)
+/* act_avx2.c's (declared in matmul_x86.h, which wants the AVX flags) */
+void exl_act_q8_K_avx2(const float *x, uint8_t *act, int64_t cols);
+#endif
+
+static int test_amx_table(void)
+{
+#if defined(EXL_HAVE_AMX_KERNELS)
+	static const uint32_t types[] = { EXL_F32, EXL_F16, EXL_BF16, EXL_Q8_0, EXL_Q4_0, EXL_Q4_1, EXL_Q5_0,
+					  EXL_Q5_1, EXL_IQ4_NL, EXL_Q2_K, EXL_Q3_K, EXL_Q4_K, EXL_Q5_K, EXL_Q6_K,
+					  EXL_IQ4_XS };
+	const struct exl_cpu_kernels *amx = exl_cpu_kernels_table("amx");
+	const struct exl_cpu_kernels *vnni = exl_cpu_kernels_table("avx512vnni");
+	const struct exl_cpu_kernels *v2 = &exl_cpu_kernels_avx2vnni;
+	int n_own = 0;
+
+	CHECK(amx && vnni, "the amx and avx512vnni tables");
+	if (!amx || !vnni)
+		return 0;
+	for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++)
+		for (uint32_t layout = EXL_LAYOUT_ROWS; layout <= EXL_LAYOUT_ROWS8; layout++) {
+			const uint32_t t = types[i];
+			const char *name = exl_dtype_info(t)->name;
+			exl_mm_fn fa, fv, f2;
+			exl_act_fn aa, av, a2;
+			exl_act_batch_fn ba, bv, b2;
+
+			exl_cpu_kernels_for(amx, t, layout, &fa, &aa, &ba);
+			exl_cpu_kernels_for(vnni, t, layout, &fv, &av, &bv);
+			exl_cpu_kernels_for(v2, t, layout, &f2, &a2, &b2);
+			if (layout == EXL_LAYOUT_ROWS8 && !fa)
+				continue; /* no repacked form in the set */
+			CHECK(fa, "amx %s layout %u: no kernel", name, layout);
+			if (fa == fv) {
+				CHECK(aa == av && ba == bv, "amx %s layout %u: avx512vnni's kernel with another act",
+				      name, layout);
+				continue;
+			}
+			n_own++;
+			if (t == EXL_Q8_0 || t == EXL_Q4_0 || t == EXL_IQ4_NL || t == EXL_Q4_K || t == EXL_Q5_K)
+				CHECK(aa && aa == a2, "amx %s layout %u: its tiles read avx2vnni's act, not this one",
+				      name, layout);
+			else if (t == EXL_Q6_K || t == EXL_IQ4_XS)
+				CHECK(aa == exl_act_q8_K_avx2, "amx %s: its kernels read x in element order", name);
+			else if (t == EXL_F16 || t == EXL_BF16)
+				CHECK(ba == exl_amx_act_bf16, "amx %s: its tiles read their own bf16 pairs", name);
+			else
+				CHECK(0, "amx %s layout %u: a kernel of its own this test does not know", name, layout);
+		}
+	/* Q8_0, Q4_0, IQ4_NL, Q4_K in both layouts, Q5_K, Q6_K, IQ4_XS */
+	CHECK(n_own >= 11, "amx runs %d (type, layout) kernels of its own", n_own);
+	return 1;
+#else
+	return 0;
+#endif
+}
+
 /* ---- whole kernels ---- */
 
 struct case_data {
@@ -632,6 +698,46 @@ static void act_vnni_form(const struct case_data *d, uint8_t *a)
 	free(tmp);
 }
 
+/* The act this test makes for a type the set decodes with avx2vnni's
+ * kernels (act_vnni_form's, or act_q8_K's) must be, byte for byte, what
+ * the set's own act function makes, where the CPU runs it: the kernel table
+ * gives the amx set avx512vnni's act for these types, and the tiles read it. */
+static void check_act_form(const struct case_data *d, const float *row)
+{
+#if defined(EXL_HAVE_X86_KERNELS)
+	const struct exl_cpu_kernels *k = &exl_cpu_kernels_avx2vnni;
+	exl_act_fn fn = d->type == EXL_Q8_0 ? k->act_q8_0
+			 : d->type == EXL_Q4_0 ? k->act_q4_0
+			 : d->type == EXL_IQ4_NL ? k->act_iq4_nl
+			 : d->type == EXL_Q4_K || d->type == EXL_Q5_K ? k->act_q4_K
+								  : NULL;
+	uint8_t *a, *b;
+
+	if (!fn || !exl_cpu_kernels_available("avx2vnni"))
+		return;
+	a = calloc(1, d->act_stride);
+	b = calloc(1, d->act_stride);
+	CHECK(a && b, "out of memory");
+	if (a && b) {
+		fn(row, a, d->cols);
+		if (d->type == EXL_Q4_K || d->type == EXL_Q5_K) {
+			exl_act_q8_K_scalar(row, b, d->cols);
+		} else {
+			exl_act_q8_0_scalar(row, b, d->cols);
+			act_vnni_form(d, b);
+		}
+		CHECK(!memcmp(a, b, d->act_stride), "%s cols %lld: avx2vnni's act differs from the one this test reads",
+		      exl_dtype_info(d->type)->name, (long long)d->cols);
+		act_checked++;
+	}
+	free(a);
+	free(b);
+#else
+	(void)d;
+	(void)row;
+#endif
+}
+
 /* y = m's outputs by a kernel of the avx2vnni set, called as matmul.c
  * does: vectors 64 at a time, rows in two chunks split at a multiple of 16. */
 static void run_vnni(const struct exl_mm_ctx *m, exl_mm_fn fn, float *y)
@@ -764,6 +870,7 @@ static void run_case(uint32_t type, int64_t rows, int64_t cols, int n)
 	for (int c = 0; c < n; c++) {
 		for (int64_t k = 0; k < cols; k++)
 			row[k] = (float)gauss();
+		check_act_form(&d, row);
 		if (k_quant) {
 			exl_act_q8_K_scalar(row, d.act + (size_t)c * d.act_stride, cols);
 		} else {
@@ -1133,6 +1240,8 @@ int main(void)
 	const struct exl_cpu_features *f = exl_cpu_features();
 	int helpers_native = 0;
 
+	const int table_checked = test_amx_table();
+
 	test_pack_b();
 	test_pack_q45_K();
 	srand(99);
@@ -1156,6 +1265,10 @@ int main(void)
 	       emu_dp_count, emu_bf16_count);
 	CHECK(r8_checked > 0, "no repacked Q8_0/Q4_0/IQ4_NL/Q4_K case ran");
 	printf("Q8_0/Q4_0/IQ4_NL/Q4_K tiles from the repacked groups: %d cases bit for bit with the GGUF rows'\n", r8_checked);
+	printf("the amx set's table: %s\n", table_checked ? "every borrowed kernel with its own set's act, every own one with its tiles'"
+						       : "not built (the compiler took no AMX flags)");
+	if (act_checked)
+		printf("avx2vnni's acts for them: %d byte for byte with this test's\n", act_checked);
 	if (vnni_checked)
 		printf("avx2vnni's Q8_0/Q4_0/IQ4_NL/Q4_K/Q5_K kernels (the set's decode): %d cases bit for bit with the tiles\n",
 		       vnni_checked);
