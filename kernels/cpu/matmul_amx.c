@@ -1,8 +1,8 @@
 /* The "amx" kernel set's own kernels: Q8_0, Q4_0, IQ4_NL, Q4_K, Q5_K, Q6_K
  * and IQ4_XS on AMX-INT8 tiles (matmul_amx_body.h, here over the real tile
  * instructions), and for decode-shaped calls the same arithmetic without
- * tiles (avx2vnni's kernels for the first five, matmul_amx_decode.c for
- * Q6_K and IQ4_XS); F16 and BF16 on AMX-BF16 tiles for every n
+ * tiles (avx2vnni's kernels for all but Q6_K, matmul_amx_decode.c for
+ * Q6_K); F16 and BF16 on AMX-BF16 tiles for every n
  * (matmul_amx_bf16_body.h).  Compiled with
  * -mamx-tile -mamx-int8 -mamx-bf16 and the AVX-512 flags; matmul.c fills
  * every other type of the set from the avx512vnni kernels and only picks
@@ -52,7 +52,8 @@ static inline void pack_r8_q4_K(const uint8_t *g0, const uint8_t *g1, int64_t b,
 static inline void ipost16(int32_t *isum, const int32_t *dots, const int32_t *sc);
 static inline void pack_q6_K(const uint8_t *w, size_t row_bytes, int64_t b, int h, int s, int nr,
 			     int8_t out[4][4 * 64]);
-static inline void pack_iq4_xs(const uint8_t *w, size_t row_bytes, int64_t b, int j, int nr, int8_t *out);
+static inline void pack_iq4_xs(const uint8_t *w, size_t row_bytes, int64_t b, int j, int nr, int8_t *lo,
+			       int8_t *hi);
 static inline void post16_q4_K(float *acc, const int32_t *isum, const int32_t *msum, float dx, const float *d,
 			       const float *dmin);
 
@@ -289,13 +290,14 @@ static inline void post16_q4_K(float *acc, const int32_t *isum, const int32_t *m
 }
 
 /* IQ4_XS's sub-block j for 16 rows: dword i (i < 4) of each row's 16 qs
- * bytes gathered, low nibbles to B row i and high ones to row 4 + i, both
- * through IQ4_NL's levels; rows past nr, gathered as zero, must stay zero,
- * not level 0's -127. */
-static inline void pack_iq4_xs(const uint8_t *w, size_t row_bytes, int64_t b, int j, int nr, int8_t *out)
+ * bytes gathered, low nibbles to B row i (lo) and high ones to row 4 + i
+ * (hi), both through IQ4_NL's levels; rows past nr, gathered as zero, must
+ * stay zero, not level 0's -127. */
+static inline void pack_iq4_xs(const uint8_t *w, size_t row_bytes, int64_t b, int j, int nr, int8_t *lo,
+			       int8_t *hi)
 {
 	if (row_bytes > (size_t)1 << 26) {
-		exl_amx_pack_iq4_xs(w, row_bytes, b, j, nr, out);
+		exl_amx_pack_iq4_xs(w, row_bytes, b, j, nr, lo, hi);
 		return;
 	}
 	const uint8_t *base = w + sizeof(block_iq4_xs) * (size_t)b + offsetof(block_iq4_xs, qs) + 16 * (size_t)j;
@@ -307,8 +309,8 @@ static inline void pack_iq4_xs(const uint8_t *w, size_t row_bytes, int64_t b, in
 	for (int i = 0; i < 4; i++) {
 		__m512i v = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), k, idx, base + 4 * i, 1);
 
-		_mm512_storeu_si512(out + 64 * i, _mm512_and_si512(_mm512_shuffle_epi8(tab, _mm512_and_si512(v, lo4)), keep));
-		_mm512_storeu_si512(out + 64 * (4 + i),
+		_mm512_storeu_si512(lo + 64 * i, _mm512_and_si512(_mm512_shuffle_epi8(tab, _mm512_and_si512(v, lo4)), keep));
+		_mm512_storeu_si512(hi + 64 * i,
 				    _mm512_and_si512(_mm512_shuffle_epi8(tab, _mm512_and_si512(_mm512_srli_epi16(v, 4), lo4)),
 						     keep));
 	}
@@ -339,9 +341,9 @@ static inline void mm_own(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, in
 		exl_amx_mm(m, r0, r1, c0, c1, type);
 }
 
-/* Q8_0, Q4_0, IQ4_NL, Q4_K and Q5_K decode with avx2vnni's kernels (GGUF
- * rows or repacked groups), whose float steps the tiles share
- * (matmul_amx_body.h). */
+/* Q8_0, Q4_0, IQ4_NL, Q4_K, Q5_K and IQ4_XS decode with avx2vnni's
+ * kernels (GGUF rows or repacked groups), whose float steps the tiles
+ * share (matmul_amx_body.h). */
 static inline void mm_vnni(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, int c1, exl_mm_fn vnni,
 			   int type)
 {
@@ -369,17 +371,16 @@ EXL_AMX_OWN_MM(mm_q4_K, mm_vnni(m, r0, r1, c0, c1, exl_cpu_kernels_avx2vnni.mm_q
 EXL_AMX_OWN_MM(mm_q4_K_r8, mm_vnni(m, r0, r1, c0, c1, exl_cpu_kernels_avx2vnni.mm_q4_K_r8, EXL_AMX_Q4_K_R8))
 EXL_AMX_OWN_MM(mm_q5_K, mm_vnni(m, r0, r1, c0, c1, exl_cpu_kernels_avx2vnni.mm_q5_K, EXL_AMX_Q5_K))
 EXL_AMX_OWN_MM(mm_q6_K, mm_own(m, r0, r1, c0, c1, EXL_AMX_Q6_K))
-EXL_AMX_OWN_MM(mm_iq4_xs, mm_own(m, r0, r1, c0, c1, EXL_AMX_IQ4_XS))
+EXL_AMX_OWN_MM(mm_iq4_xs, mm_vnni(m, r0, r1, c0, c1, exl_cpu_kernels_avx2vnni.mm_iq4_xs, EXL_AMX_IQ4_XS))
 EXL_AMX_OWN_MM(mm_f16, exl_amx_mm_bf16(m, r0, r1, c0, c1, 1))
 EXL_AMX_OWN_MM(mm_bf16, exl_amx_mm_bf16(m, r0, r1, c0, c1, 0))
 
 /* Only what this set does its own way; matmul.c takes the rest from
  * avx512vnni (F16 and BF16 too where the CPU lacks AMX-BF16), the
- * activations of Q8_0, Q4_0, IQ4_NL, Q4_K and Q5_K included (avx2vnni's,
- * as their decode).  Q6_K and IQ4_XS read theirs in element order. */
+ * activations of Q8_0, Q4_0, IQ4_NL, Q4_K, Q5_K and IQ4_XS included
+ * (avx2vnni's, as their decode).  Q6_K reads act_q8_K's, element order. */
 const struct exl_cpu_kernels exl_cpu_kernels_amx_own = {
 	.name = "amx",
-	.act_iq4_xs = exl_act_q8_K_avx2,
 	.act_f16 = exl_amx_act_bf16,
 	.act_bf16 = exl_amx_act_bf16,
 	.mm_f16 = mm_f16,

@@ -743,21 +743,26 @@ static inline void exl_amx_pack_q6_K(const uint8_t *w, size_t row_bytes, int64_t
 
 /* ---- IQ4_XS ----
  *
- * One step is one 32-weight sub-block j (K = 32): C = the exact int32 dots
- * of its levels (IQ4_NL's 16 values, -127..113, as signed bytes) against
- * the act's int8, then in int32 I += s_j * D_j (s_j = the 6-bit scale
- * less 32); per super-block y = fmaf((float)I, d_x * d, y) (post16's
- * step), super-blocks in order.  The act is act_q8_K's, element order (the
- * set's own act_iq4_xs; avx512vnni's regroups the halves). */
+ * Per super-block the exact I = sum_j s_j * D_j over its 8 sub-blocks (D_j
+ * the int32 dot of the levels, IQ4_NL's 16 values -127..113 as signed
+ * bytes, against the act's int8; s_j the 6-bit scale less 32), then the
+ * avx2 family's float steps, Q8_0's with super-blocks for blocks:
+ * a[b % 8] = fmaf((float)I, d_w * d_x, a[b % 8]), and the tree of the 8.
+ * So the set decodes it with avx2vnni's kernel.  Its act is theirs too:
+ * act_q8_K's with each pair of sub-blocks as Q4_0's pairs of blocks
+ * ([x0..15 of 2p | x0..15 of 2p + 1 | x16..31 of 2p | x16..31 of 2p + 1]),
+ * so one step is a pair of sub-blocks on the pair tiles above. */
 
-/* Sub-block j of super-block b of nr rows as levels in VNNI (B) layout:
- * out[64 i + 4 r + k] = level 4i + k of row r's sub-block, elements 0-15
- * from the low nibbles of qs[16j..16j+15] and 16-31 from the high ones;
- * rows nr..15 zero. */
-static inline void exl_amx_pack_iq4_xs(const uint8_t *w, size_t row_bytes, int64_t b, int j, int nr,
-				       int8_t out[(EXL_AMX_KB / 4) * 64])
+/* Sub-block j of super-block b of nr rows as levels in pack_b's layout:
+ * B row i < 4 (to lo) holds elements 4i..4i+3 of each row, from the low
+ * nibbles of qs[16j..16j+15], and row 4 + i (to hi) elements 16 + 4i..,
+ * from the high ones; rows nr..15 zero. */
+static inline void exl_amx_pack_iq4_xs(const uint8_t *w, size_t row_bytes, int64_t b, int j, int nr, int8_t *lo,
+				       int8_t *hi)
 {
-	for (int i = 0; i < EXL_AMX_KB / 4; i++)
+	for (int i = 0; i < EXL_AMX_KB / 4; i++) {
+		int8_t *out = i < 4 ? lo + 64 * i : hi + 64 * (i - 4);
+
 		for (int r = 0; r < EXL_AMX_TR; r++)
 			for (int k = 0; k < 4; k++) {
 				const int e = 4 * i + k;
@@ -770,60 +775,115 @@ static inline void exl_amx_pack_iq4_xs(const uint8_t *w, size_t row_bytes, int64
 
 					v = (int8_t)exl_iq4nl_value(e < 16 ? q & 15 : q >> 4);
 				}
-				out[64 * i + 4 * r + k] = v;
+				out[4 * r + k] = v;
 			}
+	}
 }
 
 #ifndef EXL_AMX_PACK_IQ4_XS
 #define EXL_AMX_PACK_IQ4_XS exl_amx_pack_iq4_xs
 #endif
 
-/* Rows [r, r + nr) (nr <= 16) of a Q6_K (iq4 = 0) or IQ4_XS matrix for
- * vectors [c0, c1), c1 - c0 <= 64: both an exact I over groups with an
- * int8 scale each, one FMA per super-block.  The tile config is
- * exl_amx_cfg_batch16 (Q6_K) or exl_amx_cfg_batch (IQ4_XS). */
-static inline void exl_amx_rows_batch_groups(const struct exl_mm_ctx *m, int64_t r, int nr, int c0, int c1,
-					     int iq4)
+/* Rows [r, r + nr) (nr <= 16) of an IQ4_XS matrix for vectors [c0, c1),
+ * c1 - c0 <= 64.  The tile config is exl_amx_cfg_pairs. */
+static inline void exl_amx_rows_batch_iq4_xs(const struct exl_mm_ctx *m, int64_t r, int nr, int c0, int c1)
+{
+	const uint8_t *w = m->w + (size_t)r * m->row_bytes;
+	const int64_t nb = m->cols / 256;
+	const int nc = c1 - c0;
+	const int ntiles = (nc + 15) / 16;
+	const int single = 0, fmt = EXL_AMX_FMT_IQ4_NL; /* EXL_AMX_PAIR_TILE's: pairs order, never one alone */
+	const size_t set_bytes = sizeof(float) * EXL_AMX_TR * (size_t)nc;
+	float acc[16 * EXL_AMX_COL_TILES][EXL_AMX_TR];
+	float tree[3][16 * EXL_AMX_COL_TILES][EXL_AMX_TR];
+	float *const t3[3] = { tree[0][0], tree[1][0], tree[2][0] };
+	int32_t isum[16 * EXL_AMX_COL_TILES][EXL_AMX_TR];
+	_Alignas(64) int32_t dots[2][EXL_AMX_COL_TILES][16][EXL_AMX_TR];
+	_Alignas(64) int8_t bt[2][EXL_AMX_TR * 64];
+	_Alignas(64) int8_t apart[16 * 64];
+	int32_t sc[8][EXL_AMX_TR];
+	float d[EXL_AMX_TR];
+
+	memset(bt, 0, sizeof(bt));
+	for (int k = 0; k < 8; k++) {
+		memset(acc, 0, set_bytes);
+		for (int64_t b = k; b < nb; b += 8) {
+			for (int l = 0; l < EXL_AMX_TR; l++) {
+				const block_iq4_xs *bx =
+					l < nr ? (const block_iq4_xs *)(const void *)(w + (size_t)l * m->row_bytes) + b
+					       : NULL;
+
+				d[l] = bx ? exl_fp16_to_fp32(bx->d) : 0.0f;
+				for (int g = 0; g < 8; g++)
+					sc[g][l] = bx ? exl_iq4_xs_scale(bx, g) : 0;
+			}
+			memset(isum, 0, sizeof(int32_t) * EXL_AMX_TR * (size_t)nc);
+			for (int p = 0; p < 4; p++) {
+				const size_t aoff = 256 * (size_t)b + 64 * (size_t)p;
+
+				for (int h = 0; h < 2; h++) {
+					int8_t *lo, *hi;
+
+					exl_amx_pair_slots(bt[h], h, fmt, &lo, &hi);
+					EXL_AMX_PACK_IQ4_XS(w, m->row_bytes, b, 2 * p + h, nr, lo, hi);
+				}
+				EXL_AMX_LOADD(0, bt[0], 64);
+				EXL_AMX_LOADD(3, bt[1], 64);
+				EXL_AMX_PAIR_TILE(0, 1, 4, 5);
+				EXL_AMX_PAIR_TILE(1, 2, 6, 7);
+				EXL_AMX_PAIR_TILE(2, 1, 4, 5);
+				EXL_AMX_PAIR_TILE(3, 2, 6, 7);
+				for (int v = 0; v < nc; v++) {
+					EXL_AMX_IPOST16(isum[v], dots[0][v / 16][v % 16], sc[2 * p]);
+					EXL_AMX_IPOST16(isum[v], dots[1][v / 16][v % 16], sc[2 * p + 1]);
+				}
+			}
+			for (int v = 0; v < nc; v++)
+				EXL_AMX_POST16(acc[v], isum[v],
+					       exl_act_q8_K_d(m->act + (size_t)(c0 + v) * m->act_stride, m->cols)[b], d);
+		}
+		exl_amx_tree_add(k, acc[0], t3, EXL_AMX_TR * (size_t)nc);
+	}
+	for (int v = 0; v < nc; v++)
+		exl_amx_store_out(m, c0 + v, r, nr, tree[0][v]);
+}
+
+/* Rows [r, r + nr) (nr <= 16) of a Q6_K matrix for vectors [c0, c1),
+ * c1 - c0 <= 64: an exact I over its 16 groups with an int8 scale each, one
+ * FMA per super-block.  The tile config is exl_amx_cfg_batch16. */
+static inline void exl_amx_rows_batch_q6_K(const struct exl_mm_ctx *m, int64_t r, int nr, int c0, int c1)
 {
 	const uint8_t *w = m->w + (size_t)r * m->row_bytes;
 	const int64_t nb = m->cols / 256;
 	const int nc = c1 - c0;
 	float acc[16 * EXL_AMX_COL_TILES][EXL_AMX_TR];
 	int32_t isum[16 * EXL_AMX_COL_TILES][EXL_AMX_TR];
-	/* Q6_K: 4 groups of 4 x 64 bytes; IQ4_XS: one sub-block, 8 x 64 */
-	_Alignas(64) int8_t bpack[4 * 4 * 64];
+	/* 4 groups of 4 x 64 bytes */
+	_Alignas(64) int8_t bpack[4][4 * 64];
 	int32_t sc[16][EXL_AMX_TR];
 	float d[EXL_AMX_TR];
 
 	memset(acc, 0, sizeof(float) * EXL_AMX_TR * (size_t)nc);
 	for (int64_t b = 0; b < nb; b++) {
 		for (int l = 0; l < EXL_AMX_TR; l++) {
-			const uint8_t *row = l < nr ? w + (size_t)l * m->row_bytes : NULL;
-			const block_q6_K *b6 = row ? (const block_q6_K *)(const void *)row + b : NULL;
-			const block_iq4_xs *bx = row ? (const block_iq4_xs *)(const void *)row + b : NULL;
+			const block_q6_K *b6 =
+				l < nr ? (const block_q6_K *)(const void *)(w + (size_t)l * m->row_bytes) + b : NULL;
 
-			d[l] = !row ? 0.0f : exl_fp16_to_fp32(iq4 ? bx->d : b6->d);
-			for (int g = 0; g < (iq4 ? 8 : 16); g++)
-				sc[g][l] = !row ? 0 : iq4 ? exl_iq4_xs_scale(bx, g) : b6->scales[g];
+			d[l] = b6 ? exl_fp16_to_fp32(b6->d) : 0.0f;
+			for (int g = 0; g < 16; g++)
+				sc[g][l] = b6 ? b6->scales[g] : 0;
 		}
 		memset(isum, 0, sizeof(int32_t) * EXL_AMX_TR * (size_t)nc);
-		if (iq4) {
-			for (int j = 0; j < 8; j++) {
-				EXL_AMX_PACK_IQ4_XS(w, m->row_bytes, b, j, nr, bpack);
-				exl_amx_kstep(m, c0, c1, 256 * (size_t)b + 32 * (size_t)j, EXL_AMX_KB, bpack, sc[j], isum);
-			}
-		} else {
-			for (int h = 0; h < 2; h++)
-				for (int s = 0; s < 2; s++) {
-					EXL_AMX_PACK_Q6_K(w, m->row_bytes, b, h, s, nr, (int8_t(*)[4 * 64])bpack);
-					for (int k = 0; k < 4; k++) {
-						const int g = 8 * h + 2 * k + s;
+		for (int h = 0; h < 2; h++)
+			for (int s = 0; s < 2; s++) {
+				EXL_AMX_PACK_Q6_K(w, m->row_bytes, b, h, s, nr, bpack);
+				for (int k = 0; k < 4; k++) {
+					const int g = 8 * h + 2 * k + s;
 
-						exl_amx_kstep(m, c0, c1, 256 * (size_t)b + 16 * (size_t)g, 16,
-							      bpack + 4 * 64 * k, sc[g], isum);
-					}
+					exl_amx_kstep(m, c0, c1, 256 * (size_t)b + 16 * (size_t)g, 16, bpack[k], sc[g],
+						      isum);
 				}
-		}
+			}
 		for (int v = 0; v < nc; v++)
 			EXL_AMX_POST16(acc[v], isum[v],
 				       exl_act_q8_K_d(m->act + (size_t)(c0 + v) * m->act_stride, m->cols)[b], d);
@@ -840,7 +900,8 @@ static inline void exl_amx_mm(const struct exl_mm_ctx *m, int64_t r0, int64_t r1
 	struct exl_amx_cfg cfg;
 
 	const int pairs = type == EXL_AMX_Q8_0 || type == EXL_AMX_Q4_0 || type == EXL_AMX_IQ4_NL ||
-			  type == EXL_AMX_Q8_0_R8 || type == EXL_AMX_Q4_0_R8 || type == EXL_AMX_IQ4_NL_R8;
+			  type == EXL_AMX_Q8_0_R8 || type == EXL_AMX_Q4_0_R8 || type == EXL_AMX_IQ4_NL_R8 ||
+			  type == EXL_AMX_IQ4_XS;
 	const int fmt = type == EXL_AMX_Q4_0 || type == EXL_AMX_Q4_0_R8	    ? EXL_AMX_FMT_Q4_0
 			: type == EXL_AMX_IQ4_NL || type == EXL_AMX_IQ4_NL_R8 ? EXL_AMX_FMT_IQ4_NL
 									      : EXL_AMX_FMT_Q8_0;
@@ -860,8 +921,10 @@ static inline void exl_amx_mm(const struct exl_mm_ctx *m, int64_t r0, int64_t r1
 
 			if (type == EXL_AMX_Q4_K || type == EXL_AMX_Q5_K || type == EXL_AMX_Q4_K_R8)
 				exl_amx_rows_batch_q45_K(m, r, nr, c, ce, type == EXL_AMX_Q5_K, type == EXL_AMX_Q4_K_R8);
-			else if (type == EXL_AMX_Q6_K || type == EXL_AMX_IQ4_XS)
-				exl_amx_rows_batch_groups(m, r, nr, c, ce, type == EXL_AMX_IQ4_XS);
+			else if (type == EXL_AMX_Q6_K)
+				exl_amx_rows_batch_q6_K(m, r, nr, c, ce);
+			else if (type == EXL_AMX_IQ4_XS)
+				exl_amx_rows_batch_iq4_xs(m, r, nr, c, ce);
 			else
 				exl_amx_rows_pairs(m, r, nr, c, ce, fmt,
 						   type == EXL_AMX_Q8_0_R8 || type == EXL_AMX_Q4_0_R8 ||

@@ -1,15 +1,17 @@
 /* The "amx" set's decode orientation (n <= EXL_AMX_DECODE_MAX_N vectors)
- * for Q6_K and IQ4_XS in AVX-512 VNNI: the same outputs, bit for bit, as
- * the tile kernels of matmul_amx_body.h, without tiles.
+ * for Q6_K in AVX-512 VNNI: the same outputs, bit for bit, as the tile
+ * kernels of matmul_amx_body.h, without tiles.
  *
  * The tile kernels make each output from exact int32 sums per super-block
  * and one or two FMAs per super-block in order; any code that makes the
  * same integers and the same FMAs makes the same bits, so decode need not
  * go through a tile.  On the first AMX machine the tile version of decode
  * (one vector against 16 rows, a tile store and reload per block) decoded
- * Q4_0 at a third of the VNNI kernels' speed (docs/cpu-kernels.md).  Q8_0,
- * Q4_0, IQ4_NL, Q4_K and Q5_K have since taken the avx2 family's float
- * steps, so this set decodes them with avx2vnni's kernels (matmul_amx.c).
+ * Q4_0 at a third of the VNNI kernels' speed (docs/cpu-kernels.md).  Every
+ * other type the set has tiles for has since taken the avx2 family's float
+ * steps, so this set decodes them with avx2vnni's kernels (matmul_amx.c);
+ * avx512vnni's Q6_K keeps its float lanes per super-block, which tiles
+ * cannot give.
  *
  * Each row is one stream, as in the other sets' decode (matmul_x86.h,
  * EXL_STREAM_N).
@@ -142,72 +144,6 @@ EXL_INLINE void row_q6_K(const struct exl_mm_ctx *m, int64_t r, int c0, size_t p
 	kact_store(m, c0, nc, r, acc);
 }
 
-/* ---- IQ4_XS ----
- *
- * Per super-block the tile kernels make the exact I = sum_j s_j * D_j over
- * the 8 sub-blocks of 32 (levels IQ4_NL's -127..113, s_j the 6-bit scale
- * less 32), then y = fmaf((float)I, d_x * d, y).  Here a 64-byte load of
- * qs holds 4 sub-blocks' bytes, 16 each: the low nibbles are their
- * elements 0-15, the high ones 16-31, so x (element order) is regrouped
- * to match by qword.  Signed levels: |w| times x with w's sign in
- * maddubs (pairs at most 2 * 127 * 127), the int16 pairs scaled by s_j in
- * vpdpwssd. */
-EXL_INLINE void row_iq4_xs(const struct exl_mm_ctx *m, int64_t r, int c0, size_t pf, const int nc)
-{
-	const block_iq4_xs *w = (const block_iq4_xs *)(const void *)exl_row(m, r);
-	const int64_t nb = m->cols / 256;
-	const __m512i lo4 = _mm512_set1_epi8(0x0f);
-	const __m512i tab = _mm512_broadcast_i32x4(_mm_set_epi64x((long long)EXL_IQ4NL_HI, (long long)EXL_IQ4NL_LO));
-	/* qwords of x[0..63] (0-7) and x[64..127] (8-15): the first halves
-	 * of the four sub-blocks, then the second halves */
-	const __m512i first = _mm512_setr_epi64(0, 1, 4, 5, 8, 9, 12, 13);
-	const __m512i second = _mm512_setr_epi64(2, 3, 6, 7, 10, 11, 14, 15);
-	const __m512i sel[2] = { lane_groups(0, 1, 2, 3), lane_groups(4, 5, 6, 7) };
-	struct kact x;
-	float acc[EXL_AMX_DECODE_MAX_N] = { 0 };
-
-	kact_init(m, c0, nc, &x);
-	for (int64_t b = 0; b < nb; b++) {
-		const block_iq4_xs *blk = w + b;
-		__m512i al[2], ah[2], scv[2];
-		__mmask64 nl[2], nh[2];
-
-		for (int t = 0; t < 136; t += 64)
-			_mm_prefetch((const char *)blk + pf + t, _MM_HINT_T0);
-		const __m512i sc16 = exl_iq4_xs_scales16(blk);
-		for (int t = 0; t < 2; t++) {
-			const __m512i q = _mm512_loadu_si512(blk->qs + 64 * t);
-			const __m512i lv = _mm512_shuffle_epi8(tab, _mm512_and_si512(q, lo4));
-			const __m512i hv = _mm512_shuffle_epi8(tab, _mm512_and_si512(_mm512_srli_epi16(q, 4), lo4));
-
-			al[t] = _mm512_abs_epi8(lv);
-			ah[t] = _mm512_abs_epi8(hv);
-			nl[t] = _mm512_movepi8_mask(lv);
-			nh[t] = _mm512_movepi8_mask(hv);
-			scv[t] = _mm512_permutexvar_epi16(sel[t], sc16);
-		}
-		const float d = exl_f16(blk->d);
-
-		for (int j = 0; j < nc; j++) {
-			const int8_t *xb = x.q[j] + 256 * b;
-			__m512i is = _mm512_setzero_si512();
-
-			for (int t = 0; t < 2; t++) {
-				const __m512i xa = _mm512_loadu_si512(xb + 128 * t), xc = _mm512_loadu_si512(xb + 128 * t + 64);
-				const __m512i xl = _mm512_permutex2var_epi64(xa, first, xc);
-				const __m512i xh = _mm512_permutex2var_epi64(xa, second, xc);
-				const __m512i sl = _mm512_mask_sub_epi8(xl, nl[t], _mm512_setzero_si512(), xl);
-				const __m512i sh = _mm512_mask_sub_epi8(xh, nh[t], _mm512_setzero_si512(), xh);
-
-				is = _mm512_dpwssd_epi32(is, _mm512_maddubs_epi16(al[t], sl), scv[t]);
-				is = _mm512_dpwssd_epi32(is, _mm512_maddubs_epi16(ah[t], sh), scv[t]);
-			}
-			acc[j] = fmaf((float)hsum512_epi32(is), x.d[j][b] * d, acc[j]);
-		}
-	}
-	kact_store(m, c0, nc, r, acc);
-}
-
 #define NC_CASES(CALL)                                                 \
 	switch (c1 - c0) {                                             \
 	case 1: CALL(1); break;                                        \
@@ -216,18 +152,14 @@ EXL_INLINE void row_iq4_xs(const struct exl_mm_ctx *m, int64_t r, int c0, size_t
 	default: CALL(4); break;                                       \
 	}
 #define ROW_Q6_K(NC) row_q6_K(m, r, c0, pf, NC)
-#define ROW_IQ4_XS(NC) row_iq4_xs(m, r, c0, pf, NC)
 
 void exl_amx_decode(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, int c1, int type)
 {
 	const size_t pf = exl_prefetch_distance(m->n, m->row_bytes, 1);
 
-	/* nc and the type constants per call, so the loops over them unroll */
-	if (type == EXL_AMX_IQ4_XS) {
-		for (int64_t r = r0; r < r1; r++)
-			NC_CASES(ROW_IQ4_XS)
-		return;
-	}
+	/* nc a constant per call, so the loops over it unroll; Q6_K the one
+	 * type left here */
+	(void)type;
 	for (int64_t r = r0; r < r1; r++)
 		NC_CASES(ROW_Q6_K)
 }

@@ -1,6 +1,7 @@
-/* The "amx" set's Q6_K / IQ4_XS decode without tiles (matmul_amx_decode.c,
- * AVX-512 VNNI): the outputs of the tile kernels, bit for bit.  (Its Q8_0,
- * Q4_0, IQ4_NL, Q4_K and Q5_K decode are avx2vnni's kernels, matmul_amx.c.)
+/* The "amx" set's Q6_K decode without tiles (matmul_amx_decode.c, AVX-512
+ * VNNI): the outputs of the tile kernels, bit for bit.  (Its Q8_0, Q4_0,
+ * IQ4_NL, Q4_K, Q5_K and IQ4_XS decode are avx2vnni's kernels,
+ * matmul_amx.c.)
  * matmul_amx.c calls it for n <= EXL_AMX_DECODE_MAX_N; test_amx_layout
  * checks it against the emulated tiles. */
 #ifndef EXL_CPU_MATMUL_AMX_DECODE_H
@@ -28,9 +29,8 @@ enum {
 };
 
 /* y[c][r] for rows [r0, r1) and vectors [c0, c1) (c1 - c0 <=
- * EXL_AMX_DECODE_MAX_N) of a Q6_K or IQ4_XS matrix; act rows from
- * exl_act_q8_K_*, element order (for IQ4_XS the set's own act: avx512vnni's
- * regroups it). */
+ * EXL_AMX_DECODE_MAX_N) of a Q6_K matrix (type EXL_AMX_Q6_K); act rows from
+ * exl_act_q8_K_*, element order. */
 void exl_amx_decode(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, int c1, int type);
 
 /* The same compiled over SIMDe's emulation of AVX-512 (test builds only,

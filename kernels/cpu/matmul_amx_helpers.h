@@ -25,7 +25,7 @@ struct exl_amx_helpers {
 	void (*pack_r8_q4_K)(const uint8_t *g0, const uint8_t *g1, int64_t b, int t, int8_t *lo, int8_t *hi);
 	void (*pack_q6_K)(const uint8_t *w, size_t row_bytes, int64_t b, int h, int s, int nr,
 			  int8_t out[4][4 * 64]);
-	void (*pack_iq4_xs)(const uint8_t *w, size_t row_bytes, int64_t b, int j, int nr, int8_t *out);
+	void (*pack_iq4_xs)(const uint8_t *w, size_t row_bytes, int64_t b, int j, int nr, int8_t *lo, int8_t *hi);
 };
 
 extern const struct exl_amx_helpers exl_amx_helpers_avx512;

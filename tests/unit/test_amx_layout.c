@@ -374,8 +374,8 @@ static int test_helpers_native(void)
 				int8_t a[512], b[512];
 
 				fill_blocks(w, 16 * 2 * sizeof(block_iq4_xs), sizeof(block_iq4_xs), 0, 1);
-				exl_amx_pack_iq4_xs(w, 2 * sizeof(block_iq4_xs), 1, j, nr, a);
-				v->pack_iq4_xs(w, 2 * sizeof(block_iq4_xs), 1, j, nr, b);
+				exl_amx_pack_iq4_xs(w, 2 * sizeof(block_iq4_xs), 1, j, nr, a, a + 256);
+				v->pack_iq4_xs(w, 2 * sizeof(block_iq4_xs), 1, j, nr, b, b + 256);
 				SAME(a, b, "pack_iq4_xs j %d nr %d", j, nr);
 			}
 		}
@@ -454,10 +454,11 @@ static int test_amx_table(void)
 				continue;
 			}
 			n_own++;
-			if (t == EXL_Q8_0 || t == EXL_Q4_0 || t == EXL_IQ4_NL || t == EXL_Q4_K || t == EXL_Q5_K)
+			if (t == EXL_Q8_0 || t == EXL_Q4_0 || t == EXL_IQ4_NL || t == EXL_Q4_K || t == EXL_Q5_K ||
+			    t == EXL_IQ4_XS)
 				CHECK(aa && aa == a2, "amx %s layout %u: its tiles read avx2vnni's act, not this one",
 				      name, layout);
-			else if (t == EXL_Q6_K || t == EXL_IQ4_XS)
+			else if (t == EXL_Q6_K)
 				CHECK(aa == exl_act_q8_K_avx2, "amx %s: its kernels read x in element order", name);
 			else if (t == EXL_F16 || t == EXL_BF16)
 				CHECK(ba == exl_amx_act_bf16, "amx %s: its tiles read their own bf16 pairs", name);
@@ -538,7 +539,8 @@ static int32_t level(const struct case_data *d, int64_t r, int64_t k)
 	return d->type == EXL_IQ4_NL ? exl_iq4nl_value(q) : q - 8;
 }
 
-/* Where the act keeps element k of x: Q4_0's and IQ4_NL's in avx2vnni's pairs of
+/* Where the act keeps element k of x: Q4_0's, IQ4_NL's and IQ4_XS's (its
+ * sub-blocks) in avx2vnni's pairs of
  * blocks, [x0..15 of 2p | x0..15 of 2p + 1 | x16..31 of 2p | x16..31 of
  * 2p + 1] (an odd last block in element order); the others in element
  * order. */
@@ -546,14 +548,15 @@ static int64_t act_pos(const struct case_data *d, int64_t k)
 {
 	const int64_t nb = d->cols / 32, b = k / 32, e = k % 32;
 
-	if ((d->type != EXL_Q4_0 && d->type != EXL_IQ4_NL) || (nb % 2 && b == nb - 1))
+	if ((d->type != EXL_Q4_0 && d->type != EXL_IQ4_NL && d->type != EXL_IQ4_XS) || (nb % 2 && b == nb - 1))
 		return k;
 	return 64 * (b / 2) + (e < 16 ? 16 * (b % 2) + e : 32 + 16 * (b % 2) + e - 16);
 }
 
 /* Q6_K and IQ4_XS: per super-block the exact I = sum_g s_g sum_l level x
  * over its groups (Q6_K: 16 of 16 with scales[g], levels q - 32; IQ4_XS:
- * 8 of 32 with the 6-bit scale less 32), then one FMA */
+ * 8 of 32 with the 6-bit scale less 32), then one FMA: Q6_K's in one
+ * chain, IQ4_XS's into accumulator b mod 8 and the tree of the 8 */
 static float expect_groups(const struct case_data *d, int64_t r, int c)
 {
 	const uint8_t *row = d->w + (size_t)r * exl_dtype_row_bytes(d->type, (uint64_t)d->cols);
@@ -561,7 +564,7 @@ static float expect_groups(const struct case_data *d, int64_t r, int c)
 	const int8_t *xq = (const int8_t *)a;
 	const float *xd = exl_act_q8_K_d(a, d->cols);
 	const int q6 = d->type == EXL_Q6_K, gs = q6 ? 16 : 32;
-	float acc = 0;
+	float acc = 0, a8[8] = { 0 };
 
 	for (int64_t b = 0; b < d->cols / 256; b++) {
 		const block_q6_K *b6 = (const block_q6_K *)(const void *)row + b;
@@ -572,12 +575,15 @@ static float expect_groups(const struct case_data *d, int64_t r, int c)
 			int32_t dot = 0;
 
 			for (int l = 0; l < gs; l++)
-				dot += level(d, r, 256 * b + gs * g + l) * xq[256 * b + gs * g + l];
+				dot += level(d, r, 256 * b + gs * g + l) * xq[act_pos(d, 256 * b + gs * g + l)];
 			isum += (q6 ? b6->scales[g] : exl_iq4_xs_scale(bx, g)) * dot;
 		}
-		acc = fmaf((float)isum, xd[b] * exl_fp16_to_fp32(q6 ? b6->d : bx->d), acc);
+		if (q6)
+			acc = fmaf((float)isum, xd[b] * exl_fp16_to_fp32(b6->d), acc);
+		else
+			a8[b % 8] = fmaf((float)isum, exl_fp16_to_fp32(bx->d) * xd[b], a8[b % 8]);
 	}
-	return acc;
+	return q6 ? acc : ((a8[0] + a8[1]) + (a8[2] + a8[3])) + ((a8[4] + a8[5]) + (a8[6] + a8[7]));
 }
 
 /* Q4_K and Q5_K: per super-block the exact I = sum_j sc_j sum_l level x
@@ -675,18 +681,26 @@ static void check_decode(const struct exl_mm_ctx *m0, const struct case_data *d,
 }
 #endif
 
-/* avx2vnni's act from exl_act_q8_0_scalar's: each block's sum of x as an
- * int32 in place of s, and Q4_0's x in pairs of blocks (act_pos). */
-static void act_vnni_form(const struct case_data *d, uint8_t *a)
+/* The act of row x this test feeds the tiles: exl_act_q8_K_scalar's for
+ * the K-quants, exl_act_q8_0_scalar's for the others with each block's sum
+ * of x as an int32 in place of s (avx2vnni's form); x then placed by
+ * act_pos. */
+static void make_act(const struct case_data *d, const float *row, uint8_t *a)
 {
-	const size_t s_off = (size_t)((const uint8_t *)exl_act_q8_0_s(a, d->cols) - a);
+	const int k_quant = d->type == EXL_Q4_K || d->type == EXL_Q5_K || d->type == EXL_Q6_K ||
+			    d->type == EXL_IQ4_XS;
 	int8_t *x = (int8_t *)a, *tmp = malloc((size_t)d->cols);
 
 	CHECK(tmp, "out of memory");
 	if (!tmp)
 		return;
+	if (k_quant)
+		exl_act_q8_K_scalar(row, a, d->cols);
+	else
+		exl_act_q8_0_scalar(row, a, d->cols);
 	memcpy(tmp, x, (size_t)d->cols);
-	for (int64_t b = 0; b < d->cols / 32; b++) {
+	for (int64_t b = 0; !k_quant && b < d->cols / 32; b++) {
+		const size_t s_off = (size_t)((const uint8_t *)exl_act_q8_0_s(a, d->cols) - a);
 		int32_t isum = 0;
 
 		for (int k = 0; k < 32; k++)
@@ -699,7 +713,7 @@ static void act_vnni_form(const struct case_data *d, uint8_t *a)
 }
 
 /* The act this test makes for a type the set decodes with avx2vnni's
- * kernels (act_vnni_form's, or act_q8_K's) must be, byte for byte, what
+ * kernels (make_act's) must be, byte for byte, what
  * the set's own act function makes, where the CPU runs it: the kernel table
  * gives the amx set avx512vnni's act for these types, and the tiles read it. */
 static void check_act_form(const struct case_data *d, const float *row)
@@ -710,7 +724,8 @@ static void check_act_form(const struct case_data *d, const float *row)
 			 : d->type == EXL_Q4_0 ? k->act_q4_0
 			 : d->type == EXL_IQ4_NL ? k->act_iq4_nl
 			 : d->type == EXL_Q4_K || d->type == EXL_Q5_K ? k->act_q4_K
-								  : NULL;
+			 : d->type == EXL_IQ4_XS ? k->act_iq4_xs
+						 : NULL;
 	uint8_t *a, *b;
 
 	if (!fn || !exl_cpu_kernels_available("avx2vnni"))
@@ -720,12 +735,7 @@ static void check_act_form(const struct case_data *d, const float *row)
 	CHECK(a && b, "out of memory");
 	if (a && b) {
 		fn(row, a, d->cols);
-		if (d->type == EXL_Q4_K || d->type == EXL_Q5_K) {
-			exl_act_q8_K_scalar(row, b, d->cols);
-		} else {
-			exl_act_q8_0_scalar(row, b, d->cols);
-			act_vnni_form(d, b);
-		}
+		make_act(d, row, b);
 		CHECK(!memcmp(a, b, d->act_stride), "%s cols %lld: avx2vnni's act differs from the one this test reads",
 		      exl_dtype_info(d->type)->name, (long long)d->cols);
 		act_checked++;
@@ -786,7 +796,8 @@ static void vnni_fns(uint32_t type, exl_mm_fn *rows, exl_mm_fn *r8)
 		: type == EXL_Q4_0 ? k->mm_q4_0
 		: type == EXL_IQ4_NL ? k->mm_iq4_nl
 		: type == EXL_Q4_K ? k->mm_q4_K
-				   : k->mm_q5_K;
+		: type == EXL_Q5_K ? k->mm_q5_K
+				   : k->mm_iq4_xs;
 	*r8 = type == EXL_Q8_0 ? k->mm_q8_0_r8
 	      : type == EXL_Q4_0 ? k->mm_q4_0_r8
 	      : type == EXL_IQ4_NL ? k->mm_iq4_nl_r8
@@ -795,7 +806,7 @@ static void vnni_fns(uint32_t type, exl_mm_fn *rows, exl_mm_fn *r8)
 }
 #endif
 
-/* Q8_0, Q4_0, IQ4_NL, Q4_K (and Q5_K, not repacked): the tiles from the
+/* Q8_0, Q4_0, IQ4_NL, Q4_K (and Q5_K, IQ4_XS, not repacked): the tiles from the
  * repacked groups, and where the CPU runs them avx2vnni's kernels (GGUF
  * rows and groups, which the set decodes with), must give the tiles'
  * bits y. */
@@ -871,12 +882,7 @@ static void run_case(uint32_t type, int64_t rows, int64_t cols, int n)
 		for (int64_t k = 0; k < cols; k++)
 			row[k] = (float)gauss();
 		check_act_form(&d, row);
-		if (k_quant) {
-			exl_act_q8_K_scalar(row, d.act + (size_t)c * d.act_stride, cols);
-		} else {
-			exl_act_q8_0_scalar(row, d.act + (size_t)c * d.act_stride, cols);
-			act_vnni_form(&d, d.act + (size_t)c * d.act_stride);
-		}
+		make_act(&d, row, d.act + (size_t)c * d.act_stride);
 	}
 
 	/* the levels this test reads are the format's: d * scale * level
@@ -954,7 +960,7 @@ static void run_case(uint32_t type, int64_t rows, int64_t cols, int n)
 	}
 	CHECK(bad == 0, "%s rows %lld cols %lld n %d: %d outputs differ from the plain block sums",
 	      exl_dtype_info(type)->name, (long long)rows, (long long)cols, n, bad);
-	if (type != EXL_Q6_K && type != EXL_IQ4_XS) {
+	if (type != EXL_Q6_K) {
 		check_vnni(&m, &d, y);
 	} else if (n <= EXL_AMX_DECODE_MAX_N) {
 		/* the set's decode, without tiles: the same bits as the tiles */
@@ -1270,14 +1276,14 @@ int main(void)
 	if (act_checked)
 		printf("avx2vnni's acts for them: %d byte for byte with this test's\n", act_checked);
 	if (vnni_checked)
-		printf("avx2vnni's Q8_0/Q4_0/IQ4_NL/Q4_K/Q5_K kernels (the set's decode): %d cases bit for bit with the tiles\n",
+		printf("avx2vnni's Q8_0/Q4_0/IQ4_NL/Q4_K/Q5_K/IQ4_XS kernels (the set's decode): %d cases bit for bit with the tiles\n",
 		       vnni_checked);
 	else
-		printf("avx2vnni's Q8_0/Q4_0/IQ4_NL/Q4_K/Q5_K kernels (the set's decode): skipped, this CPU runs no avx2vnni set\n");
+		printf("avx2vnni's Q8_0/Q4_0/IQ4_NL/Q4_K/Q5_K/IQ4_XS kernels (the set's decode): skipped, this CPU runs no avx2vnni set\n");
 	if (decode_simde_checked)
-		printf("AVX-512 decode over SIMDe: %d cases bit for bit with the tiles\n", decode_simde_checked);
+		printf("Q6_K's AVX-512 decode over SIMDe: %d cases bit for bit with the tiles\n", decode_simde_checked);
 	else
-		printf("AVX-512 decode over SIMDe: skipped (%s)\n",
+		printf("Q6_K's AVX-512 decode over SIMDe: skipped (%s)\n",
 #if defined(EXL_HAVE_AMX_DECODE_SIMDE)
 		       "this CPU has no AVX2"
 #else
@@ -1300,9 +1306,9 @@ int main(void)
 		);
 	(void)f;
 	if (decode_native_checked)
-		printf("AVX-512 decode: %d cases bit for bit with the tiles\n", decode_native_checked);
+		printf("Q6_K's AVX-512 decode: %d cases bit for bit with the tiles\n", decode_native_checked);
 	else
-		printf("AVX-512 decode: skipped, %s\n",
+		printf("Q6_K's AVX-512 decode: skipped, %s\n",
 #if defined(EXL_HAVE_AMX_KERNELS)
 		       "this CPU has no AVX-512 VNNI"
 #else
