@@ -348,6 +348,20 @@ static inline void exl_amx_pair_a(int8_t *dst, const uint8_t *src, int single, i
 		}                                                                                  \
 	} while (0)
 
+/* The whole pair step: B of both blocks (bt[0], bt[1]; the first alone
+ * when single) into tiles 0 and 3, then the four tiles of 16 vectors,
+ * their A tiles and C tiles alternating. */
+#define EXL_AMX_PAIR_TILES()                          \
+	do {                                          \
+		EXL_AMX_LOADD(0, bt[0], 64);          \
+		if (!single)                          \
+			EXL_AMX_LOADD(3, bt[1], 64);  \
+		EXL_AMX_PAIR_TILE(0, 1, 4, 5);        \
+		EXL_AMX_PAIR_TILE(1, 2, 6, 7);        \
+		EXL_AMX_PAIR_TILE(2, 1, 4, 5);        \
+		EXL_AMX_PAIR_TILE(3, 2, 6, 7);        \
+	} while (0)
+
 /* Block b of rows [r, r + nr) into B rows lo, hi and its scales: from GGUF
  * rows, or (r8) from the groups of 8 at r and r + 8. */
 static inline void exl_amx_block_b(const struct exl_mm_ctx *m, int64_t r, int nr, int64_t b, int fmt, int r8,
@@ -404,13 +418,7 @@ static inline void exl_amx_rows_pairs(const struct exl_mm_ctx *m, int64_t r, int
 				exl_amx_pair_slots(bt[h], h, fmt, &lo, &hi);
 				exl_amx_block_b(m, r, nr, 2 * p + h, fmt, r8, lo, hi, dw[h], wbuf);
 			}
-			EXL_AMX_LOADD(0, bt[0], 64);
-			if (!single)
-				EXL_AMX_LOADD(3, bt[1], 64);
-			EXL_AMX_PAIR_TILE(0, 1, 4, 5);
-			EXL_AMX_PAIR_TILE(1, 2, 6, 7);
-			EXL_AMX_PAIR_TILE(2, 1, 4, 5);
-			EXL_AMX_PAIR_TILE(3, 2, 6, 7);
+			EXL_AMX_PAIR_TILES();
 			for (int j = 0; j < nc; j++) {
 				const float *xd = exl_act_q8_0_d(m->act + (size_t)(c0 + j) * m->act_stride, m->cols);
 
@@ -827,12 +835,7 @@ static inline void exl_amx_rows_batch_iq4_xs(const struct exl_mm_ctx *m, int64_t
 					exl_amx_pair_slots(bt[h], h, fmt, &lo, &hi);
 					EXL_AMX_PACK_IQ4_XS(w, m->row_bytes, b, 2 * p + h, nr, lo, hi);
 				}
-				EXL_AMX_LOADD(0, bt[0], 64);
-				EXL_AMX_LOADD(3, bt[1], 64);
-				EXL_AMX_PAIR_TILE(0, 1, 4, 5);
-				EXL_AMX_PAIR_TILE(1, 2, 6, 7);
-				EXL_AMX_PAIR_TILE(2, 1, 4, 5);
-				EXL_AMX_PAIR_TILE(3, 2, 6, 7);
+				EXL_AMX_PAIR_TILES();
 				for (int v = 0; v < nc; v++) {
 					EXL_AMX_IPOST16(isum[v], dots[0][v / 16][v % 16], sc[2 * p]);
 					EXL_AMX_IPOST16(isum[v], dots[1][v / 16][v % 16], sc[2 * p + 1]);
