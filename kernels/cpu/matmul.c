@@ -30,7 +30,10 @@ static void avx512vnni_merge(void)
 	avx512vnni_set = exl_cpu_kernels_avx512vnni_own;
 	avx512vnni_set.act_q8_0 = v->act_q8_0;
 	avx512vnni_set.mm_q8_0 = v->mm_q8_0;
-	avx512vnni_set.mm_q8_0_r8 = v->mm_q8_0_r8;
+	/* its own repacked Q8_0 (16 rows a vector for batches, avx2vnni's
+	 * bits) where built, else avx2vnni's */
+	avx512vnni_set.mm_q8_0_r8 = exl_cpu_kernels_avx512vnni_own.mm_q8_0_r8 ? exl_cpu_kernels_avx512vnni_own.mm_q8_0_r8
+									      : v->mm_q8_0_r8;
 	avx512vnni_set.act_q4_0 = v->act_q4_0;
 	avx512vnni_set.mm_q4_0 = v->mm_q4_0;
 	avx512vnni_set.mm_q4_0_r8 = v->mm_q4_0_r8;

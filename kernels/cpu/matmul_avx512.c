@@ -1468,6 +1468,131 @@ static void mm_iq4_xs(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0
 	EXL_TILE_LOOP(tile_iq4_xs, m, r0, r1, c0, c1, 2, 4);
 }
 
+#ifdef EXL_MM_VNNI
+/* ---- Q8_0 repacked, 16 rows in the lanes of a vector ----
+ *
+ * avx2vnni's 8-row kernel for batches (matmul_avx2.c, q8_0_rows8_from)
+ * with two groups of EXL_LAYOUT_ROWS8 side by side: one 512-bit vpdpbusd
+ * against 4 bytes of x broadcast serves 16 rows where the 256-bit one
+ * served 8, and so does each broadcast and each float step, about half the
+ * operations per product.  The arithmetic per output is the same (the
+ * exact int32 dot of (w + 128) . x less 128 * sum(x), block b into
+ * accumulator b mod 8 as fma((float)dot, d_w * d_x, acc), the same tree),
+ * so the outputs are avx2vnni's bit for bit, which test_matmul checks
+ * (the set's repacked kernel against its GGUF-row one, avx2vnni's) and
+ * the amx set's tiles, which share these steps, stay its equals. */
+
+/* Block b of the groups at g0, g1 (8 rows each): the 8 operands (w + 128
+ * as bytes, group k: bytes 4k..4k+3 of the 16 rows) and the 16 scales. */
+EXL_INLINE void q8_0_r16_block(const uint8_t *g0, const uint8_t *g1, int64_t b, __m512i aw[8], __m512 *dw)
+{
+	const uint8_t *p0 = g0 + 272 * (size_t)b, *p1 = g1 + 272 * (size_t)b;
+
+	for (int k = 0; k < 8; k++)
+		aw[k] = _mm512_xor_si512(join256(_mm256_loadu_si256((const __m256i *)(const void *)(p0 + 16 + 32 * k)),
+						 _mm256_loadu_si256((const __m256i *)(const void *)(p1 + 16 + 32 * k))),
+					 _mm512_set1_epi8((char)0x80));
+	*dw = _mm512_cvtph_ps(_mm256_set_m128i(_mm_loadu_si128((const __m128i *)(const void *)p1),
+					       _mm_loadu_si128((const __m128i *)(const void *)p0)));
+}
+
+/* Block b's int32 dots of two vectors' x (at x[0], x[1], block b's 32
+ * bytes) with the 16 rows, each started at -128 * its sum of x: the four
+ * chains of the two interleaved, as rows8_u4_dot_x2's. */
+EXL_INLINE void q8_0_r16_dot_x2(__m512i d[2], const __m512i aw[8], const int8_t *const x[2])
+{
+	__m512i e[2] = { _mm512_setzero_si512(), _mm512_setzero_si512() };
+
+	for (int k = 0; k < 8; k += 2)
+		for (int v = 0; v < 2; v++) {
+			int32_t x0, x1;
+
+			memcpy(&x0, x[v] + 4 * k, 4);
+			memcpy(&x1, x[v] + 4 * k + 4, 4);
+			d[v] = _mm512_dpbusd_epi32(d[v], aw[k], _mm512_set1_epi32(x0));
+			e[v] = _mm512_dpbusd_epi32(e[v], aw[k + 1], _mm512_set1_epi32(x1));
+		}
+	for (int v = 0; v < 2; v++)
+		d[v] = _mm512_add_epi32(d[v], e[v]);
+}
+
+EXL_INLINE const int32_t *q8_0_isum(const uint8_t *act, int64_t cols)
+{
+	return (const int32_t *)(const void *)exl_act_q8_0_s(act, cols);
+}
+
+/* Rows [r, r + nr) (8 < nr <= 16, r a multiple of 8, so the group at
+ * r + 8 exists, padded with zero rows) x vectors [c0, c1) (at most
+ * COL_CHUNK, 64). */
+static void q8_0_r16_rows(const struct exl_mm_ctx *m, int64_t r, int nr, int c0, int c1)
+{
+	const uint8_t *g0 = exl_row(m, r), *g1 = exl_row(m, r + 8);
+	const int64_t nb = m->cols / 32;
+	const int nc = c1 - c0;
+	const uint8_t *a[64];
+	__m512 acc[64][8];
+
+	for (int j = 0; j < nc; j++) {
+		a[j] = m->act + (size_t)(c0 + j) * m->act_stride;
+		for (int k = 0; k < 8; k++)
+			acc[j][k] = _mm512_setzero_ps();
+	}
+	for (int64_t b = 0; b < nb; b++) {
+		__m512i aw[8];
+		__m512 dw;
+		int j = 0;
+
+		exl_prefetch_share(exl_row(m, r + 16), 16 * m->row_bytes, b, nb);
+		q8_0_r16_block(g0, g1, b, aw, &dw);
+		for (; j < nc; j += 2) {
+			/* an odd last vector is computed twice, stored once */
+			const int j1 = j + 1 < nc ? j + 1 : j;
+			const int8_t *x[2] = { (const int8_t *)a[j] + 32 * b, (const int8_t *)a[j1] + 32 * b };
+			__m512i d[2] = { _mm512_set1_epi32(-128 * q8_0_isum(a[j], m->cols)[b]),
+					 _mm512_set1_epi32(-128 * q8_0_isum(a[j1], m->cols)[b]) };
+
+			q8_0_r16_dot_x2(d, aw, x);
+			acc[j][b & 7] = _mm512_fmadd_ps(
+				_mm512_cvtepi32_ps(d[0]),
+				_mm512_mul_ps(dw, _mm512_set1_ps(exl_act_q8_0_d(a[j], m->cols)[b])), acc[j][b & 7]);
+			if (j1 != j)
+				acc[j1][b & 7] = _mm512_fmadd_ps(
+					_mm512_cvtepi32_ps(d[1]),
+					_mm512_mul_ps(dw, _mm512_set1_ps(exl_act_q8_0_d(a[j1], m->cols)[b])),
+					acc[j1][b & 7]);
+		}
+	}
+	for (int j = 0; j < nc; j++) {
+		__m512 t = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(acc[j][0], acc[j][1]),
+						       _mm512_add_ps(acc[j][2], acc[j][3])),
+					 _mm512_add_ps(_mm512_add_ps(acc[j][4], acc[j][5]),
+						       _mm512_add_ps(acc[j][6], acc[j][7])));
+
+		_mm512_mask_storeu_ps(exl_out(m, c0 + j, r), (__mmask16)((1u << nr) - 1), t);
+	}
+}
+
+/* Batches take 16 rows at a time where two groups are there; decode (a
+ * stream per row) and a last group alone are avx2vnni's. */
+static void mm_q8_0_r8(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, int c1)
+{
+	const exl_mm_fn r8 = exl_cpu_kernels_avx2vnni.mm_q8_0_r8;
+
+	if (m->n <= EXL_STREAM_N) {
+		r8(m, r0, r1, c0, c1);
+		return;
+	}
+	for (int64_t r = r0; r < r1; r += 16) {
+		const int nr = r1 - r < 16 ? (int)(r1 - r) : 16;
+
+		if (nr > 8)
+			q8_0_r16_rows(m, r, nr, c0, c1);
+		else
+			r8(m, r, r + nr, c0, c1);
+	}
+}
+#endif
+
 const struct exl_cpu_kernels SET_SYMBOL = {
 	.name = SET_NAME,
 	.act_q8_0 = exl_act_q8_0_avx2,
@@ -1492,4 +1617,7 @@ const struct exl_cpu_kernels SET_SYMBOL = {
 	.mm_q5_K = mm_q5_K,
 	.mm_q6_K = mm_q6_K,
 	.mm_iq4_xs = mm_iq4_xs,
+#ifdef EXL_MM_VNNI
+	.mm_q8_0_r8 = mm_q8_0_r8,
+#endif
 };
