@@ -30,13 +30,10 @@ static void avx512vnni_merge(void)
 	avx512vnni_set = exl_cpu_kernels_avx512vnni_own;
 	avx512vnni_set.act_q8_0 = v->act_q8_0;
 	avx512vnni_set.mm_q8_0 = v->mm_q8_0;
-	/* its own repacked Q8_0 (16 rows a vector for batches, avx2vnni's
-	 * bits) where built, else avx2vnni's */
-	avx512vnni_set.mm_q8_0_r8 = exl_cpu_kernels_avx512vnni_own.mm_q8_0_r8 ? exl_cpu_kernels_avx512vnni_own.mm_q8_0_r8
-									      : v->mm_q8_0_r8;
+	/* its own repacked Q8_0, Q4_0 and IQ4_NL kernels (16 rows a vector for
+	 * batches, avx2vnni's bits, its decode) stay */
 	avx512vnni_set.act_q4_0 = v->act_q4_0;
 	avx512vnni_set.mm_q4_0 = v->mm_q4_0;
-	avx512vnni_set.mm_q4_0_r8 = v->mm_q4_0_r8;
 	/* Q4_K and Q5_K share act_q4_K */
 	avx512vnni_set.act_q4_K = v->act_q4_K;
 	avx512vnni_set.mm_q4_K = v->mm_q4_K;
@@ -46,7 +43,6 @@ static void avx512vnni_merge(void)
 	avx512vnni_set.mm_iq4_xs = v->mm_iq4_xs;
 	avx512vnni_set.act_iq4_nl = v->act_iq4_nl;
 	avx512vnni_set.mm_iq4_nl = v->mm_iq4_nl;
-	avx512vnni_set.mm_iq4_nl_r8 = v->mm_iq4_nl_r8;
 	/* every such CPU so far has VNNI too (Cooper Lake, Sapphire Rapids,
 	 * Zen 4); one without keeps the fp32 tiles */
 	if (exl_cpu_features()->avx512bf16) {

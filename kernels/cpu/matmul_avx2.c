@@ -826,17 +826,6 @@ DEFINE_ROWS8_MM(q8_0, block_q8_0)
  *    the int32 dots are reduced into the lanes of one vector, lane m being
  *    accumulator m, so one float step serves 8 blocks. */
 
-/* Offset of x's block b weights 0..15 in act_pairs32's order, and how far
- * on weights 16..31 are. */
-EXL_INLINE size_t pairs32_lo(int64_t b, int64_t nb, size_t *hi)
-{
-	if ((nb & 1) && b == nb - 1) { /* a trailing odd block: element order */
-		*hi = 16;
-		return 32 * (size_t)b;
-	}
-	*hi = 32;
-	return 64 * (size_t)(b / 2) + 16 * (size_t)(b & 1);
-}
 
 /* Block blk's 32 nibbles (weights 0..31, low nibbles then high) as bytes. */
 EXL_INLINE __m256i q4_levels(const block_q4_0 *blk)
@@ -849,7 +838,7 @@ EXL_INLINE __m256i q4_levels(const block_q4_0 *blk)
 /* Block b of nb of an act row in act_pairs32's order, in weight order. */
 EXL_INLINE __m256i pairs32_block(const uint8_t *a, int64_t b, int64_t nb)
 {
-	size_t hoff, off = pairs32_lo(b, nb, &hoff);
+	size_t hoff, off = exl_pairs32_lo(b, nb, &hoff);
 	const int8_t *x = (const int8_t *)a + off;
 
 	return _mm256_set_m128i(_mm_loadu_si128((const __m128i *)(const void *)(x + hoff)),
@@ -998,7 +987,7 @@ static void q4_0_rows8_from(const struct exl_mm_ctx *m, int64_t r, int nr, int c
 			q4_0_r8_block(exl_row(m, r), b, lv, &dw);
 		else
 			q4_0_rows8_block(rw, b, lv, lv + 4, &dw);
-		size_t hoff, off = pairs32_lo(b, nb, &hoff);
+		size_t hoff, off = exl_pairs32_lo(b, nb, &hoff);
 		int j = 0;
 
 		for (; j + 2 <= nc; j += 2)
@@ -1026,8 +1015,8 @@ static void q4_0_rows8(const struct exl_mm_ctx *m, int64_t r, int nr, int c0, in
  * T0 prefetches on top of it read slower (a test program, 2 threads, 75 MB
  * of Q4_0: 31.4 -> 28.5 GB/s with one per 64 bytes, 8 KiB ahead). */
 /* Block b of the group at p for nc vectors: into accumulator t (b mod 8).
- * x's pairs order (pairs32_lo) in a whole group of 8 is 4 pairs, never the
- * odd last block: offsets known from t there, without pairs32_lo's test. */
+ * x's pairs order (exl_pairs32_lo) in a whole group of 8 is 4 pairs, never the
+ * odd last block: offsets known from t there, without exl_pairs32_lo's test. */
 EXL_INLINE void q4_0_r8_step(const struct exl_mm_ctx *m, const uint8_t *p, const uint8_t *const *a, int nc,
 			     int64_t b, __m256 (*acc)[8], int t, bool full)
 {
@@ -1038,7 +1027,7 @@ EXL_INLINE void q4_0_r8_step(const struct exl_mm_ctx *m, const uint8_t *p, const
 	if (full)
 		off = 32 * (size_t)(b - t) + 64 * (size_t)(t / 2) + 16 * (size_t)(t & 1);
 	else
-		off = pairs32_lo(b, m->cols / 32, &hoff);
+		off = exl_pairs32_lo(b, m->cols / 32, &hoff);
 #ifdef EXL_MM_VNNI
 	/* the high nibbles in place, as 16 * level (q & 0xf0), in a chain of
 	 * their own whose exact sum is shifted back: 4 shifts a block fewer,
@@ -1453,7 +1442,7 @@ static void mm_q5_1(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, 
 /* IQ4_NL: Q8_0's two paths and float steps over Q4_0's nibble transpose,
  * the levels looked up with a byte shuffle.  x is in act_pairs32's order
  * with sums of x per block as int32 (this set's act_q4_0): block b's
- * weights 0..15 at pairs32_lo(b) and 16..31 16 or 32 bytes on.  With VNNI
+ * weights 0..15 at exl_pairs32_lo(b) and 16..31 16 or 32 bytes on.  With VNNI
  * the 8-row paths multiply the levels + 128 (unsigned, 1..241) and start
  * each dot at -128 * sum(x), as Q8_0's do; without, |level| times x with
  * the level's sign (maddubs would saturate on 241 * 127 * 2).  Either way
@@ -1511,7 +1500,7 @@ static void iq4_nl_rows8_from(const struct exl_mm_ctx *m, int64_t r, int nr, int
 	for (int64_t b = 0; b < nb; b++) {
 		__m256i lv[8], g[8], aw[8];
 		__m256 dw;
-		size_t hoff, off = pairs32_lo(b, nb, &hoff);
+		size_t hoff, off = exl_pairs32_lo(b, nb, &hoff);
 
 		exl_prefetch_share(exl_row(m, r + 8), 8 * m->row_bytes, b, nb);
 		if (packed)
@@ -1551,7 +1540,7 @@ EXL_INLINE void iq4_nl_r8_step(const struct exl_mm_ctx *m, const uint8_t *p, con
 	if (full)
 		off = 32 * (size_t)(b - t) + 64 * (size_t)(t / 2) + 16 * (size_t)(t & 1);
 	else
-		off = pairs32_lo(b, m->cols / 32, &hoff);
+		off = exl_pairs32_lo(b, m->cols / 32, &hoff);
 	q4_0_r8_block(p, b, lv, &dw);
 	iq4_nl_rows8_levels(lv, g, aw);
 	for (int j = 0; j < nc; j++) {

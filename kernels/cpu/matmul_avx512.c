@@ -1469,46 +1469,72 @@ static void mm_iq4_xs(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0
 }
 
 #ifdef EXL_MM_VNNI
-/* ---- Q8_0 repacked, 16 rows in the lanes of a vector ----
+/* ---- Q8_0, Q4_0, IQ4_NL repacked, 16 rows in the lanes of a vector ----
  *
- * avx2vnni's 8-row kernel for batches (matmul_avx2.c, q8_0_rows8_from)
- * with two groups of EXL_LAYOUT_ROWS8 side by side: one 512-bit vpdpbusd
- * against 4 bytes of x broadcast serves 16 rows where the 256-bit one
- * served 8, and so does each broadcast and each float step, about half the
- * operations per product.  The arithmetic per output is the same (the
- * exact int32 dot of (w + 128) . x less 128 * sum(x), block b into
- * accumulator b mod 8 as fma((float)dot, d_w * d_x, acc), the same tree),
- * so the outputs are avx2vnni's bit for bit, which test_matmul checks
- * (the set's repacked kernel against its GGUF-row one, avx2vnni's) and
- * the amx set's tiles, which share these steps, stay its equals. */
+ * avx2vnni's 8-row kernels for batches (matmul_avx2.c, q8_0_rows8_from
+ * and its Q4_0 and IQ4_NL twins) with two groups of EXL_LAYOUT_ROWS8 side
+ * by side: one 512-bit vpdpbusd against 4 bytes of x broadcast serves 16
+ * rows where the 256-bit one served 8, and so does each broadcast and
+ * each float step, about half the operations per product.  The arithmetic
+ * per output is theirs: the exact int32 dot of the unsigned levels (Q8_0's
+ * w + 128, Q4_0's nibbles, IQ4_NL's levels + 128) . x less bias * sum(x),
+ * block b into accumulator b mod 8 as fma((float)dot, d_w * d_x, acc), the
+ * same tree.  So the outputs are avx2vnni's bit for bit, which test_matmul
+ * checks (the set's repacked kernel against its GGUF-row one, avx2vnni's),
+ * and the amx set's tiles, which share these steps, stay their equals.
+ * The act is avx2vnni's too: Q8_0's x in element order, the others' in
+ * pairs of blocks (exl_pairs32_lo). */
 
-/* Block b of the groups at g0, g1 (8 rows each): the 8 operands (w + 128
- * as bytes, group k: bytes 4k..4k+3 of the 16 rows) and the 16 scales. */
-EXL_INLINE void q8_0_r16_block(const uint8_t *g0, const uint8_t *g1, int64_t b, __m512i aw[8], __m512 *dw)
+enum { R16_Q8_0, R16_Q4_0, R16_IQ4_NL };
+
+/* Block b of the groups at g0, g1 (8 rows each): the 8 operands (group k:
+ * 4 weights of the 16 rows as unsigned levels, those x . rows8_xk's bytes
+ * k) and the 16 scales. */
+EXL_INLINE void r16_block(const int fmt, const uint8_t *g0, const uint8_t *g1, int64_t b, __m512i aw[8],
+			  __m512 *dw)
 {
-	const uint8_t *p0 = g0 + 272 * (size_t)b, *p1 = g1 + 272 * (size_t)b;
+	const size_t bs = fmt == R16_Q8_0 ? 272 : 144;
+	const uint8_t *p0 = g0 + bs * (size_t)b, *p1 = g1 + bs * (size_t)b;
 
-	for (int k = 0; k < 8; k++)
-		aw[k] = _mm512_xor_si512(join256(_mm256_loadu_si256((const __m256i *)(const void *)(p0 + 16 + 32 * k)),
-						 _mm256_loadu_si256((const __m256i *)(const void *)(p1 + 16 + 32 * k))),
-					 _mm512_set1_epi8((char)0x80));
+	for (int k = 0; k < (fmt == R16_Q8_0 ? 8 : 4); k++) {
+		const __m512i v = join256(_mm256_loadu_si256((const __m256i *)(const void *)(p0 + 16 + 32 * k)),
+					  _mm256_loadu_si256((const __m256i *)(const void *)(p1 + 16 + 32 * k)));
+		const __m512i lo4 = _mm512_set1_epi8(0x0f);
+
+		if (fmt == R16_Q8_0) {
+			aw[k] = _mm512_xor_si512(v, _mm512_set1_epi8((char)0x80));
+			continue;
+		}
+		aw[k] = _mm512_and_si512(v, lo4);
+		aw[k + 4] = _mm512_and_si512(_mm512_srli_epi16(v, 4), lo4);
+		if (fmt == R16_IQ4_NL) {
+			/* the levels + 128, 1..241 */
+			const __m512i tab = _mm512_broadcast_i32x4(
+				_mm_xor_si128(_mm_set_epi64x((long long)EXL_IQ4NL_HI, (long long)EXL_IQ4NL_LO),
+					      _mm_set1_epi8((char)0x80)));
+
+			aw[k] = _mm512_shuffle_epi8(tab, aw[k]);
+			aw[k + 4] = _mm512_shuffle_epi8(tab, aw[k + 4]);
+		}
+	}
 	*dw = _mm512_cvtph_ps(_mm256_set_m128i(_mm_loadu_si128((const __m128i *)(const void *)p1),
 					       _mm_loadu_si128((const __m128i *)(const void *)p0)));
 }
 
-/* Block b's int32 dots of two vectors' x (at x[0], x[1], block b's 32
- * bytes) with the 16 rows, each started at -128 * its sum of x: the four
- * chains of the two interleaved, as rows8_u4_dot_x2's. */
-EXL_INLINE void q8_0_r16_dot_x2(__m512i d[2], const __m512i aw[8], const int8_t *const x[2])
+/* Block b's int32 dots of two vectors' x (block b's weights 0..15 at
+ * x[v], 16..31 hoff on) with the 16 rows, each started where d[v] is: the
+ * four chains of the two interleaved, as rows8_u4_dot_x2's. */
+EXL_INLINE void r16_dot_x2(__m512i d[2], const __m512i aw[8], const int8_t *const x[2], size_t hoff)
 {
 	__m512i e[2] = { _mm512_setzero_si512(), _mm512_setzero_si512() };
 
 	for (int k = 0; k < 8; k += 2)
 		for (int v = 0; v < 2; v++) {
+			const size_t o0 = k < 4 ? 4 * (size_t)k : hoff + 4 * (size_t)(k - 4);
 			int32_t x0, x1;
 
-			memcpy(&x0, x[v] + 4 * k, 4);
-			memcpy(&x1, x[v] + 4 * k + 4, 4);
+			memcpy(&x0, x[v] + o0, 4);
+			memcpy(&x1, x[v] + o0 + 4, 4);
 			d[v] = _mm512_dpbusd_epi32(d[v], aw[k], _mm512_set1_epi32(x0));
 			e[v] = _mm512_dpbusd_epi32(e[v], aw[k + 1], _mm512_set1_epi32(x1));
 		}
@@ -1516,19 +1542,20 @@ EXL_INLINE void q8_0_r16_dot_x2(__m512i d[2], const __m512i aw[8], const int8_t 
 		d[v] = _mm512_add_epi32(d[v], e[v]);
 }
 
-EXL_INLINE const int32_t *q8_0_isum(const uint8_t *act, int64_t cols)
+EXL_INLINE const int32_t *r16_isum(const uint8_t *act, int64_t cols)
 {
 	return (const int32_t *)(const void *)exl_act_q8_0_s(act, cols);
 }
 
 /* Rows [r, r + nr) (8 < nr <= 16, r a multiple of 8, so the group at
  * r + 8 exists, padded with zero rows) x vectors [c0, c1) (at most
- * COL_CHUNK, 64). */
-static void q8_0_r16_rows(const struct exl_mm_ctx *m, int64_t r, int nr, int c0, int c1)
+ * COL_CHUNK, 64).  Not always_inline (q4_0_rows8_from's note on the
+ * prefetch loop). */
+static void r16_rows(const int fmt, const struct exl_mm_ctx *m, int64_t r, int nr, int c0, int c1)
 {
 	const uint8_t *g0 = exl_row(m, r), *g1 = exl_row(m, r + 8);
 	const int64_t nb = m->cols / 32;
-	const int nc = c1 - c0;
+	const int nc = c1 - c0, bias = fmt == R16_Q4_0 ? 8 : 128;
 	const uint8_t *a[64];
 	__m512 acc[64][8];
 
@@ -1538,20 +1565,22 @@ static void q8_0_r16_rows(const struct exl_mm_ctx *m, int64_t r, int nr, int c0,
 			acc[j][k] = _mm512_setzero_ps();
 	}
 	for (int64_t b = 0; b < nb; b++) {
+		size_t hoff = 16, off = 32 * (size_t)b;
 		__m512i aw[8];
 		__m512 dw;
-		int j = 0;
 
+		if (fmt != R16_Q8_0)
+			off = exl_pairs32_lo(b, nb, &hoff);
 		exl_prefetch_share(exl_row(m, r + 16), 16 * m->row_bytes, b, nb);
-		q8_0_r16_block(g0, g1, b, aw, &dw);
-		for (; j < nc; j += 2) {
+		r16_block(fmt, g0, g1, b, aw, &dw);
+		for (int j = 0; j < nc; j += 2) {
 			/* an odd last vector is computed twice, stored once */
 			const int j1 = j + 1 < nc ? j + 1 : j;
-			const int8_t *x[2] = { (const int8_t *)a[j] + 32 * b, (const int8_t *)a[j1] + 32 * b };
-			__m512i d[2] = { _mm512_set1_epi32(-128 * q8_0_isum(a[j], m->cols)[b]),
-					 _mm512_set1_epi32(-128 * q8_0_isum(a[j1], m->cols)[b]) };
+			const int8_t *x[2] = { (const int8_t *)a[j] + off, (const int8_t *)a[j1] + off };
+			__m512i d[2] = { _mm512_set1_epi32(-bias * r16_isum(a[j], m->cols)[b]),
+					 _mm512_set1_epi32(-bias * r16_isum(a[j1], m->cols)[b]) };
 
-			q8_0_r16_dot_x2(d, aw, x);
+			r16_dot_x2(d, aw, x, hoff);
 			acc[j][b & 7] = _mm512_fmadd_ps(
 				_mm512_cvtepi32_ps(d[0]),
 				_mm512_mul_ps(dw, _mm512_set1_ps(exl_act_q8_0_d(a[j], m->cols)[b])), acc[j][b & 7]);
@@ -1573,11 +1602,10 @@ static void q8_0_r16_rows(const struct exl_mm_ctx *m, int64_t r, int nr, int c0,
 }
 
 /* Batches take 16 rows at a time where two groups are there; decode (a
- * stream per row) and a last group alone are avx2vnni's. */
-static void mm_q8_0_r8(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, int c1)
+ * stream per row) and a last group alone are avx2vnni's kernel r8. */
+EXL_INLINE void r16_mm(const int fmt, exl_mm_fn r8, const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0,
+		       int c1)
 {
-	const exl_mm_fn r8 = exl_cpu_kernels_avx2vnni.mm_q8_0_r8;
-
 	if (m->n <= EXL_STREAM_N) {
 		r8(m, r0, r1, c0, c1);
 		return;
@@ -1586,10 +1614,25 @@ static void mm_q8_0_r8(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c
 		const int nr = r1 - r < 16 ? (int)(r1 - r) : 16;
 
 		if (nr > 8)
-			q8_0_r16_rows(m, r, nr, c0, c1);
+			r16_rows(fmt, m, r, nr, c0, c1);
 		else
 			r8(m, r, r + nr, c0, c1);
 	}
+}
+
+static void mm_q8_0_r8(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, int c1)
+{
+	r16_mm(R16_Q8_0, exl_cpu_kernels_avx2vnni.mm_q8_0_r8, m, r0, r1, c0, c1);
+}
+
+static void mm_q4_0_r8(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, int c1)
+{
+	r16_mm(R16_Q4_0, exl_cpu_kernels_avx2vnni.mm_q4_0_r8, m, r0, r1, c0, c1);
+}
+
+static void mm_iq4_nl_r8(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, int c1)
+{
+	r16_mm(R16_IQ4_NL, exl_cpu_kernels_avx2vnni.mm_iq4_nl_r8, m, r0, r1, c0, c1);
 }
 #endif
 
@@ -1619,5 +1662,7 @@ const struct exl_cpu_kernels SET_SYMBOL = {
 	.mm_iq4_xs = mm_iq4_xs,
 #ifdef EXL_MM_VNNI
 	.mm_q8_0_r8 = mm_q8_0_r8,
+	.mm_q4_0_r8 = mm_q4_0_r8,
+	.mm_iq4_nl_r8 = mm_iq4_nl_r8,
 #endif
 };

@@ -145,6 +145,19 @@ static inline void exl_prefetch_share(const uint8_t *next, size_t bytes, int64_t
 		_mm_prefetch((const char *)next + 64 * l, _MM_HINT_T0);
 }
 
+/* Offset of x's block b weights 0..15 in the avx2 family's pairs order
+ * (act_pairs32: each pair of blocks as [x0..15 of both | x16..31 of
+ * both]), and how far on weights 16..31 are. */
+static inline size_t exl_pairs32_lo(int64_t b, int64_t nb, size_t *hi)
+{
+	if ((nb & 1) && b == nb - 1) { /* a trailing odd block: element order */
+		*hi = 16;
+		return 32 * (size_t)b;
+	}
+	*hi = 32;
+	return 64 * (size_t)(b / 2) + 16 * (size_t)(b & 1);
+}
+
 static inline const uint8_t *exl_row(const struct exl_mm_ctx *m, int64_t r)
 {
 	return m->w + (size_t)r * m->row_bytes;
