@@ -30,14 +30,13 @@ static void avx512vnni_merge(void)
 	avx512vnni_set = exl_cpu_kernels_avx512vnni_own;
 	avx512vnni_set.act_q8_0 = v->act_q8_0;
 	avx512vnni_set.mm_q8_0 = v->mm_q8_0;
-	/* its own repacked Q8_0, Q4_0 and IQ4_NL kernels (16 rows a vector for
-	 * batches, avx2vnni's bits, its decode) stay */
+	/* its own repacked Q8_0, Q4_0, IQ4_NL and Q4_K kernels (16 rows a
+	 * vector for batches, avx2vnni's bits, its decode) stay */
 	avx512vnni_set.act_q4_0 = v->act_q4_0;
 	avx512vnni_set.mm_q4_0 = v->mm_q4_0;
 	/* Q4_K and Q5_K share act_q4_K */
 	avx512vnni_set.act_q4_K = v->act_q4_K;
 	avx512vnni_set.mm_q4_K = v->mm_q4_K;
-	avx512vnni_set.mm_q4_K_r8 = v->mm_q4_K_r8;
 	avx512vnni_set.mm_q5_K = v->mm_q5_K;
 	avx512vnni_set.act_iq4_xs = v->act_iq4_xs;
 	avx512vnni_set.mm_iq4_xs = v->mm_iq4_xs;

@@ -1485,7 +1485,7 @@ static void mm_iq4_xs(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0
  * The act is avx2vnni's too: Q8_0's x in element order, the others' in
  * pairs of blocks (exl_pairs32_lo). */
 
-enum { R16_Q8_0, R16_Q4_0, R16_IQ4_NL };
+enum { R16_Q8_0, R16_Q4_0, R16_IQ4_NL, R16_Q4_K };
 
 /* Block b of the groups at g0, g1 (8 rows each): the 8 operands (group k:
  * 4 weights of the 16 rows as unsigned levels, those x . rows8_xk's bytes
@@ -1601,6 +1601,107 @@ static void r16_rows(const int fmt, const struct exl_mm_ctx *m, int64_t r, int n
 	}
 }
 
+/* Q4_K the same way: avx2vnni's q4_K_r8_rows8 over two groups.  Per
+ * super-block and row the exact int32 I = sum of scale * (levels . x) and
+ * M = sum of min * (sum of x) over the 8 sub-blocks, then
+ * acc[b % 8] = fnmadd((float)M, dmin * d_x, fma((float)I, d * d_x, acc)).
+ * Its act is act_q8_K's, x in element order. */
+static void q4_K_r16_rows(const struct exl_mm_ctx *m, int64_t r, int nr, int c0, int c1)
+{
+	const uint8_t *g0 = exl_row(m, r), *g1 = exl_row(m, r + 8);
+	const int64_t nb = m->cols / 256;
+	const int nc = c1 - c0;
+	const __m512i lo4 = _mm512_set1_epi8(0x0f), m6 = _mm512_set1_epi32(0x3f3f3f3f);
+	const __m512i m4 = _mm512_set1_epi32(0x0f0f0f0f), m2 = _mm512_set1_epi32(0x03030303);
+	const uint8_t *a[64];
+	__m512 acc[64][8];
+	__m512i isum[64];
+
+	for (int j = 0; j < nc; j++) {
+		a[j] = m->act + (size_t)(c0 + j) * m->act_stride;
+		for (int k = 0; k < 8; k++)
+			acc[j][k] = _mm512_setzero_ps();
+	}
+	for (int64_t b = 0; b < nb; b++) {
+		const uint8_t *q0 = g0 + 1152 * (size_t)b, *q1 = g1 + 1152 * (size_t)b;
+		__m512i u[3], sc[2], mn[2];
+
+		exl_prefetch_share(exl_row(m, r + 16), 16 * m->row_bytes, b, nb);
+		/* each row's 12 bytes of scales and mins as three dwords
+		 * (repack.h), unpacked in its lane as exl_q4_K_scales does */
+		for (int k = 0; k < 3; k++)
+			u[k] = join256(_mm256_loadu_si256((const __m256i *)(const void *)(q0 + 32 + 32 * k)),
+				       _mm256_loadu_si256((const __m256i *)(const void *)(q1 + 32 + 32 * k)));
+		sc[0] = _mm512_and_si512(u[0], m6);
+		mn[0] = _mm512_and_si512(u[1], m6);
+		sc[1] = _mm512_or_si512(_mm512_and_si512(u[2], m4),
+					_mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(u[0], 6), m2), 4));
+		mn[1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(u[2], 4), m4),
+					_mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(u[1], 6), m2), 4));
+		for (int j = 0; j < nc; j++)
+			isum[j] = _mm512_setzero_si512();
+		for (int c = 0; c < 4; c++) {
+			__m512i v[8];
+
+			for (int k = 0; k < 8; k++)
+				v[k] = join256(
+					_mm256_loadu_si256((const __m256i *)(const void *)(q0 + 128 + 256 * c + 32 * k)),
+					_mm256_loadu_si256((const __m256i *)(const void *)(q1 + 128 + 256 * c + 32 * k)));
+			for (int h = 0; h < 2; h++) {
+				const int sb = 2 * c + h;
+				/* byte sb % 4 of each lane: the row's scale of sub-block sb */
+				const __m512i mul = _mm512_and_si512(_mm512_srli_epi32(sc[sb >> 2], 8 * (sb & 3)),
+								     _mm512_set1_epi32(0xff));
+				const size_t xo = 256 * (size_t)b + 32 * (size_t)sb;
+				__m512i lv[8];
+
+				for (int k = 0; k < 8; k++)
+					lv[k] = _mm512_and_si512(h ? _mm512_srli_epi16(v[k], 4) : v[k], lo4);
+				for (int j = 0; j < nc; j += 2) {
+					const int j1 = j + 1 < nc ? j + 1 : j;
+					const int8_t *x[2] = { (const int8_t *)a[j] + xo, (const int8_t *)a[j1] + xo };
+					__m512i d[2] = { _mm512_setzero_si512(), _mm512_setzero_si512() };
+
+					r16_dot_x2(d, lv, x, 16);
+					isum[j] = _mm512_add_epi32(isum[j], _mm512_mullo_epi32(d[0], mul));
+					if (j1 != j)
+						isum[j1] = _mm512_add_epi32(isum[j1], _mm512_mullo_epi32(d[1], mul));
+				}
+			}
+		}
+		const __m512 dw = _mm512_cvtph_ps(_mm256_set_m128i(_mm_loadu_si128((const __m128i *)(const void *)q1),
+								   _mm_loadu_si128((const __m128i *)(const void *)q0)));
+		const __m512 dm = _mm512_cvtph_ps(
+			_mm256_set_m128i(_mm_loadu_si128((const __m128i *)(const void *)(q1 + 16)),
+					 _mm_loadu_si128((const __m128i *)(const void *)(q0 + 16))));
+
+		for (int j = 0; j < nc; j++) {
+			/* min * (x's sum over each sub-block, the act's two int16 halves) */
+			const int16_t *bs = exl_act_q8_K_bsums(a[j], m->cols) + 16 * b;
+			const __m512 dx = _mm512_set1_ps(exl_act_q8_K_d(a[j], m->cols)[b]);
+			__m512i ms = _mm512_setzero_si512();
+
+			for (int sb = 0; sb < 8; sb++) {
+				const __m512i mnv = _mm512_and_si512(_mm512_srli_epi32(mn[sb >> 2], 8 * (sb & 3)),
+								     _mm512_set1_epi32(0xff));
+
+				ms = _mm512_add_epi32(ms, _mm512_mullo_epi32(mnv, _mm512_set1_epi32(bs[2 * sb] + bs[2 * sb + 1])));
+			}
+			acc[j][b & 7] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(ms), _mm512_mul_ps(dm, dx),
+							 _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[j]), _mm512_mul_ps(dw, dx),
+									 acc[j][b & 7]));
+		}
+	}
+	for (int j = 0; j < nc; j++) {
+		__m512 t = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(acc[j][0], acc[j][1]),
+						       _mm512_add_ps(acc[j][2], acc[j][3])),
+					 _mm512_add_ps(_mm512_add_ps(acc[j][4], acc[j][5]),
+						       _mm512_add_ps(acc[j][6], acc[j][7])));
+
+		_mm512_mask_storeu_ps(exl_out(m, c0 + j, r), (__mmask16)((1u << nr) - 1), t);
+	}
+}
+
 /* Batches take 16 rows at a time where two groups are there; decode (a
  * stream per row) and a last group alone are avx2vnni's kernel r8. */
 EXL_INLINE void r16_mm(const int fmt, exl_mm_fn r8, const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0,
@@ -1613,7 +1714,9 @@ EXL_INLINE void r16_mm(const int fmt, exl_mm_fn r8, const struct exl_mm_ctx *m, 
 	for (int64_t r = r0; r < r1; r += 16) {
 		const int nr = r1 - r < 16 ? (int)(r1 - r) : 16;
 
-		if (nr > 8)
+		if (nr > 8 && fmt == R16_Q4_K)
+			q4_K_r16_rows(m, r, nr, c0, c1);
+		else if (nr > 8)
 			r16_rows(fmt, m, r, nr, c0, c1);
 		else
 			r8(m, r, r + nr, c0, c1);
@@ -1633,6 +1736,11 @@ static void mm_q4_0_r8(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c
 static void mm_iq4_nl_r8(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, int c1)
 {
 	r16_mm(R16_IQ4_NL, exl_cpu_kernels_avx2vnni.mm_iq4_nl_r8, m, r0, r1, c0, c1);
+}
+
+static void mm_q4_K_r8(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, int c1)
+{
+	r16_mm(R16_Q4_K, exl_cpu_kernels_avx2vnni.mm_q4_K_r8, m, r0, r1, c0, c1);
 }
 #endif
 
@@ -1664,5 +1772,6 @@ const struct exl_cpu_kernels SET_SYMBOL = {
 	.mm_q8_0_r8 = mm_q8_0_r8,
 	.mm_q4_0_r8 = mm_q4_0_r8,
 	.mm_iq4_nl_r8 = mm_iq4_nl_r8,
+	.mm_q4_K_r8 = mm_q4_K_r8,
 #endif
 };
