@@ -1547,6 +1547,20 @@ EXL_INLINE const int32_t *r16_isum(const uint8_t *act, int64_t cols)
 	return (const int32_t *)(const void *)exl_act_q8_0_s(act, cols);
 }
 
+/* The tree of each vector's 8 accumulators, ((a0 + a1) + (a2 + a3)) +
+ * ((a4 + a5) + (a6 + a7)), stored as rows [r, r + nr) of its output. */
+EXL_INLINE void r16_store(const struct exl_mm_ctx *m, __m512 (*acc)[8], int nc, int c0, int64_t r, int nr)
+{
+	for (int j = 0; j < nc; j++) {
+		__m512 t = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(acc[j][0], acc[j][1]),
+						       _mm512_add_ps(acc[j][2], acc[j][3])),
+					 _mm512_add_ps(_mm512_add_ps(acc[j][4], acc[j][5]),
+						       _mm512_add_ps(acc[j][6], acc[j][7])));
+
+		_mm512_mask_storeu_ps(exl_out(m, c0 + j, r), (__mmask16)((1u << nr) - 1), t);
+	}
+}
+
 /* Rows [r, r + nr) (8 < nr <= 16, r a multiple of 8, so the group at
  * r + 8 exists, padded with zero rows) x vectors [c0, c1) (at most
  * COL_CHUNK, 64).  Not always_inline (q4_0_rows8_from's note on the
@@ -1591,14 +1605,7 @@ static void r16_rows(const int fmt, const struct exl_mm_ctx *m, int64_t r, int n
 					acc[j1][b & 7]);
 		}
 	}
-	for (int j = 0; j < nc; j++) {
-		__m512 t = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(acc[j][0], acc[j][1]),
-						       _mm512_add_ps(acc[j][2], acc[j][3])),
-					 _mm512_add_ps(_mm512_add_ps(acc[j][4], acc[j][5]),
-						       _mm512_add_ps(acc[j][6], acc[j][7])));
-
-		_mm512_mask_storeu_ps(exl_out(m, c0 + j, r), (__mmask16)((1u << nr) - 1), t);
-	}
+	r16_store(m, acc, nc, c0, r, nr);
 }
 
 /* Q4_K the same way: avx2vnni's q4_K_r8_rows8 over two groups.  Per
@@ -1692,14 +1699,7 @@ static void q4_K_r16_rows(const struct exl_mm_ctx *m, int64_t r, int nr, int c0,
 									 acc[j][b & 7]));
 		}
 	}
-	for (int j = 0; j < nc; j++) {
-		__m512 t = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(acc[j][0], acc[j][1]),
-						       _mm512_add_ps(acc[j][2], acc[j][3])),
-					 _mm512_add_ps(_mm512_add_ps(acc[j][4], acc[j][5]),
-						       _mm512_add_ps(acc[j][6], acc[j][7])));
-
-		_mm512_mask_storeu_ps(exl_out(m, c0 + j, r), (__mmask16)((1u << nr) - 1), t);
-	}
+	r16_store(m, acc, nc, c0, r, nr);
 }
 
 /* Batches take 16 rows at a time where two groups are there; decode (a
