@@ -32,7 +32,6 @@
 
 #include "kernels/cpu/matmul_amx_decode.h"
 #include "kernels/cpu/matmul_x86.h"
-#include "kernels/cpu/q0_scales_avx512.h"
 
 /* The int32 sum of the lanes (exact) */
 EXL_INLINE int32_t hsum256_epi32(__m256i s)

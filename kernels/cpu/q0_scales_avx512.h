@@ -1,7 +1,7 @@
 /* Block scales picked out without a scalar step per block: the fp16 scales
  * of blocks b .. b + 7 of a Q4_0 or Q8_0 row as 8 floats (word permutes),
- * and an IQ4_XS block's 8 sub-block scales as int16.  For files compiled with AVX-512 BW and F16C (matmul_avx512.c,
- * matmul_amx_decode.c), after <immintrin.h> or SIMDe's aliases. */
+ * and an IQ4_XS block's 8 sub-block scales as int16.  For files compiled
+ * with AVX-512 BW and F16C (matmul_avx512.c), after <immintrin.h>. */
 #ifndef EXL_CPU_Q0_SCALES_AVX512_H
 #define EXL_CPU_Q0_SCALES_AVX512_H
 
