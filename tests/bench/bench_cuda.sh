@@ -1,19 +1,23 @@
 #!/bin/sh
 # Prefill and decode speed of `exld run --device cuda` against llama.cpp's
-# CUDA build (llama-bench -ngl 99) on the same random-weight GGUFs.  A
-# benchmark for a GPU machine, not a test: never run by meson test.
+# CUDA build on the same random-weight GGUFs.  A benchmark for a GPU
+# machine, not a test: never run by meson test.
 #
 #   tests/bench/bench_cuda.sh [BUILD_DIR]        (default: build)
 #
 # Environment: SHAPES (default "tinyllama llama8b"), TYPES (default
 # "q4_0 q8_0 q4_k f16"; llama8b takes q4_k only, see below), PAIRS (runs of
 # each side per model, default 3), N_PROMPT (default 512), N_GEN (default
-# 128), MODEL_DIR (default /tmp), LLAMA_BENCH (llama.cpp's llama-bench built
-# with GGML_CUDA=ON; without it only exld's side is printed).
+# 128), MODEL_DIR (default /tmp), and llama.cpp's side, one of:
+#   PEER_GPU     the CPU peer's harness on llama.cpp's prebuilt CUDA library
+#                (tests/bench/peer_cuda_setup.sh makes it): the very same
+#                prompt and passes as exld, medians of PAIRS runs;
+#   LLAMA_BENCH  a llama-bench built with GGML_CUDA=ON: llama-bench -ngl 99
+#                -p N_PROMPT -n N_GEN -r PAIRS, its mean tok/s.
+# Without either only exld's side is printed.
 #
 # exld: a prompt of N_PROMPT tokens ("the" repeated after BOS) in one pass,
 # then N_GEN - 1 single-token passes, medians of PAIRS runs with a warm-up.
-# llama.cpp: llama-bench -p N_PROMPT -n N_GEN -r PAIRS, its mean tok/s.
 set -eu
 build=${1:-build}
 src=$(cd "$(dirname "$0")/../.." && pwd)
@@ -27,6 +31,7 @@ n_prompt=${N_PROMPT:-512}
 n_gen=${N_GEN:-128}
 model_dir=${MODEL_DIR:-/tmp}
 lbench=${LLAMA_BENCH:-}
+peer_gpu=${PEER_GPU:-}
 vocab=${VOCAB:-$src/../shared/models/vocab/ggml-vocab-llama-spm.gguf}
 [ -n "${EXLD_CUDA_MODULE:-}" ] || export EXLD_CUDA_MODULE=$build/kernels/cuda/libexld-cuda.so
 
@@ -72,7 +77,19 @@ for shape in $shapes; do
 		done
 		opp=$(median <"$tmp/pp"); otg=$(median <"$tmp/tg")
 		lpp=0; ltg=0
-		if [ -n "$lbench" ]; then
+		if [ -n "$peer_gpu" ]; then
+			: >"$tmp/lpp"; : >"$tmp/ltg"
+			p=0
+			while [ $p -lt "$pairs" ]; do
+				"$peer_gpu" --model "$model" --prompt "$prompt" --n "$n_gen" --threads 4 \
+					--ctx $((n_prompt + n_gen + 16)) --batch "$n_prompt" --flash-attn auto \
+					>"$tmp/lp.json" 2>"$tmp/lp.err" || { tail -5 "$tmp/lp.err" >&2; break; }
+				sed -n 's/.*"prompt_tok_s":\([0-9.]*\).*/\1/p' "$tmp/lp.json" >>"$tmp/lpp"
+				sed -n 's/.*"gen_tok_s":\([0-9.]*\).*/\1/p' "$tmp/lp.json" >>"$tmp/ltg"
+				p=$((p + 1))
+			done
+			lpp=$(median <"$tmp/lpp"); ltg=$(median <"$tmp/ltg")
+		elif [ -n "$lbench" ]; then
 			"$lbench" -m "$model" -ngl 99 -p "$n_prompt" -n "$n_gen" -r "$pairs" -o jsonl \
 				>"$tmp/lb.jsonl" 2>"$tmp/lb.err" || tail -5 "$tmp/lb.err" >&2
 			lpp=$(python3 -c 'import json,sys
@@ -89,4 +106,9 @@ for l in open(sys.argv[1]):
 	done
 done
 echo "tok/s; exld: medians of $pairs runs (prompt $n_prompt tokens, $((n_gen - 1)) decode passes);"
-echo "llama.cpp: llama-bench -ngl 99 -p $n_prompt -n $n_gen -r $pairs, mean; ratio = exld / llama.cpp"
+if [ -n "$peer_gpu" ]; then
+	echo "llama.cpp: $(basename "$peer_gpu"), every layer on the GPU, flash attention auto, the same prompt, medians of $pairs runs"
+else
+	echo "llama.cpp: llama-bench -ngl 99 -p $n_prompt -n $n_gen -r $pairs, mean"
+fi
+echo "ratio = exld / llama.cpp"

@@ -1,65 +1,138 @@
 #!/bin/bash
 # Everything a short session on a GPU machine should run, in one go, from
 # a build made elsewhere (docs/cuda.md, "A GPU session"):
-#   1. test_cuda_ops, line by line, under cuda-gdb when there is one (a
-#      crash then ends with a backtrace);
-#   2. cuda_model and cuda_cli, and, in the background, the CPU kernel
-#      suites of the host's own sets (a GPU host is often an AVX-512 or
-#      AMX machine the development machine is not);
-#   3. tests/cuda/check_archs.sh without the op tests;
-#   4. tests/bench/bench_cuda.sh (against llama-bench when LLAMA_BENCH
-#      names one) and tests/bench/bench_model.sh on the host's CPU.
+#   tests  test_cuda_ops, line by line, under cuda-gdb when there is one (a
+#          crash then ends with a backtrace); cuda_model and cuda_cli; in
+#          the background, the CPU kernel suites of the host's own sets and
+#          amx_layout (a GPU host is often an AVX-512 or AMX machine the
+#          development machine is not);
+#   archs  tests/cuda/check_archs.sh without the op tests;
+#   gpu    tests/bench/bench_cuda.sh, against llama.cpp's CUDA build when
+#          PEER_GPU or LLAMA_BENCH names one (PEER_GPU defaults to
+#          /tmp/peer-cuda/peer-bench-gpu when that exists);
+#   profile  every kernel of a short decode on llama8b q4_k, timed by ncu
+#          (tests/cuda/ncu_summary.py);
+#   cpu    tests/bench/bench_model.sh on the host's CPU, 2 threads;
+#   sitting  tests/bench/bench_cpu_sitting.sh (issue 19's figures) with
+#          SITTING_TYPES, PAIRS, BATCH_ROUNDS 2 and DELIVERY_RUNS 5.
 #
-#   tests/cuda/gpu_session.sh TESTS.json OUT_DIR
+#   tests/cuda/gpu_session.sh TESTS.json OUT_DIR [STEP ...]
 #
-# TESTS.json: `meson introspect --tests build` of the build, which must
-# sit at the path it was configured in (its programs and the tests' list
-# name absolute paths), with EXLD_MODELS' models where the list says.
-# Each step has its own time limit; the whole run is about 4 minutes on
-# an H200 host (16 cores).  Outputs and logs go to OUT_DIR.
+# Steps default to "tests archs gpu cpu".  TESTS.json: `meson introspect
+# --tests build` of the build, which must sit at the path it was
+# configured in (its programs and the tests' list name absolute paths),
+# with EXLD_MODELS' models where the list says.  With .gpu/ in the
+# checkout (tests/cuda/gpu_pack.sh), TESTS.json may be .gpu/tests.json:
+# the build, the models, the peers and the missing libraries are unpacked
+# to their paths first.  Each step has its own time limit; tests, archs
+# and gpu take about 4 minutes on an H200 host (16 cores).  Outputs and
+# logs go to OUT_DIR.
 set -u
-tests=${1:?usage: gpu_session.sh TESTS.json OUT_DIR}
+tests=${1:?usage: gpu_session.sh TESTS.json OUT_DIR [STEP ...]}
 out=${2:?}
+shift 2
+steps=${*:-tests archs gpu cpu}
 cd "$(dirname "$0")/../.." || exit 1
 mkdir -p "$out" || exit 1
 t0=$(date +%s)
 step() { echo "[+$(($(date +%s) - t0))s] $*"; }
+want() { case " $steps " in *" $1 "*) return 0 ;; esac; return 1; }
+
+if [ -d .gpu ] && [ ! -e /tmp/gpu-unpacked ]; then
+	step "unpack .gpu"
+	src=$(cat .gpu/src)
+	# The packed paths: the checkout where it was built, its ../shared.
+	if [ "$src" != "$PWD" ]; then
+		mkdir -p "$(dirname "$src")"
+		[ -e "$src" ] || ln -s "$PWD" "$src"
+	fi
+	for t in .gpu/*.tar.xz; do
+		case $t in */lib.tar.xz) ;; *) tar -C / -xJf "$t" || exit 1 ;; esac
+	done
+	[ -e ../shared ] || ln -s "$(dirname "$src")/shared" ../shared
+	mkdir -p /tmp/gpu-lib
+	tar -C /tmp/gpu-lib -xJf .gpu/lib.tar.xz || exit 1
+	have=$(ldconfig -p | awk '{ print $1 }')
+	for f in /tmp/gpu-lib/*; do
+		echo "$have" | grep -qx "${f##*/}" && rm -f "$f"
+	done
+	echo "libraries the machine lacked: $(ls /tmp/gpu-lib | tr '\n' ' ')"
+	touch /tmp/gpu-unpacked
+fi
+export LD_LIBRARY_PATH=/tmp/gpu-lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+cudalib=$(dirname "$(ls /usr/local/cuda*/lib64/libcublas.so.13 2>/dev/null | head -n 1)")
+[ "$cudalib" = . ] || export LD_LIBRARY_PATH=$LD_LIBRARY_PATH:$cudalib
 run=tests/tools/run_introspected.py
 export EXLD_CUDA_MODULE=$PWD/build/kernels/cuda/libexld-cuda.so
 
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>&1 | head -1
 grep -m1 'model name' /proc/cpuinfo
-grep -o -w 'amx_int8\|avx512_vnni\|avx512f\|avx2' /proc/cpuinfo | sort -u | tr '\n' ' '
+grep -o -w 'amx_int8\|amx_bf16\|avx512_vnni\|avx512f\|avx2' /proc/cpuinfo | sort -u | tr '\n' ' '
 echo
 
-(RT_TIMEOUT=60 python3 "$run" "$tests" '^(cpu_attention|cpu_ops|matmul_.*)$|-(avx2vnni|avx512|avx512vnni|amx)$' 8 \
-	"$out/cpu_tests.log" >"$out/cpu_tests.txt" 2>&1) &
-cpu_pid=$!
+if want tests; then
+	(RT_TIMEOUT=90 python3 "$run" "$tests" '^(amx_layout|cpu_attention|cpu_ops|matmul_.*)$|-(avx2vnni|avx512|avx512vnni|amx)$' 8 \
+		"$out/cpu_tests.log" >"$out/cpu_tests.txt" 2>&1) &
+	cpu_pid=$!
 
-step "test_cuda_ops"
-gdb=$(command -v cuda-gdb || ls /usr/local/cuda*/bin/cuda-gdb 2>/dev/null | head -1)
-if [ -n "$gdb" ]; then
-	timeout 60 "$gdb" -q -batch -ex run -ex bt --args build/tests/test_cuda_ops \
-		>"$out/cuda_ops.txt" 2>&1
-else
-	timeout 60 build/tests/test_cuda_ops >"$out/cuda_ops.txt" 2>&1
+	step "test_cuda_ops"
+	gdb=$(command -v cuda-gdb || ls /usr/local/cuda*/bin/cuda-gdb 2>/dev/null | head -1)
+	if [ -n "$gdb" ]; then
+		timeout 60 "$gdb" -q -batch -ex run -ex bt --args build/tests/test_cuda_ops \
+			>"$out/cuda_ops.txt" 2>&1
+	else
+		timeout 60 build/tests/test_cuda_ops >"$out/cuda_ops.txt" 2>&1
+	fi
+	grep -v '^\[New Thread\|^\[Thread\|^\[Inferior\|Detaching' "$out/cuda_ops.txt" | tail -40
+
+	step "cuda_model, cuda_cli"
+	RT_TIMEOUT=60 python3 "$run" "$tests" '^(cuda_model|cuda_cli)$' 2 "$out/cuda_tests.log"
 fi
-grep -v '^\[New Thread\|^\[Thread\|^\[Inferior\|Detaching' "$out/cuda_ops.txt" | tail -40
 
-step "cuda_model, cuda_cli"
-RT_TIMEOUT=60 python3 "$run" "$tests" '^(cuda_model|cuda_cli)$' 2 "$out/cuda_tests.log"
+if want archs; then
+	step "architectures"
+	NO_OPS=1 timeout 60 sh tests/cuda/check_archs.sh
+fi
 
-step "architectures"
-NO_OPS=1 timeout 60 sh tests/cuda/check_archs.sh
+if want tests; then
+	step "CPU kernel suites"
+	wait "$cpu_pid"
+	grep 'FAIL\|summary' "$out/cpu_tests.txt"
+fi
 
-step "CPU kernel suites"
-wait "$cpu_pid"
-grep 'FAIL\|summary' "$out/cpu_tests.txt"
+if want gpu; then
+	step "GPU speed"
+	[ -n "${PEER_GPU:-}" ] || [ ! -x /tmp/peer-cuda/peer-bench-gpu ] || export PEER_GPU=/tmp/peer-cuda/peer-bench-gpu
+	PAIRS=${PAIRS:-2} timeout 240 sh tests/bench/bench_cuda.sh 2>&1 | tee "$out/bench_cuda.txt"
+fi
 
-step "GPU speed"
-PAIRS=${PAIRS:-2} timeout 150 sh tests/bench/bench_cuda.sh 2>&1 | tee "$out/bench_cuda.txt"
+if want profile; then
+	# Where a decode token's time goes: every kernel of a short run (a
+	# 2-token prompt, so every matmul is the decode kernel), timed by ncu.
+	step "kernel profile"
+	ncu=$(command -v ncu || ls /usr/local/cuda*/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -n 1)
+	model=${PROFILE_MODEL:-/tmp/exld-bench-llama8b-q4_k.gguf}
+	if [ -n "$ncu" ] && [ -f "$model" ]; then
+		timeout 150 "$ncu" --clock-control none --metrics gpu__time_duration.sum --csv \
+			build/daemon/exld run --model "$model" --device cuda --prompt Hello -n 8 \
+			--temperature 0 >"$out/ncu.csv" 2>"$out/ncu.err"
+		python3 tests/cuda/ncu_summary.py "$out/ncu.csv" | head -n 25
+		build/daemon/exld run --model "$model" --device cuda --prompt Hello -n 8 --temperature 0 \
+			2>&1 >/dev/null | grep '^timing:'
+	else
+		echo "no ncu or no $model"
+	fi
+fi
 
-step "CPU speed, 2 threads"
-PAIRS=${PAIRS:-2} TYPES="q8_0 q4_0 q4_k" timeout 120 sh tests/bench/bench_model.sh 2>&1 |
-	tee "$out/bench_cpu.txt"
+if want cpu; then
+	step "CPU speed, 2 threads"
+	PAIRS=${PAIRS:-2} TYPES="q8_0 q4_0 q4_k" timeout 120 sh tests/bench/bench_model.sh 2>&1 |
+		tee "$out/bench_cpu.txt"
+fi
+
+if want sitting; then
+	step "issue 19's sitting, 2 threads"
+	TYPES=${SITTING_TYPES:-"q8_0 q4_0 q4_k f16 bf16 q6_k"} PAIRS=${PAIRS:-2} BATCH_ROUNDS=2 \
+		DELIVERY_RUNS=5 timeout 540 sh tests/bench/bench_cpu_sitting.sh 2>&1 | tee "$out/sitting.txt"
+fi
 step done
