@@ -6,7 +6,7 @@
 # group of 8 rows) and random Q4_K, Q8_0 and IQ4_NL llamas, `exld run` writes the
 # same logits, bit for bit, and the same ids as with EXLD_CPU_REPACK=0
 # (every weight read from the file).  A daemon reports the copy where the
-# set makes one (the avx2 family): `exl status` counts it ("repacked in
+# set makes one (the avx2 family and amx): `exl status` counts it ("repacked in
 # RAM"); without it (EXLD_CPU_REPACK=0, or a set with no layout of its
 # own) the weights are the file's alone.  The daemon's greedy ids are
 # exld run's.
@@ -27,7 +27,7 @@ if [ -z "$set" ]; then
 	exit 77
 fi
 case $set in
-avx2 | avx2vnni | avx512vnni) repacks=1 ;;
+avx2 | avx2vnni | avx512vnni | amx) repacks=1 ;;
 *) repacks=0 ;;
 esac
 

@@ -36,6 +36,11 @@ def run(t):
     cmd = [resolve(a) for a in t["cmd"]]
     env = dict(os.environ)
     env.update(t.get("env") or {})
+    # A test's own library path (meson's, for the build's libraries) comes
+    # first; the machine's (where gpu_session.sh put what it lacked) after.
+    outer = os.environ.get("LD_LIBRARY_PATH")
+    if outer and env.get("LD_LIBRARY_PATH") != outer:
+        env["LD_LIBRARY_PATH"] = env["LD_LIBRARY_PATH"] + ":" + outer
     cwd = t.get("workdir") or env.get("EXLD_BUILDDIR") or os.getcwd()
     limit = t.get("timeout") or 300
     if os.environ.get("RT_TIMEOUT"):
