@@ -1,4 +1,5 @@
 #include <pthread.h>
+#include <stdatomic.h>
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
 #endif
@@ -47,6 +48,23 @@ static void detect_amx(void)
 }
 #endif
 
+#if defined(__x86_64__) || defined(__i386__)
+/* Vendor "AuthenticAMD" and this CPUID family (base + extended). */
+static bool is_amd_family(unsigned family)
+{
+	unsigned a, b, c, d;
+
+	if (!__get_cpuid(0, &a, &b, &c, &d) || b != 0x68747541u || d != 0x69746e65u || c != 0x444d4163u)
+		return false;
+	if (!__get_cpuid(1, &a, &b, &c, &d))
+		return false;
+	unsigned f = (a >> 8) & 0xf;
+	if (f == 0xf)
+		f += (a >> 20) & 0xff;
+	return f == family;
+}
+#endif
+
 static void detect(void)
 {
 #if defined(__x86_64__) || defined(__i386__)
@@ -64,6 +82,7 @@ static void detect(void)
 	features.avx512vl = __builtin_cpu_supports("avx512vl");
 	features.avx512vnni = __builtin_cpu_supports("avx512vnni");
 	features.avx512bf16 = __builtin_cpu_supports("avx512bf16");
+	features.split512 = features.avx512f && is_amd_family(0x19);
 #endif
 #if defined(__x86_64__)
 	detect_amx();
@@ -74,4 +93,18 @@ const struct exl_cpu_features *exl_cpu_features(void)
 {
 	pthread_once(&features_once, detect);
 	return &features;
+}
+
+static atomic_int decode16 = -1;
+
+bool exl_cpu_decode16(void)
+{
+	int v = atomic_load_explicit(&decode16, memory_order_relaxed);
+
+	return v < 0 ? !exl_cpu_features()->split512 : v != 0;
+}
+
+void exl_cpu_set_decode16(int on)
+{
+	atomic_store_explicit(&decode16, on < 0 ? -1 : on != 0, memory_order_relaxed);
 }

@@ -34,7 +34,6 @@
 #define EXL_AMX_SCALES scales
 #define EXL_AMX_POST16 post16
 #define EXL_AMX_PACK_Q45_K pack_q45_K
-#define EXL_AMX_PACK_R8_Q4_K pack_r8_q4_K
 #define EXL_AMX_PACK_Q6_K pack_q6_K
 #define EXL_AMX_PACK_IQ4_XS pack_iq4_xs
 #define EXL_AMX_IPOST16 ipost16
@@ -48,7 +47,6 @@ static inline void scales(const uint8_t *w, size_t row_bytes, size_t bs, int64_t
 static inline void post16(float *acc, const int32_t *dots, float dx, const float *dw);
 static inline void pack_q45_K(const uint8_t *w, size_t row_bytes, int64_t b, int t, int nr, int q5,
 			      int8_t *lo, int8_t *hi);
-static inline void pack_r8_q4_K(const uint8_t *g0, const uint8_t *g1, int64_t b, int t, int8_t *lo, int8_t *hi);
 static inline void ipost16(int32_t *isum, const int32_t *dots, const int32_t *sc);
 static inline void pack_q6_K(const uint8_t *w, size_t row_bytes, int64_t b, int h, int s, int nr,
 			     int8_t out[4][4 * 64]);
@@ -205,25 +203,6 @@ static inline void pack_q45_K(const uint8_t *w, size_t row_bytes, int64_t b, int
 	}
 }
 
-/* Q4_K's repacked chunk t: each B row's halves are two loads, the two
- * sub-blocks its nibbles (levels 0..15; a zero row's are zero). */
-static inline void pack_r8_q4_K(const uint8_t *g0, const uint8_t *g1, int64_t b, int t, int8_t *lo, int8_t *hi)
-{
-	const uint8_t *q0 = g0 + 1152 * (size_t)b + 128 + 256 * (size_t)t;
-	const uint8_t *q1 = g1 ? g1 + 1152 * (size_t)b + 128 + 256 * (size_t)t : NULL;
-	const __m512i lo4 = _mm512_set1_epi8(0x0f);
-
-	for (int i = 0; i < 8; i++) {
-		__m512i v = _mm512_inserti64x4(_mm512_setzero_si512(),
-					       _mm256_loadu_si256((const __m256i *)(const void *)(q0 + 32 * i)), 0);
-
-		if (q1)
-			v = _mm512_inserti64x4(v, _mm256_loadu_si256((const __m256i *)(const void *)(q1 + 32 * i)), 1);
-		_mm512_storeu_si512(lo + 64 * i, _mm512_and_si512(v, lo4));
-		_mm512_storeu_si512(hi + 64 * i, _mm512_and_si512(_mm512_srli_epi16(v, 4), lo4));
-	}
-}
-
 static inline void post16(float *acc, const int32_t *dots, float dx, const float *dw)
 {
 	__m512 s = _mm512_mul_ps(_mm512_set1_ps(dx), _mm512_loadu_ps(dw));
@@ -325,7 +304,6 @@ const struct exl_amx_helpers exl_amx_helpers_avx512 = {
 	.ipost16 = ipost16,
 	.post16_q4_K = post16_q4_K,
 	.pack_q45_K = pack_q45_K,
-	.pack_r8_q4_K = pack_r8_q4_K,
 	.pack_q6_K = pack_q6_K,
 	.pack_iq4_xs = pack_iq4_xs,
 };
@@ -341,9 +319,10 @@ static inline void mm_own(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, in
 		exl_amx_mm(m, r0, r1, c0, c1, type);
 }
 
-/* Q8_0, Q4_0, IQ4_NL, Q4_K, Q5_K and IQ4_XS decode with avx2vnni's
- * kernels (GGUF rows or repacked groups), whose float steps the tiles
- * share (matmul_amx_body.h). */
+/* Q8_0, Q4_0, IQ4_NL, Q4_K, Q5_K and IQ4_XS decode with the kernels
+ * whose float steps the tiles share (matmul_amx_body.h): avx2vnni's from
+ * GGUF rows, avx512vnni's (16 rows a vector, exl_cpu_decode16) from the
+ * repacked groups. */
 static inline void mm_vnni(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, int c1, exl_mm_fn vnni,
 			   int type)
 {
@@ -363,12 +342,11 @@ static inline void mm_vnni(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, i
 EXL_AMX_OWN_MM(mm_q8_0, mm_vnni(m, r0, r1, c0, c1, exl_cpu_kernels_avx2vnni.mm_q8_0, EXL_AMX_Q8_0))
 EXL_AMX_OWN_MM(mm_q4_0, mm_vnni(m, r0, r1, c0, c1, exl_cpu_kernels_avx2vnni.mm_q4_0, EXL_AMX_Q4_0))
 EXL_AMX_OWN_MM(mm_iq4_nl, mm_vnni(m, r0, r1, c0, c1, exl_cpu_kernels_avx2vnni.mm_iq4_nl, EXL_AMX_IQ4_NL))
-EXL_AMX_OWN_MM(mm_q8_0_r8, mm_vnni(m, r0, r1, c0, c1, exl_cpu_kernels_avx2vnni.mm_q8_0_r8, EXL_AMX_Q8_0_R8))
-EXL_AMX_OWN_MM(mm_q4_0_r8, mm_vnni(m, r0, r1, c0, c1, exl_cpu_kernels_avx2vnni.mm_q4_0_r8, EXL_AMX_Q4_0_R8))
+EXL_AMX_OWN_MM(mm_q8_0_r8, mm_vnni(m, r0, r1, c0, c1, exl_cpu_kernels_avx512vnni_own.mm_q8_0_r8, EXL_AMX_Q8_0_R8))
+EXL_AMX_OWN_MM(mm_q4_0_r8, mm_vnni(m, r0, r1, c0, c1, exl_cpu_kernels_avx512vnni_own.mm_q4_0_r8, EXL_AMX_Q4_0_R8))
 EXL_AMX_OWN_MM(mm_iq4_nl_r8,
-	       mm_vnni(m, r0, r1, c0, c1, exl_cpu_kernels_avx2vnni.mm_iq4_nl_r8, EXL_AMX_IQ4_NL_R8))
+	       mm_vnni(m, r0, r1, c0, c1, exl_cpu_kernels_avx512vnni_own.mm_iq4_nl_r8, EXL_AMX_IQ4_NL_R8))
 EXL_AMX_OWN_MM(mm_q4_K, mm_vnni(m, r0, r1, c0, c1, exl_cpu_kernels_avx2vnni.mm_q4_K, EXL_AMX_Q4_K))
-EXL_AMX_OWN_MM(mm_q4_K_r8, mm_vnni(m, r0, r1, c0, c1, exl_cpu_kernels_avx2vnni.mm_q4_K_r8, EXL_AMX_Q4_K_R8))
 EXL_AMX_OWN_MM(mm_q5_K, mm_vnni(m, r0, r1, c0, c1, exl_cpu_kernels_avx2vnni.mm_q5_K, EXL_AMX_Q5_K))
 EXL_AMX_OWN_MM(mm_q6_K, mm_own(m, r0, r1, c0, c1, EXL_AMX_Q6_K))
 EXL_AMX_OWN_MM(mm_iq4_xs, mm_vnni(m, r0, r1, c0, c1, exl_cpu_kernels_avx2vnni.mm_iq4_xs, EXL_AMX_IQ4_XS))
@@ -392,7 +370,6 @@ const struct exl_cpu_kernels exl_cpu_kernels_amx_own = {
 	.mm_iq4_nl = mm_iq4_nl,
 	.mm_iq4_nl_r8 = mm_iq4_nl_r8,
 	.mm_q4_K = mm_q4_K,
-	.mm_q4_K_r8 = mm_q4_K_r8,
 	.mm_q5_K = mm_q5_K,
 	.mm_q6_K = mm_q6_K,
 	.mm_iq4_xs = mm_iq4_xs,

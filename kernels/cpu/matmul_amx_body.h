@@ -573,56 +573,6 @@ static inline void exl_amx_meta_q45_K(const uint8_t *w, size_t row_bytes, size_t
 	}
 }
 
-/* The same from the groups of 8 at g0 and g1 (EXL_LAYOUT_ROWS8,
- * kernels/cpu/repack.h; g1 NULL past a matrix's last group): row i's d,
- * dmin and scales[12] at i of each array. */
-static inline void exl_amx_meta_r8_q4_K(const uint8_t *g0, const uint8_t *g1, int64_t b,
-					int32_t sc[8][EXL_AMX_TR], int32_t mn[8][EXL_AMX_TR], float d[EXL_AMX_TR],
-					float dmin[EXL_AMX_TR])
-{
-	for (int r = 0; r < EXL_AMX_TR; r++) {
-		const uint8_t *p = r < 8 ? g0 : g1;
-		const uint8_t *blk = p ? p + 1152 * (size_t)b : NULL;
-		const size_t i = (size_t)(r % 8);
-		uint16_t h[2] = { 0, 0 };
-		uint8_t scales[12] = { 0 };
-
-		if (blk) {
-			memcpy(&h[0], blk + 2 * i, 2);
-			memcpy(&h[1], blk + 16 + 2 * i, 2);
-			for (int u = 0; u < 3; u++)
-				memcpy(scales + 4 * u, blk + 32 + 32 * (size_t)u + 4 * i, 4);
-		}
-		d[r] = exl_fp16_to_fp32(h[0]);
-		dmin[r] = exl_fp16_to_fp32(h[1]);
-		for (int j = 0; j < 8; j++) {
-			uint8_t s8, n8;
-
-			exl_get_scale_min_k4(j, scales, &s8, &n8);
-			sc[j][r] = s8;
-			mn[j][r] = n8;
-		}
-	}
-}
-
-/* Sub-blocks 2t and 2t + 1 of super-block b of the 16 rows of groups g0,
- * g1 as pack_q45_K gives them: B row i is dword i of the rows' 32-byte
- * chunk t, 8 rows of g0 then 8 of g1, low nibbles (2t) and high (2t + 1). */
-static inline void exl_amx_pack_r8_q4_K(const uint8_t *g0, const uint8_t *g1, int64_t b, int t,
-					int8_t lo[(EXL_AMX_KB / 4) * 64], int8_t hi[(EXL_AMX_KB / 4) * 64])
-{
-	for (int h = 0; h < 2; h++) {
-		const uint8_t *p = h ? g1 : g0;
-		const uint8_t *q = p ? p + 1152 * (size_t)b + 128 + 256 * (size_t)t : NULL;
-
-		for (int i = 0; i < 8; i++)
-			for (int e = 0; e < 32; e++) {
-				lo[64 * i + 32 * h + e] = q ? (int8_t)(q[32 * i + e] & 15) : 0;
-				hi[64 * i + 32 * h + e] = q ? (int8_t)(q[32 * i + e] >> 4) : 0;
-			}
-	}
-}
-
 /* The float step of a super-block for 16 rows of one vector. */
 static inline void exl_amx_post16_q4_K(float acc[EXL_AMX_TR], const int32_t isum[EXL_AMX_TR],
 				       const int32_t msum[EXL_AMX_TR], float dx, const float d[EXL_AMX_TR],
@@ -637,22 +587,20 @@ static inline void exl_amx_post16_q4_K(float acc[EXL_AMX_TR], const int32_t isum
 #ifndef EXL_AMX_PACK_Q45_K
 #define EXL_AMX_PACK_Q45_K exl_amx_pack_q45_K
 #endif
-#ifndef EXL_AMX_PACK_R8_Q4_K
-#define EXL_AMX_PACK_R8_Q4_K exl_amx_pack_r8_q4_K
-#endif
 #ifndef EXL_AMX_POST16_Q4_K
 #define EXL_AMX_POST16_Q4_K exl_amx_post16_q4_K
 #endif
 
-/* Rows [r, r + nr) (nr <= 16) of a Q4_K (q5 = 0) or Q5_K matrix for
- * vectors [c0, c1), c1 - c0 <= 64; Q4_K from GGUF rows or (r8, r a
- * multiple of 8) from its repacked groups.  The tile config is
- * exl_amx_cfg_batch. */
+/* Rows [r, r + nr) (nr <= 16) of a Q4_K (q5 = 0) or Q5_K matrix, GGUF
+ * rows, for vectors [c0, c1), c1 - c0 <= 64.  The tile config is
+ * exl_amx_cfg_batch.  (Repacked Q4_K goes through avx512vnni's 16-row
+ * kernel: on the Xeon measured it multiplies a batch twice as fast as
+ * these tiles, whose per-sub-block scaling and mins cost more than the
+ * tile products save; docs/cpu-kernels.md.) */
 static inline void exl_amx_rows_batch_q45_K(const struct exl_mm_ctx *m, int64_t r, int nr, int c0, int c1,
-					    int q5, int r8)
+					    int q5)
 {
 	const uint8_t *w = m->w + (size_t)r * m->row_bytes;
-	const uint8_t *g1 = r8 && nr > 8 ? w + 8 * m->row_bytes : NULL;
 	const int64_t nb = m->cols / 256;
 	const int nc = c1 - c0;
 	const size_t set_bytes = sizeof(float) * EXL_AMX_TR * (size_t)nc;
@@ -667,16 +615,10 @@ static inline void exl_amx_rows_batch_q45_K(const struct exl_mm_ctx *m, int64_t 
 	for (int k = 0; k < 8; k++) {
 		memset(acc, 0, set_bytes);
 		for (int64_t b = k; b < nb; b += 8) {
-			if (r8)
-				exl_amx_meta_r8_q4_K(w, g1, b, sc, mn, d, dmin);
-			else
-				exl_amx_meta_q45_K(w, m->row_bytes, exl_amx_k45_bs(q5), b, nr, sc, mn, d, dmin);
+			exl_amx_meta_q45_K(w, m->row_bytes, exl_amx_k45_bs(q5), b, nr, sc, mn, d, dmin);
 			memset(isum, 0, sizeof(int32_t) * EXL_AMX_TR * (size_t)nc);
 			for (int t = 0; t < 4; t++) {
-				if (r8)
-					EXL_AMX_PACK_R8_Q4_K(w, g1, b, t, bpack[0], bpack[1]);
-				else
-					EXL_AMX_PACK_Q45_K(w, m->row_bytes, b, t, nr, q5, bpack[0], bpack[1]);
+				EXL_AMX_PACK_Q45_K(w, m->row_bytes, b, t, nr, q5, bpack[0], bpack[1]);
 				for (int h = 0; h < 2; h++) {
 					const int j = 2 * t + h;
 
@@ -922,8 +864,8 @@ static inline void exl_amx_mm(const struct exl_mm_ctx *m, int64_t r0, int64_t r1
 		for (int c = c0; c < c1; c += 16 * EXL_AMX_COL_TILES) {
 			int ce = c1 - c < 16 * EXL_AMX_COL_TILES ? c1 : c + 16 * EXL_AMX_COL_TILES;
 
-			if (type == EXL_AMX_Q4_K || type == EXL_AMX_Q5_K || type == EXL_AMX_Q4_K_R8)
-				exl_amx_rows_batch_q45_K(m, r, nr, c, ce, type == EXL_AMX_Q5_K, type == EXL_AMX_Q4_K_R8);
+			if (type == EXL_AMX_Q4_K || type == EXL_AMX_Q5_K)
+				exl_amx_rows_batch_q45_K(m, r, nr, c, ce, type == EXL_AMX_Q5_K);
 			else if (type == EXL_AMX_Q6_K)
 				exl_amx_rows_batch_q6_K(m, r, nr, c, ce);
 			else if (type == EXL_AMX_IQ4_XS)

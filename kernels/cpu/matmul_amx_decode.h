@@ -21,7 +21,6 @@ enum {
 	EXL_AMX_Q8_0_R8, /* repacked, EXL_LAYOUT_ROWS8: tiles only */
 	EXL_AMX_Q4_0_R8,
 	EXL_AMX_IQ4_NL_R8,
-	EXL_AMX_Q4_K_R8,
 	EXL_AMX_Q4_K,
 	EXL_AMX_Q5_K,
 	EXL_AMX_Q6_K,

@@ -22,7 +22,6 @@ struct exl_amx_helpers {
 			    const float *dmin);
 	void (*pack_q45_K)(const uint8_t *w, size_t row_bytes, int64_t b, int t, int nr, int q5, int8_t *lo,
 			   int8_t *hi);
-	void (*pack_r8_q4_K)(const uint8_t *g0, const uint8_t *g1, int64_t b, int t, int8_t *lo, int8_t *hi);
 	void (*pack_q6_K)(const uint8_t *w, size_t row_bytes, int64_t b, int h, int s, int nr,
 			  int8_t out[4][4 * 64]);
 	void (*pack_iq4_xs)(const uint8_t *w, size_t row_bytes, int64_t b, int j, int nr, int8_t *lo, int8_t *hi);

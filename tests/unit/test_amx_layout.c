@@ -32,7 +32,7 @@
 #include "tests/common/check.h"
 
 static int emu_failed;
-static int decode_simde_checked, decode_native_checked, vnni_checked, r8_checked, act_checked;
+static int decode_simde_checked, decode_native_checked, vnni_checked, r8_checked, act_checked, r16_checked;
 
 #define EMU_CHECK(cond, ...)                                                    \
 	do {                                                                    \
@@ -351,15 +351,6 @@ static int test_helpers_native(void)
 					SAME(al, bl, "pack_q45_K q5 %d t %d nr %d", q5, t, nr);
 					SAME(ah, bh, "pack_q45_K q5 %d t %d nr %d", q5, t, nr);
 				}
-			for (int t = 0; t < 4; t++) { /* Q4_K: two groups of 2 super-blocks, super-block 1 */
-				int8_t al[512], ah[512], bl[512], bh[512];
-
-				fill_blocks(w, 4 * 1152, 1152, 0, 16);
-				exl_amx_pack_r8_q4_K(w, nr > 8 ? w + 2 * 1152 : NULL, 1, t, al, ah);
-				v->pack_r8_q4_K(w, nr > 8 ? w + 2 * 1152 : NULL, 1, t, bl, bh);
-				SAME(al, bl, "pack_r8_q4_K t %d nr %d", t, nr);
-				SAME(ah, bh, "pack_r8_q4_K t %d nr %d", t, nr);
-			}
 			for (int h = 0; h < 2; h++)
 				for (int sh = 0; sh < 2; sh++) {
 					int8_t a[4][4 * 64], b[4][4 * 64];
@@ -776,22 +767,25 @@ static int same_bits(const float *a, const float *b, size_t n, const char *what,
 	return bad == 0;
 }
 
-/* The types the set decodes with avx2vnni's kernels: their tile type
- * from the repacked groups (-1: none), and those kernels */
+/* The types whose tiles read the repacked groups: their tile type
+ * (-1: none; Q4_K's repacked form goes through avx512vnni's kernel) */
 static int r8_type(uint32_t type)
 {
 	return type == EXL_Q8_0 ? EXL_AMX_Q8_0_R8
 	       : type == EXL_Q4_0 ? EXL_AMX_Q4_0_R8
 	       : type == EXL_IQ4_NL ? EXL_AMX_IQ4_NL_R8
-	       : type == EXL_Q4_K ? EXL_AMX_Q4_K_R8
-				  : -1;
+				    : -1;
+}
+
+/* The types the CPU backend repacks (EXL_LAYOUT_ROWS8) */
+static int repacked(uint32_t type)
+{
+	return type == EXL_Q8_0 || type == EXL_Q4_0 || type == EXL_IQ4_NL || type == EXL_Q4_K;
 }
 
 #if defined(EXL_HAVE_X86_KERNELS)
-static void vnni_fns(uint32_t type, exl_mm_fn *rows, exl_mm_fn *r8)
+static void vnni_fns(const struct exl_cpu_kernels *k, uint32_t type, exl_mm_fn *rows, exl_mm_fn *r8)
 {
-	const struct exl_cpu_kernels *k = &exl_cpu_kernels_avx2vnni;
-
 	*rows = type == EXL_Q8_0 ? k->mm_q8_0
 		: type == EXL_Q4_0 ? k->mm_q4_0
 		: type == EXL_IQ4_NL ? k->mm_iq4_nl
@@ -808,24 +802,28 @@ static void vnni_fns(uint32_t type, exl_mm_fn *rows, exl_mm_fn *r8)
 
 /* Q8_0, Q4_0, IQ4_NL, Q4_K (and Q5_K, IQ4_XS, not repacked): the tiles from the
  * repacked groups, and where the CPU runs them avx2vnni's kernels (GGUF
- * rows and groups, which the set decodes with), must give the tiles'
- * bits y. */
+ * rows and groups: the set's decode from rows) and avx512vnni's repacked
+ * ones (the set's decode from the groups, both ways of exl_cpu_decode16,
+ * and its batches of repacked Q4_K), must give the tiles' bits y. */
 static void check_vnni(const struct exl_mm_ctx *m, const struct case_data *d, const float *y)
 {
 	const size_t n_out = (size_t)(d->rows * d->n);
 	const int rt = r8_type(d->type);
-	const size_t rp_bytes = rt < 0 ? 0 : exl_cpu_repack_bytes(d->type, EXL_LAYOUT_ROWS8, d->rows, d->cols);
+	const size_t rp_bytes = repacked(d->type) ? exl_cpu_repack_bytes(d->type, EXL_LAYOUT_ROWS8, d->rows, d->cols) : 0;
 	struct exl_mm_ctx mr = *m;
 	float *yr = malloc(sizeof(float) * n_out);
 	uint8_t *rp = rp_bytes ? malloc(rp_bytes) : NULL;
 
-	CHECK(yr && (rt < 0 || rp), "out of memory, or no repacked form of %s", exl_dtype_info(d->type)->name);
-	if (!yr || (rt >= 0 && !rp))
+	CHECK(yr && (!repacked(d->type) || rp), "out of memory, or no repacked form of %s",
+	      exl_dtype_info(d->type)->name);
+	if (!yr || (repacked(d->type) && !rp))
 		goto out;
 	if (rp) {
 		CHECK(exl_cpu_repack(d->type, EXL_LAYOUT_ROWS8, d->w, rp, d->rows, d->cols) == 0, "repack");
 		mr.w = rp;
 		mr.y = yr;
+	}
+	if (rt >= 0) {
 		for (int c0 = 0; c0 < d->n; c0 += 64)
 			for (int64_t r = 0; r < d->rows; r += 16)
 				exl_amx_mm(&mr, r, r + 16 < d->rows ? r + 16 : d->rows, c0,
@@ -840,7 +838,7 @@ static void check_vnni(const struct exl_mm_ctx *m, const struct case_data *d, co
 		exl_mm_fn rows_fn, r8_fn;
 		int ok;
 
-		vnni_fns(d->type, &rows_fn, &r8_fn);
+		vnni_fns(&exl_cpu_kernels_avx2vnni, d->type, &rows_fn, &r8_fn);
 		run_vnni(m, rows_fn, yr);
 		ok = same_bits(yr, y, n_out, "avx2vnni from GGUF rows", d);
 		if (rp) {
@@ -849,6 +847,22 @@ static void check_vnni(const struct exl_mm_ctx *m, const struct case_data *d, co
 		}
 		if (ok)
 			vnni_checked++;
+	}
+	if (rp && exl_cpu_kernels_available("avx512vnni")) {
+		exl_mm_fn rows_fn, r8_fn;
+		int ok = 1;
+
+		vnni_fns(&exl_cpu_kernels_avx512vnni_own, d->type, &rows_fn, &r8_fn);
+		for (int d16 = 0; d16 < 2; d16++) {
+			exl_cpu_set_decode16(d16);
+			run_vnni(&mr, r8_fn, yr);
+			ok &= same_bits(yr, y, n_out,
+					d16 ? "avx512vnni from the groups, 16 rows a vector"
+					    : "avx512vnni from the groups, decode by 8 rows", d);
+		}
+		exl_cpu_set_decode16(-1);
+		if (ok)
+			r16_checked++;
 	}
 #endif
 out:
@@ -1269,8 +1283,8 @@ int main(void)
 	CHECK(emu_dp_count > 0 && emu_bf16_count > 0, "no tile multiply ran");
 	printf("tile emulator: %ld tdpbssd over Q8_0/Q4_0/IQ4_NL/Q4_K/Q5_K/Q6_K/IQ4_XS, %ld tdpbf16ps over F16/BF16, rows 1-70, n 1-70\n",
 	       emu_dp_count, emu_bf16_count);
-	CHECK(r8_checked > 0, "no repacked Q8_0/Q4_0/IQ4_NL/Q4_K case ran");
-	printf("Q8_0/Q4_0/IQ4_NL/Q4_K tiles from the repacked groups: %d cases bit for bit with the GGUF rows'\n", r8_checked);
+	CHECK(r8_checked > 0, "no repacked Q8_0/Q4_0/IQ4_NL case ran");
+	printf("Q8_0/Q4_0/IQ4_NL tiles from the repacked groups: %d cases bit for bit with the GGUF rows'\n", r8_checked);
 	printf("the amx set's table: %s\n", table_checked ? "every borrowed kernel with its own set's act, every own one with its tiles'"
 						       : "not built (the compiler took no AMX flags)");
 	if (act_checked)
@@ -1280,6 +1294,11 @@ int main(void)
 		       vnni_checked);
 	else
 		printf("avx2vnni's Q8_0/Q4_0/IQ4_NL/Q4_K/Q5_K/IQ4_XS kernels (the set's decode): skipped, this CPU runs no avx2vnni set\n");
+	if (r16_checked)
+		printf("avx512vnni's repacked Q8_0/Q4_0/IQ4_NL/Q4_K kernels (the set's decode from the groups, and Q4_K's batches), "
+		       "decoding by 16 rows and by 8: %d cases bit for bit with the tiles\n", r16_checked);
+	else
+		printf("avx512vnni's repacked kernels: skipped, this CPU runs no avx512vnni set\n");
 	if (decode_simde_checked)
 		printf("Q6_K's AVX-512 decode over SIMDe: %d cases bit for bit with the tiles\n", decode_simde_checked);
 	else

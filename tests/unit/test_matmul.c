@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/pool.h"
 #include "kernels/cpu/repack.h"
@@ -151,28 +152,18 @@ static int run(const char *set, struct exl_pool *pool, struct problem *p, float 
 	return 0;
 }
 
-/* p's weight repacked into the layout set reads (the set selected), on no
- * pool and on pools[0..1]: the bits yv it gave from the GGUF rows. */
-static void check_repacked(struct problem *p, const char *set, uint32_t layout, const float *yv,
-			   struct exl_pool *const *pools, struct exl_matmul_scratch *s, const char *what)
+/* Runs of the repacked w on no pool and on pools[0..1], and of the last
+ * vector alone (decode) as within the batch: the bits yv of the rows. */
+static void repacked_runs(struct problem *p, const char *set, const struct exl_weight *w, const float *yv,
+			  struct exl_pool *const *pools, struct exl_matmul_scratch *s, const char *what, int d16)
 {
 	size_t ny = (size_t)p->n * (size_t)p->rows;
-	size_t bytes = exl_cpu_repack_bytes(p->type, layout, p->rows, p->cols);
-	void *pk = bytes ? malloc(bytes) : NULL;
 	float *yr = malloc(sizeof(float) * ny);
 	char err[256];
 
-	CHECK(pk && yr && exl_cpu_repack(p->type, layout, p->wq, pk, p->rows, p->cols) == 0,
-	      "%s: %s: repack into layout %u", what, set, layout);
-	if (!pk || !yr) {
-		free(pk);
-		free(yr);
+	CHECK(yr != NULL, "%s: out of memory", what);
+	if (!yr)
 		return;
-	}
-	struct exl_weight w = p->w;
-
-	w.data = pk;
-	w.layout = layout;
 	for (int t = 0; t < 3; t++) {
 		struct exl_pool *pool = t ? pools[t - 1] : NULL;
 
@@ -180,20 +171,45 @@ static void check_repacked(struct problem *p, const char *set, uint32_t layout, 
 			continue;
 		for (size_t o = 0; o < ny; o++)
 			yr[o] = NAN;
-		CHECK(exl_cpu_matmul(pool, &w, p->x, yr, p->n, s, err, sizeof(err)) == 0, "%s: %s: repacked: %s",
+		CHECK(exl_cpu_matmul(pool, w, p->x, yr, p->n, s, err, sizeof(err)) == 0, "%s: %s: repacked: %s",
 		      what, set, err);
-		CHECK(memcmp(yr, yv, sizeof(float) * ny) == 0, "%s: %s: repacked differs from the rows (%d threads)",
-		      what, set, pool ? exl_pool_size(pool) : 1);
+		CHECK(memcmp(yr, yv, sizeof(float) * ny) == 0,
+		      "%s: %s: repacked differs from the rows (%d threads, decode16 %d)", what, set,
+		      pool ? exl_pool_size(pool) : 1, d16);
 	}
-	/* the last vector alone (decode) as within the batch */
 	if (p->n > 1) {
-		CHECK(exl_cpu_matmul(NULL, &w, p->x + (size_t)(p->n - 1) * (size_t)p->cols, yr, 1, s, err,
+		CHECK(exl_cpu_matmul(NULL, w, p->x + (size_t)(p->n - 1) * (size_t)p->cols, yr, 1, s, err,
 				     sizeof(err)) == 0, "%s", err);
 		CHECK(memcmp(yr, yv + (size_t)(p->n - 1) * (size_t)p->rows, sizeof(float) * (size_t)p->rows) == 0,
-		      "%s: %s: repacked, the last vector alone differs", what, set);
+		      "%s: %s: repacked, the last vector alone differs (decode16 %d)", what, set, d16);
 	}
-	free(pk);
 	free(yr);
+}
+
+/* p's weight repacked into the layout set reads (the set selected): the
+ * bits yv it gave from the GGUF rows, with avx512vnni's decode both ways,
+ * 16 rows a vector and avx2vnni's 8 (exl_cpu_set_decode16), whichever
+ * this CPU would pick. */
+static void check_repacked(struct problem *p, const char *set, uint32_t layout, const float *yv,
+			   struct exl_pool *const *pools, struct exl_matmul_scratch *s, const char *what)
+{
+	size_t bytes = exl_cpu_repack_bytes(p->type, layout, p->rows, p->cols);
+	void *pk = bytes ? malloc(bytes) : NULL;
+
+	CHECK(pk && exl_cpu_repack(p->type, layout, p->wq, pk, p->rows, p->cols) == 0,
+	      "%s: %s: repack into layout %u", what, set, layout);
+	if (!pk)
+		return;
+	struct exl_weight w = p->w;
+
+	w.data = pk;
+	w.layout = layout;
+	for (int d16 = 0; d16 < 2; d16++) {
+		exl_cpu_set_decode16(d16);
+		repacked_runs(p, set, &w, yv, pools, s, what, d16);
+	}
+	exl_cpu_set_decode16(-1);
+	free(pk);
 }
 
 static void check_problem(struct problem *p, struct exl_pool *pool2, struct exl_pool *pool3,
