@@ -1,13 +1,15 @@
-/* The "amx" kernel set's own kernels: Q8_0, Q4_0, IQ4_NL, Q4_K, Q5_K, Q6_K
- * and IQ4_XS on AMX-INT8 tiles (matmul_amx_body.h, here over the real tile
+/* The "amx" kernel set's own kernels: Q8_0, Q4_0, IQ4_NL, Q6_K and IQ4_XS
+ * on AMX-INT8 tiles (matmul_amx_body.h, here over the real tile
  * instructions), and for decode-shaped calls the same arithmetic without
- * tiles (avx2vnni's kernels for all but Q6_K, matmul_amx_decode.c for
+ * tiles (for all but Q6_K the kernels avx512vnni runs: its own from the
+ * repacked groups, avx2vnni's from GGUF rows; matmul_amx_decode.c for
  * Q6_K); F16 and BF16 on AMX-BF16 tiles for every n
  * (matmul_amx_bf16_body.h).  Compiled with
  * -mamx-tile -mamx-int8 -mamx-bf16 and the AVX-512 flags; matmul.c fills
- * every other type of the set from the avx512vnni kernels and only picks
- * the set when CPUID reports AMX and the kernel granted this process the
- * tile data state (cpu_features.c). */
+ * every other type of the set from the avx512vnni kernels (Q4_K and Q5_K
+ * too: on the Xeon measured they beat tiles) and only picks the set when
+ * CPUID reports AMX and the kernel granted this process the tile data
+ * state (cpu_features.c). */
 #include <immintrin.h>
 #include <stddef.h>
 
@@ -33,11 +35,9 @@
 #define EXL_AMX_PACK_R8 pack_r8
 #define EXL_AMX_SCALES scales
 #define EXL_AMX_POST16 post16
-#define EXL_AMX_PACK_Q45_K pack_q45_K
 #define EXL_AMX_PACK_Q6_K pack_q6_K
 #define EXL_AMX_PACK_IQ4_XS pack_iq4_xs
 #define EXL_AMX_IPOST16 ipost16
-#define EXL_AMX_POST16_Q4_K post16_q4_K
 
 static inline void unpack_q4(const uint8_t *w, size_t row_bytes, int64_t b, int nr, int fmt, int8_t *out);
 static inline void pack_b(const int8_t *src, size_t stride, int nr, int8_t *lo, int8_t *hi);
@@ -45,15 +45,11 @@ static inline void pack_r8(const uint8_t *g0, const uint8_t *g1, int64_t b, int 
 			   float *dw);
 static inline void scales(const uint8_t *w, size_t row_bytes, size_t bs, int64_t b, int nr, float *dw);
 static inline void post16(float *acc, const int32_t *dots, float dx, const float *dw);
-static inline void pack_q45_K(const uint8_t *w, size_t row_bytes, int64_t b, int t, int nr, int q5,
-			      int8_t *lo, int8_t *hi);
 static inline void ipost16(int32_t *isum, const int32_t *dots, const int32_t *sc);
 static inline void pack_q6_K(const uint8_t *w, size_t row_bytes, int64_t b, int h, int s, int nr,
 			     int8_t out[4][4 * 64]);
 static inline void pack_iq4_xs(const uint8_t *w, size_t row_bytes, int64_t b, int j, int nr, int8_t *lo,
 			       int8_t *hi);
-static inline void post16_q4_K(float *acc, const int32_t *isum, const int32_t *msum, float dx, const float *d,
-			       const float *dmin);
 
 #include "kernels/cpu/matmul_amx_body.h"
 #include "kernels/cpu/matmul_amx_bf16_body.h"
@@ -170,39 +166,6 @@ static inline void scales(const uint8_t *w, size_t row_bytes, size_t bs, int64_t
 	_mm512_storeu_ps(dw, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(d32)));
 }
 
-/* Q4_K's nibbles of qs[32t..32t+31] for 16 rows: dword i of each row
- * gathered, then masked (sub-block 2t) and shifted (2t + 1); Q5_K's fifth
- * bits from the rows' qh dword i, bits 2t and 2t + 1 of each byte. */
-static inline void pack_q45_K(const uint8_t *w, size_t row_bytes, int64_t b, int t, int nr, int q5,
-			      int8_t *lo, int8_t *hi)
-{
-	if (row_bytes > (size_t)1 << 26) {
-		exl_amx_pack_q45_K(w, row_bytes, b, t, nr, q5, lo, hi);
-		return;
-	}
-	const uint8_t *blk = w + exl_amx_k45_bs(q5) * (size_t)b;
-	const uint8_t *base = blk + exl_amx_k45_qs(q5) + 32 * (size_t)t;
-	const __m512i idx = row_index(row_bytes), lo4 = _mm512_set1_epi8(0x0f), one = _mm512_set1_epi8(1);
-	const __mmask16 k = rows_mask(nr);
-
-	for (int i = 0; i < 8; i++) {
-		__m512i v = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), k, idx, base + 4 * i, 1);
-		__m512i l = _mm512_and_si512(v, lo4), h = _mm512_and_si512(_mm512_srli_epi16(v, 4), lo4);
-
-		if (q5) {
-			/* a 16-bit shift by under 8 leaves each byte's own bit
-			 * at 0 once masked */
-			__m512i e = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), k, idx,
-								blk + offsetof(block_q5_K, qh) + 4 * i, 1);
-			e = _mm512_srl_epi16(e, _mm_cvtsi32_si128(2 * t));
-			l = _mm512_or_si512(l, _mm512_slli_epi16(_mm512_and_si512(e, one), 4));
-			h = _mm512_or_si512(h, _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(e, 1), one), 4));
-		}
-		_mm512_storeu_si512(lo + 64 * i, l);
-		_mm512_storeu_si512(hi + 64 * i, h);
-	}
-}
-
 static inline void post16(float *acc, const int32_t *dots, float dx, const float *dw)
 {
 	__m512 s = _mm512_mul_ps(_mm512_set1_ps(dx), _mm512_loadu_ps(dw));
@@ -256,18 +219,6 @@ static inline void ipost16(int32_t *isum, const int32_t *dots, const int32_t *sc
 						   _mm512_mullo_epi32(_mm512_loadu_si512(dots), _mm512_loadu_si512(sc))));
 }
 
-static inline void post16_q4_K(float *acc, const int32_t *isum, const int32_t *msum, float dx, const float *d,
-			       const float *dmin)
-{
-	const __m512 x = _mm512_set1_ps(dx);
-	__m512 a = _mm512_loadu_ps(acc);
-
-	a = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_loadu_si512(isum)), _mm512_mul_ps(_mm512_loadu_ps(d), x), a);
-	/* -(m * s) + a is fmaf(-m, s, a) exactly, zeros' signs included */
-	a = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(_mm512_loadu_si512(msum)), _mm512_mul_ps(_mm512_loadu_ps(dmin), x), a);
-	_mm512_storeu_ps(acc, a);
-}
-
 /* IQ4_XS's sub-block j for 16 rows: dword i (i < 4) of each row's 16 qs
  * bytes gathered, low nibbles to B row i (lo) and high ones to row 4 + i
  * (hi), both through IQ4_NL's levels; rows past nr, gathered as zero, must
@@ -302,8 +253,6 @@ const struct exl_amx_helpers exl_amx_helpers_avx512 = {
 	.scales = scales,
 	.post16 = post16,
 	.ipost16 = ipost16,
-	.post16_q4_K = post16_q4_K,
-	.pack_q45_K = pack_q45_K,
 	.pack_q6_K = pack_q6_K,
 	.pack_iq4_xs = pack_iq4_xs,
 };
@@ -319,7 +268,7 @@ static inline void mm_own(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, in
 		exl_amx_mm(m, r0, r1, c0, c1, type);
 }
 
-/* Q8_0, Q4_0, IQ4_NL, Q4_K, Q5_K and IQ4_XS decode with the kernels
+/* Q8_0, Q4_0, IQ4_NL and IQ4_XS decode with the kernels
  * whose float steps the tiles share (matmul_amx_body.h): avx2vnni's from
  * GGUF rows, avx512vnni's (16 rows a vector, exl_cpu_decode16) from the
  * repacked groups. */
@@ -346,17 +295,16 @@ EXL_AMX_OWN_MM(mm_q8_0_r8, mm_vnni(m, r0, r1, c0, c1, exl_cpu_kernels_avx512vnni
 EXL_AMX_OWN_MM(mm_q4_0_r8, mm_vnni(m, r0, r1, c0, c1, exl_cpu_kernels_avx512vnni_own.mm_q4_0_r8, EXL_AMX_Q4_0_R8))
 EXL_AMX_OWN_MM(mm_iq4_nl_r8,
 	       mm_vnni(m, r0, r1, c0, c1, exl_cpu_kernels_avx512vnni_own.mm_iq4_nl_r8, EXL_AMX_IQ4_NL_R8))
-EXL_AMX_OWN_MM(mm_q4_K, mm_vnni(m, r0, r1, c0, c1, exl_cpu_kernels_avx2vnni.mm_q4_K, EXL_AMX_Q4_K))
-EXL_AMX_OWN_MM(mm_q5_K, mm_vnni(m, r0, r1, c0, c1, exl_cpu_kernels_avx2vnni.mm_q5_K, EXL_AMX_Q5_K))
 EXL_AMX_OWN_MM(mm_q6_K, mm_own(m, r0, r1, c0, c1, EXL_AMX_Q6_K))
 EXL_AMX_OWN_MM(mm_iq4_xs, mm_vnni(m, r0, r1, c0, c1, exl_cpu_kernels_avx2vnni.mm_iq4_xs, EXL_AMX_IQ4_XS))
 EXL_AMX_OWN_MM(mm_f16, exl_amx_mm_bf16(m, r0, r1, c0, c1, 1))
 EXL_AMX_OWN_MM(mm_bf16, exl_amx_mm_bf16(m, r0, r1, c0, c1, 0))
 
 /* Only what this set does its own way; matmul.c takes the rest from
- * avx512vnni (F16 and BF16 too where the CPU lacks AMX-BF16), the
- * activations of Q8_0, Q4_0, IQ4_NL, Q4_K, Q5_K and IQ4_XS included
- * (avx2vnni's, as their decode).  Q6_K reads act_q8_K's, element order. */
+ * avx512vnni (F16 and BF16 too where the CPU lacks AMX-BF16; Q4_K and
+ * Q5_K, whose kernels there beat tiles on the Xeon measured), the
+ * activations of Q8_0, Q4_0, IQ4_NL and IQ4_XS included (avx2vnni's, as
+ * their decode).  Q6_K reads act_q8_K's, element order. */
 const struct exl_cpu_kernels exl_cpu_kernels_amx_own = {
 	.name = "amx",
 	.act_f16 = exl_amx_act_bf16,
@@ -369,8 +317,6 @@ const struct exl_cpu_kernels exl_cpu_kernels_amx_own = {
 	.mm_q4_0_r8 = mm_q4_0_r8,
 	.mm_iq4_nl = mm_iq4_nl,
 	.mm_iq4_nl_r8 = mm_iq4_nl_r8,
-	.mm_q4_K = mm_q4_K,
-	.mm_q5_K = mm_q5_K,
 	.mm_q6_K = mm_q6_K,
 	.mm_iq4_xs = mm_iq4_xs,
 };

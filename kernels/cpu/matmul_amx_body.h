@@ -1,4 +1,4 @@
-/* The AMX-INT8 Q8_0, Q4_0, IQ4_NL, Q4_K, Q5_K, Q6_K and IQ4_XS matmul kernels, written once in portable C over
+/* The AMX-INT8 Q8_0, Q4_0, IQ4_NL, Q6_K and IQ4_XS matmul kernels, written once in portable C over
  * five tile operations that the includer defines:
  *
  *   EXL_AMX_LOADCONFIG(cfg)        ldtilecfg (a struct exl_amx_cfg *)
@@ -10,7 +10,7 @@
  *
  * and may replace the portable helpers below with vector code of the same
  * results (EXL_AMX_UNPACK_Q4, EXL_AMX_PACK_B, EXL_AMX_PACK_R8, EXL_AMX_SCALES,
- * EXL_AMX_POST16, EXL_AMX_PACK_Q45_K, EXL_AMX_IPOST16, EXL_AMX_POST16_Q4_K,
+ * EXL_AMX_POST16, EXL_AMX_IPOST16, EXL_AMX_PACK_Q6_K, EXL_AMX_PACK_IQ4_XS,
  * same arguments as exl_amx_unpack_q4 etc.).
  *
  * matmul_amx.c maps them to the AMX intrinsics (tile numbers are
@@ -30,10 +30,13 @@
  * group), and the scales are applied after them in float, one FMA per
  * block and output: C = 16 vectors x 16 rows, then one post16() call per
  * (vector, 16 rows, block), so an output has the same bits whichever tile
- * or thread made it.  Q8_0 and Q4_0 follow the avx2 family's float steps
- * (below), so that this set decodes them with avx2vnni's kernels, from
- * the repacked groups; the K-quants and IQ4_XS have their own, which
- * matmul_amx_decode.c makes without tiles for a few vectors.
+ * or thread made it.  Q8_0, Q4_0, IQ4_NL and IQ4_XS follow the avx2
+ * family's float steps (below), so that this set decodes them with
+ * avx2vnni's kernels (the repacked groups with avx512vnni's, the same
+ * bits); Q6_K has its own, which matmul_amx_decode.c makes without tiles
+ * for a few vectors.  Q4_K and Q5_K have no tiles: on the Xeon measured,
+ * avx512vnni's kernels multiply them faster than tiles did, whose
+ * per-sub-block scales and mins cost more than the tile products save.
  */
 #ifndef EXL_CPU_MATMUL_AMX_BODY_H
 #define EXL_CPU_MATMUL_AMX_BODY_H
@@ -456,10 +459,10 @@ static inline void exl_amx_ipost16(int32_t isum[EXL_AMX_TR], const int32_t dots[
 #define EXL_AMX_IPOST16 exl_amx_ipost16
 #endif
 
-/* One step of the K-quant tiles: B (bpack, VNNI layout) against A at byte
+/* One step of Q6_K's tiles: B (bpack, VNNI layout) against A at byte
  * aoff (akb bytes) of every vector's act row, the dots scaled by each
  * row's sc and added to isum[vector][row] in int32.  The tile config is
- * exl_amx_cfg_batch (akb 32) or exl_amx_cfg_batch16 (akb 16). */
+ * exl_amx_cfg_batch16 (akb 16). */
 static inline void exl_amx_kstep(const struct exl_mm_ctx *m, int c0, int c1, size_t aoff, size_t akb,
 				 const int8_t *bpack, const int32_t sc[EXL_AMX_TR], int32_t isum[][EXL_AMX_TR])
 {
@@ -475,175 +478,6 @@ static inline void exl_amx_kstep(const struct exl_mm_ctx *m, int c0, int c1, siz
 	EXL_AMX_BATCH_TILE(3, 2, 7);
 	for (int v = 0; v < nc; v++)
 		EXL_AMX_IPOST16(isum[v], dots[v / 16][v % 16], sc);
-}
-
-/* ---- Q4_K and Q5_K ----
- *
- * One step is one 32-weight sub-block j of a super-block: C = the exact
- * int32 dots D_j (levels 0..15, Q5_K 0..31, against the act's int8), then
- * in int32 I += sc_j * D_j.  With M = sum_j m_j * (the act's sum of
- * sub-block j) and the super-block scales d, dmin, the float steps are the
- * avx2 family's (Q8_0's above, super-blocks for blocks): super-block b
- * goes into accumulator b mod 8 as
- *   a = fmaf((float)I, d * d_x, a); a = fmaf(-(float)M, dmin * d_x, a),
- * and the output is the tree of the 8.  So the set decodes both with
- * avx2vnni's kernels, Q4_K from its repacked groups, which the tiles read
- * too.  The act is theirs, act_q8_K's: x in element order, int16 sums of
- * each 16.  Q5_K is Q4_K with qh in front of qs: weight l of sub-block j
- * has bit j of qh[l] as its fifth bit.  Super-blocks go by residue, as
- * the pairs above do, each residue's sums joining the tree when done. */
-
-/* Residue k's sums a (k = 0..7, in order; n floats) into the tree
- * ((a0 + a1) + (a2 + a3)) + ((a4 + a5) + (a6 + a7)), built in t[0..2];
- * after k = 7, t[0] holds it. */
-static inline void exl_amx_tree_add(int k, const float *a, float *const t[3], size_t n)
-{
-	for (size_t i = 0; i < n; i++) {
-		switch (k) {
-		case 0: t[0][i] = a[i]; break;
-		case 1: t[0][i] = t[0][i] + a[i]; break;
-		case 2: t[1][i] = a[i]; break;
-		case 3: t[0][i] = t[0][i] + (t[1][i] + a[i]); break;
-		case 4: t[1][i] = a[i]; break;
-		case 5: t[1][i] = t[1][i] + a[i]; break;
-		case 6: t[2][i] = a[i]; break;
-		default: t[0][i] = t[0][i] + (t[1][i] + (t[2][i] + a[i])); break;
-		}
-	}
-}
-
-/* Block size and where qs sits in a Q4_K (q5 = 0) or Q5_K block */
-static inline size_t exl_amx_k45_bs(int q5)
-{
-	return q5 ? sizeof(block_q5_K) : sizeof(block_q4_K);
-}
-
-static inline size_t exl_amx_k45_qs(int q5)
-{
-	return q5 ? offsetof(block_q5_K, qs) : offsetof(block_q4_K, qs);
-}
-
-/* Sub-blocks 2t (low nibbles of qs[32t..32t+31], Q5_K: bit 2t of qh) and
- * 2t + 1 (high nibbles, bit 2t + 1) of super-block b of nr rows, as levels
- * in VNNI (B) layout: lo[64 i + 4 r + k] = level 4i + k of row r's
- * sub-block 2t; rows nr..15 zero. */
-static inline void exl_amx_pack_q45_K(const uint8_t *w, size_t row_bytes, int64_t b, int t, int nr, int q5,
-				      int8_t lo[(EXL_AMX_KB / 4) * 64], int8_t hi[(EXL_AMX_KB / 4) * 64])
-{
-	for (int i = 0; i < EXL_AMX_KB / 4; i++)
-		for (int r = 0; r < EXL_AMX_TR; r++)
-			for (int k = 0; k < 4; k++) {
-				const uint8_t *blk = w + (size_t)r * row_bytes + exl_amx_k45_bs(q5) * (size_t)b;
-				const int l = 4 * i + k;
-				uint8_t q = 0, h = 0;
-
-				if (r < nr) {
-					q = blk[exl_amx_k45_qs(q5) + 32 * (size_t)t + (size_t)l];
-					if (q5)
-						h = (uint8_t)(blk[offsetof(block_q5_K, qh) + (size_t)l] >> (2 * t));
-				}
-				lo[64 * i + 4 * r + k] = (int8_t)((q & 15) | ((h & 1) << 4));
-				hi[64 * i + 4 * r + k] = (int8_t)((q >> 4) | ((h & 2) << 3));
-			}
-}
-
-/* The scales of super-block b of nr rows (bs bytes a block; Q4_K and Q5_K
- * begin alike: d, dmin, scales[12]): sc[j][r], mn[j][r] (6-bit) and d[r],
- * dmin[r]; rows nr..15 zero. */
-static inline void exl_amx_meta_q45_K(const uint8_t *w, size_t row_bytes, size_t bs, int64_t b, int nr,
-				      int32_t sc[8][EXL_AMX_TR], int32_t mn[8][EXL_AMX_TR], float d[EXL_AMX_TR],
-				      float dmin[EXL_AMX_TR])
-{
-	for (int r = 0; r < EXL_AMX_TR; r++) {
-		const uint8_t *blk = r < nr ? w + (size_t)r * row_bytes + bs * (size_t)b : NULL;
-		uint16_t h[2] = { 0, 0 };
-
-		if (blk)
-			memcpy(h, blk + offsetof(block_q4_K, d), sizeof(h));
-		d[r] = exl_fp16_to_fp32(h[0]);
-		dmin[r] = exl_fp16_to_fp32(h[1]);
-		for (int j = 0; j < 8; j++) {
-			uint8_t s = 0, n = 0;
-
-			if (blk)
-				exl_get_scale_min_k4(j, blk + offsetof(block_q4_K, scales), &s, &n);
-			sc[j][r] = s;
-			mn[j][r] = n;
-		}
-	}
-}
-
-/* The float step of a super-block for 16 rows of one vector. */
-static inline void exl_amx_post16_q4_K(float acc[EXL_AMX_TR], const int32_t isum[EXL_AMX_TR],
-				       const int32_t msum[EXL_AMX_TR], float dx, const float d[EXL_AMX_TR],
-				       const float dmin[EXL_AMX_TR])
-{
-	for (int l = 0; l < EXL_AMX_TR; l++) {
-		acc[l] = fmaf((float)isum[l], d[l] * dx, acc[l]);
-		acc[l] = fmaf(-(float)msum[l], dmin[l] * dx, acc[l]);
-	}
-}
-
-#ifndef EXL_AMX_PACK_Q45_K
-#define EXL_AMX_PACK_Q45_K exl_amx_pack_q45_K
-#endif
-#ifndef EXL_AMX_POST16_Q4_K
-#define EXL_AMX_POST16_Q4_K exl_amx_post16_q4_K
-#endif
-
-/* Rows [r, r + nr) (nr <= 16) of a Q4_K (q5 = 0) or Q5_K matrix, GGUF
- * rows, for vectors [c0, c1), c1 - c0 <= 64.  The tile config is
- * exl_amx_cfg_batch.  (Repacked Q4_K goes through avx512vnni's 16-row
- * kernel: on the Xeon measured it multiplies a batch twice as fast as
- * these tiles, whose per-sub-block scaling and mins cost more than the
- * tile products save; docs/cpu-kernels.md.) */
-static inline void exl_amx_rows_batch_q45_K(const struct exl_mm_ctx *m, int64_t r, int nr, int c0, int c1,
-					    int q5)
-{
-	const uint8_t *w = m->w + (size_t)r * m->row_bytes;
-	const int64_t nb = m->cols / 256;
-	const int nc = c1 - c0;
-	const size_t set_bytes = sizeof(float) * EXL_AMX_TR * (size_t)nc;
-	float acc[16 * EXL_AMX_COL_TILES][EXL_AMX_TR];
-	float tree[3][16 * EXL_AMX_COL_TILES][EXL_AMX_TR];
-	float *const t3[3] = { tree[0][0], tree[1][0], tree[2][0] };
-	int32_t isum[16 * EXL_AMX_COL_TILES][EXL_AMX_TR];
-	_Alignas(64) int8_t bpack[2][(EXL_AMX_KB / 4) * 64];
-	int32_t sc[8][EXL_AMX_TR], mn[8][EXL_AMX_TR];
-	float d[EXL_AMX_TR], dmin[EXL_AMX_TR];
-
-	for (int k = 0; k < 8; k++) {
-		memset(acc, 0, set_bytes);
-		for (int64_t b = k; b < nb; b += 8) {
-			exl_amx_meta_q45_K(w, m->row_bytes, exl_amx_k45_bs(q5), b, nr, sc, mn, d, dmin);
-			memset(isum, 0, sizeof(int32_t) * EXL_AMX_TR * (size_t)nc);
-			for (int t = 0; t < 4; t++) {
-				EXL_AMX_PACK_Q45_K(w, m->row_bytes, b, t, nr, q5, bpack[0], bpack[1]);
-				for (int h = 0; h < 2; h++) {
-					const int j = 2 * t + h;
-
-					exl_amx_kstep(m, c0, c1, 256 * (size_t)b + 32 * (size_t)j, EXL_AMX_KB,
-						      bpack[h], sc[j], isum);
-				}
-			}
-			for (int v = 0; v < nc; v++) {
-				const uint8_t *a = m->act + (size_t)(c0 + v) * m->act_stride;
-				const int16_t *bs = exl_act_q8_K_bsums(a, m->cols) + 16 * b;
-				int32_t msum[EXL_AMX_TR] = { 0 };
-
-				for (int j = 0; j < 8; j++) {
-					int32_t xs = bs[2 * j] + bs[2 * j + 1];
-
-					for (int l = 0; l < EXL_AMX_TR; l++)
-						msum[l] += mn[j][l] * xs;
-				}
-				EXL_AMX_POST16_Q4_K(acc[v], isum[v], msum, exl_act_q8_K_d(a, m->cols)[b], d, dmin);
-			}
-		}
-		exl_amx_tree_add(k, acc[0], t3, EXL_AMX_TR * (size_t)nc);
-	}
-	for (int v = 0; v < nc; v++)
-		exl_amx_store_out(m, c0 + v, r, nr, tree[0][v]);
 }
 
 /* ---- Q6_K ----
@@ -733,6 +567,26 @@ static inline void exl_amx_pack_iq4_xs(const uint8_t *w, size_t row_bytes, int64
 #ifndef EXL_AMX_PACK_IQ4_XS
 #define EXL_AMX_PACK_IQ4_XS exl_amx_pack_iq4_xs
 #endif
+
+/* The super-blocks go by residue, as the pairs above do, each residue's
+ * sums joining the tree when done: residue k's sums a (k = 0..7, in
+ * order; n floats) into ((a0 + a1) + (a2 + a3)) + ((a4 + a5) + (a6 + a7)),
+ * built in t[0..2]; after k = 7, t[0] holds it. */
+static inline void exl_amx_tree_add(int k, const float *a, float *const t[3], size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		switch (k) {
+		case 0: t[0][i] = a[i]; break;
+		case 1: t[0][i] = t[0][i] + a[i]; break;
+		case 2: t[1][i] = a[i]; break;
+		case 3: t[0][i] = t[0][i] + (t[1][i] + a[i]); break;
+		case 4: t[1][i] = a[i]; break;
+		case 5: t[1][i] = t[1][i] + a[i]; break;
+		case 6: t[2][i] = a[i]; break;
+		default: t[0][i] = t[0][i] + (t[1][i] + (t[2][i] + a[i])); break;
+		}
+	}
+}
 
 /* Rows [r, r + nr) (nr <= 16) of an IQ4_XS matrix for vectors [c0, c1),
  * c1 - c0 <= 64.  The tile config is exl_amx_cfg_pairs. */
@@ -844,19 +698,15 @@ static inline void exl_amx_mm(const struct exl_mm_ctx *m, int64_t r0, int64_t r1
 {
 	struct exl_amx_cfg cfg;
 
-	const int pairs = type == EXL_AMX_Q8_0 || type == EXL_AMX_Q4_0 || type == EXL_AMX_IQ4_NL ||
-			  type == EXL_AMX_Q8_0_R8 || type == EXL_AMX_Q4_0_R8 || type == EXL_AMX_IQ4_NL_R8 ||
-			  type == EXL_AMX_IQ4_XS;
 	const int fmt = type == EXL_AMX_Q4_0 || type == EXL_AMX_Q4_0_R8	    ? EXL_AMX_FMT_Q4_0
 			: type == EXL_AMX_IQ4_NL || type == EXL_AMX_IQ4_NL_R8 ? EXL_AMX_FMT_IQ4_NL
 									      : EXL_AMX_FMT_Q8_0;
 
+	/* Q6_K's 16-weight groups; every other type steps by pairs of blocks */
 	if (type == EXL_AMX_Q6_K)
 		exl_amx_cfg_batch16(&cfg);
-	else if (pairs)
-		exl_amx_cfg_pairs(&cfg);
 	else
-		exl_amx_cfg_batch(&cfg);
+		exl_amx_cfg_pairs(&cfg);
 	EXL_AMX_LOADCONFIG(&cfg);
 	for (int64_t r = r0; r < r1; r += EXL_AMX_TR) {
 		int nr = r1 - r < EXL_AMX_TR ? (int)(r1 - r) : EXL_AMX_TR;
@@ -864,9 +714,7 @@ static inline void exl_amx_mm(const struct exl_mm_ctx *m, int64_t r0, int64_t r1
 		for (int c = c0; c < c1; c += 16 * EXL_AMX_COL_TILES) {
 			int ce = c1 - c < 16 * EXL_AMX_COL_TILES ? c1 : c + 16 * EXL_AMX_COL_TILES;
 
-			if (type == EXL_AMX_Q4_K || type == EXL_AMX_Q5_K)
-				exl_amx_rows_batch_q45_K(m, r, nr, c, ce, type == EXL_AMX_Q5_K);
-			else if (type == EXL_AMX_Q6_K)
+			if (type == EXL_AMX_Q6_K)
 				exl_amx_rows_batch_q6_K(m, r, nr, c, ce);
 			else if (type == EXL_AMX_IQ4_XS)
 				exl_amx_rows_batch_iq4_xs(m, r, nr, c, ce);

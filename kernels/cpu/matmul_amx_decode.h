@@ -1,7 +1,7 @@
 /* The "amx" set's Q6_K decode without tiles (matmul_amx_decode.c, AVX-512
  * VNNI): the outputs of the tile kernels, bit for bit.  (Its Q8_0, Q4_0,
- * IQ4_NL, Q4_K, Q5_K and IQ4_XS decode are avx2vnni's kernels,
- * matmul_amx.c.)
+ * IQ4_NL and IQ4_XS decode are avx2vnni's kernels, matmul_amx.c; its Q4_K
+ * and Q5_K are avx512vnni's for every n.)
  * matmul_amx.c calls it for n <= EXL_AMX_DECODE_MAX_N; test_amx_layout
  * checks it against the emulated tiles. */
 #ifndef EXL_CPU_MATMUL_AMX_DECODE_H
@@ -13,7 +13,8 @@
 
 #define EXL_AMX_DECODE_MAX_N 4
 
-/* The types the set runs on tiles (the enum is exl_amx_mm's type) */
+/* The types the set runs on tiles (the enum is exl_amx_mm's type); not
+ * Q4_K and Q5_K, avx512vnni's kernels being faster than tiles there */
 enum {
 	EXL_AMX_Q8_0,
 	EXL_AMX_Q4_0,
@@ -21,8 +22,6 @@ enum {
 	EXL_AMX_Q8_0_R8, /* repacked, EXL_LAYOUT_ROWS8: tiles only */
 	EXL_AMX_Q4_0_R8,
 	EXL_AMX_IQ4_NL_R8,
-	EXL_AMX_Q4_K,
-	EXL_AMX_Q5_K,
 	EXL_AMX_Q6_K,
 	EXL_AMX_IQ4_XS,
 };

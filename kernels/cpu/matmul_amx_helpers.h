@@ -18,10 +18,6 @@ struct exl_amx_helpers {
 	void (*scales)(const uint8_t *w, size_t row_bytes, size_t bs, int64_t b, int nr, float *dw);
 	void (*post16)(float *acc, const int32_t *dots, float dx, const float *dw);
 	void (*ipost16)(int32_t *isum, const int32_t *dots, const int32_t *sc);
-	void (*post16_q4_K)(float *acc, const int32_t *isum, const int32_t *msum, float dx, const float *d,
-			    const float *dmin);
-	void (*pack_q45_K)(const uint8_t *w, size_t row_bytes, int64_t b, int t, int nr, int q5, int8_t *lo,
-			   int8_t *hi);
 	void (*pack_q6_K)(const uint8_t *w, size_t row_bytes, int64_t b, int h, int s, int nr,
 			  int8_t out[4][4 * 64]);
 	void (*pack_iq4_xs)(const uint8_t *w, size_t row_bytes, int64_t b, int j, int nr, int8_t *lo, int8_t *hi);

@@ -9,7 +9,7 @@
 #
 # Its libggml-cuda.so is rewritten to hold machine code for ARCH alone,
 # assembled here from the PTX it ships (tests/tools/fatbin_one_arch.py says
-# why): about 100 MB of PTX through ptxas, 15-25 minutes on 2 cores, once.
+# why): 250 MB of PTX through ptxas, about 5 minutes on 2 cores, once.
 # DIR/bins then compresses to about 30 MB (tar -J), small enough to carry
 # to a lent GPU machine; unpack it at the same DIR there, since the harness
 # finds its libraries by that path.  Run it as bench_cuda.sh's PEER_GPU:

@@ -1,4 +1,4 @@
-/* The AMX kernels (Q8_0, Q4_0, IQ4_NL, Q4_K, Q5_K, Q6_K, IQ4_XS in
+/* The AMX kernels (Q8_0, Q4_0, IQ4_NL, Q6_K, IQ4_XS in
  * kernels/cpu/matmul_amx_body.h, F16 and BF16 in matmul_amx_bf16_body.h) on
  * a scalar emulation of the tile instructions, so that their tile
  * configuration, the packing of A and B, the unpacking of levels and every
@@ -14,15 +14,17 @@
  *
  * Each output must equal, bit for bit, the kernel's stated arithmetic done
  * here plainly, from the int32 dots of the weight and activation levels:
- * for Q8_0, Q4_0 and IQ4_NL the avx2 family's 8 accumulators (block b
- * into b mod 8) and their tree, for the K-quants and IQ4_XS one chain of
- * FMAs over the super-blocks.  The first three run from GGUF rows and the
- * repacked groups (EXL_LAYOUT_ROWS8), and where the CPU runs avx2vnni its
- * kernels, which the set decodes them with, must give the tiles' bits for
- * every n.  The set's K-quant decode (n <= EXL_AMX_DECODE_MAX_N), which
- * makes the same integers and FMAs in AVX-512 VNNI without tiles
+ * for Q8_0, Q4_0, IQ4_NL and IQ4_XS the avx2 family's 8 accumulators
+ * (block, or super-block, b into b mod 8) and their tree, for Q6_K one
+ * chain of FMAs over the super-blocks.  The first three run from GGUF rows
+ * and the repacked groups (EXL_LAYOUT_ROWS8), and where the CPU runs
+ * avx2vnni its kernels, which the set decodes all four with, must give the
+ * tiles' bits for every n.  The set's Q6_K decode (n <= EXL_AMX_DECODE_MAX_N),
+ * which makes the same integers and FMAs in AVX-512 VNNI without tiles
  * (matmul_amx_decode.c), must too: natively where the CPU has AVX-512
- * VNNI, and over SIMDe's emulation of AVX-512 wherever it has AVX2.
+ * VNNI, and over SIMDe's emulation of AVX-512 wherever it has AVX2.  Q4_K
+ * and Q5_K have no tiles: the set takes avx512vnni's kernels for them,
+ * which test_matmul checks.
  */
 #include <math.h>
 #include <stdio.h>
@@ -230,42 +232,6 @@ static void test_pack_b(void)
 	}
 }
 
-static void test_pack_q45_K(void)
-{
-	block_q5_K blk[16 * 2];
-	int8_t lo[8 * 64], hi[8 * 64];
-
-	for (size_t i = 0; i < sizeof(blk); i++)
-		((uint8_t *)blk)[i] = (uint8_t)(i * 37 + 11);
-	for (int q5 = 0; q5 < 2; q5++)
-		for (int nr = 1; nr <= 16; nr += 5)
-			for (int t = 0; t < 4; t++) {
-				/* rows of 2 super-blocks, super-block 1 */
-				const size_t bs = q5 ? sizeof(block_q5_K) : sizeof(block_q4_K);
-				const uint8_t *w = (const uint8_t *)blk;
-
-				exl_amx_pack_q45_K(w, 2 * bs, 1, t, nr, q5, lo, hi);
-				for (int i = 0; i < 8; i++)
-					for (int r = 0; r < 16; r++)
-						for (int k = 0; k < 4; k++) {
-							const uint8_t *b1 = w + (2 * (size_t)r + 1) * bs;
-							const int l = 4 * i + k;
-							int q = 0, h = 0;
-
-							if (r < nr && q5) {
-								q = ((const block_q5_K *)(const void *)b1)->qs[32 * t + l];
-								h = ((const block_q5_K *)(const void *)b1)->qh[l];
-							} else if (r < nr) {
-								q = ((const block_q4_K *)(const void *)b1)->qs[32 * t + l];
-							}
-							int want_lo = (q & 15) + 16 * ((h >> (2 * t)) & 1);
-							int want_hi = (q >> 4) + 16 * ((h >> (2 * t + 1)) & 1);
-							CHECK(lo[64 * i + 4 * r + k] == want_lo && hi[64 * i + 4 * r + k] == want_hi,
-							      "pack_q45_K q5 %d nr %d t %d: [%d][%d][%d]", q5, nr, t, i, r, k);
-						}
-			}
-}
-
 static double gauss(void)
 {
 	double u = (rand() + 1.0) / (RAND_MAX + 2.0), v = (rand() + 1.0) / (RAND_MAX + 2.0);
@@ -340,17 +306,6 @@ static int test_helpers_native(void)
 				SAME(ah, bh, "pack_r8 fmt %d nr %d", fmt, nr);
 				SAME(da, db, "pack_r8 fmt %d nr %d", fmt, nr);
 			}
-			for (int q5 = 0; q5 < 2; q5++) /* rows of 2 super-blocks, super-block 1 */
-				for (int t = 0; t < 4; t++) {
-					const size_t bs = q5 ? sizeof(block_q5_K) : sizeof(block_q4_K);
-					int8_t al[512], ah[512], bl[512], bh[512];
-
-					fill_blocks(w, 16 * 2 * bs, bs, 0, 2);
-					exl_amx_pack_q45_K(w, 2 * bs, 1, t, nr, q5, al, ah);
-					v->pack_q45_K(w, 2 * bs, 1, t, nr, q5, bl, bh);
-					SAME(al, bl, "pack_q45_K q5 %d t %d nr %d", q5, t, nr);
-					SAME(ah, bh, "pack_q45_K q5 %d t %d nr %d", q5, t, nr);
-				}
 			for (int h = 0; h < 2; h++)
 				for (int sh = 0; sh < 2; sh++) {
 					int8_t a[4][4 * 64], b[4][4 * 64];
@@ -371,14 +326,13 @@ static int test_helpers_native(void)
 			}
 		}
 	for (int it = 0; it < 64; it++) { /* the float and int32 steps */
-		float acc_a[16], acc_b[16], dw[16], dmin[16];
+		float acc_a[16], acc_b[16], dw[16];
 		int32_t dots[16], sc[16], is_a[16], is_b[16];
 		const float dx = (float)gauss();
 
 		for (int l = 0; l < 16; l++) {
 			acc_a[l] = acc_b[l] = (float)gauss();
 			dw[l] = (float)gauss() * 1e-3f;
-			dmin[l] = (float)gauss() * 1e-3f;
 			dots[l] = rand() % 200001 - 100000;
 			sc[l] = rand() % 64;
 			is_a[l] = is_b[l] = rand() % 1000001 - 500000;
@@ -386,9 +340,6 @@ static int test_helpers_native(void)
 		exl_amx_post16(acc_a, dots, dx, dw);
 		v->post16(acc_b, dots, dx, dw);
 		SAME(acc_a, acc_b, "post16 %d", it);
-		exl_amx_post16_q4_K(acc_a, dots, sc, dx, dw, dmin);
-		v->post16_q4_K(acc_b, dots, sc, dx, dw, dmin);
-		SAME(acc_a, acc_b, "post16_q4_K %d", it);
 		exl_amx_ipost16(is_a, dots, sc);
 		v->ipost16(is_b, dots, sc);
 		SAME(is_a, is_b, "ipost16 %d", it);
@@ -403,9 +354,10 @@ static int test_helpers_native(void)
  * kernel borrowed from avx512vnni with avx512vnni's act, and one of the
  * set's own with the act its tiles read (checked against their arithmetic
  * above): avx2vnni's for the types the set decodes with avx2vnni's
- * kernels, element order (exl_act_q8_K_avx2) for Q6_K and IQ4_XS, its
- * bf16 pairs for F16 and BF16.  The first AMX run found the merge handing
- * Q4_1, Q5_0, Q5_1 and IQ4_NL an act their kernels did not read. */
+ * kernels, element order (exl_act_q8_K_avx2) for Q6_K, its bf16 pairs for
+ * F16 and BF16.  Q4_K and Q5_K must be borrowed: avx512vnni's kernels beat
+ * the tiles the set once had for them.  The first AMX run found the merge
+ * handing Q4_1, Q5_0, Q5_1 and IQ4_NL an act their kernels did not read. */
 #if defined(EXL_HAVE_AMX_KERNELS)
 /* act_avx2.c's (declared in matmul_x86.h, which wants the AVX flags) */
 void exl_act_q8_K_avx2(const float *x, uint8_t *act, int64_t cols);
@@ -445,8 +397,9 @@ static int test_amx_table(void)
 				continue;
 			}
 			n_own++;
-			if (t == EXL_Q8_0 || t == EXL_Q4_0 || t == EXL_IQ4_NL || t == EXL_Q4_K || t == EXL_Q5_K ||
-			    t == EXL_IQ4_XS)
+			if (t == EXL_Q4_K || t == EXL_Q5_K)
+				CHECK(0, "amx %s layout %u: its own kernel, not avx512vnni's faster one", name, layout);
+			else if (t == EXL_Q8_0 || t == EXL_Q4_0 || t == EXL_IQ4_NL || t == EXL_IQ4_XS)
 				CHECK(aa && aa == a2, "amx %s layout %u: its tiles read avx2vnni's act, not this one",
 				      name, layout);
 			else if (t == EXL_Q6_K)
@@ -456,8 +409,9 @@ static int test_amx_table(void)
 			else
 				CHECK(0, "amx %s layout %u: a kernel of its own this test does not know", name, layout);
 		}
-	/* Q8_0, Q4_0, IQ4_NL, Q4_K in both layouts, Q5_K, Q6_K, IQ4_XS */
-	CHECK(n_own >= 11, "amx runs %d (type, layout) kernels of its own", n_own);
+	/* Q8_0, Q4_0, IQ4_NL, Q6_K and IQ4_XS in both layouts (the last two's
+	 * one kernel serves either); F16 and BF16 too where the CPU has AMX-BF16 */
+	CHECK(n_own >= 10, "amx runs %d (type, layout) kernels of its own", n_own);
 	return 1;
 #else
 	return 0;
@@ -480,8 +434,6 @@ static int amx_type(uint32_t type)
 	return type == EXL_Q8_0 ? EXL_AMX_Q8_0
 	       : type == EXL_Q4_0 ? EXL_AMX_Q4_0
 	       : type == EXL_IQ4_NL ? EXL_AMX_IQ4_NL
-	       : type == EXL_Q4_K ? EXL_AMX_Q4_K
-	       : type == EXL_Q5_K ? EXL_AMX_Q5_K
 	       : type == EXL_IQ4_XS ? EXL_AMX_IQ4_XS
 				  : EXL_AMX_Q6_K;
 }
@@ -492,14 +444,6 @@ static int32_t level(const struct case_data *d, int64_t r, int64_t k)
 
 	if (d->type == EXL_Q8_0)
 		return ((const block_q8_0 *)(const void *)row)[k / 32].qs[k % 32];
-	if (d->type == EXL_Q4_K) {
-		/* weights 64t..64t+31 in the low nibbles of qs[32t..32t+31],
-		 * 64t+32..64t+63 in the high ones */
-		const block_q4_K *b = (const block_q4_K *)(const void *)row + k / 256;
-		int e = (int)(k % 256);
-		uint8_t q = b->qs[32 * (e / 64) + e % 32];
-		return (e % 64) < 32 ? q & 15 : q >> 4;
-	}
 	if (d->type == EXL_IQ4_XS) {
 		/* sub-block j's element l < 16 in the low nibble of qs[16j + l],
 		 * 16 + l in the high one, through IQ4_NL's levels */
@@ -507,13 +451,6 @@ static int32_t level(const struct case_data *d, int64_t r, int64_t k)
 		int e = (int)(k % 256), l = e % 32;
 		uint8_t q = b->qs[16 * (e / 32) + l % 16];
 		return exl_iq4nl_value(l < 16 ? q & 15 : q >> 4);
-	}
-	if (d->type == EXL_Q5_K) {
-		/* as Q4_K, and bit (e / 32) of qh[e % 32] is the fifth */
-		const block_q5_K *b = (const block_q5_K *)(const void *)row + k / 256;
-		int e = (int)(k % 256);
-		uint8_t q = b->qs[32 * (e / 64) + e % 32];
-		return ((e % 64) < 32 ? q & 15 : q >> 4) + 16 * ((b->qh[e % 32] >> (e / 32)) & 1);
 	}
 	if (d->type == EXL_Q6_K) {
 		/* as exl_dequant_q6_K: per half of 128, weight l of each 32 from
@@ -577,47 +514,10 @@ static float expect_groups(const struct case_data *d, int64_t r, int c)
 	return q6 ? acc : ((a8[0] + a8[1]) + (a8[2] + a8[3])) + ((a8[4] + a8[5]) + (a8[6] + a8[7]));
 }
 
-/* Q4_K and Q5_K: per super-block the exact I = sum_j sc_j sum_l level x
- * and M = sum_j m_j (sum of x over sub-block j), then two FMAs into
- * accumulator b mod 8, and the tree of the 8 */
-static float expect_q4_K(const struct case_data *d, int64_t r, int c)
-{
-	const uint8_t *row = d->w + (size_t)r * exl_dtype_row_bytes(d->type, (uint64_t)d->cols);
-	const uint8_t *a = d->act + (size_t)c * d->act_stride;
-	const int8_t *xq = (const int8_t *)a;
-	const float *xd = exl_act_q8_K_d(a, d->cols);
-	const int16_t *bs = exl_act_q8_K_bsums(a, d->cols);
-	float acc[8] = { 0 };
-
-	const size_t bsz = d->type == EXL_Q5_K ? sizeof(block_q5_K) : sizeof(block_q4_K);
-
-	for (int64_t b = 0; b < d->cols / 256; b++) {
-		/* d, dmin and scales: the same first 16 bytes in Q5_K */
-		const block_q4_K *blk = (const block_q4_K *)(const void *)(row + bsz * (size_t)b);
-		int32_t isum = 0, msum = 0;
-
-		for (int j = 0; j < 8; j++) {
-			uint8_t sc, mn;
-			int32_t dot = 0;
-
-			exl_get_scale_min_k4(j, blk->scales, &sc, &mn);
-			for (int l = 0; l < 32; l++)
-				dot += level(d, r, 256 * b + 32 * j + l) * xq[256 * b + 32 * j + l];
-			isum += sc * dot;
-			msum += mn * (bs[16 * b + 2 * j] + bs[16 * b + 2 * j + 1]);
-		}
-		acc[b % 8] = fmaf((float)isum, exl_fp16_to_fp32(blk->d) * xd[b], acc[b % 8]);
-		acc[b % 8] = fmaf(-(float)msum, exl_fp16_to_fp32(blk->dmin) * xd[b], acc[b % 8]);
-	}
-	return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
-}
-
 static float expect(const struct case_data *d, int64_t r, int c)
 {
 	if (d->type == EXL_Q6_K || d->type == EXL_IQ4_XS)
 		return expect_groups(d, r, c);
-	if (d->type == EXL_Q4_K || d->type == EXL_Q5_K)
-		return expect_q4_K(d, r, c);
 
 	const uint8_t *row = d->w + (size_t)r * exl_dtype_row_bytes(d->type, (uint64_t)d->cols);
 	const size_t bs = d->type == EXL_Q8_0 ? sizeof(block_q8_0) : sizeof(block_q4_0);
@@ -673,13 +573,12 @@ static void check_decode(const struct exl_mm_ctx *m0, const struct case_data *d,
 #endif
 
 /* The act of row x this test feeds the tiles: exl_act_q8_K_scalar's for
- * the K-quants, exl_act_q8_0_scalar's for the others with each block's sum
+ * Q6_K and IQ4_XS, exl_act_q8_0_scalar's for the others with each block's sum
  * of x as an int32 in place of s (avx2vnni's form); x then placed by
  * act_pos. */
 static void make_act(const struct case_data *d, const float *row, uint8_t *a)
 {
-	const int k_quant = d->type == EXL_Q4_K || d->type == EXL_Q5_K || d->type == EXL_Q6_K ||
-			    d->type == EXL_IQ4_XS;
+	const int k_quant = d->type == EXL_Q6_K || d->type == EXL_IQ4_XS;
 	int8_t *x = (int8_t *)a, *tmp = malloc((size_t)d->cols);
 
 	CHECK(tmp, "out of memory");
@@ -714,7 +613,6 @@ static void check_act_form(const struct case_data *d, const float *row)
 	exl_act_fn fn = d->type == EXL_Q8_0 ? k->act_q8_0
 			 : d->type == EXL_Q4_0 ? k->act_q4_0
 			 : d->type == EXL_IQ4_NL ? k->act_iq4_nl
-			 : d->type == EXL_Q4_K || d->type == EXL_Q5_K ? k->act_q4_K
 			 : d->type == EXL_IQ4_XS ? k->act_iq4_xs
 						 : NULL;
 	uint8_t *a, *b;
@@ -767,8 +665,8 @@ static int same_bits(const float *a, const float *b, size_t n, const char *what,
 	return bad == 0;
 }
 
-/* The types whose tiles read the repacked groups: their tile type
- * (-1: none; Q4_K's repacked form goes through avx512vnni's kernel) */
+/* The types whose tiles read the repacked groups (EXL_LAYOUT_ROWS8): their
+ * tile type (-1: none) */
 static int r8_type(uint32_t type)
 {
 	return type == EXL_Q8_0 ? EXL_AMX_Q8_0_R8
@@ -777,46 +675,36 @@ static int r8_type(uint32_t type)
 				    : -1;
 }
 
-/* The types the CPU backend repacks (EXL_LAYOUT_ROWS8) */
-static int repacked(uint32_t type)
-{
-	return type == EXL_Q8_0 || type == EXL_Q4_0 || type == EXL_IQ4_NL || type == EXL_Q4_K;
-}
-
 #if defined(EXL_HAVE_X86_KERNELS)
 static void vnni_fns(const struct exl_cpu_kernels *k, uint32_t type, exl_mm_fn *rows, exl_mm_fn *r8)
 {
 	*rows = type == EXL_Q8_0 ? k->mm_q8_0
 		: type == EXL_Q4_0 ? k->mm_q4_0
 		: type == EXL_IQ4_NL ? k->mm_iq4_nl
-		: type == EXL_Q4_K ? k->mm_q4_K
-		: type == EXL_Q5_K ? k->mm_q5_K
-				   : k->mm_iq4_xs;
+				     : k->mm_iq4_xs;
 	*r8 = type == EXL_Q8_0 ? k->mm_q8_0_r8
 	      : type == EXL_Q4_0 ? k->mm_q4_0_r8
 	      : type == EXL_IQ4_NL ? k->mm_iq4_nl_r8
-	      : type == EXL_Q4_K ? k->mm_q4_K_r8
-				 : NULL;
+				   : NULL;
 }
 #endif
 
-/* Q8_0, Q4_0, IQ4_NL, Q4_K (and Q5_K, IQ4_XS, not repacked): the tiles from the
+/* Q8_0, Q4_0, IQ4_NL (and IQ4_XS, not repacked): the tiles from the
  * repacked groups, and where the CPU runs them avx2vnni's kernels (GGUF
  * rows and groups: the set's decode from rows) and avx512vnni's repacked
- * ones (the set's decode from the groups, both ways of exl_cpu_decode16,
- * and its batches of repacked Q4_K), must give the tiles' bits y. */
+ * ones (the set's decode from the groups, both ways of exl_cpu_decode16),
+ * must give the tiles' bits y. */
 static void check_vnni(const struct exl_mm_ctx *m, const struct case_data *d, const float *y)
 {
 	const size_t n_out = (size_t)(d->rows * d->n);
 	const int rt = r8_type(d->type);
-	const size_t rp_bytes = repacked(d->type) ? exl_cpu_repack_bytes(d->type, EXL_LAYOUT_ROWS8, d->rows, d->cols) : 0;
+	const size_t rp_bytes = rt >= 0 ? exl_cpu_repack_bytes(d->type, EXL_LAYOUT_ROWS8, d->rows, d->cols) : 0;
 	struct exl_mm_ctx mr = *m;
 	float *yr = malloc(sizeof(float) * n_out);
 	uint8_t *rp = rp_bytes ? malloc(rp_bytes) : NULL;
 
-	CHECK(yr && (!repacked(d->type) || rp), "out of memory, or no repacked form of %s",
-	      exl_dtype_info(d->type)->name);
-	if (!yr || (repacked(d->type) && !rp))
+	CHECK(yr && (rt < 0 || rp), "out of memory, or no repacked form of %s", exl_dtype_info(d->type)->name);
+	if (!yr || (rt >= 0 && !rp))
 		goto out;
 	if (rp) {
 		CHECK(exl_cpu_repack(d->type, EXL_LAYOUT_ROWS8, d->w, rp, d->rows, d->cols) == 0, "repack");
@@ -878,7 +766,7 @@ static void run_case(uint32_t type, int64_t rows, int64_t cols, int n)
 	float *y = malloc(sizeof(float) * (size_t)(rows * n));
 
 	d.w = malloc(rb * (size_t)rows);
-	const int k_quant = type == EXL_Q4_K || type == EXL_Q5_K || type == EXL_Q6_K || type == EXL_IQ4_XS;
+	const int k_quant = type == EXL_Q6_K || type == EXL_IQ4_XS;
 
 	d.act_stride = k_quant ? exl_act_q8_K_bytes(cols) : exl_act_q8_0_bytes(cols);
 	d.act = aligned_alloc(64, d.act_stride * (size_t)n);
@@ -899,35 +787,23 @@ static void run_case(uint32_t type, int64_t rows, int64_t cols, int n)
 		make_act(&d, row, d.act + (size_t)c * d.act_stride);
 	}
 
-	/* the levels this test reads are the format's: d * scale * level
-	 * (less the mins for Q4_K) is what the library dequantizes (once per
-	 * shape: the weights are drawn the same way for every n) */
+	/* the levels this test reads are the format's: d * scale * level is
+	 * what the library dequantizes (once per shape: the weights are drawn
+	 * the same way for every n) */
 	if (k_quant && n == 1) {
 		float deq[256];
 
 		for (int64_t r = 0; r < rows; r++) {
 			const uint8_t *wr = d.w + (size_t)r * rb;
 
-			if (type == EXL_Q4_K)
-				exl_dequant_q4_K((const block_q4_K *)(const void *)wr, deq);
-			else if (type == EXL_Q5_K)
-				exl_dequant_q5_K((const block_q5_K *)(const void *)wr, deq);
-			else if (type == EXL_IQ4_XS)
+			if (type == EXL_IQ4_XS)
 				exl_dequant_iq4_xs((const block_iq4_xs *)(const void *)wr, deq);
 			else
 				exl_dequant_q6_K((const block_q6_K *)(const void *)wr, deq);
 			for (int e = 0; e < 256; e++) {
 				float want;
 
-				if (type == EXL_Q4_K || type == EXL_Q5_K) {
-					/* the same first 16 bytes in Q5_K */
-					const block_q4_K *blk = (const block_q4_K *)(const void *)wr;
-					uint8_t sc, mn;
-
-					exl_get_scale_min_k4(e / 32, blk->scales, &sc, &mn);
-					want = exl_fp16_to_fp32(blk->d) * (float)sc * (float)level(&d, r, e) -
-					       exl_fp16_to_fp32(blk->dmin) * (float)mn;
-				} else if (type == EXL_IQ4_XS) {
+				if (type == EXL_IQ4_XS) {
 					const block_iq4_xs *blk = (const block_iq4_xs *)(const void *)wr;
 
 					want = exl_fp16_to_fp32(blk->d) * (float)exl_iq4_xs_scale(blk, e / 32) *
@@ -1251,7 +1127,7 @@ static void test_bf16(void)
 
 int main(void)
 {
-	static const uint32_t types[] = { EXL_Q8_0, EXL_Q4_0, EXL_IQ4_NL, EXL_Q4_K, EXL_Q5_K, EXL_Q6_K, EXL_IQ4_XS };
+	static const uint32_t types[] = { EXL_Q8_0, EXL_Q4_0, EXL_IQ4_NL, EXL_Q6_K, EXL_IQ4_XS };
 	static const int64_t rows_list[] = { 1, 7, 16, 33, 70 };
 	static const int64_t cols_32[] = { 32, 96, 13 * 32, 16 * 32 };
 	static const int64_t cols_256[] = { 256, 3 * 256 };
@@ -1263,7 +1139,6 @@ int main(void)
 	const int table_checked = test_amx_table();
 
 	test_pack_b();
-	test_pack_q45_K();
 	srand(99);
 #if defined(EXL_HAVE_AMX_KERNELS)
 	if (f->avx512f && f->avx512bw && f->avx512vl && f->avx512vnni && f->fma && f->f16c)
@@ -1281,7 +1156,7 @@ int main(void)
 	}
 	test_bf16();
 	CHECK(emu_dp_count > 0 && emu_bf16_count > 0, "no tile multiply ran");
-	printf("tile emulator: %ld tdpbssd over Q8_0/Q4_0/IQ4_NL/Q4_K/Q5_K/Q6_K/IQ4_XS, %ld tdpbf16ps over F16/BF16, rows 1-70, n 1-70\n",
+	printf("tile emulator: %ld tdpbssd over Q8_0/Q4_0/IQ4_NL/Q6_K/IQ4_XS, %ld tdpbf16ps over F16/BF16, rows 1-70, n 1-70\n",
 	       emu_dp_count, emu_bf16_count);
 	CHECK(r8_checked > 0, "no repacked Q8_0/Q4_0/IQ4_NL case ran");
 	printf("Q8_0/Q4_0/IQ4_NL tiles from the repacked groups: %d cases bit for bit with the GGUF rows'\n", r8_checked);
@@ -1290,12 +1165,12 @@ int main(void)
 	if (act_checked)
 		printf("avx2vnni's acts for them: %d byte for byte with this test's\n", act_checked);
 	if (vnni_checked)
-		printf("avx2vnni's Q8_0/Q4_0/IQ4_NL/Q4_K/Q5_K/IQ4_XS kernels (the set's decode): %d cases bit for bit with the tiles\n",
+		printf("avx2vnni's Q8_0/Q4_0/IQ4_NL/IQ4_XS kernels (the set's decode): %d cases bit for bit with the tiles\n",
 		       vnni_checked);
 	else
-		printf("avx2vnni's Q8_0/Q4_0/IQ4_NL/Q4_K/Q5_K/IQ4_XS kernels (the set's decode): skipped, this CPU runs no avx2vnni set\n");
+		printf("avx2vnni's Q8_0/Q4_0/IQ4_NL/IQ4_XS kernels (the set's decode): skipped, this CPU runs no avx2vnni set\n");
 	if (r16_checked)
-		printf("avx512vnni's repacked Q8_0/Q4_0/IQ4_NL/Q4_K kernels (the set's decode from the groups, and Q4_K's batches), "
+		printf("avx512vnni's repacked Q8_0/Q4_0/IQ4_NL kernels (the set's decode from the groups), "
 		       "decoding by 16 rows and by 8: %d cases bit for bit with the tiles\n", r16_checked);
 	else
 		printf("avx512vnni's repacked kernels: skipped, this CPU runs no avx512vnni set\n");
