@@ -1560,6 +1560,39 @@ EXL_INLINE void r16_dot_x1(__m512i *d, const __m512i aw[8], const int8_t *x, siz
 	*d = _mm512_add_epi32(*d, e);
 }
 
+/* r16_dot_x2's two chains of each vector kept apart (d[v] from zero, e[v]
+ * from zero) for Q4_K, whose sub-block sums are each under 2^15 in
+ * magnitude (16 products of a level 0..15 and an x of at most 128): so
+ * vpdpwssd can scale them as the low int16 of each lane. */
+EXL_INLINE void r16_chains_x2(__m512i d[2], __m512i e[2], const __m512i lv[8], const int8_t *const x[2])
+{
+	for (int v = 0; v < 2; v++)
+		d[v] = e[v] = _mm512_setzero_si512();
+	for (int k = 0; k < 8; k += 2)
+		for (int v = 0; v < 2; v++) {
+			int32_t x0, x1;
+
+			memcpy(&x0, x[v] + 4 * k, 4);
+			memcpy(&x1, x[v] + 4 * k + 4, 4);
+			d[v] = _mm512_dpbusd_epi32(d[v], lv[k], _mm512_set1_epi32(x0));
+			e[v] = _mm512_dpbusd_epi32(e[v], lv[k + 1], _mm512_set1_epi32(x1));
+		}
+}
+
+/* The same for one vector (a decode stream, an odd last vector). */
+EXL_INLINE void r16_chains_x1(__m512i *d, __m512i *e, const __m512i lv[8], const int8_t *x)
+{
+	*d = *e = _mm512_setzero_si512();
+	for (int k = 0; k < 8; k += 2) {
+		int32_t x0, x1;
+
+		memcpy(&x0, x + 4 * k, 4);
+		memcpy(&x1, x + 4 * k + 4, 4);
+		*d = _mm512_dpbusd_epi32(*d, lv[k], _mm512_set1_epi32(x0));
+		*e = _mm512_dpbusd_epi32(*e, lv[k + 1], _mm512_set1_epi32(x1));
+	}
+}
+
 EXL_INLINE const int32_t *r16_isum(const uint8_t *act, int64_t cols)
 {
 	return (const int32_t *)(const void *)exl_act_q8_0_s(act, cols);
@@ -1688,15 +1721,18 @@ static void q4_K_r16_rows(const struct exl_mm_ctx *m, int64_t r, int nr, int c0,
 				for (int j = 0; j < nc; j += 2) {
 					const int j1 = j + 1 < nc ? j + 1 : j;
 					const int8_t *x[2] = { (const int8_t *)a[j] + xo, (const int8_t *)a[j1] + xo };
-					__m512i d[2] = { _mm512_setzero_si512(), _mm512_setzero_si512() };
+					__m512i d[2], e[2];
 
+					/* scale * (d + e), exactly, as two int16 x int16 products:
+					 * mul's high half is 0 */
 					if (j1 != j)
-						r16_dot_x2(d, lv, x, 16);
+						r16_chains_x2(d, e, lv, x);
 					else
-						r16_dot_x1(&d[0], lv, x[0], 16);
-					isum[j] = _mm512_add_epi32(isum[j], _mm512_mullo_epi32(d[0], mul));
+						r16_chains_x1(&d[0], &e[0], lv, x[0]);
+					isum[j] = _mm512_dpwssd_epi32(_mm512_dpwssd_epi32(isum[j], d[0], mul), e[0], mul);
 					if (j1 != j)
-						isum[j1] = _mm512_add_epi32(isum[j1], _mm512_mullo_epi32(d[1], mul));
+						isum[j1] = _mm512_dpwssd_epi32(_mm512_dpwssd_epi32(isum[j1], d[1], mul), e[1],
+									       mul);
 				}
 			}
 		}
@@ -1706,18 +1742,30 @@ static void q4_K_r16_rows(const struct exl_mm_ctx *m, int64_t r, int nr, int c0,
 			_mm256_set_m128i(_mm_loadu_si128((const __m128i *)(const void *)(q1 + 16)),
 					 _mm_loadu_si128((const __m128i *)(const void *)(q0 + 16))));
 
+		/* each row's mins as int16 pairs: (0, 2), (1, 3), (4, 6), (5, 7) */
+		const __m512i lo8 = _mm512_set1_epi32(0x00ff00ff);
+		const __m512i mp[4] = { _mm512_and_si512(mn[0], lo8),
+					_mm512_and_si512(_mm512_srli_epi32(mn[0], 8), lo8),
+					_mm512_and_si512(mn[1], lo8),
+					_mm512_and_si512(_mm512_srli_epi32(mn[1], 8), lo8) };
+
 		for (int j = 0; j < nc; j++) {
-			/* min * (x's sum over each sub-block, the act's two int16 halves) */
+			/* min * (x's sum over each sub-block, the act's two int16
+			 * halves: under 2^13), the sums paired as the mins are */
 			const int16_t *bs = exl_act_q8_K_bsums(a[j], m->cols) + 16 * b;
+			const __m128i ones = _mm_set1_epi16(1);
+			const __m128i sums = _mm_packs_epi32(
+				_mm_madd_epi16(_mm_loadu_si128((const __m128i *)(const void *)bs), ones),
+				_mm_madd_epi16(_mm_loadu_si128((const __m128i *)(const void *)(bs + 8)), ones));
 			const __m512 dx = _mm512_set1_ps(exl_act_q8_K_d(a[j], m->cols)[b]);
 			__m512i ms = _mm512_setzero_si512();
+			int32_t bp[4];
 
-			for (int sb = 0; sb < 8; sb++) {
-				const __m512i mnv = _mm512_and_si512(_mm512_srli_epi32(mn[sb >> 2], 8 * (sb & 3)),
-								     _mm512_set1_epi32(0xff));
-
-				ms = _mm512_add_epi32(ms, _mm512_mullo_epi32(mnv, _mm512_set1_epi32(bs[2 * sb] + bs[2 * sb + 1])));
-			}
+			_mm_storeu_si128((__m128i *)(void *)bp,
+					 _mm_shuffle_epi8(sums, _mm_setr_epi8(0, 1, 4, 5, 2, 3, 6, 7, 8, 9, 12, 13, 10,
+									      11, 14, 15)));
+			for (int k = 0; k < 4; k++)
+				ms = _mm512_dpwssd_epi32(ms, mp[k], _mm512_set1_epi32(bp[k]));
 			acc[j][b & 7] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(ms), _mm512_mul_ps(dm, dx),
 							 _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[j]), _mm512_mul_ps(dw, dx),
 									 acc[j][b & 7]));
