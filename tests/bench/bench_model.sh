@@ -1,8 +1,11 @@
 #!/bin/sh
 # Decode and prefill speed of `exld run` against llama.cpp on the same
 # TinyLlama-1.1B-shaped random-weight GGUF (dim 2048, 22 layers, 32 heads,
-# 4 KV heads, FFN 5632, vocab 32000), per weight type.  A benchmark, not a
-# test: never run by meson test.
+# 4 KV heads, FFN 5632, vocab 32000), per weight type; SHAPE=llama8b for
+# Llama-3-8B's shape instead (dim 4096, 32 layers, 32 heads, 8 KV heads,
+# FFN 14336, and a byte-level BPE vocabulary of 102400: deepseek-llm's, the
+# nearest to Llama 3's 128256 of the vocabularies in ../shared/models).  A
+# benchmark, not a test: never run by meson test.
 #
 #   tests/bench/bench_model.sh [BUILD_DIR]       (default: build)
 #
@@ -32,7 +35,17 @@ n_gen=${N_GEN:-64}
 model_dir=${MODEL_DIR:-/tmp}
 peer=${PEER:-/tmp/peer/peer-bench-native}
 peer_args=${PEER_ARGS:-}
-vocab=${VOCAB:-$src/../shared/models/vocab/ggml-vocab-llama-spm.gguf}
+shape=${SHAPE:-tinyllama}
+case $shape in
+tinyllama)
+	dims="--dim 2048 --layers 22 --heads 32 --kv-heads 4 --ff 5632 --vocab 32000"
+	vocab=${VOCAB:-$src/../shared/models/vocab/ggml-vocab-llama-spm.gguf} ;;
+llama8b)
+	dims="--dim 4096 --layers 32 --heads 32 --kv-heads 8 --ff 14336 --ctx 8192"
+	vocab=${VOCAB:-$src/../shared/models/vocab/ggml-vocab-deepseek-llm.gguf} ;;
+*)
+	echo "SHAPE must be tinyllama or llama8b" >&2; exit 2 ;;
+esac
 
 for f in "$exld" "$mkmodel"; do
 	[ -x "$f" ] || { echo "missing $f (build it: ninja -C $build)" >&2; exit 1; }
@@ -89,11 +102,11 @@ streamed_bytes() {
 printf '%-6s  %10s %10s %6s   %10s %10s %6s   %8s %8s\n' type "prefill" "peer" ratio "decode" "peer" ratio \
 	"of ceil" "of med"
 for type in $types; do
-	model=$model_dir/exld-bench-tinyllama-$type.gguf
+	model=$model_dir/exld-bench-$shape-$type.gguf
 	if [ ! -f "$model" ]; then
 		echo "making $model ..." >&2
-		"$mkmodel" --dim 2048 --layers 22 --heads 32 --kv-heads 4 --ff 5632 --vocab 32000 \
-			--vocab-from "$vocab" --type "$type" -o "$model" >&2
+		# shellcheck disable=SC2086
+		"$mkmodel" $dims --vocab-from "$vocab" --type "$type" -o "$model" >&2
 	fi
 	sb=$(streamed_bytes "$model") || { echo "cannot size $model" >&2; exit 1; }
 	: >"$tmp/ours_pp"; : >"$tmp/ours_tg"; : >"$tmp/peer_pp"; : >"$tmp/peer_tg"
