@@ -14,7 +14,11 @@
 #          (tests/cuda/ncu_summary.py);
 #   cpu    tests/bench/bench_model.sh on the host's CPU, 2 threads;
 #   sitting  tests/bench/bench_cpu_sitting.sh (issue 19's figures) on two
-#          cores, with SITTING_TYPES, PAIRS, BATCH_ROUNDS 2, DELIVERY_RUNS 5.
+#          cores, with SITTING_TYPES, PAIRS, BATCH_ROUNDS 2, DELIVERY_RUNS 5;
+#   kernels  on two cores, bench_matmul --model (decode and a batch of 128)
+#          with every matrix set the host runs, twice, and
+#          bench_attn_streams (16 streams' attention from memory): the
+#          kernels alone, for A/B between builds on a host seen rarely.
 #
 #   tests/cuda/gpu_session.sh TESTS.json OUT_DIR [STEP ...]
 #
@@ -137,5 +141,16 @@ if want sitting; then
 	TYPES=${SITTING_TYPES:-"q8_0 q4_0 q4_k f16 bf16 q6_k"} PAIRS=${PAIRS:-2} BATCH_ROUNDS=2 \
 		DELIVERY_RUNS=5 timeout 540 taskset -c 0,1 sh tests/bench/bench_cpu_sitting.sh 2>&1 |
 		tee "$out/sitting.txt"
+fi
+if want kernels; then
+	step "kernels alone, 2 cores"
+	sets=$(build/tests/tools/with-kernels --list 2>/dev/null | sed 's/;.*//' | tr ' ' '\n' | grep -E '^(avx2vnni|avx512vnni|amx)$')
+	for round in 1 2; do
+		for set in $sets; do
+			timeout 60 taskset -c 0,1 build/tests/bench_matmul --model --threads 2 --kernels "$set" \
+				--types q8_0,q4_0,q4_k,q5_k,q6_k,f16 --n 1,128 2>&1 | grep -E 'kernels|model'
+		done
+		timeout 30 taskset -c 0,1 build/tests/bench_attn_streams --threads 2 2>&1 | tail -n 1
+	done | tee "$out/kernels.txt"
 fi
 step done
