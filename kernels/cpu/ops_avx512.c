@@ -329,7 +329,7 @@ static float weights(float *s, int n, float m_new)
 INLINE void chunk(struct exl_attn_state *st, const uint16_t *const *k, const uint16_t *const *v,
 		  int n, int head_dim, float scale, const int G)
 {
-	const int P = G >= 4 ? 1 : 4 / G;
+	const int P = G == 1 ? 4 : G >= 8 ? 1 : 8 / G;
 	const int NB = G >= 4 ? 1 : 4 / G;
 	const size_t hd = (size_t)head_dim;
 	float corr[EXL_ATTN_MAX_GROUP];
