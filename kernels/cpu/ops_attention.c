@@ -320,35 +320,29 @@ struct attention_job {
 	_Atomic size_t next;  /* the next item to take */
 };
 
-/* Piece i of a group of g heads: first the whole 8s, then 4, 2, 1 as the
- * remainder's bits say. */
+/* Piece i of a group of g heads: first the whole 8s, then the rest in one
+ * piece (kernel_group pads it). */
 static void piece(int g, int i, int *start, int *size)
 {
-	int full = g / 8, at = 8 * full, rem = g % 8;
-
-	if (i < full) {
-		*start = 8 * i;
-		*size = 8;
-		return;
-	}
-	i -= full;
-	for (int bit = 4; bit >= 1; bit >>= 1) {
-		if (!(rem & bit))
-			continue;
-		if (i-- == 0) {
-			*start = at;
-			*size = bit;
-			return;
-		}
-		at += bit;
-	}
-	*start = at;
-	*size = 0;
+	*start = 8 * i;
+	*size = g - 8 * i < 8 ? g - 8 * i : 8;
 }
 
 static int piece_count(int g)
 {
-	return g / 8 + ((g & 4) != 0) + ((g & 2) != 0) + (g & 1);
+	return (g + 7) / 8;
+}
+
+/* The group the kernels run for a piece of g heads: 1, 2, 4 or 8, the
+ * heads past g with a zero query, their outputs dropped.  A piece of 3, 5,
+ * 6 or 7 (Llama-3.2-3B's 24 heads on 8 KV heads, Qwen2.5's 7 or 6 per KV
+ * head) cut into 4 + 2 + 1 read and converted its K and V rows once for
+ * each part: in a decode from memory each part read them again
+ * (bench_attn_streams --threads 1, 28 / 4 heads of 128 at 4096 positions:
+ * 14.5-16.9 ms a step, where 32 / 4, a third more work, took 10.7). */
+static int kernel_group(int g)
+{
+	return g <= 2 ? g : g <= 4 ? 4 : 8;
 }
 
 /* Where unit u's token, KV head and piece are. */
@@ -428,23 +422,33 @@ static void attend_span(const struct attention_job *j, size_t u, int p0, int p1,
 
 	unit_of(j, u, &t, &kvh, &h0, &g);
 	const int32_t *row = exl_cpu_table_row(b, kv, b->seq[t]);
+	const int kg = kernel_group(g);
 	float *acc = (float *)(void *)scratch;
-	const uint16_t **kp = (const uint16_t **)(void *)(scratch +
-		align64((size_t)EXL_ATTN_MAX_GROUP * hd * sizeof(float)) +
-		align64((size_t)EXL_ATTN_MAX_GROUP * EXL_ATTN_CHUNK * sizeof(float)));
+	const size_t ptr_off = align64((size_t)EXL_ATTN_MAX_GROUP * hd * sizeof(float)) +
+			       align64((size_t)EXL_ATTN_MAX_GROUP * EXL_ATTN_CHUNK * sizeof(float));
+	const uint16_t **kp = (const uint16_t **)(void *)(scratch + ptr_off);
 	const uint16_t **vp = kp + EXL_ATTN_CHUNK;
+	const float *q = j->q + (t * (size_t)j->n_heads + (size_t)h0) * hd;
 
-	st->g = g;
+	if (kg != g) {
+		float *qpad = (float *)(void *)(scratch + ptr_off +
+						align64(2 * EXL_ATTN_CHUNK * sizeof(uint16_t *)));
+
+		memcpy(qpad, q, (size_t)g * hd * sizeof(float));
+		memset(qpad + (size_t)g * hd, 0, (size_t)(kg - g) * hd * sizeof(float));
+		q = qpad;
+	}
+	st->g = kg;
 	st->softcap = j->softcap;
-	st->q = j->q + (t * (size_t)j->n_heads + (size_t)h0) * hd;
+	st->q = q;
 	st->acc = acc;
 	st->s = (float *)(void *)(scratch +
 				  align64((size_t)EXL_ATTN_MAX_GROUP * hd * sizeof(float)));
-	for (int i = 0; i < g; i++) {
+	for (int i = 0; i < kg; i++) {
 		st->m[i] = -INFINITY;
 		st->l[i] = 0.0f;
 	}
-	memset(acc, 0, (size_t)g * hd * sizeof(float));
+	memset(acc, 0, (size_t)kg * hd * sizeof(float));
 
 	for (int p = p0; p < p1;) {
 		int n = 0;
@@ -701,12 +705,14 @@ int exl_cpu_attention(struct exl_pool *pool, const struct exl_cpu_ops *k,
 	j.split = nth > 1 && j.n_units < 2 * (size_t)nth && part_count(max_len) > 1;
 	j.n_items = j.split ? j.n_units * PART_MAX : j.n_units;
 
-	/* per thread: acc[8][hd], scores[8][chunk], K and V row pointers, and
-	 * (not split, a window partitioned) PART_MAX partial states */
+	/* per thread: acc[8][hd], scores[8][chunk], K and V row pointers, a
+	 * padded piece's queries [8][hd], and (not split, a window
+	 * partitioned) PART_MAX partial states */
 	j.partial_floats = 2 * EXL_ATTN_MAX_GROUP + (size_t)EXL_ATTN_MAX_GROUP * hd;
 	j.thread_bytes = align64((size_t)EXL_ATTN_MAX_GROUP * hd * sizeof(float)) +
 			 align64((size_t)EXL_ATTN_MAX_GROUP * EXL_ATTN_CHUNK * sizeof(float)) +
-			 align64(2 * EXL_ATTN_CHUNK * sizeof(uint16_t *));
+			 align64(2 * EXL_ATTN_CHUNK * sizeof(uint16_t *)) +
+			 align64((size_t)EXL_ATTN_MAX_GROUP * hd * sizeof(float));
 	if (!j.split && part_count(max_len) > 1) {
 		j.local_off = j.thread_bytes;
 		j.thread_bytes += align64(PART_MAX * j.partial_floats * sizeof(float));

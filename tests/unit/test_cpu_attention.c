@@ -8,8 +8,9 @@
  *    several passes, a final batch mixing prefill chunks and decode tokens
  *    whose positions cross page boundaries (first and last slot of a page),
  *    a sequence sharing two full pages of another, page_size 16 and 256, GQA
- *    ratios 1, 2, 4, 3 and 12 (the kernels take heads in groups of 8, 4, 2,
- *    1), head_dim 64, 128 and 20 (SIMD tails), in every
+ *    ratios 1, 2, 4, 3, 12, 7 and 5 (the kernels take heads in groups of 8,
+ *    4, 2, 1; a rest of 3, 5, 6 or 7 padded with zero queries to 4 or 8),
+ *    head_dim 64, 128 and 20 (SIMD tails), in every
  *    kernel variant this CPU runs, on one thread and on a pool of 3, and
  *    each variant against the scalar one (|difference| <= 1e-5);
  *  - decode steps (one token at the end of a window of 700..5000 positions)
@@ -979,7 +980,7 @@ int main(int argc, char **argv)
 	 * across many pages of both sizes. */
 	const int div = argc > 1 && !strcmp(argv[1], "--quick") ? 4 : 1;
 	/* group sizes 1, 2, 4, 3 (pieces 2 + 1) and 12 (8 + 4) */
-	static const int gqa[][2] = { { 4, 4 }, { 8, 4 }, { 8, 2 }, { 12, 4 }, { 24, 2 } };
+	static const int gqa[][2] = { { 4, 4 }, { 8, 4 }, { 8, 2 }, { 12, 4 }, { 24, 2 }, { 14, 2 }, { 10, 2 } };
 	static const int head_dims[] = { 64, 128, 20 };
 	static const int page_sizes[] = { 16, 256 };
 	char err[200];
