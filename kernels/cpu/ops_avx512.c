@@ -230,8 +230,8 @@ INLINE void reduce_n(const __m512 *a, int cnt, float *r)
 INLINE void scores(const float *q, size_t hd, const uint16_t *const *k, int j0, float *s,
 		   float scale, const int G, const int P)
 {
-	__m512 a[8];
-	float r[8];
+	__m512 a[16];
+	float r[16];
 
 	for (int i = 0; i < P * G; i++)
 		a[i] = _mm512_setzero_ps();
@@ -248,7 +248,12 @@ INLINE void scores(const float *q, size_t hd, const uint16_t *const *k, int j0, 
 				a[p * G + g] = _mm512_fmadd_ps(qv, kv[p], a[p * G + g]);
 		}
 	}
-	reduce_n(a, P * G, r);
+	if (P * G == 16) {
+		reduce_n(a, 8, r);
+		reduce_n(a + 8, 8, r + 8);
+	} else {
+		reduce_n(a, P * G, r);
+	}
 	for (int p = 0; p < P; p++)
 		for (int g = 0; g < G; g++)
 			s[g * EXL_ATTN_CHUNK + j0 + p] = r[p * G + g] * scale;
@@ -329,7 +334,7 @@ static float weights(float *s, int n, float m_new)
 INLINE void chunk(struct exl_attn_state *st, const uint16_t *const *k, const uint16_t *const *v,
 		  int n, int head_dim, float scale, const int G)
 {
-	const int P = G == 1 ? 4 : G >= 8 ? 1 : 8 / G;
+	const int P = G == 1 ? 4 : G >= 8 ? 2 : 8 / G;
 	const int NB = G >= 4 ? 1 : 4 / G;
 	const size_t hd = (size_t)head_dim;
 	float corr[EXL_ATTN_MAX_GROUP];
