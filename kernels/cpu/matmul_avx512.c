@@ -1523,12 +1523,13 @@ EXL_INLINE void r16_block(const int fmt, const uint8_t *g0, const uint8_t *g1, i
 }
 
 /* Block b's int32 dots of two vectors' x (block b's weights 0..15 at
- * x[v], 16..31 hoff on) with the 16 rows, each started where d[v] is: the
- * four chains of the two interleaved, as rows8_u4_dot_x2's. */
-EXL_INLINE void r16_dot_x2(__m512i d[2], const __m512i aw[8], const int8_t *const x[2], size_t hoff)
+ * x[v], 16..31 hoff on) with the 16 rows, as two chains each (the four
+ * interleaved, as rows8_u4_dot_x2's): d[v] continued from where it is, e[v]
+ * from zero, over the even and the odd groups of 4 weights. */
+EXL_INLINE void r16_chains_x2(__m512i d[2], __m512i e[2], const __m512i aw[8], const int8_t *const x[2],
+			      size_t hoff)
 {
-	__m512i e[2] = { _mm512_setzero_si512(), _mm512_setzero_si512() };
-
+	e[0] = e[1] = _mm512_setzero_si512();
 	for (int k = 0; k < 8; k += 2)
 		for (int v = 0; v < 2; v++) {
 			const size_t o0 = k < 4 ? 4 * (size_t)k : hoff + 4 * (size_t)(k - 4);
@@ -1539,15 +1540,12 @@ EXL_INLINE void r16_dot_x2(__m512i d[2], const __m512i aw[8], const int8_t *cons
 			d[v] = _mm512_dpbusd_epi32(d[v], aw[k], _mm512_set1_epi32(x0));
 			e[v] = _mm512_dpbusd_epi32(e[v], aw[k + 1], _mm512_set1_epi32(x1));
 		}
-	for (int v = 0; v < 2; v++)
-		d[v] = _mm512_add_epi32(d[v], e[v]);
 }
 
 /* The same for one vector (a decode stream, an odd last vector). */
-EXL_INLINE void r16_dot_x1(__m512i *d, const __m512i aw[8], const int8_t *x, size_t hoff)
+EXL_INLINE void r16_chains_x1(__m512i *d, __m512i *e, const __m512i aw[8], const int8_t *x, size_t hoff)
 {
-	__m512i e = _mm512_setzero_si512();
-
+	*e = _mm512_setzero_si512();
 	for (int k = 0; k < 8; k += 2) {
 		const size_t o0 = k < 4 ? 4 * (size_t)k : hoff + 4 * (size_t)(k - 4);
 		int32_t x0, x1;
@@ -1555,42 +1553,26 @@ EXL_INLINE void r16_dot_x1(__m512i *d, const __m512i aw[8], const int8_t *x, siz
 		memcpy(&x0, x + o0, 4);
 		memcpy(&x1, x + o0 + 4, 4);
 		*d = _mm512_dpbusd_epi32(*d, aw[k], _mm512_set1_epi32(x0));
-		e = _mm512_dpbusd_epi32(e, aw[k + 1], _mm512_set1_epi32(x1));
+		*e = _mm512_dpbusd_epi32(*e, aw[k + 1], _mm512_set1_epi32(x1));
 	}
-	*d = _mm512_add_epi32(*d, e);
 }
 
-/* r16_dot_x2's two chains of each vector kept apart (d[v] from zero, e[v]
- * from zero) for Q4_K, whose sub-block sums are each under 2^15 in
- * magnitude (16 products of a level 0..15 and an x of at most 128): so
- * vpdpwssd can scale them as the low int16 of each lane. */
-EXL_INLINE void r16_chains_x2(__m512i d[2], __m512i e[2], const __m512i lv[8], const int8_t *const x[2])
+/* The dots whole, each started where d[v] is. */
+EXL_INLINE void r16_dot_x2(__m512i d[2], const __m512i aw[8], const int8_t *const x[2], size_t hoff)
 {
+	__m512i e[2];
+
+	r16_chains_x2(d, e, aw, x, hoff);
 	for (int v = 0; v < 2; v++)
-		d[v] = e[v] = _mm512_setzero_si512();
-	for (int k = 0; k < 8; k += 2)
-		for (int v = 0; v < 2; v++) {
-			int32_t x0, x1;
-
-			memcpy(&x0, x[v] + 4 * k, 4);
-			memcpy(&x1, x[v] + 4 * k + 4, 4);
-			d[v] = _mm512_dpbusd_epi32(d[v], lv[k], _mm512_set1_epi32(x0));
-			e[v] = _mm512_dpbusd_epi32(e[v], lv[k + 1], _mm512_set1_epi32(x1));
-		}
+		d[v] = _mm512_add_epi32(d[v], e[v]);
 }
 
-/* The same for one vector (a decode stream, an odd last vector). */
-EXL_INLINE void r16_chains_x1(__m512i *d, __m512i *e, const __m512i lv[8], const int8_t *x)
+EXL_INLINE void r16_dot_x1(__m512i *d, const __m512i aw[8], const int8_t *x, size_t hoff)
 {
-	*d = *e = _mm512_setzero_si512();
-	for (int k = 0; k < 8; k += 2) {
-		int32_t x0, x1;
+	__m512i e;
 
-		memcpy(&x0, x + 4 * k, 4);
-		memcpy(&x1, x + 4 * k + 4, 4);
-		*d = _mm512_dpbusd_epi32(*d, lv[k], _mm512_set1_epi32(x0));
-		*e = _mm512_dpbusd_epi32(*e, lv[k + 1], _mm512_set1_epi32(x1));
-	}
+	r16_chains_x1(d, &e, aw, x, hoff);
+	*d = _mm512_add_epi32(*d, e);
 }
 
 EXL_INLINE const int32_t *r16_isum(const uint8_t *act, int64_t cols)
@@ -1721,14 +1703,16 @@ static void q4_K_r16_rows(const struct exl_mm_ctx *m, int64_t r, int nr, int c0,
 				for (int j = 0; j < nc; j += 2) {
 					const int j1 = j + 1 < nc ? j + 1 : j;
 					const int8_t *x[2] = { (const int8_t *)a[j] + xo, (const int8_t *)a[j1] + xo };
-					__m512i d[2], e[2];
+					__m512i d[2] = { _mm512_setzero_si512(), _mm512_setzero_si512() }, e[2];
 
-					/* scale * (d + e), exactly, as two int16 x int16 products:
+					/* scale * (d + e), exactly, as two int16 x int16
+					 * products: each chain sums 16 products of a level
+					 * 0..15 and an x of at most 128, under 2^15, and
 					 * mul's high half is 0 */
 					if (j1 != j)
-						r16_chains_x2(d, e, lv, x);
+						r16_chains_x2(d, e, lv, x, 16);
 					else
-						r16_chains_x1(&d[0], &e[0], lv, x[0]);
+						r16_chains_x1(&d[0], &e[0], lv, x[0], 16);
 					isum[j] = _mm512_dpwssd_epi32(_mm512_dpwssd_epi32(isum[j], d[0], mul), e[0], mul);
 					if (j1 != j)
 						isum[j1] = _mm512_dpwssd_epi32(_mm512_dpwssd_epi32(isum[j1], d[1], mul), e[1],
