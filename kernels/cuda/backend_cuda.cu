@@ -105,6 +105,7 @@ bool cu_enter(struct cuda_backend *cb)
 {
 	if (cb->failed)
 		return false;
+	cb->op_seq++;
 	return cu_ok(cb, cudaSetDevice(cb->device), "cudaSetDevice");
 }
 
@@ -836,6 +837,8 @@ static void op_destroy(struct exl_backend *be)
 		cudaFree(cb->w16);
 	if (cb->x16)
 		cudaFree(cb->x16);
+	if (cb->xq)
+		cudaFree(cb->xq);
 	for (int i = 0; i < 2; i++)
 		if (cb->rope[i].tab)
 			cudaFree(cb->rope[i].tab);

@@ -112,6 +112,17 @@ struct cuda_backend {
 	size_t w16_cap;
 	void *x16;
 	size_t x16_cap;
+	/* decode's activations quantized to 8 bits (kernels/cuda/qdot.h) */
+	void *xq;
+	size_t xq_cap;
+	/* Which x the xq scratch holds, so that consecutive matmuls of the
+	 * same input (q, k, v; gate, up) quantize it once: valid while no op
+	 * but such matmuls entered since (op_seq counts every cu_enter) and
+	 * none of them wrote over x. */
+	uint64_t op_seq;
+	uint64_t xq_seq;
+	const float *xq_x;
+	int xq_n, xq_cols;
 };
 
 static inline struct cuda_backend *cuda_of(struct exl_backend *be)

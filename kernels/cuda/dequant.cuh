@@ -9,6 +9,7 @@
 #ifndef EXL_CUDA_DEQUANT_CUH
 #define EXL_CUDA_DEQUANT_CUH
 
+#include <cuda_fp16.h>
 #include <stdint.h>
 
 #include "kernels/formats/elem_math.h"
@@ -78,6 +79,34 @@ static __device__ __forceinline__ float load_elem(const uint8_t *row, int k)
 		return exl_fp16_to_fp32(((const uint16_t *)row)[k]);
 	else
 		return exl_bf16_to_fp32(((const uint16_t *)row)[k]);
+}
+
+/* Elements k .. k + 7 of a plain row, one 16-byte load: k a multiple of 8
+ * and the row 16-byte aligned. */
+template <int T>
+static __device__ __forceinline__ void load_elem8(const uint8_t *row, int k, float *w)
+{
+	if constexpr (T == EXL_F32) {
+		const float4 *p = (const float4 *)(row + 4 * (size_t)k);
+		const float4 a = p[0], b = p[1];
+
+		w[0] = a.x; w[1] = a.y; w[2] = a.z; w[3] = a.w;
+		w[4] = b.x; w[5] = b.y; w[6] = b.z; w[7] = b.w;
+	} else {
+		const uint4 v = *(const uint4 *)(row + 2 * (size_t)k);
+		const uint32_t u[4] = { v.x, v.y, v.z, v.w };
+
+#pragma unroll
+		for (int i = 0; i < 4; i++) {
+			if constexpr (T == EXL_F16) {
+				w[2 * i] = __half2float(__ushort_as_half((unsigned short)(u[i] & 0xffffu)));
+				w[2 * i + 1] = __half2float(__ushort_as_half((unsigned short)(u[i] >> 16)));
+			} else {
+				w[2 * i] = __uint_as_float(u[i] << 16);
+				w[2 * i + 1] = __uint_as_float(u[i] & 0xffff0000u);
+			}
+		}
+	}
 }
 
 /* The weight types the CUDA backend computes. */

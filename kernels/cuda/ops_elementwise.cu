@@ -9,6 +9,7 @@
 #include "kernels/formats/elem_math.h"
 
 #define ROW_THREADS 256
+#define RMS_THREADS 1024
 #define EW_THREADS 256
 
 /* ---- rmsnorm ---------------------------------------------------------- */
@@ -45,7 +46,9 @@ void cu_op_rmsnorm(struct exl_backend *be, float *y, const float *x, const float
 	}
 	if (!n)
 		return;
-	rmsnorm_kernel<<<n, ROW_THREADS, 0, cb->stream>>>(y, x, w, dim, eps);
+	/* A decode step normalizes one row: 1024 threads, so that each makes
+	 * few loads one after the other. */
+	rmsnorm_kernel<<<n, RMS_THREADS, 0, cb->stream>>>(y, x, w, dim, eps);
 	cu_launched(cb, "rmsnorm");
 }
 

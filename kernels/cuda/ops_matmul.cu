@@ -2,9 +2,14 @@
  *
  * matmul, y[n][rows] = x[n][cols] . W^T, two ways:
  *  - n <= GEMV_MAX_N (decode): custom matrix x vector kernels that read the
- *    weight once, in its own format, for all n vectors: one warp per row;
- *    quantized rows are dequantized 32 weights per lane step (elem.h /
- *    elem_math.h), plain rows (F32/F16/BF16) read element-wise, coalesced.
+ *    weight once, in its own format, for all n vectors.
+ *    Quantized rows: x is quantized to 8 bits per 32 values first
+ *    (quant_x_kernel), then mmvq_kernel gives each row 32, 64 or 128
+ *    threads (as many as it has parts of 32 weights, up to 128), each
+ *    thread decodes one part to bytes and dots it with dp4a
+ *    (kernels/cuda/qdot.h, whose arithmetic a CPU test checks).
+ *    Plain rows (F32/F16/BF16): one warp per row, 16-byte loads of 8
+ *    weights a lane where the width allows, else element-wise.
  *  - n > GEMV_MAX_N (prefill): cuBLAS.  F32 weights: SGEMM as they are.
  *    F16/BF16: GemmEx on the weight as it is with x converted to the same
  *    16-bit type, F32 accumulation.  Quantized: row tiles of the weight are
@@ -20,20 +25,24 @@
 
 #include "kernels/cuda/cuda_internal.h"
 #include "kernels/cuda/dequant.cuh"
+#include "kernels/cuda/qdot.h"
 #include "kernels/cuda/reduce.cuh"
 
 #define GEMV_MAX_N 8
 #define GEMV_WARPS 4
+#define MMVQ_THREADS 128
+#define QUANT_THREADS 256
 #define W16_TILE_ELEMS ((size_t)16 << 20) /* 32 MiB of F16 */
 #define CONV_THREADS 256
 #define EMBED_THREADS 128
 
 /* ---- matrix x vector -------------------------------------------------- */
 
+/* F32, F16 and BF16 rows: one warp a row. */
 template <int T>
 static __global__ void __launch_bounds__(GEMV_WARPS * 32)
 gemv_kernel(const uint8_t *W, size_t row_bytes, const float *x, float *y, int rows, int cols,
-	    int n)
+	    int n, bool vec)
 {
 	const int lane = threadIdx.x & 31;
 	const int r = blockIdx.x * GEMV_WARPS + (threadIdx.x >> 5);
@@ -46,24 +55,31 @@ gemv_kernel(const uint8_t *W, size_t row_bytes, const float *x, float *y, int ro
 	for (int j = 0; j < GEMV_MAX_N; j++)
 		acc[j] = 0.0f;
 
-	if constexpr (wtype<T>::quant) {
-		const int n_parts = cols / PART;
+	if (vec) {
+		/* 8 weights a lane step, one 16-byte load: rows are 16-byte
+		 * aligned (cudaMalloc'd, and a multiple of 8 elements long), and
+		 * so is x (checked by the caller) */
+		for (int k = 8 * lane; k < cols; k += 8 * 32) {
+			float w[8];
 
-		for (int c = lane; c < n_parts; c += 32) {
-			float w[PART];
-
-			load_part<T>(wrow, c, w);
+			load_elem8<T>(wrow, k, w);
 #pragma unroll
 			for (int j = 0; j < GEMV_MAX_N; j++) {
 				if (j < n) {
-					const float *xp = x + (size_t)j * (size_t)cols +
-							  (size_t)c * PART;
-					float s = 0.0f;
+					const float4 *xp = (const float4 *)(x + (size_t)j * (size_t)cols +
+									    (size_t)k);
+					const float4 a = xp[0], b = xp[1];
+					float s = acc[j];
 
-#pragma unroll
-					for (int l = 0; l < PART; l++)
-						s += w[l] * xp[l];
-					acc[j] += s;
+					s = fmaf(w[0], a.x, s);
+					s = fmaf(w[1], a.y, s);
+					s = fmaf(w[2], a.z, s);
+					s = fmaf(w[3], a.w, s);
+					s = fmaf(w[4], b.x, s);
+					s = fmaf(w[5], b.y, s);
+					s = fmaf(w[6], b.z, s);
+					s = fmaf(w[7], b.w, s);
+					acc[j] = s;
 				}
 			}
 		}
@@ -94,9 +110,202 @@ static void gemv(struct cuda_backend *cb, const struct exl_weight *w, const floa
 		 int n)
 {
 	const unsigned blocks = (unsigned)((w->rows + GEMV_WARPS - 1) / GEMV_WARPS);
+	const bool vec = w->cols % 8 == 0 && ((uintptr_t)x & 15) == 0 &&
+			 ((uintptr_t)w->data & 15) == 0;
 
 	gemv_kernel<T><<<blocks, GEMV_WARPS * 32, 0, cb->stream>>>(
-		(const uint8_t *)w->data, w->row_bytes, x, y, (int)w->rows, (int)w->cols, n);
+		(const uint8_t *)w->data, w->row_bytes, x, y, (int)w->rows, (int)w->cols, n, vec);
+}
+
+/* ---- quantized matrix x vector with 8-bit activations ----------------- */
+
+template <int T>
+static __device__ __forceinline__ void qpart(const uint8_t *row, int c, struct exl_qpart *p)
+{
+	if constexpr (T == EXL_Q8_0)
+		exl_qpart_q8_0(row, c, p);
+	else if constexpr (T == EXL_Q4_0)
+		exl_qpart_q4_0(row, c, p);
+	else if constexpr (T == EXL_Q4_1)
+		exl_qpart_q4_1(row, c, p);
+	else if constexpr (T == EXL_Q5_0)
+		exl_qpart_q5_0(row, c, p);
+	else if constexpr (T == EXL_Q5_1)
+		exl_qpart_q5_1(row, c, p);
+	else if constexpr (T == EXL_IQ4_NL)
+		exl_qpart_iq4_nl(row, c, p);
+	else if constexpr (T == EXL_Q2_K)
+		exl_qpart_q2_K(row, c, p);
+	else if constexpr (T == EXL_Q3_K)
+		exl_qpart_q3_K(row, c, p);
+	else if constexpr (T == EXL_Q4_K)
+		exl_qpart_q4_K(row, c, p);
+	else if constexpr (T == EXL_Q5_K)
+		exl_qpart_q5_K(row, c, p);
+	else if constexpr (T == EXL_Q6_K)
+		exl_qpart_q6_K(row, c, p);
+	else if constexpr (T == EXL_IQ4_XS)
+		exl_qpart_iq4_xs(row, c, p);
+}
+
+/* x (n_parts parts of 32 floats) into xq (the values as int8) and xa (each
+ * part's step and half sums): one warp a part, as tests/unit/test_cuda_qdot.c's
+ * quant_part does it on the host. */
+static __global__ void __launch_bounds__(QUANT_THREADS)
+quant_x_kernel(const float *x, int8_t *xq, float4 *xa, size_t n_parts)
+{
+	const int lane = threadIdx.x & 31;
+	const size_t warps = (size_t)gridDim.x * (blockDim.x >> 5);
+
+	for (size_t part = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5; part < n_parts;
+	     part += warps) {
+		const float v = x[part * 32 + lane];
+		const float amax = warp_max(fabsf(v));
+		const float d = amax / 127.0f;
+		const float id = amax > 0.0f ? 127.0f / amax : 0.0f;
+		int q = __float2int_rn(v * id);
+
+		q = q < -127 ? -127 : q > 127 ? 127 : q;
+		xq[part * 32 + lane] = (int8_t)q;
+		int lo = lane < 16 ? q : 0, hi = lane < 16 ? 0 : q;
+		for (int o = 16; o > 0; o >>= 1) {
+			lo += __shfl_xor_sync(0xffffffffu, lo, o);
+			hi += __shfl_xor_sync(0xffffffffu, hi, o);
+		}
+		if (lane == 0)
+			xa[part] = make_float4(d, d * (float)lo, d * (float)hi, 0.0f);
+	}
+}
+
+/* y[j][r] for the rows of this block: 2^tpr_log2 threads a row (32, 64 or
+ * 128), each taking every 2^tpr_log2-th part of it; NV >= n vectors. */
+template <int T, int NV>
+static __global__ void __launch_bounds__(MMVQ_THREADS)
+mmvq_kernel(const uint8_t *W, size_t row_bytes, const int8_t *xq, const float4 *xa, float *y,
+	    int rows, int cols, int n, int tpr_log2)
+{
+	__shared__ float warp_sums[NV][MMVQ_THREADS / 32];
+	const int tpr = 1 << tpr_log2;
+	const int rpb = MMVQ_THREADS >> tpr_log2;
+	const int r = blockIdx.x * rpb + (threadIdx.x >> tpr_log2);
+	const int n_parts = cols / 32;
+	float acc[NV];
+
+#pragma unroll
+	for (int j = 0; j < NV; j++)
+		acc[j] = 0.0f;
+	if (r < rows) {
+		const uint8_t *wrow = W + (size_t)r * row_bytes;
+
+		for (int c = threadIdx.x & (tpr - 1); c < n_parts; c += tpr) {
+			struct exl_qpart p;
+
+			qpart<T>(wrow, c, &p);
+#pragma unroll
+			for (int j = 0; j < NV; j++) {
+				if (j < n) {
+					const int4 *xv = (const int4 *)(xq + (size_t)j * (size_t)cols +
+									 32 * (size_t)c);
+					const int4 a = xv[0], b = xv[1];
+					const int32_t xi[8] = { a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w };
+					const float4 f = xa[(size_t)j * (size_t)n_parts + (size_t)c];
+					const struct exl_qact act = { f.x, f.y, f.z, f.w };
+
+					acc[j] += exl_qpart_dot(&p, xi, act);
+				}
+			}
+		}
+	}
+
+	const int warp = threadIdx.x >> 5;
+#pragma unroll
+	for (int j = 0; j < NV; j++) {
+		const float s = warp_sum(acc[j]);
+
+		if ((threadIdx.x & 31) == 0)
+			warp_sums[j][warp] = s;
+	}
+	__syncthreads();
+	if ((int)threadIdx.x < rpb * NV) {
+		const int rr = threadIdx.x / NV, j = threadIdx.x % NV;
+		const int row = blockIdx.x * rpb + rr;
+		const int wpr = tpr >> 5;
+
+		if (j < n && row < rows) {
+			float s = 0.0f;
+
+			for (int k = 0; k < wpr; k++)
+				s += warp_sums[j][rr * wpr + k];
+			y[(size_t)j * (size_t)rows + (size_t)row] = s;
+		}
+	}
+}
+
+/* x's n vectors into the xq scratch: n * cols int8, then (16-byte aligned)
+ * n * cols / 32 float4. */
+static bool quant_x(struct cuda_backend *cb, const float *x, int n, int cols, const int8_t **xq,
+		    const float4 **xa)
+{
+	const size_t n_parts = (size_t)n * (size_t)(cols / 32);
+	const size_t q_bytes = ((size_t)n * (size_t)cols + 15) & ~(size_t)15;
+	const bool have = cb->xq_x == x && cb->xq_n == n && cb->xq_cols == cols &&
+			  cb->xq_seq + 1 == cb->op_seq;
+
+	cb->xq_seq = cb->op_seq;
+	if (!have) {
+		cb->xq_x = NULL;
+		if (!cu_scratch(cb, &cb->xq, &cb->xq_cap, q_bytes + n_parts * sizeof(float4),
+				"matmul"))
+			return false;
+		quant_x_kernel<<<cu_grid(n_parts * 32, QUANT_THREADS), QUANT_THREADS, 0,
+				 cb->stream>>>(x, (int8_t *)cb->xq,
+					       (float4 *)((uint8_t *)cb->xq + q_bytes), n_parts);
+		if (!cu_launched(cb, "matmul: quantize x"))
+			return false;
+		cb->xq_x = x;
+		cb->xq_n = n;
+		cb->xq_cols = cols;
+	}
+	*xq = (const int8_t *)cb->xq;
+	*xa = (const float4 *)((uint8_t *)cb->xq + q_bytes);
+	return true;
+}
+
+template <int T, int NV>
+static void mmvq_launch(struct cuda_backend *cb, const struct exl_weight *w, const int8_t *xq,
+			const float4 *xa, float *y, int n)
+{
+	const int n_parts = (int)w->cols / 32;
+	const int tpr_log2 = n_parts <= 32 ? 5 : n_parts <= 64 ? 6 : 7;
+	const int rpb = MMVQ_THREADS >> tpr_log2;
+	const unsigned blocks = (unsigned)((w->rows + rpb - 1) / rpb);
+
+	mmvq_kernel<T, NV><<<blocks, MMVQ_THREADS, 0, cb->stream>>>(
+		(const uint8_t *)w->data, w->row_bytes, xq, xa, y, (int)w->rows, (int)w->cols, n,
+		tpr_log2);
+}
+
+template <int T>
+static void mmvq(struct cuda_backend *cb, const struct exl_weight *w, const float *x, float *y,
+		 int n)
+{
+	const int8_t *xq;
+	const float4 *xa;
+
+	if (!quant_x(cb, x, n, (int)w->cols, &xq, &xa))
+		return;
+	/* y over the x that xq holds: the next matmul must quantize again */
+	if ((uintptr_t)y < (uintptr_t)(x + (size_t)n * (size_t)w->cols) &&
+	    (uintptr_t)x < (uintptr_t)(y + (size_t)n * (size_t)w->rows))
+		cb->xq_x = NULL;
+	if (n == 1)
+		mmvq_launch<T, 1>(cb, w, xq, xa, y, n);
+	else if (n == 2)
+		mmvq_launch<T, 2>(cb, w, xq, xa, y, n);
+	else if (n <= 4)
+		mmvq_launch<T, 4>(cb, w, xq, xa, y, n);
+	else
+		mmvq_launch<T, 8>(cb, w, xq, xa, y, n);
 }
 
 /* ---- conversions for cuBLAS ------------------------------------------- */
@@ -278,18 +487,18 @@ void cu_op_matmul(struct exl_backend *be, const struct exl_weight *w, const floa
 	case EXL_F32: gemv<EXL_F32>(cb, w, x, y, n); break;
 	case EXL_F16: gemv<EXL_F16>(cb, w, x, y, n); break;
 	case EXL_BF16: gemv<EXL_BF16>(cb, w, x, y, n); break;
-	case EXL_Q8_0: gemv<EXL_Q8_0>(cb, w, x, y, n); break;
-	case EXL_Q4_0: gemv<EXL_Q4_0>(cb, w, x, y, n); break;
-	case EXL_Q4_1: gemv<EXL_Q4_1>(cb, w, x, y, n); break;
-	case EXL_Q5_0: gemv<EXL_Q5_0>(cb, w, x, y, n); break;
-	case EXL_Q5_1: gemv<EXL_Q5_1>(cb, w, x, y, n); break;
-	case EXL_IQ4_NL: gemv<EXL_IQ4_NL>(cb, w, x, y, n); break;
-	case EXL_Q4_K: gemv<EXL_Q4_K>(cb, w, x, y, n); break;
-	case EXL_Q2_K: gemv<EXL_Q2_K>(cb, w, x, y, n); break;
-	case EXL_Q3_K: gemv<EXL_Q3_K>(cb, w, x, y, n); break;
-	case EXL_Q5_K: gemv<EXL_Q5_K>(cb, w, x, y, n); break;
-	case EXL_IQ4_XS: gemv<EXL_IQ4_XS>(cb, w, x, y, n); break;
-	case EXL_Q6_K: gemv<EXL_Q6_K>(cb, w, x, y, n); break;
+	case EXL_Q8_0: mmvq<EXL_Q8_0>(cb, w, x, y, n); break;
+	case EXL_Q4_0: mmvq<EXL_Q4_0>(cb, w, x, y, n); break;
+	case EXL_Q4_1: mmvq<EXL_Q4_1>(cb, w, x, y, n); break;
+	case EXL_Q5_0: mmvq<EXL_Q5_0>(cb, w, x, y, n); break;
+	case EXL_Q5_1: mmvq<EXL_Q5_1>(cb, w, x, y, n); break;
+	case EXL_IQ4_NL: mmvq<EXL_IQ4_NL>(cb, w, x, y, n); break;
+	case EXL_Q4_K: mmvq<EXL_Q4_K>(cb, w, x, y, n); break;
+	case EXL_Q2_K: mmvq<EXL_Q2_K>(cb, w, x, y, n); break;
+	case EXL_Q3_K: mmvq<EXL_Q3_K>(cb, w, x, y, n); break;
+	case EXL_Q5_K: mmvq<EXL_Q5_K>(cb, w, x, y, n); break;
+	case EXL_IQ4_XS: mmvq<EXL_IQ4_XS>(cb, w, x, y, n); break;
+	case EXL_Q6_K: mmvq<EXL_Q6_K>(cb, w, x, y, n); break;
 	default: break;
 	}
 	cu_launched(cb, "matmul");

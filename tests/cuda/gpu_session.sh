@@ -107,7 +107,7 @@ fi
 if want gpu; then
 	step "GPU speed"
 	[ -n "${PEER_GPU:-}" ] || [ ! -x /tmp/peer-cuda/peer-bench-gpu ] || export PEER_GPU=/tmp/peer-cuda/peer-bench-gpu
-	PAIRS=${PAIRS:-2} timeout 240 sh tests/bench/bench_cuda.sh 2>&1 | tee "$out/bench_cuda.txt"
+	PAIRS=${PAIRS:-2} timeout 300 sh tests/bench/bench_cuda.sh 2>&1 | tee "$out/bench_cuda.txt"
 fi
 
 if want profile; then

@@ -131,6 +131,8 @@ static void test_matmul_one(uint32_t type, int rows, int cols, int n)
 	size_t nx = (size_t)n * (size_t)cols, ny = (size_t)n * (size_t)rows;
 	float *x = xmalloc(nx * sizeof(float));
 	float *ref = xmalloc(ny * sizeof(float)), *mag = xmalloc(ny * sizeof(float));
+	float *qerr = xmalloc(ny * sizeof(float));
+	const bool quant = type != EXL_F32 && type != EXL_F16 && type != EXL_BF16;
 	float *y_gpu = xmalloc(ny * sizeof(float)), *y_cpu = cpu_alloc(ny * sizeof(float));
 	size_t at = 0;
 
@@ -138,16 +140,28 @@ static void test_matmul_one(uint32_t type, int rows, int cols, int n)
 	fill_normal(x, nx, 1.0f);
 	for (int j = 0; j < n; j++) {
 		for (int r = 0; r < rows; r++) {
-			double s = 0.0, m = 0.0;
+			double s = 0.0, m = 0.0, q = 0.0, step = 0.0;
 
 			for (int k = 0; k < cols; k++) {
-				double p = (double)w.deq[(size_t)r * cols + k] *
-					   (double)x[(size_t)j * cols + k];
+				const double wk = (double)w.deq[(size_t)r * cols + k];
+				double p = wk * (double)x[(size_t)j * cols + k];
+
+				/* the decode kernel rounds x to steps of its part's
+				 * amax / 127: each moves by at most half a step */
+				if (quant && k % 32 == 0) {
+					double amax = 0.0;
+
+					for (int i = k; i < k + 32 && i < cols; i++)
+						amax = fmax(amax, fabs((double)x[(size_t)j * cols + i]));
+					step = amax / 127.0;
+				}
 				s += p;
 				m += fabs(p);
+				q += fabs(wk) * step / 2.0;
 			}
 			ref[(size_t)j * rows + r] = (float)s;
 			mag[(size_t)j * rows + r] = (float)m;
+			qerr[(size_t)j * rows + r] = (float)q;
 		}
 	}
 
@@ -167,16 +181,21 @@ static void test_matmul_one(uint32_t type, int rows, int cols, int n)
 
 	/* Against the exact product of the dequantized weight, relative to
 	 * sum |w x| (the scale rounding errors live on):
-	 *  - n <= 8 (custom kernels, F32 throughout): 1e-5;
+	 *  - n <= 8 (custom kernels): F32/F16/BF16, F32 throughout: 1e-5;
+	 *    quantized, x in 8 bits per 32 values: the bound of that rounding
+	 *    (qerr, as tests/unit/test_matmul.c's for the CPU's VNNI kernels)
+	 *    and 2e-5 for the float steps;
 	 *  - cuBLAS: F32 weights (SGEMM) 1e-5; F16 / quantized (x and the
 	 *    dequantized tile in F16, 2^-11 relative each) 4e-3; BF16 (x in
 	 *    BF16, 2^-8) 1.6e-2. */
-	double tol = 1e-5;
-	if (n > 8 && type != EXL_F32)
+	const bool custom = n <= 8;
+	double tol = custom && quant ? 2e-5 : 1e-5;
+	if (!custom && type != EXL_F32)
 		tol = type == EXL_BF16 ? 1.6e-2 : 4e-3;
 	double e = 0.0;
 	for (size_t i = 0; i < ny; i++) {
-		double d = fabs((double)y_gpu[i] - ref[i]) / (1e-6 + tol * mag[i]);
+		const double q = custom && quant ? qerr[i] * 1.001 : 0.0;
+		double d = fabs((double)y_gpu[i] - ref[i]) / (1e-6 + q + tol * mag[i]);
 		if (!(d <= e)) {
 			e = isnan(d) ? INFINITY : d;
 			at = i;
@@ -206,6 +225,7 @@ out:
 	free(x);
 	free(ref);
 	free(mag);
+	free(qerr);
 	free(y_gpu);
 }
 
@@ -229,6 +249,53 @@ static void test_matmul(void)
 	 * dequantized tiles of cuBLAS. */
 	test_matmul_one(EXL_Q4_K, 24, 8192, 3);
 	test_matmul_one(EXL_Q8_0, 4100, 4096, 12);
+	/* The decode kernel's other row widths: 64 threads a row (2048
+	 * columns), and 176 parts over 128 threads (5632, TinyLlama's ff). */
+	test_matmul_one(EXL_Q6_K, 37, 2048, 1);
+	test_matmul_one(EXL_Q4_0, 130, 5632, 5);
+	test_matmul_one(EXL_F16, 40, 2048, 2);
+}
+
+/* Consecutive matmuls of one x share its 8-bit copy (ops_matmul.cu's
+ * quant_x); any other op in between, here new values copied into x, makes
+ * the next one quantize again, and a matmul whose y lands on x too. */
+static void test_matmul_requantize(void)
+{
+	const int rows = 64, cols = 256;
+	struct wmat w;
+	float x1[256], x2[256], ya[64], yb[64], yc[64], yd[64];
+
+	make_weight(&w, EXL_Q8_0, rows, cols);
+	fill_normal(x1, 256, 1.0f);
+	fill_normal(x2, 256, 1.0f);
+	struct exl_weight wg = { EXL_Q8_0, rows, cols, w.row_bytes,
+				 gpu->ops->upload(gpu, w.q, w.row_bytes * (size_t)rows), EXL_LAYOUT_ROWS };
+	float *dx = to_gpu(x1, sizeof(x1)), *dx2 = to_gpu(x2, sizeof(x2));
+	float *dy = gpu->ops->alloc(gpu, 2 * sizeof(ya));
+
+	if (!wg.data || !dx || !dx2 || !dy)
+		goto out;
+	gpu->ops->matmul(gpu, &wg, dx, dy, 1);
+	gpu->ops->matmul(gpu, &wg, dx, dy + rows, 1);
+	if (!from_gpu(ya, dy, sizeof(ya)) || !from_gpu(yb, dy + rows, sizeof(yb)))
+		goto out;
+	CHECK(memcmp(ya, yb, sizeof(ya)) == 0, "matmul of the same x twice differs");
+	CHECK(gpu->ops->copy_in(gpu, dx, x2, sizeof(x2)) == 0, "copy_in: %s",
+	      exl_backend_cuda_error(gpu));
+	gpu->ops->matmul(gpu, &wg, dx, dy, 1);
+	gpu->ops->matmul(gpu, &wg, dx2, dy + rows, 1);
+	if (!from_gpu(yc, dy, sizeof(yc)) || !from_gpu(yd, dy + rows, sizeof(yd)))
+		goto out;
+	CHECK(memcmp(yc, yd, sizeof(yc)) == 0, "matmul after new values in x: stale x (%g vs %g)",
+	      yc[0], yd[0]);
+	CHECK(memcmp(yc, ya, sizeof(yc)) != 0, "matmuls of two different x agree");
+out:
+	if (wg.data)
+		gpu->ops->unload(gpu, wg.data);
+	gpu->ops->free(gpu, dx);
+	gpu->ops->free(gpu, dx2);
+	gpu->ops->free(gpu, dy);
+	free_weight(&w);
 }
 
 /* ---- embed ------------------------------------------------------------ */
@@ -893,6 +960,7 @@ int main(void)
 	}
 	printf("-- matmul\n");
 	test_matmul();
+	test_matmul_requantize();
 	printf("-- embed\n");
 	test_embed();
 	printf("-- rowwise\n");
