@@ -839,6 +839,8 @@ static void op_destroy(struct exl_backend *be)
 		cudaFree(cb->x16);
 	if (cb->xq)
 		cudaFree(cb->xq);
+	if (cb->att_part)
+		cudaFree(cb->att_part);
 	for (int i = 0; i < 2; i++)
 		if (cb->rope[i].tab)
 			cudaFree(cb->rope[i].tab);
@@ -905,6 +907,11 @@ extern "C" struct exl_backend *cudamod_backend_create(int device, char *err, siz
 	}
 	cb->base.ops = &cuda_ops;
 	cb->device = device;
+	/* A benchmark's knob (docs/cuda.md): threads a row of the decode
+	 * matmul, 32, 64 or 128 instead of the choice by width. */
+	const char *tpr = getenv("EXLD_CUDA_MMVQ_TPR");
+	if (tpr && (!strcmp(tpr, "32") || !strcmp(tpr, "64") || !strcmp(tpr, "128")))
+		cb->mmvq_tpr_log2 = tpr[0] == '3' ? 5 : tpr[0] == '6' ? 6 : 7;
 	stages[0] = &cb->st_pos;
 	stages[1] = &cb->st_seq;
 	stages[2] = &cb->st_table;

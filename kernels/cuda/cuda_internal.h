@@ -112,6 +112,9 @@ struct cuda_backend {
 	size_t w16_cap;
 	void *x16;
 	size_t x16_cap;
+	/* attention's partial results, when a window is cut into splits */
+	void *att_part;
+	size_t att_part_cap;
 	/* decode's activations quantized to 8 bits (kernels/cuda/qdot.h) */
 	void *xq;
 	size_t xq_cap;
@@ -120,6 +123,7 @@ struct cuda_backend {
 	 * but such matmuls entered since (op_seq counts every cu_enter) and
 	 * none of them wrote over x. */
 	uint64_t op_seq;
+	int mmvq_tpr_log2; /* 0: by the row's width */
 	uint64_t xq_seq;
 	const float *xq_x;
 	int xq_n, xq_cols;

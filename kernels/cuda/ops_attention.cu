@@ -14,9 +14,8 @@
 #include "kernels/formats/elem_math.h"
 
 #define KV_THREADS 256
-#define ATT_THREADS 128
+#define ATT_THREADS 256
 #define ATT_MAX_HEAD_DIM 512
-#define ATT_ACC (ATT_MAX_HEAD_DIM / ATT_THREADS)
 
 /* Element offset of (position p, KV head h) in the pool, given the page
  * table row of p's sequence. */
@@ -72,94 +71,160 @@ void cu_op_kv_store(struct exl_backend *be, const struct exl_kv_layer *kv, const
 
 /* ---- attention -------------------------------------------------------- */
 
-/* One block per (token, head).  The token's window, positions start..pos
- * (start 0 unless a sliding window cuts it), goes by in tiles of ATT_THREADS positions: each thread scores one position,
- * then the tile's softmax weights are folded into the running (online)
- * softmax: maximum m, denominator l, and the weighted sum of V rows in acc,
- * of which thread i holds dimensions i, i + ATT_THREADS, ...
+/* One block per (token, KV head, group of up to GB of the query heads that
+ * share it, split of the window).  A decode step has one token and a few
+ * KV heads, so a long window is cut into splits that run side by side;
+ * their partial results (running maximum m, denominator l, unnormalized
+ * weighted sum of V) are then merged by attention_merge_kernel.  Prefill
+ * batches have blocks enough without splits, and write the output directly.
+ *
+ * Within a block each warp takes every ATT_WARPS-th position of the split
+ * and keeps its own online softmax: lane i holds dimensions i, i + 32, ...
+ * (DPL of them) of the K and V rows (coalesced reads) and of every head's
+ * q and sum, so a position's K and V rows are read once for the group.
+ * At the end the warps' (m, l, sum) merge through shared memory.
  *
  * K/V are read with __half2float: F16 -> F32 is exact, so this equals any
  * correct conversion (the rounding one, F32 -> F16, is elem.h's). */
+#define ATT_WARPS (ATT_THREADS / 32)
+#define ATT_MIN_SPLIT 32
+#define ATT_BLOCKS 256
+
+template <int DPL, int GB>
 static __global__ void __launch_bounds__(ATT_THREADS)
-attention_kernel(const float *q, float *out, const __half *K, const __half *V,
-		 const int32_t *pos, const int32_t *seq, const int32_t *pt, int max_pages,
-		 int n_heads, int n_kv_heads, int head_dim, int page_size, float scale,
-		 float softcap, int window)
+attention_kernel(const float *q, float *out, float *part, float2 *part_ml, const __half *K,
+		 const __half *V, const int32_t *pos, const int32_t *seq, const int32_t *pt,
+		 int max_pages, int n_heads, int n_kv_heads, int head_dim, int page_size,
+		 float scale, float softcap, int window, int split_len)
 {
-	__shared__ float sq[ATT_MAX_HEAD_DIM];
-	__shared__ float sw[ATT_THREADS];
-	__shared__ float sh[32];
-	const int t = blockIdx.x / n_heads;
-	const int h = blockIdx.x % n_heads;
-	const int kvh = h / (n_heads / n_kv_heads);
+	__shared__ float wacc[ATT_WARPS][GB][32 * DPL];
+	__shared__ float wm[ATT_WARPS][GB], wl[ATT_WARPS][GB];
+	const int group = n_heads / n_kv_heads;
+	const int n_gb = (group + GB - 1) / GB;
+	const int gb = blockIdx.x % n_gb;
+	const int kvh = (blockIdx.x / n_gb) % n_kv_heads;
+	const int t = blockIdx.x / (n_gb * n_kv_heads);
+	const int h0 = kvh * group + gb * GB;
+	const int n_g = min(GB, group - gb * GB);
+	const int split = blockIdx.y, n_splits = gridDim.y;
+	const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
 	const int32_t *row = pt + (size_t)seq[t] * (size_t)max_pages;
 	const int len = pos[t] + 1;
 	const int start = window > 0 && len > window ? len - window : 0;
-	const float *qh = q + ((size_t)t * (size_t)n_heads + (size_t)h) * (size_t)head_dim;
-	float acc[ATT_ACC];
-	float m = -INFINITY;
-	float l = 0.0f;
+	const int c0 = start + split * split_len;
+	const int c1 = min(len, c0 + split_len);
+	float qr[DPL][GB], acc[DPL][GB], m[GB], l[GB];
 
 #pragma unroll
-	for (int i = 0; i < ATT_ACC; i++)
-		acc[i] = 0.0f;
-	for (int d = threadIdx.x; d < head_dim; d += ATT_THREADS)
-		sq[d] = qh[d];
-	__syncthreads();
+	for (int g = 0; g < GB; g++) {
+		const float *qh = q + ((size_t)t * (size_t)n_heads + (size_t)(h0 + g)) *
+					      (size_t)head_dim;
 
-	for (int base = start; base < len; base += ATT_THREADS) {
-		const int p = base + (int)threadIdx.x;
-		const int n_tile = min(ATT_THREADS, len - base);
-		float s = -INFINITY;
-
-		if (p < len) {
-			const __half *kp = K + kv_offset(row, p, kvh, n_kv_heads, page_size,
-							 head_dim);
-			float dot = 0.0f;
-
-			for (int d = 0; d < head_dim; d++)
-				dot += sq[d] * __half2float(kp[d]);
-			s = dot * scale;
-			if (softcap > 0.0f)
-				s = exl_softcap(s, softcap);
-		}
-		/* Position base (< len) is in every tile's first slot, so m_new is
-		 * finite from the first tile on. */
-		const float m_new = fmaxf(m, block_max(s, sh));
-		const float w = exl_softmax_weight(s, m_new);
-		const float corr = exl_softmax_rescale(m, m_new);
-
-		sw[threadIdx.x] = w;
-		/* block_sum's barriers also publish sw to the whole block. */
-		l = l * corr + block_sum(w, sh);
+		m[g] = -INFINITY;
+		l[g] = 0.0f;
 #pragma unroll
-		for (int i = 0; i < ATT_ACC; i++) {
-			const int d = (int)threadIdx.x + i * ATT_THREADS;
+		for (int i = 0; i < DPL; i++) {
+			const int d = lane + 32 * i;
 
-			if (d < head_dim) {
-				float a = acc[i] * corr;
-
-				for (int j = 0; j < n_tile; j++) {
-					const __half *vp = V + kv_offset(row, base + j, kvh,
-									 n_kv_heads, page_size,
-									 head_dim);
-
-					a += sw[j] * __half2float(vp[d]);
-				}
-				acc[i] = a;
-			}
+			qr[i][g] = g < n_g && d < head_dim ? qh[d] : 0.0f;
+			acc[i][g] = 0.0f;
 		}
-		m = m_new;
-		__syncthreads(); /* sw is rewritten by the next tile */
 	}
 
-	float *o = out + ((size_t)t * (size_t)n_heads + (size_t)h) * (size_t)head_dim;
-#pragma unroll
-	for (int i = 0; i < ATT_ACC; i++) {
-		const int d = (int)threadIdx.x + i * ATT_THREADS;
+#pragma unroll 2
+	for (int p = c0 + warp; p < c1; p += ATT_WARPS) {
+		const size_t off = kv_offset(row, p, kvh, n_kv_heads, page_size, head_dim);
+		float kd[DPL], vd[DPL];
 
-		if (d < head_dim)
-			o[d] = acc[i] / l;
+#pragma unroll
+		for (int i = 0; i < DPL; i++) {
+			const int d = lane + 32 * i;
+
+			kd[i] = d < head_dim ? __half2float(K[off + (size_t)d]) : 0.0f;
+			vd[i] = d < head_dim ? __half2float(V[off + (size_t)d]) : 0.0f;
+		}
+#pragma unroll
+		for (int g = 0; g < GB; g++) {
+			if (g < n_g) {
+				float dot = 0.0f;
+
+#pragma unroll
+				for (int i = 0; i < DPL; i++)
+					dot += qr[i][g] * kd[i];
+				float sc = warp_sum(dot) * scale;
+
+				if (softcap > 0.0f)
+					sc = exl_softcap(sc, softcap);
+				const float m_new = fmaxf(m[g], sc);
+				const float corr = exl_softmax_rescale(m[g], m_new);
+				const float w = exl_softmax_weight(sc, m_new);
+
+				l[g] = l[g] * corr + w;
+#pragma unroll
+				for (int i = 0; i < DPL; i++)
+					acc[i][g] = acc[i][g] * corr + w * vd[i];
+				m[g] = m_new;
+			}
+		}
+	}
+
+#pragma unroll
+	for (int g = 0; g < GB; g++) {
+#pragma unroll
+		for (int i = 0; i < DPL; i++)
+			wacc[warp][g][lane + 32 * i] = acc[i][g];
+		if (lane == 0) {
+			wm[warp][g] = m[g];
+			wl[warp][g] = l[g];
+		}
+	}
+	__syncthreads();
+
+	for (int k = threadIdx.x; k < n_g * head_dim; k += ATT_THREADS) {
+		const int g = k / head_dim, d = k % head_dim;
+		const size_t th = (size_t)t * (size_t)n_heads + (size_t)(h0 + g);
+		float mx = -INFINITY, lx = 0.0f, o = 0.0f;
+
+		for (int w = 0; w < ATT_WARPS; w++)
+			mx = fmaxf(mx, wm[w][g]);
+		for (int w = 0; w < ATT_WARPS; w++) {
+			/* 0 for a warp that had no position (m = -inf) */
+			const float c = exl_softmax_rescale(wm[w][g], mx);
+
+			lx += wl[w][g] * c;
+			o += wacc[w][g][d] * c;
+		}
+		if (n_splits == 1) {
+			out[th * (size_t)head_dim + (size_t)d] = o / lx;
+		} else {
+			part[(th * (size_t)n_splits + (size_t)split) * (size_t)head_dim + (size_t)d] = o;
+			if (d == 0)
+				part_ml[th * (size_t)n_splits + (size_t)split] = make_float2(mx, lx);
+		}
+	}
+}
+
+/* One block per (token, head): the splits' partial sums, each rescaled to
+ * the largest maximum; a split that held no position (m = -inf) weighs 0. */
+static __global__ void __launch_bounds__(ATT_THREADS)
+attention_merge_kernel(float *out, const float *part, const float2 *part_ml, int n_splits,
+		       int head_dim)
+{
+	const size_t th = blockIdx.x;
+	const float2 *ml = part_ml + th * (size_t)n_splits;
+	float m = -INFINITY, l = 0.0f;
+
+	for (int s = 0; s < n_splits; s++)
+		m = fmaxf(m, ml[s].x);
+	for (int s = 0; s < n_splits; s++)
+		l += ml[s].y * exl_softmax_rescale(ml[s].x, m);
+	for (int d = threadIdx.x; d < head_dim; d += ATT_THREADS) {
+		float o = 0.0f;
+
+		for (int s = 0; s < n_splits; s++)
+			o += part[(th * (size_t)n_splits + (size_t)s) * (size_t)head_dim + (size_t)d] *
+			     exl_softmax_rescale(ml[s].x, m);
+		out[th * (size_t)head_dim + (size_t)d] = o / l;
 	}
 }
 
@@ -168,8 +233,6 @@ void cu_op_attention(struct exl_backend *be, const struct exl_kv_layer *kv, cons
 {
 	struct cuda_backend *cb = cuda_of(be);
 	const struct cuda_batch *bt = &cb->batch;
-	size_t blocks;
-
 	if (!cu_enter(cb))
 		return;
 	if (!p || !isfinite(p->scale) || !(p->softcap >= 0.0f) || !isfinite(p->softcap) ||
@@ -190,16 +253,62 @@ void cu_op_attention(struct exl_backend *be, const struct exl_kv_layer *kv, cons
 		return;
 	}
 	const struct cuda_page_table *pt = &bt->tables[kv->table];
+	const int group = n_heads / kv->n_kv_heads;
+	/* lane dims and heads a block: registers for DPL * GB sums */
+	const int dpl = kv->head_dim <= 64 ? 2 : kv->head_dim <= 128 ? 4 : kv->head_dim <= 256 ? 8 : 16;
+	const int gbs = dpl <= 4 ? 8 : dpl == 8 ? 4 : 2;
+	const size_t units = (size_t)bt->n_tokens * (size_t)kv->n_kv_heads *
+			     (size_t)((group + gbs - 1) / gbs);
+	/* the longest window of the batch, cut into splits while there are
+	 * fewer than ATT_BLOCKS blocks and each keeps ATT_MIN_SPLIT positions */
+	int max_len = bt->max_pos + 1;
+	if (p->window > 0 && max_len > p->window)
+		max_len = p->window;
+	int n_splits = 1;
+	if (units < ATT_BLOCKS) {
+		const int by_len = (max_len + ATT_MIN_SPLIT - 1) / ATT_MIN_SPLIT;
+		const int by_blocks = (int)((ATT_BLOCKS + units - 1) / units);
 
-	blocks = (size_t)bt->n_tokens * (size_t)n_heads;
-	if (blocks > 0x7fffffffu) {
-		cu_fail(cb, "attention: %d tokens x %d heads is too many blocks", bt->n_tokens,
-			n_heads);
+		n_splits = by_len < by_blocks ? by_len : by_blocks;
+		if (n_splits < 1)
+			n_splits = 1;
+	}
+	const int split_len = (max_len + n_splits - 1) / n_splits;
+	float *part = NULL;
+	float2 *part_ml = NULL;
+
+	if (units > 0x7fffffffu) {
+		cu_fail(cb, "attention: %d tokens x %d KV heads is too many blocks", bt->n_tokens,
+			kv->n_kv_heads);
 		return;
 	}
-	attention_kernel<<<(unsigned)blocks, ATT_THREADS, 0, cb->stream>>>(
-		q, out, (const __half *)kv->k, (const __half *)kv->v, bt->d_pos, bt->d_seq,
-		pt->dev, pt->max_pages, n_heads, kv->n_kv_heads, kv->head_dim,
-		kv->page_size, p->scale, p->softcap, p->window);
-	cu_launched(cb, "attention");
+	if (n_splits > 1) {
+		const size_t th = (size_t)bt->n_tokens * (size_t)n_heads * (size_t)n_splits;
+		const size_t part_bytes = (th * (size_t)kv->head_dim * sizeof(float) + 15) &
+					  ~(size_t)15;
+
+		if (!cu_scratch(cb, &cb->att_part, &cb->att_part_cap,
+				part_bytes + th * sizeof(float2), "attention"))
+			return;
+		part = (float *)cb->att_part;
+		part_ml = (float2 *)((uint8_t *)cb->att_part + part_bytes);
+	}
+	const dim3 grid((unsigned)units, (unsigned)n_splits);
+#define ATT_LAUNCH(D, G)                                                                        \
+	attention_kernel<D, G><<<grid, ATT_THREADS, 0, cb->stream>>>(                           \
+		q, out, part, part_ml, (const __half *)kv->k, (const __half *)kv->v, bt->d_pos, \
+		bt->d_seq, pt->dev, pt->max_pages, n_heads, kv->n_kv_heads, kv->head_dim,       \
+		kv->page_size, p->scale, p->softcap, p->window, split_len)
+	switch (dpl) {
+	case 2: ATT_LAUNCH(2, 8); break;
+	case 4: ATT_LAUNCH(4, 8); break;
+	case 8: ATT_LAUNCH(8, 4); break;
+	default: ATT_LAUNCH(16, 2); break;
+	}
+#undef ATT_LAUNCH
+	if (!cu_launched(cb, "attention") || n_splits == 1)
+		return;
+	attention_merge_kernel<<<(unsigned)((size_t)bt->n_tokens * (size_t)n_heads), ATT_THREADS, 0,
+				 cb->stream>>>(out, part, part_ml, n_splits, kv->head_dim);
+	cu_launched(cb, "attention: merge");
 }

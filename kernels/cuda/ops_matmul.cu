@@ -197,6 +197,7 @@ mmvq_kernel(const uint8_t *W, size_t row_bytes, const int8_t *xq, const float4 *
 	if (r < rows) {
 		const uint8_t *wrow = W + (size_t)r * row_bytes;
 
+#pragma unroll 2
 		for (int c = threadIdx.x & (tpr - 1); c < n_parts; c += tpr) {
 			struct exl_qpart p;
 
@@ -276,7 +277,8 @@ static void mmvq_launch(struct cuda_backend *cb, const struct exl_weight *w, con
 			const float4 *xa, float *y, int n)
 {
 	const int n_parts = (int)w->cols / 32;
-	const int tpr_log2 = n_parts <= 32 ? 5 : n_parts <= 64 ? 6 : 7;
+	const int tpr_log2 = cb->mmvq_tpr_log2 ? cb->mmvq_tpr_log2
+				: n_parts <= 32 ? 5 : n_parts <= 64 ? 6 : 7;
 	const int rpb = MMVQ_THREADS >> tpr_log2;
 	const unsigned blocks = (unsigned)((w->rows + rpb - 1) / rpb);
 

@@ -6,7 +6,7 @@
 #   tests/bench/bench_cuda.sh [BUILD_DIR]        (default: build)
 #
 # Environment: SHAPES (default "tinyllama llama8b"), TYPES (default
-# "q4_0 q8_0 q4_k f16"; llama8b takes q4_k only, see below), PAIRS (runs of
+# "q4_0 q8_0 q4_k f16"; llama8b takes LLAMA8B_TYPES, default q4_k), PAIRS (runs of
 # each side per model, default 3), N_PROMPT (default 512), N_GEN (default
 # 128), MODEL_DIR (default /tmp), and llama.cpp's side, one of:
 #   PEER_GPU     the CPU peer's harness on llama.cpp's prebuilt CUDA library
@@ -55,7 +55,7 @@ for shape in $shapes; do
 	tinyllama) geo="--dim 2048 --layers 22 --heads 32 --kv-heads 4 --ff 5632 --vocab 32000"
 		ts=$types ;;
 	llama8b) geo="--dim 4096 --layers 32 --heads 32 --kv-heads 8 --ff 14336 --vocab 32000"
-		ts=q4_k ;;
+		ts=${LLAMA8B_TYPES:-q4_k} ;;
 	*) echo "unknown shape $shape" >&2; exit 1 ;;
 	esac
 	for type in $ts; do

@@ -12,6 +12,9 @@
 #          /tmp/peer-cuda/peer-bench-gpu when that exists);
 #   profile  every kernel of a short decode on llama8b q4_k, timed by ncu
 #          (tests/cuda/ncu_summary.py);
+#          Then the same of a 512-token prefill on tinyllama q4_k;
+#   sweep  decode tok/s with each EXLD_CUDA_MMVQ_TPR (the decode matmul's
+#          threads a row) on the bench models there are;
 #   cpu    tests/bench/bench_model.sh on the host's CPU, 2 threads;
 #   sitting  tests/bench/bench_cpu_sitting.sh (issue 19's figures) on two
 #          cores, with SITTING_TYPES, PAIRS, BATCH_ROUNDS 2, DELIVERY_RUNS 5;
@@ -126,6 +129,33 @@ if want profile; then
 	else
 		echo "no ncu or no $model"
 	fi
+	# ... and of a prefill: a 512-token prompt, 2 tokens out
+	model=${PROFILE_PREFILL_MODEL:-/tmp/exld-bench-tinyllama-q4_k.gguf}
+	if [ -n "$ncu" ] && [ -f "$model" ]; then
+		prompt=the
+		i=2
+		while [ $i -lt 512 ]; do prompt="$prompt the"; i=$((i + 1)); done
+		step "kernel profile of a 512-token prefill"
+		timeout 150 "$ncu" --clock-control none --metrics gpu__time_duration.sum --csv \
+			build/daemon/exld run --model "$model" --device cuda --prompt "$prompt" -n 2 \
+			--temperature 0 >"$out/ncu_prefill.csv" 2>"$out/ncu_prefill.err"
+		python3 tests/cuda/ncu_summary.py "$out/ncu_prefill.csv" | head -n 25
+	fi
+fi
+
+if want sweep; then
+	# the decode matmul's threads a row (EXLD_CUDA_MMVQ_TPR), decode tok/s
+	step "decode matmul: threads a row"
+	for model in /tmp/exld-bench-llama8b-q4_k.gguf /tmp/exld-bench-llama8b-q8_0.gguf \
+		/tmp/exld-bench-tinyllama-q4_0.gguf /tmp/exld-bench-tinyllama-q8_0.gguf; do
+		[ -f "$model" ] || continue
+		for tpr in auto 32 64 128 auto; do
+			printf '%s tpr %s: ' "${model##*/}" "$tpr"
+			EXLD_CUDA_MMVQ_TPR=$tpr timeout 60 build/daemon/exld run --model "$model" --device cuda \
+				--prompt Hello -n 128 --temperature 0 --warmup 2>&1 >/dev/null |
+				sed -n 's/.*gen_tok_s=\([0-9.]*\).*/\1/p'
+		done
+	done | tee "$out/sweep.txt"
 fi
 
 if want cpu; then

@@ -821,6 +821,13 @@ static void test_attention(void)
 		/* gemma2's soft-capped scores, a sliding window of 100 over
 		 * windows longer and shorter than it */
 		{ 8, 2, 64, 16, 3, { 300, 0, 90 }, { 1, 20, 30 }, 5.0f, 100 },
+		/* a prefill of blocks enough that windows are not split */
+		{ 8, 2, 64, 16, 1, { 0 }, { 150 }, 0.0f, 0 },
+		/* 16 query heads a KV head: two blocks of 8 share it */
+		{ 32, 2, 64, 16, 2, { 40, 0 }, { 1, 5 }, 0.0f, 0 },
+		/* head_dim 80 (lanes past it idle), and the limit, 512 */
+		{ 4, 2, 80, 16, 1, { 50 }, { 2 }, 0.0f, 0 },
+		{ 2, 1, 512, 16, 1, { 70 }, { 1 }, 0.0f, 0 },
 	};
 
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
