@@ -142,8 +142,15 @@ static int drive(struct exl_engine *e, struct run_state *st, char *err, size_t e
 	return 0;
 }
 
-/* One untimed pass over a single token touches every weight page. */
-static int warmup(struct exl_model *m, struct exl_engine *e, char *err, size_t errlen)
+/* One untimed pass over a single token touches every weight page.  With
+ * n_full > 1 (--warmup-full) the pass is a prompt of n_full tokens, so
+ * that what a backend sets up on its first prompt of that size (the CUDA
+ * backend's scratch, cuBLAS's kernels) is done before the timed one: the
+ * steady state of a daemon that has served a prompt before.  Its tokens
+ * are the vocabulary's last id, a prefix no real prompt shares, so the
+ * timed prompt is computed, not found in the KV cache. */
+static int warmup(struct exl_model *m, struct exl_engine *e, int n_full, char *err,
+		  size_t errlen)
 {
 	const struct exl_tokenizer *tok = exl_model_tokenizer(m);
 	struct exl_gen_settings s;
@@ -151,18 +158,33 @@ static int warmup(struct exl_model *m, struct exl_engine *e, char *err, size_t e
 	struct run_state st = { .o = &quiet, .tok = tok };
 	static const struct exl_job_callbacks cb = { on_chunk, on_done };
 	int32_t first = exl_tokenizer_bos(tok) >= 0 ? exl_tokenizer_bos(tok) : 0;
-	struct exl_prompt p = { NULL, 0, &first, 1 };
+	int32_t *ids = &first;
+	int n = 1;
+
+	if (n_full > 1) {
+		ids = malloc((size_t)n_full * sizeof(*ids));
+		if (!ids) {
+			snprintf(err, errlen, "warmup: out of memory");
+			return -1;
+		}
+		for (int i = 0; i < n_full; i++)
+			ids[i] = exl_model_hparams(m)->n_vocab - 1;
+		n = n_full;
+	}
+	struct exl_prompt p = { NULL, 0, ids, n };
 
 	exl_gen_settings_init(&s);
 	s.max_new_tokens = 1;
 	s.sampling.temperature = 0.0f;
 	struct exl_job *job = exl_job_create(m, &s, &p, NULL, &cb, &st, err, errlen);
+	int r = -1;
 
-	if (!job)
-		return -1;
-	int r = exl_engine_add(e, job, err, errlen) ? -1 : drive(e, &st, err, errlen);
-
-	exl_job_free(job);
+	if (job) {
+		r = exl_engine_add(e, job, err, errlen) ? -1 : drive(e, &st, err, errlen);
+		exl_job_free(job);
+	}
+	if (ids != &first)
+		free(ids);
 	return r;
 }
 
@@ -309,7 +331,8 @@ int exl_cmd_run(int argc, char **argv)
 	if (o.draft_model &&
 	    exl_engine_open_drafter(e, draft_name, draft_path, be, err, sizeof(err)))
 		goto fail;
-	if (o.warmup && warmup(m, e, err, sizeof(err)))
+	if ((o.warmup || o.warmup_full) &&
+	    warmup(m, e, o.warmup_full ? n_prompt : 1, err, sizeof(err)))
 		goto fail;
 	/* The daemon's refusal (too_large there), before any output. */
 	if (exl_engine_add(e, job, err, sizeof(err)))

@@ -20,6 +20,7 @@ struct run_opts {
 	int threads;
 	int kv_tokens;
 	bool warmup;
+	bool warmup_full;  /* --warmup-full: the warm-up pass is a prompt as long */
 	bool json;
 	int top_probs;
 	const char *dump_logits;  /* --dump-logits FILE (common/logits_file.h) */

@@ -21,6 +21,7 @@ enum {
 	OPT_KV_TOKENS,
 	OPT_DEVICE,
 	OPT_WARMUP,
+	OPT_WARMUP_FULL,
 	OPT_DUMP_LOGITS,
 	OPT_EMBEDDING,
 	OPT_HELP,
@@ -44,6 +45,8 @@ static const struct genopt own_tail[] = {
 	  "cpu (default), cuda or cuda:N" },
 	{ OPT_WARMUP, "--warmup", NULL, GENOPT_FLAG, 0, 0, 0, NULL, NULL,
 	  "run one untimed pass first (touches every weight page)" },
+	{ OPT_WARMUP_FULL, "--warmup-full", NULL, GENOPT_FLAG, 0, 0, 0, NULL, NULL,
+	  "run an untimed prompt as long as the real one first (a backend's first-prompt setup)" },
 	{ OPT_DUMP_LOGITS, "--dump-logits", NULL, GENOPT_STR, 0, 0, 0, NULL, "FILE",
 	  "write each new token's logits: raw little-endian float32 [tokens][vocab]" },
 	{ OPT_EMBEDDING, "--embedding", NULL, GENOPT_STR, 0, 0, 0, NULL, "ALIAS=FILE",
@@ -79,6 +82,7 @@ static void store_own(struct run_opts *o, const struct genopt_value *v)
 	case OPT_KV_TOKENS: o->kv_tokens = v->i; break;
 	case OPT_DEVICE: o->device = v->str; break;
 	case OPT_WARMUP: o->warmup = true; break;
+	case OPT_WARMUP_FULL: o->warmup_full = true; break;
 	case OPT_DUMP_LOGITS: o->dump_logits = v->str; break;
 	case OPT_EMBEDDING: o->embd_specs[o->n_embd_specs++] = v->str; break;
 	default: break;

@@ -90,6 +90,34 @@ void cu_op_kv_store(struct exl_backend *be, const struct exl_kv_layer *kv, const
 #define ATT_MIN_SPLIT 32
 #define ATT_BLOCKS 256
 
+/* The sums over the warp of GB values a lane (GB a power of two, up to
+ * 32), in 5 + GB - 2 shuffles rather than 5 GB: at each halving step a
+ * lane keeps the half of the values its side of the exchange owns and adds
+ * the other side's.  Lane i ends with the sum of value i >> (5 - log2 GB). */
+template <int GB>
+static __device__ __forceinline__ float warp_sum_transposed(float (&v)[GB], int lane)
+{
+	int off = 16;
+
+#pragma unroll
+	for (int half = GB / 2; half >= 1; half /= 2, off /= 2) {
+		const bool up = lane & off;
+
+#pragma unroll
+		for (int k = 0; k < half; k++) {
+			const float send = up ? v[k] : v[half + k];
+			const float keep = up ? v[half + k] : v[k];
+
+			v[k] = keep + __shfl_xor_sync(0xffffffffu, send, off);
+		}
+	}
+	float s = v[0];
+
+	for (; off >= 1; off /= 2)
+		s += __shfl_xor_sync(0xffffffffu, s, off);
+	return s;
+}
+
 template <int DPL, int GB>
 static __global__ void __launch_bounds__(ATT_THREADS)
 attention_kernel(const float *q, float *out, float *part, float2 *part_ml, const __half *K,
@@ -113,15 +141,13 @@ attention_kernel(const float *q, float *out, float *part, float2 *part_ml, const
 	const int start = window > 0 && len > window ? len - window : 0;
 	const int c0 = start + split * split_len;
 	const int c1 = min(len, c0 + split_len);
-	float qr[DPL][GB], acc[DPL][GB], m[GB], l[GB];
+	float qr[DPL][GB], acc[DPL][GB];
 
 #pragma unroll
 	for (int g = 0; g < GB; g++) {
 		const float *qh = q + ((size_t)t * (size_t)n_heads + (size_t)(h0 + g)) *
 					      (size_t)head_dim;
 
-		m[g] = -INFINITY;
-		l[g] = 0.0f;
 #pragma unroll
 		for (int i = 0; i < DPL; i++) {
 			const int d = lane + 32 * i;
@@ -131,10 +157,16 @@ attention_kernel(const float *q, float *out, float *part, float2 *part_ml, const
 		}
 	}
 
+	/* After the transposed sum, lane i holds head (i >> HS)'s score, and
+	 * keeps that head's running maximum and denominator. */
+	constexpr int HS = 5 - (GB >= 8 ? 3 : GB >= 4 ? 2 : GB >= 2 ? 1 : 0);
+	const int my_g = lane >> HS;
+	float my_m = -INFINITY, my_l = 0.0f;
+
 #pragma unroll 2
 	for (int p = c0 + warp; p < c1; p += ATT_WARPS) {
 		const size_t off = kv_offset(row, p, kvh, n_kv_heads, page_size, head_dim);
-		float kd[DPL], vd[DPL];
+		float kd[DPL], vd[DPL], dot[GB];
 
 #pragma unroll
 		for (int i = 0; i < DPL; i++) {
@@ -145,26 +177,29 @@ attention_kernel(const float *q, float *out, float *part, float2 *part_ml, const
 		}
 #pragma unroll
 		for (int g = 0; g < GB; g++) {
-			if (g < n_g) {
-				float dot = 0.0f;
+			dot[g] = 0.0f;
+#pragma unroll
+			for (int i = 0; i < DPL; i++)
+				dot[g] += qr[i][g] * kd[i];
+		}
+		float sc = warp_sum_transposed<GB>(dot, lane) * scale;
+
+		if (softcap > 0.0f)
+			sc = exl_softcap(sc, softcap);
+		const float m_new = fmaxf(my_m, sc);
+		const float my_corr = exl_softmax_rescale(my_m, m_new);
+		const float my_w = exl_softmax_weight(sc, m_new);
+
+		my_l = my_l * my_corr + my_w;
+		my_m = m_new;
+#pragma unroll
+		for (int g = 0; g < GB; g++) {
+			const float corr = __shfl_sync(0xffffffffu, my_corr, g << HS);
+			const float w = __shfl_sync(0xffffffffu, my_w, g << HS);
 
 #pragma unroll
-				for (int i = 0; i < DPL; i++)
-					dot += qr[i][g] * kd[i];
-				float sc = warp_sum(dot) * scale;
-
-				if (softcap > 0.0f)
-					sc = exl_softcap(sc, softcap);
-				const float m_new = fmaxf(m[g], sc);
-				const float corr = exl_softmax_rescale(m[g], m_new);
-				const float w = exl_softmax_weight(sc, m_new);
-
-				l[g] = l[g] * corr + w;
-#pragma unroll
-				for (int i = 0; i < DPL; i++)
-					acc[i][g] = acc[i][g] * corr + w * vd[i];
-				m[g] = m_new;
-			}
+			for (int i = 0; i < DPL; i++)
+				acc[i][g] = acc[i][g] * corr + w * vd[i];
 		}
 	}
 
@@ -173,10 +208,10 @@ attention_kernel(const float *q, float *out, float *part, float2 *part_ml, const
 #pragma unroll
 		for (int i = 0; i < DPL; i++)
 			wacc[warp][g][lane + 32 * i] = acc[i][g];
-		if (lane == 0) {
-			wm[warp][g] = m[g];
-			wl[warp][g] = l[g];
-		}
+	}
+	if ((lane & ((1 << HS) - 1)) == 0) {
+		wm[warp][my_g] = my_m;
+		wl[warp][my_g] = my_l;
 	}
 	__syncthreads();
 
@@ -256,7 +291,8 @@ void cu_op_attention(struct exl_backend *be, const struct exl_kv_layer *kv, cons
 	const int group = n_heads / kv->n_kv_heads;
 	/* lane dims and heads a block: registers for DPL * GB sums */
 	const int dpl = kv->head_dim <= 64 ? 2 : kv->head_dim <= 128 ? 4 : kv->head_dim <= 256 ? 8 : 16;
-	const int gbs = dpl <= 4 ? 8 : dpl == 8 ? 4 : 2;
+	const int gb_max = dpl <= 4 ? 8 : dpl == 8 ? 4 : 2;
+	const int gbs = group >= gb_max ? gb_max : group > 2 ? (group > 4 ? 8 : 4) : group;
 	const size_t units = (size_t)bt->n_tokens * (size_t)kv->n_kv_heads *
 			     (size_t)((group + gbs - 1) / gbs);
 	/* the longest window of the batch, cut into splits while there are
@@ -299,10 +335,19 @@ void cu_op_attention(struct exl_backend *be, const struct exl_kv_layer *kv, cons
 		q, out, part, part_ml, (const __half *)kv->k, (const __half *)kv->v, bt->d_pos, \
 		bt->d_seq, pt->dev, pt->max_pages, n_heads, kv->n_kv_heads, kv->head_dim,       \
 		kv->page_size, p->scale, p->softcap, p->window, split_len)
-	switch (dpl) {
-	case 2: ATT_LAUNCH(2, 8); break;
-	case 4: ATT_LAUNCH(4, 8); break;
-	case 8: ATT_LAUNCH(8, 4); break;
+	switch (dpl * 100 + gbs) {
+	case 201: ATT_LAUNCH(2, 1); break;
+	case 202: ATT_LAUNCH(2, 2); break;
+	case 204: ATT_LAUNCH(2, 4); break;
+	case 208: ATT_LAUNCH(2, 8); break;
+	case 401: ATT_LAUNCH(4, 1); break;
+	case 402: ATT_LAUNCH(4, 2); break;
+	case 404: ATT_LAUNCH(4, 4); break;
+	case 408: ATT_LAUNCH(4, 8); break;
+	case 801: ATT_LAUNCH(8, 1); break;
+	case 802: ATT_LAUNCH(8, 2); break;
+	case 804: ATT_LAUNCH(8, 4); break;
+	case 1601: ATT_LAUNCH(16, 1); break;
 	default: ATT_LAUNCH(16, 2); break;
 	}
 #undef ATT_LAUNCH

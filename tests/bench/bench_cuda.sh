@@ -17,7 +17,9 @@
 # Without either only exld's side is printed.
 #
 # exld: a prompt of N_PROMPT tokens ("the" repeated after BOS) in one pass,
-# then N_GEN - 1 single-token passes, medians of PAIRS runs with a warm-up.
+# then N_GEN - 1 single-token passes, medians of PAIRS runs with a warm-up
+# (WARMUP, default --warmup: one token, as llama.cpp's harness does;
+# --warmup-full: a prompt as long first, the steady state of a daemon).
 set -eu
 build=${1:-build}
 src=$(cd "$(dirname "$0")/../.." && pwd)
@@ -32,6 +34,7 @@ n_gen=${N_GEN:-128}
 model_dir=${MODEL_DIR:-/tmp}
 lbench=${LLAMA_BENCH:-}
 peer_gpu=${PEER_GPU:-}
+warmup=${WARMUP:---warmup}
 vocab=${VOCAB:-$src/../shared/models/vocab/ggml-vocab-llama-spm.gguf}
 [ -n "${EXLD_CUDA_MODULE:-}" ] || export EXLD_CUDA_MODULE=$build/kernels/cuda/libexld-cuda.so
 
@@ -68,7 +71,7 @@ for shape in $shapes; do
 		p=0
 		while [ $p -lt "$pairs" ]; do
 			"$exld" run --model "$model" --device cuda --prompt "$prompt" -n "$n_gen" \
-				--temperature 0 --warmup >/dev/null 2>"$tmp/err" ||
+				--temperature 0 "$warmup" >/dev/null 2>"$tmp/err" ||
 				{ tail -5 "$tmp/err" >&2; break; }
 			line=$(grep '^timing:' "$tmp/err")
 			echo "$line" | sed -n 's/.*prompt_tok_s=\([0-9.]*\).*/\1/p' >>"$tmp/pp"

@@ -111,6 +111,9 @@ if want gpu; then
 	step "GPU speed"
 	[ -n "${PEER_GPU:-}" ] || [ ! -x /tmp/peer-cuda/peer-bench-gpu ] || export PEER_GPU=/tmp/peer-cuda/peer-bench-gpu
 	PAIRS=${PAIRS:-2} timeout 300 sh tests/bench/bench_cuda.sh 2>&1 | tee "$out/bench_cuda.txt"
+	step "GPU speed after a full-length warm-up, exld alone"
+	PEER_GPU= WARMUP=--warmup-full TYPES=${FULL_TYPES:-q4_k} PAIRS=${PAIRS:-2} timeout 120 \
+		sh tests/bench/bench_cuda.sh 2>&1 | tee "$out/bench_cuda_full.txt"
 fi
 
 if want profile; then

@@ -828,6 +828,11 @@ static void test_attention(void)
 		/* head_dim 80 (lanes past it idle), and the limit, 512 */
 		{ 4, 2, 80, 16, 1, { 50 }, { 2 }, 0.0f, 0 },
 		{ 2, 1, 512, 16, 1, { 70 }, { 1 }, 0.0f, 0 },
+		/* groups of 8 (TinyLlama), 6 and 3 query heads a KV head: the
+		 * last two fill blocks of 8 and 4 in part */
+		{ 32, 4, 64, 16, 1, { 300 }, { 1 }, 0.0f, 0 },
+		{ 24, 4, 64, 16, 1, { 60 }, { 1 }, 0.0f, 0 },
+		{ 6, 2, 128, 16, 1, { 33 }, { 2 }, 0.0f, 0 },
 	};
 
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
