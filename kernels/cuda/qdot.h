@@ -117,6 +117,14 @@ EXL_HD void exl_qpart_scale(struct exl_qpart *p, float d, float m)
 	p->m0 = p->m1 = m;
 }
 
+/* The 16 bytes of nibbles of a 32-weight block at p, as 4 words; a2: p
+ * is only 2-byte aligned. */
+EXL_HD void exl_qd_words4(const uint8_t *p, int a2, uint32_t *w)
+{
+	for (int i = 0; i < 4; i++)
+		w[i] = a2 ? exl_qd_ld32_a2(p + 4 * i) : exl_qd_ld32(p + 4 * i);
+}
+
 /* Nibble words: byte j of a 16-byte run holds weight j (low nibble) and
  * j + 16 (high), as in Q4_0. */
 EXL_HD void exl_qd_nibbles(struct exl_qpart *p, const uint32_t *w)
@@ -175,8 +183,7 @@ EXL_HD void exl_qpart_q4_0(const uint8_t *row, int c, struct exl_qpart *p)
 	uint32_t w[4];
 	float d = exl_qd_half(b);
 
-	for (int i = 0; i < 4; i++)
-		w[i] = exl_qd_ld32_a2(b + 2 + 4 * i);
+	exl_qd_words4(b + 2, 1, w);
 	exl_qd_nibbles(p, w);
 	exl_qpart_scale(p, d, -8.0f * d);
 }
@@ -186,8 +193,7 @@ EXL_HD void exl_qpart_q4_1(const uint8_t *row, int c, struct exl_qpart *p)
 	const uint8_t *b = row + 20 * (size_t)c;
 	uint32_t w[4];
 
-	for (int i = 0; i < 4; i++)
-		w[i] = exl_qd_ld32(b + 4 + 4 * i);
+	exl_qd_words4(b + 4, 0, w);
 	exl_qd_nibbles(p, w);
 	exl_qpart_scale(p, exl_qd_half(b), exl_qd_half(b + 2));
 }
@@ -198,8 +204,7 @@ EXL_HD void exl_qpart_q5_0(const uint8_t *row, int c, struct exl_qpart *p)
 	uint32_t w[4];
 	float d = exl_qd_half(b);
 
-	for (int i = 0; i < 4; i++)
-		w[i] = exl_qd_ld32_a2(b + 6 + 4 * i);
+	exl_qd_words4(b + 6, 1, w);
 	exl_qd_nibbles(p, w);
 	exl_qd_fifth(p, exl_qd_ld32_a2(b + 2));
 	exl_qpart_scale(p, d, -16.0f * d);
@@ -210,8 +215,7 @@ EXL_HD void exl_qpart_q5_1(const uint8_t *row, int c, struct exl_qpart *p)
 	const uint8_t *b = row + 24 * (size_t)c;
 	uint32_t w[4];
 
-	for (int i = 0; i < 4; i++)
-		w[i] = exl_qd_ld32(b + 8 + 4 * i);
+	exl_qd_words4(b + 8, 0, w);
 	exl_qd_nibbles(p, w);
 	exl_qd_fifth(p, exl_qd_ld32(b + 4));
 	exl_qpart_scale(p, exl_qd_half(b), exl_qd_half(b + 2));
@@ -222,8 +226,7 @@ EXL_HD void exl_qpart_iq4_nl(const uint8_t *row, int c, struct exl_qpart *p)
 	const uint8_t *b = row + 18 * (size_t)c;
 	uint32_t w[4];
 
-	for (int i = 0; i < 4; i++)
-		w[i] = exl_qd_ld32_a2(b + 2 + 4 * i);
+	exl_qd_words4(b + 2, 1, w);
 	exl_qd_iq4nl_words(p, w);
 	exl_qpart_scale(p, exl_qd_half(b), 0.0f);
 }
@@ -332,8 +335,7 @@ EXL_HD void exl_qpart_iq4_xs(const uint8_t *row, int c, struct exl_qpart *p)
 	const int j = c % 8;
 	uint32_t w[4];
 
-	for (int i = 0; i < 4; i++)
-		w[i] = exl_qd_ld32(b + 8 + 16 * j + 4 * i);
+	exl_qd_words4(b + 8 + 16 * j, 0, w);
 	exl_qd_iq4nl_words(p, w);
 	exl_qpart_scale(p, exl_qd_half(b) * (float)exl_iq4_xs_scale(blk, j), 0.0f);
 }

@@ -38,20 +38,8 @@
 #include "kernels/formats/quant.h"
 #include "tests/common/check.h"
 
-static uint64_t rng_state = 0x853c49e6748fea9bull;
-
-static uint32_t rnd_u32(void)
-{
-	rng_state ^= rng_state >> 12;
-	rng_state ^= rng_state << 25;
-	rng_state ^= rng_state >> 27;
-	return (uint32_t)((rng_state * 0x2545f4914f6cdd1dull) >> 32);
-}
-
-static float rnd_uniform(void) /* [-1, 1) */
-{
-	return (float)((double)rnd_u32() / 2147483648.0 - 1.0);
-}
+#define EXL_TEST_RNG_SEED 0x853c49e6748fea9bull
+#include "tests/common/rng.h"
 
 static void *xcalloc(size_t n, size_t sz)
 {

@@ -16,26 +16,11 @@
 #include "kernels/formats/quant.h"
 #include "tests/common/check.h"
 
+#define EXL_TEST_RNG_SEED 0x2545f4914f6cdd1dull
+#include "tests/common/rng.h"
+
 #define COLS 1024
 #define PARTS (COLS / 32)
-
-static uint64_t rng_state = 0x2545f4914f6cdd1dull;
-
-static uint32_t rnd_u32(void)
-{
-	rng_state ^= rng_state >> 12;
-	rng_state ^= rng_state << 25;
-	rng_state ^= rng_state >> 27;
-	return (uint32_t)((rng_state * 0x2545f4914f6cdd1dull) >> 32);
-}
-
-static float rnd_normal(void)
-{
-	double u = ((double)rnd_u32() + 1.0) / 4294967297.0;
-	double v = (double)rnd_u32() / 4294967296.0;
-
-	return (float)(sqrt(-2.0 * log(u)) * cos(6.283185307179586 * v));
-}
 
 /* What ops_matmul.cu's quant_x_kernel does with a part, a warp at a time. */
 static void quant_part(const float *x, int8_t *q, struct exl_qact *a)

@@ -14,25 +14,10 @@
 #include "kernels/formats/elem_math.h"
 #include "tests/common/check.h"
 
+#define EXL_TEST_RNG_SEED 0x853c49e6748fea9bull
+#include "tests/common/rng.h"
+
 static struct exl_backend *cpu;
-static uint64_t rng_state = 0x853c49e6748fea9bull;
-
-static uint32_t rnd_u32(void)
-{
-	rng_state ^= rng_state >> 12;
-	rng_state ^= rng_state << 25;
-	rng_state ^= rng_state >> 27;
-	return (uint32_t)((rng_state * 0x2545f4914f6cdd1dull) >> 32);
-}
-
-static float rnd_normal(void)
-{
-	double u = ((double)rnd_u32() + 1.0) / 4294967297.0;
-	double v = (double)rnd_u32() / 4294967296.0;
-
-	return (float)(sqrt(-2.0 * log(u)) * cos(6.283185307179586 * v));
-}
-
 static float *buf(size_t n)
 {
 	float *p = cpu->ops->alloc(cpu, n * sizeof(float));

@@ -16,29 +16,8 @@
 #include "kernels/formats/quant.h"
 #include "tests/common/check.h"
 
-static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
-
-static uint32_t rnd_u32(void)
-{
-	/* xorshift64* */
-	rng_state ^= rng_state >> 12;
-	rng_state ^= rng_state << 25;
-	rng_state ^= rng_state >> 27;
-	return (uint32_t)((rng_state * 0x2545f4914f6cdd1dull) >> 32);
-}
-
-static float rnd_uniform(void) /* [-1, 1) */
-{
-	return (float)((double)rnd_u32() / 2147483648.0 - 1.0);
-}
-
-static float rnd_normal(void)
-{
-	double u = ((double)rnd_u32() + 1.0) / 4294967297.0;
-	double v = (double)rnd_u32() / 4294967296.0;
-
-	return (float)(sqrt(-2.0 * log(u)) * cos(6.283185307179586 * v));
-}
+#define EXL_TEST_RNG_SEED 0x9e3779b97f4a7c15ull
+#include "tests/common/rng.h"
 
 /* What the CUDA kernels' load_part<T> (kernels/cuda/dequant.cuh) does:
  * weights 32c .. 32c + 31 of a row. */
