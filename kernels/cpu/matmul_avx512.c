@@ -1294,8 +1294,11 @@ EXL_INLINE void tile_q23_K(const struct exl_mm_ctx *m, int64_t r, int c, const i
 				const int sub = 4 * h + s2;
 				const __m512i shq = _mm512_inserti64x4(_mm512_set1_epi16((short)(2 * s2)),
 								       _mm256_set1_epi16((short)(2 * s2 + 2)), 1);
-				const __m512i shm = _mm512_inserti64x4(_mm512_set1_epi16((short)sub),
-								       _mm256_set1_epi16((short)(sub + 1)), 1);
+				/* bit c of hmask[l] to bit 2 of its byte: a rotate of
+				 * each dword right by c - 2 (left by 2 - c for c < 2) */
+				const __m512i rot = _mm512_inserti64x4(
+					_mm512_set1_epi32((sub - 2) & 31),
+					_mm256_set1_epi32((sub - 1) & 31), 1);
 				__m512i xv[4];
 
 				for (int j = 0; j < C; j++)
@@ -1306,12 +1309,10 @@ EXL_INLINE void tile_q23_K(const struct exl_mm_ctx *m, int64_t r, int c, const i
 					__m512i q = _mm512_and_si512(_mm512_srlv_epi16(q32, shq), m3);
 					__m512i sv = scale_quad16(sc16[i], 2 * sub);
 
-					if (three) {
-						__m512i hbit = _mm512_and_si512(_mm512_srlv_epi16(hm[i], shm),
-										_mm512_set1_epi8(1));
-
-						q = _mm512_or_si512(q, _mm512_slli_epi16(hbit, 2));
-					}
+					/* q | (hbit & 4), in one ternary-logic op */
+					if (three)
+						q = _mm512_ternarylogic_epi32(q, _mm512_rorv_epi32(hm[i], rot),
+									      _mm512_set1_epi8(4), 0xf8);
 					for (int j = 0; j < C; j++)
 						isum[i][j] = dot_s16(isum[i][j], _mm512_maddubs_epi16(q, xv[j]), sv);
 				}
