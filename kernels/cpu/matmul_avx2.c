@@ -2336,11 +2336,13 @@ EXL_INLINE void tile_q23_K(const struct exl_mm_ctx *m, int64_t r, int c, const i
 					__m256i q = _mm256_and_si256(_mm256_srli_epi16(q32[i], 2 * s2), m3);
 					__m256i sv = scale_pair16(h ? sc_hi[i] : sc_lo[i], s2);
 
+					/* bit c of hmask[l] straight to bit 2 of its byte
+					 * (no bit crosses a byte: c <= 7) */
 					if (three) {
-						__m256i hbit = _mm256_and_si256(_mm256_srli_epi16(hm[i], sub),
-										_mm256_set1_epi8(1));
+						__m256i hb = sub >= 2 ? _mm256_srli_epi16(hm[i], sub - 2)
+								      : _mm256_slli_epi16(hm[i], 2 - sub);
 
-						q = _mm256_or_si256(q, _mm256_slli_epi16(hbit, 2));
+						q = _mm256_or_si256(q, _mm256_and_si256(hb, _mm256_set1_epi8(4)));
 					}
 					for (int j = 0; j < C; j++)
 						isum[i][j] = madd_acc(isum[i][j], _mm256_maddubs_epi16(q, xv[j]), sv);
