@@ -119,35 +119,6 @@ static void gemv(struct cuda_backend *cb, const struct exl_weight *w, const floa
 
 /* ---- quantized matrix x vector with 8-bit activations ----------------- */
 
-template <int T>
-static __device__ __forceinline__ void qpart(const uint8_t *row, int c, struct exl_qpart *p)
-{
-	if constexpr (T == EXL_Q8_0)
-		exl_qpart_q8_0(row, c, p);
-	else if constexpr (T == EXL_Q4_0)
-		exl_qpart_q4_0(row, c, p);
-	else if constexpr (T == EXL_Q4_1)
-		exl_qpart_q4_1(row, c, p);
-	else if constexpr (T == EXL_Q5_0)
-		exl_qpart_q5_0(row, c, p);
-	else if constexpr (T == EXL_Q5_1)
-		exl_qpart_q5_1(row, c, p);
-	else if constexpr (T == EXL_IQ4_NL)
-		exl_qpart_iq4_nl(row, c, p);
-	else if constexpr (T == EXL_Q2_K)
-		exl_qpart_q2_K(row, c, p);
-	else if constexpr (T == EXL_Q3_K)
-		exl_qpart_q3_K(row, c, p);
-	else if constexpr (T == EXL_Q4_K)
-		exl_qpart_q4_K(row, c, p);
-	else if constexpr (T == EXL_Q5_K)
-		exl_qpart_q5_K(row, c, p);
-	else if constexpr (T == EXL_Q6_K)
-		exl_qpart_q6_K(row, c, p);
-	else if constexpr (T == EXL_IQ4_XS)
-		exl_qpart_iq4_xs(row, c, p);
-}
-
 /* x (n_parts parts of 32 floats) into xq (the values as int8) and xa (each
  * part's step and half sums): one warp a part, as tests/unit/test_cuda_qdot.c's
  * quant_part does it on the host. */
@@ -201,7 +172,7 @@ mmvq_kernel(const uint8_t *W, size_t row_bytes, const int8_t *xq, const float4 *
 		for (int c = threadIdx.x & (tpr - 1); c < n_parts; c += tpr) {
 			struct exl_qpart p;
 
-			qpart<T>(wrow, c, &p);
+			exl_qpart(T, wrow, c, &p);
 #pragma unroll
 			for (int j = 0; j < NV; j++) {
 				if (j < n) {

@@ -31,6 +31,14 @@
 
 #include "kernels/formats/elem.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+#include "kernels/formats/dtype.h"
+#ifdef __cplusplus
+}
+#endif
+
 #ifdef __CUDACC__
 #include <cuda_fp16.h>
 #endif
@@ -338,6 +346,27 @@ EXL_HD void exl_qpart_iq4_xs(const uint8_t *row, int c, struct exl_qpart *p)
 	exl_qd_words4(b + 8 + 16 * j, 0, w);
 	exl_qd_iq4nl_words(p, w);
 	exl_qpart_scale(p, exl_qd_half(b) * (float)exl_iq4_xs_scale(blk, j), 0.0f);
+}
+
+/* Part c of a row of type t (EXL_*); with t a constant (the kernel's
+ * template parameter) the switch folds away.  Other types leave p zero. */
+EXL_HD void exl_qpart(uint32_t t, const uint8_t *row, int c, struct exl_qpart *p)
+{
+	switch (t) {
+	case EXL_Q8_0: exl_qpart_q8_0(row, c, p); break;
+	case EXL_Q4_0: exl_qpart_q4_0(row, c, p); break;
+	case EXL_Q4_1: exl_qpart_q4_1(row, c, p); break;
+	case EXL_Q5_0: exl_qpart_q5_0(row, c, p); break;
+	case EXL_Q5_1: exl_qpart_q5_1(row, c, p); break;
+	case EXL_IQ4_NL: exl_qpart_iq4_nl(row, c, p); break;
+	case EXL_Q2_K: exl_qpart_q2_K(row, c, p); break;
+	case EXL_Q3_K: exl_qpart_q3_K(row, c, p); break;
+	case EXL_Q4_K: exl_qpart_q4_K(row, c, p); break;
+	case EXL_Q5_K: exl_qpart_q5_K(row, c, p); break;
+	case EXL_Q6_K: exl_qpart_q6_K(row, c, p); break;
+	case EXL_IQ4_XS: exl_qpart_iq4_xs(row, c, p); break;
+	default: memset(p, 0, sizeof(*p)); break;
+	}
 }
 
 #endif

@@ -48,25 +48,6 @@ static void quant_part(const float *x, int8_t *q, struct exl_qact *a)
 	a->pad = 0.0f;
 }
 
-static void qpart(uint32_t type, const uint8_t *row, int c, struct exl_qpart *p)
-{
-	switch (type) {
-	case EXL_Q8_0: exl_qpart_q8_0(row, c, p); break;
-	case EXL_Q4_0: exl_qpart_q4_0(row, c, p); break;
-	case EXL_Q4_1: exl_qpart_q4_1(row, c, p); break;
-	case EXL_Q5_0: exl_qpart_q5_0(row, c, p); break;
-	case EXL_Q5_1: exl_qpart_q5_1(row, c, p); break;
-	case EXL_IQ4_NL: exl_qpart_iq4_nl(row, c, p); break;
-	case EXL_Q2_K: exl_qpart_q2_K(row, c, p); break;
-	case EXL_Q3_K: exl_qpart_q3_K(row, c, p); break;
-	case EXL_Q4_K: exl_qpart_q4_K(row, c, p); break;
-	case EXL_Q5_K: exl_qpart_q5_K(row, c, p); break;
-	case EXL_Q6_K: exl_qpart_q6_K(row, c, p); break;
-	case EXL_IQ4_XS: exl_qpart_iq4_xs(row, c, p); break;
-	default: memset(p, 0, sizeof(*p)); break;
-	}
-}
-
 /* Byte offsets of a block's fp16 fields, set to finite values in random
  * rows (a NaN scale would make the exact sum NaN too). */
 static void fix_halves(uint32_t type, uint8_t *blk)
@@ -118,7 +99,7 @@ static void check_row(uint32_t type, const uint8_t *row, const float *x, const c
 		struct exl_qpart p;
 		int32_t xi[8];
 
-		qpart(type, row, c, &p);
+		exl_qpart(type, row, c, &p);
 		memcpy(xi, xq + 32 * c, 32);
 		got += exl_qpart_dot(&p, xi, xa[c]);
 	}
