@@ -268,6 +268,7 @@ void cu_op_attention(struct exl_backend *be, const struct exl_kv_layer *kv, cons
 {
 	struct cuda_backend *cb = cuda_of(be);
 	const struct cuda_batch *bt = &cb->batch;
+
 	if (!cu_enter(cb))
 		return;
 	if (!p || !isfinite(p->scale) || !(p->softcap >= 0.0f) || !isfinite(p->softcap) ||
