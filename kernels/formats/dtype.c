@@ -41,6 +41,16 @@ const struct exl_dtype_info *exl_dtype_info(uint32_t t)
 	return &dtype_table[t];
 }
 
+size_t exl_dtype_align(uint32_t t)
+{
+	switch (t) {
+	case EXL_F32: case EXL_I32: return 4;
+	case EXL_I64: case EXL_F64: return 8;
+	case EXL_I8: return 1;
+	default: return exl_dtype_info(t) ? 2 : 1;
+	}
+}
+
 size_t exl_dtype_row_bytes(uint32_t t, uint64_t n)
 {
 	const struct exl_dtype_info *info = exl_dtype_info(t);

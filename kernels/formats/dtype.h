@@ -61,6 +61,11 @@ const struct exl_dtype_info *exl_dtype_info(uint32_t t);
  * blocks or t is unknown. */
 size_t exl_dtype_row_bytes(uint32_t t, uint64_t n);
 
+/* The alignment t's data needs where code reads it in place as elements or
+ * block structs: 4 for F32 and I32, 8 for I64 and F64, 1 for I8, 2 for the
+ * rest (every block struct holds 16-bit fields); 1 when t is unknown. */
+size_t exl_dtype_align(uint32_t t);
+
 #define QK8_0 32
 #define QK4_0 32
 #define QK_K 256

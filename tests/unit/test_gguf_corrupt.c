@@ -432,6 +432,67 @@ static uint8_t *nested_file(int depth, size_t *size)
 	return b;
 }
 
+/* A file of alignment `align` holding an I8 tensor of n_i8 bytes, then an
+ * F16 tensor of 2 and an F32 one of 1: malloc'ed, its size in *size. */
+static uint8_t *small_aligned(uint32_t align, uint64_t n_i8, size_t *size)
+{
+	static const uint8_t bytes[8] = { 1, 2, 3, 4, 5, 6, 7, 8 };
+	struct gguf_writer *w = exl_gguf_writer_new();
+	uint64_t ne_i8[] = { n_i8 }, ne_f16[] = { 2 }, ne_f32[] = { 1 };
+	void *buf = NULL;
+	char err[512];
+
+	exl_gguf_writer_set_alignment(w, align);
+	exl_gguf_writer_set_str(w, "general.architecture", "llama");
+	exl_gguf_writer_add_tensor(w, "a", EXL_I8, 1, ne_i8, bytes);
+	exl_gguf_writer_add_tensor(w, "b", EXL_F16, 1, ne_f16, bytes);
+	exl_gguf_writer_add_tensor(w, "c", EXL_F32, 1, ne_f32, bytes);
+	CHECK(exl_gguf_writer_write_mem(w, &buf, size, err, sizeof(err)) == 0);
+	exl_gguf_writer_free(w);
+	return buf;
+}
+
+/* general.alignment 1 is a power of two, so valid, but it can leave a
+ * tensor where its elements cannot be read in place: refused by name.
+ * With alignment 1 nothing pads, so the F16 tensor starts n_i8 bytes into
+ * the data section, which starts 8 + n_i8 + 4 + 4 bytes before the end. */
+static void misaligned_tensors(void)
+{
+	char err[512];
+	size_t size;
+
+	for (uint64_t n = 1; n <= 4; n++) {
+		uint8_t *buf = small_aligned(1, n, &size);
+		size_t data = size - (size_t)n - 4 - 4, b_at = data + n, c_at = b_at + 4;
+		struct gguf_file *f;
+
+		if (!buf)
+			continue;
+		f = exl_gguf_open_buffer(buf, size, err, sizeof(err));
+		check_count++;
+		if (b_at % 2)
+			CHECK(!f && strstr(err, "tensor 'b'") &&
+			      strstr(err, "is not aligned to the 2 bytes a f16 element needs "
+					  "(general.alignment is 1)"));
+		else if (c_at % 4)
+			CHECK(!f && strstr(err, "tensor 'c'") &&
+			      strstr(err, "not aligned to the 4 bytes a f32 element needs"));
+		else
+			CHECK(f != NULL);
+		if (!f && !strstr(err, "not aligned"))
+			fprintf(stderr, "alignment 1, %llu bytes of i8: %s\n", (unsigned long long)n, err);
+		exl_gguf_close(f);
+		free(buf);
+	}
+	/* the same tensors with the default alignment are read */
+	uint8_t *buf = small_aligned(32, 3, &size);
+	struct gguf_file *f = buf ? exl_gguf_open_buffer(buf, size, err, sizeof(err)) : NULL;
+
+	CHECK(f != NULL);
+	exl_gguf_close(f);
+	free(buf);
+}
+
 static int synthetic(void)
 {
 	struct gguf_writer *w = exl_gguf_writer_new();
@@ -510,6 +571,8 @@ static int synthetic(void)
 	buf = nested_file(1000000, &size);
 	CHECK(try_exact(buf, size, "deep nesting", err, sizeof(err)) == 0);
 	free(buf);
+
+	misaligned_tensors();
 
 	/* v2 is read like v3 */
 	buf = nested_file(0, &size);

@@ -602,6 +602,17 @@ static int parse_tensors(struct reader *r, struct gguf_file *f)
 				(unsigned long long)t->offset, f->alignment);
 			goto fail;
 		}
+		/* Tensors are read in place, as elements or block structs: a
+		 * general.alignment under 8 (a power of two, so valid) can
+		 * leave one where its type cannot be read. */
+		size_t need = exl_dtype_align(t->type);
+		if ((f->data_offset + t->offset) % need) {
+			fail_at(r, off_at, "data at file offset %llu is not aligned to the %zu bytes "
+				"a %s element needs (general.alignment is %u)",
+				(unsigned long long)(f->data_offset + t->offset), need,
+				exl_dtype_info(t->type)->name, f->alignment);
+			goto fail;
+		}
 		if (t->offset > data_size || t->nbytes > data_size - t->offset) {
 			fail_at(r, off_at, "data [%llu, +%llu) runs past the end of the file (data section is %zu bytes)",
 				(unsigned long long)t->offset, (unsigned long long)t->nbytes, data_size);
