@@ -3,11 +3,15 @@
  * metadata and tensors.  Each input is an edit script applied to one of a
  * few small random-weight models that exld-mkmodel writes at start-up
  * (llama, qwen2, qwen3moe, gemma3, phi3, over weight types from Q8_0 to
- * Q4_K): keys set to other types and boundary values, arrays resized, keys
- * and tensors dropped, tensors reshaped, retyped or their bytes
- * overwritten, vocabulary entries replaced.  The result is written out and
- * loaded on the CPU backend; a model that loads tokenizes a text, sizes its
- * KV pool as the daemon does, prefills a prompt and decodes a few tokens.
+ * Q4_K), or to a LoRA adapter for the first two: keys set to other types
+ * and boundary values, arrays resized, keys and tensors dropped, tensors
+ * reshaped, retyped or their bytes overwritten, vocabulary entries
+ * replaced.  The result is written out and loaded on the CPU backend (an
+ * adapter for its unedited model, loaded once); a model that loads
+ * tokenizes a text, sizes its KV pool as the daemon does, prefills a prompt
+ * and decodes a few tokens, under the adapter when there is one, and
+ * follows a JSON schema over its vocabulary (the tree of its token bytes,
+ * masks, accepted tokens) as constrained decoding does.
  * It checks that
  *   - nothing crashes, reads out of bounds or hangs (a bad file is refused
  *     at load, or computes garbage within bounds);
@@ -29,8 +33,11 @@
 #include <unistd.h>
 
 #include "daemon/core/gguf/gguf.h"
+#include "daemon/core/grammar/filter.h"
+#include "daemon/core/grammar/grammar_filter.h"
 #include "daemon/core/gguf/gguf_write.h"
 #include "daemon/core/model/kvcache.h"
+#include "daemon/core/model/lora.h"
 #include "daemon/core/model/model.h"
 #include "daemon/core/tokenizer/tokenizer.h"
 #include "kernels/backend.h"
@@ -56,7 +63,16 @@ static const char *const base_args[][24] = {
 };
 #define N_BASES (sizeof(base_args) / sizeof(base_args[0]))
 
-static struct gguf_file *bases[N_BASES];
+/* Adapters: for which base, and how (every target, or some at rank 1). */
+static const int lora_base[] = { 0, 1 };
+static const char *const lora_args[][8] = {
+	{ "--rank", "4", "--alpha", "8", NULL },
+	{ "--rank", "1", "--alpha", "0", "--lora-targets", "attn_v,ffn_down", NULL },
+};
+#define N_LORAS (sizeof(lora_base) / sizeof(lora_base[0]))
+
+static struct gguf_file *bases[N_BASES + N_LORAS];
+static struct exl_model *hosts[N_LORAS]; /* each adapter's model */
 static char workdir[64];
 static struct exl_backend *be;
 
@@ -85,9 +101,45 @@ static const char *mkmodel_path(char *buf, size_t len)
 	return buf;
 }
 
+/* Runs exld-mkmodel: first the args of a (NULL-terminated), then those of
+ * b (may be NULL), then -o out. */
+static void run_mkmodel(const char *mk, const char *const *a, const char *const *b,
+			const char *out)
+{
+	const char *argv[40];
+	int n = 0, status;
+	pid_t pid;
+
+	argv[n++] = mk;
+	for (int k = 0; a[k]; k++)
+		argv[n++] = a[k];
+	for (int k = 0; b && b[k]; k++)
+		argv[n++] = b[k];
+	argv[n++] = "-o";
+	argv[n++] = out;
+	argv[n] = NULL;
+	pid = fork();
+	if (pid < 0)
+		die("fork failed");
+	if (pid == 0) {
+		int devnull = open("/dev/null", O_WRONLY);
+		if (devnull >= 0) {
+			dup2(devnull, 1);
+			dup2(devnull, 2);
+		}
+		execv(mk, (char *const *)argv);
+		_exit(127);
+	}
+	if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status)) {
+		fprintf(stderr, "fuzz_model: %s failed for %s (EXLD_MKMODEL?)\n", mk, out);
+		abort();
+	}
+}
+
 static void make_bases(void)
 {
-	char tool[4096], path[128], err[512];
+	static const char *const threads[] = { "--threads", "1", NULL };
+	char tool[4096], path[N_BASES][128], lpath[128], err[512];
 	const char *mk = mkmodel_path(tool, sizeof(tool));
 
 	if (!mk)
@@ -95,48 +147,41 @@ static void make_bases(void)
 	snprintf(workdir, sizeof(workdir), "/tmp/exld-fuzz-model-XXXXXX");
 	if (!mkdtemp(workdir))
 		die("mkdtemp failed");
-	for (size_t i = 0; i < N_BASES; i++) {
-		const char *argv[32];
-		int n = 0, status;
-		pid_t pid;
-
-		snprintf(path, sizeof(path), "%s/base%zu.gguf", workdir, i);
-		argv[n++] = mk;
-		for (int k = 0; base_args[i][k]; k++)
-			argv[n++] = base_args[i][k];
-		argv[n++] = "--threads";
-		argv[n++] = "1";
-		argv[n++] = "-o";
-		argv[n++] = path;
-		argv[n] = NULL;
-		pid = fork();
-		if (pid < 0)
-			die("fork failed");
-		if (pid == 0) {
-			int devnull = open("/dev/null", O_WRONLY);
-			if (devnull >= 0) {
-				dup2(devnull, 1);
-				dup2(devnull, 2);
-			}
-			execv(mk, (char *const *)argv);
-			_exit(127);
-		}
-		if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status)) {
-			fprintf(stderr, "fuzz_model: %s failed (EXLD_MKMODEL?)\n", mk);
-			abort();
-		}
-		/* read into memory: the files go when the program does */
-		bases[i] = exl_gguf_open(path, err, sizeof(err));
-		if (!bases[i]) {
-			fprintf(stderr, "fuzz_model: %s: %s\n", path, err);
-			abort();
-		}
-		unlink(path);
-	}
 	be = exl_backend_cpu_create(1, err, sizeof(err));
 	if (!be) {
 		fprintf(stderr, "fuzz_model: cpu backend: %s\n", err);
 		abort();
+	}
+	for (size_t i = 0; i < N_BASES; i++) {
+		snprintf(path[i], sizeof(path[i]), "%s/base%zu.gguf", workdir, i);
+		run_mkmodel(mk, base_args[i], threads, path[i]);
+	}
+	for (size_t i = 0; i < N_LORAS; i++) {
+		const char *lora_for[] = { "--lora-for", path[lora_base[i]], NULL };
+
+		snprintf(lpath, sizeof(lpath), "%s/lora%zu.gguf", workdir, i);
+		run_mkmodel(mk, lora_for, lora_args[i], lpath);
+		hosts[i] = exl_model_load(path[lora_base[i]], be, err, sizeof(err));
+		if (!hosts[i]) {
+			fprintf(stderr, "fuzz_model: %s: %s\n", path[lora_base[i]], err);
+			abort();
+		}
+		bases[N_BASES + i] = exl_gguf_open(lpath, err, sizeof(err));
+		if (!bases[N_BASES + i]) {
+			fprintf(stderr, "fuzz_model: %s: %s\n", lpath, err);
+			abort();
+		}
+		unlink(lpath);
+	}
+	/* The files stay mapped (and the hosts' weights with them); their
+	 * names go now, so that nothing is left behind. */
+	for (size_t i = 0; i < N_BASES; i++) {
+		bases[i] = exl_gguf_open(path[i], err, sizeof(err));
+		if (!bases[i]) {
+			fprintf(stderr, "fuzz_model: %s: %s\n", path[i], err);
+			abort();
+		}
+		unlink(path[i]);
 	}
 }
 
@@ -218,6 +263,7 @@ static const char *const extra_keys[] = {
 	"tokenizer.ggml.eos_token_id", "tokenizer.ggml.unknown_token_id",
 	"tokenizer.ggml.padding_token_id", "tokenizer.ggml.eot_token_id",
 	"tokenizer.ggml.add_bos_token", "tokenizer.ggml.add_space_prefix", "tokenizer.chat_template",
+	"general.type", "adapter.type", "adapter.lora.alpha",
 };
 #define N_EXTRA (sizeof(extra_keys) / sizeof(extra_keys[0]))
 
@@ -710,7 +756,54 @@ static int argmax(const float *x, int n)
 	return best;
 }
 
-static void run_model(struct exl_model *m)
+/* A JSON schema's filter over the model's vocabulary, as a constrained job
+ * makes it: a few steps of the masks and the first allowed token. */
+static void run_constraint(const struct exl_tokenizer *tok, int n_vocab)
+{
+	static const char schema[] = "{\"type\":\"object\",\"properties\":{\"a\":"
+				     "{\"type\":\"string\",\"maxLength\":4}},\"required\":[\"a\"]}";
+	struct exl_grammar_filter_opts o = { .strip_leading_space = true };
+	uint32_t *mask = calloc(((size_t)n_vocab + 31) / 32, sizeof(uint32_t));
+	char err[512] = "";
+
+	if (!mask)
+		die("out of memory");
+	struct exl_filter *f = exl_grammar_filter_create(tok, EXL_CONSTRAINT_JSON_SCHEMA, schema,
+							 sizeof(schema) - 1, &o, err, sizeof(err));
+	if (!f) {
+		check_msg("a JSON schema filter", err);
+		free(mask);
+		return;
+	}
+	int step = 0;
+
+	for (; step < 6; step++) {
+		int next = -1;
+
+		memset(mask, 0, ((size_t)n_vocab + 31) / 32 * sizeof(uint32_t));
+		err[0] = 0;
+		if (f->ops->allowed(f, mask, n_vocab, err, sizeof(err))) {
+			check_msg("a filter's mask", err);
+			break;
+		}
+		for (int t = 0; t < n_vocab && next < 0; t++)
+			if (mask[t / 32] >> (t % 32) & 1)
+				next = t;
+		if (next < 0)
+			break;
+		err[0] = 0;
+		if (f->ops->accept(f, next, err, sizeof(err))) {
+			fprintf(stderr, "fuzz_model: token %d was allowed and refused: %s\n", next, err);
+			abort();
+		}
+	}
+	if (getenv("FUZZ_MODEL_VERBOSE"))
+		fprintf(stderr, "constraint: %d tokens\n", step);
+	f->ops->free(f);
+	free(mask);
+}
+
+static void run_model(struct exl_model *m, const struct exl_lora_set *lora)
 {
 	const struct exl_hparams *hp = exl_model_hparams(m);
 	const struct exl_tokenizer *tok = exl_model_tokenizer(m);
@@ -736,6 +829,8 @@ static void run_model(struct exl_model *m)
 	free(ids);
 	if (!n)
 		prompt[n++] = 0;
+	if (!lora)
+		run_constraint(tok, hp->n_vocab);
 
 	/* as the daemon sizes its pool (with at most 64 positions here) */
 	err[0] = 0;
@@ -758,6 +853,7 @@ static void run_model(struct exl_model *m)
 	if (!logits)
 		die("out of memory");
 	exl_kv_seq_init(&seq);
+	seq.lora = lora;
 	want[n - 1] = true;
 	for (int step = 0; step < 4; step++) {
 		struct exl_batch b = { n, prompt, sq, want, 1, seqs };
@@ -791,22 +887,40 @@ int fuzz_one(const uint8_t *data, size_t size)
 	init();
 	if (!take(&s, &pick, 1))
 		return 0;
+	pick %= N_BASES + N_LORAS;
 	e = malloc(sizeof(*e));
 	if (!e)
 		die("out of memory");
-	edit_init(e, bases[pick % N_BASES]);
+	edit_init(e, bases[pick]);
 	apply(e, &s);
 	snprintf(path, sizeof(path), "%s/edited.gguf", workdir);
-	if (write_model(e, path)) {
+	if (write_model(e, path) && pick < N_BASES) {
 		struct exl_model *m = exl_model_load(path, be, err, sizeof(err));
 
 		if (getenv("FUZZ_MODEL_VERBOSE"))
 			fprintf(stderr, "%s\n", m ? "loaded" : err);
 		if (m) {
-			run_model(m);
+			run_model(m, NULL);
 			exl_model_free(m);
 		} else {
 			check_msg("loading", err);
+		}
+		unlink(path);
+	} else if (pick >= N_BASES) {
+		struct exl_model *host = hosts[pick - N_BASES];
+		struct exl_lora *l = exl_lora_load(path, host, err, sizeof(err));
+
+		if (getenv("FUZZ_MODEL_VERBOSE"))
+			fprintf(stderr, "adapter: %s\n", l ? "loaded" : err);
+		if (l) {
+			/* scales as a job may give them, negative included */
+			struct exl_lora_set set = { 1, { { l, size % 2 ? -0.5f : 2.0f } }, 0 };
+
+			set.key = exl_lora_set_key(&set);
+			run_model(host, &set);
+			exl_lora_unref(l);
+		} else {
+			check_msg("loading an adapter", err);
 		}
 		unlink(path);
 	}
@@ -824,6 +938,9 @@ static const uint8_t seed_tensors[] = { 2, 5, 3, 0, 8, 6, 4, 8, 7, 9, 1, 2, 0xff
 					0xff, 0x7f, 0x80, 0, 0 };
 static const uint8_t seed_gemma[] = { 3, 0, 149, 4, 1, 1, 144, 1, 2, 150, 0, 6, 3 };
 static const uint8_t seed_phi[] = { 4, 1, 145, 4, 0, 145, 0, 29, 5, 0, 1, 12 };
+static const uint8_t seed_lora[] = { 5, 5, 1, 1, 2, 3, 0, 7, 2, 0, 0, 0x7f, 0x80, 0, 0, 0, 0,
+				     0, 0 };
+static const uint8_t seed_lora2[] = { 6, 0, 2, 6, 4, 0, 6, 3, 1 };
 
 size_t fuzz_seeds(const struct fuzz_blob **out)
 {
@@ -834,6 +951,8 @@ size_t fuzz_seeds(const struct fuzz_blob **out)
 		{ "tensors", seed_tensors, sizeof(seed_tensors) },
 		{ "gemma", seed_gemma, sizeof(seed_gemma) },
 		{ "phi", seed_phi, sizeof(seed_phi) },
+		{ "lora", seed_lora, sizeof(seed_lora) },
+		{ "lora2", seed_lora2, sizeof(seed_lora2) },
 	};
 
 	*out = seeds;
