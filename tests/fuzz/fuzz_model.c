@@ -16,20 +16,15 @@
  *   - nothing crashes, reads out of bounds or hangs (a bad file is refused
  *     at load, or computes garbage within bounds);
  *   - every refusal and every failed step carries a message.
- * The bases come from $EXLD_MKMODEL (meson's test sets it), or the
- * exld-mkmodel beside this program's build (tests/tools/).  See
- * docs/fuzzing.md.
+ * The bases come from exld-mkmodel (fuzz_mkmodel.h).  See docs/fuzzing.md.
  *
  * Script: byte 0 picks the base; then ops, each an opcode byte and its
  * arguments, until the input ends (a short op is dropped). */
-#include <fcntl.h>
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "daemon/core/gguf/gguf.h"
@@ -42,6 +37,7 @@
 #include "daemon/core/tokenizer/tokenizer.h"
 #include "kernels/backend.h"
 #include "kernels/formats/dtype.h"
+#include "tests/fuzz/fuzz_mkmodel.h"
 #include "tests/fuzz/fuzz_target.h"
 
 /* ---- the bases ---- */
@@ -82,68 +78,11 @@ static void die(const char *what)
 	abort();
 }
 
-static const char *mkmodel_path(char *buf, size_t len)
-{
-	const char *env = getenv("EXLD_MKMODEL");
-	ssize_t n;
-
-	if (env && *env)
-		return env;
-	/* build/tests/fuzz/fuzz_model -> build/tests/tools/exld-mkmodel */
-	n = readlink("/proc/self/exe", buf, len - 1);
-	if (n <= 0)
-		return NULL;
-	buf[n] = 0;
-	char *slash = strrchr(buf, '/');
-	if (!slash || (size_t)(slash - buf) + sizeof("/../tools/exld-mkmodel") > len)
-		return NULL;
-	strcpy(slash, "/../tools/exld-mkmodel");
-	return buf;
-}
-
-/* Runs exld-mkmodel: first the args of a (NULL-terminated), then those of
- * b (may be NULL), then -o out. */
-static void run_mkmodel(const char *mk, const char *const *a, const char *const *b,
-			const char *out)
-{
-	const char *argv[40];
-	int n = 0, status;
-	pid_t pid;
-
-	argv[n++] = mk;
-	for (int k = 0; a[k]; k++)
-		argv[n++] = a[k];
-	for (int k = 0; b && b[k]; k++)
-		argv[n++] = b[k];
-	argv[n++] = "-o";
-	argv[n++] = out;
-	argv[n] = NULL;
-	pid = fork();
-	if (pid < 0)
-		die("fork failed");
-	if (pid == 0) {
-		int devnull = open("/dev/null", O_WRONLY);
-		if (devnull >= 0) {
-			dup2(devnull, 1);
-			dup2(devnull, 2);
-		}
-		execv(mk, (char *const *)argv);
-		_exit(127);
-	}
-	if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status)) {
-		fprintf(stderr, "fuzz_model: %s failed for %s (EXLD_MKMODEL?)\n", mk, out);
-		abort();
-	}
-}
-
 static void make_bases(void)
 {
 	static const char *const threads[] = { "--threads", "1", NULL };
-	char tool[4096], path[N_BASES][128], lpath[128], err[512];
-	const char *mk = mkmodel_path(tool, sizeof(tool));
+	char path[N_BASES][128], lpath[128], err[512];
 
-	if (!mk)
-		die("cannot find exld-mkmodel: set EXLD_MKMODEL");
 	snprintf(workdir, sizeof(workdir), "/tmp/exld-fuzz-model-XXXXXX");
 	if (!mkdtemp(workdir))
 		die("mkdtemp failed");
@@ -154,13 +93,13 @@ static void make_bases(void)
 	}
 	for (size_t i = 0; i < N_BASES; i++) {
 		snprintf(path[i], sizeof(path[i]), "%s/base%zu.gguf", workdir, i);
-		run_mkmodel(mk, base_args[i], threads, path[i]);
+		fuzz_mkmodel("fuzz_model", base_args[i], threads, path[i]);
 	}
 	for (size_t i = 0; i < N_LORAS; i++) {
 		const char *lora_for[] = { "--lora-for", path[lora_base[i]], NULL };
 
 		snprintf(lpath, sizeof(lpath), "%s/lora%zu.gguf", workdir, i);
-		run_mkmodel(mk, lora_for, lora_args[i], lpath);
+		fuzz_mkmodel("fuzz_model", lora_for, lora_args[i], lpath);
 		hosts[i] = exl_model_load(path[lora_base[i]], be, err, sizeof(err));
 		if (!hosts[i]) {
 			fprintf(stderr, "fuzz_model: %s: %s\n", path[lora_base[i]], err);
