@@ -2524,6 +2524,17 @@ static void case_beam(void)
 			      b->n_chunks);
 		}
 	}
+	/* max_new_tokens 0: no token, as a sampled job (found by
+	 * fuzz_generate: the first step took one) */
+	for (int w = 1; w <= 4; w += 3) {
+		greedy(&s, 0);
+		s.num_beams = w;
+		run_one(&s, batch_prompts[0], NULL, b);
+		CHECK(b->reason == EXL_STOP_MAX_NEW_TOKENS && b->n_rtoks == 0,
+		      "%d beams, max_new_tokens 0: %s, %d tokens", w, exl_stop_reason_name(b->reason),
+		      b->n_rtoks);
+		check_consistent(b);
+	}
 	/* Four beams find a sequence at least as likely as greedy's; the
 	 * score reported is the sequence's own (teacher forcing). */
 	int better = 0;

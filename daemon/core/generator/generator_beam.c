@@ -384,6 +384,18 @@ void exl_beam_step(struct exl_job *job, struct exl_kvcache *kv, const float *log
 		bs->n_live = 1;
 		bs->started = true;
 	}
+	/* No token may come at all: the empty hypothesis, as a sampled job
+	 * ends before it samples.  (Past the first token, accepting a
+	 * candidate ends it on these limits.) */
+	if (job->max_new_tokens == 0 || job->gen_limit <= 0) {
+		if (add_hyp(bs, NULL, 0, -1, 0.0, job->max_new_tokens == 0 ?
+			    EXL_STOP_MAX_NEW_TOKENS : EXL_STOP_MAX_CONTEXT)) {
+			fail_oom(job);
+			return;
+		}
+		conclude(job, kv);
+		return;
+	}
 	bs->n_cands = 0;
 	for (int i = 0; i < bs->n_live; i++) {
 		struct beam *b = &bs->live[i];
