@@ -273,6 +273,44 @@ static void test_cands(void)
 	CHECK(cs.n == 4 && mu < 10.0f, "mirostat wide: n %d mu %g", cs.n, mu);
 }
 
+/* A step that cuts the list after an earlier one sorted past the cut
+ * keeps the sorted prefix within the list: top_k sorted 10, top_p kept 2,
+ * and XTC then counted "top choices" among 10 stale entries and moved a
+ * negative count (found by fuzz_generate: heap corruption). */
+static void test_sorted_prefix_cut(void)
+{
+	struct exl_cand c[12], t[12];
+	struct exl_cands cs = { c, t, 0, 0, NULL };
+	struct exl_rng rng;
+	float l[12];
+
+	for (int i = 0; i < 12; i++)
+		l[i] = (float)(12 - i) * 0.5f;
+	exl_rng_seed(&rng, 3);
+	for (int v = 0; v < 2; v++) {
+		exl_cands_from_logits(&cs, l, 12);
+		exl_cands_softmax(&cs);
+		if (v)
+			exl_cands_keep_best(&cs, 10);
+		else
+			exl_cands_top_k(&cs, 10);
+		exl_cands_softmax(&cs);
+		CHECK(cs.n == 10 && cs.n_sorted <= cs.n, "cut 10: n %d sorted %d", cs.n, cs.n_sorted);
+		exl_cands_top_p(&cs, 0.5f);
+		CHECK(cs.n == 2 && cs.n_sorted <= cs.n, "top_p: n %d sorted %d", cs.n, cs.n_sorted);
+		exl_cands_xtc(&cs, 1.0f, 0.01f, &rng);
+		CHECK(cs.n == 1 && cs.c[0].id == 1 && near(cs.c[0].p, 1.0, 1e-6),
+		      "xtc after the cut: n %d id %d p %g", cs.n, cs.c[0].id, cs.c[0].p);
+		exl_cands_from_logits(&cs, l, 12);
+		exl_cands_softmax(&cs);
+		exl_cands_top_k(&cs, 10);
+		exl_cands_tfs(&cs, 0.1f);
+		exl_cands_typical(&cs, 0.9f);
+		CHECK(cs.n_sorted <= cs.n && cs.n >= 1, "tfs, typical: n %d sorted %d", cs.n,
+		      cs.n_sorted);
+	}
+}
+
 /* The linear-time sort of large lists orders exactly like the comparison
  * sort, ties included, and the lazy partial sorts give the same draws. */
 static void test_big_sort(void)
@@ -685,6 +723,7 @@ int main(void)
 	test_penalties();
 	test_dry();
 	test_cands();
+	test_sorted_prefix_cut();
 	test_big_sort();
 	test_best_of_logits();
 	test_pipeline();

@@ -361,14 +361,23 @@ void exl_cands_temperature(struct exl_cands *cs, float t)
 }
 
 /* Keeps the best n (at least one). */
+/* The first n (< cs->n) candidates, the best n once sorted that far. */
+static void cut(struct exl_cands *cs, int n)
+{
+	sort_prefix(cs, n);
+	cs->n = n;
+	/* an earlier step may have sorted past the cut */
+	if (cs->n_sorted > n)
+		cs->n_sorted = n;
+}
+
 static void keep(struct exl_cands *cs, int n)
 {
 	if (n < 1)
 		n = 1;
 	if (n >= cs->n)
 		return;
-	sort_prefix(cs, n);
-	cs->n = n;
+	cut(cs, n);
 	normalize(cs);
 }
 
@@ -587,8 +596,6 @@ int32_t exl_cands_mirostat_v2(struct exl_cands *cs, float tau, float eta, float 
 /* The k best by logit, sorted (top_k without a full sort). */
 void exl_cands_keep_best(struct exl_cands *cs, int k)
 {
-	if (k > 0 && k < cs->n) {
-		sort_prefix(cs, k);
-		cs->n = k;
-	}
+	if (k > 0 && k < cs->n)
+		cut(cs, k);
 }
