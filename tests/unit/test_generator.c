@@ -2535,6 +2535,38 @@ static void case_beam(void)
 		      b->n_rtoks);
 		check_consistent(b);
 	}
+	/* An engine that admits one job at a time: its pass still holds
+	 * every live beam's sequence (it held 2 a job: a heap overflow found
+	 * by fuzz_generate), and the output is the one of a roomier engine. */
+	for (int w = 4; w <= 16; w += 12) {
+		struct exl_engine_config one;
+		struct rec *wide = new_rec();
+
+		exl_engine_config_init(&one);
+		one.max_jobs = 1;
+		one.max_batch_tokens = 32;
+		one.prefill_chunk = 16;
+		greedy(&s, 12);
+		s.num_beams = w;
+		run_one(&s, batch_prompts[1], NULL, wide);
+
+		struct env e1 = make_env(2048, 16, &one);
+		struct exl_job *j;
+
+		memset(b, 0, sizeof(*b));
+		b->top_sorted = true;
+		j = job_text(&s, batch_prompts[1], NULL, b);
+		add(&e1, j);
+		run_until(&e1, &b, 1);
+		exl_job_free(j);
+		free_env(&e1);
+		CHECK(b->n_done == 1 && b->reason == wide->reason && b->n_rtoks == wide->n_rtoks &&
+		      !memcmp(b->rtoks, wide->rtoks, (size_t)b->n_rtoks * 4),
+		      "%d beams, one job a pass: %s, %d tokens; alone %s, %d", w,
+		      exl_stop_reason_name(b->reason), b->n_rtoks, exl_stop_reason_name(wide->reason),
+		      wide->n_rtoks);
+		free(wide);
+	}
 	/* Four beams find a sequence at least as likely as greedy's; the
 	 * score reported is the sequence's own (teacher forcing). */
 	int better = 0;

@@ -199,7 +199,9 @@ struct exl_engine *exl_engine_create(struct exl_model *m, struct exl_kvcache *kv
 	e->want = malloc((size_t)c->max_batch_tokens * sizeof(*e->want));
 	e->want_hidden = malloc((size_t)c->max_batch_tokens * sizeof(*e->want_hidden));
 	e->embd_rows = malloc((size_t)c->max_batch_tokens * sizeof(*e->embd_rows));
-	e->seqs = malloc(2 * (size_t)c->max_jobs * sizeof(*e->seqs));
+	/* Every sequence of a pass has a token in it (a job's one or two, a
+	 * beam search's live beams, up to 16): at most max_batch_tokens. */
+	e->seqs = malloc((size_t)c->max_batch_tokens * sizeof(*e->seqs));
 	e->bj = malloc((size_t)c->max_jobs * sizeof(*e->bj));
 	e->cand = malloc((size_t)c->max_jobs * sizeof(*e->cand));
 	e->held_refs = calloc((size_t)e->n_pages, sizeof(*e->held_refs));
