@@ -1,0 +1,422 @@
+/* Fuzz target for the generator and the engine: every generation feature
+ * in every combination, several jobs at once, over a small engine.  Each
+ * input sets up an engine (batch and prefill sizes, KV pool, running jobs,
+ * context) on a random-weight llama model that exld-mkmodel writes at
+ * start-up (fuzz_mkmodel.h), then 1 to 4 jobs, each from a record of
+ * settings bytes: prompt (text, ids, empty, too long), sampling (greedy to
+ * hot, truncation, penalties, DRY, XTC, mirostat, bias), stop tokens and
+ * strings, banned strings, token healing, CFG, a grammar, JSON schema or
+ * regex, returned probabilities, top-k and logits, n-gram drafting, beam
+ * search, truncation; and when to cancel it, and whether its consumer
+ * pauses.  The engine runs until every job is done.  It checks that
+ *   - nothing crashes, reads out of bounds or hangs (a step bound);
+ *   - a refused job or a job ended by an error carries a message;
+ *   - each added job ends exactly once, with a known reason, at most
+ *     max_new_tokens tokens, NUL-terminated text, and as many tokens in
+ *     its chunks as in its result (nothing streamed is lost or doubled;
+ *     a job cancelled while paused ends without the chunk it holds);
+ *   - its tokens are in the vocabulary.
+ * See docs/fuzzing.md. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "daemon/core/generator/engine.h"
+#include "daemon/core/generator/generator.h"
+#include "daemon/core/model/kvcache.h"
+#include "daemon/core/model/model.h"
+#include "kernels/backend.h"
+#include "tests/fuzz/fuzz_mkmodel.h"
+#include "tests/fuzz/fuzz_target.h"
+
+static struct exl_model *model;
+static struct exl_backend *be;
+static int n_vocab;
+
+static void die(const char *what)
+{
+	fprintf(stderr, "fuzz_generate: %s\n", what);
+	abort();
+}
+
+static void init(void)
+{
+	static const char *const args[] = { "--arch", "llama", "--dim", "64", "--layers", "2",
+					    "--heads", "4", "--kv-heads", "2", "--vocab", "300",
+					    "--ctx", "128", "--type", "q8_0", "--threads", "1", NULL };
+	char dir[64], path[96], err[512];
+
+	if (model)
+		return;
+	snprintf(dir, sizeof(dir), "/tmp/exld-fuzz-generate-XXXXXX");
+	if (!mkdtemp(dir))
+		die("mkdtemp failed");
+	snprintf(path, sizeof(path), "%s/m.gguf", dir);
+	fuzz_mkmodel("fuzz_generate", args, NULL, path);
+	be = exl_backend_cpu_create(1, err, sizeof(err));
+	if (!be) {
+		fprintf(stderr, "fuzz_generate: cpu backend: %s\n", err);
+		abort();
+	}
+	model = exl_model_load(path, be, err, sizeof(err));
+	if (!model) {
+		fprintf(stderr, "fuzz_generate: %s: %s\n", path, err);
+		abort();
+	}
+	n_vocab = exl_model_hparams(model)->n_vocab;
+	/* mapped: the names can go */
+	unlink(path);
+	rmdir(dir);
+}
+
+/* ---- the script ---- */
+
+struct script {
+	const uint8_t *p;
+	size_t left;
+};
+
+/* The next byte, or 0 past the end: a short input is a record of zeros,
+ * which is every setting's default. */
+static uint8_t next(struct script *s)
+{
+	if (!s->left)
+		return 0;
+	s->left--;
+	return *s->p++;
+}
+
+static const char *const prompts[] = {
+	"Once upon a time", "", " ", "a", "\xe2\x96\x81\xe2\x96\x81", "<s></s><unk>", "\xff\xfe\xc3",
+	"The end.\n\n", "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+	"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
+};
+static const char *const strings[] = {
+	"a", "e", " ", "\n", "the", "\xe2\x96\x81", "ab", "\xc3\xa9", "<s>", "xyz", "t", "o",
+};
+static const char *const grammars[] = {
+	"root ::= [a-z ]{1,12} \".\"",
+	"root ::= \"x\" | \"yy\" root",
+	"root ::= ([^\\n])* \"\\n\"",
+	"root ::= \"\"",
+};
+static const char *const schemas[] = {
+	"{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"}},\"required\":[\"a\"]}",
+	"{\"type\":\"array\",\"items\":{\"enum\":[\"x\",\"y\"]},\"maxItems\":3}",
+	"{\"type\":\"string\",\"maxLength\":3}",
+	"{}",
+};
+static const char *const regexes[] = { "[a-c]+", "(ab|cd)*e", "\\d{2,4}", ".*" };
+static const float temps[] = { 0.0f, 0.7f, 1.0f, 2.0f, 0.01f, 1e3f, -1.0f, NAN };
+static const int counts[] = { 0, 1, 2, 3, 5, 8, 16, 40, 100, 300, -1 };
+#define N(a) (int)(sizeof(a) / sizeof((a)[0]))
+
+/* ---- a job ---- */
+
+struct fjob {
+	struct exl_job *job;
+	int max_new;
+	int beams;
+	int cancel_at;          /* engine step at which to cancel; -1: never */
+	int pause_every;        /* consumer pauses on every nth chunk; 0: never */
+	int chunks, chunk_tokens;
+	bool paused, done, cancelled;
+	int32_t ids[64];
+	int32_t stops[4];
+	const char *stop_str[3], *banned[3]; /* up to 3 of each */
+	struct exl_token_bias bias[2];
+};
+
+static int on_chunk(struct exl_job *job, const struct exl_chunk *c, void *user)
+{
+	struct fjob *f = user;
+
+	(void)job;
+	if (f->done)
+		die("a chunk after the end");
+	if (f->pause_every && ++f->chunks % f->pause_every == 0 && !f->paused) {
+		f->paused = true;
+		return EXL_CHUNK_PAUSE; /* the same chunk comes again after resume */
+	}
+	f->paused = false;
+	for (int i = 0; i < c->n_tokens; i++)
+		if (c->tokens[i] < 0 || c->tokens[i] >= n_vocab)
+			die("a streamed token out of the vocabulary");
+	f->chunk_tokens += c->n_tokens;
+	return EXL_CHUNK_OK;
+}
+
+static void on_done(struct exl_job *job, const struct exl_gen_result *r, void *user)
+{
+	struct fjob *f = user;
+
+	(void)job;
+	if (f->done)
+		die("a job ended twice");
+	f->done = true;
+	if (getenv("FUZZ_GENERATE_VERBOSE"))
+		fprintf(stderr, "ended: %s, %d tokens%s%s\n", exl_stop_reason_name(r->reason),
+			r->n_tokens, r->error ? ": " : "", r->error ? r->error : "");
+	if (r->reason <= EXL_STOP_NONE || r->reason > EXL_STOP_ERROR)
+		die("an end without a known reason");
+	if (r->reason == EXL_STOP_ERROR && (!r->error || !r->error[0]))
+		die("an error without a message");
+	if (!r->text || r->text[r->text_len])
+		die("a result's text is not NUL-terminated");
+	if (r->n_tokens < 0 || r->n_tokens > f->max_new) {
+		fprintf(stderr, "fuzz_generate: %d tokens for max_new_tokens %d (%s, %d beams)\n",
+			r->n_tokens, f->max_new, exl_stop_reason_name(r->reason), f->beams);
+		abort();
+	}
+	for (int i = 0; i < r->n_tokens; i++)
+		if (r->tokens[i] < 0 || r->tokens[i] >= n_vocab)
+			die("a result token out of the vocabulary");
+	/* A job cancelled while its consumer had not taken a chunk (paused;
+	 * perhaps its last, the job over already) ends without it: the result
+	 * holds every token. */
+	bool ended_early = f->cancelled || r->reason == EXL_STOP_SHUTDOWN;
+	if (r->reason != EXL_STOP_ERROR &&
+	    (ended_early ? f->chunk_tokens > r->n_tokens : f->chunk_tokens != r->n_tokens)) {
+		fprintf(stderr, "fuzz_generate: %d tokens streamed, %d in the result (%s)\n",
+			f->chunk_tokens, r->n_tokens, exl_stop_reason_name(r->reason));
+		abort();
+	}
+}
+
+static const struct exl_job_callbacks callbacks = { on_chunk, on_done };
+
+/* Reads one job's record: about 24 bytes. */
+static struct exl_job *make_job(struct fjob *f, struct script *s)
+{
+	struct exl_gen_settings g;
+	struct exl_prompt p = { 0 }, neg = { 0 };
+	uint8_t b[24];
+	char err[512] = "";
+
+	for (int i = 0; i < 24; i++)
+		b[i] = next(s);
+	exl_gen_settings_init(&g);
+	g.has_seed = true;
+	g.seed = b[0];
+	g.add_bos = b[1] % 3 - 1;
+	g.encode_special_tokens = b[1] & 4;
+	g.decode_special_tokens = b[1] & 8;
+	g.completion_only = b[1] & 16;
+	g.token_healing = b[1] & 32;
+	g.ignore_eos = b[1] & 64;
+	g.truncate = b[1] & 128;
+	g.max_new_tokens = counts[b[2] % N(counts)];
+	g.min_new_tokens = b[2] >> 4 & 7;
+	g.sampling.temperature = temps[b[3] % N(temps)];
+	g.sampling.top_k = counts[(b[3] >> 3) % N(counts)];
+	g.sampling.top_p = (b[4] & 15) / 15.0f;
+	g.sampling.min_p = (b[4] >> 4) / 30.0f;
+	if (b[5] & 1) g.sampling.typical = 0.5f;
+	if (b[5] & 2) g.sampling.tfs = 0.9f;
+	if (b[5] & 4) g.sampling.top_a = 0.2f;
+	if (b[5] & 8) g.sampling.rep_pen = 1.3f;
+	if (b[5] & 16) g.sampling.freq_pen = 0.5f, g.sampling.pres_pen = 0.3f;
+	if (b[5] & 32) g.sampling.no_repeat_ngram = 2;
+	if (b[5] & 64) g.sampling.dry_mult = 0.8f, g.sampling.dry_allowed_len = 1;
+	if (b[5] & 128) g.sampling.xtc_prob = 0.5f, g.sampling.xtc_thresh = 0.05f;
+	if (b[6] & 1) g.sampling.mirostat = 2;
+	if (b[6] & 2) g.sampling.temperature_last = true;
+	g.sampling.rep_range = counts[(b[6] >> 2) % N(counts)];
+	if (b[6] & 64) {
+		f->bias[0] = (struct exl_token_bias){ (int32_t)(b[7] * 3 % (n_vocab + 2)) - 1, -INFINITY };
+		f->bias[1] = (struct exl_token_bias){ b[7] % n_vocab, 5.0f };
+		g.sampling.bias = f->bias;
+		g.sampling.n_bias = 2;
+	}
+	for (int i = 0; i < (b[8] & 3); i++)
+		f->stops[i] = (int32_t)((b[8] >> 2) * 5 + i) % n_vocab;
+	g.stop_tokens = f->stops;
+	g.n_stop_tokens = b[8] & 3;
+	g.n_stop_strings = b[9] & 3;
+	for (int i = 0; i < g.n_stop_strings; i++)
+		f->stop_str[i] = strings[((b[9] >> 2) + i) % N(strings)];
+	g.stop_strings = f->stop_str;
+	g.n_banned_strings = b[10] & 3;
+	for (int i = 0; i < g.n_banned_strings; i++)
+		f->banned[i] = strings[((b[10] >> 2) + 3 * i) % N(strings)];
+	g.banned_strings = f->banned;
+	switch (b[11] % 6) {
+	case 1: g.grammar = grammars[(b[11] / 6) % N(grammars)]; break;
+	case 2: g.json_schema = schemas[(b[11] / 6) % N(schemas)]; break;
+	case 3: g.regex = regexes[(b[11] / 6) % N(regexes)]; break;
+	default: break;
+	}
+	g.filter_prefer_eos = b[11] & 128;
+	g.return_probs = b[12] & 1;
+	g.return_top_k = (b[12] >> 1) & 7 ? counts[(b[12] >> 1) & 7] : 0;
+	g.return_logits = b[12] & 16;
+	if (b[13] & 1)
+		g.ngram_draft = 1 + (b[13] >> 1) % 4, g.draft_tokens = 1 + (b[13] >> 3) % 8;
+	if (b[14] % 5 == 1)
+		g.num_beams = 1 + (b[14] >> 3) % 4, g.length_penalty = (b[14] & 4) ? 0.5f : 1.0f;
+	if (b[15] & 1) {
+		g.cfg_scale = (b[15] & 2) ? 1.5f : -0.5f;
+		neg.text = prompts[(b[15] >> 2) % N(prompts)];
+		neg.len = strlen(neg.text);
+	}
+	if (b[16] % 5 == 4) {
+		/* ids as they are, some outside the vocabulary */
+		int n = b[17] % 64;
+		for (int i = 0; i < n; i++)
+			f->ids[i] = (int32_t)((b[18] + 37 * i) % (n_vocab + (b[16] & 8 ? 3 : 0)));
+		p.ids = f->ids;
+		p.n_ids = n;
+	} else {
+		p.text = prompts[b[16] % N(prompts)];
+		p.len = strlen(p.text);
+	}
+	f->max_new = g.max_new_tokens;
+	f->beams = g.num_beams;
+	f->cancel_at = b[19] & 1 ? b[19] >> 1 : -1;
+	f->pause_every = b[20] % 4;
+	struct exl_job *j = exl_job_create(model, &g, &p, neg.text ? &neg : NULL, &callbacks, f, err,
+					   sizeof(err));
+	if (!j && !err[0])
+		die("a refused job without a message");
+	if (!j && getenv("FUZZ_GENERATE_VERBOSE"))
+		fprintf(stderr, "refused: %s\n", err);
+	return j;
+}
+
+int fuzz_one(const uint8_t *data, size_t size)
+{
+	struct script s = { data, size };
+	static const int batch[] = { 512, 8, 16, 64 }, chunk[] = { 256, 4, 16, 1 };
+	static const int pool[] = { 512, 64, 128, 32 }, ctx[] = { 0, 48, 96, 16 };
+	struct exl_engine_config ec;
+	struct fjob jobs[4];
+	char err[512] = "";
+	uint8_t h[3];
+
+	init();
+	for (int i = 0; i < 3; i++)
+		h[i] = next(&s);
+	exl_engine_config_init(&ec);
+	ec.max_batch_tokens = batch[h[0] & 3];
+	ec.prefill_chunk = chunk[h[0] >> 2 & 3];
+	if (ec.prefill_chunk > ec.max_batch_tokens)
+		ec.prefill_chunk = ec.max_batch_tokens;
+	ec.max_jobs = 1 + (h[0] >> 4 & 3);
+	ec.max_seq_len = ctx[h[0] >> 6];
+	ec.suspend_after = h[1] & 1 ? 0.0 : 1e-6;
+	struct exl_kvcache *kv = exl_model_kvcache_create(model, pool[h[1] >> 1 & 3], 16, err,
+							  sizeof(err));
+	if (!kv)
+		die(err);
+	struct exl_engine *e = exl_engine_create(model, kv, &ec, err, sizeof(err));
+	if (!e)
+		die(err);
+
+	int n = 1 + h[2] % 4, added = 0;
+	memset(jobs, 0, sizeof(jobs));
+	for (int i = 0; i < n; i++) {
+		jobs[i].job = make_job(&jobs[i], &s);
+		if (!jobs[i].job)
+			continue;
+		err[0] = 0;
+		if (exl_engine_add(e, jobs[i].job, err, sizeof(err))) {
+			if (!err[0])
+				die("a job the engine refused without a message");
+			if (getenv("FUZZ_GENERATE_VERBOSE"))
+				fprintf(stderr, "not added: %s\n", err);
+			exl_job_free(jobs[i].job);
+			jobs[i].job = NULL;
+			continue;
+		}
+		added++;
+	}
+
+	/* Every token costs at most a few steps (beams, drafts, a prefill of
+	 * 1-token chunks): far past this bound is a hang. */
+	for (int step = 0; added; step++) {
+		int left = 0;
+
+		if (step > 20000)
+			die("the engine did not finish its jobs");
+		for (int i = 0; i < n; i++) {
+			if (!jobs[i].job || jobs[i].done)
+				continue;
+			left++;
+			if (jobs[i].cancel_at == step) {
+				exl_job_cancel(jobs[i].job);
+				jobs[i].cancelled = true;
+			}
+			if (jobs[i].paused && step % 3 == 0)
+				exl_job_resume(jobs[i].job);
+		}
+		if (!left)
+			break;
+		if (!exl_engine_has_work(e)) {
+			/* only paused jobs: their consumers catch up */
+			for (int i = 0; i < n; i++)
+				if (jobs[i].job && !jobs[i].done)
+					exl_job_resume(jobs[i].job);
+			continue;
+		}
+		err[0] = 0;
+		if (exl_engine_step(e, err, sizeof(err)) < 0 && !err[0])
+			die("a failed step without a message");
+	}
+	for (int i = 0; i < n; i++)
+		if (jobs[i].job) {
+			if (!jobs[i].done)
+				die("a job never ended");
+			exl_job_free(jobs[i].job);
+		}
+	exl_engine_free(e);
+	if (exl_kvcache_free_pages(kv) != exl_kvcache_n_pages(kv))
+		die("KV pages still held after every job ended");
+	exl_kvcache_free(kv);
+	return 0;
+}
+
+/* ---- seeds ---- */
+
+static const uint8_t seed_one[] = { 0, 0, 0 };
+static const uint8_t seed_greedy[] = { 0x15, 2, 1, 7, 0, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+				       0, 0, 0, 0, 0, 0, 0, 0, 0 };
+static const uint8_t seed_mixed[] = {
+	0x36, 3, 3,
+	1, 0x21, 7, 9, 0x5f, 0xff, 0x41, 3, 5, 6, 1, 2, 0x0f, 3, 1, 3, 0, 0, 0, 0, 1, 0, 0, 0,
+	2, 0x88, 8, 1, 0x33, 0x08, 0x02, 0, 0x22, 0x13, 0x0a, 2, 0x0b, 1, 6, 2, 8, 1, 0, 0, 0, 0,
+	3, 0x40, 9, 0, 0, 0x01, 0x41, 9, 0, 0, 0, 0, 0, 0, 0, 0, 4, 30, 7, 0x0b, 2, 0, 0, 0,
+	4, 0x01, 7, 2, 0x11, 0x80, 0x80, 0, 0, 0, 0, 0x01, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+};
+static const uint8_t seed_beam[] = { 0x05, 0, 0, 9, 0, 8, 0, 0, 0, 0, 5, 3, 0, 0, 0, 0x11, 0, 0,
+				     0, 0, 0, 0, 0, 0, 0, 0, 0 };
+
+size_t fuzz_seeds(const struct fuzz_blob **out)
+{
+	static const struct fuzz_blob seeds[] = {
+		{ "one", seed_one, sizeof(seed_one) },
+		{ "greedy", seed_greedy, sizeof(seed_greedy) },
+		{ "mixed", seed_mixed, sizeof(seed_mixed) },
+		{ "beam", seed_beam, sizeof(seed_beam) },
+	};
+
+	*out = seeds;
+	return sizeof(seeds) / sizeof(seeds[0]);
+}
+
+size_t fuzz_dict(const struct fuzz_blob **out)
+{
+	static const uint8_t bytes[][1] = { { 0 }, { 0xff }, { 0x80 }, { 1 } };
+	static const struct fuzz_blob dict[] = {
+		{ "zero", bytes[0], 1 }, { "ff", bytes[1], 1 }, { "80", bytes[2], 1 }, { "one", bytes[3], 1 },
+	};
+
+	*out = dict;
+	return sizeof(dict) / sizeof(dict[0]);
+}
+
+size_t fuzz_max_len(void)
+{
+	return 3 + 4 * 24;
+}
