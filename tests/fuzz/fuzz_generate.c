@@ -6,11 +6,15 @@
  * settings bytes: prompt (text, ids, empty, too long), sampling (greedy to
  * hot, truncation, penalties, DRY, XTC, mirostat, bias), stop tokens and
  * strings, banned strings, token healing, CFG, a grammar, JSON schema or
- * regex, returned probabilities, top-k and logits, n-gram drafting, beam
- * search, truncation; and when to cancel it, and whether its consumer
- * pauses.  The engine runs until every job is done.  It checks that
+ * regex, returned probabilities, top-k and logits, n-gram drafting or a
+ * draft model (a second mkmodel model with the same vocabulary), beam
+ * search, truncation, input embedding blocks, pooled embeddings; and when
+ * to cancel it, and whether its consumer pauses.  The engine runs until
+ * every job is done.  It checks that
  *   - nothing crashes, reads out of bounds or hangs (a step bound);
- *   - a refused job or a job ended by an error carries a message;
+ *   - a refused job or a job ended by an error carries a message, and no
+ *     forward pass fails, the draft model's included (every job was
+ *     checked when it was made);
  *   - each added job ends exactly once, with a known reason, at most
  *     max_new_tokens tokens, NUL-terminated text, and as many tokens in
  *     its chunks as in its result (nothing streamed is lost or doubled;
@@ -33,7 +37,8 @@
 
 static struct exl_model *model;
 static struct exl_backend *be;
-static int n_vocab;
+static int n_vocab, n_embd;
+static char workdir[64], draft_path[96];
 
 static void die(const char *what)
 {
@@ -41,20 +46,33 @@ static void die(const char *what)
 	abort();
 }
 
+static void cleanup(void)
+{
+	unlink(draft_path);
+	rmdir(workdir);
+}
+
 static void init(void)
 {
 	static const char *const args[] = { "--arch", "llama", "--dim", "64", "--layers", "2",
 					    "--heads", "4", "--kv-heads", "2", "--vocab", "300",
 					    "--ctx", "128", "--type", "q8_0", "--threads", "1", NULL };
-	char dir[64], path[96], err[512];
+	/* the same vocabulary (mkmodel's synthetic one of 300), other weights */
+	static const char *const draft_args[] = { "--arch", "llama", "--dim", "32", "--layers",
+						  "1", "--heads", "2", "--vocab", "300", "--ctx",
+						  "128", "--seed", "7", "--threads", "1", NULL };
+	char path[96], err[512];
 
 	if (model)
 		return;
-	snprintf(dir, sizeof(dir), "/tmp/exld-fuzz-generate-XXXXXX");
-	if (!mkdtemp(dir))
+	snprintf(workdir, sizeof(workdir), "/tmp/exld-fuzz-generate-XXXXXX");
+	if (!mkdtemp(workdir))
 		die("mkdtemp failed");
-	snprintf(path, sizeof(path), "%s/m.gguf", dir);
+	snprintf(path, sizeof(path), "%s/m.gguf", workdir);
+	snprintf(draft_path, sizeof(draft_path), "%s/d.gguf", workdir);
 	fuzz_mkmodel("fuzz_generate", args, NULL, path);
+	fuzz_mkmodel("fuzz_generate", draft_args, NULL, draft_path);
+	atexit(cleanup);
 	be = exl_backend_cpu_create(1, err, sizeof(err));
 	if (!be) {
 		fprintf(stderr, "fuzz_generate: cpu backend: %s\n", err);
@@ -66,9 +84,9 @@ static void init(void)
 		abort();
 	}
 	n_vocab = exl_model_hparams(model)->n_vocab;
-	/* mapped: the names can go */
+	n_embd = exl_model_hparams(model)->n_embd;
+	/* mapped: its name can go (the drafter is opened by each engine) */
 	unlink(path);
-	rmdir(dir);
 }
 
 /* ---- the script ---- */
@@ -125,6 +143,9 @@ struct fjob {
 	bool paused, done, cancelled;
 	int32_t ids[64];
 	int32_t stops[4];
+	float rows[3 * 64];      /* an input embedding block's rows (n_embd 64) */
+	struct exl_embd_block blk;
+	char text[96];
 	const char *stop_str[3], *banned[3]; /* up to 3 of each */
 	struct exl_token_bias bias[2];
 };
@@ -252,7 +273,7 @@ static struct exl_job *make_job(struct fjob *f, struct script *s)
 	g.return_probs = b[12] & 1;
 	g.return_top_k = (b[12] >> 1) & 7 ? counts[(b[12] >> 1) & 7] : 0;
 	g.return_logits = b[12] & 16;
-	if (b[13] & 1)
+	if ((b[13] & 3) == 1)
 		g.ngram_draft = 1 + (b[13] >> 1) % 4, g.draft_tokens = 1 + (b[13] >> 3) % 8;
 	if (b[14] % 5 == 1)
 		g.num_beams = 1 + (b[14] >> 3) % 4, g.length_penalty = (b[14] & 4) ? 0.5f : 1.0f;
@@ -261,6 +282,23 @@ static struct exl_job *make_job(struct fjob *f, struct script *s)
 		neg.text = prompts[(b[15] >> 2) % N(prompts)];
 		neg.len = strlen(neg.text);
 	}
+	if (b[13] & 2)
+		g.draft_model = b[13] & 4 ? "d" : "absent", g.draft_tokens = 1 + (b[13] >> 3) % 8;
+	if ((b[21] & 3) && !(b[21] & 4))
+		g.pooling = (enum exl_pooling)(b[21] & 3), g.normalize = b[21] & 8;
+	const char *alias = NULL;
+	if (b[22] & 1) {
+		/* an input embedding block the prompt names by its alias */
+		int nr = 1 + (b[22] >> 1) % 3;
+		for (int i = 0; i < nr * n_embd && i < 3 * 64; i++)
+			f->rows[i] = (float)((i * 7 + b[22]) % 13 - 6) * 0.1f;
+		if (b[22] & 16)
+			f->rows[b[23] % (nr * n_embd)] = NAN;
+		alias = b[22] & 32 ? "<img>" : "\xe2\x96\x81";
+		f->blk = (struct exl_embd_block){ alias, f->rows, nr };
+		g.embeddings = &f->blk;
+		g.n_embeddings = 1;
+	}
 	if (b[16] % 5 == 4) {
 		/* ids as they are, some outside the vocabulary */
 		int n = b[17] % 64;
@@ -268,6 +306,12 @@ static struct exl_job *make_job(struct fjob *f, struct script *s)
 			f->ids[i] = (int32_t)((b[18] + 37 * i) % (n_vocab + (b[16] & 8 ? 3 : 0)));
 		p.ids = f->ids;
 		p.n_ids = n;
+	} else if (alias && (b[22] & 64)) {
+		/* the alias inside a prompt, or twice */
+		snprintf(f->text, sizeof(f->text), "%s %s a%s", prompts[b[16] % 2], alias,
+			 b[22] & 128 ? alias : "");
+		p.text = f->text;
+		p.len = strlen(p.text);
 	} else {
 		p.text = prompts[b[16] % N(prompts)];
 		p.len = strlen(p.text);
@@ -312,6 +356,8 @@ int fuzz_one(const uint8_t *data, size_t size)
 		die(err);
 	struct exl_engine *e = exl_engine_create(model, kv, &ec, err, sizeof(err));
 	if (!e)
+		die(err);
+	if ((h[2] & 4) && exl_engine_open_drafter(e, "d", draft_path, be, err, sizeof(err)))
 		die(err);
 
 	int n = 1 + h[2] % 4, added = 0;
@@ -360,9 +406,13 @@ int fuzz_one(const uint8_t *data, size_t size)
 					exl_job_resume(jobs[i].job);
 			continue;
 		}
+		/* Every job was checked when it was made: a pass that fails
+		 * (and ends every job in it) means the engine built a bad one. */
 		err[0] = 0;
-		if (exl_engine_step(e, err, sizeof(err)) < 0 && !err[0])
-			die("a failed step without a message");
+		if (exl_engine_step(e, err, sizeof(err)) < 0) {
+			fprintf(stderr, "fuzz_generate: a forward pass failed: %s\n", err);
+			abort();
+		}
 	}
 	for (int i = 0; i < n; i++)
 		if (jobs[i].job) {
@@ -370,6 +420,9 @@ int fuzz_one(const uint8_t *data, size_t size)
 				die("a job never ended");
 			exl_job_free(jobs[i].job);
 		}
+	/* a draft model is dropped only when its pass fails: a bad batch */
+	if ((h[2] & 4) && !exl_engine_has_drafter(e, "d"))
+		die("the draft model failed and was dropped");
 	exl_engine_free(e);
 	if (exl_kvcache_free_pages(kv) != exl_kvcache_n_pages(kv))
 		die("KV pages still held after every job ended");
@@ -389,6 +442,13 @@ static const uint8_t seed_mixed[] = {
 	3, 0x40, 9, 0, 0, 0x01, 0x41, 9, 0, 0, 0, 0, 0, 0, 0, 0, 4, 30, 7, 0x0b, 2, 0, 0, 0,
 	4, 0x01, 7, 2, 0x11, 0x80, 0x80, 0, 0, 0, 0, 0x01, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
 };
+/* a draft model, a pooled embedding job, an input embedding block */
+static const uint8_t seed_draft[] = {
+	0x15, 0, 6,
+	2, 0, 7, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x0e, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+	3, 0, 7, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 9, 0, 0,
+	4, 0, 6, 9, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x63, 0,
+};
 static const uint8_t seed_beam[] = { 0x05, 0, 0, 9, 0, 8, 0, 0, 0, 0, 5, 3, 0, 0, 0, 0x11, 0, 0,
 				     0, 0, 0, 0, 0, 0, 0, 0, 0 };
 
@@ -399,6 +459,7 @@ size_t fuzz_seeds(const struct fuzz_blob **out)
 		{ "greedy", seed_greedy, sizeof(seed_greedy) },
 		{ "mixed", seed_mixed, sizeof(seed_mixed) },
 		{ "beam", seed_beam, sizeof(seed_beam) },
+		{ "draft", seed_draft, sizeof(seed_draft) },
 	};
 
 	*out = seeds;

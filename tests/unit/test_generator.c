@@ -2298,6 +2298,64 @@ static void case_spec_model(void)
 	free(r);
 }
 
+/* Drafting a job with input embedding rows (found by fuzz_generate):
+ * n-gram lookup once proposed a row's key (a negative placeholder, not a
+ * token) and the verifying pass failed for every job in it; a draft model
+ * was fed the keys as tokens, failed and was dropped for every job on the
+ * engine.  Now neither proposes for the rows: the same output as without
+ * drafting, and the drafter stays. */
+static void case_spec_embd(void)
+{
+	const int n_embd = exl_model_hparams(model)->n_embd;
+	/* "day" right before the block and at the prompt's end: the lookup's
+	 * first match is followed by the block's first row */
+	const char *prompt = "One day <e> and then one day <e> and then one day";
+	float *rows = malloc(2 * (size_t)n_embd * sizeof(float));
+	struct rec *plain = new_rec(), *r = new_rec();
+	struct exl_gen_settings s;
+	char err[512];
+
+	if (!rows)
+		DIE("oom");
+	if (exl_model_token_row(model, 300, rows, err, sizeof(err)) ||
+	    exl_model_token_row(model, 301, rows + n_embd, err, sizeof(err)))
+		DIE("token rows: %s", err);
+	struct exl_embd_block blk = { "<e>", rows, 2 };
+
+	for (int v = 0; v < 3; v++) {
+		struct env e = spec_env();
+		struct rec *out = v ? r : plain;
+		struct exl_job *j;
+
+		greedy(&s, 24);
+		s.ignore_eos = true;
+		s.embeddings = &blk;
+		s.n_embeddings = 1;
+		if (v == 1)
+			s.ngram_draft = 2, s.draft_tokens = 4;
+		if (v == 2)
+			s.draft_model = "self", s.draft_tokens = 4;
+		memset(out, 0, sizeof(*out));
+		out->top_sorted = true;
+		j = job_text(&s, prompt, NULL, out);
+		add(&e, j);
+		run_until(&e, &out, 1);
+		exl_job_free(j);
+		CHECK(out->reason == EXL_STOP_MAX_NEW_TOKENS && out->n_rtoks == 24,
+		      "variant %d: %s (%s), %d tokens", v, exl_stop_reason_name(out->reason),
+		      out->error, out->n_rtoks);
+		if (v)
+			CHECK(same_output(out, plain), "variant %d: '%s' against undrafted '%s'", v,
+			      out->rtext, plain->rtext);
+		if (v == 2)
+			CHECK(exl_engine_has_drafter(e.eng, "self"), "the draft model was dropped");
+		free_env(&e);
+	}
+	free(rows);
+	free(plain);
+	free(r);
+}
+
 /* The default row budget (the CPU backend's 4 cheap rows): six jobs that
  * decode together propose nothing, and a job alone at most 3 tokens a
  * step; the outputs stay the plain ones. */
@@ -2751,6 +2809,7 @@ static const struct tcase cases[] = {
 	{ "nan_logits", case_nan_logits },
 	{ "spec_ngram", case_spec_ngram },
 	{ "spec_model", case_spec_model },
+	{ "spec_embd", case_spec_embd },
 	{ "spec_batch", case_spec_batch },
 	{ "spec_rows", case_spec_rows },
 	{ "beam", case_beam },

@@ -330,7 +330,9 @@ int exl_draft_ngram(const int32_t *hist, int n, int max_n, int32_t *out, int wan
 				continue;
 			int k = 0;
 
-			while (k < want && s + m + k < n) {
+			/* never an input embedding row's key (negative): it is
+			 * not a token the model could be fed */
+			while (k < want && s + m + k < n && hist[s + m + k] >= 0) {
 				out[k] = hist[s + m + k];
 				k++;
 			}

@@ -1239,7 +1239,10 @@ static void propose(struct exl_engine *e)
 		bool decoding = true;
 
 		d->n_prop = d->want = 0;
-		if (!runnable(job) || !d->prop || (!d->ngram && !d->drafter) ||
+		/* A draft model cannot read a job's input embedding rows (its
+		 * own width, its own weights): such a job goes on undrafted,
+		 * to the same output. */
+		if (!runnable(job) || !d->prop || (!d->ngram && (!d->drafter || job->embd_at)) ||
 		    job->reason != EXL_STOP_NONE)
 			continue;
 		for (int i = 0; i < job->n_seqs; i++)
