@@ -8,7 +8,8 @@
  * strings, banned strings, token healing, CFG, a grammar, JSON schema or
  * regex, returned probabilities, top-k and logits, n-gram drafting or a
  * draft model (a second mkmodel model with the same vocabulary), beam
- * search, truncation, input embedding blocks, pooled embeddings; and when
+ * search, truncation, input embedding blocks, pooled embeddings, LoRA
+ * adapters (two, from mkmodel, alone or together at any scale); and when
  * to cancel it, and whether its consumer pauses.  The engine runs until
  * every job is done.  It checks that
  *   - nothing crashes, reads out of bounds or hangs (a step bound);
@@ -19,7 +20,10 @@
  *     max_new_tokens tokens, NUL-terminated text, and as many tokens in
  *     its chunks as in its result (nothing streamed is lost or doubled;
  *     a job cancelled while paused ends without the chunk it holds);
- *   - its tokens are in the vocabulary.
+ *   - its tokens are in the vocabulary;
+ *   - run again alone on a fresh engine of the same shape, a job that ran
+ *     to its own end gives the same tokens and reason (its seed is fixed,
+ *     and no kernel's output depends on the batch).
  * See docs/fuzzing.md. */
 #include <math.h>
 #include <stdio.h>
@@ -30,6 +34,7 @@
 #include "daemon/core/generator/engine.h"
 #include "daemon/core/generator/generator.h"
 #include "daemon/core/model/kvcache.h"
+#include "daemon/core/model/lora.h"
 #include "daemon/core/model/model.h"
 #include "kernels/backend.h"
 #include "tests/fuzz/fuzz_mkmodel.h"
@@ -39,6 +44,7 @@ static struct exl_model *model;
 static struct exl_backend *be;
 static int n_vocab, n_embd;
 static char workdir[64], draft_path[96];
+static struct exl_lora *loras[2];
 
 static void die(const char *what)
 {
@@ -73,6 +79,18 @@ static void init(void)
 	fuzz_mkmodel("fuzz_generate", args, NULL, path);
 	fuzz_mkmodel("fuzz_generate", draft_args, NULL, draft_path);
 	atexit(cleanup);
+	/* two adapters: every projection at rank 4; v and down at rank 1 */
+	static const char *const lora_args[2][8] = {
+		{ "--rank", "4", "--alpha", "8", NULL },
+		{ "--rank", "1", "--alpha", "2", "--lora-targets", "attn_v,ffn_down", NULL },
+	};
+	char lora_path[2][96];
+	const char *lora_for[] = { "--lora-for", path, NULL };
+
+	for (int i = 0; i < 2; i++) {
+		snprintf(lora_path[i], sizeof(lora_path[i]), "%s/l%d.gguf", workdir, i);
+		fuzz_mkmodel("fuzz_generate", lora_for, lora_args[i], lora_path[i]);
+	}
 	be = exl_backend_cpu_create(1, err, sizeof(err));
 	if (!be) {
 		fprintf(stderr, "fuzz_generate: cpu backend: %s\n", err);
@@ -85,6 +103,14 @@ static void init(void)
 	}
 	n_vocab = exl_model_hparams(model)->n_vocab;
 	n_embd = exl_model_hparams(model)->n_embd;
+	for (int i = 0; i < 2; i++) {
+		loras[i] = exl_lora_load(lora_path[i], model, err, sizeof(err));
+		if (!loras[i]) {
+			fprintf(stderr, "fuzz_generate: %s: %s\n", lora_path[i], err);
+			abort();
+		}
+		unlink(lora_path[i]);
+	}
 	/* mapped: its name can go (the drafter is opened by each engine) */
 	unlink(path);
 }
@@ -144,6 +170,12 @@ struct fjob {
 	int32_t ids[64];
 	int32_t stops[4];
 	float rows[3 * 64];      /* an input embedding block's rows (n_embd 64) */
+	struct exl_lora_set lset;
+	uint8_t rec[24];         /* the record it was made from */
+	/* its result, kept for the run alone */
+	enum exl_stop_reason reason;
+	int n_tokens;
+	int32_t tokens[300];
 	struct exl_embd_block blk;
 	char text[96];
 	const char *stop_str[3], *banned[3]; /* up to 3 of each */
@@ -177,6 +209,10 @@ static void on_done(struct exl_job *job, const struct exl_gen_result *r, void *u
 	if (f->done)
 		die("a job ended twice");
 	f->done = true;
+	f->reason = r->reason;
+	f->n_tokens = r->n_tokens < 300 ? r->n_tokens : 300;
+	if (r->n_tokens > 0)
+		memcpy(f->tokens, r->tokens, (size_t)f->n_tokens * sizeof(*f->tokens));
 	if (getenv("FUZZ_GENERATE_VERBOSE"))
 		fprintf(stderr, "ended: %s, %d tokens%s%s\n", exl_stop_reason_name(r->reason),
 			r->n_tokens, r->error ? ": " : "", r->error ? r->error : "");
@@ -218,6 +254,7 @@ static struct exl_job *make_job(struct fjob *f, struct script *s)
 
 	for (int i = 0; i < 24; i++)
 		b[i] = next(s);
+	memcpy(f->rec, b, sizeof(b));
 	exl_gen_settings_init(&g);
 	g.has_seed = true;
 	g.seed = b[0];
@@ -286,6 +323,19 @@ static struct exl_job *make_job(struct fjob *f, struct script *s)
 		g.draft_model = b[13] & 4 ? "d" : "absent", g.draft_tokens = 1 + (b[13] >> 3) % 8;
 	if ((b[21] & 3) && !(b[21] & 4))
 		g.pooling = (enum exl_pooling)(b[21] & 3), g.normalize = b[21] & 8;
+	if (b[23] & 3) {
+		/* adapter 0, 1 or both, at scales that may cancel or flip */
+		static const float scales[] = { 1.0f, 0.5f, -1.0f, 0.0f, 4.0f, 1e-3f, 2.0f, -0.25f };
+		int k = 0;
+
+		f->lset.n = 0;
+		for (int i = 0; i < 2; i++)
+			if (b[23] & (1 << i))
+				f->lset.use[k++] = (struct exl_lora_use){ loras[i], scales[(b[23] >> (2 + 3 * i)) & 7] };
+		f->lset.n = k;
+		f->lset.key = exl_lora_set_key(&f->lset);
+		g.loras = &f->lset;
+	}
 	const char *alias = NULL;
 	if (b[22] & 1) {
 		/* an input embedding block the prompt names by its alias */
@@ -329,19 +379,14 @@ static struct exl_job *make_job(struct fjob *f, struct script *s)
 	return j;
 }
 
-int fuzz_one(const uint8_t *data, size_t size)
+/* An engine as the header bytes h say; the KV pool in *kv. */
+static struct exl_engine *make_engine(const uint8_t h[3], struct exl_kvcache **kv)
 {
-	struct script s = { data, size };
 	static const int batch[] = { 512, 8, 16, 64 }, chunk[] = { 256, 4, 16, 1 };
 	static const int pool[] = { 512, 64, 128, 32 }, ctx[] = { 0, 48, 96, 16 };
 	struct exl_engine_config ec;
-	struct fjob jobs[4];
-	char err[512] = "";
-	uint8_t h[3];
+	char err[512];
 
-	init();
-	for (int i = 0; i < 3; i++)
-		h[i] = next(&s);
 	exl_engine_config_init(&ec);
 	ec.max_batch_tokens = batch[h[0] & 3];
 	ec.prefill_chunk = chunk[h[0] >> 2 & 3];
@@ -350,38 +395,25 @@ int fuzz_one(const uint8_t *data, size_t size)
 	ec.max_jobs = 1 + (h[0] >> 4 & 3);
 	ec.max_seq_len = ctx[h[0] >> 6];
 	ec.suspend_after = h[1] & 1 ? 0.0 : 1e-6;
-	struct exl_kvcache *kv = exl_model_kvcache_create(model, pool[h[1] >> 1 & 3], 16, err,
-							  sizeof(err));
-	if (!kv)
+	*kv = exl_model_kvcache_create(model, pool[h[1] >> 1 & 3], 16, err, sizeof(err));
+	if (!*kv)
 		die(err);
-	struct exl_engine *e = exl_engine_create(model, kv, &ec, err, sizeof(err));
+	struct exl_engine *e = exl_engine_create(model, *kv, &ec, err, sizeof(err));
 	if (!e)
 		die(err);
 	if ((h[2] & 4) && exl_engine_open_drafter(e, "d", draft_path, be, err, sizeof(err)))
 		die(err);
+	return e;
+}
 
-	int n = 1 + h[2] % 4, added = 0;
-	memset(jobs, 0, sizeof(jobs));
-	for (int i = 0; i < n; i++) {
-		jobs[i].job = make_job(&jobs[i], &s);
-		if (!jobs[i].job)
-			continue;
-		err[0] = 0;
-		if (exl_engine_add(e, jobs[i].job, err, sizeof(err))) {
-			if (!err[0])
-				die("a job the engine refused without a message");
-			if (getenv("FUZZ_GENERATE_VERBOSE"))
-				fprintf(stderr, "not added: %s\n", err);
-			exl_job_free(jobs[i].job);
-			jobs[i].job = NULL;
-			continue;
-		}
-		added++;
-	}
+/* Steps e until each of the n jobs (NULL: refused) has ended. */
+static void run_jobs(struct exl_engine *e, struct fjob *jobs, int n)
+{
+	char err[512];
 
 	/* Every token costs at most a few steps (beams, drafts, a prefill of
 	 * 1-token chunks): far past this bound is a hang. */
-	for (int step = 0; added; step++) {
+	for (int step = 0;; step++) {
 		int left = 0;
 
 		if (step > 20000)
@@ -398,7 +430,7 @@ int fuzz_one(const uint8_t *data, size_t size)
 				exl_job_resume(jobs[i].job);
 		}
 		if (!left)
-			break;
+			return;
 		if (!exl_engine_has_work(e)) {
 			/* only paused jobs: their consumers catch up */
 			for (int i = 0; i < n; i++)
@@ -414,11 +446,18 @@ int fuzz_one(const uint8_t *data, size_t size)
 			abort();
 		}
 	}
+}
+
+/* Frees the jobs, then e and kv, checking what must hold at the end. */
+static void finish(struct exl_engine *e, struct exl_kvcache *kv, const uint8_t h[3],
+		   struct fjob *jobs, int n)
+{
 	for (int i = 0; i < n; i++)
 		if (jobs[i].job) {
 			if (!jobs[i].done)
 				die("a job never ended");
 			exl_job_free(jobs[i].job);
+			jobs[i].job = NULL;
 		}
 	/* a draft model is dropped only when its pass fails: a bad batch */
 	if ((h[2] & 4) && !exl_engine_has_drafter(e, "d"))
@@ -427,6 +466,87 @@ int fuzz_one(const uint8_t *data, size_t size)
 	if (exl_kvcache_free_pages(kv) != exl_kvcache_n_pages(kv))
 		die("KV pages still held after every job ended");
 	exl_kvcache_free(kv);
+}
+
+/* Adds f's job to e; false (and the job freed) when refused. */
+static bool add_job(struct exl_engine *e, struct fjob *f)
+{
+	char err[512] = "";
+
+	if (!f->job)
+		return false;
+	if (!exl_engine_add(e, f->job, err, sizeof(err)))
+		return true;
+	if (!err[0])
+		die("a job the engine refused without a message");
+	if (getenv("FUZZ_GENERATE_VERBOSE"))
+		fprintf(stderr, "not added: %s\n", err);
+	exl_job_free(f->job);
+	f->job = NULL;
+	return false;
+}
+
+/* A job's output does not depend on the jobs beside it: rerun alone on a
+ * fresh engine of the same shape, a job that ran to its own end (not
+ * cancelled) gives the same tokens and reason.  Its seed is fixed and
+ * every kernel's output depends only on its row (docs/cpu-kernels.md,
+ * "Determinism"), so sampled jobs are held to this too. */
+static void check_alone(const uint8_t h[3], const struct fjob *f)
+{
+	struct exl_kvcache *kv;
+	struct exl_engine *e = make_engine(h, &kv);
+	struct script s = { f->rec, sizeof(f->rec) };
+	struct fjob *a = calloc(1, sizeof(*a));
+
+	if (!a)
+		die("out of memory");
+	a->job = make_job(a, &s);
+	a->cancel_at = -1;
+	if (add_job(e, a))
+		run_jobs(e, a, 1);
+	if (!a->done || a->reason != f->reason || a->n_tokens != f->n_tokens ||
+	    memcmp(a->tokens, f->tokens, (size_t)f->n_tokens * sizeof(*f->tokens))) {
+		fprintf(stderr, "fuzz_generate: with others %s, %d tokens; alone %s, %d tokens\n",
+			exl_stop_reason_name(f->reason), f->n_tokens,
+			a->done ? exl_stop_reason_name(a->reason) : "not run", a->n_tokens);
+		abort();
+	}
+	if (getenv("FUZZ_GENERATE_VERBOSE"))
+		fprintf(stderr, "alone: the same %d tokens\n", a->n_tokens);
+	finish(e, kv, h, a, 1);
+	free(a);
+}
+
+int fuzz_one(const uint8_t *data, size_t size)
+{
+	struct script s = { data, size };
+	struct exl_kvcache *kv;
+	struct fjob *jobs = calloc(4, sizeof(*jobs));
+	uint8_t h[3];
+	int n;
+
+	init();
+	if (!jobs)
+		die("out of memory");
+	for (int i = 0; i < 3; i++)
+		h[i] = next(&s);
+	struct exl_engine *e = make_engine(h, &kv);
+
+	n = 1 + h[2] % 4;
+	for (int i = 0; i < n; i++) {
+		jobs[i].job = make_job(&jobs[i], &s);
+		add_job(e, &jobs[i]);
+	}
+	run_jobs(e, jobs, n);
+	bool ran[4];
+	for (int i = 0; i < n; i++)
+		ran[i] = jobs[i].job != NULL;
+	finish(e, kv, h, jobs, n);
+	if (n > 1)
+		for (int i = 0; i < n; i++)
+			if (ran[i] && !jobs[i].cancelled && jobs[i].reason != EXL_STOP_ERROR)
+				check_alone(h, &jobs[i]);
+	free(jobs);
 	return 0;
 }
 
