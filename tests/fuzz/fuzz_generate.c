@@ -18,8 +18,9 @@
  *     checked when it was made);
  *   - each added job ends exactly once, with a known reason, at most
  *     max_new_tokens tokens, NUL-terminated text, and as many tokens in
- *     its chunks as in its result (nothing streamed is lost or doubled;
- *     a job cancelled while paused ends without the chunk it holds);
+ *     its chunks as in its result, and with completion_only the same
+ *     text (nothing streamed is lost or doubled; a job cancelled while
+ *     paused ends without the chunk it holds);
  *   - its tokens are in the vocabulary;
  *   - run again alone on a fresh engine of the same shape, a job that ran
  *     to its own end gives the same tokens and reason (its seed is fixed,
@@ -166,6 +167,10 @@ struct fjob {
 	int cancel_at;          /* engine step at which to cancel; -1: never */
 	int pause_every;        /* consumer pauses on every nth chunk; 0: never */
 	int chunks, chunk_tokens;
+	bool completion_only;
+	char stext[4096];        /* the streamed text (too long: stext_over) */
+	size_t stext_len;
+	bool stext_over;
 	bool paused, done, cancelled;
 	int32_t ids[64];
 	int32_t stops[4];
@@ -198,6 +203,12 @@ static int on_chunk(struct exl_job *job, const struct exl_chunk *c, void *user)
 		if (c->tokens[i] < 0 || c->tokens[i] >= n_vocab)
 			die("a streamed token out of the vocabulary");
 	f->chunk_tokens += c->n_tokens;
+	if (f->stext_len + c->text_len <= sizeof(f->stext)) {
+		memcpy(f->stext + f->stext_len, c->text, c->text_len);
+		f->stext_len += c->text_len;
+	} else {
+		f->stext_over = true;
+	}
 	return EXL_CHUNK_OK;
 }
 
@@ -240,6 +251,13 @@ static void on_done(struct exl_job *job, const struct exl_gen_result *r, void *u
 			f->chunk_tokens, r->n_tokens, exl_stop_reason_name(r->reason));
 		abort();
 	}
+	/* the text too, when the result holds the completion alone */
+	if (r->reason != EXL_STOP_ERROR && !ended_early && f->completion_only && !f->stext_over &&
+	    (r->text_len != f->stext_len || memcmp(r->text, f->stext, f->stext_len))) {
+		fprintf(stderr, "fuzz_generate: streamed '%.*s' (%zu bytes), result '%s' (%s)\n",
+			(int)f->stext_len, f->stext, f->stext_len, r->text, exl_stop_reason_name(r->reason));
+		abort();
+	}
 }
 
 static const struct exl_job_callbacks callbacks = { on_chunk, on_done };
@@ -262,6 +280,7 @@ static struct exl_job *make_job(struct fjob *f, struct script *s)
 	g.encode_special_tokens = b[1] & 4;
 	g.decode_special_tokens = b[1] & 8;
 	g.completion_only = b[1] & 16;
+	f->completion_only = g.completion_only;
 	g.token_healing = b[1] & 32;
 	g.ignore_eos = b[1] & 64;
 	g.truncate = b[1] & 128;
