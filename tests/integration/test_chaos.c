@@ -4,8 +4,9 @@
  * grammar or schema, probabilities, drafting, beams, every stream mode),
  * read to the end, cancelled after a few events, left unread for a while
  * (the ring fills, the job pauses and is suspended), or abandoned by
- * closing the connection mid-stream; tokenizing, status, model lists
- * between.  The daemon is small on purpose (4 running jobs, a 64 KiB ring
+ * closing the connection mid-stream; tokenizing, status, and now and then
+ * the model unloaded (its jobs let finish, or ended) and loaded again
+ * under everyone's jobs.  The daemon is small on purpose (4 running jobs, a 64 KiB ring
  * a client, a 512-position KV pool) so that queueing, pausing and
  * suspension happen.
  *
@@ -68,7 +69,7 @@ static unsigned pick(uint64_t *s, unsigned n)
 struct worker {
 	int id;
 	uint64_t seed;
-	int jobs, done, cancelled, abandoned, failed;
+	int jobs, done, cancelled, abandoned, reloads, failed;
 	char why[512];
 };
 
@@ -255,14 +256,31 @@ static void *worker_main(void *arg)
 	if (connect_worker(&c, w, &s))
 		return NULL;
 	for (int op = 0; op < 40 && !w->failed; op++) {
+		if (pick(&s, 30) == 0) {
+			/* the model goes and comes back under everyone's jobs;
+			 * another client's unload or load racing this one is
+			 * refused with a message */
+			if (exl_unload(c, MODEL, pick(&s, 2)) && !exl_errmsg(c)[0]) {
+				snprintf(w->why, sizeof(w->why), "an unload refused without a message");
+				w->failed = 1;
+			}
+			if (exl_load(c, MODEL, NULL, NULL) && !exl_errmsg(c)[0]) {
+				snprintf(w->why, sizeof(w->why), "a load refused without a message");
+				w->failed = 1;
+			}
+			w->reloads++;
+			continue;
+		}
 		switch (pick(&s, 6)) {
 		case 0: {
 			int32_t *ids = NULL;
 			size_t n = 0;
 			const char *text = prompts[pick(&s, N(prompts))];
 
-			if (exl_tokenize(c, NULL, text, strlen(text), -1, pick(&s, 2), &ids, &n)) {
-				snprintf(w->why, sizeof(w->why), "tokenize: %s", exl_errmsg(c));
+			/* refused only while the model is away, with a message */
+			if (exl_tokenize(c, NULL, text, strlen(text), -1, pick(&s, 2), &ids, &n) &&
+			    !exl_errmsg(c)[0]) {
+				snprintf(w->why, sizeof(w->why), "tokenize refused without a message");
 				w->failed = 1;
 			}
 			free(ids);
@@ -330,9 +348,9 @@ int main(int argc, char **argv)
 	}
 	for (int i = 0; i < N_WORKERS; i++) {
 		pthread_join(th[i], NULL);
-		printf("client %d: %d jobs, %d ended, %d cancelled, %d abandoned%s%s\n", i, w[i].jobs,
-		       w[i].done, w[i].cancelled, w[i].abandoned, w[i].failed ? ": FAILED: " : "",
-		       w[i].failed ? w[i].why : "");
+		printf("client %d: %d jobs, %d ended, %d cancelled, %d abandoned, %d reloads%s%s\n", i,
+		       w[i].jobs, w[i].done, w[i].cancelled, w[i].abandoned, w[i].reloads,
+		       w[i].failed ? ": FAILED: " : "", w[i].failed ? w[i].why : "");
 		failed |= w[i].failed;
 	}
 	if (failed)
@@ -349,6 +367,9 @@ int main(int argc, char **argv)
 		fprintf(stderr, "connect: %s\n", err);
 		goto out;
 	}
+	/* a client's last unload may have raced another's load */
+	if (exl_load(c, MODEL, NULL, NULL) && !strstr(exl_errmsg(c), "loaded"))
+		fprintf(stderr, "load at the end: %s\n", exl_errmsg(c));
 	for (int t = 0; t < 100 && jobs; t++) {
 		if (exl_status(c, &st)) {
 			fprintf(stderr, "status: %s\n", exl_errmsg(c));
