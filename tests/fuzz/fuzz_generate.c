@@ -133,10 +133,15 @@ static uint8_t next(struct script *s)
 	return *s->p++;
 }
 
+/* 160 bytes: over a small engine's context once tokenized */
+#define LONG_PROMPT_10 "aaaaaaaaaa"
+#define LONG_PROMPT LONG_PROMPT_10 LONG_PROMPT_10 LONG_PROMPT_10 LONG_PROMPT_10 LONG_PROMPT_10 \
+	LONG_PROMPT_10 LONG_PROMPT_10 LONG_PROMPT_10 LONG_PROMPT_10 LONG_PROMPT_10 LONG_PROMPT_10 \
+	LONG_PROMPT_10 LONG_PROMPT_10 LONG_PROMPT_10 LONG_PROMPT_10 LONG_PROMPT_10
+
 static const char *const prompts[] = {
 	"Once upon a time", "", " ", "a", "\xe2\x96\x81\xe2\x96\x81", "<s></s><unk>", "\xff\xfe\xc3",
-	"The end.\n\n", "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
-	"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
+	"The end.\n\n", LONG_PROMPT,
 };
 static const char *const strings[] = {
 	"a", "e", " ", "\n", "the", "\xe2\x96\x81", "ab", "\xc3\xa9", "<s>", "xyz", "t", "o",
