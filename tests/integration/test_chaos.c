@@ -8,7 +8,7 @@
  * the model unloaded (its jobs let finish, or ended) and loaded again
  * under everyone's jobs.  The daemon is small on purpose (4 running jobs, a 64 KiB ring
  * a client, a 512-position KV pool) so that queueing, pausing and
- * suspension happen.
+ * suspension happen.  100 operations a client.
  *
  * It checks that every job that was not abandoned ends exactly once with
  * a known reason (an error with a message), that a job that was neither
@@ -255,7 +255,7 @@ static void *worker_main(void *arg)
 
 	if (connect_worker(&c, w, &s))
 		return NULL;
-	for (int op = 0; op < 40 && !w->failed; op++) {
+	for (int op = 0; op < 100 && !w->failed; op++) {
 		if (pick(&s, 30) == 0) {
 			/* the model goes and comes back under everyone's jobs;
 			 * another client's unload or load racing this one is

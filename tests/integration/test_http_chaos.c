@@ -3,7 +3,7 @@
  * (SSE, NDJSON) or not, with sampling, stops, seeds, logprobs and JSON
  * response formats; embeddings, tokenizing, model lists; bodies that are
  * malformed or of the wrong types; and clients that hang up mid-response
- * or send half a request and leave.  The daemon is small on purpose (4
+ * or send half a request and leave: 120 requests a client.  The daemon is small on purpose (4
  * running jobs, 64-token passes).
  *
  * Every response read whole must be well formed: a status line; an error
@@ -310,7 +310,7 @@ static void *worker_main(void *arg)
 	struct worker *w = arg;
 	uint64_t s = w->seed;
 
-	for (int i = 0; i < 40 && !w->failed; i++)
+	for (int i = 0; i < 120 && !w->failed; i++)
 		one_request(w, &s);
 	return NULL;
 }
