@@ -514,9 +514,14 @@ static void op_drop_key(struct model_edit *e, struct script *s)
 	}
 }
 
-static struct edited_tensor *t_pick(struct model_edit *e, uint8_t i)
+/* An op's n argument bytes into a, and the tensor a[0] picks; NULL when
+ * the script is short or the tensor dropped. */
+static struct edited_tensor *t_args(struct model_edit *e, struct script *s, uint8_t *a, size_t n)
 {
-	return e->n_t ? &e->t[i % e->n_t] : NULL;
+	if (!take(s, a, n) || !e->n_t)
+		return NULL;
+	struct edited_tensor *t = &e->t[a[0] % e->n_t];
+	return t->drop ? NULL : t;
 }
 
 static uint64_t t_bytes(const struct edited_tensor *t)
@@ -561,11 +566,9 @@ static const uint64_t dims[] = { 0, 1, 2, 3, 16, 31, 32, 33, 63, 64, 65, 128, 25
 static void op_reshape(struct model_edit *e, struct script *s)
 {
 	uint8_t a[3];
+	struct edited_tensor *t = t_args(e, s, a, sizeof(a));
 
-	if (!take(s, a, 3))
-		return;
-	struct edited_tensor *t = t_pick(e, a[0]);
-	if (!t || t->drop)
+	if (!t)
 		return;
 	struct edited_tensor old = *t;
 	uint64_t old_bytes = t_bytes(&old);
@@ -579,27 +582,23 @@ static void op_reshape(struct model_edit *e, struct script *s)
 	} else {
 		t->ne[a[1] % t->n_dims] = dims[a[2] % N_DIMS];
 	}
-	if (!old_bytes || !t_redata(t, &old, old_bytes)) {
-		t->n_dims = old.n_dims;
-		memcpy(t->ne, old.ne, sizeof(t->ne));
-	}
+	if (!old_bytes || !t_redata(t, &old, old_bytes))
+		*t = old; /* too large: undone (t_redata changed nothing) */
 }
 
 /* op 6: a tensor's type */
 static void op_retype(struct model_edit *e, struct script *s)
 {
 	uint8_t a[2];
+	struct edited_tensor *t = t_args(e, s, a, sizeof(a));
 
-	if (!take(s, a, 2))
-		return;
-	struct edited_tensor *t = t_pick(e, a[0]);
-	if (!t || t->drop)
+	if (!t)
 		return;
 	struct edited_tensor old = *t;
 	uint64_t old_bytes = t_bytes(&old);
 	t->type = a[1] % (EXL_DTYPE_COUNT + 4);
 	if (!old_bytes || !t_redata(t, &old, old_bytes))
-		t->type = old.type;
+		*t = old;
 }
 
 /* op 7: 8 bytes of a tensor's data overwritten (NaN scales, huge levels),
@@ -607,11 +606,9 @@ static void op_retype(struct model_edit *e, struct script *s)
 static void op_poke(struct model_edit *e, struct script *s)
 {
 	uint8_t a[11];
+	struct edited_tensor *t = t_args(e, s, a, sizeof(a));
 
-	if (!take(s, a, 11))
-		return;
-	struct edited_tensor *t = t_pick(e, a[0]);
-	if (!t || t->drop)
+	if (!t)
 		return;
 	if (a[1] == 0xff) {
 		t->drop = true;

@@ -21,6 +21,7 @@
 
 #include "common/json_parse.h"
 #include "exlclient.h"
+#include "chaos.h"
 #include "harness.h"
 #include "http_client.h"
 
@@ -39,22 +40,6 @@ static const char *const paths[] = {
 
 #define N(a) (sizeof(a) / sizeof((a)[0]))
 
-static uint64_t rnd(uint64_t *s)
-{
-	uint64_t x = *s;
-
-	x ^= x << 13;
-	x ^= x >> 7;
-	x ^= x << 17;
-	*s = x;
-	return x;
-}
-
-static unsigned pick(uint64_t *s, unsigned n)
-{
-	return (unsigned)(rnd(s) % n);
-}
-
 struct worker {
 	uint64_t seed;
 	int requests, full, hung_up, errors, failed;
@@ -64,19 +49,19 @@ struct worker {
 /* A generation request's body for path kind k (index into paths). */
 static void gen_body(char *b, size_t cap, int k, uint64_t *s, bool *stream)
 {
-	const char *p = prompts[pick(s, N(prompts))];
-	int n = (int)pick(s, 60);
-	double t = pick(s, 3) ? 0.1 * pick(s, 12) : 0.0;
-	unsigned seed = (unsigned)pick(s, 1000);
-	const char *stop = pick(s, 3) ? "" : ", \"stop\": [\".\", \"\\n\"]";
+	const char *p = prompts[chaos_pick(s, N(prompts))];
+	int n = (int)chaos_pick(s, 60);
+	double t = chaos_pick(s, 3) ? 0.1 * chaos_pick(s, 12) : 0.0;
+	unsigned seed = (unsigned)chaos_pick(s, 1000);
+	const char *stop = chaos_pick(s, 3) ? "" : ", \"stop\": [\".\", \"\\n\"]";
 	char extra[160] = "";
 
-	*stream = pick(s, 2);
-	if (k == 0 && pick(s, 4) == 0)
-		snprintf(extra, sizeof(extra), ", \"logprobs\": %u", pick(s, 4));
-	if (k == 1 && pick(s, 5) == 0)
+	*stream = chaos_pick(s, 2);
+	if (k == 0 && chaos_pick(s, 4) == 0)
+		snprintf(extra, sizeof(extra), ", \"logprobs\": %u", chaos_pick(s, 4));
+	if (k == 1 && chaos_pick(s, 5) == 0)
 		snprintf(extra, sizeof(extra), ", \"response_format\": {\"type\": \"json_object\"}");
-	if (k >= 2 && pick(s, 5) == 0)
+	if (k >= 2 && chaos_pick(s, 5) == 0)
 		snprintf(extra, sizeof(extra), ", \"format\": \"json\"");
 	switch (k) {
 	case 0:
@@ -93,7 +78,7 @@ static void gen_body(char *b, size_t cap, int k, uint64_t *s, bool *stream)
 	case 2:
 		snprintf(b, cap, "{\"model\": \"%s\", \"prompt\": \"%s\", \"raw\": %s, \"stream\": %s, "
 			 "\"options\": {\"num_predict\": %d, \"temperature\": %.1f, \"seed\": %u}%s}",
-			 MODEL, p, pick(s, 2) ? "true" : "false", *stream ? "true" : "false", n, t, seed,
+			 MODEL, p, chaos_pick(s, 2) ? "true" : "false", *stream ? "true" : "false", n, t, seed,
 			 extra);
 		break;
 	default:
@@ -218,25 +203,25 @@ static void one_request(struct worker *w, uint64_t *s)
 	char body[1024], head[512];
 	const char *path;
 	bool stream = false;
-	int kind = (int)pick(s, 12);
+	int kind = (int)chaos_pick(s, 12);
 
 	if (kind < 6) {
 		path = paths[kind % 4];
 		gen_body(body, sizeof(body), kind % 4, s, &stream);
 	} else if (kind == 6) {
-		path = pick(s, 2) ? "/v1/embeddings" : "/api/embed";
+		path = chaos_pick(s, 2) ? "/v1/embeddings" : "/api/embed";
 		snprintf(body, sizeof(body), "{\"model\": \"%s\", \"input\": [\"%s\", \"%s\"]}", MODEL,
-			 prompts[pick(s, N(prompts))], prompts[pick(s, N(prompts))]);
+			 prompts[chaos_pick(s, N(prompts))], prompts[chaos_pick(s, N(prompts))]);
 	} else if (kind == 7) {
 		path = "/tokenize";
 		snprintf(body, sizeof(body), "{\"content\": \"%s\", \"with_pieces\": %s}",
-			 prompts[pick(s, N(prompts))], pick(s, 2) ? "true" : "false");
+			 prompts[chaos_pick(s, N(prompts))], chaos_pick(s, 2) ? "true" : "false");
 	} else if (kind == 8) {
 		/* a body cut short, or of the wrong types */
-		path = paths[pick(s, 4)];
-		gen_body(body, sizeof(body), (int)(pick(s, 4)), s, &stream);
-		if (pick(s, 2))
-			body[pick(s, (unsigned)strlen(body))] = 0;
+		path = paths[chaos_pick(s, 4)];
+		gen_body(body, sizeof(body), (int)(chaos_pick(s, 4)), s, &stream);
+		if (chaos_pick(s, 2))
+			body[chaos_pick(s, (unsigned)strlen(body))] = 0;
 		else
 			snprintf(body, sizeof(body), "{\"model\": 7, \"prompt\": [1, {}], \"max_tokens\": "
 				 "-5, \"messages\": \"x\", \"stream\": \"yes\", \"temperature\": 1e999}");
@@ -244,7 +229,7 @@ static void one_request(struct worker *w, uint64_t *s)
 	} else {
 		const char *gets[] = { "/v1/models", "/api/tags", "/api/ps", "/health", "/api/version" };
 		struct resp r = { 0 };
-		const char *g = gets[pick(s, N(gets))];
+		const char *g = gets[chaos_pick(s, N(gets))];
 
 		w->requests++;
 		if (request(&tgt, "GET", g, "", NULL, &r))
@@ -264,7 +249,7 @@ static void one_request(struct worker *w, uint64_t *s)
 	size_t blen = strlen(body);
 	snprintf(head, sizeof(head), "POST %s HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: "
 		 "application/json\r\nConnection: close\r\nContent-Length: %zu\r\n\r\n", path, blen);
-	unsigned how = pick(s, 8); /* 0: half the request, 1-2: hang up early, else read all */
+	unsigned how = chaos_pick(s, 8); /* 0: half the request, 1-2: hang up early, else read all */
 
 	if (how == 0) {
 		/* headers and part of the body, then gone */
@@ -280,7 +265,7 @@ static void one_request(struct worker *w, uint64_t *s)
 	}
 	if (how <= 2) {
 		char buf[256];
-		ssize_t n = read(fd, buf, 1 + pick(s, sizeof(buf) - 1));
+		ssize_t n = read(fd, buf, 1 + chaos_pick(s, sizeof(buf) - 1));
 
 		(void)n;
 		close(fd);
@@ -331,12 +316,8 @@ int main(int argc, char **argv)
 	}
 	if (h_prepare(&d))
 		return 1;
-	snprintf(conf, sizeof(conf), "%s/chaos.conf", d.dir);
-	FILE *f = fopen(conf, "w");
-	if (!f)
+	if (chaos_config(&d, "", conf, sizeof(conf)))
 		return 1;
-	fprintf(f, "max_running_jobs = 4\nmax_batch_tokens = 64\nprefill_chunk = 32\n");
-	fclose(f);
 	tgt.port = free_port();
 	snprintf(addr, sizeof(addr), "127.0.0.1:%d", tgt.port);
 	const char *extra[] = { "--config", conf, "--http", addr, NULL };
@@ -357,31 +338,8 @@ int main(int argc, char **argv)
 		goto out;
 
 	/* Afterwards: every job ended (the hung-up ones cancelled), healthy. */
-	struct exl_client *c;
-	struct exl_connect_opts o = { .client_name = "check", .timeout_ms = 30000 };
-	struct exl_daemon_status st;
-	char err[512];
-	int jobs = -1;
-
-	if (exl_connect(&c, d.sock, &o, err, sizeof(err))) {
-		fprintf(stderr, "connect: %s\n", err);
+	if (chaos_wait_idle(&d))
 		goto out;
-	}
-	for (int t = 0; t < 100 && jobs; t++) {
-		if (exl_status(c, &st)) {
-			fprintf(stderr, "status: %s\n", exl_errmsg(c));
-			break;
-		}
-		jobs = st.jobs;
-		free(st.models);
-		if (jobs)
-			h_sleep_ms(100);
-	}
-	exl_close(c);
-	if (jobs) {
-		fprintf(stderr, "%d jobs still there after every client left\n", jobs);
-		goto out;
-	}
 	struct resp r = { 0 };
 	if (request(&tgt, "GET", "/health", "", NULL, &r) || r.status != 200) {
 		fprintf(stderr, "/health after the chaos: %s\n", r.raw ? r.raw : "no response");
