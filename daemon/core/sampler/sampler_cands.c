@@ -360,7 +360,6 @@ void exl_cands_temperature(struct exl_cands *cs, float t)
 	probs_from_logits(cs);
 }
 
-/* Keeps the best n (at least one). */
 /* The first n (< cs->n) candidates, the best n once sorted that far. */
 static void cut(struct exl_cands *cs, int n)
 {
@@ -371,6 +370,7 @@ static void cut(struct exl_cands *cs, int n)
 		cs->n_sorted = n;
 }
 
+/* Keeps the best n (at least one). */
 static void keep(struct exl_cands *cs, int n)
 {
 	if (n < 1)
