@@ -25,6 +25,7 @@
  *   - run again alone on a fresh engine of the same shape, a job that ran
  *     to its own end gives the same tokens and reason (its seed is fixed,
  *     and no kernel's output depends on the batch).
+ * FUZZ_GENERATE_MODEL=PATH runs it on that model instead of mkmodel's.
  * See docs/fuzzing.md. */
 #include <math.h>
 #include <stdio.h>
@@ -68,17 +69,30 @@ static void init(void)
 	static const char *const draft_args[] = { "--arch", "llama", "--dim", "32", "--layers",
 						  "1", "--heads", "2", "--vocab", "300", "--ctx",
 						  "128", "--seed", "7", "--threads", "1", NULL };
-	char path[96], err[512];
+	/* FUZZ_GENERATE_MODEL: a campaign on a real model instead (its text and
+	 * vocabulary; the draft model takes its vocabulary) */
+	const char *given = getenv("FUZZ_GENERATE_MODEL");
+	char path[4096], err[512];
 
 	if (model)
 		return;
 	snprintf(workdir, sizeof(workdir), "/tmp/exld-fuzz-generate-XXXXXX");
 	if (!mkdtemp(workdir))
 		die("mkdtemp failed");
-	snprintf(path, sizeof(path), "%s/m.gguf", workdir);
 	snprintf(draft_path, sizeof(draft_path), "%s/d.gguf", workdir);
-	fuzz_mkmodel("fuzz_generate", args, NULL, path);
-	fuzz_mkmodel("fuzz_generate", draft_args, NULL, draft_path);
+	if (given && *given) {
+		static const char *const draft_of[] = { "--arch", "llama", "--dim", "32", "--layers",
+							"1", "--heads", "2", "--ctx", "128", "--seed",
+							"7", "--threads", "1", NULL };
+		const char *vocab_from[] = { "--vocab-from", given, NULL };
+
+		snprintf(path, sizeof(path), "%s", given);
+		fuzz_mkmodel("fuzz_generate", draft_of, vocab_from, draft_path);
+	} else {
+		snprintf(path, sizeof(path), "%s/m.gguf", workdir);
+		fuzz_mkmodel("fuzz_generate", args, NULL, path);
+		fuzz_mkmodel("fuzz_generate", draft_args, NULL, draft_path);
+	}
 	atexit(cleanup);
 	/* two adapters: every projection at rank 4; v and down at rank 1 */
 	static const char *const lora_args[2][8] = {
@@ -104,6 +118,8 @@ static void init(void)
 	}
 	n_vocab = exl_model_hparams(model)->n_vocab;
 	n_embd = exl_model_hparams(model)->n_embd;
+	if (n_embd > 64)
+		die("the input embedding rows hold 64 columns: a model of n_embd <= 64");
 	for (int i = 0; i < 2; i++) {
 		loras[i] = exl_lora_load(lora_path[i], model, err, sizeof(err));
 		if (!loras[i]) {
@@ -113,7 +129,8 @@ static void init(void)
 		unlink(lora_path[i]);
 	}
 	/* mapped: its name can go (the drafter is opened by each engine) */
-	unlink(path);
+	if (!given || !*given)
+		unlink(path);
 }
 
 /* ---- the script ---- */
