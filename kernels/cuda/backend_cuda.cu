@@ -169,7 +169,9 @@ static bool stage_reserve(struct cuda_backend *cb, struct cuda_stage *st, size_t
 void *cu_stage_put(struct cuda_backend *cb, struct cuda_stage *st, const void *src,
 		   size_t bytes, const char *what)
 {
-	if (!stage_reserve(cb, st, bytes ? bytes : 1, true, what))
+	/* The copy and its event go straight to the stream, after what came
+	 * before them. */
+	if (!cu_flush(cb) || !stage_reserve(cb, st, bytes ? bytes : 1, true, what))
 		return NULL;
 	if (!bytes)
 		return st->dev;
@@ -206,7 +208,8 @@ static bool arena_take(struct cuda_backend *cb, size_t bytes, size_t *off, const
 	if (need > a->cap - a->off) {
 		/* Out of room: wait until the device has read everything put so
 		 * far, then start over (and grow when one put is larger). */
-		if (a->off && !cu_ok(cb, cudaStreamSynchronize(cb->stream), what))
+		if (a->off && (!cu_flush(cb) ||
+				   !cu_ok(cb, cudaStreamSynchronize(cb->stream), what)))
 			return false;
 		a->off = 0;
 		if (need > a->cap) {
@@ -241,7 +244,7 @@ void *cu_arena_put(struct cuda_backend *cb, const void *src, size_t bytes, const
 	if (!bytes)
 		return d;
 	memcpy(h, src, bytes);
-	if (!cu_ok(cb, cudaMemcpyAsync(d, h, bytes, cudaMemcpyHostToDevice, cb->stream), what))
+	if (!cu_copy(cb, d, h, bytes, cudaMemcpyHostToDevice, what))
 		return NULL;
 	return d;
 }
@@ -269,7 +272,7 @@ bool cu_scratch(struct cuda_backend *cb, void **buf, size_t *cap, size_t bytes,
 	}
 	if (*buf) {
 		/* Queued kernels may still use the old buffer. */
-		if (!cu_ok(cb, cudaStreamSynchronize(cb->stream), what))
+		if (!cu_flush(cb) || !cu_ok(cb, cudaStreamSynchronize(cb->stream), what))
 			return false;
 		cudaFree(*buf);
 		*buf = NULL;
@@ -461,6 +464,7 @@ static void device_free(struct cuda_backend *cb, void *p)
 {
 	/* Work queued earlier may still use p. */
 	cudaSetDevice(cb->device);
+	cu_flush(cb);
 	cudaStreamSynchronize(cb->stream);
 	cudaFree(p);
 	cudaGetLastError();
@@ -472,6 +476,8 @@ static void *op_alloc(struct exl_backend *be, size_t bytes)
 	void *p;
 
 	if (!cu_enter(cb))
+		return NULL;
+	if (!cu_flush(cb))
 		return NULL;
 	p = device_alloc(cb, bytes, "alloc");
 	if (!p)
@@ -504,6 +510,8 @@ static const void *op_upload(struct exl_backend *be, const void *src, size_t byt
 	void *p;
 
 	if (!cu_enter(cb))
+		return NULL;
+	if (!cu_flush(cb))
 		return NULL;
 	p = device_alloc(cb, bytes, "upload");
 	if (!p)
@@ -559,6 +567,7 @@ static int op_mem_info(struct exl_backend *be, struct exl_backend_mem *m, char *
 static int finish(struct cuda_backend *cb, cudaError_t e, const char *what)
 {
 	cb->arena.off = 0;
+	cu_rec_idle(cb);
 	if (e != cudaSuccess) {
 		cudaGetLastError();
 		cu_fail(cb, "%s: %s", what, cudaGetErrorString(e));
@@ -576,8 +585,10 @@ static int op_download(struct exl_backend *be, void *dst_host, const void *src, 
 	struct cuda_backend *cb = cuda_of(be);
 	cudaError_t e = cudaSetDevice(cb->device);
 
-	/* After a failure the copy is skipped but the stream still drained, so
-	 * the next pass starts from an idle stream. */
+	/* After a failure the copy is skipped (and what was recorded dropped)
+	 * but the stream still drained, so the next pass starts from an idle
+	 * stream. */
+	cu_flush(cb);
 	if (e == cudaSuccess && !cb->failed && bytes)
 		e = cudaMemcpyAsync(dst_host, src, bytes, cudaMemcpyDeviceToHost, cb->stream);
 	if (e == cudaSuccess)
@@ -590,6 +601,7 @@ static int op_sync(struct exl_backend *be)
 	struct cuda_backend *cb = cuda_of(be);
 	cudaError_t e = cudaSetDevice(cb->device);
 
+	cu_flush(cb);
 	if (e == cudaSuccess)
 		e = cudaStreamSynchronize(cb->stream);
 	return finish(cb, e, "sync");
@@ -605,8 +617,7 @@ static int op_copy(struct exl_backend *be, void *dst, const void *src, size_t by
 		return -1;
 	if (!bytes)
 		return 0;
-	if (!cu_ok(cb, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, cb->stream),
-		   "copy"))
+	if (!cu_copy(cb, dst, src, bytes, cudaMemcpyDeviceToDevice, "copy"))
 		return -1;
 	return 0;
 }
@@ -621,7 +632,7 @@ static int op_copy_in(struct exl_backend *be, void *dst, const void *src_host, s
 	if (!bytes)
 		return 0;
 	if (bytes > ARENA_COPY_MAX) {
-		if (!cu_ok(cb, cudaMemcpyAsync(dst, src_host, bytes, cudaMemcpyHostToDevice,
+		if (!cu_flush(cb) || !cu_ok(cb, cudaMemcpyAsync(dst, src_host, bytes, cudaMemcpyHostToDevice,
 					       cb->stream), "copy_in") ||
 		    !cu_ok(cb, cudaStreamSynchronize(cb->stream), "copy_in"))
 			return -1;
@@ -631,8 +642,7 @@ static int op_copy_in(struct exl_backend *be, void *dst, const void *src_host, s
 	if (!h)
 		return -1;
 	memcpy(h, src_host, bytes);
-	if (!cu_ok(cb, cudaMemcpyAsync(dst, h, bytes, cudaMemcpyHostToDevice, cb->stream),
-		   "copy_in"))
+	if (!cu_copy(cb, dst, h, bytes, cudaMemcpyHostToDevice, "copy_in"))
 		return -1;
 	return 0;
 }
@@ -828,8 +838,11 @@ static void op_destroy(struct exl_backend *be)
 	if (!cb)
 		return;
 	cudaSetDevice(cb->device);
-	if (cb->stream)
+	if (cb->stream) {
+		cu_flush(cb);
 		cudaStreamSynchronize(cb->stream);
+	}
+	cu_rec_free(cb);
 	for (size_t i = 0; i < sizeof(stages) / sizeof(stages[0]); i++)
 		stage_free(stages[i]);
 	arena_free(&cb->arena);
@@ -912,6 +925,9 @@ extern "C" struct exl_backend *cudamod_backend_create(int device, char *err, siz
 	const char *tpr = getenv("EXLD_CUDA_MMVQ_TPR");
 	if (tpr && (!strcmp(tpr, "32") || !strcmp(tpr, "64") || !strcmp(tpr, "128")))
 		cb->mmvq_tpr_log2 = tpr[0] == '3' ? 5 : tpr[0] == '6' ? 6 : 7;
+	/* Graphs are on unless EXLD_CUDA_GRAPHS=0 (a benchmark's comparison). */
+	const char *graphs = getenv("EXLD_CUDA_GRAPHS");
+	cb->rec.on = !graphs || strcmp(graphs, "0") != 0;
 	stages[0] = &cb->st_pos;
 	stages[1] = &cb->st_seq;
 	stages[2] = &cb->st_table;

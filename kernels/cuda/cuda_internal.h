@@ -7,6 +7,7 @@
 #include <cuda_runtime.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 /* The headers under kernels/ are C: their functions have C linkage. */
 extern "C" {
@@ -83,6 +84,59 @@ struct cuda_rope_table {
 	unsigned last_use;
 };
 
+/* Kernel launches and host-to-device copies of a pass are recorded, not
+ * queued one by one, and go to the stream a chunk at a time as a CUDA graph
+ * (graph.cu): a decode step is hundreds of small kernels, and launching each
+ * on its own costs the host more than the GPU spends running it.  A chunk
+ * seen before with the same kernels and shapes replays its instantiated
+ * graph, with the arguments that changed (pointers, lengths) patched in. */
+#define CU_MAX_ARGS 20
+#define CU_ARG_BYTES 192
+#define CU_CHUNK_FIRST 16  /* nodes in a pass's first chunk: the GPU starts soon */
+#define CU_CHUNK 64        /* ... and in every later one */
+#define CU_GRAPHS 128      /* chunks kept as graphs (least recently used goes) */
+
+enum cu_node_kind { CU_NODE_KERNEL = 1, CU_NODE_COPY = 2 };
+
+struct cu_node {
+	int kind;
+	/* kernel: its arguments packed at their alignment, unused bytes 0 */
+	const void *fn;
+	dim3 grid, block;
+	unsigned n_args, args_len;
+	uint16_t arg_off[CU_MAX_ARGS];
+	alignas(16) unsigned char args[CU_ARG_BYTES];
+	/* copy: from pinned host memory or within the device */
+	void *dst;
+	const void *src;
+	size_t bytes;
+	cudaMemcpyKind dir;
+};
+
+/* One chunk's graph: the nodes it was built from (or, seen once, the
+ * nodes it ran eagerly), its instance and its nodes' handles. */
+struct cu_graph_entry {
+	uint64_t key;  /* hash of the chunk's position and its nodes' shapes */
+	unsigned chunk;
+	int n;
+	unsigned last_use;
+	struct cu_node *nodes;
+	cudaGraph_t graph;
+	cudaGraphExec_t exec;  /* NULL: seen once, ran eagerly */
+	cudaGraphNode_t *handles;
+};
+
+struct cu_recorder {
+	bool on;          /* EXLD_CUDA_GRAPHS=0 turns it off: every launch eager */
+	struct cu_node nodes[CU_CHUNK];
+	int n;
+	unsigned chunk;   /* chunks flushed since the stream was last idle */
+	unsigned clock;
+	struct cu_graph_entry graphs[CU_GRAPHS];
+	/* what happened, for EXLD_CUDA_GRAPH_STATS */
+	uint64_t n_eager, n_built, n_replayed, n_patched_nodes, n_nodes;
+};
+
 struct cuda_backend {
 	struct exl_backend base;
 	int device;
@@ -127,6 +181,8 @@ struct cuda_backend {
 	uint64_t xq_seq;
 	const float *xq_x;
 	int xq_n, xq_cols;
+
+	struct cu_recorder rec;
 };
 
 static inline struct cuda_backend *cuda_of(struct exl_backend *be)
@@ -146,6 +202,59 @@ bool cu_launched(struct cuda_backend *cb, const char *what);
 /* Start of every op: false when the backend has failed already; makes the
  * backend's device current on the calling thread. */
 bool cu_enter(struct cuda_backend *cb);
+
+/* Sends what the recorder holds to the stream (as a graph, or launch by
+ * launch).  Every op that queues work on the stream other than through
+ * cu_launch / cu_copy, or waits for it, calls this first.  false when the
+ * backend has failed (what was recorded is then dropped). */
+bool cu_flush(struct cuda_backend *cb);
+/* The stream is idle (download, sync): the next pass starts at chunk 0. */
+void cu_rec_idle(struct cuda_backend *cb);
+void cu_rec_free(struct cuda_backend *cb);
+/* Records node (or, with graphs off, launches it now). */
+bool cu_submit(struct cuda_backend *cb, const struct cu_node *nd, const char *what);
+/* bytes from src to dst on the stream, recorded like a launch: src is pinned
+ * host memory (cudaMemcpyHostToDevice) or device memory. */
+bool cu_copy(struct cuda_backend *cb, void *dst, const void *src, size_t bytes,
+	     cudaMemcpyKind dir, const char *what);
+
+template <typename P>
+static inline bool cu_pack_arg(struct cu_node *nd, P v)
+{
+	const unsigned a = (unsigned)alignof(P);
+	const unsigned off = (nd->args_len + a - 1) & ~(a - 1);
+
+	if (nd->n_args >= CU_MAX_ARGS || off + sizeof(P) > CU_ARG_BYTES)
+		return false;
+	memcpy(nd->args + off, &v, sizeof(P));
+	nd->arg_off[nd->n_args++] = (uint16_t)off;
+	nd->args_len = off + (unsigned)sizeof(P);
+	return true;
+}
+
+/* kernel<<<grid, block, 0, stream>>>(args...), recorded: each argument is
+ * converted to the kernel's parameter type, as a launch would. */
+template <typename... P, typename... A>
+static inline bool cu_launch(struct cuda_backend *cb, const char *what, void (*kernel)(P...),
+			     dim3 grid, dim3 block, A... args)
+{
+	static_assert(sizeof...(P) == sizeof...(A), "cu_launch: wrong number of arguments");
+	struct cu_node nd = {};
+	bool ok = true;
+
+	nd.kind = CU_NODE_KERNEL;
+	nd.fn = (const void *)kernel;
+	nd.grid = grid;
+	nd.block = block;
+	const bool packed[] = { true, cu_pack_arg<P>(&nd, (P)args)... };
+	for (bool b : packed)
+		ok = ok && b;
+	if (!ok) {
+		cu_fail(cb, "%s: kernel arguments over %d bytes", what, CU_ARG_BYTES);
+		return false;
+	}
+	return cu_submit(cb, &nd, what);
+}
 
 /* Copies bytes of host memory to the stage's device buffer (queued on the
  * stream).  The device pointer, or NULL with the backend failed. */

@@ -62,11 +62,9 @@ void cu_op_kv_store(struct exl_backend *be, const struct exl_kv_layer *kv, const
 	const struct cuda_page_table *pt = &bt->tables[kv->table];
 
 	count = (size_t)bt->n_tokens * (size_t)kv->n_kv_heads * (size_t)kv->head_dim;
-	kv_store_kernel<<<cu_grid(count, KV_THREADS), KV_THREADS, 0, cb->stream>>>(
-		(uint16_t *)kv->k, (uint16_t *)kv->v, k, v, bt->d_pos, bt->d_seq,
-		pt->dev, pt->max_pages, count, kv->n_kv_heads, kv->page_size,
-		kv->head_dim);
-	cu_launched(cb, "kv_store");
+	cu_launch(cb, "kv_store", kv_store_kernel, cu_grid(count, KV_THREADS), KV_THREADS,
+			(uint16_t *)kv->k, (uint16_t *)kv->v, k, v, bt->d_pos, bt->d_seq, pt->dev,
+			pt->max_pages, count, kv->n_kv_heads, kv->page_size, kv->head_dim);
 }
 
 /* ---- attention -------------------------------------------------------- */
@@ -331,11 +329,13 @@ void cu_op_attention(struct exl_backend *be, const struct exl_kv_layer *kv, cons
 		part_ml = (float2 *)((uint8_t *)cb->att_part + part_bytes);
 	}
 	const dim3 grid((unsigned)units, (unsigned)n_splits);
+	bool launched;
 #define ATT_LAUNCH(D, G)                                                                        \
-	attention_kernel<D, G><<<grid, ATT_THREADS, 0, cb->stream>>>(                           \
-		q, out, part, part_ml, (const __half *)kv->k, (const __half *)kv->v, bt->d_pos, \
-		bt->d_seq, pt->dev, pt->max_pages, n_heads, kv->n_kv_heads, kv->head_dim,       \
-		kv->page_size, p->scale, p->softcap, p->window, split_len)
+	launched = cu_launch(cb, "attention", attention_kernel<D, G>, grid, ATT_THREADS, q, out,  \
+			     part, part_ml, (const __half *)kv->k, (const __half *)kv->v,       \
+			     bt->d_pos, bt->d_seq, pt->dev, pt->max_pages, n_heads,              \
+			     kv->n_kv_heads, kv->head_dim, kv->page_size, p->scale, p->softcap,  \
+			     p->window, split_len)
 	switch (dpl * 100 + gbs) {
 	case 201: ATT_LAUNCH(2, 1); break;
 	case 202: ATT_LAUNCH(2, 2); break;
@@ -352,9 +352,9 @@ void cu_op_attention(struct exl_backend *be, const struct exl_kv_layer *kv, cons
 	default: ATT_LAUNCH(16, 2); break;
 	}
 #undef ATT_LAUNCH
-	if (!cu_launched(cb, "attention") || n_splits == 1)
+	if (!launched || n_splits == 1)
 		return;
-	attention_merge_kernel<<<(unsigned)((size_t)bt->n_tokens * (size_t)n_heads), ATT_THREADS, 0,
-				 cb->stream>>>(out, part, part_ml, n_splits, kv->head_dim);
-	cu_launched(cb, "attention: merge");
+	cu_launch(cb, "attention: merge", attention_merge_kernel,
+			(unsigned)((size_t)bt->n_tokens * (size_t)n_heads), ATT_THREADS, out, part,
+			part_ml, n_splits, kv->head_dim);
 }

@@ -48,8 +48,7 @@ void cu_op_rmsnorm(struct exl_backend *be, float *y, const float *x, const float
 		return;
 	/* A decode step normalizes one row: 1024 threads, so that each makes
 	 * few loads one after the other. */
-	rmsnorm_kernel<<<n, RMS_THREADS, 0, cb->stream>>>(y, x, w, dim, eps);
-	cu_launched(cb, "rmsnorm");
+	cu_launch(cb, "rmsnorm", rmsnorm_kernel, n, RMS_THREADS, y, x, w, dim, eps);
 }
 
 /* ---- add_bias, add, swiglu -------------------------------------------- */
@@ -75,9 +74,8 @@ void cu_op_add_bias(struct exl_backend *be, float *y, const float *b, int n, int
 	count = (size_t)n * (size_t)dim;
 	if (!count)
 		return;
-	add_bias_kernel<<<cu_grid(count, EW_THREADS), EW_THREADS, 0, cb->stream>>>(y, b, count,
-										  dim);
-	cu_launched(cb, "add_bias");
+	cu_launch(cb, "add_bias", add_bias_kernel, cu_grid(count, EW_THREADS), EW_THREADS, y, b,
+			count, dim);
 }
 
 static __global__ void add_kernel(float *y, const float *x, size_t count)
@@ -93,8 +91,7 @@ void cu_op_add(struct exl_backend *be, float *y, const float *x, size_t count)
 
 	if (!cu_enter(cb) || !count)
 		return;
-	add_kernel<<<cu_grid(count, EW_THREADS), EW_THREADS, 0, cb->stream>>>(y, x, count);
-	cu_launched(cb, "add");
+	cu_launch(cb, "add", add_kernel, cu_grid(count, EW_THREADS), EW_THREADS, y, x, count);
 }
 
 static __global__ void swiglu_kernel(float *g, const float *u, size_t count)
@@ -110,8 +107,7 @@ void cu_op_swiglu(struct exl_backend *be, float *g, const float *u, size_t count
 
 	if (!cu_enter(cb) || !count)
 		return;
-	swiglu_kernel<<<cu_grid(count, EW_THREADS), EW_THREADS, 0, cb->stream>>>(g, u, count);
-	cu_launched(cb, "swiglu");
+	cu_launch(cb, "swiglu", swiglu_kernel, cu_grid(count, EW_THREADS), EW_THREADS, g, u, count);
 }
 
 /* ---- rope ------------------------------------------------------------- */
@@ -184,10 +180,9 @@ static const struct cuda_rope_table *rope_table(struct cuda_backend *cb, int n,
 	rt->valid = false;
 	if (!cu_scratch(cb, &rt->tab, &rt->cap, entries * sizeof(float2), "rope"))
 		return NULL;
-	rope_table_kernel<<<cu_grid(entries, EW_THREADS), EW_THREADS, 0, cb->stream>>>(
-		(float2 *)rt->tab, cb->batch.d_pos, entries, p->n_rot, p->freq_base,
-		p->freq_scale, p->freq_factors, p->attn_factor);
-	if (!cu_launched(cb, "rope: angle table"))
+	if (!cu_launch(cb, "rope: angle table", rope_table_kernel, cu_grid(entries, EW_THREADS),
+			EW_THREADS, (float2 *)rt->tab, cb->batch.d_pos, entries, p->n_rot,
+			p->freq_base, p->freq_scale, p->freq_factors, p->attn_factor))
 		return NULL;
 	rt->valid = true;
 	rt->n_rot = p->n_rot;
@@ -231,9 +226,8 @@ void cu_op_rope(struct exl_backend *be, float *x, int n, int n_heads, int head_d
 	if (!rt)
 		return;
 	n_pairs = (size_t)n * (size_t)n_heads * (size_t)(p->n_rot / 2);
-	rope_kernel<<<cu_grid(n_pairs, EW_THREADS), EW_THREADS, 0, cb->stream>>>(
-		x, (const float2 *)rt->tab, n_pairs, n_heads, head_dim, p->n_rot, p->neox);
-	cu_launched(cb, "rope");
+	cu_launch(cb, "rope", rope_kernel, cu_grid(n_pairs, EW_THREADS), EW_THREADS, x,
+			(const float2 *)rt->tab, n_pairs, n_heads, head_dim, p->n_rot, p->neox);
 }
 
 /* ---- softmax ---------------------------------------------------------- */
@@ -273,8 +267,7 @@ void cu_op_softmax(struct exl_backend *be, float *x, int n, int dim)
 	}
 	if (!n)
 		return;
-	softmax_kernel<<<n, ROW_THREADS, 0, cb->stream>>>(x, dim);
-	cu_launched(cb, "softmax");
+	cu_launch(cb, "softmax", softmax_kernel, n, ROW_THREADS, x, dim);
 }
 
 /* ---- gather_rows ------------------------------------------------------ */
@@ -317,9 +310,8 @@ void cu_op_gather_rows(struct exl_backend *be, float *dst, const float *src,
 	if (!d_rows)
 		return;
 	count = (size_t)n * (size_t)dim;
-	gather_rows_kernel<<<cu_grid(count, EW_THREADS), EW_THREADS, 0, cb->stream>>>(
-		dst, src, d_rows, count, dim);
-	cu_launched(cb, "gather_rows");
+	cu_launch(cb, "gather_rows", gather_rows_kernel, cu_grid(count, EW_THREADS), EW_THREADS,
+			dst, src, d_rows, count, dim);
 }
 
 /* ---- scale, softcap, geglu -------------------------------------------- */
@@ -341,8 +333,7 @@ void cu_op_scale(struct exl_backend *be, float *x, float s, size_t count)
 		cu_fail(cb, "scale: factor %g", (double)s);
 		return;
 	}
-	scale_kernel<<<cu_grid(count, EW_THREADS), EW_THREADS, 0, cb->stream>>>(x, s, count);
-	cu_launched(cb, "scale");
+	cu_launch(cb, "scale", scale_kernel, cu_grid(count, EW_THREADS), EW_THREADS, x, s, count);
 }
 
 static __global__ void softcap_kernel(float *x, float cap, size_t count)
@@ -362,8 +353,8 @@ void cu_op_softcap(struct exl_backend *be, float *x, float cap, size_t count)
 		cu_fail(cb, "softcap: cap %g", (double)cap);
 		return;
 	}
-	softcap_kernel<<<cu_grid(count, EW_THREADS), EW_THREADS, 0, cb->stream>>>(x, cap, count);
-	cu_launched(cb, "softcap");
+	cu_launch(cb, "softcap", softcap_kernel, cu_grid(count, EW_THREADS), EW_THREADS, x, cap,
+			count);
 }
 
 static __global__ void geglu_kernel(float *g, const float *u, size_t count)
@@ -379,8 +370,7 @@ void cu_op_geglu(struct exl_backend *be, float *g, const float *u, size_t count)
 
 	if (!cu_enter(cb) || !count)
 		return;
-	geglu_kernel<<<cu_grid(count, EW_THREADS), EW_THREADS, 0, cb->stream>>>(g, u, count);
-	cu_launched(cb, "geglu");
+	cu_launch(cb, "geglu", geglu_kernel, cu_grid(count, EW_THREADS), EW_THREADS, g, u, count);
 }
 
 /* ---- add_rows_scaled -------------------------------------------------- */
@@ -431,13 +421,11 @@ void cu_op_add_rows_scaled(struct exl_backend *be, float *y, const float *x,
 	memcpy(h, rows, (size_t)n * sizeof(int32_t));
 	memcpy(h + (size_t)n * sizeof(int32_t), w, (size_t)n * sizeof(float));
 	d = (char *)cb->arena.dev + (h - (char *)cb->arena.host);
-	if (!cu_ok(cb, cudaMemcpyAsync(d, h, bytes, cudaMemcpyHostToDevice, cb->stream),
-		   "add_rows_scaled"))
+	if (!cu_copy(cb, d, h, bytes, cudaMemcpyHostToDevice, "add_rows_scaled"))
 		return;
 	d_rows = (const int32_t *)d;
 	d_w = (const float *)(d + (size_t)n * sizeof(int32_t));
 	count = (size_t)n * (size_t)dim;
-	add_rows_scaled_kernel<<<cu_grid(count, EW_THREADS), EW_THREADS, 0, cb->stream>>>(
-		y, x, d_rows, d_w, count, dim);
-	cu_launched(cb, "add_rows_scaled");
+	cu_launch(cb, "add_rows_scaled", add_rows_scaled_kernel, cu_grid(count, EW_THREADS),
+			EW_THREADS, y, x, d_rows, d_w, count, dim);
 }

@@ -113,8 +113,8 @@ static void gemv(struct cuda_backend *cb, const struct exl_weight *w, const floa
 	const bool vec = w->cols % 8 == 0 && ((uintptr_t)x & 15) == 0 &&
 			 ((uintptr_t)w->data & 15) == 0;
 
-	gemv_kernel<T><<<blocks, GEMV_WARPS * 32, 0, cb->stream>>>(
-		(const uint8_t *)w->data, w->row_bytes, x, y, (int)w->rows, (int)w->cols, n, vec);
+	cu_launch(cb, "matmul", gemv_kernel<T>, blocks, GEMV_WARPS * 32, (const uint8_t *)w->data,
+			w->row_bytes, x, y, (int)w->rows, (int)w->cols, n, vec);
 }
 
 /* ---- quantized matrix x vector with 8-bit activations ----------------- */
@@ -229,10 +229,10 @@ static bool quant_x(struct cuda_backend *cb, const float *x, int n, int cols, co
 		if (!cu_scratch(cb, &cb->xq, &cb->xq_cap, q_bytes + n_parts * sizeof(float4),
 				"matmul"))
 			return false;
-		quant_x_kernel<<<cu_grid(n_parts * 32, QUANT_THREADS), QUANT_THREADS, 0,
-				 cb->stream>>>(x, (int8_t *)cb->xq,
-					       (float4 *)((uint8_t *)cb->xq + q_bytes), n_parts);
-		if (!cu_launched(cb, "matmul: quantize x"))
+		if (!cu_launch(cb, "matmul: quantize x", quant_x_kernel,
+				cu_grid(n_parts * 32, QUANT_THREADS), QUANT_THREADS, x,
+				(int8_t *)cb->xq, (float4 *)((uint8_t *)cb->xq + q_bytes),
+				n_parts))
 			return false;
 		cb->xq_x = x;
 		cb->xq_n = n;
@@ -253,9 +253,8 @@ static void mmvq_launch(struct cuda_backend *cb, const struct exl_weight *w, con
 	const int rpb = MMVQ_THREADS >> tpr_log2;
 	const unsigned blocks = (unsigned)((w->rows + rpb - 1) / rpb);
 
-	mmvq_kernel<T, NV><<<blocks, MMVQ_THREADS, 0, cb->stream>>>(
-		(const uint8_t *)w->data, w->row_bytes, xq, xa, y, (int)w->rows, (int)w->cols, n,
-		tpr_log2);
+	cu_launch(cb, "matmul", mmvq_kernel<T, NV>, blocks, MMVQ_THREADS, (const uint8_t *)w->data,
+			w->row_bytes, xq, xa, y, (int)w->rows, (int)w->cols, n, tpr_log2);
 }
 
 template <int T>
@@ -338,9 +337,9 @@ static void dequant_tile(struct cuda_backend *cb, const struct exl_weight *w, in
 {
 	const size_t count = (size_t)n_rows * (size_t)(w->cols / PART);
 
-	dequant_f16_kernel<T><<<cu_grid(count, CONV_THREADS), CONV_THREADS, 0, cb->stream>>>(
-		(__half *)cb->w16, (const uint8_t *)w->data, w->row_bytes, r0, n_rows,
-		(int)w->cols);
+	cu_launch(cb, "matmul: dequantize", dequant_f16_kernel<T>, cu_grid(count, CONV_THREADS),
+			CONV_THREADS, (__half *)cb->w16, (const uint8_t *)w->data, w->row_bytes,
+			r0, n_rows, (int)w->cols);
 }
 
 /* x (n x cols floats) into the x16 scratch as F16 or BF16. */
@@ -349,12 +348,13 @@ static bool convert_x(struct cuda_backend *cb, const float *x, size_t count, boo
 	if (!cu_scratch(cb, &cb->x16, &cb->x16_cap, count * 2, "matmul"))
 		return false;
 	if (bf16)
-		to_bf16_kernel<<<cu_grid(count, CONV_THREADS), CONV_THREADS, 0, cb->stream>>>(
-			(__nv_bfloat16 *)cb->x16, x, count);
+		return cu_launch(cb, "matmul: convert x", to_bf16_kernel,
+				cu_grid(count, CONV_THREADS), CONV_THREADS,
+				(__nv_bfloat16 *)cb->x16, x, count);
 	else
-		to_f16_kernel<<<cu_grid(count, CONV_THREADS), CONV_THREADS, 0, cb->stream>>>(
-			(__half *)cb->x16, x, count);
-	return cu_launched(cb, "matmul: convert x");
+		return cu_launch(cb, "matmul: convert x", to_f16_kernel,
+				cu_grid(count, CONV_THREADS), CONV_THREADS, (__half *)cb->x16, x,
+				count);
 }
 
 static bool gemm_16(struct cuda_backend *cb, const void *A, cudaDataType_t type, int m, int n,
@@ -362,6 +362,9 @@ static bool gemm_16(struct cuda_backend *cb, const void *A, cudaDataType_t type,
 {
 	const float one = 1.0f, zero = 0.0f;
 
+	/* cuBLAS queues on the stream itself: what was recorded goes first */
+	if (!cu_flush(cb))
+		return false;
 	return cu_blas_ok(cb, cublasGemmEx(cb->cublas, CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, &one,
 					   A, type, k, cb->x16, type, k, &zero, C, CUDA_R_32F,
 					   ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
@@ -377,10 +380,11 @@ static void gemm(struct cuda_backend *cb, const struct exl_weight *w, const floa
 
 	switch (w->type) {
 	case EXL_F32:
-		cu_blas_ok(cb, cublasSgemm(cb->cublas, CUBLAS_OP_T, CUBLAS_OP_N, rows, n, cols,
-					   &one, (const float *)w->data, cols, x, cols, &zero,
-					   y, rows),
-			   "matmul: cublasSgemm");
+		if (cu_flush(cb))
+			cu_blas_ok(cb, cublasSgemm(cb->cublas, CUBLAS_OP_T, CUBLAS_OP_N, rows, n,
+						   cols, &one, (const float *)w->data, cols, x,
+						   cols, &zero, y, rows),
+				   "matmul: cublasSgemm");
 		return;
 	case EXL_F16:
 		if (convert_x(cb, x, count, false))
@@ -421,7 +425,7 @@ static void gemm(struct cuda_backend *cb, const struct exl_weight *w, const floa
 		case EXL_Q6_K: dequant_tile<EXL_Q6_K>(cb, w, r0, tr); break;
 		default: break;
 		}
-		if (!cu_launched(cb, "matmul: dequantize") ||
+		if (cb->failed ||
 		    !gemm_16(cb, cb->w16, CUDA_R_16F, tr, n, cols, y + r0, rows))
 			return;
 	}
@@ -486,7 +490,6 @@ void cu_op_matmul(struct exl_backend *be, const struct exl_weight *w, const floa
 	case EXL_Q6_K: mmvq<EXL_Q6_K>(cb, w, x, y, n); break;
 	default: break;
 	}
-	cu_launched(cb, "matmul");
 }
 
 /* ---- embed ------------------------------------------------------------ */
@@ -518,9 +521,8 @@ template <int T>
 static void embed(struct cuda_backend *cb, const struct exl_weight *w, const int32_t *d_tokens,
 		  float *y, int n)
 {
-	embed_kernel<T><<<n, EMBED_THREADS, 0, cb->stream>>>((const uint8_t *)w->data,
-							       w->row_bytes, d_tokens, y,
-							       (int)w->cols);
+	cu_launch(cb, "embed", embed_kernel<T>, n, EMBED_THREADS, (const uint8_t *)w->data,
+			w->row_bytes, d_tokens, y, (int)w->cols);
 }
 
 void cu_op_embed(struct exl_backend *be, const struct exl_weight *w, const int32_t *tokens,
@@ -565,5 +567,4 @@ void cu_op_embed(struct exl_backend *be, const struct exl_weight *w, const int32
 	case EXL_Q6_K: embed<EXL_Q6_K>(cb, w, d_tokens, y, n); break;
 	default: break;
 	}
-	cu_launched(cb, "embed");
 }

@@ -15,6 +15,9 @@
 #   LLAMA_BENCH  a llama-bench built with GGML_CUDA=ON: llama-bench -ngl 99
 #                -p N_PROMPT -n N_GEN -r PAIRS, its mean tok/s.
 # Without either only exld's side is printed.
+# EAGER=1 adds exld's decode without CUDA graphs (EXLD_CUDA_GRAPHS=0: every
+# kernel launched on its own), run after each exld run, and the graphs'
+# counts of the last run (EXLD_CUDA_GRAPH_STATS).
 #
 # exld: a prompt of N_PROMPT tokens ("the" repeated after BOS) in one pass,
 # then N_GEN - 1 single-token passes, medians of PAIRS runs with a warm-up
@@ -52,7 +55,10 @@ median() { sort -g | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }'; }
 
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null || true
-printf '%-18s %10s %10s %6s   %10s %10s %6s\n' model "prefill" "llama.cpp" ratio "decode" "llama.cpp" ratio
+eager=${EAGER:-}
+printf '%-18s %10s %10s %6s   %10s %10s %6s' model "prefill" "llama.cpp" ratio "decode" "llama.cpp" ratio
+[ -z "$eager" ] || printf '   %10s' "no graphs"
+echo
 for shape in $shapes; do
 	case $shape in
 	tinyllama) geo="--dim 2048 --layers 22 --heads 32 --kv-heads 4 --ff 5632 --vocab 32000"
@@ -67,15 +73,22 @@ for shape in $shapes; do
 			# shellcheck disable=SC2086
 			"$mkmodel" $geo --vocab-from "$vocab" --type "$type" -o "$model" >/dev/null
 		fi
-		: >"$tmp/pp"; : >"$tmp/tg"
+		: >"$tmp/pp"; : >"$tmp/tg"; : >"$tmp/etg"
 		p=0
 		while [ $p -lt "$pairs" ]; do
-			"$exld" run --model "$model" --device cuda --prompt "$prompt" -n "$n_gen" \
-				--temperature 0 "$warmup" >/dev/null 2>"$tmp/err" ||
+			EXLD_CUDA_GRAPH_STATS=1 "$exld" run --model "$model" --device cuda --prompt "$prompt" \
+				-n "$n_gen" --temperature 0 "$warmup" >/dev/null 2>"$tmp/err" ||
 				{ tail -5 "$tmp/err" >&2; break; }
 			line=$(grep '^timing:' "$tmp/err")
 			echo "$line" | sed -n 's/.*prompt_tok_s=\([0-9.]*\).*/\1/p' >>"$tmp/pp"
 			echo "$line" | sed -n 's/.*gen_tok_s=\([0-9.]*\).*/\1/p' >>"$tmp/tg"
+			grep '^exld cuda graphs' "$tmp/err" >"$tmp/stats" || true
+			if [ -n "$eager" ]; then
+				EXLD_CUDA_GRAPHS=0 "$exld" run --model "$model" --device cuda --prompt "$prompt" \
+					-n "$n_gen" --temperature 0 "$warmup" >/dev/null 2>"$tmp/err" ||
+					{ tail -5 "$tmp/err" >&2; break; }
+				grep '^timing:' "$tmp/err" | sed -n 's/.*gen_tok_s=\([0-9.]*\).*/\1/p' >>"$tmp/etg"
+			fi
 			p=$((p + 1))
 		done
 		opp=$(median <"$tmp/pp"); otg=$(median <"$tmp/tg")
@@ -104,8 +117,11 @@ for l in open(sys.argv[1]):
     r = json.loads(l)
     if r["n_gen"] > 0 and r["n_prompt"] == 0: print(r["avg_ts"])' "$tmp/lb.jsonl")
 		fi
-		printf '%-18s %10.1f %10.1f %6s   %10.1f %10.1f %6s\n' "$shape-$type" "${opp:-0}" "${lpp:-0}" \
+		printf '%-18s %10.1f %10.1f %6s   %10.1f %10.1f %6s' "$shape-$type" "${opp:-0}" "${lpp:-0}" \
 			"$(ratio "${opp:-0}" "${lpp:-0}")" "${otg:-0}" "${ltg:-0}" "$(ratio "${otg:-0}" "${ltg:-0}")"
+		[ -z "$eager" ] || printf '   %10.1f' "$(median <"$tmp/etg")"
+		echo
+		[ -z "$eager" ] || sed 's/^/    /' "$tmp/stats"
 	done
 done
 echo "tok/s; exld: medians of $pairs runs (prompt $n_prompt tokens, $((n_gen - 1)) decode passes);"

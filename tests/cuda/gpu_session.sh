@@ -9,7 +9,8 @@
 #   archs  tests/cuda/check_archs.sh without the op tests;
 #   gpu    tests/bench/bench_cuda.sh, against llama.cpp's CUDA build when
 #          PEER_GPU or LLAMA_BENCH names one (PEER_GPU defaults to
-#          /tmp/peer-cuda/peer-bench-gpu when that exists);
+#          /tmp/peer-cuda/peer-bench-gpu when that exists), and exld's
+#          decode without CUDA graphs beside it (EAGER=1, the default here);
 #   profile  every kernel of a short decode on llama8b q4_k, timed by ncu
 #          (tests/cuda/ncu_summary.py);
 #          Then the same of a 512-token prefill on tinyllama q4_k;
@@ -110,7 +111,7 @@ fi
 if want gpu; then
 	step "GPU speed"
 	[ -n "${PEER_GPU:-}" ] || [ ! -x /tmp/peer-cuda/peer-bench-gpu ] || export PEER_GPU=/tmp/peer-cuda/peer-bench-gpu
-	PAIRS=${PAIRS:-2} timeout 300 sh tests/bench/bench_cuda.sh 2>&1 | tee "$out/bench_cuda.txt"
+	PAIRS=${PAIRS:-2} EAGER=${EAGER-1} timeout 420 sh tests/bench/bench_cuda.sh 2>&1 | tee "$out/bench_cuda.txt"
 	step "GPU speed after a full-length warm-up, exld alone"
 	PEER_GPU= WARMUP=--warmup-full TYPES=${FULL_TYPES:-q4_k} PAIRS=${PAIRS:-2} timeout 120 \
 		sh tests/bench/bench_cuda.sh 2>&1 | tee "$out/bench_cuda_full.txt"

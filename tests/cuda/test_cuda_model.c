@@ -1,9 +1,12 @@
 /* The model on the CUDA backend: stories260K greedy from BOS reproduces the
  * 200 reference ids, eight prompts batched give each the tokens it gets
- * alone, and the logits after a prompt match the CPU backend's.  Exits 77
+ * alone, the logits after a prompt match the CPU backend's, and a pass
+ * replayed from CUDA graphs gives the logits of one launched kernel by
+ * kernel, to the bit.  Exits 77
  * ("skipped: ...") without a CUDA device or without the test models. */
 #include <math.h>
 #include <setjmp.h>
+#include <stdlib.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -217,6 +220,86 @@ static void test_logits_match_cpu(void **state)
 	free(l_cpu);
 }
 
+#define GR_PROMPT 33
+#define GR_STEPS 48
+
+/* The logits after the prompt and after each of GR_STEPS greedy steps. */
+static void greedy_logits(struct exl_model *m, const int32_t *prompt, float *out, int nv)
+{
+	char err[512];
+	struct exl_kvcache *kv = exl_model_kvcache_create(m, GR_PROMPT + GR_STEPS, 8, err,
+							  sizeof(err));
+	struct exl_kv_seq seq, *seqs[1] = { &seq };
+	int32_t seq_idx[11] = { 0 };
+	bool want[11];
+
+	if (!kv)
+		fail_msg("kv cache: %s", err);
+	exl_kv_seq_init(&seq);
+	/* chunks of 11: cuBLAS passes, each ended by a flush of the recorder */
+	for (int off = 0; off < GR_PROMPT; off += 11) {
+		struct exl_batch b = { 11, prompt + off, seq_idx, want, 1, seqs };
+
+		memset(want, 0, sizeof(want));
+		want[10] = off + 11 == GR_PROMPT;
+		assert_int_equal(exl_kv_seq_reserve(kv, &seq, 11), 0);
+		if (exl_model_forward(m, kv, &b, out, err, sizeof(err)))
+			fail_msg("forward: %s", err);
+	}
+	for (int i = 0; i < GR_STEPS; i++) {
+		int32_t tok = test_argmax(out + (size_t)i * (size_t)nv, nv), zero = 0;
+		bool w = true;
+		struct exl_batch b = { 1, &tok, &zero, &w, 1, seqs };
+
+		assert_int_equal(exl_kv_seq_reserve(kv, &seq, 1), 0);
+		if (exl_model_forward(m, kv, &b, out + (size_t)(i + 1) * (size_t)nv, err,
+				      sizeof(err)))
+			fail_msg("step %d: %s", i, err);
+	}
+	exl_kv_seq_release(kv, &seq);
+	exl_kvcache_free(kv);
+}
+
+/* Decode steps after the second replay graphs (kernels/cuda/graph.cu):
+ * the same kernels with the same arguments as a backend without them
+ * (EXLD_CUDA_GRAPHS=0), so every logit of every step is the same float. */
+static void test_graphs_match_eager(void **state)
+{
+	(void)state;
+	char path[4096], err[512];
+	int32_t expected[256], prompt[GR_PROMPT];
+	const int nv = exl_model_hparams(model)->n_vocab;
+	const size_t count = (size_t)(GR_STEPS + 1) * (size_t)nv;
+	float *l_graph = malloc(count * sizeof(float)), *l_eager = malloc(count * sizeof(float));
+	struct exl_backend *eager;
+	struct exl_model *me;
+
+	assert_int_equal(read_ids("stories260K.expected.ids", expected, 256), 200);
+	assert_non_null(l_graph);
+	assert_non_null(l_eager);
+	setenv("EXLD_CUDA_GRAPHS", "0", 1);
+	eager = exl_backend_cuda_create(0, err, sizeof(err));
+	unsetenv("EXLD_CUDA_GRAPHS");
+	if (!eager)
+		fail_msg("cuda backend without graphs: %s", err);
+	test_model_path(path, sizeof(path), models, "stories260K.gguf");
+	me = exl_model_load(path, eager, err, sizeof(err));
+	if (!me)
+		fail_msg("load: %s", err);
+	prompt[0] = exl_tokenizer_bos(exl_model_tokenizer(model));
+	memcpy(prompt + 1, expected, (GR_PROMPT - 1) * sizeof(int32_t));
+	greedy_logits(model, prompt, l_graph, nv);
+	greedy_logits(me, prompt, l_eager, nv);
+	for (size_t k = 0; k < count; k++)
+		if (memcmp(&l_graph[k], &l_eager[k], sizeof(float)))
+			fail_msg("step %zu logit %zu: %.9g with graphs, %.9g without", k / nv,
+				 k % nv, l_graph[k], l_eager[k]);
+	exl_model_free(me);
+	eager->ops->destroy(eager);
+	free(l_graph);
+	free(l_eager);
+}
+
 static int group_setup(void **state)
 {
 	char path[4096], err[512];
@@ -250,6 +333,7 @@ int main(void)
 		cmocka_unit_test(test_expected_ids),
 		cmocka_unit_test(test_batch_matches_alone),
 		cmocka_unit_test(test_logits_match_cpu),
+		cmocka_unit_test(test_graphs_match_eager),
 	};
 
 	if (!cuda_test_have_device())
