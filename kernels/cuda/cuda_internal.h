@@ -277,6 +277,17 @@ bool cu_scratch(struct cuda_backend *cb, void **buf, size_t *cap, size_t bytes,
 bool cu_check_kv(struct cuda_backend *cb, const struct exl_kv_layer *kv, int window,
 		 const char *op);
 
+/* Input vectors up to which a matmul runs the custom matrix x vector
+ * kernels (ops_matmul.cu); above, cuBLAS. */
+#define GEMV_MAX_N 8
+
+/* The xq scratch for n vectors of cols: n * cols int8, then, from this
+ * 16-byte aligned offset, n * cols / 32 float4 (quant_x.cuh). */
+static inline size_t cu_xq_bytes(int n, int cols)
+{
+	return ((size_t)n * (size_t)cols + 15) & ~(size_t)15;
+}
+
 /* Grid size for a grid-stride loop over count items, block threads each. */
 static inline unsigned cu_grid(size_t count, unsigned block)
 {

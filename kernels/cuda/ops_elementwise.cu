@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "kernels/cuda/cuda_internal.h"
+#include "kernels/cuda/quant_x.cuh"
 #include "kernels/cuda/reduce.cuh"
 #include "kernels/formats/elem_math.h"
 
@@ -33,6 +34,32 @@ static __global__ void rmsnorm_kernel(float *y, const float *x, const float *w, 
 		y[row + i] = x[row + i] * inv * w[i];
 }
 
+/* rmsnorm_kernel that also quantizes its output for the decode matmul that
+ * reads it next (the q/k/v, gate/up and logits matmuls all follow a norm):
+ * a warp writes a whole part of 32 values at each step of the loop, since
+ * blockDim and dim are multiples of 32. */
+static __global__ void rmsnorm_q8_kernel(float *y, const float *x, const float *w, int dim,
+					 float eps, int8_t *xq, float4 *xa)
+{
+	__shared__ float sh[32];
+	const size_t row = (size_t)blockIdx.x * (size_t)dim;
+	float ss = 0.0f;
+
+	for (int i = threadIdx.x; i < dim; i += blockDim.x) {
+		float v = x[row + i];
+
+		ss += v * v;
+	}
+	ss = block_sum(ss, sh);
+	const float inv = exl_rms_inv(ss, dim, eps);
+	for (int i = threadIdx.x; i < dim; i += blockDim.x) {
+		const float v = x[row + i] * inv * w[i];
+
+		y[row + i] = v;
+		quant_part_warp(v, threadIdx.x & 31, &xq[row + i], &xa[(row + i) >> 5]);
+	}
+}
+
 void cu_op_rmsnorm(struct exl_backend *be, float *y, const float *x, const float *w, int n,
 		   int dim, float eps)
 {
@@ -48,7 +75,24 @@ void cu_op_rmsnorm(struct exl_backend *be, float *y, const float *x, const float
 		return;
 	/* A decode step normalizes one row: 1024 threads, so that each makes
 	 * few loads one after the other. */
-	cu_launch(cb, "rmsnorm", rmsnorm_kernel, n, RMS_THREADS, y, x, w, dim, eps);
+	if (n > GEMV_MAX_N || dim % 32) {
+		cu_launch(cb, "rmsnorm", rmsnorm_kernel, n, RMS_THREADS, y, x, w, dim, eps);
+		return;
+	}
+	/* Decode-sized: y quantized as quant_x would, and the xq scratch marked
+	 * as holding it for the matmul that comes next (ops_matmul.cu). */
+	const size_t q_bytes = cu_xq_bytes(n, dim);
+	const size_t n_parts = (size_t)n * (size_t)(dim / 32);
+
+	cb->xq_x = NULL;
+	if (!cu_scratch(cb, &cb->xq, &cb->xq_cap, q_bytes + n_parts * sizeof(float4), "rmsnorm") ||
+	    !cu_launch(cb, "rmsnorm", rmsnorm_q8_kernel, n, RMS_THREADS, y, x, w, dim, eps,
+		       (int8_t *)cb->xq, (float4 *)((uint8_t *)cb->xq + q_bytes)))
+		return;
+	cb->xq_x = y;
+	cb->xq_n = n;
+	cb->xq_cols = dim;
+	cb->xq_seq = cb->op_seq;
 }
 
 /* ---- add_bias, add, swiglu -------------------------------------------- */

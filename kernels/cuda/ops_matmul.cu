@@ -26,9 +26,9 @@
 #include "kernels/cuda/cuda_internal.h"
 #include "kernels/cuda/dequant.cuh"
 #include "kernels/cuda/qdot.h"
+#include "kernels/cuda/quant_x.cuh"
 #include "kernels/cuda/reduce.cuh"
 
-#define GEMV_MAX_N 8
 #define GEMV_WARPS 4
 #define MMVQ_THREADS 128
 #define QUANT_THREADS 256
@@ -129,23 +129,8 @@ quant_x_kernel(const float *x, int8_t *xq, float4 *xa, size_t n_parts)
 	const size_t warps = (size_t)gridDim.x * (blockDim.x >> 5);
 
 	for (size_t part = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5; part < n_parts;
-	     part += warps) {
-		const float v = x[part * 32 + lane];
-		const float amax = warp_max(fabsf(v));
-		const float d = amax / 127.0f;
-		const float id = amax > 0.0f ? 127.0f / amax : 0.0f;
-		int q = __float2int_rn(v * id);
-
-		q = q < -127 ? -127 : q > 127 ? 127 : q;
-		xq[part * 32 + lane] = (int8_t)q;
-		int lo = lane < 16 ? q : 0, hi = lane < 16 ? 0 : q;
-		for (int o = 16; o > 0; o >>= 1) {
-			lo += __shfl_xor_sync(0xffffffffu, lo, o);
-			hi += __shfl_xor_sync(0xffffffffu, hi, o);
-		}
-		if (lane == 0)
-			xa[part] = make_float4(d, d * (float)lo, d * (float)hi, 0.0f);
-	}
+	     part += warps)
+		quant_part_warp(x[part * 32 + lane], lane, &xq[part * 32 + lane], &xa[part]);
 }
 
 /* y[j][r] for the rows of this block: 2^tpr_log2 threads a row (32, 64 or
@@ -219,7 +204,7 @@ static bool quant_x(struct cuda_backend *cb, const float *x, int n, int cols, co
 		    const float4 **xa)
 {
 	const size_t n_parts = (size_t)n * (size_t)(cols / 32);
-	const size_t q_bytes = ((size_t)n * (size_t)cols + 15) & ~(size_t)15;
+	const size_t q_bytes = cu_xq_bytes(n, cols);
 	const bool have = cb->xq_x == x && cb->xq_n == n && cb->xq_cols == cols &&
 			  cb->xq_seq + 1 == cb->op_seq;
 
