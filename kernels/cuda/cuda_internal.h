@@ -173,7 +173,8 @@ struct cuda_backend {
 	void *xq;
 	size_t xq_cap;
 	/* Which x the xq scratch holds, so that consecutive matmuls of the
-	 * same input (q, k, v; gate, up) quantize it once: valid while no op
+	 * same input (q, k, v; gate, up) quantize it once, and none when the
+	 * rmsnorm before them made it (ops_elementwise.cu): valid while no op
 	 * but such matmuls entered since (op_seq counts every cu_enter) and
 	 * none of them wrote over x. */
 	uint64_t op_seq;
