@@ -89,28 +89,21 @@ struct cuda_rope_table {
  * (graph.cu): a decode step is hundreds of small kernels, and launching each
  * on its own costs the host more than the GPU spends running it.  A chunk
  * seen before with the same kernels and shapes replays its instantiated
- * graph, with the arguments that changed (pointers, lengths) patched in. */
+ * graph, with the arguments that changed (pointers, lengths) patched in.
+ * Copies are not recorded (graph.cu). */
 #define CU_MAX_ARGS 20
 #define CU_ARG_BYTES 192
 #define CU_CHUNK_FIRST 16  /* nodes in a pass's first chunk: the GPU starts soon */
 #define CU_CHUNK 64        /* ... and in every later one */
 #define CU_GRAPHS 128      /* chunks kept as graphs (least recently used goes) */
 
-enum cu_node_kind { CU_NODE_KERNEL = 1, CU_NODE_COPY = 2 };
-
+/* A kernel launch: its arguments packed at their alignment, unused bytes 0. */
 struct cu_node {
-	int kind;
-	/* kernel: its arguments packed at their alignment, unused bytes 0 */
 	const void *fn;
 	dim3 grid, block;
 	unsigned n_args, args_len;
 	uint16_t arg_off[CU_MAX_ARGS];
 	alignas(16) unsigned char args[CU_ARG_BYTES];
-	/* copy: from pinned host memory or within the device */
-	void *dst;
-	const void *src;
-	size_t bytes;
-	cudaMemcpyKind dir;
 };
 
 /* One chunk's graph: the nodes it was built from (or, seen once, the
@@ -214,8 +207,9 @@ void cu_rec_idle(struct cuda_backend *cb);
 void cu_rec_free(struct cuda_backend *cb);
 /* Records node (or, with graphs off, launches it now). */
 bool cu_submit(struct cuda_backend *cb, const struct cu_node *nd, const char *what);
-/* bytes from src to dst on the stream, recorded like a launch: src is pinned
- * host memory (cudaMemcpyHostToDevice) or device memory. */
+/* bytes from src to dst on the stream, after what was recorded (graph.cu
+ * says why copies are not recorded): src is pinned host memory
+ * (cudaMemcpyHostToDevice) or device memory. */
 bool cu_copy(struct cuda_backend *cb, void *dst, const void *src, size_t bytes,
 	     cudaMemcpyKind dir, const char *what);
 
@@ -243,7 +237,6 @@ static inline bool cu_launch(struct cuda_backend *cb, const char *what, void (*k
 	struct cu_node nd = {};
 	bool ok = true;
 
-	nd.kind = CU_NODE_KERNEL;
 	nd.fn = (const void *)kernel;
 	nd.grid = grid;
 	nd.block = block;

@@ -3,15 +3,23 @@
  *
  * A chunk is the next CU_CHUNK nodes recorded since the stream was last
  * idle, or fewer when an op must reach the stream first (a cuBLAS call, a
- * wait).  Chunks are keyed by their position in the pass and their nodes'
- * shapes (kernel, grid, block; copy direction and size), so a decode step
+ * wait, a copy).  Chunks are keyed by their position in the pass and their
+ * kernels' shapes (kernel, grid, block), so a decode step
  * finds the graphs of the step before it.  A chunk seen for the first time
  * is launched node by node, since most shapes of a prefill never come back;
  * the second time it is built into a graph; after that the graph is
  * replayed, each node whose arguments changed patched first (a new split
  * length of attention, a scratch buffer that moved).  Graph and eager runs
  * launch the same kernels with the same arguments in the same order, so
- * their results are the same to the bit. */
+ * their results are the same to the bit.
+ *
+ * Graphs hold kernels only.  A memcpy node holds on to the allocations it
+ * was given: with its buffer freed and another allocated at the same
+ * address (test_cuda_ops does that between cases, a daemon when it reloads
+ * a model), launching the graph crashed the process inside the driver (an
+ * H200, driver 580.159).  A kernel's pointers are only argument bytes.  So
+ * copies reach the stream themselves, after what was recorded before them:
+ * a decode step has one, the token ids, at its start. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,9 +30,6 @@ static bool launch_eager(struct cuda_backend *cb, const struct cu_node *nd, cons
 {
 	void *args[CU_MAX_ARGS];
 
-	if (nd->kind == CU_NODE_COPY)
-		return cu_ok(cb, cudaMemcpyAsync(nd->dst, nd->src, nd->bytes, nd->dir, cb->stream),
-			     what);
 	for (unsigned i = 0; i < nd->n_args; i++)
 		args[i] = (void *)(nd->args + nd->arg_off[i]);
 	return cu_ok(cb, cudaLaunchKernel(nd->fn, nd->grid, nd->block, args, 0, cb->stream),
@@ -46,14 +51,8 @@ bool cu_submit(struct cuda_backend *cb, const struct cu_node *nd, const char *wh
 bool cu_copy(struct cuda_backend *cb, void *dst, const void *src, size_t bytes,
 	     cudaMemcpyKind dir, const char *what)
 {
-	struct cu_node nd = {};
-
-	nd.kind = CU_NODE_COPY;
-	nd.dst = dst;
-	nd.src = src;
-	nd.bytes = bytes;
-	nd.dir = dir;
-	return cu_submit(cb, &nd, what);
+	return cu_flush(cb) &&
+	       cu_ok(cb, cudaMemcpyAsync(dst, src, bytes, dir, cb->stream), what);
 }
 
 static uint64_t mix(uint64_t h, uint64_t v)
@@ -71,12 +70,6 @@ static uint64_t shape_key(unsigned chunk, const struct cu_node *nodes, int n)
 	for (int i = 0; i < n; i++) {
 		const struct cu_node *nd = &nodes[i];
 
-		h = mix(h, (uint64_t)nd->kind);
-		if (nd->kind == CU_NODE_COPY) {
-			h = mix(h, (uint64_t)nd->dir);
-			h = mix(h, (uint64_t)nd->bytes);
-			continue;
-		}
 		h = mix(h, (uint64_t)(uintptr_t)nd->fn);
 		h = mix(h, ((uint64_t)nd->grid.x << 32) ^ ((uint64_t)nd->grid.y << 16) ^ nd->grid.z);
 		h = mix(h, ((uint64_t)nd->block.x << 32) ^ ((uint64_t)nd->block.y << 16) ^
@@ -87,10 +80,6 @@ static uint64_t shape_key(unsigned chunk, const struct cu_node *nodes, int n)
 
 static bool same_shape(const struct cu_node *a, const struct cu_node *b)
 {
-	if (a->kind != b->kind)
-		return false;
-	if (a->kind == CU_NODE_COPY)
-		return a->dir == b->dir && a->bytes == b->bytes;
 	return a->fn == b->fn && a->grid.x == b->grid.x && a->grid.y == b->grid.y &&
 	       a->grid.z == b->grid.z && a->block.x == b->block.x && a->block.y == b->block.y &&
 	       a->block.z == b->block.z && a->n_args == b->n_args;
@@ -98,8 +87,6 @@ static bool same_shape(const struct cu_node *a, const struct cu_node *b)
 
 static bool same_args(const struct cu_node *a, const struct cu_node *b)
 {
-	if (a->kind == CU_NODE_COPY)
-		return a->dst == b->dst && a->src == b->src;
 	return a->args_len == b->args_len && !memcmp(a->args, b->args, a->args_len);
 }
 
@@ -112,6 +99,17 @@ static void entry_clear(struct cu_graph_entry *e)
 	free(e->nodes);
 	free(e->handles);
 	memset(e, 0, sizeof(*e));
+}
+
+/* entry_clear for an entry whose graph may still be queued or running: the
+ * runtime does not say that destroying it then is safe, so wait (rare: the
+ * least recently used of CU_GRAPHS chunks, or a patch that failed). */
+static bool entry_drop(struct cuda_backend *cb, struct cu_graph_entry *e)
+{
+	bool ok = !e->exec || cu_ok(cb, cudaStreamSynchronize(cb->stream), "graph eviction");
+
+	entry_clear(e);
+	return ok;
 }
 
 static struct cu_graph_entry *entry_find(struct cu_recorder *rec, uint64_t key, unsigned chunk,
@@ -171,11 +169,6 @@ static cudaError_t entry_build(struct cu_graph_entry *e, const struct cu_node *n
 		void *args[CU_MAX_ARGS];
 		cudaKernelNodeParams kp;
 
-		if (nd->kind == CU_NODE_COPY) {
-			err = cudaGraphAddMemcpyNode1D(&e->handles[i], e->graph, dep, i ? 1 : 0,
-						       nd->dst, nd->src, nd->bytes, nd->dir);
-			continue;
-		}
 		kernel_params(nd, args, &kp);
 		err = cudaGraphAddKernelNode(&e->handles[i], e->graph, dep, i ? 1 : 0, &kp);
 	}
@@ -196,13 +189,8 @@ static cudaError_t entry_patch(struct cu_recorder *rec, struct cu_graph_entry *e
 
 		if (same_args(&e->nodes[i], nd))
 			continue;
-		if (nd->kind == CU_NODE_COPY) {
-			err = cudaGraphExecMemcpyNodeSetParams1D(e->exec, e->handles[i], nd->dst,
-								 nd->src, nd->bytes, nd->dir);
-		} else {
-			kernel_params(nd, args, &kp);
-			err = cudaGraphExecKernelNodeSetParams(e->exec, e->handles[i], &kp);
-		}
+		kernel_params(nd, args, &kp);
+		err = cudaGraphExecKernelNodeSetParams(e->exec, e->handles[i], &kp);
 		if (err != cudaSuccess)
 			return err;
 		e->nodes[i] = *nd;
@@ -240,7 +228,8 @@ bool cu_flush(struct cuda_backend *cb)
 	if (!e) {
 		/* First sight: remember the shapes, run it as it is. */
 		e = entry_oldest(rec);
-		entry_clear(e);
+		if (!entry_drop(cb, e))
+			return false;
 		e->nodes = (struct cu_node *)malloc((size_t)n * sizeof(*e->nodes));
 		e->handles = (cudaGraphNode_t *)calloc((size_t)n, sizeof(*e->handles));
 		if (e->nodes && e->handles) {
@@ -273,7 +262,8 @@ bool cu_flush(struct cuda_backend *cb)
 		err = entry_patch(rec, e, rec->nodes);
 		if (err != cudaSuccess) {
 			cudaGetLastError();
-			entry_clear(e);
+			if (!entry_drop(cb, e))
+				return false;
 			rec->n_eager++;
 			return run_eager(cb, rec->nodes, n);
 		}
