@@ -106,7 +106,10 @@ bool cu_enter(struct cuda_backend *cb)
 	if (cb->failed)
 		return false;
 	cb->op_seq++;
-	return cu_ok(cb, cudaSetDevice(cb->device), "cudaSetDevice");
+	if (!cu_ok(cb, cudaSetDevice(cb->device), "cudaSetDevice"))
+		return false;
+	cu_pending_launch(cb);
+	return !cb->failed;
 }
 
 /* ---- staging ---------------------------------------------------------- */
