@@ -106,10 +106,7 @@ bool cu_enter(struct cuda_backend *cb)
 	if (cb->failed)
 		return false;
 	cb->op_seq++;
-	if (!cu_ok(cb, cudaSetDevice(cb->device), "cudaSetDevice"))
-		return false;
-	cu_pending_launch(cb);
-	return !cb->failed;
+	return cu_ok(cb, cudaSetDevice(cb->device), "cudaSetDevice");
 }
 
 /* ---- staging ---------------------------------------------------------- */

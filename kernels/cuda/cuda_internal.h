@@ -130,14 +130,6 @@ struct cu_recorder {
 	uint64_t n_eager, n_built, n_replayed, n_patched_nodes, n_nodes;
 };
 
-/* An add queued for the rmsnorm that usually follows it (cu_op_add). */
-struct cuda_pending_add {
-	bool on;
-	float *y;
-	const float *x;
-	size_t count;
-};
-
 struct cuda_backend {
 	struct exl_backend base;
 	int device;
@@ -185,7 +177,6 @@ struct cuda_backend {
 	int xq_n, xq_cols;
 
 	struct cu_recorder rec;
-	struct cuda_pending_add pend_add;
 };
 
 static inline struct cuda_backend *cuda_of(struct exl_backend *be)
@@ -203,11 +194,8 @@ bool cu_blas_ok(struct cuda_backend *cb, cublasStatus_t s, const char *what);
 /* After a kernel launch: false when the launch failed. */
 bool cu_launched(struct cuda_backend *cb, const char *what);
 /* Start of every op: false when the backend has failed already; makes the
- * backend's device current on the calling thread, and launches a queued
- * add (cu_pending_launch). */
+ * backend's device current on the calling thread. */
 bool cu_enter(struct cuda_backend *cb);
-/* Launches the add cu_op_add queued, if any (ops_elementwise.cu). */
-void cu_pending_launch(struct cuda_backend *cb);
 
 /* Sends what the recorder holds to the stream (as a graph, or launch by
  * launch).  Every op that queues work on the stream other than through

@@ -210,9 +210,6 @@ static bool run_eager(struct cuda_backend *cb, const struct cu_node *nodes, int 
 bool cu_flush(struct cuda_backend *cb)
 {
 	struct cu_recorder *rec = &cb->rec;
-
-	cu_pending_launch(cb);
-
 	const int n = rec->n;
 	const unsigned chunk = rec->chunk;
 	struct cu_graph_entry *e;

@@ -15,16 +15,8 @@
 
 /* ---- rmsnorm ---------------------------------------------------------- */
 
-/* y = x / rms(x) * w, a block a row.  RES: x += r first, written back (the
- * residual add the model queued just before this norm: cu_op_add).  Q: y
- * also quantized for the decode matmul that reads it next, as quant_x
- * would (the q/k/v, gate/up and logits matmuls all follow a norm); a warp
- * writes a whole part of 32 values at each step of the loop, since
- * blockDim and dim are multiples of 32.  Each thread rewrites only what it
- * read: y may be x. */
-template <bool RES, bool Q>
-static __global__ void rmsnorm_kernel(float *y, float *x, const float *r, const float *w,
-				      int dim, float eps, int8_t *xq, float4 *xa)
+static __global__ void rmsnorm_kernel(float *y, const float *x, const float *w, int dim,
+				      float eps)
 {
 	__shared__ float sh[32];
 	const size_t row = (size_t)blockIdx.x * (size_t)dim;
@@ -33,10 +25,29 @@ static __global__ void rmsnorm_kernel(float *y, float *x, const float *r, const 
 	for (int i = threadIdx.x; i < dim; i += blockDim.x) {
 		float v = x[row + i];
 
-		if (RES) {
-			v += r[row + i];
-			x[row + i] = v;
-		}
+		ss += v * v;
+	}
+	ss = block_sum(ss, sh);
+	const float inv = exl_rms_inv(ss, dim, eps);
+	/* Each thread rewrites only what it read: y may be x. */
+	for (int i = threadIdx.x; i < dim; i += blockDim.x)
+		y[row + i] = x[row + i] * inv * w[i];
+}
+
+/* rmsnorm_kernel that also quantizes its output for the decode matmul that
+ * reads it next (the q/k/v, gate/up and logits matmuls all follow a norm):
+ * a warp writes a whole part of 32 values at each step of the loop, since
+ * blockDim and dim are multiples of 32. */
+static __global__ void rmsnorm_q8_kernel(float *y, const float *x, const float *w, int dim,
+					 float eps, int8_t *xq, float4 *xa)
+{
+	__shared__ float sh[32];
+	const size_t row = (size_t)blockIdx.x * (size_t)dim;
+	float ss = 0.0f;
+
+	for (int i = threadIdx.x; i < dim; i += blockDim.x) {
+		float v = x[row + i];
+
 		ss += v * v;
 	}
 	ss = block_sum(ss, sh);
@@ -45,50 +56,15 @@ static __global__ void rmsnorm_kernel(float *y, float *x, const float *r, const 
 		const float v = x[row + i] * inv * w[i];
 
 		y[row + i] = v;
-		if (Q)
-			quant_part_warp(v, threadIdx.x & 31, &xq[row + i], &xa[(row + i) >> 5]);
+		quant_part_warp(v, threadIdx.x & 31, &xq[row + i], &xa[(row + i) >> 5]);
 	}
-}
-
-template <bool RES>
-static void rmsnorm(struct cuda_backend *cb, float *y, float *x, const float *r, const float *w,
-		    int n, int dim, float eps)
-{
-	/* A decode step normalizes one row: 1024 threads, so that each makes
-	 * few loads one after the other. */
-	if (n > GEMV_MAX_N || dim % 32) {
-		cu_launch(cb, "rmsnorm", rmsnorm_kernel<RES, false>, n, RMS_THREADS, y, x, r, w,
-			  dim, eps, (int8_t *)NULL, (float4 *)NULL);
-		return;
-	}
-	/* Decode-sized: y quantized, and the xq scratch marked as holding it
-	 * for the matmul that comes next (ops_matmul.cu). */
-	const size_t q_bytes = cu_xq_bytes(n, dim);
-	const size_t n_parts = (size_t)n * (size_t)(dim / 32);
-
-	cb->xq_x = NULL;
-	if (!cu_scratch(cb, &cb->xq, &cb->xq_cap, q_bytes + n_parts * sizeof(float4), "rmsnorm") ||
-	    !cu_launch(cb, "rmsnorm", rmsnorm_kernel<RES, true>, n, RMS_THREADS, y, x, r, w, dim,
-		       eps, (int8_t *)cb->xq, (float4 *)((uint8_t *)cb->xq + q_bytes)))
-		return;
-	cb->xq_x = y;
-	cb->xq_n = n;
-	cb->xq_cols = dim;
-	cb->xq_seq = cb->op_seq;
 }
 
 void cu_op_rmsnorm(struct exl_backend *be, float *y, const float *x, const float *w, int n,
 		   int dim, float eps)
 {
 	struct cuda_backend *cb = cuda_of(be);
-	/* The add queued just before, into this norm's input: one kernel for
-	 * both (cu_enter would launch it on its own). */
-	const struct cuda_pending_add pa = cb->pend_add;
-	const bool fuse = pa.on && pa.y == x && n > 0 && dim > 0 &&
-			  pa.count == (size_t)n * (size_t)dim;
 
-	if (fuse)
-		cb->pend_add.on = false;
 	if (!cu_enter(cb))
 		return;
 	if (n < 0 || dim <= 0) {
@@ -97,10 +73,26 @@ void cu_op_rmsnorm(struct exl_backend *be, float *y, const float *x, const float
 	}
 	if (!n)
 		return;
-	if (fuse)
-		rmsnorm<true>(cb, y, pa.y, pa.x, w, n, dim, eps);
-	else
-		rmsnorm<false>(cb, y, (float *)x, NULL, w, n, dim, eps);
+	/* A decode step normalizes one row: 1024 threads, so that each makes
+	 * few loads one after the other. */
+	if (n > GEMV_MAX_N || dim % 32) {
+		cu_launch(cb, "rmsnorm", rmsnorm_kernel, n, RMS_THREADS, y, x, w, dim, eps);
+		return;
+	}
+	/* Decode-sized: y quantized as quant_x would, and the xq scratch marked
+	 * as holding it for the matmul that comes next (ops_matmul.cu). */
+	const size_t q_bytes = cu_xq_bytes(n, dim);
+	const size_t n_parts = (size_t)n * (size_t)(dim / 32);
+
+	cb->xq_x = NULL;
+	if (!cu_scratch(cb, &cb->xq, &cb->xq_cap, q_bytes + n_parts * sizeof(float4), "rmsnorm") ||
+	    !cu_launch(cb, "rmsnorm", rmsnorm_q8_kernel, n, RMS_THREADS, y, x, w, dim, eps,
+		       (int8_t *)cb->xq, (float4 *)((uint8_t *)cb->xq + q_bytes)))
+		return;
+	cb->xq_x = y;
+	cb->xq_n = n;
+	cb->xq_cols = dim;
+	cb->xq_seq = cb->op_seq;
 }
 
 /* ---- add_bias, add, swiglu -------------------------------------------- */
@@ -137,32 +129,13 @@ static __global__ void add_kernel(float *y, const float *x, size_t count)
 		y[k] += x[k];
 }
 
-/* y += x, queued: when the next op is an rmsnorm of y (the residual add
- * before a norm, twice a layer) it runs inside that norm's kernel; any
- * other op launches it first (cu_enter, cu_flush). */
 void cu_op_add(struct exl_backend *be, float *y, const float *x, size_t count)
 {
 	struct cuda_backend *cb = cuda_of(be);
 
 	if (!cu_enter(cb) || !count)
 		return;
-	cb->pend_add.y = y;
-	cb->pend_add.x = x;
-	cb->pend_add.count = count;
-	cb->pend_add.on = true;
-}
-
-void cu_pending_launch(struct cuda_backend *cb)
-{
-	struct cuda_pending_add *pa = &cb->pend_add;
-
-	if (!pa->on)
-		return;
-	/* cleared first: the launch may flush, which comes back here */
-	pa->on = false;
-	if (!cb->failed)
-		cu_launch(cb, "add", add_kernel, cu_grid(pa->count, EW_THREADS), EW_THREADS, pa->y,
-			  pa->x, pa->count);
+	cu_launch(cb, "add", add_kernel, cu_grid(count, EW_THREADS), EW_THREADS, y, x, count);
 }
 
 static __global__ void swiglu_kernel(float *g, const float *u, size_t count)
