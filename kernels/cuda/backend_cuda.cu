@@ -632,7 +632,8 @@ static int op_copy_in(struct exl_backend *be, void *dst, const void *src_host, s
 	if (!bytes)
 		return 0;
 	if (bytes > ARENA_COPY_MAX) {
-		if (!cu_flush(cb) || !cu_ok(cb, cudaMemcpyAsync(dst, src_host, bytes, cudaMemcpyHostToDevice,
+		if (!cu_flush(cb) ||
+		    !cu_ok(cb, cudaMemcpyAsync(dst, src_host, bytes, cudaMemcpyHostToDevice,
 					       cb->stream), "copy_in") ||
 		    !cu_ok(cb, cudaStreamSynchronize(cb->stream), "copy_in"))
 			return -1;
