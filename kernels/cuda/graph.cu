@@ -269,7 +269,17 @@ bool cu_flush(struct cuda_backend *cb)
 		}
 		rec->n_replayed++;
 	}
-	return cu_ok(cb, cudaGraphLaunch(e->exec, cb->stream), "graph launch");
+	err = cudaGraphLaunch(e->exec, cb->stream);
+	if (err == cudaSuccess)
+		return true;
+	/* As when a build fails: on without graphs.  An error that broke the
+	 * context fails the eager launches too, and so the pass. */
+	cudaGetLastError();
+	if (!entry_drop(cb, e))
+		return false;
+	rec->on = false;
+	rec->n_eager++;
+	return run_eager(cb, rec->nodes, n);
 }
 
 void cu_rec_idle(struct cuda_backend *cb)

@@ -267,8 +267,9 @@ static void test_eviction(void)
 	backend_free(cb);
 }
 
-/* A graph that cannot be built: graphs off from then on, nothing lost.  A
- * patch that fails: that chunk runs eagerly, and is built again later. */
+/* A graph that cannot be built or launched: graphs off from then on,
+ * nothing lost.  A patch that fails: that chunk runs eagerly, and is built
+ * again later. */
 static void test_failures(void)
 {
 	struct cuda_backend *cb = backend(true);
@@ -291,6 +292,19 @@ static void test_failures(void)
 	pattern_pass(cb, 100, 0);
 	check_trace("a failed build");
 	CHECK(!cb->failed && !cb->rec.on, "a failed build: failed %d, graphs %d", cb->failed,
+	      cb->rec.on);
+	backend_free(cb);
+
+	/* A graph launch that fails: its chunk runs eagerly, graphs off. */
+	cb = backend(true);
+	mock_reset();
+	pattern_pass(cb, 100, 0);
+	pattern_pass(cb, 100, 0);
+	mock_fail_launch = 1;
+	pattern_pass(cb, 100, 1);
+	pattern_pass(cb, 100, 2);
+	check_trace("a failed graph launch");
+	CHECK(!cb->failed && !cb->rec.on, "a failed launch: failed %d, graphs %d", cb->failed,
 	      cb->rec.on);
 	backend_free(cb);
 

@@ -37,7 +37,7 @@ struct CUgraphExec_st {
 struct mock_event mock_trace[MOCK_TRACE_MAX];
 int mock_n;
 struct mock_counts mock_counts;
-int mock_fail_instantiate, mock_fail_set_params;
+int mock_fail_instantiate, mock_fail_set_params, mock_fail_launch;
 
 /* the instances launched since the last synchronization */
 static struct CUgraphExec_st *running[4096];
@@ -72,6 +72,7 @@ void mock_reset(void)
 	memset(&mock_counts, 0, sizeof(mock_counts));
 	mock_fail_instantiate = 0;
 	mock_fail_set_params = 0;
+	mock_fail_launch = 0;
 	n_running = 0;
 }
 
@@ -188,6 +189,10 @@ cudaError_t cudaGraphExecKernelNodeSetParams(cudaGraphExec_t hGraphExec, cudaGra
 cudaError_t cudaGraphLaunch(cudaGraphExec_t graphExec, cudaStream_t stream)
 {
 	(void)stream;
+	if (mock_fail_launch) {
+		mock_fail_launch = 0;
+		return cudaErrorLaunchOutOfResources;
+	}
 	mock_counts.graph_launches++;
 	for (int i = 0; i < graphExec->n; i++)
 		trace(MOCK_KERNEL, graphExec->nodes[i].fn, graphExec->nodes[i].grid,

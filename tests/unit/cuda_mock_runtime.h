@@ -42,9 +42,9 @@ struct mock_counts {
 };
 
 extern struct mock_counts mock_counts;
-/* Make the next cudaGraphInstantiate / cudaGraphExecKernelNodeSetParams
- * fail (once each). */
-extern int mock_fail_instantiate, mock_fail_set_params;
+/* Make the next cudaGraphInstantiate / cudaGraphExecKernelNodeSetParams /
+ * cudaGraphLaunch fail (once each). */
+extern int mock_fail_instantiate, mock_fail_set_params, mock_fail_launch;
 
 void mock_reset(void);
 
