@@ -15,11 +15,11 @@
 
 /* ---- rmsnorm ---------------------------------------------------------- */
 
-static __global__ void rmsnorm_kernel(float *y, const float *x, const float *w, int dim,
-				      float eps)
+/* 1 / rms of this block's row of x (row: its first element), every thread
+ * of the block getting it. */
+static __device__ __forceinline__ float row_rms_inv(const float *x, size_t row, int dim,
+						    float eps, float *sh)
 {
-	__shared__ float sh[32];
-	const size_t row = (size_t)blockIdx.x * (size_t)dim;
 	float ss = 0.0f;
 
 	for (int i = threadIdx.x; i < dim; i += blockDim.x) {
@@ -28,7 +28,16 @@ static __global__ void rmsnorm_kernel(float *y, const float *x, const float *w, 
 		ss += v * v;
 	}
 	ss = block_sum(ss, sh);
-	const float inv = exl_rms_inv(ss, dim, eps);
+	return exl_rms_inv(ss, dim, eps);
+}
+
+static __global__ void rmsnorm_kernel(float *y, const float *x, const float *w, int dim,
+				      float eps)
+{
+	__shared__ float sh[32];
+	const size_t row = (size_t)blockIdx.x * (size_t)dim;
+	const float inv = row_rms_inv(x, row, dim, eps, sh);
+
 	/* Each thread rewrites only what it read: y may be x. */
 	for (int i = threadIdx.x; i < dim; i += blockDim.x)
 		y[row + i] = x[row + i] * inv * w[i];
@@ -43,15 +52,8 @@ static __global__ void rmsnorm_q8_kernel(float *y, const float *x, const float *
 {
 	__shared__ float sh[32];
 	const size_t row = (size_t)blockIdx.x * (size_t)dim;
-	float ss = 0.0f;
+	const float inv = row_rms_inv(x, row, dim, eps, sh);
 
-	for (int i = threadIdx.x; i < dim; i += blockDim.x) {
-		float v = x[row + i];
-
-		ss += v * v;
-	}
-	ss = block_sum(ss, sh);
-	const float inv = exl_rms_inv(ss, dim, eps);
 	for (int i = threadIdx.x; i < dim; i += blockDim.x) {
 		const float v = x[row + i] * inv * w[i];
 
