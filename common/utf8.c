@@ -111,3 +111,14 @@ size_t exl_utf8_bad_at(const char *s, size_t n)
 	}
 	return n;
 }
+
+void exl_utf8_scrub(char *s)
+{
+	size_t n = strlen(s), i = 0;
+
+	while (i < n) {
+		i += exl_utf8_bad_at(s + i, n - i);
+		if (i < n)
+			s[i++] = '?';
+	}
+}

@@ -22,4 +22,9 @@ int exl_utf8_encode(uint32_t cp, uint8_t *out);
  * character, or n when all of it is valid. */
 size_t exl_utf8_bad_at(const char *s, size_t n);
 
+/* Replaces each byte of the NUL-terminated s that starts no valid
+ * character with '?': a message that quotes input cut at a byte count, or
+ * that a buffer cut short, stays valid UTF-8. */
+void exl_utf8_scrub(char *s);
+
 #endif

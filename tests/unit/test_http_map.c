@@ -10,6 +10,7 @@
 
 #include "common/chat_template.h"
 #include "common/json_parse.h"
+#include "common/utf8.h"
 #include "daemon/server/http/http_map.h"
 #include "daemon/server/http/json_out.h"
 #include "daemon/server/wire/config.h"
@@ -193,6 +194,15 @@ static void test_chat_and_ollama(void)
 		      s->n_stop_strings == 1, "options");
 		CHECK(s->json_schema && !strcmp(s->json_schema, "{\"type\":\"object\"}"), "format");
 	}
+	unmap(&m);
+
+	/* A refusal quotes the name cut at 64 bytes, here inside a "\u00e9"
+	 * (fuzz_http, libFuzzer): the message stays UTF-8. */
+	map(&m, EXL_HTTP_OLLAMA_GENERATE, "{\"model\": \"_______________________________"
+	    "________________________________\u00e9x\", \"prompt\": \"Hi\"}");
+	CHECK(m.rc == -1 && strstr(m.e.msg, "is not a model name") &&
+	      exl_utf8_bad_at(m.e.msg, strlen(m.e.msg)) == strlen(m.e.msg) &&
+	      strstr(m.e.msg, "____?' is not"), "a name cut inside a character: %s", m.e.msg);
 	unmap(&m);
 
 	map(&m, EXL_HTTP_OLLAMA_GENERATE, "{\"prompt\": \"raw text\", \"raw\": true, "

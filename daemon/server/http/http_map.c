@@ -8,6 +8,7 @@
 
 #include "common/gen_ranges.h"
 #include "common/json_parse.h"
+#include "common/utf8.h"
 #include "daemon/server/http/http_map.h"
 #include "daemon/server/http/json_out.h"
 #include "daemon/server/wire/config.h"
@@ -34,6 +35,10 @@ static int fail(struct mctx *m, const char *key, const char *fmt, ...)
 		snprintf(m->e->msg, sizeof(m->e->msg), "%s%s: %s", m->prefix, key, msg);
 	else
 		snprintf(m->e->msg, sizeof(m->e->msg), "%s", msg);
+	/* The messages quote the request's strings cut at a byte count, which
+	 * can fall inside a character; the client gets them in JSON. */
+	exl_utf8_scrub(m->e->param);
+	exl_utf8_scrub(m->e->msg);
 	return -1;
 }
 

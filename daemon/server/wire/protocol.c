@@ -75,6 +75,9 @@ static int fail(struct dec *d, const char *key, const char *fmt, ...)
 		snprintf(d->err, d->errlen, "%s: %s: %s", d->op, key, msg);
 	else
 		snprintf(d->err, d->errlen, "%s: %s", d->op, msg);
+	/* quoted request strings are cut at byte counts (http_map.c's fail) */
+	if (d->errlen)
+		exl_utf8_scrub(d->err);
 	return -1;
 }
 
