@@ -267,9 +267,27 @@ static void test_eviction(void)
 	backend_free(cb);
 }
 
-/* A graph that cannot be built or launched: graphs off from then on,
- * nothing lost.  A patch that fails: that chunk runs eagerly, and is built
- * again later. */
+/* *fail set after `before` passes (1: the next pass builds; 2: it replays):
+ * that chunk runs eagerly and the backend goes on without graphs, nothing
+ * lost. */
+static void graphs_off_after(int *fail, int before, const char *name)
+{
+	struct cuda_backend *cb = backend(true);
+
+	mock_reset();
+	for (int p = 0; p < before; p++)
+		pattern_pass(cb, 100, 0);
+	*fail = 1;
+	pattern_pass(cb, 100, 1);
+	pattern_pass(cb, 100, 2);
+	check_trace(name);
+	CHECK(!cb->failed && !cb->rec.on, "%s: failed %d, graphs %d", name, cb->failed,
+	      cb->rec.on);
+	backend_free(cb);
+}
+
+/* A graph that cannot be built or launched: graphs off from then on.  A
+ * patch that fails: that chunk runs eagerly, and is built again later. */
 static void test_failures(void)
 {
 	struct cuda_backend *cb = backend(true);
@@ -284,29 +302,8 @@ static void test_failures(void)
 	CHECK(!cb->failed && cb->rec.on, "a failed patch failed the backend or graphs");
 	backend_free(cb);
 
-	cb = backend(true);
-	mock_reset();
-	pattern_pass(cb, 100, 0);
-	mock_fail_instantiate = 1;
-	pattern_pass(cb, 100, 0);
-	pattern_pass(cb, 100, 0);
-	check_trace("a failed build");
-	CHECK(!cb->failed && !cb->rec.on, "a failed build: failed %d, graphs %d", cb->failed,
-	      cb->rec.on);
-	backend_free(cb);
-
-	/* A graph launch that fails: its chunk runs eagerly, graphs off. */
-	cb = backend(true);
-	mock_reset();
-	pattern_pass(cb, 100, 0);
-	pattern_pass(cb, 100, 0);
-	mock_fail_launch = 1;
-	pattern_pass(cb, 100, 1);
-	pattern_pass(cb, 100, 2);
-	check_trace("a failed graph launch");
-	CHECK(!cb->failed && !cb->rec.on, "a failed launch: failed %d, graphs %d", cb->failed,
-	      cb->rec.on);
-	backend_free(cb);
+	graphs_off_after(&mock_fail_instantiate, 1, "a failed build");
+	graphs_off_after(&mock_fail_launch, 2, "a failed graph launch");
 
 	/* A failed backend drops what it recorded: the pass reports the error. */
 	cb = backend(true);
