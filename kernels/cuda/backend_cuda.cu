@@ -96,11 +96,6 @@ bool cu_blas_ok(struct cuda_backend *cb, cublasStatus_t s, const char *what)
 	return false;
 }
 
-bool cu_launched(struct cuda_backend *cb, const char *what)
-{
-	return cu_ok(cb, cudaGetLastError(), what);
-}
-
 bool cu_enter(struct cuda_backend *cb)
 {
 	if (cb->failed)

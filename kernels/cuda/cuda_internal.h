@@ -84,13 +84,13 @@ struct cuda_rope_table {
 	unsigned last_use;
 };
 
-/* Kernel launches and host-to-device copies of a pass are recorded, not
- * queued one by one, and go to the stream a chunk at a time as a CUDA graph
- * (graph.cu): a decode step is hundreds of small kernels, and launching each
- * on its own costs the host more than the GPU spends running it.  A chunk
- * seen before with the same kernels and shapes replays its instantiated
- * graph, with the arguments that changed (pointers, lengths) patched in.
- * Copies are not recorded (graph.cu). */
+/* The kernel launches of a pass are recorded, not queued one by one, and
+ * go to the stream a chunk at a time as a CUDA graph (graph.cu): a decode
+ * step is hundreds of small kernels, and launching each on its own costs
+ * the host more than the GPU spends running it.  A chunk seen before with
+ * the same kernels and shapes replays its instantiated graph, with the
+ * arguments that changed (pointers, lengths) patched in.  Copies are not
+ * recorded (graph.cu says why). */
 #define CU_MAX_ARGS 20
 #define CU_ARG_BYTES 192
 #define CU_CHUNK_FIRST 16  /* nodes in a pass's first chunk: the GPU starts soon */
@@ -191,8 +191,6 @@ void cu_fail(struct cuda_backend *cb, const char *fmt, ...)
 /* false (and the backend failed) when e is an error. */
 bool cu_ok(struct cuda_backend *cb, cudaError_t e, const char *what);
 bool cu_blas_ok(struct cuda_backend *cb, cublasStatus_t s, const char *what);
-/* After a kernel launch: false when the launch failed. */
-bool cu_launched(struct cuda_backend *cb, const char *what);
 /* Start of every op: false when the backend has failed already; makes the
  * backend's device current on the calling thread. */
 bool cu_enter(struct cuda_backend *cb);
