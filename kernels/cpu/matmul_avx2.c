@@ -570,18 +570,42 @@ EXL_INLINE __m256i u4_dot2(__m256i l, __m256i xl, __m256i h, __m256i xh)
 #endif
 }
 
+/* Decode's prefetch of the repacked 4-bit types (Q4_0, IQ4_NL) in the avx2
+ * set: every line of blocks b..b+7 of the group at p (sb bytes a block),
+ * PF blocks ahead of the block being read.  The hardware prefetchers
+ * follow the group's stream, but a 4-bit block costs the AVX2 set (no
+ * VNNI) enough operations that, waiting on them, they do not keep the
+ * memory busy: on a Zen 3 (2 threads, bench_matmul --model --types q4_0
+ * --n 1, 4 alternating rounds) none 21.0-21.9 tok/s, 8 blocks ahead
+ * 22.3-25.6, 16 ahead 23.2-25.3, 24 ahead 20.0-26.4.  Every line, not a
+ * share: one line in two read 13-16 tok/s, and on the Zen 4 (avx512vnni)
+ * one to three lines a block 8 KiB ahead read 28.8-36.3 against none's
+ * 44.9, so the VNNI sets and the 8-bit types (Q8_0 and Q4_K read slower
+ * with it, 10.5-11.7 against 12.6-14.8 tok/s) take none. */
+#ifdef EXL_MM_VNNI
+#define R8_PF_Q4 0
+#else
+#define R8_PF_Q4 16
+#endif
+
+EXL_INLINE void r8_prefetch(const uint8_t *p, size_t sb, int64_t b)
+{
+	const size_t o1 = sb * (size_t)(b + 8);
+
+	for (size_t o = (sb * (size_t)b) & ~(size_t)63; o < o1; o += 64)
+		_mm_prefetch((const char *)p + o, _MM_HINT_T0);
+}
+
 /* The kernel of a type repacked into groups of 8 rows (repack.h):
  * T##_r8_step(m, p, a, nc, b, acc, t, full) takes block (or super-block) b
  * of the group at p for nc vectors into accumulator t = b mod 8 (full: b
  * in a whole group of 8 blocks of the row), ROWS8 the batched calls.
- * Decode (n <= 4) keeps the accumulators in registers and takes no
- * software prefetch: a group is one stream the hardware prefetchers follow,
- * and T0 prefetches on top of it read slower (Q4_0, bench_matmul --model
- * --n 1, 5 alternating runs: none 44.9 tok/s, one to three lines a block
- * 8 KiB ahead 28.8-36.3).  The 8 steps of a group of blocks are written
- * out: as a loop over t, gcc 12 -O3 turned them inside out, walking the
- * blocks 8 apart (half the decode speed). */
-#define DEFINE_R8_MM(T, QK, ROWS8)                                                                 \
+ * Decode (n <= 4) keeps the accumulators in registers.  PF is how many
+ * blocks ahead decode prefetches every line of the group (0: none); see
+ * R8_PF_Q4 for the types and sets that take it.  The 8 steps of a group of
+ * blocks are written out: as a loop over t, gcc 12 -O3 turned them inside
+ * out, walking the blocks 8 apart (half the decode speed). */
+#define DEFINE_R8_MM(T, QK, ROWS8, PF)                                                             \
 	EXL_INLINE void T##_r8_dots_n(const struct exl_mm_ctx *m, int64_t r, int nr, int c0, const int nc) \
 	{                                                                                          \
 		const uint8_t *p = exl_row(m, r);                                                  \
@@ -594,6 +618,8 @@ EXL_INLINE __m256i u4_dot2(__m256i l, __m256i xl, __m256i h, __m256i xh)
 			a[j] = m->act + (size_t)(c0 + j) * m->act_stride;                          \
 		rows8_acc_zero(acc, nc);                                                           \
 		for (; b + 8 <= nb; b += 8) {                                                      \
+			if (PF)                                                                    \
+				r8_prefetch(p, 8 * m->row_bytes / (size_t)nb, b + (PF));            \
 			T##_r8_step(m, p, a, nc, b, acc, 0, true);                                 \
 			T##_r8_step(m, p, a, nc, b + 1, acc, 1, true);                             \
 			T##_r8_step(m, p, a, nc, b + 2, acc, 2, true);                             \
@@ -718,7 +744,7 @@ static void q8_0_r8_rows8(const struct exl_mm_ctx *m, int64_t r, int nr, int c0,
 	q8_0_rows8_from(m, r, nr, c0, c1, true);
 }
 
-DEFINE_R8_MM(q8_0, 32, q8_0_r8_rows8)
+DEFINE_R8_MM(q8_0, 32, q8_0_r8_rows8, 0)
 
 /* The float step of one group: lanes 0..k-1 of acc take fma(p, sc, acc),
  * lanes k..7 stay. */
@@ -1070,7 +1096,7 @@ static void q4_0_r8_rows8(const struct exl_mm_ctx *m, int64_t r, int nr, int c0,
 	q4_0_rows8_from(m, r, nr, c0, c1, true);
 }
 
-DEFINE_R8_MM(q4_0, 32, q4_0_r8_rows8)
+DEFINE_R8_MM(q4_0, 32, q4_0_r8_rows8, R8_PF_Q4)
 
 /* The start of a group of k blocks from b of a row of 18-byte blocks
  * (Q4_0, IQ4_NL): the prefetch pf on, and rb[t] = block b + t (block b for
@@ -1556,7 +1582,7 @@ static void iq4_nl_r8_rows8(const struct exl_mm_ctx *m, int64_t r, int nr, int c
 	iq4_nl_rows8_from(m, r, nr, c0, c1, true);
 }
 
-DEFINE_R8_MM(iq4_nl, 32, iq4_nl_r8_rows8)
+DEFINE_R8_MM(iq4_nl, 32, iq4_nl_r8_rows8, R8_PF_Q4)
 
 /* q8_0_group8 for IQ4_NL. */
 EXL_INLINE void iq4_nl_group8(const block_iq4_nl *w, int64_t b, int k, const uint8_t *const *a,
@@ -2003,7 +2029,7 @@ EXL_INLINE void q4_K_r8_step(const struct exl_mm_ctx *m, const uint8_t *p, const
 		acc[j][t] = q4_K_r8_fstep(q, a[j], m->cols, b, is[j], ms[j], acc[j][t]);
 }
 
-DEFINE_R8_MM(q4_K, 256, q4_K_r8_rows8)
+DEFINE_R8_MM(q4_K, 256, q4_K_r8_rows8, 0)
 
 /* ---- Q5_K: Q4_K's steps with a fifth bit ----
  *
