@@ -581,7 +581,7 @@ EXL_INLINE __m256i u4_dot2(__m256i l, __m256i xl, __m256i h, __m256i xh)
  * share: one line in two read 13-16 tok/s, and on the Zen 4 (avx512vnni)
  * one to three lines a block 8 KiB ahead read 28.8-36.3 against none's
  * 44.9, so the VNNI sets and the 8-bit types (Q8_0 and Q4_K read slower
- * with it, 10.5-11.7 against 12.6-14.8 tok/s) take none. */
+ * with it, 10.5-11.8 against 12.6-14.8 tok/s) take none. */
 #ifdef EXL_MM_VNNI
 #define R8_PF_Q4 0
 #else
