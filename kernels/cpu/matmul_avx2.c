@@ -570,39 +570,55 @@ EXL_INLINE __m256i u4_dot2(__m256i l, __m256i xl, __m256i h, __m256i xh)
 #endif
 }
 
-/* Decode's prefetch of the repacked 4-bit types (Q4_0, IQ4_NL) in the avx2
- * set: every line of blocks b..b+7 of the group at p (sb bytes a block),
- * PF blocks ahead of the block being read.  The hardware prefetchers
- * follow the group's stream, but a 4-bit block costs the AVX2 set (no
- * VNNI) enough operations that, waiting on them, they do not keep the
- * memory busy: on a Zen 3 (2 threads, bench_matmul --model --types q4_0
- * --n 1, 4 alternating rounds) none 21.0-21.9 tok/s, 8 blocks ahead
- * 22.3-25.6, 16 ahead 23.2-25.3, 24 ahead 20.0-26.4.  Every line, not a
- * share: one line in two read 13-16 tok/s, and on the Zen 4 (avx512vnni)
- * one to three lines a block 8 KiB ahead read 28.8-36.3 against none's
- * 44.9, so the VNNI sets and the 8-bit types (Q8_0 and Q4_K read slower
- * with it, 10.5-11.8 against 12.6-14.8 tok/s) take none. */
+/* Decode's prefetch of the repacked 4-bit types in the avx2 set: before
+ * each block (super-block for Q4_K) of a group, every line of the block PF
+ * on.  The hardware prefetchers follow the group's stream, but a 4-bit
+ * block costs the set (no VNNI) enough operations that, waiting on them,
+ * the stream falls behind the memory: compute and memory times added up
+ * (Zen 3, 2 threads: Q4_0 35 GB/s from cache, 18 from memory, 11.9 in
+ * decode, 1 / (1/35 + 1/18) = 11.9).  bench_matmul --model --n 1, 2
+ * threads, medians of 4-5 alternating rounds on the Zen 3: Q4_0 none
+ * 21.5, every line of 8 blocks at once, 16 ahead, 23.5, a block's lines
+ * before each block, 16 ahead, 25.6 tok/s (32 ahead 24.7); IQ4_NL the
+ * same; Q4_K none 22.0-23.0, 4 super-blocks ahead 24.7-25.4 (8: 24.2), all
+ * of 8 super-blocks at once slower than none.  Not a share of the lines:
+ * one line in two read 13-16 tok/s.  Q8_0 gains nothing (12.3 none, 12.5
+ * and 12.6 at 16 and 32 blocks), and the VNNI sets take none: on the Zen
+ * 4 (avx512vnni) one to three lines a block 8 KiB ahead read 28.8-36.3
+ * against none's 44.9 tok/s. */
 #ifdef EXL_MM_VNNI
 #define R8_PF_Q4 0
+#define R8_PF_Q4_K 0
 #else
 #define R8_PF_Q4 16
+#define R8_PF_Q4_K 4
 #endif
 
+/* Every line of block b of the group at p, sb bytes a block. */
 EXL_INLINE void r8_prefetch(const uint8_t *p, size_t sb, int64_t b)
 {
-	const size_t o1 = sb * (size_t)(b + 8);
+	const size_t o1 = sb * (size_t)(b + 1);
 
 	for (size_t o = (sb * (size_t)b) & ~(size_t)63; o < o1; o += 64)
 		_mm_prefetch((const char *)p + o, _MM_HINT_T0);
 }
 
+/* Step t of a group of 8 blocks from b in T##_r8_dots_n, block b + t + PF
+ * asked for first. */
+#define R8_STEP(T, PF, t)                                                        \
+	do {                                                                     \
+		if (PF)                                                          \
+			r8_prefetch(p, sb, b + (t) + (PF));                      \
+		T##_r8_step(m, p, a, nc, b + (t), acc, (t), true);               \
+	} while (0)
+
 /* The kernel of a type repacked into groups of 8 rows (repack.h):
  * T##_r8_step(m, p, a, nc, b, acc, t, full) takes block (or super-block) b
  * of the group at p for nc vectors into accumulator t = b mod 8 (full: b
  * in a whole group of 8 blocks of the row), ROWS8 the batched calls.
- * Decode (n <= 4) keeps the accumulators in registers.  PF is how many
- * blocks ahead decode prefetches every line of the group (0: none); see
- * R8_PF_Q4 for the types and sets that take it.  The 8 steps of a group of
+ * Decode (n <= 4) keeps the accumulators in registers and, PF > 0, asks
+ * for each block's lines PF blocks ahead (R8_PF_Q4 says which types and
+ * sets).  The 8 steps of a group of
  * blocks are written out: as a loop over t, gcc 12 -O3 turned them inside
  * out, walking the blocks 8 apart (half the decode speed). */
 #define DEFINE_R8_MM(T, QK, ROWS8, PF)                                                             \
@@ -610,6 +626,7 @@ EXL_INLINE void r8_prefetch(const uint8_t *p, size_t sb, int64_t b)
 	{                                                                                          \
 		const uint8_t *p = exl_row(m, r);                                                  \
 		const int64_t nb = m->cols / (QK);                                                 \
+		const size_t sb = 8 * m->row_bytes / (size_t)nb; /* a block of the group */       \
 		const uint8_t *a[4];                                                               \
 		__m256 acc[4][8];                                                                  \
 		int64_t b = 0;                                                                     \
@@ -618,16 +635,14 @@ EXL_INLINE void r8_prefetch(const uint8_t *p, size_t sb, int64_t b)
 			a[j] = m->act + (size_t)(c0 + j) * m->act_stride;                          \
 		rows8_acc_zero(acc, nc);                                                           \
 		for (; b + 8 <= nb; b += 8) {                                                      \
-			if (PF)                                                                    \
-				r8_prefetch(p, 8 * m->row_bytes / (size_t)nb, b + (PF));            \
-			T##_r8_step(m, p, a, nc, b, acc, 0, true);                                 \
-			T##_r8_step(m, p, a, nc, b + 1, acc, 1, true);                             \
-			T##_r8_step(m, p, a, nc, b + 2, acc, 2, true);                             \
-			T##_r8_step(m, p, a, nc, b + 3, acc, 3, true);                             \
-			T##_r8_step(m, p, a, nc, b + 4, acc, 4, true);                             \
-			T##_r8_step(m, p, a, nc, b + 5, acc, 5, true);                             \
-			T##_r8_step(m, p, a, nc, b + 6, acc, 6, true);                             \
-			T##_r8_step(m, p, a, nc, b + 7, acc, 7, true);                             \
+			R8_STEP(T, PF, 0);                                                         \
+			R8_STEP(T, PF, 1);                                                         \
+			R8_STEP(T, PF, 2);                                                         \
+			R8_STEP(T, PF, 3);                                                         \
+			R8_STEP(T, PF, 4);                                                         \
+			R8_STEP(T, PF, 5);                                                         \
+			R8_STEP(T, PF, 6);                                                         \
+			R8_STEP(T, PF, 7);                                                         \
 		}                                                                                  \
 		for (; b < nb; b++)                                                                \
 			T##_r8_step(m, p, a, nc, b, acc, (int)(b & 7), false);                     \
@@ -2029,7 +2044,7 @@ EXL_INLINE void q4_K_r8_step(const struct exl_mm_ctx *m, const uint8_t *p, const
 		acc[j][t] = q4_K_r8_fstep(q, a[j], m->cols, b, is[j], ms[j], acc[j][t]);
 }
 
-DEFINE_R8_MM(q4_K, 256, q4_K_r8_rows8, 0)
+DEFINE_R8_MM(q4_K, 256, q4_K_r8_rows8, R8_PF_Q4_K)
 
 /* ---- Q5_K: Q4_K's steps with a fifth bit ----
  *
