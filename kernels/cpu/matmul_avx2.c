@@ -580,7 +580,7 @@ EXL_INLINE __m256i u4_dot2(__m256i l, __m256i xl, __m256i h, __m256i xh)
  * threads, medians of 4-5 alternating rounds on the Zen 3: Q4_0 none
  * 21.5, every line of 8 blocks at once, 16 ahead, 23.5, a block's lines
  * before each block, 16 ahead, 25.6 tok/s (32 ahead 24.7); IQ4_NL the
- * same; Q4_K none 22.0-23.0, 4 super-blocks ahead 24.7-25.4 (8: 24.2), all
+ * same; Q4_K none 22.0-23.0, 4 super-blocks ahead 24.7-26.3 (8: 24.2), all
  * of 8 super-blocks at once slower than none.  Not a share of the lines:
  * one line in two read 13-16 tok/s.  Q8_0 gains nothing (12.3 none, 12.5
  * and 12.6 at 16 and 32 blocks), and the VNNI sets take none: on the Zen
@@ -618,9 +618,9 @@ EXL_INLINE void r8_prefetch(const uint8_t *p, size_t sb, int64_t b)
  * in a whole group of 8 blocks of the row), ROWS8 the batched calls.
  * Decode (n <= 4) keeps the accumulators in registers and, PF > 0, asks
  * for each block's lines PF blocks ahead (R8_PF_Q4 says which types and
- * sets).  The 8 steps of a group of
- * blocks are written out: as a loop over t, gcc 12 -O3 turned them inside
- * out, walking the blocks 8 apart (half the decode speed). */
+ * sets).  The 8 steps of a group of blocks are written out: as a loop over
+ * t, gcc 12 -O3 turned them inside out, walking the blocks 8 apart (half
+ * the decode speed). */
 #define DEFINE_R8_MM(T, QK, ROWS8, PF)                                                             \
 	EXL_INLINE void T##_r8_dots_n(const struct exl_mm_ctx *m, int64_t r, int nr, int c0, const int nc) \
 	{                                                                                          \
