@@ -230,8 +230,11 @@ static void f32_to_f16(uint16_t *y, const float *x, int n)
 /* ---- attention ------------------------------------------------------
  * G heads (1, 2, 4 or 8: compile-time constants after inlining) share each
  * converted K/V row.  With few heads, several positions (scores) or several
- * 8-float blocks (values) go at once, so there are always 4 or 8
- * independent FMA chains. */
+ * 8-float blocks (values) go at once, so there are always 8 independent
+ * FMA chains: with 4 (one head, as it was) each chain's latency bound the
+ * step (bench_attn_streams, 12 heads of 64, 16 streams, Zen 3: 8.1-10.3
+ * -> 9.4-11.3 GB/s from memory with the scores' stores below; the same
+ * bits). */
 
 /* The sums of cnt (1, 2, 4 or 8) vectors, in order, into r. */
 INLINE void reduce_n(const __m256 *a, int cnt, float *r)
@@ -252,7 +255,47 @@ INLINE void reduce_n(const __m256 *a, int cnt, float *r)
 	}
 }
 
-/* s[g][j0 + p] for P positions from j0 and G heads. */
+/* The 8 sums of a[0..8), in order, as one vector: reduce_n's tree. */
+INLINE __m256 reduce8(const __m256 *a)
+{
+	__m256 u0 = _mm256_hadd_ps(_mm256_hadd_ps(a[0], a[1]), _mm256_hadd_ps(a[2], a[3]));
+	__m256 u1 = _mm256_hadd_ps(_mm256_hadd_ps(a[4], a[5]), _mm256_hadd_ps(a[6], a[7]));
+
+	return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
+}
+
+/* s[g][j0 + p] = lane g * P + p of v (P = 8 / G), straight from the
+ * register: through a float array and back, the scalar loads of a vector
+ * just stored stalled on the store (a fifth of attn_chunk's time, Zen 3). */
+INLINE void store_scores(float *s, int j0, __m256 v, const int G)
+{
+	__m128 lo = _mm256_castps256_ps128(v), hi = _mm256_extractf128_ps(v, 1);
+
+	if (G == 1) {
+		_mm256_storeu_ps(s + j0, v);
+	} else if (G == 2) {
+		_mm_storeu_ps(s + j0, lo);
+		_mm_storeu_ps(s + EXL_ATTN_CHUNK + j0, hi);
+	} else if (G == 4) {
+		_mm_storel_pi((__m64 *)(void *)(s + j0), lo);
+		_mm_storeh_pi((__m64 *)(void *)(s + EXL_ATTN_CHUNK + j0), lo);
+		_mm_storel_pi((__m64 *)(void *)(s + 2 * EXL_ATTN_CHUNK + j0), hi);
+		_mm_storeh_pi((__m64 *)(void *)(s + 3 * EXL_ATTN_CHUNK + j0), hi);
+	} else {
+		for (int g = 0; g < 4; g++) {
+			_mm_store_ss(s + g * EXL_ATTN_CHUNK + j0, lo);
+			_mm_store_ss(s + (g + 4) * EXL_ATTN_CHUNK + j0, hi);
+			if (g < 3) {
+				/* the next lane down */
+				lo = _mm_castsi128_ps(_mm_srli_si128(_mm_castps_si128(lo), 4));
+				hi = _mm_castsi128_ps(_mm_srli_si128(_mm_castps_si128(hi), 4));
+			}
+		}
+	}
+}
+
+/* s[g][j0 + p] for P positions from j0 and G heads.  Each score is summed
+ * in one chain over d and reduced by reduce_n's tree, whatever P is. */
 INLINE void scores(const float *q, size_t hd, const uint16_t *const *k, int j0, float *s,
 		   float scale, const int G, const int P)
 {
@@ -263,7 +306,7 @@ INLINE void scores(const float *q, size_t hd, const uint16_t *const *k, int j0, 
 	for (int i = 0; i < P * G; i++)
 		a[i] = _mm256_setzero_ps();
 	for (; d + 8 <= hd; d += 8) {
-		__m256 kv[4];
+		__m256 kv[8];
 
 		for (int p = 0; p < P; p++)
 			kv[p] = load_f16(k[j0 + p] + d);
@@ -271,13 +314,25 @@ INLINE void scores(const float *q, size_t hd, const uint16_t *const *k, int j0, 
 			__m256 qv = _mm256_loadu_ps(q + (size_t)g * hd + d);
 
 			for (int p = 0; p < P; p++)
-				a[p * G + g] = _mm256_fmadd_ps(qv, kv[p], a[p * G + g]);
+				a[g * P + p] = _mm256_fmadd_ps(qv, kv[p], a[g * P + p]);
 		}
+	}
+	if (P * G == 8 && d == hd) {
+		store_scores(s, j0, _mm256_mul_ps(reduce8(a), _mm256_set1_ps(scale)), G);
+		return;
+	}
+	if (G == 1 && P == 4 && d == hd) {
+		/* reduce_n's 4 */
+		__m256 t = _mm256_hadd_ps(_mm256_hadd_ps(a[0], a[1]), _mm256_hadd_ps(a[2], a[3]));
+
+		_mm_storeu_ps(s + j0, _mm_mul_ps(_mm_add_ps(_mm256_castps256_ps128(t), _mm256_extractf128_ps(t, 1)),
+						 _mm_set1_ps(scale)));
+		return;
 	}
 	reduce_n(a, P * G, r);
 	for (int p = 0; p < P; p++) {
 		for (int g = 0; g < G; g++) {
-			float t = r[p * G + g];
+			float t = r[g * P + p];
 
 			for (size_t e = d; e < hd; e++)
 				t += q[(size_t)g * hd + e] * exl_fp16_to_fp32(k[j0 + p][e]);
@@ -304,7 +359,7 @@ INLINE void values(float *acc, size_t hd, const float *w, const float *corr,
 					_mm256_loadu_ps(acc + (size_t)g * hd + d + 8 * b), c);
 		}
 		for (int j = 0; j < n; j++) {
-			__m256 vv[4];
+			__m256 vv[8];
 
 			for (int b = 0; b < NB; b++)
 				vv[b] = load_f16(v[j] + d + 8 * b);
@@ -362,8 +417,8 @@ static float weights(float *s, int n, float m_new)
 INLINE void chunk(struct exl_attn_state *st, const uint16_t *const *k, const uint16_t *const *v,
 		  int n, int head_dim, float scale, const int G)
 {
-	const int P = G == 1 ? 4 : G >= 8 ? 1 : 8 / G;
-	const int NB = G >= 4 ? 1 : 4 / G;
+	const int P = G >= 8 ? 1 : 8 / G;
+	const int NB = G >= 8 ? 1 : 8 / G;
 	const size_t hd = (size_t)head_dim;
 	float corr[EXL_ATTN_MAX_GROUP];
 	size_t d = 0;
@@ -372,6 +427,11 @@ INLINE void chunk(struct exl_attn_state *st, const uint16_t *const *k, const uin
 	for (; j + P <= n; j += P) {
 		exl_attn_prefetch(k, v, j, P, n, hd);
 		scores(st->q, hd, k, j, st->s, scale, G, P);
+	}
+	if (G == 1 && j + 4 <= n) {
+		exl_attn_prefetch(k, v, j, 4, n, hd);
+		scores(st->q, hd, k, j, st->s, scale, G, 4);
+		j += 4;
 	}
 	for (; j < n; j++)
 		scores(st->q, hd, k, j, st->s, scale, G, 1);
