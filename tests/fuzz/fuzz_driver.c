@@ -41,6 +41,16 @@ void __sanitizer_set_death_callback(void (*callback)(void));
 static const char *prog = "fuzz_driver";
 static volatile uint64_t cur_exec = UINT64_MAX;
 static uint64_t run_seed;
+/* SIGINT or SIGTERM: end after the current execution and say how many ran,
+ * so that a long campaign stopped by hand (or by timeout(1)) still has its
+ * count. */
+static volatile sig_atomic_t stop_asked;
+
+static void on_stop(int sig)
+{
+	(void)sig;
+	stop_asked = 1;
+}
 
 /* Async-signal-safe: write(2) and a hand-made number. */
 static void put(const char *s)
@@ -440,18 +450,22 @@ int main(int argc, char **argv)
 	signal(SIGFPE, on_signal);
 	signal(SIGILL, on_signal);
 #endif
+	signal(SIGINT, on_stop);
+	signal(SIGTERM, on_stop);
 	struct timespec t0, t1;
+	uint64_t done = 0;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
-	for (uint64_t i = 0; i < execs; i++) {
-		make_input(&b, seed, i, seeds, n_seeds, dict, n_dict);
-		cur_exec = i;
+	for (; done < execs && !stop_asked; done++) {
+		make_input(&b, seed, done, seeds, n_seeds, dict, n_dict);
+		cur_exec = done;
 		run_exact(b.p, b.len);
 	}
 	cur_exec = UINT64_MAX;
 	clock_gettime(CLOCK_MONOTONIC, &t1);
-	printf("%s: %llu executions (%zu seeds, then mutations; seed %llu) in %.1f s\n", prog,
-	       (unsigned long long)execs, n_seeds, (unsigned long long)seed,
-	       (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9);
+	printf("%s: %llu executions (%zu seeds, then mutations; seed %llu) in %.1f s%s\n", prog,
+	       (unsigned long long)done, n_seeds, (unsigned long long)seed,
+	       (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9,
+	       done < execs ? ", stopped by a signal before the count asked for" : "");
 	free(b.p);
 	return 0;
 }
