@@ -19,7 +19,10 @@
 # ../shared/tools/peer/setup.sh, relative to the checkout).
 #
 # Prefill is one 128-token prompt (BOS + 127 words, one token each) in one
-# pass; decode is N_GEN - 1 single-token passes after it.  Both sides count
+# pass; decode is N_GEN - 1 single-token passes after it.  PROMPT_WORDS
+# (default 127) lengthens the prompt, for decode at a long context: e.g.
+# PROMPT_WORDS=1900 PEER_ARGS="--ctx 2048 --batch 2048" (llama.cpp takes
+# the prompt in one batch); "of ceil" then leaves out the KV cache's bytes.  Both sides count
 # the same way: prompt tokens / prompt pass time, and decode passes / their
 # time.  Output: the medians of each side and ours / peer.
 set -eu
@@ -33,6 +36,7 @@ types=${TYPES:-"q8_0 q4_0 f16"}
 threads=${THREADS:-2}
 n_gen=${N_GEN:-64}
 model_dir=${MODEL_DIR:-/tmp}
+words=${PROMPT_WORDS:-127}
 peer=${PEER:-/tmp/peer/peer-bench-native}
 peer_args=${PEER_ARGS:-}
 shape=${SHAPE:-tinyllama}
@@ -59,7 +63,7 @@ fi
 
 prompt=the
 i=1
-while [ $i -lt 127 ]; do prompt="$prompt the"; i=$((i + 1)); done
+while [ $i -lt "$words" ]; do prompt="$prompt the"; i=$((i + 1)); done
 
 tmp=$(mktemp -d /tmp/exld-bench-XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
@@ -121,7 +125,7 @@ for type in $types; do
 			{ cat "$tmp/err" >&2; exit 1; }
 		line=$(grep '^timing:' "$tmp/err")
 		pt=$(echo "$line" | sed -n 's/.*prompt_tokens=\([0-9]*\).*/\1/p')
-		[ "$pt" = 128 ] || { echo "prompt is $pt tokens, not 128" >&2; exit 1; }
+		[ "$pt" = $((words + 1)) ] || { echo "prompt is $pt tokens, not $((words + 1))" >&2; exit 1; }
 		echo "$line" | sed -n 's/.*prompt_tok_s=\([0-9.]*\).*/\1/p' >>"$tmp/ours_pp"
 		tg=$(echo "$line" | sed -n 's/.*gen_tok_s=\([0-9.]*\).*/\1/p')
 		echo "$tg" >>"$tmp/ours_tg"
