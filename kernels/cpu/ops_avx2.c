@@ -236,32 +236,35 @@ static void f32_to_f16(uint16_t *y, const float *x, int n)
  * -> 9.4-11.3 GB/s from memory with the scores' stores below; the same
  * bits). */
 
-/* The sums of cnt (1, 2, 4 or 8) vectors, in order, into r. */
-INLINE void reduce_n(const __m256 *a, int cnt, float *r)
-{
-	if (cnt == 8) {
-		__m256 u0 = _mm256_hadd_ps(_mm256_hadd_ps(a[0], a[1]), _mm256_hadd_ps(a[2], a[3]));
-		__m256 u1 = _mm256_hadd_ps(_mm256_hadd_ps(a[4], a[5]), _mm256_hadd_ps(a[6], a[7]));
-
-		_mm256_storeu_ps(r, _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20),
-						  _mm256_permute2f128_ps(u0, u1, 0x31)));
-	} else if (cnt == 4) {
-		__m256 t = _mm256_hadd_ps(_mm256_hadd_ps(a[0], a[1]), _mm256_hadd_ps(a[2], a[3]));
-
-		_mm_storeu_ps(r, _mm_add_ps(_mm256_castps256_ps128(t), _mm256_extractf128_ps(t, 1)));
-	} else {
-		for (int i = 0; i < cnt; i++)
-			r[i] = hsum(a[i]);
-	}
-}
-
-/* The 8 sums of a[0..8), in order, as one vector: reduce_n's tree. */
+/* The sums of a[0..8), in order, as one vector; each sum is the tree
+ * ((l0 + l1) + (l2 + l3)) + ((l4 + l5) + (l6 + l7)) of its lanes. */
 INLINE __m256 reduce8(const __m256 *a)
 {
 	__m256 u0 = _mm256_hadd_ps(_mm256_hadd_ps(a[0], a[1]), _mm256_hadd_ps(a[2], a[3]));
 	__m256 u1 = _mm256_hadd_ps(_mm256_hadd_ps(a[4], a[5]), _mm256_hadd_ps(a[6], a[7]));
 
 	return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
+}
+
+/* The same tree for a[0..4). */
+INLINE __m128 reduce4(const __m256 *a)
+{
+	__m256 t = _mm256_hadd_ps(_mm256_hadd_ps(a[0], a[1]), _mm256_hadd_ps(a[2], a[3]));
+
+	return _mm_add_ps(_mm256_castps256_ps128(t), _mm256_extractf128_ps(t, 1));
+}
+
+/* The sums of cnt (1, 2, 4 or 8) vectors, in order, into r. */
+INLINE void reduce_n(const __m256 *a, int cnt, float *r)
+{
+	if (cnt == 8) {
+		_mm256_storeu_ps(r, reduce8(a));
+	} else if (cnt == 4) {
+		_mm_storeu_ps(r, reduce4(a));
+	} else {
+		for (int i = 0; i < cnt; i++)
+			r[i] = hsum(a[i]);
+	}
 }
 
 /* s[g][j0 + p] = lane g * P + p of v (P = 8 / G), straight from the
@@ -322,11 +325,7 @@ INLINE void scores(const float *q, size_t hd, const uint16_t *const *k, int j0, 
 		return;
 	}
 	if (G == 1 && P == 4 && d == hd) {
-		/* reduce_n's 4 */
-		__m256 t = _mm256_hadd_ps(_mm256_hadd_ps(a[0], a[1]), _mm256_hadd_ps(a[2], a[3]));
-
-		_mm_storeu_ps(s + j0, _mm_mul_ps(_mm_add_ps(_mm256_castps256_ps128(t), _mm256_extractf128_ps(t, 1)),
-						 _mm_set1_ps(scale)));
+		_mm_storeu_ps(s + j0, _mm_mul_ps(reduce4(a), _mm_set1_ps(scale)));
 		return;
 	}
 	reduce_n(a, P * G, r);

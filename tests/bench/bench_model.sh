@@ -19,12 +19,12 @@
 # ../shared/tools/peer/setup.sh, relative to the checkout).
 #
 # Prefill is one 128-token prompt (BOS + 127 words, one token each) in one
-# pass; decode is N_GEN - 1 single-token passes after it.  PROMPT_WORDS
+# pass; decode is N_GEN - 1 single-token passes after it.  Both sides count
+# the same way: prompt tokens / prompt pass time, and decode passes / their
+# time.  Output: the medians of each side and ours / peer.  PROMPT_WORDS
 # (default 127) lengthens the prompt, for decode at a long context: e.g.
 # PROMPT_WORDS=1900 PEER_ARGS="--ctx 2048 --batch 2048" (llama.cpp takes
-# the prompt in one batch); "of ceil" then leaves out the KV cache's bytes.  Both sides count
-# the same way: prompt tokens / prompt pass time, and decode passes / their
-# time.  Output: the medians of each side and ours / peer.
+# the prompt in one batch); "of ceil" then leaves out the KV cache's bytes.
 set -eu
 build=${1:-build}
 src=$(cd "$(dirname "$0")/../.." && pwd)
