@@ -485,14 +485,19 @@ out:
 
 /* ---- drain ---- */
 
+/* SIGTERM while a streamed and a whole answer are being made: each client
+ * gets its answer's end, the shutdown error, before the daemon exits. */
 static int test_drain(void)
 {
 	struct daemon d;
 	struct target t = { .port = free_port() };
-	char addr[64], dir[512], head[512], conf[512];
-	int ret = 1, jobs = -1;
-	const char *body = "{\"prompt\": \"Once\", \"max_tokens\": 20000, \"ignore_eos\": true, "
-			   "\"stream\": true}";
+	char addr[64], dir[512], head[2][512], conf[512];
+	int ret = 1, jobs = -1, fd[2] = { -1, -1 };
+	char *all[2] = { NULL, NULL };
+	const char *body[2] = {
+		"{\"prompt\": \"Once\", \"max_tokens\": 20000, \"ignore_eos\": true, \"stream\": true}",
+		"{\"prompt\": \"Twice\", \"max_tokens\": 20000, \"ignore_eos\": true}",
+	};
 
 	snprintf(addr, sizeof(addr), "127.0.0.1:%d", t.port);
 	REQUIRE(h_prepare(&d) == 0 && make_long_model(&d, dir, sizeof(dir), conf, sizeof(conf)) == 0,
@@ -500,24 +505,36 @@ static int test_drain(void)
 	const char *extra[] = { "--http", addr, "--models", dir, "--load", "long", "--config", conf,
 				NULL };
 	REQUIRE(h_start(&d, NULL, extra) == 0, "daemon did not start");
-	int fd = dial(&t);
-	snprintf(head, sizeof(head), "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-		 "Content-Length: %zu\r\n\r\n%s", strlen(body), body);
-	REQUIRE(fd >= 0 && send_all(fd, head, strlen(head)) == 0, "send");
+	for (int i = 0; i < 2; i++) {
+		fd[i] = dial(&t);
+		snprintf(head[i], sizeof(head[i]), "POST /v1/completions HTTP/1.1\r\n"
+			 "Host: 127.0.0.1\r\nContent-Length: %zu\r\n\r\n%s", strlen(body[i]), body[i]);
+		REQUIRE(fd[i] >= 0 && send_all(fd[i], head[i], strlen(head[i])) == 0, "send %d", i);
+	}
 	long end = now_ms() + 10000;
-	while (now_ms() < end && (daemon_status(&d, &jobs, NULL, NULL) || jobs != 1))
+	while (now_ms() < end && (daemon_status(&d, &jobs, NULL, NULL) || jobs != 2))
 		usleep(10000);
-	REQUIRE(jobs == 1, "the job never ran");
+	REQUIRE(jobs == 2, "the jobs never ran (%d running)", jobs);
 	kill(d.pid, SIGTERM);
-	char *all = read_all(fd, 15000, NULL);
-	close(fd);
-	REQUIRE(all && strstr(all, "\"code\":\"shutdown\""),
-		"the stream's end: %.300s", all ? all + (strlen(all) > 300 ? strlen(all) - 300 : 0) : "");
-	free(all);
+	for (int i = 0; i < 2; i++) {
+		all[i] = read_all(fd[i], 15000, NULL);
+		const char *a = all[i] ? all[i] : "";
+		size_t n = strlen(a);
+		REQUIRE(strstr(a, "\"code\":\"shutdown\""), "answer %d's end: %.300s", i,
+			a + (n > 300 ? n - 300 : 0));
+	}
+	REQUIRE(strstr(all[0], "HTTP/1.1 200 ") == all[0], "the stream's status: %.60s", all[0]);
+	REQUIRE(strstr(all[1], "HTTP/1.1 503 ") == all[1], "the whole answer's status: %.60s",
+		all[1]);
 	int st = h_stop(&d);
 	REQUIRE(st == 0, "exit status %d", st);
 	ret = 0;
 out:
+	for (int i = 0; i < 2; i++) {
+		free(all[i]);
+		if (fd[i] >= 0)
+			close(fd[i]);
+	}
 	h_stop(&d);
 	h_cleanup(&d);
 	return ret;

@@ -30,7 +30,7 @@ int exl_http_start(struct exl_loop *lp, struct exl_http **out, char *err, size_t
  * ones on open connections get 503. */
 void exl_http_stop_listening(struct exl_http *h);
 /* Requests still being answered (their replies not yet all written). */
-int exl_http_busy(const struct exl_http *h);
+int exl_http_busy(struct exl_http *h);
 /* Ends every request (their jobs cancelled) and closes every connection. */
 void exl_http_free(struct exl_http *h);
 

@@ -95,6 +95,7 @@ static struct exl_http_req *req_new(struct exl_http *h, struct evhttp_request *r
 		return NULL;
 	}
 	r->sink->http = r;
+	exl_http_unlinger(h, r->evcon);
 	evhttp_connection_set_closecb(r->evcon, on_conn_close, r);
 	r->next = h->reqs;
 	if (h->reqs)
@@ -116,8 +117,10 @@ static void req_end(struct exl_http_req *r)
 	if (r->next)
 		r->next->prev = r->prev;
 	h->n_reqs--;
-	if (r->evcon)
+	if (r->evcon) {
 		evhttp_connection_set_closecb(r->evcon, NULL, NULL);
+		exl_http_linger(h, r->evcon);
+	}
 	if (r->closed_ev)
 		event_free(r->closed_ev);
 	/* What still runs for r delivers nowhere: cancelled, its output dropped. */

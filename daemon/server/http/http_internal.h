@@ -55,6 +55,7 @@ struct exl_http {
 	int n_unix;
 	struct exl_http_req *reqs;       /* requests being answered */
 	int n_reqs;
+	struct exl_http_linger *lingers; /* answered, the answer's end still in the socket's buffer */
 	uint64_t next_id;                /* "chatcmpl-N" */
 };
 
@@ -106,6 +107,11 @@ struct exl_http_req {
 	uint64_t buffered;               /* bytes in the connection's output at the last look */
 	struct exl_jw w;                 /* scratch for events */
 };
+
+/* A connection whose request ended with output evhttp has not written
+ * yet.  The drain waits for it: freeing evhttp drops what it buffers. */
+void exl_http_linger(struct exl_http *h, struct evhttp_connection *evcon);
+void exl_http_unlinger(struct exl_http *h, struct evhttp_connection *evcon);
 
 /* Replies with an error in the request's style and ends it.  status is
  * the HTTP status; param may be NULL.  Frees nothing of r: the caller

@@ -801,9 +801,82 @@ void exl_http_stop_listening(struct exl_http *h)
 	h->n_bound = 0;
 }
 
-int exl_http_busy(const struct exl_http *h)
+struct exl_http_linger {
+	struct exl_http_linger *next, *prev;
+	struct exl_http *h;
+	struct evhttp_connection *evcon;
+};
+
+static size_t conn_unwritten(struct evhttp_connection *evcon)
 {
-	return h ? h->n_reqs : 0;
+	struct bufferevent *bev = evhttp_connection_get_bufferevent(evcon);
+
+	return bev ? evbuffer_get_length(bufferevent_get_output(bev)) : 0;
+}
+
+static void linger_free(struct exl_http_linger *l)
+{
+	if (l->prev)
+		l->prev->next = l->next;
+	else
+		l->h->lingers = l->next;
+	if (l->next)
+		l->next->prev = l->prev;
+	free(l);
+}
+
+static void on_linger_close(struct evhttp_connection *evcon, void *arg)
+{
+	(void)evcon;
+	linger_free(arg);
+}
+
+void exl_http_linger(struct exl_http *h, struct evhttp_connection *evcon)
+{
+	if (!conn_unwritten(evcon))
+		return;
+	struct exl_http_linger *l = calloc(1, sizeof(*l));
+	if (!l) {
+		/* only a drain right now could lose the end of this answer */
+		exl_log(EXL_LOG_WARN, "http: out of memory tracking an answer's last bytes");
+		return;
+	}
+	l->h = h;
+	l->evcon = evcon;
+	l->next = h->lingers;
+	if (h->lingers)
+		h->lingers->prev = l;
+	h->lingers = l;
+	evhttp_connection_set_closecb(evcon, on_linger_close, l);
+}
+
+void exl_http_unlinger(struct exl_http *h, struct evhttp_connection *evcon)
+{
+	for (struct exl_http_linger *l = h->lingers; l; l = l->next) {
+		if (l->evcon == evcon) {
+			evhttp_connection_set_closecb(evcon, NULL, NULL);
+			linger_free(l);
+			return;
+		}
+	}
+}
+
+int exl_http_busy(struct exl_http *h)
+{
+	if (!h)
+		return 0;
+	int busy = h->n_reqs;
+	struct exl_http_linger *next;
+	for (struct exl_http_linger *l = h->lingers; l; l = next) {
+		next = l->next;
+		if (conn_unwritten(l->evcon)) {
+			busy++;
+		} else {
+			evhttp_connection_set_closecb(l->evcon, NULL, NULL);
+			linger_free(l);
+		}
+	}
+	return busy;
 }
 
 void exl_http_free(struct exl_http *h)
@@ -817,6 +890,9 @@ void exl_http_free(struct exl_http *h)
 		h->reqs->evcon = NULL;
 		exl_http_req_fail(h->reqs, 0, "", NULL, "the daemon stopped");
 	}
+	/* each went with its connection (on_linger_close); none is left */
+	while (h->lingers)
+		linger_free(h->lingers);
 	for (int i = 0; i < h->n_unix; i++)
 		unlink(h->unix_paths[i]);
 	free(h);
