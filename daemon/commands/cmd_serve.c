@@ -11,13 +11,14 @@
 static void serve_usage(FILE *out)
 {
 	fprintf(out,
-		"usage: exld [--config FILE] [--socket PATH] [--models DIR] [--load NAME[,NAME...]]\n"
+		"usage: exld [--config FILE] [--socket PATH] [--models DIR] [--load NAME[,NAME...]]...\n"
 		"            [--threads N] [--kv-tokens N] [--device DEV] [--http ADDR]... [--verbose]\n"
 		"Runs the daemon in the foreground until SIGTERM.\n"
 		"  --config FILE    settings file (default " EXL_CONFIG_DEFAULT_PATH ", skipped when absent)\n"
 		"  --socket PATH    listen here (unless systemd passes a socket)\n"
 		"  --models DIR     the model directory; a model's NAME is its file name without .gguf\n"
-		"  --load NAMES     models to load at start, comma-separated (replaces the file's list)\n"
+		"  --load NAMES     models to load at start, comma-separated, repeatable (replaces the\n"
+		"                   file's list)\n"
 		"  --threads N      CPU threads per model (0: one per core)\n"
 		"  --kv-tokens N    KV cache positions per model\n"
 		"  --device DEV     cpu, cuda or cuda:N\n"
@@ -48,7 +49,7 @@ int exl_cmd_serve(int argc, char **argv)
 	const char *config_path = EXL_CONFIG_DEFAULT_PATH;
 	bool config_explicit = false;
 	char err[1024];
-	bool http_seen = false;
+	bool http_seen = false, load_seen = false;
 	int i;
 
 	exl_log_init();
@@ -95,9 +96,12 @@ int exl_cmd_serve(int argc, char **argv)
 			fprintf(stderr, "exld: %s wants a value\n", argv[i]);
 			return 2;
 		}
-		if (!strcmp(flags[f].key, "load"))
+		/* repeatable: the first --load or --http replaces the file's
+		 * list, later ones add to it */
+		if (!strcmp(flags[f].key, "load") && !load_seen) {
 			cfg.n_load = 0;
-		/* repeatable: the first --http replaces the file's list */
+			load_seen = true;
+		}
 		if (!strcmp(flags[f].key, "http") && !http_seen) {
 			cfg.n_http = 0;
 			http_seen = true;

@@ -31,6 +31,7 @@
 #include "common/utf8.h"
 #include "daemon/core/sampler/sampler.h"
 #include "daemon/server/http/http_map.h"
+#include "daemon/server/http/tool_calls.h"
 #include "daemon/server/wire/config.h"
 #include "tests/fuzz/fuzz_target.h"
 
@@ -113,6 +114,26 @@ static void check_prompt(const struct exl_prompt *p)
 	}
 }
 
+/* Accepted tools make a forced call's schema in every form: a JSON
+ * object (named: of that tool alone). */
+static void check_tools(const struct exl_http_gen *g)
+{
+	char err[256];
+
+	if (g->tool_choice == EXL_HTTP_TOOLS_NONE)
+		broken("tools kept for tool_choice none");
+	for (int f = EXL_TOOL_FMT_NONE; f <= EXL_TOOL_FMT_GRANITE; f++) {
+		size_t n;
+		char *sc = exl_tool_schema((enum exl_tool_fmt)f, g->tools_json, g->tools_len,
+					   g->tool_choice == EXL_HTTP_TOOLS_NAMED ? g->tool_name : NULL,
+					   &n, err, sizeof(err));
+		if (!sc)
+			broken("no schema for accepted tools: %s", err);
+		check_json("tool schema", sc, n, EXL_JSON_OBJECT);
+		free(sc);
+	}
+}
+
 static void check_gen(const struct exl_http_gen *g)
 {
 	const struct exl_gen_settings *s = &g->gen.s;
@@ -124,8 +145,10 @@ static void check_gen(const struct exl_http_gen *g)
 		if (g->n_prompts)
 			broken("a chat with %d prompts", g->n_prompts);
 		check_json("messages", g->messages_json, g->messages_len, EXL_JSON_ARRAY);
-		if (g->tools_json)
+		if (g->tools_json) {
 			check_json("tools", g->tools_json, g->tools_len, EXL_JSON_ARRAY);
+			check_tools(g);
+		}
 		size_t len = 0;
 		char *ctx = exl_http_chat_context(g, "<s>", 3, "</s>", 4, &len);
 		if (!ctx)
@@ -179,6 +202,35 @@ static void check_gen(const struct exl_http_gen *g)
 		broken("the sampler refuses what was accepted: %s", err);
 }
 
+/* The input as a model's reply, read for calls in every form: the content
+ * is the reply's start, each call a name and a JSON object, and what a
+ * stream lets out of any prefix is within it. */
+static void check_reply(const char *text, size_t len)
+{
+	for (int f = EXL_TOOL_FMT_NONE; f <= EXL_TOOL_FMT_GRANITE; f++) {
+		for (int forced = 0; forced < 2; forced++) {
+			struct exl_tool_parse p;
+
+			if (exl_tool_parse((enum exl_tool_fmt)f, forced, text, len, &p))
+				broken("tool parse: out of memory");
+			if (p.content_len > len || memcmp(p.content, text, p.content_len))
+				broken("tool parse (%d): content is not the reply's start", f);
+			for (int i = 0; i < p.n_calls; i++) {
+				if (!p.calls[i].name[0])
+					broken("tool parse (%d): a call without a name", f);
+				check_json("arguments", p.calls[i].args, p.calls[i].args_len,
+					   EXL_JSON_OBJECT);
+			}
+			exl_tool_parse_free(&p);
+		}
+		bool started;
+		size_t cut = len ? (size_t)(uint8_t)text[0] * len / 256 : 0;
+		if (exl_tool_stream_safe((enum exl_tool_fmt)f, text, cut, &started) > cut ||
+		    exl_tool_stream_safe((enum exl_tool_fmt)f, text, len, &started) > len)
+			broken("tool stream (%d): more let out than written", f);
+	}
+}
+
 int fuzz_one(const uint8_t *data, size_t size)
 {
 	static const enum exl_http_api apis[] = { EXL_HTTP_OAI_COMPLETION, EXL_HTTP_OAI_CHAT,
@@ -191,6 +243,7 @@ int fuzz_one(const uint8_t *data, size_t size)
 	int which = data[0] % 6;
 	const char *body = (const char *)data + 1;
 	size_t len = size - 1;
+	check_reply(body, len);
 	struct exl_json_doc *d = exl_json_parse(body, len, err, sizeof(err));
 	if (!d) {
 		if (!err[0])
@@ -261,7 +314,26 @@ static const char s_tokenize[] =
 	"\x04{\"content\":\"Hello \\u00e9\\ud83d\\ude00\",\"add_special\":true,\"with_pieces\":true}";
 static const char s_detokenize[] = "\x05{\"tokens\":[1,2,3,0,2147483647],\"model\":\"a.b\"}";
 
+static const char s_chat_tools[] =
+	"\x01{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"},{\"role\":\"assistant\","
+	"\"content\":null,\"tool_calls\":[{\"id\":\"c1\",\"type\":\"function\",\"function\":"
+	"{\"name\":\"f\",\"arguments\":\"{\\\"a\\\":1}\"}}]},{\"role\":\"tool\",\"content\":\"ok\"}],"
+	"\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"parameters\":"
+	"{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"}}}}},{\"type\":"
+	"\"function\",\"function\":{\"name\":\"g\"}}],\"tool_choice\":{\"type\":\"function\","
+	"\"function\":{\"name\":\"g\"}},\"parallel_tool_calls\":false}";
+/* replies with calls: bodies the parser refuses, read as replies first */
+static const char s_reply_hermes[] =
+	"\x01Sure.\n<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": [1, \"}\"]}}\n</tool_call>"
+	"<tool_call><function=g>\n<parameter=x>\n12\n</parameter>\n</function></tool_call>";
+static const char s_reply_mistral[] =
+	"\x01[TOOL_CALLS]f[CALL_ID]abc[ARGS]{\"a\": 1}[TOOL_CALLS][{\"name\": \"g\", \"arguments\": "
+	"\"{}\"}]";
+
 static const struct fuzz_blob seeds[] = {
+	{ "chat-tools", (const uint8_t *)s_chat_tools, sizeof(s_chat_tools) - 1 },
+	{ "reply-hermes", (const uint8_t *)s_reply_hermes, sizeof(s_reply_hermes) - 1 },
+	{ "reply-mistral", (const uint8_t *)s_reply_mistral, sizeof(s_reply_mistral) - 1 },
 	{ "completion", (const uint8_t *)s_completion, sizeof(s_completion) - 1 },
 	{ "completion-ids", (const uint8_t *)s_completion_ids, sizeof(s_completion_ids) - 1 },
 	{ "chat", (const uint8_t *)s_chat, sizeof(s_chat) - 1 },
@@ -291,6 +363,9 @@ static const struct fuzz_blob dict[] = {
 	D("\"tokens\":"), D("null"), D("true"), D("false"), D("[]"),
 	D("{}"), D("-1"), D("1e308"), D("-0.0"), D("2147483648"), D("16777217"), D("\"\""),
 	D("\\u0000"), D("\\ud800"), D("{\"type\":\"text\",\"text\":\"x\"}"),
+	D("\"tool_choice\":"), D("\"required\""), D("\"function\":"), D("\"parameters\":"),
+	D("\"arguments\":"), D("<tool_call>"), D("</tool_call>"), D("[TOOL_CALLS]"), D("[ARGS]"),
+	D("<|tool_call|>"), D("<|python_tag|>"), D("<function="), D("<parameter="),
 };
 
 size_t fuzz_dict(const struct fuzz_blob **out)

@@ -102,8 +102,48 @@ const emb = await oa.embeddings.create({ model, input: texts });
 check(emb.data.length === 2 && emb.data.every((d, i) => d.index === i && close(Array.from(d.embedding), wantEmb[i])),
 	'openai embeddings.create', JSON.stringify(emb).slice(0, 300));
 
+// tools, on "hermes" (random weights; its template teaches <tool_call>):
+// the reply pinned with exld's regex to a call, read back by the SDK
+const tools = [{ type: 'function', function: { name: 'get_weather', description: 'The weather',
+	parameters: { type: 'object', properties: { city: { type: 'string', maxLength: 12 } },
+		required: ['city'] } } }];
+const ask = [{ role: 'user', content: 'What is the weather in Paris?' }];
+const pinned = { regex: 'Checking\\.\n<tool_call>\n\\{"name": "get_weather", "arguments": ' +
+	'\\{"city": "Paris"\\}\\}\n</tool_call>' };
+const callOk = (m) => m?.tool_calls?.length === 1 && m.tool_calls[0].type === 'function' &&
+	m.tool_calls[0].function.name === 'get_weather' && m.tool_calls[0].id &&
+	JSON.parse(m.tool_calls[0].function.arguments).city === 'Paris';
+const tc = await oa.chat.completions.create({ model: 'hermes', messages: ask, tools, max_tokens: 200,
+	...pinned });
+check(callOk(tc.choices[0].message) && tc.choices[0].message.content === 'Checking.' &&
+	tc.choices[0].finish_reason === 'tool_calls', 'openai tool_calls', JSON.stringify(tc.choices));
+// streamed: the SDK's own accumulation of the deltas
+const st = oa.beta.chat.completions.stream({ model: 'hermes', messages: ask, tools, max_tokens: 200,
+	...pinned });
+const fin = await st.finalChatCompletion();
+check(callOk(fin.choices[0].message) && fin.choices[0].message.content === 'Checking.' &&
+	fin.choices[0].finish_reason === 'tool_calls', 'openai tool_calls streamed', JSON.stringify(fin.choices));
+const forced = await oa.chat.completions.create({ model: 'hermes', messages: ask, tools, max_tokens: 200,
+	tool_choice: { type: 'function', function: { name: 'get_weather' } } });
+const fargs = JSON.parse(forced.choices[0].message.tool_calls?.[0]?.function?.arguments ?? 'null');
+check(forced.choices[0].message.tool_calls?.[0]?.function?.name === 'get_weather' && fargs &&
+	typeof fargs.city === 'string' && Object.keys(fargs).length === 1, 'openai tool_choice named',
+	JSON.stringify(forced.choices));
+// the call and its result sent back, as an agent loop does
+const back = await oa.chat.completions.create({ model: 'hermes', max_tokens: 4, tools, messages: [...ask,
+	tc.choices[0].message, { role: 'tool', tool_call_id: tc.choices[0].message.tool_calls[0].id,
+		content: 'sunny' }] });
+check(back.choices.length === 1 && back.usage.prompt_tokens > tc.usage.prompt_tokens,
+	'openai tool result turn', JSON.stringify(back.usage));
+
 // ---- ollama ----
 const ol = new Ollama({ host: base });
+
+const ot = await ol.chat({ model: 'hermes', messages: ask, tools, stream: false,
+	options: { num_predict: 200, ...pinned } });
+check(ot.message.tool_calls?.[0]?.function?.name === 'get_weather' &&
+	ot.message.tool_calls[0].function.arguments.city === 'Paris', 'ollama chat tool_calls',
+	JSON.stringify(ot.message));
 
 const oe = await ol.embed({ model, input: texts });
 check(oe.embeddings.length === 2 && oe.embeddings.every((v, i) => close(v, wantEmb[i])),

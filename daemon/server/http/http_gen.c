@@ -133,9 +133,12 @@ static void req_end(struct exl_http_req *r)
 		exl_json_free(r->doc);
 	msgpack_zone_free(r->zone);
 	free(r->chat_prompt);
+	free(r->tool_schema);
 	exl_http_embed_free(r);
-	for (int i = 0; i < r->n_choices; i++)
+	for (int i = 0; i < r->n_choices; i++) {
 		free(r->choices[i].result);
+		free(r->choices[i].text);
+	}
 	exl_jw_free(&r->w);
 	free(r);
 }
@@ -366,6 +369,45 @@ static struct exl_model_entry *pick_loaded(struct exl_http_req *r)
 	return e;
 }
 
+/* Tools given: the form the model's template teaches decides how replies
+ * are read; a forced call opens the reply in the prompt and constrains
+ * the rest to one call object. */
+static int setup_tools(struct exl_http_req *r, const struct exl_model *m)
+{
+	const char *tmpl;
+	size_t tlen, slen;
+	char err[300];
+	bool forced = r->g.tool_choice == EXL_HTTP_TOOLS_REQUIRED ||
+		      r->g.tool_choice == EXL_HTTP_TOOLS_NAMED;
+
+	if (!r->g.tools_json)
+		return 0;
+	model_template(m, &tmpl, &tlen);
+	r->tool_fmt = exl_tool_fmt_of(tmpl, tlen);
+	r->tools_forced = forced;
+	r->tools_on = forced || r->tool_fmt != EXL_TOOL_FMT_NONE;
+	if (!forced)
+		return 0;
+	r->tool_schema = exl_tool_schema(r->tool_fmt, r->g.tools_json, r->g.tools_len,
+					 r->g.tool_choice == EXL_HTTP_TOOLS_NAMED ? r->g.tool_name : NULL,
+					 &slen, err, sizeof(err));
+	if (!r->tool_schema) {
+		exl_http_req_fail(r, 400, "invalid_request_error", "tools", err);
+		return -1;
+	}
+	const char *prefix = exl_tool_forced_prefix(r->tool_fmt);
+	size_t pn = strlen(prefix);
+	char *np = realloc(r->chat_prompt, r->chat_prompt_len + pn + 1);
+	if (!np) {
+		exl_http_req_fail(r, 500, "internal", NULL, "out of memory");
+		return -1;
+	}
+	memcpy(np + r->chat_prompt_len, prefix, pn + 1);
+	r->chat_prompt = np;
+	r->chat_prompt_len += pn;
+	return 0;
+}
+
 void exl_http_start_generate(struct exl_http *h, struct evhttp_request *req,
 			     enum exl_http_api api, struct exl_json_doc *doc, uid_t uid)
 {
@@ -402,6 +444,8 @@ void exl_http_start_generate(struct exl_http *h, struct evhttp_request *req,
 			exl_http_req_fail(r, 400, "invalid_request_error", "messages", err);
 			return;
 		}
+		if (setup_tools(r, ent->model))
+			return;
 		r->n_choices = r->g.n;
 	} else {
 		r->n_choices = r->g.n_prompts * r->g.n;
@@ -451,6 +495,21 @@ static struct exl_prep *choice_prep(struct exl_http_req *r, int k, char *err, si
 		g->s.encode_special_tokens = true;
 		if (bos_len && r->chat_prompt_len >= bos_len && !memcmp(text, bos, bos_len))
 			g->s.add_bos = 0;
+		if (r->tool_schema) {
+			size_t sl = strlen(r->tool_schema);
+			char *z = msgpack_zone_malloc(p->up.zone, sl + 1);
+
+			if (!z) {
+				snprintf(err, errlen, "out of memory");
+				exl_prep_free(p);
+				return NULL;
+			}
+			memcpy(z, r->tool_schema, sl + 1);
+			g->json_schema = g->s.json_schema = z;
+		}
+		/* the form's marker is a control token: the reply must spell it */
+		if (r->tools_on && exl_tool_fmt_needs_special(r->tool_fmt))
+			g->s.decode_special_tokens = true;
 	} else {
 		g->prompt = pg.prompts[k / r->g.n];
 	}
@@ -1049,6 +1108,175 @@ static void stream_event(struct exl_http_req *r, int k, const char *text, size_t
 	event_end(r);
 }
 
+/* ---- tool calls ---- */
+
+/* The calls a reply may make: all, or with parallel_tool_calls false the
+ * first. */
+static int calls_kept(const struct exl_http_req *r, const struct exl_tool_parse *p)
+{
+	return r->g.parallel_tool_calls || p->n_calls < 1 ? p->n_calls : 1;
+}
+
+/* OpenAI's tool_calls array (a stream's deltas carry each call's index). */
+static void write_openai_calls(struct exl_http_req *r, struct exl_jw *w, int k,
+			       const struct exl_tool_parse *p, bool stream)
+{
+	char id[96];
+
+	exl_jw_key(w, "tool_calls");
+	exl_jw_arr(w);
+	for (int i = 0; i < calls_kept(r, p); i++) {
+		const struct exl_tool_call *c = &p->calls[i];
+
+		if (c->id)
+			snprintf(id, sizeof(id), "%.90s", c->id);
+		else
+			snprintf(id, sizeof(id), "call_%llu_%d_%d", (unsigned long long)r->id, k, i);
+		exl_jw_obj(w);
+		if (stream)
+			exl_jw_kint(w, "index", i);
+		exl_jw_kstr(w, "id", id);
+		exl_jw_kstr(w, "type", "function");
+		exl_jw_key(w, "function");
+		exl_jw_obj(w);
+		exl_jw_kstr(w, "name", c->name);
+		exl_jw_key(w, "arguments");
+		exl_jw_str(w, c->args, c->args_len);
+		exl_jw_obj_end(w);
+		exl_jw_obj_end(w);
+	}
+	exl_jw_arr_end(w);
+}
+
+/* Ollama's: [{"function": {"name", "arguments": {...}}}], arguments as an
+ * object. */
+static void write_ollama_call(struct exl_jw *w, const char *name, size_t name_len, const char *args,
+			      size_t args_len)
+{
+	struct exl_json_doc *d = exl_json_parse(args, args_len, NULL, 0);
+
+	exl_jw_obj(w);
+	exl_jw_key(w, "function");
+	exl_jw_obj(w);
+	exl_jw_key(w, "name");
+	exl_jw_str(w, name, name_len);
+	exl_jw_key(w, "arguments");
+	if (d) {
+		exl_jw_json(w, exl_json_root(d));
+	} else {
+		exl_jw_obj(w);
+		exl_jw_obj_end(w);
+	}
+	exl_jw_obj_end(w);
+	exl_jw_obj_end(w);
+	exl_json_free(d);
+}
+
+/* The finish reason of a reply that made calls: OpenAI's "tool_calls",
+ * unless it was cut short. */
+static const char *calls_finish(const char *fin)
+{
+	return strcmp(fin, "length") ? "tool_calls" : fin;
+}
+
+/* Streaming with tools: append the reply's next text; what cannot be the
+ * start of a call goes out as content.  False when r ended (out of
+ * memory). */
+static bool tool_stream_text(struct exl_http_req *r, int k, const char *text, size_t len,
+			     const struct exl_http_tokinfo *t)
+{
+	struct exl_http_choice *c = &r->choices[k];
+	bool started;
+
+	if (c->text_len + len + 1 > c->text_cap) {
+		size_t cap = c->text_cap ? c->text_cap : 256;
+		while (cap < c->text_len + len + 1)
+			cap *= 2;
+		char *nt = realloc(c->text, cap);
+		if (!nt) {
+			exl_http_req_fail(r, 500, "internal", NULL, "out of memory");
+			return false;
+		}
+		c->text = nt;
+		c->text_cap = cap;
+	}
+	memcpy(c->text + c->text_len, text, len);
+	c->text_len += len;
+	size_t safe = r->tools_forced ? 0 : exl_tool_stream_safe(r->tool_fmt, c->text, c->text_len,
+								  &started);
+	if (safe < c->text_sent)
+		safe = c->text_sent;
+	if (safe > c->text_sent || (t && !is_ollama(r)))
+		stream_event(r, k, c->text + c->text_sent, safe - c->text_sent, t, NULL, NULL);
+	c->text_sent = safe;
+	return true;
+}
+
+/* Streaming with tools, at the reply's end: its calls as one event, or
+ * the held text as content when it made none.  The finish reason. */
+static const char *tool_stream_end(struct exl_http_req *r, int k, const char *fin)
+{
+	struct exl_http_choice *c = &r->choices[k];
+	struct exl_tool_parse p;
+	struct exl_jw *w = &r->w;
+
+	if (exl_tool_parse(r->tool_fmt, r->tools_forced, c->text ? c->text : "", c->text_len, &p)) {
+		exl_tool_parse_free(&p);
+		exl_http_req_fail(r, 500, "internal", NULL, "out of memory");
+		return NULL;
+	}
+	if (!p.n_calls) {
+		if (c->text_len > c->text_sent)
+			stream_event(r, k, c->text + c->text_sent, c->text_len - c->text_sent, NULL,
+				     NULL, NULL);
+		exl_tool_parse_free(&p);
+		return fin;
+	}
+	if (p.content_len > c->text_sent)
+		stream_event(r, k, p.content + c->text_sent, p.content_len - c->text_sent, NULL, NULL,
+			     NULL);
+	event_start(r);
+	if (is_ollama(r)) {
+		ollama_head(r, w);
+		exl_jw_key(w, "message");
+		exl_jw_obj(w);
+		exl_jw_kstr(w, "role", "assistant");
+		exl_jw_kstr(w, "content", "");
+		exl_jw_key(w, "tool_calls");
+		exl_jw_arr(w);
+		for (int i = 0; i < calls_kept(r, &p); i++)
+			write_ollama_call(w, p.calls[i].name, strlen(p.calls[i].name), p.calls[i].args,
+					  p.calls[i].args_len);
+		exl_jw_arr_end(w);
+		exl_jw_obj_end(w);
+		exl_jw_key(w, "done");
+		exl_jw_bool(w, false);
+	} else {
+		openai_head(r, w, true);
+		exl_jw_key(w, "choices");
+		exl_jw_arr(w);
+		exl_jw_obj(w);
+		exl_jw_kint(w, "index", k);
+		exl_jw_key(w, "delta");
+		exl_jw_obj(w);
+		if (!c->role_sent) {
+			exl_jw_kstr(w, "role", "assistant");
+			c->role_sent = true;
+		}
+		write_openai_calls(r, w, k, &p, true);
+		exl_jw_obj_end(w);
+		exl_jw_key(w, "logprobs");
+		exl_jw_null(w);
+		exl_jw_key(w, "finish_reason");
+		exl_jw_null(w);
+		exl_jw_obj_end(w);
+		exl_jw_arr_end(w);
+	}
+	event_end(r);
+	exl_tool_parse_free(&p);
+	return calls_finish(fin);
+}
+
 /* Not streaming: choice k's JSON, kept until every choice is done. */
 static void keep_result(struct exl_http_req *r, int k, const msgpack_object *done,
 			const char *finish)
@@ -1062,7 +1290,29 @@ static void keep_result(struct exl_http_req *r, int k, const msgpack_object *don
 	mstr(done, "text", &text, &len);
 	exl_jw_obj(&w);
 	exl_jw_kint(&w, "index", k);
-	if (is_chat(r)) {
+	if (is_chat(r) && r->tools_on) {
+		struct exl_tool_parse p;
+
+		if (exl_tool_parse(r->tool_fmt, r->tools_forced, text, len, &p)) {
+			exl_tool_parse_free(&p);
+			exl_jw_free(&w);
+			return;
+		}
+		exl_jw_key(&w, "message");
+		exl_jw_obj(&w);
+		exl_jw_kstr(&w, "role", "assistant");
+		exl_jw_key(&w, "content");
+		if (p.n_calls && !p.content_len)
+			exl_jw_null(&w);
+		else
+			exl_jw_str(&w, p.content, p.content_len);
+		if (p.n_calls) {
+			write_openai_calls(r, &w, k, &p, false);
+			finish = calls_finish(finish);
+		}
+		exl_jw_obj_end(&w);
+		exl_tool_parse_free(&p);
+	} else if (is_chat(r)) {
 		exl_jw_key(&w, "message");
 		exl_jw_obj(&w);
 		exl_jw_kstr(&w, "role", "assistant");
@@ -1088,6 +1338,22 @@ static void keep_result(struct exl_http_req *r, int k, const msgpack_object *don
 	} else {
 		exl_jw_free(&w);
 	}
+}
+
+/* Ollama's tool_calls from the OpenAI-shaped ones keep_result wrote. */
+static void ollama_calls_of(struct exl_jw *w, const struct exl_json *calls)
+{
+	exl_jw_key(w, "tool_calls");
+	exl_jw_arr(w);
+	for (size_t i = 0; i < calls->n; i++) {
+		const struct exl_json *fn = exl_json_get(calls->v[i], "function");
+		const struct exl_json *name = fn ? exl_json_get(fn, "name") : NULL;
+		const struct exl_json *args = fn ? exl_json_get(fn, "arguments") : NULL;
+
+		if (name && args && name->type == EXL_JSON_STRING && args->type == EXL_JSON_STRING)
+			write_ollama_call(w, name->str, name->len, args->str, args->len);
+	}
+	exl_jw_arr_end(w);
 }
 
 /* Every choice is done: the reply's end. */
@@ -1126,6 +1392,8 @@ static void finish(struct exl_http_req *r, const msgpack_object *last_done)
 				const struct exl_json *c = d ? exl_json_root(d) : NULL;
 				const struct exl_json *m = c ? exl_json_get(c, is_chat(r) ? "message" :
 									   "text") : NULL;
+				const struct exl_json *calls = m && is_chat(r) ?
+							       exl_json_get(m, "tool_calls") : NULL;
 				if (m && is_chat(r))
 					m = exl_json_get(m, "content");
 				if (m && m->type == EXL_JSON_STRING) {
@@ -1139,6 +1407,8 @@ static void finish(struct exl_http_req *r, const msgpack_object *last_done)
 					exl_jw_kstr(w, "role", "assistant");
 					exl_jw_key(w, "content");
 					exl_jw_str(w, text, len);
+					if (calls && calls->type == EXL_JSON_ARRAY)
+						ollama_calls_of(w, calls);
 					exl_jw_obj_end(w);
 				} else {
 					exl_jw_key(w, "response");
@@ -1222,11 +1492,14 @@ static bool on_message(struct exl_http_req *r, const msgpack_object *m)
 		bool have_t = r->g.logprobs >= 0 && !read_tokinfo(m, &t);
 
 		mstr(m, "text", &s, &n);
-		if (n || have_t)
+		bool alive = true;
+		if ((n || have_t) && r->tools_on && is_chat(r))
+			alive = tool_stream_text(r, (int)k, s, n, have_t ? &t : NULL);
+		else if (n || have_t)
 			stream_event(r, (int)k, s, n, have_t ? &t : NULL, NULL, NULL);
 		if (have_t)
 			free_tokinfo(&t);
-		return true;
+		return alive;
 	}
 	if (opn != 4 || memcmp(op, "done", 4))
 		return true;
@@ -1251,6 +1524,8 @@ static bool on_message(struct exl_http_req *r, const msgpack_object *m)
 		return false;
 	}
 	const char *fin = exl_http_finish_reason(reason);
+	if (r->g.stream && r->tools_on && is_chat(r) && !(fin = tool_stream_end(r, (int)k, fin)))
+		return false;
 	if (r->g.stream)
 		stream_event(r, (int)k, "", 0, NULL, fin, is_ollama(r) ? m : NULL);
 	else

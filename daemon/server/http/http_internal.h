@@ -13,6 +13,7 @@
 #include "daemon/server/http/http.h"
 #include "daemon/server/http/http_map.h"
 #include "daemon/server/http/json_out.h"
+#include "daemon/server/http/tool_calls.h"
 #include "daemon/server/wire/config.h"
 
 struct evhttp;
@@ -67,6 +68,10 @@ struct exl_http_choice {
 	int prompt_tokens, new_tokens, cached_tokens;
 	char *result;                    /* not streaming: the choice's JSON, made at its end */
 	size_t result_len;
+	/* streaming with tools: the reply so far, and how much of it went
+	 * out as content (the rest may be a call, held to the end) */
+	char *text;
+	size_t text_len, text_cap, text_sent;
 };
 
 struct exl_http_req {
@@ -98,6 +103,12 @@ struct exl_http_req {
 	struct exl_model_entry *entry;
 	char *chat_prompt;               /* the rendered conversation (malloc'ed) */
 	size_t chat_prompt_len;
+	/* tools: the replies are read for calls in the template's form; a
+	 * forced call (tool_choice required or named) is this JSON schema
+	 * after the form's opening, which ends the prompt */
+	bool tools_on, tools_forced;
+	enum exl_tool_fmt tool_fmt;
+	char *tool_schema;               /* malloc'ed */
 
 	/* the answer */
 	int n_choices;

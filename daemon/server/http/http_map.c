@@ -734,6 +734,138 @@ static int write_content(struct mctx *m, const char *key, const struct exl_json 
 /* The conversation as the template's messages: each message's role, its
  * content flattened to a string, and its other members (name, tool_calls,
  * tool_call_id) as they came. */
+/* An assistant message's tool_calls as the template gets them: OpenAI
+ * sends each function's arguments as JSON text, and templates write them
+ * with tojson, expecting the object (as transformers passes it).  Text
+ * that is not a JSON object stays text. */
+static void write_tool_calls(struct exl_jw *w, const struct exl_json *calls)
+{
+	if (calls->type != EXL_JSON_ARRAY) {
+		exl_jw_json(w, calls);
+		return;
+	}
+	exl_jw_arr(w);
+	for (size_t i = 0; i < calls->n; i++) {
+		const struct exl_json *c = calls->v[i];
+
+		if (c->type != EXL_JSON_OBJECT) {
+			exl_jw_json(w, c);
+			continue;
+		}
+		exl_jw_obj(w);
+		for (size_t k = 0; k < c->n; k++) {
+			const struct exl_json *fn = c->v[k];
+
+			if (memchr(c->keys[k], 0, c->key_lens[k]))
+				continue;
+			exl_jw_key(w, c->keys[k]);
+			if (strcmp(c->keys[k], "function") || fn->type != EXL_JSON_OBJECT) {
+				exl_jw_json(w, fn);
+				continue;
+			}
+			exl_jw_obj(w);
+			for (size_t j = 0; j < fn->n; j++) {
+				const struct exl_json *a = fn->v[j];
+				struct exl_json_doc *d = NULL;
+
+				if (memchr(fn->keys[j], 0, fn->key_lens[j]))
+					continue;
+				exl_jw_key(w, fn->keys[j]);
+				if (!strcmp(fn->keys[j], "arguments") && a->type == EXL_JSON_STRING &&
+				    (d = exl_json_parse(a->str, a->len, NULL, 0)) &&
+				    exl_json_root(d)->type == EXL_JSON_OBJECT)
+					a = exl_json_root(d);
+				exl_jw_json(w, a);
+				exl_json_free(d);
+			}
+			exl_jw_obj_end(w);
+		}
+		exl_jw_obj_end(w);
+	}
+	exl_jw_arr_end(w);
+}
+
+/* A tool's function name, or NULL: {"type": "function", "function":
+ * {"name": ...}} */
+static const struct exl_json *tool_fn_name(const struct exl_json *t)
+{
+	const struct exl_json *fn = t->type == EXL_JSON_OBJECT ? get(t, "function") : NULL;
+	const struct exl_json *name = fn && fn->type == EXL_JSON_OBJECT ? get(fn, "name") : NULL;
+
+	return name && name->type == EXL_JSON_STRING && name->len &&
+	       !memchr(name->str, 0, name->len) ? name : NULL;
+}
+
+/* tools, tool_choice and parallel_tool_calls. */
+static int get_tools(struct mctx *m, const struct exl_json *body, struct exl_http_gen *g)
+{
+	const struct exl_json *v = get(body, "tools"), *c = get(body, "tool_choice");
+	char key[64];
+
+	g->parallel_tool_calls = true;
+	if (get_bool(m, body, "parallel_tool_calls", &g->parallel_tool_calls))
+		return -1;
+	if (v) {
+		if (v->type != EXL_JSON_ARRAY)
+			return fail(m, "tools", "wants an array, got %s", type_name(v));
+		for (size_t i = 0; i < v->n; i++) {
+			snprintf(key, sizeof(key), "tools[%zu]", i);
+			if (v->v[i]->type != EXL_JSON_OBJECT)
+				return fail(m, key, "wants an object, got %s", type_name(v->v[i]));
+			const struct exl_json *t = get(v->v[i], "type");
+			if (t && (t->type != EXL_JSON_STRING || strcmp(t->str, "function")))
+				return fail(m, key, "only tools of type \"function\" are supported");
+			const struct exl_json *fn = get(v->v[i], "function");
+			const struct exl_json *params = fn && fn->type == EXL_JSON_OBJECT ?
+							get(fn, "parameters") : NULL;
+			snprintf(key, sizeof(key), "tools[%zu].function.name", i);
+			if (!tool_fn_name(v->v[i]))
+				return fail(m, key, "wants the function's name (a non-empty string)");
+			snprintf(key, sizeof(key), "tools[%zu].function.parameters", i);
+			if (params && params->type != EXL_JSON_OBJECT)
+				return fail(m, key, "wants a JSON schema object, got %s",
+					    type_name(params));
+		}
+	}
+	if (!c || (c->type == EXL_JSON_STRING && !strcmp(c->str, "auto"))) {
+		g->tool_choice = EXL_HTTP_TOOLS_AUTO;
+	} else if (c->type == EXL_JSON_STRING && !strcmp(c->str, "none")) {
+		g->tool_choice = EXL_HTTP_TOOLS_NONE;
+	} else if (c->type == EXL_JSON_STRING && !strcmp(c->str, "required")) {
+		g->tool_choice = EXL_HTTP_TOOLS_REQUIRED;
+	} else if (c->type == EXL_JSON_OBJECT) {
+		const struct exl_json *name = tool_fn_name(c);
+
+		if (!name)
+			return fail(m, "tool_choice", "wants {\"type\": \"function\", \"function\": "
+				    "{\"name\": ...}}");
+		g->tool_choice = EXL_HTTP_TOOLS_NAMED;
+		g->tool_name = zstr(m, "tool_choice", name->str, name->len, true);
+		if (!g->tool_name)
+			return -1;
+		bool found = false;
+		for (size_t i = 0; v && i < v->n && !found; i++) {
+			const struct exl_json *tn = tool_fn_name(v->v[i]);
+			found = tn->len == name->len && !memcmp(tn->str, name->str, name->len);
+		}
+		if (!found)
+			return fail(m, "tool_choice", "no function named '%.100s' in tools",
+				    g->tool_name);
+	} else {
+		return fail(m, "tool_choice", "wants \"none\", \"auto\", \"required\" or "
+			    "{\"type\": \"function\", \"function\": {\"name\": ...}}");
+	}
+	if (g->tool_choice == EXL_HTTP_TOOLS_REQUIRED && (!v || !v->n))
+		return fail(m, "tool_choice", "\"required\" needs tools");
+	/* "none": the model is not told of them */
+	if (v && v->n && g->tool_choice != EXL_HTTP_TOOLS_NONE) {
+		g->tools_json = zjson(m, "tools", v, &g->tools_len);
+		if (!g->tools_json)
+			return -1;
+	}
+	return 0;
+}
+
 static int get_messages(struct mctx *m, const struct exl_json *body, struct exl_http_gen *g)
 {
 	const struct exl_json *v = get(body, "messages");
@@ -781,7 +913,10 @@ static int get_messages(struct mctx *m, const struct exl_json *body, struct exl_
 			    msg->v[k]->type == EXL_JSON_NULL || memchr(name, 0, msg->key_lens[k]))
 				continue;
 			exl_jw_key(&w, name);
-			exl_jw_json(&w, msg->v[k]);
+			if (!strcmp(name, "tool_calls"))
+				write_tool_calls(&w, msg->v[k]);
+			else
+				exl_jw_json(&w, msg->v[k]);
 		}
 		exl_jw_obj_end(&w);
 	}
@@ -793,14 +928,8 @@ static int get_messages(struct mctx *m, const struct exl_json *body, struct exl_
 	g->messages_json = zstr(m, "messages", w.buf, w.len, true);
 	g->messages_len = w.len;
 	rc = g->messages_json ? 0 : -1;
-	if (!rc && (v = get(body, "tools"))) {
-		if (v->type != EXL_JSON_ARRAY)
-			rc = fail(m, "tools", "wants an array, got %s", type_name(v));
-		else
-			g->tools_json = zjson(m, "tools", v, &g->tools_len);
-		if (!rc && !g->tools_json)
-			rc = -1;
-	}
+	if (!rc)
+		rc = get_tools(m, body, g);
 	g->chat = !rc;
 out:
 	exl_jw_free(&w);
@@ -885,6 +1014,10 @@ static int map_openai(struct mctx *m, const struct exl_json *body, struct exl_ht
 	if (get_exld_settings(m, body, &g->gen) || get_stop(m, body, "stop", &g->gen.s) ||
 	    get_bias(m, body, "logit_bias", &g->gen) || get_response_format(m, body, &g->gen))
 		return -1;
+	if ((g->tool_choice == EXL_HTTP_TOOLS_REQUIRED || g->tool_choice == EXL_HTTP_TOOLS_NAMED) &&
+	    (g->gen.grammar || g->gen.json_schema || g->gen.regex))
+		return fail(m, "tool_choice", "a forced call is a constraint of its own: not with "
+			    "grammar, json_schema, regex or a JSON response_format");
 	return 0;
 }
 

@@ -43,6 +43,13 @@ struct exl_http_err {
 	char msg[512];
 };
 
+enum exl_http_tool_choice {
+	EXL_HTTP_TOOLS_AUTO,
+	EXL_HTTP_TOOLS_NONE,
+	EXL_HTTP_TOOLS_REQUIRED,
+	EXL_HTTP_TOOLS_NAMED,
+};
+
 struct exl_http_gen {
 	enum exl_http_api api;
 	char model[EXL_MAX_NAME + 1];     /* "" when absent */
@@ -66,6 +73,12 @@ struct exl_http_gen {
 	size_t messages_len;
 	const char *tools_json;
 	size_t tools_len;
+	/* What the reply may do with the tools (OpenAI's tool_choice): auto
+	 * (Ollama's only), none (the template does not see them), required
+	 * (one call, forced) or named (one call of tool_name, forced). */
+	enum exl_http_tool_choice tool_choice;
+	const char *tool_name;            /* named: in the zone */
+	bool parallel_tool_calls;         /* false: the reply's first call only */
 	bool max_tokens_set;              /* a length was asked for */
 };
 

@@ -1,0 +1,688 @@
+/* Tool calls in a chat model's reply (tool_calls.h). */
+#include "daemon/server/http/tool_calls.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/json_parse.h"
+#include "common/utf8.h"
+#include "daemon/server/http/json_out.h"
+
+#define HERMES_OPEN "<tool_call>"
+#define HERMES_CLOSE "</tool_call>"
+#define MISTRAL_OPEN "[TOOL_CALLS]"
+#define MISTRAL_ARGS "[ARGS]"
+#define MISTRAL_ID "[CALL_ID]"
+#define GRANITE_OPEN "<|tool_call|>"
+#define GRANITE_CLOSE "<|/tool_call|>"
+#define PYTHON_TAG "<|python_tag|>"
+
+static bool contains(const char *s, size_t n, const char *what)
+{
+	size_t k = strlen(what);
+
+	for (size_t i = 0; k <= n && i <= n - k; i++)
+		if (s[i] == what[0] && !memcmp(s + i, what, k))
+			return true;
+	return false;
+}
+
+/* The offset of what in s[from, n), or n. */
+static size_t find(const char *s, size_t n, size_t from, const char *what)
+{
+	size_t k = strlen(what);
+
+	for (size_t i = from; k <= n && i <= n - k; i++)
+		if (s[i] == what[0] && !memcmp(s + i, what, k))
+			return i;
+	return n;
+}
+
+static bool starts(const char *s, size_t n, size_t at, const char *what)
+{
+	size_t k = strlen(what);
+
+	return at <= n && n - at >= k && !memcmp(s + at, what, k);
+}
+
+static size_t skip_ws(const char *s, size_t n, size_t i)
+{
+	while (i < n && (s[i] == ' ' || s[i] == '\n' || s[i] == '\r' || s[i] == '\t'))
+		i++;
+	return i;
+}
+
+enum exl_tool_fmt exl_tool_fmt_of(const char *t, size_t n)
+{
+	/* Mistral's and Granite's markers first: a template may also quote
+	 * another family's tags in its instructions */
+	if (contains(t, n, MISTRAL_OPEN))
+		return EXL_TOOL_FMT_MISTRAL;
+	if (contains(t, n, GRANITE_OPEN))
+		return EXL_TOOL_FMT_GRANITE;
+	if (contains(t, n, HERMES_OPEN))
+		return EXL_TOOL_FMT_HERMES;
+	if (contains(t, n, PYTHON_TAG) ||
+	    (contains(t, n, "<|start_header_id|>") && contains(t, n, "\"parameters\"")))
+		return EXL_TOOL_FMT_LLAMA3;
+	return EXL_TOOL_FMT_NONE;
+}
+
+const char *exl_tool_fmt_name(enum exl_tool_fmt f)
+{
+	switch (f) {
+	case EXL_TOOL_FMT_HERMES: return "hermes";
+	case EXL_TOOL_FMT_LLAMA3: return "llama3";
+	case EXL_TOOL_FMT_MISTRAL: return "mistral";
+	case EXL_TOOL_FMT_GRANITE: return "granite";
+	default: return "none";
+	}
+}
+
+bool exl_tool_fmt_needs_special(enum exl_tool_fmt f)
+{
+	return f == EXL_TOOL_FMT_MISTRAL || f == EXL_TOOL_FMT_GRANITE;
+}
+
+const char *exl_tool_forced_prefix(enum exl_tool_fmt f)
+{
+	switch (f) {
+	case EXL_TOOL_FMT_HERMES: return HERMES_OPEN "\n";
+	case EXL_TOOL_FMT_MISTRAL: return MISTRAL_OPEN "[";
+	case EXL_TOOL_FMT_GRANITE: return GRANITE_OPEN "[";
+	default: return "";
+	}
+}
+
+static const char *args_key(enum exl_tool_fmt f)
+{
+	return f == EXL_TOOL_FMT_LLAMA3 ? "parameters" : "arguments";
+}
+
+/* A tool of the request's array: {"type": "function", "function": {"name",
+ * "parameters"}} (Ollama's and OpenAI's shape), or the function object
+ * itself. */
+static const struct exl_json *tool_function(const struct exl_json *t)
+{
+	const struct exl_json *fn = t->type == EXL_JSON_OBJECT ? exl_json_get(t, "function") : NULL;
+
+	return fn && fn->type == EXL_JSON_OBJECT ? fn : t;
+}
+
+static const struct exl_json *tool_name(const struct exl_json *t)
+{
+	const struct exl_json *fn = tool_function(t);
+	const struct exl_json *n = fn->type == EXL_JSON_OBJECT ? exl_json_get(fn, "name") : NULL;
+
+	return n && n->type == EXL_JSON_STRING && n->len ? n : NULL;
+}
+
+static void one_call_schema(struct exl_jw *w, enum exl_tool_fmt f, const struct exl_json *t)
+{
+	const struct exl_json *fn = tool_function(t);
+	const struct exl_json *params = exl_json_get(fn, "parameters");
+	const struct exl_json *name = tool_name(t);
+
+	exl_jw_obj(w);
+	exl_jw_kstr(w, "type", "object");
+	exl_jw_key(w, "properties");
+	exl_jw_obj(w);
+	exl_jw_key(w, "name");
+	exl_jw_obj(w);
+	exl_jw_key(w, "const");
+	exl_jw_str(w, name->str, name->len);
+	exl_jw_obj_end(w);
+	exl_jw_key(w, args_key(f));
+	if (params && params->type == EXL_JSON_OBJECT && params->n) {
+		/* Arguments the function does not declare are a model's
+		 * invention: unless the schema allows them, a forced call
+		 * gets none (JSON schema's default would let a model write
+		 * keys until max_tokens; llama.cpp's converter also defaults
+		 * to none). */
+		exl_jw_obj(w);
+		for (size_t i = 0; i < params->n; i++) {
+			if (memchr(params->keys[i], 0, params->key_lens[i]))
+				continue;
+			exl_jw_key(w, params->keys[i]);
+			exl_jw_json(w, params->v[i]);
+		}
+		if (!exl_json_get(params, "additionalProperties") &&
+		    !exl_json_get(params, "anyOf") && !exl_json_get(params, "oneOf") &&
+		    !exl_json_get(params, "allOf") && !exl_json_get(params, "$ref")) {
+			exl_jw_key(w, "additionalProperties");
+			exl_jw_bool(w, false);
+		}
+		exl_jw_obj_end(w);
+	} else {
+		exl_jw_obj(w);
+		exl_jw_kstr(w, "type", "object");
+		exl_jw_obj_end(w);
+	}
+	exl_jw_obj_end(w);
+	exl_jw_key(w, "required");
+	exl_jw_arr(w);
+	exl_jw_cstr(w, "name");
+	exl_jw_cstr(w, args_key(f));
+	exl_jw_arr_end(w);
+	exl_jw_key(w, "additionalProperties");
+	exl_jw_bool(w, false);
+	exl_jw_obj_end(w);
+}
+
+char *exl_tool_schema(enum exl_tool_fmt f, const char *tools_json, size_t tools_len,
+		      const char *only, size_t *len, char *err, size_t errlen)
+{
+	struct exl_json_doc *d = exl_json_parse(tools_json, tools_len, err, errlen);
+	const struct exl_json *tools = d ? exl_json_root(d) : NULL;
+	struct exl_jw w;
+	int n = 0;
+
+	if (!tools)
+		return NULL;
+	exl_jw_init(&w);
+	if (tools->type != EXL_JSON_ARRAY || !tools->n) {
+		snprintf(err, errlen, "tools: wants a non-empty array of functions");
+		goto fail;
+	}
+	for (size_t i = 0; i < tools->n; i++) {
+		const struct exl_json *name = tool_name(tools->v[i]);
+
+		if (!name) {
+			snprintf(err, errlen, "tools[%zu]: wants a function with a name", i);
+			goto fail;
+		}
+		n += !only || (strlen(only) == name->len && !memcmp(only, name->str, name->len));
+	}
+	if (!n) {
+		snprintf(err, errlen, "tool_choice: no function named '%.100s' in tools", only);
+		goto fail;
+	}
+	if (n > 1) {
+		exl_jw_obj(&w);
+		exl_jw_key(&w, "anyOf");
+		exl_jw_arr(&w);
+	}
+	for (size_t i = 0; i < tools->n; i++) {
+		const struct exl_json *name = tool_name(tools->v[i]);
+
+		if (!only || (strlen(only) == name->len && !memcmp(only, name->str, name->len)))
+			one_call_schema(&w, f, tools->v[i]);
+	}
+	if (n > 1) {
+		exl_jw_arr_end(&w);
+		exl_jw_obj_end(&w);
+	}
+	if (exl_jw_failed(&w)) {
+		snprintf(err, errlen, "out of memory");
+		goto fail;
+	}
+	exl_json_free(d);
+	*len = w.len;
+	return w.buf;
+fail:
+	exl_json_free(d);
+	exl_jw_free(&w);
+	return NULL;
+}
+
+/* ---- reading the reply ---- */
+
+/* The end of the JSON object or array at s[i] (after its closing bracket),
+ * or 0 when it does not close within n.  Brackets inside strings do not
+ * count; whether the value is valid JSON is the parser's to say. */
+static size_t json_end(const char *s, size_t n, size_t i)
+{
+	int depth = 0;
+	bool in_str = false;
+
+	for (; i < n; i++) {
+		char c = s[i];
+
+		if (in_str) {
+			if (c == '\\')
+				i++;
+			else if (c == '"')
+				in_str = false;
+		} else if (c == '"') {
+			in_str = true;
+		} else if (c == '{' || c == '[') {
+			depth++;
+		} else if (c == '}' || c == ']') {
+			if (--depth == 0)
+				return i + 1;
+			if (depth < 0)
+				return 0;
+		}
+	}
+	return 0;
+}
+
+static char *dup_n(const char *s, size_t n)
+{
+	char *d = malloc(n + 1);
+
+	if (d) {
+		memcpy(d, s, n);
+		d[n] = 0;
+	}
+	return d;
+}
+
+/* A function name as a reply may spell one: 1-256 bytes of UTF-8 with no
+ * control character or space, and none of the forms' brackets. */
+static bool name_ok(const char *s, size_t n)
+{
+	if (!n || n > 256 || exl_utf8_bad_at(s, n) != n)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if ((unsigned char)s[i] <= 0x20 || s[i] == 0x7f || strchr("<>[]", s[i]))
+			return false;
+	return true;
+}
+
+/* Appends a call; name and args are copied.  -1 when out of memory, 1
+ * when the name is not one. */
+static int add_call(struct exl_tool_parse *p, const char *name, size_t name_len, const char *args,
+		    size_t args_len, const char *id, size_t id_len)
+{
+	struct exl_tool_call *v;
+
+	if (!name_ok(name, name_len) || (id && (!name_ok(id, id_len))))
+		return 1;
+	v = realloc(p->calls, (size_t)(p->n_calls + 1) * sizeof(*v));
+	if (!v)
+		return -1;
+	p->calls = v;
+	struct exl_tool_call *c = &v[p->n_calls];
+	memset(c, 0, sizeof(*c));
+	c->name = dup_n(name, name_len);
+	c->args = dup_n(args, args_len);
+	c->args_len = args_len;
+	c->id = id ? dup_n(id, id_len) : NULL;
+	p->n_calls++;
+	if (!c->name || !c->args || (id && !c->id))
+		return -1;
+	return 0;
+}
+
+/* The arguments value v written as a compact JSON object: an object as it
+ * is, a string holding one (some models quote it) parsed first.  1 when it
+ * is neither. */
+static int write_args(struct exl_jw *w, const struct exl_json *v)
+{
+	if (!v) {
+		exl_jw_obj(w);
+		exl_jw_obj_end(w);
+		return 0;
+	}
+	if (v->type == EXL_JSON_OBJECT) {
+		exl_jw_json(w, v);
+		return 0;
+	}
+	if (v->type != EXL_JSON_STRING)
+		return 1;
+	struct exl_json_doc *d = exl_json_parse(v->str, v->len, NULL, 0);
+	const struct exl_json *o = d ? exl_json_root(d) : NULL;
+	int rc = 1;
+	if (o && o->type == EXL_JSON_OBJECT) {
+		exl_jw_json(w, o);
+		rc = 0;
+	}
+	exl_json_free(d);
+	return rc;
+}
+
+/* One call object {"name": N, "arguments" or "parameters": {...}} (an
+ * "id" kept).  1 when o is not one, -1 when out of memory. */
+static int call_of_object(struct exl_tool_parse *p, const struct exl_json *o)
+{
+	const struct exl_json *name, *args, *id;
+	struct exl_jw w;
+	int rc;
+
+	if (o->type != EXL_JSON_OBJECT)
+		return 1;
+	name = exl_json_get(o, "name");
+	if (!name || name->type != EXL_JSON_STRING || !name->len)
+		return 1;
+	args = exl_json_get(o, "arguments");
+	if (!args)
+		args = exl_json_get(o, "parameters");
+	id = exl_json_get(o, "id");
+	if (id && id->type != EXL_JSON_STRING)
+		id = NULL;
+	exl_jw_init(&w);
+	rc = write_args(&w, args);
+	if (!rc)
+		rc = exl_jw_failed(&w) ? -1 :
+		     add_call(p, name->str, name->len, w.buf, w.len, id ? id->str : NULL,
+			      id ? id->len : 0);
+	exl_jw_free(&w);
+	return rc;
+}
+
+/* The calls of the JSON at s[i, end): one call object, or an array of
+ * them (each must be one).  1 when it is not that. */
+static int calls_of_json(struct exl_tool_parse *p, const char *s, size_t i, size_t end)
+{
+	struct exl_json_doc *d = exl_json_parse(s + i, end - i, NULL, 0);
+	const struct exl_json *v = d ? exl_json_root(d) : NULL;
+	int rc = 1;
+
+	if (v && v->type == EXL_JSON_ARRAY) {
+		rc = v->n ? 0 : 1;
+		for (size_t k = 0; k < v->n && !rc; k++)
+			rc = call_of_object(p, v->v[k]);
+	} else if (v) {
+		rc = call_of_object(p, v);
+	}
+	exl_json_free(d);
+	return rc;
+}
+
+/* <function=N><parameter=P>value</parameter>...</function> from s[i]
+ * (Qwen3-Coder's form): each value JSON where it reads as JSON other than
+ * a bare string, else the text.  The end in *next.  1 when malformed. */
+static int call_of_xml(struct exl_tool_parse *p, const char *s, size_t n, size_t i, size_t *next)
+{
+	size_t name_end = find(s, n, i, ">");
+	struct exl_jw w;
+	int rc = 1;
+
+	i += strlen("<function=");
+	if (name_end >= n || name_end == i)
+		return 1;
+	exl_jw_init(&w);
+	exl_jw_obj(&w);
+	size_t at = skip_ws(s, n, name_end + 1);
+	while (starts(s, n, at, "<parameter=")) {
+		size_t key = at + strlen("<parameter=");
+		size_t key_end = find(s, n, key, ">");
+		if (key_end >= n || key_end == key)
+			goto out;
+		size_t v = key_end + 1;
+		size_t v_end = find(s, n, v, "</parameter>");
+		if (v_end >= n)
+			goto out;
+		/* the value sits on its own lines */
+		size_t a = v, b = v_end;
+		if (a < b && s[a] == '\n')
+			a++;
+		if (b > a && s[b - 1] == '\n')
+			b--;
+		char *kz = dup_n(s + key, key_end - key);
+		if (!kz)
+			goto oom;
+		exl_jw_key(&w, kz);
+		free(kz);
+		struct exl_json_doc *d = exl_json_parse(s + a, b - a, NULL, 0);
+		const struct exl_json *jv = d ? exl_json_root(d) : NULL;
+		if (jv && jv->type != EXL_JSON_STRING)
+			exl_jw_json(&w, jv);
+		else
+			exl_jw_str(&w, s + a, b - a);
+		exl_json_free(d);
+		at = skip_ws(s, n, v_end + strlen("</parameter>"));
+	}
+	if (!starts(s, n, at, "</function>"))
+		goto out;
+	exl_jw_obj_end(&w);
+	if (exl_jw_failed(&w))
+		goto oom;
+	/* a parameter given twice makes no object */
+	struct exl_json_doc *chk = exl_json_parse(w.buf, w.len, NULL, 0);
+	if (!chk)
+		goto out;
+	exl_json_free(chk);
+	rc = add_call(p, s + i, name_end - i, w.buf, w.len, NULL, 0);
+	*next = at + strlen("</function>");
+	goto out;
+oom:
+	rc = -1;
+out:
+	exl_jw_free(&w);
+	return rc;
+}
+
+/* Hermes: <tool_call> JSON or XML </tool_call>, repeated, from the first
+ * tag at i.  The closing tag of the last may be missing (the reply ended
+ * on the end-of-turn token). */
+static int parse_hermes(struct exl_tool_parse *p, const char *s, size_t n, size_t i)
+{
+	while (i < n) {
+		size_t at = skip_ws(s, n, i + strlen(HERMES_OPEN)), end;
+		int rc;
+
+		if (at < n && (s[at] == '{' || s[at] == '[')) {
+			end = json_end(s, n, at);
+			if (!end)
+				return 1;
+			rc = calls_of_json(p, s, at, end);
+		} else if (starts(s, n, at, "<function=")) {
+			rc = call_of_xml(p, s, n, at, &end);
+		} else {
+			return 1;
+		}
+		if (rc)
+			return rc;
+		i = skip_ws(s, n, end);
+		if (starts(s, n, i, HERMES_CLOSE))
+			i = skip_ws(s, n, i + strlen(HERMES_CLOSE));
+		if (i < n && !starts(s, n, i, HERMES_OPEN))
+			return 1;
+	}
+	return 0;
+}
+
+/* Mistral after [TOOL_CALLS] at i: a JSON list of calls, or
+ * N[CALL_ID]id[ARGS]{...}, each of which may follow its own marker. */
+static int parse_mistral(struct exl_tool_parse *p, const char *s, size_t n, size_t i)
+{
+	while (i < n) {
+		size_t at = skip_ws(s, n, i + strlen(MISTRAL_OPEN)), end;
+		int rc;
+
+		if (at < n && (s[at] == '[' || s[at] == '{')) {
+			end = json_end(s, n, at);
+			if (!end)
+				return 1;
+			rc = calls_of_json(p, s, at, end);
+		} else {
+			size_t args = find(s, n, at, MISTRAL_ARGS);
+			size_t idm = find(s, n, at, MISTRAL_ID);
+			size_t name_end = idm < args ? idm : args, id = 0, id_len = 0;
+
+			if (args >= n || name_end == at)
+				return 1;
+			if (idm < args) {
+				id = idm + strlen(MISTRAL_ID);
+				id_len = args - id;
+			}
+			size_t j = skip_ws(s, n, args + strlen(MISTRAL_ARGS));
+			if (j >= n || s[j] != '{' || !(end = json_end(s, n, j)))
+				return 1;
+			struct exl_json_doc *d = exl_json_parse(s + j, end - j, NULL, 0);
+			const struct exl_json *o = d ? exl_json_root(d) : NULL;
+			struct exl_jw w;
+			exl_jw_init(&w);
+			rc = o ? write_args(&w, o) : 1;
+			exl_json_free(d);
+			size_t ne = name_end;
+			while (ne > at && (s[ne - 1] == ' ' || s[ne - 1] == '\n'))
+				ne--;
+			if (!rc)
+				rc = exl_jw_failed(&w) ? -1 :
+				     add_call(p, s + at, ne - at, w.buf, w.len, idm < args ? s + id : NULL,
+					      id_len);
+			exl_jw_free(&w);
+		}
+		if (rc)
+			return rc;
+		i = skip_ws(s, n, end);
+		if (i < n && !starts(s, n, i, MISTRAL_OPEN))
+			return 1;
+	}
+	return 0;
+}
+
+/* Granite / Phi-4-mini: <|tool_call|> then a JSON list (or one call),
+ * optionally closed by <|/tool_call|>. */
+static int parse_granite(struct exl_tool_parse *p, const char *s, size_t n, size_t i)
+{
+	size_t at = skip_ws(s, n, i + strlen(GRANITE_OPEN)), end;
+	int rc;
+
+	if (at >= n || (s[at] != '[' && s[at] != '{') || !(end = json_end(s, n, at)))
+		return 1;
+	rc = calls_of_json(p, s, at, end);
+	if (rc)
+		return rc;
+	i = skip_ws(s, n, end);
+	if (starts(s, n, i, GRANITE_CLOSE))
+		i = skip_ws(s, n, i + strlen(GRANITE_CLOSE));
+	return i < n ? 1 : 0;
+}
+
+/* Llama 3: from i, call objects separated by ';' (or whitespace), and
+ * nothing else. */
+static int parse_llama3(struct exl_tool_parse *p, const char *s, size_t n, size_t i)
+{
+	if (starts(s, n, i, PYTHON_TAG))
+		i = skip_ws(s, n, i + strlen(PYTHON_TAG));
+	do {
+		size_t end;
+		int rc;
+
+		if (i >= n || s[i] != '{' || !(end = json_end(s, n, i)))
+			return 1;
+		rc = calls_of_json(p, s, i, end);
+		if (rc)
+			return rc;
+		i = skip_ws(s, n, end);
+		if (i < n && s[i] == ';')
+			i = skip_ws(s, n, i + 1);
+	} while (i < n);
+	return 0;
+}
+
+/* Where the calls start in s, or n. */
+static size_t calls_start(enum exl_tool_fmt f, const char *s, size_t n)
+{
+	size_t i;
+
+	switch (f) {
+	case EXL_TOOL_FMT_HERMES: return find(s, n, 0, HERMES_OPEN);
+	case EXL_TOOL_FMT_MISTRAL: return find(s, n, 0, MISTRAL_OPEN);
+	case EXL_TOOL_FMT_GRANITE: return find(s, n, 0, GRANITE_OPEN);
+	case EXL_TOOL_FMT_LLAMA3:
+		i = skip_ws(s, n, 0);
+		return i < n && (s[i] == '{' || starts(s, n, i, PYTHON_TAG)) ? i : n;
+	default: return n;
+	}
+}
+
+static void drop_calls(struct exl_tool_parse *p)
+{
+	for (int i = 0; i < p->n_calls; i++) {
+		free(p->calls[i].name);
+		free(p->calls[i].args);
+		free(p->calls[i].id);
+	}
+	free(p->calls);
+	p->calls = NULL;
+	p->n_calls = 0;
+}
+
+int exl_tool_parse(enum exl_tool_fmt f, bool forced, const char *text, size_t len,
+		   struct exl_tool_parse *p)
+{
+	size_t at = forced ? 0 : calls_start(f, text, len);
+	size_t keep = len;
+	int rc = 1;
+
+	memset(p, 0, sizeof(*p));
+	if (forced) {
+		/* the prompt opened the call: the reply is its object */
+		size_t i = skip_ws(text, len, 0), end;
+		if (i < len && text[i] == '{' && (end = json_end(text, len, i)))
+			rc = calls_of_json(p, text, i, end);
+	} else if (at < len) {
+		switch (f) {
+		case EXL_TOOL_FMT_HERMES: rc = parse_hermes(p, text, len, at); break;
+		case EXL_TOOL_FMT_MISTRAL: rc = parse_mistral(p, text, len, at); break;
+		case EXL_TOOL_FMT_GRANITE: rc = parse_granite(p, text, len, at); break;
+		case EXL_TOOL_FMT_LLAMA3: rc = parse_llama3(p, text, len, at); break;
+		default: break;
+		}
+	}
+	if (rc < 0)
+		return -1;
+	if (rc > 0) {
+		drop_calls(p);
+	} else {
+		/* the content is what came before the calls */
+		keep = forced ? 0 : at;
+		while (keep && (text[keep - 1] == ' ' || text[keep - 1] == '\n'))
+			keep--;
+	}
+	p->content = dup_n(text, keep);
+	p->content_len = keep;
+	return p->content ? 0 : -1;
+}
+
+void exl_tool_parse_free(struct exl_tool_parse *p)
+{
+	drop_calls(p);
+	free(p->content);
+	p->content = NULL;
+	p->content_len = 0;
+}
+
+/* The longest tail of s[0, n) that is a proper start of marker. */
+static size_t partial_tail(const char *s, size_t n, const char *marker)
+{
+	size_t k = strlen(marker);
+
+	for (size_t t = k - 1; t > 0; t--)
+		if (t <= n && !memcmp(s + n - t, marker, t))
+			return t;
+	return 0;
+}
+
+size_t exl_tool_stream_safe(enum exl_tool_fmt f, const char *s, size_t n, bool *started)
+{
+	const char *marker;
+	size_t at;
+
+	*started = false;
+	switch (f) {
+	case EXL_TOOL_FMT_HERMES: marker = HERMES_OPEN; break;
+	case EXL_TOOL_FMT_MISTRAL: marker = MISTRAL_OPEN; break;
+	case EXL_TOOL_FMT_GRANITE: marker = GRANITE_OPEN; break;
+	case EXL_TOOL_FMT_LLAMA3: {
+		/* a call is the whole reply: held until its first character
+		 * says whether it is one */
+		size_t i = skip_ws(s, n, 0);
+		size_t tag = strlen(PYTHON_TAG);
+		if (i == n)
+			return 0;
+		if (s[i] == '{' || (n - i >= tag && !memcmp(s + i, PYTHON_TAG, tag))) {
+			*started = true;
+			return 0;
+		}
+		return n - i < tag && !memcmp(s + i, PYTHON_TAG, n - i) ? 0 : n;
+	}
+	default:
+		return n;
+	}
+	at = find(s, n, 0, marker);
+	if (at < n)
+		*started = true;
+	else
+		at = n - partial_tail(s, n, marker);
+	/* whitespace before a call is not content (exl_tool_parse drops it) */
+	while (at && (s[at - 1] == ' ' || s[at - 1] == '\n'))
+		at--;
+	return at;
+}

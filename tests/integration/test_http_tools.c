@@ -1,0 +1,552 @@
+/* Tool calls through the HTTP front against a real exld (docs/http.md,
+ * "Tools"): models whose chat templates teach the hermes, llama3 and
+ * mistral forms (random weights, stories260K's vocabulary), their replies
+ * pinned with exld's regex constraint to text a tool-using model writes,
+ * read back as OpenAI's and Ollama's tool_calls, streamed and not; forced
+ * calls (tool_choice required and named) constrained to the tools' schemas;
+ * tool_choice none; refusals; and an assistant turn's arguments given to
+ * the template as an object.
+ *
+ * Skips (77) without the test models.
+ */
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/json_parse.h"
+#include "harness.h"
+#include "http_client.h"
+#include "tests/common/check.h"
+
+#define SKIP 77
+
+static const char hermes_tmpl[] =
+	"{%- if tools %}<|im_start|>system\nYou may call these functions:\n"
+	"{%- for t in tools %}\n{{ t | tojson }}{%- endfor %}\n"
+	"Answer a call as <tool_call>{\"name\": ..., \"arguments\": ...}</tool_call><|im_end|>\n"
+	"{%- endif %}\n"
+	"{%- for m in messages %}<|im_start|>{{ m.role }}\n"
+	"{%- if m.tool_calls %}{%- for c in m.tool_calls %}\n<tool_call>\n"
+	"{\"name\": \"{{ c.function.name }}\", \"arguments\": {{ c.function.arguments | tojson }}}\n"
+	"</tool_call>{%- endfor %}{%- else %}\n{{ m.content }}{%- endif %}<|im_end|>\n"
+	"{%- endfor %}<|im_start|>assistant\n";
+
+static const char llama3_tmpl[] =
+	"<|start_header_id|>system<|end_header_id|>\n"
+	"{%- if tools %}Respond with {\"name\": function name, \"parameters\": its arguments}.\n"
+	"{%- for t in tools %}{{ t | tojson }}{%- endfor %}{%- endif %}<|eot_id|>"
+	"{%- for m in messages %}<|start_header_id|>{{ m.role }}<|end_header_id|>\n"
+	"{{ m.content }}<|eot_id|>{%- endfor %}<|start_header_id|>assistant<|end_header_id|>\n";
+
+static const char mistral_tmpl[] =
+	"{%- for m in messages %}{%- if m.role == 'user' %}"
+	"{%- if tools %}[AVAILABLE_TOOLS]{{ tools | tojson }}[/AVAILABLE_TOOLS]{%- endif %}"
+	"[INST]{{ m.content }}[/INST]{%- elif m.tool_calls %}[TOOL_CALLS]{{ m.tool_calls | tojson }}"
+	"{%- else %}{{ m.content }}{%- endif %}{%- endfor %}";
+
+static const char tools_json[] =
+	"[{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", \"description\": "
+	"\"The weather in a city\", \"parameters\": {\"type\": \"object\", \"properties\": "
+	"{\"city\": {\"type\": \"string\", \"maxLength\": 12}}, \"required\": [\"city\"]}}}, "
+	"{\"type\": \"function\", \"function\": {\"name\": \"get_time\", \"parameters\": "
+	"{\"type\": \"object\", \"properties\": {\"zone\": {\"enum\": [\"UTC\", \"CET\"]}}, "
+	"\"required\": [\"zone\"]}}}]";
+
+static const char user_msg[] =
+	"[{\"role\": \"user\", \"content\": \"What is the weather in Paris?\"}]";
+
+/* ---- building bodies ---- */
+
+struct buf {
+	char *p;
+	size_t len, cap;
+};
+
+static void put(struct buf *b, const char *s, size_t n)
+{
+	if (b->len + n + 1 > b->cap) {
+		size_t cap = b->cap ? 2 * b->cap : 1024;
+		while (cap < b->len + n + 1)
+			cap *= 2;
+		char *np = realloc(b->p, cap);
+		if (!np)
+			abort();
+		b->p = np;
+		b->cap = cap;
+	}
+	memcpy(b->p + b->len, s, n);
+	b->len += n;
+	b->p[b->len] = 0;
+}
+
+static void puts_(struct buf *b, const char *s)
+{
+	put(b, s, strlen(s));
+}
+
+/* s as a JSON string of a regex matching exactly s. */
+static void put_regex_of(struct buf *b, const char *s)
+{
+	puts_(b, "\"");
+	for (; *s; s++) {
+		if (strchr("\\^$.|?*+()[]{}", *s))
+			puts_(b, "\\\\");
+		if (*s == '"')
+			puts_(b, "\\\"");
+		else if (*s == '\\')
+			puts_(b, "\\\\");
+		else if (*s == '\n')
+			puts_(b, "\\n");
+		else
+			put(b, s, 1);
+	}
+	puts_(b, "\"");
+}
+
+/* A chat body for model: tools, the reply pinned to reply (when not NULL),
+ * and more members (",\"k\": v" text). */
+static char *chat_body(const char *model, const char *reply, bool ollama, const char *more)
+{
+	struct buf b = { 0 };
+
+	puts_(&b, "{\"model\": \"");
+	puts_(&b, model);
+	puts_(&b, "\", \"messages\": ");
+	puts_(&b, user_msg);
+	puts_(&b, ", \"tools\": ");
+	puts_(&b, tools_json);
+	if (ollama)
+		puts_(&b, ", \"options\": {\"num_predict\": 300");
+	else
+		puts_(&b, ", \"max_tokens\": 300");
+	if (reply) {
+		puts_(&b, ", \"regex\": ");
+		put_regex_of(&b, reply);
+	}
+	if (ollama)
+		puts_(&b, "}");
+	puts_(&b, more ? more : "");
+	puts_(&b, "}");
+	return b.p;
+}
+
+/* ---- reading replies ---- */
+
+static const struct exl_json *path(const struct exl_json *v, const char *p)
+{
+	char key[64];
+
+	while (v && *p) {
+		size_t n = strcspn(p, ".");
+		snprintf(key, sizeof(key), "%.*s", (int)n, p);
+		if (v->type == EXL_JSON_ARRAY) {
+			size_t i = (size_t)atoi(key);
+			v = i < v->n ? v->v[i] : NULL;
+		} else {
+			v = v->type == EXL_JSON_OBJECT ? exl_json_get(v, key) : NULL;
+		}
+		p += n + (p[n] == '.');
+	}
+	return v;
+}
+
+static bool is_str(const struct exl_json *v, const char *s)
+{
+	return v && v->type == EXL_JSON_STRING && v->len == strlen(s) && !memcmp(v->str, s, v->len);
+}
+
+/* A JSON object's text (OpenAI's arguments) parsed. */
+static struct exl_json_doc *parse_text(const struct exl_json *v)
+{
+	return v && v->type == EXL_JSON_STRING ? exl_json_parse(v->str, v->len, NULL, 0) : NULL;
+}
+
+/* A non-streamed reply parsed. */
+static struct exl_json_doc *post_json(const struct target *t, const char *url, const char *body,
+				      int *status)
+{
+	struct resp r = { 0 };
+	struct exl_json_doc *d = NULL;
+
+	*status = -1;
+	if (!post(t, url, body, &r)) {
+		*status = r.status;
+		d = exl_json_parse(r.body, strlen(r.body), NULL, 0);
+		if (!d || r.status != 200)
+			fprintf(stderr, "reply %d: %.400s\n", r.status, r.body);
+	}
+	resp_free(&r);
+	return d;
+}
+
+/* An OpenAI stream: content concatenated, the tool call deltas' names and
+ * arguments, the last finish_reason; -1 when malformed. */
+struct streamed {
+	char content[512];
+	char name[8][64];
+	char args[8][256];
+	int n_calls;
+	char finish[32];
+	bool done;
+};
+
+static int read_stream(const char *raw, bool ollama, struct streamed *s)
+{
+	const char *p = strstr(raw, "\r\n\r\n");
+
+	memset(s, 0, sizeof(*s));
+	if (!p)
+		return -1;
+	/* chunked: the events are split by chunk sizes; take lines whose
+	 * text starts an event */
+	for (p += 4; *p; ) {
+		const char *e = strchr(p, '\n');
+		size_t n = e ? (size_t)(e - p) : strlen(p);
+		const char *ev = NULL;
+
+		if (!ollama && n > 6 && !strncmp(p, "data: ", 6))
+			ev = p + 6;
+		else if (ollama && n && *p == '{')
+			ev = p;
+		if (ev && !strncmp(ev, "[DONE]", 6)) {
+			s->done = true;
+		} else if (ev) {
+			struct exl_json_doc *d = exl_json_parse(ev, (size_t)(p + n - ev), NULL, 0);
+			const struct exl_json *root = d ? exl_json_root(d) : NULL;
+			const struct exl_json *msg = ollama ? path(root, "message") :
+						     path(root, "choices.0.delta");
+			const struct exl_json *c = path(msg, "content");
+			const struct exl_json *calls = path(msg, "tool_calls");
+			const struct exl_json *fin = ollama ? path(root, "done_reason") :
+						     path(root, "choices.0.finish_reason");
+
+			if (!d) {
+				fprintf(stderr, "bad event: %.*s\n", (int)n, p);
+				return -1;
+			}
+			if (c && c->type == EXL_JSON_STRING)
+				strncat(s->content, c->str, sizeof(s->content) - strlen(s->content) - 1);
+			for (size_t i = 0; calls && i < calls->n && s->n_calls < 8; i++) {
+				const struct exl_json *nm = path(calls->v[i], "function.name");
+				const struct exl_json *a = path(calls->v[i], "function.arguments");
+				char *o = s->args[s->n_calls];
+
+				snprintf(s->name[s->n_calls], 64, "%s", nm && nm->str ? nm->str : "");
+				if (a && a->type == EXL_JSON_STRING) {
+					snprintf(o, 256, "%s", a->str);
+				} else if (a && a->type == EXL_JSON_OBJECT) {
+					/* Ollama's object: its city, enough to check */
+					const struct exl_json *city = path(a, "city");
+					snprintf(o, 256, "{\"city\":\"%s\"}", city && city->str ? city->str : "");
+				}
+				s->n_calls++;
+			}
+			if (fin && fin->type == EXL_JSON_STRING)
+				snprintf(s->finish, sizeof(s->finish), "%s", fin->str);
+			if (ollama && path(root, "done") && path(root, "done")->b)
+				s->done = true;
+			exl_json_free(d);
+		}
+		p += n + (e != NULL);
+	}
+	return 0;
+}
+
+/* ---- the daemon ---- */
+
+static int write_file(const char *p, const char *text)
+{
+	FILE *f = fopen(p, "w");
+
+	if (!f)
+		return -1;
+	int rc = fputs(text, f) < 0;
+	return fclose(f) || rc ? -1 : 0;
+}
+
+static int make_models(struct daemon *d, char *dir, size_t len)
+{
+	static const struct { const char *name, *tmpl; } m[] = {
+		{ "hermes", hermes_tmpl }, { "llama3", llama3_tmpl }, { "mistral", mistral_tmpl },
+	};
+	const char *bd = getenv("EXLD_BUILDDIR") ? getenv("EXLD_BUILDDIR") : ".";
+	char cmd[2048], t[512];
+
+	snprintf(dir, len, "%s/models", d->dir);
+	snprintf(cmd, sizeof(cmd), "mkdir -p %s", dir);
+	if (system(cmd))
+		return -1;
+	for (size_t i = 0; i < sizeof(m) / sizeof(m[0]); i++) {
+		snprintf(t, sizeof(t), "%s/%s.jinja", d->dir, m[i].name);
+		if (write_file(t, m[i].tmpl))
+			return -1;
+		snprintf(cmd, sizeof(cmd), "%s/tests/tools/exld-mkmodel --dim 64 --layers 2 "
+			 "--vocab-from %s/stories260K.gguf --chat-template %s -o %s/%s.gguf >/dev/null",
+			 bd, h_models_dir(), t, dir, m[i].name);
+		if (system(cmd))
+			return -1;
+	}
+	return 0;
+}
+
+/* ---- the checks ---- */
+
+#define CALL_PARIS "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>"
+
+/* The non-streamed reply's one call: name, and its arguments' city (or
+ * zone) as want. */
+static int check_call(const struct exl_json *msg, int i, const char *name, const char *key,
+		      const char *want)
+{
+	const struct exl_json *c = path(msg, "tool_calls");
+	char p[32];
+
+	if (!c || c->type != EXL_JSON_ARRAY || (size_t)i >= c->n) {
+		fprintf(stderr, "no call %d\n", i);
+		return -1;
+	}
+	c = c->v[i];
+	snprintf(p, sizeof(p), "function.arguments");
+	struct exl_json_doc *a = parse_text(path(c, p));
+	const struct exl_json *v = a ? path(exl_json_root(a), key) : NULL;
+	int ok = is_str(path(c, "type"), "function") && is_str(path(c, "function.name"), name) &&
+		 path(c, "id") && path(c, "id")->len && v && (!want || is_str(v, want));
+	if (!ok)
+		fprintf(stderr, "call %d: want %s(%s = %s)\n", i, name, key, want ? want : "any");
+	exl_json_free(a);
+	return ok ? 0 : -1;
+}
+
+static int test_tools(void)
+{
+	struct daemon d;
+	struct target t = { .port = free_port() };
+	char addr[64], dir[512];
+	struct exl_json_doc *doc = NULL;
+	const struct exl_json *root, *msg;
+	struct resp r = { 0 };
+	struct streamed s;
+	char *body = NULL;
+	int ret = 1, st;
+
+	snprintf(addr, sizeof(addr), "127.0.0.1:%d", t.port);
+	REQUIRE(h_prepare(&d) == 0 && make_models(&d, dir, sizeof(dir)) == 0, "prepare");
+	const char *extra[] = { "--http", addr, "--models", dir, "--load", "hermes", "--load", "llama3",
+				"--load", "mistral", NULL };
+	REQUIRE(h_start(&d, NULL, extra) == 0, "daemon did not start");
+
+	/* hermes, auto: text, then a call */
+	body = chat_body("hermes", "Let me look.\n" CALL_PARIS, false, NULL);
+	doc = post_json(&t, "/v1/chat/completions", body, &st);
+	REQUIRE(doc && st == 200, "hermes auto: %d", st);
+	root = exl_json_root(doc);
+	msg = path(root, "choices.0.message");
+	CHECK(is_str(path(msg, "content"), "Let me look."), "content");
+	CHECK(check_call(msg, 0, "get_weather", "city", "Paris") == 0);
+	CHECK(path(msg, "tool_calls")->n == 1, "%zu calls", path(msg, "tool_calls")->n);
+	CHECK(is_str(path(root, "choices.0.finish_reason"), "tool_calls"), "finish_reason");
+	const struct exl_json *apt = path(root, "usage.prompt_tokens");
+	double auto_prompt = apt ? apt->num : 0;
+	exl_json_free(doc);
+	doc = NULL;
+	free(body);
+
+	/* two calls; with parallel_tool_calls false only the first */
+	body = chat_body("hermes", CALL_PARIS "\n<tool_call>\n{\"name\": \"get_time\", \"arguments\": "
+			 "\"{\\\"zone\\\": \\\"CET\\\"}\"}\n</tool_call>", false, NULL);
+	doc = post_json(&t, "/v1/chat/completions", body, &st);
+	REQUIRE(doc && st == 200, "hermes two calls: %d", st);
+	msg = path(exl_json_root(doc), "choices.0.message");
+	CHECK(path(msg, "content") && path(msg, "content")->type == EXL_JSON_NULL, "content not null");
+	CHECK(check_call(msg, 0, "get_weather", "city", "Paris") == 0);
+	/* the model quoted the arguments: they come out as the object's text */
+	CHECK(check_call(msg, 1, "get_time", "zone", "CET") == 0);
+	exl_json_free(doc);
+	doc = NULL;
+	free(body);
+	body = chat_body("hermes", CALL_PARIS "<tool_call>{\"name\": \"get_time\", \"arguments\": "
+			 "{\"zone\": \"UTC\"}}</tool_call>", false, ", \"parallel_tool_calls\": false");
+	doc = post_json(&t, "/v1/chat/completions", body, &st);
+	REQUIRE(doc && st == 200, "parallel_tool_calls false: %d", st);
+	msg = path(exl_json_root(doc), "choices.0.message");
+	CHECK(path(msg, "tool_calls") && path(msg, "tool_calls")->n == 1, "not one call");
+	exl_json_free(doc);
+	doc = NULL;
+	free(body);
+
+	/* no call, and a malformed one: all of it is content */
+	static const char *const plain[] = { "It is sunny.", "<tool_call>\n{\"name\": broken" };
+	for (int i = 0; i < 2; i++) {
+		body = chat_body("hermes", plain[i], false, NULL);
+		doc = post_json(&t, "/v1/chat/completions", body, &st);
+		REQUIRE(doc && st == 200, "no call %d: %d", i, st);
+		root = exl_json_root(doc);
+		CHECK(is_str(path(root, "choices.0.message.content"), plain[i]), "content of %d", i);
+		CHECK(!path(root, "choices.0.message.tool_calls"), "tool_calls in %d", i);
+		CHECK(is_str(path(root, "choices.0.finish_reason"), "stop"), "finish of %d", i);
+		exl_json_free(doc);
+		doc = NULL;
+		free(body);
+	}
+
+	/* streamed: the content before the call, then the call */
+	body = chat_body("hermes", "Let me look.\n" CALL_PARIS, false, ", \"stream\": true");
+	REQUIRE(post(&t, "/v1/chat/completions", body, &r) == 0 && r.status == 200, "stream: %d",
+		r.status);
+	REQUIRE(read_stream(r.raw, false, &s) == 0, "stream events");
+	CHECK(!strcmp(s.content, "Let me look."), "streamed content '%s'", s.content);
+	CHECK(s.n_calls == 1 && !strcmp(s.name[0], "get_weather") &&
+	      !strcmp(s.args[0], "{\"city\":\"Paris\"}"), "streamed call %d %s %s", s.n_calls,
+	      s.name[0], s.args[0]);
+	CHECK(!strcmp(s.finish, "tool_calls") && s.done, "streamed finish '%s'", s.finish);
+	resp_free(&r);
+	free(body);
+	/* a stream that only looked like a call's start at one point */
+	body = chat_body("hermes", "a <tool and <tool_cal", false, ", \"stream\": true");
+	REQUIRE(post(&t, "/v1/chat/completions", body, &r) == 0 && r.status == 200, "stream 2");
+	REQUIRE(read_stream(r.raw, false, &s) == 0, "stream 2 events");
+	CHECK(!strcmp(s.content, "a <tool and <tool_cal") && !s.n_calls && !strcmp(s.finish, "stop"),
+	      "stream 2: '%s' %d %s", s.content, s.n_calls, s.finish);
+	resp_free(&r);
+	free(body);
+
+	/* forced: required (either tool, each within its schema), named */
+	body = chat_body("hermes", NULL, false, ", \"tool_choice\": \"required\", \"seed\": 5");
+	doc = post_json(&t, "/v1/chat/completions", body, &st);
+	REQUIRE(doc && st == 200, "required: %d", st);
+	msg = path(exl_json_root(doc), "choices.0.message");
+	if (is_str(path(msg, "tool_calls.0.function.name"), "get_time"))
+		CHECK(check_call(msg, 0, "get_time", "zone", NULL) == 0, "required");
+	else
+		CHECK(check_call(msg, 0, "get_weather", "city", NULL) == 0, "required");
+	CHECK(is_str(path(exl_json_root(doc), "choices.0.finish_reason"), "tool_calls"), "required");
+	exl_json_free(doc);
+	doc = NULL;
+	free(body);
+	body = chat_body("hermes", NULL, false, ", \"tool_choice\": {\"type\": \"function\", "
+			 "\"function\": {\"name\": \"get_time\"}}, \"stream\": true");
+	REQUIRE(post(&t, "/v1/chat/completions", body, &r) == 0 && r.status == 200, "named");
+	REQUIRE(read_stream(r.raw, false, &s) == 0, "named events");
+	CHECK(s.n_calls == 1 && !strcmp(s.name[0], "get_time") &&
+	      (!strcmp(s.args[0], "{\"zone\":\"UTC\"}") || !strcmp(s.args[0], "{\"zone\":\"CET\"}")) &&
+	      !s.content[0], "named: %d %s %s '%s'", s.n_calls, s.name[0], s.args[0], s.content);
+	resp_free(&r);
+	free(body);
+
+	/* none: the template is not told, and a call-shaped reply is text */
+	body = chat_body("hermes", CALL_PARIS, false, ", \"tool_choice\": \"none\"");
+	doc = post_json(&t, "/v1/chat/completions", body, &st);
+	REQUIRE(doc && st == 200, "none: %d", st);
+	root = exl_json_root(doc);
+	CHECK(is_str(path(root, "choices.0.message.content"), CALL_PARIS) &&
+	      !path(root, "choices.0.message.tool_calls"), "none");
+	const struct exl_json *pt = path(root, "usage.prompt_tokens");
+	CHECK(pt && pt->num < auto_prompt - 100, "none: %g prompt tokens against %g with the "
+	      "tools: they were rendered", pt ? pt->num : -1, auto_prompt);
+	exl_json_free(doc);
+	doc = NULL;
+	free(body);
+
+	/* llama3 and mistral forms */
+	body = chat_body("llama3", "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Oslo\"}}",
+			 false, NULL);
+	doc = post_json(&t, "/v1/chat/completions", body, &st);
+	REQUIRE(doc && st == 200, "llama3: %d", st);
+	CHECK(check_call(path(exl_json_root(doc), "choices.0.message"), 0, "get_weather", "city",
+			 "Oslo") == 0, "llama3");
+	exl_json_free(doc);
+	doc = NULL;
+	free(body);
+	body = chat_body("mistral", "[TOOL_CALLS][{\"name\": \"get_weather\", \"arguments\": "
+			 "{\"city\": \"Rome\"}, \"id\": \"a1b2c3d4e\"}]", false, NULL);
+	doc = post_json(&t, "/v1/chat/completions", body, &st);
+	REQUIRE(doc && st == 200, "mistral: %d", st);
+	msg = path(exl_json_root(doc), "choices.0.message");
+	CHECK(check_call(msg, 0, "get_weather", "city", "Rome") == 0, "mistral");
+	CHECK(is_str(path(msg, "tool_calls.0.id"), "a1b2c3d4e"), "mistral's id");
+	exl_json_free(doc);
+	doc = NULL;
+	free(body);
+
+	/* Ollama: arguments as an object, streamed and not */
+	body = chat_body("hermes", CALL_PARIS, true, ", \"stream\": false");
+	doc = post_json(&t, "/api/chat", body, &st);
+	REQUIRE(doc && st == 200, "ollama: %d", st);
+	root = exl_json_root(doc);
+	CHECK(is_str(path(root, "message.tool_calls.0.function.name"), "get_weather") &&
+	      is_str(path(root, "message.tool_calls.0.function.arguments.city"), "Paris"), "ollama");
+	exl_json_free(doc);
+	doc = NULL;
+	free(body);
+	body = chat_body("hermes", CALL_PARIS, true, NULL);
+	REQUIRE(post(&t, "/api/chat", body, &r) == 0 && r.status == 200, "ollama stream");
+	REQUIRE(read_stream(r.raw, true, &s) == 0, "ollama events");
+	CHECK(s.n_calls == 1 && !strcmp(s.name[0], "get_weather") &&
+	      !strcmp(s.args[0], "{\"city\":\"Paris\"}") && s.done, "ollama stream: %d %s %s",
+	      s.n_calls, s.name[0], s.args[0]);
+	resp_free(&r);
+	free(body);
+	body = NULL;
+
+	/* refusals */
+	static const struct { const char *more, *param; } bad[] = {
+		{ ", \"tool_choice\": {\"type\": \"function\", \"function\": {\"name\": \"nope\"}}",
+		  "tool_choice" },
+		{ ", \"tool_choice\": \"sometimes\"", "tool_choice" },
+		{ ", \"tool_choice\": \"required\", \"regex\": \"a\"", "tool_choice" },
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		char want[64];
+		body = chat_body("hermes", NULL, false, bad[i].more);
+		snprintf(want, sizeof(want), "\"param\":\"%s\"", bad[i].param);
+		REQUIRE(post(&t, "/v1/chat/completions", body, &r) == 0 && r.status == 400 &&
+			strstr(r.body, want), "refusal %zu: %d %s", i, r.status, r.body);
+		resp_free(&r);
+		free(body);
+		body = NULL;
+	}
+	REQUIRE(post(&t, "/v1/chat/completions", "{\"model\": \"hermes\", \"messages\": [], "
+		     "\"tools\": [{\"type\": \"function\", \"function\": {}}]}", &r) == 0 &&
+		r.status == 400 && strstr(r.body, "\"param\":\"tools[0].function.name\""),
+		"a tool without a name: %d %s", r.status, r.body);
+	resp_free(&r);
+	REQUIRE(post(&t, "/v1/chat/completions", "{\"model\": \"hermes\", \"messages\": [], "
+		     "\"tool_choice\": \"required\"}", &r) == 0 && r.status == 400 &&
+		strstr(r.body, "needs tools"), "required without tools: %d %s", r.status, r.body);
+	resp_free(&r);
+
+	/* an earlier call's arguments (OpenAI's text) reach the template as
+	 * the object, as tojson expects */
+	REQUIRE(post(&t, "/apply-template", "{\"model\": \"hermes\", \"messages\": [{\"role\": "
+		     "\"user\", \"content\": \"Weather?\"}, {\"role\": \"assistant\", \"content\": null, "
+		     "\"tool_calls\": [{\"id\": \"c1\", \"type\": \"function\", \"function\": {\"name\": "
+		     "\"get_weather\", \"arguments\": \"{\\\"city\\\": \\\"Paris\\\"}\"}}]}, {\"role\": "
+		     "\"tool\", \"tool_call_id\": \"c1\", \"content\": \"sunny\"}]}", &r) == 0 &&
+		r.status == 200, "apply-template: %d %s", r.status, r.body);
+	CHECK(strstr(r.body, "\\\"arguments\\\": {\\\"city\\\": \\\"Paris\\\"}}"),
+	      "the arguments rendered: %s", r.body);
+	resp_free(&r);
+
+	int code = h_stop(&d);
+	REQUIRE(code == 0, "exit status %d", code);
+	ret = check_failures ? 1 : 0;
+out:
+	exl_json_free(doc);
+	free(body);
+	resp_free(&r);
+	h_stop(&d);
+	h_cleanup(&d);
+	return ret;
+}
+
+int main(void)
+{
+	if (!h_models_dir()) {
+		printf("SKIP: no test models (EXLD_MODELS)\n");
+		return SKIP;
+	}
+	signal(SIGPIPE, SIG_IGN);
+	return test_tools();
+}
