@@ -31,6 +31,7 @@
 #include "common/utf8.h"
 #include "daemon/core/sampler/sampler.h"
 #include "daemon/server/http/http_map.h"
+#include "daemon/server/http/reasoning.h"
 #include "daemon/server/http/tool_calls.h"
 #include "daemon/server/wire/config.h"
 #include "tests/fuzz/fuzz_target.h"
@@ -149,6 +150,9 @@ static void check_gen(const struct exl_http_gen *g)
 			check_json("tools", g->tools_json, g->tools_len, EXL_JSON_ARRAY);
 			check_tools(g);
 		}
+		if (g->template_kwargs_json)
+			check_json("chat_template_kwargs", g->template_kwargs_json,
+				   g->template_kwargs_len, EXL_JSON_OBJECT);
 		size_t len = 0;
 		char *ctx = exl_http_chat_context(g, "<s>", 3, "</s>", 4, &len);
 		if (!ctx)
@@ -222,6 +226,15 @@ static void check_reply(const char *text, size_t len)
 					   EXL_JSON_OBJECT);
 			}
 			exl_tool_parse_free(&p);
+		}
+		if (f < 4) {
+			struct exl_reasoning rs;
+			size_t n = f < 2 ? len : (len ? (size_t)(uint8_t)text[len - 1] * len / 256 : 0);
+			exl_reasoning_split(text, n, f & 1, f < 2, &rs);
+			if (rs.r_start > rs.r_end || rs.r_end > n || rs.c_start > n ||
+			    (rs.r_end > rs.r_start && rs.c_start < rs.r_end))
+				broken("reasoning: parts %zu-%zu, %zu of %zu", rs.r_start, rs.r_end,
+				       rs.c_start, n);
 		}
 		bool started;
 		size_t cut = len ? (size_t)(uint8_t)text[0] * len / 256 : 0;
@@ -365,7 +378,8 @@ static const struct fuzz_blob dict[] = {
 	D("\\u0000"), D("\\ud800"), D("{\"type\":\"text\",\"text\":\"x\"}"),
 	D("\"tool_choice\":"), D("\"required\""), D("\"function\":"), D("\"parameters\":"),
 	D("\"arguments\":"), D("<tool_call>"), D("</tool_call>"), D("[TOOL_CALLS]"), D("[ARGS]"),
-	D("<|tool_call|>"), D("<|python_tag|>"), D("<function="), D("<parameter="),
+	D("<|tool_call|>"), D("<|python_tag|>"), D("<function="), D("<parameter="), D("<think>"),
+	D("</think>"), D("\"think\":"), D("\"reasoning_format\":"), D("\"chat_template_kwargs\":"),
 };
 
 size_t fuzz_dict(const struct fuzz_blob **out)

@@ -1,11 +1,19 @@
-/* Tool calls through the HTTP front against a real exld (docs/http.md,
- * "Tools"): models whose chat templates teach the hermes, llama3 and
- * mistral forms (random weights, stories260K's vocabulary), their replies
- * pinned with exld's regex constraint to text a tool-using model writes,
- * read back as OpenAI's and Ollama's tool_calls, streamed and not; forced
- * calls (tool_choice required and named) constrained to the tools' schemas;
- * tool_choice none; refusals; and an assistant turn's arguments given to
- * the template as an object.
+/* How the HTTP front reads a chat reply, against a real exld (docs/http.md,
+ * "Tools" and "Reasoning"), on models (random weights, stories260K's
+ * vocabulary) whose replies are pinned with exld's regex constraint to
+ * text a tool-using or reasoning model writes:
+ *
+ *   tools      templates teaching the hermes, llama3 and mistral forms:
+ *              calls read back as OpenAI's and Ollama's tool_calls,
+ *              streamed and not; forced calls (tool_choice required and
+ *              named) within the tools' schemas; tool_choice none;
+ *              refusals; an assistant turn's arguments given to the
+ *              template as an object
+ *   reasoning  a template that writes <think> blocks and one whose prompt
+ *              opens the block (DeepSeek-R1's): reasoning_content and
+ *              Ollama's thinking apart from the content, streamed and not,
+ *              with a tool call after it; reasoning_format none; think
+ *              false and chat_template_kwargs reaching the template
  *
  * Skips (77) without the test models.
  */
@@ -45,6 +53,17 @@ static const char mistral_tmpl[] =
 	"{%- if tools %}[AVAILABLE_TOOLS]{{ tools | tojson }}[/AVAILABLE_TOOLS]{%- endif %}"
 	"[INST]{{ m.content }}[/INST]{%- elif m.tool_calls %}[TOOL_CALLS]{{ m.tool_calls | tojson }}"
 	"{%- else %}{{ m.content }}{%- endif %}{%- endfor %}";
+
+/* Qwen3's way: the reply opens the block, enable_thinking false closes
+ * an empty one in the prompt */
+static const char think_tmpl[] =
+	"{%- for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{%- endfor %}"
+	"<|im_start|>assistant\n{%- if enable_thinking is defined and not enable_thinking %}"
+	"<think>\n\n</think>\n\n{%- endif %}";
+
+/* DeepSeek-R1's: the prompt opens the block for the model */
+static const char r1_tmpl[] =
+	"{%- for m in messages %}<|{{ m.role }}|>{{ m.content }}{%- endfor %}<|assistant|><think>\n";
 
 static const char tools_json[] =
 	"[{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", \"description\": "
@@ -185,6 +204,7 @@ static struct exl_json_doc *post_json(const struct target *t, const char *url, c
  * arguments, the last finish_reason; -1 when malformed. */
 struct streamed {
 	char content[512];
+	char reasoning[512];
 	char name[8][64];
 	char args[8][256];
 	int n_calls;
@@ -226,8 +246,11 @@ static int read_stream(const char *raw, bool ollama, struct streamed *s)
 				fprintf(stderr, "bad event: %.*s\n", (int)n, p);
 				return -1;
 			}
+			const struct exl_json *rc = path(msg, ollama ? "thinking" : "reasoning_content");
 			if (c && c->type == EXL_JSON_STRING)
 				strncat(s->content, c->str, sizeof(s->content) - strlen(s->content) - 1);
+			if (rc && rc->type == EXL_JSON_STRING)
+				strncat(s->reasoning, rc->str, sizeof(s->reasoning) - strlen(s->reasoning) - 1);
 			for (size_t i = 0; calls && i < calls->n && s->n_calls < 8; i++) {
 				const struct exl_json *nm = path(calls->v[i], "function.name");
 				const struct exl_json *a = path(calls->v[i], "function.arguments");
@@ -270,6 +293,7 @@ static int make_models(struct daemon *d, char *dir, size_t len)
 {
 	static const struct { const char *name, *tmpl; } m[] = {
 		{ "hermes", hermes_tmpl }, { "llama3", llama3_tmpl }, { "mistral", mistral_tmpl },
+		{ "think", think_tmpl }, { "r1", r1_tmpl },
 	};
 	const char *bd = getenv("EXLD_BUILDDIR") ? getenv("EXLD_BUILDDIR") : ".";
 	char cmd[2048], t[512];
@@ -541,12 +565,164 @@ out:
 	return ret;
 }
 
-int main(void)
+/* A chat body without tools: messages, the reply pinned, more members. */
+static char *plain_body(const char *model, const char *reply, bool ollama, const char *more)
 {
+	struct buf b = { 0 };
+
+	puts_(&b, "{\"model\": \"");
+	puts_(&b, model);
+	puts_(&b, "\", \"messages\": ");
+	puts_(&b, user_msg);
+	puts_(&b, ollama ? ", \"options\": {\"num_predict\": 300, \"regex\": " :
+		       ", \"max_tokens\": 300, \"regex\": ");
+	put_regex_of(&b, reply);
+	if (ollama)
+		puts_(&b, "}");
+	puts_(&b, more ? more : "");
+	puts_(&b, "}");
+	return b.p;
+}
+
+static int test_reasoning(void)
+{
+	struct daemon d;
+	struct target t = { .port = free_port() };
+	char addr[64], dir[512];
+	struct exl_json_doc *doc = NULL;
+	const struct exl_json *root, *msg;
+	struct resp r = { 0 };
+	struct streamed s;
+	char *body = NULL;
+	int ret = 1, st;
+	static const char reply[] = "<think>\nThey ask about Paris.\n</think>\n\nIt is sunny.";
+
+	snprintf(addr, sizeof(addr), "127.0.0.1:%d", t.port);
+	REQUIRE(h_prepare(&d) == 0 && make_models(&d, dir, sizeof(dir)) == 0, "prepare");
+	const char *extra[] = { "--http", addr, "--models", dir, "--load", "think", "--load", "r1",
+				"--load", "hermes", NULL };
+	REQUIRE(h_start(&d, NULL, extra) == 0, "daemon did not start");
+
+	/* OpenAI: apart by default, where the template writes <think> */
+	body = plain_body("think", reply, false, NULL);
+	doc = post_json(&t, "/v1/chat/completions", body, &st);
+	REQUIRE(doc && st == 200, "think: %d", st);
+	msg = path(exl_json_root(doc), "choices.0.message");
+	CHECK(is_str(path(msg, "content"), "It is sunny.") &&
+	      is_str(path(msg, "reasoning_content"), "They ask about Paris."), "think");
+	exl_json_free(doc);
+	doc = NULL;
+	free(body);
+	body = plain_body("think", reply, false, ", \"stream\": true");
+	REQUIRE(post(&t, "/v1/chat/completions", body, &r) == 0 && r.status == 200, "think stream");
+	REQUIRE(read_stream(r.raw, false, &s) == 0, "think stream events");
+	CHECK(!strcmp(s.content, "It is sunny.") && !strcmp(s.reasoning, "They ask about Paris.") &&
+	      !strcmp(s.finish, "stop"), "think streamed: '%s' '%s'", s.reasoning, s.content);
+	resp_free(&r);
+	free(body);
+	/* reasoning_format none: left in the content */
+	body = plain_body("think", reply, false, ", \"reasoning_format\": \"none\"");
+	doc = post_json(&t, "/v1/chat/completions", body, &st);
+	REQUIRE(doc && st == 200, "none: %d", st);
+	msg = path(exl_json_root(doc), "choices.0.message");
+	CHECK(is_str(path(msg, "content"), reply) && !path(msg, "reasoning_content"), "none");
+	exl_json_free(doc);
+	doc = NULL;
+	free(body);
+	/* a reply without the block is all content; a stream that ends in it
+	 * is all reasoning */
+	body = plain_body("think", "Sunny. <think> is a tag.", false, ", \"stream\": true");
+	REQUIRE(post(&t, "/v1/chat/completions", body, &r) == 0 && r.status == 200, "no block");
+	REQUIRE(read_stream(r.raw, false, &s) == 0, "no block events");
+	CHECK(!strcmp(s.content, "Sunny. <think> is a tag.") && !s.reasoning[0], "no block: '%s' '%s'",
+	      s.reasoning, s.content);
+	resp_free(&r);
+	free(body);
+
+	/* R1: the prompt opened the block */
+	body = plain_body("r1", "Paris, so weather.\n</think>\nSunny.", false, NULL);
+	doc = post_json(&t, "/v1/chat/completions", body, &st);
+	REQUIRE(doc && st == 200, "r1: %d", st);
+	msg = path(exl_json_root(doc), "choices.0.message");
+	CHECK(is_str(path(msg, "content"), "Sunny.") &&
+	      is_str(path(msg, "reasoning_content"), "Paris, so weather."), "r1");
+	exl_json_free(doc);
+	doc = NULL;
+	free(body);
+
+	/* Ollama: apart when asked (think), streamed and not */
+	body = plain_body("think", reply, true, ", \"stream\": false, \"think\": true");
+	doc = post_json(&t, "/api/chat", body, &st);
+	REQUIRE(doc && st == 200, "ollama think: %d", st);
+	root = exl_json_root(doc);
+	CHECK(is_str(path(root, "message.content"), "It is sunny.") &&
+	      is_str(path(root, "message.thinking"), "They ask about Paris."), "ollama think");
+	exl_json_free(doc);
+	doc = NULL;
+	free(body);
+	body = plain_body("think", reply, true, ", \"think\": true");
+	REQUIRE(post(&t, "/api/chat", body, &r) == 0 && r.status == 200, "ollama think stream");
+	REQUIRE(read_stream(r.raw, true, &s) == 0, "ollama think events");
+	CHECK(!strcmp(s.content, "It is sunny.") && !strcmp(s.reasoning, "They ask about Paris.") &&
+	      s.done, "ollama think streamed: '%s' '%s'", s.reasoning, s.content);
+	resp_free(&r);
+	free(body);
+	body = plain_body("think", reply, true, ", \"stream\": false");
+	doc = post_json(&t, "/api/chat", body, &st);
+	REQUIRE(doc && st == 200, "ollama default: %d", st);
+	CHECK(is_str(path(exl_json_root(doc), "message.content"), reply), "ollama default");
+	exl_json_free(doc);
+	doc = NULL;
+	free(body);
+	body = NULL;
+
+	/* think false and chat_template_kwargs reach the template */
+	REQUIRE(post(&t, "/apply-template", "{\"model\": \"think\", \"messages\": [{\"role\": "
+		     "\"user\", \"content\": \"Hi\"}], \"chat_template_kwargs\": {\"enable_thinking\": "
+		     "false}}", &r) == 0 && r.status == 200 &&
+		strstr(r.body, "assistant<think>\\n\\n</think>"), "kwargs: %d %s", r.status, r.body);
+	resp_free(&r);
+	REQUIRE(post(&t, "/api/chat", "{\"model\": \"think\", \"messages\": [{\"role\": \"user\", "
+		     "\"content\": \"Hi\"}], \"think\": false, \"stream\": false, \"options\": "
+		     "{\"num_predict\": 2}}", &r) == 0 && r.status == 200 &&
+		strstr(r.body, "\"prompt_eval_count\""), "think false: %d %s", r.status, r.body);
+	resp_free(&r);
+	REQUIRE(post(&t, "/v1/chat/completions", "{\"model\": \"think\", \"messages\": [], "
+		     "\"chat_template_kwargs\": {\"messages\": 1}}", &r) == 0 && r.status == 400 &&
+		strstr(r.body, "\"param\":\"chat_template_kwargs\""), "kwargs refused: %d %s",
+		r.status, r.body);
+	resp_free(&r);
+	REQUIRE(post(&t, "/v1/chat/completions", "{\"model\": \"think\", \"messages\": [], "
+		     "\"reasoning_format\": \"brief\"}", &r) == 0 && r.status == 400 &&
+		strstr(r.body, "\"param\":\"reasoning_format\""), "reasoning_format refused: %d %s",
+		r.status, r.body);
+	resp_free(&r);
+
+	int code = h_stop(&d);
+	REQUIRE(code == 0, "exit status %d", code);
+	ret = check_failures ? 1 : 0;
+out:
+	exl_json_free(doc);
+	free(body);
+	resp_free(&r);
+	h_stop(&d);
+	h_cleanup(&d);
+	return ret;
+}
+
+int main(int argc, char **argv)
+{
+	const char *which = argc > 1 ? argv[1] : "";
+
 	if (!h_models_dir()) {
 		printf("SKIP: no test models (EXLD_MODELS)\n");
 		return SKIP;
 	}
 	signal(SIGPIPE, SIG_IGN);
-	return test_tools();
+	if (!strcmp(which, "tools"))
+		return test_tools();
+	if (!strcmp(which, "reasoning"))
+		return test_reasoning();
+	fprintf(stderr, "usage: test_http_tools tools|reasoning\n");
+	return 2;
 }

@@ -369,10 +369,10 @@ static struct exl_model_entry *pick_loaded(struct exl_http_req *r)
 	return e;
 }
 
-/* Tools given: the form the model's template teaches decides how replies
- * are read; a forced call opens the reply in the prompt and constrains
- * the rest to one call object. */
-static int setup_tools(struct exl_http_req *r, const struct exl_model *m)
+/* How replies are read.  Tools given: the form the model's template
+ * teaches decides it; a forced call opens the reply in the prompt and
+ * constrains the rest to one call object.  And the reasoning. */
+static int setup_replies(struct exl_http_req *r, const struct exl_model *m)
 {
 	const char *tmpl;
 	size_t tlen, slen;
@@ -380,9 +380,15 @@ static int setup_tools(struct exl_http_req *r, const struct exl_model *m)
 	bool forced = r->g.tool_choice == EXL_HTTP_TOOLS_REQUIRED ||
 		      r->g.tool_choice == EXL_HTTP_TOOLS_NAMED;
 
+	model_template(m, &tmpl, &tlen);
+	/* the <think> block apart: OpenAI's default where the template
+	 * writes one (llama.cpp's server does so), Ollama's when asked */
+	r->reasoning_on = !forced && exl_reasoning_template(tmpl, tlen) &&
+			  (r->g.reasoning == 1 || (r->g.reasoning == -1 && !is_ollama(r)));
+	r->reasoning_open = r->reasoning_on &&
+			    exl_reasoning_prompt_open(r->chat_prompt, r->chat_prompt_len);
 	if (!r->g.tools_json)
 		return 0;
-	model_template(m, &tmpl, &tlen);
 	r->tool_fmt = exl_tool_fmt_of(tmpl, tlen);
 	r->tools_forced = forced;
 	r->tools_on = forced || r->tool_fmt != EXL_TOOL_FMT_NONE;
@@ -444,7 +450,7 @@ void exl_http_start_generate(struct exl_http *h, struct evhttp_request *req,
 			exl_http_req_fail(r, 400, "invalid_request_error", "messages", err);
 			return;
 		}
-		if (setup_tools(r, ent->model))
+		if (setup_replies(r, ent->model))
 			return;
 		r->n_choices = r->g.n;
 	} else {
@@ -1179,11 +1185,74 @@ static const char *calls_finish(const char *fin)
 	return strcmp(fin, "length") ? "tool_calls" : fin;
 }
 
-/* Streaming with tools: append the reply's next text; what cannot be the
- * start of a call goes out as content.  False when r ended (out of
- * memory). */
-static bool tool_stream_text(struct exl_http_req *r, int k, const char *text, size_t len,
-			     const struct exl_http_tokinfo *t)
+/* A streamed reply's reasoning, as its own event: OpenAI's
+ * delta.reasoning_content (llama.cpp's name), Ollama's message.thinking. */
+static void stream_reasoning(struct exl_http_req *r, int k, const char *text, size_t len)
+{
+	struct exl_http_choice *c = &r->choices[k];
+	struct exl_jw *w = &r->w;
+
+	event_start(r);
+	if (is_ollama(r)) {
+		ollama_head(r, w);
+		exl_jw_key(w, "message");
+		exl_jw_obj(w);
+		exl_jw_kstr(w, "role", "assistant");
+		exl_jw_kstr(w, "content", "");
+		exl_jw_key(w, "thinking");
+		exl_jw_str(w, text, len);
+		exl_jw_obj_end(w);
+		exl_jw_key(w, "done");
+		exl_jw_bool(w, false);
+	} else {
+		openai_head(r, w, true);
+		exl_jw_key(w, "choices");
+		exl_jw_arr(w);
+		exl_jw_obj(w);
+		exl_jw_kint(w, "index", k);
+		exl_jw_key(w, "delta");
+		exl_jw_obj(w);
+		if (!c->role_sent) {
+			exl_jw_kstr(w, "role", "assistant");
+			c->role_sent = true;
+		}
+		exl_jw_key(w, "reasoning_content");
+		exl_jw_str(w, text, len);
+		exl_jw_obj_end(w);
+		exl_jw_key(w, "logprobs");
+		exl_jw_null(w);
+		exl_jw_key(w, "finish_reason");
+		exl_jw_null(w);
+		exl_jw_obj_end(w);
+		exl_jw_arr_end(w);
+	}
+	event_end(r);
+}
+
+/* The reply's reasoning that can go out now, and where its content
+ * starts (0 when the reply is not split). */
+static size_t stream_reasoning_part(struct exl_http_req *r, int k, bool final)
+{
+	struct exl_http_choice *c = &r->choices[k];
+	struct exl_reasoning rs;
+
+	if (!r->reasoning_on)
+		return 0;
+	exl_reasoning_split(c->text ? c->text : "", c->text_len, r->reasoning_open, final, &rs);
+	if (c->reason_sent < rs.r_start)
+		c->reason_sent = rs.r_start;
+	if (rs.r_end > c->reason_sent) {
+		stream_reasoning(r, k, c->text + c->reason_sent, rs.r_end - c->reason_sent);
+		c->reason_sent = rs.r_end;
+	}
+	return rs.c_start;
+}
+
+/* Streaming with tools or reasoning: append the reply's next text; its
+ * reasoning goes out as such, and of its content what cannot be the start
+ * of a call.  False when r ended (out of memory). */
+static bool stream_text(struct exl_http_req *r, int k, const char *text, size_t len,
+			const struct exl_http_tokinfo *t)
 {
 	struct exl_http_choice *c = &r->choices[k];
 	bool started;
@@ -1202,33 +1271,44 @@ static bool tool_stream_text(struct exl_http_req *r, int k, const char *text, si
 	}
 	memcpy(c->text + c->text_len, text, len);
 	c->text_len += len;
-	size_t safe = r->tools_forced ? 0 : exl_tool_stream_safe(r->tool_fmt, c->text, c->text_len,
-								  &started);
+	size_t c0 = stream_reasoning_part(r, k, false);
+	const char *view = c->text + c0;
+	size_t n = c->text_len - c0;
+	size_t safe = !r->tools_on ? n : r->tools_forced ? 0 :
+		      exl_tool_stream_safe(r->tool_fmt, view, n, &started);
 	if (safe < c->text_sent)
 		safe = c->text_sent;
 	if (safe > c->text_sent || (t && !is_ollama(r)))
-		stream_event(r, k, c->text + c->text_sent, safe - c->text_sent, t, NULL, NULL);
+		stream_event(r, k, view + c->text_sent, safe - c->text_sent, t, NULL, NULL);
 	c->text_sent = safe;
 	return true;
 }
 
-/* Streaming with tools, at the reply's end: its calls as one event, or
- * the held text as content when it made none.  The finish reason. */
-static const char *tool_stream_end(struct exl_http_req *r, int k, const char *fin)
+/* Streaming with tools or reasoning, at the reply's end: the reasoning
+ * left, then the calls as one event, or the held text as content when it
+ * made none.  The finish reason, NULL when r ended. */
+static const char *stream_text_end(struct exl_http_req *r, int k, const char *fin)
 {
 	struct exl_http_choice *c = &r->choices[k];
 	struct exl_tool_parse p;
 	struct exl_jw *w = &r->w;
+	size_t c0 = stream_reasoning_part(r, k, true);
+	const char *view = c->text ? c->text + c0 : "";
+	size_t n = c->text_len - c0;
 
-	if (exl_tool_parse(r->tool_fmt, r->tools_forced, c->text ? c->text : "", c->text_len, &p)) {
+	if (!r->tools_on) {
+		if (n > c->text_sent)
+			stream_event(r, k, view + c->text_sent, n - c->text_sent, NULL, NULL, NULL);
+		return fin;
+	}
+	if (exl_tool_parse(r->tool_fmt, r->tools_forced, view, n, &p)) {
 		exl_tool_parse_free(&p);
 		exl_http_req_fail(r, 500, "internal", NULL, "out of memory");
 		return NULL;
 	}
 	if (!p.n_calls) {
-		if (c->text_len > c->text_sent)
-			stream_event(r, k, c->text + c->text_sent, c->text_len - c->text_sent, NULL,
-				     NULL, NULL);
+		if (n > c->text_sent)
+			stream_event(r, k, view + c->text_sent, n - c->text_sent, NULL, NULL, NULL);
 		exl_tool_parse_free(&p);
 		return fin;
 	}
@@ -1290,10 +1370,14 @@ static void keep_result(struct exl_http_req *r, int k, const msgpack_object *don
 	mstr(done, "text", &text, &len);
 	exl_jw_obj(&w);
 	exl_jw_kint(&w, "index", k);
-	if (is_chat(r) && r->tools_on) {
+	struct exl_reasoning rs = { 0, 0, 0 };
+	if (is_chat(r) && r->reasoning_on)
+		exl_reasoning_split(text, len, r->reasoning_open, true, &rs);
+	if (is_chat(r) && (r->tools_on || r->reasoning_on)) {
 		struct exl_tool_parse p;
 
-		if (exl_tool_parse(r->tool_fmt, r->tools_forced, text, len, &p)) {
+		if (exl_tool_parse(r->tools_on ? r->tool_fmt : EXL_TOOL_FMT_NONE, r->tools_forced,
+				   text + rs.c_start, len - rs.c_start, &p)) {
 			exl_tool_parse_free(&p);
 			exl_jw_free(&w);
 			return;
@@ -1306,6 +1390,10 @@ static void keep_result(struct exl_http_req *r, int k, const msgpack_object *don
 			exl_jw_null(&w);
 		else
 			exl_jw_str(&w, p.content, p.content_len);
+		if (rs.r_end > rs.r_start) {
+			exl_jw_key(&w, "reasoning_content");
+			exl_jw_str(&w, text + rs.r_start, rs.r_end - rs.r_start);
+		}
 		if (p.n_calls) {
 			write_openai_calls(r, &w, k, &p, false);
 			finish = calls_finish(finish);
@@ -1394,6 +1482,8 @@ static void finish(struct exl_http_req *r, const msgpack_object *last_done)
 									   "text") : NULL;
 				const struct exl_json *calls = m && is_chat(r) ?
 							       exl_json_get(m, "tool_calls") : NULL;
+				const struct exl_json *thinking = m && is_chat(r) ?
+								  exl_json_get(m, "reasoning_content") : NULL;
 				if (m && is_chat(r))
 					m = exl_json_get(m, "content");
 				if (m && m->type == EXL_JSON_STRING) {
@@ -1407,6 +1497,10 @@ static void finish(struct exl_http_req *r, const msgpack_object *last_done)
 					exl_jw_kstr(w, "role", "assistant");
 					exl_jw_key(w, "content");
 					exl_jw_str(w, text, len);
+					if (thinking && thinking->type == EXL_JSON_STRING) {
+						exl_jw_key(w, "thinking");
+						exl_jw_str(w, thinking->str, thinking->len);
+					}
 					if (calls && calls->type == EXL_JSON_ARRAY)
 						ollama_calls_of(w, calls);
 					exl_jw_obj_end(w);
@@ -1493,8 +1587,8 @@ static bool on_message(struct exl_http_req *r, const msgpack_object *m)
 
 		mstr(m, "text", &s, &n);
 		bool alive = true;
-		if ((n || have_t) && r->tools_on && is_chat(r))
-			alive = tool_stream_text(r, (int)k, s, n, have_t ? &t : NULL);
+		if ((n || have_t) && (r->tools_on || r->reasoning_on) && is_chat(r))
+			alive = stream_text(r, (int)k, s, n, have_t ? &t : NULL);
 		else if (n || have_t)
 			stream_event(r, (int)k, s, n, have_t ? &t : NULL, NULL, NULL);
 		if (have_t)
@@ -1524,7 +1618,8 @@ static bool on_message(struct exl_http_req *r, const msgpack_object *m)
 		return false;
 	}
 	const char *fin = exl_http_finish_reason(reason);
-	if (r->g.stream && r->tools_on && is_chat(r) && !(fin = tool_stream_end(r, (int)k, fin)))
+	if (r->g.stream && (r->tools_on || r->reasoning_on) && is_chat(r) &&
+	    !(fin = stream_text_end(r, (int)k, fin)))
 		return false;
 	if (r->g.stream)
 		stream_event(r, (int)k, "", 0, NULL, fin, is_ollama(r) ? m : NULL);

@@ -13,6 +13,7 @@
 #include "daemon/server/http/http.h"
 #include "daemon/server/http/http_map.h"
 #include "daemon/server/http/json_out.h"
+#include "daemon/server/http/reasoning.h"
 #include "daemon/server/http/tool_calls.h"
 #include "daemon/server/wire/config.h"
 
@@ -72,6 +73,7 @@ struct exl_http_choice {
 	 * out as content (the rest may be a call, held to the end) */
 	char *text;
 	size_t text_len, text_cap, text_sent;
+	size_t reason_sent;              /* the end of the reasoning sent, in text */
 };
 
 struct exl_http_req {
@@ -107,6 +109,9 @@ struct exl_http_req {
 	 * forced call (tool_choice required or named) is this JSON schema
 	 * after the form's opening, which ends the prompt */
 	bool tools_on, tools_forced;
+	/* the replies' <think> block apart from their content; the prompt
+	 * opened it (reasoning.h) */
+	bool reasoning_on, reasoning_open;
 	enum exl_tool_fmt tool_fmt;
 	char *tool_schema;               /* malloc'ed */
 

@@ -973,6 +973,67 @@ static int generate_as_chat(struct mctx *m, const struct exl_json *body, struct 
 
 /* ---- the four generate endpoints ---- */
 
+/* chat_template_kwargs (llama.cpp's): more variables for the template,
+ * say enable_thinking; the context's own names are refused.  With
+ * think_off, enable_thinking false unless they set it. */
+static int get_template_kwargs(struct mctx *m, const struct exl_json *body, struct exl_http_gen *g,
+			       bool think_off)
+{
+	static const char *const own[] = { "messages", "add_generation_prompt", "tools", "bos_token",
+					   "eos_token" };
+	const struct exl_json *v = get(body, "chat_template_kwargs");
+	struct exl_jw w;
+
+	if (v && v->type != EXL_JSON_OBJECT)
+		return fail(m, "chat_template_kwargs", "wants an object, got %s", type_name(v));
+	if (!v && !think_off)
+		return 0;
+	exl_jw_init(&w);
+	exl_jw_obj(&w);
+	for (size_t i = 0; v && i < v->n; i++) {
+		for (size_t k = 0; k < sizeof(own) / sizeof(own[0]); k++) {
+			if (!strcmp(v->keys[i], own[k])) {
+				exl_jw_free(&w);
+				return fail(m, "chat_template_kwargs", "'%s' is the request's own", own[k]);
+			}
+		}
+		if (memchr(v->keys[i], 0, v->key_lens[i])) {
+			exl_jw_free(&w);
+			return fail(m, "chat_template_kwargs", "a name holds a NUL");
+		}
+		exl_jw_key(&w, v->keys[i]);
+		exl_jw_json(&w, v->v[i]);
+	}
+	if (think_off && !(v && get(v, "enable_thinking"))) {
+		exl_jw_key(&w, "enable_thinking");
+		exl_jw_bool(&w, false);
+	}
+	exl_jw_obj_end(&w);
+	if (exl_jw_failed(&w)) {
+		exl_jw_free(&w);
+		return fail(m, "chat_template_kwargs", "out of memory");
+	}
+	g->template_kwargs_json = zstr(m, "chat_template_kwargs", w.buf, w.len, true);
+	g->template_kwargs_len = w.len;
+	exl_jw_free(&w);
+	return g->template_kwargs_json ? 0 : -1;
+}
+
+/* OpenAI chat: reasoning_format (llama.cpp's: "none" keeps the <think>
+ * block in the content; "auto" and "deepseek" put it apart) and
+ * chat_template_kwargs. */
+static int get_reasoning_format(struct mctx *m, const struct exl_json *body, struct exl_http_gen *g)
+{
+	const struct exl_json *v = get(body, "reasoning_format");
+
+	if (v && (v->type != EXL_JSON_STRING || (strcmp(v->str, "none") && strcmp(v->str, "auto") &&
+						 strcmp(v->str, "deepseek"))))
+		return fail(m, "reasoning_format", "wants \"none\", \"auto\" or \"deepseek\"");
+	if (v)
+		g->reasoning = strcmp(v->str, "none") ? 1 : 0;
+	return get_template_kwargs(m, body, g, false);
+}
+
 static int map_openai(struct mctx *m, const struct exl_json *body, struct exl_http_gen *g)
 {
 	const struct exl_json *v;
@@ -1013,6 +1074,8 @@ static int map_openai(struct mctx *m, const struct exl_json *body, struct exl_ht
 	}
 	if (get_exld_settings(m, body, &g->gen) || get_stop(m, body, "stop", &g->gen.s) ||
 	    get_bias(m, body, "logit_bias", &g->gen) || get_response_format(m, body, &g->gen))
+		return -1;
+	if (g->chat && get_reasoning_format(m, body, g))
 		return -1;
 	if ((g->tool_choice == EXL_HTTP_TOOLS_REQUIRED || g->tool_choice == EXL_HTTP_TOOLS_NAMED) &&
 	    (g->gen.grammar || g->gen.json_schema || g->gen.regex))
@@ -1057,6 +1120,18 @@ static int map_ollama(struct mctx *m, const struct exl_json *body, struct exl_ht
 		}
 	} else if (get_messages(m, body, g)) {
 		return -1;
+	}
+	if (g->chat && (v = get(body, "think"))) {
+		/* newer Ollamas also take "high", "medium", "low" (gpt-oss) */
+		if (v->type == EXL_JSON_STRING && (!strcmp(v->str, "high") || !strcmp(v->str, "medium") ||
+						   !strcmp(v->str, "low")))
+			g->reasoning = 1;
+		else if (v->type == EXL_JSON_BOOL)
+			g->reasoning = v->b ? 1 : 0;
+		else
+			return fail(m, "think", "wants true or false");
+		if (get_template_kwargs(m, body, g, g->reasoning == 0))
+			return -1;
 	}
 	if (get_ollama_format(m, body, &g->gen))
 		return -1;
@@ -1122,6 +1197,7 @@ int exl_http_map_generate(enum exl_http_api api, const struct exl_json *body,
 	g->api = api;
 	g->n = 1;
 	g->logprobs = -1;
+	g->reasoning = -1;
 	exl_gen_settings_init(&g->gen.s);
 	g->gen.return_text = -1;
 	if (body->type != EXL_JSON_OBJECT)
@@ -1237,6 +1313,11 @@ char *exl_http_chat_context(const struct exl_http_gen *g, const char *bos, size_
 	exl_jw_str(&w, bos, bos_len);
 	exl_jw_key(&w, "eos_token");
 	exl_jw_str(&w, eos, eos_len);
+	if (g->template_kwargs_json && g->template_kwargs_len > 2) {
+		/* the object's members, after its '{' and before its '}' */
+		exl_jw_text(&w, ",", 1);
+		exl_jw_text(&w, g->template_kwargs_json + 1, g->template_kwargs_len - 2);
+	}
 	exl_jw_obj_end(&w);
 	if (exl_jw_failed(&w) || !w.buf) {
 		exl_jw_free(&w);

@@ -79,6 +79,16 @@ struct exl_http_gen {
 	enum exl_http_tool_choice tool_choice;
 	const char *tool_name;            /* named: in the zone */
 	bool parallel_tool_calls;         /* false: the reply's first call only */
+	/* A reply's <think> block apart from its content (reasoning.h): -1
+	 * the API's default (OpenAI: apart when the template writes one, as
+	 * llama.cpp's server does; Ollama: left in the content), 0 never
+	 * (reasoning_format "none", think false), 1 apart (think true). */
+	int reasoning;
+	/* chat_template_kwargs (and Ollama's think: false as enable_thinking):
+	 * more members of the template's context, as an object's JSON text,
+	 * NULL when none */
+	const char *template_kwargs_json;
+	size_t template_kwargs_len;
 	bool max_tokens_set;              /* a length was asked for */
 };
 

@@ -1,0 +1,33 @@
+/* A reply's reasoning: the <think> ... </think> block that Qwen3, QwQ and
+ * DeepSeek-R1 (and its distills) write before the answer, split from the
+ * content as OpenAI-style servers return it (reasoning_content) and as
+ * Ollama does (message.thinking).  No sockets, no model (docs/http.md,
+ * "Reasoning").
+ */
+#ifndef EXL_HTTP_REASONING_H
+#define EXL_HTTP_REASONING_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+/* Whether a chat template writes <think> blocks. */
+bool exl_reasoning_template(const char *tmpl, size_t len);
+
+/* Whether a rendered prompt leaves the reply inside a <think> block (the
+ * DeepSeek-R1 templates open it for the model). */
+bool exl_reasoning_prompt_open(const char *prompt, size_t len);
+
+/* The parts of a reply's first len bytes: reasoning [r_start, r_end),
+ * content from c_start.  final: the reply is whole (an unclosed block is
+ * all reasoning).  Not final, the reasoning stops short of what may be the
+ * closing tag's start, and c_start is len until the content has begun (or
+ * while it is undecided whether the reply opens with a block).  Both parts
+ * lose their surrounding whitespace. */
+struct exl_reasoning {
+	size_t r_start, r_end;
+	size_t c_start;
+};
+void exl_reasoning_split(const char *text, size_t len, bool open, bool final,
+			 struct exl_reasoning *r);
+
+#endif
