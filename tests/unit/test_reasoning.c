@@ -14,7 +14,7 @@ static void split(const char *text, bool open, bool final, const char *want_r, c
 	size_t n = strlen(text);
 	char got_r[256], got_c[256];
 
-	exl_reasoning_split(text, n, open, final, &r);
+	exl_reasoning_split(text, n, open, final, 0, &r);
 	CHECK(r.r_start <= r.r_end && r.r_end <= n && r.c_start <= n, "'%s': %zu %zu %zu", text,
 	      r.r_start, r.r_end, r.c_start);
 	snprintf(got_r, sizeof(got_r), "%.*s", (int)(r.r_end - r.r_start), text + r.r_start);

@@ -1238,13 +1238,19 @@ static size_t stream_reasoning_part(struct exl_http_req *r, int k, bool final)
 
 	if (!r->reasoning_on)
 		return 0;
-	exl_reasoning_split(c->text ? c->text : "", c->text_len, r->reasoning_open, final, &rs);
+	if (c->content_at)
+		return c->content_at;
+	exl_reasoning_split(c->text ? c->text : "", c->text_len, r->reasoning_open, final,
+			    c->reason_sent, &rs);
 	if (c->reason_sent < rs.r_start)
 		c->reason_sent = rs.r_start;
 	if (rs.r_end > c->reason_sent) {
 		stream_reasoning(r, k, c->text + c->reason_sent, rs.r_end - c->reason_sent);
 		c->reason_sent = rs.r_end;
 	}
+	/* the content began: where is settled */
+	if (rs.c_start < c->text_len)
+		c->content_at = rs.c_start;
 	return rs.c_start;
 }
 
@@ -1255,7 +1261,7 @@ static bool stream_text(struct exl_http_req *r, int k, const char *text, size_t 
 			const struct exl_http_tokinfo *t)
 {
 	struct exl_http_choice *c = &r->choices[k];
-	bool started;
+	bool started = false;
 
 	if (c->text_len + len + 1 > c->text_cap) {
 		size_t cap = c->text_cap ? c->text_cap : 256;
@@ -1274,10 +1280,17 @@ static bool stream_text(struct exl_http_req *r, int k, const char *text, size_t 
 	size_t c0 = stream_reasoning_part(r, k, false);
 	const char *view = c->text + c0;
 	size_t n = c->text_len - c0;
-	size_t safe = !r->tools_on ? n : r->tools_forced ? 0 :
-		      exl_tool_stream_safe(r->tool_fmt, view, n, &started);
-	if (safe < c->text_sent)
+	/* No call starts before what went out: each token's look starts
+	 * there (llama3's is at the reply's start), and none once a call
+	 * has started. */
+	size_t safe = n;
+	if (r->tools_on && (r->tools_forced || c->call_held))
 		safe = c->text_sent;
+	else if (r->tools_on && !(r->tool_fmt == EXL_TOOL_FMT_LLAMA3 && c->text_sent))
+		safe = c->text_sent + exl_tool_stream_safe(r->tool_fmt, view + c->text_sent,
+							   n - c->text_sent, &started);
+	if (r->tools_on && !r->tools_forced && started)
+		c->call_held = true;
 	if (safe > c->text_sent || (t && !is_ollama(r)))
 		stream_event(r, k, view + c->text_sent, safe - c->text_sent, t, NULL, NULL);
 	c->text_sent = safe;
@@ -1372,7 +1385,7 @@ static void keep_result(struct exl_http_req *r, int k, const msgpack_object *don
 	exl_jw_kint(&w, "index", k);
 	struct exl_reasoning rs = { 0, 0, 0 };
 	if (is_chat(r) && r->reasoning_on)
-		exl_reasoning_split(text, len, r->reasoning_open, true, &rs);
+		exl_reasoning_split(text, len, r->reasoning_open, true, 0, &rs);
 	if (is_chat(r) && (r->tools_on || r->reasoning_on)) {
 		struct exl_tool_parse p;
 

@@ -74,6 +74,8 @@ struct exl_http_choice {
 	char *text;
 	size_t text_len, text_cap, text_sent;
 	size_t reason_sent;              /* the end of the reasoning sent, in text */
+	size_t content_at;               /* where the content starts, once known (else 0) */
+	bool call_held;                  /* a call started: the rest waits for the end */
 };
 
 struct exl_http_req {

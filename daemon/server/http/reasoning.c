@@ -42,7 +42,8 @@ static size_t partial_tail(const char *s, size_t n, const char *what)
 	return 0;
 }
 
-void exl_reasoning_split(const char *s, size_t n, bool open, bool final, struct exl_reasoning *r)
+void exl_reasoning_split(const char *s, size_t n, bool open, bool final, size_t from,
+			 struct exl_reasoning *r)
 {
 	size_t i = 0, end;
 
@@ -65,7 +66,7 @@ void exl_reasoning_split(const char *s, size_t n, bool open, bool final, struct 
 	while (i < n && ws(s[i]))
 		i++;
 	r->r_start = i;
-	size_t close = find(s, n, i, CLOSE);
+	size_t close = find(s, n, from > i ? from : i, CLOSE);
 	if (close < n) {
 		end = close;
 		r->c_start = close + strlen(CLOSE);

@@ -22,12 +22,14 @@ bool exl_reasoning_prompt_open(const char *prompt, size_t len);
  * all reasoning).  Not final, the reasoning stops short of what may be the
  * closing tag's start, and c_start is len until the content has begun (or
  * while it is undecided whether the reply opens with a block).  Both parts
- * lose their surrounding whitespace. */
+ * lose their surrounding whitespace.  No closing tag starts before from
+ * (a stream's earlier r_end; 0 when unknown): the search starts there, so
+ * that a stream's splits cost its length once, not once per token. */
 struct exl_reasoning {
 	size_t r_start, r_end;
 	size_t c_start;
 };
-void exl_reasoning_split(const char *text, size_t len, bool open, bool final,
+void exl_reasoning_split(const char *text, size_t len, bool open, bool final, size_t from,
 			 struct exl_reasoning *r);
 
 #endif
