@@ -676,6 +676,16 @@ static int test_reasoning(void)
 	free(body);
 	body = NULL;
 
+	/* Ollama's clients read what a model can do */
+	REQUIRE(post(&t, "/api/show", "{\"model\": \"think\"}", &r) == 0 && r.status == 200 &&
+		strstr(r.body, "\"capabilities\":[\"completion\",\"thinking\"]"), "show think: %s",
+		r.body);
+	resp_free(&r);
+	REQUIRE(post(&t, "/api/show", "{\"model\": \"hermes\"}", &r) == 0 && r.status == 200 &&
+		strstr(r.body, "\"capabilities\":[\"completion\",\"tools\"]"), "show hermes: %s",
+		r.body);
+	resp_free(&r);
+
 	/* think false and chat_template_kwargs reach the template */
 	REQUIRE(post(&t, "/apply-template", "{\"model\": \"think\", \"messages\": [{\"role\": "
 		     "\"user\", \"content\": \"Hi\"}], \"chat_template_kwargs\": {\"enable_thinking\": "

@@ -319,9 +319,14 @@ static void post_show(struct exl_http *h, struct evhttp_request *req, const stru
 	exl_jw_kint(&w, key, hp->n_layer);
 	exl_jw_kint(&w, "tokenizer.vocab_size", hp->n_vocab);
 	exl_jw_obj_end(&w);
+	/* Ollama's clients look here before they send tools or think */
 	exl_jw_key(&w, "capabilities");
 	exl_jw_arr(&w);
 	exl_jw_cstr(&w, "completion");
+	if (tmpl && exl_tool_fmt_of(tmpl->val.str.ptr, (size_t)tmpl->val.str.len) != EXL_TOOL_FMT_NONE)
+		exl_jw_cstr(&w, "tools");
+	if (tmpl && exl_reasoning_template(tmpl->val.str.ptr, (size_t)tmpl->val.str.len))
+		exl_jw_cstr(&w, "thinking");
 	exl_jw_arr_end(&w);
 	exl_jw_obj_end(&w);
 	reply_w(req, &w);
