@@ -256,7 +256,9 @@ int fuzz_one(const uint8_t *data, size_t size)
 	int which = data[0] % 6;
 	const char *body = (const char *)data + 1;
 	size_t len = size - 1;
-	check_reply(body, len);
+	/* the chat endpoints' inputs are read as replies too */
+	if (which == 1 || which == 3)
+		check_reply(body, len);
 	struct exl_json_doc *d = exl_json_parse(body, len, err, sizeof(err));
 	if (!d) {
 		if (!err[0])
