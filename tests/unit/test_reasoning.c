@@ -39,6 +39,8 @@ int main(void)
 	split("<thi", false, false, "", "");
 	split("  ", false, false, "", "");
 	split("<thin!", false, false, "", "<thin!");
+	split("Hello, and more than the tag's length", false, false, "",
+	      "Hello, and more than the tag's length");
 	split("<think>abc</thi", false, false, "abc", "");
 	split("<think>abc\n", false, false, "abc", "");
 	split("<think>abc</think>\n", false, false, "abc", "");

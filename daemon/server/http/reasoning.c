@@ -53,7 +53,7 @@ void exl_reasoning_split(const char *s, size_t n, bool open, bool final, size_t 
 		size_t k = strlen(OPEN);
 		if (n - i >= k && !memcmp(s + i, OPEN, k)) {
 			i += k;
-		} else if (!final && !memcmp(s + i, OPEN, n - i)) {
+		} else if (!final && n - i < k && !memcmp(s + i, OPEN, n - i)) {
 			/* all of it may still be the opening tag */
 			r->r_start = r->r_end = 0;
 			r->c_start = n;
