@@ -676,6 +676,20 @@ static int test_reasoning(void)
 	free(body);
 	body = NULL;
 
+	/* Ollama's templated generate too */
+	REQUIRE(post(&t, "/api/generate", "{\"model\": \"think\", \"prompt\": \"Weather?\", "
+		     "\"think\": true, \"stream\": false, \"options\": {\"num_predict\": 100, "
+		     "\"regex\": \"<think>hm</think>Sunny\\\\.\"}}", &r) == 0 && r.status == 200 &&
+		strstr(r.body, "\"response\":\"Sunny.\",\"thinking\":\"hm\""), "generate think: %d %s",
+		r.status, r.body);
+	resp_free(&r);
+	REQUIRE(post(&t, "/api/generate", "{\"model\": \"think\", \"prompt\": \"Weather?\", "
+		     "\"think\": true, \"options\": {\"num_predict\": 100, "
+		     "\"regex\": \"<think>hm</think>Sunny\\\\.\"}}", &r) == 0 && r.status == 200 &&
+		strstr(r.body, "\"response\":\"\",\"thinking\":\"h") && strstr(r.body, "\"done\":true") &&
+		!strstr(r.body, "think>"), "generate think streamed: %d %s", r.status, r.raw);
+	resp_free(&r);
+
 	/* Ollama's clients read what a model can do */
 	REQUIRE(post(&t, "/api/show", "{\"model\": \"think\"}", &r) == 0 && r.status == 200 &&
 		strstr(r.body, "\"capabilities\":[\"completion\",\"thinking\"]"), "show think: %s",

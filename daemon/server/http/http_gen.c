@@ -1193,7 +1193,14 @@ static void stream_reasoning(struct exl_http_req *r, int k, const char *text, si
 	struct exl_jw *w = &r->w;
 
 	event_start(r);
-	if (is_ollama(r)) {
+	if (is_ollama(r) && !is_chat(r)) {
+		ollama_head(r, w);
+		exl_jw_kstr(w, "response", "");
+		exl_jw_key(w, "thinking");
+		exl_jw_str(w, text, len);
+		exl_jw_key(w, "done");
+		exl_jw_bool(w, false);
+	} else if (is_ollama(r)) {
 		ollama_head(r, w);
 		exl_jw_key(w, "message");
 		exl_jw_obj(w);
@@ -1384,7 +1391,7 @@ static void keep_result(struct exl_http_req *r, int k, const msgpack_object *don
 	exl_jw_obj(&w);
 	exl_jw_kint(&w, "index", k);
 	struct exl_reasoning rs = { 0, 0, 0 };
-	if (is_chat(r) && r->reasoning_on)
+	if (r->g.chat && r->reasoning_on)
 		exl_reasoning_split(text, len, r->reasoning_open, true, 0, &rs);
 	if (is_chat(r) && (r->tools_on || r->reasoning_on)) {
 		struct exl_tool_parse p;
@@ -1421,8 +1428,13 @@ static void keep_result(struct exl_http_req *r, int k, const msgpack_object *don
 		exl_jw_str(&w, text, len);
 		exl_jw_obj_end(&w);
 	} else {
+		/* Ollama's templated generate: the reasoning apart too */
 		exl_jw_key(&w, "text");
-		exl_jw_str(&w, text, len);
+		exl_jw_str(&w, text + rs.c_start, len - rs.c_start);
+		if (rs.r_end > rs.r_start) {
+			exl_jw_key(&w, "reasoning_content");
+			exl_jw_str(&w, text + rs.r_start, rs.r_end - rs.r_start);
+		}
 	}
 	exl_jw_key(&w, "logprobs");
 	if (r->g.logprobs >= 0 && !read_tokinfo(done, &t)) {
@@ -1495,8 +1507,9 @@ static void finish(struct exl_http_req *r, const msgpack_object *last_done)
 									   "text") : NULL;
 				const struct exl_json *calls = m && is_chat(r) ?
 							       exl_json_get(m, "tool_calls") : NULL;
-				const struct exl_json *thinking = m && is_chat(r) ?
-								  exl_json_get(m, "reasoning_content") : NULL;
+				const struct exl_json *thinking = !m ? NULL : is_chat(r) ?
+								  exl_json_get(m, "reasoning_content") :
+								  exl_json_get(c, "reasoning_content");
 				if (m && is_chat(r))
 					m = exl_json_get(m, "content");
 				if (m && m->type == EXL_JSON_STRING) {
@@ -1520,6 +1533,10 @@ static void finish(struct exl_http_req *r, const msgpack_object *last_done)
 				} else {
 					exl_jw_key(w, "response");
 					exl_jw_str(w, text, len);
+					if (thinking && thinking->type == EXL_JSON_STRING) {
+						exl_jw_key(w, "thinking");
+						exl_jw_str(w, thinking->str, thinking->len);
+					}
 				}
 				exl_json_free(d);
 			}
@@ -1600,7 +1617,7 @@ static bool on_message(struct exl_http_req *r, const msgpack_object *m)
 
 		mstr(m, "text", &s, &n);
 		bool alive = true;
-		if ((n || have_t) && (r->tools_on || r->reasoning_on) && is_chat(r))
+		if ((n || have_t) && (r->tools_on || r->reasoning_on) && r->g.chat)
 			alive = stream_text(r, (int)k, s, n, have_t ? &t : NULL);
 		else if (n || have_t)
 			stream_event(r, (int)k, s, n, have_t ? &t : NULL, NULL, NULL);
@@ -1631,7 +1648,7 @@ static bool on_message(struct exl_http_req *r, const msgpack_object *m)
 		return false;
 	}
 	const char *fin = exl_http_finish_reason(reason);
-	if (r->g.stream && (r->tools_on || r->reasoning_on) && is_chat(r) &&
+	if (r->g.stream && (r->tools_on || r->reasoning_on) && r->g.chat &&
 	    !(fin = stream_text_end(r, (int)k, fin)))
 		return false;
 	if (r->g.stream)
