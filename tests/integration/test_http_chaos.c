@@ -54,13 +54,19 @@ static void gen_body(char *b, size_t cap, int k, uint64_t *s, bool *stream)
 	double t = chaos_pick(s, 3) ? 0.1 * chaos_pick(s, 12) : 0.0;
 	unsigned seed = (unsigned)chaos_pick(s, 1000);
 	const char *stop = chaos_pick(s, 3) ? "" : ", \"stop\": [\".\", \"\\n\"]";
-	char extra[160] = "";
+	char extra[320] = "";
 
 	*stream = chaos_pick(s, 2);
 	if (k == 0 && chaos_pick(s, 4) == 0)
 		snprintf(extra, sizeof(extra), ", \"logprobs\": %u", chaos_pick(s, 4));
 	if (k == 1 && chaos_pick(s, 5) == 0)
 		snprintf(extra, sizeof(extra), ", \"response_format\": {\"type\": \"json_object\"}");
+	else if ((k == 1 || k == 3) && chaos_pick(s, 5) == 0)
+		/* a forced call (the model's template has no tool form) or none */
+		snprintf(extra, sizeof(extra), ", \"tools\": [{\"type\": \"function\", \"function\": "
+			 "{\"name\": \"f\", \"parameters\": {\"type\": \"object\", \"properties\": "
+			 "{\"n\": {\"type\": \"integer\"}}}}}]%s",
+			 k == 1 && chaos_pick(s, 2) ? ", \"tool_choice\": \"required\"" : "");
 	if (k >= 2 && chaos_pick(s, 5) == 0)
 		snprintf(extra, sizeof(extra), ", \"format\": \"json\"");
 	switch (k) {
