@@ -459,6 +459,20 @@ static int test_tools(void)
 	resp_free(&r);
 	free(body);
 
+	/* a schema written for OpenAI, with what exld's converter does not
+	 * enforce and a reference into its $defs: still a call */
+	REQUIRE(post(&t, "/v1/chat/completions", "{\"model\": \"hermes\", \"messages\": "
+		     "[{\"role\": \"user\", \"content\": \"Mail Bo\"}], \"max_tokens\": 300, "
+		     "\"seed\": 2, \"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"mail\", "
+		     "\"parameters\": {\"type\": \"object\", \"properties\": {\"to\": {\"type\": "
+		     "\"string\", \"format\": \"email\", \"maxLength\": 20}, \"prio\": {\"$ref\": "
+		     "\"#/$defs/prio\"}}, \"required\": [\"to\", \"prio\"], \"$defs\": {\"prio\": "
+		     "{\"oneOf\": [{\"const\": 1}, {\"const\": 2}]}}}}}], \"tool_choice\": "
+		     "\"required\"}", &r) == 0 && r.status == 200 && strstr(r.body, "\"name\":\"mail\"") &&
+		(strstr(r.body, "\\\"prio\\\":1}") || strstr(r.body, "\\\"prio\\\":2}")),
+		"a loose schema: %d %s", r.status, r.body);
+	resp_free(&r);
+
 	/* none: the template is not told, and a call-shaped reply is text */
 	body = chat_body("hermes", CALL_PARIS, false, ", \"tool_choice\": \"none\"");
 	doc = post_json(&t, "/v1/chat/completions", body, &st);

@@ -166,6 +166,26 @@ static void test_schema(void)
 			   "\"parameters\":{\"type\":\"object\"}},\"required\":[\"name\",\"parameters\"],"
 			   "\"additionalProperties\":false}"), "named: %s", s ? s : err);
 	free(s);
+	/* what the converter cannot enforce is left out; references follow
+	 * the parameters to where they sit */
+	static const char loose[] =
+		"[{\"type\": \"function\", \"function\": {\"name\": \"mail\", \"parameters\": "
+		"{\"type\": \"object\", \"properties\": {\"to\": {\"type\": \"string\", \"format\": "
+		"\"email\"}, \"tags\": {\"type\": \"array\", \"items\": {\"type\": \"string\"}, "
+		"\"uniqueItems\": true}, \"n\": {\"type\": \"integer\", \"multipleOf\": 2}, \"x\": "
+		"{\"$ref\": \"#/$defs/X\"}, \"format\": {\"type\": \"string\", \"format\": \"date\"}}, "
+		"\"$defs\": {\"X\": {\"oneOf\": [{\"type\": \"integer\"}, {\"const\": "
+		"{\"format\": \"uri\"}}]}}}}}]";
+	s = exl_tool_schema(EXL_TOOL_FMT_HERMES, loose, strlen(loose), NULL, &n, err, sizeof(err));
+	CHECK(s && !strcmp(s, "{\"type\":\"object\",\"properties\":{\"name\":{\"const\":\"mail\"},"
+			   "\"arguments\":{\"type\":\"object\",\"properties\":{\"to\":{\"type\":\"string\"},"
+			   "\"tags\":{\"type\":\"array\",\"items\":{\"type\":\"string\"}},\"n\":{\"type\":"
+			   "\"integer\"},\"x\":{\"$ref\":\"#/properties/arguments/$defs/X\"},\"format\":"
+			   "{\"type\":\"string\",\"format\":\"date\"}},\"$defs\":{\"X\":{\"anyOf\":"
+			   "[{\"type\":\"integer\"},{\"const\":{\"format\":\"uri\"}}]}},"
+			   "\"additionalProperties\":false}},\"required\":[\"name\",\"arguments\"],"
+			   "\"additionalProperties\":false}"), "loose: %s", s ? s : err);
+	free(s);
 	s = exl_tool_schema(EXL_TOOL_FMT_HERMES, tools, strlen(tools), "h", &n, err, sizeof(err));
 	CHECK(!s && strstr(err, "no function named 'h'"), "unknown name: %s", s ? s : err);
 	free(s);

@@ -118,8 +118,108 @@ static const struct exl_json *tool_name(const struct exl_json *t)
 	return n && n->type == EXL_JSON_STRING && n->len ? n : NULL;
 }
 
-static void one_call_schema(struct exl_jw *w, enum exl_tool_fmt f, const struct exl_json *t)
+/* A tool's parameters schema as the call's constraint.  Apps write these
+ * for OpenAI, which treats what it does not check as notes; exld's
+ * converter refuses what it cannot enforce (docs/grammar.md).  For a call,
+ * a constraint a little looser than the schema beats no call at all: a
+ * keyword the converter does not take is left out (a format other than
+ * date, time, date-time and uuid, or one beside a length or pattern;
+ * uniqueItems; multipleOf, not, if/then/else, patternProperties, ...), and
+ * oneOf becomes anyOf (the converter takes oneOf only where it can prove
+ * its branches disjoint).  Property names, enum and const values are
+ * copied as they are. */
+static void write_param_schema(struct exl_jw *w, const struct exl_json *s, const char *base);
+
+static void write_schema_array(struct exl_jw *w, const struct exl_json *a, const char *base)
 {
+	exl_jw_arr(w);
+	for (size_t i = 0; i < a->n; i++)
+		write_param_schema(w, a->v[i], base);
+	exl_jw_arr_end(w);
+}
+
+static bool keyword_kept(const struct exl_json *s, const char *k, const struct exl_json *v)
+{
+	static const char *const kept[] = {
+		"type", "enum", "const", "anyOf", "oneOf", "allOf", "$ref", "nullable", "properties",
+		"required", "additionalProperties", "items", "prefixItems", "additionalItems",
+		"minItems", "maxItems", "minLength", "maxLength", "pattern", "format", "minimum",
+		"maximum", "exclusiveMinimum", "exclusiveMaximum", "title", "description", "default",
+		"examples", "$defs", "definitions", "$schema", "$id", "$comment", NULL,
+	};
+	bool known = false;
+
+	for (int i = 0; kept[i] && !known; i++)
+		known = !strcmp(k, kept[i]);
+	if (!known)
+		return false;
+	if (strcmp(k, "format"))
+		return true;
+	return v->type == EXL_JSON_STRING && !exl_json_get(s, "pattern") &&
+	       !exl_json_get(s, "minLength") && !exl_json_get(s, "maxLength") &&
+	       (!strcmp(v->str, "date") || !strcmp(v->str, "time") || !strcmp(v->str, "date-time") ||
+		!strcmp(v->str, "uuid"));
+}
+
+/* The kept members of schema object s, inside an object being written.
+ * base: where the parameters sit in the call's schema, the root their
+ * "#..." references now resolve against. */
+static void write_param_members(struct exl_jw *w, const struct exl_json *s, const char *base)
+{
+	for (size_t i = 0; i < s->n; i++) {
+		const char *k = s->keys[i];
+		const struct exl_json *v = s->v[i];
+
+		if (memchr(k, 0, s->key_lens[i]) || !keyword_kept(s, k, v))
+			continue;
+		exl_jw_key(w, !strcmp(k, "oneOf") ? "anyOf" : k);
+		if (!strcmp(k, "$ref") && v->type == EXL_JSON_STRING && v->len && v->str[0] == '#') {
+			char ref[512];
+			snprintf(ref, sizeof(ref), "%s%.*s", base, (int)(v->len - 1), v->str + 1);
+			exl_jw_cstr(w, ref);
+		} else if ((!strcmp(k, "properties") || !strcmp(k, "$defs") || !strcmp(k, "definitions")) &&
+		    v->type == EXL_JSON_OBJECT) {
+			exl_jw_obj(w);
+			for (size_t j = 0; j < v->n; j++) {
+				if (memchr(v->keys[j], 0, v->key_lens[j]))
+					continue;
+				exl_jw_key(w, v->keys[j]);
+				write_param_schema(w, v->v[j], base);
+			}
+			exl_jw_obj_end(w);
+		} else if ((!strcmp(k, "anyOf") || !strcmp(k, "oneOf") || !strcmp(k, "allOf") ||
+			    !strcmp(k, "prefixItems") || !strcmp(k, "items")) &&
+			   v->type == EXL_JSON_ARRAY) {
+			write_schema_array(w, v, base);
+		} else if (!strcmp(k, "items") || !strcmp(k, "additionalProperties") ||
+			   !strcmp(k, "additionalItems")) {
+			write_param_schema(w, v, base);
+		} else {
+			exl_jw_json(w, v);
+		}
+	}
+}
+
+static void write_param_schema(struct exl_jw *w, const struct exl_json *s, const char *base)
+{
+	if (s->type != EXL_JSON_OBJECT) {
+		exl_jw_json(w, s);
+		return;
+	}
+	exl_jw_obj(w);
+	write_param_members(w, s, base);
+	exl_jw_obj_end(w);
+}
+
+static void one_call_schema(struct exl_jw *w, enum exl_tool_fmt f, const struct exl_json *t,
+			    int branch)
+{
+	char base[64];
+
+	if (branch >= 0)
+		snprintf(base, sizeof(base), "#/anyOf/%d/properties/%s", branch, args_key(f));
+	else
+		snprintf(base, sizeof(base), "#/properties/%s", args_key(f));
 	const struct exl_json *fn = tool_function(t);
 	const struct exl_json *params = exl_json_get(fn, "parameters");
 	const struct exl_json *name = tool_name(t);
@@ -141,12 +241,7 @@ static void one_call_schema(struct exl_jw *w, enum exl_tool_fmt f, const struct 
 		 * keys until max_tokens; llama.cpp's converter also defaults
 		 * to none). */
 		exl_jw_obj(w);
-		for (size_t i = 0; i < params->n; i++) {
-			if (memchr(params->keys[i], 0, params->key_lens[i]))
-				continue;
-			exl_jw_key(w, params->keys[i]);
-			exl_jw_json(w, params->v[i]);
-		}
+		write_param_members(w, params, base);
 		if (!exl_json_get(params, "additionalProperties") &&
 		    !exl_json_get(params, "anyOf") && !exl_json_get(params, "oneOf") &&
 		    !exl_json_get(params, "allOf") && !exl_json_get(params, "$ref")) {
@@ -203,18 +298,19 @@ char *exl_tool_schema(enum exl_tool_fmt f, const char *tools_json, size_t tools_
 		exl_jw_key(&w, "anyOf");
 		exl_jw_arr(&w);
 	}
-	for (size_t i = 0; i < tools->n; i++) {
+	for (size_t i = 0, b = 0; i < tools->n; i++) {
 		const struct exl_json *name = tool_name(tools->v[i]);
 
 		if (!only || (strlen(only) == name->len && !memcmp(only, name->str, name->len)))
-			one_call_schema(&w, f, tools->v[i]);
+			one_call_schema(&w, f, tools->v[i], n > 1 ? (int)b++ : -1);
 	}
 	if (n > 1) {
 		exl_jw_arr_end(&w);
 		exl_jw_obj_end(&w);
 	}
 	if (exl_jw_failed(&w)) {
-		snprintf(err, errlen, "out of memory");
+		snprintf(err, errlen, "tools: the call's schema could not be written (out of memory, "
+			 "or parameters nested deeper than %d levels)", EXL_JW_MAX_DEPTH - 6);
 		goto fail;
 	}
 	exl_json_free(d);
