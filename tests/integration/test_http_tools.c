@@ -376,6 +376,7 @@ static int test_tools(void)
 	exl_json_free(doc);
 	doc = NULL;
 	free(body);
+	body = NULL;
 
 	/* two calls; with parallel_tool_calls false only the first */
 	body = chat_body("hermes", CALL_PARIS "\n<tool_call>\n{\"name\": \"get_time\", \"arguments\": "
@@ -390,6 +391,7 @@ static int test_tools(void)
 	exl_json_free(doc);
 	doc = NULL;
 	free(body);
+	body = NULL;
 	body = chat_body("hermes", CALL_PARIS "<tool_call>{\"name\": \"get_time\", \"arguments\": "
 			 "{\"zone\": \"UTC\"}}</tool_call>", false, ", \"parallel_tool_calls\": false");
 	doc = post_json(&t, "/v1/chat/completions", body, &st);
@@ -399,6 +401,7 @@ static int test_tools(void)
 	exl_json_free(doc);
 	doc = NULL;
 	free(body);
+	body = NULL;
 
 	/* no call, and a malformed one: all of it is content */
 	static const char *const plain[] = { "It is sunny.", "<tool_call>\n{\"name\": broken" };
@@ -413,6 +416,7 @@ static int test_tools(void)
 		exl_json_free(doc);
 		doc = NULL;
 		free(body);
+		body = NULL;
 	}
 
 	/* streamed: the content before the call, then the call */
@@ -427,6 +431,7 @@ static int test_tools(void)
 	CHECK(!strcmp(s.finish, "tool_calls") && s.done, "streamed finish '%s'", s.finish);
 	resp_free(&r);
 	free(body);
+	body = NULL;
 	/* a stream that only looked like a call's start at one point */
 	body = chat_body("hermes", "a <tool and <tool_cal", false, ", \"stream\": true");
 	REQUIRE(post(&t, "/v1/chat/completions", body, &r) == 0 && r.status == 200, "stream 2");
@@ -435,6 +440,7 @@ static int test_tools(void)
 	      "stream 2: '%s' %d %s", s.content, s.n_calls, s.finish);
 	resp_free(&r);
 	free(body);
+	body = NULL;
 
 	/* forced: required (either tool, each within its schema), named */
 	body = chat_body("hermes", NULL, false, ", \"tool_choice\": \"required\", \"seed\": 5");
@@ -449,6 +455,7 @@ static int test_tools(void)
 	exl_json_free(doc);
 	doc = NULL;
 	free(body);
+	body = NULL;
 	body = chat_body("hermes", NULL, false, ", \"tool_choice\": {\"type\": \"function\", "
 			 "\"function\": {\"name\": \"get_time\"}}, \"stream\": true");
 	REQUIRE(post(&t, "/v1/chat/completions", body, &r) == 0 && r.status == 200, "named");
@@ -458,6 +465,7 @@ static int test_tools(void)
 	      !s.content[0], "named: %d %s %s '%s'", s.n_calls, s.name[0], s.args[0], s.content);
 	resp_free(&r);
 	free(body);
+	body = NULL;
 
 	/* a schema written for OpenAI, with what exld's converter does not
 	 * enforce and a reference into its $defs: still a call */
@@ -486,6 +494,7 @@ static int test_tools(void)
 	exl_json_free(doc);
 	doc = NULL;
 	free(body);
+	body = NULL;
 
 	/* llama3 and mistral forms */
 	body = chat_body("llama3", "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Oslo\"}}",
@@ -497,6 +506,7 @@ static int test_tools(void)
 	exl_json_free(doc);
 	doc = NULL;
 	free(body);
+	body = NULL;
 	body = chat_body("mistral", "[TOOL_CALLS][{\"name\": \"get_weather\", \"arguments\": "
 			 "{\"city\": \"Rome\"}, \"id\": \"a1b2c3d4e\"}]", false, NULL);
 	doc = post_json(&t, "/v1/chat/completions", body, &st);
@@ -507,6 +517,7 @@ static int test_tools(void)
 	exl_json_free(doc);
 	doc = NULL;
 	free(body);
+	body = NULL;
 
 	/* Ollama: arguments as an object, streamed and not */
 	body = chat_body("hermes", CALL_PARIS, true, ", \"stream\": false");
@@ -518,6 +529,7 @@ static int test_tools(void)
 	exl_json_free(doc);
 	doc = NULL;
 	free(body);
+	body = NULL;
 	body = chat_body("hermes", CALL_PARIS, true, NULL);
 	REQUIRE(post(&t, "/api/chat", body, &r) == 0 && r.status == 200, "ollama stream");
 	REQUIRE(read_stream(r.raw, true, &s) == 0, "ollama events");
@@ -573,6 +585,7 @@ static int test_tools(void)
 out:
 	exl_json_free(doc);
 	free(body);
+	body = NULL;
 	resp_free(&r);
 	h_stop(&d);
 	h_cleanup(&d);
@@ -627,6 +640,7 @@ static int test_reasoning(void)
 	exl_json_free(doc);
 	doc = NULL;
 	free(body);
+	body = NULL;
 	body = plain_body("think", reply, false, ", \"stream\": true");
 	REQUIRE(post(&t, "/v1/chat/completions", body, &r) == 0 && r.status == 200, "think stream");
 	REQUIRE(read_stream(r.raw, false, &s) == 0, "think stream events");
@@ -634,6 +648,7 @@ static int test_reasoning(void)
 	      !strcmp(s.finish, "stop"), "think streamed: '%s' '%s'", s.reasoning, s.content);
 	resp_free(&r);
 	free(body);
+	body = NULL;
 	/* reasoning_format none: left in the content */
 	body = plain_body("think", reply, false, ", \"reasoning_format\": \"none\"");
 	doc = post_json(&t, "/v1/chat/completions", body, &st);
@@ -643,6 +658,7 @@ static int test_reasoning(void)
 	exl_json_free(doc);
 	doc = NULL;
 	free(body);
+	body = NULL;
 	/* a reply without the block is all content; a stream that ends in it
 	 * is all reasoning */
 	body = plain_body("think", "Sunny. <think> is a tag.", false, ", \"stream\": true");
@@ -652,6 +668,7 @@ static int test_reasoning(void)
 	      s.reasoning, s.content);
 	resp_free(&r);
 	free(body);
+	body = NULL;
 
 	/* R1: the prompt opened the block */
 	body = plain_body("r1", "Paris, so weather.\n</think>\nSunny.", false, NULL);
@@ -663,6 +680,18 @@ static int test_reasoning(void)
 	exl_json_free(doc);
 	doc = NULL;
 	free(body);
+	body = NULL;
+
+	/* a reply held to JSON is the content, though the prompt opened the
+	 * block */
+	REQUIRE(post(&t, "/v1/chat/completions", "{\"model\": \"r1\", \"messages\": [{\"role\": "
+		     "\"user\", \"content\": \"x\"}], \"max_tokens\": 200, \"seed\": 1, \"response_format\": "
+		     "{\"type\": \"json_schema\", \"json_schema\": {\"schema\": {\"type\": \"object\", "
+		     "\"properties\": {\"a\": {\"enum\": [1, 2]}}, \"required\": [\"a\"], "
+		     "\"additionalProperties\": false}}}}", &r) == 0 && r.status == 200 &&
+		strstr(r.body, "\"content\":\"") && strstr(r.body, "\\\"a\\\": ") &&
+		!strstr(r.body, "reasoning_content"), "r1 with a schema: %d %s", r.status, r.body);
+	resp_free(&r);
 
 	/* Ollama: apart when asked (think), streamed and not */
 	body = plain_body("think", reply, true, ", \"stream\": false, \"think\": true");
@@ -674,6 +703,7 @@ static int test_reasoning(void)
 	exl_json_free(doc);
 	doc = NULL;
 	free(body);
+	body = NULL;
 	body = plain_body("think", reply, true, ", \"think\": true");
 	REQUIRE(post(&t, "/api/chat", body, &r) == 0 && r.status == 200, "ollama think stream");
 	REQUIRE(read_stream(r.raw, true, &s) == 0, "ollama think events");
@@ -681,6 +711,7 @@ static int test_reasoning(void)
 	      s.done, "ollama think streamed: '%s' '%s'", s.reasoning, s.content);
 	resp_free(&r);
 	free(body);
+	body = NULL;
 	body = plain_body("think", reply, true, ", \"stream\": false");
 	doc = post_json(&t, "/api/chat", body, &st);
 	REQUIRE(doc && st == 200, "ollama default: %d", st);
@@ -742,6 +773,7 @@ static int test_reasoning(void)
 out:
 	exl_json_free(doc);
 	free(body);
+	body = NULL;
 	resp_free(&r);
 	h_stop(&d);
 	h_cleanup(&d);

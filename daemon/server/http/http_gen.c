@@ -385,7 +385,9 @@ static int setup_replies(struct exl_http_req *r, const struct exl_model *m)
 	 * writes one (llama.cpp's server does so), Ollama's when asked */
 	r->reasoning_on = !forced && exl_reasoning_template(tmpl, tlen) &&
 			  (r->g.reasoning == 1 || (r->g.reasoning == -1 && !is_ollama(r)));
-	r->reasoning_open = r->reasoning_on &&
+	/* a reply held to a JSON schema cannot be inside the block the
+	 * prompt opened: it is all content */
+	r->reasoning_open = r->reasoning_on && !r->g.gen.json_schema &&
 			    exl_reasoning_prompt_open(r->chat_prompt, r->chat_prompt_len);
 	if (!r->g.tools_json)
 		return 0;
