@@ -71,13 +71,17 @@ static void test_hermes(void)
 		"<tool_call>{\"name\": \"\", \"arguments\": {}}</tool_call>",
 		"<tool_call>{\"name\": \"a b\", \"arguments\": {}}</tool_call>",
 		"<tool_call>{\"name\": \"f\", \"arguments\": [1]}</tool_call>",
-		"<tool_call>{\"name\": \"f\"}</tool_call> and then more text",
+		"<tool_call>{\"name\": \"f\"} and then more text",
 		"<tool_call>call f with 1</tool_call>",
 		"<tool_call><function=f><parameter=a>1</parameter><parameter=a>2</parameter></function>",
 	};
 	for (size_t i = 0; i < sizeof(broken) / sizeof(broken[0]); i++)
 		expect(h, false, broken[i], "", broken[i]);
 	expect(h, false, "No tools needed: 4.", "", "No tools needed: 4.");
+	/* text after closed calls is content, after a blank line */
+	expect(h, false, "Let me see.\n<tool_call>{\"name\": \"f\"}</tool_call>\nI asked f. \n",
+	       "f {}|", "Let me see.\n\nI asked f.");
+	expect(h, false, "<tool_call>{\"name\": \"f\"}</tool_call> done", "f {}|", "done");
 }
 
 static void test_other_forms(void)

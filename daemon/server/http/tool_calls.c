@@ -543,9 +543,11 @@ out:
 
 /* Hermes: <tool_call> JSON or XML </tool_call>, repeated, from the first
  * tag at i.  The closing tag of the last may be missing (the reply ended
- * on the end-of-turn token). */
-static int parse_hermes(struct exl_tool_parse *p, const char *s, size_t n, size_t i)
+ * on the end-of-turn token).  Text after a closed call is not a call:
+ * where it starts in *trail (else n). */
+static int parse_hermes(struct exl_tool_parse *p, const char *s, size_t n, size_t i, size_t *trail)
 {
+	*trail = n;
 	while (i < n) {
 		size_t at = skip_ws(s, n, i + strlen(HERMES_OPEN)), end;
 		int rc;
@@ -563,10 +565,15 @@ static int parse_hermes(struct exl_tool_parse *p, const char *s, size_t n, size_
 		if (rc)
 			return rc;
 		i = skip_ws(s, n, end);
-		if (starts(s, n, i, HERMES_CLOSE))
+		bool closed = starts(s, n, i, HERMES_CLOSE);
+		if (closed)
 			i = skip_ws(s, n, i + strlen(HERMES_CLOSE));
-		if (i < n && !starts(s, n, i, HERMES_OPEN))
-			return 1;
+		if (i < n && !starts(s, n, i, HERMES_OPEN)) {
+			if (!closed)
+				return 1;
+			*trail = i;
+			return 0;
+		}
 	}
 	return 0;
 }
@@ -694,7 +701,7 @@ int exl_tool_parse(enum exl_tool_fmt f, bool forced, const char *text, size_t le
 		   struct exl_tool_parse *p)
 {
 	size_t at = forced ? 0 : calls_start(f, text, len);
-	size_t keep = len;
+	size_t keep = len, trail = len;
 	int rc = 1;
 
 	memset(p, 0, sizeof(*p));
@@ -705,7 +712,7 @@ int exl_tool_parse(enum exl_tool_fmt f, bool forced, const char *text, size_t le
 			rc = calls_of_json(p, text, i, end);
 	} else if (at < len) {
 		switch (f) {
-		case EXL_TOOL_FMT_HERMES: rc = parse_hermes(p, text, len, at); break;
+		case EXL_TOOL_FMT_HERMES: rc = parse_hermes(p, text, len, at, &trail); break;
 		case EXL_TOOL_FMT_MISTRAL: rc = parse_mistral(p, text, len, at); break;
 		case EXL_TOOL_FMT_GRANITE: rc = parse_granite(p, text, len, at); break;
 		case EXL_TOOL_FMT_LLAMA3: rc = parse_llama3(p, text, len, at); break;
@@ -716,15 +723,27 @@ int exl_tool_parse(enum exl_tool_fmt f, bool forced, const char *text, size_t le
 		return -1;
 	if (rc > 0) {
 		drop_calls(p);
+		trail = len;
 	} else {
 		/* the content is what came before the calls */
 		keep = forced ? 0 : at;
 		while (keep && (text[keep - 1] == ' ' || text[keep - 1] == '\n'))
 			keep--;
 	}
-	p->content = dup_n(text, keep);
-	p->content_len = keep;
-	return p->content ? 0 : -1;
+	/* and what came after them, after a blank line */
+	size_t tail = len - trail;
+	while (tail && (text[trail + tail - 1] == ' ' || text[trail + tail - 1] == '\n'))
+		tail--;
+	size_t sep = tail && keep ? 2 : 0;
+	p->content = malloc(keep + sep + tail + 1);
+	if (!p->content)
+		return -1;
+	memcpy(p->content, text, keep);
+	memcpy(p->content + keep, "\n\n", sep);
+	memcpy(p->content + keep + sep, text + trail, tail);
+	p->content[keep + sep + tail] = 0;
+	p->content_len = keep + sep + tail;
+	return 0;
 }
 
 void exl_tool_parse_free(struct exl_tool_parse *p)

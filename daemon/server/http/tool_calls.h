@@ -61,7 +61,9 @@ struct exl_tool_call {
 };
 
 struct exl_tool_parse {
-	char *content;         /* the text before the calls (all of it without calls) */
+	/* the text before the calls (all of it without calls), and after a
+	 * blank line what a hermes reply wrote after its closed calls */
+	char *content;
 	size_t content_len;
 	struct exl_tool_call *calls;
 	int n_calls;
