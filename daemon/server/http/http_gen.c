@@ -1187,46 +1187,50 @@ static const char *calls_finish(const char *fin)
 	return strcmp(fin, "length") ? "tool_calls" : fin;
 }
 
-/* A streamed reply's reasoning, as its own event: OpenAI's
- * delta.reasoning_content (llama.cpp's name), Ollama's message.thinking. */
-static void stream_reasoning(struct exl_http_req *r, int k, const char *text, size_t len)
+/* A streamed event that carries no text (reasoning, tool calls): its
+ * opening, up to where its members go (Ollama's message, or generate's
+ * top level; OpenAI's delta, with the role in the first), and its close. */
+static void side_event_open(struct exl_http_req *r, int k)
 {
 	struct exl_http_choice *c = &r->choices[k];
 	struct exl_jw *w = &r->w;
 
 	event_start(r);
-	if (is_ollama(r) && !is_chat(r)) {
+	if (is_ollama(r)) {
 		ollama_head(r, w);
-		exl_jw_kstr(w, "response", "");
-		exl_jw_key(w, "thinking");
-		exl_jw_str(w, text, len);
-		exl_jw_key(w, "done");
-		exl_jw_bool(w, false);
-	} else if (is_ollama(r)) {
-		ollama_head(r, w);
+		if (!is_chat(r)) {
+			exl_jw_kstr(w, "response", "");
+			return;
+		}
 		exl_jw_key(w, "message");
 		exl_jw_obj(w);
 		exl_jw_kstr(w, "role", "assistant");
 		exl_jw_kstr(w, "content", "");
-		exl_jw_key(w, "thinking");
-		exl_jw_str(w, text, len);
-		exl_jw_obj_end(w);
+		return;
+	}
+	openai_head(r, w, true);
+	exl_jw_key(w, "choices");
+	exl_jw_arr(w);
+	exl_jw_obj(w);
+	exl_jw_kint(w, "index", k);
+	exl_jw_key(w, "delta");
+	exl_jw_obj(w);
+	if (!c->role_sent) {
+		exl_jw_kstr(w, "role", "assistant");
+		c->role_sent = true;
+	}
+}
+
+static void side_event_close(struct exl_http_req *r)
+{
+	struct exl_jw *w = &r->w;
+
+	if (is_ollama(r)) {
+		if (is_chat(r))
+			exl_jw_obj_end(w);
 		exl_jw_key(w, "done");
 		exl_jw_bool(w, false);
 	} else {
-		openai_head(r, w, true);
-		exl_jw_key(w, "choices");
-		exl_jw_arr(w);
-		exl_jw_obj(w);
-		exl_jw_kint(w, "index", k);
-		exl_jw_key(w, "delta");
-		exl_jw_obj(w);
-		if (!c->role_sent) {
-			exl_jw_kstr(w, "role", "assistant");
-			c->role_sent = true;
-		}
-		exl_jw_key(w, "reasoning_content");
-		exl_jw_str(w, text, len);
 		exl_jw_obj_end(w);
 		exl_jw_key(w, "logprobs");
 		exl_jw_null(w);
@@ -1236,6 +1240,16 @@ static void stream_reasoning(struct exl_http_req *r, int k, const char *text, si
 		exl_jw_arr_end(w);
 	}
 	event_end(r);
+}
+
+/* A streamed reply's reasoning, as its own event: OpenAI's
+ * delta.reasoning_content (llama.cpp's name), Ollama's thinking. */
+static void stream_reasoning(struct exl_http_req *r, int k, const char *text, size_t len)
+{
+	side_event_open(r, k);
+	exl_jw_key(&r->w, is_ollama(r) ? "thinking" : "reasoning_content");
+	exl_jw_str(&r->w, text, len);
+	side_event_close(r);
 }
 
 /* The reply's reasoning that can go out now, and where its content
@@ -1337,44 +1351,18 @@ static const char *stream_text_end(struct exl_http_req *r, int k, const char *fi
 	if (p.content_len > c->text_sent)
 		stream_event(r, k, p.content + c->text_sent, p.content_len - c->text_sent, NULL, NULL,
 			     NULL);
-	event_start(r);
+	side_event_open(r, k);
 	if (is_ollama(r)) {
-		ollama_head(r, w);
-		exl_jw_key(w, "message");
-		exl_jw_obj(w);
-		exl_jw_kstr(w, "role", "assistant");
-		exl_jw_kstr(w, "content", "");
 		exl_jw_key(w, "tool_calls");
 		exl_jw_arr(w);
 		for (int i = 0; i < calls_kept(r, &p); i++)
 			write_ollama_call(w, p.calls[i].name, strlen(p.calls[i].name), p.calls[i].args,
 					  p.calls[i].args_len);
 		exl_jw_arr_end(w);
-		exl_jw_obj_end(w);
-		exl_jw_key(w, "done");
-		exl_jw_bool(w, false);
 	} else {
-		openai_head(r, w, true);
-		exl_jw_key(w, "choices");
-		exl_jw_arr(w);
-		exl_jw_obj(w);
-		exl_jw_kint(w, "index", k);
-		exl_jw_key(w, "delta");
-		exl_jw_obj(w);
-		if (!c->role_sent) {
-			exl_jw_kstr(w, "role", "assistant");
-			c->role_sent = true;
-		}
 		write_openai_calls(r, w, k, &p, true);
-		exl_jw_obj_end(w);
-		exl_jw_key(w, "logprobs");
-		exl_jw_null(w);
-		exl_jw_key(w, "finish_reason");
-		exl_jw_null(w);
-		exl_jw_obj_end(w);
-		exl_jw_arr_end(w);
 	}
-	event_end(r);
+	side_event_close(r);
 	exl_tool_parse_free(&p);
 	return calls_finish(fin);
 }

@@ -8,6 +8,7 @@
 #include "common/json_parse.h"
 #include "common/utf8.h"
 #include "daemon/server/http/json_out.h"
+#include "daemon/server/http/text_scan.h"
 
 #define HERMES_OPEN "<tool_call>"
 #define HERMES_CLOSE "</tool_call>"
@@ -18,53 +19,19 @@
 #define GRANITE_CLOSE "<|/tool_call|>"
 #define PYTHON_TAG "<|python_tag|>"
 
-static bool contains(const char *s, size_t n, const char *what)
-{
-	size_t k = strlen(what);
-
-	for (size_t i = 0; k <= n && i <= n - k; i++)
-		if (s[i] == what[0] && !memcmp(s + i, what, k))
-			return true;
-	return false;
-}
-
-/* The offset of what in s[from, n), or n. */
-static size_t find(const char *s, size_t n, size_t from, const char *what)
-{
-	size_t k = strlen(what);
-
-	for (size_t i = from; k <= n && i <= n - k; i++)
-		if (s[i] == what[0] && !memcmp(s + i, what, k))
-			return i;
-	return n;
-}
-
-static bool starts(const char *s, size_t n, size_t at, const char *what)
-{
-	size_t k = strlen(what);
-
-	return at <= n && n - at >= k && !memcmp(s + at, what, k);
-}
-
-static size_t skip_ws(const char *s, size_t n, size_t i)
-{
-	while (i < n && (s[i] == ' ' || s[i] == '\n' || s[i] == '\r' || s[i] == '\t'))
-		i++;
-	return i;
-}
-
 enum exl_tool_fmt exl_tool_fmt_of(const char *t, size_t n)
 {
 	/* Mistral's and Granite's markers first: a template may also quote
 	 * another family's tags in its instructions */
-	if (contains(t, n, MISTRAL_OPEN))
+	if (exl_text_find(t, n, 0, MISTRAL_OPEN) < n)
 		return EXL_TOOL_FMT_MISTRAL;
-	if (contains(t, n, GRANITE_OPEN))
+	if (exl_text_find(t, n, 0, GRANITE_OPEN) < n)
 		return EXL_TOOL_FMT_GRANITE;
-	if (contains(t, n, HERMES_OPEN))
+	if (exl_text_find(t, n, 0, HERMES_OPEN) < n)
 		return EXL_TOOL_FMT_HERMES;
-	if (contains(t, n, PYTHON_TAG) ||
-	    (contains(t, n, "<|start_header_id|>") && contains(t, n, "\"parameters\"")))
+	if (exl_text_find(t, n, 0, PYTHON_TAG) < n ||
+	    (exl_text_find(t, n, 0, "<|start_header_id|>") < n &&
+	     exl_text_find(t, n, 0, "\"parameters\"") < n))
 		return EXL_TOOL_FMT_LLAMA3;
 	return EXL_TOOL_FMT_NONE;
 }
@@ -482,7 +449,7 @@ static int calls_of_json(struct exl_tool_parse *p, const char *s, size_t i, size
  * a bare string, else the text.  The end in *next.  1 when malformed. */
 static int call_of_xml(struct exl_tool_parse *p, const char *s, size_t n, size_t i, size_t *next)
 {
-	size_t name_end = find(s, n, i, ">");
+	size_t name_end = exl_text_find(s, n, i, ">");
 	struct exl_jw w;
 	int rc = 1;
 
@@ -491,14 +458,14 @@ static int call_of_xml(struct exl_tool_parse *p, const char *s, size_t n, size_t
 		return 1;
 	exl_jw_init(&w);
 	exl_jw_obj(&w);
-	size_t at = skip_ws(s, n, name_end + 1);
-	while (starts(s, n, at, "<parameter=")) {
+	size_t at = exl_text_skip_ws(s, n, name_end + 1);
+	while (exl_text_starts(s, n, at, "<parameter=")) {
 		size_t key = at + strlen("<parameter=");
-		size_t key_end = find(s, n, key, ">");
+		size_t key_end = exl_text_find(s, n, key, ">");
 		if (key_end >= n || key_end == key)
 			goto out;
 		size_t v = key_end + 1;
-		size_t v_end = find(s, n, v, "</parameter>");
+		size_t v_end = exl_text_find(s, n, v, "</parameter>");
 		if (v_end >= n)
 			goto out;
 		/* the value sits on its own lines */
@@ -519,9 +486,9 @@ static int call_of_xml(struct exl_tool_parse *p, const char *s, size_t n, size_t
 		else
 			exl_jw_str(&w, s + a, b - a);
 		exl_json_free(d);
-		at = skip_ws(s, n, v_end + strlen("</parameter>"));
+		at = exl_text_skip_ws(s, n, v_end + strlen("</parameter>"));
 	}
-	if (!starts(s, n, at, "</function>"))
+	if (!exl_text_starts(s, n, at, "</function>"))
 		goto out;
 	exl_jw_obj_end(&w);
 	if (exl_jw_failed(&w))
@@ -549,7 +516,7 @@ static int parse_hermes(struct exl_tool_parse *p, const char *s, size_t n, size_
 {
 	*trail = n;
 	while (i < n) {
-		size_t at = skip_ws(s, n, i + strlen(HERMES_OPEN)), end;
+		size_t at = exl_text_skip_ws(s, n, i + strlen(HERMES_OPEN)), end;
 		int rc;
 
 		if (at < n && (s[at] == '{' || s[at] == '[')) {
@@ -557,18 +524,18 @@ static int parse_hermes(struct exl_tool_parse *p, const char *s, size_t n, size_
 			if (!end)
 				return 1;
 			rc = calls_of_json(p, s, at, end);
-		} else if (starts(s, n, at, "<function=")) {
+		} else if (exl_text_starts(s, n, at, "<function=")) {
 			rc = call_of_xml(p, s, n, at, &end);
 		} else {
 			return 1;
 		}
 		if (rc)
 			return rc;
-		i = skip_ws(s, n, end);
-		bool closed = starts(s, n, i, HERMES_CLOSE);
+		i = exl_text_skip_ws(s, n, end);
+		bool closed = exl_text_starts(s, n, i, HERMES_CLOSE);
 		if (closed)
-			i = skip_ws(s, n, i + strlen(HERMES_CLOSE));
-		if (i < n && !starts(s, n, i, HERMES_OPEN)) {
+			i = exl_text_skip_ws(s, n, i + strlen(HERMES_CLOSE));
+		if (i < n && !exl_text_starts(s, n, i, HERMES_OPEN)) {
 			if (!closed)
 				return 1;
 			*trail = i;
@@ -583,7 +550,7 @@ static int parse_hermes(struct exl_tool_parse *p, const char *s, size_t n, size_
 static int parse_mistral(struct exl_tool_parse *p, const char *s, size_t n, size_t i)
 {
 	while (i < n) {
-		size_t at = skip_ws(s, n, i + strlen(MISTRAL_OPEN)), end;
+		size_t at = exl_text_skip_ws(s, n, i + strlen(MISTRAL_OPEN)), end;
 		int rc;
 
 		if (at < n && (s[at] == '[' || s[at] == '{')) {
@@ -592,8 +559,8 @@ static int parse_mistral(struct exl_tool_parse *p, const char *s, size_t n, size
 				return 1;
 			rc = calls_of_json(p, s, at, end);
 		} else {
-			size_t args = find(s, n, at, MISTRAL_ARGS);
-			size_t idm = find(s, n, at, MISTRAL_ID);
+			size_t args = exl_text_find(s, n, at, MISTRAL_ARGS);
+			size_t idm = exl_text_find(s, n, at, MISTRAL_ID);
 			size_t name_end = idm < args ? idm : args, id = 0, id_len = 0;
 
 			if (args >= n || name_end == at)
@@ -602,7 +569,7 @@ static int parse_mistral(struct exl_tool_parse *p, const char *s, size_t n, size
 				id = idm + strlen(MISTRAL_ID);
 				id_len = args - id;
 			}
-			size_t j = skip_ws(s, n, args + strlen(MISTRAL_ARGS));
+			size_t j = exl_text_skip_ws(s, n, args + strlen(MISTRAL_ARGS));
 			if (j >= n || s[j] != '{' || !(end = json_end(s, n, j)))
 				return 1;
 			struct exl_json_doc *d = exl_json_parse(s + j, end - j, NULL, 0);
@@ -622,8 +589,8 @@ static int parse_mistral(struct exl_tool_parse *p, const char *s, size_t n, size
 		}
 		if (rc)
 			return rc;
-		i = skip_ws(s, n, end);
-		if (i < n && !starts(s, n, i, MISTRAL_OPEN))
+		i = exl_text_skip_ws(s, n, end);
+		if (i < n && !exl_text_starts(s, n, i, MISTRAL_OPEN))
 			return 1;
 	}
 	return 0;
@@ -633,7 +600,7 @@ static int parse_mistral(struct exl_tool_parse *p, const char *s, size_t n, size
  * optionally closed by <|/tool_call|>. */
 static int parse_granite(struct exl_tool_parse *p, const char *s, size_t n, size_t i)
 {
-	size_t at = skip_ws(s, n, i + strlen(GRANITE_OPEN)), end;
+	size_t at = exl_text_skip_ws(s, n, i + strlen(GRANITE_OPEN)), end;
 	int rc;
 
 	if (at >= n || (s[at] != '[' && s[at] != '{') || !(end = json_end(s, n, at)))
@@ -641,9 +608,9 @@ static int parse_granite(struct exl_tool_parse *p, const char *s, size_t n, size
 	rc = calls_of_json(p, s, at, end);
 	if (rc)
 		return rc;
-	i = skip_ws(s, n, end);
-	if (starts(s, n, i, GRANITE_CLOSE))
-		i = skip_ws(s, n, i + strlen(GRANITE_CLOSE));
+	i = exl_text_skip_ws(s, n, end);
+	if (exl_text_starts(s, n, i, GRANITE_CLOSE))
+		i = exl_text_skip_ws(s, n, i + strlen(GRANITE_CLOSE));
 	return i < n ? 1 : 0;
 }
 
@@ -651,8 +618,8 @@ static int parse_granite(struct exl_tool_parse *p, const char *s, size_t n, size
  * nothing else. */
 static int parse_llama3(struct exl_tool_parse *p, const char *s, size_t n, size_t i)
 {
-	if (starts(s, n, i, PYTHON_TAG))
-		i = skip_ws(s, n, i + strlen(PYTHON_TAG));
+	if (exl_text_starts(s, n, i, PYTHON_TAG))
+		i = exl_text_skip_ws(s, n, i + strlen(PYTHON_TAG));
 	do {
 		size_t end;
 		int rc;
@@ -662,9 +629,9 @@ static int parse_llama3(struct exl_tool_parse *p, const char *s, size_t n, size_
 		rc = calls_of_json(p, s, i, end);
 		if (rc)
 			return rc;
-		i = skip_ws(s, n, end);
+		i = exl_text_skip_ws(s, n, end);
 		if (i < n && s[i] == ';')
-			i = skip_ws(s, n, i + 1);
+			i = exl_text_skip_ws(s, n, i + 1);
 	} while (i < n);
 	return 0;
 }
@@ -675,12 +642,12 @@ static size_t calls_start(enum exl_tool_fmt f, const char *s, size_t n)
 	size_t i;
 
 	switch (f) {
-	case EXL_TOOL_FMT_HERMES: return find(s, n, 0, HERMES_OPEN);
-	case EXL_TOOL_FMT_MISTRAL: return find(s, n, 0, MISTRAL_OPEN);
-	case EXL_TOOL_FMT_GRANITE: return find(s, n, 0, GRANITE_OPEN);
+	case EXL_TOOL_FMT_HERMES: return exl_text_find(s, n, 0, HERMES_OPEN);
+	case EXL_TOOL_FMT_MISTRAL: return exl_text_find(s, n, 0, MISTRAL_OPEN);
+	case EXL_TOOL_FMT_GRANITE: return exl_text_find(s, n, 0, GRANITE_OPEN);
 	case EXL_TOOL_FMT_LLAMA3:
-		i = skip_ws(s, n, 0);
-		return i < n && (s[i] == '{' || starts(s, n, i, PYTHON_TAG)) ? i : n;
+		i = exl_text_skip_ws(s, n, 0);
+		return i < n && (s[i] == '{' || exl_text_starts(s, n, i, PYTHON_TAG)) ? i : n;
 	default: return n;
 	}
 }
@@ -707,7 +674,7 @@ int exl_tool_parse(enum exl_tool_fmt f, bool forced, const char *text, size_t le
 	memset(p, 0, sizeof(*p));
 	if (forced) {
 		/* the prompt opened the call: the reply is its object */
-		size_t i = skip_ws(text, len, 0), end;
+		size_t i = exl_text_skip_ws(text, len, 0), end;
 		if (i < len && text[i] == '{' && (end = json_end(text, len, i)))
 			rc = calls_of_json(p, text, i, end);
 	} else if (at < len) {
@@ -754,17 +721,6 @@ void exl_tool_parse_free(struct exl_tool_parse *p)
 	p->content_len = 0;
 }
 
-/* The longest tail of s[0, n) that is a proper start of marker. */
-static size_t partial_tail(const char *s, size_t n, const char *marker)
-{
-	size_t k = strlen(marker);
-
-	for (size_t t = k - 1; t > 0; t--)
-		if (t <= n && !memcmp(s + n - t, marker, t))
-			return t;
-	return 0;
-}
-
 size_t exl_tool_stream_safe(enum exl_tool_fmt f, const char *s, size_t n, bool *started)
 {
 	const char *marker;
@@ -778,7 +734,7 @@ size_t exl_tool_stream_safe(enum exl_tool_fmt f, const char *s, size_t n, bool *
 	case EXL_TOOL_FMT_LLAMA3: {
 		/* a call is the whole reply: held until its first character
 		 * says whether it is one */
-		size_t i = skip_ws(s, n, 0);
+		size_t i = exl_text_skip_ws(s, n, 0);
 		size_t tag = strlen(PYTHON_TAG);
 		if (i == n)
 			return 0;
@@ -791,11 +747,11 @@ size_t exl_tool_stream_safe(enum exl_tool_fmt f, const char *s, size_t n, bool *
 	default:
 		return n;
 	}
-	at = find(s, n, 0, marker);
+	at = exl_text_find(s, n, 0, marker);
 	if (at < n)
 		*started = true;
 	else
-		at = n - partial_tail(s, n, marker);
+		at = n - exl_text_partial_tail(s, n, marker);
 	/* whitespace before a call is not content (exl_tool_parse drops it) */
 	while (at && (s[at - 1] == ' ' || s[at - 1] == '\n'))
 		at--;
