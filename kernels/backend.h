@@ -82,7 +82,11 @@ struct exl_batch_desc {
 
 /* Pair i of a head at position pos turns by
  *   pos * freq_scale * freq_base^(-2i / n_rot) / freq_factors[i]
- * and its cosine and sine are multiplied by attn_factor. */
+ * and its cosine and sine are multiplied by attn_factor.  With YaRN
+ * (ext_factor > 0) the angle blends that with the unscaled one,
+ *   a * freq_scale * (1 - m) + a * m,   a = pos * freq_base^(-2i / n_rot) / ff,
+ * m = ext_factor * (1 below pair ramp_lo, 0 past ramp_hi, linear between);
+ * attn_factor then carries YaRN's magnitude scale too (the model sets it). */
 struct exl_rope_params {
 	int n_rot;          /* rotated dims per head (<= head_dim) */
 	float freq_base;
@@ -93,6 +97,8 @@ struct exl_rope_params {
 	 * stay valid and unchanged while the model is loaded, or NULL. */
 	const float *freq_factors;
 	float attn_factor;  /* 1 for none (phi3's rope.scaling.attn_factor) */
+	float ext_factor;   /* YaRN: 0 for none, else the blend's weight (1) */
+	float ramp_lo, ramp_hi; /* YaRN: exl_rope_yarn_ramp_dims */
 };
 
 /* How attention scores a query against a key, and which keys it sees. */

@@ -144,6 +144,7 @@ struct exl_rope_cache {
 	bool neox;
 	const float *freq_factors;
 	float attn_factor;
+	float ext_factor, ramp_lo, ramp_hi;
 	unsigned last_use;  /* when several caches take turns: the oldest goes */
 };
 

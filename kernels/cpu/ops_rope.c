@@ -10,8 +10,9 @@
  * of the tables:
  *   adjacent pairs: c[2i] = c[2i+1] = cos, s[2i] = -sin, s[2i+1] = sin
  *   neox halves:    c[i] = c[i+h] = cos,   s[i] = -sin,   s[i+h] = sin
- * Frequency factors divide pair i's angle, and attn_factor scales both
- * tables (exl_rope_cos_sin_ext).
+ * Frequency factors divide pair i's angle, attn_factor scales both
+ * tables, and YaRN blends each angle with its unscaled self
+ * (exl_rope_cos_sin_yarn).
  */
 #include <math.h>
 #include <stdio.h>
@@ -55,9 +56,9 @@ static void build_row(const struct exl_rope_cache *rc, int32_t pos, float *c, fl
 		float cs, sn;
 		int a, b;
 
-		exl_rope_cos_sin_ext(pos, i, n_rot, rc->freq_base, rc->freq_scale,
-				     rc->freq_factors ? rc->freq_factors[i] : 1.0f, rc->attn_factor,
-				     &cs, &sn);
+		exl_rope_cos_sin_yarn(pos, i, n_rot, rc->freq_base, rc->freq_scale,
+				      rc->freq_factors ? rc->freq_factors[i] : 1.0f, rc->ext_factor,
+				      rc->ramp_lo, rc->ramp_hi, rc->attn_factor, &cs, &sn);
 		exl_rope_pair(i, n_rot, rc->neox, &a, &b);
 
 		c[a] = cs;
@@ -119,7 +120,9 @@ bool exl_rope_cache_matches(const struct exl_rope_cache *rc, unsigned batch_id, 
 	return rc->valid && rc->batch_id == batch_id && rc->n_tokens == n &&
 	       rc->n_rot == p->n_rot && rc->freq_base == p->freq_base &&
 	       rc->freq_scale == p->freq_scale && rc->neox == p->neox &&
-	       rc->freq_factors == p->freq_factors && rc->attn_factor == p->attn_factor;
+	       rc->freq_factors == p->freq_factors && rc->attn_factor == p->attn_factor &&
+	       rc->ext_factor == p->ext_factor && rc->ramp_lo == p->ramp_lo &&
+	       rc->ramp_hi == p->ramp_hi;
 }
 
 int exl_cpu_rope(struct exl_pool *pool, const struct exl_cpu_ops *k, struct exl_rope_cache *rc,
@@ -145,6 +148,12 @@ int exl_cpu_rope(struct exl_pool *pool, const struct exl_cpu_ops *k, struct exl_
 			 (double)p->attn_factor);
 		return -1;
 	}
+	if (!(p->ext_factor >= 0.0f && p->ext_factor <= 1.0f) || !isfinite(p->ramp_lo) ||
+	    !isfinite(p->ramp_hi)) {
+		snprintf(err, errlen, "rope: YaRN weight %g (must be 0..1), ramp %g..%g",
+			 (double)p->ext_factor, (double)p->ramp_lo, (double)p->ramp_hi);
+		return -1;
+	}
 	for (int i = 0; p->freq_factors && i < p->n_rot / 2; i++) {
 		if (!(p->freq_factors[i] > 0.0f) || !isfinite(p->freq_factors[i])) {
 			snprintf(err, errlen, "rope: frequency factor %d is %g (must be positive)",
@@ -164,6 +173,9 @@ int exl_cpu_rope(struct exl_pool *pool, const struct exl_cpu_ops *k, struct exl_
 		rc->neox = p->neox;
 		rc->freq_factors = p->freq_factors;
 		rc->attn_factor = p->attn_factor;
+		rc->ext_factor = p->ext_factor;
+		rc->ramp_lo = p->ramp_lo;
+		rc->ramp_hi = p->ramp_hi;
 		j.build = true;
 	}
 	if (pool && exl_pool_size(pool) > 1 &&

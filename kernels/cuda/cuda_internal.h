@@ -81,6 +81,7 @@ struct cuda_rope_table {
 	float freq_scale;
 	const float *freq_factors;
 	float attn_factor;
+	float ext_factor, ramp_lo, ramp_hi;
 	unsigned last_use;
 };
 

@@ -165,7 +165,8 @@ void cu_op_swiglu(struct exl_backend *be, float *g, const float *u, size_t count
  * evaluations, not one per head and layer. */
 static __global__ void rope_table_kernel(float2 *tab, const int32_t *pos, size_t n_entries,
 					 int n_rot, float freq_base, float freq_scale,
-					 const float *freq_factors, float attn_factor)
+					 const float *freq_factors, float attn_factor,
+					 float ext_factor, float ramp_lo, float ramp_hi)
 {
 	const int half = n_rot / 2;
 
@@ -174,8 +175,9 @@ static __global__ void rope_table_kernel(float2 *tab, const int32_t *pos, size_t
 		const int i = (int)(k % (size_t)half);
 		float c, s;
 
-		exl_rope_cos_sin_ext(pos[k / (size_t)half], i, n_rot, freq_base, freq_scale,
-				     freq_factors ? freq_factors[i] : 1.0f, attn_factor, &c, &s);
+		exl_rope_cos_sin_yarn(pos[k / (size_t)half], i, n_rot, freq_base, freq_scale,
+				      freq_factors ? freq_factors[i] : 1.0f, ext_factor, ramp_lo,
+				      ramp_hi, attn_factor, &c, &s);
 		tab[k] = make_float2(c, s);
 	}
 }
@@ -205,7 +207,8 @@ static bool rope_table_matches(const struct cuda_rope_table *rt,
 {
 	return rt->valid && rt->n_rot == p->n_rot && rt->freq_base == p->freq_base &&
 	       rt->freq_scale == p->freq_scale && rt->freq_factors == p->freq_factors &&
-	       rt->attn_factor == p->attn_factor;
+	       rt->attn_factor == p->attn_factor && rt->ext_factor == p->ext_factor &&
+	       rt->ramp_lo == p->ramp_lo && rt->ramp_hi == p->ramp_hi;
 }
 
 /* The angle table for this batch and these parameters (q and k of every
@@ -228,7 +231,8 @@ static const struct cuda_rope_table *rope_table(struct cuda_backend *cb, int n,
 		return NULL;
 	if (!cu_launch(cb, "rope: angle table", rope_table_kernel, cu_grid(entries, EW_THREADS),
 			EW_THREADS, (float2 *)rt->tab, cb->batch.d_pos, entries, p->n_rot,
-			p->freq_base, p->freq_scale, p->freq_factors, p->attn_factor))
+			p->freq_base, p->freq_scale, p->freq_factors, p->attn_factor,
+			p->ext_factor, p->ramp_lo, p->ramp_hi))
 		return NULL;
 	rt->valid = true;
 	rt->n_rot = p->n_rot;
@@ -236,6 +240,9 @@ static const struct cuda_rope_table *rope_table(struct cuda_backend *cb, int n,
 	rt->freq_scale = p->freq_scale;
 	rt->freq_factors = p->freq_factors;
 	rt->attn_factor = p->attn_factor;
+	rt->ext_factor = p->ext_factor;
+	rt->ramp_lo = p->ramp_lo;
+	rt->ramp_hi = p->ramp_hi;
 	return rt;
 }
 
@@ -259,6 +266,12 @@ void cu_op_rope(struct exl_backend *be, float *x, int n, int n_heads, int head_d
 		cu_fail(cb, "rope: frequency base %g, scale %g and attention factor %g must be "
 			"positive", (double)p->freq_base, (double)p->freq_scale,
 			(double)p->attn_factor);
+		return;
+	}
+	if (!(p->ext_factor >= 0.0f && p->ext_factor <= 1.0f) || !isfinite(p->ramp_lo) ||
+	    !isfinite(p->ramp_hi)) {
+		cu_fail(cb, "rope: YaRN weight %g (must be 0..1), ramp %g..%g",
+			(double)p->ext_factor, (double)p->ramp_lo, (double)p->ramp_hi);
 		return;
 	}
 	if (!n)

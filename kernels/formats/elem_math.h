@@ -54,6 +54,58 @@ EXL_HD void exl_rope_cos_sin_ext(int pos, int i, int n_rot, float freq_base, flo
 	*s = (float)sin(theta) * mscale;
 }
 
+/* YaRN's blend for pair i: 1 below ramp_lo (the angle as trained), 0 past
+ * ramp_hi (the angle times freq_scale), linear between.  ramp_lo and
+ * ramp_hi are pair indices, from exl_rope_yarn_ramp_dims. */
+EXL_HD double exl_rope_yarn_mix(int i, float ramp_lo, float ramp_hi)
+{
+	double w = (double)ramp_hi - (double)ramp_lo;
+	double y = ((double)i - (double)ramp_lo) / (w > 0.001 ? w : 0.001);
+
+	return 1.0 - (y < 0.0 ? 0.0 : y > 1.0 ? 1.0 : y);
+}
+
+/* The pair at which a rotation makes `turns` turns over the original
+ * context: from n_ctx_orig * freq_base^(-2i / n_rot) = turns * 2 pi. */
+EXL_HD float exl_rope_yarn_dim(int n_rot, int n_ctx_orig, float turns, float freq_base)
+{
+	return (float)n_rot * logf((float)n_ctx_orig / (turns * 2.0f * 3.14159265358979f)) /
+	       (2.0f * logf(freq_base));
+}
+
+/* YaRN's ramp: pairs that turn more than beta_fast times over the original
+ * context keep their angle, those that turn less than beta_slow times are
+ * interpolated, whole pairs at the ends as the paper's code and llama.cpp
+ * round them (floor and ceil, in float). */
+EXL_HD void exl_rope_yarn_ramp_dims(int n_rot, int n_ctx_orig, float freq_base, float beta_fast,
+				    float beta_slow, float *lo, float *hi)
+{
+	float a = floorf(exl_rope_yarn_dim(n_rot, n_ctx_orig, beta_fast, freq_base));
+	float b = ceilf(exl_rope_yarn_dim(n_rot, n_ctx_orig, beta_slow, freq_base));
+
+	*lo = a > 0.0f ? a : 0.0f;
+	*hi = b < (float)(n_rot - 1) ? b : (float)(n_rot - 1);
+}
+
+/* exl_rope_cos_sin_ext with YaRN: the angle blends the trained one
+ * (weight mix * ext_factor) with the interpolated one (times freq_scale).
+ * ext_factor 0 is exl_rope_cos_sin_ext, bit for bit. */
+EXL_HD void exl_rope_cos_sin_yarn(int pos, int i, int n_rot, float freq_base, float freq_scale,
+				  float ff, float ext_factor, float ramp_lo, float ramp_hi,
+				  float mscale, float *c, float *s)
+{
+	if (ext_factor == 0.0f) {
+		exl_rope_cos_sin_ext(pos, i, n_rot, freq_base, freq_scale, ff, mscale, c, s);
+		return;
+	}
+	double extrap = exl_rope_angle(pos, i, n_rot, freq_base, 1.0f) / (double)ff;
+	double mix = exl_rope_yarn_mix(i, ramp_lo, ramp_hi) * (double)ext_factor;
+	double theta = extrap * (double)freq_scale * (1.0 - mix) + extrap * mix;
+
+	*c = (float)cos(theta) * mscale;
+	*s = (float)sin(theta) * mscale;
+}
+
 /* The two offsets within a head that pair i rotates: NeoX halves layout
  * (i, i + n_rot/2), else adjacent elements (2i, 2i + 1).  Dimensions at and
  * past n_rot are not rotated. */

@@ -607,18 +607,20 @@ static void test_rope(void)
 	for (int i = 0; i < 32; i++)
 		ff[i] = 1.0f + 7.0f * (float)i / 31.0f;
 	for (int layout = 0; layout < 2; layout++) {
-		for (int partial = 0; partial < 3; partial++) {
+		/* partial 3: YaRN by 4, pairs 5-15 blended */
+		for (int partial = 0; partial < 4; partial++) {
 			struct rope_arg r = { s.n, 6, 64,
 					      { partial ? 32 : 64, layout ? 1000000.0f : 10000.0f,
 						partial ? 0.25f : 1.0f, layout == 1, NULL,
-						partial == 2 ? 1.19f : 1.0f } };
+						partial == 2 ? 1.19f : partial == 3 ? 1.1386f : 1.0f,
+						partial == 3 ? 1.0f : 0.0f, 5.0f, 15.0f } };
 			size_t n = (size_t)s.n * 6 * 64;
 			float *x = xmalloc(n * sizeof(float));
 			char what[64];
 
 			fill_normal(x, n, 1.0f);
 			snprintf(what, sizeof(what), "rope %s n_rot %d%s", layout ? "neox" : "normal",
-				 r.p.n_rot, partial == 2 ? " factors" : "");
+				 r.p.n_rot, partial == 2 ? " factors" : partial == 3 ? " yarn" : "");
 			compare_op(what, do_rope, &r, x, n, partial == 2 ? ff : NULL,
 				   partial == 2 ? 16 : 0, 1e-6, 0.0);
 			free(x);

@@ -10,7 +10,11 @@
  *   rope(q), rope(k): the first n_rot dimensions of each head rotate by
  *       angle p * freq_scale * base^(-2i / n_rot) / factor[i] for pair i
  *       (factor: llama 3.1's rope_freqs, phi3's long or short factors, else
- *       1), cosine and sine times rope.scaling.attn_factor; llama pairs
+ *       1), cosine and sine times rope.scaling.attn_factor; with YaRN
+ *       (as transformers' yarn rope) the angle of pair i blends the unscaled
+ *       one (weight 1 - ramp(i)) and the scaled one (ramp(i)), ramp going
+ *       0 -> 1 between the pairs that turn 32 and 1 times over the original
+ *       context, and cosine and sine times 1 + 0.1 ln(1 / scale); llama pairs
  *       (2i, 2i+1), the others (neox) (i, i + n_rot/2); gemma's local layers
  *       with their own base and scale
  *   att = softmax(s) v with s = q k^T * scale (1/sqrt(head_dim), gemma's
@@ -233,8 +237,9 @@ static int read_hparams(const struct gguf_file *f, struct ref_hparams *hp, char 
 		snprintf(err, errlen, "reference: bad %s", key);
 		return -1;
 	}
-	if (strcmp(type, "linear") && strcmp(type, "none")) {
-		snprintf(err, errlen, "reference: rope scaling type is not linear or none");
+	hp->yarn = !strcmp(type, "yarn");
+	if (strcmp(type, "linear") && strcmp(type, "none") && !hp->yarn) {
+		snprintf(err, errlen, "reference: rope scaling type is not linear, yarn or none");
 		return -1;
 	}
 	snprintf(key, sizeof(key), "%s.rope.scaling.factor", arch);
@@ -242,7 +247,7 @@ static int read_hparams(const struct gguf_file *f, struct ref_hparams *hp, char 
 		       exl_gguf_find_kv(f, key) ? "rope.scaling.factor" : "rope.scale_linear", 0,
 		       &factor, err, errlen))
 		return -1;
-	hp->freq_scale = factor > 0 && !strcmp(type, "linear") ? 1.0 / factor : 1.0;
+	hp->freq_scale = factor > 0 && strcmp(type, "none") ? 1.0 / factor : 1.0;
 	if (meta_float(f, arch, "rope.scaling.attn_factor", 1.0, &hp->attn_factor, err, errlen))
 		return -1;
 
@@ -253,6 +258,7 @@ static int read_hparams(const struct gguf_file *f, struct ref_hparams *hp, char 
 	if (meta_int(f, arch, "rope.scaling.original_context_length", hp->n_ctx_train, false,
 		     &orig, err, errlen))
 		return -1;
+	hp->n_ctx_orig = orig;
 	if (exl_gguf_find_tensor(f, "rope_freqs.weight"))
 		hp->rope_factors = "rope_freqs.weight";
 	else if (hp->n_ctx_train > orig && exl_gguf_find_tensor(f, "rope_factors_long.weight"))
@@ -519,6 +525,25 @@ static void matvec(double *out, const double *w, const double *b, const double *
 	}
 }
 
+/* The pair at which a rotation turns `turns` times over n_ctx_orig. */
+static double yarn_dim(int n_rot, int n_ctx_orig, double base, double turns)
+{
+	return n_rot * log(n_ctx_orig / (turns * 2.0 * M_PI)) / (2.0 * log(base));
+}
+
+/* YaRN's weight of the scaled angle for pair i: 0 for the pairs that turn
+ * more than 32 times over the original context, 1 for those that turn
+ * less than once, linear between (whole pairs: floor and ceil). */
+static double yarn_ramp(int n_rot, int n_ctx_orig, double base, int i)
+{
+	double lo = fmax(0.0, floor(yarn_dim(n_rot, n_ctx_orig, base, 32.0)));
+	double hi = fmin(n_rot - 1, ceil(yarn_dim(n_rot, n_ctx_orig, base, 1.0)));
+
+	if (hi == lo)
+		hi += 0.001;
+	return fmin(1.0, fmax(0.0, (i - lo) / (hi - lo)));
+}
+
 /* Rotates the first n_rot dimensions of each of n_heads heads of v (base
  * and scale: the layer's). */
 static void rope(const struct ref_model *m, double *v, int n_heads, int pos, double base,
@@ -531,11 +556,21 @@ static void rope(const struct ref_model *m, double *v, int n_heads, int pos, dou
 		double *x = v + (size_t)h * (size_t)hp->head_dim;
 
 		for (int i = 0; i < half; i++) {
-			double theta = pos * scale * pow(base, -2.0 * i / (double)hp->n_rot);
+			double inv = pow(base, -2.0 * i / (double)hp->n_rot), mscale = hp->attn_factor;
 
 			if (m->rope_factors)
-				theta /= m->rope_factors[i];
-			double c = cos(theta) * hp->attn_factor, s = sin(theta) * hp->attn_factor;
+				inv /= m->rope_factors[i];
+			if (hp->yarn) {
+				double r = yarn_ramp(hp->n_rot, hp->n_ctx_orig, base, i);
+
+				inv = inv * scale * r + inv * (1.0 - r);
+				if (scale < 1.0)
+					mscale *= 1.0 + 0.1 * log(1.0 / scale);
+			} else {
+				inv *= scale;
+			}
+			double theta = pos * inv;
+			double c = cos(theta) * mscale, s = sin(theta) * mscale;
 			int a = hp->neox ? i : 2 * i;
 			int b = hp->neox ? i + half : 2 * i + 1;
 			double x0 = x[a], x1 = x[b];

@@ -28,6 +28,8 @@ struct ref_hparams {
 	bool qk_norm;       /* qwen3, qwen3moe, gemma3 */
 	bool gemma;         /* embedding scale, post norms, GELU */
 	double attn_factor; /* rope.scaling.attn_factor */
+	bool yarn;          /* rope.scaling.type yarn */
+	int n_ctx_orig;     /* rope.scaling.original_context_length, else n_ctx_train */
 	const char *rope_factors; /* the factor tensor in use, or NULL */
 	double attn_scale;
 	double attn_softcap, final_softcap; /* 0: none */

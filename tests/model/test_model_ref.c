@@ -233,6 +233,8 @@ static void check_model(const char *path, const int32_t *text, uint32_t seed)
 	assert_true(fabs(hp->final_softcap - rp->final_softcap) <= 1e-6);
 	assert_true(fabs(hp->attn_scale - rp->attn_scale) <= 1e-7 * rp->attn_scale);
 	assert_true(fabs(hp->rope_attn_factor - rp->attn_factor) <= 1e-6);
+	assert_int_equal(hp->rope_yarn, rp->yarn);
+	assert_int_equal(hp->n_ctx_orig, rp->n_ctx_orig);
 	assert_int_equal(hp->n_expert, rp->n_expert);
 	assert_int_equal(hp->n_expert_used, rp->n_expert_used);
 
@@ -360,6 +362,19 @@ static const struct synth_case cases[] = {
 	{ "gemma3_local", { "--arch", "gemma3", "--dim", "128", "--layers", "2", "--heads", "4",
 			    "--kv-heads", "2", "--ff", "256", "--swa", "8", "--swa-pattern", "11",
 			    NULL } },
+	/* YaRN by 4 (DeepSeek-R1-0528-Qwen3's rope): pairs 0-1 unscaled, 2-6
+	 * blended, the rest interpolated, cosines and sines times 1.139 */
+	{ "qwen3_yarn", { "--arch", "qwen3", "--dim", "128", "--layers", "2", "--heads", "4",
+			  "--kv-heads", "2", "--ff", "256", "--rope-scaling", "yarn",
+			  "--rope-scale", "4", NULL } },
+	/* over an original context of 512 the file gives: pairs 1-8 blended */
+	{ "llama_yarn", { "--dim", "128", "--layers", "2", "--heads", "4", "--kv-heads", "2",
+			  "--ff", "256", "--rope-scaling", "yarn", "--rope-scale", "8", "--kv",
+			  "llama.rope.scaling.original_context_length=u32:512", NULL } },
+	/* gemma3's unscaled local layers keep their rope under YaRN */
+	{ "gemma3_yarn", { "--arch", "gemma3", "--dim", "128", "--layers", "2", "--heads", "4",
+			   "--kv-heads", "2", "--ff", "256", "--swa", "8", "--swa-pattern", "2",
+			   "--rope-scaling", "yarn", "--rope-scale", "8", NULL } },
 	/* Mixtral: llama with 4 experts, 2 per token */
 	{ "mixtral", { "--dim", "128", "--layers", "2", "--heads", "4", "--kv-heads", "2",
 		       "--ff", "128", "--experts", "4", "--experts-used", "2", NULL } },

@@ -403,14 +403,18 @@ static void rope_ref(const float *x, double *y, int n_heads, int head_dim, int p
 		for (int d = 0; d < head_dim; d++)
 			yh[d] = xh[d];
 		for (int i = 0; i < h2; i++) {
-			double theta = (double)pos * (double)p->freq_scale *
-				       pow((double)p->freq_base, -2.0 * i / p->n_rot);
+			double ext = (double)pos * pow((double)p->freq_base, -2.0 * i / p->n_rot);
 			int a = p->neox ? i : 2 * i;
 			int b = p->neox ? i + h2 : 2 * i + 1;
 			double m = p->attn_factor;
 
 			if (p->freq_factors)
-				theta /= p->freq_factors[i];
+				ext /= p->freq_factors[i];
+			/* YaRN: the unscaled angle below the ramp, the scaled one
+			 * past it, linear between */
+			double y = (i - (double)p->ramp_lo) / fmax(0.001, (double)p->ramp_hi - p->ramp_lo);
+			double mix = p->ext_factor * (1.0 - fmin(1.0, fmax(0.0, y)));
+			double theta = ext * p->freq_scale * (1.0 - mix) + ext * mix;
 			yh[a] = (xh[a] * cos(theta) - xh[b] * sin(theta)) * m;
 			yh[b] = (xh[a] * sin(theta) + xh[b] * cos(theta)) * m;
 		}
@@ -424,16 +428,21 @@ static void test_rope(const struct ctx *c)
 		float base, scale;
 		bool factors;      /* llama 3.1 style frequency factors */
 		float attn_factor;
+		float ext_factor, ramp_lo, ramp_hi; /* YaRN */
 	};
 	static const struct cfg cfgs[] = {
-		{ 4, 64, 64, 10000.0f, 1.0f, false, 1.0f },
-		{ 3, 128, 128, 500000.0f, 1.0f, false, 1.0f },
-		{ 2, 64, 32, 10000.0f, 1.0f, false, 1.0f },     /* partial rotation */
-		{ 5, 80, 80, 1000000.0f, 0.25f, false, 1.0f },  /* linear scaling, odd head size */
-		{ 2, 16, 6, 10000.0f, 1.0f, false, 1.0f },      /* SIMD tails */
-		{ 1, 2, 2, 10000.0f, 0.5f, false, 1.0f },
-		{ 3, 128, 128, 500000.0f, 1.0f, true, 1.0f },   /* llama 3.1 */
-		{ 4, 96, 96, 10000.0f, 1.0f, true, 1.19f },     /* phi3 128k */
+		{ 4, 64, 64, 10000.0f, 1.0f, false, 1.0f, 0.0f, 0.0f, 0.0f },
+		{ 3, 128, 128, 500000.0f, 1.0f, false, 1.0f, 0.0f, 0.0f, 0.0f },
+		{ 2, 64, 32, 10000.0f, 1.0f, false, 1.0f, 0.0f, 0.0f, 0.0f },     /* partial rotation */
+		{ 5, 80, 80, 1000000.0f, 0.25f, false, 1.0f, 0.0f, 0.0f, 0.0f },  /* linear scaling, odd head size */
+		{ 2, 16, 6, 10000.0f, 1.0f, false, 1.0f, 0.0f, 0.0f, 0.0f },      /* SIMD tails */
+		{ 1, 2, 2, 10000.0f, 0.5f, false, 1.0f, 0.0f, 0.0f, 0.0f },
+		{ 3, 128, 128, 500000.0f, 1.0f, true, 1.0f, 0.0f, 0.0f, 0.0f },   /* llama 3.1 */
+		{ 4, 96, 96, 10000.0f, 1.0f, true, 1.19f, 0.0f, 0.0f, 0.0f },     /* phi3 128k */
+		/* YaRN by 4 over an original 2048: pairs 0-7 unscaled, 8-21 blended */
+		{ 4, 64, 64, 10000.0f, 0.25f, false, 1.1386f, 1.0f, 8.0f, 21.0f },
+		{ 2, 128, 128, 1000000.0f, 0.25f, false, 1.1386f, 1.0f, 14.0f, 40.0f },
+		{ 3, 128, 128, 500000.0f, 0.125f, true, 1.2079f, 1.0f, 20.0f, 20.0f },
 	};
 	static float ff[64];
 
@@ -449,7 +458,8 @@ static void test_rope(const struct ctx *c)
 		for (int neox = 0; neox < 2; neox++) {
 			const struct cfg *g = &cfgs[ci];
 			const struct exl_rope_params p = { g->n_rot, g->base, g->scale, neox,
-							   g->factors ? ff : NULL, g->attn_factor };
+							   g->factors ? ff : NULL, g->attn_factor,
+							   g->ext_factor, g->ramp_lo, g->ramp_hi };
 			const size_t row = (size_t)g->n_heads * g->head_dim;
 			const size_t cnt = (size_t)n * row;
 			float *x = rnd_vec(cnt, 2.0f);
@@ -507,7 +517,7 @@ static void test_rope(const struct ctx *c)
 	}
 	/* new positions under a new batch id rebuild the tables */
 	{
-		const struct exl_rope_params p = { 64, 10000.0f, 1.0f, false, NULL, 1.0f };
+		const struct exl_rope_params p = { 64, 10000.0f, 1.0f, false, NULL, 1.0f, 0.0f, 0.0f, 0.0f };
 		int32_t pos1[2] = { 5, 6 }, pos2[2] = { 700, 9 };
 		float x[2 * 64], x0[2 * 64];
 		double ref[2 * 64];
@@ -529,14 +539,17 @@ static void test_rope(const struct ctx *c)
 		float x[64] = { 0 };
 		static float bad_ff[32] = { 1.0f, 1.0f, 0.0f };
 		struct exl_rope_params bad[] = {
-			{ 0, 10000.0f, 1.0f, false, NULL, 1.0f },
-			{ 65, 10000.0f, 1.0f, false, NULL, 1.0f },
-			{ 7, 10000.0f, 1.0f, true, NULL, 1.0f },
-			{ 64, -1.0f, 1.0f, false, NULL, 1.0f },
-			{ 64, 10000.0f, 0.0f, false, NULL, 1.0f },
-			{ 64, NAN, 1.0f, false, NULL, 1.0f },
-			{ 64, 10000.0f, 1.0f, false, NULL, 0.0f },
-			{ 64, 10000.0f, 1.0f, false, bad_ff, 1.0f },
+			{ 0, 10000.0f, 1.0f, false, NULL, 1.0f, 0.0f, 0.0f, 0.0f },
+			{ 65, 10000.0f, 1.0f, false, NULL, 1.0f, 0.0f, 0.0f, 0.0f },
+			{ 7, 10000.0f, 1.0f, true, NULL, 1.0f, 0.0f, 0.0f, 0.0f },
+			{ 64, -1.0f, 1.0f, false, NULL, 1.0f, 0.0f, 0.0f, 0.0f },
+			{ 64, 10000.0f, 0.0f, false, NULL, 1.0f, 0.0f, 0.0f, 0.0f },
+			{ 64, NAN, 1.0f, false, NULL, 1.0f, 0.0f, 0.0f, 0.0f },
+			{ 64, 10000.0f, 1.0f, false, NULL, 0.0f, 0.0f, 0.0f, 0.0f },
+			{ 64, 10000.0f, 1.0f, false, bad_ff, 1.0f, 0.0f, 0.0f, 0.0f },
+			{ 64, 10000.0f, 0.25f, false, NULL, 1.0f, 1.5f, 8.0f, 21.0f },
+			{ 64, 10000.0f, 0.25f, false, NULL, 1.0f, -1.0f, 8.0f, 21.0f },
+			{ 64, 10000.0f, 0.25f, false, NULL, 1.0f, 1.0f, NAN, 21.0f },
 		};
 		for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 			err[0] = '\0';

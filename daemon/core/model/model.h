@@ -54,6 +54,7 @@ struct exl_hparams {
 	int n_ctx_orig;        /* rope.scaling.original_context_length (phi3's
 				* long/short rope factors); n_ctx_train when absent */
 	bool rope_neox;
+	bool rope_yarn;        /* rope.scaling.type yarn: the factor is YaRN's */
 	bool tied_embeddings;
 
 	/* Attention */

@@ -15,6 +15,7 @@
 #include "daemon/core/model/lora.h"
 #include "daemon/core/model/model_internal.h"
 #include "kernels/backend_select.h"
+#include "kernels/formats/elem_math.h"
 
 static void dev_free(struct exl_backend *be, float **p)
 {
@@ -478,6 +479,25 @@ int exl_model_forward(struct exl_model *m, struct exl_kvcache *kv, const struct 
 	return exl_model_forward_io(m, kv, b, NULL, logits, err, errlen);
 }
 
+/* YaRN (rope.scaling.type yarn) for a layer's rope: the ramp from its base
+ * over the original context, and the magnitude scale 1 + 0.1 ln(1 / scale)
+ * of its own scale (1 for gemma3's unscaled local layers).  llama.cpp
+ * divides the file's factor back out of its attention factor where the
+ * factor is below 1 and multiplies the layer's in; the product is kept
+ * here in that form so the two agree for any factor. */
+static void yarn_params(const struct exl_hparams *hp, struct exl_rope_params *rp)
+{
+	const float factor = 1.0f / hp->rope_freq_scale;
+	float mscale = hp->rope_attn_factor;
+
+	rp->ext_factor = 1.0f;
+	exl_rope_yarn_ramp_dims(rp->n_rot, hp->n_ctx_orig, rp->freq_base, 32.0f, 1.0f,
+				&rp->ramp_lo, &rp->ramp_hi);
+	if (factor <= 1.0f)
+		mscale /= 1.0f + 0.1f * logf(factor);
+	rp->attn_factor = mscale * (1.0f + 0.1f * logf(1.0f / rp->freq_scale));
+}
+
 int exl_model_forward_io(struct exl_model *m, struct exl_kvcache *kv, const struct exl_batch *b,
 			 const struct exl_batch_io *io, float *logits, char *err, size_t errlen)
 {
@@ -488,7 +508,7 @@ int exl_model_forward_io(struct exl_model *m, struct exl_kvcache *kv, const stru
 	struct exl_scratch *s = &m->s;
 	struct exl_batch_desc desc;
 	const struct exl_batch_io *bio = io ? io : &no_io;
-	const struct exl_rope_params rp_global = {
+	struct exl_rope_params rp_global = {
 		.n_rot = hp->n_rot,
 		.freq_base = hp->rope_freq_base,
 		.freq_scale = hp->rope_freq_scale,
@@ -552,6 +572,10 @@ int exl_model_forward_io(struct exl_model *m, struct exl_kvcache *kv, const stru
 	rp_local.freq_base = hp->rope_freq_base_swa;
 	rp_local.freq_scale = hp->rope_freq_scale_swa;
 	ap_local.window = hp->n_swa;
+	if (hp->rope_yarn) {
+		yarn_params(hp, &rp_global);
+		yarn_params(hp, &rp_local);
+	}
 
 	float *x = s->x;
 	ops->embed(be, &m->tok_embd, bio->embd_rows ? s->tok_in : b->tokens, x, n);

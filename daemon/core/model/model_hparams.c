@@ -114,10 +114,15 @@ static int read_rope_scaling(const struct gguf_file *f, struct exl_hparams *hp, 
 		}
 		if (!strcmp(type, "none"))
 			return 0;
-		/* longrope: the factor tensors carry it (bound with the
+		/* yarn: the factor below, with YaRN's ramp and magnitude
+		 * (model_forward.c); its beta_fast / beta_slow are the paper's
+		 * 32 and 1, as llama.cpp takes them for every architecture
+		 * exld runs (it reads rope.scaling.yarn_* only for others).
+		 * longrope: the factor tensors carry it (bound with the
 		 * tensors); a linear factor may come with it, as llama.cpp
 		 * reads one for every type. */
-		if (strcmp(type, "linear") && (strcmp(type, "longrope") ||
+		hp->rope_yarn = !strcmp(type, "yarn");
+		if (strcmp(type, "linear") && !hp->rope_yarn && (strcmp(type, "longrope") ||
 					       (hp->arch != EXL_ARCH_LLAMA &&
 						hp->arch != EXL_ARCH_PHI3))) {
 			snprintf(err, errlen, "unsupported rope scaling type '%s' (%s)", type, key);

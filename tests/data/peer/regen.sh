@@ -1,9 +1,10 @@
 #!/bin/sh
 # Regenerates TYPE.txt for each weight type with llama.cpp as the reference
 # peer; see README.md.
-# usage: regen.sh BUILD_DIR [TYPE...]   (run from anywhere; needs python3 and
+# usage: regen.sh BUILD_DIR [CASE...]   (run from anywhere; needs python3 and
 #        the peer of ../shared/tools/peer, PEER, default
 #        /tmp/peer/peer-bench-native)
+# A CASE is a weight type, or one of the named cases of case_opts.
 set -eu
 build=$1
 shift
@@ -15,8 +16,18 @@ exld=$build/daemon/exld
 prompt="Once upon a time"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
+# Options past the shared shape: --type CASE, or a named case's
+case_opts() {
+	case $1 in
+	# YaRN by 4 over the file's context (DeepSeek-R1-0528-Qwen3's rope)
+	qwen3_yarn) echo "--arch qwen3 --rope-scaling yarn --rope-scale 4 --type f32" ;;
+	# YaRN by 8 over an original context of 512, llama's adjacent pairs
+	llama_yarn) echo "--rope-scaling yarn --rope-scale 8 --kv llama.rope.scaling.original_context_length=u32:512 --type f32" ;;
+	*) echo "--type $1" ;;
+	esac
+}
 for type in $types; do
-	opts="--dim 256 --layers 2 --heads 4 --kv-heads 2 --ff 768 --seed 1 --type $type"
+	opts="--dim 256 --layers 2 --heads 4 --kv-heads 2 --ff 768 --seed 1 $(case_opts "$type")"
 	# shellcheck disable=SC2086
 	"$mkmodel" $opts --threads 1 -o "$tmp/m.gguf" 2>/dev/null
 	# exld's greedy 16 tokens and logits, then the peer fed the same ids
