@@ -99,7 +99,25 @@ struct exl_rope_params {
 	float attn_factor;  /* 1 for none (phi3's rope.scaling.attn_factor) */
 	float ext_factor;   /* YaRN: 0 for none, else the blend's weight (1) */
 	float ramp_lo, ramp_hi; /* YaRN: exl_rope_yarn_ramp_dims */
+	/* Llama 4's attention temperature (mistral3's queries): cosine and
+	 * sine at position pos also times 1 + temp_scale * ln(floor(pos /
+	 * temp_floor) + 1); temp_scale 0 for none.  The whole head rotates
+	 * where it is used (n_rot == head_dim), so all of q is scaled. */
+	float temp_scale;
+	int temp_floor;
 };
+
+/* Whether two rope calls build the same angle table. */
+static inline bool exl_rope_params_same(const struct exl_rope_params *a,
+					const struct exl_rope_params *b)
+{
+	return a->n_rot == b->n_rot && a->freq_base == b->freq_base &&
+	       a->freq_scale == b->freq_scale && a->neox == b->neox &&
+	       a->freq_factors == b->freq_factors && a->attn_factor == b->attn_factor &&
+	       a->ext_factor == b->ext_factor && a->ramp_lo == b->ramp_lo &&
+	       a->ramp_hi == b->ramp_hi && a->temp_scale == b->temp_scale &&
+	       a->temp_floor == b->temp_floor;
+}
 
 /* How attention scores a query against a key, and which keys it sees. */
 struct exl_attn_params {

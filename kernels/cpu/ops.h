@@ -138,13 +138,7 @@ struct exl_rope_cache {
 	bool valid;
 	unsigned batch_id;  /* the batch the tables were made for */
 	int n_tokens;
-	int n_rot;
-	float freq_base;
-	float freq_scale;
-	bool neox;
-	const float *freq_factors;
-	float attn_factor;
-	float ext_factor, ramp_lo, ramp_hi;
+	struct exl_rope_params p; /* what they were made for */
 	unsigned last_use;  /* when several caches take turns: the oldest goes */
 };
 

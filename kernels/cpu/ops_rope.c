@@ -10,9 +10,9 @@
  * of the tables:
  *   adjacent pairs: c[2i] = c[2i+1] = cos, s[2i] = -sin, s[2i+1] = sin
  *   neox halves:    c[i] = c[i+h] = cos,   s[i] = -sin,   s[i+h] = sin
- * Frequency factors divide pair i's angle, attn_factor scales both
- * tables, and YaRN blends each angle with its unscaled self
- * (exl_rope_cos_sin_yarn).
+ * Frequency factors divide pair i's angle, attn_factor (and a query's
+ * attention temperature) scales both tables, and YaRN blends each angle
+ * with its unscaled self (exl_rope_cos_sin_yarn).
  */
 #include <math.h>
 #include <stdio.h>
@@ -47,19 +47,20 @@ struct rope_job {
 	int n, n_heads, head_dim;
 };
 
-static void build_row(const struct exl_rope_cache *rc, int32_t pos, float *c, float *s)
+static void build_row(const struct exl_rope_params *p, int32_t pos, float *c, float *s)
 {
-	const int n_rot = rc->n_rot;
+	const int n_rot = p->n_rot;
 	const int h = n_rot / 2;
+	const float mscale = p->attn_factor * exl_rope_temp(pos, p->temp_scale, p->temp_floor);
 
 	for (int i = 0; i < h; i++) {
 		float cs, sn;
 		int a, b;
 
-		exl_rope_cos_sin_yarn(pos, i, n_rot, rc->freq_base, rc->freq_scale,
-				      rc->freq_factors ? rc->freq_factors[i] : 1.0f, rc->ext_factor,
-				      rc->ramp_lo, rc->ramp_hi, rc->attn_factor, &cs, &sn);
-		exl_rope_pair(i, n_rot, rc->neox, &a, &b);
+		exl_rope_cos_sin_yarn(pos, i, n_rot, p->freq_base, p->freq_scale,
+				      p->freq_factors ? p->freq_factors[i] : 1.0f, p->ext_factor,
+				      p->ramp_lo, p->ramp_hi, mscale, &cs, &sn);
+		exl_rope_pair(i, n_rot, p->neox, &a, &b);
 
 		c[a] = cs;
 		c[b] = cs;
@@ -72,7 +73,7 @@ static void rope_fn(void *ctx, int ith, int nth)
 {
 	const struct rope_job *j = ctx;
 	const struct exl_rope_cache *rc = j->rc;
-	const size_t n_rot = (size_t)rc->n_rot;
+	const size_t n_rot = (size_t)rc->p.n_rot;
 	const size_t row = (size_t)j->n_heads * (size_t)j->head_dim;
 	size_t b, e;
 
@@ -83,12 +84,12 @@ static void rope_fn(void *ctx, int ith, int nth)
 		float *x = j->x + t * row;
 
 		if (j->build)
-			build_row(rc, j->pos[t], c, s);
+			build_row(&rc->p, j->pos[t], c, s);
 		for (int h = 0; h < j->n_heads; h++, x += j->head_dim) {
-			if (rc->neox)
-				j->k->rope_neox(x, c, s, rc->n_rot);
+			if (rc->p.neox)
+				j->k->rope_neox(x, c, s, rc->p.n_rot);
 			else
-				j->k->rope_adjacent(x, c, s, rc->n_rot);
+				j->k->rope_adjacent(x, c, s, rc->p.n_rot);
 		}
 	}
 }
@@ -118,11 +119,7 @@ bool exl_rope_cache_matches(const struct exl_rope_cache *rc, unsigned batch_id, 
 			    const struct exl_rope_params *p)
 {
 	return rc->valid && rc->batch_id == batch_id && rc->n_tokens == n &&
-	       rc->n_rot == p->n_rot && rc->freq_base == p->freq_base &&
-	       rc->freq_scale == p->freq_scale && rc->neox == p->neox &&
-	       rc->freq_factors == p->freq_factors && rc->attn_factor == p->attn_factor &&
-	       rc->ext_factor == p->ext_factor && rc->ramp_lo == p->ramp_lo &&
-	       rc->ramp_hi == p->ramp_hi;
+	       exl_rope_params_same(&rc->p, p);
 }
 
 int exl_cpu_rope(struct exl_pool *pool, const struct exl_cpu_ops *k, struct exl_rope_cache *rc,
@@ -154,6 +151,11 @@ int exl_cpu_rope(struct exl_pool *pool, const struct exl_cpu_ops *k, struct exl_
 			 (double)p->ext_factor, (double)p->ramp_lo, (double)p->ramp_hi);
 		return -1;
 	}
+	if (!isfinite(p->temp_scale) || (p->temp_scale != 0.0f && p->temp_floor < 1)) {
+		snprintf(err, errlen, "rope: attention temperature %g over %d positions",
+			 (double)p->temp_scale, p->temp_floor);
+		return -1;
+	}
 	for (int i = 0; p->freq_factors && i < p->n_rot / 2; i++) {
 		if (!(p->freq_factors[i] > 0.0f) || !isfinite(p->freq_factors[i])) {
 			snprintf(err, errlen, "rope: frequency factor %d is %g (must be positive)",
@@ -167,15 +169,7 @@ int exl_cpu_rope(struct exl_pool *pool, const struct exl_cpu_ops *k, struct exl_
 			return -1;
 		rc->batch_id = batch_id;
 		rc->n_tokens = n;
-		rc->n_rot = p->n_rot;
-		rc->freq_base = p->freq_base;
-		rc->freq_scale = p->freq_scale;
-		rc->neox = p->neox;
-		rc->freq_factors = p->freq_factors;
-		rc->attn_factor = p->attn_factor;
-		rc->ext_factor = p->ext_factor;
-		rc->ramp_lo = p->ramp_lo;
-		rc->ramp_hi = p->ramp_hi;
+		rc->p = *p;
 		j.build = true;
 	}
 	if (pool && exl_pool_size(pool) > 1 &&

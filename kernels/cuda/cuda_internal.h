@@ -76,12 +76,7 @@ struct cuda_rope_table {
 	void *tab;
 	size_t cap;
 	bool valid;
-	int n_rot;
-	float freq_base;
-	float freq_scale;
-	const float *freq_factors;
-	float attn_factor;
-	float ext_factor, ramp_lo, ramp_hi;
+	struct exl_rope_params p; /* what it was made for */
 	unsigned last_use;
 };
 

@@ -166,18 +166,21 @@ void cu_op_swiglu(struct exl_backend *be, float *g, const float *u, size_t count
 static __global__ void rope_table_kernel(float2 *tab, const int32_t *pos, size_t n_entries,
 					 int n_rot, float freq_base, float freq_scale,
 					 const float *freq_factors, float attn_factor,
-					 float ext_factor, float ramp_lo, float ramp_hi)
+					 float ext_factor, float ramp_lo, float ramp_hi,
+					 float temp_scale, int temp_floor)
 {
 	const int half = n_rot / 2;
 
 	for (size_t k = (size_t)blockIdx.x * blockDim.x + threadIdx.x; k < n_entries;
 	     k += (size_t)gridDim.x * blockDim.x) {
 		const int i = (int)(k % (size_t)half);
+		const int32_t p = pos[k / (size_t)half];
 		float c, s;
 
-		exl_rope_cos_sin_yarn(pos[k / (size_t)half], i, n_rot, freq_base, freq_scale,
+		exl_rope_cos_sin_yarn(p, i, n_rot, freq_base, freq_scale,
 				      freq_factors ? freq_factors[i] : 1.0f, ext_factor, ramp_lo,
-				      ramp_hi, attn_factor, &c, &s);
+				      ramp_hi, attn_factor * exl_rope_temp(p, temp_scale, temp_floor),
+				      &c, &s);
 		tab[k] = make_float2(c, s);
 	}
 }
@@ -205,10 +208,7 @@ static __global__ void rope_kernel(float *x, const float2 *tab, size_t n_pairs, 
 static bool rope_table_matches(const struct cuda_rope_table *rt,
 			       const struct exl_rope_params *p)
 {
-	return rt->valid && rt->n_rot == p->n_rot && rt->freq_base == p->freq_base &&
-	       rt->freq_scale == p->freq_scale && rt->freq_factors == p->freq_factors &&
-	       rt->attn_factor == p->attn_factor && rt->ext_factor == p->ext_factor &&
-	       rt->ramp_lo == p->ramp_lo && rt->ramp_hi == p->ramp_hi;
+	return rt->valid && exl_rope_params_same(&rt->p, p);
 }
 
 /* The angle table for this batch and these parameters (q and k of every
@@ -232,17 +232,10 @@ static const struct cuda_rope_table *rope_table(struct cuda_backend *cb, int n,
 	if (!cu_launch(cb, "rope: angle table", rope_table_kernel, cu_grid(entries, EW_THREADS),
 			EW_THREADS, (float2 *)rt->tab, cb->batch.d_pos, entries, p->n_rot,
 			p->freq_base, p->freq_scale, p->freq_factors, p->attn_factor,
-			p->ext_factor, p->ramp_lo, p->ramp_hi))
+			p->ext_factor, p->ramp_lo, p->ramp_hi, p->temp_scale, p->temp_floor))
 		return NULL;
 	rt->valid = true;
-	rt->n_rot = p->n_rot;
-	rt->freq_base = p->freq_base;
-	rt->freq_scale = p->freq_scale;
-	rt->freq_factors = p->freq_factors;
-	rt->attn_factor = p->attn_factor;
-	rt->ext_factor = p->ext_factor;
-	rt->ramp_lo = p->ramp_lo;
-	rt->ramp_hi = p->ramp_hi;
+	rt->p = *p;
 	return rt;
 }
 
@@ -272,6 +265,11 @@ void cu_op_rope(struct exl_backend *be, float *x, int n, int n_heads, int head_d
 	    !isfinite(p->ramp_hi)) {
 		cu_fail(cb, "rope: YaRN weight %g (must be 0..1), ramp %g..%g",
 			(double)p->ext_factor, (double)p->ramp_lo, (double)p->ramp_hi);
+		return;
+	}
+	if (!isfinite(p->temp_scale) || (p->temp_scale != 0.0f && p->temp_floor < 1)) {
+		cu_fail(cb, "rope: attention temperature %g over %d positions",
+			(double)p->temp_scale, p->temp_floor);
 		return;
 	}
 	if (!n)

@@ -106,6 +106,15 @@ EXL_HD void exl_rope_cos_sin_yarn(int pos, int i, int n_rot, float freq_base, fl
 	*s = (float)sin(theta) * mscale;
 }
 
+/* Llama 4's attention temperature at position pos (struct
+ * exl_rope_params' temp_scale and temp_floor): 1 when scale is 0. */
+EXL_HD float exl_rope_temp(int pos, float scale, int floor_len)
+{
+	if (scale == 0.0f || floor_len <= 0)
+		return 1.0f;
+	return (float)(log((double)(pos / floor_len) + 1.0) * (double)scale + 1.0);
+}
+
 /* The two offsets within a head that pair i rotates: NeoX halves layout
  * (i, i + n_rot/2), else adjacent elements (2i, 2i + 1).  Dimensions at and
  * past n_rot are not rotated. */

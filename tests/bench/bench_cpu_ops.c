@@ -80,7 +80,7 @@ static const char *const op_names[] = { "rmsnorm", "rope q", "rope k", "kv_store
 static void run_op(struct env *e, enum op op)
 {
 	char err[200];
-	struct exl_rope_params rp = { HD, 10000.0f, 1.0f, false, NULL, 1.0f, 0.0f, 0.0f, 0.0f };
+	struct exl_rope_params rp = { HD, 10000.0f, 1.0f, false, NULL, 1.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0 };
 
 	switch (op) {
 	case OP_RMSNORM:

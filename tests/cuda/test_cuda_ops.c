@@ -613,7 +613,8 @@ static void test_rope(void)
 					      { partial ? 32 : 64, layout ? 1000000.0f : 10000.0f,
 						partial ? 0.25f : 1.0f, layout == 1, NULL,
 						partial == 2 ? 1.19f : partial == 3 ? 1.1386f : 1.0f,
-						partial == 3 ? 1.0f : 0.0f, 5.0f, 15.0f } };
+						partial == 3 ? 1.0f : 0.0f, 5.0f, 15.0f,
+						partial == 3 ? 0.1f : 0.0f, 1000 } };
 			size_t n = (size_t)s.n * 6 * 64;
 			float *x = xmalloc(n * sizeof(float));
 			char what[64];

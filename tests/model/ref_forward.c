@@ -14,7 +14,9 @@
  *       (as transformers' yarn rope) the angle of pair i blends the unscaled
  *       one (weight 1 - ramp(i)) and the scaled one (ramp(i)), ramp going
  *       0 -> 1 between the pairs that turn 32 and 1 times over the original
- *       context, and cosine and sine times 1 + 0.1 ln(1 / scale); llama pairs
+ *       context, and cosine and sine times 1 + 0.1 ln(1 / scale) (over
+ *       1 + 0.1 m ln(1 / scale) with mistral3's mscale_all_dim m); mistral3:
+ *       q times 1 + t ln(floor(p / original context) + 1); llama pairs
  *       (2i, 2i+1), the others (neox) (i, i + n_rot/2); gemma's local layers
  *       with their own base and scale
  *   att = softmax(s) v with s = q k^T * scale (1/sqrt(head_dim), gemma's
@@ -168,7 +170,7 @@ static int read_hparams(const struct gguf_file *f, struct ref_hparams *hp, char 
 	double factor = 0;
 
 	static const char *const known[] = { "llama", "qwen2", "qwen3", "qwen3moe", "phi3",
-					     "gemma2", "gemma3" };
+					     "gemma2", "gemma3", "mistral3" };
 	bool ok = false;
 
 	if (exl_gguf_get_str(f, "general.architecture", arch, sizeof(arch)))
@@ -176,11 +178,13 @@ static int read_hparams(const struct gguf_file *f, struct ref_hparams *hp, char 
 			ok = ok || !strcmp(arch, known[i]);
 	if (!ok) {
 		snprintf(err, errlen, "reference: architecture is none of llama qwen2 qwen3 "
-			 "qwen3moe phi3 gemma2 gemma3");
+			 "qwen3moe phi3 gemma2 gemma3 mistral3");
 		return -1;
 	}
 	snprintf(hp->arch, sizeof(hp->arch), "%s", arch);
-	hp->neox = strcmp(arch, "llama") != 0;
+	bool llama = !strcmp(arch, "llama") || !strcmp(arch, "mistral3");
+
+	hp->neox = !llama;
 	hp->qk_norm = !strcmp(arch, "qwen3") || !strcmp(arch, "qwen3moe") || !strcmp(arch, "gemma3");
 	hp->gemma = !strncmp(arch, "gemma", 5);
 	hp->fused = !strcmp(arch, "phi3");
@@ -208,7 +212,7 @@ static int read_hparams(const struct gguf_file *f, struct ref_hparams *hp, char 
 		if (meta_int(f, arch, "expert_used_count", 0, true, &hp->n_expert_used, err,
 			     errlen) ||
 		    meta_int(f, arch, "expert_feed_forward_length",
-			     strcmp(arch, "llama") ? hp->n_ff / hp->n_expert_used : hp->n_ff, false,
+			     llama ? hp->n_ff : hp->n_ff / hp->n_expert_used, false,
 			     &hp->n_ff_exp, err, errlen) ||
 		    meta_float(f, arch, "expert_weights_scale", 0.0, &ws, err, errlen))
 			return -1;
@@ -259,6 +263,20 @@ static int read_hparams(const struct gguf_file *f, struct ref_hparams *hp, char 
 		     &orig, err, errlen))
 		return -1;
 	hp->n_ctx_orig = orig;
+	/* mistral3's YaRN betas, mscale_all_dim and Llama 4 temperature */
+	bool m3 = !strcmp(arch, "mistral3");
+
+	hp->beta_fast = 32.0;
+	hp->beta_slow = 1.0;
+	if (m3 && (meta_float(f, arch, "rope.scaling.yarn_beta_fast", 32.0, &hp->beta_fast, err,
+			      errlen) ||
+		   meta_float(f, arch, "rope.scaling.yarn_beta_slow", 1.0, &hp->beta_slow, err,
+			      errlen) ||
+		   meta_float(f, arch, "rope.scaling.yarn_log_multiplier", 0.0, &hp->yarn_log_mul,
+			      err, errlen) ||
+		   meta_float(f, arch, "attention.temperature_scale", 0.0, &hp->temp_scale, err,
+			      errlen)))
+		return -1;
 	if (exl_gguf_find_tensor(f, "rope_freqs.weight"))
 		hp->rope_factors = "rope_freqs.weight";
 	else if (hp->n_ctx_train > orig && exl_gguf_find_tensor(f, "rope_factors_long.weight"))
@@ -525,6 +543,12 @@ static void matvec(double *out, const double *w, const double *b, const double *
 	}
 }
 
+/* transformers' yarn get_mscale */
+static double yarn_mscale(double factor, double m)
+{
+	return factor <= 1.0 ? 1.0 : 0.1 * m * log(factor) + 1.0;
+}
+
 /* The pair at which a rotation turns `turns` times over n_ctx_orig. */
 static double yarn_dim(int n_rot, int n_ctx_orig, double base, double turns)
 {
@@ -532,12 +556,14 @@ static double yarn_dim(int n_rot, int n_ctx_orig, double base, double turns)
 }
 
 /* YaRN's weight of the scaled angle for pair i: 0 for the pairs that turn
- * more than 32 times over the original context, 1 for those that turn
- * less than once, linear between (whole pairs: floor and ceil). */
-static double yarn_ramp(int n_rot, int n_ctx_orig, double base, int i)
+ * more than beta_fast (32) times over the original context, 1 for those
+ * that turn less than beta_slow (1) times, linear between (whole pairs:
+ * floor and ceil). */
+static double yarn_ramp(const struct ref_hparams *hp, double base, int i)
 {
-	double lo = fmax(0.0, floor(yarn_dim(n_rot, n_ctx_orig, base, 32.0)));
-	double hi = fmin(n_rot - 1, ceil(yarn_dim(n_rot, n_ctx_orig, base, 1.0)));
+	double lo = fmax(0.0, floor(yarn_dim(hp->n_rot, hp->n_ctx_orig, base, hp->beta_fast)));
+	double hi = fmin(hp->n_rot - 1,
+			 ceil(yarn_dim(hp->n_rot, hp->n_ctx_orig, base, hp->beta_slow)));
 
 	if (hi == lo)
 		hi += 0.001;
@@ -561,11 +587,13 @@ static void rope(const struct ref_model *m, double *v, int n_heads, int pos, dou
 			if (m->rope_factors)
 				inv /= m->rope_factors[i];
 			if (hp->yarn) {
-				double r = yarn_ramp(hp->n_rot, hp->n_ctx_orig, base, i);
+				double r = yarn_ramp(hp, base, i);
 
 				inv = inv * scale * r + inv * (1.0 - r);
 				if (scale < 1.0)
-					mscale *= 1.0 + 0.1 * log(1.0 / scale);
+					mscale *= yarn_mscale(1.0 / scale, 1.0) /
+						  (hp->yarn_log_mul ?
+						   yarn_mscale(1.0 / scale, hp->yarn_log_mul) : 1.0);
 			} else {
 				inv *= scale;
 			}
@@ -807,6 +835,10 @@ int ref_forward(struct ref_model *m, const int32_t *tokens, int n, double *logit
 			}
 			rope(m, q, hp->n_head, p, local ? hp->freq_base_swa : hp->freq_base,
 			     local ? hp->freq_scale_swa : hp->freq_scale);
+			/* Llama 4's temperature (mistral3): the queries, by position */
+			for (int d = 0; hp->temp_scale != 0.0 && d < q_dim; d++)
+				q[d] *= 1.0 + hp->temp_scale * log(floor((double)p / hp->n_ctx_orig) +
+								   1.0);
 			rope(m, kp, hp->n_head_kv, p, local ? hp->freq_base_swa : hp->freq_base,
 			     local ? hp->freq_scale_swa : hp->freq_scale);
 			if (m->taken_k) {

@@ -13,13 +13,14 @@ static struct exl_backend *be;
 static struct gguf_file *src;
 static char tmpdir[256];
 
-enum edit_kind { EDIT_NONE, EDIT_DROP_TENSOR, EDIT_SHAPE, EDIT_TYPE, EDIT_SET_STR, EDIT_DROP_KEY };
+enum edit_kind { EDIT_NONE, EDIT_DROP_TENSOR, EDIT_SHAPE, EDIT_TYPE, EDIT_SET_STR, EDIT_DROP_KEY,
+		 EDIT_ADD_TENSOR };
 
 struct edit {
 	enum edit_kind kind;
 	const char *name;  /* tensor or key */
 	const char *str;   /* EDIT_SET_STR value */
-	uint64_t ne0, ne1; /* EDIT_SHAPE */
+	uint64_t ne0, ne1; /* EDIT_SHAPE; EDIT_ADD_TENSOR: an F32 vector of ne0 */
 	uint32_t type;     /* EDIT_TYPE */
 };
 
@@ -77,6 +78,13 @@ static void write_edited(const struct edit *e, char *path, size_t pathlen)
 			exl_gguf_writer_add_tensor(w, name, t->type, t->n_dims, ne, t->data);
 		}
 		free(name);
+	}
+	if (e->kind == EDIT_ADD_TENSOR) {
+		uint64_t ne[GGUF_MAX_DIMS] = { e->ne0, 1, 1, 1 };
+
+		zeros = calloc(e->ne0, sizeof(float));
+		assert_non_null(zeros);
+		exl_gguf_writer_add_tensor(w, e->name, EXL_F32, 1, ne, zeros);
 	}
 	snprintf(path, pathlen, "%s/bad.gguf", tmpdir);
 	if (exl_gguf_writer_write_file(w, path, err, sizeof(err)))
@@ -148,6 +156,18 @@ static void test_unsupported_type(void **state)
 	e.name = "blk.1.attn_norm.weight";
 	e.type = EXL_F16;
 	expect_refused(&e, "tensor 'blk.1.attn_norm.weight' has unsupported type f16");
+}
+
+/* Biases llama.cpp would add and exld has no place for: refused, not
+ * dropped. */
+static void test_unapplied_bias(void **state)
+{
+	(void)state;
+	struct edit e = { .kind = EDIT_ADD_TENSOR, .name = "blk.1.attn_output.bias", .ne0 = 64 };
+
+	expect_refused(&e, "tensor 'blk.1.attn_output.bias' is not supported");
+	e.name = "blk.4.ffn_down.bias";
+	expect_refused(&e, "tensor 'blk.4.ffn_down.bias' is not supported");
 }
 
 static void test_unsupported_arch(void **state)
@@ -225,6 +245,7 @@ int main(void)
 		cmocka_unit_test(test_missing_tensor),
 		cmocka_unit_test(test_misshaped_tensor),
 		cmocka_unit_test(test_unsupported_type),
+		cmocka_unit_test(test_unapplied_bias),
 		cmocka_unit_test(test_unsupported_arch),
 		cmocka_unit_test(test_missing_key),
 		cmocka_unit_test(test_not_gguf),

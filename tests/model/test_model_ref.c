@@ -287,7 +287,7 @@ static void check_model(const char *path, const int32_t *text, uint32_t seed)
 
 struct synth_case {
 	const char *name;
-	const char *args[24];
+	const char *args[32];
 };
 
 static const struct synth_case cases[] = {
@@ -375,6 +375,20 @@ static const struct synth_case cases[] = {
 	{ "gemma3_yarn", { "--arch", "gemma3", "--dim", "128", "--layers", "2", "--heads", "4",
 			   "--kv-heads", "2", "--ff", "256", "--swa", "8", "--swa-pattern", "2",
 			   "--rope-scaling", "yarn", "--rope-scale", "8", NULL } },
+	/* mistral3 (Ministral 3): YaRN by 16 with beta_fast 4 (pairs 0-6
+	 * unscaled, 7-10 blended) and mscale_all_dim 1 (no magnitude scale
+	 * left) */
+	{ "mistral3_yarn", { "--arch", "mistral3", "--dim", "128", "--layers", "2", "--heads",
+			     "4", "--kv-heads", "2", "--ff", "256", "--rope-base", "10000",
+			     "--rope-scaling", "yarn", "--rope-scale", "16", "--kv",
+			     "mistral3.rope.scaling.yarn_log_multiplier=f32:1", "--kv",
+			     "mistral3.rope.scaling.yarn_beta_fast=f32:4", NULL } },
+	/* and Llama 4's temperature over an original context of 8: queries
+	 * times 1 + 0.1 ln 2 from position 8, 1 + 0.1 ln 3 from 16 */
+	{ "mistral3_temp", { "--arch", "mistral3", "--dim", "128", "--layers", "2", "--heads",
+			     "4", "--kv-heads", "2", "--ff", "256", "--kv",
+			     "mistral3.rope.scaling.original_context_length=u32:8", "--kv",
+			     "mistral3.attention.temperature_scale=f32:0.1", NULL } },
 	/* Mixtral: llama with 4 experts, 2 per token */
 	{ "mixtral", { "--dim", "128", "--layers", "2", "--heads", "4", "--kv-heads", "2",
 		       "--ff", "128", "--experts", "4", "--experts-used", "2", NULL } },

@@ -1,7 +1,8 @@
 /* exld-mkmodel: writes a random-weight GGUF of any shape, for benchmarks
  * and tests: llama (with llama 3.1's rope_freqs, or Mixtral's experts),
  * qwen2, qwen3, qwen3moe, phi3 (fused q/k/v and gate/up, longrope factors),
- * gemma2 and gemma3 (post norms, soft-capping, sliding windows); head size,
+ * gemma2 and gemma3 (post norms, soft-capping, sliding windows), mistral3
+ * (llama's tensors under its own name); head size,
  * rope dimensions, base, epsilon and scaling included, and any other
  * metadata key through --kv.  Tensor names, shapes and metadata are those
  * llama.cpp's loader reads for each architecture, so the same file runs in
@@ -468,7 +469,9 @@ static void usage(FILE *out)
 		"                   (fused attn_qkv, ffn_up holding gate and up), gemma2\n"
 		"                   (post norms, GELU, soft-capping, sliding window, tied),\n"
 		"                   gemma3 (gemma2's block with q/k norms, no attention\n"
-		"                   soft-capping, 5 local layers in 6) (default llama)\n"
+		"                   soft-capping, 5 local layers in 6), mistral3 (llama's\n"
+		"                   tensors; its YaRN and temperature keys through --kv)\n"
+		"                   (default llama)\n"
 		"  --rope-freqs     llama: a rope_freqs.weight tensor (llama 3.1's frequency\n"
 		"                   factors, for an original context of 32 positions)\n"
 		"  --longrope N     phi3: rope_factors_long/short tensors, original context N\n"
@@ -715,14 +718,14 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			o->mix_m = type_names[k].mix_m;
 		} else if (!strcmp(a, "--arch")) {
 			static const char *const archs[] = { "llama", "qwen2", "qwen3", "qwen3moe",
-							     "phi3", "gemma2", "gemma3" };
+							     "phi3", "gemma2", "gemma3", "mistral3" };
 			size_t k, n = sizeof(archs) / sizeof(archs[0]);
 
 			for (k = 0; k < n && strcmp(val, archs[k]); k++)
 				;
 			if (k == n) {
 				fprintf(stderr, "exld-mkmodel: unknown --arch '%s' (llama qwen2 qwen3 "
-					"qwen3moe phi3 gemma2 gemma3)\n", val);
+					"qwen3moe phi3 gemma2 gemma3 mistral3)\n", val);
 				return -1;
 			}
 			o->arch = val;
@@ -749,7 +752,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 	 * tensor it does not load, which it refuses */
 	if (!strcmp(o->arch, "gemma2"))
 		o->tied = true;
-	if (o->rope_freqs && strcmp(o->arch, "llama")) {
+	if (o->rope_freqs && strcmp(o->arch, "llama") && strcmp(o->arch, "mistral3")) {
 		fprintf(stderr, "exld-mkmodel: --rope-freqs is for --arch llama\n");
 		return -1;
 	}
@@ -761,7 +764,8 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		fprintf(stderr, "exld-mkmodel: --swa and --swa-pattern are for gemma2 and gemma3\n");
 		return -1;
 	}
-	if (o->experts && strcmp(o->arch, "llama") && strcmp(o->arch, "qwen3moe")) {
+	if (o->experts && strcmp(o->arch, "llama") && strcmp(o->arch, "mistral3") &&
+	    strcmp(o->arch, "qwen3moe")) {
 		fprintf(stderr, "exld-mkmodel: --experts is for --arch llama or qwen3moe\n");
 		return -1;
 	}

@@ -759,7 +759,7 @@ static void test_backend_attention(struct exl_backend *be)
 	struct batch hist[2], fin;
 	const float scale = 0.125f;
 	const struct exl_attn_params ap = { scale, 0.0f, 0 };
-	const struct exl_rope_params rp = { hd, 10000.0f, 1.0f, false, NULL, 1.0f, 0.0f, 0.0f, 0.0f };
+	const struct exl_rope_params rp = { hd, 10000.0f, 1.0f, false, NULL, 1.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0 };
 
 	CHECK(k != NULL, "backend variant %s", exl_backend_cpu_kernels(be));
 	if (!k)
@@ -928,7 +928,7 @@ static void test_backend_errors(struct exl_backend *be)
 	ops->attention(be, &s.kv, buf, buf, 3, &(struct exl_attn_params){ 0.1f, 0.0f, 0 });
 	expect_failure(be, "attention with 3 heads", "multiple");
 
-	struct exl_rope_params rp = { 63, 10000.0f, 1.0f, false, NULL, 1.0f, 0.0f, 0.0f, 0.0f };
+	struct exl_rope_params rp = { 63, 10000.0f, 1.0f, false, NULL, 1.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0 };
 	ops->rope(be, buf, 2, 4, 64, &rp);
 	expect_failure(be, "rope n_rot 63", "rotated");
 	rp.n_rot = 64;

@@ -62,7 +62,7 @@ static void test_rope(void)
 	for (int v = 0; v < 16; v++) {
 		struct exl_rope_params p = { v & 1 ? 32 : 64, v & 2 ? 1000000.0f : 10000.0f,
 					     v & 4 ? 0.25f : 1.0f, (v & 8) != 0, NULL, 1.0f,
-					     0.0f, 0.0f, 0.0f };
+					     0.0f, 0.0f, 0.0f, 0.0f, 0 };
 
 		for (size_t i = 0; i < n; i++)
 			x[i] = ref[i] = rnd_normal();

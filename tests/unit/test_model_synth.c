@@ -257,6 +257,15 @@ static void test_archs(void **state)
 		{ "qwen3moe.gguf", { "--arch", "qwen3moe", "--dim", "128", "--heads", "4", "--ff",
 				     "256", "--experts", "8", "--experts-used", "2", NULL },
 		  EXL_ARCH_QWEN3MOE },
+		/* Ministral 3's keys: YaRN by 16, its betas and mscale_all_dim,
+		 * the temperature; with Mixtral-style experts */
+		{ "mistral3.gguf", { "--arch", "mistral3", "--dim", "128", "--heads", "4", "--ff",
+				     "128", "--experts", "4", "--rope-scaling", "yarn",
+				     "--rope-scale", "16", "--kv",
+				     "mistral3.rope.scaling.yarn_beta_fast=f32:16", "--kv",
+				     "mistral3.rope.scaling.yarn_log_multiplier=f32:1", "--kv",
+				     "mistral3.attention.temperature_scale=f32:0.1", NULL },
+		  EXL_ARCH_MISTRAL3 },
 	};
 
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
@@ -268,7 +277,8 @@ static void test_archs(void **state)
 
 		printf("%s: %s\n", cases[i].name, hp->arch_name);
 		assert_int_equal(hp->arch, cases[i].arch);
-		assert_true(hp->rope_neox == (hp->arch != EXL_ARCH_LLAMA));
+		assert_true(hp->rope_neox ==
+			    (hp->arch != EXL_ARCH_LLAMA && hp->arch != EXL_ARCH_MISTRAL3));
 		switch (hp->arch) {
 		case EXL_ARCH_PHI3:
 			assert_true(fabsf(hp->rope_attn_factor - 1.1547005f) < 1e-6f);
@@ -288,6 +298,11 @@ static void test_archs(void **state)
 			assert_true(hp->rope_freq_base == 1000000.0f &&
 				    hp->rope_freq_base_swa == 10000.0f);
 			break;
+		case EXL_ARCH_MISTRAL3:
+			assert_true(hp->rope_yarn && hp->rope_freq_scale == 1.0f / 16.0f);
+			assert_true(hp->yarn_beta_fast == 16.0f && hp->yarn_beta_slow == 1.0f &&
+				    hp->yarn_log_mul == 1.0f && hp->attn_temp_scale == 0.1f);
+			/* fall through */
 		case EXL_ARCH_LLAMA:
 		case EXL_ARCH_QWEN3MOE:
 			assert_true(hp->n_expert > 0 && hp->n_expert_used == 2);
@@ -325,9 +340,9 @@ static struct exl_model *try_load(const char *name, const char *const *args, con
 }
 
 /* Rope scaling from metadata: linear scaling by 4 is a frequency scale of
- * 1/4 (rope.scaling.* and the older rope.scale_linear), "none" and factor 0
- * are no scaling, and a type the forward pass does not implement is
- * refused by name rather than run unscaled. */
+ * 1/4 (rope.scaling.* and the older rope.scale_linear), as is YaRN's, "none"
+ * and factor 0 are no scaling, and a type the forward pass does not
+ * implement is refused by name rather than run unscaled. */
 static void test_rope_scaling(void **state)
 {
 	(void)state;
@@ -350,8 +365,20 @@ static void test_rope_scaling(void **state)
 		{ "factor0.gguf", { "--rope-scale", "4", "--kv", "llama.rope.scaling.factor=f32:0" },
 		  1.0f, NULL },
 		{ "unscaled.gguf", { NULL }, 1.0f, NULL },
-		{ "yarn.gguf", { "--rope-scaling", "yarn", "--rope-scale", "4" }, 0,
-		  "unsupported rope scaling type 'yarn' (llama.rope.scaling.type)" },
+		{ "yarn.gguf", { "--rope-scaling", "yarn", "--rope-scale", "4" }, 0.25f, NULL },
+		{ "yarn-qwen3.gguf", { "--arch", "qwen3", "--rope-scaling", "yarn", "--rope-scale",
+				       "4" }, 0.25f, NULL },
+		{ "dynamic.gguf", { "--rope-scaling", "dynamic", "--rope-scale", "4" }, 0,
+		  "unsupported rope scaling type 'dynamic' (llama.rope.scaling.type)" },
+		/* mistral3's YaRN keys and temperature, checked */
+		{ "m3-beta.gguf", { "--arch", "mistral3", "--kv",
+				    "mistral3.rope.scaling.yarn_beta_fast=f32:0" }, 0,
+		  "mistral3 YaRN betas 0 / 1" },
+		{ "m3-temp.gguf", { "--arch", "mistral3", "--kv",
+				    "mistral3.attention.temperature_scale=f32:5000" }, 0,
+		  "temperature scale 5000 out of range" },
+		{ "m3-rope-dim.gguf", { "--arch", "mistral3", "--rope-dim", "8" }, 0,
+		  "mistral3.rope.dimension_count 8 differs from the head size 16" },
 		{ "longrope.gguf", { "--arch", "qwen2", "--rope-scaling", "longrope" }, 0,
 		  "unsupported rope scaling type 'longrope' (qwen2.rope.scaling.type)" },
 		{ "attn1.gguf", { "--rope-scale", "4", "--kv", "llama.rope.scaling.attn_factor=f32:1" },
@@ -372,6 +399,7 @@ static void test_rope_scaling(void **state)
 		printf("%s: rope_freq_scale %g\n", cases[i].name,
 		       exl_model_hparams(m)->rope_freq_scale);
 		assert_true(exl_model_hparams(m)->rope_freq_scale == cases[i].scale);
+		assert_int_equal(exl_model_hparams(m)->rope_yarn, !strncmp(cases[i].name, "yarn", 4));
 		exl_model_free(m);
 	}
 }

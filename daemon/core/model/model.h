@@ -26,6 +26,7 @@ enum exl_arch {
 	EXL_ARCH_PHI3,
 	EXL_ARCH_GEMMA2,
 	EXL_ARCH_GEMMA3,
+	EXL_ARCH_MISTRAL3, /* llama's block; YaRN keys and Llama 4's temperature */
 };
 
 /* The gated FFN's activation: silu(gate) * up or gelu(gate) * up. */
@@ -55,6 +56,11 @@ struct exl_hparams {
 				* long/short rope factors); n_ctx_train when absent */
 	bool rope_neox;
 	bool rope_yarn;        /* rope.scaling.type yarn: the factor is YaRN's */
+	float yarn_beta_fast;  /* YaRN's ramp: 32 and 1 unless mistral3 says */
+	float yarn_beta_slow;
+	float yarn_log_mul;    /* mistral3's mscale_all_dim; 0: none */
+	float attn_temp_scale; /* mistral3: queries times 1 + this *
+				* ln(floor(pos / n_ctx_orig) + 1); 0: none */
 	bool tied_embeddings;
 
 	/* Attention */

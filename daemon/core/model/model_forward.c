@@ -481,21 +481,24 @@ int exl_model_forward(struct exl_model *m, struct exl_kvcache *kv, const struct 
 
 /* YaRN (rope.scaling.type yarn) for a layer's rope: the ramp from its base
  * over the original context, and the magnitude scale 1 + 0.1 ln(1 / scale)
- * of its own scale (1 for gemma3's unscaled local layers).  llama.cpp
- * divides the file's factor back out of its attention factor where the
- * factor is below 1 and multiplies the layer's in; the product is kept
- * here in that form so the two agree for any factor. */
+ * of its own scale (1 for gemma3's unscaled local layers), times what
+ * llama.cpp makes of the file's factor: mscale(1) / mscale(log_mul) with
+ * mistral3's yarn_log_multiplier (so 1 / (1 + 0.1 ln factor) for 1), else
+ * mscale(1), divided by 1 + 0.1 ln factor, mscale(m) = 1 + 0.1 m ln factor
+ * (1 for factors up to 1). */
 static void yarn_params(const struct exl_hparams *hp, struct exl_rope_params *rp)
 {
 	const float factor = 1.0f / hp->rope_freq_scale;
-	float mscale = hp->rope_attn_factor;
+	const float lf = logf(factor);
+	float ms = factor <= 1.0f ? 1.0f : 0.1f * lf + 1.0f;
 
 	rp->ext_factor = 1.0f;
-	exl_rope_yarn_ramp_dims(rp->n_rot, hp->n_ctx_orig, rp->freq_base, 32.0f, 1.0f,
-				&rp->ramp_lo, &rp->ramp_hi);
-	if (factor <= 1.0f)
-		mscale /= 1.0f + 0.1f * logf(factor);
-	rp->attn_factor = mscale * (1.0f + 0.1f * logf(1.0f / rp->freq_scale));
+	exl_rope_yarn_ramp_dims(rp->n_rot, hp->n_ctx_orig, rp->freq_base, hp->yarn_beta_fast,
+				hp->yarn_beta_slow, &rp->ramp_lo, &rp->ramp_hi);
+	if (hp->yarn_log_mul != 0.0f && factor > 1.0f)
+		ms /= 0.1f * hp->yarn_log_mul * lf + 1.0f;
+	ms *= 1.0f / (1.0f + 0.1f * lf);
+	rp->attn_factor = hp->rope_attn_factor * ms * (1.0f + 0.1f * logf(1.0f / rp->freq_scale));
 }
 
 int exl_model_forward_io(struct exl_model *m, struct exl_kvcache *kv, const struct exl_batch *b,
@@ -576,6 +579,11 @@ int exl_model_forward_io(struct exl_model *m, struct exl_kvcache *kv, const stru
 		yarn_params(hp, &rp_global);
 		yarn_params(hp, &rp_local);
 	}
+	/* mistral3's attention temperature: on the queries' rotation alone */
+	struct exl_rope_params rq_global = rp_global, rq_local = rp_local;
+
+	rq_global.temp_scale = rq_local.temp_scale = hp->attn_temp_scale;
+	rq_global.temp_floor = rq_local.temp_floor = hp->n_ctx_orig;
 
 	float *x = s->x;
 	ops->embed(be, &m->tok_embd, bio->embd_rows ? s->tok_in : b->tokens, x, n);
@@ -609,7 +617,7 @@ int exl_model_forward_io(struct exl_model *m, struct exl_kvcache *kv, const stru
 			ops->rmsnorm(be, s->k, s->k, lw->k_norm, n * hp->n_head_kv, hp->head_dim,
 				     hp->rms_eps);
 		}
-		ops->rope(be, s->q, n, hp->n_head, hp->head_dim, local ? &rp_local : &rp_global);
+		ops->rope(be, s->q, n, hp->n_head, hp->head_dim, local ? &rq_local : &rq_global);
 		ops->rope(be, s->k, n, hp->n_head_kv, hp->head_dim, local ? &rp_local : &rp_global);
 		ops->kv_store(be, kl, s->k, s->v);
 		if (last && n_out == 0)

@@ -34,7 +34,14 @@ static const struct arch_desc archs[] = {
 	{ "phi3", EXL_ARCH_PHI3, true, false, false, 0 },
 	{ "gemma2", EXL_ARCH_GEMMA2, true, false, true, 0 },
 	{ "gemma3", EXL_ARCH_GEMMA3, true, true, true, 0 },
+	{ "mistral3", EXL_ARCH_MISTRAL3, false, false, false, 1 },
 };
+
+/* The architectures read as llama: its tensors, rope factors and experts. */
+static bool llama_like(enum exl_arch a)
+{
+	return a == EXL_ARCH_LLAMA || a == EXL_ARCH_MISTRAL3;
+}
 
 static int get_int(const struct gguf_file *f, const char *arch, const char *key, bool required,
 		   int def, int min, int max, int *out, char *err, size_t errlen)
@@ -93,6 +100,8 @@ static int read_rope_scaling(const struct gguf_file *f, struct exl_hparams *hp, 
 	float factor;
 
 	hp->rope_freq_scale = 1.0f;
+	hp->yarn_beta_fast = 32.0f;
+	hp->yarn_beta_slow = 1.0f;
 	/* Multiplies the cosine and sine of every rotation (phi3's 128k
 	 * variants write sqrt(1 + ln(scale) / ln(original context))). */
 	if (get_float(f, a, "rope.scaling.attn_factor", false, 1.0f, &hp->rope_attn_factor, err,
@@ -123,7 +132,7 @@ static int read_rope_scaling(const struct gguf_file *f, struct exl_hparams *hp, 
 		 * reads one for every type. */
 		hp->rope_yarn = !strcmp(type, "yarn");
 		if (strcmp(type, "linear") && !hp->rope_yarn && (strcmp(type, "longrope") ||
-					       (hp->arch != EXL_ARCH_LLAMA &&
+					       (!llama_like(hp->arch) &&
 						hp->arch != EXL_ARCH_PHI3))) {
 			snprintf(err, errlen, "unsupported rope scaling type '%s' (%s)", type, key);
 			return -1;
@@ -143,6 +152,42 @@ static int read_rope_scaling(const struct gguf_file *f, struct exl_hparams *hp, 
 		return -1;
 	}
 	hp->rope_freq_scale = 1.0f / factor;
+	return 0;
+}
+
+/* mistral3 (Ministral 3, Mistral Small 3.x converted since late 2025):
+ * llama's block, with YaRN's betas and mscale_all_dim from the file and
+ * Llama 4's attention temperature, as llama.cpp reads them for it (and for
+ * no architecture exld runs besides). */
+static int read_mistral3(const struct gguf_file *f, struct exl_hparams *hp, char *err,
+			 size_t errlen)
+{
+	const char *a = hp->arch_name;
+
+	if (get_float(f, a, "rope.scaling.yarn_beta_fast", false, 32.0f, &hp->yarn_beta_fast,
+		      err, errlen) ||
+	    get_float(f, a, "rope.scaling.yarn_beta_slow", false, 1.0f, &hp->yarn_beta_slow,
+		      err, errlen) ||
+	    get_float(f, a, "rope.scaling.yarn_log_multiplier", false, 0.0f, &hp->yarn_log_mul,
+		      err, errlen) ||
+	    get_float(f, a, "attention.temperature_scale", false, 0.0f, &hp->attn_temp_scale,
+		      err, errlen))
+		return -1;
+	if (!(hp->yarn_beta_fast > 0.0f && hp->yarn_beta_fast < 1e6f) ||
+	    !(hp->yarn_beta_slow > 0.0f && hp->yarn_beta_slow < 1e6f) ||
+	    !(fabsf(hp->yarn_log_mul) < 1e3f) || !(fabsf(hp->attn_temp_scale) < 1e3f)) {
+		snprintf(err, errlen, "%s YaRN betas %g / %g, log multiplier %g or temperature "
+			 "scale %g out of range", a, hp->yarn_beta_fast, hp->yarn_beta_slow,
+			 hp->yarn_log_mul, hp->attn_temp_scale);
+		return -1;
+	}
+	/* the temperature scales all of q: llama.cpp requires the whole
+	 * head to rotate for mistral3 */
+	if (hp->n_rot != hp->head_dim) {
+		snprintf(err, errlen, "%s.rope.dimension_count %d differs from the head size %d",
+			 a, hp->n_rot, hp->head_dim);
+		return -1;
+	}
 	return 0;
 }
 
@@ -167,13 +212,13 @@ static int read_experts(const struct gguf_file *f, struct exl_hparams *hp, int e
 		return -1;
 	/* Mixtral's experts are feed_forward_length wide; qwen3moe says so,
 	 * or llama.cpp takes feed_forward_length / expert_used_count. */
-	int def = hp->arch == EXL_ARCH_LLAMA ? hp->n_ff : hp->n_ff / hp->n_expert_used;
+	int def = llama_like(hp->arch) ? hp->n_ff : hp->n_ff / hp->n_expert_used;
 	if (get_int(f, a, "expert_feed_forward_length", def < 1, def, 1, MAX_FF, &hp->n_ff_exp,
 		    err, errlen) ||
 	    get_float(f, a, "expert_weights_scale", false, 0.0f, &hp->expert_weights_scale, err,
 		      errlen))
 		return -1;
-	if (hp->arch == EXL_ARCH_LLAMA && hp->n_ff_exp != hp->n_ff) {
+	if (llama_like(hp->arch) && hp->n_ff_exp != hp->n_ff) {
 		snprintf(err, errlen, "%s.expert_feed_forward_length %d differs from "
 			 "feed_forward_length %d (llama experts are that wide)", a, hp->n_ff_exp,
 			 hp->n_ff);
@@ -368,7 +413,8 @@ int exl_hparams_read(const struct gguf_file *f, struct exl_hparams *hp, char *er
 			 hp->rope_freq_base);
 		return -1;
 	}
-	if (read_rope_scaling(f, hp, err, errlen))
+	if (read_rope_scaling(f, hp, err, errlen) ||
+	    (hp->arch == EXL_ARCH_MISTRAL3 && read_mistral3(f, hp, err, errlen)))
 		return -1;
 	hp->attn_scale = 1.0f / sqrtf((float)hp->head_dim);
 	hp->ffn_act = EXL_FFN_SILU;

@@ -356,6 +356,18 @@ static int bind_layer(struct binder *bd, int il, char *err, size_t errlen)
 		lw->q_norm = lw->k_norm = NULL;
 	if (!hp->post_norms)
 		lw->attn_post_norm = lw->ffn_post_norm = NULL;
+	/* Biases of the attention output or of the FFN, which llama.cpp adds
+	 * where a llama or mistral3 conversion has them, are not applied
+	 * here: such a file is refused rather than run without them. */
+	static const char *const biases[] = { "attn_output.bias", "ffn_gate.bias", "ffn_up.bias",
+					      "ffn_down.bias" };
+	for (size_t i = 0; i < sizeof(biases) / sizeof(biases[0]); i++) {
+		if (exl_gguf_find_tensor(m->gguf, NAME(biases[i]))) {
+			snprintf(err, errlen, "tensor '%s' is not supported (exld applies no "
+				 "bias to the attention output or the FFN)", name);
+			return -1;
+		}
+	}
 #undef NAME
 	return 0;
 }
@@ -371,9 +383,9 @@ static int bind_rope_factors(struct binder *bd, char *err, size_t errlen)
 	static const char *const names[] = { "rope_freqs.weight", "rope_factors_long.weight",
 					     "rope_factors_short.weight" };
 	const float **dst[] = { &m->rope_freqs, &m->rope_long, &m->rope_short };
-	bool want[3] = { hp->arch == EXL_ARCH_LLAMA, hp->arch == EXL_ARCH_LLAMA ||
-			 hp->arch == EXL_ARCH_PHI3, hp->arch == EXL_ARCH_LLAMA ||
-			 hp->arch == EXL_ARCH_PHI3 };
+	bool llama = hp->arch == EXL_ARCH_LLAMA || hp->arch == EXL_ARCH_MISTRAL3;
+	bool want[3] = { llama, llama || hp->arch == EXL_ARCH_PHI3,
+			 llama || hp->arch == EXL_ARCH_PHI3 };
 
 	for (int i = 0; i < 3; i++) {
 		if (!want[i] && exl_gguf_find_tensor(m->gguf, names[i])) {

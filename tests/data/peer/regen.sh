@@ -23,6 +23,12 @@ case_opts() {
 	qwen3_yarn) echo "--arch qwen3 --rope-scaling yarn --rope-scale 4 --type f32" ;;
 	# YaRN by 8 over an original context of 512, llama's adjacent pairs
 	llama_yarn) echo "--rope-scaling yarn --rope-scale 8 --kv llama.rope.scaling.original_context_length=u32:512 --type f32" ;;
+	# mistral3 (Ministral 3): YaRN by 16 with beta_fast 4 (pairs 0-6
+	# unscaled, 7-10 blended) and mscale_all_dim 1
+	mistral3_yarn) echo "--arch mistral3 --rope-base 10000 --rope-scaling yarn --rope-scale 16 --kv mistral3.rope.scaling.yarn_log_multiplier=f32:1 --kv mistral3.rope.scaling.yarn_beta_fast=f32:4 --type f32" ;;
+	# mistral3's Llama 4 temperature (0.5, for a visible effect) over an
+	# original context of 8
+	mistral3_temp) echo "--arch mistral3 --kv mistral3.rope.scaling.original_context_length=u32:8 --kv mistral3.attention.temperature_scale=f32:0.5 --type f32" ;;
 	*) echo "--type $1" ;;
 	esac
 }
