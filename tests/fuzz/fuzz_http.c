@@ -234,7 +234,8 @@ static void check_reply(const char *text, size_t len)
 		if (f < 4) {
 			struct exl_reasoning rs;
 			size_t n = f < 2 ? len : (len ? (size_t)(uint8_t)text[len - 1] * len / 256 : 0);
-			exl_reasoning_split(text, n, f & 1, f < 2, 0, &rs);
+			exl_reasoning_split(len % 2 ? EXL_REASONING_MISTRAL : EXL_REASONING_THINK,
+					    text, n, f & 1, f < 2, 0, &rs);
 			if (rs.r_start > rs.r_end || rs.r_end > n || rs.c_start > n ||
 			    (rs.r_end > rs.r_start && rs.c_start < rs.r_end))
 				broken("reasoning: parts %zu-%zu, %zu of %zu", rs.r_start, rs.r_end,

@@ -9,7 +9,8 @@
  *              named) within the tools' schemas; tool_choice none;
  *              refusals; an assistant turn's arguments given to the
  *              template as an object
- *   reasoning  a template that writes <think> blocks and one whose prompt
+ *   reasoning  a template that writes <think> blocks, one that writes
+ *              Mistral's [THINK] blocks, and one whose prompt
  *              opens the block (DeepSeek-R1's): reasoning_content and
  *              Ollama's thinking apart from the content, streamed and not,
  *              with a tool call after it; reasoning_format none; think
@@ -60,6 +61,12 @@ static const char think_tmpl[] =
 	"{%- for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{%- endfor %}"
 	"<|im_start|>assistant\n{%- if enable_thinking is defined and not enable_thinking %}"
 	"<think>\n\n</think>\n\n{%- endif %}";
+
+/* Magistral's and Ministral 3 Reasoning's: [THINK] ... [/THINK] */
+static const char magistral_tmpl[] =
+	"{%- for m in messages %}{%- if m.role == 'user' %}[INST]{{ m.content }}[/INST]"
+	"{%- elif m.thinking %}[THINK]{{ m.thinking }}[/THINK]{{ m.content }}"
+	"{%- else %}{{ m.content }}{%- endif %}{%- endfor %}";
 
 /* DeepSeek-R1's: the prompt opens the block for the model */
 static const char r1_tmpl[] =
@@ -293,7 +300,7 @@ static int make_models(struct daemon *d, char *dir, size_t len)
 {
 	static const struct { const char *name, *tmpl; } m[] = {
 		{ "hermes", hermes_tmpl }, { "llama3", llama3_tmpl }, { "mistral", mistral_tmpl },
-		{ "think", think_tmpl }, { "r1", r1_tmpl },
+		{ "think", think_tmpl }, { "r1", r1_tmpl }, { "magistral", magistral_tmpl },
 	};
 	const char *bd = getenv("EXLD_BUILDDIR") ? getenv("EXLD_BUILDDIR") : ".";
 	char cmd[2048], t[512];
@@ -627,7 +634,7 @@ static int test_reasoning(void)
 	snprintf(addr, sizeof(addr), "127.0.0.1:%d", t.port);
 	REQUIRE(h_prepare(&d) == 0 && make_models(&d, dir, sizeof(dir)) == 0, "prepare");
 	const char *extra[] = { "--http", addr, "--models", dir, "--load", "think", "--load", "r1",
-				"--load", "hermes", NULL };
+				"--load", "hermes", "--load", "magistral", NULL };
 	REQUIRE(h_start(&d, NULL, extra) == 0, "daemon did not start");
 
 	/* OpenAI: apart by default, where the template writes <think> */
@@ -666,6 +673,28 @@ static int test_reasoning(void)
 	REQUIRE(read_stream(r.raw, false, &s) == 0, "no block events");
 	CHECK(!strcmp(s.content, "Sunny. <think> is a tag.") && !s.reasoning[0], "no block: '%s' '%s'",
 	      s.reasoning, s.content);
+	resp_free(&r);
+	free(body);
+	body = NULL;
+
+	/* Mistral's [THINK] block, whole and streamed */
+	body = plain_body("magistral", "[THINK]They ask about Paris.[/THINK]It is sunny.", false,
+			  NULL);
+	doc = post_json(&t, "/v1/chat/completions", body, &st);
+	REQUIRE(doc && st == 200, "magistral: %d", st);
+	msg = path(exl_json_root(doc), "choices.0.message");
+	CHECK(is_str(path(msg, "content"), "It is sunny.") &&
+	      is_str(path(msg, "reasoning_content"), "They ask about Paris."), "magistral");
+	exl_json_free(doc);
+	doc = NULL;
+	free(body);
+	body = NULL;
+	body = plain_body("magistral", "[THINK]They ask about Paris.[/THINK]It is sunny.", true,
+			  ", \"think\": true");
+	REQUIRE(post(&t, "/api/chat", body, &r) == 0 && r.status == 200, "magistral stream");
+	REQUIRE(read_stream(r.raw, true, &s) == 0, "magistral stream events");
+	CHECK(!strcmp(s.content, "It is sunny.") && !strcmp(s.reasoning, "They ask about Paris."),
+	      "magistral streamed: '%s' '%s'", s.reasoning, s.content);
 	resp_free(&r);
 	free(body);
 	body = NULL;

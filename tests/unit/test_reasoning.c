@@ -1,20 +1,21 @@
-/* A reply's <think> block (daemon/server/http/reasoning.c): where the
- * reasoning and the content are, whole and while streaming, with the block
- * opened by the reply or by the prompt; which templates and prompts open
- * one. */
+/* A reply's reasoning block (daemon/server/http/reasoning.c), <think> or
+ * Mistral's [THINK]: where the reasoning and the content are, whole and
+ * while streaming, with the block opened by the reply or by the prompt;
+ * which templates and prompts open one. */
 #include <stdio.h>
 #include <string.h>
 
 #include "daemon/server/http/reasoning.h"
 #include "tests/common/check.h"
 
-static void split(const char *text, bool open, bool final, const char *want_r, const char *want_c)
+static void split_tags(enum exl_reasoning_tags tags, const char *text, bool open, bool final,
+		       const char *want_r, const char *want_c)
 {
 	struct exl_reasoning r;
 	size_t n = strlen(text);
 	char got_r[256], got_c[256];
 
-	exl_reasoning_split(text, n, open, final, 0, &r);
+	exl_reasoning_split(tags, text, n, open, final, 0, &r);
 	CHECK(r.r_start <= r.r_end && r.r_end <= n && r.c_start <= n, "'%s': %zu %zu %zu", text,
 	      r.r_start, r.r_end, r.c_start);
 	snprintf(got_r, sizeof(got_r), "%.*s", (int)(r.r_end - r.r_start), text + r.r_start);
@@ -22,6 +23,11 @@ static void split(const char *text, bool open, bool final, const char *want_r, c
 	CHECK(!strcmp(got_r, want_r) && !strcmp(got_c, want_c),
 	      "'%s' (%s%s): reasoning '%s' content '%s', want '%s' '%s'", text, open ? "open" : "",
 	      final ? " final" : "", got_r, got_c, want_r, want_c);
+}
+
+static void split(const char *text, bool open, bool final, const char *want_r, const char *want_c)
+{
+	split_tags(EXL_REASONING_THINK, text, open, final, want_r, want_c);
 }
 
 int main(void)
@@ -47,10 +53,27 @@ int main(void)
 	split("<think>abc</think>\nX", false, false, "abc", "X");
 	split("a</", true, false, "a", "");
 
-	CHECK(exl_reasoning_template("{{ '<think>' }}", 15), "template");
-	CHECK(!exl_reasoning_template("<|im_start|>", 12), "no template");
-	CHECK(exl_reasoning_prompt_open("<|Assistant|><think>\n", 21), "open");
-	CHECK(!exl_reasoning_prompt_open("<think>\n\n</think>\n\n", 19), "closed");
+	/* Mistral's tags (Magistral, Ministral 3 Reasoning) */
+	split_tags(EXL_REASONING_MISTRAL, "[THINK]Let me see.[/THINK]Paris.", false, true,
+		   "Let me see.", "Paris.");
+	split_tags(EXL_REASONING_MISTRAL, "[THINK]abc[/THI", false, false, "abc", "");
+	split_tags(EXL_REASONING_MISTRAL, "[TH", false, false, "", "");
+	split_tags(EXL_REASONING_MISTRAL, "<think>x</think>y", false, true, "", "<think>x</think>y");
+	split_tags(EXL_REASONING_THINK, "[THINK]x[/THINK]y", false, true, "", "[THINK]x[/THINK]y");
+	split_tags(EXL_REASONING_NONE, "<think>x</think>y", false, true, "", "<think>x</think>y");
+
+	CHECK(exl_reasoning_template("{{ '<think>' }}", 15) == EXL_REASONING_THINK, "template");
+	CHECK(exl_reasoning_template("{{- '[THINK]' + t + '[/THINK]' }}", 33) ==
+	      EXL_REASONING_MISTRAL, "mistral template");
+	CHECK(exl_reasoning_template("<|im_start|>", 12) == EXL_REASONING_NONE, "no template");
+	CHECK(exl_reasoning_needs_special(EXL_REASONING_MISTRAL) &&
+	      !exl_reasoning_needs_special(EXL_REASONING_THINK), "control tokens");
+	CHECK(exl_reasoning_prompt_open(EXL_REASONING_THINK, "<|Assistant|><think>\n", 21), "open");
+	CHECK(!exl_reasoning_prompt_open(EXL_REASONING_THINK, "<think>\n\n</think>\n\n", 19),
+	      "closed");
+	CHECK(exl_reasoning_prompt_open(EXL_REASONING_MISTRAL, "[INST]q[/INST][THINK]", 21),
+	      "mistral open");
+	CHECK(!exl_reasoning_prompt_open(EXL_REASONING_NONE, "<think>", 7), "none open");
 	if (check_failures)
 		fprintf(stderr, "%d check(s) failed\n", check_failures);
 	return check_failures ? 1 : 0;

@@ -383,12 +383,14 @@ static int setup_replies(struct exl_http_req *r, const struct exl_model *m)
 	model_template(m, &tmpl, &tlen);
 	/* the <think> block apart: OpenAI's default where the template
 	 * writes one (llama.cpp's server does so), Ollama's when asked */
-	r->reasoning_on = !forced && exl_reasoning_template(tmpl, tlen) &&
+	r->reasoning_tags = exl_reasoning_template(tmpl, tlen);
+	r->reasoning_on = !forced && r->reasoning_tags != EXL_REASONING_NONE &&
 			  (r->g.reasoning == 1 || (r->g.reasoning == -1 && !is_ollama(r)));
 	/* a reply held to a JSON schema cannot be inside the block the
 	 * prompt opened: it is all content */
 	r->reasoning_open = r->reasoning_on && !r->g.gen.json_schema &&
-			    exl_reasoning_prompt_open(r->chat_prompt, r->chat_prompt_len);
+			    exl_reasoning_prompt_open(r->reasoning_tags, r->chat_prompt,
+						      r->chat_prompt_len);
 	if (!r->g.tools_json)
 		return 0;
 	r->tool_fmt = exl_tool_fmt_of(tmpl, tlen);
@@ -515,8 +517,10 @@ static struct exl_prep *choice_prep(struct exl_http_req *r, int k, char *err, si
 			memcpy(z, r->tool_schema, sl + 1);
 			g->json_schema = g->s.json_schema = z;
 		}
-		/* the form's marker is a control token: the reply must spell it */
-		if (r->tools_on && exl_tool_fmt_needs_special(r->tool_fmt))
+		/* the form's marker, or the reasoning's tags, are control
+		 * tokens: the reply must spell them */
+		if ((r->tools_on && exl_tool_fmt_needs_special(r->tool_fmt)) ||
+		    (r->reasoning_on && exl_reasoning_needs_special(r->reasoning_tags)))
 			g->s.decode_special_tokens = true;
 	} else {
 		g->prompt = pg.prompts[k / r->g.n];
@@ -1263,8 +1267,8 @@ static size_t stream_reasoning_part(struct exl_http_req *r, int k, bool final)
 		return 0;
 	if (c->content_at)
 		return c->content_at;
-	exl_reasoning_split(c->text ? c->text : "", c->text_len, r->reasoning_open, final,
-			    c->reason_sent, &rs);
+	exl_reasoning_split(r->reasoning_tags, c->text ? c->text : "", c->text_len,
+			    r->reasoning_open, final, c->reason_sent, &rs);
 	if (c->reason_sent < rs.r_start)
 		c->reason_sent = rs.r_start;
 	if (rs.r_end > c->reason_sent) {
@@ -1382,7 +1386,7 @@ static void keep_result(struct exl_http_req *r, int k, const msgpack_object *don
 	exl_jw_kint(&w, "index", k);
 	struct exl_reasoning rs = { 0, 0, 0 };
 	if (r->g.chat && r->reasoning_on)
-		exl_reasoning_split(text, len, r->reasoning_open, true, 0, &rs);
+		exl_reasoning_split(r->reasoning_tags, text, len, r->reasoning_open, true, 0, &rs);
 	if (is_chat(r) && (r->tools_on || r->reasoning_on)) {
 		struct exl_tool_parse p;
 

@@ -111,9 +111,11 @@ struct exl_http_req {
 	 * forced call (tool_choice required or named) is this JSON schema
 	 * after the form's opening, which ends the prompt */
 	bool tools_on, tools_forced;
-	/* the replies' <think> block apart from their content; the prompt
-	 * opened it (reasoning.h) */
+	/* the replies' reasoning block (<think> or [THINK], as the
+	 * template writes it) apart from their content; the prompt opened
+	 * it (reasoning.h) */
 	bool reasoning_on, reasoning_open;
+	enum exl_reasoning_tags reasoning_tags;
 	enum exl_tool_fmt tool_fmt;
 	char *tool_schema;               /* malloc'ed */
 

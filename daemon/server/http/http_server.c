@@ -325,7 +325,8 @@ static void post_show(struct exl_http *h, struct evhttp_request *req, const stru
 	exl_jw_cstr(&w, "completion");
 	if (tmpl && exl_tool_fmt_of(tmpl->val.str.ptr, (size_t)tmpl->val.str.len) != EXL_TOOL_FMT_NONE)
 		exl_jw_cstr(&w, "tools");
-	if (tmpl && exl_reasoning_template(tmpl->val.str.ptr, (size_t)tmpl->val.str.len))
+	if (tmpl && exl_reasoning_template(tmpl->val.str.ptr, (size_t)tmpl->val.str.len) !=
+		    EXL_REASONING_NONE)
 		exl_jw_cstr(&w, "thinking");
 	exl_jw_arr_end(&w);
 	exl_jw_obj_end(&w);

@@ -1,5 +1,6 @@
 /* A reply's reasoning: the <think> ... </think> block that Qwen3, QwQ and
- * DeepSeek-R1 (and its distills) write before the answer, split from the
+ * DeepSeek-R1 (and its distills) write before the answer, or Mistral's
+ * [THINK] ... [/THINK], split from the
  * content as OpenAI-style servers return it (reasoning_content) and as
  * Ollama does (message.thinking).  No sockets, no model (docs/http.md,
  * "Reasoning").
@@ -10,12 +11,25 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-/* Whether a chat template writes <think> blocks. */
-bool exl_reasoning_template(const char *tmpl, size_t len);
+/* Which tags a model's reasoning block takes: <think> ... </think> (Qwen3,
+ * QwQ, DeepSeek-R1 and its distills, Granite), or [THINK] ... [/THINK]
+ * (Magistral, Ministral 3 Reasoning: control tokens, which a reply only
+ * spells when special tokens are decoded). */
+enum exl_reasoning_tags {
+	EXL_REASONING_NONE,
+	EXL_REASONING_THINK,
+	EXL_REASONING_MISTRAL,
+};
 
-/* Whether a rendered prompt leaves the reply inside a <think> block (the
+/* The tags a chat template writes its reasoning blocks with. */
+enum exl_reasoning_tags exl_reasoning_template(const char *tmpl, size_t len);
+
+/* Whether the tags are control tokens the reply must decode to show. */
+bool exl_reasoning_needs_special(enum exl_reasoning_tags tags);
+
+/* Whether a rendered prompt leaves the reply inside a reasoning block (the
  * DeepSeek-R1 templates open it for the model). */
-bool exl_reasoning_prompt_open(const char *prompt, size_t len);
+bool exl_reasoning_prompt_open(enum exl_reasoning_tags tags, const char *prompt, size_t len);
 
 /* The parts of a reply's first len bytes: reasoning [r_start, r_end),
  * content from c_start.  final: the reply is whole (an unclosed block is
@@ -29,7 +43,7 @@ struct exl_reasoning {
 	size_t r_start, r_end;
 	size_t c_start;
 };
-void exl_reasoning_split(const char *text, size_t len, bool open, bool final, size_t from,
-			 struct exl_reasoning *r);
+void exl_reasoning_split(enum exl_reasoning_tags tags, const char *text, size_t len, bool open,
+			 bool final, size_t from, struct exl_reasoning *r);
 
 #endif
