@@ -60,5 +60,6 @@ gemma3_local --arch gemma3 --swa 8 --swa-pattern 11
 mixtral --experts 4 --experts-used 2 --ff 256
 qwen3moe --arch qwen3moe --experts 8 --experts-used 2 --ff 512
 qwen3_yarn --arch qwen3 --rope-scaling yarn --rope-scale 4
+granite --arch granite
 mistral3 --arch mistral3 --rope-scaling yarn --rope-scale 16 --kv mistral3.rope.scaling.original_context_length=u32:8 --kv mistral3.attention.temperature_scale=f32:0.5
 LIST

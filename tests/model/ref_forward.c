@@ -31,7 +31,10 @@
  *       probabilities renormalized to sum 1 (times expert_weights_scale)
  *       weighing each one's f;  gemma: rmsnorm(f) * post_ffw_norm;  x += f
  * then logits = Wout (rmsnorm(x) * output_norm), Wout = token_embd when
- * there is no output.weight, gemma2: c tanh(logits / c).
+ * there is no output.weight, gemma2: c tanh(logits / c).  granite: x
+ * times embedding_scale first, o and f times residual_scale before they
+ * are added, the attention's scale attention.scale, logits divided by
+ * logit_scale.
  */
 #include <math.h>
 #include <stdio.h>
@@ -170,7 +173,7 @@ static int read_hparams(const struct gguf_file *f, struct ref_hparams *hp, char 
 	double factor = 0;
 
 	static const char *const known[] = { "llama", "qwen2", "qwen3", "qwen3moe", "phi3",
-					     "gemma2", "gemma3", "mistral3" };
+					     "gemma2", "gemma3", "mistral3", "granite" };
 	bool ok = false;
 
 	if (exl_gguf_get_str(f, "general.architecture", arch, sizeof(arch)))
@@ -178,11 +181,11 @@ static int read_hparams(const struct gguf_file *f, struct ref_hparams *hp, char 
 			ok = ok || !strcmp(arch, known[i]);
 	if (!ok) {
 		snprintf(err, errlen, "reference: architecture is none of llama qwen2 qwen3 "
-			 "qwen3moe phi3 gemma2 gemma3 mistral3");
+			 "qwen3moe phi3 gemma2 gemma3 mistral3 granite");
 		return -1;
 	}
 	snprintf(hp->arch, sizeof(hp->arch), "%s", arch);
-	bool llama = !strcmp(arch, "llama") || !strcmp(arch, "mistral3");
+	bool llama = !strcmp(arch, "llama") || !strcmp(arch, "mistral3") || !strcmp(arch, "granite");
 
 	hp->neox = !llama;
 	hp->qk_norm = !strcmp(arch, "qwen3") || !strcmp(arch, "qwen3moe") || !strcmp(arch, "gemma3");
@@ -285,6 +288,18 @@ static int read_hparams(const struct gguf_file *f, struct ref_hparams *hp, char 
 		hp->rope_factors = "rope_factors_short.weight";
 
 	hp->attn_scale = 1.0 / sqrt((double)hp->head_dim);
+	/* granite's multipliers (0: none) */
+	if (!strcmp(arch, "granite")) {
+		double as;
+
+		if (meta_float(f, arch, "logit_scale", 0.0, &hp->logit_scale, err, errlen) ||
+		    meta_float(f, arch, "residual_scale", 0.0, &hp->resid_mul, err, errlen) ||
+		    meta_float(f, arch, "embedding_scale", 0.0, &hp->embd_mul, err, errlen) ||
+		    meta_float(f, arch, "attention.scale", 0.0, &as, err, errlen))
+			return -1;
+		if (as != 0.0)
+			hp->attn_scale = as;
+	}
 	hp->freq_base_swa = hp->freq_base;
 	hp->freq_scale_swa = hp->freq_scale;
 	if (!hp->gemma)
@@ -818,6 +833,8 @@ int ref_forward(struct ref_model *m, const int32_t *tokens, int n, double *logit
 		       (size_t)hp->n_embd * sizeof(double));
 		for (int i = 0; hp->gemma && i < hp->n_embd; i++)
 			x[i] *= sqrt((double)hp->n_embd);
+		for (int i = 0; hp->embd_mul != 0.0 && i < hp->n_embd; i++)
+			x[i] *= hp->embd_mul;
 		for (int l = 0; l < hp->n_layer; l++) {
 			struct ref_layer *ly = &m->layers[l];
 			double *kp = ly->k_cache + (size_t)p * (size_t)kv_dim;
@@ -885,19 +902,21 @@ int ref_forward(struct ref_model *m, const int32_t *tokens, int n, double *logit
 			if (ly->post_attn_norm)
 				rmsnorm(a, a, ly->post_attn_norm, hp->n_embd, hp->eps);
 			for (int i = 0; i < hp->n_embd; i++)
-				x[i] += a[i];
+				x[i] += hp->resid_mul != 0.0 ? a[i] * hp->resid_mul : a[i];
 
 			rmsnorm(h, x, ly->ffn_norm, hp->n_embd, hp->eps);
 			ffn(m, ly, h, fo, a, b, e);
 			if (ly->post_ffn_norm)
 				rmsnorm(fo, fo, ly->post_ffn_norm, hp->n_embd, hp->eps);
 			for (int i = 0; i < hp->n_embd; i++)
-				x[i] += fo[i];
+				x[i] += hp->resid_mul != 0.0 ? fo[i] * hp->resid_mul : fo[i];
 		}
 		double *lg = logits + (size_t)p * (size_t)hp->n_vocab;
 
 		rmsnorm(h, x, m->output_norm, hp->n_embd, hp->eps);
 		matvec(lg, m->output, NULL, h, hp->n_vocab, hp->n_embd);
+		for (int i = 0; hp->logit_scale != 0.0 && i < hp->n_vocab; i++)
+			lg[i] /= hp->logit_scale;
 		for (int i = 0; hp->final_softcap > 0 && i < hp->n_vocab; i++)
 			lg[i] = hp->final_softcap * tanh(lg[i] / hp->final_softcap);
 	}

@@ -389,6 +389,9 @@ static const struct synth_case cases[] = {
 			     "4", "--kv-heads", "2", "--ff", "256", "--kv",
 			     "mistral3.rope.scaling.original_context_length=u32:8", "--kv",
 			     "mistral3.attention.temperature_scale=f32:0.1", NULL } },
+	/* granite: llama with Granite 3.3 2B's four multipliers */
+	{ "granite", { "--arch", "granite", "--dim", "128", "--layers", "2", "--heads", "4",
+		       "--kv-heads", "2", "--ff", "256", NULL } },
 	/* Mixtral: llama with 4 experts, 2 per token */
 	{ "mixtral", { "--dim", "128", "--layers", "2", "--heads", "4", "--kv-heads", "2",
 		       "--ff", "128", "--experts", "4", "--experts-used", "2", NULL } },

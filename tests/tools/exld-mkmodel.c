@@ -2,7 +2,8 @@
  * and tests: llama (with llama 3.1's rope_freqs, or Mixtral's experts),
  * qwen2, qwen3, qwen3moe, phi3 (fused q/k/v and gate/up, longrope factors),
  * gemma2 and gemma3 (post norms, soft-capping, sliding windows), mistral3
- * (llama's tensors under its own name); head size,
+ * and granite (llama's tensors under their own names, granite's scales);
+ * head size,
  * rope dimensions, base, epsilon and scaling included, and any other
  * metadata key through --kv.  Tensor names, shapes and metadata are those
  * llama.cpp's loader reads for each architecture, so the same file runs in
@@ -470,7 +471,9 @@ static void usage(FILE *out)
 		"                   (post norms, GELU, soft-capping, sliding window, tied),\n"
 		"                   gemma3 (gemma2's block with q/k norms, no attention\n"
 		"                   soft-capping, 5 local layers in 6), mistral3 (llama's\n"
-		"                   tensors; its YaRN and temperature keys through --kv)\n"
+		"                   tensors; its YaRN and temperature keys through --kv),\n"
+		"                   granite (llama's tensors; Granite 3.3 2B's logit,\n"
+		"                   residual, embedding and attention scales)\n"
 		"                   (default llama)\n"
 		"  --rope-freqs     llama: a rope_freqs.weight tensor (llama 3.1's frequency\n"
 		"                   factors, for an original context of 32 positions)\n"
@@ -718,14 +721,15 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			o->mix_m = type_names[k].mix_m;
 		} else if (!strcmp(a, "--arch")) {
 			static const char *const archs[] = { "llama", "qwen2", "qwen3", "qwen3moe",
-							     "phi3", "gemma2", "gemma3", "mistral3" };
+							     "phi3", "gemma2", "gemma3", "mistral3",
+							     "granite" };
 			size_t k, n = sizeof(archs) / sizeof(archs[0]);
 
 			for (k = 0; k < n && strcmp(val, archs[k]); k++)
 				;
 			if (k == n) {
 				fprintf(stderr, "exld-mkmodel: unknown --arch '%s' (llama qwen2 qwen3 "
-					"qwen3moe phi3 gemma2 gemma3 mistral3)\n", val);
+					"qwen3moe phi3 gemma2 gemma3 mistral3 granite)\n", val);
 				return -1;
 			}
 			o->arch = val;
@@ -1194,6 +1198,13 @@ static void set_metadata(struct gguf_writer *w, struct opts *o)
 		meta_u32(w, o, KEY("expert_used_count"), (uint32_t)o->experts_used);
 		if (o->expert_ff)
 			meta_u32(w, o, KEY("expert_feed_forward_length"), (uint32_t)o->expert_ff);
+	}
+	if (!strcmp(o->arch, "granite")) {
+		/* Granite 3.3 2B's multipliers (--kv replaces them) */
+		meta_f32(w, o, KEY("logit_scale"), 8.0f);
+		meta_f32(w, o, KEY("residual_scale"), 0.22f);
+		meta_f32(w, o, KEY("embedding_scale"), 12.0f);
+		meta_f32(w, o, KEY("attention.scale"), 0.015625f);
 	}
 	if (!strcmp(o->arch, "gemma2")) {
 		meta_f32(w, o, KEY("attn_logit_softcapping"), 50.0f);

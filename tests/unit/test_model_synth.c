@@ -266,6 +266,8 @@ static void test_archs(void **state)
 				     "mistral3.rope.scaling.yarn_log_multiplier=f32:1", "--kv",
 				     "mistral3.attention.temperature_scale=f32:0.1", NULL },
 		  EXL_ARCH_MISTRAL3 },
+		{ "granite.gguf", { "--arch", "granite", "--dim", "128", "--heads", "4", "--ff",
+				    "256", NULL }, EXL_ARCH_GRANITE },
 	};
 
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
@@ -278,7 +280,8 @@ static void test_archs(void **state)
 		printf("%s: %s\n", cases[i].name, hp->arch_name);
 		assert_int_equal(hp->arch, cases[i].arch);
 		assert_true(hp->rope_neox ==
-			    (hp->arch != EXL_ARCH_LLAMA && hp->arch != EXL_ARCH_MISTRAL3));
+			    (hp->arch != EXL_ARCH_LLAMA && hp->arch != EXL_ARCH_MISTRAL3 &&
+			     hp->arch != EXL_ARCH_GRANITE));
 		switch (hp->arch) {
 		case EXL_ARCH_PHI3:
 			assert_true(fabsf(hp->rope_attn_factor - 1.1547005f) < 1e-6f);
@@ -297,6 +300,11 @@ static void test_archs(void **state)
 			assert_true(hp->qk_norm && hp->attn_softcap == 0.0f);
 			assert_true(hp->rope_freq_base == 1000000.0f &&
 				    hp->rope_freq_base_swa == 10000.0f);
+			break;
+		case EXL_ARCH_GRANITE:
+			/* Granite 3.3 2B's, as exld-mkmodel writes them */
+			assert_true(hp->logit_scale == 8.0f && hp->resid_mul == 0.22f &&
+				    hp->embd_mul == 12.0f && hp->attn_scale == 0.015625f);
 			break;
 		case EXL_ARCH_MISTRAL3:
 			assert_true(hp->rope_yarn && hp->rope_freq_scale == 1.0f / 16.0f);
@@ -377,6 +385,11 @@ static void test_rope_scaling(void **state)
 		{ "m3-temp.gguf", { "--arch", "mistral3", "--kv",
 				    "mistral3.attention.temperature_scale=f32:5000" }, 0,
 		  "temperature scale 5000 out of range" },
+		{ "granite-norope.gguf", { "--arch", "granite", "--kv",
+					   "granite.rope.scaling.finetuned=bool:false" }, 0,
+		  "granite without rope (granite.rope.scaling.finetuned false) is not supported" },
+		{ "granite-inf.gguf", { "--arch", "granite", "--kv", "granite.logit_scale=f32:1e30" },
+		  0, "granite scales out of range (logit 1e+30" },
 		{ "m3-rope-dim.gguf", { "--arch", "mistral3", "--rope-dim", "8" }, 0,
 		  "mistral3.rope.dimension_count 8 differs from the head size 16" },
 		{ "longrope.gguf", { "--arch", "qwen2", "--rope-scaling", "longrope" }, 0,

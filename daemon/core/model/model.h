@@ -27,6 +27,7 @@ enum exl_arch {
 	EXL_ARCH_GEMMA2,
 	EXL_ARCH_GEMMA3,
 	EXL_ARCH_MISTRAL3, /* llama's block; YaRN keys and Llama 4's temperature */
+	EXL_ARCH_GRANITE,  /* llama's block with IBM's four multipliers */
 };
 
 /* The gated FFN's activation: silu(gate) * up or gelu(gate) * up. */
@@ -74,6 +75,10 @@ struct exl_hparams {
 
 	/* Block shape */
 	bool embd_scale;       /* embeddings times sqrt(n_embd) (gemma) */
+	float embd_mul;        /* granite: embeddings times this; 0: none */
+	float resid_mul;       /* granite: attention and FFN outputs times this
+				* before the residual add; 0: none */
+	float logit_scale;     /* granite: logits divided by this; 0: none */
 	bool post_norms;       /* RMS norms after attention and FFN (gemma) */
 	enum exl_ffn_act ffn_act;
 	float final_softcap;   /* soft-capping of the logits; 0: none */

@@ -591,6 +591,8 @@ int exl_model_forward_io(struct exl_model *m, struct exl_kvcache *kv, const stru
 		return -1;
 	if (hp->embd_scale)
 		ops->scale(be, x, sqrtf((float)hp->n_embd), (size_t)n * embd);
+	if (hp->embd_mul != 0.0f)
+		ops->scale(be, x, hp->embd_mul, (size_t)n * embd);
 	for (int il = 0; il < hp->n_layer; il++) {
 		const struct exl_layer_weights *lw = &m->layers[il];
 		const struct exl_kv_layer *kl = exl_kvcache_layer(kv, il);
@@ -637,6 +639,8 @@ int exl_model_forward_io(struct exl_model *m, struct exl_kvcache *kv, const stru
 		if (lw->attn_post_norm)
 			ops->rmsnorm(be, s->proj, s->proj, lw->attn_post_norm, nr, hp->n_embd,
 				     hp->rms_eps);
+		if (hp->resid_mul != 0.0f)
+			ops->scale(be, s->proj, hp->resid_mul, (size_t)nr * embd);
 		ops->add(be, x, s->proj, (size_t)nr * embd);
 
 		ops->rmsnorm(be, s->xn, x, lw->ffn_norm, nr, hp->n_embd, hp->rms_eps);
@@ -645,6 +649,8 @@ int exl_model_forward_io(struct exl_model *m, struct exl_kvcache *kv, const stru
 				return -1;
 		} else {
 			dense_ffn(m, lw, il, nr, nr < n);
+			if (hp->resid_mul != 0.0f)
+				ops->scale(be, s->proj, hp->resid_mul, (size_t)nr * embd);
 			ops->add(be, x, s->proj, (size_t)nr * embd);
 		}
 	}
@@ -663,6 +669,9 @@ int exl_model_forward_io(struct exl_model *m, struct exl_kvcache *kv, const stru
 			xl = other;
 		}
 		ops->matmul(be, &m->output, xl, s->logits, n_log);
+		if (hp->logit_scale != 0.0f)
+			ops->scale(be, s->logits, 1.0f / hp->logit_scale,
+				   (size_t)n_log * (size_t)hp->n_vocab);
 		if (hp->final_softcap > 0.0f)
 			ops->softcap(be, s->logits, hp->final_softcap,
 				     (size_t)n_log * (size_t)hp->n_vocab);

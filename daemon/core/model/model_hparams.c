@@ -35,12 +35,13 @@ static const struct arch_desc archs[] = {
 	{ "gemma2", EXL_ARCH_GEMMA2, true, false, true, 0 },
 	{ "gemma3", EXL_ARCH_GEMMA3, true, true, true, 0 },
 	{ "mistral3", EXL_ARCH_MISTRAL3, false, false, false, 1 },
+	{ "granite", EXL_ARCH_GRANITE, false, false, false, 0 },
 };
 
 /* The architectures read as llama: its tensors, rope factors and experts. */
 static bool llama_like(enum exl_arch a)
 {
-	return a == EXL_ARCH_LLAMA || a == EXL_ARCH_MISTRAL3;
+	return a == EXL_ARCH_LLAMA || a == EXL_ARCH_MISTRAL3 || a == EXL_ARCH_GRANITE;
 }
 
 static int get_int(const struct gguf_file *f, const char *arch, const char *key, bool required,
@@ -186,6 +187,48 @@ static int read_mistral3(const struct gguf_file *f, struct exl_hparams *hp, char
 	if (hp->n_rot != hp->head_dim) {
 		snprintf(err, errlen, "%s.rope.dimension_count %d differs from the head size %d",
 			 a, hp->n_rot, hp->head_dim);
+		return -1;
+	}
+	return 0;
+}
+
+/* granite (IBM Granite 3.x): llama's block with its config's multipliers,
+ * as llama.cpp reads them: logits divided by logit_scale (required),
+ * embeddings times embedding_scale, each block's attention and FFN output
+ * times residual_scale before the residual add, and attention.scale for
+ * 1/sqrt(head size); each 0 or absent is none. */
+static int read_granite(const struct gguf_file *f, struct exl_hparams *hp, char *err,
+			size_t errlen)
+{
+	const char *a = hp->arch_name;
+	char key[160];
+	float attn = 0.0f;
+	bool rope = true;
+
+	if (get_float(f, a, "logit_scale", true, 0.0f, &hp->logit_scale, err, errlen) ||
+	    get_float(f, a, "residual_scale", false, 0.0f, &hp->resid_mul, err, errlen) ||
+	    get_float(f, a, "embedding_scale", false, 0.0f, &hp->embd_mul, err, errlen) ||
+	    get_float(f, a, "attention.scale", false, 0.0f, &attn, err, errlen))
+		return -1;
+	if (!(fabsf(hp->logit_scale) < 1e6f) || !(fabsf(hp->resid_mul) < 1e6f) ||
+	    !(fabsf(hp->embd_mul) < 1e6f) || !(fabsf(attn) < 1e6f)) {
+		snprintf(err, errlen, "%s scales out of range (logit %g, residual %g, embedding "
+			 "%g, attention %g)", a, hp->logit_scale, hp->resid_mul, hp->embd_mul,
+			 attn);
+		return -1;
+	}
+	if (attn != 0.0f)
+		hp->attn_scale = attn;
+	/* rope.scaling.finetuned false turns the rope off in llama.cpp's
+	 * granite; and Granite 4 Vision's deepstack layers take image input */
+	snprintf(key, sizeof(key), "%s.rope.scaling.finetuned", a);
+	if (exl_gguf_find_kv(f, key) && (!exl_gguf_get_bool(f, key, &rope) || !rope)) {
+		snprintf(err, errlen, "%s without rope (%s false) is not supported", a, key);
+		return -1;
+	}
+	snprintf(key, sizeof(key), "%s.deepstack_mapping", a);
+	if (exl_gguf_find_kv(f, key)) {
+		snprintf(err, errlen, "%s with vision layers (%s) is not supported", a, key);
 		return -1;
 	}
 	return 0;
@@ -413,10 +456,11 @@ int exl_hparams_read(const struct gguf_file *f, struct exl_hparams *hp, char *er
 			 hp->rope_freq_base);
 		return -1;
 	}
-	if (read_rope_scaling(f, hp, err, errlen) ||
-	    (hp->arch == EXL_ARCH_MISTRAL3 && read_mistral3(f, hp, err, errlen)))
-		return -1;
 	hp->attn_scale = 1.0f / sqrtf((float)hp->head_dim);
+	if (read_rope_scaling(f, hp, err, errlen) ||
+	    (hp->arch == EXL_ARCH_MISTRAL3 && read_mistral3(f, hp, err, errlen)) ||
+	    (hp->arch == EXL_ARCH_GRANITE && read_granite(f, hp, err, errlen)))
+		return -1;
 	hp->ffn_act = EXL_FFN_SILU;
 	if (ad->gemma && read_gemma(f, hp, err, errlen))
 		return -1;

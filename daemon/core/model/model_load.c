@@ -383,7 +383,8 @@ static int bind_rope_factors(struct binder *bd, char *err, size_t errlen)
 	static const char *const names[] = { "rope_freqs.weight", "rope_factors_long.weight",
 					     "rope_factors_short.weight" };
 	const float **dst[] = { &m->rope_freqs, &m->rope_long, &m->rope_short };
-	bool llama = hp->arch == EXL_ARCH_LLAMA || hp->arch == EXL_ARCH_MISTRAL3;
+	bool llama = hp->arch == EXL_ARCH_LLAMA || hp->arch == EXL_ARCH_MISTRAL3 ||
+		     hp->arch == EXL_ARCH_GRANITE;
 	bool want[3] = { llama, llama || hp->arch == EXL_ARCH_PHI3,
 			 llama || hp->arch == EXL_ARCH_PHI3 };
 

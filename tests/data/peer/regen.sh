@@ -29,6 +29,8 @@ case_opts() {
 	# mistral3's Llama 4 temperature (0.5, for a visible effect) over an
 	# original context of 8
 	mistral3_temp) echo "--arch mistral3 --kv mistral3.rope.scaling.original_context_length=u32:8 --kv mistral3.attention.temperature_scale=f32:0.5 --type f32" ;;
+	# granite: Granite 3.3 2B's logit, residual, embedding and attention scales
+	granite) echo "--arch granite --type f32" ;;
 	*) echo "--type $1" ;;
 	esac
 }
