@@ -173,7 +173,7 @@ static int read_hparams(const struct gguf_file *f, struct ref_hparams *hp, char 
 	double factor = 0;
 
 	static const char *const known[] = { "llama", "qwen2", "qwen3", "qwen3moe", "phi3",
-					     "gemma2", "gemma3", "mistral3", "granite" };
+					     "gemma2", "gemma3", "mistral3", "granite", "smollm3" };
 	bool ok = false;
 
 	if (exl_gguf_get_str(f, "general.architecture", arch, sizeof(arch)))
@@ -181,11 +181,14 @@ static int read_hparams(const struct gguf_file *f, struct ref_hparams *hp, char 
 			ok = ok || !strcmp(arch, known[i]);
 	if (!ok) {
 		snprintf(err, errlen, "reference: architecture is none of llama qwen2 qwen3 "
-			 "qwen3moe phi3 gemma2 gemma3 mistral3 granite");
+			 "qwen3moe phi3 gemma2 gemma3 mistral3 granite smollm3");
 		return -1;
 	}
 	snprintf(hp->arch, sizeof(hp->arch), "%s", arch);
-	bool llama = !strcmp(arch, "llama") || !strcmp(arch, "mistral3") || !strcmp(arch, "granite");
+	bool llama = !strcmp(arch, "llama") || !strcmp(arch, "mistral3") ||
+		     !strcmp(arch, "granite") || !strcmp(arch, "smollm3");
+
+	hp->nope = !strcmp(arch, "smollm3");
 
 	hp->neox = !llama;
 	hp->qk_norm = !strcmp(arch, "qwen3") || !strcmp(arch, "qwen3moe") || !strcmp(arch, "gemma3");
@@ -850,14 +853,19 @@ int ref_forward(struct ref_model *m, const int32_t *tokens, int n, double *logit
 				head_norm(q, ly->q_norm, hp->n_head, hp->head_dim, hp->eps);
 				head_norm(kp, ly->k_norm, hp->n_head_kv, hp->head_dim, hp->eps);
 			}
-			rope(m, q, hp->n_head, p, local ? hp->freq_base_swa : hp->freq_base,
-			     local ? hp->freq_scale_swa : hp->freq_scale);
+			/* SmolLM3: layers 3, 7, 11, ... take no rope */
+			bool roped = !hp->nope || (l + 1) % 4 != 0;
+
+			if (roped)
+				rope(m, q, hp->n_head, p, local ? hp->freq_base_swa : hp->freq_base,
+				     local ? hp->freq_scale_swa : hp->freq_scale);
 			/* Llama 4's temperature (mistral3): the queries, by position */
 			for (int d = 0; hp->temp_scale != 0.0 && d < q_dim; d++)
 				q[d] *= 1.0 + hp->temp_scale * log(floor((double)p / hp->n_ctx_orig) +
 								   1.0);
-			rope(m, kp, hp->n_head_kv, p, local ? hp->freq_base_swa : hp->freq_base,
-			     local ? hp->freq_scale_swa : hp->freq_scale);
+			if (roped)
+				rope(m, kp, hp->n_head_kv, p, local ? hp->freq_base_swa : hp->freq_base,
+				     local ? hp->freq_scale_swa : hp->freq_scale);
 			if (m->taken_k) {
 				if (take_kv(m, l, p, kp, vp, err, errlen))
 					goto out;

@@ -32,6 +32,7 @@ struct ref_hparams {
 	double beta_fast, beta_slow, yarn_log_mul; /* YaRN (mistral3's keys) */
 	double temp_scale;  /* mistral3's attention.temperature_scale */
 	double logit_scale, resid_mul, embd_mul; /* granite's; 0: none */
+	bool nope;          /* smollm3: every 4th layer without rope */
 	int n_ctx_orig;     /* rope.scaling.original_context_length, else n_ctx_train */
 	const char *rope_factors; /* the factor tensor in use, or NULL */
 	double attn_scale;

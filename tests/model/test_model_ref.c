@@ -392,6 +392,9 @@ static const struct synth_case cases[] = {
 	/* granite: llama with Granite 3.3 2B's four multipliers */
 	{ "granite", { "--arch", "granite", "--dim", "128", "--layers", "2", "--heads", "4",
 		       "--kv-heads", "2", "--ff", "256", NULL } },
+	/* smollm3: layers 3 and 7 of 8 without rope */
+	{ "smollm3", { "--arch", "smollm3", "--dim", "128", "--layers", "8", "--heads", "4",
+		       "--kv-heads", "2", "--ff", "256", NULL } },
 	/* Mixtral: llama with 4 experts, 2 per token */
 	{ "mixtral", { "--dim", "128", "--layers", "2", "--heads", "4", "--kv-heads", "2",
 		       "--ff", "128", "--experts", "4", "--experts-used", "2", NULL } },

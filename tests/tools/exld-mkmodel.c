@@ -2,7 +2,8 @@
  * and tests: llama (with llama 3.1's rope_freqs, or Mixtral's experts),
  * qwen2, qwen3, qwen3moe, phi3 (fused q/k/v and gate/up, longrope factors),
  * gemma2 and gemma3 (post norms, soft-capping, sliding windows), mistral3
- * and granite (llama's tensors under their own names, granite's scales);
+ * granite and smollm3 (llama's tensors under their own names, granite's
+ * scales);
  * head size,
  * rope dimensions, base, epsilon and scaling included, and any other
  * metadata key through --kv.  Tensor names, shapes and metadata are those
@@ -473,7 +474,8 @@ static void usage(FILE *out)
 		"                   soft-capping, 5 local layers in 6), mistral3 (llama's\n"
 		"                   tensors; its YaRN and temperature keys through --kv),\n"
 		"                   granite (llama's tensors; Granite 3.3 2B's logit,\n"
-		"                   residual, embedding and attention scales)\n"
+		"                   residual, embedding and attention scales), smollm3\n"
+		"                   (llama's tensors; every 4th layer without rope)\n"
 		"                   (default llama)\n"
 		"  --rope-freqs     llama: a rope_freqs.weight tensor (llama 3.1's frequency\n"
 		"                   factors, for an original context of 32 positions)\n"
@@ -722,14 +724,15 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		} else if (!strcmp(a, "--arch")) {
 			static const char *const archs[] = { "llama", "qwen2", "qwen3", "qwen3moe",
 							     "phi3", "gemma2", "gemma3", "mistral3",
-							     "granite" };
+							     "granite", "smollm3" };
 			size_t k, n = sizeof(archs) / sizeof(archs[0]);
 
 			for (k = 0; k < n && strcmp(val, archs[k]); k++)
 				;
 			if (k == n) {
 				fprintf(stderr, "exld-mkmodel: unknown --arch '%s' (llama qwen2 qwen3 "
-					"qwen3moe phi3 gemma2 gemma3 mistral3 granite)\n", val);
+					"qwen3moe phi3 gemma2 gemma3 mistral3 granite smollm3)\n",
+					val);
 				return -1;
 			}
 			o->arch = val;

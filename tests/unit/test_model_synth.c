@@ -268,6 +268,8 @@ static void test_archs(void **state)
 		  EXL_ARCH_MISTRAL3 },
 		{ "granite.gguf", { "--arch", "granite", "--dim", "128", "--heads", "4", "--ff",
 				    "256", NULL }, EXL_ARCH_GRANITE },
+		{ "smollm3.gguf", { "--arch", "smollm3", "--dim", "128", "--layers", "4", "--heads",
+				    "4", "--ff", "256", NULL }, EXL_ARCH_SMOLLM3 },
 	};
 
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
@@ -281,7 +283,7 @@ static void test_archs(void **state)
 		assert_int_equal(hp->arch, cases[i].arch);
 		assert_true(hp->rope_neox ==
 			    (hp->arch != EXL_ARCH_LLAMA && hp->arch != EXL_ARCH_MISTRAL3 &&
-			     hp->arch != EXL_ARCH_GRANITE));
+			     hp->arch != EXL_ARCH_GRANITE && hp->arch != EXL_ARCH_SMOLLM3));
 		switch (hp->arch) {
 		case EXL_ARCH_PHI3:
 			assert_true(fabsf(hp->rope_attn_factor - 1.1547005f) < 1e-6f);
@@ -300,6 +302,10 @@ static void test_archs(void **state)
 			assert_true(hp->qk_norm && hp->attn_softcap == 0.0f);
 			assert_true(hp->rope_freq_base == 1000000.0f &&
 				    hp->rope_freq_base_swa == 10000.0f);
+			break;
+		case EXL_ARCH_SMOLLM3:
+			assert_true(exl_layer_has_rope(hp, 0) && exl_layer_has_rope(hp, 2) &&
+				    !exl_layer_has_rope(hp, 3));
 			break;
 		case EXL_ARCH_GRANITE:
 			/* Granite 3.3 2B's, as exld-mkmodel writes them */

@@ -28,6 +28,7 @@ enum exl_arch {
 	EXL_ARCH_GEMMA3,
 	EXL_ARCH_MISTRAL3, /* llama's block; YaRN keys and Llama 4's temperature */
 	EXL_ARCH_GRANITE,  /* llama's block with IBM's four multipliers */
+	EXL_ARCH_SMOLLM3,  /* llama's block, every 4th layer without rope */
 };
 
 /* The gated FFN's activation: silu(gate) * up or gelu(gate) * up. */
@@ -56,6 +57,8 @@ struct exl_hparams {
 	int n_ctx_orig;        /* rope.scaling.original_context_length (phi3's
 				* long/short rope factors); n_ctx_train when absent */
 	bool rope_neox;
+	int no_rope_step;      /* smollm3: layer il has no rope when (il + 1) %
+				* this is 0; 0: every layer has */
 	bool rope_yarn;        /* rope.scaling.type yarn: the factor is YaRN's */
 	float yarn_beta_fast;  /* YaRN's ramp: 32 and 1 unless mistral3 says */
 	float yarn_beta_slow;
@@ -95,6 +98,11 @@ struct exl_hparams {
 static inline bool exl_layer_is_swa(const struct exl_hparams *hp, int il)
 {
 	return hp->n_swa > 0 && (hp->swa_layers[il / 64] >> (il % 64) & 1);
+}
+
+static inline bool exl_layer_has_rope(const struct exl_hparams *hp, int il)
+{
+	return hp->no_rope_step <= 0 || (il + 1) % hp->no_rope_step != 0;
 }
 
 struct exl_model;

@@ -619,8 +619,12 @@ int exl_model_forward_io(struct exl_model *m, struct exl_kvcache *kv, const stru
 			ops->rmsnorm(be, s->k, s->k, lw->k_norm, n * hp->n_head_kv, hp->head_dim,
 				     hp->rms_eps);
 		}
-		ops->rope(be, s->q, n, hp->n_head, hp->head_dim, local ? &rq_local : &rq_global);
-		ops->rope(be, s->k, n, hp->n_head_kv, hp->head_dim, local ? &rp_local : &rp_global);
+		if (exl_layer_has_rope(hp, il)) {
+			ops->rope(be, s->q, n, hp->n_head, hp->head_dim,
+				  local ? &rq_local : &rq_global);
+			ops->rope(be, s->k, n, hp->n_head_kv, hp->head_dim,
+				  local ? &rp_local : &rp_global);
+		}
 		ops->kv_store(be, kl, s->k, s->v);
 		if (last && n_out == 0)
 			break; /* nothing reads this layer's output */

@@ -36,6 +36,7 @@ static const struct arch_desc archs[] = {
 	{ "gemma3", EXL_ARCH_GEMMA3, true, true, true, 0 },
 	{ "mistral3", EXL_ARCH_MISTRAL3, false, false, false, 1 },
 	{ "granite", EXL_ARCH_GRANITE, false, false, false, 0 },
+	{ "smollm3", EXL_ARCH_SMOLLM3, false, false, false, 0 },
 };
 
 /* The architectures read as llama: its tensors, rope factors and experts. */
@@ -457,6 +458,10 @@ int exl_hparams_read(const struct gguf_file *f, struct exl_hparams *hp, char *er
 		return -1;
 	}
 	hp->attn_scale = 1.0f / sqrtf((float)hp->head_dim);
+	/* SmolLM3 leaves every 4th layer without rope (NoPE), as llama.cpp
+	 * fixes it for the architecture */
+	if (hp->arch == EXL_ARCH_SMOLLM3)
+		hp->no_rope_step = 4;
 	if (read_rope_scaling(f, hp, err, errlen) ||
 	    (hp->arch == EXL_ARCH_MISTRAL3 && read_mistral3(f, hp, err, errlen)) ||
 	    (hp->arch == EXL_ARCH_GRANITE && read_granite(f, hp, err, errlen)))

@@ -31,6 +31,8 @@ case_opts() {
 	mistral3_temp) echo "--arch mistral3 --kv mistral3.rope.scaling.original_context_length=u32:8 --kv mistral3.attention.temperature_scale=f32:0.5 --type f32" ;;
 	# granite: Granite 3.3 2B's logit, residual, embedding and attention scales
 	granite) echo "--arch granite --type f32" ;;
+	# smollm3: 4 layers, the last without rope (base 10: rope turns fast)
+	smollm3) echo "--arch smollm3 --layers 4 --rope-base 10 --type f32" ;;
 	*) echo "--type $1" ;;
 	esac
 }
