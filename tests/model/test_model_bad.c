@@ -168,6 +168,9 @@ static void test_unapplied_bias(void **state)
 	expect_refused(&e, "tensor 'blk.1.attn_output.bias' is not supported");
 	e.name = "blk.4.ffn_down.bias";
 	expect_refused(&e, "tensor 'blk.4.ffn_down.bias' is not supported");
+	e.name = "output.bias";
+	e.ne0 = 512;
+	expect_refused(&e, "tensor 'output.bias' is not supported");
 }
 
 static void test_unsupported_arch(void **state)

@@ -44,6 +44,7 @@ struct opts {
 	double rope_base, eps;      /* 0: the architecture's default */
 	double rope_scale;          /* 0: no rope.scaling.* keys */
 	const char *rope_scaling;   /* rope.scaling.type; NULL: linear when scaled */
+	const char *family;         /* --arch, or the text architecture of a VL one */
 	struct kv_override kv[MAX_KV_OVERRIDES];
 	int n_kv;
 	uint32_t type;
@@ -476,6 +477,9 @@ static void usage(FILE *out)
 		"                   granite (llama's tensors; Granite 3.3 2B's logit,\n"
 		"                   residual, embedding and attention scales), smollm3\n"
 		"                   (llama's tensors; every 4th layer without rope)\n"
+		"                   qwen2vl, qwen3vl, qwen3vlmoe (the language models of\n"
+		"                   Qwen2-VL / Qwen3-VL: qwen2's, qwen3's, qwen3moe's\n"
+		"                   tensors with rope.dimension_sections)\n"
 		"                   (default llama)\n"
 		"  --rope-freqs     llama: a rope_freqs.weight tensor (llama 3.1's frequency\n"
 		"                   factors, for an original context of 32 positions)\n"
@@ -724,14 +728,16 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		} else if (!strcmp(a, "--arch")) {
 			static const char *const archs[] = { "llama", "qwen2", "qwen3", "qwen3moe",
 							     "phi3", "gemma2", "gemma3", "mistral3",
-							     "granite", "smollm3" };
+							     "granite", "smollm3", "qwen2vl", "qwen3vl",
+							     "qwen3vlmoe" };
 			size_t k, n = sizeof(archs) / sizeof(archs[0]);
 
 			for (k = 0; k < n && strcmp(val, archs[k]); k++)
 				;
 			if (k == n) {
 				fprintf(stderr, "exld-mkmodel: unknown --arch '%s' (llama qwen2 qwen3 "
-					"qwen3moe phi3 gemma2 gemma3 mistral3 granite smollm3)\n",
+					"qwen3moe phi3 gemma2 gemma3 mistral3 granite smollm3 "
+					"qwen2vl qwen3vl qwen3vlmoe)\n",
 					val);
 				return -1;
 			}
@@ -750,16 +756,19 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		}
 		i++;
 	}
-	o->qkv_bias = !strcmp(o->arch, "qwen2");
-	o->qk_norm = !strcmp(o->arch, "qwen3") || !strcmp(o->arch, "qwen3moe") ||
-		     !strcmp(o->arch, "gemma3");
-	o->gemma = !strncmp(o->arch, "gemma", 5);
-	o->phi3 = !strcmp(o->arch, "phi3");
+	/* the VL models' language halves are their text architectures' */
+	o->family = !strcmp(o->arch, "qwen2vl") ? "qwen2" : !strcmp(o->arch, "qwen3vl") ? "qwen3" :
+		    !strcmp(o->arch, "qwen3vlmoe") ? "qwen3moe" : o->arch;
+	o->qkv_bias = !strcmp(o->family, "qwen2");
+	o->qk_norm = !strcmp(o->family, "qwen3") || !strcmp(o->family, "qwen3moe") ||
+		     !strcmp(o->family, "gemma3");
+	o->gemma = !strncmp(o->family, "gemma", 5);
+	o->phi3 = !strcmp(o->family, "phi3");
 	/* llama.cpp's gemma2 reads no output.weight: a file with one has a
 	 * tensor it does not load, which it refuses */
-	if (!strcmp(o->arch, "gemma2"))
+	if (!strcmp(o->family, "gemma2"))
 		o->tied = true;
-	if (o->rope_freqs && strcmp(o->arch, "llama") && strcmp(o->arch, "mistral3")) {
+	if (o->rope_freqs && strcmp(o->family, "llama") && strcmp(o->family, "mistral3")) {
 		fprintf(stderr, "exld-mkmodel: --rope-freqs is for --arch llama\n");
 		return -1;
 	}
@@ -771,12 +780,12 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		fprintf(stderr, "exld-mkmodel: --swa and --swa-pattern are for gemma2 and gemma3\n");
 		return -1;
 	}
-	if (o->experts && strcmp(o->arch, "llama") && strcmp(o->arch, "mistral3") &&
-	    strcmp(o->arch, "qwen3moe")) {
+	if (o->experts && strcmp(o->family, "llama") && strcmp(o->family, "mistral3") &&
+	    strcmp(o->family, "qwen3moe")) {
 		fprintf(stderr, "exld-mkmodel: --experts is for --arch llama or qwen3moe\n");
 		return -1;
 	}
-	if (!strcmp(o->arch, "qwen3moe") && !o->experts) {
+	if (!strcmp(o->family, "qwen3moe") && !o->experts) {
 		fprintf(stderr, "exld-mkmodel: --arch qwen3moe needs --experts\n");
 		return -1;
 	}
@@ -792,7 +801,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		fprintf(stderr, "exld-mkmodel: --experts-used and --expert-ff need --experts\n");
 		return -1;
 	}
-	if (o->expert_ff && strcmp(o->arch, "qwen3moe")) {
+	if (o->expert_ff && strcmp(o->family, "qwen3moe")) {
 		fprintf(stderr, "exld-mkmodel: --expert-ff is for --arch qwen3moe (Mixtral's "
 			"experts are --ff wide)\n");
 		return -1;
@@ -806,12 +815,12 @@ static int parse_args(int argc, char **argv, struct opts *o)
 	if (!o->ff)
 		o->ff = ((o->dim * 8 / 3) + 31) / 32 * 32;
 	/* each architecture's usual epsilon and rope base */
-	bool small_base = !strcmp(o->arch, "llama") || o->phi3 || !strcmp(o->arch, "gemma2");
+	bool small_base = !strcmp(o->family, "llama") || o->phi3 || !strcmp(o->family, "gemma2");
 	if (!o->eps)
-		o->eps = !strcmp(o->arch, "llama") || o->phi3 ? 1e-5 : 1e-6;
+		o->eps = !strcmp(o->family, "llama") || o->phi3 ? 1e-5 : 1e-6;
 	if (!o->rope_base)
 		o->rope_base = small_base ? 10000.0 : 1000000.0;
-	if (o->experts && !strcmp(o->arch, "qwen3moe") && !o->expert_ff)
+	if (o->experts && !strcmp(o->family, "qwen3moe") && !o->expert_ff)
 		o->expert_ff = o->ff / o->experts_used;
 	if (!o->head_dim && (o->dim % o->heads || (o->dim / o->heads) % 2)) {
 		fprintf(stderr, "exld-mkmodel: --dim %" PRId64 " must be --heads %" PRId64
@@ -1201,6 +1210,16 @@ static void set_metadata(struct gguf_writer *w, struct opts *o)
 		meta_u32(w, o, KEY("expert_used_count"), (uint32_t)o->experts_used);
 		if (o->expert_ff)
 			meta_u32(w, o, KEY("expert_feed_forward_length"), (uint32_t)o->expert_ff);
+	}
+	if (strcmp(o->family, o->arch)) {
+		/* M-RoPE's sections, pairs of the head in Qwen3-VL's proportions
+		 * (24, 20, 20 of 64) */
+		int64_t pairs = (o->rope_dim ? o->rope_dim : head_dim) / 2;
+		int32_t sec[4] = { (int32_t)(pairs - 2 * (pairs * 5 / 16)), (int32_t)(pairs * 5 / 16),
+				   (int32_t)(pairs * 5 / 16), 0 };
+
+		if (!put_override(w, o, KEY("rope.dimension_sections")))
+			exl_gguf_writer_set_arr(w, key, GGUF_VT_INT32, sec, 4);
 	}
 	if (!strcmp(o->arch, "granite")) {
 		/* Granite 3.3 2B's multipliers (--kv replaces them) */

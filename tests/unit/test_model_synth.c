@@ -270,6 +270,12 @@ static void test_archs(void **state)
 				    "256", NULL }, EXL_ARCH_GRANITE },
 		{ "smollm3.gguf", { "--arch", "smollm3", "--dim", "128", "--layers", "4", "--heads",
 				    "4", "--ff", "256", NULL }, EXL_ARCH_SMOLLM3 },
+		/* the VL models' language halves run as their text architectures */
+		{ "qwen3vl.gguf", { "--arch", "qwen3vl", "--dim", "128", "--heads", "4", "--ff", "256",
+				    NULL }, EXL_ARCH_QWEN3 },
+		{ "qwen3vlmoe.gguf", { "--arch", "qwen3vlmoe", "--dim", "128", "--heads", "4", "--ff",
+				       "256", "--experts", "4", "--experts-used", "2", NULL },
+		  EXL_ARCH_QWEN3MOE },
 	};
 
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
@@ -396,6 +402,9 @@ static void test_rope_scaling(void **state)
 		  "granite without rope (granite.rope.scaling.finetuned false) is not supported" },
 		{ "granite-inf.gguf", { "--arch", "granite", "--kv", "granite.logit_scale=f32:1e30" },
 		  0, "granite scales out of range (logit 1e+30" },
+		{ "vl-sections.gguf", { "--arch", "qwen2vl", "--kv",
+					"qwen2vl.rope.dimension_sections=u32:3" }, 0,
+		  "missing metadata key 'qwen2vl.rope.dimension_sections' (4 integers)" },
 		{ "m3-rope-dim.gguf", { "--arch", "mistral3", "--rope-dim", "8" }, 0,
 		  "mistral3.rope.dimension_count 8 differs from the head size 16" },
 		{ "longrope.gguf", { "--arch", "qwen2", "--rope-scaling", "longrope" }, 0,

@@ -24,19 +24,27 @@ struct arch_desc {
 	bool qk_norm;
 	bool gemma;        /* embedding scale, post norms, GELU, sliding window */
 	int moe;           /* 0: never, 1: when expert_count > 0, 2: always */
+	/* Qwen2-VL / Qwen3-VL's language model: M-RoPE over sections of the
+	 * head (rope.dimension_sections), which for text, whose position is
+	 * the same in every section, turns each pair as the plain rope does;
+	 * images are what exld does not take. */
+	bool mrope;
 };
 
 static const struct arch_desc archs[] = {
-	{ "llama", EXL_ARCH_LLAMA, false, false, false, 1 },
-	{ "qwen2", EXL_ARCH_QWEN2, true, false, false, 0 },
-	{ "qwen3", EXL_ARCH_QWEN3, true, true, false, 0 },
-	{ "qwen3moe", EXL_ARCH_QWEN3MOE, true, true, false, 2 },
-	{ "phi3", EXL_ARCH_PHI3, true, false, false, 0 },
-	{ "gemma2", EXL_ARCH_GEMMA2, true, false, true, 0 },
-	{ "gemma3", EXL_ARCH_GEMMA3, true, true, true, 0 },
-	{ "mistral3", EXL_ARCH_MISTRAL3, false, false, false, 1 },
-	{ "granite", EXL_ARCH_GRANITE, false, false, false, 0 },
-	{ "smollm3", EXL_ARCH_SMOLLM3, false, false, false, 0 },
+	{ "llama", EXL_ARCH_LLAMA, false, false, false, 1, false },
+	{ "qwen2", EXL_ARCH_QWEN2, true, false, false, 0, false },
+	{ "qwen3", EXL_ARCH_QWEN3, true, true, false, 0, false },
+	{ "qwen3moe", EXL_ARCH_QWEN3MOE, true, true, false, 2, false },
+	{ "phi3", EXL_ARCH_PHI3, true, false, false, 0, false },
+	{ "gemma2", EXL_ARCH_GEMMA2, true, false, true, 0, false },
+	{ "gemma3", EXL_ARCH_GEMMA3, true, true, true, 0, false },
+	{ "mistral3", EXL_ARCH_MISTRAL3, false, false, false, 1, false },
+	{ "granite", EXL_ARCH_GRANITE, false, false, false, 0, false },
+	{ "smollm3", EXL_ARCH_SMOLLM3, false, false, false, 0, false },
+	{ "qwen2vl", EXL_ARCH_QWEN2, true, false, false, 0, true },
+	{ "qwen3vl", EXL_ARCH_QWEN3, true, true, false, 0, true },
+	{ "qwen3vlmoe", EXL_ARCH_QWEN3MOE, true, true, false, 2, true },
 };
 
 /* The architectures read as llama: its tensors, rope factors and experts. */
@@ -188,6 +196,24 @@ static int read_mistral3(const struct gguf_file *f, struct exl_hparams *hp, char
 	if (hp->n_rot != hp->head_dim) {
 		snprintf(err, errlen, "%s.rope.dimension_count %d differs from the head size %d",
 			 a, hp->n_rot, hp->head_dim);
+		return -1;
+	}
+	return 0;
+}
+
+/* rope.dimension_sections: required, as llama.cpp requires it, and 4
+ * counts of pairs; text turns the same in every section, so nothing else
+ * is read from it. */
+static int read_mrope(const struct gguf_file *f, const char *a, char *err, size_t errlen)
+{
+	char key[160];
+	const struct gguf_array *arr;
+
+	snprintf(key, sizeof(key), "%s.rope.dimension_sections", a);
+	arr = exl_gguf_get_arr(f, key);
+	if (!arr || arr->count != 4 ||
+	    (arr->elem_type != GGUF_VT_INT32 && arr->elem_type != GGUF_VT_UINT32)) {
+		snprintf(err, errlen, "missing metadata key '%s' (4 integers)", key);
 		return -1;
 	}
 	return 0;
@@ -393,6 +419,8 @@ int exl_hparams_read(const struct gguf_file *f, struct exl_hparams *hp, char *er
 	}
 	a = hp->arch_name;
 	hp->arch = ad->arch;
+	if (ad->mrope && read_mrope(f, a, err, errlen))
+		return -1;
 	hp->rope_neox = ad->rope_neox;
 	hp->qk_norm = ad->qk_norm;
 	if (!exl_gguf_get_str(f, "general.name", hp->name, sizeof(hp->name)))

@@ -421,6 +421,12 @@ static int bind_all(struct binder *bd, char *err, size_t errlen)
 	if (bind(bd, "output.weight", (uint64_t)hp->n_embd, (uint64_t)hp->n_vocab, true, true,
 		 &t, &d, err, errlen))
 		return -1;
+	/* llama.cpp adds it where a qwen2vl file has one; exld does not */
+	if (exl_gguf_find_tensor(m->gguf, "output.bias")) {
+		snprintf(err, errlen, "tensor 'output.bias' is not supported (exld applies no bias "
+			 "to the logits)");
+		return -1;
+	}
 	if (d) {
 		m->output.type = t->type;
 		m->output.rows = hp->n_vocab;

@@ -33,6 +33,10 @@ case_opts() {
 	granite) echo "--arch granite --type f32" ;;
 	# smollm3: 4 layers, the last without rope (base 10: rope turns fast)
 	smollm3) echo "--arch smollm3 --layers 4 --rope-base 10 --type f32" ;;
+	# the language models of Qwen2-VL / Qwen3-VL (M-RoPE sections, text)
+	qwen2vl) echo "--arch qwen2vl --type f32" ;;
+	qwen3vl) echo "--arch qwen3vl --kv qwen3vl.n_deepstack_layers=u32:1 --type f32" ;;
+	qwen3vlmoe) echo "--arch qwen3vlmoe --experts 4 --experts-used 2 --type f32" ;;
 	*) echo "--type $1" ;;
 	esac
 }
