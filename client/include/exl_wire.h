@@ -94,6 +94,7 @@
 #define EXL_FEAT_TRUNCATE "truncate"              /* truncate, truncated_tokens */
 #define EXL_FEAT_EMBEDDINGS "embeddings"          /* generate's embeddings; op embed */
 #define EXL_FEAT_LORA "lora"      /* generate's lora; load / unload of adapters */
+#define EXL_FEAT_FIM "fim"        /* generate's suffix (fill-in-the-middle) */
 
 /* ---- error codes ------------------------------------------------------ */
 

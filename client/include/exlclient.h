@@ -60,11 +60,12 @@ extern "C" {
  * 0.6: struct exl_gen_params ends with the job's LoRA adapters (lora_names,
  * lora_scales, n_loras).
  * 0.7: struct exl_model_status ends with the local KV pool (kv_local_pages,
- * kv_local_pages_free, kv_local_bytes). */
+ * kv_local_pages_free, kv_local_bytes).
+ * 0.8: struct exl_gen_params ends with suffix (fill-in-the-middle). */
 #define EXLCLIENT_VERSION_MAJOR 0
-#define EXLCLIENT_VERSION_MINOR 7
+#define EXLCLIENT_VERSION_MINOR 8
 #define EXLCLIENT_VERSION_PATCH 0
-#define EXLCLIENT_VERSION_STRING "0.7.0"
+#define EXLCLIENT_VERSION_STRING "0.8.0"
 
 /* The library's version, "MAJOR.MINOR.PATCH". */
 EXL_CLIENT_API const char *exl_version(void);
@@ -348,6 +349,11 @@ struct exl_gen_params {
 	const char *const *lora_names;
 	const float *lora_scales;
 	size_t n_loras;
+
+	/* 0.8: fill-in-the-middle: the text prompt is the code before the gap,
+	 * suffix the code after it ("" for the end of a file); the model's
+	 * FIM tokens frame them.  NULL: an ordinary prompt. */
+	const char *suffix;
 };
 
 EXL_CLIENT_API void exl_gen_params_init(struct exl_gen_params *p);

@@ -117,6 +117,7 @@ static const struct {
 	{ "num_beams", EXL_FEAT_BEAM_SEARCH },
 	{ "length_penalty", EXL_FEAT_BEAM_SEARCH },
 	{ "truncate", EXL_FEAT_TRUNCATE },
+	{ "suffix", EXL_FEAT_FIM },
 	{ "embeddings", EXL_FEAT_EMBEDDINGS },
 	{ "lora", EXL_FEAT_LORA },
 };
@@ -234,6 +235,7 @@ static void pack_params(struct fields *f, const struct exl_gen_params *p, const 
 	f_str(f, "prompt", prompt);
 	if (!prompt)
 		f_ids(f, "prompt_ids", p->prompt_ids, p->n_prompt_ids);
+	f_str(f, "suffix", p->suffix);
 	f_str(f, "negative_prompt", p->negative_prompt);
 	f_ids(f, "negative_prompt_ids", p->negative_prompt_ids, p->n_negative_prompt_ids);
 	f_float(f, "cfg_scale", p->cfg_scale);

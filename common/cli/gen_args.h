@@ -79,7 +79,8 @@ struct gen_field {
 	X(GENOPT_NGRAM_DRAFT,      p.ngram_draft,        s.ngram_draft) \
 	X(GENOPT_BEAMS,            p.num_beams,          s.num_beams) \
 	X(GENOPT_LENGTH_PENALTY,   p.length_penalty,     s.length_penalty) \
-	X(GENOPT_TRUNCATE,         p.truncate,           s.truncate)
+	X(GENOPT_TRUNCATE,         p.truncate,           s.truncate) \
+	X(GENOPT_SUFFIX,           p.suffix,             suffix)
 
 struct gen_args {
 	struct genopt_parser ps;  /* the shared table, its counts, and messages on stderr */

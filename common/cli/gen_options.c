@@ -122,6 +122,9 @@ const struct genopt genopt_table[GENOPT_N] = {
 	OPT(GENOPT_LORA, "--lora", NULL, GENOPT_LORA_LIST, -EXL_LORA_SCALE_MAX,
 	    EXL_LORA_SCALE_MAX, EXL_MAX_LORAS, "lora", "NAME[:SCALE]",
 	    "apply a LoRA adapter at SCALE (default 1); repeatable"),
+	OPT(GENOPT_SUFFIX, "--suffix", NULL, GENOPT_STR, 0, 0, 0, "suffix", "TEXT",
+	    "fill in the middle: TEXT comes after the gap, the prompt before it (a code "
+	    "model's FIM tokens frame them)"),
 };
 
 void genopt_parser_init(struct genopt_parser *ps, const char *prog, FILE *msg)

@@ -71,6 +71,7 @@ enum genopt_id {
 	GENOPT_LENGTH_PENALTY,
 	GENOPT_TRUNCATE,
 	GENOPT_LORA,
+	GENOPT_SUFFIX,
 	GENOPT_N,
 	/* a program's own options take ids from here on */
 	GENOPT_OWN = 100,

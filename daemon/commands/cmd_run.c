@@ -258,6 +258,11 @@ int exl_cmd_run(int argc, char **argv)
 	}
 	struct exl_prompt prompt = { o.prompt, strlen(o.prompt), NULL, 0 };
 	struct exl_prompt neg = { o.negative, o.negative ? strlen(o.negative) : 0, NULL, 0 };
+	if (o.suffix) {
+		o.s.fim = true;
+		o.s.fim_suffix = o.suffix;
+		o.s.fim_suffix_len = strlen(o.suffix);
+	}
 
 	job = exl_job_create(m, &o.s, &prompt, o.negative ? &neg : NULL, &cb, &st, err, sizeof(err));
 	if (!job) {

@@ -16,6 +16,7 @@ struct run_opts {
 	const char *model;
 	const char *prompt;
 	const char *negative;
+	const char *suffix;    /* fill-in-the-middle: what follows the gap */
 	const char *device;
 	int threads;
 	int kv_tokens;

@@ -2077,7 +2077,7 @@ out:
 static const char *const daemon_features[] = {
 	"penalties", "no_repeat_ngram", "typical", "tfs", "top_a", "token_bias", "dry", "xtc",
 	"mirostat", "banned_strings", "token_healing", "cfg", "grammar", "json_schema", "regex",
-	"return_logits", "speculative", "beam_search", "truncate", "embeddings", "lora",
+	"return_logits", "speculative", "beam_search", "truncate", "embeddings", "lora", "fim",
 };
 #define N_DAEMON_FEATURES (sizeof(daemon_features) / sizeof(daemon_features[0]))
 

@@ -15,6 +15,8 @@
  *              Ollama's thinking apart from the content, streamed and not,
  *              with a tool call after it; reasoning_format none; think
  *              false and chat_template_kwargs reaching the template
+ *   fim        a suffix (fill-in-the-middle) over OpenAI's completions and
+ *              Ollama's generate, on a model with StarCoder's vocabulary
  *
  * Skips (77) without the test models.
  */
@@ -809,6 +811,129 @@ out:
 	return ret;
 }
 
+/* The ids of an array member of a reply, as a JSON array's text (into
+ * buf); the count, -1 when the member is not an array of numbers. */
+static int ids_text(const struct exl_json *a, char *buf, size_t len, size_t *at)
+{
+	if (!a || a->type != EXL_JSON_ARRAY)
+		return -1;
+	for (size_t i = 0; i < a->n; i++) {
+		if (a->v[i]->type != EXL_JSON_NUMBER || *at + 16 >= len)
+			return -1;
+		*at += (size_t)snprintf(buf + *at, len - *at, "%s%.0f", *at && buf[*at - 1] != '[' ?
+					", " : "", a->v[i]->num);
+	}
+	return (int)a->n;
+}
+
+/* Fill-in-the-middle over OpenAI's completions and Ollama's generate, on
+ * a model with StarCoder's vocabulary (its <fim_prefix>, <fim_suffix> and
+ * <fim_middle>): the same greedy text as the prompt spelled out in ids,
+ * PRE prefix SUF suffix MID; and refused by name on a model without the
+ * tokens. */
+static int test_fim(void)
+{
+	struct daemon d;
+	struct target t = { .port = free_port() };
+	char addr[64], dir[512], cmd[2048], ids[2048], body[4096], want[512];
+	struct exl_json_doc *doc = NULL;
+	struct resp r = { 0 };
+	const char *bd = getenv("EXLD_BUILDDIR") ? getenv("EXLD_BUILDDIR") : ".";
+	int ret = 1, st, n_ids = 0;
+	size_t at = 0;
+	static const char prefix[] = "def add(a, b):\\n    ", suffix[] = "\\n    return c\\n";
+	static const char *const parts[3][2] = {
+		{ "<fim_prefix>", "true" }, { prefix, "false" }, { "<fim_suffix>", "true" },
+	};
+
+	snprintf(addr, sizeof(addr), "127.0.0.1:%d", t.port);
+	REQUIRE(h_prepare(&d) == 0, "prepare");
+	snprintf(dir, sizeof(dir), "%s/models", d.dir);
+	snprintf(cmd, sizeof(cmd), "mkdir -p %s && ln -s %s/stories260K.gguf %s/ && "
+		 "%s/tests/tools/exld-mkmodel --dim 64 --layers 2 --vocab-from "
+		 "%s/vocab/ggml-vocab-starcoder.gguf -o %s/coder.gguf >/dev/null", dir,
+		 h_models_dir(), dir, bd, h_models_dir(), dir);
+	REQUIRE(system(cmd) == 0, "models");
+	const char *extra[] = { "--http", addr, "--models", dir, "--load", "coder", "--load",
+				"stories260K", NULL };
+	REQUIRE(h_start(&d, NULL, extra) == 0, "daemon did not start");
+
+	/* the prompt in ids: PRE prefix SUF suffix MID, each from /tokenize */
+	ids[at++] = '[';
+	for (int k = 0; k < 5; k++) {
+		const char *text = k < 3 ? parts[k][0] : k == 3 ? suffix : "<fim_middle>";
+		const char *special = k < 3 ? parts[k][1] : k == 3 ? "false" : "true";
+
+		snprintf(body, sizeof(body), "{\"model\": \"coder\", \"content\": \"%s\", "
+			 "\"parse_special\": %s}", text, special);
+		doc = post_json(&t, "/tokenize", body, &st);
+		REQUIRE(doc && st == 200, "tokenize %d: %d", k, st);
+		int n = ids_text(path(exl_json_root(doc), "tokens"), ids, sizeof(ids), &at);
+		REQUIRE(n > 0 && (!strcmp(special, "false") || n == 1), "tokenize %d: %d ids", k, n);
+		n_ids += n;
+		exl_json_free(doc);
+		doc = NULL;
+	}
+	snprintf(ids + at, sizeof(ids) - at, "]");
+
+	snprintf(body, sizeof(body), "{\"model\": \"coder\", \"prompt\": %s, \"max_tokens\": 8, "
+		 "\"temperature\": 0}", ids);
+	doc = post_json(&t, "/v1/completions", body, &st);
+	REQUIRE(doc && st == 200, "ids: %d", st);
+	const struct exl_json *text = path(exl_json_root(doc), "choices.0.text");
+	REQUIRE(text && text->type == EXL_JSON_STRING && text->len < sizeof(want), "ids: text");
+	snprintf(want, sizeof(want), "%s", text->str);
+	exl_json_free(doc);
+	doc = NULL;
+
+	/* OpenAI: prompt and suffix */
+	snprintf(body, sizeof(body), "{\"model\": \"coder\", \"prompt\": \"%s\", \"suffix\": \"%s\", "
+		 "\"max_tokens\": 8, \"temperature\": 0}", prefix, suffix);
+	doc = post_json(&t, "/v1/completions", body, &st);
+	REQUIRE(doc && st == 200, "openai suffix: %d", st);
+	const struct exl_json *used = path(exl_json_root(doc), "usage.prompt_tokens");
+	CHECK(is_str(path(exl_json_root(doc), "choices.0.text"), want) && used &&
+	      used->type == EXL_JSON_NUMBER && (int)used->num == n_ids,
+	      "openai suffix: not the text of the ids (%d of them), '%s'", n_ids, want);
+	exl_json_free(doc);
+	doc = NULL;
+
+	/* Ollama: generate with a suffix takes the prompt as is */
+	snprintf(body, sizeof(body), "{\"model\": \"coder\", \"prompt\": \"%s\", \"suffix\": \"%s\", "
+		 "\"stream\": false, \"options\": {\"num_predict\": 8, \"temperature\": 0}}", prefix,
+		 suffix);
+	doc = post_json(&t, "/api/generate", body, &st);
+	REQUIRE(doc && st == 200, "ollama suffix: %d", st);
+	used = path(exl_json_root(doc), "prompt_eval_count");
+	CHECK(is_str(path(exl_json_root(doc), "response"), want) && used &&
+	      (int)used->num == n_ids, "ollama suffix: not the text of the ids, '%s'", want);
+	exl_json_free(doc);
+	doc = NULL;
+	printf("  fill-in-the-middle: %d prompt tokens, '%s' from ids, OpenAI and Ollama\n", n_ids,
+	       want);
+
+	/* refusals: a model without the tokens, a suffix not a string */
+	REQUIRE(post(&t, "/v1/completions", "{\"model\": \"stories260K\", \"prompt\": \"a\", "
+		     "\"suffix\": \"b\"}", &r) == 0 && r.status == 400 &&
+		strstr(r.body, "no fill-in-the-middle tokens"), "no fim tokens: %d %s", r.status,
+		r.body);
+	resp_free(&r);
+	REQUIRE(post(&t, "/api/generate", "{\"model\": \"coder\", \"prompt\": \"a\", "
+		     "\"suffix\": 1}", &r) == 0 && r.status == 400 &&
+		strstr(r.body, "suffix"), "suffix 1: %d %s", r.status, r.body);
+	resp_free(&r);
+
+	int code = h_stop(&d);
+	REQUIRE(code == 0, "exit status %d", code);
+	ret = check_failures ? 1 : 0;
+out:
+	exl_json_free(doc);
+	resp_free(&r);
+	h_stop(&d);
+	h_cleanup(&d);
+	return ret;
+}
+
 int main(int argc, char **argv)
 {
 	const char *which = argc > 1 ? argv[1] : "";
@@ -822,6 +947,8 @@ int main(int argc, char **argv)
 		return test_tools();
 	if (!strcmp(which, "reasoning"))
 		return test_reasoning();
-	fprintf(stderr, "usage: test_http_tools tools|reasoning\n");
+	if (!strcmp(which, "fim"))
+		return test_fim();
+	fprintf(stderr, "usage: test_http_tools tools|reasoning|fim\n");
 	return 2;
 }

@@ -183,6 +183,63 @@ static int seq_set(struct exl_gen_seq *q, int32_t *ids, int n)
 	return 0;
 }
 
+/* A fill-in-the-middle prompt: [BOS] PRE prefix SUF suffix MID, the
+ * order llama.cpp's infill and the FIM-trained code models (Qwen2.5-Coder,
+ * CodeLlama, StarCoder2, DeepSeek-Coder, Codestral) use.  Sets the prefix's
+ * first index and the suffix token's; the array is malloc'ed. */
+static int fim_ids(const struct exl_tokenizer *tok, const struct exl_gen_settings *s,
+		   const struct exl_prompt *p, int32_t **out, int *prefix_at, int *suffix_at,
+		   char *err, size_t errlen)
+{
+	int32_t fim[3], *pre = NULL, *suf = NULL;
+	bool bos = s->add_bos < 0 ? exl_tokenizer_add_bos(tok) : s->add_bos == 1;
+	int np, ns, n = 0;
+
+	*out = NULL;
+	if (!exl_tokenizer_fim(tok, fim)) {
+		snprintf(err, errlen, "the model has no fill-in-the-middle tokens (prefix, suffix "
+			 "and middle), so it takes no suffix");
+		return -1;
+	}
+	if (p->ids || (!p->text && p->len) || (!s->fim_suffix && s->fim_suffix_len)) {
+		snprintf(err, errlen, "a suffix needs a text prompt and text suffix");
+		return -1;
+	}
+	np = exl_tok_encode(tok, p->text ? p->text : "", p->len, false, s->encode_special_tokens,
+			    &pre, err, errlen);
+	if (np < 0)
+		return -1;
+	ns = exl_tok_encode(tok, s->fim_suffix ? s->fim_suffix : "", s->fim_suffix_len, false,
+			    s->encode_special_tokens, &suf, err, errlen);
+	if (ns < 0) {
+		free(pre);
+		return -1;
+	}
+	*out = malloc(((size_t)np + (size_t)ns + 4) * sizeof(**out));
+	if (!*out) {
+		free(pre);
+		free(suf);
+		snprintf(err, errlen, "out of memory for the prompt");
+		return -1;
+	}
+	if (bos && exl_tokenizer_bos(tok) >= 0)
+		(*out)[n++] = exl_tokenizer_bos(tok);
+	(*out)[n++] = fim[0];
+	*prefix_at = n;
+	if (np)
+		memcpy(*out + n, pre, (size_t)np * sizeof(**out));
+	n += np;
+	*suffix_at = n;
+	(*out)[n++] = fim[1];
+	if (ns)
+		memcpy(*out + n, suf, (size_t)ns * sizeof(**out));
+	n += ns;
+	(*out)[n++] = fim[2];
+	free(pre);
+	free(suf);
+	return n;
+}
+
 /* Token ids of a prompt; the array is malloc'ed. */
 static int prompt_ids(const struct exl_tokenizer *tok, const struct exl_gen_settings *s,
 		      const struct exl_prompt *p, int n_vocab, int32_t **out,
@@ -467,8 +524,17 @@ struct exl_job *exl_job_create(const struct exl_model *m, const struct exl_gen_s
 		goto fail;
 
 	/* Prompts. */
+	if (s->fim && (s->n_embeddings || s->token_healing || job->pooling)) {
+		snprintf(err, errlen, "a suffix (fill-in-the-middle) does not combine with %s",
+			 s->n_embeddings ? "embeddings" : s->token_healing ? "token healing" :
+			 "pooling");
+		goto fail;
+	}
 	if (s->n_embeddings)
 		n = exl_gen_embd_prompt(job, s, prompt, &ids, err, errlen);
+	else if (s->fim)
+		n = fim_ids(tok, s, prompt, &ids, &job->fim_prefix_at, &job->fim_suffix_at, err,
+			    errlen);
 	else
 		n = prompt_ids(tok, s, prompt, n_vocab, &ids, err, errlen);
 	if (n < 0)

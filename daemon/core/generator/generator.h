@@ -88,6 +88,13 @@ struct exl_gen_settings {
 	bool completion_only;        /* false: the result's text is prompt + completion */
 	bool token_healing;          /* false; the healed bytes count as output for stop
 				      * and banned strings (docs/sampling.md) */
+	/* Fill-in-the-middle: the (text) prompt is the code before the gap and
+	 * fim_suffix (fim_suffix_len bytes) the code after it; the model's FIM
+	 * tokens frame them, prefix-suffix-middle, after the BOS where the
+	 * model takes one.  Truncation shortens the prefix from its start. */
+	bool fim;
+	const char *fim_suffix;
+	size_t fim_suffix_len;
 
 	/* Length. */
 	int max_new_tokens;          /* 256 (>= 0) */

@@ -243,6 +243,12 @@ void exl_gen_truncate(struct exl_job *job, int n_ctx)
 		struct exl_gen_seq *q = &job->seq[i];
 		int keep = n_ctx - job->max_new_tokens;
 		int head = q->prompt_len > 0 && bos >= 0 && q->tokens[0] == bos ? 1 : 0;
+		/* a fill-in-the-middle prompt loses the start of its prefix: the
+		 * markers and the suffix stay */
+		bool fim = i == 0 && job->fim_suffix_at > 0;
+
+		if (fim)
+			head = job->fim_prefix_at;
 
 		/* BOS and at least one token stay; the context bounds the output */
 		if (keep < head + 1)
@@ -250,6 +256,13 @@ void exl_gen_truncate(struct exl_job *job, int n_ctx)
 		if (q->prompt_len <= keep)
 			continue;
 		int drop = q->prompt_len - keep;
+
+		/* too long with no prefix left: the engine refuses it as any
+		 * prompt over the context */
+		if (fim && drop > job->fim_suffix_at - head)
+			drop = job->fim_suffix_at - head;
+		if (fim)
+			job->fim_suffix_at -= drop;
 
 		memmove(q->tokens + head, q->tokens + head + drop,
 			(size_t)(q->n_tokens - head - drop) * sizeof(*q->tokens));

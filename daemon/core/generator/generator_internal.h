@@ -173,6 +173,10 @@ struct exl_job {
 				    * -1 for a token; NULL when the job has none */
 	bool truncate;
 	int truncated;             /* prompt tokens the engine dropped (truncate) */
+	/* Fill-in-the-middle (settings.fim): seq[0]'s prefix text runs from
+	 * fim_prefix_at to fim_suffix_at (the suffix token), which is all
+	 * truncation may take from. */
+	int fim_prefix_at, fim_suffix_at;
 
 	/* an embedding job (generator_pool.c) */
 	enum exl_pooling pooling;  /* EXL_POOL_NONE: a generation job */

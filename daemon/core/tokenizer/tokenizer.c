@@ -217,6 +217,7 @@ static int load_special_ids(struct exl_tokenizer *t, const struct gguf_file *f)
 		t->bos = t->eos = t->unk = -1;
 	}
 	t->eot = t->eom = -1;
+	t->fim[0] = t->fim[1] = t->fim[2] = -1;
 	if (t->bos >= t->n_vocab)
 		t->bos = -1;
 	if (t->eos >= t->n_vocab)
@@ -244,6 +245,8 @@ static int load_special_ids(struct exl_tokenizer *t, const struct gguf_file *f)
 		if (fk->old_key)
 			read_id(t, f, fk->old_key, &id);
 		if (id >= 0) {
+			if (k < 3)
+				t->fim[k] = id;
 			if (fk->eog && add_eog(t, id))
 				return -1;
 			continue;
@@ -252,6 +255,8 @@ static int load_special_ids(struct exl_tokenizer *t, const struct gguf_file *f)
 			id = exl_tok_lookup(t, fk->names[i], strlen(fk->names[i]));
 			if (id < 0)
 				continue;
+			if (k < 3 && t->fim[k] < 0)
+				t->fim[k] = id;
 			t->attr[id] |= TOK_ATTR_CONTROL;
 			if (fk->eog && add_eog(t, id))
 				return -1;
@@ -401,6 +406,13 @@ int32_t exl_tokenizer_n_vocab(const struct exl_tokenizer *t)
 int32_t exl_tokenizer_bos(const struct exl_tokenizer *t)
 {
 	return t->bos;
+}
+
+bool exl_tokenizer_fim(const struct exl_tokenizer *t, int32_t ids[3])
+{
+	for (int k = 0; k < 3; k++)
+		ids[k] = t->fim[k];
+	return t->fim[0] >= 0 && t->fim[1] >= 0 && t->fim[2] >= 0;
 }
 
 int32_t exl_tokenizer_eos(const struct exl_tokenizer *t)

@@ -28,6 +28,10 @@ const char *exl_tokenizer_kind_name(const struct exl_tokenizer *t); /* "llama", 
 const char *exl_tokenizer_pre_name(const struct exl_tokenizer *t);  /* "default", "llama3", ... */
 int32_t exl_tokenizer_n_vocab(const struct exl_tokenizer *t);
 int32_t exl_tokenizer_bos(const struct exl_tokenizer *t); /* -1 when none */
+/* The fill-in-the-middle tokens, prefix, suffix and middle (the
+ * tokenizer.ggml.fim_*_token_id keys, else found by their usual texts);
+ * false unless the model has all three. */
+bool exl_tokenizer_fim(const struct exl_tokenizer *t, int32_t ids[3]);
 int32_t exl_tokenizer_eos(const struct exl_tokenizer *t); /* -1 when none */
 /* Every id generation should stop at (EOS, EOT, EOM ...); returns the count. */
 int exl_tokenizer_eog_ids(const struct exl_tokenizer *t, const int32_t **ids);

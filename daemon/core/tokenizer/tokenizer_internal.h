@@ -145,6 +145,7 @@ struct exl_tokenizer {
 	uint16_t *attr;
 
 	int32_t bos, eos, unk, eot, eom;
+	int32_t fim[3];     /* fill-in-the-middle prefix, suffix, middle; -1 none */
 	int32_t *eog;
 	int n_eog;
 	bool add_bos;

@@ -1034,6 +1034,25 @@ static int get_reasoning_format(struct mctx *m, const struct exl_json *body, str
 	return get_template_kwargs(m, body, g, false);
 }
 
+/* suffix (OpenAI completions, Ollama generate): the text after the gap
+ * the completion fills, framed by the model's fill-in-the-middle tokens
+ * with the prompt before it.  "" (what clients send for none) is none. */
+static int get_suffix(struct mctx *m, const struct exl_json *body, struct exl_http_gen *g)
+{
+	const struct exl_json *v = get(body, "suffix");
+
+	if (!v || v->type == EXL_JSON_NULL || (v->type == EXL_JSON_STRING && !v->len))
+		return 0;
+	if (v->type != EXL_JSON_STRING)
+		return fail(m, "suffix", "wants a string, got %s", type_name(v));
+	g->gen.s.fim_suffix = zstr(m, "suffix", v->str, v->len, true);
+	if (!g->gen.s.fim_suffix)
+		return -1;
+	g->gen.s.fim_suffix_len = v->len;
+	g->gen.s.fim = true;
+	return 0;
+}
+
 static int map_openai(struct mctx *m, const struct exl_json *body, struct exl_http_gen *g)
 {
 	const struct exl_json *v;
@@ -1047,8 +1066,8 @@ static int map_openai(struct mctx *m, const struct exl_json *body, struct exl_ht
 		if (get_prompts(m, body, g) || get_bool(m, body, "echo", &g->echo) ||
 		    get_int(m, body, "logprobs", 0, EXL_HTTP_MAX_TOP_LOGPROBS, &lp))
 			return -1;
-		if ((v = get(body, "suffix")) && (v->type != EXL_JSON_STRING || v->len))
-			return fail(m, "suffix", "is not supported");
+		if (get_suffix(m, body, g))
+			return -1;
 		g->logprobs = (int)lp;
 	} else {
 		if (get_messages(m, body, g) || get_bool(m, body, "logprobs", &logprobs) ||
@@ -1101,14 +1120,16 @@ static int map_ollama(struct mctx *m, const struct exl_json *body, struct exl_ht
 		if ((v = get(body, "template")) && (v->type != EXL_JSON_STRING || v->len))
 			return fail(m, "template", "Go templates are not supported (give raw: true "
 				    "and a formatted prompt, or leave it to the model's template)");
-		if ((v = get(body, "suffix")) && (v->type != EXL_JSON_STRING || v->len))
-			return fail(m, "suffix", "is not supported");
+		if (get_suffix(m, body, g))
+			return -1;
 		if ((v = get(body, "context")) && (v->type != EXL_JSON_ARRAY || v->n))
 			return fail(m, "context", "is not supported (send the conversation to "
 				    "/api/chat)");
 		if ((v = get(body, "images")) && (v->type != EXL_JSON_ARRAY || v->n))
 			return fail(m, "images", "images are not supported");
-		if (raw) {
+		/* a suffix asks for the model's fill-in-the-middle prompt, which
+		 * Ollama's templates write: the prompt is the code before the gap */
+		if (raw || g->gen.s.fim) {
 			v = get(body, "prompt");
 			g->n_prompts = 1;
 			if (v && text_prompt(m, "prompt", v, &g->prompts[0]))

@@ -27,7 +27,7 @@ const char *const exl_daemon_features[] = {
 	EXL_FEAT_TOP_A, EXL_FEAT_TOKEN_BIAS, EXL_FEAT_DRY, EXL_FEAT_XTC, EXL_FEAT_MIROSTAT,
 	EXL_FEAT_BANNED_STRINGS, EXL_FEAT_TOKEN_HEALING, EXL_FEAT_CFG, EXL_FEAT_GRAMMAR,
 	EXL_FEAT_JSON_SCHEMA, EXL_FEAT_REGEX, EXL_FEAT_RETURN_LOGITS, EXL_FEAT_SPECULATIVE,
-	EXL_FEAT_BEAM_SEARCH, EXL_FEAT_TRUNCATE, EXL_FEAT_EMBEDDINGS, EXL_FEAT_LORA,
+	EXL_FEAT_BEAM_SEARCH, EXL_FEAT_TRUNCATE, EXL_FEAT_EMBEDDINGS, EXL_FEAT_LORA, EXL_FEAT_FIM,
 };
 const size_t exl_daemon_n_features = sizeof(exl_daemon_features) / sizeof(exl_daemon_features[0]);
 
@@ -757,6 +757,12 @@ static int dec_generate(struct dec *d, struct exl_req_generate *g, size_t max_te
 	if (dec_prompt(d, "negative_prompt", "negative_prompt_ids", &g->negative, &g->has_negative,
 		       max_text))
 		return -1;
+	/* fill-in-the-middle: the prompt is the text before the gap */
+	if (find(d->map, "suffix")) {
+		if (get_str(d, "suffix", max_text, &s->fim_suffix, &s->fim_suffix_len))
+			return -1;
+		s->fim = true;
+	}
 
 	if (find(d->map, "add_bos")) {
 		bool b = false;
