@@ -173,7 +173,8 @@ static int read_hparams(const struct gguf_file *f, struct ref_hparams *hp, char 
 	double factor = 0;
 
 	static const char *const known[] = { "llama", "qwen2", "qwen3", "qwen3moe", "phi3",
-					     "gemma2", "gemma3", "mistral3", "granite", "smollm3" };
+					     "gemma2", "gemma3", "mistral3", "granite", "smollm3",
+					     "glm4" };
 	bool ok = false;
 
 	if (exl_gguf_get_str(f, "general.architecture", arch, sizeof(arch)))
@@ -181,7 +182,7 @@ static int read_hparams(const struct gguf_file *f, struct ref_hparams *hp, char 
 			ok = ok || !strcmp(arch, known[i]);
 	if (!ok) {
 		snprintf(err, errlen, "reference: architecture is none of llama qwen2 qwen3 "
-			 "qwen3moe phi3 gemma2 gemma3 mistral3 granite smollm3");
+			 "qwen3moe phi3 gemma2 gemma3 mistral3 granite smollm3 glm4");
 		return -1;
 	}
 	snprintf(hp->arch, sizeof(hp->arch), "%s", arch);
@@ -194,6 +195,11 @@ static int read_hparams(const struct gguf_file *f, struct ref_hparams *hp, char 
 	hp->qk_norm = !strcmp(arch, "qwen3") || !strcmp(arch, "qwen3moe") || !strcmp(arch, "gemma3");
 	hp->gemma = !strncmp(arch, "gemma", 5);
 	hp->fused = !strcmp(arch, "phi3");
+	/* glm4: phi3's gate and up in one tensor, gemma's post norms */
+	hp->glm4 = !strcmp(arch, "glm4");
+	snprintf(key, sizeof(key), "%s.rope.dimension_sections", arch);
+	if (hp->glm4 && !exl_gguf_find_kv(f, key))
+		hp->neox = false; /* GLM-4's pairs are adjacent; GLM-4.1V's M-RoPE halves */
 	if (!toks) {
 		snprintf(err, errlen, "reference: no tokenizer.ggml.tokens");
 		return -1;
@@ -443,7 +449,7 @@ struct ref_model *ref_model_open(const char *path, bool kv_f16, char *err, size_
 		    (hp->qk_norm &&
 		     (T("attn_q_norm.weight", 1, hp->head_dim, false, &ly->q_norm) ||
 		      T("attn_k_norm.weight", 1, hp->head_dim, false, &ly->k_norm))) ||
-		    (hp->gemma &&
+		    ((hp->gemma || hp->glm4) &&
 		     (T("post_attention_norm.weight", 1, hp->n_embd, false, &ly->post_attn_norm) ||
 		      T("post_ffw_norm.weight", 1, hp->n_embd, false, &ly->post_ffn_norm))))
 			goto fail;
@@ -471,13 +477,26 @@ struct ref_model *ref_model_open(const char *path, bool kv_f16, char *err, size_
 			   T("attn_v.weight", kv_dim, hp->n_embd, false, &ly->wv)) {
 			goto fail;
 		}
+		if (hp->glm4) {
+			double *gu = NULL;
+
+			if (T("ffn_up.weight", 2 * ff, hp->n_embd, false, &gu))
+				goto fail;
+			ly->w_gate = rows_copy(gu, 0, ff, hp->n_embd);
+			ly->w_up = rows_copy(gu, ff, ff, hp->n_embd);
+			free(gu);
+			if (!ly->w_gate || !ly->w_up) {
+				snprintf(err, errlen, "reference: out of memory");
+				goto fail;
+			}
+		}
 		if (hp->n_expert) {
 			if (T("ffn_gate_inp.weight", hp->n_expert, hp->n_embd, false, &ly->router) ||
 			    T3("ffn_gate_exps.weight", hp->n_expert, ff, hp->n_embd, &ly->e_gate) ||
 			    T3("ffn_up_exps.weight", hp->n_expert, ff, hp->n_embd, &ly->e_up) ||
 			    T3("ffn_down_exps.weight", hp->n_expert, hp->n_embd, ff, &ly->e_down))
 				goto fail;
-		} else if ((!hp->fused &&
+		} else if ((!hp->fused && !hp->glm4 &&
 			    (T("ffn_gate.weight", ff, hp->n_embd, false, &ly->w_gate) ||
 			     T("ffn_up.weight", ff, hp->n_embd, false, &ly->w_up))) ||
 			   T("ffn_down.weight", hp->n_embd, ff, false, &ly->w_down)) {

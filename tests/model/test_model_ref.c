@@ -395,6 +395,10 @@ static const struct synth_case cases[] = {
 	/* smollm3: layers 3 and 7 of 8 without rope */
 	{ "smollm3", { "--arch", "smollm3", "--dim", "128", "--layers", "8", "--heads", "4",
 		       "--kv-heads", "2", "--ff", "256", NULL } },
+	/* glm4: post norms, gate and up in one tensor, q/k/v biases, the rope
+	 * on adjacent pairs of half the head */
+	{ "glm4", { "--arch", "glm4", "--dim", "128", "--layers", "2", "--heads", "4",
+		    "--kv-heads", "2", "--ff", "256", NULL } },
 	/* Mixtral: llama with 4 experts, 2 per token */
 	{ "mixtral", { "--dim", "128", "--layers", "2", "--heads", "4", "--kv-heads", "2",
 		       "--ff", "128", "--experts", "4", "--experts-used", "2", NULL } },

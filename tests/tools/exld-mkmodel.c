@@ -56,6 +56,7 @@ struct opts {
 	bool qk_norm;      /* qwen3, qwen3moe, gemma3 */
 	bool gemma;        /* post norms; gemma2 has no output.weight */
 	bool phi3;         /* fused attn_qkv and gate/up */
+	bool glm4;         /* post norms, fused gate/up, q/k/v biases, half rope */
 	bool rope_freqs;   /* llama: rope_freqs.weight */
 	int64_t longrope;  /* phi3: original context of the rope factors; 0 none */
 	int64_t experts, experts_used, expert_ff;
@@ -479,7 +480,9 @@ static void usage(FILE *out)
 		"                   (llama's tensors; every 4th layer without rope)\n"
 		"                   qwen2vl, qwen3vl, qwen3vlmoe (the language models of\n"
 		"                   Qwen2-VL / Qwen3-VL: qwen2's, qwen3's, qwen3moe's\n"
-		"                   tensors with rope.dimension_sections)\n"
+		"                   tensors with rope.dimension_sections), glm4 (post\n"
+		"                   norms, gate and up in one ffn_up, q/k/v biases, the\n"
+		"                   rope on half the head by default)\n"
 		"                   (default llama)\n"
 		"  --rope-freqs     llama: a rope_freqs.weight tensor (llama 3.1's frequency\n"
 		"                   factors, for an original context of 32 positions)\n"
@@ -729,7 +732,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			static const char *const archs[] = { "llama", "qwen2", "qwen3", "qwen3moe",
 							     "phi3", "gemma2", "gemma3", "mistral3",
 							     "granite", "smollm3", "qwen2vl", "qwen3vl",
-							     "qwen3vlmoe" };
+							     "qwen3vlmoe", "glm4" };
 			size_t k, n = sizeof(archs) / sizeof(archs[0]);
 
 			for (k = 0; k < n && strcmp(val, archs[k]); k++)
@@ -737,7 +740,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			if (k == n) {
 				fprintf(stderr, "exld-mkmodel: unknown --arch '%s' (llama qwen2 qwen3 "
 					"qwen3moe phi3 gemma2 gemma3 mistral3 granite smollm3 "
-					"qwen2vl qwen3vl qwen3vlmoe)\n",
+					"qwen2vl qwen3vl qwen3vlmoe glm4)\n",
 					val);
 				return -1;
 			}
@@ -759,7 +762,8 @@ static int parse_args(int argc, char **argv, struct opts *o)
 	/* the VL models' language halves are their text architectures' */
 	o->family = !strcmp(o->arch, "qwen2vl") ? "qwen2" : !strcmp(o->arch, "qwen3vl") ? "qwen3" :
 		    !strcmp(o->arch, "qwen3vlmoe") ? "qwen3moe" : o->arch;
-	o->qkv_bias = !strcmp(o->family, "qwen2");
+	o->glm4 = !strcmp(o->family, "glm4");
+	o->qkv_bias = !strcmp(o->family, "qwen2") || o->glm4;
 	o->qk_norm = !strcmp(o->family, "qwen3") || !strcmp(o->family, "qwen3moe") ||
 		     !strcmp(o->family, "gemma3");
 	o->gemma = !strncmp(o->family, "gemma", 5);
@@ -828,6 +832,10 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		return -1;
 	}
 	int64_t head_dim = o->head_dim ? o->head_dim : o->dim / o->heads;
+
+	/* GLM-4 rotates half of each head (partial_rotary_factor 0.5) */
+	if (o->glm4 && !o->rope_dim && head_dim % 4 == 0)
+		o->rope_dim = head_dim / 2;
 	int64_t rope_dim = o->rope_dim ? o->rope_dim : head_dim;
 
 	if (rope_dim % 2 || rope_dim > head_dim) {
@@ -1129,7 +1137,7 @@ static int add_tensors(struct gguf_writer *w, struct tensor_spec *specs, int *n,
 			add(w, specs, n, o, BLK("attn_k_norm.weight"), FILL_NORM, head_dim, 1);
 		}
 		add(w, specs, n, o, BLK("attn_output.weight"), FILL_MATRIX, q_dim, o->dim);
-		if (o->gemma)
+		if (o->gemma || o->glm4)
 			add(w, specs, n, o, BLK("post_attention_norm.weight"), FILL_NORM, o->dim, 1);
 		add(w, specs, n, o, BLK("ffn_norm.weight"), FILL_NORM, o->dim, 1);
 		if (o->experts) {
@@ -1143,7 +1151,7 @@ static int add_tensors(struct gguf_writer *w, struct tensor_spec *specs, int *n,
 			     o->experts);
 			add3(w, specs, n, o, BLK("ffn_down_exps.weight"), FILL_MATRIX, ff, o->dim,
 			     o->experts);
-		} else if (o->phi3) {
+		} else if (o->phi3 || o->glm4) {
 			add(w, specs, n, o, BLK("ffn_up.weight"), FILL_MATRIX, o->dim, 2 * o->ff);
 			add(w, specs, n, o, BLK("ffn_down.weight"), FILL_MATRIX, o->ff, o->dim);
 		} else {
@@ -1151,7 +1159,7 @@ static int add_tensors(struct gguf_writer *w, struct tensor_spec *specs, int *n,
 			add(w, specs, n, o, BLK("ffn_up.weight"), FILL_MATRIX, o->dim, o->ff);
 			add(w, specs, n, o, BLK("ffn_down.weight"), FILL_MATRIX, o->ff, o->dim);
 		}
-		if (o->gemma)
+		if (o->gemma || o->glm4)
 			add(w, specs, n, o, BLK("post_ffw_norm.weight"), FILL_NORM, o->dim, 1);
 #undef BLK
 	}

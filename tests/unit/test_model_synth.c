@@ -270,6 +270,8 @@ static void test_archs(void **state)
 				    "256", NULL }, EXL_ARCH_GRANITE },
 		{ "smollm3.gguf", { "--arch", "smollm3", "--dim", "128", "--layers", "4", "--heads",
 				    "4", "--ff", "256", NULL }, EXL_ARCH_SMOLLM3 },
+		{ "glm4.gguf", { "--arch", "glm4", "--dim", "128", "--heads", "4", "--ff", "256",
+				 NULL }, EXL_ARCH_GLM4 },
 		/* the VL models' language halves run as their text architectures */
 		{ "qwen3vl.gguf", { "--arch", "qwen3vl", "--dim", "128", "--heads", "4", "--ff", "256",
 				    NULL }, EXL_ARCH_QWEN3 },
@@ -289,7 +291,8 @@ static void test_archs(void **state)
 		assert_int_equal(hp->arch, cases[i].arch);
 		assert_true(hp->rope_neox ==
 			    (hp->arch != EXL_ARCH_LLAMA && hp->arch != EXL_ARCH_MISTRAL3 &&
-			     hp->arch != EXL_ARCH_GRANITE && hp->arch != EXL_ARCH_SMOLLM3));
+			     hp->arch != EXL_ARCH_GRANITE && hp->arch != EXL_ARCH_SMOLLM3 &&
+			     hp->arch != EXL_ARCH_GLM4));
 		switch (hp->arch) {
 		case EXL_ARCH_PHI3:
 			assert_true(fabsf(hp->rope_attn_factor - 1.1547005f) < 1e-6f);
@@ -308,6 +311,10 @@ static void test_archs(void **state)
 			assert_true(hp->qk_norm && hp->attn_softcap == 0.0f);
 			assert_true(hp->rope_freq_base == 1000000.0f &&
 				    hp->rope_freq_base_swa == 10000.0f);
+			break;
+		case EXL_ARCH_GLM4:
+			assert_true(hp->post_norms && !hp->embd_scale && hp->ffn_act == EXL_FFN_SILU &&
+				    hp->n_rot == hp->head_dim / 2);
 			break;
 		case EXL_ARCH_SMOLLM3:
 			assert_true(exl_layer_has_rope(hp, 0) && exl_layer_has_rope(hp, 2) &&
@@ -402,6 +409,8 @@ static void test_rope_scaling(void **state)
 		  "granite without rope (granite.rope.scaling.finetuned false) is not supported" },
 		{ "granite-inf.gguf", { "--arch", "granite", "--kv", "granite.logit_scale=f32:1e30" },
 		  0, "granite scales out of range (logit 1e+30" },
+		{ "glm4-nextn.gguf", { "--arch", "glm4", "--kv", "glm4.nextn_predict_layers=u32:1" },
+		  0, "glm4 with next-token-prediction layers (glm4.nextn_predict_layers 1)" },
 		{ "vl-sections.gguf", { "--arch", "qwen2vl", "--kv",
 					"qwen2vl.rope.dimension_sections=u32:3" }, 0,
 		  "missing metadata key 'qwen2vl.rope.dimension_sections' (4 integers)" },

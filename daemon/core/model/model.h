@@ -29,6 +29,7 @@ enum exl_arch {
 	EXL_ARCH_MISTRAL3, /* llama's block; YaRN keys and Llama 4's temperature */
 	EXL_ARCH_GRANITE,  /* llama's block with IBM's four multipliers */
 	EXL_ARCH_SMOLLM3,  /* llama's block, every 4th layer without rope */
+	EXL_ARCH_GLM4,     /* post norms, gate and up in one ffn_up, half the head rotated */
 };
 
 /* The gated FFN's activation: silu(gate) * up or gelu(gate) * up. */

@@ -42,6 +42,7 @@ static const struct arch_desc archs[] = {
 	{ "mistral3", EXL_ARCH_MISTRAL3, false, false, false, 1, false },
 	{ "granite", EXL_ARCH_GRANITE, false, false, false, 0, false },
 	{ "smollm3", EXL_ARCH_SMOLLM3, false, false, false, 0, false },
+	{ "glm4", EXL_ARCH_GLM4, false, false, false, 0, false },
 	{ "qwen2vl", EXL_ARCH_QWEN2, true, false, false, 0, true },
 	{ "qwen3vl", EXL_ARCH_QWEN3, true, true, false, 0, true },
 	{ "qwen3vlmoe", EXL_ARCH_QWEN3MOE, true, true, false, 2, true },
@@ -216,6 +217,35 @@ static int read_mrope(const struct gguf_file *f, const char *a, char *err, size_
 		snprintf(err, errlen, "missing metadata key '%s' (4 integers)", key);
 		return -1;
 	}
+	return 0;
+}
+
+/* glm4 (GLM-4-0414, GLM-Z1): RMS norms after the attention and the FFN as
+ * well as before, gate and up in one ffn_up, the rope on adjacent pairs of
+ * the head's first rope.dimension_count dims; with rope.dimension_sections
+ * (GLM-4.1V's M-RoPE) on halves, which for text turns as the plain NEOX
+ * rope.  GLM-4.5's next-token-prediction layers are not run. */
+static int read_glm4(const struct gguf_file *f, struct exl_hparams *hp, char *err,
+		     size_t errlen)
+{
+	const char *a = hp->arch_name;
+	char key[160];
+	int nextn;
+
+	if (get_int(f, a, "nextn_predict_layers", false, 0, 0, hp->n_layer, &nextn, err, errlen))
+		return -1;
+	if (nextn) {
+		snprintf(err, errlen, "%s with next-token-prediction layers (%s.nextn_predict_layers "
+			 "%d) is not supported", a, a, nextn);
+		return -1;
+	}
+	snprintf(key, sizeof(key), "%s.rope.dimension_sections", a);
+	if (exl_gguf_find_kv(f, key)) {
+		if (read_mrope(f, a, err, errlen))
+			return -1;
+		hp->rope_neox = true;
+	}
+	hp->post_norms = true;
 	return 0;
 }
 
@@ -490,6 +520,8 @@ int exl_hparams_read(const struct gguf_file *f, struct exl_hparams *hp, char *er
 	 * fixes it for the architecture */
 	if (hp->arch == EXL_ARCH_SMOLLM3)
 		hp->no_rope_step = 4;
+	if (hp->arch == EXL_ARCH_GLM4 && read_glm4(f, hp, err, errlen))
+		return -1;
 	if (read_rope_scaling(f, hp, err, errlen) ||
 	    (hp->arch == EXL_ARCH_MISTRAL3 && read_mistral3(f, hp, err, errlen)) ||
 	    (hp->arch == EXL_ARCH_GRANITE && read_granite(f, hp, err, errlen)))

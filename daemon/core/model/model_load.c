@@ -281,7 +281,8 @@ static int bind_qkv(struct binder *bd, int il, struct exl_layer_weights *lw, cha
 	return 0;
 }
 
-/* The FFN: gate, up and down; phi3's ffn_up holds gate's rows then up's;
+/* The FFN: gate, up and down; phi3's and glm4's ffn_up hold gate's rows
+ * then up's;
  * a mixture of experts has a router and three 3-D expert tensors. */
 static int bind_ffn(struct binder *bd, int il, struct exl_layer_weights *lw, char *err,
 		    size_t errlen)
@@ -307,7 +308,7 @@ static int bind_ffn(struct binder *bd, int il, struct exl_layer_weights *lw, cha
 		       bind_experts(bd, NAME("ffn_down_exps.weight"), hp->n_embd, ff, ne,
 				    lw->exp_down, err, errlen) ? -1 : 0;
 	}
-	if (hp->arch == EXL_ARCH_PHI3) {
+	if (hp->arch == EXL_ARCH_PHI3 || hp->arch == EXL_ARCH_GLM4) {
 		struct exl_weight gate_up;
 
 		if (bind_mat_opt(bd, NAME("ffn_up.weight"), 2 * hp->n_ff, hp->n_embd, false,

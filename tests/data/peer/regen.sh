@@ -37,6 +37,8 @@ case_opts() {
 	qwen2vl) echo "--arch qwen2vl --type f32" ;;
 	qwen3vl) echo "--arch qwen3vl --kv qwen3vl.n_deepstack_layers=u32:1 --type f32" ;;
 	qwen3vlmoe) echo "--arch qwen3vlmoe --experts 4 --experts-used 2 --type f32" ;;
+	# glm4 (GLM-4-0414): post norms, fused gate/up, q/k/v biases, half rope
+	glm4) echo "--arch glm4 --type f32" ;;
 	*) echo "--type $1" ;;
 	esac
 }
