@@ -192,6 +192,10 @@ static void check_gen(const struct exl_http_gen *g)
 		read_bytes("json_schema", s->json_schema, strlen(s->json_schema), true);
 	if (g->gen.has_negative)
 		read_bytes("negative_prompt", g->gen.negative.text, g->gen.negative.len, true);
+	if (s->fim && (!s->fim_suffix || !s->fim_suffix_len))
+		broken("suffix: %zu bytes kept, not its text", s->fim_suffix_len);
+	if (s->fim)
+		read_bytes("suffix", s->fim_suffix, s->fim_suffix_len + 1, true);
 	if (g->gen.n_lora < 0 || g->gen.n_lora > EXL_MAX_LORAS)
 		broken("n_lora %d", g->gen.n_lora);
 	for (int i = 0; i < g->gen.n_lora; i++) {
@@ -380,6 +384,7 @@ static const struct fuzz_blob dict[] = {
 	D("\"grammar\":"), D("\"regex\":"), D("\"temperature\":"), D("\"top_k\":"), D("\"raw\":"),
 	D("\"system\":"), D("\"tools\":"), D("\"token_bias\":"), D("\"banned_strings\":"),
 	D("\"negative_prompt\":"), D("\"lora\":"), D("\"name\":"), D("\"scale\":"),
+	D("\"suffix\":"),
 	D("\"tokens\":"), D("null"), D("true"), D("false"), D("[]"),
 	D("{}"), D("-1"), D("1e308"), D("-0.0"), D("2147483648"), D("16777217"), D("\"\""),
 	D("\\u0000"), D("\\ud800"), D("{\"type\":\"text\",\"text\":\"x\"}"),

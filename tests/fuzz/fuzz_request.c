@@ -98,6 +98,12 @@ static void check_generate(const struct exl_req_generate *g)
 	} else {
 		broken("generate: accepted without a prompt");
 	}
+	if (s->fim) {
+		if (s->fim_suffix_len && !s->fim_suffix)
+			broken("generate: suffix: a length without text");
+		utf8_or_abort("generate: suffix", s->fim_suffix ? s->fim_suffix : "",
+			      s->fim_suffix_len);
+	}
 	if (g->has_negative) {
 		if (g->negative.text)
 			utf8_or_abort("generate: negative_prompt", g->negative.text, g->negative.len);
@@ -757,6 +763,7 @@ size_t fuzz_dict(const struct fuzz_blob **out)
 		"grammar", "json_schema", "regex", "filter_prefer_eos", "return_probs",
 		"return_top_k", "return_logits", "return_text", "stream", "socket", "none",
 		"draft_model", "draft_tokens", "ngram_draft", "num_beams", "length_penalty",
+		"suffix",
 	};
 	static uint8_t bytes[4096];
 	size_t used = 0;
