@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "daemon/core/gguf/gguf.h"
+#include "daemon/core/gguf/gguf_split.h"
 #include "daemon/core/gguf/gguf_write.h"
 #include "kernels/formats/dtype.h"
 #include "tests/common/check.h"
@@ -317,6 +318,36 @@ static void check_writer_errors(void)
 	exl_gguf_writer_free(w);
 }
 
+/* The names of a split model's parts (gguf_split.h). */
+static void check_split_names(void)
+{
+	static const struct { const char *name; int k, n; } cases[] = {
+		{ "m-00001-of-00003.gguf", 1, 3 }, { "/d/m-00003-of-00003.gguf", 3, 3 },
+		{ "m-00001-of-00003", 1, 3 }, { "Qwen3-32B-Q8_0-00002-of-00002.gguf", 2, 2 },
+		{ "m-00001-of-00001.gguf", 0, 0 }, { "m-00004-of-00003.gguf", 0, 0 },
+		{ "m-00000-of-00003.gguf", 0, 0 }, { "m-0001-of-00003.gguf", 0, 0 },
+		{ "m-000a1-of-00003.gguf", 0, 0 }, { "m-00001_of-00003.gguf", 0, 0 },
+		{ "-00001-of-00002", 1, 2 }, { "model.gguf", 0, 0 }, { "", 0, 0 },
+		{ "m--0001-of-00003.gguf", 0, 0 }, { "m-00001-of--0003.gguf", 0, 0 },
+	};
+	char out[64];
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		int k = 0, n = 0;
+		bool is = exl_gguf_split_name(cases[i].name, strlen(cases[i].name), &k, &n);
+
+		CHECK(is == (cases[i].n > 0) && (!is || (k == cases[i].k && n == cases[i].n)));
+		if (is != (cases[i].n > 0))
+			fprintf(stderr, "split name '%s': %d (%d of %d)\n", cases[i].name, is, k, n);
+	}
+	CHECK(exl_gguf_split_path("/d/m-00001-of-00003.gguf", 3, 3, out, sizeof(out)) == 0 &&
+	      !strcmp(out, "/d/m-00003-of-00003.gguf"));
+	CHECK(exl_gguf_split_path("/d/m-00002-of-00003.gguf", 3, 3, out, sizeof(out)) == -1);
+	CHECK(exl_gguf_split_path("/d/m-00001-of-00003.gguf", 4, 3, out, sizeof(out)) == -1);
+	CHECK(exl_gguf_split_path("/d/m-00001-of-00003.gguf", 2, 3, out, 8) == -1);
+	CHECK(exl_gguf_split_path("m-00001-of-00003", 2, 3, out, sizeof(out)) == -1);
+}
+
 static int roundtrip(void)
 {
 	char err[512], path[] = "/tmp/test_gguf_XXXXXX";
@@ -360,6 +391,7 @@ static int roundtrip(void)
 	exl_gguf_writer_free(w);
 
 	check_writer_errors();
+	check_split_names();
 	return 0;
 }
 

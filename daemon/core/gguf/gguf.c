@@ -1,6 +1,7 @@
 /* GGUF v2/v3 reader: maps the file and validates every count, length and
  * offset against the mapping before it is trusted. */
 #include "daemon/core/gguf/gguf.h"
+#include "daemon/core/gguf/gguf_split.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -327,6 +328,9 @@ void exl_gguf_close(struct gguf_file *f)
 		free(f->kv);
 	}
 	free(f->tensors);
+	for (uint32_t i = 0; i < f->n_parts; i++)
+		exl_gguf_close(f->parts[i]);
+	free(f->parts);
 	if (f->mapped && f->base)
 		munmap((void *)f->base, f->size);
 	free(f);
@@ -704,6 +708,17 @@ struct gguf_file *exl_gguf_open_buffer(const void *buf, size_t size, char *err, 
 }
 
 struct gguf_file *exl_gguf_open(const char *path, char *err, size_t errlen)
+{
+	struct gguf_file *f = exl_gguf_open_part(path, err, errlen);
+
+	if (f && exl_gguf_join_split(f, path, err, errlen)) {
+		exl_gguf_close(f);
+		return NULL;
+	}
+	return f;
+}
+
+struct gguf_file *exl_gguf_open_part(const char *path, char *err, size_t errlen)
 {
 	struct gguf_file *f;
 	struct stat st;

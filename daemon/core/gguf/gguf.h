@@ -88,10 +88,15 @@ struct gguf_file {
 	const uint8_t *base;  /* the whole file */
 	size_t size;
 	bool mapped;          /* base is an mmap we own (else a caller's buffer) */
+	/* A split model's other parts (gguf_split.h), owned: tensors point
+	 * into their mappings too.  NULL / 0 for a whole file. */
+	struct gguf_file **parts;
+	uint32_t n_parts;
 };
 
 /* Opens and validates PATH.  On failure returns NULL and writes a message
- * naming the problem and its file offset into err. */
+ * naming the problem and its file offset into err.  The first part of a
+ * model split by gguf-split opens the whole set (gguf_split.h). */
 struct gguf_file *exl_gguf_open(const char *path, char *err, size_t errlen);
 
 /* The same over a caller-owned buffer that must outlive the result (tests,

@@ -37,10 +37,19 @@ struct exl_model *exl_model_load(const char *path, struct exl_backend *be,
 		snprintf(msg, sizeof(msg), "stat: %s", strerror(errno));
 		goto fail;
 	}
+	/* every mapping, a split model's parts too: a part truncated under
+	 * us reads as zeros and flags the model (mapguard.h) */
 	if (m->gguf->mapped) {
 		if (exl_mapguard_add(m->gguf->base, m->gguf->size, &m->file_fault, msg, sizeof(msg)))
 			goto fail;
-		m->guarded = true;
+		m->guarded = 1;
+		for (uint32_t i = 0; i < m->gguf->n_parts; i++) {
+			const struct gguf_file *p = m->gguf->parts[i];
+
+			if (exl_mapguard_add(p->base, p->size, &m->file_fault, msg, sizeof(msg)))
+				goto fail;
+			m->guarded++;
+		}
 	}
 	if (exl_hparams_read(m->gguf, &m->hp, msg, sizeof(msg)))
 		goto fail;
@@ -78,8 +87,8 @@ void exl_model_free(struct exl_model *m)
 	free(m->experts);
 	if (m->tok)
 		exl_tokenizer_free(m->tok);
-	if (m->guarded)
-		exl_mapguard_remove(m->gguf->base);
+	for (int i = 0; i < m->guarded; i++)
+		exl_mapguard_remove(i ? m->gguf->parts[i - 1]->base : m->gguf->base);
 	if (m->gguf)
 		exl_gguf_close(m->gguf);
 	free(m->path);

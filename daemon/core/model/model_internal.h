@@ -83,7 +83,7 @@ struct exl_model {
 	struct gguf_file *gguf;
 	char *path;
 	struct stat file_st;      /* the file as it was loaded */
-	bool guarded;             /* the mapping is in mapguard */
+	int guarded;              /* mappings in mapguard: the file's, then its parts' */
 	atomic_int file_fault;    /* the file changed under the mapping */
 	struct exl_tokenizer *tok;
 

@@ -13,6 +13,7 @@
 #include "daemon/core/generator/engine.h"
 #include "daemon/server/engine/engine_thread.h"
 #include "daemon/core/gguf/gguf.h"
+#include "daemon/core/gguf/gguf_split.h"
 #include "daemon/core/model/kvcache.h"
 #include "daemon/core/util/log.h"
 #include "daemon/core/model/model.h"
@@ -204,56 +205,98 @@ struct loader_arg {
 	struct exl_model_entry *e;
 };
 
-/* Reads the whole file once, reporting bytes done, so the load that
- * follows maps pages already in memory and the client sees progress. */
-static int warm_file(struct exl_registry *r, struct exl_model_entry *e, const char *path,
-		     char *err, size_t errlen)
+/* Reads one file once, adding to *done and reporting it against the
+ * entry's file_size. */
+static int warm_one(struct exl_registry *r, struct exl_model_entry *e, const char *path,
+		    char *buf, uint64_t *done, uint64_t *last, char *err, size_t errlen)
 {
-	struct stat st;
-	uint64_t done = 0, last = 0;
-	char *buf;
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 
 	if (fd < 0) {
 		snprintf(err, errlen, "%.300s: %s", path, strerror(errno));
 		return -1;
 	}
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
-		snprintf(err, errlen, "%.300s: not a regular file", path);
-		close(fd);
-		return -1;
-	}
-	e->file_size = (uint64_t)st.st_size;
-	buf = malloc(READ_CHUNK);
-	if (!buf) {
-		snprintf(err, errlen, "out of memory");
-		close(fd);
-		return -1;
-	}
 	posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
-	post_entry(r, EXL_MAIL_LOAD_PROGRESS, e, 0, e->file_size);
 	for (;;) {
 		ssize_t n = read(fd, buf, READ_CHUNK);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0) {
 			snprintf(err, errlen, "%.300s: read: %s", path, strerror(errno));
-			free(buf);
 			close(fd);
 			return -1;
 		}
 		if (n == 0)
 			break;
-		done += (uint64_t)n;
+		*done += (uint64_t)n;
 		uint64_t now = exl_now_ns();
-		if (now - last >= PROGRESS_EVERY_NS) {
-			post_entry(r, EXL_MAIL_LOAD_PROGRESS, e, done, e->file_size);
-			last = now;
+		if (now - *last >= PROGRESS_EVERY_NS) {
+			post_entry(r, EXL_MAIL_LOAD_PROGRESS, e, *done, e->file_size);
+			*last = now;
+		}
+	}
+	close(fd);
+	return 0;
+}
+
+/* The bytes of a model's file, all the parts of a split one
+ * (gguf_split.h); -1 with a message when one is missing. */
+static int model_bytes(const char *path, uint64_t *size, char *err, size_t errlen)
+{
+	char part[EXL_CONFIG_MAX_PATH + EXL_MAX_NAME + 8];
+	struct stat st;
+	int k, n = 1;
+
+	*size = 0;
+	if (!exl_gguf_split_name(path, strlen(path), &k, &n) || k != 1)
+		n = 1;
+	for (int i = 1; i <= n; i++) {
+		const char *p = path;
+
+		if (n > 1) {
+			if (exl_gguf_split_path(path, i, n, part, sizeof(part)))
+				return -1;
+			p = part;
+		}
+		if (stat(p, &st) < 0 || !S_ISREG(st.st_mode)) {
+			snprintf(err, errlen, "%.300s: %s", p,
+				 errno ? strerror(errno) : "not a regular file");
+			return -1;
+		}
+		*size += (uint64_t)st.st_size;
+	}
+	return n;
+}
+
+/* Reads the whole model once (every part of a split one), reporting bytes
+ * done, so the load that follows maps pages already in memory and the
+ * client sees progress. */
+static int warm_file(struct exl_registry *r, struct exl_model_entry *e, const char *path,
+		     char *err, size_t errlen)
+{
+	char part[EXL_CONFIG_MAX_PATH + EXL_MAX_NAME + 8];
+	uint64_t done = 0, last = 0;
+	int n = model_bytes(path, &e->file_size, err, errlen);
+	char *buf;
+
+	if (n < 0)
+		return -1;
+	buf = malloc(READ_CHUNK);
+	if (!buf) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	post_entry(r, EXL_MAIL_LOAD_PROGRESS, e, 0, e->file_size);
+	for (int i = 1; i <= n; i++) {
+		if (n > 1)
+			exl_gguf_split_path(path, i, n, part, sizeof(part));
+		if (warm_one(r, e, n > 1 ? part : path, buf, &done, &last, err, errlen)) {
+			free(buf);
+			return -1;
 		}
 	}
 	post_entry(r, EXL_MAIL_LOAD_PROGRESS, e, done, e->file_size);
 	free(buf);
-	close(fd);
 	return 0;
 }
 
@@ -767,6 +810,7 @@ static int list_dir(struct exl_registry *r, struct listed *out)
 {
 	DIR *d = opendir(r->cfg->models_dir);
 	struct dirent *de;
+	char err[400];
 	int n = 0;
 
 	if (!d)
@@ -781,12 +825,20 @@ static int list_dir(struct exl_registry *r, struct listed *out)
 			continue;
 		memcpy(out[n].name, de->d_name, len - 5);
 		out[n].name[len - 5] = 0;
+		/* a split model is listed once, by its first part */
+		int part, parts;
+		if (exl_gguf_split_name(de->d_name, len, &part, &parts) && part != 1)
+			continue;
 		if (find(r, out[n].name))
 			continue;
 		snprintf(path, sizeof(path), "%s/%s.gguf", r->cfg->models_dir, out[n].name);
 		if (stat(path, &st) < 0 || !S_ISREG(st.st_mode))
 			continue;
-		out[n++].size = (uint64_t)st.st_size;
+		/* a split model with a part missing is listed all the same: its
+		 * load says which part */
+		if (model_bytes(path, &out[n].size, err, sizeof(err)) < 0)
+			out[n].size = (uint64_t)st.st_size;
+		n++;
 	}
 	closedir(d);
 	qsort(out, (size_t)n, sizeof(*out), cmp_listed);
