@@ -912,6 +912,16 @@ static int test_fim(void)
 	printf("  fill-in-the-middle: %d prompt tokens, '%s' from ids, OpenAI and Ollama\n", n_ids,
 	       want);
 
+	/* Ollama's clients see the capability */
+	REQUIRE(post(&t, "/api/show", "{\"model\": \"coder\"}", &r) == 0 && r.status == 200 &&
+		strstr(r.body, "\"capabilities\":[\"completion\",\"insert\"]"), "show coder: %s",
+		r.body);
+	resp_free(&r);
+	REQUIRE(post(&t, "/api/show", "{\"model\": \"stories260K\"}", &r) == 0 &&
+		r.status == 200 && strstr(r.body, "\"capabilities\":[\"completion\"]"),
+		"show stories260K: %s", r.body);
+	resp_free(&r);
+
 	/* refusals: a model without the tokens, a suffix not a string */
 	REQUIRE(post(&t, "/v1/completions", "{\"model\": \"stories260K\", \"prompt\": \"a\", "
 		     "\"suffix\": \"b\"}", &r) == 0 && r.status == 400 &&

@@ -20,6 +20,7 @@
 #include "common/utf8.h"
 #include "daemon/core/gguf/gguf.h"
 #include "daemon/core/model/model.h"
+#include "daemon/core/tokenizer/tokenizer.h"
 #include "daemon/core/util/log.h"
 #include "daemon/server/engine/engine_thread.h"
 #include "daemon/server/engine/models_registry.h"
@@ -328,6 +329,10 @@ static void post_show(struct exl_http *h, struct evhttp_request *req, const stru
 	if (tmpl && exl_reasoning_template(tmpl->val.str.ptr, (size_t)tmpl->val.str.len) !=
 		    EXL_REASONING_NONE)
 		exl_jw_cstr(&w, "thinking");
+	/* fill-in-the-middle: Ollama's name for a model that takes a suffix */
+	int32_t fim[3];
+	if (exl_tokenizer_fim(exl_model_tokenizer(ent->model), fim))
+		exl_jw_cstr(&w, "insert");
 	exl_jw_arr_end(&w);
 	exl_jw_obj_end(&w);
 	reply_w(req, &w);
