@@ -174,7 +174,7 @@ static int read_hparams(const struct gguf_file *f, struct ref_hparams *hp, char 
 
 	static const char *const known[] = { "llama", "qwen2", "qwen3", "qwen3moe", "phi3",
 					     "gemma2", "gemma3", "mistral3", "granite", "smollm3",
-					     "glm4" };
+					     "glm4", "gemma" };
 	bool ok = false;
 
 	if (exl_gguf_get_str(f, "general.architecture", arch, sizeof(arch)))
@@ -182,7 +182,7 @@ static int read_hparams(const struct gguf_file *f, struct ref_hparams *hp, char 
 			ok = ok || !strcmp(arch, known[i]);
 	if (!ok) {
 		snprintf(err, errlen, "reference: architecture is none of llama qwen2 qwen3 "
-			 "qwen3moe phi3 gemma2 gemma3 mistral3 granite smollm3 glm4");
+			 "qwen3moe phi3 gemma2 gemma3 mistral3 granite smollm3 glm4 gemma");
 		return -1;
 	}
 	snprintf(hp->arch, sizeof(hp->arch), "%s", arch);
@@ -449,7 +449,7 @@ struct ref_model *ref_model_open(const char *path, bool kv_f16, char *err, size_
 		    (hp->qk_norm &&
 		     (T("attn_q_norm.weight", 1, hp->head_dim, false, &ly->q_norm) ||
 		      T("attn_k_norm.weight", 1, hp->head_dim, false, &ly->k_norm))) ||
-		    ((hp->gemma || hp->glm4) &&
+		    (((hp->gemma && strcmp(hp->arch, "gemma")) || hp->glm4) &&
 		     (T("post_attention_norm.weight", 1, hp->n_embd, false, &ly->post_attn_norm) ||
 		      T("post_ffw_norm.weight", 1, hp->n_embd, false, &ly->post_ffn_norm))))
 			goto fail;

@@ -399,6 +399,9 @@ static const struct synth_case cases[] = {
 	 * on adjacent pairs of half the head */
 	{ "glm4", { "--arch", "glm4", "--dim", "128", "--layers", "2", "--heads", "4",
 		    "--kv-heads", "2", "--ff", "256", NULL } },
+	/* Gemma 1: the embedding scale and GELU on llama's block, tied */
+	{ "gemma", { "--arch", "gemma", "--dim", "128", "--layers", "2", "--heads", "4",
+		     "--kv-heads", "2", "--ff", "256", NULL } },
 	/* Mixtral: llama with 4 experts, 2 per token */
 	{ "mixtral", { "--dim", "128", "--layers", "2", "--heads", "4", "--kv-heads", "2",
 		       "--ff", "128", "--experts", "4", "--experts-used", "2", NULL } },

@@ -482,7 +482,8 @@ static void usage(FILE *out)
 		"                   Qwen2-VL / Qwen3-VL: qwen2's, qwen3's, qwen3moe's\n"
 		"                   tensors with rope.dimension_sections), glm4 (post\n"
 		"                   norms, gate and up in one ffn_up, q/k/v biases, the\n"
-		"                   rope on half the head by default)\n"
+		"                   rope on half the head by default), gemma (Gemma 1:\n"
+		"                   llama's tensors, tied)\n"
 		"                   (default llama)\n"
 		"  --rope-freqs     llama: a rope_freqs.weight tensor (llama 3.1's frequency\n"
 		"                   factors, for an original context of 32 positions)\n"
@@ -732,7 +733,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			static const char *const archs[] = { "llama", "qwen2", "qwen3", "qwen3moe",
 							     "phi3", "gemma2", "gemma3", "mistral3",
 							     "granite", "smollm3", "qwen2vl", "qwen3vl",
-							     "qwen3vlmoe", "glm4" };
+							     "qwen3vlmoe", "glm4", "gemma" };
 			size_t k, n = sizeof(archs) / sizeof(archs[0]);
 
 			for (k = 0; k < n && strcmp(val, archs[k]); k++)
@@ -740,7 +741,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			if (k == n) {
 				fprintf(stderr, "exld-mkmodel: unknown --arch '%s' (llama qwen2 qwen3 "
 					"qwen3moe phi3 gemma2 gemma3 mistral3 granite smollm3 "
-					"qwen2vl qwen3vl qwen3vlmoe glm4)\n",
+					"qwen2vl qwen3vl qwen3vlmoe glm4 gemma)\n",
 					val);
 				return -1;
 			}
@@ -766,11 +767,12 @@ static int parse_args(int argc, char **argv, struct opts *o)
 	o->qkv_bias = !strcmp(o->family, "qwen2") || o->glm4;
 	o->qk_norm = !strcmp(o->family, "qwen3") || !strcmp(o->family, "qwen3moe") ||
 		     !strcmp(o->family, "gemma3");
-	o->gemma = !strncmp(o->family, "gemma", 5);
+	/* gemma2 / gemma3's post norms; Gemma 1 has llama's tensors */
+	o->gemma = !strcmp(o->family, "gemma2") || !strcmp(o->family, "gemma3");
 	o->phi3 = !strcmp(o->family, "phi3");
 	/* llama.cpp's gemma2 reads no output.weight: a file with one has a
 	 * tensor it does not load, which it refuses */
-	if (!strcmp(o->family, "gemma2"))
+	if (!strcmp(o->family, "gemma2") || !strcmp(o->family, "gemma"))
 		o->tied = true;
 	if (o->rope_freqs && strcmp(o->family, "llama") && strcmp(o->family, "mistral3")) {
 		fprintf(stderr, "exld-mkmodel: --rope-freqs is for --arch llama\n");
@@ -819,7 +821,8 @@ static int parse_args(int argc, char **argv, struct opts *o)
 	if (!o->ff)
 		o->ff = ((o->dim * 8 / 3) + 31) / 32 * 32;
 	/* each architecture's usual epsilon and rope base */
-	bool small_base = !strcmp(o->family, "llama") || o->phi3 || !strcmp(o->family, "gemma2");
+	bool small_base = !strcmp(o->family, "llama") || o->phi3 || !strcmp(o->family, "gemma2") ||
+			  !strcmp(o->family, "gemma");
 	if (!o->eps)
 		o->eps = !strcmp(o->family, "llama") || o->phi3 ? 1e-5 : 1e-6;
 	if (!o->rope_base)

@@ -272,6 +272,8 @@ static void test_archs(void **state)
 				    "4", "--ff", "256", NULL }, EXL_ARCH_SMOLLM3 },
 		{ "glm4.gguf", { "--arch", "glm4", "--dim", "128", "--heads", "4", "--ff", "256",
 				 NULL }, EXL_ARCH_GLM4 },
+		{ "gemma.gguf", { "--arch", "gemma", "--dim", "128", "--heads", "4", "--ff", "256",
+				  NULL }, EXL_ARCH_GEMMA },
 		/* the VL models' language halves run as their text architectures */
 		{ "qwen3vl.gguf", { "--arch", "qwen3vl", "--dim", "128", "--heads", "4", "--ff", "256",
 				    NULL }, EXL_ARCH_QWEN3 },
@@ -311,6 +313,10 @@ static void test_archs(void **state)
 			assert_true(hp->qk_norm && hp->attn_softcap == 0.0f);
 			assert_true(hp->rope_freq_base == 1000000.0f &&
 				    hp->rope_freq_base_swa == 10000.0f);
+			break;
+		case EXL_ARCH_GEMMA:
+			assert_true(hp->embd_scale && hp->ffn_act == EXL_FFN_GELU && !hp->post_norms &&
+				    hp->n_swa == 0 && hp->tied_embeddings);
 			break;
 		case EXL_ARCH_GLM4:
 			assert_true(hp->post_norms && !hp->embd_scale && hp->ffn_act == EXL_FFN_SILU &&

@@ -24,6 +24,7 @@ enum exl_arch {
 	EXL_ARCH_QWEN3,
 	EXL_ARCH_QWEN3MOE,
 	EXL_ARCH_PHI3,
+	EXL_ARCH_GEMMA,    /* Gemma 1, CodeGemma: llama's block with gemma's embedding scale and GELU */
 	EXL_ARCH_GEMMA2,
 	EXL_ARCH_GEMMA3,
 	EXL_ARCH_MISTRAL3, /* llama's block; YaRN keys and Llama 4's temperature */

@@ -37,6 +37,7 @@ static const struct arch_desc archs[] = {
 	{ "qwen3", EXL_ARCH_QWEN3, true, true, false, 0, false },
 	{ "qwen3moe", EXL_ARCH_QWEN3MOE, true, true, false, 2, false },
 	{ "phi3", EXL_ARCH_PHI3, true, false, false, 0, false },
+	{ "gemma", EXL_ARCH_GEMMA, true, false, false, 0, false },
 	{ "gemma2", EXL_ARCH_GEMMA2, true, false, true, 0, false },
 	{ "gemma3", EXL_ARCH_GEMMA3, true, true, true, 0, false },
 	{ "mistral3", EXL_ARCH_MISTRAL3, false, false, false, 1, false },
@@ -529,6 +530,12 @@ int exl_hparams_read(const struct gguf_file *f, struct exl_hparams *hp, char *er
 	hp->ffn_act = EXL_FFN_SILU;
 	if (ad->gemma && read_gemma(f, hp, err, errlen))
 		return -1;
+	/* Gemma 1 (and CodeGemma): gemma2's embedding scale and GELU, none of
+	 * its post norms, capping or windows */
+	if (hp->arch == EXL_ARCH_GEMMA) {
+		hp->embd_scale = true;
+		hp->ffn_act = EXL_FFN_GELU;
+	}
 
 	toks = exl_gguf_get_arr(f, "tokenizer.ggml.tokens");
 	if (!toks || toks->elem_type != GGUF_VT_STRING) {

@@ -39,6 +39,8 @@ case_opts() {
 	qwen3vlmoe) echo "--arch qwen3vlmoe --experts 4 --experts-used 2 --type f32" ;;
 	# glm4 (GLM-4-0414): post norms, fused gate/up, q/k/v biases, half rope
 	glm4) echo "--arch glm4 --type f32" ;;
+	# gemma (Gemma 1, CodeGemma)
+	gemma) echo "--arch gemma --type f32" ;;
 	*) echo "--type $1" ;;
 	esac
 }
