@@ -174,7 +174,7 @@ static int read_hparams(const struct gguf_file *f, struct ref_hparams *hp, char 
 
 	static const char *const known[] = { "llama", "qwen2", "qwen3", "qwen3moe", "phi3",
 					     "gemma2", "gemma3", "mistral3", "granite", "smollm3",
-					     "glm4", "gemma" };
+					     "glm4", "gemma", "olmo2" };
 	bool ok = false;
 
 	if (exl_gguf_get_str(f, "general.architecture", arch, sizeof(arch)))
@@ -182,7 +182,7 @@ static int read_hparams(const struct gguf_file *f, struct ref_hparams *hp, char 
 			ok = ok || !strcmp(arch, known[i]);
 	if (!ok) {
 		snprintf(err, errlen, "reference: architecture is none of llama qwen2 qwen3 "
-			 "qwen3moe phi3 gemma2 gemma3 mistral3 granite smollm3 glm4 gemma");
+			 "qwen3moe phi3 gemma2 gemma3 mistral3 granite smollm3 glm4 gemma olmo2");
 		return -1;
 	}
 	snprintf(hp->arch, sizeof(hp->arch), "%s", arch);
@@ -197,6 +197,10 @@ static int read_hparams(const struct gguf_file *f, struct ref_hparams *hp, char 
 	hp->fused = !strcmp(arch, "phi3");
 	/* glm4: phi3's gate and up in one tensor, gemma's post norms */
 	hp->glm4 = !strcmp(arch, "glm4");
+	/* olmo2: norms after attention and FFN, none before; q and k normed
+	 * whole */
+	hp->olmo2 = !strcmp(arch, "olmo2");
+	hp->qk_norm = hp->qk_norm || hp->olmo2;
 	snprintf(key, sizeof(key), "%s.rope.dimension_sections", arch);
 	if (hp->glm4 && !exl_gguf_find_kv(f, key))
 		hp->neox = false; /* GLM-4's pairs are adjacent; GLM-4.1V's M-RoPE halves */
@@ -311,6 +315,22 @@ static int read_hparams(const struct gguf_file *f, struct ref_hparams *hp, char 
 	}
 	hp->freq_base_swa = hp->freq_base;
 	hp->freq_scale_swa = hp->freq_scale;
+	if (hp->olmo2) {
+		/* OLMo 3: 3 layers in 4 local, at the base unscaled */
+		int pattern = 4;
+
+		if (meta_int(f, arch, "attention.sliding_window", 0, false, &hp->n_swa, err,
+			     errlen) ||
+		    meta_float(f, arch, "rope.freq_base_swa", hp->freq_base, &hp->freq_base_swa,
+			       err, errlen) ||
+		    meta_int(f, arch, "attention.sliding_window_pattern", 4, false, &pattern, err,
+			     errlen))
+			return -1;
+		hp->freq_scale_swa = 1.0;
+		for (int l = 0; l < hp->n_layer; l++)
+			hp->swa[l] = pattern == 0 || l % pattern < pattern - 1;
+		return 0;
+	}
 	if (!hp->gemma)
 		return 0;
 	/* gemma2: every other layer local (the last of each 2 global), window
@@ -440,16 +460,18 @@ struct ref_model *ref_model_open(const char *path, bool kv_f16, char *err, size_
 #define T3(suffix, n, rows, cols, dst)                                                    \
 	(snprintf(name, sizeof(name), "blk.%d.%s", l, suffix),                            \
 	 load_tensor3(f, name, n, rows, cols, false, dst, err, errlen))
-		if (T("attn_norm.weight", 1, hp->n_embd, false, &ly->attn_norm) ||
+		int qn = hp->olmo2 ? q_dim : hp->head_dim, kn = hp->olmo2 ? kv_dim : hp->head_dim;
+
+		if (T("attn_norm.weight", 1, hp->n_embd, hp->olmo2, &ly->attn_norm) ||
 		    T("attn_q.bias", 1, q_dim, true, &ly->bq) ||
 		    T("attn_k.bias", 1, kv_dim, true, &ly->bk) ||
 		    T("attn_v.bias", 1, kv_dim, true, &ly->bv) ||
 		    T("attn_output.weight", hp->n_embd, q_dim, false, &ly->wo) ||
-		    T("ffn_norm.weight", 1, hp->n_embd, false, &ly->ffn_norm) ||
-		    (hp->qk_norm &&
-		     (T("attn_q_norm.weight", 1, hp->head_dim, false, &ly->q_norm) ||
-		      T("attn_k_norm.weight", 1, hp->head_dim, false, &ly->k_norm))) ||
-		    (((hp->gemma && strcmp(hp->arch, "gemma")) || hp->glm4) &&
+		    T("ffn_norm.weight", 1, hp->n_embd, hp->olmo2, &ly->ffn_norm) ||
+		    ((hp->qk_norm || hp->olmo2) &&
+		     (T("attn_q_norm.weight", 1, qn, false, &ly->q_norm) ||
+		      T("attn_k_norm.weight", 1, kn, false, &ly->k_norm))) ||
+		    (((hp->gemma && strcmp(hp->arch, "gemma")) || hp->glm4 || hp->olmo2) &&
 		     (T("post_attention_norm.weight", 1, hp->n_embd, false, &ly->post_attn_norm) ||
 		      T("post_ffw_norm.weight", 1, hp->n_embd, false, &ly->post_ffn_norm))))
 			goto fail;
@@ -864,11 +886,17 @@ int ref_forward(struct ref_model *m, const int32_t *tokens, int n, double *logit
 			bool local = hp->n_swa > 0 && hp->swa[l];
 			int first = local && p >= hp->n_swa ? p - hp->n_swa + 1 : 0;
 
-			rmsnorm(h, x, ly->attn_norm, hp->n_embd, hp->eps);
+			if (ly->attn_norm)
+				rmsnorm(h, x, ly->attn_norm, hp->n_embd, hp->eps);
+			else
+				memcpy(h, x, (size_t)hp->n_embd * sizeof(*h));
 			matvec(q, ly->wq, ly->bq, h, q_dim, hp->n_embd);
 			matvec(kp, ly->wk, ly->bk, h, kv_dim, hp->n_embd);
 			matvec(vp, ly->wv, ly->bv, h, kv_dim, hp->n_embd);
-			if (ly->q_norm) {
+			if (ly->q_norm && hp->olmo2) {
+				head_norm(q, ly->q_norm, 1, q_dim, hp->eps);
+				head_norm(kp, ly->k_norm, 1, kv_dim, hp->eps);
+			} else if (ly->q_norm) {
 				head_norm(q, ly->q_norm, hp->n_head, hp->head_dim, hp->eps);
 				head_norm(kp, ly->k_norm, hp->n_head_kv, hp->head_dim, hp->eps);
 			}
@@ -931,7 +959,10 @@ int ref_forward(struct ref_model *m, const int32_t *tokens, int n, double *logit
 			for (int i = 0; i < hp->n_embd; i++)
 				x[i] += hp->resid_mul != 0.0 ? a[i] * hp->resid_mul : a[i];
 
-			rmsnorm(h, x, ly->ffn_norm, hp->n_embd, hp->eps);
+			if (ly->ffn_norm)
+				rmsnorm(h, x, ly->ffn_norm, hp->n_embd, hp->eps);
+			else
+				memcpy(h, x, (size_t)hp->n_embd * sizeof(*h));
 			ffn(m, ly, h, fo, a, b, e);
 			if (ly->post_ffn_norm)
 				rmsnorm(fo, fo, ly->post_ffn_norm, hp->n_embd, hp->eps);

@@ -34,6 +34,7 @@ struct ref_hparams {
 	double logit_scale, resid_mul, embd_mul; /* granite's; 0: none */
 	bool nope;          /* smollm3: every 4th layer without rope */
 	bool glm4;          /* post norms and phi3's fused gate/up, q/k/v apart */
+	bool olmo2;         /* post norms only, q/k normed whole, OLMo 3's windows */
 	int n_ctx_orig;     /* rope.scaling.original_context_length, else n_ctx_train */
 	const char *rope_factors; /* the factor tensor in use, or NULL */
 	double attn_scale;

@@ -402,6 +402,12 @@ static const struct synth_case cases[] = {
 	/* Gemma 1: the embedding scale and GELU on llama's block, tied */
 	{ "gemma", { "--arch", "gemma", "--dim", "128", "--layers", "2", "--heads", "4",
 		     "--kv-heads", "2", "--ff", "256", NULL } },
+	/* olmo2: norms after attention and FFN only, q/k normed whole; and
+	 * OLMo 3's window of 8 on 3 layers in 4 */
+	{ "olmo2", { "--arch", "olmo2", "--dim", "128", "--layers", "2", "--heads", "4",
+		     "--kv-heads", "2", "--ff", "256", NULL } },
+	{ "olmo3", { "--arch", "olmo2", "--dim", "128", "--layers", "4", "--heads", "4",
+		     "--kv-heads", "2", "--ff", "256", "--swa", "8", NULL } },
 	/* Mixtral: llama with 4 experts, 2 per token */
 	{ "mixtral", { "--dim", "128", "--layers", "2", "--heads", "4", "--kv-heads", "2",
 		       "--ff", "128", "--experts", "4", "--experts-used", "2", NULL } },

@@ -57,6 +57,7 @@ struct opts {
 	bool gemma;        /* post norms; gemma2 has no output.weight */
 	bool phi3;         /* fused attn_qkv and gate/up */
 	bool glm4;         /* post norms, fused gate/up, q/k/v biases, half rope */
+	bool olmo2;        /* post norms only, q/k norms over all heads */
 	bool rope_freqs;   /* llama: rope_freqs.weight */
 	int64_t longrope;  /* phi3: original context of the rope factors; 0 none */
 	int64_t experts, experts_used, expert_ff;
@@ -483,7 +484,8 @@ static void usage(FILE *out)
 		"                   tensors with rope.dimension_sections), glm4 (post\n"
 		"                   norms, gate and up in one ffn_up, q/k/v biases, the\n"
 		"                   rope on half the head by default), gemma (Gemma 1:\n"
-		"                   llama's tensors, tied)\n"
+		"                   llama's tensors, tied), olmo2 (norms after attention\n"
+		"                   and FFN only, q/k norms over all heads; --swa: OLMo 3)\n"
 		"                   (default llama)\n"
 		"  --rope-freqs     llama: a rope_freqs.weight tensor (llama 3.1's frequency\n"
 		"                   factors, for an original context of 32 positions)\n"
@@ -733,7 +735,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			static const char *const archs[] = { "llama", "qwen2", "qwen3", "qwen3moe",
 							     "phi3", "gemma2", "gemma3", "mistral3",
 							     "granite", "smollm3", "qwen2vl", "qwen3vl",
-							     "qwen3vlmoe", "glm4", "gemma" };
+							     "qwen3vlmoe", "glm4", "gemma", "olmo2" };
 			size_t k, n = sizeof(archs) / sizeof(archs[0]);
 
 			for (k = 0; k < n && strcmp(val, archs[k]); k++)
@@ -741,7 +743,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			if (k == n) {
 				fprintf(stderr, "exld-mkmodel: unknown --arch '%s' (llama qwen2 qwen3 "
 					"qwen3moe phi3 gemma2 gemma3 mistral3 granite smollm3 "
-					"qwen2vl qwen3vl qwen3vlmoe glm4 gemma)\n",
+					"qwen2vl qwen3vl qwen3vlmoe glm4 gemma olmo2)\n",
 					val);
 				return -1;
 			}
@@ -764,6 +766,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 	o->family = !strcmp(o->arch, "qwen2vl") ? "qwen2" : !strcmp(o->arch, "qwen3vl") ? "qwen3" :
 		    !strcmp(o->arch, "qwen3vlmoe") ? "qwen3moe" : o->arch;
 	o->glm4 = !strcmp(o->family, "glm4");
+	o->olmo2 = !strcmp(o->family, "olmo2");
 	o->qkv_bias = !strcmp(o->family, "qwen2") || o->glm4;
 	o->qk_norm = !strcmp(o->family, "qwen3") || !strcmp(o->family, "qwen3moe") ||
 		     !strcmp(o->family, "gemma3");
@@ -782,8 +785,9 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		fprintf(stderr, "exld-mkmodel: --longrope is for --arch phi3\n");
 		return -1;
 	}
-	if ((o->swa || o->swa_pattern) && !o->gemma) {
-		fprintf(stderr, "exld-mkmodel: --swa and --swa-pattern are for gemma2 and gemma3\n");
+	if ((o->swa || o->swa_pattern) && !o->gemma && !o->olmo2) {
+		fprintf(stderr, "exld-mkmodel: --swa and --swa-pattern are for gemma2, gemma3 and "
+			"olmo2\n");
 		return -1;
 	}
 	if (o->experts && strcmp(o->family, "llama") && strcmp(o->family, "mistral3") &&
@@ -1121,7 +1125,8 @@ static int add_tensors(struct gguf_writer *w, struct tensor_spec *specs, int *n,
 	}
 	for (int64_t l = 0; l < o->layers; l++) {
 #define BLK(suffix) (snprintf(name, sizeof(name), "blk.%" PRId64 ".%s", l, suffix), name)
-		add(w, specs, n, o, BLK("attn_norm.weight"), FILL_NORM, o->dim, 1);
+		if (!o->olmo2)
+			add(w, specs, n, o, BLK("attn_norm.weight"), FILL_NORM, o->dim, 1);
 		if (o->phi3) {
 			add(w, specs, n, o, BLK("attn_qkv.weight"), FILL_MATRIX, o->dim,
 			    q_dim + 2 * kv_dim);
@@ -1135,14 +1140,18 @@ static int add_tensors(struct gguf_writer *w, struct tensor_spec *specs, int *n,
 			add(w, specs, n, o, BLK("attn_k.bias"), FILL_BIAS, kv_dim, 1);
 			add(w, specs, n, o, BLK("attn_v.bias"), FILL_BIAS, kv_dim, 1);
 		}
-		if (o->qk_norm) {
+		if (o->olmo2) {
+			add(w, specs, n, o, BLK("attn_q_norm.weight"), FILL_NORM, q_dim, 1);
+			add(w, specs, n, o, BLK("attn_k_norm.weight"), FILL_NORM, kv_dim, 1);
+		} else if (o->qk_norm) {
 			add(w, specs, n, o, BLK("attn_q_norm.weight"), FILL_NORM, head_dim, 1);
 			add(w, specs, n, o, BLK("attn_k_norm.weight"), FILL_NORM, head_dim, 1);
 		}
 		add(w, specs, n, o, BLK("attn_output.weight"), FILL_MATRIX, q_dim, o->dim);
-		if (o->gemma || o->glm4)
+		if (o->gemma || o->glm4 || o->olmo2)
 			add(w, specs, n, o, BLK("post_attention_norm.weight"), FILL_NORM, o->dim, 1);
-		add(w, specs, n, o, BLK("ffn_norm.weight"), FILL_NORM, o->dim, 1);
+		if (!o->olmo2)
+			add(w, specs, n, o, BLK("ffn_norm.weight"), FILL_NORM, o->dim, 1);
 		if (o->experts) {
 			int64_t ff = o->expert_ff ? o->expert_ff : o->ff;
 
@@ -1162,7 +1171,7 @@ static int add_tensors(struct gguf_writer *w, struct tensor_spec *specs, int *n,
 			add(w, specs, n, o, BLK("ffn_up.weight"), FILL_MATRIX, o->dim, o->ff);
 			add(w, specs, n, o, BLK("ffn_down.weight"), FILL_MATRIX, o->ff, o->dim);
 		}
-		if (o->gemma || o->glm4)
+		if (o->gemma || o->glm4 || o->olmo2)
 			add(w, specs, n, o, BLK("post_ffw_norm.weight"), FILL_NORM, o->dim, 1);
 #undef BLK
 	}

@@ -274,6 +274,8 @@ static void test_archs(void **state)
 				 NULL }, EXL_ARCH_GLM4 },
 		{ "gemma.gguf", { "--arch", "gemma", "--dim", "128", "--heads", "4", "--ff", "256",
 				  NULL }, EXL_ARCH_GEMMA },
+		{ "olmo3.gguf", { "--arch", "olmo2", "--dim", "128", "--layers", "4", "--heads", "4",
+				  "--ff", "256", "--swa", "8", NULL }, EXL_ARCH_OLMO2 },
 		/* the VL models' language halves run as their text architectures */
 		{ "qwen3vl.gguf", { "--arch", "qwen3vl", "--dim", "128", "--heads", "4", "--ff", "256",
 				    NULL }, EXL_ARCH_QWEN3 },
@@ -313,6 +315,12 @@ static void test_archs(void **state)
 			assert_true(hp->qk_norm && hp->attn_softcap == 0.0f);
 			assert_true(hp->rope_freq_base == 1000000.0f &&
 				    hp->rope_freq_base_swa == 10000.0f);
+			break;
+		case EXL_ARCH_OLMO2:
+			assert_true(hp->no_pre_norm && hp->post_norms && hp->qk_norm_full &&
+				    hp->n_swa == 8 && exl_layer_is_swa(hp, 0) &&
+				    exl_layer_is_swa(hp, 2) && !exl_layer_is_swa(hp, 3) &&
+				    hp->local_rope_plain);
 			break;
 		case EXL_ARCH_GEMMA:
 			assert_true(hp->embd_scale && hp->ffn_act == EXL_FFN_GELU && !hp->post_norms &&

@@ -31,6 +31,7 @@ enum exl_arch {
 	EXL_ARCH_GRANITE,  /* llama's block with IBM's four multipliers */
 	EXL_ARCH_SMOLLM3,  /* llama's block, every 4th layer without rope */
 	EXL_ARCH_GLM4,     /* post norms, gate and up in one ffn_up, half the head rotated */
+	EXL_ARCH_OLMO2,    /* norms after attention and FFN only, q/k normed whole */
 };
 
 /* The gated FFN's activation: silu(gate) * up or gelu(gate) * up. */
@@ -73,6 +74,9 @@ struct exl_hparams {
 	float attn_scale;      /* score scale: 1/sqrt(head_dim) but for gemma's 27B */
 	float attn_softcap;    /* gemma2's attention logit soft-capping; 0: none */
 	bool qk_norm;          /* per-head RMS norm of q and k (qwen3, gemma3) */
+	bool qk_norm_full;     /* olmo2: q and k each RMS-normed whole, not per head */
+	bool no_pre_norm;      /* olmo2: no norm before attention and FFN (post norms) */
+	bool local_rope_plain; /* olmo2: local layers rotate without YaRN, factor 1 */
 	int n_swa;             /* sliding window of the local layers; 0: none */
 	float rope_freq_base_swa;  /* the local layers' rope */
 	float rope_freq_scale_swa;

@@ -411,7 +411,7 @@ static void matmul_shared_x(struct exl_model *m, const struct exl_weight *const 
 /* The dense FFN of the nr rows of s->xn into s->proj (gathered: the rows
  * the last layer keeps, for the adapters). */
 static void dense_ffn(struct exl_model *m, const struct exl_layer_weights *lw, int il, int nr,
-		      bool gathered)
+		      bool gathered, const float *xin)
 {
 	const struct exl_hparams *hp = &m->hp;
 	const struct exl_backend_ops *ops = m->be->ops;
@@ -419,9 +419,9 @@ static void dense_ffn(struct exl_model *m, const struct exl_layer_weights *lw, i
 	struct exl_scratch *s = &m->s;
 	size_t count = (size_t)nr * (size_t)hp->n_ff;
 
-	matmul_shared_x(m, (const struct exl_weight *[]){ &lw->w_gate, &lw->w_up }, 2, s->xn,
+	matmul_shared_x(m, (const struct exl_weight *[]){ &lw->w_gate, &lw->w_up }, 2, xin,
 			(float *[]){ s->gate, s->up }, nr);
-	exl_lora_batch_apply(m, il, s->xn, gathered, 2, lora_gate_up,
+	exl_lora_batch_apply(m, il, xin, gathered, 2, lora_gate_up,
 			     (float *[]){ s->gate, s->up });
 	if (hp->ffn_act == EXL_FFN_GELU)
 		ops->geglu(be, s->gate, s->up, count);
@@ -579,6 +579,12 @@ int exl_model_forward_io(struct exl_model *m, struct exl_kvcache *kv, const stru
 		yarn_params(hp, &rp_global);
 		yarn_params(hp, &rp_local);
 	}
+	/* olmo2's local layers: as llama.cpp turns them, no YaRN, factor 1 */
+	if (hp->local_rope_plain) {
+		rp_local.ext_factor = 0.0f;
+		rp_local.ramp_lo = rp_local.ramp_hi = 0.0f;
+		rp_local.attn_factor = 1.0f;
+	}
 	/* mistral3's attention temperature: on the queries' rotation alone */
 	struct exl_rope_params rq_global = rp_global, rq_local = rp_local;
 
@@ -601,10 +607,16 @@ int exl_model_forward_io(struct exl_model *m, struct exl_kvcache *kv, const stru
 		const float *att = s->att;
 		int nr = n;
 
-		ops->rmsnorm(be, s->xn, x, lw->attn_norm, n, hp->n_embd, hp->rms_eps);
-		matmul_shared_x(m, (const struct exl_weight *[]){ &lw->wq, &lw->wk, &lw->wv }, 3, s->xn,
+		/* olmo2 normalizes only after: its projections read x itself */
+		const float *xin = x;
+
+		if (lw->attn_norm) {
+			ops->rmsnorm(be, s->xn, x, lw->attn_norm, n, hp->n_embd, hp->rms_eps);
+			xin = s->xn;
+		}
+		matmul_shared_x(m, (const struct exl_weight *[]){ &lw->wq, &lw->wk, &lw->wv }, 3, xin,
 				(float *[]){ s->q, s->k, s->v }, n);
-		exl_lora_batch_apply(m, il, s->xn, false, 3, lora_qkv,
+		exl_lora_batch_apply(m, il, xin, false, 3, lora_qkv,
 				     (float *[]){ s->q, s->k, s->v });
 		if (lw->bq)
 			ops->add_bias(be, s->q, lw->bq, n, (int)lw->wq.rows);
@@ -612,7 +624,12 @@ int exl_model_forward_io(struct exl_model *m, struct exl_kvcache *kv, const stru
 			ops->add_bias(be, s->k, lw->bk, n, (int)lw->wk.rows);
 		if (lw->bv)
 			ops->add_bias(be, s->v, lw->bv, n, (int)lw->wv.rows);
-		if (lw->q_norm) {
+		if (lw->q_norm && hp->qk_norm_full) {
+			/* olmo2: each token's q and k a row */
+			ops->rmsnorm(be, s->q, s->q, lw->q_norm, n, q_dim, hp->rms_eps);
+			ops->rmsnorm(be, s->k, s->k, lw->k_norm, n, hp->n_head_kv * hp->head_dim,
+				     hp->rms_eps);
+		} else if (lw->q_norm) {
 			/* every head a row of its own */
 			ops->rmsnorm(be, s->q, s->q, lw->q_norm, n * hp->n_head, hp->head_dim,
 				     hp->rms_eps);
@@ -647,12 +664,17 @@ int exl_model_forward_io(struct exl_model *m, struct exl_kvcache *kv, const stru
 			ops->scale(be, s->proj, hp->resid_mul, (size_t)nr * embd);
 		ops->add(be, x, s->proj, (size_t)nr * embd);
 
-		ops->rmsnorm(be, s->xn, x, lw->ffn_norm, nr, hp->n_embd, hp->rms_eps);
+		const float *fin = x;
+
+		if (lw->ffn_norm) {
+			ops->rmsnorm(be, s->xn, x, lw->ffn_norm, nr, hp->n_embd, hp->rms_eps);
+			fin = s->xn;
+		}
 		if (hp->n_expert) {
 			if (moe_ffn(m, lw, x, nr, err, errlen))
 				return -1;
 		} else {
-			dense_ffn(m, lw, il, nr, nr < n);
+			dense_ffn(m, lw, il, nr, nr < n, fin);
 			if (hp->resid_mul != 0.0f)
 				ops->scale(be, s->proj, hp->resid_mul, (size_t)nr * embd);
 			ops->add(be, x, s->proj, (size_t)nr * embd);

@@ -44,6 +44,7 @@ static const struct arch_desc archs[] = {
 	{ "granite", EXL_ARCH_GRANITE, false, false, false, 0, false },
 	{ "smollm3", EXL_ARCH_SMOLLM3, false, false, false, 0, false },
 	{ "glm4", EXL_ARCH_GLM4, false, false, false, 0, false },
+	{ "olmo2", EXL_ARCH_OLMO2, true, true, false, 0, false },
 	{ "qwen2vl", EXL_ARCH_QWEN2, true, false, false, 0, true },
 	{ "qwen3vl", EXL_ARCH_QWEN3, true, true, false, 0, true },
 	{ "qwen3vlmoe", EXL_ARCH_QWEN3MOE, true, true, false, 2, true },
@@ -248,6 +249,40 @@ static int read_glm4(const struct gguf_file *f, struct exl_hparams *hp, char *er
 	}
 	hp->post_norms = true;
 	return 0;
+}
+
+static int read_swa_pattern(const struct gguf_file *f, struct exl_hparams *hp, int def,
+			    char *err, size_t errlen);
+
+/* olmo2 (OLMo 2, OLMo 3): RMS norms after the attention and the FFN and
+ * none before, q and k each normed whole (over all heads); OLMo 3's
+ * sliding window on 3 layers in 4 (attention.sliding_window, the pattern
+ * as gemma's), whose rope is unscaled, without YaRN, as llama.cpp turns
+ * it. */
+static int read_olmo2(const struct gguf_file *f, struct exl_hparams *hp, char *err,
+		      size_t errlen)
+{
+	const char *a = hp->arch_name;
+
+	hp->post_norms = true;
+	hp->no_pre_norm = true;
+	hp->qk_norm_full = true;
+	if (get_int(f, a, "attention.sliding_window", false, 0, 0, INT32_MAX, &hp->n_swa, err,
+		    errlen))
+		return -1;
+	if (hp->n_swa == 0)
+		return 0;
+	hp->local_rope_plain = true;
+	hp->rope_freq_scale_swa = 1.0f;
+	if (get_float(f, a, "rope.freq_base_swa", false, hp->rope_freq_base,
+		      &hp->rope_freq_base_swa, err, errlen))
+		return -1;
+	if (hp->rope_freq_base_swa <= 1.0f) {
+		snprintf(err, errlen, "%s.rope.freq_base_swa %g is out of range", a,
+			 hp->rope_freq_base_swa);
+		return -1;
+	}
+	return read_swa_pattern(f, hp, 4, err, errlen);
 }
 
 /* granite (IBM Granite 3.x): llama's block with its config's multipliers,
@@ -522,6 +557,8 @@ int exl_hparams_read(const struct gguf_file *f, struct exl_hparams *hp, char *er
 	if (hp->arch == EXL_ARCH_SMOLLM3)
 		hp->no_rope_step = 4;
 	if (hp->arch == EXL_ARCH_GLM4 && read_glm4(f, hp, err, errlen))
+		return -1;
+	if (hp->arch == EXL_ARCH_OLMO2 && read_olmo2(f, hp, err, errlen))
 		return -1;
 	if (read_rope_scaling(f, hp, err, errlen) ||
 	    (hp->arch == EXL_ARCH_MISTRAL3 && read_mistral3(f, hp, err, errlen)) ||

@@ -336,16 +336,20 @@ static int bind_layer(struct binder *bd, int il, char *err, size_t errlen)
 	char name[96];
 
 #define NAME(suffix) (snprintf(name, sizeof(name), "blk.%d.%s", il, suffix), name)
-	if (bind_vec(bd, NAME("attn_norm.weight"), hp->n_embd, false, &lw->attn_norm, err, errlen) ||
+	/* olmo2 norms q and k whole: weights as long as they are */
+	int qn = hp->qk_norm_full ? q_dim : hp->head_dim;
+	int kn = hp->qk_norm_full ? hp->n_head_kv * hp->head_dim : hp->head_dim;
+
+	if (bind_vec(bd, NAME("attn_norm.weight"), hp->n_embd, hp->no_pre_norm, &lw->attn_norm, err,
+		     errlen) ||
 	    bind_qkv(bd, il, lw, err, errlen) ||
-	    bind_vec(bd, NAME("attn_q_norm.weight"), hp->head_dim, !hp->qk_norm, &lw->q_norm, err,
-		     errlen) ||
-	    bind_vec(bd, NAME("attn_k_norm.weight"), hp->head_dim, !hp->qk_norm, &lw->k_norm, err,
-		     errlen) ||
+	    bind_vec(bd, NAME("attn_q_norm.weight"), qn, !hp->qk_norm, &lw->q_norm, err, errlen) ||
+	    bind_vec(bd, NAME("attn_k_norm.weight"), kn, !hp->qk_norm, &lw->k_norm, err, errlen) ||
 	    bind_mat(bd, NAME("attn_output.weight"), hp->n_embd, q_dim, &lw->wo, err, errlen) ||
 	    bind_vec(bd, NAME("post_attention_norm.weight"), hp->n_embd, !hp->post_norms,
 		     &lw->attn_post_norm, err, errlen) ||
-	    bind_vec(bd, NAME("ffn_norm.weight"), hp->n_embd, false, &lw->ffn_norm, err, errlen) ||
+	    bind_vec(bd, NAME("ffn_norm.weight"), hp->n_embd, hp->no_pre_norm, &lw->ffn_norm, err,
+		     errlen) ||
 	    bind_ffn(bd, il, lw, err, errlen) ||
 	    bind_vec(bd, NAME("post_ffw_norm.weight"), hp->n_embd, !hp->post_norms,
 		     &lw->ffn_post_norm, err, errlen))
@@ -357,6 +361,8 @@ static int bind_layer(struct binder *bd, int il, char *err, size_t errlen)
 		lw->q_norm = lw->k_norm = NULL;
 	if (!hp->post_norms)
 		lw->attn_post_norm = lw->ffn_post_norm = NULL;
+	if (hp->no_pre_norm)
+		lw->attn_norm = lw->ffn_norm = NULL;
 	/* Biases of the attention output or of the FFN, which llama.cpp adds
 	 * where a llama or mistral3 conversion has them, are not applied
 	 * here: such a file is refused rather than run without them. */

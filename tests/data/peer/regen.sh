@@ -41,6 +41,9 @@ case_opts() {
 	glm4) echo "--arch glm4 --type f32" ;;
 	# gemma (Gemma 1, CodeGemma)
 	gemma) echo "--arch gemma --type f32" ;;
+	# olmo2 (OLMo 2), and OLMo 3's sliding window of 8 on 3 layers in 4
+	olmo2) echo "--arch olmo2 --type f32" ;;
+	olmo3) echo "--arch olmo2 --layers 4 --swa 8 --type f32" ;;
 	*) echo "--type $1" ;;
 	esac
 }
