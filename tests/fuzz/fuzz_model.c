@@ -2,8 +2,9 @@
  * parses (the reader's own fuzzing, fuzz_gguf) can still say anything in its
  * metadata and tensors.  Each input is an edit script applied to one of a
  * few small random-weight models that exld-mkmodel writes at start-up
- * (llama, qwen2, qwen3moe, gemma3, phi3, over weight types from Q8_0 to
- * Q4_K), or to a LoRA adapter for the first two: keys set to other types
+ * (llama, qwen2, qwen3moe, gemma3, phi3, mistral3 with YaRN and its
+ * temperature, olmo2 with windows, granite, glm4, over weight types from
+ * Q8_0 to Q4_K), or to a LoRA adapter for the first two: keys set to other types
  * and boundary values, arrays resized, keys and tensors dropped, tensors
  * reshaped, retyped or their bytes overwritten, vocabulary entries
  * replaced.  The result is written out and loaded on the CPU backend (an
@@ -56,6 +57,18 @@ static const char *const base_args[][24] = {
 	  NULL },
 	{ "--arch", "phi3", "--dim", "64", "--layers", "1", "--heads", "4", "--vocab", "300",
 	  "--ctx", "256", "--type", "q5_0", NULL },
+	/* YaRN with mistral3's betas, log multiplier and temperature */
+	{ "--arch", "mistral3", "--dim", "64", "--layers", "1", "--heads", "4", "--vocab", "300",
+	  "--ctx", "256", "--type", "q8_0", "--rope-scaling", "yarn", "--rope-scale", "4", "--kv",
+	  "mistral3.attention.temperature_scale=f32:0.1", NULL },
+	/* no pre-norms, whole q/k norms, OLMo 3's windows */
+	{ "--arch", "olmo2", "--dim", "64", "--layers", "2", "--heads", "4", "--kv-heads", "2",
+	  "--swa", "4", "--vocab", "300", "--ctx", "256", "--type", "q4_0", NULL },
+	/* granite's multipliers; glm4's fused gate/up and half rope */
+	{ "--arch", "granite", "--dim", "64", "--layers", "1", "--heads", "4", "--vocab", "300",
+	  "--ctx", "256", "--type", "iq4_nl", NULL },
+	{ "--arch", "glm4", "--dim", "64", "--layers", "1", "--heads", "4", "--vocab", "300",
+	  "--ctx", "256", "--type", "f16", NULL },
 };
 #define N_BASES (sizeof(base_args) / sizeof(base_args[0]))
 
@@ -181,7 +194,8 @@ static double float_value(uint8_t k)
 static const char *const strings[] = {
 	"", "none", "linear", "yarn", "longrope", "llama", "gpt2", "qwen2", "qwen3", "qwen3moe",
 	"phi3", "gemma2", "gemma3", "llama3", "default", "<s>", "\xe2\x96\x81", "\xff\xfe",
-	"a b", "{{ messages }}",
+	"a b", "{{ messages }}", "mistral3", "granite", "olmo2", "glm4", "smollm3", "qwen3vl",
+	"gemma",
 };
 #define N_STRINGS (sizeof(strings) / sizeof(strings[0]))
 
@@ -196,7 +210,12 @@ static const char *const extra_keys[] = {
 	"%A.rope.scaling.original_context_length", "%A.rope.scale_linear",
 	"%A.attention.sliding_window", "%A.attention.sliding_window_pattern",
 	"%A.final_logit_softcapping", "%A.attn_logit_softcapping", "%A.rope.freq_base_swa",
-	"%A.pooling_type", "general.architecture", "general.alignment", "tokenizer.ggml.model",
+	"%A.pooling_type", "%A.rope.scaling.yarn_beta_fast", "%A.rope.scaling.yarn_beta_slow",
+	"%A.rope.scaling.yarn_log_multiplier", "%A.attention.temperature_scale",
+	"%A.logit_scale", "%A.residual_scale", "%A.embedding_scale", "%A.attention.scale",
+	"%A.rope.dimension_sections", "%A.nextn_predict_layers", "%A.rope.scaling.finetuned",
+	"split.count", "split.no",
+	"general.architecture", "general.alignment", "tokenizer.ggml.model",
 	"tokenizer.ggml.pre", "tokenizer.ggml.tokens", "tokenizer.ggml.scores",
 	"tokenizer.ggml.token_type", "tokenizer.ggml.merges", "tokenizer.ggml.bos_token_id",
 	"tokenizer.ggml.eos_token_id", "tokenizer.ggml.unknown_token_id",
