@@ -61,6 +61,7 @@ mixtral --experts 4 --experts-used 2 --ff 256
 qwen3moe --arch qwen3moe --experts 8 --experts-used 2 --ff 512
 qwen3_yarn --arch qwen3 --rope-scaling yarn --rope-scale 4
 granite --arch granite
+granitemoe --arch granitemoe --experts 4 --experts-used 2 --ff 256
 smollm3 --arch smollm3 --layers 4
 qwen3vl --arch qwen3vl
 glm4 --arch glm4

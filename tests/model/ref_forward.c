@@ -174,7 +174,7 @@ static int read_hparams(const struct gguf_file *f, struct ref_hparams *hp, char 
 
 	static const char *const known[] = { "llama", "qwen2", "qwen3", "qwen3moe", "phi3",
 					     "gemma2", "gemma3", "mistral3", "granite", "smollm3",
-					     "glm4", "gemma", "olmo2" };
+					     "glm4", "gemma", "olmo2", "granitemoe" };
 	bool ok = false;
 
 	if (exl_gguf_get_str(f, "general.architecture", arch, sizeof(arch)))
@@ -182,12 +182,13 @@ static int read_hparams(const struct gguf_file *f, struct ref_hparams *hp, char 
 			ok = ok || !strcmp(arch, known[i]);
 	if (!ok) {
 		snprintf(err, errlen, "reference: architecture is none of llama qwen2 qwen3 "
-			 "qwen3moe phi3 gemma2 gemma3 mistral3 granite smollm3 glm4 gemma olmo2");
+			 "qwen3moe phi3 gemma2 gemma3 mistral3 granite smollm3 glm4 gemma olmo2 "
+			 "granitemoe");
 		return -1;
 	}
 	snprintf(hp->arch, sizeof(hp->arch), "%s", arch);
 	bool llama = !strcmp(arch, "llama") || !strcmp(arch, "mistral3") ||
-		     !strcmp(arch, "granite") || !strcmp(arch, "smollm3");
+		     !strncmp(arch, "granite", 7) || !strcmp(arch, "smollm3");
 
 	hp->nope = !strcmp(arch, "smollm3");
 
@@ -302,7 +303,7 @@ static int read_hparams(const struct gguf_file *f, struct ref_hparams *hp, char 
 
 	hp->attn_scale = 1.0 / sqrt((double)hp->head_dim);
 	/* granite's multipliers (0: none) */
-	if (!strcmp(arch, "granite")) {
+	if (!strncmp(arch, "granite", 7)) {
 		double as;
 
 		if (meta_float(f, arch, "logit_scale", 0.0, &hp->logit_scale, err, errlen) ||

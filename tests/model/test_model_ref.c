@@ -408,6 +408,11 @@ static const struct synth_case cases[] = {
 		     "--kv-heads", "2", "--ff", "256", NULL } },
 	{ "olmo3", { "--arch", "olmo2", "--dim", "128", "--layers", "4", "--heads", "4",
 		     "--kv-heads", "2", "--ff", "256", "--swa", "8", NULL } },
+	/* granitemoe: granite's multipliers on Mixtral's experts (the
+	 * residual scale on their weighted sum) */
+	{ "granitemoe", { "--arch", "granitemoe", "--dim", "128", "--layers", "2", "--heads", "4",
+			  "--kv-heads", "2", "--ff", "128", "--experts", "4", "--experts-used", "2",
+			  NULL } },
 	/* Mixtral: llama with 4 experts, 2 per token */
 	{ "mixtral", { "--dim", "128", "--layers", "2", "--heads", "4", "--kv-heads", "2",
 		       "--ff", "128", "--experts", "4", "--experts-used", "2", NULL } },

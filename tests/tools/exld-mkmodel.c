@@ -477,7 +477,8 @@ static void usage(FILE *out)
 		"                   soft-capping, 5 local layers in 6), mistral3 (llama's\n"
 		"                   tensors; its YaRN and temperature keys through --kv),\n"
 		"                   granite (llama's tensors; Granite 3.3 2B's logit,\n"
-		"                   residual, embedding and attention scales), smollm3\n"
+		"                   residual, embedding and attention scales; granitemoe:\n"
+		"                   with --experts), smollm3\n"
 		"                   (llama's tensors; every 4th layer without rope)\n"
 		"                   qwen2vl, qwen3vl, qwen3vlmoe (the language models of\n"
 		"                   Qwen2-VL / Qwen3-VL: qwen2's, qwen3's, qwen3moe's\n"
@@ -735,7 +736,8 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			static const char *const archs[] = { "llama", "qwen2", "qwen3", "qwen3moe",
 							     "phi3", "gemma2", "gemma3", "mistral3",
 							     "granite", "smollm3", "qwen2vl", "qwen3vl",
-							     "qwen3vlmoe", "glm4", "gemma", "olmo2" };
+							     "qwen3vlmoe", "glm4", "gemma", "olmo2",
+							     "granitemoe" };
 			size_t k, n = sizeof(archs) / sizeof(archs[0]);
 
 			for (k = 0; k < n && strcmp(val, archs[k]); k++)
@@ -743,7 +745,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			if (k == n) {
 				fprintf(stderr, "exld-mkmodel: unknown --arch '%s' (llama qwen2 qwen3 "
 					"qwen3moe phi3 gemma2 gemma3 mistral3 granite smollm3 "
-					"qwen2vl qwen3vl qwen3vlmoe glm4 gemma olmo2)\n",
+					"qwen2vl qwen3vl qwen3vlmoe glm4 gemma olmo2 granitemoe)\n",
 					val);
 				return -1;
 			}
@@ -764,7 +766,8 @@ static int parse_args(int argc, char **argv, struct opts *o)
 	}
 	/* the VL models' language halves are their text architectures' */
 	o->family = !strcmp(o->arch, "qwen2vl") ? "qwen2" : !strcmp(o->arch, "qwen3vl") ? "qwen3" :
-		    !strcmp(o->arch, "qwen3vlmoe") ? "qwen3moe" : o->arch;
+		    !strcmp(o->arch, "qwen3vlmoe") ? "qwen3moe" :
+		    !strcmp(o->arch, "granitemoe") ? "granite" : o->arch;
 	o->glm4 = !strcmp(o->family, "glm4");
 	o->olmo2 = !strcmp(o->family, "olmo2");
 	o->qkv_bias = !strcmp(o->family, "qwen2") || o->glm4;
@@ -791,12 +794,12 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		return -1;
 	}
 	if (o->experts && strcmp(o->family, "llama") && strcmp(o->family, "mistral3") &&
-	    strcmp(o->family, "qwen3moe")) {
+	    strcmp(o->family, "qwen3moe") && strcmp(o->family, "granite")) {
 		fprintf(stderr, "exld-mkmodel: --experts is for --arch llama or qwen3moe\n");
 		return -1;
 	}
-	if (!strcmp(o->family, "qwen3moe") && !o->experts) {
-		fprintf(stderr, "exld-mkmodel: --arch qwen3moe needs --experts\n");
+	if ((!strcmp(o->family, "qwen3moe") || !strcmp(o->arch, "granitemoe")) && !o->experts) {
+		fprintf(stderr, "exld-mkmodel: --arch %s needs --experts\n", o->arch);
 		return -1;
 	}
 	if (o->experts) {
@@ -1231,7 +1234,8 @@ static void set_metadata(struct gguf_writer *w, struct opts *o)
 		if (o->expert_ff)
 			meta_u32(w, o, KEY("expert_feed_forward_length"), (uint32_t)o->expert_ff);
 	}
-	if (strcmp(o->family, o->arch)) {
+	if (!strcmp(o->arch, "qwen2vl") || !strcmp(o->arch, "qwen3vl") ||
+	    !strcmp(o->arch, "qwen3vlmoe")) {
 		/* M-RoPE's sections, pairs of the head in Qwen3-VL's proportions
 		 * (24, 20, 20 of 64) */
 		int64_t pairs = (o->rope_dim ? o->rope_dim : head_dim) / 2;
@@ -1241,7 +1245,7 @@ static void set_metadata(struct gguf_writer *w, struct opts *o)
 		if (!put_override(w, o, KEY("rope.dimension_sections")))
 			exl_gguf_writer_set_arr(w, key, GGUF_VT_INT32, sec, 4);
 	}
-	if (!strcmp(o->arch, "granite")) {
+	if (!strcmp(o->family, "granite")) {
 		/* Granite 3.3 2B's multipliers (--kv replaces them) */
 		meta_f32(w, o, KEY("logit_scale"), 8.0f);
 		meta_f32(w, o, KEY("residual_scale"), 0.22f);

@@ -276,6 +276,8 @@ static void test_archs(void **state)
 				  NULL }, EXL_ARCH_GEMMA },
 		{ "olmo3.gguf", { "--arch", "olmo2", "--dim", "128", "--layers", "4", "--heads", "4",
 				  "--ff", "256", "--swa", "8", NULL }, EXL_ARCH_OLMO2 },
+		{ "granitemoe.gguf", { "--arch", "granitemoe", "--dim", "128", "--heads", "4",
+				       "--ff", "128", "--experts", "4", NULL }, EXL_ARCH_GRANITE },
 		/* the VL models' language halves run as their text architectures */
 		{ "qwen3vl.gguf", { "--arch", "qwen3vl", "--dim", "128", "--heads", "4", "--ff", "256",
 				    NULL }, EXL_ARCH_QWEN3 },
@@ -338,6 +340,8 @@ static void test_archs(void **state)
 			/* Granite 3.3 2B's, as exld-mkmodel writes them */
 			assert_true(hp->logit_scale == 8.0f && hp->resid_mul == 0.22f &&
 				    hp->embd_mul == 12.0f && hp->attn_scale == 0.015625f);
+			assert_true(strcmp(hp->arch_name, "granitemoe") ||
+				    (hp->n_expert == 4 && hp->n_expert_used == 2));
 			break;
 		case EXL_ARCH_MISTRAL3:
 			assert_true(hp->rope_yarn && hp->rope_freq_scale == 1.0f / 16.0f);
@@ -418,6 +422,10 @@ static void test_rope_scaling(void **state)
 		{ "m3-temp.gguf", { "--arch", "mistral3", "--kv",
 				    "mistral3.attention.temperature_scale=f32:5000" }, 0,
 		  "temperature scale 5000 out of range" },
+		{ "granitemoe-shared.gguf", { "--arch", "granitemoe", "--experts", "4", "--kv",
+					      "granitemoe.expert_shared_feed_forward_length=u32:64" },
+		  0, "shared experts (granitemoe.expert_shared_feed_forward_length) are not "
+		     "supported" },
 		{ "granite-norope.gguf", { "--arch", "granite", "--kv",
 					   "granite.rope.scaling.finetuned=bool:false" }, 0,
 		  "granite without rope (granite.rope.scaling.finetuned false) is not supported" },

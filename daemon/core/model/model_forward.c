@@ -341,7 +341,10 @@ static void route_token(struct exl_model *m, const float *l, int t, int nr)
 		size_t at = (size_t)e * (size_t)nr + (size_t)s->exp_count[e]++;
 
 		s->exp_rows[at] = t;
-		s->exp_w[at] = p[e] / picked * hp->expert_weights_scale;
+		/* granite's residual scale, on a sum of weighted experts, is
+		 * on their weights */
+		s->exp_w[at] = p[e] / picked * hp->expert_weights_scale *
+			       (hp->resid_mul != 0.0f ? hp->resid_mul : 1.0f);
 	}
 }
 

@@ -42,6 +42,7 @@ static const struct arch_desc archs[] = {
 	{ "gemma3", EXL_ARCH_GEMMA3, true, true, true, 0, false },
 	{ "mistral3", EXL_ARCH_MISTRAL3, false, false, false, 1, false },
 	{ "granite", EXL_ARCH_GRANITE, false, false, false, 0, false },
+	{ "granitemoe", EXL_ARCH_GRANITE, false, false, false, 2, false },
 	{ "smollm3", EXL_ARCH_SMOLLM3, false, false, false, 0, false },
 	{ "glm4", EXL_ARCH_GLM4, false, false, false, 0, false },
 	{ "olmo2", EXL_ARCH_OLMO2, true, true, false, 0, false },
@@ -364,6 +365,8 @@ static int read_experts(const struct gguf_file *f, struct exl_hparams *hp, int e
 	if (hp->expert_weights_scale == 0.0f)
 		hp->expert_weights_scale = 1.0f;
 	snprintf(key, sizeof(key), "%s.expert_shared_count", a);
+	if (!exl_gguf_find_kv(f, key))
+		snprintf(key, sizeof(key), "%s.expert_shared_feed_forward_length", a);
 	if (exl_gguf_find_kv(f, key)) {
 		snprintf(err, errlen, "shared experts (%s) are not supported", key);
 		return -1;

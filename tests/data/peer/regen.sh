@@ -44,6 +44,8 @@ case_opts() {
 	# olmo2 (OLMo 2), and OLMo 3's sliding window of 8 on 3 layers in 4
 	olmo2) echo "--arch olmo2 --type f32" ;;
 	olmo3) echo "--arch olmo2 --layers 4 --swa 8 --type f32" ;;
+	# granitemoe (Granite 3.x MoE): granite's multipliers on 4 experts, 2 a token
+	granitemoe) echo "--arch granitemoe --experts 4 --experts-used 2 --type f32" ;;
 	*) echo "--type $1" ;;
 	esac
 }
