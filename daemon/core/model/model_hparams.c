@@ -255,6 +255,23 @@ static int read_glm4(const struct gguf_file *f, struct exl_hparams *hp, char *er
 static int read_swa_pattern(const struct gguf_file *f, struct exl_hparams *hp, int def,
 			    char *err, size_t errlen);
 
+/* The local layers' rope base: rope.freq_base_swa, def when absent. */
+static int read_base_swa(const struct gguf_file *f, struct exl_hparams *hp, float def,
+			 char *err, size_t errlen)
+{
+	const char *a = hp->arch_name;
+
+	if (get_float(f, a, "rope.freq_base_swa", false, def, &hp->rope_freq_base_swa, err,
+		      errlen))
+		return -1;
+	if (hp->rope_freq_base_swa <= 1.0f) {
+		snprintf(err, errlen, "%s.rope.freq_base_swa %g is out of range", a,
+			 hp->rope_freq_base_swa);
+		return -1;
+	}
+	return 0;
+}
+
 /* olmo2 (OLMo 2, OLMo 3): RMS norms after the attention and the FFN and
  * none before, q and k each normed whole (over all heads); OLMo 3's
  * sliding window on 3 layers in 4 (attention.sliding_window, the pattern
@@ -275,14 +292,8 @@ static int read_olmo2(const struct gguf_file *f, struct exl_hparams *hp, char *e
 		return 0;
 	hp->local_rope_plain = true;
 	hp->rope_freq_scale_swa = 1.0f;
-	if (get_float(f, a, "rope.freq_base_swa", false, hp->rope_freq_base,
-		      &hp->rope_freq_base_swa, err, errlen))
+	if (read_base_swa(f, hp, hp->rope_freq_base, err, errlen))
 		return -1;
-	if (hp->rope_freq_base_swa <= 1.0f) {
-		snprintf(err, errlen, "%s.rope.freq_base_swa %g is out of range", a,
-			 hp->rope_freq_base_swa);
-		return -1;
-	}
 	return read_swa_pattern(f, hp, 4, err, errlen);
 }
 
@@ -450,14 +461,8 @@ static int read_gemma(const struct gguf_file *f, struct exl_hparams *hp, char *e
 	/* gemma2's local layers rotate as the global ones unless the file
 	 * says; gemma3's at base 10000, unscaled */
 	hp->rope_freq_scale_swa = g2 ? hp->rope_freq_scale : 1.0f;
-	if (get_float(f, a, "rope.freq_base_swa", false, g2 ? hp->rope_freq_base : 10000.0f,
-		      &hp->rope_freq_base_swa, err, errlen))
+	if (read_base_swa(f, hp, g2 ? hp->rope_freq_base : 10000.0f, err, errlen))
 		return -1;
-	if (hp->rope_freq_base_swa <= 1.0f) {
-		snprintf(err, errlen, "%s.rope.freq_base_swa %g is out of range", a,
-			 hp->rope_freq_base_swa);
-		return -1;
-	}
 	if (hp->n_swa > 0 && read_swa_pattern(f, hp, g2 ? 2 : 6, err, errlen))
 		return -1;
 	/* Gemma's 27B models scale queries by 1/sqrt(n_embd / n_head), which
