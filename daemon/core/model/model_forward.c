@@ -411,8 +411,8 @@ static void matmul_shared_x(struct exl_model *m, const struct exl_weight *const 
 		ops->matmul(m->be, w[i], x, y[i], n);
 }
 
-/* The dense FFN of the nr rows of s->xn into s->proj (gathered: the rows
- * the last layer keeps, for the adapters). */
+/* The dense FFN of the nr rows of xin (s->xn, or olmo2's x) into s->proj
+ * (gathered: the rows the last layer keeps, for the adapters). */
 static void dense_ffn(struct exl_model *m, const struct exl_layer_weights *lw, int il, int nr,
 		      bool gathered, const float *xin)
 {
@@ -588,11 +588,14 @@ int exl_model_forward_io(struct exl_model *m, struct exl_kvcache *kv, const stru
 		rp_local.ramp_lo = rp_local.ramp_hi = 0.0f;
 		rp_local.attn_factor = 1.0f;
 	}
-	/* mistral3's attention temperature: on the queries' rotation alone */
+	/* mistral3's attention temperature: on the queries' rotation alone.
+	 * Without one q and k share their tables (the backends keep two). */
 	struct exl_rope_params rq_global = rp_global, rq_local = rp_local;
 
-	rq_global.temp_scale = rq_local.temp_scale = hp->attn_temp_scale;
-	rq_global.temp_floor = rq_local.temp_floor = hp->n_ctx_orig;
+	if (hp->attn_temp_scale != 0.0f) {
+		rq_global.temp_scale = rq_local.temp_scale = hp->attn_temp_scale;
+		rq_global.temp_floor = rq_local.temp_floor = hp->n_ctx_orig;
+	}
 
 	float *x = s->x;
 	ops->embed(be, &m->tok_embd, bio->embd_rows ? s->tok_in : b->tokens, x, n);
