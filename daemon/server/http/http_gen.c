@@ -966,6 +966,16 @@ static void openai_head(struct exl_http_req *r, struct exl_jw *w, bool chunk)
 	exl_jw_cstr(w, "exld");
 }
 
+/* An OpenAI stream chunk's head and its one choice, k, opened. */
+static void chunk_choice_open(struct exl_http_req *r, struct exl_jw *w, int k)
+{
+	openai_head(r, w, true);
+	exl_jw_key(w, "choices");
+	exl_jw_arr(w);
+	exl_jw_obj(w);
+	exl_jw_kint(w, "index", k);
+}
+
 static void ollama_head(struct exl_http_req *r, struct exl_jw *w)
 {
 	char t[64];
@@ -1084,11 +1094,7 @@ static void stream_event(struct exl_http_req *r, int k, const char *text, size_t
 		event_end(r);
 		return;
 	}
-	openai_head(r, w, true);
-	exl_jw_key(w, "choices");
-	exl_jw_arr(w);
-	exl_jw_obj(w);
-	exl_jw_kint(w, "index", k);
+	chunk_choice_open(r, w, k);
 	if (is_chat(r)) {
 		exl_jw_key(w, "delta");
 		exl_jw_obj(w);
@@ -1212,11 +1218,7 @@ static void side_event_open(struct exl_http_req *r, int k)
 		exl_jw_kstr(w, "content", "");
 		return;
 	}
-	openai_head(r, w, true);
-	exl_jw_key(w, "choices");
-	exl_jw_arr(w);
-	exl_jw_obj(w);
-	exl_jw_kint(w, "index", k);
+	chunk_choice_open(r, w, k);
 	exl_jw_key(w, "delta");
 	exl_jw_obj(w);
 	if (!c->role_sent) {
