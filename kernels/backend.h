@@ -125,6 +125,10 @@ struct exl_attn_params {
 	float softcap;      /* > 0: score = softcap * tanh(score / softcap) (gemma2) */
 	int window;         /* > 0: a token at position p sees only positions
 			     * p - window + 1 .. p (sliding window); 0: all of 0..p */
+	/* gpt-oss's attention sinks: per query head a logit that joins the
+	 * softmax's denominator (no value: it takes weight from the keys);
+	 * [n_heads] floats of backend memory, or NULL for none */
+	const float *sinks;
 };
 
 /* What a backend holds, for status reports and for sizing the KV pool.
@@ -240,6 +244,10 @@ struct exl_backend_ops {
 	 * expert's outputs back to the tokens that chose it). */
 	void (*add_rows_scaled)(struct exl_backend *be, float *y, const float *x,
 				const int32_t *rows, const float *w, int n, int dim);
+	/* g[k] = exl_swiglu_oai(g[k], u[k], alpha, limit), k < count (gpt-oss's
+	 * experts: the gate clamped above, up both ways, elem_math.h) */
+	void (*swiglu_oai)(struct exl_backend *be, float *g, const float *u, size_t count,
+			   float alpha, float limit);
 };
 
 struct exl_backend {

@@ -583,6 +583,21 @@ static void op_geglu(struct exl_backend *be, float *g, const float *u, size_t co
 	exl_cpu_geglu(cb->pool, g, u, count);
 }
 
+static void op_swiglu_oai(struct exl_backend *be, float *g, const float *u, size_t count,
+			  float alpha, float limit)
+{
+	struct cpu_backend *cb = cpu_of(be);
+
+	if (cb->failed || !count)
+		return;
+	if (!g || !u || !isfinite(alpha) || !isfinite(limit)) {
+		fail(cb, "swiglu_oai: missing buffer, alpha %g or limit %g", (double)alpha,
+		     (double)limit);
+		return;
+	}
+	exl_cpu_swiglu_oai(cb->pool, g, u, count, alpha, limit);
+}
+
 static void op_add_rows_scaled(struct exl_backend *be, float *y, const float *x,
 			       const int32_t *rows, const float *w, int n, int dim)
 {
@@ -665,6 +680,7 @@ static const struct exl_backend_ops cpu_ops = {
 	.scale = op_scale,
 	.softcap = op_softcap,
 	.geglu = op_geglu,
+	.swiglu_oai = op_swiglu_oai,
 	.add_rows_scaled = op_add_rows_scaled,
 };
 

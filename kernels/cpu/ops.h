@@ -125,6 +125,8 @@ void exl_cpu_gather_rows(struct exl_pool *pool, float *dst, const float *src,
 void exl_cpu_scale(struct exl_pool *pool, float *x, float s, size_t count);
 void exl_cpu_softcap(struct exl_pool *pool, float *x, float cap, size_t count);
 void exl_cpu_geglu(struct exl_pool *pool, float *g, const float *u, size_t count);
+void exl_cpu_swiglu_oai(struct exl_pool *pool, float *g, const float *u, size_t count,
+			float alpha, float limit);
 void exl_cpu_add_rows_scaled(struct exl_pool *pool, float *y, const float *x,
 			     const int32_t *rows, const float *w, int n, int dim);
 

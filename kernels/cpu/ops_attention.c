@@ -309,6 +309,7 @@ struct attention_job {
 	float scale;
 	float softcap;
 	int window;
+	const float *sinks;   /* [n_heads] or NULL (exl_attn_params) */
 	unsigned char *scratch; /* per thread: thread_bytes */
 	size_t thread_bytes;
 	size_t local_off;     /* !split: offset in a thread's scratch of its PART_MAX
@@ -498,6 +499,21 @@ static void part_span(int start, int end, int n_part, int part, int *p0, int *p1
 	*p1 = start + (part + 1) * per < end ? start + (part + 1) * per : end;
 }
 
+/* Head h's sink joins a finished state (m, l): the factor acc and l take
+ * and the new l, as ggml's softmax with sinks (the maximum over the
+ * scores and the sink). */
+static float add_sink(const struct attention_job *j, int h, float m, float *l)
+{
+	if (!j->sinks)
+		return 1.0f;
+	const float sink = j->sinks[h];
+	const float mx = sink > m ? sink : m;
+	const float f = exl_softmax_rescale(m, mx);
+
+	*l = *l * f + exl_softmax_weight(sink, mx);
+	return f;
+}
+
 /* A window in one partition: the output straight from its state. */
 static void write_out(const struct attention_job *j, size_t u, const struct exl_attn_state *st)
 {
@@ -508,8 +524,10 @@ static void write_out(const struct attention_job *j, size_t u, const struct exl_
 	unit_of(j, u, &t, &kvh, &h0, &g);
 	for (int i = 0; i < g; i++) {
 		float *o = j->out + (t * (size_t)j->n_heads + (size_t)(h0 + i)) * hd;
+		float l = st->l[i];
+		const float f = add_sink(j, h0 + i, st->m[i], &l);
 		/* l >= 1 (the maximum weighs 1) unless every score was -inf or NaN */
-		const float inv = st->l[i] > 0.0f ? 1.0f / st->l[i] : 0.0f;
+		const float inv = l > 0.0f ? f / l : 0.0f;
 
 		for (size_t d = 0; d < hd; d++)
 			o[d] = st->acc[(size_t)i * hd + d] * inv;
@@ -557,7 +575,8 @@ static void merge_unit(const struct attention_job *j, size_t u, const float *par
 			for (size_t d = 0; d < hd; d++)
 				o[d] += acc[d] * f;
 		}
-		const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+		const float f = add_sink(j, h0 + i, m, &l);
+		const float inv = l > 0.0f ? f / l : 0.0f;
 		for (size_t d = 0; d < hd; d++)
 			o[d] *= inv;
 	}
@@ -691,6 +710,7 @@ int exl_cpu_attention(struct exl_pool *pool, const struct exl_cpu_ops *k,
 	j.scale = ap->scale;
 	j.softcap = ap->softcap;
 	j.window = ap->window;
+	j.sinks = ap->sinks;
 	j.n_units = (size_t)b->n_tokens * (size_t)kv->n_kv_heads * (size_t)j.n_pieces;
 	for (int t = 0; t < b->n_tokens; t++) {
 		const int len = b->pos[t] + 1 - window_start(b->pos[t], ap->window);

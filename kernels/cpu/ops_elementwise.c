@@ -246,6 +246,31 @@ void exl_cpu_geglu(struct exl_pool *pool, float *g, const float *u, size_t count
 	run(pool, geglu_fn, &j, count * 4);
 }
 
+struct oai_job {
+	float *g;
+	const float *u;
+	size_t count;
+	float alpha, limit;
+};
+
+static void swiglu_oai_fn(void *ctx, int ith, int nth)
+{
+	const struct oai_job *j = ctx;
+	size_t b, e;
+
+	split_floats(j->count, ith, nth, &b, &e);
+	for (size_t i = b; i < e; i++)
+		j->g[i] = exl_swiglu_oai(j->g[i], j->u[i], j->alpha, j->limit);
+}
+
+void exl_cpu_swiglu_oai(struct exl_pool *pool, float *g, const float *u, size_t count,
+			float alpha, float limit)
+{
+	struct oai_job j = { g, u, count, alpha, limit };
+
+	run(pool, swiglu_oai_fn, &j, count * 4);
+}
+
 /* ---- add_rows_scaled -------------------------------------------------- */
 
 struct add_rows_job {

@@ -899,6 +899,7 @@ static const struct exl_backend_ops cuda_ops = {
 	.softcap = cu_op_softcap,
 	.geglu = cu_op_geglu,
 	.add_rows_scaled = cu_op_add_rows_scaled,
+	.swiglu_oai = cu_op_swiglu_oai,
 };
 
 extern "C" struct exl_backend *cudamod_backend_create(int device, char *err, size_t errlen)

@@ -308,6 +308,8 @@ void cu_op_softmax(struct exl_backend *be, float *x, int n, int dim);
 void cu_op_scale(struct exl_backend *be, float *x, float s, size_t count);
 void cu_op_softcap(struct exl_backend *be, float *x, float cap, size_t count);
 void cu_op_geglu(struct exl_backend *be, float *g, const float *u, size_t count);
+void cu_op_swiglu_oai(struct exl_backend *be, float *g, const float *u, size_t count, float alpha,
+		      float limit);
 void cu_op_add_rows_scaled(struct exl_backend *be, float *y, const float *x,
 			   const int32_t *rows, const float *w, int n, int dim);
 

@@ -116,12 +116,26 @@ static __device__ __forceinline__ float warp_sum_transposed(float (&v)[GB], int 
 	return s;
 }
 
+/* Head h's sink (gpt-oss) joins a finished (m, l): returns the factor the
+ * sum takes and updates l, as ggml's softmax with sinks; 1 without. */
+static __device__ __forceinline__ float add_sink(const float *sinks, int h, float m, float *l)
+{
+	if (!sinks)
+		return 1.0f;
+	const float sink = sinks[h];
+	const float mx = fmaxf(sink, m);
+	const float f = exl_softmax_rescale(m, mx);
+
+	*l = *l * f + exl_softmax_weight(sink, mx);
+	return f;
+}
+
 template <int DPL, int GB>
 static __global__ void __launch_bounds__(ATT_THREADS)
 attention_kernel(const float *q, float *out, float *part, float2 *part_ml, const __half *K,
 		 const __half *V, const int32_t *pos, const int32_t *seq, const int32_t *pt,
 		 int max_pages, int n_heads, int n_kv_heads, int head_dim, int page_size,
-		 float scale, float softcap, int window, int split_len)
+		 float scale, float softcap, const float *sinks, int window, int split_len)
 {
 	__shared__ float wacc[ATT_WARPS][GB][32 * DPL];
 	__shared__ float wm[ATT_WARPS][GB], wl[ATT_WARPS][GB];
@@ -228,7 +242,9 @@ attention_kernel(const float *q, float *out, float *part, float2 *part_ml, const
 			o += wacc[w][g][d] * c;
 		}
 		if (n_splits == 1) {
-			out[th * (size_t)head_dim + (size_t)d] = o / lx;
+			const float f = add_sink(sinks, h0 + g, mx, &lx);
+
+			out[th * (size_t)head_dim + (size_t)d] = o * f / lx;
 		} else {
 			part[(th * (size_t)n_splits + (size_t)split) * (size_t)head_dim + (size_t)d] = o;
 			if (d == 0)
@@ -241,7 +257,7 @@ attention_kernel(const float *q, float *out, float *part, float2 *part_ml, const
  * the largest maximum; a split that held no position (m = -inf) weighs 0. */
 static __global__ void __launch_bounds__(ATT_THREADS)
 attention_merge_kernel(float *out, const float *part, const float2 *part_ml, int n_splits,
-		       int head_dim)
+		       int head_dim, int n_heads, const float *sinks)
 {
 	const size_t th = blockIdx.x;
 	const float2 *ml = part_ml + th * (size_t)n_splits;
@@ -251,13 +267,15 @@ attention_merge_kernel(float *out, const float *part, const float2 *part_ml, int
 		m = fmaxf(m, ml[s].x);
 	for (int s = 0; s < n_splits; s++)
 		l += ml[s].y * exl_softmax_rescale(ml[s].x, m);
+	const float f = add_sink(sinks, (int)(th % (size_t)n_heads), m, &l);
+
 	for (int d = threadIdx.x; d < head_dim; d += ATT_THREADS) {
 		float o = 0.0f;
 
 		for (int s = 0; s < n_splits; s++)
 			o += part[(th * (size_t)n_splits + (size_t)s) * (size_t)head_dim + (size_t)d] *
 			     exl_softmax_rescale(ml[s].x, m);
-		out[th * (size_t)head_dim + (size_t)d] = o / l;
+		out[th * (size_t)head_dim + (size_t)d] = o * f / l;
 	}
 }
 
@@ -335,7 +353,7 @@ void cu_op_attention(struct exl_backend *be, const struct exl_kv_layer *kv, cons
 			     part, part_ml, (const __half *)kv->k, (const __half *)kv->v,       \
 			     bt->d_pos, bt->d_seq, pt->dev, pt->max_pages, n_heads,              \
 			     kv->n_kv_heads, kv->head_dim, kv->page_size, p->scale, p->softcap,  \
-			     p->window, split_len)
+			     p->sinks, p->window, split_len)
 	switch (dpl * 100 + gbs) {
 	case 201: ATT_LAUNCH(2, 1); break;
 	case 202: ATT_LAUNCH(2, 2); break;
@@ -356,5 +374,5 @@ void cu_op_attention(struct exl_backend *be, const struct exl_kv_layer *kv, cons
 		return;
 	cu_launch(cb, "attention: merge", attention_merge_kernel,
 			(unsigned)((size_t)bt->n_tokens * (size_t)n_heads), ATT_THREADS, out, part,
-			part_ml, n_splits, kv->head_dim);
+			part_ml, n_splits, kv->head_dim, n_heads, p->sinks);
 }

@@ -430,6 +430,29 @@ void cu_op_geglu(struct exl_backend *be, float *g, const float *u, size_t count)
 	cu_launch(cb, "geglu", geglu_kernel, cu_grid(count, EW_THREADS), EW_THREADS, g, u, count);
 }
 
+static __global__ void swiglu_oai_kernel(float *g, const float *u, size_t count, float alpha,
+					  float limit)
+{
+	for (size_t k = (size_t)blockIdx.x * blockDim.x + threadIdx.x; k < count;
+	     k += (size_t)gridDim.x * blockDim.x)
+		g[k] = exl_swiglu_oai(g[k], u[k], alpha, limit);
+}
+
+void cu_op_swiglu_oai(struct exl_backend *be, float *g, const float *u, size_t count, float alpha,
+		      float limit)
+{
+	struct cuda_backend *cb = cuda_of(be);
+
+	if (!cu_enter(cb) || !count)
+		return;
+	if (!isfinite(alpha) || !isfinite(limit)) {
+		cu_fail(cb, "swiglu_oai: alpha %g, limit %g", (double)alpha, (double)limit);
+		return;
+	}
+	cu_launch(cb, "swiglu_oai", swiglu_oai_kernel, cu_grid(count, EW_THREADS), EW_THREADS, g,
+		  u, count, alpha, limit);
+}
+
 /* ---- add_rows_scaled -------------------------------------------------- */
 
 /* No row of y is named twice in one call, so no two threads add into the

@@ -162,6 +162,17 @@ EXL_HD float exl_gelu_tanh(float x)
 	return x / (1.0f + expf(-k2 * x * (1.0f + 0.044715f * x * x)));
 }
 
+/* gpt-oss's gated activation: the gate capped at limit from above, up
+ * clamped to [-limit, limit], then g * sigmoid(alpha g) * (u + 1), as
+ * ggml's swiglu_oai. */
+EXL_HD float exl_swiglu_oai(float g, float u, float alpha, float limit)
+{
+	const float x = limit < g ? limit : g;
+	const float y = u < -limit ? -limit : u > limit ? limit : u;
+
+	return x / (1.0f + expf(alpha * -x)) * (y + 1.0f);
+}
+
 /* Soft capping (gemma2's attention scores and final logits): cap * tanh(x /
  * cap), which keeps |x| below cap and is nearly x when |x| << cap. */
 EXL_HD float exl_softcap(float x, float cap)

@@ -21,6 +21,11 @@
 #define MAX_PROMPT 64
 #define MAX_IDS 128
 #define TOL 3e-2
+/* F32 weights leave only the order of float sums between exld and
+ * llama.cpp (the architecture cases: 4e-4 at most), so a wrong detail of
+ * an architecture (a window on the wrong layers moved gpt-oss's by 0.011)
+ * must show far below TOL */
+#define TOL_F32 3e-3
 
 struct peer_pos {
 	double lo, hi;
@@ -189,9 +194,11 @@ static void test_type(void **state)
 			}
 		}
 	}
+	const double tol = strstr(c->opts, "--type f32") ? TOL_F32 : TOL;
+
 	printf("%s (%s): max |exld - llama.cpp| / range %.4f (position %d, id %d), bound %g\n",
-	       type, exl_cpu_kernels_name(), worst, worst_pos, worst_id, TOL);
-	if (worst > TOL)
+	       type, exl_cpu_kernels_name(), worst, worst_pos, worst_id, tol);
+	if (worst > tol)
 		fail_msg("%s: logits %.4f of the range from llama.cpp's (position %d, id %d)", type,
 			 worst, worst_pos, worst_id);
 	free(logits);

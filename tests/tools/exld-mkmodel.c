@@ -58,6 +58,7 @@ struct opts {
 	bool phi3;         /* fused attn_qkv and gate/up */
 	bool glm4;         /* post norms, fused gate/up, q/k/v biases, half rope */
 	bool olmo2;        /* post norms only, q/k norms over all heads */
+	bool oss;          /* gpt-oss: sinks, biases everywhere, experts only */
 	bool rope_freqs;   /* llama: rope_freqs.weight */
 	int64_t longrope;  /* phi3: original context of the rope factors; 0 none */
 	int64_t experts, experts_used, expert_ff;
@@ -73,8 +74,8 @@ struct opts {
 };
 
 /* What one tensor's fill produces. */
-enum fill_kind { FILL_MATRIX, FILL_NORM, FILL_BIAS, FILL_ROPE_FREQS, FILL_ROPE_LONG,
-		 FILL_ROPE_SHORT };
+enum fill_kind { FILL_MATRIX, FILL_NORM, FILL_BIAS, FILL_BIAS_WIDE, FILL_SINK, FILL_ROPE_FREQS,
+		 FILL_ROPE_LONG, FILL_ROPE_SHORT };
 
 struct tensor_spec {
 	char name[64];
@@ -165,6 +166,16 @@ static void gen_row(const struct tensor_spec *t, int64_t row, float *x)
 	case FILL_BIAS:
 		for (int64_t i = 0; i < t->cols; i++)
 			x[i] = 0.05f * rng_sym(&r);
+		break;
+	case FILL_BIAS_WIDE:
+		for (int64_t i = 0; i < t->cols; i++)
+			x[i] = 9.0f * rng_sym(&r);
+		break;
+	case FILL_SINK:
+		/* logits about as large as a few scores: the sink takes a
+		 * share that shows */
+		for (int64_t i = 0; i < t->cols; i++)
+			x[i] = 1.0f + 1.5f * rng_sym(&r);
 		break;
 	case FILL_ROPE_FREQS:
 		/* llama 3.1's factors (as its converter computes them: factor
@@ -737,7 +748,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 							     "phi3", "gemma2", "gemma3", "mistral3",
 							     "granite", "smollm3", "qwen2vl", "qwen3vl",
 							     "qwen3vlmoe", "glm4", "gemma", "olmo2",
-							     "granitemoe" };
+							     "granitemoe", "gpt-oss" };
 			size_t k, n = sizeof(archs) / sizeof(archs[0]);
 
 			for (k = 0; k < n && strcmp(val, archs[k]); k++)
@@ -745,7 +756,8 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			if (k == n) {
 				fprintf(stderr, "exld-mkmodel: unknown --arch '%s' (llama qwen2 qwen3 "
 					"qwen3moe phi3 gemma2 gemma3 mistral3 granite smollm3 "
-					"qwen2vl qwen3vl qwen3vlmoe glm4 gemma olmo2 granitemoe)\n",
+					"qwen2vl qwen3vl qwen3vlmoe glm4 gemma olmo2 granitemoe "
+					"gpt-oss)\n",
 					val);
 				return -1;
 			}
@@ -770,7 +782,8 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		    !strcmp(o->arch, "granitemoe") ? "granite" : o->arch;
 	o->glm4 = !strcmp(o->family, "glm4");
 	o->olmo2 = !strcmp(o->family, "olmo2");
-	o->qkv_bias = !strcmp(o->family, "qwen2") || o->glm4;
+	o->oss = !strcmp(o->family, "gpt-oss");
+	o->qkv_bias = !strcmp(o->family, "qwen2") || o->glm4 || o->oss;
 	o->qk_norm = !strcmp(o->family, "qwen3") || !strcmp(o->family, "qwen3moe") ||
 		     !strcmp(o->family, "gemma3");
 	/* gemma2 / gemma3's post norms; Gemma 1 has llama's tensors */
@@ -788,17 +801,18 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		fprintf(stderr, "exld-mkmodel: --longrope is for --arch phi3\n");
 		return -1;
 	}
-	if ((o->swa || o->swa_pattern) && !o->gemma && !o->olmo2) {
-		fprintf(stderr, "exld-mkmodel: --swa and --swa-pattern are for gemma2, gemma3 and "
-			"olmo2\n");
+	if ((o->swa || o->swa_pattern) && !o->gemma && !o->olmo2 && !o->oss) {
+		fprintf(stderr, "exld-mkmodel: --swa and --swa-pattern are for gemma2, gemma3, "
+			"olmo2 and gpt-oss\n");
 		return -1;
 	}
 	if (o->experts && strcmp(o->family, "llama") && strcmp(o->family, "mistral3") &&
-	    strcmp(o->family, "qwen3moe") && strcmp(o->family, "granite")) {
+	    strcmp(o->family, "qwen3moe") && strcmp(o->family, "granite") && !o->oss) {
 		fprintf(stderr, "exld-mkmodel: --experts is for --arch llama or qwen3moe\n");
 		return -1;
 	}
-	if ((!strcmp(o->family, "qwen3moe") || !strcmp(o->arch, "granitemoe")) && !o->experts) {
+	if ((!strcmp(o->family, "qwen3moe") || !strcmp(o->arch, "granitemoe") || o->oss) &&
+	    !o->experts) {
 		fprintf(stderr, "exld-mkmodel: --arch %s needs --experts\n", o->arch);
 		return -1;
 	}
@@ -814,7 +828,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		fprintf(stderr, "exld-mkmodel: --experts-used and --expert-ff need --experts\n");
 		return -1;
 	}
-	if (o->expert_ff && strcmp(o->family, "qwen3moe")) {
+	if (o->expert_ff && strcmp(o->family, "qwen3moe") && !o->oss) {
 		fprintf(stderr, "exld-mkmodel: --expert-ff is for --arch qwen3moe (Mixtral's "
 			"experts are --ff wide)\n");
 		return -1;
@@ -836,6 +850,11 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		o->rope_base = small_base ? 10000.0 : 1000000.0;
 	if (o->experts && !strcmp(o->family, "qwen3moe") && !o->expert_ff)
 		o->expert_ff = o->ff / o->experts_used;
+	/* llama.cpp requires gpt-oss's expert width and window */
+	if (o->oss && !o->expert_ff)
+		o->expert_ff = o->ff;
+	if (o->oss && !o->swa)
+		o->swa = 128;
 	if (!o->head_dim && (o->dim % o->heads || (o->dim / o->heads) % 2)) {
 		fprintf(stderr, "exld-mkmodel: --dim %" PRId64 " must be --heads %" PRId64
 			" times an even head size (or give --head-dim)\n", o->dim, o->heads);
@@ -985,6 +1004,22 @@ static int synthetic_vocab(struct gguf_writer *w, struct opts *o, int64_t n)
 				scores[k] = -(float)k;
 				k++;
 			}
+		}
+	}
+	/* gpt-oss: its harmony format's markers (o200k_harmony's names, as
+	 * control tokens) in place of the last words, so that its chat
+	 * template's text tokenizes as the real one's does */
+	if (o->oss) {
+		static const char *const harmony[] = { "<|endoftext|>", "<|start|>", "<|message|>",
+						       "<|channel|>", "<|end|>", "<|return|>",
+						       "<|call|>", "<|constrain|>" };
+		const int64_t nh = (int64_t)(sizeof(harmony) / sizeof(harmony[0]));
+
+		for (int64_t i = 0; i < nh && n - nh + i >= 3; i++) {
+			free(toks[n - nh + i]);
+			toks[n - nh + i] = strdup(harmony[i]);
+			types[n - nh + i] = 3;
+			scores[n - nh + i] = 0;
 		}
 	}
 	for (int64_t i = 0; i < n; i++)
@@ -1151,9 +1186,14 @@ static int add_tensors(struct gguf_writer *w, struct tensor_spec *specs, int *n,
 			add(w, specs, n, o, BLK("attn_k_norm.weight"), FILL_NORM, head_dim, 1);
 		}
 		add(w, specs, n, o, BLK("attn_output.weight"), FILL_MATRIX, q_dim, o->dim);
-		if (o->gemma || o->glm4 || o->olmo2)
+		if (o->oss) {
+			add(w, specs, n, o, BLK("attn_output.bias"), FILL_BIAS, o->dim, 1);
+			add(w, specs, n, o, BLK("attn_sinks.weight"), FILL_SINK, o->heads, 1);
+		}
+		/* gpt-oss's FFN norm is named post_attention_norm */
+		if (o->gemma || o->glm4 || o->olmo2 || o->oss)
 			add(w, specs, n, o, BLK("post_attention_norm.weight"), FILL_NORM, o->dim, 1);
-		if (!o->olmo2)
+		if (!o->olmo2 && !o->oss)
 			add(w, specs, n, o, BLK("ffn_norm.weight"), FILL_NORM, o->dim, 1);
 		if (o->experts) {
 			int64_t ff = o->expert_ff ? o->expert_ff : o->ff;
@@ -1166,6 +1206,17 @@ static int add_tensors(struct gguf_writer *w, struct tensor_spec *specs, int *n,
 			     o->experts);
 			add3(w, specs, n, o, BLK("ffn_down_exps.weight"), FILL_MATRIX, ff, o->dim,
 			     o->experts);
+			if (o->oss) {
+				add(w, specs, n, o, BLK("ffn_gate_inp.bias"), FILL_BIAS, o->experts, 1);
+				/* wide: part of the gates and ups past the
+				 * activation's clamp at 7 */
+				add(w, specs, n, o, BLK("ffn_gate_exps.bias"), FILL_BIAS_WIDE, ff,
+				    o->experts);
+				add(w, specs, n, o, BLK("ffn_up_exps.bias"), FILL_BIAS_WIDE, ff,
+				    o->experts);
+				add(w, specs, n, o, BLK("ffn_down_exps.bias"), FILL_BIAS, o->dim,
+				    o->experts);
+			}
 		} else if (o->phi3 || o->glm4) {
 			add(w, specs, n, o, BLK("ffn_up.weight"), FILL_MATRIX, o->dim, 2 * o->ff);
 			add(w, specs, n, o, BLK("ffn_down.weight"), FILL_MATRIX, o->ff, o->dim);

@@ -339,6 +339,13 @@ static void op_geglu(struct exl_backend *be, float *g, const float *u, size_t co
 	no_kernels(be);
 }
 
+static void op_swiglu_oai(struct exl_backend *be, float *g, const float *u, size_t count,
+			  float alpha, float limit)
+{
+	(void)g, (void)u, (void)count, (void)alpha, (void)limit;
+	no_kernels(be);
+}
+
 static void op_add_rows_scaled(struct exl_backend *be, float *y, const float *x,
 			       const int32_t *rows, const float *w, int n, int dim)
 {
@@ -426,6 +433,7 @@ static const struct exl_backend_ops fake_ops = {
 	.scale = op_scale,
 	.softcap = op_softcap,
 	.geglu = op_geglu,
+	.swiglu_oai = op_swiglu_oai,
 	.add_rows_scaled = op_add_rows_scaled,
 };
 

@@ -334,6 +334,11 @@ static void ref_attention(const struct scenario *s, const struct batch *b,
 					sc[p] = ap->softcap * tanh(sc[p] / ap->softcap);
 				m = fmax(m, sc[p]);
 			}
+			/* gpt-oss's sink: a logit with no value in the softmax */
+			if (ap->sinks) {
+				m = fmax(m, ap->sinks[h]);
+				sum = exp(ap->sinks[h] - m);
+			}
 			for (int p = first; p < len; p++) {
 				sc[p] = exp(sc[p] - m);
 				sum += sc[p];
@@ -376,7 +381,7 @@ static void run_drivers(const struct exl_cpu_ops *k, struct exl_pool *pool, int 
 	struct exl_cpu_batch cb = { 0 };
 	struct exl_attn_scratch scratch = { 0 };
 	const float scale = 1.0f / sqrtf((float)head_dim);
-	const struct exl_attn_params ap = { scale, 0.0f, 0 };
+	const struct exl_attn_params ap = { scale, 0.0f, 0, NULL };
 	char err[200];
 	const char *pn = pool ? "pool3" : "single";
 
@@ -415,7 +420,7 @@ static void run_drivers(const struct exl_cpu_ops *k, struct exl_pool *pool, int 
 	/* gemma2's soft-capped scores through a sliding window shorter than
 	 * some windows, across page boundaries */
 	for (int w = 1; w <= 3 * ps + 1; w += ps + 1) {
-		const struct exl_attn_params aw = { scale, 4.0f, w };
+		const struct exl_attn_params aw = { scale, 4.0f, w, NULL };
 
 		CHECK(exl_cpu_kv_check(&cb, &s.kv, w, err, sizeof(err)) == 0, "window: %s", err);
 		CHECK(exl_cpu_attention(pool, k, &scratch, &cb, &s.kv, fin.q, out, n_heads, &aw,
@@ -425,6 +430,23 @@ static void run_drivers(const struct exl_cpu_ops *k, struct exl_pool *pool, int 
 		      "%s/%s: attention ps %d heads %d/%d head_dim %d, window %d, softcap 4",
 		      k->name, pn, ps, n_heads, n_kv_heads, head_dim, w);
 	}
+	/* gpt-oss's sinks, one above every score of its head, the others
+	 * among them, through a window */
+	float *sinks = xcalloc((size_t)n_heads, sizeof(float));
+	for (int h = 0; h < n_heads; h++)
+		sinks[h] = h % 2 ? 3.0f : -0.5f + 0.25f * (float)h;
+	for (int w = 0; w <= ps + 1; w += ps + 1) {
+		const struct exl_attn_params as = { scale, 0.0f, w, sinks };
+
+		CHECK(exl_cpu_kv_check(&cb, &s.kv, w, err, sizeof(err)) == 0, "sinks: %s", err);
+		CHECK(exl_cpu_attention(pool, k, &scratch, &cb, &s.kv, fin.q, out, n_heads, &as,
+					err, sizeof(err)) == 0, "attention: %s", err);
+		ref_attention(&s, &fin, &as, ref);
+		CHECK(count_bad(out, ref, out_n, 2e-5) == 0,
+		      "%s/%s: attention ps %d heads %d/%d head_dim %d, window %d, sinks", k->name,
+		      pn, ps, n_heads, n_kv_heads, head_dim, w);
+	}
+	free(sinks);
 	r = exl_cpu_attention(pool, k, &scratch, &cb, &s.kv, fin.q, out, n_heads, &ap, err,
 			      sizeof(err));
 	/* against the scalar variant on one thread: within 1e-5 */
@@ -454,7 +476,7 @@ static void attend_rows(const struct exl_cpu_ops *k, struct exl_pool *pool, stru
 			struct exl_attn_scratch *scratch, const int32_t *pos, int n,
 			const float *q, float *out, int window)
 {
-	const struct exl_attn_params ap = { 1.0f / sqrtf((float)s->head_dim), 0.0f, window };
+	const struct exl_attn_params ap = { 1.0f / sqrtf((float)s->head_dim), 0.0f, window, NULL };
 	int32_t seq[8] = { 0 };
 	struct exl_batch_desc d = {
 		.n_tokens = n, .pos = pos, .seq = seq, .n_seqs = N_SEQ,
@@ -532,7 +554,7 @@ static void run_decode(const struct exl_cpu_ops *k, struct exl_pool *pool, int p
 	struct exl_cpu_batch cb = { 0 };
 	struct exl_attn_scratch scratch = { 0 };
 	const float scale = 1.0f / sqrtf((float)head_dim);
-	const struct exl_attn_params ap = { scale, 0.0f, 0 };
+	const struct exl_attn_params ap = { scale, 0.0f, 0, NULL };
 	char err[200];
 
 	scenario_init(&s, ps, n_heads, n_kv_heads, head_dim);
@@ -584,11 +606,24 @@ static void run_decode(const struct exl_cpu_ops *k, struct exl_pool *pool, int p
 	CHECK(count_bad(out, ref, out_n, 2e-5) == 0,
 	      "%s/%s: decode attention ps %d heads %d/%d head_dim %d at %d", k->name,
 	      pool ? "pool3" : "single", ps, n_heads, n_kv_heads, head_dim, len - 1);
+	/* sinks on a window long enough to be partitioned: they join once,
+	 * at the merge */
+	float *sinks = xcalloc((size_t)n_heads, sizeof(float));
+	for (int h = 0; h < n_heads; h++)
+		sinks[h] = h % 2 ? 4.0f : -1.0f;
+	const struct exl_attn_params as = { scale, 0.0f, 0, sinks };
+	CHECK(exl_cpu_attention(pool, k, &scratch, &cb, &s.kv, fin.q, out, n_heads, &as, err,
+				sizeof(err)) == 0, "attention: %s", err);
+	ref_attention(&s, &fin, &as, ref);
+	CHECK(count_bad(out, ref, out_n, 2e-5) == 0,
+	      "%s/%s: decode attention ps %d heads %d/%d head_dim %d at %d, sinks", k->name,
+	      pool ? "pool3" : "single", ps, n_heads, n_kv_heads, head_dim, len - 1);
+	free(sinks);
 	same_bits_any_batch(k, pool, &s, &scratch, len, 0);
 	same_bits_any_batch(k, pool, &s, &scratch, len, len - 2 * ps - 3);
 	/* a window of most of the sequence: still partitioned, from its start;
 	 * the pages wholly before it unmapped, as a cache that gave them back */
-	const struct exl_attn_params aw = { scale, 0.0f, len - 2 * ps - 3 };
+	const struct exl_attn_params aw = { scale, 0.0f, len - 2 * ps - 3, NULL };
 	cb.tables[0].pages[0] = -1;
 	cb.tables[0].pages[1] = -1;
 	cb.tables[0].checked_page_size = 0;
@@ -701,7 +736,7 @@ static void test_kv_check_errors(void)
 	struct exl_attn_scratch scr = { 0 };
 	float q[2 * 3 * 64], out[2 * 3 * 64];
 	CHECK(exl_cpu_attention(NULL, &exl_cpu_ops_scalar, &scr, &cb, &s.kv, q, out, 3,
-				&(struct exl_attn_params){ 0.125f, 0.0f, 0 },
+				&(struct exl_attn_params){ 0.125f, 0.0f, 0, NULL },
 				err, sizeof(err)) == -1 && strstr(err, "multiple"),
 	      "3 heads over 2 KV heads: %s", err);
 	exl_attn_scratch_free(&scr);
@@ -758,7 +793,7 @@ static void test_backend_attention(struct exl_backend *be)
 	struct scenario s;
 	struct batch hist[2], fin;
 	const float scale = 0.125f;
-	const struct exl_attn_params ap = { scale, 0.0f, 0 };
+	const struct exl_attn_params ap = { scale, 0.0f, 0, NULL };
 	const struct exl_rope_params rp = { hd, 10000.0f, 1.0f, false, NULL, 1.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0 };
 
 	CHECK(k != NULL, "backend variant %s", exl_backend_cpu_kernels(be));
@@ -925,7 +960,7 @@ static void test_backend_errors(struct exl_backend *be)
 
 	pos[1] = 1;
 	CHECK(ops->set_batch(be, &d) == 0, "set_batch: %s", exl_backend_error(be));
-	ops->attention(be, &s.kv, buf, buf, 3, &(struct exl_attn_params){ 0.1f, 0.0f, 0 });
+	ops->attention(be, &s.kv, buf, buf, 3, &(struct exl_attn_params){ 0.1f, 0.0f, 0, NULL });
 	expect_failure(be, "attention with 3 heads", "multiple");
 
 	struct exl_rope_params rp = { 63, 10000.0f, 1.0f, false, NULL, 1.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0 };

@@ -278,6 +278,9 @@ static void test_archs(void **state)
 				  "--ff", "256", "--swa", "8", NULL }, EXL_ARCH_OLMO2 },
 		{ "granitemoe.gguf", { "--arch", "granitemoe", "--dim", "128", "--heads", "4",
 				       "--ff", "128", "--experts", "4", NULL }, EXL_ARCH_GRANITE },
+		/* gpt-oss: sinks, biases, every other layer local, its experts */
+		{ "gpt-oss.gguf", { "--arch", "gpt-oss", "--dim", "128", "--heads", "4", "--ff",
+				    "128", "--experts", "4", NULL }, EXL_ARCH_GPT_OSS },
 		/* the VL models' language halves run as their text architectures */
 		{ "qwen3vl.gguf", { "--arch", "qwen3vl", "--dim", "128", "--heads", "4", "--ff", "256",
 				    NULL }, EXL_ARCH_QWEN3 },
@@ -331,6 +334,12 @@ static void test_archs(void **state)
 		case EXL_ARCH_GLM4:
 			assert_true(hp->post_norms && !hp->embd_scale && hp->ffn_act == EXL_FFN_SILU &&
 				    hp->n_rot == hp->head_dim / 2);
+			break;
+		case EXL_ARCH_GPT_OSS:
+			assert_true(hp->n_swa == 128 && exl_layer_is_swa(hp, 0) &&
+				    !exl_layer_is_swa(hp, 1) && hp->ffn_act == EXL_FFN_SWIGLU_OAI &&
+				    hp->moe_softmax_topk && hp->n_expert == 4 &&
+				    hp->n_expert_used == 2 && hp->n_ff_exp == 128 && !hp->qk_norm);
 			break;
 		case EXL_ARCH_SMOLLM3:
 			assert_true(exl_layer_has_rope(hp, 0) && exl_layer_has_rope(hp, 2) &&
@@ -431,6 +440,9 @@ static void test_rope_scaling(void **state)
 		  "granite without rope (granite.rope.scaling.finetuned false) is not supported" },
 		{ "granite-inf.gguf", { "--arch", "granite", "--kv", "granite.logit_scale=f32:1e30" },
 		  0, "granite scales out of range (logit 1e+30" },
+		{ "gpt-oss-nowindow.gguf", { "--arch", "gpt-oss", "--experts", "4", "--kv",
+					     "gpt-oss.attention.sliding_window=u32:0" }, 0,
+		  "metadata key 'gpt-oss.attention.sliding_window' = 0 is out of range" },
 		{ "glm4-nextn.gguf", { "--arch", "glm4", "--kv", "glm4.nextn_predict_layers=u32:1" },
 		  0, "glm4 with next-token-prediction layers (glm4.nextn_predict_layers 1)" },
 		{ "vl-sections.gguf", { "--arch", "qwen2vl", "--kv",

@@ -1,5 +1,5 @@
 /* A decoder-only transformer (llama, qwen2, qwen3, qwen3moe, phi3, gemma2,
- * gemma3): hyperparameters and weights bound from GGUF, and the batched
+ * gemma3, gpt-oss, ...): hyperparameters and weights bound from GGUF, and the batched
  * forward pass over the paged KV cache.
  *
  * A model and its scratch buffers belong to one engine thread at a time.
@@ -32,10 +32,13 @@ enum exl_arch {
 	EXL_ARCH_SMOLLM3,  /* llama's block, every 4th layer without rope */
 	EXL_ARCH_GLM4,     /* post norms, gate and up in one ffn_up, half the head rotated */
 	EXL_ARCH_OLMO2,    /* norms after attention and FFN only, q/k normed whole */
+	EXL_ARCH_GPT_OSS,  /* OpenAI's gpt-oss: sinks, biases, every other layer local,
+			    * experts with a clamped SwiGLU routed by the top-k's softmax */
 };
 
-/* The gated FFN's activation: silu(gate) * up or gelu(gate) * up. */
-enum exl_ffn_act { EXL_FFN_SILU, EXL_FFN_GELU };
+/* The gated FFN's activation: silu(gate) * up, gelu(gate) * up, or
+ * gpt-oss's clamped exl_swiglu_oai (alpha 1.702, limit 7). */
+enum exl_ffn_act { EXL_FFN_SILU, EXL_FFN_GELU, EXL_FFN_SWIGLU_OAI };
 
 #define EXL_MAX_LAYERS 1024
 #define EXL_MAX_EXPERTS 1024
@@ -98,6 +101,10 @@ struct exl_hparams {
 	int n_ff_exp;
 	float expert_weights_scale; /* routing weights times this after their
 				     * normalization; 1 for none */
+	/* gpt-oss: the top k of the router's raw logits, weighted by their
+	 * own softmax (llama.cpp's SOFTMAX_WEIGHT gating); else the top k of
+	 * the softmax over all experts, renormalized */
+	bool moe_softmax_topk;
 };
 
 /* Whether layer il attends through the sliding window. */

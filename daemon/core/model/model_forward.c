@@ -300,8 +300,9 @@ static int file_changed(const struct exl_model *m, char *err, size_t errlen)
 
 /* The experts' top-k of one token's router logits l[ne] (softmax, the k
  * largest, their probabilities renormalized to sum 1 and scaled, as
- * llama.cpp's build_moe_ffn for llama and qwen3moe), appended to each
- * chosen expert's row list. */
+ * llama.cpp's build_moe_ffn for llama and qwen3moe; gpt-oss: the k
+ * largest logits, weighted by their own softmax), appended to each chosen
+ * expert's row list. */
 static void route_token(struct exl_model *m, const float *l, int t, int nr)
 {
 	const struct exl_hparams *hp = &m->hp;
@@ -318,6 +319,8 @@ static void route_token(struct exl_model *m, const float *l, int t, int nr)
 	}
 	for (int e = 0; e < ne; e++)
 		p[e] /= sum;
+	/* the softmax is monotonic: the same k as the logits' own, and the
+	 * softmax of the chosen is theirs renormalized, as below */
 	/* k passes of a selection: k is small (2 to 8 of 8 to 128) */
 	for (int i = 0; i < k; i++) {
 		int best = -1;
@@ -333,8 +336,9 @@ static void route_token(struct exl_model *m, const float *l, int t, int nr)
 		chosen[i] = best;
 		picked += p[best];
 	}
-	/* llama.cpp clamps the sum to the smallest normal half */
-	if (picked < 6.103515625e-5f)
+	/* llama.cpp clamps the sum to the smallest normal half (gpt-oss's
+	 * softmax over the chosen has none: the largest weighs 1 there) */
+	if (picked < 6.103515625e-5f && !hp->moe_softmax_topk)
 		picked = 6.103515625e-5f;
 	for (int i = 0; i < k; i++) {
 		int e = chosen[i];
@@ -346,6 +350,20 @@ static void route_token(struct exl_model *m, const float *l, int t, int nr)
 		s->exp_w[at] = p[e] / picked * hp->expert_weights_scale *
 			       (hp->resid_mul != 0.0f ? hp->resid_mul : 1.0f);
 	}
+}
+
+/* s->gate = act(s->gate) * s->up over count floats. */
+static void gated_act(struct exl_model *m, size_t count)
+{
+	const struct exl_backend_ops *ops = m->be->ops;
+	struct exl_scratch *s = &m->s;
+
+	if (m->hp.ffn_act == EXL_FFN_GELU)
+		ops->geglu(m->be, s->gate, s->up, count);
+	else if (m->hp.ffn_act == EXL_FFN_SWIGLU_OAI)
+		ops->swiglu_oai(m->be, s->gate, s->up, count, 1.702f, 7.0f);
+	else
+		ops->swiglu(m->be, s->gate, s->up, count);
 }
 
 /* The mixture-of-experts FFN of the nr rows of s->xn, added into x.  The
@@ -361,8 +379,11 @@ static int moe_ffn(struct exl_model *m, const struct exl_layer_weights *lw, floa
 	struct exl_backend *be = m->be;
 	struct exl_scratch *s = &m->s;
 	int ne = hp->n_expert;
+	size_t ff = (size_t)hp->n_ff_exp;
 
 	ops->matmul(be, &lw->w_router, s->xn, s->router, nr);
+	if (lw->b_router)
+		ops->add_bias(be, s->router, lw->b_router, nr, ne);
 	if (ops->download(be, s->router_host, s->router, (size_t)nr * (size_t)ne * sizeof(float))) {
 		const char *msg = exl_backend_error(be);
 
@@ -382,8 +403,15 @@ static int moe_ffn(struct exl_model *m, const struct exl_layer_weights *lw, floa
 		ops->gather_rows(be, s->xe, s->xn, rows, cnt, hp->n_embd);
 		ops->matmul(be, &lw->exp_gate[e], s->xe, s->gate, cnt);
 		ops->matmul(be, &lw->exp_up[e], s->xe, s->up, cnt);
-		ops->swiglu(be, s->gate, s->up, (size_t)cnt * (size_t)hp->n_ff_exp);
+		if (lw->exp_b_gate) {
+			ops->add_bias(be, s->gate, lw->exp_b_gate + (size_t)e * ff, cnt, (int)ff);
+			ops->add_bias(be, s->up, lw->exp_b_up + (size_t)e * ff, cnt, (int)ff);
+		}
+		gated_act(m, (size_t)cnt * ff);
 		ops->matmul(be, &lw->exp_down[e], s->gate, s->proj, cnt);
+		if (lw->exp_b_down)
+			ops->add_bias(be, s->proj, lw->exp_b_down + (size_t)e * (size_t)hp->n_embd,
+				      cnt, hp->n_embd);
 		ops->add_rows_scaled(be, x, s->proj, rows, s->exp_w + (size_t)e * (size_t)nr, cnt,
 				     hp->n_embd);
 	}
@@ -426,10 +454,7 @@ static void dense_ffn(struct exl_model *m, const struct exl_layer_weights *lw, i
 			(float *[]){ s->gate, s->up }, nr);
 	exl_lora_batch_apply(m, il, xin, gathered, 2, lora_gate_up,
 			     (float *[]){ s->gate, s->up });
-	if (hp->ffn_act == EXL_FFN_GELU)
-		ops->geglu(be, s->gate, s->up, count);
-	else
-		ops->swiglu(be, s->gate, s->up, count);
+	gated_act(m, count);
 	ops->matmul(be, &lw->w_down, s->gate, s->proj, nr);
 	exl_lora_batch_apply(m, il, s->gate, gathered, 1, lora_down, &s->proj);
 	if (lw->ffn_post_norm)
@@ -651,7 +676,10 @@ int exl_model_forward_io(struct exl_model *m, struct exl_kvcache *kv, const stru
 		ops->kv_store(be, kl, s->k, s->v);
 		if (last && n_out == 0)
 			break; /* nothing reads this layer's output */
-		ops->attention(be, kl, s->q, s->att, hp->n_head, local ? &ap_local : &ap_global);
+		struct exl_attn_params ap = local ? ap_local : ap_global;
+
+		ap.sinks = lw->sinks;
+		ops->attention(be, kl, s->q, s->att, hp->n_head, &ap);
 
 		/* Past the last attention only the rows that want logits matter. */
 		if (last && n_out < n) {
@@ -663,6 +691,8 @@ int exl_model_forward_io(struct exl_model *m, struct exl_kvcache *kv, const stru
 		}
 		ops->matmul(be, &lw->wo, att, s->proj, nr);
 		exl_lora_batch_apply(m, il, att, nr < n, 1, lora_o, &s->proj);
+		if (lw->bo)
+			ops->add_bias(be, s->proj, lw->bo, nr, hp->n_embd);
 		if (lw->attn_post_norm)
 			ops->rmsnorm(be, s->proj, s->proj, lw->attn_post_norm, nr, hp->n_embd,
 				     hp->rms_eps);

@@ -49,6 +49,7 @@ static const struct arch_desc archs[] = {
 	{ "qwen2vl", EXL_ARCH_QWEN2, true, false, false, 0, true },
 	{ "qwen3vl", EXL_ARCH_QWEN3, true, true, false, 0, true },
 	{ "qwen3vlmoe", EXL_ARCH_QWEN3MOE, true, true, false, 2, true },
+	{ "gpt-oss", EXL_ARCH_GPT_OSS, true, false, false, 2, false },
 };
 
 /* The architectures read as llama: its tensors, rope factors and experts. */
@@ -295,6 +296,28 @@ static int read_olmo2(const struct gguf_file *f, struct exl_hparams *hp, char *e
 	if (read_base_swa(f, hp, hp->rope_freq_base, err, errlen))
 		return -1;
 	return read_swa_pattern(f, hp, 4, err, errlen);
+}
+
+/* gpt-oss (OpenAI's gpt-oss-20b and -120b): a sliding window (required,
+ * as llama.cpp requires it) on every other layer from the first, whose
+ * rope is the global one (YaRN included) unless rope.freq_base_swa says;
+ * experts with gpt-oss's clamped SwiGLU, weighted by the softmax of the
+ * chosen experts' logits; scores scaled by 1/sqrt of the rotated dims. */
+static int read_gpt_oss(const struct gguf_file *f, struct exl_hparams *hp, char *err,
+			size_t errlen)
+{
+	const char *a = hp->arch_name;
+
+	hp->ffn_act = EXL_FFN_SWIGLU_OAI;
+	hp->moe_softmax_topk = true;
+	hp->attn_scale = 1.0f / sqrtf((float)hp->n_rot);
+	if (get_int(f, a, "attention.sliding_window", true, 0, 1, INT32_MAX, &hp->n_swa, err,
+		    errlen))
+		return -1;
+	hp->rope_freq_scale_swa = hp->rope_freq_scale;
+	if (read_base_swa(f, hp, hp->rope_freq_base, err, errlen))
+		return -1;
+	return read_swa_pattern(f, hp, 2, err, errlen);
 }
 
 /* granite (IBM Granite 3.x): llama's block with its config's multipliers,
@@ -574,6 +597,8 @@ int exl_hparams_read(const struct gguf_file *f, struct exl_hparams *hp, char *er
 		return -1;
 	hp->ffn_act = EXL_FFN_SILU;
 	if (ad->gemma && read_gemma(f, hp, err, errlen))
+		return -1;
+	if (hp->arch == EXL_ARCH_GPT_OSS && read_gpt_oss(f, hp, err, errlen))
 		return -1;
 	/* Gemma 1 (and CodeGemma): gemma2's embedding scale and GELU, none of
 	 * its post norms, capping or windows */

@@ -27,6 +27,8 @@ struct exl_layer_weights {
 	const float *q_norm;    /* [head_dim] per-head norms (qwen3, gemma3) */
 	const float *k_norm;
 	struct exl_weight wo;   /* [n_embd][n_head * head_dim] */
+	const float *bo;        /* gpt-oss: attention output bias [n_embd] */
+	const float *sinks;     /* gpt-oss: attention sinks [n_head] */
 	const float *attn_post_norm; /* gemma: of the attention output */
 	const float *ffn_norm;
 	struct exl_weight w_gate; /* [n_ff][n_embd] */
@@ -39,6 +41,13 @@ struct exl_layer_weights {
 	struct exl_weight *exp_gate;
 	struct exl_weight *exp_up;
 	struct exl_weight *exp_down;
+	/* gpt-oss's biases: the router's [n_expert], and each expert's, row
+	 * e of [n_expert][n_ff_exp] (gate, up) or [n_expert][n_embd] (down);
+	 * NULL when absent */
+	const float *b_router;
+	const float *exp_b_gate;
+	const float *exp_b_up;
+	const float *exp_b_down;
 };
 
 /* Per-pass buffers, grown with the batch; backend memory unless noted. */

@@ -140,6 +140,20 @@ static int bind_vec(struct binder *bd, const char *name, int n, bool optional,
 	return 0;
 }
 
+/* An F32 table of rows x cols (GGUF shape [cols, rows]): gpt-oss's expert
+ * biases, a row an expert. */
+static int bind_rows(struct binder *bd, const char *name, int cols, int rows, const float **out,
+		     char *err, size_t errlen)
+{
+	const struct gguf_tensor *t;
+	const void *d;
+
+	if (bind(bd, name, (uint64_t)cols, (uint64_t)rows, false, false, &t, &d, err, errlen))
+		return -1;
+	*out = d;
+	return 0;
+}
+
 /* Offers matmul weight w, just bound from t, to the backend's repack (a
  * layout its kernels read faster, kernels/backend.h).  Where the backend
  * took a copy, the model unloads that instead, and the file's pages of t
@@ -295,6 +309,8 @@ static int bind_ffn(struct binder *bd, int il, struct exl_layer_weights *lw, cha
 	if (hp->n_expert) {
 		int ne = hp->n_expert, ff = hp->n_ff_exp;
 		struct exl_weight *ev = m->experts + (size_t)il * 3 * (size_t)ne;
+		/* gpt-oss has biases on the router and every expert */
+		bool oss = hp->arch == EXL_ARCH_GPT_OSS;
 
 		lw->exp_gate = ev;
 		lw->exp_up = ev + ne;
@@ -306,7 +322,15 @@ static int bind_ffn(struct binder *bd, int il, struct exl_layer_weights *lw, cha
 		       bind_experts(bd, NAME("ffn_up_exps.weight"), ff, hp->n_embd, ne,
 				    lw->exp_up, err, errlen) ||
 		       bind_experts(bd, NAME("ffn_down_exps.weight"), hp->n_embd, ff, ne,
-				    lw->exp_down, err, errlen) ? -1 : 0;
+				    lw->exp_down, err, errlen) ||
+		       (oss && (bind_vec(bd, NAME("ffn_gate_inp.bias"), ne, false, &lw->b_router,
+					 err, errlen) ||
+				bind_rows(bd, NAME("ffn_gate_exps.bias"), ff, ne, &lw->exp_b_gate,
+					  err, errlen) ||
+				bind_rows(bd, NAME("ffn_up_exps.bias"), ff, ne, &lw->exp_b_up, err,
+					  errlen) ||
+				bind_rows(bd, NAME("ffn_down_exps.bias"), hp->n_embd, ne,
+					  &lw->exp_b_down, err, errlen))) ? -1 : 0;
 	}
 	if (hp->arch == EXL_ARCH_PHI3 || hp->arch == EXL_ARCH_GLM4) {
 		struct exl_weight gate_up;
@@ -339,6 +363,9 @@ static int bind_layer(struct binder *bd, int il, char *err, size_t errlen)
 	/* olmo2 norms q and k whole: weights as long as they are */
 	int qn = hp->qk_norm_full ? q_dim : hp->head_dim;
 	int kn = hp->qk_norm_full ? hp->n_head_kv * hp->head_dim : hp->head_dim;
+	/* gpt-oss: the output bias and sinks, and its FFN's pre-norm under
+	 * the name post_attention_norm */
+	bool oss = hp->arch == EXL_ARCH_GPT_OSS;
 
 	if (bind_vec(bd, NAME("attn_norm.weight"), hp->n_embd, hp->no_pre_norm, &lw->attn_norm, err,
 		     errlen) ||
@@ -346,10 +373,14 @@ static int bind_layer(struct binder *bd, int il, char *err, size_t errlen)
 	    bind_vec(bd, NAME("attn_q_norm.weight"), qn, !hp->qk_norm, &lw->q_norm, err, errlen) ||
 	    bind_vec(bd, NAME("attn_k_norm.weight"), kn, !hp->qk_norm, &lw->k_norm, err, errlen) ||
 	    bind_mat(bd, NAME("attn_output.weight"), hp->n_embd, q_dim, &lw->wo, err, errlen) ||
-	    bind_vec(bd, NAME("post_attention_norm.weight"), hp->n_embd, !hp->post_norms,
-		     &lw->attn_post_norm, err, errlen) ||
-	    bind_vec(bd, NAME("ffn_norm.weight"), hp->n_embd, hp->no_pre_norm, &lw->ffn_norm, err,
-		     errlen) ||
+	    (oss && (bind_vec(bd, NAME("attn_output.bias"), hp->n_embd, false, &lw->bo, err,
+			      errlen) ||
+		     bind_vec(bd, NAME("attn_sinks.weight"), hp->n_head, false, &lw->sinks, err,
+			      errlen))) ||
+	    bind_vec(bd, NAME("post_attention_norm.weight"), hp->n_embd, !hp->post_norms && !oss,
+		     oss ? &lw->ffn_norm : &lw->attn_post_norm, err, errlen) ||
+	    (!oss && bind_vec(bd, NAME("ffn_norm.weight"), hp->n_embd, hp->no_pre_norm,
+			      &lw->ffn_norm, err, errlen)) ||
 	    bind_ffn(bd, il, lw, err, errlen) ||
 	    bind_vec(bd, NAME("post_ffw_norm.weight"), hp->n_embd, !hp->post_norms,
 		     &lw->ffn_post_norm, err, errlen))
@@ -368,7 +399,7 @@ static int bind_layer(struct binder *bd, int il, char *err, size_t errlen)
 	 * here: such a file is refused rather than run without them. */
 	static const char *const biases[] = { "attn_output.bias", "ffn_gate.bias", "ffn_up.bias",
 					      "ffn_down.bias" };
-	for (size_t i = 0; i < sizeof(biases) / sizeof(biases[0]); i++) {
+	for (size_t i = oss ? 1 : 0; i < sizeof(biases) / sizeof(biases[0]); i++) {
 		if (exl_gguf_find_tensor(m->gguf, NAME(biases[i]))) {
 			snprintf(err, errlen, "tensor '%s' is not supported (exld applies no "
 				 "bias to the attention output or the FFN)", name);
