@@ -454,6 +454,61 @@ static int test_bpe(void)
 	return 0;
 }
 
+/* gpt-oss's o200k_harmony: with <|return|> and <|call|> in the
+ * vocabulary, <|end|> closes a message, not the reply, and the markers
+ * between messages are text a reply shows (as llama.cpp has them); a
+ * vocabulary without <|call|> keeps <|end|> as an end of generation. */
+static int test_harmony(void)
+{
+	static const char *const marks[] = { "<|start|>", "<|message|>", "<|channel|>", "<|end|>",
+					     "<|return|>", "<|call|>", "<|constrain|>" };
+	struct vocab v = { 0 };
+	struct meta m = { .model = "gpt2", .pre = "gpt-4o", .merges = bpe_merges,
+			  .n_merges = (int)(sizeof(bpe_merges) / sizeof(bpe_merges[0])),
+			  .bos = -1, .eos = -1, .add_space_prefix = -1, .no_scores = true };
+	char err[256];
+
+	bpe_vocab(&v);
+	for (size_t i = 0; i < sizeof(marks) / sizeof(marks[0]); i++)
+		add(&v, marks[i], T_CONTROL, 0);
+	m.eos = v.n - 3; /* <|return|> */
+	for (int with_call = 1; with_call >= 0; with_call--) {
+		struct exl_tokenizer *t;
+		const int32_t *ids;
+		bool end_eog = false, ret_eog = false;
+
+		if (!with_call)
+			free(v.text[v.n - 2]), v.text[v.n - 2] = strdup("<|caller|>");
+		t = load(&v, &m, err, sizeof(err));
+		CHECK(t);
+		if (!t) {
+			fprintf(stderr, "load: %s\n", err);
+			break;
+		}
+		int n = exl_tokenizer_eog_ids(t, &ids);
+		for (int i = 0; i < n; i++) {
+			end_eog |= ids[i] == id_of(t, "<|end|>");
+			ret_eog |= ids[i] == id_of(t, "<|return|>");
+		}
+		CHECK(ret_eog && end_eog == !with_call);
+		if (with_call) {
+			int32_t r[] = { id_of(t, "<|channel|>"), id_of(t, "hello"),
+					id_of(t, "<|message|>"), id_of(t, "\xc4\xa0world"),
+					id_of(t, "<|end|>"), id_of(t, "<|start|>") };
+			char *s = exl_tok_decode(t, r, 6, false, true);
+
+			/* the markers are shown without special tokens decoded, and
+			 * parsed out of text without special tokens parsed */
+			CHECK(s && !strcmp(s, "<|channel|>hello<|message|> world<|end|><|start|>"));
+			free(s);
+			CHECK(ENC(t, "<|channel|>hello", false, false, "<|channel|>", "hello"));
+		}
+		exl_tokenizer_free(t);
+	}
+	vocab_free(&v);
+	return 0;
+}
+
 /* ---- streaming decoder ---- */
 
 /* Pushes the byte tokens of bytes[] one by one; checks what each push
@@ -752,7 +807,7 @@ int main(int argc, char **argv)
 		int (*fn)(void);
 	} tests[] = {
 		{ "spm", test_spm }, { "bpe", test_bpe }, { "detok", test_detok }, { "errors", test_errors },
-		{ "empty", test_empty },
+		{ "empty", test_empty }, { "harmony", test_harmony },
 	};
 
 	for (size_t i = 0; argc == 2 && i < sizeof(tests) / sizeof(tests[0]); i++) {
@@ -763,6 +818,6 @@ int main(int argc, char **argv)
 		printf("%d checks, %d failed\n", check_count, check_failures);
 		return check_failures ? 1 : 0;
 	}
-	fprintf(stderr, "usage: test_tokenizer spm|bpe|detok|errors|empty\n");
+	fprintf(stderr, "usage: test_tokenizer spm|bpe|detok|errors|empty|harmony\n");
 	return 2;
 }

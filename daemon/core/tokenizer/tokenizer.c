@@ -205,6 +205,40 @@ static int add_eog(struct exl_tokenizer *t, int32_t id)
 	return 0;
 }
 
+static int32_t lookup_name(const struct exl_tokenizer *t, const char *name)
+{
+	return exl_tok_lookup(t, name, strlen(name));
+}
+
+/* gpt-oss's harmony format (o200k_harmony, known by its <|return|> and
+ * <|call|>): a reply is messages on channels, "<|channel|>analysis
+ * <|message|>...<|end|><|start|>assistant<|channel|>final<|message|>...
+ * <|return|>", so <|end|> closes a message, not the turn, and the markers
+ * between are part of the reply's text, as llama.cpp renders them. */
+static int harmony_tokens(struct exl_tokenizer *t)
+{
+	static const char *const shown[] = { "<|channel|>", "<|message|>", "<|start|>",
+					     "<|constrain|>", "<|end|>" };
+	int32_t end = lookup_name(t, "<|end|>");
+
+	if (lookup_name(t, "<|return|>") < 0 || lookup_name(t, "<|call|>") < 0 || end < 0)
+		return 0;
+	for (int i = 0; i < t->n_eog; i++) {
+		if (t->eog[i] == end) {
+			t->eog[i] = t->eog[--t->n_eog];
+			break;
+		}
+	}
+	for (size_t i = 0; i < sizeof(shown) / sizeof(shown[0]); i++) {
+		int32_t id = lookup_name(t, shown[i]);
+
+		if (id >= 0)
+			t->attr[id] = (uint16_t)((t->attr[id] & ~TOK_ATTR_CONTROL) |
+						 TOK_ATTR_USER_DEFINED);
+	}
+	return 0;
+}
+
 static int load_special_ids(struct exl_tokenizer *t, const struct gguf_file *f)
 {
 	bool b;
@@ -273,7 +307,7 @@ static int load_special_ids(struct exl_tokenizer *t, const struct gguf_file *f)
 		 * converter did not say so. */
 		t->attr[id] |= TOK_ATTR_CONTROL;
 	}
-	return 0;
+	return harmony_tokens(t);
 }
 
 static void set_strip(struct exl_tokenizer *t, const char *text, uint16_t flag, bool on)
