@@ -46,12 +46,13 @@ case_opts() {
 	olmo3) echo "--arch olmo2 --layers 4 --swa 8 --type f32" ;;
 	# granitemoe (Granite 3.x MoE): granite's multipliers on 4 experts, 2 a token
 	granitemoe) echo "--arch granitemoe --experts 4 --experts-used 2 --type f32" ;;
-	# gpt-oss: sinks, biases, a window of 4 on layer 0 (every other
-	# layer), 4 experts with the clamped SwiGLU, 2 a token by the softmax
+	# gpt-oss: sinks, biases, a window of 2 on layers 0 and 2 (every other
+	# layer), heads of 64 (q wider than the embedding, as in the real
+	# ones), 8 experts with the clamped SwiGLU, 4 a token by the softmax
 	# of their logits
-	gpt_oss) echo "--arch gpt-oss --layers 4 --experts 4 --experts-used 2 --swa 2 --type f32" ;;
+	gpt_oss) echo "--arch gpt-oss --dim 320 --heads 8 --head-dim 64 --ff 320 --layers 4 --experts 8 --experts-used 4 --swa 2 --type f32" ;;
 	# and with gpt-oss's YaRN (factor 32 over an original context of 4096
-	# in the real ones; here 8 over 64)
+	# in the real ones; here 16 over 8)
 	gpt_oss_yarn) echo "--arch gpt-oss --experts 4 --experts-used 2 --layers 4 --swa 2 --rope-scaling yarn --rope-scale 16 --kv gpt-oss.rope.scaling.original_context_length=u32:8 --type f32" ;;
 	*) echo "--type $1" ;;
 	esac
