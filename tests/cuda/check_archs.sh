@@ -67,5 +67,6 @@ qwen3vl --arch qwen3vl
 glm4 --arch glm4
 gemma --arch gemma
 olmo3 --arch olmo2 --layers 4 --swa 8
+gpt_oss --arch gpt-oss --layers 4 --swa 4 --experts 8 --experts-used 4 --ff 256
 mistral3 --arch mistral3 --rope-scaling yarn --rope-scale 16 --kv mistral3.rope.scaling.original_context_length=u32:8 --kv mistral3.attention.temperature_scale=f32:0.5
 LIST

@@ -3,7 +3,7 @@
  * metadata and tensors.  Each input is an edit script applied to one of a
  * few small random-weight models that exld-mkmodel writes at start-up
  * (llama, qwen2, qwen3moe, gemma3, phi3, mistral3 with YaRN and its
- * temperature, olmo2 with windows, granite, glm4, over weight types from
+ * temperature, olmo2 with windows, granite, glm4, gpt-oss, over weight types from
  * Q8_0 to Q4_K), or to a LoRA adapter for the first two: keys set to other types
  * and boundary values, arrays resized, keys and tensors dropped, tensors
  * reshaped, retyped or their bytes overwritten, vocabulary entries
@@ -69,6 +69,10 @@ static const char *const base_args[][24] = {
 	  "--ctx", "256", "--type", "iq4_nl", NULL },
 	{ "--arch", "glm4", "--dim", "64", "--layers", "1", "--heads", "4", "--vocab", "300",
 	  "--ctx", "256", "--type", "f16", NULL },
+	/* gpt-oss: sinks, biases, a window on layer 0, its experts */
+	{ "--arch", "gpt-oss", "--dim", "64", "--layers", "2", "--heads", "4", "--kv-heads", "2",
+	  "--swa", "4", "--experts", "4", "--ff", "64", "--vocab", "300", "--ctx", "256", "--type",
+	  "q8_0", NULL },
 };
 #define N_BASES (sizeof(base_args) / sizeof(base_args[0]))
 
@@ -194,7 +198,7 @@ static double float_value(uint8_t k)
 static const char *const strings[] = {
 	"", "none", "linear", "yarn", "longrope", "llama", "gpt2", "qwen2", "qwen3", "qwen3moe",
 	"phi3", "gemma2", "gemma3", "llama3", "default", "<s>", "\xe2\x96\x81", "\xff\xfe",
-	"a b", "{{ messages }}", "mistral3", "granite", "olmo2", "glm4", "smollm3", "qwen3vl",
+	"a b", "{{ messages }}", "mistral3", "granite", "olmo2", "glm4", "smollm3", "qwen3vl", "gpt-oss",
 	"gemma",
 };
 #define N_STRINGS (sizeof(strings) / sizeof(strings[0]))
