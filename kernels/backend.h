@@ -129,6 +129,10 @@ struct exl_attn_params {
 	 * softmax's denominator (no value: it takes weight from the keys);
 	 * [n_heads] floats of backend memory, or NULL for none */
 	const float *sinks;
+	/* Encoders (BERT): a token sees every position its sequence has up
+	 * to the last of it in this batch, not only those before it; the
+	 * whole sequence must be in the batch */
+	bool non_causal;
 };
 
 /* What a backend holds, for status reports and for sizing the KV pool.
@@ -248,6 +252,12 @@ struct exl_backend_ops {
 	 * experts: the gate clamped above, up both ways, elem_math.h) */
 	void (*swiglu_oai)(struct exl_backend *be, float *g, const float *u, size_t count,
 			   float alpha, float limit);
+	/* y[i] = (x[i] - mean(x[i])) / sqrt(var(x[i]) + eps) * w + b, rows
+	 * of dim (BERT's LayerNorm; b may be NULL) */
+	void (*layernorm)(struct exl_backend *be, float *y, const float *x, const float *w,
+			  const float *b, int n, int dim, float eps);
+	/* x[k] = gelu(x[k]), k < count, the tanh form (BERT's FFN) */
+	void (*gelu)(struct exl_backend *be, float *x, size_t count);
 };
 
 struct exl_backend {

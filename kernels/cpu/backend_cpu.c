@@ -598,6 +598,33 @@ static void op_swiglu_oai(struct exl_backend *be, float *g, const float *u, size
 	exl_cpu_swiglu_oai(cb->pool, g, u, count, alpha, limit);
 }
 
+static void op_gelu(struct exl_backend *be, float *x, size_t count)
+{
+	struct cpu_backend *cb = cpu_of(be);
+
+	if (cb->failed || !count)
+		return;
+	if (!x) {
+		fail(cb, "gelu: missing buffer");
+		return;
+	}
+	exl_cpu_gelu(cb->pool, x, count);
+}
+
+static void op_layernorm(struct exl_backend *be, float *y, const float *x, const float *w,
+			 const float *b, int n, int dim, float eps)
+{
+	struct cpu_backend *cb = cpu_of(be);
+
+	if (!rows_ok(cb, "layernorm", y, x, w, n, dim))
+		return;
+	if (!(eps >= 0.0f) || !isfinite(eps)) {
+		fail(cb, "layernorm: epsilon %g", (double)eps);
+		return;
+	}
+	exl_cpu_layernorm(cb->pool, y, x, w, b, n, dim, eps);
+}
+
 static void op_add_rows_scaled(struct exl_backend *be, float *y, const float *x,
 			       const int32_t *rows, const float *w, int n, int dim)
 {
@@ -680,8 +707,10 @@ static const struct exl_backend_ops cpu_ops = {
 	.scale = op_scale,
 	.softcap = op_softcap,
 	.geglu = op_geglu,
-	.swiglu_oai = op_swiglu_oai,
 	.add_rows_scaled = op_add_rows_scaled,
+	.swiglu_oai = op_swiglu_oai,
+	.layernorm = op_layernorm,
+	.gelu = op_gelu,
 };
 
 struct exl_backend *exl_backend_cpu_create(int n_threads, char *err, size_t errlen)

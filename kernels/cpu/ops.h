@@ -127,6 +127,9 @@ void exl_cpu_softcap(struct exl_pool *pool, float *x, float cap, size_t count);
 void exl_cpu_geglu(struct exl_pool *pool, float *g, const float *u, size_t count);
 void exl_cpu_swiglu_oai(struct exl_pool *pool, float *g, const float *u, size_t count,
 			float alpha, float limit);
+void exl_cpu_gelu(struct exl_pool *pool, float *x, size_t count);
+void exl_cpu_layernorm(struct exl_pool *pool, float *y, const float *x, const float *w,
+		       const float *b, int n, int dim, float eps);
 void exl_cpu_add_rows_scaled(struct exl_pool *pool, float *y, const float *x,
 			     const int32_t *rows, const float *w, int n, int dim);
 
@@ -174,6 +177,8 @@ struct exl_cpu_batch {
 	int32_t *pos;
 	int32_t *seq;
 	size_t cap_tokens;
+	int32_t *seq_end;   /* [n_seqs]: 1 + the last position each has here */
+	size_t cap_seqs;
 	/* [0] page_table, [1] local_page_table: a KV layer reads tables[table] */
 	struct exl_cpu_page_table tables[2];
 };

@@ -48,6 +48,7 @@ void exl_cpu_batch_free(struct exl_cpu_batch *cb)
 {
 	free(cb->pos);
 	free(cb->seq);
+	free(cb->seq_end);
 	free(cb->tables[0].pages);
 	free(cb->tables[1].pages);
 	memset(cb, 0, sizeof(*cb));
@@ -135,6 +136,16 @@ int exl_cpu_batch_set(struct exl_cpu_batch *cb, const struct exl_batch_desc *b, 
 	    table_set(&cb->tables[1], b->local_page_table, b->n_seqs, b->local_max_pages,
 		      "local page table", err, errlen))
 		return -1;
+	if (grow(&cb->seq_end, cb->cap_seqs, (size_t)b->n_seqs)) {
+		snprintf(err, errlen, "set_batch: out of memory for %d sequences", b->n_seqs);
+		return -1;
+	}
+	if ((size_t)b->n_seqs > cb->cap_seqs)
+		cb->cap_seqs = (size_t)b->n_seqs;
+	memset(cb->seq_end, 0, (size_t)b->n_seqs * sizeof(int32_t));
+	for (size_t t = 0; t < n; t++)
+		if (b->pos[t] + 1 > cb->seq_end[b->seq[t]])
+			cb->seq_end[b->seq[t]] = b->pos[t] + 1;
 	memcpy(cb->pos, b->pos, n * sizeof(int32_t));
 	memcpy(cb->seq, b->seq, n * sizeof(int32_t));
 	cb->n_seqs = b->n_seqs;
@@ -310,6 +321,7 @@ struct attention_job {
 	float softcap;
 	int window;
 	const float *sinks;   /* [n_heads] or NULL (exl_attn_params) */
+	bool non_causal;      /* a token sees its sequence's last position here */
 	unsigned char *scratch; /* per thread: thread_bytes */
 	size_t thread_bytes;
 	size_t local_off;     /* !split: offset in a thread's scratch of its PART_MAX
@@ -487,7 +499,7 @@ static void unit_window(const struct attention_job *j, size_t u, int *start, int
 	const size_t t = u / (size_t)j->n_pieces / (size_t)j->kv->n_kv_heads;
 
 	*start = window_start(j->b->pos[t], j->window);
-	*end = j->b->pos[t] + 1;
+	*end = j->non_causal ? j->b->seq_end[j->b->seq[t]] : j->b->pos[t] + 1;
 }
 
 /* Partition part of n_part of the window [start, end): [*p0, *p1). */
@@ -693,9 +705,10 @@ int exl_cpu_attention(struct exl_pool *pool, const struct exl_cpu_ops *k,
 		return -1;
 	}
 	if (!isfinite(ap->scale) || !(ap->softcap >= 0.0f) || !isfinite(ap->softcap) ||
-	    ap->window < 0) {
-		snprintf(err, errlen, "attention: scale %g, softcap %g, window %d",
-			 (double)ap->scale, (double)ap->softcap, ap->window);
+	    ap->window < 0 || (ap->non_causal && ap->window)) {
+		snprintf(err, errlen, "attention: scale %g, softcap %g, window %d%s",
+			 (double)ap->scale, (double)ap->softcap, ap->window,
+			 ap->non_causal && ap->window ? " with non-causal attention" : "");
 		return -1;
 	}
 	memset(&j, 0, sizeof(j));
@@ -711,9 +724,11 @@ int exl_cpu_attention(struct exl_pool *pool, const struct exl_cpu_ops *k,
 	j.softcap = ap->softcap;
 	j.window = ap->window;
 	j.sinks = ap->sinks;
+	j.non_causal = ap->non_causal;
 	j.n_units = (size_t)b->n_tokens * (size_t)kv->n_kv_heads * (size_t)j.n_pieces;
 	for (int t = 0; t < b->n_tokens; t++) {
-		const int len = b->pos[t] + 1 - window_start(b->pos[t], ap->window);
+		const int end = ap->non_causal ? b->seq_end[b->seq[t]] : b->pos[t] + 1;
+		const int len = end - window_start(b->pos[t], ap->window);
 
 		work += (size_t)len;
 		if (len > max_len)

@@ -66,6 +66,50 @@ void exl_cpu_rmsnorm(struct exl_pool *pool, const struct exl_cpu_ops *k, float *
 	run(pool, rmsnorm_fn, &j, (size_t)n * (size_t)dim);
 }
 
+/* ---- layernorm -------------------------------------------------------- */
+
+struct layernorm_job {
+	float *y;
+	const float *x, *w, *b;
+	int n, dim;
+	float eps;
+};
+
+/* Mean and variance in double: a row's float sums would lose the small
+ * variance of values far from zero. */
+static void layernorm_fn(void *ctx, int ith, int nth)
+{
+	const struct layernorm_job *j = ctx;
+	const size_t dim = (size_t)j->dim;
+	size_t b, e;
+
+	exl_pool_split((size_t)j->n, ith, nth, &b, &e);
+	for (size_t i = b; i < e; i++) {
+		const float *x = j->x + i * dim;
+		float *y = j->y + i * dim;
+		double sum = 0.0, sq = 0.0;
+
+		for (size_t d = 0; d < dim; d++)
+			sum += x[d];
+		const double mean = sum / (double)dim;
+		for (size_t d = 0; d < dim; d++)
+			sq += ((double)x[d] - mean) * ((double)x[d] - mean);
+		const float inv = (float)(1.0 / sqrt(sq / (double)dim + (double)j->eps));
+		const float m = (float)mean;
+
+		for (size_t d = 0; d < dim; d++)
+			y[d] = (x[d] - m) * inv * j->w[d] + (j->b ? j->b[d] : 0.0f);
+	}
+}
+
+void exl_cpu_layernorm(struct exl_pool *pool, float *y, const float *x, const float *w,
+		       const float *b, int n, int dim, float eps)
+{
+	struct layernorm_job j = { y, x, w, b, n, dim, eps };
+
+	run(pool, layernorm_fn, &j, (size_t)n * (size_t)dim * 2);
+}
+
 /* ---- add, swiglu ------------------------------------------------------ */
 
 struct pair_job {
@@ -244,6 +288,23 @@ void exl_cpu_geglu(struct exl_pool *pool, float *g, const float *u, size_t count
 	struct map_job j = { g, u, 0.0f, count };
 
 	run(pool, geglu_fn, &j, count * 4);
+}
+
+static void gelu_fn(void *ctx, int ith, int nth)
+{
+	const struct map_job *j = ctx;
+	size_t b, e;
+
+	split_floats(j->count, ith, nth, &b, &e);
+	for (size_t i = b; i < e; i++)
+		j->x[i] = exl_gelu_tanh(j->x[i]);
+}
+
+void exl_cpu_gelu(struct exl_pool *pool, float *x, size_t count)
+{
+	struct map_job j = { x, NULL, 0.0f, count };
+
+	run(pool, gelu_fn, &j, count * 4);
 }
 
 struct oai_job {

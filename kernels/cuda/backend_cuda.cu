@@ -730,6 +730,14 @@ static int set_batch(struct cuda_backend *cb, const struct exl_batch_desc *b)
 	}
 	memcpy(bt->pos, b->pos, n * sizeof(int32_t));
 	memcpy(bt->seq, b->seq, n * sizeof(int32_t));
+	if (!grow_i32(&bt->seq_end, &bt->cap_end, (size_t)b->n_seqs)) {
+		cu_note(cb, "set_batch: out of host memory");
+		return -1;
+	}
+	memset(bt->seq_end, 0, (size_t)b->n_seqs * sizeof(int32_t));
+	for (size_t t = 0; t < n; t++)
+		if (b->pos[t] + 1 > bt->seq_end[b->seq[t]])
+			bt->seq_end[b->seq[t]] = b->pos[t] + 1;
 	if (table_set(cb, &bt->tables[0], &cb->st_table, b->page_table, b->n_seqs, b->max_pages,
 		      "page table") ||
 	    table_set(cb, &bt->tables[1], &cb->st_ltable, b->local_page_table, b->n_seqs,
@@ -739,7 +747,10 @@ static int set_batch(struct cuda_backend *cb, const struct exl_batch_desc *b)
 						  "set_batch");
 	bt->d_seq = (const int32_t *)cu_stage_put(cb, &cb->st_seq, b->seq, n * sizeof(int32_t),
 						  "set_batch");
-	if (!bt->d_pos || !bt->d_seq)
+	bt->d_seq_end = (const int32_t *)cu_stage_put(cb, &cb->st_end, bt->seq_end,
+						      (size_t)b->n_seqs * sizeof(int32_t),
+						      "set_batch");
+	if (!bt->d_pos || !bt->d_seq || !bt->d_seq_end)
 		return -1;
 	bt->n_tokens = b->n_tokens;
 	bt->n_seqs = b->n_seqs;
@@ -829,7 +840,7 @@ static void op_destroy(struct exl_backend *be)
 {
 	struct cuda_backend *cb = cuda_of(be);
 	struct cuda_stage *stages[] = { &cb->st_pos, &cb->st_seq, &cb->st_table,
-					&cb->st_ltable };
+					&cb->st_ltable, &cb->st_end };
 
 	if (!cb)
 		return;
@@ -860,6 +871,7 @@ static void op_destroy(struct exl_backend *be)
 	cudaGetLastError();
 	free(cb->batch.pos);
 	free(cb->batch.seq);
+	free(cb->batch.seq_end);
 	free(cb->batch.tables[0].host);
 	free(cb->batch.tables[1].host);
 	exl_mem_track_free(&cb->weights);
@@ -900,12 +912,14 @@ static const struct exl_backend_ops cuda_ops = {
 	.geglu = cu_op_geglu,
 	.add_rows_scaled = cu_op_add_rows_scaled,
 	.swiglu_oai = cu_op_swiglu_oai,
+	.layernorm = cu_op_layernorm,
+	.gelu = cu_op_gelu,
 };
 
 extern "C" struct exl_backend *cudamod_backend_create(int device, char *err, size_t errlen)
 {
 	struct cuda_backend *cb;
-	struct cuda_stage *stages[4];
+	struct cuda_stage *stages[5];
 	cublasStatus_t bs;
 
 	if (check_device(device, err, errlen))
@@ -929,6 +943,7 @@ extern "C" struct exl_backend *cudamod_backend_create(int device, char *err, siz
 	stages[1] = &cb->st_seq;
 	stages[2] = &cb->st_table;
 	stages[3] = &cb->st_ltable;
+	stages[4] = &cb->st_end;
 	if (!cu_ok(cb, cudaSetDevice(device), "cudaSetDevice") ||
 	    !cu_ok(cb, cudaDeviceGetAttribute(&cb->sm_count, cudaDevAttrMultiProcessorCount,
 					      device), "cudaDeviceGetAttribute") ||
@@ -943,7 +958,7 @@ extern "C" struct exl_backend *cudamod_backend_create(int device, char *err, siz
 	}
 	if (!cu_blas_ok(cb, cublasSetStream(cb->cublas, cb->stream), "cublasSetStream"))
 		goto fail;
-	for (int i = 0; i < 4; i++)
+	for (int i = 0; i < 5; i++)
 		if (!stage_init(cb, stages[i]))
 			goto fail;
 	return &cb->base;

@@ -66,6 +66,11 @@ struct cuda_batch {
 	size_t cap_seq;
 	const int32_t *d_pos;  /* device copies (inside the stages below) */
 	const int32_t *d_seq;
+	/* per sequence, 1 + its last position in the batch (non-causal
+	 * attention's end): host, and device copy */
+	int32_t *seq_end;
+	size_t cap_end;
+	const int32_t *d_seq_end;
 	/* [0] page_table, [1] local_page_table: a KV layer reads tables[table] */
 	struct cuda_page_table tables[2];
 };
@@ -146,7 +151,7 @@ struct cuda_backend {
 	 * bases, and alternate. */
 	struct cuda_rope_table rope[2];
 	unsigned rope_uses;
-	struct cuda_stage st_pos, st_seq, st_table, st_ltable;
+	struct cuda_stage st_pos, st_seq, st_table, st_ltable, st_end;
 	struct cuda_arena arena;
 
 	/* matmul scratch: a dequantized weight tile and the activations, both
@@ -310,6 +315,9 @@ void cu_op_softcap(struct exl_backend *be, float *x, float cap, size_t count);
 void cu_op_geglu(struct exl_backend *be, float *g, const float *u, size_t count);
 void cu_op_swiglu_oai(struct exl_backend *be, float *g, const float *u, size_t count, float alpha,
 		      float limit);
+void cu_op_gelu(struct exl_backend *be, float *x, size_t count);
+void cu_op_layernorm(struct exl_backend *be, float *y, const float *x, const float *w,
+		     const float *b, int n, int dim, float eps);
 void cu_op_add_rows_scaled(struct exl_backend *be, float *y, const float *x,
 			   const int32_t *rows, const float *w, int n, int dim);
 

@@ -135,7 +135,8 @@ static __global__ void __launch_bounds__(ATT_THREADS)
 attention_kernel(const float *q, float *out, float *part, float2 *part_ml, const __half *K,
 		 const __half *V, const int32_t *pos, const int32_t *seq, const int32_t *pt,
 		 int max_pages, int n_heads, int n_kv_heads, int head_dim, int page_size,
-		 float scale, float softcap, const float *sinks, int window, int split_len)
+		 float scale, float softcap, const float *sinks, const int32_t *seq_end, int window,
+		 int split_len)
 {
 	__shared__ float wacc[ATT_WARPS][GB][32 * DPL];
 	__shared__ float wm[ATT_WARPS][GB], wl[ATT_WARPS][GB];
@@ -149,7 +150,8 @@ attention_kernel(const float *q, float *out, float *part, float2 *part_ml, const
 	const int split = blockIdx.y, n_splits = gridDim.y;
 	const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
 	const int32_t *row = pt + (size_t)seq[t] * (size_t)max_pages;
-	const int len = pos[t] + 1;
+	/* non-causal (seq_end given): every position its sequence has here */
+	const int len = seq_end ? seq_end[seq[t]] : pos[t] + 1;
 	const int start = window > 0 && len > window ? len - window : 0;
 	const int c0 = start + split * split_len;
 	const int c1 = min(len, c0 + split_len);
@@ -288,7 +290,7 @@ void cu_op_attention(struct exl_backend *be, const struct exl_kv_layer *kv, cons
 	if (!cu_enter(cb))
 		return;
 	if (!p || !isfinite(p->scale) || !(p->softcap >= 0.0f) || !isfinite(p->softcap) ||
-	    p->window < 0) {
+	    p->window < 0 || (p->non_causal && p->window)) {
 		cu_fail(cb, "attention: missing or bad parameters");
 		return;
 	}
@@ -353,7 +355,7 @@ void cu_op_attention(struct exl_backend *be, const struct exl_kv_layer *kv, cons
 			     part, part_ml, (const __half *)kv->k, (const __half *)kv->v,       \
 			     bt->d_pos, bt->d_seq, pt->dev, pt->max_pages, n_heads,              \
 			     kv->n_kv_heads, kv->head_dim, kv->page_size, p->scale, p->softcap,  \
-			     p->sinks, p->window, split_len)
+			     p->sinks, p->non_causal ? bt->d_seq_end : NULL, p->window, split_len)
 	switch (dpl * 100 + gbs) {
 	case 201: ATT_LAUNCH(2, 1); break;
 	case 202: ATT_LAUNCH(2, 2); break;

@@ -97,6 +97,48 @@ void cu_op_rmsnorm(struct exl_backend *be, float *y, const float *x, const float
 	cb->xq_seq = cb->op_seq;
 }
 
+/* ---- layernorm -------------------------------------------------------- */
+
+/* A block a row: the mean, then the variance about it (two passes over the
+ * row, which is in cache: no cancellation of a one-pass sum of squares). */
+static __global__ void layernorm_kernel(float *y, const float *x, const float *w, const float *b,
+					int dim, float eps)
+{
+	__shared__ float sh[32];
+	const size_t row = (size_t)blockIdx.x * (size_t)dim;
+	float s = 0.0f;
+
+	for (int i = threadIdx.x; i < dim; i += blockDim.x)
+		s += x[row + i];
+	const float mean = block_sum(s, sh) / (float)dim;
+	float v = 0.0f;
+
+	for (int i = threadIdx.x; i < dim; i += blockDim.x) {
+		const float d = x[row + i] - mean;
+
+		v += d * d;
+	}
+	const float inv = rsqrtf(block_sum(v, sh) / (float)dim + eps);
+
+	for (int i = threadIdx.x; i < dim; i += blockDim.x)
+		y[row + i] = (x[row + i] - mean) * inv * w[i] + (b ? b[i] : 0.0f);
+}
+
+void cu_op_layernorm(struct exl_backend *be, float *y, const float *x, const float *w,
+		     const float *b, int n, int dim, float eps)
+{
+	struct cuda_backend *cb = cuda_of(be);
+
+	if (!cu_enter(cb))
+		return;
+	if (n < 0 || dim <= 0 || !(eps >= 0.0f)) {
+		cu_fail(cb, "layernorm: bad shape %d x %d or epsilon %g", n, dim, (double)eps);
+		return;
+	}
+	if (n)
+		cu_launch(cb, "layernorm", layernorm_kernel, n, RMS_THREADS, y, x, w, b, dim, eps);
+}
+
 /* ---- add_bias, add, swiglu -------------------------------------------- */
 
 static __global__ void add_bias_kernel(float *y, const float *b, size_t count, int dim)
@@ -428,6 +470,22 @@ void cu_op_geglu(struct exl_backend *be, float *g, const float *u, size_t count)
 	if (!cu_enter(cb) || !count)
 		return;
 	cu_launch(cb, "geglu", geglu_kernel, cu_grid(count, EW_THREADS), EW_THREADS, g, u, count);
+}
+
+static __global__ void gelu_kernel(float *x, size_t count)
+{
+	for (size_t k = (size_t)blockIdx.x * blockDim.x + threadIdx.x; k < count;
+	     k += (size_t)gridDim.x * blockDim.x)
+		x[k] = exl_gelu_tanh(x[k]);
+}
+
+void cu_op_gelu(struct exl_backend *be, float *x, size_t count)
+{
+	struct cuda_backend *cb = cuda_of(be);
+
+	if (!cu_enter(cb) || !count)
+		return;
+	cu_launch(cb, "gelu", gelu_kernel, cu_grid(count, EW_THREADS), EW_THREADS, x, count);
 }
 
 static __global__ void swiglu_oai_kernel(float *g, const float *u, size_t count, float alpha,

@@ -169,7 +169,7 @@ int main(int argc, char **argv)
 	 * weights are */
 	const size_t flush_n = getenv("NOFLUSH") ? 64 : (size_t)64 << 20;
 	unsigned char *flush = xcalloc(flush_n);
-	struct exl_attn_params ap = { 1.0f / 8.0f, 0.0f, 0, NULL };
+	struct exl_attn_params ap = { 1.0f / 8.0f, 0.0f, 0, NULL, false };
 	const int REPS = getenv("REPS") ? atoi(getenv("REPS")) : 15;
 	double *t = xcalloc((size_t)REPS * sizeof(double));
 	volatile unsigned sink = 0;

@@ -101,7 +101,7 @@ static void run_op(struct env *e, enum op op)
 		break;
 	case OP_ATTENTION:
 		exl_cpu_attention(e->pool, e->k, &e->as, &e->batch, &e->kv, e->q, e->out, N_HEAD,
-				  &(struct exl_attn_params){ 0.125f, 0.0f, 0, NULL }, err, sizeof(err));
+				  &(struct exl_attn_params){ 0.125f, 0.0f, 0, NULL, false }, err, sizeof(err));
 		break;
 	case OP_SWIGLU:
 		exl_cpu_swiglu(e->pool, e->k, e->g, e->u, (size_t)e->n * FF);

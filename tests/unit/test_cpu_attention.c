@@ -313,7 +313,13 @@ static void ref_attention(const struct scenario *s, const struct batch *b,
 	const int group = s->n_heads / s->n_kv_heads;
 
 	for (int t = 0; t < b->n; t++) {
-		const int sq = b->seq[t], len = b->pos[t] + 1;
+		const int sq = b->seq[t];
+		int len = b->pos[t] + 1;
+
+		/* non-causal: to its sequence's last position in the batch */
+		for (int u = 0; ap->non_causal && u < b->n; u++)
+			if (b->seq[u] == sq && b->pos[u] + 1 > len)
+				len = b->pos[u] + 1;
 		const int first = ap->window && len > ap->window ? len - ap->window : 0;
 		double *sc = xcalloc((size_t)len, sizeof(double));
 
@@ -381,7 +387,7 @@ static void run_drivers(const struct exl_cpu_ops *k, struct exl_pool *pool, int 
 	struct exl_cpu_batch cb = { 0 };
 	struct exl_attn_scratch scratch = { 0 };
 	const float scale = 1.0f / sqrtf((float)head_dim);
-	const struct exl_attn_params ap = { scale, 0.0f, 0, NULL };
+	const struct exl_attn_params ap = { scale, 0.0f, 0, NULL, false };
 	char err[200];
 	const char *pn = pool ? "pool3" : "single";
 
@@ -420,7 +426,7 @@ static void run_drivers(const struct exl_cpu_ops *k, struct exl_pool *pool, int 
 	/* gemma2's soft-capped scores through a sliding window shorter than
 	 * some windows, across page boundaries */
 	for (int w = 1; w <= 3 * ps + 1; w += ps + 1) {
-		const struct exl_attn_params aw = { scale, 4.0f, w, NULL };
+		const struct exl_attn_params aw = { scale, 4.0f, w, NULL, false };
 
 		CHECK(exl_cpu_kv_check(&cb, &s.kv, w, err, sizeof(err)) == 0, "window: %s", err);
 		CHECK(exl_cpu_attention(pool, k, &scratch, &cb, &s.kv, fin.q, out, n_heads, &aw,
@@ -436,7 +442,7 @@ static void run_drivers(const struct exl_cpu_ops *k, struct exl_pool *pool, int 
 	for (int h = 0; h < n_heads; h++)
 		sinks[h] = h % 2 ? 3.0f : -0.5f + 0.25f * (float)h;
 	for (int w = 0; w <= ps + 1; w += ps + 1) {
-		const struct exl_attn_params as = { scale, 0.0f, w, sinks };
+		const struct exl_attn_params as = { scale, 0.0f, w, sinks, false };
 
 		CHECK(exl_cpu_kv_check(&cb, &s.kv, w, err, sizeof(err)) == 0, "sinks: %s", err);
 		CHECK(exl_cpu_attention(pool, k, &scratch, &cb, &s.kv, fin.q, out, n_heads, &as,
@@ -447,6 +453,14 @@ static void run_drivers(const struct exl_cpu_ops *k, struct exl_pool *pool, int 
 		      pn, ps, n_heads, n_kv_heads, head_dim, w);
 	}
 	free(sinks);
+	/* an encoder's: every token sees its sequence's last position here */
+	const struct exl_attn_params an = { scale, 0.0f, 0, NULL, true };
+	CHECK(exl_cpu_attention(pool, k, &scratch, &cb, &s.kv, fin.q, out, n_heads, &an, err,
+				sizeof(err)) == 0, "attention: %s", err);
+	ref_attention(&s, &fin, &an, ref);
+	CHECK(count_bad(out, ref, out_n, 2e-5) == 0,
+	      "%s/%s: attention ps %d heads %d/%d head_dim %d, non-causal", k->name, pn, ps,
+	      n_heads, n_kv_heads, head_dim);
 	r = exl_cpu_attention(pool, k, &scratch, &cb, &s.kv, fin.q, out, n_heads, &ap, err,
 			      sizeof(err));
 	/* against the scalar variant on one thread: within 1e-5 */
@@ -476,7 +490,7 @@ static void attend_rows(const struct exl_cpu_ops *k, struct exl_pool *pool, stru
 			struct exl_attn_scratch *scratch, const int32_t *pos, int n,
 			const float *q, float *out, int window)
 {
-	const struct exl_attn_params ap = { 1.0f / sqrtf((float)s->head_dim), 0.0f, window, NULL };
+	const struct exl_attn_params ap = { 1.0f / sqrtf((float)s->head_dim), 0.0f, window, NULL, false };
 	int32_t seq[8] = { 0 };
 	struct exl_batch_desc d = {
 		.n_tokens = n, .pos = pos, .seq = seq, .n_seqs = N_SEQ,
@@ -554,7 +568,7 @@ static void run_decode(const struct exl_cpu_ops *k, struct exl_pool *pool, int p
 	struct exl_cpu_batch cb = { 0 };
 	struct exl_attn_scratch scratch = { 0 };
 	const float scale = 1.0f / sqrtf((float)head_dim);
-	const struct exl_attn_params ap = { scale, 0.0f, 0, NULL };
+	const struct exl_attn_params ap = { scale, 0.0f, 0, NULL, false };
 	char err[200];
 
 	scenario_init(&s, ps, n_heads, n_kv_heads, head_dim);
@@ -611,7 +625,7 @@ static void run_decode(const struct exl_cpu_ops *k, struct exl_pool *pool, int p
 	float *sinks = xcalloc((size_t)n_heads, sizeof(float));
 	for (int h = 0; h < n_heads; h++)
 		sinks[h] = h % 2 ? 4.0f : -1.0f;
-	const struct exl_attn_params as = { scale, 0.0f, 0, sinks };
+	const struct exl_attn_params as = { scale, 0.0f, 0, sinks, false };
 	CHECK(exl_cpu_attention(pool, k, &scratch, &cb, &s.kv, fin.q, out, n_heads, &as, err,
 				sizeof(err)) == 0, "attention: %s", err);
 	ref_attention(&s, &fin, &as, ref);
@@ -623,7 +637,7 @@ static void run_decode(const struct exl_cpu_ops *k, struct exl_pool *pool, int p
 	same_bits_any_batch(k, pool, &s, &scratch, len, len - 2 * ps - 3);
 	/* a window of most of the sequence: still partitioned, from its start;
 	 * the pages wholly before it unmapped, as a cache that gave them back */
-	const struct exl_attn_params aw = { scale, 0.0f, len - 2 * ps - 3, NULL };
+	const struct exl_attn_params aw = { scale, 0.0f, len - 2 * ps - 3, NULL, false };
 	cb.tables[0].pages[0] = -1;
 	cb.tables[0].pages[1] = -1;
 	cb.tables[0].checked_page_size = 0;
@@ -736,7 +750,7 @@ static void test_kv_check_errors(void)
 	struct exl_attn_scratch scr = { 0 };
 	float q[2 * 3 * 64], out[2 * 3 * 64];
 	CHECK(exl_cpu_attention(NULL, &exl_cpu_ops_scalar, &scr, &cb, &s.kv, q, out, 3,
-				&(struct exl_attn_params){ 0.125f, 0.0f, 0, NULL },
+				&(struct exl_attn_params){ 0.125f, 0.0f, 0, NULL, false },
 				err, sizeof(err)) == -1 && strstr(err, "multiple"),
 	      "3 heads over 2 KV heads: %s", err);
 	exl_attn_scratch_free(&scr);
@@ -793,7 +807,7 @@ static void test_backend_attention(struct exl_backend *be)
 	struct scenario s;
 	struct batch hist[2], fin;
 	const float scale = 0.125f;
-	const struct exl_attn_params ap = { scale, 0.0f, 0, NULL };
+	const struct exl_attn_params ap = { scale, 0.0f, 0, NULL, false };
 	const struct exl_rope_params rp = { hd, 10000.0f, 1.0f, false, NULL, 1.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0 };
 
 	CHECK(k != NULL, "backend variant %s", exl_backend_cpu_kernels(be));
@@ -960,7 +974,7 @@ static void test_backend_errors(struct exl_backend *be)
 
 	pos[1] = 1;
 	CHECK(ops->set_batch(be, &d) == 0, "set_batch: %s", exl_backend_error(be));
-	ops->attention(be, &s.kv, buf, buf, 3, &(struct exl_attn_params){ 0.1f, 0.0f, 0, NULL });
+	ops->attention(be, &s.kv, buf, buf, 3, &(struct exl_attn_params){ 0.1f, 0.0f, 0, NULL, false });
 	expect_failure(be, "attention with 3 heads", "multiple");
 
 	struct exl_rope_params rp = { 63, 10000.0f, 1.0f, false, NULL, 1.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0 };

@@ -272,7 +272,7 @@ static void test_attention(void)
 	const float scale = 1.0f / sqrtf((float)HD);
 	for (size_t i = 0; i < (size_t)n * HEADS * HD; i++)
 		q[i] = rnd_normal();
-	const struct exl_attn_params ap = { scale, 0.0f, 0, NULL };
+	const struct exl_attn_params ap = { scale, 0.0f, 0, NULL, false };
 
 	cpu->ops->attention(cpu, &kv, q, out, HEADS, &ap);
 	CHECK(cpu->ops->sync(cpu) == 0, "sync");

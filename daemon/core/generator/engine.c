@@ -54,6 +54,7 @@ struct exl_engine {
 	struct exl_model *m;
 	struct exl_kvcache *kv;
 	struct exl_engine_config cfg;
+	bool encoder;  /* an embedding model's: texts go whole into a step */
 	int n_vocab;
 	int page_size;
 	int n_pages;
@@ -183,6 +184,7 @@ struct exl_engine *exl_engine_create(struct exl_model *m, struct exl_kvcache *kv
 		goto oom;
 	e->m = m;
 	e->kv = kv;
+	e->encoder = exl_model_hparams(m)->encoder;
 	e->cfg = *c;
 	e->cfg.max_seq_len = exl_engine_max_seq_len(m, c);
 	/* rope factors that depend on how long a sequence may grow (phi3's
@@ -331,19 +333,40 @@ static struct exl_drafter *find_drafter(const struct exl_engine *e, const char *
 	return NULL;
 }
 
+bool exl_engine_embeds_only(const struct exl_engine *e)
+{
+	return e->encoder;
+}
+
 int exl_engine_add(struct exl_engine *e, struct exl_job *job, char *err, size_t errlen)
 {
 	int longest = 0;
+
+	const struct exl_hparams *hp = exl_model_hparams(e->m);
 
 	if (job->state != EXL_JOB_NEW) {
 		snprintf(err, errlen, "job was already added to an engine");
 		return -1;
 	}
+	/* an encoder reads a text in one pass: no longer than a batch */
 	if (job->truncate)
-		exl_gen_truncate(job, e->cfg.max_seq_len);
+		exl_gen_truncate(job, e->encoder && e->cfg.max_batch_tokens < e->cfg.max_seq_len ?
+				 e->cfg.max_batch_tokens : e->cfg.max_seq_len);
 	for (int i = 0; i < job->n_seqs; i++)
 		if (job->seq[i].prompt_len > longest)
 			longest = job->seq[i].prompt_len;
+	/* An encoder reads a text whole, in one pass: its attention sees
+	 * every position of it. */
+	if (hp->encoder && !job->pooling) {
+		snprintf(err, errlen, "%s is an embedding model (%s): it embeds text and "
+			 "does not generate", hp->name[0] ? hp->name : "this model", hp->arch_name);
+		return -1;
+	}
+	if (hp->encoder && longest > e->cfg.max_batch_tokens) {
+		snprintf(err, errlen, "text of %d tokens is longer than the %d an embedding model "
+			 "reads in one pass (max_batch_tokens)", longest, e->cfg.max_batch_tokens);
+		return -1;
+	}
 	if (job->pooling && longest > e->cfg.max_seq_len) {
 		snprintf(err, errlen, "text of %d tokens does not fit the context of %d tokens",
 			 longest, e->cfg.max_seq_len);
@@ -1084,6 +1107,10 @@ static void build_batch(struct exl_engine *e)
 		if (add_job(e, job, take, true, nd))
 			budget -= total + nd * job->n_seqs;
 	}
+	/* an encoder's texts go whole into a step, past the step's target
+	 * if they must (exl_engine_add: each fits max_batch_tokens) */
+	int room = budget;
+	bool enc_first = true;
 	budget = prefill_budget(e, budget, e->cfg.max_batch_tokens - budget);
 	/* Then prompts, oldest first, a chunk each. */
 	for (int j = 0; j < n && budget > 0; j++) {
@@ -1098,6 +1125,15 @@ static void build_batch(struct exl_engine *e)
 			total += take[i];
 			if (take[i] > e->cfg.prefill_chunk)
 				fits = false;
+		}
+		if (e->encoder) {
+			/* the first one whatever the step's target */
+			if (total <= (enc_first ? room : budget) && add_job(e, job, take, false, 0)) {
+				budget -= total;
+				room -= total;
+				enc_first = false;
+			}
+			continue;
 		}
 		if (total <= job->n_seqs)
 			continue; /* a decode: handled above */

@@ -70,8 +70,14 @@ void exl_engine_free(struct exl_engine *e);
  * here: its prompt (the longer one, with CFG) has max_seq_len tokens or
  * more, or does not fit the whole KV pool.  The job is then not the
  * engine's and gets no callbacks.  max_new_tokens is never a reason: the
- * output is cut to what the context and the pool hold. */
+ * output is cut to what the context and the pool hold.  An embedding
+ * model's engine (exl_engine_embeds_only) takes embedding jobs only, each
+ * text no longer than a batch. */
 int exl_engine_add(struct exl_engine *e, struct exl_job *job, char *err, size_t errlen);
+
+/* Whether e's model is an encoder (bert, nomic-bert): it embeds and
+ * cannot generate. */
+bool exl_engine_embeds_only(const struct exl_engine *e);
 
 /* Runs one step: ends cancelled jobs, admits queued ones, runs one forward
  * pass over every job that can advance and samples.  Returns the number of

@@ -34,6 +34,8 @@ enum exl_arch {
 	EXL_ARCH_OLMO2,    /* norms after attention and FFN only, q/k normed whole */
 	EXL_ARCH_GPT_OSS,  /* OpenAI's gpt-oss: sinks, biases, every other layer local,
 			    * experts with a clamped SwiGLU routed by the top-k's softmax */
+	EXL_ARCH_BERT,     /* encoders for embeddings (bge, MiniLM, mxbai-embed): */
+	EXL_ARCH_NOMIC_BERT, /* LayerNorm after each block, attention both ways */
 };
 
 /* The gated FFN's activation: silu(gate) * up, gelu(gate) * up, or
@@ -105,6 +107,12 @@ struct exl_hparams {
 	 * own softmax (llama.cpp's SOFTMAX_WEIGHT gating); else the top k of
 	 * the softmax over all experts, renormalized */
 	bool moe_softmax_topk;
+
+	/* An encoder (bert, nomic-bert): attention sees the whole text, norms
+	 * are LayerNorms (rms_eps their epsilon) after each block, the output
+	 * is the last block's hidden states (no logits): it only embeds. */
+	bool encoder;
+	bool pos_embd;         /* bert: learned absolute positions, no rope */
 };
 
 /* Whether layer il attends through the sliding window. */

@@ -623,6 +623,19 @@ int exl_model_forward_io(struct exl_model *m, struct exl_kvcache *kv, const stru
 	}
 
 	float *x = s->x;
+	if (hp->encoder) {
+		/* an embedding model: hidden states only, no output norm */
+		if (n_log > 0 || bio->embd_rows) {
+			snprintf(err, errlen, "%s is an embedding model: it gives no logits and "
+				 "takes no input embeddings", hp->arch_name);
+			return -1;
+		}
+		if (exl_model_encoder_pass(m, kv, b->tokens, n, x, err, errlen))
+			return -1;
+		if (n_out > 0)
+			ops->gather_rows(be, s->xn, x, s->rows, n_out, hp->n_embd);
+		goto output;
+	}
 	ops->embed(be, &m->tok_embd, bio->embd_rows ? s->tok_in : b->tokens, x, n);
 	if (bio->embd_rows && copy_embd_rows(m, b, bio->embd_rows, x, err, errlen))
 		return -1;
@@ -718,6 +731,7 @@ int exl_model_forward_io(struct exl_model *m, struct exl_kvcache *kv, const stru
 	}
 	if (n_out > 0)
 		ops->rmsnorm(be, s->xn, x, m->output_norm, n_out, hp->n_embd, hp->rms_eps);
+output:
 	if (n_hid > 0 && download_hidden(m, bio->hidden, n_out, n_hid, err, errlen))
 		return -1;
 	if (n_log > 0) {

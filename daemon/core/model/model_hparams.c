@@ -50,6 +50,8 @@ static const struct arch_desc archs[] = {
 	{ "qwen3vl", EXL_ARCH_QWEN3, true, true, false, 0, true },
 	{ "qwen3vlmoe", EXL_ARCH_QWEN3MOE, true, true, false, 2, true },
 	{ "gpt-oss", EXL_ARCH_GPT_OSS, true, false, false, 2, false },
+	{ "bert", EXL_ARCH_BERT, true, false, false, 0, false },
+	{ "nomic-bert", EXL_ARCH_NOMIC_BERT, true, false, false, 0, false },
 };
 
 /* The architectures read as llama: its tensors, rope factors and experts. */
@@ -320,6 +322,28 @@ static int read_gpt_oss(const struct gguf_file *f, struct exl_hparams *hp, char 
 	return read_swa_pattern(f, hp, 2, err, errlen);
 }
 
+/* bert (bge, all-MiniLM, mxbai-embed-large) and nomic-bert
+ * (nomic-embed-text): encoders whose attention sees the whole text.
+ * bert adds learned positions and no rope; nomic-bert rotates (NEOX). */
+static int read_encoder(const struct gguf_file *f, struct exl_hparams *hp, char *err,
+			size_t errlen)
+{
+	char key[160];
+	bool causal = false;
+
+	snprintf(key, sizeof(key), "%s.attention.causal", hp->arch_name);
+	if (exl_gguf_find_kv(f, key) && (!exl_gguf_get_bool(f, key, &causal) || causal)) {
+		snprintf(err, errlen, "%s with causal attention (%s) is not supported",
+			 hp->arch_name, key);
+		return -1;
+	}
+	if (hp->arch == EXL_ARCH_BERT) {
+		hp->pos_embd = true;
+		hp->no_rope_step = 1; /* (il + 1) % 1 == 0: no layer rotates */
+	}
+	return 0;
+}
+
 /* granite (IBM Granite 3.x): llama's block with its config's multipliers,
  * as llama.cpp reads them: logits divided by logit_scale (required),
  * embeddings times embedding_scale, each block's attention and FFN output
@@ -568,8 +592,13 @@ int exl_hparams_read(const struct gguf_file *f, struct exl_hparams *hp, char *er
 		snprintf(err, errlen, "%s.rope.dimension_count %d is odd", a, hp->n_rot);
 		return -1;
 	}
-	if (get_float(f, a, "attention.layer_norm_rms_epsilon", true, 0, &hp->rms_eps, err,
-		      errlen) ||
+	/* encoders: LayerNorms; attention over the whole text, as llama.cpp
+	 * runs them (a file that says attention.causal true is refused) */
+	hp->encoder = hp->arch == EXL_ARCH_BERT || hp->arch == EXL_ARCH_NOMIC_BERT;
+	if (hp->encoder && read_encoder(f, hp, err, errlen))
+		return -1;
+	if (get_float(f, a, hp->encoder ? "attention.layer_norm_epsilon" :
+			    "attention.layer_norm_rms_epsilon", true, 0, &hp->rms_eps, err, errlen) ||
 	    get_float(f, a, "rope.freq_base", false, 10000.0f, &hp->rope_freq_base, err, errlen))
 		return -1;
 	if (hp->rms_eps <= 0.0f || hp->rms_eps > 1.0f) {

@@ -48,6 +48,11 @@ struct exl_layer_weights {
 	const float *exp_b_gate;
 	const float *exp_b_up;
 	const float *exp_b_down;
+	/* encoders: LayerNorms (weight, bias) after the attention and after
+	 * the FFN, and the FFN's biases (NULL when absent) */
+	const float *attn_out_norm, *attn_out_norm_b;
+	const float *out_norm, *out_norm_b;
+	const float *b_up, *b_down;
 };
 
 /* Per-pass buffers, grown with the batch; backend memory unless noted. */
@@ -97,6 +102,11 @@ struct exl_model {
 	struct exl_tokenizer *tok;
 
 	struct exl_weight tok_embd; /* [n_vocab][n_embd] */
+	/* encoders: token type 0's row (type_embd), learned positions (bert)
+	 * and the LayerNorm of the embeddings */
+	struct exl_weight type_embd; /* data NULL when absent */
+	struct exl_weight pos_embd;  /* [n_ctx_train][n_embd]; data NULL: none */
+	const float *tok_norm, *tok_norm_b;
 	const float *output_norm;
 	struct exl_weight output;   /* tok_embd when tied */
 	struct exl_layer_weights *layers;
@@ -126,6 +136,12 @@ int exl_hparams_read(const struct gguf_file *f, struct exl_hparams *hp, char *er
 int exl_model_bind_tensors(struct exl_model *m, char *err, size_t errlen);
 
 void exl_model_scratch_free(struct exl_model *m);
+
+/* An encoder's embeddings and blocks over the batch's n tokens (the batch
+ * set on the backend), leaving the last block's output in x; 0, or -1
+ * with a message (model_encoder.c). */
+int exl_model_encoder_pass(struct exl_model *m, struct exl_kvcache *kv, const int32_t *tokens,
+			   int n, float *x, char *err, size_t errlen);
 
 /* Sets m->rope_factors for contexts of up to n_ctx positions per sequence. */
 void exl_model_pick_rope_factors(struct exl_model *m, int n_ctx);

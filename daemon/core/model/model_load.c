@@ -443,6 +443,91 @@ static int bind_rope_factors(struct binder *bd, char *err, size_t errlen)
 	return 0;
 }
 
+/* An encoder's block (bert, nomic-bert): q/k/v (biases optional), the
+ * attention output, LayerNorms after the attention and the FFN (weight and
+ * bias), and the FFN: up and down with optional biases, and nomic-bert's
+ * gate. */
+static int bind_encoder_layer(struct binder *bd, int il, char *err, size_t errlen)
+{
+	struct exl_model *m = bd->m;
+	const struct exl_hparams *hp = &m->hp;
+	struct exl_layer_weights *lw = &m->layers[il];
+	int q_dim = hp->n_head * hp->head_dim;
+	char name[96];
+
+#define NAME(suffix) (snprintf(name, sizeof(name), "blk.%d.%s", il, suffix), name)
+	if (bind_qkv(bd, il, lw, err, errlen) ||
+	    bind_mat(bd, NAME("attn_output.weight"), hp->n_embd, q_dim, &lw->wo, err, errlen) ||
+	    bind_vec(bd, NAME("attn_output.bias"), hp->n_embd, true, &lw->bo, err, errlen) ||
+	    bind_vec(bd, NAME("attn_output_norm.weight"), hp->n_embd, false, &lw->attn_out_norm,
+		     err, errlen) ||
+	    bind_vec(bd, NAME("attn_output_norm.bias"), hp->n_embd, false, &lw->attn_out_norm_b,
+		     err, errlen) ||
+	    bind_mat(bd, NAME("ffn_up.weight"), hp->n_ff, hp->n_embd, &lw->w_up, err, errlen) ||
+	    bind_vec(bd, NAME("ffn_up.bias"), hp->n_ff, true, &lw->b_up, err, errlen) ||
+	    (hp->arch == EXL_ARCH_NOMIC_BERT &&
+	     bind_mat(bd, NAME("ffn_gate.weight"), hp->n_ff, hp->n_embd, &lw->w_gate, err,
+		      errlen)) ||
+	    bind_mat(bd, NAME("ffn_down.weight"), hp->n_embd, hp->n_ff, &lw->w_down, err,
+		     errlen) ||
+	    bind_vec(bd, NAME("ffn_down.bias"), hp->n_embd, true, &lw->b_down, err, errlen) ||
+	    bind_vec(bd, NAME("layer_output_norm.weight"), hp->n_embd, false, &lw->out_norm, err,
+		     errlen) ||
+	    bind_vec(bd, NAME("layer_output_norm.bias"), hp->n_embd, false, &lw->out_norm_b, err,
+		     errlen))
+		return -1;
+	/* what exld does not run is refused rather than left out */
+	if (exl_gguf_find_tensor(m->gguf, NAME("attn_q_norm.weight")) ||
+	    exl_gguf_find_tensor(m->gguf, NAME("attn_norm_2.weight"))) {
+		snprintf(err, errlen, "tensor '%s' is not supported (a %s variant exld does not "
+			 "run)", name, hp->arch_name);
+		return -1;
+	}
+#undef NAME
+	return 0;
+}
+
+/* An encoder's embeddings: tokens, token type 0's row when the file has
+ * types, bert's learned positions, and their LayerNorm; no output matrix
+ * (it only embeds).  Classifier heads (rerankers) are refused. */
+static int bind_encoder(struct binder *bd, char *err, size_t errlen)
+{
+	struct exl_model *m = bd->m;
+	const struct exl_hparams *hp = &m->hp;
+	const struct gguf_tensor *types = exl_gguf_find_tensor(m->gguf, "token_types.weight");
+
+	if (exl_gguf_find_tensor(m->gguf, "cls.weight") ||
+	    exl_gguf_find_tensor(m->gguf, "cls.output.weight")) {
+		snprintf(err, errlen, "%s with a classifier head (a reranker: cls.weight) is not "
+			 "supported; exld runs embedding models", hp->arch_name);
+		return -1;
+	}
+	if (bind_mat_opt(bd, "token_embd.weight", hp->n_vocab, hp->n_embd, false, false,
+			 &m->tok_embd, err, errlen) ||
+	    (types && bind_mat_opt(bd, "token_types.weight", (int)(types->ne[1] ? types->ne[1] : 1),
+				   hp->n_embd, false, false, &m->type_embd, err, errlen)) ||
+	    (hp->pos_embd && bind_mat_opt(bd, "position_embd.weight", hp->n_ctx_train, hp->n_embd,
+					  false, false, &m->pos_embd, err, errlen)) ||
+	    bind_vec(bd, "token_embd_norm.weight", hp->n_embd, false, &m->tok_norm, err, errlen) ||
+	    bind_vec(bd, "token_embd_norm.bias", hp->n_embd, false, &m->tok_norm_b, err, errlen))
+		return -1;
+	if (types && (types->ne[1] < 1 || types->ne[1] > 64)) {
+		snprintf(err, errlen, "tensor 'token_types.weight' has %llu types",
+			 (unsigned long long)types->ne[1]);
+		return -1;
+	}
+	if (!m->layers)
+		m->layers = calloc((size_t)hp->n_layer, sizeof(*m->layers));
+	if (!m->layers) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	for (int il = 0; il < hp->n_layer; il++)
+		if (bind_encoder_layer(bd, il, err, errlen))
+			return -1;
+	return 0;
+}
+
 /* One pass over every tensor of the layout. */
 static int bind_all(struct binder *bd, char *err, size_t errlen)
 {
@@ -450,6 +535,9 @@ static int bind_all(struct binder *bd, char *err, size_t errlen)
 	const struct exl_hparams *hp = &m->hp;
 	const void *d;
 	const struct gguf_tensor *t;
+
+	if (hp->encoder)
+		return bind_encoder(bd, err, errlen);
 
 	/* embed reads its rows: kept as the file has them */
 	if (bind_mat_opt(bd, "token_embd.weight", hp->n_vocab, hp->n_embd, false, false, &m->tok_embd,

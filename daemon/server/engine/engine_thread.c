@@ -237,7 +237,10 @@ static void run_add(struct exl_engine_thread *t, struct exl_srv_job *j)
 	if (j->draft_path && open_drafter(t, j))
 		return;
 	if (exl_engine_add(t->eng, j->job, err, sizeof(err))) {
-		exl_deliver_refused(j, EXL_E_TOO_LARGE, err);
+		/* a generation on an embedding model is the request's fault,
+		 * not its size */
+		exl_deliver_refused(j, !j->embed && exl_engine_embeds_only(t->eng) ?
+				    EXL_E_BAD_REQUEST : EXL_E_TOO_LARGE, err);
 		atomic_fetch_sub(&t->n_jobs, 1);
 		exl_srv_job_free(j);
 		return;

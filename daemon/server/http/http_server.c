@@ -323,6 +323,14 @@ static void post_show(struct exl_http *h, struct evhttp_request *req, const stru
 	/* Ollama's clients look here before they send tools or think */
 	exl_jw_key(&w, "capabilities");
 	exl_jw_arr(&w);
+	/* an encoder (bert) only embeds, as Ollama says of its embedding models */
+	if (hp->encoder) {
+		exl_jw_cstr(&w, "embedding");
+		exl_jw_arr_end(&w);
+		exl_jw_obj_end(&w);
+		reply_w(req, &w);
+		return;
+	}
 	exl_jw_cstr(&w, "completion");
 	if (tmpl && exl_tool_fmt_of(tmpl->val.str.ptr, (size_t)tmpl->val.str.len) != EXL_TOOL_FMT_NONE)
 		exl_jw_cstr(&w, "tools");
