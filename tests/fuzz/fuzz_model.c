@@ -3,7 +3,8 @@
  * metadata and tensors.  Each input is an edit script applied to one of a
  * few small random-weight models that exld-mkmodel writes at start-up
  * (llama, qwen2, qwen3moe, gemma3, phi3, mistral3 with YaRN and its
- * temperature, olmo2 with windows, granite, glm4, gpt-oss, over weight types from
+ * temperature, olmo2 with windows, granite, glm4, gpt-oss, the encoders
+ * bert and nomic-bert (a pass of hidden states), over weight types from
  * Q8_0 to Q4_K), or to a LoRA adapter for the first two: keys set to other types
  * and boundary values, arrays resized, keys and tensors dropped, tensors
  * reshaped, retyped or their bytes overwritten, vocabulary entries
@@ -69,6 +70,11 @@ static const char *const base_args[][24] = {
 	  "--ctx", "256", "--type", "iq4_nl", NULL },
 	{ "--arch", "glm4", "--dim", "64", "--layers", "1", "--heads", "4", "--vocab", "300",
 	  "--ctx", "256", "--type", "f16", NULL },
+	/* the encoders: LayerNorms, attention both ways, learned positions */
+	{ "--arch", "bert", "--dim", "64", "--layers", "2", "--heads", "4", "--ff", "128",
+	  "--vocab", "300", "--ctx", "64", "--type", "q8_0", NULL },
+	{ "--arch", "nomic-bert", "--dim", "64", "--layers", "1", "--heads", "4", "--ff", "128",
+	  "--vocab", "300", "--ctx", "256", "--type", "f16", NULL },
 	/* gpt-oss: sinks, biases, a window on layer 0, its experts */
 	{ "--arch", "gpt-oss", "--dim", "64", "--layers", "2", "--heads", "4", "--kv-heads", "2",
 	  "--swa", "4", "--experts", "4", "--ff", "64", "--vocab", "300", "--ctx", "256", "--type",
@@ -813,6 +819,25 @@ static void run_model(struct exl_model *m, const struct exl_lora_set *lora)
 		die("out of memory");
 	exl_kv_seq_init(&seq);
 	seq.lora = lora;
+	/* an encoder: the hidden states of the whole text, in one pass */
+	if (hp->encoder) {
+		bool hid[8] = { true, true, true, true, true, true, true, true };
+		float *hidden = malloc((size_t)hp->n_embd * 8 * sizeof(float));
+		struct exl_batch b = { n, prompt, sq, want, 1, seqs };
+		struct exl_batch_io io = { NULL, hid, hidden };
+
+		if (!hidden)
+			die("out of memory");
+		err[0] = 0;
+		if (!exl_kv_seq_reserve(kv, &seq, n) &&
+		    exl_model_forward_io(m, kv, &b, &io, NULL, err, sizeof(err)))
+			check_msg("an encoder's pass", err);
+		free(hidden);
+		exl_kv_seq_release(kv, &seq);
+		free(logits);
+		exl_kvcache_free(kv);
+		return;
+	}
 	want[n - 1] = true;
 	for (int step = 0; step < 4; step++) {
 		struct exl_batch b = { n, prompt, sq, want, 1, seqs };
