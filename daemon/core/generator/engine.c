@@ -190,6 +190,12 @@ struct exl_engine *exl_engine_create(struct exl_model *m, struct exl_kvcache *kv
 	/* rope factors that depend on how long a sequence may grow (phi3's
 	 * long and short ones) follow the context this engine serves */
 	exl_model_set_context(m, e->cfg.max_seq_len);
+	/* An encoder reads each text in one pass: its batches grow to its
+	 * context (nomic-embed-text's 2048), so that a text the model takes
+	 * is never refused or cut for the batch's sake. */
+	if (e->encoder && e->cfg.max_batch_tokens < e->cfg.max_seq_len)
+		e->cfg.max_batch_tokens = e->cfg.max_seq_len < 1 << 16 ? e->cfg.max_seq_len : 1 << 16;
+	c = &e->cfg;
 	e->n_vocab = hp->n_vocab;
 	e->page_size = exl_kvcache_page_size(kv);
 	e->n_pages = exl_kvcache_n_pages(kv);
