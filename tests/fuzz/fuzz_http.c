@@ -123,7 +123,7 @@ static void check_tools(const struct exl_http_gen *g)
 
 	if (g->tool_choice == EXL_HTTP_TOOLS_NONE)
 		broken("tools kept for tool_choice none");
-	for (int f = EXL_TOOL_FMT_NONE; f <= EXL_TOOL_FMT_GRANITE; f++) {
+	for (int f = EXL_TOOL_FMT_NONE; f <= EXL_TOOL_FMT_HARMONY; f++) {
 		size_t n;
 		char *sc = exl_tool_schema((enum exl_tool_fmt)f, g->tools_json, g->tools_len,
 					   g->tool_choice == EXL_HTTP_TOOLS_NAMED ? g->tool_name : NULL,
@@ -211,20 +211,25 @@ static void check_gen(const struct exl_http_gen *g)
 }
 
 /* The input as a model's reply, read for calls in every form: the content
- * is the reply's start, each call a name and a JSON object, and what a
- * stream lets out of any prefix is within it. */
+ * is the reply's start (harmony: its bodies, no longer than it), each call
+ * a name and a JSON object, and what a stream lets out of any prefix is
+ * within it. */
 static void check_reply(const char *text, size_t len)
 {
-	for (int f = EXL_TOOL_FMT_NONE; f <= EXL_TOOL_FMT_GRANITE; f++) {
+	static const enum exl_reasoning_tags tags[] = { EXL_REASONING_THINK, EXL_REASONING_MISTRAL,
+							EXL_REASONING_HARMONY };
+
+	for (int f = EXL_TOOL_FMT_NONE; f <= EXL_TOOL_FMT_HARMONY; f++) {
 		for (int forced = 0; forced < 2; forced++) {
 			struct exl_tool_parse p;
+			bool harmony = f == EXL_TOOL_FMT_HARMONY && !forced;
 
 			if (exl_tool_parse((enum exl_tool_fmt)f, forced, text, len, &p))
 				broken("tool parse: out of memory");
 			/* the reply's start, or (hermes, with text after its calls)
 			 * its start, a blank line and its end */
-			if (p.content_len > len + 2 ||
-			    (!(f == EXL_TOOL_FMT_HERMES && p.n_calls) &&
+			if (p.content_len > len + 2 || (harmony && p.content_len > len) ||
+			    (!(f == EXL_TOOL_FMT_HERMES && p.n_calls) && !harmony &&
 			     memcmp(p.content, text, p.content_len)))
 				broken("tool parse (%d): content is not the reply's", f);
 			for (int i = 0; i < p.n_calls; i++) {
@@ -238,8 +243,7 @@ static void check_reply(const char *text, size_t len)
 		if (f < 4) {
 			struct exl_reasoning rs;
 			size_t n = f < 2 ? len : (len ? (size_t)(uint8_t)text[len - 1] * len / 256 : 0);
-			exl_reasoning_split(len % 2 ? EXL_REASONING_MISTRAL : EXL_REASONING_THINK,
-					    text, n, f & 1, f < 2, 0, &rs);
+			exl_reasoning_split(tags[len % 3], text, n, f & 1, f < 2, 0, &rs);
 			if (rs.r_start > rs.r_end || rs.r_end > n || rs.c_start > n ||
 			    (rs.r_end > rs.r_start && rs.c_start < rs.r_end))
 				broken("reasoning: parts %zu-%zu, %zu of %zu", rs.r_start, rs.r_end,
@@ -353,8 +357,14 @@ static const char s_reply_hermes[] =
 static const char s_reply_mistral[] =
 	"\x01[TOOL_CALLS]f[CALL_ID]abc[ARGS]{\"a\": 1}[TOOL_CALLS][{\"name\": \"g\", \"arguments\": "
 	"\"{}\"}]";
+static const char s_reply_harmony[] =
+	"\x03<|channel|>analysis<|message|>Weather.<|end|><|start|>assistant<|channel|>commentary"
+	"<|message|>Checking.<|end|><|start|>assistant<|channel|>commentary to=functions.f "
+	"<|constrain|>json<|message|>{\"a\": 1}<|end|><|start|>assistant to=functions.g"
+	"<|channel|>commentary json<|message|>\"{}\"<|call|>";
 
 static const struct fuzz_blob seeds[] = {
+	{ "reply-harmony", (const uint8_t *)s_reply_harmony, sizeof(s_reply_harmony) - 1 },
 	{ "chat-tools", (const uint8_t *)s_chat_tools, sizeof(s_chat_tools) - 1 },
 	{ "reply-hermes", (const uint8_t *)s_reply_hermes, sizeof(s_reply_hermes) - 1 },
 	{ "reply-mistral", (const uint8_t *)s_reply_mistral, sizeof(s_reply_mistral) - 1 },
@@ -392,6 +402,9 @@ static const struct fuzz_blob dict[] = {
 	D("\"arguments\":"), D("<tool_call>"), D("</tool_call>"), D("[TOOL_CALLS]"), D("[ARGS]"),
 	D("<|tool_call|>"), D("<|python_tag|>"), D("<function="), D("<parameter="), D("<think>"),
 	D("</think>"), D("\"think\":"), D("\"reasoning_format\":"), D("\"chat_template_kwargs\":"),
+	D("\"reasoning_effort\":"), D("<|channel|>"), D("<|message|>"), D("<|end|>"),
+	D("<|start|>assistant"), D("<|constrain|>"), D(" to=functions."), D("analysis"),
+	D("final"), D("commentary"),
 };
 
 size_t fuzz_dict(const struct fuzz_blob **out)

@@ -14,7 +14,11 @@
  *              opens the block (DeepSeek-R1's): reasoning_content and
  *              Ollama's thinking apart from the content, streamed and not,
  *              with a tool call after it; reasoning_format none; think
- *              false and chat_template_kwargs reaching the template
+ *              false and chat_template_kwargs reaching the template; and
+ *              gpt-oss's harmony messages (its real template, a gpt-oss
+ *              model with the harmony markers in its vocabulary): analysis
+ *              as reasoning, final as content, calls in both header
+ *              orders, forced calls, reasoning_effort
  *   fim        a suffix (fill-in-the-middle) over OpenAI's completions and
  *              Ollama's generate, on a model with StarCoder's vocabulary
  *
@@ -298,6 +302,10 @@ static int write_file(const char *p, const char *text)
 	return fclose(f) || rc ? -1 : 0;
 }
 
+/* gpt-oss's template: llama.cpp's copy, which the tests keep
+ * (tests/data/templates, MIT-licensed llama.cpp test data) */
+#define OSS_TEMPLATE "tests/data/templates/openai-gpt-oss-120b.jinja"
+
 static int make_models(struct daemon *d, char *dir, size_t len)
 {
 	static const struct { const char *name, *tmpl; } m[] = {
@@ -321,7 +329,11 @@ static int make_models(struct daemon *d, char *dir, size_t len)
 		if (system(cmd))
 			return -1;
 	}
-	return 0;
+	/* gpt-oss: its own vocabulary holds the harmony markers */
+	snprintf(cmd, sizeof(cmd), "%s/tests/tools/exld-mkmodel --arch gpt-oss --experts 4 --dim 64 "
+		 "--layers 2 --heads 4 --ff 128 --chat-template %s/" OSS_TEMPLATE " -o %s/oss.gguf "
+		 ">/dev/null", bd, getenv("EXLD_SRCDIR") ? getenv("EXLD_SRCDIR") : ".", dir);
+	return system(cmd) ? -1 : 0;
 }
 
 /* ---- the checks ---- */
@@ -620,6 +632,234 @@ static char *plain_body(const char *model, const char *reply, bool ollama, const
 	return b.p;
 }
 
+/* gpt-oss's template renders each tool's description: these have one */
+static const char oss_tools[] =
+	"[{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", \"description\": "
+	"\"The weather in a city\", \"parameters\": {\"type\": \"object\", \"properties\": "
+	"{\"city\": {\"type\": \"string\", \"maxLength\": 12}}, \"required\": [\"city\"]}}}, "
+	"{\"type\": \"function\", \"function\": {\"name\": \"get_time\", \"description\": "
+	"\"The time\", \"parameters\": {\"type\": \"object\", \"properties\": {\"zone\": "
+	"{\"enum\": [\"UTC\", \"CET\"]}}, \"required\": [\"zone\"]}}}]";
+
+/* A body for the gpt-oss model: its tools when asked, the reply pinned
+ * (when not NULL), more members. */
+static char *oss_body(const char *reply, bool ollama, bool tools, const char *more)
+{
+	struct buf b = { 0 };
+
+	puts_(&b, "{\"model\": \"oss\", \"messages\": ");
+	puts_(&b, user_msg);
+	if (tools) {
+		puts_(&b, ", \"tools\": ");
+		puts_(&b, oss_tools);
+	}
+	puts_(&b, ollama ? ", \"options\": {\"num_predict\": 300, \"seed\": 1" :
+		       ", \"max_tokens\": 300, \"seed\": 1");
+	if (reply) {
+		puts_(&b, ", \"regex\": ");
+		put_regex_of(&b, reply);
+	}
+	if (ollama)
+		puts_(&b, "}");
+	puts_(&b, more ? more : "");
+	puts_(&b, "}");
+	return b.p;
+}
+
+#define OSS_ANALYSIS "<|channel|>analysis<|message|>They ask about Paris.<|end|><|start|>assistant"
+#define OSS_REPLY OSS_ANALYSIS "<|channel|>final<|message|>It is sunny."
+#define OSS_CALL "<|channel|>analysis<|message|>Need the weather.<|end|><|start|>assistant" \
+	"<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>" \
+	"{\"city\":\"Paris\"}"
+#define OSS_CALL2 "<|channel|>analysis<|message|>Need the weather.<|end|><|start|>assistant" \
+	" to=functions.get_weather<|channel|>commentary json<|message|>{\"city\": \"Paris\"}"
+
+/* gpt-oss (harmony): the analysis messages are the reasoning, shown as
+ * <think> blocks are, hidden otherwise; the final message is the content;
+ * messages to functions.N are calls; no marker reaches a client. */
+static int check_harmony(const struct target *t)
+{
+	struct exl_json_doc *doc = NULL;
+	const struct exl_json *root, *msg;
+	struct resp r = { 0 };
+	struct streamed s;
+	char *body = NULL;
+	int st, ret = -1;
+
+	/* OpenAI: reasoning_content and content, streamed and not */
+	body = oss_body(OSS_REPLY, false, false, NULL);
+	doc = post_json(t, "/v1/chat/completions", body, &st);
+	REQUIRE(doc && st == 200, "oss: %d", st);
+	root = exl_json_root(doc);
+	msg = path(root, "choices.0.message");
+	CHECK(is_str(path(msg, "content"), "It is sunny.") &&
+	      is_str(path(msg, "reasoning_content"), "They ask about Paris.") &&
+	      is_str(path(root, "choices.0.finish_reason"), "stop"), "oss");
+	exl_json_free(doc);
+	doc = NULL;
+	free(body);
+	body = oss_body(OSS_REPLY, false, false, ", \"stream\": true");
+	REQUIRE(post(t, "/v1/chat/completions", body, &r) == 0 && r.status == 200, "oss stream");
+	REQUIRE(read_stream(r.raw, false, &s) == 0, "oss stream events");
+	const char *last_r = r.raw, *p;
+	while ((p = strstr(last_r + 1, "\"reasoning_content\"")))
+		last_r = p;
+	p = strstr(r.raw, "\"content\":\"I");
+	CHECK(!strcmp(s.content, "It is sunny.") && !strcmp(s.reasoning, "They ask about Paris.") &&
+	      !strcmp(s.finish, "stop") && p && last_r < p && !strstr(r.raw, "<|"),
+	      "oss streamed: '%s' '%s'", s.reasoning, s.content);
+	resp_free(&r);
+	free(body);
+	/* reasoning_format none: hidden, not inlined with the markers */
+	body = oss_body(OSS_REPLY, false, false, ", \"reasoning_format\": \"none\"");
+	doc = post_json(t, "/v1/chat/completions", body, &st);
+	REQUIRE(doc && st == 200, "oss none: %d", st);
+	msg = path(exl_json_root(doc), "choices.0.message");
+	CHECK(is_str(path(msg, "content"), "It is sunny.") && !path(msg, "reasoning_content"),
+	      "oss none");
+	exl_json_free(doc);
+	doc = NULL;
+	free(body);
+
+	/* a call, the recipient after the channel; then before it, streamed */
+	body = oss_body(OSS_CALL, false, true, NULL);
+	doc = post_json(t, "/v1/chat/completions", body, &st);
+	REQUIRE(doc && st == 200, "oss call: %d", st);
+	root = exl_json_root(doc);
+	msg = path(root, "choices.0.message");
+	CHECK(path(msg, "content") && path(msg, "content")->type == EXL_JSON_NULL &&
+	      is_str(path(msg, "reasoning_content"), "Need the weather.") &&
+	      is_str(path(root, "choices.0.finish_reason"), "tool_calls"), "oss call");
+	CHECK(check_call(msg, 0, "get_weather", "city", "Paris") == 0 &&
+	      path(msg, "tool_calls")->n == 1);
+	exl_json_free(doc);
+	doc = NULL;
+	free(body);
+	body = oss_body(OSS_CALL2, false, true, ", \"stream\": true");
+	REQUIRE(post(t, "/v1/chat/completions", body, &r) == 0 && r.status == 200, "oss call stream");
+	REQUIRE(read_stream(r.raw, false, &s) == 0, "oss call events");
+	CHECK(s.n_calls == 1 && !strcmp(s.name[0], "get_weather") &&
+	      !strcmp(s.args[0], "{\"city\":\"Paris\"}") && !strcmp(s.finish, "tool_calls") &&
+	      !strcmp(s.reasoning, "Need the weather.") && !s.content[0] && !strstr(r.raw, "<|"),
+	      "oss call streamed: %d '%s' '%s' '%s' '%s'", s.n_calls, s.name[0], s.args[0], s.finish,
+	      s.content);
+	resp_free(&r);
+	free(body);
+	/* Ollama's, streamed */
+	body = oss_body(OSS_CALL2, true, true, NULL);
+	REQUIRE(post(t, "/api/chat", body, &r) == 0 && r.status == 200, "oss ollama call");
+	REQUIRE(read_stream(r.raw, true, &s) == 0, "oss ollama call events");
+	CHECK(s.n_calls == 1 && !strcmp(s.name[0], "get_weather") &&
+	      !strcmp(s.args[0], "{\"city\":\"Paris\"}") && s.done && !s.content[0] && !s.reasoning[0],
+	      "oss ollama call: %d '%s' '%s'", s.n_calls, s.args[0], s.content);
+	resp_free(&r);
+	free(body);
+	/* a forced call: one object, in a final message the prompt opens */
+	body = oss_body(NULL, false, true, ", \"tool_choice\": {\"type\": \"function\", "
+			"\"function\": {\"name\": \"get_time\"}}");
+	doc = post_json(t, "/v1/chat/completions", body, &st);
+	REQUIRE(doc && st == 200, "oss forced: %d", st);
+	root = exl_json_root(doc);
+	msg = path(root, "choices.0.message");
+	CHECK(check_call(msg, 0, "get_time", "zone", NULL) == 0 &&
+	      is_str(path(root, "choices.0.finish_reason"), "tool_calls"), "oss forced");
+	exl_json_free(doc);
+	doc = NULL;
+	free(body);
+	body = NULL;
+	/* a JSON reply: a final message's body too */
+	doc = post_json(t, "/v1/chat/completions", "{\"model\": \"oss\", \"messages\": [{\"role\": "
+			"\"user\", \"content\": \"x\"}], \"max_tokens\": 200, \"seed\": 1, "
+			"\"response_format\": {\"type\": \"json_object\"}}", &st);
+	REQUIRE(doc && st == 200, "oss json: %d", st);
+	msg = path(exl_json_root(doc), "choices.0.message");
+	struct exl_json_doc *obj = parse_text(path(msg, "content"));
+	CHECK(obj && exl_json_root(obj)->type == EXL_JSON_OBJECT && !path(msg, "reasoning_content"),
+	      "oss json: not an object");
+	exl_json_free(obj);
+	exl_json_free(doc);
+	doc = NULL;
+
+	/* Ollama: thinking with think true; hidden by default and with
+	 * think false; templated generate */
+	body = oss_body(OSS_REPLY, true, false, ", \"stream\": false, \"think\": true");
+	doc = post_json(t, "/api/chat", body, &st);
+	REQUIRE(doc && st == 200, "oss ollama think: %d", st);
+	root = exl_json_root(doc);
+	CHECK(is_str(path(root, "message.content"), "It is sunny.") &&
+	      is_str(path(root, "message.thinking"), "They ask about Paris."), "oss ollama think");
+	exl_json_free(doc);
+	doc = NULL;
+	free(body);
+	body = oss_body(OSS_REPLY, true, false, ", \"stream\": false");
+	doc = post_json(t, "/api/chat", body, &st);
+	REQUIRE(doc && st == 200, "oss ollama default: %d", st);
+	root = exl_json_root(doc);
+	CHECK(is_str(path(root, "message.content"), "It is sunny.") && !path(root, "message.thinking"),
+	      "oss ollama default");
+	exl_json_free(doc);
+	doc = NULL;
+	free(body);
+	body = oss_body(OSS_REPLY, true, false, ", \"think\": false");
+	REQUIRE(post(t, "/api/chat", body, &r) == 0 && r.status == 200, "oss think false");
+	REQUIRE(read_stream(r.raw, true, &s) == 0, "oss think false events");
+	CHECK(!strcmp(s.content, "It is sunny.") && !s.reasoning[0] && s.done,
+	      "oss think false: '%s' '%s'", s.reasoning, s.content);
+	resp_free(&r);
+	free(body);
+	body = NULL;
+	REQUIRE(post(t, "/api/generate", "{\"model\": \"oss\", \"prompt\": \"Weather?\", "
+		     "\"think\": \"low\", \"stream\": false, \"options\": {\"num_predict\": 100, "
+		     "\"regex\": \"<\\\\|channel\\\\|>analysis<\\\\|message\\\\|>hm<\\\\|end\\\\|>"
+		     "<\\\\|start\\\\|>assistant<\\\\|channel\\\\|>final<\\\\|message\\\\|>Sunny\\\\.\"}}",
+		     &r) == 0 && r.status == 200 &&
+		strstr(r.body, "\"response\":\"Sunny.\",\"thinking\":\"hm\""), "oss generate: %d %s",
+		r.status, r.body);
+	resp_free(&r);
+
+	/* reasoning_effort reaches the template (chat_template_kwargs win);
+	 * an earlier call's arguments reach it as an object */
+	static const char *const effort[][2] = {
+		{ "", "Reasoning: medium" },
+		{ ", \"reasoning_effort\": \"high\"", "Reasoning: high" },
+		{ ", \"reasoning_effort\": \"minimal\"", "Reasoning: low" },
+		{ ", \"reasoning_effort\": \"high\", \"chat_template_kwargs\": {\"reasoning_effort\": "
+		  "\"low\"}", "Reasoning: low" },
+	};
+	for (size_t i = 0; i < sizeof(effort) / sizeof(effort[0]); i++) {
+		char b[512];
+		snprintf(b, sizeof(b), "{\"model\": \"oss\", \"messages\": [{\"role\": \"user\", "
+			 "\"content\": \"Hi\"}]%s}", effort[i][0]);
+		REQUIRE(post(t, "/apply-template", b, &r) == 0 && r.status == 200 &&
+			strstr(r.body, effort[i][1]), "effort %zu: %d %s", i, r.status, r.body);
+		resp_free(&r);
+	}
+	REQUIRE(post(t, "/v1/chat/completions", "{\"model\": \"oss\", \"messages\": [], "
+		     "\"reasoning_effort\": \"extreme\"}", &r) == 0 && r.status == 400 &&
+		strstr(r.body, "\"param\":\"reasoning_effort\""), "effort refused: %d %s", r.status,
+		r.body);
+	resp_free(&r);
+	REQUIRE(post(t, "/apply-template", "{\"model\": \"oss\", \"messages\": [{\"role\": "
+		     "\"user\", \"content\": \"Weather?\"}, {\"role\": \"assistant\", \"content\": null, "
+		     "\"tool_calls\": [{\"id\": \"c1\", \"type\": \"function\", \"function\": {\"name\": "
+		     "\"get_weather\", \"arguments\": \"{\\\"city\\\":\\\"Paris\\\"}\"}}]}, {\"role\": "
+		     "\"tool\", \"content\": \"sunny\"}]}", &r) == 0 && r.status == 200 &&
+		strstr(r.body, "<|start|>assistant to=functions.get_weather<|channel|>commentary "
+		       "json<|message|>{\\\"city\\\": \\\"Paris\\\"}<|call|>"), "oss history: %d %s",
+		r.status, r.body);
+	resp_free(&r);
+	REQUIRE(post(t, "/api/show", "{\"model\": \"oss\"}", &r) == 0 && r.status == 200 &&
+		strstr(r.body, "\"capabilities\":[\"completion\",\"tools\",\"thinking\"]"),
+		"show oss: %s", r.body);
+	resp_free(&r);
+	ret = 0;
+out:
+	exl_json_free(doc);
+	free(body);
+	resp_free(&r);
+	return ret;
+}
+
 static int test_reasoning(void)
 {
 	struct daemon d;
@@ -636,7 +876,7 @@ static int test_reasoning(void)
 	snprintf(addr, sizeof(addr), "127.0.0.1:%d", t.port);
 	REQUIRE(h_prepare(&d) == 0 && make_models(&d, dir, sizeof(dir)) == 0, "prepare");
 	const char *extra[] = { "--http", addr, "--models", dir, "--load", "think", "--load", "r1",
-				"--load", "hermes", "--load", "magistral", NULL };
+				"--load", "hermes", "--load", "magistral", "--load", "oss", NULL };
 	REQUIRE(h_start(&d, NULL, extra) == 0, "daemon did not start");
 
 	/* OpenAI: apart by default, where the template writes <think> */
@@ -797,6 +1037,8 @@ static int test_reasoning(void)
 		strstr(r.body, "\"param\":\"reasoning_format\""), "reasoning_format refused: %d %s",
 		r.status, r.body);
 	resp_free(&r);
+
+	REQUIRE(check_harmony(&t) == 0, "harmony");
 
 	int code = h_stop(&d);
 	REQUIRE(code == 0, "exit status %d", code);

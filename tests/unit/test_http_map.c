@@ -212,6 +212,60 @@ static void test_chat_and_ollama(void)
 	unmap(&m);
 }
 
+/* reasoning_effort (OpenAI) and think's levels (Ollama) as the template's
+ * reasoning_effort (gpt-oss's), unless chat_template_kwargs set it */
+static void test_effort(void)
+{
+	static const struct {
+		enum exl_http_api api;
+		const char *more, *kwargs;
+		int reasoning;
+	} t[] = {
+		{ EXL_HTTP_OAI_CHAT, "\"reasoning_effort\": \"high\"", "{\"reasoning_effort\":\"high\"}", -1 },
+		{ EXL_HTTP_OAI_CHAT, "\"reasoning_effort\": \"minimal\"", "{\"reasoning_effort\":\"low\"}",
+		  -1 },
+		{ EXL_HTTP_OAI_CHAT, "\"reasoning_effort\": \"none\"",
+		  "{\"enable_thinking\":false,\"reasoning_effort\":\"low\"}", -1 },
+		{ EXL_HTTP_OAI_CHAT, "\"reasoning_effort\": \"xhigh\", \"reasoning_format\": \"none\"",
+		  "{\"reasoning_effort\":\"high\"}", 0 },
+		{ EXL_HTTP_OAI_CHAT, "\"reasoning_effort\": \"high\", \"chat_template_kwargs\": "
+		  "{\"reasoning_effort\": \"low\"}", "{\"reasoning_effort\":\"low\"}", -1 },
+		{ EXL_HTTP_OAI_CHAT, "\"reasoning_effort\": null", NULL, -1 },
+		{ EXL_HTTP_OLLAMA_CHAT, "\"think\": \"medium\"", "{\"reasoning_effort\":\"medium\"}", 1 },
+		{ EXL_HTTP_OLLAMA_CHAT, "\"think\": true", NULL, 1 },
+		{ EXL_HTTP_OLLAMA_CHAT, "\"think\": false", "{\"enable_thinking\":false}", 0 },
+	};
+	struct mapped m;
+	char body[512];
+
+	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+		snprintf(body, sizeof(body), "{\"messages\": [{\"role\": \"user\", \"content\": "
+			 "\"Hi\"}], %s}", t[i].more);
+		map(&m, t[i].api, body);
+		CHECK(m.rc == 0 && m.g.reasoning == t[i].reasoning &&
+		      (t[i].kwargs ? m.g.template_kwargs_json &&
+				     !strcmp(m.g.template_kwargs_json, t[i].kwargs) :
+				     !m.g.template_kwargs_json), "%s: %d %s, reasoning %d (%s)", t[i].more,
+		      m.rc, m.g.template_kwargs_json ? m.g.template_kwargs_json : "no kwargs",
+		      m.g.reasoning, m.e.msg);
+		unmap(&m);
+	}
+	static const struct { enum exl_http_api api; const char *more, *param; } bad[] = {
+		{ EXL_HTTP_OAI_CHAT, "\"reasoning_effort\": \"extreme\"", "reasoning_effort" },
+		{ EXL_HTTP_OAI_CHAT, "\"reasoning_effort\": 1", "reasoning_effort" },
+		{ EXL_HTTP_OAI_CHAT, "\"reasoning_effort\": \"high\\u0000\"", "reasoning_effort" },
+		{ EXL_HTTP_OLLAMA_CHAT, "\"think\": \"max\"", "think" },
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		snprintf(body, sizeof(body), "{\"messages\": [{\"role\": \"user\", \"content\": "
+			 "\"Hi\"}], %s}", bad[i].more);
+		map(&m, bad[i].api, body);
+		CHECK(m.rc == -1 && !strcmp(m.e.param, bad[i].param), "%s: %d %s", bad[i].more, m.rc,
+		      m.e.msg);
+		unmap(&m);
+	}
+}
+
 static void test_config_and_writer(void)
 {
 	struct exl_http_listen l;
@@ -261,6 +315,7 @@ int main(void)
 {
 	test_openai();
 	test_chat_and_ollama();
+	test_effort();
 	test_config_and_writer();
 	if (check_failures) {
 		fprintf(stderr, "%d failures\n", check_failures);

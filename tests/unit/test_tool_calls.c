@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "common/json_parse.h"
+#include "daemon/server/http/reasoning.h"
 #include "daemon/server/http/tool_calls.h"
 #include "tests/common/check.h"
 
@@ -148,6 +149,149 @@ static void test_stream(void)
 	safe(EXL_TOOL_FMT_NONE, "<tool_call>", 11, false);
 }
 
+#define H_CALL "<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>"
+#define H_CALL2 " to=functions.get_weather<|channel|>commentary json<|message|>"
+#define H_NEXT "<|end|><|start|>assistant"
+
+/* gpt-oss's harmony form, from where the reasoning split's content starts
+ * (a call's header, or a final or commentary message's body) */
+static void test_harmony(void)
+{
+	const enum exl_tool_fmt h = EXL_TOOL_FMT_HARMONY;
+
+	expect(h, false, H_CALL "{\"location\":\"Tokyo\"}", "get_weather {\"location\":\"Tokyo\"}|", "");
+	expect(h, false, H_CALL2 " {\"location\": \"Tokyo\"} ", "get_weather {\"location\":\"Tokyo\"}|",
+	       "");
+	expect(h, false, "<|channel|>commentary to=functions.now<|message|>{}<|call|>", "now {}|", "");
+	/* a preamble (commentary to the user) before it is content; an
+	 * analysis between is dropped; several calls */
+	expect(h, false, "Checking. " H_NEXT H_CALL "{}", "get_weather {}|", "Checking.");
+	expect(h, false, "Checking." H_NEXT "<|channel|>analysis<|message|>hm" H_NEXT H_CALL2 "{}",
+	       "get_weather {}|", "Checking.");
+	expect(h, false, H_CALL "{\"a\":1}" H_NEXT " to=functions.get_time<|channel|>commentary"
+	       "<|message|>\"{\\\"zone\\\": \\\"CET\\\"}\"", "get_weather {\"a\":1}|get_time {\"zone\":\"CET\"}|",
+	       "");
+	/* no call: the bodies without their markers */
+	expect(h, false, "It is sunny.", "", "It is sunny.");
+	expect(h, false, "It is <b>sunny</b> <|x|>.\n", "", "It is <b>sunny</b> <|x|>.\n");
+	expect(h, false, "Checking." H_NEXT "<|channel|>final<|message|>Sunny.", "", "Checking.\n\nSunny.");
+	/* not harmony's shape: all of it as it is */
+	static const char *const broken[] = {
+		H_CALL "{\"location\": \"Tok",
+		H_CALL "[1]",
+		H_CALL "{} and more",
+		"<|channel|>commentary to=browser.search<|message|>{\"q\": 1}",
+		"<|channel|>commentary to=functions.a]b<|message|>{}",
+		"<|channel|>commentary to=functions.<|message|>{}",
+		"Checking." H_NEXT "<|channel|>commentary to=functions.f",
+		"Checking.<|end|> more",
+		"Checking.<|end|><|start|>user<|message|>x",
+	};
+	for (size_t i = 0; i < sizeof(broken) / sizeof(broken[0]); i++)
+		expect(h, false, broken[i], "", broken[i]);
+	/* forced: the object after the prompt's final channel */
+	expect(h, true, "{\"name\": \"f\", \"arguments\": {\"a\": 1}}", "f {\"a\":1}|", "");
+	CHECK(!strcmp(exl_tool_forced_prefix(h), "<|channel|>final<|message|>"), "harmony prefix");
+	CHECK(!exl_tool_fmt_needs_special(h), "harmony: markers are text");
+
+	safe(h, "It is sun", 9, false);
+	safe(h, "It is <|en", 5, false);
+	safe(h, "It is <b>", 9, false);
+	safe(h, "Checking. <|end|><|sta", 9, true);
+	safe(h, H_CALL "{", 0, true);
+	safe(h, "<|channel|>comm", 0, false);
+	safe(h, " to=functions.get", 0, false);
+	safe(h, " to", 0, false);
+	safe(h, " to be", 6, false);
+	safe(h, "", 0, false);
+}
+
+/* A harmony reply through the reasoning split, the stream's hold-back and
+ * the reader, as http_gen.c streams it a byte at a time: the content that
+ * went out and the calls are the whole reply's, with and without tools
+ * (without: calls do not count, their text is not content). */
+static void harmony_pipeline(const char *text, bool tools, const char *want_r,
+			     const char *want_calls, const char *want_content)
+{
+	const enum exl_tool_fmt h = EXL_TOOL_FMT_HARMONY;
+	size_t n = strlen(text), reason_sent = 0, content_at = 0, text_sent = 0;
+	bool held = false;
+	char got_r[512] = "", got_c[512] = "", calls[512] = "";
+	struct exl_reasoning rs;
+
+	for (size_t len = 1; len <= n; len++) {
+		bool final = len == n;
+		size_t c0 = content_at;
+
+		if (!c0 || final) {
+			exl_reasoning_split(EXL_REASONING_HARMONY, text, len, false, final, reason_sent,
+					    &rs);
+			if (reason_sent < rs.r_start)
+				reason_sent = rs.r_start;
+			if (rs.r_end > reason_sent) {
+				strncat(got_r, text + reason_sent, rs.r_end - reason_sent);
+				reason_sent = rs.r_end;
+			}
+			if (rs.c_start < len)
+				content_at = rs.c_start;
+			c0 = rs.c_start;
+		}
+		const char *view = text + c0;
+		size_t vn = len - c0;
+		if (!final) {
+			bool started = false;
+			size_t safe_n = held ? text_sent :
+					text_sent + exl_tool_stream_safe(h, view + text_sent, vn - text_sent,
+									 &started);
+			held |= started;
+			if (safe_n > text_sent) {
+				strncat(got_c, view + text_sent, safe_n - text_sent);
+				text_sent = safe_n;
+			}
+			continue;
+		}
+		struct exl_tool_parse p;
+		CHECK(exl_tool_parse(h, false, view, vn, &p) == 0, "parse");
+		CHECK(p.content_len >= text_sent && !memcmp(p.content, got_c, text_sent),
+		      "'%s': '%s' went out, the content is '%.*s'", text, got_c, (int)p.content_len,
+		      p.content);
+		if (p.content_len > text_sent)
+			strncat(got_c, p.content + text_sent, p.content_len - text_sent);
+		for (int i = 0; tools && i < p.n_calls; i++) {
+			size_t l = strlen(calls);
+			snprintf(calls + l, sizeof(calls) - l, "%s %s|", p.calls[i].name, p.calls[i].args);
+		}
+		exl_tool_parse_free(&p);
+	}
+	CHECK(!strcmp(got_r, want_r) && !strcmp(got_c, want_content) && !strcmp(calls, want_calls),
+	      "'%s' streamed: reasoning '%s', content '%s', calls '%s'; want '%s' '%s' '%s'", text,
+	      got_r, got_c, calls, want_r, want_content, want_calls);
+}
+
+static void test_harmony_stream(void)
+{
+	static const char analysis[] = "<|channel|>analysis<|message|>";
+
+	char t[512];
+	snprintf(t, sizeof(t), "%sThe user wants Tokyo's weather.%s%s{\"location\":\"Tokyo\"}", analysis,
+		 H_NEXT, H_CALL);
+	harmony_pipeline(t, true, "The user wants Tokyo's weather.", "get_weather {\"location\":\"Tokyo\"}|",
+			 "");
+	harmony_pipeline(t, false, "The user wants Tokyo's weather.", "", "");
+	snprintf(t, sizeof(t), "%sWeather.%s%s{}", analysis, H_NEXT, H_CALL2);
+	harmony_pipeline(t, true, "Weather.", "get_weather {}|", "");
+	snprintf(t, sizeof(t), "%sA.%s<|channel|>commentary<|message|>Let me check. %s%s{}", analysis,
+		 H_NEXT, H_NEXT, H_CALL);
+	harmony_pipeline(t, true, "A.", "get_weather {}|", "Let me check.");
+	snprintf(t, sizeof(t), "%sA.%s<|channel|>final<|message|>It is sunny in Tokyo.", analysis,
+		 H_NEXT);
+	harmony_pipeline(t, true, "A.", "", "It is sunny in Tokyo.");
+	harmony_pipeline("<|channel|>final<|message|>Sunny <|end|>!", true, "", "", "Sunny <|end|>!");
+	harmony_pipeline("Plain text <|channel|> and all", true, "", "", "Plain text <|channel|> and all");
+	snprintf(t, sizeof(t), "%sA.%s%s{\"location\": \"Tok", analysis, H_NEXT, H_CALL);
+	harmony_pipeline(t, true, "A.", "", H_CALL "{\"location\": \"Tok");
+}
+
 static void test_schema(void)
 {
 	static const char tools[] =
@@ -213,6 +357,7 @@ static void test_templates(void)
 		{ "ibm-granite-granite-3.3-2B-Instruct.jinja", EXL_TOOL_FMT_GRANITE },
 		{ "google-gemma-2-2b-it.jinja", EXL_TOOL_FMT_NONE },
 		{ "microsoft-Phi-3.5-mini-instruct.jinja", EXL_TOOL_FMT_NONE },
+		{ "openai-gpt-oss-120b.jinja", EXL_TOOL_FMT_HARMONY },
 	};
 	const char *peer = getenv("PEER_DIR") ? getenv("PEER_DIR") : "/tmp/peer";
 	char p[1024];
@@ -233,6 +378,18 @@ static void test_templates(void)
 	}
 	printf("%d of %zu real templates checked%s\n", seen, sizeof(t) / sizeof(t[0]),
 	       seen ? "" : " (no llama.cpp tree under PEER_DIR)");
+	/* gpt-oss's, which the tests keep (tests/data/templates) */
+	const char *src = getenv("EXLD_SRCDIR") ? getenv("EXLD_SRCDIR") : ".";
+	snprintf(p, sizeof(p), "%s/tests/data/templates/openai-gpt-oss-120b.jinja", src);
+	FILE *f = fopen(p, "rb");
+	CHECK(f, "%s: missing", p);
+	if (f) {
+		static char buf[1 << 20];
+		size_t n = fread(buf, 1, sizeof(buf), f);
+		fclose(f);
+		CHECK(exl_tool_fmt_of(buf, n) == EXL_TOOL_FMT_HARMONY, "gpt-oss: %s",
+		      exl_tool_fmt_name(exl_tool_fmt_of(buf, n)));
+	}
 }
 
 int main(void)
@@ -240,6 +397,8 @@ int main(void)
 	test_hermes();
 	test_other_forms();
 	test_stream();
+	test_harmony();
+	test_harmony_stream();
 	test_schema();
 	test_templates();
 	if (check_failures)

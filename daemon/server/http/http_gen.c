@@ -369,6 +369,36 @@ static struct exl_model_entry *pick_loaded(struct exl_http_req *r)
 	return e;
 }
 
+/* Appends the reply's opening to the rendered prompt.  -1 with r failed. */
+static int prompt_append(struct exl_http_req *r, const char *text)
+{
+	size_t pn = strlen(text);
+	char *np = realloc(r->chat_prompt, r->chat_prompt_len + pn + 1);
+
+	if (!np) {
+		exl_http_req_fail(r, 500, "internal", NULL, "out of memory");
+		return -1;
+	}
+	memcpy(np + r->chat_prompt_len, text, pn + 1);
+	r->chat_prompt = np;
+	r->chat_prompt_len += pn;
+	return 0;
+}
+
+/* Whether replies go through the tool-call reader: with tools, and
+ * always for harmony (its content is the messages' bodies, without the
+ * markers; its calls count only with tools). */
+static bool reply_parsed(const struct exl_http_req *r)
+{
+	return r->tools_on || r->tool_fmt == EXL_TOOL_FMT_HARMONY;
+}
+
+/* The calls of a parsed reply that count. */
+static int reply_calls(const struct exl_http_req *r, const struct exl_tool_parse *p)
+{
+	return r->tools_on ? p->n_calls : 0;
+}
+
 /* How replies are read.  Tools given: the form the model's template
  * teaches decides it; a forced call opens the reply in the prompt and
  * constrains the rest to one call object.  And the reasoning. */
@@ -382,15 +412,25 @@ static int setup_replies(struct exl_http_req *r, const struct exl_model *m)
 
 	model_template(m, &tmpl, &tlen);
 	/* the <think> block apart: OpenAI's default where the template
-	 * writes one (llama.cpp's server does so), Ollama's when asked */
+	 * writes one (llama.cpp's server does so), Ollama's when asked.
+	 * Harmony's analysis messages always, since its markers are never
+	 * content; shown when a block would be. */
 	r->reasoning_tags = exl_reasoning_template(tmpl, tlen);
-	r->reasoning_on = !forced && r->reasoning_tags != EXL_REASONING_NONE &&
-			  (r->g.reasoning == 1 || (r->g.reasoning == -1 && !is_ollama(r)));
+	bool harmony = r->reasoning_tags == EXL_REASONING_HARMONY;
+	bool show = r->g.reasoning == 1 || (r->g.reasoning == -1 && !is_ollama(r));
+	r->reasoning_on = !forced && r->reasoning_tags != EXL_REASONING_NONE && (show || harmony);
+	r->reasoning_show = r->reasoning_on && show;
 	/* a reply held to a JSON schema cannot be inside the block the
 	 * prompt opened: it is all content */
 	r->reasoning_open = r->reasoning_on && !r->g.gen.json_schema &&
 			    exl_reasoning_prompt_open(r->reasoning_tags, r->chat_prompt,
 						      r->chat_prompt_len);
+	/* harmony: a reply held to a JSON schema is a final message's body
+	 * (the prompt opens the message; llama.cpp constrains after it too) */
+	if (harmony && !forced && r->g.gen.json_schema &&
+	    prompt_append(r, exl_tool_forced_prefix(EXL_TOOL_FMT_HARMONY)))
+		return -1;
+	r->tool_fmt = harmony ? EXL_TOOL_FMT_HARMONY : EXL_TOOL_FMT_NONE;
 	if (!r->g.tools_json)
 		return 0;
 	r->tool_fmt = exl_tool_fmt_of(tmpl, tlen);
@@ -405,17 +445,7 @@ static int setup_replies(struct exl_http_req *r, const struct exl_model *m)
 		exl_http_req_fail(r, 400, "invalid_request_error", "tools", err);
 		return -1;
 	}
-	const char *prefix = exl_tool_forced_prefix(r->tool_fmt);
-	size_t pn = strlen(prefix);
-	char *np = realloc(r->chat_prompt, r->chat_prompt_len + pn + 1);
-	if (!np) {
-		exl_http_req_fail(r, 500, "internal", NULL, "out of memory");
-		return -1;
-	}
-	memcpy(np + r->chat_prompt_len, prefix, pn + 1);
-	r->chat_prompt = np;
-	r->chat_prompt_len += pn;
-	return 0;
+	return prompt_append(r, exl_tool_forced_prefix(r->tool_fmt));
 }
 
 void exl_http_start_generate(struct exl_http *h, struct evhttp_request *req,
@@ -1274,7 +1304,8 @@ static size_t stream_reasoning_part(struct exl_http_req *r, int k, bool final)
 	if (c->reason_sent < rs.r_start)
 		c->reason_sent = rs.r_start;
 	if (rs.r_end > c->reason_sent) {
-		stream_reasoning(r, k, c->text + c->reason_sent, rs.r_end - c->reason_sent);
+		if (r->reasoning_show)
+			stream_reasoning(r, k, c->text + c->reason_sent, rs.r_end - c->reason_sent);
 		c->reason_sent = rs.r_end;
 	}
 	/* the content began: where is settled */
@@ -1313,12 +1344,13 @@ static bool stream_text(struct exl_http_req *r, int k, const char *text, size_t 
 	 * there (llama3's is at the reply's start), and none once a call
 	 * has started. */
 	size_t safe = n;
-	if (r->tools_on && (r->tools_forced || c->call_held))
+	bool parsed = reply_parsed(r);
+	if (parsed && (r->tools_forced || c->call_held))
 		safe = c->text_sent;
-	else if (r->tools_on && !(r->tool_fmt == EXL_TOOL_FMT_LLAMA3 && c->text_sent))
+	else if (parsed && !(r->tool_fmt == EXL_TOOL_FMT_LLAMA3 && c->text_sent))
 		safe = c->text_sent + exl_tool_stream_safe(r->tool_fmt, view + c->text_sent,
 							   n - c->text_sent, &started);
-	if (r->tools_on && !r->tools_forced && started)
+	if (parsed && !r->tools_forced && started)
 		c->call_held = true;
 	if (safe > c->text_sent || (t && !is_ollama(r)))
 		stream_event(r, k, view + c->text_sent, safe - c->text_sent, t, NULL, NULL);
@@ -1338,7 +1370,7 @@ static const char *stream_text_end(struct exl_http_req *r, int k, const char *fi
 	const char *view = c->text ? c->text + c0 : "";
 	size_t n = c->text_len - c0;
 
-	if (!r->tools_on) {
+	if (!reply_parsed(r)) {
 		if (n > c->text_sent)
 			stream_event(r, k, view + c->text_sent, n - c->text_sent, NULL, NULL, NULL);
 		return fin;
@@ -1348,9 +1380,12 @@ static const char *stream_text_end(struct exl_http_req *r, int k, const char *fi
 		exl_http_req_fail(r, 500, "internal", NULL, "out of memory");
 		return NULL;
 	}
-	if (!p.n_calls) {
-		if (n > c->text_sent)
-			stream_event(r, k, view + c->text_sent, n - c->text_sent, NULL, NULL, NULL);
+	if (!reply_calls(r, &p)) {
+		/* the text that went out is the content's start (the whole
+		 * reply's but harmony's, whose markers are left out) */
+		if (p.content_len > c->text_sent)
+			stream_event(r, k, p.content + c->text_sent, p.content_len - c->text_sent, NULL,
+				     NULL, NULL);
 		exl_tool_parse_free(&p);
 		return fin;
 	}
@@ -1389,28 +1424,41 @@ static void keep_result(struct exl_http_req *r, int k, const msgpack_object *don
 	struct exl_reasoning rs = { 0, 0, 0 };
 	if (r->g.chat && r->reasoning_on)
 		exl_reasoning_split(r->reasoning_tags, text, len, r->reasoning_open, true, 0, &rs);
-	if (is_chat(r) && (r->tools_on || r->reasoning_on)) {
+	bool show = r->reasoning_show && rs.r_end > rs.r_start;
+	if (r->g.chat && (reply_parsed(r) || r->reasoning_on)) {
 		struct exl_tool_parse p;
 
-		if (exl_tool_parse(r->tools_on ? r->tool_fmt : EXL_TOOL_FMT_NONE, r->tools_forced,
+		if (exl_tool_parse(reply_parsed(r) ? r->tool_fmt : EXL_TOOL_FMT_NONE, r->tools_forced,
 				   text + rs.c_start, len - rs.c_start, &p)) {
 			exl_tool_parse_free(&p);
 			exl_jw_free(&w);
 			return;
 		}
+		if (!is_chat(r)) {
+			/* Ollama's templated generate: the reasoning apart too */
+			exl_jw_key(&w, "text");
+			exl_jw_str(&w, p.content, p.content_len);
+			if (show) {
+				exl_jw_key(&w, "reasoning_content");
+				exl_jw_str(&w, text + rs.r_start, rs.r_end - rs.r_start);
+			}
+			exl_tool_parse_free(&p);
+			goto tail;
+		}
+		int n_calls = reply_calls(r, &p);
 		exl_jw_key(&w, "message");
 		exl_jw_obj(&w);
 		exl_jw_kstr(&w, "role", "assistant");
 		exl_jw_key(&w, "content");
-		if (p.n_calls && !p.content_len)
+		if (n_calls && !p.content_len)
 			exl_jw_null(&w);
 		else
 			exl_jw_str(&w, p.content, p.content_len);
-		if (rs.r_end > rs.r_start) {
+		if (show) {
 			exl_jw_key(&w, "reasoning_content");
 			exl_jw_str(&w, text + rs.r_start, rs.r_end - rs.r_start);
 		}
-		if (p.n_calls) {
+		if (n_calls) {
 			write_openai_calls(r, &w, k, &p, false);
 			finish = calls_finish(finish);
 		}
@@ -1424,14 +1472,10 @@ static void keep_result(struct exl_http_req *r, int k, const msgpack_object *don
 		exl_jw_str(&w, text, len);
 		exl_jw_obj_end(&w);
 	} else {
-		/* Ollama's templated generate: the reasoning apart too */
 		exl_jw_key(&w, "text");
-		exl_jw_str(&w, text + rs.c_start, len - rs.c_start);
-		if (rs.r_end > rs.r_start) {
-			exl_jw_key(&w, "reasoning_content");
-			exl_jw_str(&w, text + rs.r_start, rs.r_end - rs.r_start);
-		}
+		exl_jw_str(&w, text, len);
 	}
+tail:
 	exl_jw_key(&w, "logprobs");
 	if (r->g.logprobs >= 0 && !read_tokinfo(done, &t)) {
 		exl_http_write_logprobs(&w, is_chat(r), &t, r->model_p);
@@ -1613,7 +1657,7 @@ static bool on_message(struct exl_http_req *r, const msgpack_object *m)
 
 		mstr(m, "text", &s, &n);
 		bool alive = true;
-		if ((n || have_t) && (r->tools_on || r->reasoning_on) && r->g.chat)
+		if ((n || have_t) && (reply_parsed(r) || r->reasoning_on) && r->g.chat)
 			alive = stream_text(r, (int)k, s, n, have_t ? &t : NULL);
 		else if (n || have_t)
 			stream_event(r, (int)k, s, n, have_t ? &t : NULL, NULL, NULL);
@@ -1644,7 +1688,7 @@ static bool on_message(struct exl_http_req *r, const msgpack_object *m)
 		return false;
 	}
 	const char *fin = exl_http_finish_reason(reason);
-	if (r->g.stream && (r->tools_on || r->reasoning_on) && r->g.chat &&
+	if (r->g.stream && (reply_parsed(r) || r->reasoning_on) && r->g.chat &&
 	    !(fin = stream_text_end(r, (int)k, fin)))
 		return false;
 	if (r->g.stream)

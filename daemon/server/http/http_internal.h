@@ -112,9 +112,11 @@ struct exl_http_req {
 	 * after the form's opening, which ends the prompt */
 	bool tools_on, tools_forced;
 	/* the replies' reasoning block (<think> or [THINK], as the
-	 * template writes it) apart from their content; the prompt opened
-	 * it (reasoning.h) */
-	bool reasoning_on, reasoning_open;
+	 * template writes it, or harmony's analysis messages) apart from
+	 * their content; the prompt opened it (reasoning.h).  Shown as
+	 * reasoning_content / thinking when asked for: harmony's is split
+	 * off always (its markers are never content), shown or not. */
+	bool reasoning_on, reasoning_open, reasoning_show;
 	enum exl_reasoning_tags reasoning_tags;
 	enum exl_tool_fmt tool_fmt;
 	char *tool_schema;               /* malloc'ed */

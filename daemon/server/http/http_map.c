@@ -975,9 +975,10 @@ static int generate_as_chat(struct mctx *m, const struct exl_json *body, struct 
 
 /* chat_template_kwargs (llama.cpp's): more variables for the template,
  * say enable_thinking; the context's own names are refused.  With
- * think_off, enable_thinking false unless they set it. */
+ * think_off, enable_thinking false unless they set it; with effort,
+ * reasoning_effort (gpt-oss's template reads it) unless they set it. */
 static int get_template_kwargs(struct mctx *m, const struct exl_json *body, struct exl_http_gen *g,
-			       bool think_off)
+			       bool think_off, const char *effort)
 {
 	static const char *const own[] = { "messages", "add_generation_prompt", "tools", "bos_token",
 					   "eos_token" };
@@ -986,7 +987,7 @@ static int get_template_kwargs(struct mctx *m, const struct exl_json *body, stru
 
 	if (v && v->type != EXL_JSON_OBJECT)
 		return fail(m, "chat_template_kwargs", "wants an object, got %s", type_name(v));
-	if (!v && !think_off)
+	if (!v && !think_off && !effort)
 		return 0;
 	exl_jw_init(&w);
 	exl_jw_obj(&w);
@@ -1008,6 +1009,8 @@ static int get_template_kwargs(struct mctx *m, const struct exl_json *body, stru
 		exl_jw_key(&w, "enable_thinking");
 		exl_jw_bool(&w, false);
 	}
+	if (effort && !(v && get(v, "reasoning_effort")))
+		exl_jw_kstr(&w, "reasoning_effort", effort);
 	exl_jw_obj_end(&w);
 	if (exl_jw_failed(&w)) {
 		exl_jw_free(&w);
@@ -1019,19 +1022,50 @@ static int get_template_kwargs(struct mctx *m, const struct exl_json *body, stru
 	return g->template_kwargs_json ? 0 : -1;
 }
 
+/* OpenAI's reasoning_effort as the template's reasoning_effort (gpt-oss's
+ * "Reasoning: low|medium|high"): the levels gpt-oss knows, OpenAI's
+ * others mapped to the nearest ("none" also turns Qwen3-style thinking
+ * off: *off).  NULL when absent; -1 refused. */
+static int get_effort(struct mctx *m, const struct exl_json *body, const char **effort, bool *off)
+{
+	static const char *const names[][2] = {
+		{ "low", "low" }, { "medium", "medium" }, { "high", "high" }, { "minimal", "low" },
+		{ "none", "low" }, { "xhigh", "high" },
+	};
+	const struct exl_json *v = get(body, "reasoning_effort");
+
+	*effort = NULL;
+	*off = false;
+	if (!v)
+		return 0;
+	for (size_t i = 0; v->type == EXL_JSON_STRING && i < sizeof(names) / sizeof(names[0]); i++) {
+		if (!strcmp(v->str, names[i][0]) && strlen(names[i][0]) == v->len) {
+			*effort = names[i][1];
+			*off = i == 4;
+			return 0;
+		}
+	}
+	return fail(m, "reasoning_effort", "wants \"low\", \"medium\" or \"high\" (or OpenAI's "
+		    "\"minimal\" and \"none\", read as low, \"xhigh\" as high)");
+}
+
 /* OpenAI chat: reasoning_format (llama.cpp's: "none" keeps the <think>
- * block in the content; "auto" and "deepseek" put it apart) and
- * chat_template_kwargs. */
+ * block in the content; "auto" and "deepseek" put it apart),
+ * reasoning_effort and chat_template_kwargs. */
 static int get_reasoning_format(struct mctx *m, const struct exl_json *body, struct exl_http_gen *g)
 {
 	const struct exl_json *v = get(body, "reasoning_format");
+	const char *effort;
+	bool off;
 
 	if (v && (v->type != EXL_JSON_STRING || (strcmp(v->str, "none") && strcmp(v->str, "auto") &&
 						 strcmp(v->str, "deepseek"))))
 		return fail(m, "reasoning_format", "wants \"none\", \"auto\" or \"deepseek\"");
 	if (v)
 		g->reasoning = strcmp(v->str, "none") ? 1 : 0;
-	return get_template_kwargs(m, body, g, false);
+	if (get_effort(m, body, &effort, &off))
+		return -1;
+	return get_template_kwargs(m, body, g, off, effort);
 }
 
 /* suffix (OpenAI completions, Ollama generate): the text after the gap
@@ -1143,15 +1177,20 @@ static int map_ollama(struct mctx *m, const struct exl_json *body, struct exl_ht
 		return -1;
 	}
 	if (g->chat && (v = get(body, "think"))) {
-		/* newer Ollamas also take "high", "medium", "low" (gpt-oss) */
+		/* newer Ollamas also take "high", "medium", "low" (gpt-oss's
+		 * reasoning effort, its template's reasoning_effort) */
+		const char *effort = NULL;
 		if (v->type == EXL_JSON_STRING && (!strcmp(v->str, "high") || !strcmp(v->str, "medium") ||
-						   !strcmp(v->str, "low")))
+						   !strcmp(v->str, "low"))) {
 			g->reasoning = 1;
-		else if (v->type == EXL_JSON_BOOL)
+			effort = v->str;
+		} else if (v->type == EXL_JSON_BOOL) {
 			g->reasoning = v->b ? 1 : 0;
-		else
-			return fail(m, "think", "wants true or false");
-		if (get_template_kwargs(m, body, g, g->reasoning == 0))
+		} else {
+			return fail(m, "think", "wants true or false, or \"low\", \"medium\" or "
+				    "\"high\"");
+		}
+		if (get_template_kwargs(m, body, g, g->reasoning == 0, effort))
 			return -1;
 	}
 	if (get_ollama_format(m, body, &g->gen))

@@ -21,8 +21,13 @@
 
 enum exl_tool_fmt exl_tool_fmt_of(const char *t, size_t n)
 {
-	/* Mistral's and Granite's markers first: a template may also quote
-	 * another family's tags in its instructions */
+	/* gpt-oss's harmony, Mistral's and Granite's markers first: a
+	 * template may also quote another family's tags in its instructions.
+	 * gpt-oss's template spells its calls' header in pieces ("to=" then
+	 * "functions." + name + "<|channel|>commentary "): its channel marker
+	 * is what every harmony template writes (llama.cpp keys on it too). */
+	if (exl_text_find(t, n, 0, EXL_HARMONY_CHANNEL) < n)
+		return EXL_TOOL_FMT_HARMONY;
 	if (exl_text_find(t, n, 0, MISTRAL_OPEN) < n)
 		return EXL_TOOL_FMT_MISTRAL;
 	if (exl_text_find(t, n, 0, GRANITE_OPEN) < n)
@@ -43,6 +48,7 @@ const char *exl_tool_fmt_name(enum exl_tool_fmt f)
 	case EXL_TOOL_FMT_LLAMA3: return "llama3";
 	case EXL_TOOL_FMT_MISTRAL: return "mistral";
 	case EXL_TOOL_FMT_GRANITE: return "granite";
+	case EXL_TOOL_FMT_HARMONY: return "harmony";
 	default: return "none";
 	}
 }
@@ -58,6 +64,10 @@ const char *exl_tool_forced_prefix(enum exl_tool_fmt f)
 	case EXL_TOOL_FMT_HERMES: return HERMES_OPEN "\n";
 	case EXL_TOOL_FMT_MISTRAL: return MISTRAL_OPEN "[";
 	case EXL_TOOL_FMT_GRANITE: return GRANITE_OPEN "[";
+	/* a final message holding the call object: harmony's own call
+	 * header names one function, and its arguments' schema alone would
+	 * need the name chosen first */
+	case EXL_TOOL_FMT_HARMONY: return EXL_HARMONY_CHANNEL "final" EXL_HARMONY_MESSAGE;
 	default: return "";
 	}
 }
@@ -636,6 +646,83 @@ static int parse_llama3(struct exl_tool_parse *p, const char *s, size_t n, size_
 	return 0;
 }
 
+/* Harmony, from the content's start (reasoning.h): messages, each after
+ * <|start|>assistant but the first, which may also be a body without its
+ * header (the reasoning split left the header out).  The content is the
+ * final and commentary bodies joined by blank lines; a message to
+ * functions.N is a call; analysis is dropped.  The content goes to out
+ * (room for n bytes: each blank line between bodies stands for markers
+ * longer than it).  1 when the text is not that. */
+static int parse_harmony(struct exl_tool_parse *p, const char *s, size_t n, char *out,
+			 size_t *out_len)
+{
+	size_t i = 0;
+	bool first = true, any = false;
+
+	while (i < n) {
+		struct exl_harmony_head h;
+		int k = exl_harmony_head(s, n, i, &h);
+		size_t b, e, mark;
+
+		if (k < 1 && !first)
+			return 1;
+		b = k == 1 ? h.body : i;
+		e = exl_harmony_body_end(s, n, b, &mark);
+		if (k == 1 && h.to_len) {
+			static const char fn[] = "functions.";
+			size_t fl = sizeof(fn) - 1;
+			size_t a = exl_text_skip_ws(s, n, b), ae = e;
+			struct exl_json_doc *d;
+			struct exl_jw w;
+			int rc;
+
+			if (h.to_len <= fl || memcmp(s + h.to, fn, fl))
+				return 1;
+			while (ae > a && exl_text_is_ws(s[ae - 1]))
+				ae--;
+			d = exl_json_parse(s + a, ae - a, NULL, 0);
+			if (!d)
+				return 1;
+			exl_jw_init(&w);
+			rc = write_args(&w, exl_json_root(d));
+			exl_json_free(d);
+			if (!rc)
+				rc = exl_jw_failed(&w) ? -1 :
+				     add_call(p, s + h.to + fl, h.to_len - fl, w.buf, w.len, NULL, 0);
+			exl_jw_free(&w);
+			if (rc)
+				return rc;
+		} else if (k < 1 || !exl_harmony_channel_is(s, &h, "analysis")) {
+			/* a body for the user: final, or commentary (a preamble);
+			 * one without its header starts the text, as it is */
+			size_t a = k == 1 ? exl_text_skip_ws(s, n, b) : b, ce = e;
+
+			if (mark)
+				while (ce > a && exl_text_is_ws(s[ce - 1]))
+					ce--;
+			if (ce > a) {
+				if (any) {
+					memcpy(out + *out_len, "\n\n", 2);
+					*out_len += 2;
+				}
+				memcpy(out + *out_len, s + a, ce - a);
+				*out_len += ce - a;
+				any = true;
+			}
+		}
+		first = false;
+		if (e == n)
+			break;
+		i = exl_text_skip_ws(s, n, e + mark);
+		if (i == n)
+			break;
+		if (!exl_text_starts(s, n, i, EXL_HARMONY_START))
+			return 1;
+		i += strlen(EXL_HARMONY_START);
+	}
+	return 0;
+}
+
 /* Where the calls start in s, or n. */
 static size_t calls_start(enum exl_tool_fmt f, const char *s, size_t n)
 {
@@ -672,6 +759,22 @@ int exl_tool_parse(enum exl_tool_fmt f, bool forced, const char *text, size_t le
 	int rc = 1;
 
 	memset(p, 0, sizeof(*p));
+	if (f == EXL_TOOL_FMT_HARMONY && !forced) {
+		p->content = malloc(len + 1);
+		if (!p->content)
+			return -1;
+		rc = parse_harmony(p, text, len, p->content, &p->content_len);
+		if (rc < 0)
+			return -1;
+		if (rc > 0) {
+			/* not harmony's shape: all of it, as it is */
+			drop_calls(p);
+			memcpy(p->content, text, len);
+			p->content_len = len;
+		}
+		p->content[p->content_len] = 0;
+		return 0;
+	}
 	if (forced) {
 		/* the prompt opened the call: the reply is its object */
 		size_t i = exl_text_skip_ws(text, len, 0), end;
@@ -731,6 +834,27 @@ size_t exl_tool_stream_safe(enum exl_tool_fmt f, const char *s, size_t n, bool *
 	case EXL_TOOL_FMT_HERMES: marker = HERMES_OPEN; break;
 	case EXL_TOOL_FMT_MISTRAL: marker = MISTRAL_OPEN; break;
 	case EXL_TOOL_FMT_GRANITE: marker = GRANITE_OPEN; break;
+	case EXL_TOOL_FMT_HARMONY: {
+		/* from the content's start (reasoning.h): a header there is a
+		 * call's (or may become one); in a body, what may follow its
+		 * end is held: another message, perhaps a call */
+		struct exl_harmony_head h;
+		size_t mark;
+
+		int k = exl_harmony_head(s, n, 0, &h);
+		if (k >= 0) {
+			*started = k == 1;
+			return 0;
+		}
+		at = exl_harmony_body_end(s, n, 0, &mark);
+		if (at < n)
+			*started = true;
+		else
+			at = n - exl_harmony_partial_tail(s, n);
+		while (at && exl_text_is_ws(s[at - 1]))
+			at--;
+		return at;
+	}
 	case EXL_TOOL_FMT_LLAMA3: {
 		/* a call is the whole reply: held until its first character
 		 * says whether it is one */

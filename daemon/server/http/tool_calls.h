@@ -17,6 +17,14 @@
  *            Ministral 3), each optionally with [CALL_ID]id
  *   granite  <|tool_call|>[{"name": N, "arguments": {...}}, ...] (Granite
  *            3.x, Phi-4-mini's <|tool_call|>...<|/tool_call|> too)
+ *   harmony  gpt-oss: a message to functions.N, the recipient in the
+ *            channel's header or before it:
+ *            <|channel|>commentary to=functions.N <|constrain|>json
+ *            <|message|>{...}, or  to=functions.N<|channel|>commentary
+ *            json<|message|>{...}; one or more, each after
+ *            <|start|>assistant (the reasoning split, reasoning.h, leaves
+ *            the reply from the first call's header, or from a final or
+ *            commentary message's body)
  *   none     no form: only forced calls, written as bare JSON objects
  */
 #ifndef EXL_HTTP_TOOL_CALLS_H
@@ -31,6 +39,7 @@ enum exl_tool_fmt {
 	EXL_TOOL_FMT_LLAMA3,
 	EXL_TOOL_FMT_MISTRAL,
 	EXL_TOOL_FMT_GRANITE,
+	EXL_TOOL_FMT_HARMONY,
 };
 
 /* The form a chat template's text teaches. */
@@ -72,7 +81,15 @@ struct exl_tool_parse {
 /* The calls in a reply.  forced: the reply is one call object (its prefix
  * was the prompt's).  0 with p filled, n_calls 0 when the text holds no
  * well-formed calls (then content is all of it); -1 when out of memory.
- * exl_tool_parse_free() in both cases. */
+ * exl_tool_parse_free() in both cases.
+ *
+ * Harmony reads the reply from where the reasoning split's content starts
+ * (reasoning.h): the content is the bodies of its final and commentary
+ * messages, without their markers (one after another, a blank line
+ * between), analysis messages after the first are dropped, and the calls
+ * are the messages to functions.N.  Text not in that shape (a header that
+ * does not close, arguments that are not a JSON object, another
+ * recipient) is all content, as it is, with no calls. */
 int exl_tool_parse(enum exl_tool_fmt f, bool forced, const char *text, size_t len,
 		   struct exl_tool_parse *p);
 void exl_tool_parse_free(struct exl_tool_parse *p);
