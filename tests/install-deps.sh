@@ -6,7 +6,8 @@ export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -q
 $SUDO apt-get install -y -q --no-install-recommends \
 	build-essential meson ninja-build pkg-config \
-	libmsgpack-dev libevent-dev libsystemd-dev libpcre2-dev libcmocka-dev libsimde-dev \
+	libmsgpack-dev libevent-dev libsystemd-dev libpcre2-dev libutf8proc-dev libcmocka-dev \
+	libsimde-dev \
 	python3 python3-jsonschema python3-jinja2 systemd tmux zstd
 # The HTTP front's tests use the npm clients people use (openai, ollama),
 # pinned by tests/node/package-lock.json; node comes with the machine, or

@@ -1,5 +1,7 @@
 /* libFuzzer target for the tokenizers.  The first input byte picks a real
- * vocabulary (from $EXLD_MODELS, default ../shared/models) and the options;
+ * vocabulary (from $EXLD_MODELS, default ../shared/models; BERT's WordPiece
+ * from the source tree's tests/data/vocab, under $EXLD_SRCDIR, default .)
+ * and the options;
  * the rest is the text.  It checks that
  *   - tokenizing never fails on any bytes, and every id is in range;
  *   - decoding any ids (the result, and the input read as ids) gives valid
@@ -27,6 +29,7 @@ static const char *const files[] = {
 	"vocab/ggml-vocab-deepseek-llm.gguf",
 	"vocab/ggml-vocab-falcon.gguf",
 	"vocab/ggml-vocab-starcoder.gguf",
+	"tests/data/vocab/ggml-vocab-bert-bge.gguf", /* in the source tree */
 };
 #define N_TOK (sizeof(files) / sizeof(files[0]))
 
@@ -34,17 +37,20 @@ static struct exl_tokenizer *toks[N_TOK];
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
-	const char *dir = getenv("EXLD_MODELS");
+	const char *dir = getenv("EXLD_MODELS"), *src = getenv("EXLD_SRCDIR");
 
 	(void)argc;
 	(void)argv;
 	if (!dir || !*dir)
 		dir = "../shared/models";
+	if (!src || !*src)
+		src = ".";
 	for (size_t i = 0; i < N_TOK; i++) {
 		char path[4096], err[512];
 		struct gguf_file *f;
 
-		snprintf(path, sizeof(path), "%s/%s", dir, files[i]);
+		snprintf(path, sizeof(path), "%s/%s", strncmp(files[i], "tests/", 6) ? dir : src,
+			 files[i]);
 		f = exl_gguf_open(path, err, sizeof(err));
 		if (f)
 			toks[i] = exl_tokenizer_load(f, err, sizeof(err));

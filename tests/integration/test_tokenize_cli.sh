@@ -1,7 +1,8 @@
 #!/bin/sh
 # Runs the real `exld tokenize` and `exld detokenize` on the test models:
 # known ids, the stories260K round trip, a trailing newline, BOS and special
-# token options, a 1 MB round trip, and the inputs they must refuse.
+# token options, BERT's [CLS] ... [SEP], a 1 MB round trip, and the inputs
+# they must refuse.
 # usage: test_tokenize_cli.sh EXLD
 set -u
 exld=${1:?usage: test_tokenize_cli.sh PATH/TO/exld}
@@ -13,6 +14,8 @@ fi
 stories=$models/stories260K.gguf
 spm=$models/vocab/ggml-vocab-llama-spm.gguf
 gpt2=$models/vocab/ggml-vocab-gpt-2.gguf
+# WordPiece: kept in the source tree (tests/data/vocab)
+bert=${EXLD_SRCDIR:-$(dirname "$0")/../..}/tests/data/vocab/ggml-vocab-bert-bge.gguf
 tmp=$(mktemp -d /tmp/exld-test-tok-XXXXXX) || exit 1
 trap 'rm -rf "$tmp"' EXIT
 pass=0
@@ -67,6 +70,18 @@ tok "$gpt2" "" ''
 tok "$spm" "1 15043" '<s>Hello' --no-bos --special
 tok "$gpt2" "50256" '<|endoftext|>' --special
 tok "$gpt2" "27 91 437 1659 5239 91 29" '<|endoftext|>'
+
+# WordPiece (llama.cpp's ids): [CLS] first and [SEP] last unless --no-bos
+tok "$bert" "101 7592 2088 102" 'Hello world'
+tok "$bert" "7592 1010 2088 999" ' Hello, world!' --no-bos
+tok "$bert" "101 102" ''
+tok "$bert" "101 1031 18856 2015 1033 7592 102" '[CLS]hello'
+tok "$bert" "101 101 7592 103 102" '[CLS]hello[MASK]' --special
+tok "$bert" "101 9706 7959 2140 100 1006 3671 1007 102" '\303\204pfel \360\237\246\231 (normal)'
+printf '101 7592 1010 2088 999 100 102' | "$exld" detokenize --model "$bert" >"$tmp/out" 2>"$tmp/err"
+[ "$(cat "$tmp/out")" = " hello , world !" ] && ok || bad "detokenize bert: got '$(cat "$tmp/out")'"
+printf '101 7592 102' | "$exld" detokenize --special --model "$bert" >"$tmp/out" 2>"$tmp/err"
+[ "$(cat "$tmp/out")" = "[CLS] hello[SEP]" ] && ok || bad "detokenize bert --special: got '$(cat "$tmp/out")'"
 
 # stories260K: the reference ids decode to the reference text (its final
 # newline is the file's, not a token's) and the text encodes to the ids.

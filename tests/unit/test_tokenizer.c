@@ -12,6 +12,11 @@
  *   test_tokenizer empty    empty-string tokens (padding in real vocabularies,
  *                           and a vocabulary of nothing else): they load,
  *                           never match text and decode to nothing
+ *   test_tokenizer wpm      BERT's WordPiece: lowercasing, accents, punctuation
+ *                           and CJK split off, whitespace and control
+ *                           characters, greedy longest match with
+ *                           continuation pieces, [UNK] words, [CLS] ... [SEP],
+ *                           the normalizer keys, decoding
  *
  * The vocabularies are written with gguf_write and read back from memory,
  * so the tokenizer sees exactly what it would see in a file.
@@ -62,6 +67,7 @@ struct meta {
 	int add_space_prefix;    /* -1: absent, else 0/1 */
 	bool no_scores, no_types;
 	int short_scores;        /* drop this many scores */
+	void (*extra)(struct gguf_writer *w); /* more keys, or NULL */
 };
 
 /* Writes v + m as GGUF into *buf and opens it.  The caller frees both. */
@@ -92,6 +98,8 @@ static struct gguf_file *build(const struct vocab *v, const struct meta *m, void
 		exl_gguf_writer_set_u32(w, "tokenizer.ggml.eos_token_id", (uint32_t)m->eos);
 	if (m->add_space_prefix >= 0)
 		exl_gguf_writer_set_bool(w, "tokenizer.ggml.add_space_prefix", m->add_space_prefix);
+	if (m->extra)
+		m->extra(w);
 	if (exl_gguf_writer_write_mem(w, buf, &size, err, sizeof(err))) {
 		fprintf(stderr, "cannot write the test vocabulary: %s\n", err);
 		goto out;
@@ -509,6 +517,182 @@ static int test_harmony(void)
 	return 0;
 }
 
+/* ---- WordPiece ---- */
+
+/* A small BERT vocabulary: [PAD] [UNK] [CLS] [SEP] [MASK] are control
+ * tokens, as in the real ones; word-initial pieces carry U+2581 and
+ * continuation pieces (BERT's "##...") none. */
+static void wpm_vocab(struct vocab *v)
+{
+	static const char *const normal[] = {
+		SP "hello", SP "world", SP "un", SP "unw", "ant", "anted", "ed", "w", SP "a",
+		SP "b", SP "+", SP ",", SP "!", SP ".", SP "[", SP "]", SP "cls", SP "\xe4\xb8\x96",
+		SP "\xe7\x95\x8c", SP "h\xc3\xa9llo", SP "HELLO", SP "x", "\xe2\x84\xa2",
+	};
+
+	add(v, "[PAD]", T_CONTROL, 0);
+	add(v, "[UNK]", T_CONTROL, 0);
+	add(v, "[CLS]", T_CONTROL, 0);
+	add(v, "[SEP]", T_CONTROL, 0);
+	add(v, "[MASK]", T_CONTROL, 0);
+	for (size_t i = 0; i < sizeof(normal) / sizeof(normal[0]); i++)
+		add(v, normal[i], T_NORMAL, 0);
+}
+
+/* BERT conversions name [CLS], [SEP] and [UNK] by these keys. */
+static void wpm_ids(struct gguf_writer *w)
+{
+	exl_gguf_writer_set_u32(w, "tokenizer.ggml.cls_token_id", 2);
+	exl_gguf_writer_set_u32(w, "tokenizer.ggml.seperator_token_id", 3);
+	exl_gguf_writer_set_u32(w, "tokenizer.ggml.unknown_token_id", 1);
+}
+
+static void wpm_cased(struct gguf_writer *w)
+{
+	wpm_ids(w);
+	exl_gguf_writer_set_bool(w, "tokenizer.ggml.normalizer.lowercase", false);
+}
+
+static void wpm_keep_accents(struct gguf_writer *w)
+{
+	wpm_ids(w);
+	exl_gguf_writer_set_bool(w, "tokenizer.ggml.normalizer.strip_accents", false);
+}
+
+/* Encodes len bytes (NULs included) and compares with want. */
+static bool wpm_bytes_as(const struct exl_tokenizer *t, const char *text, size_t len,
+			 const char *const *want)
+{
+	int32_t *ids;
+	char err[256];
+	int n = exl_tok_encode(t, text, len, false, false, &ids, err, sizeof(err)), n_want = 0;
+	bool ok = n >= 0;
+
+	while (want[n_want])
+		n_want++;
+	ok = ok && n == n_want;
+	for (int i = 0; ok && i < n; i++)
+		ok = ids[i] == id_of(t, want[i]);
+	if (!ok)
+		fprintf(stderr, "%zu bytes: %d tokens, want %d\n", len, n, n_want);
+	free(ids);
+	return ok;
+}
+
+#define WPM_BYTES(t, lit, ...) \
+	wpm_bytes_as(t, lit, sizeof(lit) - 1, (const char *const[]){ __VA_ARGS__, NULL })
+
+static int test_wpm(void)
+{
+	struct vocab v = { 0 };
+	struct meta m = { .model = "bert", .pre = "bert-bge", .bos = -1, .eos = -1,
+			  .add_space_prefix = -1, .no_scores = true, .extra = wpm_ids };
+	char err[256];
+	struct exl_tokenizer *t;
+
+	wpm_vocab(&v);
+	t = load(&v, &m, err, sizeof(err));
+	CHECK(t);
+	if (!t) {
+		fprintf(stderr, "load: %s\n", err);
+		vocab_free(&v);
+		return 1;
+	}
+	CHECK(exl_tokenizer_kind(t) == EXL_TOK_WPM);
+	CHECK(!strcmp(exl_tokenizer_kind_name(t), "bert"));
+	CHECK(!strcmp(exl_tokenizer_pre_name(t), "bert-bge"));
+	CHECK(exl_tokenizer_bos(t) == 2 && exl_tokenizer_eos(t) == -1);
+	CHECK(exl_tokenizer_add_bos(t));
+	CHECK(exl_tokenizer_is_special(t, 1) && exl_tokenizer_is_special(t, 4));
+
+	/* words split at whitespace; punctuation and ASCII symbols are words
+	 * of their own; the text is lowercased */
+	CHECK(ENC(t, "hello world", false, false, SP "hello", SP "world"));
+	CHECK(ENC(t, "  HELLO,World!  ", false, false, SP "hello", SP ",", SP "world", SP "!"));
+	CHECK(ENC(t, "a+b.", false, false, SP "a", SP "+", SP "b", SP "."));
+	CHECK(ENC(t, "  \t", false, false, NULL));
+	/* accents: é and e + U+0301 both lose theirs; so do other marks */
+	CHECK(ENC(t, "h\xc3\xa9llo H\xc3\x89LLO", false, false, SP "hello", SP "hello"));
+	CHECK(ENC(t, "he\xcc\x81llo\xcc\xa3", false, false, SP "hello"));
+	/* CJK ideographs are words of their own; one without a token is [UNK] */
+	CHECK(ENC(t, "\xe4\xb8\x96\xe7\x95\x8c\xe4\xbd\xa0x", false, false, SP "\xe4\xb8\x96",
+		  SP "\xe7\x95\x8c", "[UNK]", SP "x"));
+	/* whitespace of every kind ends a word (tab, newline, U+0085, U+00A0,
+	 * U+3000); control and format characters (U+200B, U+00AD), NUL and
+	 * U+FFFD vanish without ending it */
+	CHECK(WPM_BYTES(t, "\thel\xe2\x80\x8blo\n\xc2\x85world\xc2\xa0" "a\xe3\x80\x80" "b",
+			SP "hello", SP "world", SP "a", SP "b"));
+	CHECK(WPM_BYTES(t, "he\0ll\xc2\xado\x01 wor\xef\xbf\xbdld\x7f", SP "hello", SP "world"));
+	/* bytes that are no UTF-8 are dropped like U+FFFD */
+	CHECK(WPM_BYTES(t, "hel\xfflo \x80world\xc3", SP "hello", SP "world"));
+	/* greedy longest match from the left, continuing with pieces: "unw" +
+	 * "anted", though "un" + "w" + "anted" would also do */
+	CHECK(ENC(t, "unwanted unwant unwed", false, false, SP "unw", "anted", SP "unw", "ant",
+		  SP "unw", "ed"));
+	/* a word with a part no piece covers is one [UNK], wherever the gap */
+	CHECK(ENC(t, "unwx hello zzz unw", false, false, "[UNK]", SP "hello", "[UNK]", SP "unw"));
+	/* a non-ASCII symbol stays in its word */
+	CHECK(ENC(t, "x\xe2\x84\xa2 \xe2\x84\xa2", false, false, SP "x", "\xe2\x84\xa2", "[UNK]"));
+	/* [CLS] first and [SEP] last with add_bos; special tokens are text
+	 * unless parsed */
+	CHECK(ENC(t, "hello", true, false, "[CLS]", SP "hello", "[SEP]"));
+	CHECK(ENC(t, "", true, false, "[CLS]", "[SEP]"));
+	CHECK(ENC(t, "[CLS]hello", false, false, SP "[", SP "cls", SP "]", SP "hello"));
+	CHECK(ENC(t, "[CLS]hello[MASK]", true, true, "[CLS]", "[CLS]", SP "hello", "[MASK]",
+		  "[SEP]"));
+
+	/* decoding: U+2581 is a space, pieces join their word, special tokens
+	 * only on request */
+	{
+		int32_t ids[] = { 2, id_of(t, SP "hello"), id_of(t, SP ","), id_of(t, SP "unw"),
+				  id_of(t, "anted"), 1, 3 };
+		char *s = exl_tok_decode(t, ids, 7, false, true);
+
+		CHECK(s && !strcmp(s, " hello , unwanted"));
+		free(s);
+		s = exl_tok_decode(t, ids, 7, true, true);
+		CHECK(s && !strcmp(s, "[CLS] hello , unwanted[UNK][SEP]"));
+		free(s);
+	}
+	exl_tokenizer_free(t);
+
+	/* lowercase off: strip_accents follows it */
+	m.extra = wpm_cased;
+	t = load(&v, &m, err, sizeof(err));
+	CHECK(t);
+	if (t) {
+		CHECK(ENC(t, "HELLO hello Hello", false, false, SP "HELLO", SP "hello", "[UNK]"));
+		CHECK(ENC(t, "h\xc3\xa9llo", false, false, SP "h\xc3\xa9llo"));
+		exl_tokenizer_free(t);
+	}
+	/* accents kept, lowercase on */
+	m.extra = wpm_keep_accents;
+	t = load(&v, &m, err, sizeof(err));
+	CHECK(t);
+	if (t) {
+		CHECK(ENC(t, "H\xc3\x89LLO", false, false, SP "h\xc3\xa9llo"));
+		CHECK(ENC(t, "he\xcc\x81llo", false, false, "[UNK]"));
+		exl_tokenizer_free(t);
+	}
+	/* no keys: BERT's ids 101, 102, 100 are beyond this vocabulary, so
+	 * there is no [CLS] to add and no [UNK] for unknown words */
+	m.extra = NULL;
+	t = load(&v, &m, err, sizeof(err));
+	CHECK(t);
+	if (t) {
+		int32_t *ids;
+
+		CHECK(exl_tokenizer_bos(t) == -1 && !exl_tokenizer_add_bos(t));
+		CHECK(ENC(t, "hello", false, false, SP "hello"));
+		CHECK(exl_tok_encode(t, "hello zzz", 9, false, false, &ids, err, sizeof(err)) == -1);
+		CHECK(strstr(err, "no unknown token") != NULL);
+		CHECK(exl_tok_encode(t, "hello", 5, true, false, &ids, err, sizeof(err)) == -1);
+		exl_tokenizer_free(t);
+	}
+	vocab_free(&v);
+	return 0;
+}
+
 /* ---- streaming decoder ---- */
 
 /* Pushes the byte tokens of bytes[] one by one; checks what each push
@@ -651,8 +835,8 @@ static int test_errors(void)
 
 	m.model = NULL;
 	CHECK(load_fails(&v, &m, "tokenizer.ggml.model"));
-	m.model = "bert";
-	CHECK(load_fails(&v, &m, "unsupported tokenizer model 'bert'"));
+	m.model = "t5";
+	CHECK(load_fails(&v, &m, "unsupported tokenizer model 't5'"));
 	m.model = "llama";
 	m.short_scores = 3;
 	CHECK(load_fails(&v, &m, "tokenizer.ggml.scores"));
@@ -807,7 +991,7 @@ int main(int argc, char **argv)
 		int (*fn)(void);
 	} tests[] = {
 		{ "spm", test_spm }, { "bpe", test_bpe }, { "detok", test_detok }, { "errors", test_errors },
-		{ "empty", test_empty }, { "harmony", test_harmony },
+		{ "empty", test_empty }, { "harmony", test_harmony }, { "wpm", test_wpm },
 	};
 
 	for (size_t i = 0; argc == 2 && i < sizeof(tests) / sizeof(tests[0]); i++) {
@@ -818,6 +1002,6 @@ int main(int argc, char **argv)
 		printf("%d checks, %d failed\n", check_count, check_failures);
 		return check_failures ? 1 : 0;
 	}
-	fprintf(stderr, "usage: test_tokenizer spm|bpe|detok|errors|empty|harmony\n");
+	fprintf(stderr, "usage: test_tokenizer spm|bpe|detok|errors|empty|harmony|wpm\n");
 	return 2;
 }

@@ -62,24 +62,6 @@ int32_t exl_tok_lookup(const struct exl_tokenizer *t, const char *s, size_t len)
 	return id >= 0 && id < t->n_vocab ? (int32_t)id : -1;
 }
 
-int exl_tok_out_push(struct tok_out *o, int32_t id)
-{
-	if (o->n == o->cap) {
-		size_t cap = o->cap ? o->cap * 2 : 64;
-		int32_t *ids;
-
-		if (cap > (size_t)INT32_MAX)
-			return -1;
-		ids = realloc(o->ids, cap * sizeof(*ids));
-		if (!ids)
-			return -1;
-		o->ids = ids;
-		o->cap = cap;
-	}
-	o->ids[o->n++] = id;
-	return 0;
-}
-
 void exl_tokenizer_free(struct exl_tokenizer *t)
 {
 	if (!t)
@@ -88,6 +70,7 @@ void exl_tokenizer_free(struct exl_tokenizer *t)
 	exl_tok_strmap_free(&t->text_map);
 	exl_tok_strtab_free(&t->pieces);
 	exl_tok_trie_free(&t->special);
+	exl_tok_trie_free(&t->vocab);
 	exl_tok_pairmap_free(&t->merges);
 	exl_tok_pre_free(t->pre);
 	free(t->scores);
@@ -243,10 +226,17 @@ static int load_special_ids(struct exl_tokenizer *t, const struct gguf_file *f)
 {
 	bool b;
 
+	t->sep = -1;
 	if (t->kind == EXL_TOK_SPM) {
 		t->bos = 1;
 		t->eos = 2;
 		t->unk = 0;
+	} else if (t->kind == EXL_TOK_WPM) {
+		/* BERT's [CLS], [UNK], [SEP] */
+		t->bos = 101;
+		t->eos = -1;
+		t->unk = 100;
+		t->sep = 102;
 	} else {
 		t->bos = t->eos = t->unk = -1;
 	}
@@ -258,6 +248,14 @@ static int load_special_ids(struct exl_tokenizer *t, const struct gguf_file *f)
 		t->eos = -1;
 	if (t->unk >= t->n_vocab)
 		t->unk = -1;
+	if (t->sep >= t->n_vocab)
+		t->sep = -1;
+	if (t->kind == EXL_TOK_WPM) {
+		/* Older BERT conversions name [CLS] only as cls_token_id;
+		 * bos_token_id, when there, says the same. */
+		read_id(t, f, "tokenizer.ggml.cls_token_id", &t->bos);
+		read_id(t, f, "tokenizer.ggml.seperator_token_id", &t->sep);
+	}
 	read_id(t, f, "tokenizer.ggml.bos_token_id", &t->bos);
 	read_id(t, f, "tokenizer.ggml.eos_token_id", &t->eos);
 	read_id(t, f, "tokenizer.ggml.unknown_token_id", &t->unk);
@@ -268,6 +266,12 @@ static int load_special_ids(struct exl_tokenizer *t, const struct gguf_file *f)
 		t->add_bos = b;
 	if (exl_gguf_get_bool(f, "tokenizer.ggml.add_space_prefix", &b))
 		t->add_space_prefix = b;
+	/* BertNormalizer: strip_accents follows lowercase unless given */
+	if (exl_gguf_get_bool(f, "tokenizer.ggml.normalizer.lowercase", &b))
+		t->lowercase = b;
+	t->strip_accents = t->lowercase;
+	if (exl_gguf_get_bool(f, "tokenizer.ggml.normalizer.strip_accents", &b))
+		t->strip_accents = b;
 
 	if (add_eog(t, t->eos) || add_eog(t, t->eot) || add_eog(t, t->eom))
 		return -1;
@@ -389,15 +393,29 @@ struct exl_tokenizer *exl_tokenizer_load(const struct gguf_file *f, char *err, s
 					    errlen);
 		if (!t->pre)
 			goto fail;
+	} else if (!strcmp(model, "bert")) {
+		t->kind = EXL_TOK_WPM;
+		t->add_bos = true;
+		/* tokenizer.ggml.pre (bert-bge, jina-v2-en ...) changes nothing
+		 * for WordPiece; it is kept to be shown. */
+		if (!exl_gguf_get_str(f, "tokenizer.ggml.pre", t->pre_name, sizeof(t->pre_name)))
+			snprintf(t->pre_name, sizeof(t->pre_name), "default");
 	} else {
-		snprintf(err, errlen, "unsupported tokenizer model '%s' (only llama and gpt2)", model);
+		snprintf(err, errlen, "unsupported tokenizer model '%s' (only llama, gpt2 and bert)",
+			 model);
 		goto fail;
 	}
+	t->lowercase = true;
 
 	if (load_vocab(t, f, err, errlen))
 		goto fail;
 	if (t->kind == EXL_TOK_BPE) {
 		if (exl_tok_bpe_load(t, f, err, errlen))
+			goto fail;
+	} else if (t->kind == EXL_TOK_WPM) {
+		memset(t->byte_token, 0xff, sizeof(t->byte_token));
+		memset(t->byte_sym, 0xff, sizeof(t->byte_sym));
+		if (exl_tok_wpm_prepare(t, err, errlen))
 			goto fail;
 	} else {
 		spm_byte_tokens(t);
@@ -424,7 +442,7 @@ enum exl_tok_kind exl_tokenizer_kind(const struct exl_tokenizer *t)
 
 const char *exl_tokenizer_kind_name(const struct exl_tokenizer *t)
 {
-	return t->kind == EXL_TOK_SPM ? "llama" : "gpt2";
+	return t->kind == EXL_TOK_SPM ? "llama" : t->kind == EXL_TOK_BPE ? "gpt2" : "bert";
 }
 
 const char *exl_tokenizer_pre_name(const struct exl_tokenizer *t)
@@ -502,6 +520,10 @@ int exl_tok_encode(const struct exl_tokenizer *t, const char *text, size_t len, 
 			snprintf(err, errlen, "the model has no BOS token");
 			return -1;
 		}
+		if (t->kind == EXL_TOK_WPM && t->sep < 0) {
+			snprintf(err, errlen, "the model has no SEP token");
+			return -1;
+		}
 		if (exl_tok_out_push(&o, t->bos))
 			goto oom;
 	}
@@ -523,6 +545,8 @@ int exl_tok_encode(const struct exl_tokenizer *t, const char *text, size_t len, 
 			rc = exl_tok_spm_encode(t, text + fr->start, fr->len,
 						t->add_space_prefix && prev_special, &o, err,
 						errlen);
+		else if (t->kind == EXL_TOK_WPM)
+			rc = exl_tok_wpm_encode(t, text + fr->start, fr->len, &o, err, errlen);
 		else
 			rc = exl_tok_bpe_encode(t, text + fr->start, fr->len, &o, err, errlen);
 		if (rc)
@@ -530,6 +554,10 @@ int exl_tok_encode(const struct exl_tokenizer *t, const char *text, size_t len, 
 		prev_special = false;
 	}
 	free(frags);
+	frags = NULL;
+	/* llama.cpp's add_special for WordPiece: [CLS] text [SEP] */
+	if (add_bos && t->kind == EXL_TOK_WPM && exl_tok_out_push(&o, t->sep))
+		goto oom;
 	if (!o.ids && !(o.ids = malloc(sizeof(*o.ids))))
 		goto oom;
 	*out = o.ids;

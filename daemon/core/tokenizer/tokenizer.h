@@ -1,6 +1,6 @@
 /* Tokenizers read from GGUF metadata: SentencePiece-style BPE
- * (tokenizer.ggml.model = "llama") and GPT-2 byte-level BPE ("gpt2", with the
- * pre-tokenizer chosen by tokenizer.ggml.pre).
+ * (tokenizer.ggml.model = "llama"), GPT-2 byte-level BPE ("gpt2", with the
+ * pre-tokenizer chosen by tokenizer.ggml.pre) and BERT's WordPiece ("bert").
  *
  * A tokenizer is immutable after load and safe to use from many threads.
  */
@@ -16,7 +16,7 @@
 struct gguf_file;
 struct exl_tokenizer;
 
-enum exl_tok_kind { EXL_TOK_SPM, EXL_TOK_BPE };
+enum exl_tok_kind { EXL_TOK_SPM, EXL_TOK_BPE, EXL_TOK_WPM };
 
 /* Loads from f's tokenizer.ggml.* keys; copies what it needs, so f may be
  * closed afterwards.  NULL with a message on failure. */
@@ -24,7 +24,7 @@ struct exl_tokenizer *exl_tokenizer_load(const struct gguf_file *f, char *err, s
 void exl_tokenizer_free(struct exl_tokenizer *t);
 
 enum exl_tok_kind exl_tokenizer_kind(const struct exl_tokenizer *t);
-const char *exl_tokenizer_kind_name(const struct exl_tokenizer *t); /* "llama", "gpt2" */
+const char *exl_tokenizer_kind_name(const struct exl_tokenizer *t); /* "llama", "gpt2", "bert" */
 const char *exl_tokenizer_pre_name(const struct exl_tokenizer *t);  /* "default", "llama3", ... */
 int32_t exl_tokenizer_n_vocab(const struct exl_tokenizer *t);
 int32_t exl_tokenizer_bos(const struct exl_tokenizer *t); /* -1 when none */
@@ -41,8 +41,9 @@ bool exl_tokenizer_is_special(const struct exl_tokenizer *t, int32_t id);
 
 /* Encodes len bytes of UTF-8 text.  With parse_special, special and control
  * tokens written in the text become their ids; otherwise they are plain
- * text.  *out is malloc'ed and owned by the caller.  Returns the count, or
- * -1 with a message. */
+ * text.  add_bos puts BOS first; for WordPiece it means [CLS] first and
+ * [SEP] last (llama.cpp's add_special).  *out is malloc'ed and owned by the
+ * caller.  Returns the count, or -1 with a message. */
 int exl_tok_encode(const struct exl_tokenizer *t, const char *text, size_t len,
 		 bool add_bos, bool parse_special, int32_t **out, char *err, size_t errlen);
 
@@ -50,8 +51,8 @@ int exl_tok_encode(const struct exl_tokenizer *t, const char *text, size_t len,
 /* The raw vocabulary entry of id (as stored in GGUF), or NULL when out of range. */
 const char *exl_token_text(const struct exl_tokenizer *t, int32_t id, size_t *len);
 
-/* The bytes id decodes to (SPM: "▁" becomes a space and <0xNN> one byte;
- * BPE: the byte-level mapping undone).  Special tokens give their text when
+/* The bytes id decodes to (SPM and WordPiece: "▁" becomes a space and <0xNN>
+ * one byte; BPE: the byte-level mapping undone).  Special tokens give their text when
  * decode_special is set, and nothing otherwise.  Returns the byte count,
  * which may exceed buflen (then buf holds a truncated copy). */
 size_t exl_token_bytes(const struct exl_tokenizer *t, int32_t id, bool decode_special,

@@ -29,7 +29,7 @@ static int byte_token_value(const char *s, size_t len)
 	return hi < 0 || lo < 0 ? -1 : hi << 4 | lo;
 }
 
-/* SentencePiece: U+2581 is a space. */
+/* SentencePiece and WordPiece: U+2581 is a space. */
 static size_t spm_piece(const char *s, size_t len, char *out)
 {
 	size_t o = 0;
@@ -98,7 +98,7 @@ int exl_tok_pieces_build(struct exl_tokenizer *t, char *err, size_t errlen)
 			buf[0] = (char)byte;
 			n = 1;
 		} else if (a & (TOK_ATTR_NORMAL | TOK_ATTR_BYTE)) {
-			n = t->kind == EXL_TOK_SPM ? spm_piece(s, len, buf) : bpe_piece(s, len, buf);
+			n = t->kind == EXL_TOK_BPE ? bpe_piece(s, len, buf) : spm_piece(s, len, buf);
 		}
 		/* unused and undefined tokens decode to nothing */
 		if (exl_tok_strtab_add(&t->pieces, buf, n))

@@ -145,6 +145,7 @@ struct exl_tokenizer {
 	uint16_t *attr;
 
 	int32_t bos, eos, unk, eot, eom;
+	int32_t sep; /* WordPiece: closes the text when BOS ([CLS]) is added */
 	int32_t fim[3];     /* fill-in-the-middle prefix, suffix, middle; -1 none */
 	int32_t *eog;
 	int n_eog;
@@ -161,6 +162,11 @@ struct exl_tokenizer {
 
 	struct tok_trie special;
 
+	/* WordPiece: every token, for longest-prefix matching; the
+	 * BertNormalizer options. */
+	struct tok_trie vocab;
+	bool lowercase, strip_accents;
+
 	/* BPE */
 	struct tok_pairmap merges;
 	int32_t byte_sym[256]; /* symbol of each byte's byte-level character */
@@ -173,13 +179,20 @@ int32_t exl_tok_lookup(const struct exl_tokenizer *t, const char *s, size_t len)
 /* Special tokens (tokenizer_special.c). */
 int exl_tok_trie_build(struct exl_tokenizer *t, char *err, size_t errlen);
 void exl_tok_trie_free(struct tok_trie *tr);
+/* A trie of every non-empty token (the later id for a text given twice). */
+int exl_tok_vocab_trie_build(struct exl_tokenizer *t, struct tok_trie *tr, char *err,
+			     size_t errlen);
+/* The length of the longest token that s[0..len) starts with (its id in
+ * *id), or 0. */
+uint32_t exl_tok_trie_longest(const struct tok_trie *tr, const uint8_t *s, uint32_t len,
+			      int32_t *id);
 /* Splits text at the special tokens it holds (user-defined ones always,
  * control and unknown ones with parse_special).  *frags is malloc'ed (the
  * caller frees it, also on failure).  Returns the count or -1. */
 int exl_tok_partition(const struct exl_tokenizer *t, const char *text, uint32_t len,
 		      bool parse_special, struct tok_frag **frags, char *err, size_t errlen);
 
-/* Output buffer of token ids. */
+/* Output buffer of token ids (push: tokenizer_map.c). */
 struct tok_out {
 	int32_t *ids;
 	size_t n, cap;
@@ -201,6 +214,12 @@ int exl_tok_bpe_encode(const struct exl_tokenizer *t, const char *text, uint32_t
 int exl_tok_bpe_byte_char(uint8_t b, char out[2]);
 /* The byte a byte-level character stands for, or -1. */
 int exl_tok_bpe_char_byte(uint32_t cp);
+
+/* WordPiece (tokenizer_wpm.c): the vocabulary trie at load, then one raw
+ * fragment at a time. */
+int exl_tok_wpm_prepare(struct exl_tokenizer *t, char *err, size_t errlen);
+int exl_tok_wpm_encode(const struct exl_tokenizer *t, const char *text, uint32_t len,
+		       struct tok_out *out, char *err, size_t errlen);
 
 /* Decoding (tokenizer_detok.c): fills t->pieces. */
 int exl_tok_pieces_build(struct exl_tokenizer *t, char *err, size_t errlen);

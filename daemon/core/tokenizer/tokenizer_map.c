@@ -1,5 +1,5 @@
 /* The tokenizer's string table and hash maps (text -> id, merge pair ->
- * rank). */
+ * rank), and the growing list of output ids. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -230,4 +230,22 @@ const struct tok_pair_val *exl_tok_pairmap_get(const struct tok_pairmap *m, uint
 		if (m->key[pos] == UINT64_MAX)
 			return NULL;
 	}
+}
+
+int exl_tok_out_push(struct tok_out *o, int32_t id)
+{
+	if (o->n == o->cap) {
+		size_t cap = o->cap ? o->cap * 2 : 64;
+		int32_t *ids;
+
+		if (cap > (size_t)INT32_MAX)
+			return -1;
+		ids = realloc(o->ids, cap * sizeof(*ids));
+		if (!ids)
+			return -1;
+		o->ids = ids;
+		o->cap = cap;
+	}
+	o->ids[o->n++] = id;
+	return 0;
 }

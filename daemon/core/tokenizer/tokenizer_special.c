@@ -13,6 +13,9 @@
  * (token priority, position) then replays the same decisions: an occurrence
  * is taken when its bytes are still free, and otherwise the position falls
  * back to its longest candidate that ends before the taken byte.
+ *
+ * The same trie over the whole vocabulary gives WordPiece its longest
+ * matches (exl_tok_vocab_trie_build, exl_tok_trie_longest).
  */
 #include <ctype.h>
 #include <stdio.h>
@@ -54,31 +57,25 @@ static bool is_candidate_attr(uint16_t attr)
 	return attr & (TOK_ATTR_CONTROL | TOK_ATTR_UNKNOWN | TOK_ATTR_USER_DEFINED);
 }
 
-int exl_tok_trie_build(struct exl_tokenizer *t, char *err, size_t errlen)
+/* Builds tr over the non-empty tokens that all_tokens or their attributes
+ * select; n_nodes bounds the node count (root included). */
+static int trie_build(struct exl_tokenizer *t, struct tok_trie *tr, bool all_tokens,
+		      uint64_t n_nodes, char *err, size_t errlen)
 {
-	struct tok_trie *tr = &t->special;
-	uint64_t total = 1;
 	uint32_t size = 16;
 
 	memset(tr, 0, sizeof(*tr));
-	for (int32_t id = 0; id < t->n_vocab; id++) {
-		size_t len;
-
-		if (!is_candidate_attr(t->attr[id]))
-			continue;
-		tok_strtab_get(&t->texts, (uint32_t)id, &len);
-		total += len;
-	}
-	if (total > (1u << 28)) {
-		snprintf(err, errlen, "special tokens too long in total (%llu bytes)",
-			 (unsigned long long)total);
+	if (n_nodes > (1u << 28)) {
+		snprintf(err, errlen, all_tokens ? "tokens too long in total (%llu trie nodes)"
+					      : "special tokens too long in total (%llu bytes)",
+			 (unsigned long long)n_nodes);
 		return -1;
 	}
-	while (size < 2 * total)
+	while (size < 2 * n_nodes)
 		size <<= 1;
 	tr->edge_key = malloc((size_t)size * sizeof(*tr->edge_key));
 	tr->edge_child = malloc((size_t)size * sizeof(*tr->edge_child));
-	tr->node_id = malloc((size_t)total * sizeof(*tr->node_id));
+	tr->node_id = malloc((size_t)n_nodes * sizeof(*tr->node_id));
 	if (!tr->edge_key || !tr->edge_child || !tr->node_id) {
 		exl_tok_trie_free(tr);
 		snprintf(err, errlen, "out of memory");
@@ -94,7 +91,7 @@ int exl_tok_trie_build(struct exl_tokenizer *t, char *err, size_t errlen)
 		const char *s;
 		uint32_t node = 0;
 
-		if (!is_candidate_attr(t->attr[id]))
+		if (!all_tokens && !is_candidate_attr(t->attr[id]))
 			continue;
 		s = tok_strtab_get(&t->texts, (uint32_t)id, &len);
 		if (!len)
@@ -120,6 +117,82 @@ int exl_tok_trie_build(struct exl_tokenizer *t, char *err, size_t errlen)
 			tr->max_len = (uint32_t)len;
 	}
 	return 0;
+}
+
+int exl_tok_trie_build(struct exl_tokenizer *t, char *err, size_t errlen)
+{
+	uint64_t total = 1;
+
+	for (int32_t id = 0; id < t->n_vocab; id++) {
+		size_t len;
+
+		if (!is_candidate_attr(t->attr[id]))
+			continue;
+		tok_strtab_get(&t->texts, (uint32_t)id, &len);
+		total += len;
+	}
+	return trie_build(t, &t->special, false, total, err, errlen);
+}
+
+struct text_ref {
+	const char *s;
+	size_t len;
+};
+
+static int by_text(const void *pa, const void *pb)
+{
+	const struct text_ref *a = pa, *b = pb;
+	int c = memcmp(a->s, b->s, a->len < b->len ? a->len : b->len);
+
+	return c ? c : (a->len > b->len) - (a->len < b->len);
+}
+
+int exl_tok_vocab_trie_build(struct exl_tokenizer *t, struct tok_trie *tr, char *err,
+			     size_t errlen)
+{
+	struct text_ref *order = malloc((size_t)t->n_vocab * sizeof(*order));
+	uint64_t n_nodes = 1;
+
+	if (!order) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	/* The trie has one node per distinct prefix: sorted, each text adds
+	 * what it does not share with the one before. */
+	for (int32_t id = 0; id < t->n_vocab; id++)
+		order[id].s = tok_strtab_get(&t->texts, (uint32_t)id, &order[id].len);
+	qsort(order, (size_t)t->n_vocab, sizeof(*order), by_text);
+	for (int32_t i = 0; i < t->n_vocab; i++) {
+		size_t common = 0;
+
+		while (i > 0 && common < order[i].len && common < order[i - 1].len &&
+		       order[i].s[common] == order[i - 1].s[common])
+			common++;
+		n_nodes += order[i].len - common;
+	}
+	free(order);
+	return trie_build(t, tr, true, n_nodes, err, errlen);
+}
+
+uint32_t exl_tok_trie_longest(const struct tok_trie *tr, const uint8_t *s, uint32_t len,
+			      int32_t *id)
+{
+	uint32_t node = 0, best = 0;
+
+	if (!len || !tr->n_nodes || !(tr->first_byte[s[0] >> 3] & (1u << (s[0] & 7))))
+		return 0;
+	for (uint32_t i = 0; i < len && i < tr->max_len; i++) {
+		int64_t child = trie_child(tr, node, s[i]);
+
+		if (child < 0)
+			break;
+		node = (uint32_t)child;
+		if (tr->node_id[node] >= 0) {
+			best = i + 1;
+			*id = tr->node_id[node];
+		}
+	}
+	return best;
 }
 
 static bool candidate_ok(const struct exl_tokenizer *t, int32_t id, bool parse_special)
