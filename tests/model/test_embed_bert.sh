@@ -1,7 +1,8 @@
 #!/bin/sh
 # Encoders (bert, nomic-bert): `exld embed` on exld-mkmodel files against
 # llama.cpp's pooled embeddings of the same files (tests/data/peer/
-# embed_bert.json, made by regen_embed_bert.sh with the peer), mean and
+# embed_bert.json, made by regen_embed_bert.sh with the peer; bert-bge with
+# bge's WordPiece vocabulary, tokenized by each engine), mean and
 # cls, two texts in one batch (each attends to all of its own text and
 # none of the other's) and one alone; generation refused; an over-long
 # text refused, or cut with --truncate.  No ../shared needed.
@@ -14,21 +15,26 @@ trap 'rm -rf "$tmp"' EXIT
 fail=0
 opts=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["opts"])' "$data/embed_bert.json")
 
-for arch in bert nomic-bert; do
+t1="Hello, World! Café déjà vu — 東京 is nice."
+for arch in bert nomic-bert bert-bge; do
+	a=$arch
+	extra=""
+	# bge's WordPiece vocabulary: both engines tokenize the texts themselves
+	[ "$arch" = bert-bge ] && a=bert && extra="--vocab-from $data/../vocab/ggml-vocab-bert-bge.gguf"
 	# shellcheck disable=SC2086
-	"$mkmodel" --arch $arch $opts --threads 1 -o "$tmp/$arch.gguf" >/dev/null 2>&1 ||
+	"$mkmodel" --arch $a $opts $extra --threads 1 -o "$tmp/$arch.gguf" >/dev/null 2>&1 ||
 		{ echo "FAIL: exld-mkmodel --arch $arch"; fail=1; continue; }
 	for mode in mean cls; do
 		"$exld" embed --model "$tmp/$arch.gguf" --pooling $mode --threads 2 \
-			"Once upon a time there was" "The cat" >"$tmp/$arch.$mode.jsonl" 2>"$tmp/err" ||
+			"Once upon a time there was" "$t1" >"$tmp/$arch.$mode.jsonl" 2>"$tmp/err" ||
 			{ echo "FAIL: $arch embed --pooling $mode:"; cat "$tmp/err"; fail=1; }
-		"$exld" embed --model "$tmp/$arch.gguf" --pooling $mode --threads 2 "The cat" \
+		"$exld" embed --model "$tmp/$arch.gguf" --pooling $mode --threads 2 "$t1" \
 			>"$tmp/$arch.$mode.alone.jsonl" 2>"$tmp/err" ||
 			{ echo "FAIL: $arch embed alone:"; cat "$tmp/err"; fail=1; }
 	done
 	"$exld" run --model "$tmp/$arch.gguf" --prompt "The cat" -n 4 >"$tmp/out" 2>"$tmp/err" &&
 		{ echo "FAIL: $arch generated"; fail=1; }
-	grep -q "is an embedding model ($arch): it embeds text and does not generate" "$tmp/err" ||
+	grep -q "is an embedding model ($a): it embeds text and does not generate" "$tmp/err" ||
 		{ echo "FAIL: $arch generation refused with: $(cat "$tmp/err")"; fail=1; }
 done
 python3 - "$tmp" "$data/embed_bert.json" <<'PY' || fail=1

@@ -12,11 +12,18 @@ out=$here/embed_bert.json
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 opts="--dim 128 --layers 2 --heads 4 --ff 256 --ctx 512 --seed 1 --type f32"
-for arch in bert nomic-bert; do
+# bert-bge: bert with bge's WordPiece vocabulary (tests/data/vocab), so that
+# both engines tokenize the texts themselves
+vocab=$here/../vocab/ggml-vocab-bert-bge.gguf
+for arch in bert nomic-bert bert-bge; do
+	a=$arch
+	extra=""
+	[ "$arch" = bert-bge ] && a=bert && extra="--vocab-from $vocab"
 	# shellcheck disable=SC2086
-	"$build/tests/tools/exld-mkmodel" --arch $arch $opts --threads 1 -o "$tmp/$arch.gguf" 2>/dev/null
+	"$build/tests/tools/exld-mkmodel" --arch $a $opts $extra --threads 1 -o "$tmp/$arch.gguf" \
+		2>/dev/null
 	i=0
-	for text in "Once upon a time there was" "The cat"; do
+	for text in "Once upon a time there was" "Hello, World! Café déjà vu — 東京 is nice."; do
 		for mode in mean cls; do
 			"$peer" --model "$tmp/$arch.gguf" --prompt "$text" --n 1 --threads 1 \
 				--embed "$mode" >"$tmp/$arch.$i.$mode.json" 2>"$tmp/err" ||
@@ -30,7 +37,7 @@ python3 - "$tmp" "$opts" >"$out" <<'PY'
 import json, sys
 tmp, opts = sys.argv[1], sys.argv[2]
 res = {"opts": opts, "peer": "llama.cpp (node-llama-cpp), peer-bench-native --embed", "archs": {}}
-for arch in ("bert", "nomic-bert"):
+for arch in ("bert", "nomic-bert", "bert-bge"):
     rows = []
     for i in range(2):
         row = {"text": open(f"{tmp}/{i}.text").read().rstrip("\n")}
