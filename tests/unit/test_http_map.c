@@ -148,6 +148,16 @@ static void test_chat_and_ollama(void)
 	struct mapped m;
 	char err[256];
 
+	/* an assistant's reasoning_content, sent back, is thinking too */
+	map(&m, EXL_HTTP_OAI_CHAT, "{\"messages\": [{\"role\": \"assistant\", \"content\": \"A\", "
+	    "\"reasoning_content\": \"R\"}, {\"role\": \"assistant\", \"content\": \"B\", "
+	    "\"reasoning_content\": \"R\", \"thinking\": \"T\"}]}");
+	CHECK(m.rc == 0 && !strcmp(m.g.messages_json, "[{\"role\":\"assistant\",\"content\":\"A\","
+	      "\"reasoning_content\":\"R\",\"thinking\":\"R\"},{\"role\":\"assistant\","
+	      "\"content\":\"B\",\"reasoning_content\":\"R\",\"thinking\":\"T\"}]"), "messages %s",
+	      m.rc ? m.e.msg : m.g.messages_json);
+	unmap(&m);
+
 	map(&m, EXL_HTTP_OAI_CHAT, "{\"messages\": [{\"role\": \"system\", \"content\": \"Be\"}, "
 	    "{\"role\": \"user\", \"content\": [{\"type\": \"text\", \"text\": \"Hi \"}, "
 	    "{\"type\": \"text\", \"text\": \"there\"}], \"name\": \"bob\"}], "

@@ -918,6 +918,14 @@ static int get_messages(struct mctx *m, const struct exl_json *body, struct exl_
 			else
 				exl_jw_json(&w, msg->v[k]);
 		}
+		/* an OpenAI client's reasoning_content back in the history is
+		 * thinking to the templates that read that name (gpt-oss's, as
+		 * llama.cpp passes it); both names stay */
+		const struct exl_json *rc_text = get(msg, "reasoning_content");
+		if (rc_text && rc_text->type == EXL_JSON_STRING && !get(msg, "thinking")) {
+			exl_jw_key(&w, "thinking");
+			exl_jw_str(&w, rc_text->str, rc_text->len);
+		}
 		exl_jw_obj_end(&w);
 	}
 	exl_jw_arr_end(&w);
