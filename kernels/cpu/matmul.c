@@ -42,6 +42,8 @@ static void avx512vnni_merge(void)
 	avx512vnni_set.mm_iq4_xs = v->mm_iq4_xs;
 	avx512vnni_set.act_iq4_nl = v->act_iq4_nl;
 	avx512vnni_set.mm_iq4_nl = v->mm_iq4_nl;
+	/* MXFP4 reads act_iq4_nl */
+	avx512vnni_set.mm_mxfp4 = v->mm_mxfp4;
 	/* every such CPU so far has VNNI too (Cooper Lake, Sapphire Rapids,
 	 * Zen 4); one without keeps the fp32 tiles */
 	if (exl_cpu_features()->avx512bf16) {
@@ -97,6 +99,9 @@ static void amx_merge(void)
 	EXL_OWN(mm_iq4_nl);
 	if (o->mm_iq4_nl)
 		amx_set.mm_iq4_nl_r8 = o->mm_iq4_nl_r8;
+	/* none of its own so far: avx512vnni's (avx2vnni's), with its
+	 * act_iq4_nl, which the set keeps */
+	EXL_OWN(mm_mxfp4);
 	EXL_OWN(mm_q2_K);
 	EXL_OWN(mm_q3_K);
 	EXL_OWN(mm_q6_K);
@@ -375,6 +380,10 @@ void exl_cpu_kernels_for(const struct exl_cpu_kernels *k, uint32_t type, uint32_
 		break;
 	case EXL_IQ4_NL:
 		*fn = layout == EXL_LAYOUT_ROWS8 ? k->mm_iq4_nl_r8 : k->mm_iq4_nl;
+		*act = k->act_iq4_nl;
+		break;
+	case EXL_MXFP4: /* GGUF rows only: nothing repacks it */
+		*fn = k->mm_mxfp4;
 		*act = k->act_iq4_nl;
 		break;
 	case EXL_Q2_K:

@@ -1495,22 +1495,27 @@ static void mm_q5_1(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, 
 /* The levels of 8 rows' block from their nibbles lv (group k of 4 weights
  * of all 8 rows, q4_0_r8_block's order): g the signed levels, aw what the
  * dot multiplies (see above). */
-EXL_INLINE void iq4_nl_rows8_levels(const __m256i lv[8], __m256i g[8], __m256i aw[8])
+EXL_INLINE void lut_rows8_levels(__m256i levels, const __m256i lv[8], __m256i g[8], __m256i aw[8])
 {
 #ifdef EXL_MM_VNNI
 	/* the levels + 128 looked up at once; the dot takes no g */
-	const __m256i tab = _mm256_xor_si256(iq4_table(), _mm256_set1_epi8((char)0x80));
+	const __m256i tab = _mm256_xor_si256(levels, _mm256_set1_epi8((char)0x80));
 
 	for (int k = 0; k < 8; k++)
 		g[k] = aw[k] = _mm256_shuffle_epi8(tab, lv[k]);
 #else
-	const __m256i tab = iq4_table();
+	const __m256i tab = levels;
 
 	for (int k = 0; k < 8; k++) {
 		g[k] = _mm256_shuffle_epi8(tab, lv[k]);
 		aw[k] = _mm256_sign_epi8(g[k], g[k]);
 	}
 #endif
+}
+
+EXL_INLINE void iq4_nl_rows8_levels(const __m256i lv[8], __m256i g[8], __m256i aw[8])
+{
+	lut_rows8_levels(iq4_table(), lv, g, aw);
 }
 
 /* The 8 rows' levels . x of one block for one vector (iq4_nl_rows8_levels). */
@@ -1660,6 +1665,199 @@ EXL_INLINE void iq4_nl_group8(const block_iq4_nl *w, int64_t b, int k, const uin
 }
 
 DEFINE_ROWS8_MM(iq4_nl, block_iq4_nl)
+
+/* ---- MXFP4: IQ4_NL's kernels over 17-byte blocks ----
+ *
+ * The nibbles of IQ4_NL (Q4_0's order) with MXFP4's levels (0, +-1, +-2,
+ * +-3, +-4, +-6, +-8, +-12) by the same byte shuffle, so the same act
+ * (act_iq4_nl, this set's act_q4_0) and the same two paths and float steps
+ * as IQ4_NL's GGUF rows: 8 rows in the lanes of a vector for n > 4, 8
+ * blocks of one row reduced into the lanes of a vector for decode.  The
+ * scale is 2^(e - 128) (exl_e8m0_half) in place of an fp16 d.  A block is
+ * 17 bytes, e then qs[16]: blocks and rows start at any byte, so every
+ * load is unaligned and none reads past the bytes of the blocks it takes
+ * (a row's last block may end its mapping). */
+
+#define MXFP4_BYTES 17
+
+/* The level table as a byte shuffle, in both lanes. */
+EXL_INLINE __m256i mxfp4_table(void)
+{
+	return _mm256_broadcastsi128_si256(_mm_set_epi64x((long long)EXL_MXFP4_HI, (long long)EXL_MXFP4_LO));
+}
+
+EXL_INLINE const uint8_t *mxfp4_block(const uint8_t *row, int64_t b)
+{
+	return row + MXFP4_BYTES * (size_t)b;
+}
+
+/* 8 exponents e (int32 lanes, 0..255) as their scales 2^(e - 128), the
+ * bits of exl_e8m0_half: e >= 2 the normal with exponent field e - 1, e 0
+ * and 1 the subnormals 0x00200000 << e. */
+EXL_INLINE __m256 e8m0_half8(__m256i e)
+{
+	__m256i normal = _mm256_slli_epi32(_mm256_sub_epi32(e, _mm256_set1_epi32(1)), 23);
+	__m256i sub = _mm256_sllv_epi32(_mm256_set1_epi32(0x00200000), e);
+
+	return _mm256_castsi256_ps(_mm256_blendv_epi8(sub, normal, _mm256_cmpgt_epi32(e, _mm256_set1_epi32(1))));
+}
+
+/* The exponents of 8 consecutive blocks from p (block t's at byte 17t,
+ * byte t of the 16-byte chunk t) as int32 lanes: the diagonal of 8 chunks,
+ * in word blends as group8_d_q4 takes its words (low lane: chunks 0, 2, 4,
+ * 6, bytes 0, 2, 4, 6; high lane: chunks 1, 3, 5, 7, bytes 1, 3, 5, 7),
+ * then even bytes from the low lane and odd ones from the high.  Reads
+ * bytes 0..127 of the 8 blocks' 136. */
+EXL_INLINE __m256i group8_e_mxfp4(const uint8_t *p)
+{
+	const __m256i *v = (const __m256i *)(const void *)p;
+	__m256i y = _mm256_loadu_si256(v);			     /* word 0 of chunks 0 | 1 */
+
+	y = _mm256_blend_epi16(y, _mm256_loadu_si256(v + 1), 0x02); /* word 1 of chunks 2 | 3 */
+	y = _mm256_blend_epi16(y, _mm256_loadu_si256(v + 2), 0x04); /* word 2 of 4 | 5 */
+	y = _mm256_blend_epi16(y, _mm256_loadu_si256(v + 3), 0x08); /* word 3 of 6 | 7 */
+	return _mm256_cvtepu8_epi32(_mm_blendv_epi8(_mm256_castsi256_si128(y), _mm256_extracti128_si256(y, 1),
+						    _mm_set1_epi16((short)0xff00)));
+}
+
+/* Those of blocks at rb[0..7] (any 8 blocks). */
+EXL_INLINE __m256i rows8_e_mxfp4(const uint8_t *const *rb)
+{
+	return _mm256_setr_epi32(rb[0][0], rb[1][0], rb[2][0], rb[3][0], rb[4][0], rb[5][0], rb[6][0], rb[7][0]);
+}
+
+/* Block b of 8 rows: nib16_rows8 of their qs (Q4_0's order, as
+ * q4_0_rows8_block gives them), and the rows' scales. */
+EXL_INLINE void mxfp4_rows8_block(const uint8_t *const *rw, int64_t b, __m256i lo[4], __m256i hi[4], __m256 *dw)
+{
+	const uint8_t *q[8], *rb[8];
+
+	for (int i = 0; i < 8; i++) {
+		rb[i] = mxfp4_block(rw[i], b);
+		q[i] = rb[i] + 1;
+	}
+	nib16_rows8(q, lo, hi);
+	*dw = e8m0_half8(rows8_e_mxfp4(rb));
+}
+
+/* Rows [r, r + nr) (nr <= 8) x vectors [c0, c1) (at most COL_CHUNK, 64):
+ * iq4_nl_rows8_from's steps.  Not always_inline (q4_0_rows8_from). */
+static void mxfp4_rows8(const struct exl_mm_ctx *m, int64_t r, int nr, int c0, int c1)
+{
+	const uint8_t *rw[8];
+	const int64_t nb = m->cols / 32;
+	const int nc = c1 - c0;
+	__m256 acc[64][8];
+
+	for (int i = 0; i < 8; i++)
+		rw[i] = rows8_row(m, r, nr, i);
+	rows8_acc_zero(acc, nc);
+	for (int64_t b = 0; b < nb; b++) {
+		__m256i lv[8], g[8], aw[8];
+		__m256 dw;
+		size_t hoff, off = exl_pairs32_lo(b, nb, &hoff);
+
+		exl_prefetch_share(exl_row(m, r + 8), 8 * m->row_bytes, b, nb);
+		mxfp4_rows8_block(rw, b, lv, lv + 4, &dw);
+		lut_rows8_levels(mxfp4_table(), lv, g, aw);
+		int j = 0;
+#ifdef EXL_MM_VNNI
+		for (; j + 2 <= nc; j += 2)
+			rows8_u4_step_x2(m, acc + j, c0 + j, b, aw, dw, off, hoff, 128);
+#endif
+		for (; j < nc; j++) {
+			const uint8_t *a = m->act + (size_t)(c0 + j) * m->act_stride;
+
+			rows8_q8x_step(acc[j], iq4_nl_rows8_dot(g, aw, a, m->cols, b, off, hoff), dw, a, m->cols,
+				       b);
+		}
+	}
+	rows8_store(m, acc, nc, c0, r, nr);
+}
+
+/* Blocks b and b + 1 of a row (one in each lane): *l their weights 0..15,
+ * *h 16..31, as nibble values (q4_pair_nibbles). */
+EXL_INLINE void mxfp4_pair_nibbles(const uint8_t *w, int64_t b, __m256i *l, __m256i *h)
+{
+	const __m256i lo4 = _mm256_set1_epi8(0x0f);
+	const uint8_t *q = mxfp4_block(w, b) + 1;
+	__m256i v = _mm256_set_m128i(_mm_loadu_si128((const __m128i *)(const void *)(q + MXFP4_BYTES)),
+				     _mm_loadu_si128((const __m128i *)(const void *)q));
+
+	*l = _mm256_and_si256(v, lo4);
+	*h = _mm256_and_si256(_mm256_srli_epi16(v, 4), lo4);
+}
+
+/* Block b's 32 nibbles in weight order (q4_levels). */
+EXL_INLINE __m256i mxfp4_levels(const uint8_t *w, int64_t b)
+{
+	__m128i q = _mm_loadu_si128((const __m128i *)(const void *)(mxfp4_block(w, b) + 1));
+
+	return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(q, 4), q), _mm256_set1_epi8(0x0f));
+}
+
+/* iq4_nl_group8 for MXFP4: the same dots and float steps. */
+EXL_INLINE void mxfp4_group8(const block_mxfp4 *wb, int64_t b, int k, const uint8_t *const *a, int nc,
+			     int64_t cols, size_t pf, __m256 *acc)
+{
+	const __m256i tab = mxfp4_table();
+	const uint8_t *w = (const uint8_t *)wb;
+	const int64_t nb = cols / 32;
+	__m256i p[4][8];
+
+	if (pf) { /* the 136 bytes of 8 blocks: 3 lines, as q4_group8_start's 144 */
+		_mm_prefetch((const char *)mxfp4_block(w, b) + pf, _MM_HINT_T0);
+		_mm_prefetch((const char *)mxfp4_block(w, b) + pf + 64, _MM_HINT_T0);
+		_mm_prefetch((const char *)mxfp4_block(w, b) + pf + 128, _MM_HINT_T0);
+	}
+	if (k == 8) {
+		/* 4 pairs of blocks (iq4_nl_group8) */
+		__m256i pp[4][4];
+
+		for (int i = 0; i < 4; i++) {
+			__m256i l, h, xl, xh;
+
+			mxfp4_pair_nibbles(w, b + 2 * i, &l, &h);
+			l = _mm256_shuffle_epi8(tab, l);
+			h = _mm256_shuffle_epi8(tab, h);
+			__m256i al = _mm256_sign_epi8(l, l), ah = _mm256_sign_epi8(h, h);
+
+			for (int j = 0; j < nc; j++) {
+				pairs32_x(a[j], b + 2 * i, &xl, &xh);
+				pp[j][i] = dot4_acc(dot4_acc(_mm256_setzero_si256(), al, _mm256_sign_epi8(xl, l)),
+						    ah, _mm256_sign_epi8(xh, h));
+			}
+		}
+		__m256 dw = e8m0_half8(group8_e_mxfp4(mxfp4_block(w, b)));
+
+		for (int j = 0; j < nc; j++)
+			acc[j] = group_step(pairs_to_lanes(pp[j]),
+					    _mm256_mul_ps(dw, group_dx(exl_act_q8_0_d(a[j], cols), b, 8)), acc[j], 8);
+		return;
+	}
+	const uint8_t *rb[8];
+
+	for (int t = 0; t < 8; t++) {
+		rb[t] = mxfp4_block(w, b + (t < k ? t : 0));
+		if (t >= k) {
+			for (int j = 0; j < nc; j++)
+				p[j][t] = _mm256_setzero_si256();
+			continue;
+		}
+		__m256i v = _mm256_shuffle_epi8(tab, mxfp4_levels(w, b + t));
+		__m256i av = _mm256_sign_epi8(v, v);
+
+		for (int j = 0; j < nc; j++)
+			p[j][t] = dot4_acc(_mm256_setzero_si256(), av, _mm256_sign_epi8(pairs32_block(a[j], b + t, nb), v));
+	}
+	__m256 dw = e8m0_half8(rows8_e_mxfp4(rb));
+
+	for (int j = 0; j < nc; j++)
+		acc[j] = group_step(hsum8x8_epi32(p[j]),
+				    _mm256_mul_ps(dw, group_dx(exl_act_q8_0_d(a[j], cols), b, k)), acc[j], k);
+}
+
+DEFINE_ROWS8_MM(mxfp4, block_mxfp4)
 
 /* ---- K-quants x Q8_K activations ---- */
 
@@ -2681,6 +2879,7 @@ const struct exl_cpu_kernels SET_SYMBOL = {
 	.mm_q5_1 = mm_q5_1,
 	.mm_iq4_nl = mm_iq4_nl,
 	.mm_iq4_nl_r8 = mm_iq4_nl_r8,
+	.mm_mxfp4 = mm_mxfp4,
 	.mm_q2_K = mm_q2_K,
 	.mm_q3_K = mm_q3_K,
 	.mm_q4_K = mm_q4_K,

@@ -637,20 +637,26 @@ static void mm_q4_0(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, 
 
 #define B32_FIVE(T) ((T) == EXL_Q5_0 || (T) == EXL_Q5_1)
 #define B32_HAS_MIN(T) ((T) == EXL_Q4_1 || (T) == EXL_Q5_1)
-/* the fp16 scale d is at offset 0 of every one; m at 2 of Q4_1 / Q5_1 */
+/* signed levels by table: IQ4_NL's, and MXFP4's (0, +-1 .. +-12, with
+ * IQ4_NL's nibbles and steps, its scale an E8M0 exponent: 17-byte blocks
+ * that start at any byte) */
+#define B32_TABLE(T) ((T) == EXL_IQ4_NL || (T) == EXL_MXFP4)
+/* the fp16 scale d is at offset 0 of every one but MXFP4 (its exponent
+ * e there); m at 2 of Q4_1 / Q5_1 */
 #define B32_D 0
 #define B32_M 2
 
 EXL_INLINE size_t b32_size(const int T)
 {
 	return T == EXL_Q4_1 ? sizeof(block_q4_1) : T == EXL_Q5_0 ? sizeof(block_q5_0) :
-	       T == EXL_Q5_1 ? sizeof(block_q5_1) : sizeof(block_iq4_nl);
+	       T == EXL_Q5_1 ? sizeof(block_q5_1) : T == EXL_MXFP4 ? sizeof(block_mxfp4) : sizeof(block_iq4_nl);
 }
 
 EXL_INLINE size_t b32_qs(const int T)
 {
 	return T == EXL_Q4_1 ? offsetof(block_q4_1, qs) : T == EXL_Q5_0 ? offsetof(block_q5_0, qs) :
-	       T == EXL_Q5_1 ? offsetof(block_q5_1, qs) : offsetof(block_iq4_nl, qs);
+	       T == EXL_Q5_1 ? offsetof(block_q5_1, qs) : T == EXL_MXFP4 ? offsetof(block_mxfp4, qs) :
+	       offsetof(block_iq4_nl, qs);
 }
 
 EXL_INLINE size_t b32_qh(const int T)
@@ -706,8 +712,35 @@ EXL_INLINE __m256 b32_halves(const uint8_t *row, int64_t b, int n, const int T, 
 	return _mm256_cvtph_ps(h);
 }
 
+/* The scale d_w of block b: the fp16 at offset 0, or MXFP4's 2^(e - 128). */
+EXL_INLINE float b32_d(const uint8_t *row, int64_t b, const int T)
+{
+	if (T == EXL_MXFP4)
+		return exl_e8m0_half(*b32(row, b, T));
+	return b32_half(row, b, T, B32_D);
+}
+
+/* Those of blocks b .. b + n - 1 (n <= 8) as floats, zeros after
+ * (b32_halves; MXFP4's exponents through exl_e8m0_half's bits, lanes
+ * past n from e = 0 and then zeroed). */
+EXL_INLINE __m256 b32_ds(const uint8_t *row, int64_t b, int n, const int T)
+{
+	if (T != EXL_MXFP4)
+		return b32_halves(row, b, n, T, B32_D);
+	uint32_t e[8] = { 0 };
+
+	for (int t = 0; t < n; t++)
+		e[t] = *b32(row, b + t, T);
+	__m256i v = _mm256_loadu_si256((const __m256i *)(const void *)e);
+	__m256i normal = _mm256_slli_epi32(_mm256_sub_epi32(v, _mm256_set1_epi32(1)), 23);
+	__m256i sub = _mm256_sllv_epi32(_mm256_set1_epi32(0x00200000), v);
+	__m256i d = _mm256_mask_blend_epi32(_mm256_cmpgt_epi32_mask(v, _mm256_set1_epi32(1)), sub, normal);
+
+	return _mm256_maskz_mov_ps((__mmask8)((1u << n) - 1), _mm256_castsi256_ps(d));
+}
+
 /* Levels 0..15 to the type's own: the fifth bits (bit k of fifth for byte
- * k) or IQ4_NL's table. */
+ * k) or IQ4_NL's / MXFP4's table. */
 EXL_INLINE __m512i b32_fix(__m512i lev, uint64_t fifth, const int T)
 {
 	if (B32_FIVE(T))
@@ -715,6 +748,12 @@ EXL_INLINE __m512i b32_fix(__m512i lev, uint64_t fifth, const int T)
 	if (T == EXL_IQ4_NL) {
 		const __m512i tab = _mm512_broadcast_i32x4(
 			_mm_set_epi64x((long long)EXL_IQ4NL_HI, (long long)EXL_IQ4NL_LO));
+
+		lev = _mm512_shuffle_epi8(tab, lev);
+	}
+	if (T == EXL_MXFP4) {
+		const __m512i tab = _mm512_broadcast_i32x4(
+			_mm_set_epi64x((long long)EXL_MXFP4_HI, (long long)EXL_MXFP4_LO));
 
 		lev = _mm512_shuffle_epi8(tab, lev);
 	}
@@ -768,15 +807,15 @@ EXL_INLINE __m512i b32_elem(const uint8_t *row, int64_t b, int two, const int T)
 	return b32_fix(v, f, T);
 }
 
-/* What each dot starts from for x: Q5_0 -16 * sum(x); IQ4_NL with VNNI
- * -128 * sum(x) (its levels go in + 128); else 0. */
+/* What each dot starts from for x: Q5_0 -16 * sum(x); IQ4_NL and MXFP4
+ * with VNNI -128 * sum(x) (their levels go in + 128); else 0. */
 EXL_INLINE __m512i b32_xo(__m512i x, const int T)
 {
 	if (T == EXL_Q5_0)
 		return _mm512_sub_epi32(_mm512_setzero_si512(),
 					dot_u8s8(_mm512_setzero_si512(), _mm512_set1_epi8(16), x));
 #ifdef EXL_MM_VNNI
-	if (T == EXL_IQ4_NL)
+	if (B32_TABLE(T))
 		return _mm512_sub_epi32(_mm512_setzero_si512(),
 					_mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_set1_epi8((char)0x80), x));
 #endif
@@ -786,7 +825,7 @@ EXL_INLINE __m512i b32_xo(__m512i x, const int T)
 /* acc + the dot of levels and x, four products per int32 lane. */
 EXL_INLINE __m512i b32_dot(__m512i acc, __m512i lev, __m512i x, const int T)
 {
-	if (T != EXL_IQ4_NL) /* levels 0..31: maddubs pairs fit int16 */
+	if (!B32_TABLE(T)) /* levels 0..31: maddubs pairs fit int16 */
 		return dot_u8s8(acc, lev, x);
 #ifdef EXL_MM_VNNI
 	return _mm512_dpbusd_epi32(acc, _mm512_xor_si512(lev, _mm512_set1_epi8((char)0x80)), x);
@@ -845,7 +884,7 @@ EXL_INLINE void b32_elem_step(const uint8_t *const *w, const int8_t *const *xq, 
 	}
 	for (int i = 0; i < R; i++) {
 		__m512i v = b32_elem(w[i], b, two, T);
-		__m512 dw = pair_ps(b32_half(w[i], b, T, B32_D), two ? b32_half(w[i], b + 1, T, B32_D) : 0.0f);
+		__m512 dw = pair_ps(b32_d(w[i], b, T), two ? b32_d(w[i], b + 1, T) : 0.0f);
 
 		for (int j = 0; j < C; j++) {
 			if (B32_HAS_MIN(T)) {
@@ -895,7 +934,7 @@ EXL_INLINE void tile_b32(const struct exl_mm_ctx *m, int64_t r, int c, const int
 			dxs[j] = n8 == 8 ? _mm512_zextps256_ps512(_mm256_loadu_ps(xd[j] + b))
 					 : _mm512_zextps128_ps512(_mm_loadu_ps(xd[j] + b));
 		for (int i = 0; i < R; i++) {
-			dws[i] = _mm512_zextps256_ps512(b32_halves(w[i], b, n8, T, B32_D));
+			dws[i] = _mm512_zextps256_ps512(b32_ds(w[i], b, n8, T));
 			if (B32_HAS_MIN(T)) {
 				__m512 mw = _mm512_zextps256_ps512(b32_halves(w[i], b, n8, T, B32_M));
 
@@ -924,6 +963,7 @@ EXL_INLINE void tile_b32(const struct exl_mm_ctx *m, int64_t r, int c, const int
 #define TILE_Q5_0(m, r, c, R, C) tile_b32(m, r, c, R, C, EXL_Q5_0)
 #define TILE_Q5_1(m, r, c, R, C) tile_b32(m, r, c, R, C, EXL_Q5_1)
 #define TILE_IQ4_NL(m, r, c, R, C) tile_b32(m, r, c, R, C, EXL_IQ4_NL)
+#define TILE_MXFP4(m, r, c, R, C) tile_b32(m, r, c, R, C, EXL_MXFP4)
 
 static void mm_q4_1(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, int c1)
 {
@@ -943,6 +983,13 @@ static void mm_q5_1(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, 
 static void mm_iq4_nl(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, int c1)
 {
 	EXL_TILE_LOOP(TILE_IQ4_NL, m, r0, r1, c0, c1, 4, 4);
+}
+
+/* In the avx512vnni set MXFP4 is avx2vnni's, with IQ4_NL's act (matmul.c):
+ * this one serves the avx512 set. */
+static void mm_mxfp4(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, int c1)
+{
+	EXL_TILE_LOOP(TILE_MXFP4, m, r0, r1, c0, c1, 4, 4);
 }
 
 /* ---- K-quants x Q8_K activations ---- */
@@ -1823,6 +1870,7 @@ const struct exl_cpu_kernels SET_SYMBOL = {
 	.mm_q5_0 = mm_q5_0,
 	.mm_q5_1 = mm_q5_1,
 	.mm_iq4_nl = mm_iq4_nl,
+	.mm_mxfp4 = mm_mxfp4,
 	.mm_q2_K = mm_q2_K,
 	.mm_q3_K = mm_q3_K,
 	.mm_q4_K = mm_q4_K,

@@ -53,7 +53,7 @@ struct exl_cpu_kernels {
 	exl_act_fn act_q8_0;  /* for Q8_0 weights */
 	/* for the 32-weight types whose byte j holds weights j and j + 16:
 	 * act_q4_0 for Q4_0, act_q4_1 for Q4_1, Q5_0 and Q5_1, act_iq4_nl for
-	 * IQ4_NL.  A variant may reorder qs; one entry per kernel family so
+	 * IQ4_NL and MXFP4.  A variant may reorder qs; one entry per kernel family so
 	 * that a set made of two ("amx", "avx512vnni": matmul.c) can take a
 	 * type's kernel and act from one without the others' order. */
 	exl_act_fn act_q4_0;
@@ -77,6 +77,7 @@ struct exl_cpu_kernels {
 	exl_mm_fn mm_q5_0;
 	exl_mm_fn mm_q5_1;
 	exl_mm_fn mm_iq4_nl;
+	exl_mm_fn mm_mxfp4; /* with act_iq4_nl: a merged set moves the two together */
 	exl_mm_fn mm_q2_K;
 	exl_mm_fn mm_q3_K;
 	exl_mm_fn mm_q4_K;

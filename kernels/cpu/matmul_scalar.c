@@ -159,8 +159,9 @@ static void mm_q4_0(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, 
 
 /* The 32-weight types with a Q8_0 act: per block an exact integer dot of
  * the levels with x's, scaled by d_w * d_x; Q4_1 / Q5_1 add m_w * s_x,
- * their offset times x's block sum.  LEVEL(w, j) is weight j's level. */
-#define DEFINE_MM_32(NAME, BLOCK, LEVEL, HAS_MIN, MIN)                                             \
+ * their offset times x's block sum.  LEVEL(w, j) is weight j's level,
+ * SCALE(w) the block's d_w. */
+#define DEFINE_MM_32(NAME, BLOCK, LEVEL, SCALE, HAS_MIN, MIN)                                      \
 	static void mm_##NAME(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, int c1) \
 	{                                                                                     \
 		int64_t nb = m->cols / 32;                                                    \
@@ -179,7 +180,7 @@ static void mm_q4_0(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, 
                                                                                               \
 				for (int j = 0; j < 32; j++)                                  \
 					isum += LEVEL(&w[b], j) * xb[j];                      \
-				sum += (float)isum * (exl_fp16_to_fp32(w[b].d) * xd[b]);      \
+				sum += (float)isum * (SCALE(&w[b]) * xd[b]);                  \
 				if (HAS_MIN)                                                  \
 					sum += MIN(&w[b]) * xs[b];                            \
 			}                                                                     \
@@ -202,15 +203,21 @@ static inline int fifth(const uint8_t *qh, int j)
 #define LEVEL_Q5_0(w, j) (nib((w)->qs, j) + fifth((w)->qh, j) - 16)
 #define LEVEL_Q5_1(w, j) (nib((w)->qs, j) + fifth((w)->qh, j))
 #define LEVEL_IQ4_NL(w, j) exl_iq4nl_value(nib((w)->qs, j))
+#define LEVEL_MXFP4(w, j) exl_mxfp4_value(nib((w)->qs, j))
+
+#define SCALE_F16(w) exl_fp16_to_fp32((w)->d)
+/* 2^(e - 128); the block struct is all bytes, so any address reads */
+#define SCALE_E8M0(w) exl_e8m0_half((w)->e)
 
 #define MIN_Q4_1(w) exl_fp16_to_fp32((w)->m)
 #define MIN_Q5_1(w) exl_fp16_to_fp32((w)->m)
 #define MIN_NONE(w) 0.0f
 
-DEFINE_MM_32(q4_1, block_q4_1, LEVEL_Q4_1, 1, MIN_Q4_1)
-DEFINE_MM_32(q5_0, block_q5_0, LEVEL_Q5_0, 0, MIN_NONE)
-DEFINE_MM_32(q5_1, block_q5_1, LEVEL_Q5_1, 1, MIN_Q5_1)
-DEFINE_MM_32(iq4_nl, block_iq4_nl, LEVEL_IQ4_NL, 0, MIN_NONE)
+DEFINE_MM_32(q4_1, block_q4_1, LEVEL_Q4_1, SCALE_F16, 1, MIN_Q4_1)
+DEFINE_MM_32(q5_0, block_q5_0, LEVEL_Q5_0, SCALE_F16, 0, MIN_NONE)
+DEFINE_MM_32(q5_1, block_q5_1, LEVEL_Q5_1, SCALE_F16, 1, MIN_Q5_1)
+DEFINE_MM_32(iq4_nl, block_iq4_nl, LEVEL_IQ4_NL, SCALE_F16, 0, MIN_NONE)
+DEFINE_MM_32(mxfp4, block_mxfp4, LEVEL_MXFP4, SCALE_E8M0, 0, MIN_NONE)
 
 static void mm_q4_K(const struct exl_mm_ctx *m, int64_t r0, int64_t r1, int c0, int c1)
 {
@@ -452,6 +459,7 @@ const struct exl_cpu_kernels exl_cpu_kernels_scalar = {
 	.mm_q5_0 = mm_q5_0,
 	.mm_q5_1 = mm_q5_1,
 	.mm_iq4_nl = mm_iq4_nl,
+	.mm_mxfp4 = mm_mxfp4,
 	.mm_q2_K = mm_q2_K,
 	.mm_q3_K = mm_q3_K,
 	.mm_q4_K = mm_q4_K,

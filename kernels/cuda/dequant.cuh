@@ -30,6 +30,7 @@ template <> struct wtype<EXL_Q4_1> { static const bool quant = true; };
 template <> struct wtype<EXL_Q5_0> { static const bool quant = true; };
 template <> struct wtype<EXL_Q5_1> { static const bool quant = true; };
 template <> struct wtype<EXL_IQ4_NL> { static const bool quant = true; };
+template <> struct wtype<EXL_MXFP4> { static const bool quant = true; };
 template <> struct wtype<EXL_Q2_K> { static const bool quant = true; };
 template <> struct wtype<EXL_Q3_K> { static const bool quant = true; };
 template <> struct wtype<EXL_Q5_K> { static const bool quant = true; };
@@ -58,6 +59,9 @@ static __device__ __forceinline__ void load_part(const uint8_t *row, int c, floa
 		exl_dequant_q5_1((const block_q5_1 *)row + c, y);
 	} else if constexpr (T == EXL_IQ4_NL) {
 		exl_dequant_iq4_nl((const block_iq4_nl *)row + c, y);
+	} else if constexpr (T == EXL_MXFP4) {
+		/* a struct of bytes: any address */
+		exl_dequant_mxfp4((const block_mxfp4 *)row + c, y);
 	} else if constexpr (T == EXL_Q2_K) {
 		exl_dequant_q2_K_part((const block_q2_K *)row + c / 8, c % 8, y);
 	} else if constexpr (T == EXL_Q3_K) {
@@ -114,7 +118,7 @@ static inline bool cuda_wtype_ok(uint32_t t)
 {
 	return t == EXL_F32 || t == EXL_F16 || t == EXL_BF16 || t == EXL_Q8_0 ||
 	       t == EXL_Q4_0 || t == EXL_Q4_1 || t == EXL_Q5_0 || t == EXL_Q5_1 ||
-	       t == EXL_IQ4_NL || t == EXL_Q2_K || t == EXL_Q3_K || t == EXL_Q4_K ||
+	       t == EXL_IQ4_NL || t == EXL_MXFP4 || t == EXL_Q2_K || t == EXL_Q3_K || t == EXL_Q4_K ||
 	       t == EXL_Q5_K || t == EXL_Q6_K || t == EXL_IQ4_XS;
 }
 

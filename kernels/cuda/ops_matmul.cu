@@ -402,6 +402,7 @@ static void gemm(struct cuda_backend *cb, const struct exl_weight *w, const floa
 		case EXL_Q5_0: dequant_tile<EXL_Q5_0>(cb, w, r0, tr); break;
 		case EXL_Q5_1: dequant_tile<EXL_Q5_1>(cb, w, r0, tr); break;
 		case EXL_IQ4_NL: dequant_tile<EXL_IQ4_NL>(cb, w, r0, tr); break;
+		case EXL_MXFP4: dequant_tile<EXL_MXFP4>(cb, w, r0, tr); break;
 		case EXL_Q4_K: dequant_tile<EXL_Q4_K>(cb, w, r0, tr); break;
 		case EXL_Q2_K: dequant_tile<EXL_Q2_K>(cb, w, r0, tr); break;
 		case EXL_Q3_K: dequant_tile<EXL_Q3_K>(cb, w, r0, tr); break;
@@ -467,6 +468,7 @@ void cu_op_matmul(struct exl_backend *be, const struct exl_weight *w, const floa
 	case EXL_Q5_0: mmvq<EXL_Q5_0>(cb, w, x, y, n); break;
 	case EXL_Q5_1: mmvq<EXL_Q5_1>(cb, w, x, y, n); break;
 	case EXL_IQ4_NL: mmvq<EXL_IQ4_NL>(cb, w, x, y, n); break;
+	case EXL_MXFP4: mmvq<EXL_MXFP4>(cb, w, x, y, n); break;
 	case EXL_Q4_K: mmvq<EXL_Q4_K>(cb, w, x, y, n); break;
 	case EXL_Q2_K: mmvq<EXL_Q2_K>(cb, w, x, y, n); break;
 	case EXL_Q3_K: mmvq<EXL_Q3_K>(cb, w, x, y, n); break;
@@ -544,6 +546,7 @@ void cu_op_embed(struct exl_backend *be, const struct exl_weight *w, const int32
 	case EXL_Q5_0: embed<EXL_Q5_0>(cb, w, d_tokens, y, n); break;
 	case EXL_Q5_1: embed<EXL_Q5_1>(cb, w, d_tokens, y, n); break;
 	case EXL_IQ4_NL: embed<EXL_IQ4_NL>(cb, w, d_tokens, y, n); break;
+	case EXL_MXFP4: embed<EXL_MXFP4>(cb, w, d_tokens, y, n); break;
 	case EXL_Q4_K: embed<EXL_Q4_K>(cb, w, d_tokens, y, n); break;
 	case EXL_Q2_K: embed<EXL_Q2_K>(cb, w, d_tokens, y, n); break;
 	case EXL_Q3_K: embed<EXL_Q3_K>(cb, w, d_tokens, y, n); break;

@@ -21,8 +21,10 @@
  * Offsets carry the types' minimums and their zero points (Q4_0's -8), so
  * the integers stay non-negative where that is cheaper to decode.
  *
- * Weight rows are at least 2-byte aligned (every block size is even);
- * 4-byte loads are used only where the block layout keeps them aligned. */
+ * Weight rows are at least 2-byte aligned (every block size is even) but
+ * MXFP4's, whose 17-byte blocks start at any byte and are read a byte at a
+ * time; 4-byte loads are used only where the block layout keeps them
+ * aligned. */
 #ifndef EXL_CUDA_QDOT_H
 #define EXL_CUDA_QDOT_H
 
@@ -73,6 +75,20 @@ EXL_HD uint32_t exl_qd_ld32_a2(const uint8_t *p)
 	const uint16_t *h = (const uint16_t *)p;
 
 	return (uint32_t)h[0] | (uint32_t)h[1] << 16;
+#else
+	uint32_t v;
+
+	memcpy(&v, p, 4);
+	return v;
+#endif
+}
+
+/* 32 bits from any address (MXFP4's blocks), little-endian: four byte
+ * loads on the GPU. */
+EXL_HD uint32_t exl_qd_ld32_a1(const uint8_t *p)
+{
+#ifdef __CUDA_ARCH__
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 #else
 	uint32_t v;
 
@@ -174,6 +190,17 @@ EXL_HD void exl_qd_iq4nl_words(struct exl_qpart *p, const uint32_t *w)
 	}
 }
 
+/* MXFP4's levels (-12..12) for four nibbles in the bytes of v, as
+ * exl_qd_iq4nl4 IQ4_NL's. */
+EXL_HD int32_t exl_qd_mxfp4x4(uint32_t v)
+{
+	uint32_t r = 0;
+
+	for (int k = 0; k < 4; k++)
+		r |= (uint32_t)(uint8_t)exl_mxfp4_value((int)((v >> (8 * k)) & 0xfu)) << (8 * k);
+	return (int32_t)r;
+}
+
 /* ---- the 32-weight types: part c is block c ---------------------------- */
 
 EXL_HD void exl_qpart_q8_0(const uint8_t *row, int c, struct exl_qpart *p)
@@ -237,6 +264,21 @@ EXL_HD void exl_qpart_iq4_nl(const uint8_t *row, int c, struct exl_qpart *p)
 	exl_qd_words4(b + 2, 1, w);
 	exl_qd_iq4nl_words(p, w);
 	exl_qpart_scale(p, exl_qd_half(b), 0.0f);
+}
+
+/* 17 bytes: e (the scale 2^(e - 128), exl_e8m0_half), then IQ4_NL's
+ * nibbles at any alignment. */
+EXL_HD void exl_qpart_mxfp4(const uint8_t *row, int c, struct exl_qpart *p)
+{
+	const uint8_t *b = row + 17 * (size_t)c;
+
+	for (int i = 0; i < 4; i++) {
+		uint32_t w = exl_qd_ld32_a1(b + 1 + 4 * i);
+
+		p->q[i] = exl_qd_mxfp4x4(w & 0x0f0f0f0fu);
+		p->q[4 + i] = exl_qd_mxfp4x4((w >> 4) & 0x0f0f0f0fu);
+	}
+	exl_qpart_scale(p, exl_e8m0_half(b[0]), 0.0f);
 }
 
 /* ---- the 256-weight types: part c is sub-block c % 8 of block c / 8 ---- */
@@ -359,6 +401,7 @@ EXL_HD void exl_qpart(uint32_t t, const uint8_t *row, int c, struct exl_qpart *p
 	case EXL_Q5_0: exl_qpart_q5_0(row, c, p); break;
 	case EXL_Q5_1: exl_qpart_q5_1(row, c, p); break;
 	case EXL_IQ4_NL: exl_qpart_iq4_nl(row, c, p); break;
+	case EXL_MXFP4: exl_qpart_mxfp4(row, c, p); break;
 	case EXL_Q2_K: exl_qpart_q2_K(row, c, p); break;
 	case EXL_Q3_K: exl_qpart_q3_K(row, c, p); break;
 	case EXL_Q4_K: exl_qpart_q4_K(row, c, p); break;

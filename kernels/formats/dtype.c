@@ -32,6 +32,7 @@ static const struct exl_dtype_info dtype_table[EXL_DTYPE_COUNT] = {
 	[EXL_BF16] = { "bf16", 1, 2 },
 	[EXL_TQ1_0] = { "tq1_0", 256, 54 },
 	[EXL_TQ2_0] = { "tq2_0", 256, 66 },
+	[EXL_MXFP4] = { "mxfp4", 32, 17 },
 };
 
 const struct exl_dtype_info *exl_dtype_info(uint32_t t)
@@ -46,7 +47,7 @@ size_t exl_dtype_align(uint32_t t)
 	switch (t) {
 	case EXL_F32: case EXL_I32: return 4;
 	case EXL_I64: case EXL_F64: return 8;
-	case EXL_I8: return 1;
+	case EXL_I8: case EXL_MXFP4: return 1;
 	default: return exl_dtype_info(t) ? 2 : 1;
 	}
 }

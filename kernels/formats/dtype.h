@@ -45,7 +45,9 @@ enum exl_dtype {
 	/* 31..33 were Q4_0_4_4 and friends, removed */
 	EXL_TQ1_0 = 34,
 	EXL_TQ2_0 = 35,
-	EXL_DTYPE_COUNT = 36,
+	/* 36..38 were IQ4_NL_4_4 and friends, removed */
+	EXL_MXFP4 = 39,
+	EXL_DTYPE_COUNT = 40,
 };
 
 struct exl_dtype_info {
@@ -62,8 +64,9 @@ const struct exl_dtype_info *exl_dtype_info(uint32_t t);
 size_t exl_dtype_row_bytes(uint32_t t, uint64_t n);
 
 /* The alignment t's data needs where code reads it in place as elements or
- * block structs: 4 for F32 and I32, 8 for I64 and F64, 1 for I8, 2 for the
- * rest (every block struct holds 16-bit fields); 1 when t is unknown. */
+ * block structs: 4 for F32 and I32, 8 for I64 and F64, 1 for I8 and MXFP4
+ * (bytes only, 17-byte blocks), 2 for the rest (every other block struct
+ * holds 16-bit fields); 1 when t is unknown. */
 size_t exl_dtype_align(uint32_t t);
 
 #define QK8_0 32

@@ -77,6 +77,18 @@ typedef struct {
 } block_iq4_nl;
 EXL_STATIC_ASSERT(sizeof(block_iq4_nl) == 18, "block_iq4_nl layout");
 
+/* MXFP4 (OCP microscaling FP4, gpt-oss's expert weights): 32 weights,
+ * w = exl_mxfp4_value(nibble) * exl_e8m0_half(e), nibbles as in Q4_0.  The
+ * levels are E2M1's values doubled (0 .. 6 as 0 .. 12), the scale the E8M0
+ * exponent's 2^(e - 127) halved to match: 2^(e - 128).  17 bytes, no
+ * 16-bit field: a block, and a row of an odd number of them, may start at
+ * any byte (exl_dtype_align says 1), so code reads its bytes only. */
+typedef struct {
+	uint8_t e; /* E8M0 exponent */
+	uint8_t qs[EXL_QK4_0 / 2];
+} block_mxfp4;
+EXL_STATIC_ASSERT(sizeof(block_mxfp4) == 17, "block_mxfp4 layout");
+
 /* Q2_K: 256 weights in 16 groups of 16; scales[g] holds group g's 4-bit
  * scale (low nibble) and 4-bit min (high): w = d * sc * q - dmin * m, q two
  * bits.  Weight 128h + 32s + l (h = 0..1, s = 0..3, l = 0..31) is bits
@@ -313,6 +325,36 @@ EXL_HD int exl_iq4nl_value(int i)
 	return v - ((v & 0x80) << 1);
 }
 
+/* MXFP4's 16 levels, GGML's kvalues_mxfp4 (E2M1 doubled): 0 1 2 3 4 6 8 12,
+ * then the same negated (nibble 8 is -0, read as 0), packed as
+ * EXL_IQ4NL_LO / HI are, for the same reasons. */
+#define EXL_MXFP4_LO 0x0c08060403020100ull
+#define EXL_MXFP4_HI 0xf4f8fafcfdfeff00ull
+
+EXL_HD int exl_mxfp4_value(int i)
+{
+	uint64_t w = i < 8 ? EXL_MXFP4_LO : EXL_MXFP4_HI;
+	int v = (int)((w >> (8 * (i & 7))) & 0xff);
+
+	return v - ((v & 0x80) << 1);
+}
+
+/* An MXFP4 block's scale: 2^(e - 128) exactly, as GGML's
+ * GGML_E8M0_TO_FP32_HALF has it (E8M0's 2^(e - 127), halved for the
+ * doubled levels).  e 0 and 1 are the binary32 subnormals 2^-128 and
+ * 2^-127 (bit 21 or 22 of the fraction), 2..255 the normals with exponent
+ * field e - 1, so e = 255 is 2^127 (E8M0's NaN code is not special-cased,
+ * as in GGML).  Bits, not arithmetic: no FTZ mode can change it. */
+EXL_HD uint32_t exl_e8m0_half_bits(uint8_t e)
+{
+	return e < 2 ? 0x00200000u << e : (uint32_t)(e - 1) << 23;
+}
+
+EXL_HD float exl_e8m0_half(uint8_t e)
+{
+	return exl_bits_f32(exl_e8m0_half_bits(e));
+}
+
 /* The 32-bit word of fifth bits of a Q5_0 / Q5_1 block. */
 EXL_HD uint32_t exl_q5_qh(const uint8_t *qh)
 {
@@ -387,6 +429,19 @@ EXL_HD void exl_dequant_iq4_nl(const block_iq4_nl *b, float *y)
 	for (int j = 0; j < EXL_QK4_0 / 2; j++) {
 		y[j] = d * (float)exl_iq4nl_value(b->qs[j] & 0x0f);
 		y[j + EXL_QK4_0 / 2] = d * (float)exl_iq4nl_value(b->qs[j] >> 4);
+	}
+}
+
+/* As GGML's dequantize_row_mxfp4: the level as a float times the scale
+ * (exact: a small integer times a power of two, but for the subnormal and
+ * overflowing ends). */
+EXL_HD void exl_dequant_mxfp4(const block_mxfp4 *b, float *y)
+{
+	float d = exl_e8m0_half(b->e);
+
+	for (int j = 0; j < EXL_QK4_0 / 2; j++) {
+		y[j] = (float)exl_mxfp4_value(b->qs[j] & 0x0f) * d;
+		y[j + EXL_QK4_0 / 2] = (float)exl_mxfp4_value(b->qs[j] >> 4) * d;
 	}
 }
 

@@ -1,5 +1,5 @@
 /* Row quantization / dequantization dispatch and the simple formats
- * (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q8_K).  K-quant and
+ * (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, MXFP4, Q8_K).  K-quant and
  * IQ4 scale searches: quant_k.c. */
 #include <math.h>
 #include <string.h>
@@ -21,6 +21,7 @@ bool exl_dtype_supported(uint32_t type)
 	case EXL_Q5_0:
 	case EXL_Q5_1:
 	case EXL_IQ4_NL:
+	case EXL_MXFP4:
 	case EXL_Q2_K:
 	case EXL_Q3_K:
 	case EXL_Q4_K:
@@ -209,6 +210,52 @@ static void quantize_row_iq4_nl(const float *x, block_iq4_nl *y, int64_t nb)
 	}
 }
 
+/* The index of the level nearest x / d, the first of equals (0 before -0),
+ * as GGML's best_index_mxfp4 picks it: the errors |level * d - x| in float. */
+static int nearest_mxfp4(float x, float d)
+{
+	int best = 0;
+	float best_err = fabsf((float)exl_mxfp4_value(0) * d - x);
+
+	for (int i = 1; i < 16; i++) {
+		float err = fabsf((float)exl_mxfp4_value(i) * d - x);
+
+		if (err < best_err) {
+			best = i;
+			best_err = err;
+		}
+	}
+	return best;
+}
+
+/* MXFP4 as GGML's quantize_row_mxfp4_ref: e = floor(log2(amax)) - 2 + 127,
+ * which puts amax in [4, 8) times 2^(e - 127), i.e. levels 8..12 of the
+ * doubled E2M1 scale 2^(e - 128) (log2f as GGML takes it, so the same e
+ * where it rounds up just below a power of two); an all-zero block e 0.
+ * Clamped to 0..255 where GGML's conversion would leave the uint8_t range
+ * (amax under 2^-125 or from 2^131). */
+static void quantize_row_mxfp4(const float *x, block_mxfp4 *y, int64_t nb)
+{
+	for (int64_t b = 0; b < nb; b++, x += EXL_QK4_0) {
+		float amax = 0;
+
+		for (int i = 0; i < EXL_QK4_0; i++)
+			if (amax < fabsf(x[i]))
+				amax = fabsf(x[i]);
+		uint8_t e = 0;
+		if (amax > 0) {
+			float t = floorf(log2f(amax)) - 2 + 127;
+
+			e = (uint8_t)(t < 0 ? 0 : t > 255 ? 255 : t);
+		}
+		float d = exl_e8m0_half(e);
+
+		y[b].e = e;
+		for (int j = 0; j < EXL_QK4_0 / 2; j++)
+			y[b].qs[j] = (uint8_t)(nearest_mxfp4(x[j], d) | nearest_mxfp4(x[j + EXL_QK4_0 / 2], d) << 4);
+	}
+}
+
 static int64_t whole_blocks(uint32_t type, int64_t n)
 {
 	const struct exl_dtype_info *info = exl_dtype_info(type);
@@ -258,6 +305,9 @@ size_t exl_quantize_row(uint32_t type, const float *src, void *dst, int64_t n)
 		break;
 	case EXL_IQ4_NL:
 		quantize_row_iq4_nl(src, dst, nb);
+		break;
+	case EXL_MXFP4:
+		quantize_row_mxfp4(src, dst, nb);
 		break;
 	case EXL_Q2_K:
 		for (int64_t b = 0; b < nb; b++)
@@ -335,6 +385,10 @@ int exl_dequantize_row(uint32_t type, const void *src, float *dst, int64_t n)
 	case EXL_IQ4_NL:
 		for (int64_t b = 0; b < nb; b++)
 			exl_dequant_iq4_nl((const block_iq4_nl *)src + b, dst + b * EXL_QK4_0);
+		return 0;
+	case EXL_MXFP4:
+		for (int64_t b = 0; b < nb; b++)
+			exl_dequant_mxfp4((const block_mxfp4 *)src + b, dst + b * EXL_QK4_0);
 		return 0;
 	case EXL_Q2_K:
 		for (int64_t b = 0; b < nb; b++)

@@ -11,8 +11,8 @@
 #include <stdint.h>
 
 /* The weight types the backends compute with (matmul and embedding):
- * F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K, Q3_K, Q4_K,
- * Q5_K, Q6_K, IQ4_XS. */
+ * F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, MXFP4, Q2_K, Q3_K,
+ * Q4_K, Q5_K, Q6_K, IQ4_XS. */
 bool exl_dtype_supported(uint32_t type);
 
 /* True when exl_quantize_row can write `type` (the supported set). */

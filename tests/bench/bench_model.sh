@@ -93,6 +93,7 @@ streamed_bytes() {
 			if (t == "q8_0") return n / 32 * 34; if (t == "q4_0") return n / 32 * 18
 			if (t == "q4_1") return n / 32 * 20; if (t == "q5_0") return n / 32 * 22
 			if (t == "q5_1") return n / 32 * 24; if (t == "iq4_nl") return n / 32 * 18
+			if (t == "mxfp4") return n / 32 * 17
 			if (t == "q2_k") return n / 256 * 84; if (t == "q3_k") return n / 256 * 110
 			if (t == "q4_k") return n / 256 * 144; if (t == "q5_k") return n / 256 * 176
 			if (t == "q6_k") return n / 256 * 210; if (t == "iq4_xs") return n / 256 * 136

@@ -232,8 +232,8 @@ out:
 static void test_matmul(void)
 {
 	const uint32_t types[] = { EXL_F32, EXL_F16, EXL_BF16, EXL_Q8_0, EXL_Q4_0, EXL_Q4_1,
-				   EXL_Q5_0, EXL_Q5_1, EXL_IQ4_NL, EXL_Q2_K, EXL_Q3_K, EXL_Q4_K,
-				   EXL_Q5_K, EXL_Q6_K, EXL_IQ4_XS };
+				   EXL_Q5_0, EXL_Q5_1, EXL_IQ4_NL, EXL_MXFP4, EXL_Q2_K, EXL_Q3_K,
+				   EXL_Q4_K, EXL_Q5_K, EXL_Q6_K, EXL_IQ4_XS };
 	const int ns[] = { 1, 2, 5, 8, 9, 17, 64 };
 
 	for (size_t t = 0; t < sizeof(types) / sizeof(types[0]); t++) {
@@ -254,6 +254,9 @@ static void test_matmul(void)
 	test_matmul_one(EXL_Q6_K, 37, 2048, 1);
 	test_matmul_one(EXL_Q4_0, 130, 5632, 5);
 	test_matmul_one(EXL_F16, 40, 2048, 2);
+	/* MXFP4's 17-byte blocks, 15 a row: rows at odd addresses */
+	test_matmul_one(EXL_MXFP4, 37, 480, 1);
+	test_matmul_one(EXL_MXFP4, 37, 480, 9);
 }
 
 /* Consecutive matmuls of one x share its 8-bit copy (ops_matmul.cu's
@@ -350,13 +353,14 @@ out:
 static void test_embed(void)
 {
 	const uint32_t types[] = { EXL_F32, EXL_F16, EXL_BF16, EXL_Q8_0, EXL_Q4_0, EXL_Q4_1,
-				   EXL_Q5_0, EXL_Q5_1, EXL_IQ4_NL, EXL_Q2_K, EXL_Q3_K, EXL_Q4_K,
-				   EXL_Q5_K, EXL_Q6_K, EXL_IQ4_XS };
+				   EXL_Q5_0, EXL_Q5_1, EXL_IQ4_NL, EXL_MXFP4, EXL_Q2_K, EXL_Q3_K,
+				   EXL_Q4_K, EXL_Q5_K, EXL_Q6_K, EXL_IQ4_XS };
 
 	for (size_t t = 0; t < sizeof(types) / sizeof(types[0]); t++)
 		test_embed_one(types[t], 50, 512);
 	test_embed_one(EXL_F32, 40, 172);
 	test_embed_one(EXL_F16, 40, 172);
+	test_embed_one(EXL_MXFP4, 40, 480); /* rows at odd addresses */
 }
 
 /* ---- element-wise and row ops ----------------------------------------- */

@@ -454,6 +454,7 @@ static const struct {
 	{ "q6_k", EXL_Q6_K, 18, false },
 	{ "iq4_nl", EXL_IQ4_NL, 25, false },
 	{ "iq4_xs", EXL_IQ4_XS, 30, false },
+	{ "mxfp4", EXL_MXFP4, 38, false }, /* llama.cpp's MXFP4_MOE */
 };
 
 static void usage(FILE *out)
@@ -474,11 +475,11 @@ static void usage(FILE *out)
 		"  --vocab N        vocabulary size (default 512, or that of --vocab-from)\n"
 		"  --ctx N          context length (default 2048)\n"
 		"  --type T         weight type: f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q2_k\n"
-		"                   q3_k q4_k q5_k q6_k iq4_nl iq4_xs (default f32); norms and\n"
-		"                   biases are always f32.  q4_k_m, q5_k_m: llama.cpp's _M\n"
-		"                   mix, Q4_K or Q5_K with Q6_K for output, and for attn_v\n"
-		"                   and ffn_down in the first and last eighth of the layers\n"
-		"                   and every third between\n"
+		"                   q3_k q4_k q5_k q6_k iq4_nl iq4_xs mxfp4 (default f32);\n"
+		"                   norms and biases are always f32.  q4_k_m, q5_k_m:\n"
+		"                   llama.cpp's _M mix, Q4_K or Q5_K with Q6_K for output,\n"
+		"                   and for attn_v and ffn_down in the first and last\n"
+		"                   eighth of the layers and every third between\n"
 		"  --seed N         PRNG seed (default 1)\n"
 		"  --arch A         llama, qwen2 (q/k/v biases), qwen3 (per-head q/k norms),\n"
 		"                   qwen3moe (q/k norms, experts: give --experts), phi3\n"
@@ -737,7 +738,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 				;
 			if (k == n) {
 				fprintf(stderr, "exld-mkmodel: unknown --type '%s' (f32 f16 bf16 q8_0 q4_0 q4_1"
-					" q5_0 q5_1 q2_k q3_k q4_k q5_k q6_k iq4_nl iq4_xs q4_k_m q5_k_m)\n", val);
+					" q5_0 q5_1 q2_k q3_k q4_k q5_k q6_k iq4_nl iq4_xs mxfp4 q4_k_m q5_k_m)\n", val);
 				return -1;
 			}
 			o->type = type_names[k].type;

@@ -367,8 +367,8 @@ static int test_amx_table(void)
 {
 #if defined(EXL_HAVE_AMX_KERNELS)
 	static const uint32_t types[] = { EXL_F32, EXL_F16, EXL_BF16, EXL_Q8_0, EXL_Q4_0, EXL_Q4_1, EXL_Q5_0,
-					  EXL_Q5_1, EXL_IQ4_NL, EXL_Q2_K, EXL_Q3_K, EXL_Q4_K, EXL_Q5_K, EXL_Q6_K,
-					  EXL_IQ4_XS };
+					  EXL_Q5_1, EXL_IQ4_NL, EXL_MXFP4, EXL_Q2_K, EXL_Q3_K, EXL_Q4_K, EXL_Q5_K,
+					  EXL_Q6_K, EXL_IQ4_XS };
 	const struct exl_cpu_kernels *amx = exl_cpu_kernels_table("amx");
 	const struct exl_cpu_kernels *vnni = exl_cpu_kernels_table("avx512vnni");
 	const struct exl_cpu_kernels *v2 = &exl_cpu_kernels_avx2vnni;

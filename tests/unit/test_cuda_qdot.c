@@ -5,7 +5,9 @@
  * activations, to float rounding.  A wrong bit, nibble, shift or scale in
  * any type's decoding moves the sum by a whole weight's worth and fails.
  * Rows: quantized real-looking values with outliers, and random block
- * bytes (every scale and bit pattern) with the fp16 fields kept finite. */
+ * bytes (every scale and bit pattern) with the fp16 fields kept finite
+ * (MXFP4's exponents below overflow), each also at the least aligned
+ * address a row of its type may have (MXFP4: any byte). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -65,6 +67,10 @@ static void fix_halves(uint32_t type, uint8_t *blk)
 	case EXL_Q2_K: off[0] = 80; off[1] = 82; break;
 	case EXL_Q3_K: off[0] = 108; break;
 	case EXL_Q6_K: off[0] = 208; break;
+	case EXL_MXFP4:
+		/* e 0..159: the subnormal scales too, none that overflows */
+		blk[0] = (uint8_t)(rnd_u32() % 160u);
+		return;
 	default: break;
 	}
 	for (int k = 0; k < 2; k++) {
@@ -111,10 +117,12 @@ static void test_type(uint32_t type)
 {
 	const size_t rb = exl_dtype_row_bytes(type, COLS);
 	const size_t bb = exl_dtype_info(type)->block_bytes;
-	uint8_t *row = malloc(rb);
+	uint8_t *row = malloc(rb), *odd = malloc(rb + 8);
 	float src[COLS], x[COLS];
 
-	if (!row) {
+	if (!row || !odd) {
+		free(row);
+		free(odd);
 		FAIL("out of memory");
 		return;
 	}
@@ -135,14 +143,19 @@ static void test_type(uint32_t type)
 		for (size_t b = 0; b < rb / bb; b++)
 			fix_halves(type, row + b * bb);
 		check_row(type, row, x, "random bytes");
+		/* the same row at the least aligned address it may have: an odd
+		 * one for MXFP4, whose rows start at any byte */
+		memcpy(odd + exl_dtype_align(type), row, rb);
+		check_row(type, odd + exl_dtype_align(type), x, "random bytes, least aligned");
 	}
 	free(row);
+	free(odd);
 }
 
 int main(void)
 {
 	const uint32_t types[] = { EXL_Q8_0, EXL_Q4_0, EXL_Q4_1, EXL_Q5_0, EXL_Q5_1, EXL_IQ4_NL,
-				   EXL_Q2_K, EXL_Q3_K, EXL_Q4_K, EXL_Q5_K, EXL_Q6_K, EXL_IQ4_XS };
+				   EXL_MXFP4, EXL_Q2_K, EXL_Q3_K, EXL_Q4_K, EXL_Q5_K, EXL_Q6_K, EXL_IQ4_XS };
 
 	for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++)
 		test_type(types[i]);

@@ -48,6 +48,9 @@ static void dequant_part(uint32_t type, const void *row, int c, float *y)
 	case EXL_IQ4_NL:
 		exl_dequant_iq4_nl((const block_iq4_nl *)row + c, y);
 		break;
+	case EXL_MXFP4:
+		exl_dequant_mxfp4((const block_mxfp4 *)row + c, y);
+		break;
 	case EXL_Q2_K:
 		exl_dequant_q2_K_part((const block_q2_K *)row + c / 8, c % 8, y);
 		break;
@@ -307,7 +310,7 @@ static void test_silu_rms_softmax(void)
 int main(void)
 {
 	const uint32_t qtypes[] = { EXL_Q8_0, EXL_Q4_0, EXL_Q4_1, EXL_Q5_0, EXL_Q5_1, EXL_IQ4_NL,
-				    EXL_Q2_K, EXL_Q3_K, EXL_Q4_K, EXL_Q5_K, EXL_Q6_K, EXL_IQ4_XS };
+				    EXL_MXFP4, EXL_Q2_K, EXL_Q3_K, EXL_Q4_K, EXL_Q5_K, EXL_Q6_K, EXL_IQ4_XS };
 
 	for (size_t i = 0; i < sizeof(qtypes) / sizeof(qtypes[0]); i++)
 		test_parts_vs_quant_row(qtypes[i]);

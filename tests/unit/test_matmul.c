@@ -22,6 +22,7 @@
 #include "kernels/cpu/pool.h"
 #include "kernels/cpu/repack.h"
 #include "kernels/formats/dtype.h"
+#include "kernels/formats/elem.h"
 #include "kernels/formats/quant.h"
 #include "tests/common/check.h"
 
@@ -63,10 +64,11 @@ struct problem {
 	struct exl_weight w;
 };
 
-static void problem_init(struct problem *p, uint32_t type, int64_t rows, int64_t cols, int n)
+static void problem_refs(struct problem *p, double abs_tol, double rel_tol);
+
+static void problem_alloc(struct problem *p, uint32_t type, int64_t rows, int64_t cols, int n)
 {
 	size_t rb = exl_dtype_row_bytes(type, (uint64_t)cols);
-	int ab = act_block(type);
 
 	p->type = type;
 	p->rows = rows;
@@ -78,7 +80,14 @@ static void problem_init(struct problem *p, uint32_t type, int64_t rows, int64_t
 	p->ref = malloc(sizeof(double) * (size_t)(n * rows));
 	p->tol_ref = malloc(sizeof(double) * (size_t)(n * rows));
 	p->tol_simd = malloc(sizeof(double) * (size_t)(n * rows));
+	p->w = (struct exl_weight){ .type = type, .rows = rows, .cols = cols, .row_bytes = rb, .data = p->wq };
+}
 
+static void problem_init(struct problem *p, uint32_t type, int64_t rows, int64_t cols, int n)
+{
+	size_t rb = exl_dtype_row_bytes(type, (uint64_t)cols);
+
+	problem_alloc(p, type, rows, cols, n);
 	float *row = malloc(sizeof(float) * (size_t)cols);
 	for (int64_t r = 0; r < rows; r++) {
 		for (int64_t k = 0; k < cols; k++)
@@ -92,6 +101,16 @@ static void problem_init(struct problem *p, uint32_t type, int64_t rows, int64_t
 	free(row);
 	for (int64_t k = 0; k < n * cols; k++)
 		p->x[k] = (float)gauss() * (k % 13 == 0 ? 3.0f : 1.0f);
+	problem_refs(p, 1e-6, 2e-6);
+}
+
+/* p's exact dots of wd and x, and the tolerances: |scalar - ref| within x's
+ * rounding to its blocks' steps plus rel_tol * sum |w| (|x| + step) +
+ * abs_tol, |simd - scalar| within 2e-5 of that sum + abs_tol. */
+static void problem_refs(struct problem *p, double abs_tol, double rel_tol)
+{
+	const int64_t rows = p->rows, cols = p->cols;
+	const int n = p->n, ab = act_block(p->type);
 
 	for (int i = 0; i < n; i++) {
 		const float *x = p->x + i * cols;
@@ -117,11 +136,10 @@ static void problem_init(struct problem *p, uint32_t type, int64_t rows, int64_t
 			}
 			size_t o = (size_t)i * (size_t)rows + (size_t)r;
 			p->ref[o] = dot;
-			p->tol_ref[o] = qerr * 1.001 + 2e-6 * absdot + 1e-6;
-			p->tol_simd[o] = 2e-5 * absdot + 1e-6;
+			p->tol_ref[o] = qerr * 1.001 + rel_tol * absdot + abs_tol;
+			p->tol_simd[o] = 2e-5 * absdot + abs_tol;
 		}
 	}
-	p->w = (struct exl_weight){ .type = type, .rows = rows, .cols = cols, .row_bytes = rb, .data = p->wq };
 }
 
 static void problem_free(struct problem *p)
@@ -347,6 +365,76 @@ static void test_errors(struct exl_matmul_scratch *s)
 	      !strcmp(exl_cpu_kernels_name(), "scalar"), "select scalar");
 }
 
+/* MXFP4's scales over their whole range, in every set: rows whose levels
+ * are all 0 but one block's, at a place that moves along the rows, its e
+ * from 0 and 1 (the subnormal scales 2^-128, 2^-127) to 240, the other
+ * blocks' e random (so a scale taken from the wrong block shows).  Each
+ * output is then that one block's product isum * (d_w * d_x) in every
+ * path of the avx2 family (adding zeros is exact), so those sets (and
+ * avx512vnni and amx, which run avx2vnni's) must give the scalar's bits;
+ * the avx512 set's tiles scale a block's four int32 partial dots apart
+ * (tile_b32), so it is held to check_problem's float bound, as every set
+ * is, with the reference's bound tight enough (no absolute 1e-6) that a
+ * wrong subnormal scale fails.  cols 256 is
+ * decode's whole group of 8 blocks, 288 one more, 96 fewer; rows past 8
+ * and not a multiple of it; n 1 (decode) and 5 (8 rows in lanes). */
+static void test_mxfp4_scales(struct exl_pool *pool2, struct exl_pool *pool3, struct exl_matmul_scratch *s)
+{
+	static const uint8_t es[] = { 0, 1, 2, 3, 64, 126, 127, 128, 129, 200, 240 };
+	static const int64_t cols_list[] = { 256, 288, 96 };
+	static const int ns[] = { 1, 5 };
+	const int ne = (int)(sizeof(es) / sizeof(es[0]));
+	const int64_t rows = 2 * ne + 3;
+	const size_t rb0 = sizeof(block_mxfp4);
+
+	for (size_t ci = 0; ci < sizeof(cols_list) / sizeof(cols_list[0]); ci++) {
+		for (size_t ni = 0; ni < sizeof(ns) / sizeof(ns[0]); ni++) {
+			const int64_t cols = cols_list[ci], nb = cols / 32;
+			struct problem p;
+			char what[96];
+
+			problem_alloc(&p, EXL_MXFP4, rows, cols, ns[ni]);
+			for (int64_t r = 0; r < rows; r++) {
+				uint8_t *row = (uint8_t *)p.wq + p.w.row_bytes * (size_t)r;
+
+				for (int64_t b = 0; b < nb; b++) {
+					block_mxfp4 *blk = (block_mxfp4 *)(void *)(row + rb0 * (size_t)b);
+					int live = b == (r * 3) % nb;
+
+					blk->e = live ? es[r % ne] : (uint8_t)(100 + rand() % 50);
+					for (int j = 0; j < 16; j++)
+						blk->qs[j] = live ? (uint8_t)rand() : 0;
+				}
+				exl_dequantize_row(EXL_MXFP4, row, p.wd + r * cols, cols);
+			}
+			for (int64_t k = 0; k < ns[ni] * cols; k++)
+				p.x[k] = (float)gauss();
+			problem_refs(&p, 1e-44, 1e-4);
+			snprintf(what, sizeof(what), "mxfp4 scales cols %lld n %d", (long long)cols, ns[ni]);
+			check_problem(&p, pool2, pool3, s);
+
+			size_t ny = (size_t)p.n * (size_t)rows;
+			float *ys = malloc(sizeof(float) * ny), *yv = malloc(sizeof(float) * ny);
+			int nonzero = 0;
+
+			CHECK(ys && yv && run("scalar", NULL, &p, ys, s) == 0, "%s: scalar", what);
+			for (size_t o = 0; o < ny; o++)
+				nonzero += ys[o] != 0;
+			CHECK(nonzero == (int)ny, "%s: %d outputs of %zu zero", what, (int)ny - nonzero, ny);
+			for (size_t v = 0; v < sizeof(sets) / sizeof(sets[0]); v++) {
+				if (!exl_cpu_kernels_available(sets[v]) || !strcmp(sets[v], "avx512"))
+					continue;
+				CHECK(run(sets[v], NULL, &p, yv, s) == 0, "%s: %s run", what, sets[v]);
+				CHECK(memcmp(ys, yv, sizeof(float) * ny) == 0, "%s: %s differs from scalar", what,
+				      sets[v]);
+			}
+			free(ys);
+			free(yv);
+			problem_free(&p);
+		}
+	}
+}
+
 /* exl_cpu_matmul_n gives, for every weight, the bits of a call of its own:
  * weights of one act (three Q4_0, as q, k and v) in one job, and weights
  * of two (Q4_0 and Q6_K, as q and a Q4_K_M file's v) one call each. */
@@ -413,8 +501,8 @@ static void test_multi(struct exl_pool *pool, struct exl_matmul_scratch *s)
 int main(int argc, char **argv)
 {
 	static const uint32_t types[] = { EXL_F32, EXL_F16, EXL_BF16, EXL_Q8_0, EXL_Q4_0, EXL_Q4_1,
-					  EXL_Q5_0, EXL_Q5_1, EXL_IQ4_NL, EXL_Q2_K, EXL_Q3_K, EXL_Q4_K,
-					  EXL_Q5_K, EXL_Q6_K, EXL_IQ4_XS };
+					  EXL_Q5_0, EXL_Q5_1, EXL_IQ4_NL, EXL_MXFP4, EXL_Q2_K, EXL_Q3_K,
+					  EXL_Q4_K, EXL_Q5_K, EXL_Q6_K, EXL_IQ4_XS };
 	const char *only = argc > 1 ? argv[1] : NULL;
 	bool known = !only || !strcmp(only, "errors");
 	static const int64_t rows_list[] = { 1, 7, 33, 70 };
@@ -472,6 +560,8 @@ int main(int argc, char **argv)
 				}
 			}
 		}
+		if (type == EXL_MXFP4)
+			test_mxfp4_scales(pool2, pool3, &s);
 		printf("type %-5s done\n", exl_dtype_info(type)->name);
 	}
 	if (!known) {

@@ -349,7 +349,7 @@ static void check_mix_m(void)
 static void check_same_weights(void)
 {
 	static const char *const types[] = { "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "iq4_nl",
-					      "q2_k", "q3_k", "q4_k", "q5_k", "q6_k", "iq4_xs" };
+					      "q2_k", "q3_k", "q4_k", "q5_k", "q6_k", "iq4_xs", "mxfp4" };
 	char ref_path[256], path[256], err[2048];
 	struct gguf_file *ref;
 
@@ -430,6 +430,8 @@ static int synthetic(void)
 		{ "q5_k", EXL_Q5_K, 16, "llama", true, 256, 1, 4, 2, 256, 4200 },
 		{ "iq4_nl", EXL_IQ4_NL, 25, "llama", false, 64, 1, 4, 2, 96, 300 },
 		{ "iq4_xs", EXL_IQ4_XS, 30, "qwen2", false, 256, 1, 2, 1, 256, 300 },
+		/* 3 blocks of 17 bytes a row: every other row at an odd offset */
+		{ "mxfp4", EXL_MXFP4, 38, "llama", true, 96, 1, 4, 2, 96, 300 },
 	};
 	char path[256], path2[256], err[2048];
 	char dim[16], layers[16], heads[16], kvh[16], ff[16], vocab[16];

@@ -166,6 +166,159 @@ static void test_layouts(void)
 	}
 }
 
+/* ---- MXFP4 ---- */
+
+/* A uniform float in [-1, 1) from fill()'s generator. */
+static float lcg_unif(void)
+{
+	lcg = lcg * 1103515245u + 12345u;
+	return (float)((lcg >> 8) & 0xffffff) / 8388608.0f - 1.0f;
+}
+
+/* The 256 inputs of the quantizer's golden: 8 blocks of 32, each a case
+ * of quantize_row_mxfp4_ref's (a small and a large scale, zeros, amax
+ * exactly 4 and just under it, exactly representable values, values
+ * halfway between two levels, a tiny scale). */
+static void mxfp4_golden_input(float *x)
+{
+	static const int lv[16] = { 0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12 };
+	static const float tie[16] = { 0.5f, -0.5f, 1.5f, -1.5f, 2.5f, -2.5f, 3.5f, -3.5f,
+				       5, -5, 7, -7, 10, -10, 12, -12 };
+
+	lcg = 99;
+	for (int i = 0; i < 32; i++)
+		x[i] = lcg_unif() * 0.02f;
+	for (int i = 32; i < 64; i++)
+		x[i] = lcg_unif() * 1000.0f;
+	for (int i = 64; i < 96; i++)
+		x[i] = 0.0f;
+	for (int i = 96; i < 128; i++)
+		x[i] = lcg_unif() * 3.0f;
+	x[100] = 4.0f;
+	for (int i = 128; i < 160; i++)
+		x[i] = lcg_unif() * 3.0f;
+	x[150] = -nextafterf(4.0f, 0.0f);
+	for (int i = 160; i < 192; i++)
+		x[i] = ldexpf((float)lv[(i * 7) % 16], 120 - 128);
+	/* amax 48 = 12 d, e 130, d 4: ties between neighbouring levels */
+	for (int i = 0; i < 32; i++)
+		x[192 + i] = 4.0f * tie[i % 16];
+	for (int i = 224; i < 256; i++)
+		x[i] = lcg_unif() * 0x1p-120f;
+}
+
+/* MXFP4 (GGML type 39): its levels and E8M0 scale, dequantized values
+ * against exact products, and both directions against llama.cpp: its
+ * to_float and from_float_ref (dequantize_row_mxfp4,
+ * quantize_row_mxfp4_ref) in the peer's prebuilt libggml-base, called
+ * through ggml_get_type_traits(39) from a program with fill() and the
+ * inputs above, as the goldens of test_layouts were made. */
+static void test_mxfp4(void)
+{
+	/* GGML's kvalues_mxfp4 (E2M1 doubled) */
+	static const int kv[16] = { 0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12 };
+	/* llama.cpp's dequantized values at golden_idx of fill(b, 136, 13)
+	 * with the 8 blocks' e set to these, and its sum y[i] * (i % 7 + 1) */
+	static const uint8_t gold_e[8] = { 0, 1, 2, 127, 128, 131, 200, 240 };
+	static const float gold_at[14] = { -0x1.8p-126f, 0x1p-125f, 0x1p-128f, 0x1p-128f, 0x1p-125f,
+					   -0x1.8p-126f, -0x1.8p-126f, -0x1.8p-126f, -0x1.8p-125f, 0x1p+2f,
+					   0x0p+0f, -0x1p+2f, -0x1.8p+75f, 0x1p+112f };
+	const double gold_wsum = -3.16730108e+35;
+	/* llama.cpp's quantize_row_mxfp4_ref of mxfp4_golden_input, block by
+	 * block (e, then the 16 bytes of nibbles) */
+	static const char *const gold_q[8] = {
+		"7779ce4b462d549c0dd6c265355c6e5edc", "86ecefffaf7f54696dd7cf47fc0b67f767",
+		"0000000000000000000000000000000000", "7fcc51cc1bb6a44132bb413a12d23923c0",
+		"7ef01b7eee66f2f01d7db7cd4fdca02b3e", "780077ee55cc33aa1100ff66dd44bb2299",
+		"820000119922aa33bb44cc55dd66ee77ff", "04ecec57a0be74ff9ff57fbb346b5fa7f0",
+	};
+	uint8_t b[8 * 17], q[8 * 17];
+	float y[256], x[256];
+	int bad = 0;
+
+	CHECK(exl_dtype_info(EXL_MXFP4) && !strcmp(exl_dtype_info(EXL_MXFP4)->name, "mxfp4") &&
+	      exl_dtype_row_bytes(EXL_MXFP4, 64) == 34 && exl_dtype_align(EXL_MXFP4) == 1 &&
+	      exl_dtype_supported(EXL_MXFP4), "mxfp4: type 39, 17-byte blocks of 32, alignment 1");
+	for (int i = 0; i < 16; i++)
+		CHECK(exl_mxfp4_value(i) == kv[i], "mxfp4 level %d = %d, want %d", i, exl_mxfp4_value(i), kv[i]);
+
+	/* the scale is 2^(e - 128) for every e: subnormal at 0 and 1, 2^127
+	 * at 255 (GGML_E8M0_TO_FP32_HALF) */
+	for (int e = 0; e < 256; e++)
+		bad += exl_f32_bits(exl_e8m0_half((uint8_t)e)) != exl_f32_bits(ldexpf(1.0f, e - 128));
+	CHECK(bad == 0, "mxfp4: %d scales are not 2^(e - 128)", bad);
+	CHECK(exl_e8m0_half_bits(0) == 0x00200000u && exl_e8m0_half_bits(1) == 0x00400000u &&
+	      exl_e8m0_half_bits(2) == 0x00800000u && exl_e8m0_half_bits(128) == 0x3f800000u &&
+	      exl_e8m0_half_bits(254) == 0x7e800000u && exl_e8m0_half_bits(255) == 0x7f000000u,
+	      "mxfp4: scale bits");
+
+	/* every level under e 0, 1, 2, 127, 128, 254 and 255 (whose levels
+	 * past +-1 overflow to inf, as in GGML): exactly level * 2^(e - 128) */
+	static const uint8_t es[] = { 0, 1, 2, 127, 128, 254, 255 };
+	for (size_t k = 0; k < sizeof(es) / sizeof(es[0]); k++) {
+		block_mxfp4 blk = { .e = es[k] };
+
+		for (int j = 0; j < 16; j++)
+			blk.qs[j] = (uint8_t)(j | (15 - j) << 4);
+		CHECK(exl_dequantize_row(EXL_MXFP4, &blk, y, 32) == 0, "mxfp4 dequantize");
+		bad = 0;
+		for (int i = 0; i < 32; i++) {
+			float want = (float)ldexp((double)kv[i < 16 ? i : 31 - i], es[k] - 128);
+
+			bad += y[i] != want;
+		}
+		CHECK(bad == 0, "mxfp4 e %d: %d values are not level * 2^(e - 128)", es[k], bad);
+	}
+
+	/* exactly representable blocks (amax = 12 * 2^(e - 128)) come back
+	 * exactly, with their e */
+	static const uint8_t exact_e[] = { 1, 2, 100, 128, 200, 252 };
+	for (size_t k = 0; k < sizeof(exact_e) / sizeof(exact_e[0]); k++) {
+		block_mxfp4 blk;
+
+		for (int i = 0; i < 32; i++)
+			x[i] = ldexpf((float)kv[(5 * i + 7) % 16], exact_e[k] - 128);
+		CHECK(exl_quantize_row(EXL_MXFP4, x, &blk, 32) == 17, "mxfp4 quantize");
+		exl_dequantize_row(EXL_MXFP4, &blk, y, 32);
+		CHECK(blk.e == exact_e[k] && memcmp(x, y, sizeof(float) * 32) == 0,
+		      "mxfp4 e %d: exact values did not round-trip (e %d)", exact_e[k], blk.e);
+	}
+
+	/* llama.cpp's dequantizer */
+	fill(b, (int)sizeof(b), 13);
+	for (int k = 0; k < 8; k++)
+		b[17 * k] = gold_e[k];
+	CHECK(exl_dequantize_row(EXL_MXFP4, b, y, 256) == 0, "mxfp4 dequantize 8 blocks");
+	double wsum = 0;
+	for (int i = 0; i < 256; i++)
+		wsum += y[i] * (i % 7 + 1);
+	CHECK(fabs(wsum - gold_wsum) <= 1e-6 * fabs(gold_wsum), "mxfp4 wsum %.9g want %.9g", wsum, gold_wsum);
+	for (int k = 0; k < 14; k++)
+		CHECK(y[golden_idx[k]] == gold_at[k], "mxfp4 y[%d] = %a, want %a", golden_idx[k],
+		      y[golden_idx[k]], gold_at[k]);
+	/* and the same bytes one block later: rows at odd addresses */
+	{
+		uint8_t odd[8 * 17 + 1];
+		float y2[256];
+
+		memcpy(odd + 1, b, sizeof(b));
+		exl_dequantize_row(EXL_MXFP4, odd + 1, y2, 256);
+		CHECK(memcmp(y, y2, sizeof(y)) == 0, "mxfp4 at an odd address");
+	}
+
+	/* llama.cpp's quantizer, byte for byte */
+	mxfp4_golden_input(x);
+	CHECK(exl_quantize_row(EXL_MXFP4, x, q, 256) == sizeof(q), "mxfp4 quantize 8 blocks");
+	for (int k = 0; k < 8; k++) {
+		char hex[35];
+
+		for (int i = 0; i < 17; i++)
+			snprintf(hex + 2 * i, 3, "%02x", q[17 * k + i]);
+		CHECK(!strcmp(hex, gold_q[k]), "mxfp4 block %d quantized to %s, llama.cpp's %s", k, hex,
+		      gold_q[k]);
+	}
+}
+
 /* ---- round trips ---- */
 
 static double gauss(void)
@@ -204,6 +357,10 @@ static void test_roundtrip(void)
 		{ EXL_Q5_0, 0.055, 1.0 / 16 + 1.0 / 256 },
 		{ EXL_Q5_1, 0.045, 1.0 / 31 + 1.0 / 256 },
 		{ EXL_IQ4_NL, 0.09, 12.0 / 103 + 1.0 / 256 },
+		/* MXFP4: amax in [8, 16) steps 2^(e - 128), levels up to 12:
+		 * at most 4 steps off (a value past 12 clipped, or half the gap
+		 * 8..12) in at least 8 */
+		{ EXL_MXFP4, 0.12, 0.25 + 1.0 / 256 },
 		{ EXL_Q2_K, 0.40, 0.6 },
 		{ EXL_Q3_K, 0.20, 0.4 },
 		{ EXL_Q5_K, 0.04, 0.1 },
@@ -280,7 +437,7 @@ static void test_roundtrip(void)
 	for (uint32_t t = 0; t < EXL_DTYPE_COUNT; t++) {
 		bool want = t == EXL_F32 || t == EXL_F16 || t == EXL_BF16 || t == EXL_Q8_0 ||
 			    t == EXL_Q4_0 || t == EXL_Q4_1 || t == EXL_Q5_0 || t == EXL_Q5_1 ||
-			    t == EXL_IQ4_NL || t == EXL_Q2_K || t == EXL_Q3_K || t == EXL_Q4_K ||
+			    t == EXL_IQ4_NL || t == EXL_MXFP4 || t == EXL_Q2_K || t == EXL_Q3_K || t == EXL_Q4_K ||
 			    t == EXL_Q5_K || t == EXL_Q6_K || t == EXL_IQ4_XS;
 
 		CHECK(exl_dtype_supported(t) == want && exl_quantize_supported(t) == want,
@@ -310,6 +467,7 @@ int main(void)
 {
 	test_fp16();
 	test_layouts();
+	test_mxfp4();
 	test_roundtrip();
 	printf("%d passed, %d failed\n", check_count - check_failures, check_failures);
 	return check_failures ? 1 : 0;

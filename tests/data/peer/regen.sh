@@ -8,7 +8,7 @@
 set -eu
 build=$1
 shift
-types=${*:-"q4_1 q5_0 q5_1 q2_k q3_k q5_k iq4_nl iq4_xs"}
+types=${*:-"q4_1 q5_0 q5_1 q2_k q3_k q5_k iq4_nl iq4_xs mxfp4"}
 here=$(cd "$(dirname "$0")" && pwd)
 peer=${PEER:-/tmp/peer/peer-bench-native}
 mkmodel=$build/tests/tools/exld-mkmodel
@@ -54,6 +54,15 @@ case_opts() {
 	# and with gpt-oss's YaRN (factor 32 over an original context of 4096
 	# in the real ones; here 16 over 8)
 	gpt_oss_yarn) echo "--arch gpt-oss --experts 4 --experts-used 2 --layers 4 --swa 2 --rope-scaling yarn --rope-scale 16 --kv gpt-oss.rope.scaling.original_context_length=u32:8 --type f32" ;;
+	# gpt-oss's shape with every matrix MXFP4 (the real ones' expert type):
+	# 11 blocks a row, so rows start at odd addresses.  Seed 3: near-ties
+	# of a quantized router can pick another expert in each engine (x
+	# rounded to 8 bits a little differently), and then one position's
+	# logits, or every later one's, land 0.1-0.25 of the range apart: this
+	# file with seed 1 from position 7 on, with seed 5 at one position, as
+	# Q8_0 and IQ4_NL files of this shape did (seeds 1, 2, 5); seeds 2-4
+	# of MXFP4 nowhere
+	gpt_oss_mxfp4) echo "--arch gpt-oss --dim 352 --heads 8 --head-dim 64 --ff 352 --layers 4 --experts 8 --experts-used 4 --swa 2 --seed 3 --type mxfp4" ;;
 	*) echo "--type $1" ;;
 	esac
 }
