@@ -734,7 +734,7 @@ static void test_attention_case(const struct attn_case *c)
 	gout = gpu->ops->alloc(gpu, nq * sizeof(float));
 	if (!gq || !gout)
 		goto out;
-	const struct exl_attn_params ap = { scale, c->softcap, c->window, NULL };
+	const struct exl_attn_params ap = { scale, c->softcap, c->window, NULL, false };
 
 	cpu->ops->attention(cpu, &kc, q, out_c, c->n_heads, &ap);
 	gpu->ops->attention(gpu, &kg, gq, gout, c->n_heads, &ap);

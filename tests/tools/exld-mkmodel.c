@@ -59,12 +59,14 @@ struct opts {
 	bool glm4;         /* post norms, fused gate/up, q/k/v biases, half rope */
 	bool olmo2;        /* post norms only, q/k norms over all heads */
 	bool oss;          /* gpt-oss: sinks, biases everywhere, experts only */
+	bool bert;         /* bert, nomic-bert: encoders, LayerNorms after blocks */
 	bool rope_freqs;   /* llama: rope_freqs.weight */
 	int64_t longrope;  /* phi3: original context of the rope factors; 0 none */
 	int64_t experts, experts_used, expert_ff;
 	int64_t swa;       /* gemma: attention.sliding_window; 0: the default */
 	const char *swa_pattern;
 	bool phi3_vocab;   /* the vocabulary has Phi-3's <|endoftext|> */
+	bool type_count;   /* --vocab-from gave tokenizer.ggml.token_type_count */
 	bool tied;
 	const char *vocab_from;
 	const char *chat_template;  /* a file, for tokenizer.chat_template */
@@ -749,7 +751,8 @@ static int parse_args(int argc, char **argv, struct opts *o)
 							     "phi3", "gemma2", "gemma3", "mistral3",
 							     "granite", "smollm3", "qwen2vl", "qwen3vl",
 							     "qwen3vlmoe", "glm4", "gemma", "olmo2",
-							     "granitemoe", "gpt-oss" };
+							     "granitemoe", "gpt-oss", "bert",
+							     "nomic-bert" };
 			size_t k, n = sizeof(archs) / sizeof(archs[0]);
 
 			for (k = 0; k < n && strcmp(val, archs[k]); k++)
@@ -758,7 +761,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 				fprintf(stderr, "exld-mkmodel: unknown --arch '%s' (llama qwen2 qwen3 "
 					"qwen3moe phi3 gemma2 gemma3 mistral3 granite smollm3 "
 					"qwen2vl qwen3vl qwen3vlmoe glm4 gemma olmo2 granitemoe "
-					"gpt-oss)\n",
+					"gpt-oss bert nomic-bert)\n",
 					val);
 				return -1;
 			}
@@ -784,6 +787,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 	o->glm4 = !strcmp(o->family, "glm4");
 	o->olmo2 = !strcmp(o->family, "olmo2");
 	o->oss = !strcmp(o->family, "gpt-oss");
+	o->bert = !strcmp(o->family, "bert") || !strcmp(o->family, "nomic-bert");
 	o->qkv_bias = !strcmp(o->family, "qwen2") || o->glm4 || o->oss;
 	o->qk_norm = !strcmp(o->family, "qwen3") || !strcmp(o->family, "qwen3moe") ||
 		     !strcmp(o->family, "gemma3");
@@ -1082,6 +1086,7 @@ static int copy_vocab(struct gguf_writer *w, struct opts *o, const char *path, i
 			continue;
 		memcpy(key, kv->key.ptr, (size_t)kv->key.len);
 		key[kv->key.len] = '\0';
+		o->type_count |= !strcmp(key, "tokenizer.ggml.token_type_count");
 		if (!put_override(w, o, key))
 			exl_gguf_writer_set(w, key, &kv->val);
 	}
@@ -1147,6 +1152,54 @@ static int add(struct gguf_writer *w, struct tensor_spec *specs, int *n, const s
 	return add3(w, specs, n, o, name, kind, cols, rows, 1);
 }
 
+/* An encoder's (bert, nomic-bert): embeddings with token types (bert:
+ * and positions) and their LayerNorm; blocks of q/k/v (nomic-bert: one
+ * attn_qkv), attention output, LayerNorm, FFN (bert: up and down with
+ * biases, nomic-bert: gate, up and down) and LayerNorm; no output. */
+static int add_encoder_tensors(struct gguf_writer *w, struct tensor_spec *specs, int *n,
+			       const struct opts *o)
+{
+	bool nomic = !strcmp(o->family, "nomic-bert");
+	char name[64];
+
+	add(w, specs, n, o, "token_embd.weight", FILL_MATRIX, o->dim, o->vocab);
+	add(w, specs, n, o, "token_types.weight", FILL_MATRIX, o->dim, 2);
+	if (!nomic)
+		add(w, specs, n, o, "position_embd.weight", FILL_MATRIX, o->dim, o->ctx);
+	add(w, specs, n, o, "token_embd_norm.weight", FILL_NORM, o->dim, 1);
+	add(w, specs, n, o, "token_embd_norm.bias", FILL_BIAS, o->dim, 1);
+	for (int64_t l = 0; l < o->layers; l++) {
+#define BLK(suffix) (snprintf(name, sizeof(name), "blk.%" PRId64 ".%s", l, suffix), name)
+		if (nomic) {
+			add(w, specs, n, o, BLK("attn_qkv.weight"), FILL_MATRIX, o->dim, 3 * o->dim);
+		} else {
+			add(w, specs, n, o, BLK("attn_q.weight"), FILL_MATRIX, o->dim, o->dim);
+			add(w, specs, n, o, BLK("attn_q.bias"), FILL_BIAS, o->dim, 1);
+			add(w, specs, n, o, BLK("attn_k.weight"), FILL_MATRIX, o->dim, o->dim);
+			add(w, specs, n, o, BLK("attn_k.bias"), FILL_BIAS, o->dim, 1);
+			add(w, specs, n, o, BLK("attn_v.weight"), FILL_MATRIX, o->dim, o->dim);
+			add(w, specs, n, o, BLK("attn_v.bias"), FILL_BIAS, o->dim, 1);
+		}
+		add(w, specs, n, o, BLK("attn_output.weight"), FILL_MATRIX, o->dim, o->dim);
+		if (!nomic)
+			add(w, specs, n, o, BLK("attn_output.bias"), FILL_BIAS, o->dim, 1);
+		add(w, specs, n, o, BLK("attn_output_norm.weight"), FILL_NORM, o->dim, 1);
+		add(w, specs, n, o, BLK("attn_output_norm.bias"), FILL_BIAS, o->dim, 1);
+		add(w, specs, n, o, BLK("ffn_up.weight"), FILL_MATRIX, o->dim, o->ff);
+		if (nomic)
+			add(w, specs, n, o, BLK("ffn_gate.weight"), FILL_MATRIX, o->dim, o->ff);
+		else
+			add(w, specs, n, o, BLK("ffn_up.bias"), FILL_BIAS, o->ff, 1);
+		add(w, specs, n, o, BLK("ffn_down.weight"), FILL_MATRIX, o->ff, o->dim);
+		if (!nomic)
+			add(w, specs, n, o, BLK("ffn_down.bias"), FILL_BIAS, o->dim, 1);
+		add(w, specs, n, o, BLK("layer_output_norm.weight"), FILL_NORM, o->dim, 1);
+		add(w, specs, n, o, BLK("layer_output_norm.bias"), FILL_BIAS, o->dim, 1);
+#undef BLK
+	}
+	return exl_gguf_writer_error(w) ? -1 : 0;
+}
+
 /* Tensors in the order llama.cpp's converters write them, per block. */
 static int add_tensors(struct gguf_writer *w, struct tensor_spec *specs, int *n, const struct opts *o)
 {
@@ -1155,6 +1208,8 @@ static int add_tensors(struct gguf_writer *w, struct tensor_spec *specs, int *n,
 	int64_t rope_dim = o->rope_dim ? o->rope_dim : head_dim;
 	char name[64];
 
+	if (o->bert)
+		return add_encoder_tensors(w, specs, n, o);
 	add(w, specs, n, o, "token_embd.weight", FILL_MATRIX, o->dim, o->vocab);
 	if (o->rope_freqs)
 		add(w, specs, n, o, "rope_freqs.weight", FILL_ROPE_FREQS, rope_dim / 2, 1);
@@ -1265,7 +1320,16 @@ static void set_metadata(struct gguf_writer *w, struct opts *o)
 		meta_u32(w, o, KEY("attention.key_length"), (uint32_t)o->head_dim);
 		meta_u32(w, o, KEY("attention.value_length"), (uint32_t)o->head_dim);
 	}
-	meta_f32(w, o, KEY("attention.layer_norm_rms_epsilon"), (float)o->eps);
+	if (o->bert) {
+		/* LayerNorms; attention both ways; pooled by the mean */
+		meta_f32(w, o, KEY("attention.layer_norm_epsilon"), (float)o->eps);
+		meta_bool(w, o, KEY("attention.causal"), false);
+		meta_u32(w, o, KEY("pooling_type"), 1);
+		if (!o->type_count)
+			meta_u32(w, o, "tokenizer.ggml.token_type_count", 2);
+	} else {
+		meta_f32(w, o, KEY("attention.layer_norm_rms_epsilon"), (float)o->eps);
+	}
 	meta_f32(w, o, KEY("rope.freq_base"), (float)o->rope_base);
 	meta_u32(w, o, KEY("rope.dimension_count"), (uint32_t)(o->rope_dim ? o->rope_dim : head_dim));
 	if (o->rope_scaling || o->rope_scale)
