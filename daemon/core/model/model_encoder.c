@@ -10,21 +10,6 @@
 #include "daemon/core/model/kvcache.h"
 #include "daemon/core/model/model_internal.h"
 
-/* y[i] = x . W[i]^T for the weights of one input, in one hand-off where
- * the backend can. */
-static void matmul_x(struct exl_model *m, const struct exl_weight *const *w, int count,
-		     const float *x, float *const *y, int n)
-{
-	const struct exl_backend_ops *ops = m->be->ops;
-
-	if (ops->matmul_n) {
-		ops->matmul_n(m->be, w, count, x, y, n);
-		return;
-	}
-	for (int i = 0; i < count; i++)
-		ops->matmul(m->be, w[i], x, y[i], n);
-}
-
 static void bias(struct exl_model *m, float *y, const float *b, int n, int dim)
 {
 	if (b)
@@ -83,8 +68,8 @@ int exl_model_encoder_pass(struct exl_model *m, struct exl_kvcache *kv, const in
 	for (int il = 0; il < hp->n_layer; il++) {
 		const struct exl_layer_weights *lw = &m->layers[il];
 
-		matmul_x(m, (const struct exl_weight *[]){ &lw->wq, &lw->wk, &lw->wv }, 3, x,
-			 (float *[]){ s->q, s->k, s->v }, n);
+		exl_model_matmul_x(m, (const struct exl_weight *[]){ &lw->wq, &lw->wk, &lw->wv }, 3,
+				   x, (float *[]){ s->q, s->k, s->v }, n);
 		bias(m, s->q, lw->bq, n, (int)lw->wq.rows);
 		bias(m, s->k, lw->bk, n, (int)lw->wk.rows);
 		bias(m, s->v, lw->bv, n, (int)lw->wv.rows);
@@ -102,8 +87,8 @@ int exl_model_encoder_pass(struct exl_model *m, struct exl_kvcache *kv, const in
 
 		/* the FFN: GELU(up) (bert), or SiLU(gate) * up (nomic-bert) */
 		if (lw->w_gate.data) {
-			matmul_x(m, (const struct exl_weight *[]){ &lw->w_gate, &lw->w_up }, 2, x,
-				 (float *[]){ s->gate, s->up }, n);
+			exl_model_matmul_x(m, (const struct exl_weight *[]){ &lw->w_gate, &lw->w_up },
+					   2, x, (float *[]){ s->gate, s->up }, n);
 			bias(m, s->up, lw->b_up, n, hp->n_ff);
 			ops->swiglu(be, s->gate, s->up, (size_t)n * (size_t)hp->n_ff);
 		} else {

@@ -424,10 +424,8 @@ static const enum exl_lora_target lora_o[] = { EXL_LORA_O };
 static const enum exl_lora_target lora_gate_up[] = { EXL_LORA_GATE, EXL_LORA_UP };
 static const enum exl_lora_target lora_down[] = { EXL_LORA_DOWN };
 
-/* y[i] = x . W[i]^T for weights of one input, in one call where the
- * backend has it (the CPU's pool takes them in one hand-off). */
-static void matmul_shared_x(struct exl_model *m, const struct exl_weight *const *w, int count,
-			    const float *x, float *const *y, int n)
+void exl_model_matmul_x(struct exl_model *m, const struct exl_weight *const *w, int count,
+			const float *x, float *const *y, int n)
 {
 	const struct exl_backend_ops *ops = m->be->ops;
 
@@ -450,8 +448,8 @@ static void dense_ffn(struct exl_model *m, const struct exl_layer_weights *lw, i
 	struct exl_scratch *s = &m->s;
 	size_t count = (size_t)nr * (size_t)hp->n_ff;
 
-	matmul_shared_x(m, (const struct exl_weight *[]){ &lw->w_gate, &lw->w_up }, 2, xin,
-			(float *[]){ s->gate, s->up }, nr);
+	exl_model_matmul_x(m, (const struct exl_weight *[]){ &lw->w_gate, &lw->w_up }, 2, xin,
+			   (float *[]){ s->gate, s->up }, nr);
 	exl_lora_batch_apply(m, il, xin, gathered, 2, lora_gate_up,
 			     (float *[]){ s->gate, s->up });
 	gated_act(m, count);
@@ -658,8 +656,8 @@ int exl_model_forward_io(struct exl_model *m, struct exl_kvcache *kv, const stru
 			ops->rmsnorm(be, s->xn, x, lw->attn_norm, n, hp->n_embd, hp->rms_eps);
 			xin = s->xn;
 		}
-		matmul_shared_x(m, (const struct exl_weight *[]){ &lw->wq, &lw->wk, &lw->wv }, 3, xin,
-				(float *[]){ s->q, s->k, s->v }, n);
+		exl_model_matmul_x(m, (const struct exl_weight *[]){ &lw->wq, &lw->wk, &lw->wv }, 3,
+				   xin, (float *[]){ s->q, s->k, s->v }, n);
 		exl_lora_batch_apply(m, il, xin, false, 3, lora_qkv,
 				     (float *[]){ s->q, s->k, s->v });
 		if (lw->bq)

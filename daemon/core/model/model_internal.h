@@ -137,6 +137,11 @@ int exl_model_bind_tensors(struct exl_model *m, char *err, size_t errlen);
 
 void exl_model_scratch_free(struct exl_model *m);
 
+/* y[i] = x . W[i]^T for count weights of one input, in one call where the
+ * backend has it (the CPU's pool takes them in one hand-off). */
+void exl_model_matmul_x(struct exl_model *m, const struct exl_weight *const *w, int count,
+			const float *x, float *const *y, int n);
+
 /* An encoder's embeddings and blocks over the batch's n tokens (the batch
  * set on the backend), leaving the last block's output in x; 0, or -1
  * with a message (model_encoder.c). */
