@@ -4,7 +4,8 @@
 # 4 KV heads, FFN 5632, vocab 32000), per weight type; SHAPE=llama8b for
 # Llama-3-8B's shape instead (dim 4096, 32 layers, 32 heads, 8 KV heads,
 # FFN 14336, and a byte-level BPE vocabulary of 102400: deepseek-llm's, the
-# nearest to Llama 3's 128256 of the vocabularies in ../shared/models).  A
+# nearest to Llama 3's 128256 of the vocabularies in ../shared/models);
+# SHAPE=gptoss for 6 of gpt-oss-20b's layers (TYPES=mxfp4).  A
 # benchmark, not a test: never run by meson test.
 #
 #   tests/bench/bench_model.sh [BUILD_DIR]       (default: build)
@@ -47,8 +48,15 @@ tinyllama)
 llama8b)
 	dims="--dim 4096 --layers 32 --heads 32 --kv-heads 8 --ff 14336 --ctx 8192"
 	vocab=${VOCAB:-$src/../shared/models/vocab/ggml-vocab-deepseek-llm.gguf} ;;
+gptoss)
+	# gpt-oss-20b's layers (6 of its 24: the ratio per layer is what
+	# counts), 32 experts of which 4 a token, windows of 128 on every
+	# other layer; "of ceil" counts every expert's bytes, so it means
+	# nothing here
+	dims="--arch gpt-oss --dim 2880 --layers 6 --heads 64 --kv-heads 8 --head-dim 64 --ff 2880 --experts 32 --experts-used 4 --swa 128 --ctx 4096"
+	vocab=${VOCAB:-$src/../shared/models/vocab/ggml-vocab-llama-spm.gguf} ;;
 *)
-	echo "SHAPE must be tinyllama or llama8b" >&2; exit 2 ;;
+	echo "SHAPE must be tinyllama, llama8b or gptoss" >&2; exit 2 ;;
 esac
 
 for f in "$exld" "$mkmodel"; do
