@@ -220,11 +220,11 @@ static int group_teardown(void **state)
 	return 0;
 }
 
-#define MAX_TYPES 32
+#define MAX_TYPES 64
 
 int main(int argc, char **argv)
 {
-	static char names[MAX_TYPES][16];
+	static char names[MAX_TYPES][32];
 	struct CMUnitTest tests[MAX_TYPES];
 	int n = 0;
 
@@ -246,11 +246,20 @@ int main(int argc, char **argv)
 			fprintf(stderr, "cannot open %s\n", data_dir);
 			return 1;
 		}
-		while ((e = readdir(d)) && n < MAX_TYPES) {
+		while ((e = readdir(d))) {
 			size_t len = strlen(e->d_name);
 
-			if (len > 4 && len - 4 < sizeof(names[0]) && !strcmp(e->d_name + len - 4, ".txt"))
-				snprintf(names[n++], sizeof(names[0]), "%.*s", (int)(len - 4), e->d_name);
+			if (len <= 4 || strcmp(e->d_name + len - 4, ".txt"))
+				continue;
+			/* a case left out would pass unseen */
+			if (n == MAX_TYPES || len - 4 >= sizeof(names[0])) {
+				fprintf(stderr, "%s: more than %d cases, or a name over %zu bytes "
+					"(%s)\n", data_dir, MAX_TYPES, sizeof(names[0]) - 1,
+					e->d_name);
+				closedir(d);
+				return 1;
+			}
+			snprintf(names[n++], sizeof(names[0]), "%.*s", (int)(len - 4), e->d_name);
 		}
 		closedir(d);
 	}
