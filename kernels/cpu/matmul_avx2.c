@@ -1607,6 +1607,35 @@ static void iq4_nl_r8_rows8(const struct exl_mm_ctx *m, int64_t r, int nr, int c
 
 DEFINE_R8_MM(iq4_nl, 32, iq4_nl_r8_rows8, R8_PF_Q4)
 
+/* The signed-level dots of IQ4_NL and MXFP4 (|w| . (x with w's sign)):
+ * pp[j][i], the pair of blocks b and b + 1 (levels l and h, nibbles
+ * through tab) against vector j's act_pairs32 bytes. */
+EXL_INLINE void signed_pair_dots(__m256i tab, __m256i l, __m256i h, const uint8_t *const *a, int nc,
+				 int64_t b, __m256i (*pp)[4], int i)
+{
+	__m256i xl, xh;
+
+	l = _mm256_shuffle_epi8(tab, l);
+	h = _mm256_shuffle_epi8(tab, h);
+	__m256i al = _mm256_sign_epi8(l, l), ah = _mm256_sign_epi8(h, h);
+
+	for (int j = 0; j < nc; j++) {
+		pairs32_x(a[j], b, &xl, &xh);
+		pp[j][i] = dot4_acc(dot4_acc(_mm256_setzero_si256(), al, _mm256_sign_epi8(xl, l)),
+				    ah, _mm256_sign_epi8(xh, h));
+	}
+}
+
+/* The same for one block b of levels v (already through the table): p[j][t]. */
+EXL_INLINE void signed_block_dots(__m256i v, const uint8_t *const *a, int nc, int64_t b,
+				  int64_t nb, __m256i (*p)[8], int t)
+{
+	__m256i av = _mm256_sign_epi8(v, v);
+
+	for (int j = 0; j < nc; j++)
+		p[j][t] = dot4_acc(_mm256_setzero_si256(), av, _mm256_sign_epi8(pairs32_block(a[j], b, nb), v));
+}
+
 /* q8_0_group8 for IQ4_NL. */
 EXL_INLINE void iq4_nl_group8(const block_iq4_nl *w, int64_t b, int k, const uint8_t *const *a,
 			      int nc, int64_t cols, size_t pf, __m256 *acc)
@@ -1625,18 +1654,10 @@ EXL_INLINE void iq4_nl_group8(const block_iq4_nl *w, int64_t b, int k, const uin
 		__m256i pp[4][4];
 
 		for (int i = 0; i < 4; i++) {
-			__m256i l, h, xl, xh;
+			__m256i l, h;
 
 			q4_pair_nibbles(w4, b + 2 * i, &l, &h);
-			l = _mm256_shuffle_epi8(tab, l);
-			h = _mm256_shuffle_epi8(tab, h);
-			__m256i al = _mm256_sign_epi8(l, l), ah = _mm256_sign_epi8(h, h);
-
-			for (int j = 0; j < nc; j++) {
-				pairs32_x(a[j], b + 2 * i, &xl, &xh);
-				pp[j][i] = dot4_acc(dot4_acc(_mm256_setzero_si256(), al, _mm256_sign_epi8(xl, l)),
-						    ah, _mm256_sign_epi8(xh, h));
-			}
+			signed_pair_dots(tab, l, h, a, nc, b + 2 * i, pp, i);
 		}
 		__m256 dw = group8_d_q4(w4 + b);
 
@@ -1651,11 +1672,8 @@ EXL_INLINE void iq4_nl_group8(const block_iq4_nl *w, int64_t b, int k, const uin
 				p[j][t] = _mm256_setzero_si256();
 			continue;
 		}
-		__m256i v = _mm256_shuffle_epi8(tab, q4_levels(&w4[b + t]));
-		__m256i av = _mm256_sign_epi8(v, v);
-
-		for (int j = 0; j < nc; j++)
-			p[j][t] = dot4_acc(_mm256_setzero_si256(), av, _mm256_sign_epi8(pairs32_block(a[j], b + t, nb), v));
+		signed_block_dots(_mm256_shuffle_epi8(tab, q4_levels(&w4[b + t])), a, nc, b + t, nb, p,
+				  t);
 	}
 	__m256 dw = rows8_d(rb);
 
@@ -1815,18 +1833,10 @@ EXL_INLINE void mxfp4_group8(const block_mxfp4 *wb, int64_t b, int k, const uint
 		__m256i pp[4][4];
 
 		for (int i = 0; i < 4; i++) {
-			__m256i l, h, xl, xh;
+			__m256i l, h;
 
 			mxfp4_pair_nibbles(w, b + 2 * i, &l, &h);
-			l = _mm256_shuffle_epi8(tab, l);
-			h = _mm256_shuffle_epi8(tab, h);
-			__m256i al = _mm256_sign_epi8(l, l), ah = _mm256_sign_epi8(h, h);
-
-			for (int j = 0; j < nc; j++) {
-				pairs32_x(a[j], b + 2 * i, &xl, &xh);
-				pp[j][i] = dot4_acc(dot4_acc(_mm256_setzero_si256(), al, _mm256_sign_epi8(xl, l)),
-						    ah, _mm256_sign_epi8(xh, h));
-			}
+			signed_pair_dots(tab, l, h, a, nc, b + 2 * i, pp, i);
 		}
 		__m256 dw = e8m0_half8(group8_e_mxfp4(mxfp4_block(w, b)));
 
@@ -1844,11 +1854,8 @@ EXL_INLINE void mxfp4_group8(const block_mxfp4 *wb, int64_t b, int k, const uint
 				p[j][t] = _mm256_setzero_si256();
 			continue;
 		}
-		__m256i v = _mm256_shuffle_epi8(tab, mxfp4_levels(w, b + t));
-		__m256i av = _mm256_sign_epi8(v, v);
-
-		for (int j = 0; j < nc; j++)
-			p[j][t] = dot4_acc(_mm256_setzero_si256(), av, _mm256_sign_epi8(pairs32_block(a[j], b + t, nb), v));
+		signed_block_dots(_mm256_shuffle_epi8(tab, mxfp4_levels(w, b + t)), a, nc, b + t, nb, p,
+				  t);
 	}
 	__m256 dw = e8m0_half8(rows8_e_mxfp4(rb));
 
