@@ -85,6 +85,12 @@ static int check_header(const struct gguf_file *f, const struct exl_model *m,
 			 l->arch, m->hp.arch_name);
 		return -1;
 	}
+	/* the encoder pass applies no adapter: refused, not ignored */
+	if (m->hp.encoder) {
+		snprintf(err, errlen, "adapters are not supported on embedding models (%s)",
+			 m->hp.arch_name);
+		return -1;
+	}
 	if (!exl_gguf_get_f32(f, "adapter.lora.alpha", &l->alpha)) {
 		snprintf(err, errlen, "adapter.lora.alpha is missing (or not a float32)");
 		return -1;
