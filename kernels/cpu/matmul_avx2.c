@@ -1532,6 +1532,25 @@ EXL_INLINE __m256i iq4_nl_rows8_dot(const __m256i g[8], const __m256i aw[8], con
 #endif
 }
 
+/* Block b of 8 rows of table levels (IQ4_NL, MXFP4: g and aw from
+ * lut_rows8_levels, scales dw) against vectors [c0, c0 + nc): pairs of
+ * vectors in one VNNI step where the set has it. */
+EXL_INLINE void lut_rows8_cols(const struct exl_mm_ctx *m, __m256 (*acc)[8], int c0, int nc, int64_t b,
+			       const __m256i g[8], const __m256i aw[8], __m256 dw, size_t off, size_t hoff)
+{
+	int j = 0;
+
+#ifdef EXL_MM_VNNI
+	for (; j + 2 <= nc; j += 2)
+		rows8_u4_step_x2(m, acc + j, c0 + j, b, aw, dw, off, hoff, 128);
+#endif
+	for (; j < nc; j++) {
+		const uint8_t *a = m->act + (size_t)(c0 + j) * m->act_stride;
+
+		rows8_q8x_step(acc[j], iq4_nl_rows8_dot(g, aw, a, m->cols, b, off, hoff), dw, a, m->cols, b);
+	}
+}
+
 /* Rows [r, r + nr) x vectors [c0, c1) from GGUF rows or, packed, from a
  * group of EXL_LAYOUT_ROWS8 (Q4_0's: repack.h).  Not always_inline
  * (q4_0_rows8_from). */
@@ -1557,17 +1576,7 @@ static void iq4_nl_rows8_from(const struct exl_mm_ctx *m, int64_t r, int nr, int
 		else
 			q4_0_rows8_block(rw, b, lv, lv + 4, &dw);
 		iq4_nl_rows8_levels(lv, g, aw);
-		int j = 0;
-#ifdef EXL_MM_VNNI
-		for (; j + 2 <= nc; j += 2)
-			rows8_u4_step_x2(m, acc + j, c0 + j, b, aw, dw, off, hoff, 128);
-#endif
-		for (; j < nc; j++) {
-			const uint8_t *a = m->act + (size_t)(c0 + j) * m->act_stride;
-
-			rows8_q8x_step(acc[j], iq4_nl_rows8_dot(g, aw, a, m->cols, b, off, hoff), dw, a, m->cols,
-				       b);
-		}
+		lut_rows8_cols(m, acc, c0, nc, b, g, aw, dw, off, hoff);
 	}
 	rows8_store(m, acc, nc, c0, r, nr);
 }
@@ -1778,17 +1787,7 @@ static void mxfp4_rows8(const struct exl_mm_ctx *m, int64_t r, int nr, int c0, i
 		exl_prefetch_share(exl_row(m, r + 8), 8 * m->row_bytes, b, nb);
 		mxfp4_rows8_block(rw, b, lv, lv + 4, &dw);
 		lut_rows8_levels(mxfp4_table(), lv, g, aw);
-		int j = 0;
-#ifdef EXL_MM_VNNI
-		for (; j + 2 <= nc; j += 2)
-			rows8_u4_step_x2(m, acc + j, c0 + j, b, aw, dw, off, hoff, 128);
-#endif
-		for (; j < nc; j++) {
-			const uint8_t *a = m->act + (size_t)(c0 + j) * m->act_stride;
-
-			rows8_q8x_step(acc[j], iq4_nl_rows8_dot(g, aw, a, m->cols, b, off, hoff), dw, a, m->cols,
-				       b);
-		}
+		lut_rows8_cols(m, acc, c0, nc, b, g, aw, dw, off, hoff);
 	}
 	rows8_store(m, acc, nc, c0, r, nr);
 }
